@@ -1,0 +1,771 @@
+"""Message codec: RocketMQ commitlog message records <-> Arrow batches (FORMAT.md §1).
+
+Record layout (all integers big-endian). B = born host size (8 IPv4 / 20 IPv6), S = store host size:
+
+    @0        TOTALSIZE             int32   whole record length
+    @4        MAGICCODE             int32   V1 0xDAA320A7 / V2 0xDAA320AB
+    @8        BODYCRC               int32   crc32(body) & 0x7FFFFFFF
+    @12       QUEUEID               int32
+    @16       FLAG                  int32
+    @20       QUEUEOFFSET           int64   0 for PREPARED / ROLLBACK
+    @28       PHYSICALOFFSET        int64   absolute commitlog offset of this record
+    @36       SYSFLAG               int32
+    @40       BORNTIMESTAMP         int64
+    @48       BORNHOST              B       address bytes, then port as int32
+    @48+B     STORETIMESTAMP        int64
+    @56+B     STOREHOST             S
+    @56+B+S   RECONSUMETIMES        int32
+    @60+B+S   PREPARED_TX_OFFSET    int64
+    @68+B+S   BODYLENGTH            int32
+    @72+B+S   BODY                  bodyLen bytes
+              TOPICLENGTH           V1: int8 / V2: int16 (UTF-8 byte count)
+              TOPIC                 UTF-8
+              PROPERTIESLENGTH      int16
+              PROPERTIES            UTF-8, verbatim
+
+Everything works on whole columns: hosts and topics are parsed once per distinct value,
+hashes and CRCs are computed over Arrow buffers (``kernels``), and records are assembled with
+one ``binary_join_element_wise`` over per-part binary columns.
+"""
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import kernels
+from .config import StoreConfig
+
+# ---------------------------------------------------------------------------- constants
+MAGIC_V1 = -626843481          # 0xDAA320A7
+MAGIC_V2 = -626843477          # 0xDAA320AB
+BLANK_MAGIC = -875286124       # 0xCBD43194, the end-of-file record (commitlog.py writes it)
+
+POS_TOTALSIZE = 0
+POS_MAGIC = 4
+POS_BODYCRC = 8
+POS_QUEUEID = 12
+POS_FLAG = 16
+POS_QUEUEOFFSET = 20
+POS_PHYSICALOFFSET = 28
+POS_SYSFLAG = 36
+POS_BORNTIMESTAMP = 40
+POS_BORNHOST = 48
+
+FLAG_COMPRESSED = 0x1
+FLAG_MULTI_TAGS = 0x2
+TRANSACTION_MASK = 0xC
+TRANSACTION_NOT = 0x0
+TRANSACTION_PREPARED = 0x4
+TRANSACTION_COMMIT = 0x8
+TRANSACTION_ROLLBACK = 0xC
+FLAG_BORNHOST_V6 = 0x10
+FLAG_STOREHOST_V6 = 0x20
+
+PROPERTY_NAME_VALUE_SEP = "\x01"
+PROPERTY_SEP = "\x02"
+MAX_PROPERTIES_LENGTH = 32767        # Short.MAX_VALUE
+MESSAGE_SIZE_SLACK = 64 * 1024       # total record may exceed maxMessageSize by 64 KiB
+CRC32_PROPERTY_NAME = "__CRC32#"
+CRC32_RESERVED_LEN = len(CRC32_PROPERTY_NAME) + 1 + 10 + 1   # name, 0x01, 10 digits, 0x02
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+# Canonical message columns: what every input format is normalized to before encoding.
+MESSAGE_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("flag", pa.int32()),
+    ("sys_flag", pa.int32()),
+    ("born_timestamp", pa.int64()),
+    ("store_timestamp", pa.int64()),
+    ("born_host", pa.string()),
+    ("store_host", pa.string()),
+    ("reconsume_times", pa.int32()),
+    ("prepared_transaction_offset", pa.int64()),
+    ("body", pa.large_binary()),
+    ("properties_string", pa.large_string()),
+])
+
+
+class InputError(ValueError):
+    """Bad input: each problem names the row (source and row number) and the field."""
+
+    def __init__(self, problems: list[str], total: int | None = None):
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... {self.total - 20} more" if self.total > 20 else ""
+        super().__init__(f"{self.total} bad input row problem(s):\n  {shown}{more}")
+
+
+# ---------------------------------------------------------------------------- java hash
+def _utf8_to_utf16_units(data: np.ndarray, offsets: np.ndarray):
+    """UTF-16 code units of every string of an Arrow UTF-8 column, with their string index."""
+    n = len(offsets) - 1
+    if len(data) == 0:
+        return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(n, np.int64)
+    b = np.concatenate([data, np.zeros(4, np.uint8)]).astype(np.uint32)
+    body = b[:len(data)]
+    lead = np.flatnonzero((body & 0xC0) != 0x80)
+    c0 = b[lead]
+    c1 = b[lead + 1] & 0x3F
+    c2 = b[lead + 2] & 0x3F
+    c3 = b[lead + 3] & 0x3F
+    cp = np.where(c0 < 0x80, c0,
+         np.where(c0 < 0xE0, ((c0 & 0x1F) << 6) | c1,
+         np.where(c0 < 0xF0, ((c0 & 0x0F) << 12) | (c1 << 6) | c2,
+                  ((c0 & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3)))
+    owner = np.searchsorted(offsets, lead, side="right") - 1
+    wide = cp >= 0x10000
+    reps = np.where(wide, 2, 1)
+    units = np.repeat(cp, reps)
+    owner_u = np.repeat(owner, reps)
+    if wide.any():
+        first = np.cumsum(reps) - reps          # index of each char's first unit
+        w = first[wide]
+        v = cp[wide] - 0x10000
+        units[w] = 0xD800 + (v >> 10)
+        units[w + 1] = 0xDC00 + (v & 0x3FF)
+    counts = np.bincount(owner_u, minlength=n).astype(np.int64)
+    return units, owner_u, counts
+
+
+_POW31 = np.ones(1, dtype=np.uint64)
+
+
+def _pow31(upto: int) -> np.ndarray:
+    """31**k mod 2**64 for k < upto (uint64 wrap-around keeps everything exact mod 2**32)."""
+    global _POW31
+    if len(_POW31) < upto:
+        p = np.full(max(upto, 2 * len(_POW31)), 31, dtype=np.uint64)
+        p[0] = 1
+        _POW31 = np.cumprod(p, dtype=np.uint64)
+    return _POW31
+
+
+def utf16_lengths(arr: pa.Array) -> np.ndarray:
+    """Java ``String.length()`` of every string (UTF-16 code units)."""
+    arr = _as_large_string(arr)
+    data, offsets = _string_buffers(arr)
+    _, _, counts = _utf8_to_utf16_units(data, offsets - offsets[0] if len(offsets) else offsets)
+    return counts
+
+
+def java_hash(arr) -> np.ndarray:
+    """``java.lang.String.hashCode()`` of every string, as int32 (nulls hash as empty strings)."""
+    arr = _as_large_string(arr)
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.int32)
+    data, offsets = _string_buffers(arr)
+    offsets = offsets - offsets[0]
+    units, owner, counts = _utf8_to_utf16_units(data, offsets)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    if len(units) == 0:
+        return np.zeros(n, np.int32)
+    pos = np.arange(len(units), dtype=np.int64)
+    exp = ends[owner] - 1 - pos
+    terms = units.astype(np.uint64) * _pow31(int(counts.max()) + 1)[exp]
+    cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+    h = (cs[ends] - cs[starts]) & np.uint64(0xFFFFFFFF)
+    return h.astype(np.uint32).view(np.int32)
+
+
+def index_key_hash(h: np.ndarray) -> np.ndarray:
+    """IndexFile.indexKeyHashMethod: abs(hash), with Integer.MIN_VALUE mapped to 0."""
+    h = h.astype(np.int64)
+    out = np.abs(h)
+    out[out == 2**31] = 0
+    return out.astype(np.int32)
+
+
+# ---------------------------------------------------------------------------- arrow helpers
+def _as_large_string(arr) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    return arr
+
+
+def _as_large_binary(arr) -> pa.Array:
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    if arr.type != pa.large_binary():
+        arr = arr.cast(pa.large_binary())
+    return arr
+
+
+def _string_buffers(arr: pa.Array):
+    """(values uint8, offsets int64) of a large_string/large_binary array, honouring slicing."""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    if bufs[2] is None:
+        data = np.zeros(0, np.uint8)
+    else:
+        data = np.frombuffer(bufs[2], dtype=np.uint8)
+    return data, offsets
+
+
+def binary_from_numpy(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A large_binary array over a numpy value buffer and int64 offsets (zero copy)."""
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                 [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(values)])
+
+
+def fixed_width_binary(rows: np.ndarray) -> pa.Array:
+    """(n, k) uint8 matrix -> large_binary array of n values of k bytes each."""
+    n, k = rows.shape
+    return binary_from_numpy(np.ascontiguousarray(rows).reshape(-1), np.arange(n + 1, dtype=np.int64) * k)
+
+
+def binary_lengths(arr) -> np.ndarray:
+    arr = _as_large_binary(arr) if not pa.types.is_large_string(arr.type) else arr
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    _, offsets = _string_buffers(arr)
+    return np.diff(offsets)
+
+
+def concat_binary(columns: list) -> pa.Array:
+    """Element-wise concatenation of large_binary columns (record assembly)."""
+    cols = [_as_large_binary(c) for c in columns]
+    return pc.binary_join_element_wise(*cols, pa.scalar(b"", pa.large_binary()))
+
+
+# ---------------------------------------------------------------------------- hosts
+def parse_host(text: str) -> tuple[bytes, bool]:
+    """'a.b.c.d:port' or '[v6]:port' -> (address bytes + int32 port, is_ipv6)."""
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0 or text[close + 1:close + 2] != ":":
+            raise ValueError(f"cannot parse host {text!r}: expected '[ipv6]:port'")
+        addr, port = text[1:close], text[close + 2:]
+        ip = ipaddress.IPv6Address(addr)
+    else:
+        addr, sep, port = text.rpartition(":")
+        if not sep:
+            raise ValueError(f"cannot parse host {text!r}: expected 'a.b.c.d:port'")
+        ip = ipaddress.IPv4Address(addr)
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"cannot parse host {text!r}: port must be 0..65535")
+    return ip.packed + struct.pack(">i", int(port)), ip.version == 6
+
+
+def format_host(raw: bytes) -> str:
+    """Java InetAddress.getHostAddress() form: IPv6 uncompressed, e.g. [0:0:0:0:0:0:0:1]:5000."""
+    port = struct.unpack(">i", raw[-4:])[0]
+    addr = raw[:-4]
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}:{port}"
+    groups = struct.unpack(">8H", addr)
+    return "[" + ":".join(f"{g:x}" for g in groups) + f"]:{port}"
+
+
+def _hosts_column(arr, field: str, problems: list, label) -> tuple[pa.Array, np.ndarray]:
+    """Parse a host column once per distinct value; returns (bytes column, is_v6 mask)."""
+    enc = pc.dictionary_encode(arr).combine_chunks() if isinstance(arr, pa.ChunkedArray) \
+        else pc.dictionary_encode(arr)
+    uniq = enc.dictionary.to_pylist()
+    parsed, v6 = [], []
+    bad = set()
+    for k, text in enumerate(uniq):
+        try:
+            raw, is6 = parse_host(text)
+        except ValueError as e:
+            bad.add(k)
+            parsed.append(b"\0" * 8)
+            v6.append(False)
+            err = str(e)
+        else:
+            parsed.append(raw)
+            v6.append(is6)
+            continue
+        rows = np.flatnonzero(np.asarray(enc.indices.fill_null(-1)) == k)
+        for r in rows[:5]:
+            problems.append(f"{label(r)}: field '{field}': {err}")
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    col = pa.array(parsed, pa.large_binary()).take(pa.array(idx))
+    return col, np.asarray(v6, dtype=bool)[idx] if len(idx) else np.zeros(0, bool)
+
+
+# ---------------------------------------------------------------------------- properties
+def property_values(props, names: tuple[str, ...]) -> dict[str, pa.Array]:
+    """Values of the named properties, parsed the way the broker's dispatch parses them.
+
+    MessageDecoder.string2messageProperties: split on U+0002; a segment counts only when its
+    first U+0001 leaves a non-empty name and a non-empty value; later duplicates win.
+    Returns one string column per name, null where absent.
+    """
+    props = _as_large_string(props)
+    n = len(props)
+    segs = pc.split_pattern(props, PROPERTY_SEP)
+    parent = pc.list_parent_indices(segs).to_numpy()
+    flat = pc.list_flatten(segs)
+    kv = pc.split_pattern(flat, PROPERTY_NAME_VALUE_SEP, max_splits=1)
+    has_sep = pc.equal(pc.list_value_length(kv), 2).to_numpy(zero_copy_only=False)
+    name = pc.list_element(kv, 0)
+    value = _second_or_empty(kv)
+    out = {}
+    nonempty = has_sep & (pc.binary_length(name).to_numpy(zero_copy_only=False) > 0) \
+        & (pc.binary_length(value).to_numpy(zero_copy_only=False) > 0)
+    for nm in names:
+        hit = np.flatnonzero(nonempty & pc.equal(name, nm).to_numpy(zero_copy_only=False))
+        result = np.full(n, -1, dtype=np.int64)
+        # Later duplicates win: assigning in ascending order leaves the last one.
+        result[parent[hit]] = hit
+        mask = result < 0
+        taken = value.take(pa.array(np.where(mask, 0, result))) if len(value) else \
+            pa.nulls(n, pa.large_string())
+        out[nm] = pc.if_else(pa.array(mask), pa.scalar(None, pa.large_string()), taken) if n else taken
+    return out
+
+
+def _second_or_empty(kv: pa.Array) -> pa.Array:
+    """Element 1 of each [name, value] list, "" for lists of length 1."""
+    padded = pc.list_slice(kv, 0, 2)
+    lengths = pc.list_value_length(padded).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(padded)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    idx = np.where(lengths >= 2, starts + 1, -1)
+    vals = flat.take(pa.array(np.where(idx < 0, 0, idx))) if len(flat) else pa.nulls(len(kv), pa.large_string())
+    return pc.if_else(pa.array(idx < 0), pa.scalar("", pa.large_string()), vals.cast(pa.large_string()))
+
+
+def properties_from_pairs(names: pa.Array, values: pa.Array, list_offsets: np.ndarray) -> pa.Array:
+    """messageProperties2String over ordered (name, value) pairs: name U+0001 value U+0002 ..."""
+    names = _as_large_string(names)
+    values = _as_large_string(values)
+    elems = pc.binary_join_element_wise(names, pa.scalar(PROPERTY_NAME_VALUE_SEP, pa.large_string()),
+                                        values, pa.scalar(PROPERTY_SEP, pa.large_string()),
+                                        pa.scalar("", pa.large_string())) \
+        if len(names) else pa.array([], pa.large_string())
+    lists = pa.LargeListArray.from_arrays(pa.array(list_offsets, pa.int64()), elems)
+    return pc.binary_join(lists, pa.scalar("", pa.large_string())).cast(pa.large_string())
+
+
+# ---------------------------------------------------------------------------- prepared batch
+@dataclass
+class PreparedMessages:
+    """Validated messages with everything the encoder and the dispatchers need, per message."""
+    n: int
+    topic: pa.Array                 # large_string
+    queue_id: np.ndarray            # int32
+    sys_flag: np.ndarray            # int32, with the IPv6 bits the store ORs in
+    store_timestamp: np.ndarray     # int64
+    sizes: np.ndarray               # int64 TOTALSIZE
+    tran_type: np.ndarray           # int32 sys_flag & 0xC
+    cq_eligible: np.ndarray         # bool: NOT / COMMIT messages get a queue offset and a CQ unit
+    tags_code: np.ndarray           # int64 (CQ unit), before delay adjustment is already applied
+    body_crc: np.ndarray            # int32 (31-bit)
+    index_msg: np.ndarray           # int64 message index of every index entry, in dispatch order
+    index_hash: np.ndarray          # int32 abs(java hash of topic#key) per index entry
+    parts: dict                     # record parts for the encoder
+
+    @property
+    def index_counts(self) -> np.ndarray:
+        return np.bincount(self.index_msg, minlength=self.n).astype(np.int64)
+
+
+def _col(table: pa.Table, name: str):
+    c = table.column(name)
+    return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+
+
+def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessages:
+    """Validate canonical messages (MESSAGE_SCHEMA) and compute sizes, flags, keys and CRCs.
+
+    ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17").
+    Raises InputError listing every problem found (before anything is written).
+    """
+    label = label or (lambda i: f"row {i}")
+    n = table.num_rows
+    problems: list[str] = []
+
+    def flag_rows(mask: np.ndarray, field: str, msg):
+        for r in np.flatnonzero(mask)[:5]:
+            problems.append(f"{label(int(r))}: field '{field}': {msg(int(r)) if callable(msg) else msg}")
+        extra = int(mask.sum()) - 5
+        if extra > 0:
+            problems.append(f"... field '{field}': {extra} more row(s) with the same problem")
+
+    # Required fields.
+    for name in ("topic", "queue_id", "body", "store_timestamp"):
+        nulls = np.asarray(_col(table, name).is_null().to_numpy(zero_copy_only=False), bool)
+        flag_rows(nulls, name, "missing (required)")
+    if problems:
+        raise InputError(problems)
+
+    topic = _as_large_string(_col(table, "topic"))
+    queue_id = _col(table, "queue_id").to_numpy(zero_copy_only=False).astype(np.int32)
+    flag = _col(table, "flag").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+    sys_flag = _col(table, "sys_flag").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+    store_ts = _col(table, "store_timestamp").to_numpy(zero_copy_only=False).astype(np.int64)
+    born_ts_col = _col(table, "born_timestamp")
+    born_ts = pc.coalesce(born_ts_col, _col(table, "store_timestamp")).to_numpy(zero_copy_only=False).astype(np.int64)
+    reconsume = _col(table, "reconsume_times").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+    prep_tx = _col(table, "prepared_transaction_offset").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+    body = _as_large_binary(_col(table, "body"))
+    props = _as_large_string(_col(table, "properties_string").fill_null(""))
+
+    flag_rows(queue_id < 0, "queue_id", lambda r: f"negative queue id {queue_id[r]}")
+
+    # Topics: per distinct value (V1/V2 by UTF-16 length, length limits).
+    tenc = pc.dictionary_encode(topic)
+    tidx = tenc.indices.to_numpy(zero_copy_only=False)
+    tparts, t16, tbad = [], [], []
+    for k, t in enumerate(tenc.dictionary.to_pylist()):
+        raw = t.encode("utf-8")
+        units = len(t.encode("utf-16-le")) // 2
+        v2 = units > 127
+        err = None
+        if not raw:
+            err = "empty topic"
+        elif not v2 and len(raw) > 127:
+            err = (f"topic of {units} characters is {len(raw)} UTF-8 bytes: a V1 record (<= 127 "
+                   f"characters) stores the length in one signed byte, so at most 127 bytes fit")
+        elif len(raw) > 32767:
+            err = f"topic is {len(raw)} UTF-8 bytes, more than 32767"
+        tbad.append(err)
+        tparts.append((struct.pack(">h", len(raw)) if v2 else struct.pack(">b", len(raw) if len(raw) <= 127 else 0)) + raw)
+        t16.append(v2)
+    for k, err in enumerate(tbad):
+        if err:
+            flag_rows(tidx == k, "topic", err)
+    topic_part = pa.array(tparts, pa.large_binary()).take(tenc.indices)
+    is_v2 = np.asarray(t16, bool)[tidx] if n else np.zeros(0, bool)
+    topic_len = np.diff(_string_buffers(topic_part)[1]) if n else np.zeros(0, np.int64)
+
+    # Hosts: default born host = store host, default store host = the broker's own address.
+    default_store = pa.scalar(config.store_host, pa.string())
+    store_host_s = pc.coalesce(_col(table, "store_host"), default_store)
+    born_host_s = pc.coalesce(_col(table, "born_host"), store_host_s)
+    born_host, born_v6 = _hosts_column(born_host_s, "born_host", problems, label)
+    store_host, store_v6 = _hosts_column(store_host_s, "store_host", problems, label)
+    flag_rows(((sys_flag & FLAG_BORNHOST_V6) != 0) & ~born_v6, "sys_flag",
+              "bit 0x10 (born host IPv6) is set but born_host is IPv4")
+    flag_rows(((sys_flag & FLAG_STOREHOST_V6) != 0) & ~store_v6, "sys_flag",
+              "bit 0x20 (store host IPv6) is set but store_host is IPv4")
+    # The store ORs the IPv6 bits in itself (CommitLog), it never clears them.
+    sys_flag = sys_flag | np.where(born_v6, FLAG_BORNHOST_V6, 0).astype(np.int32) \
+        | np.where(store_v6, FLAG_STOREHOST_V6, 0).astype(np.int32)
+
+    # Body and properties sizes.
+    body_len = binary_lengths(body)
+    flag_rows(body_len > config.maxMessageSize, "body",
+              lambda r: f"body of {body_len[r]} bytes exceeds maxMessageSize {config.maxMessageSize}")
+    props_bytes = props.cast(pa.large_binary())
+    prop_len = binary_lengths(props_bytes)
+    crc_extra = 0
+    if config.enabledAppendPropCRC:
+        ends_with_sep = pc.ends_with(props, PROPERTY_SEP).to_numpy(zero_copy_only=False)
+        need_sep = (prop_len > 0) & ~ends_with_sep
+        crc_extra = need_sep.astype(np.int64) + CRC32_RESERVED_LEN
+    stored_prop_len = prop_len + crc_extra
+    flag_rows(stored_prop_len > MAX_PROPERTIES_LENGTH, "properties",
+              lambda r: f"properties string is {stored_prop_len[r]} UTF-8 bytes, more than 32767")
+
+    bh = np.where(born_v6, 20, 8)
+    sh = np.where(store_v6, 20, 8)
+    # 72 + B + S + bodyLen + T + topicLen + 2 + propLen; topic_part holds the T length bytes too.
+    sizes = (72 + bh + sh + body_len + topic_len + 2 + stored_prop_len).astype(np.int64)
+    limit = config.maxMessageSize + MESSAGE_SIZE_SLACK if config.maxMessageSize <= 2**31 - 1 - MESSAGE_SIZE_SLACK \
+        else 2**31 - 1
+    flag_rows(sizes > limit, "body", lambda r: f"record of {sizes[r]} bytes exceeds {limit}")
+    flag_rows(sizes + 8 > config.mappedFileSizeCommitLog, "body",
+              lambda r: f"record of {sizes[r]} bytes cannot fit a commitlog file of "
+                        f"{config.mappedFileSizeCommitLog} bytes (needs size + 8)")
+
+    # Properties the dispatch reads.
+    pv = property_values(props, ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"))
+    tran_type = sys_flag & TRANSACTION_MASK
+    cq_eligible = (tran_type == TRANSACTION_NOT) | (tran_type == TRANSACTION_COMMIT)
+
+    tags = pv["TAGS"]
+    tags_present = pc.is_valid(tags).to_numpy(zero_copy_only=False)
+    tags_code = np.where(tags_present, java_hash(tags.fill_null("")).astype(np.int64), 0)
+
+    # Delay messages: tagsCode = deliver time (DefaultMessageStore.computeDeliverTimestamp).
+    is_sched = pc.equal(topic, SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
+    delay = pv["DELAY"]
+    delay_rows = is_sched & pc.is_valid(delay).to_numpy(zero_copy_only=False)
+    if delay_rows.any():
+        ok = pc.match_substring_regex(delay.fill_null(""), r"^[+-]?[0-9]{1,10}$").to_numpy(zero_copy_only=False)
+        level = np.zeros(n, np.int64)
+        good = delay_rows & ok
+        if good.any():
+            level[good] = pc.cast(delay.filter(pa.array(good)), pa.int64()).to_numpy()
+        out_of_int = good & ((level > 2**31 - 1) | (level < -2**31))
+        flag_rows(delay_rows & ~ok | out_of_int, "properties",
+                  "DELAY on SCHEDULE_TOPIC_XXXX must be an integer (Integer.parseInt)")
+        delays = config.delay_level_millis
+        max_level = len(delays)
+        level = np.minimum(level, max_level)
+        table_ms = np.asarray([0] + delays, dtype=np.int64)
+        apply = good & ~out_of_int & (level > 0)
+        tags_code = np.where(apply, store_ts + table_ms[np.clip(level, 0, max_level)], tags_code)
+
+    # Index keys in dispatch order: UNIQ_KEY, then every non-empty KEYS token; ROLLBACK skipped.
+    indexed = tran_type != TRANSACTION_ROLLBACK
+    uniq = pv["UNIQ_KEY"]
+    uniq_rows = np.flatnonzero(indexed & pc.is_valid(uniq).to_numpy(zero_copy_only=False))
+    keys = pv["KEYS"].fill_null("")
+    tokens = pc.split_pattern(keys, " ")
+    tok_parent = pc.list_parent_indices(tokens).to_numpy()
+    tok_flat = pc.list_flatten(tokens)
+    tok_ok = (pc.binary_length(tok_flat).to_numpy(zero_copy_only=False) > 0) & indexed[tok_parent] \
+        if len(tok_flat) else np.zeros(0, bool)
+    tok_rows = tok_parent[tok_ok]
+    key_strings = pa.chunked_array([uniq.take(pa.array(uniq_rows)).cast(pa.large_string()),
+                                    tok_flat.filter(pa.array(tok_ok)).cast(pa.large_string())],
+                                   type=pa.large_string()).combine_chunks()
+    key_msg = np.concatenate([uniq_rows, tok_rows]).astype(np.int64)
+    # Stable order: by message, UNIQ_KEY (listed first) before tokens, tokens in string order.
+    order = np.argsort(key_msg, kind="stable")
+    key_msg = key_msg[order]
+    key_strings = key_strings.take(pa.array(order))
+    full_keys = pc.binary_join_element_wise(topic.take(pa.array(key_msg)), key_strings,
+                                    pa.scalar("#", pa.large_string())) \
+        if len(key_msg) else pa.array([], pa.large_string())
+    index_hash = index_key_hash(java_hash(full_keys))
+
+    if problems:
+        raise InputError(problems)
+
+    body_data, body_off = _string_buffers(body)
+    body_crc = (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
+
+    parts = dict(
+        flag=flag, born_ts=born_ts, born_host=born_host, store_host=store_host,
+        reconsume=reconsume, prep_tx=prep_tx, body=body, body_len=body_len,
+        topic_part=topic_part, props=props_bytes, prop_len=prop_len,
+        stored_prop_len=stored_prop_len, is_v2=is_v2, born_v6=born_v6, store_v6=store_v6,
+    )
+    return PreparedMessages(
+        n=n, topic=topic, queue_id=queue_id, sys_flag=sys_flag, store_timestamp=store_ts,
+        sizes=sizes, tran_type=tran_type, cq_eligible=cq_eligible, tags_code=tags_code.astype(np.int64),
+        body_crc=body_crc, index_msg=key_msg, index_hash=index_hash, parts=parts,
+    )
+
+
+def _be(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Per-message big-endian bytes of a numeric column, as an (n, width) uint8 matrix."""
+    a = np.ascontiguousarray(values.astype(dtype))
+    return a.view(np.uint8).reshape(len(values), -1)
+
+
+def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
+           crc_property: bool = False) -> np.ndarray:
+    """Encode all messages into one contiguous buffer of records (in order, no gaps).
+
+    ``phys_offsets`` are the absolute commitlog offsets, ``queue_offsets`` the logical queue
+    offsets (callers pass 0 for PREPARED/ROLLBACK). Returns a uint8 array of sizes.sum() bytes.
+    """
+    p = pm.parts
+    n = pm.n
+    if n == 0:
+        return np.zeros(0, np.uint8)
+    magic = np.where(p["is_v2"], MAGIC_V2, MAGIC_V1).astype(np.int32)
+    head1 = np.concatenate([
+        _be(pm.sizes, ">i4"), _be(magic, ">i4"), _be(pm.body_crc, ">i4"), _be(pm.queue_id, ">i4"),
+        _be(p["flag"], ">i4"), _be(queue_offsets, ">i8"), _be(phys_offsets, ">i8"),
+        _be(pm.sys_flag, ">i4"), _be(p["born_ts"], ">i8"),
+    ], axis=1)                                                   # 48 bytes
+    mid = _be(pm.store_timestamp, ">i8")
+    tail_head = np.concatenate([_be(p["reconsume"], ">i4"), _be(p["prep_tx"], ">i8"),
+                                _be(p["body_len"], ">i4")], axis=1)   # 16 bytes
+    prop_len_field = _be(p["stored_prop_len"], ">i2")
+    cols = [fixed_width_binary(head1), p["born_host"], fixed_width_binary(mid), p["store_host"],
+            fixed_width_binary(tail_head), p["body"], p["topic_part"], fixed_width_binary(prop_len_field),
+            p["props"]]
+    if crc_property:
+        # Separator (if the string does not end with one) + 20 reserved bytes, filled in below.
+        need_sep = (p["stored_prop_len"] - p["prop_len"]) > CRC32_RESERVED_LEN
+        pad_len = need_sep.astype(np.int64) + CRC32_RESERVED_LEN
+        pad_off = np.concatenate([[0], np.cumsum(pad_len)])
+        pad = np.zeros(int(pad_off[-1]), np.uint8)
+        pad[pad_off[:-1][need_sep]] = 0x02
+        cols.append(binary_from_numpy(pad, pad_off))
+    records = concat_binary(cols)
+    data, off = _string_buffers(records)
+    buf = np.array(data[off[0]:off[-1]], copy=True) if off[0] != 0 else np.array(data[:off[-1]], copy=True)
+    if crc_property:
+        _fill_crc_property(buf, pm.sizes)
+    return buf
+
+
+def _fill_crc_property(buf: np.ndarray, sizes: np.ndarray) -> None:
+    """enabledAppendPropCRC: "__CRC32#" 0x01 ten digits (least significant first) 0x02."""
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    crc = kernels.crc32_slices(buf, starts, ends - CRC32_RESERVED_LEN).astype(np.int64) & 0x7FFFFFFF
+    base = ends - CRC32_RESERVED_LEN
+    name = np.frombuffer(CRC32_PROPERTY_NAME.encode() + b"\x01", np.uint8)
+    for k, byte in enumerate(name):
+        buf[base + k] = byte
+    digits = crc.copy()
+    for k in range(10):
+        buf[base + 9 + k] = (ord("0") + digits % 10).astype(np.uint8)
+        digits //= 10
+    buf[base + 19] = 0x02
+
+
+# ---------------------------------------------------------------------------- decode
+DECODED_SCHEMA = pa.schema([
+    ("commitlog_offset", pa.int64()), ("store_size", pa.int32()), ("msg_id", pa.string()),
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+    ("flag", pa.int32()), ("sys_flag", pa.int32()), ("body_crc", pa.int32()),
+    ("born_timestamp", pa.int64()), ("born_host", pa.string()),
+    ("store_timestamp", pa.int64()), ("store_host", pa.string()),
+    ("reconsume_times", pa.int32()), ("prepared_transaction_offset", pa.int64()),
+    ("body", pa.large_binary()), ("properties_string", pa.large_string()),
+])
+
+
+def _gather_int(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    idx = pos[:, None] + np.arange(width)
+    raw = np.ascontiguousarray(buf[idx])
+    return raw.view(">i4" if width == 4 else ">i8" if width == 8 else ">i2").reshape(-1).astype(
+        np.int64 if width == 8 else np.int32)
+
+
+def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray) -> pa.Table:
+    """Decode the records starting at ``starts`` (positions in ``buf``) into DECODED_SCHEMA.
+
+    ``base_offset`` is the commitlog offset of buf[0] (used for msg ids only through the
+    stored PHYSICALOFFSET; the record is self-describing).
+    """
+    buf = np.asarray(buf, dtype=np.uint8)
+    s = np.asarray(starts, dtype=np.int64)
+    n = len(s)
+    size = _gather_int(buf, s + POS_TOTALSIZE, 4)
+    magic = _gather_int(buf, s + POS_MAGIC, 4)
+    sys_flag = _gather_int(buf, s + POS_SYSFLAG, 4)
+    bh = np.where(sys_flag & FLAG_BORNHOST_V6, 20, 8)
+    sh = np.where(sys_flag & FLAG_STOREHOST_V6, 20, 8)
+    p_store_ts = s + 48 + bh
+    p_store_host = p_store_ts + 8
+    p_reconsume = p_store_host + sh
+    p_prep = p_reconsume + 4
+    p_bodylen = p_prep + 8
+    body_len = _gather_int(buf, p_bodylen, 4).astype(np.int64)
+    p_body = p_bodylen + 4
+    p_topiclen = p_body + body_len
+    is_v2 = magic == MAGIC_V2
+    topic_len = np.where(is_v2, _gather_int(buf, p_topiclen, 2).astype(np.int64) & 0xFFFF,
+                         buf[p_topiclen].astype(np.int8).astype(np.int64))
+    p_topic = p_topiclen + np.where(is_v2, 2, 1)
+    p_proplen = p_topic + topic_len
+    prop_len = _gather_int(buf, p_proplen, 2).astype(np.int64) & 0xFFFF
+    p_props = p_proplen + 2
+
+    def host_strings(pos, widths):
+        raw_vals, raw_off = kernels.gather_slices(buf, pos, widths)
+        col = binary_from_numpy(raw_vals, raw_off)
+        enc = pc.dictionary_encode(col)
+        names = [format_host(h) for h in enc.dictionary.to_pylist()]
+        return pa.array(names, pa.string()).take(enc.indices)
+
+    def slices(pos, lens, typ):
+        vals, off = kernels.gather_slices(buf, pos, lens)
+        arr = binary_from_numpy(vals, off)
+        return arr.cast(typ) if typ != pa.large_binary() else arr
+
+    topic = slices(p_topic, topic_len, pa.large_string()).cast(pa.string())
+    phys = _gather_int(buf, s + POS_PHYSICALOFFSET, 8)
+    store_host_raw_vals, store_host_off = kernels.gather_slices(buf, p_store_host, sh)
+    # msgId = HEX(store host bytes ++ port ++ physical offset)
+    id_vals, id_off = _msg_id_bytes(store_host_raw_vals, store_host_off, phys)
+    msg_id = pc.utf8_upper(pc.cast(pa.array(_hex(id_vals, id_off)), pa.string())) if n else pa.array([], pa.string())
+    return pa.table({
+        "commitlog_offset": pa.array(phys, pa.int64()),
+        "store_size": pa.array(size, pa.int32()),
+        "msg_id": msg_id,
+        "topic": topic,
+        "queue_id": pa.array(_gather_int(buf, s + POS_QUEUEID, 4), pa.int32()),
+        "queue_offset": pa.array(_gather_int(buf, s + POS_QUEUEOFFSET, 8), pa.int64()),
+        "flag": pa.array(_gather_int(buf, s + POS_FLAG, 4), pa.int32()),
+        "sys_flag": pa.array(sys_flag, pa.int32()),
+        "body_crc": pa.array(_gather_int(buf, s + POS_BODYCRC, 4), pa.int32()),
+        "born_timestamp": pa.array(_gather_int(buf, s + POS_BORNTIMESTAMP, 8), pa.int64()),
+        "born_host": host_strings(s + POS_BORNHOST, bh),
+        "store_timestamp": pa.array(_gather_int(buf, p_store_ts, 8), pa.int64()),
+        "store_host": host_strings(p_store_host, sh),
+        "reconsume_times": pa.array(_gather_int(buf, p_reconsume, 4), pa.int32()),
+        "prepared_transaction_offset": pa.array(_gather_int(buf, p_prep, 8), pa.int64()),
+        "body": slices(p_body, body_len, pa.large_binary()),
+        "properties_string": slices(p_props, prop_len, pa.large_string()),
+    }, schema=DECODED_SCHEMA)
+
+
+def _msg_id_bytes(host_vals, host_off, phys):
+    n = len(phys)
+    host_len = np.diff(host_off)
+    out_len = host_len + 8
+    out_off = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int64)
+    out = np.zeros(int(out_off[-1]), np.uint8)
+    # host bytes
+    rows = np.repeat(np.arange(n), host_len)
+    within = np.arange(len(host_vals)) - np.repeat(host_off[:-1], host_len)
+    out[out_off[:-1][rows] + within] = host_vals
+    ob = _be(phys, ">i8")
+    for k in range(8):
+        out[out_off[:-1] + host_len + k] = ob[:, k]
+    return out, out_off
+
+
+_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+
+
+def _hex(vals, off):
+    hexed = np.empty(len(vals) * 2, np.uint8)
+    hexed[0::2] = _HEX[vals >> 4]
+    hexed[1::2] = _HEX[vals & 0xF]
+    return pa.Array.from_buffers(pa.large_string(), len(off) - 1,
+                                 [None, pa.py_buffer((off * 2).astype(np.int64)), pa.py_buffer(hexed)])
+
+
+def message_id(store_host_raw: bytes, phys_offset: int) -> str:
+    """The 'offset msgId' of one record (CommitLog / MessageDecoder.createMessageId)."""
+    return (store_host_raw + struct.pack(">q", phys_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[bytes, int]:
+    """MessageDecoder.decodeMessageId: 32 hex chars = IPv4 store host, anything else IPv6."""
+    raw = bytes.fromhex(msg_id)
+    host_len = 8 if len(msg_id) == 32 else 20
+    return raw[:host_len], struct.unpack(">q", raw[host_len:host_len + 8])[0]
+
+
+def parse_properties_string(props: str) -> dict:
+    """MessageDecoder.string2messageProperties for one string (queries, tests)."""
+    out = {}
+    i, n = 0, len(props)
+    while i < n:
+        j = props.find(PROPERTY_SEP, i)
+        if j < 0:
+            j = n
+        if j - i >= 3:
+            k = props.find(PROPERTY_NAME_VALUE_SEP, i)
+            if i < k < j - 1:
+                out[props[i:k]] = props[k + 1:j]
+        i = j + 1
+    return out
+
+
+def decode_one(buf, pos: int = 0) -> dict | None:
+    """Decode the single record at ``buf[pos:]`` to a dict (None for BLANK/zero/unknown magic)."""
+    arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    if pos + 8 > len(arr):
+        return None
+    size, magic = struct.unpack_from(">ii", arr, pos)
+    if size <= 0 or magic not in (MAGIC_V1, MAGIC_V2) or pos + size > len(arr):
+        return None
+    t = decode_records(arr[pos:pos + size], 0, np.zeros(1, np.int64))
+    return t.to_pylist()[0]

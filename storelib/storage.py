@@ -1,0 +1,206 @@
+"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://).
+
+Store files are written whole, sequentially, by one writer (object stores have no random
+writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused
+zero block elsewhere. ``publish`` moves a staged file to its final name: an atomic rename
+where the file system has one, copy + delete on object stores.
+
+S3 settings come from the usual environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_REGION) plus ``AWS_ENDPOINT_URL`` for S3-compatible servers.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow.fs as pafs
+from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
+
+ZERO_BLOCK = bytes(8 << 20)
+
+
+def is_local(uri: str) -> bool:
+    scheme = urlparse(uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def local_path(uri: str) -> str:
+    return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path or URI."""
+    if is_local(uri):
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    if uri.startswith("s3://"):
+        u = urlparse(uri)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+        kw = {}
+        if endpoint:
+            ep = urlparse(endpoint)
+            kw["endpoint_override"] = ep.netloc or ep.path
+            kw["scheme"] = ep.scheme or "http"
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            kw["region"] = region
+        fs = pafs.S3FileSystem(**kw)
+        return fs, (u.netloc + u.path).rstrip("/")
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
+
+
+def join(uri: str, *parts: str) -> str:
+    out = uri.rstrip("/")
+    for p in parts:
+        if p:
+            out = out + "/" + p.strip("/")
+    return out
+
+
+def rejoin(original: str, root: str, path: str) -> str:
+    """Turn a filesystem path found under ``root`` back into a URI like ``original``."""
+    if is_local(original):
+        return path
+    rel = path[len(root):].lstrip("/")
+    return join(original, rel)
+
+
+def delta_storage_options(uri: str) -> dict | None:
+    """deltalake (object_store) options for a URI, from the same environment as pyarrow."""
+    if not uri.startswith("s3://"):
+        return None
+    opts = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_SESSION_TOKEN"):
+        if os.environ.get(k):
+            opts[k] = os.environ[k]
+    ep = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+    if ep:
+        opts["AWS_ENDPOINT_URL"] = ep
+    opts.setdefault("AWS_REGION", "us-east-1")
+    return opts
+
+
+class Store:
+    """A store root (RocketMQ ``storePathRootDir``) on some file system."""
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        self.fs, self.root = filesystem(self.uri)
+        self.local = is_local(self.uri)
+
+    # -- paths
+    def path(self, rel: str) -> str:
+        return self.root + "/" + rel.lstrip("/") if rel else self.root
+
+    def uri_of(self, rel: str) -> str:
+        return join(self.uri, rel)
+
+    # -- queries
+    def exists(self, rel: str) -> bool:
+        return self.fs.get_file_info(self.path(rel)).type != FileType.NotFound
+
+    def size(self, rel: str) -> int | None:
+        info = self.fs.get_file_info(self.path(rel))
+        return None if info.type == FileType.NotFound else info.size
+
+    def list_files(self, rel: str, recursive: bool = True) -> list[str]:
+        """Relative paths of the files under ``rel`` (sorted); [] if it does not exist."""
+        base = self.path(rel)
+        info = self.fs.get_file_info(base)
+        if info.type == FileType.NotFound:
+            return []
+        out = []
+        for f in self.fs.get_file_info(FileSelector(base, recursive=recursive)):
+            if f.type == FileType.File:
+                out.append(f.path[len(self.root):].lstrip("/"))
+        return sorted(out)
+
+    def list_dirs(self, rel: str) -> list[str]:
+        base = self.path(rel)
+        if self.fs.get_file_info(base).type == FileType.NotFound:
+            return []
+        return sorted(f.base_name for f in self.fs.get_file_info(FileSelector(base))
+                      if f.type == FileType.Directory)
+
+    def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        if self.local:
+            with open(self.path(rel), "rb") as fh:
+                fh.seek(offset)
+                return fh.read() if length is None else fh.read(length)
+        with self.fs.open_input_file(self.path(rel)) as fh:
+            if length is None:
+                length = fh.size() - offset
+            return fh.read_at(length, offset)
+
+    def open_reader(self, rel: str):
+        return self.fs.open_input_file(self.path(rel))
+
+    # -- writes
+    def write_file(self, rel: str, chunks, total_size: int | None = None) -> int:
+        """Write a whole file from byte chunks, then zero-fill up to ``total_size``."""
+        path = self.path(rel)
+        parent = path.rsplit("/", 1)[0]
+        written = 0
+        if self.local:
+            os.makedirs(parent, exist_ok=True)
+            with open(path, "wb") as fh:
+                for c in chunks:
+                    mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
+                    fh.write(mv)
+                    written += len(mv)
+                if total_size is not None and total_size > written:
+                    fh.truncate(total_size)   # sparse zero tail
+            return total_size if total_size is not None else written
+        self.fs.create_dir(parent, recursive=True)
+        with self.fs.open_output_stream(path) as out:
+            for c in chunks:
+                mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
+                out.write(mv)
+                written += len(mv)
+            if total_size is not None:
+                left = total_size - written
+                while left > 0:
+                    k = min(left, len(ZERO_BLOCK))
+                    out.write(ZERO_BLOCK[:k])
+                    left -= k
+                written = max(written, total_size)
+        return written
+
+    def publish(self, staged_rel: str, final_rel: str) -> None:
+        """Move a staged file to its final path, replacing what is there."""
+        src, dst = self.path(staged_rel), self.path(final_rel)
+        if self.local:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            os.replace(src, dst)
+            return
+        self.fs.create_dir(dst.rsplit("/", 1)[0], recursive=True)
+        try:
+            self.fs.move(src, dst)
+        except (OSError, NotImplementedError):
+            self.fs.copy_file(src, dst)
+            self.fs.delete_file(src)
+
+    def delete(self, rel: str) -> None:
+        path = self.path(rel)
+        info = self.fs.get_file_info(path)
+        if info.type == FileType.NotFound:
+            return
+        if info.type == FileType.Directory:
+            if self.local:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                self.fs.delete_dir(path)
+        else:
+            self.fs.delete_file(path)
+
+    def makedirs(self, rel: str) -> None:
+        if self.local:
+            os.makedirs(self.path(rel), exist_ok=True)
+        else:
+            self.fs.create_dir(self.path(rel), recursive=True)
+
+
+def np_bytes(a: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(a).view(np.uint8)).cast("B")
