@@ -152,7 +152,8 @@ def utf16_lengths(arr: pa.Array) -> np.ndarray:
     """Java ``String.length()`` of every string (UTF-16 code units)."""
     arr = _as_large_string(arr)
     data, offsets = _string_buffers(arr)
-    _, _, counts = _utf8_to_utf16_units(data, offsets - offsets[0] if len(offsets) else offsets)
+    data = data[int(offsets[0]):int(offsets[-1])]      # sliced arrays: values start at offsets[0]
+    _, _, counts = _utf8_to_utf16_units(data, offsets - offsets[0])
     return counts
 
 
@@ -163,6 +164,7 @@ def java_hash(arr) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.int32)
     data, offsets = _string_buffers(arr)
+    data = data[int(offsets[0]):int(offsets[-1])]      # sliced arrays: values start at offsets[0]
     offsets = offsets - offsets[0]
     units, owner, counts = _utf8_to_utf16_units(data, offsets)
     ends = np.cumsum(counts)
@@ -327,6 +329,29 @@ def property_values(props, names: tuple[str, ...]) -> dict[str, pa.Array]:
     return out
 
 
+def _delete_property(props: str, name: str) -> str:
+    """MessageUtils.deleteProperty: drop every ``name`` U+0001 ... entry (through its U+0002)."""
+    out, idx0 = [], 0
+    while True:
+        start = idx0
+        while True:
+            idx1 = props.find(name, start)
+            if idx1 < 0:
+                break
+            start = idx1 + len(name)
+            if (idx1 == 0 or props[idx1 - 1] == PROPERTY_SEP) and props[start:start + 1] == PROPERTY_NAME_VALUE_SEP:
+                break
+        if idx1 < 0:
+            out.append(props[idx0:])
+            break
+        out.append(props[idx0:idx1])
+        idx2 = props.find(PROPERTY_SEP, idx1 + len(name) + 1)
+        if idx2 < 0:
+            break
+        idx0 = idx2 + 1
+    return "".join(out)
+
+
 def _second_or_empty(kv: pa.Array) -> pa.Array:
     """Element 1 of each [name, value] list, "" for lists of length 1."""
     padded = pc.list_slice(kv, 0, 2)
@@ -413,6 +438,14 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
     prep_tx = _col(table, "prepared_transaction_offset").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     body = _as_large_binary(_col(table, "body"))
     props = _as_large_string(_col(table, "properties_string").fill_null(""))
+    if config.enabledAppendPropCRC:
+        # CommitLog deletes an incoming CRC32 property before encoding (MessageExtBrokerInner.deleteProperty).
+        has_crc = np.flatnonzero(pc.match_substring(props, CRC32_PROPERTY_NAME).to_numpy(zero_copy_only=False))
+        if len(has_crc):
+            vals = props.to_pylist()
+            for r in has_crc:
+                vals[r] = _delete_property(vals[r], CRC32_PROPERTY_NAME)
+            props = pa.array(vals, pa.large_string())
 
     flag_rows(queue_id < 0, "queue_id", lambda r: f"negative queue id {queue_id[r]}")
 
@@ -433,7 +466,8 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
         elif len(raw) > 32767:
             err = f"topic is {len(raw)} UTF-8 bytes, more than 32767"
         tbad.append(err)
-        tparts.append((struct.pack(">h", len(raw)) if v2 else struct.pack(">b", len(raw) if len(raw) <= 127 else 0)) + raw)
+        tparts.append((struct.pack(">h", len(raw) if len(raw) <= 32767 else 0) if v2
+                       else struct.pack(">b", len(raw) if len(raw) <= 127 else 0)) + raw)
         t16.append(v2)
     for k, err in enumerate(tbad):
         if err:
@@ -496,11 +530,13 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
     delay = pv["DELAY"]
     delay_rows = is_sched & pc.is_valid(delay).to_numpy(zero_copy_only=False)
     if delay_rows.any():
-        ok = pc.match_substring_regex(delay.fill_null(""), r"^[+-]?[0-9]{1,10}$").to_numpy(zero_copy_only=False)
+        # Integer.parseInt accepts a leading '+' and any number of leading zeros.
+        ok = pc.match_substring_regex(delay.fill_null(""), r"^[+-]?0*[0-9]{1,10}$").to_numpy(zero_copy_only=False)
         level = np.zeros(n, np.int64)
         good = delay_rows & ok
         if good.any():
-            level[good] = pc.cast(delay.filter(pa.array(good)), pa.int64()).to_numpy()
+            level[good] = pc.cast(pc.replace_substring_regex(delay.filter(pa.array(good)), r"^\+", ""),
+                                  pa.int64()).to_numpy()
         out_of_int = good & ((level > 2**31 - 1) | (level < -2**31))
         flag_rows(delay_rows & ~ok | out_of_int, "properties",
                   "DELAY on SCHEDULE_TOPIC_XXXX must be an integer (Integer.parseInt)")

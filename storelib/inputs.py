@@ -199,6 +199,9 @@ def b64decode_column(arr: pa.Array, label) -> pa.Array:
         row = np.searchsorted(off, pos, side="right") - 1
         okpos = (pos >= off[row + 1] - 2)
         bad_rows |= set(row[~okpos].tolist())
+        # "xy=z": padding must run to the end of the value
+        second = okpos & (pos == off[row + 1] - 2) & (data[np.minimum(pos + 1, len(data) - 1)] != ord("="))
+        bad_rows |= set(row[second].tolist())
     if bad_rows:
         rows = sorted(bad_rows)
         raise InputError([f"{label(r)}: field 'body_b64': not valid base64" for r in rows[:20]], len(rows))
