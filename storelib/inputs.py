@@ -231,20 +231,20 @@ def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.
     if isinstance(props, pa.ChunkedArray):
         props = props.combine_chunks()
     typ = props.type
+    if pa.types.is_map(typ):
+        # map<string,string> -> list<struct<name,value>>: entry order kept, slicing honoured
+        # (MapArray.keys/.items ignore the array offset).
+        props = props.cast(pa.list_(pa.struct([("name", typ.key_type), ("value", typ.item_type)])))
+        typ = props.type
     problems = []
     if pa.types.is_null(typ):
         built = None
     else:
         lists = props.fill_null(pa.scalar([], typ)) if props.null_count else props
-        offsets = lists.offsets.to_numpy().astype(np.int64) if not pa.types.is_map(typ) else \
-            lists.offsets.to_numpy().astype(np.int64)
+        offsets = lists.offsets.to_numpy().astype(np.int64)
         offsets = offsets - offsets[0]
-        flat = pc.list_flatten(lists) if not pa.types.is_map(typ) else None
-        if pa.types.is_map(typ):
-            names, values = pc.list_flatten(lists.keys), pc.list_flatten(lists.items)
-            names = lists.keys
-            values = lists.items
-        elif pa.types.is_struct(flat.type):
+        flat = pc.list_flatten(lists)
+        if pa.types.is_struct(flat.type):
             names, values = flat.field("name"), flat.field("value")
         else:  # list<list<string>> pairs
             pair_len = pc.list_value_length(flat).to_numpy(zero_copy_only=False)
@@ -292,6 +292,14 @@ def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.
     return pc.coalesce(given, built)
 
 
+def _castable(one: pa.Array, typ) -> bool:
+    try:
+        one.cast(typ)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+
+
 def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
     n = raw.num_rows
@@ -326,9 +334,14 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
                 out_of_range = valid & ((vi > 2**31 - 1) | (vi < -2**31))
                 for r in np.flatnonzero(out_of_range)[:10]:
                     problems.append(f"{label(int(r))}: field '{name}': {vi[r]} does not fit a 32-bit int")
-            cols[name] = src.cast(field.type, safe=False) if src.type != field.type else src
+            # safe cast: a fractional or out-of-range double must not be truncated or wrapped silently
+            cols[name] = src.cast(field.type) if src.type != field.type else src
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            problems.append(f"{label(0)}: field '{name}': cannot convert {src.type} to {field.type} ({e})")
+            if not any(f"field '{name}'" in p for p in problems):      # not already reported above
+                rows = [r for r in range(len(src)) if not _castable(src.slice(r, 1), field.type)][:10] or [0]
+                for r in rows:
+                    problems.append(f"{label(r)}: field '{name}': cannot convert {src.type} "
+                                    f"value {src[r].as_py()!r} to {field.type} ({e})")
     if problems:
         raise InputError(problems)
     return pa.table(cols, schema=MESSAGE_SCHEMA)

@@ -26,7 +26,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
-from .codec import (BLANK_MAGIC, MAGIC_V1, MAGIC_V2, TRANSACTION_MASK, TRANSACTION_ROLLBACK,
+from .codec import (MAGIC_V1, MAGIC_V2, TRANSACTION_MASK, TRANSACTION_ROLLBACK,
                     format_host, parse_properties_string)
 from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from .storage import Store
@@ -35,7 +35,6 @@ __all__ = ["StoreFiles", "CommitLogSegment", "ConsumeQueueFile", "IndexFileRef",
            "StoreReader", "KeyPage", "java_string_hash", "index_key_hash"]
 
 _NAME20 = re.compile(r"^\d{20}$")
-_INT_MAX = 2**31 - 1
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024          # DefaultMessageStore.MAX_PULL_MSG_SIZE
 MAX_FILTER_MESSAGE_SIZE = 16000                # MessageStoreConfig.maxFilterMessageSize default
 STORE_TIMESTAMP_POSITION = 56                  # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITION

@@ -1,0 +1,46 @@
+# rocketlake: `make demo` and `make test` set everything up from a clean clone.
+# Needs only Python 3.11, Java 17 and make; everything else goes into .venv/ from requirements.txt.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.install-stamp
+SPARK_ENV := PYSPARK_PYTHON=$(abspath $(PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY))
+SUBMIT := $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
+	--conf spark.ui.showConsoleProgress=false --conf spark.ui.enabled=false \
+	--driver-java-options -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)
+DEMO_STORE ?= demo-store
+
+.PHONY: install demo test test-fast bench clean check-java
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
+	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
+
+install: check-java $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	@touch $(STAMP)
+
+demo: install
+	rm -rf $(DEMO_STORE)
+	$(SUBMIT) jobs/ingest.py --store $(DEMO_STORE) --input samples/messages.jsonl --format jsonl \
+		--config conf/demo.properties --json-summary $(DEMO_STORE).summary.json
+	$(SPARK_ENV) $(PY) jobs/demo_report.py --store $(DEMO_STORE) --config conf/demo.properties \
+		--summary $(DEMO_STORE).summary.json
+
+test: install
+	$(SPARK_ENV) $(PY) -m pytest -q tests
+
+test-fast: install
+	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow" tests
+
+bench: install
+	$(SPARK_ENV) $(PY) bench/run.py
+
+clean:
+	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse
