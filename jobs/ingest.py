@@ -1,5 +1,6 @@
 """spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
                              [--config FILE.properties] [--batch-id ID]
+       spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
 
 Ingests one batch of messages into a RocketMQ store (local path or pyarrow.fs URI) and commits
 it to the store's Delta tables. Exit status: 0 committed (or already committed), 2 bad input or
@@ -10,7 +11,8 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# sys.path[0] is jobs/ when run as a script, where inspect.py would shadow the stdlib module.
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from storelib import cli  # noqa: E402
 
@@ -20,6 +22,8 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--input", help="input file or directory")
+    ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
+                                         "= --store adopts in place, else its files are copied first)")
     ap.add_argument("--format", choices=["jsonl", "parquet", "delta"], default="jsonl")
     ap.add_argument("--config", help="broker-style .properties file (default: conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
@@ -28,6 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    if args.from_store:
+        if args.input:
+            ap.error("--input and --from-store exclude each other")
+        return cli.run_job("import", args, lambda spark, cfg: cli.adopt(spark, cfg, args))
     if not args.input:
         ap.error("--input is required")
     return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args))

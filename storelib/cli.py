@@ -57,6 +57,7 @@ def _ship_code(spark) -> None:
 
 def run_job(app: str, args, body) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes."""
+    from .adopt import AdoptError
     from .ingest import IngestError
     from .manifest import ConcurrentWriteError
     try:
@@ -77,7 +78,7 @@ def run_job(app: str, args, body) -> int:
     except ConcurrentWriteError as e:
         print(f"error: concurrent writer: {e}; this batch left nothing behind, rerun it", file=sys.stderr)
         return EXIT_CONCURRENT
-    except IngestError as e:
+    except (IngestError, AdoptError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
@@ -119,5 +120,12 @@ def ingest(spark, cfg, args) -> int:
     from .ingest import run_ingest
     summary = run_ingest(spark, args.store, args.input, args.format, cfg, batch_id=args.batch_id,
                          target_splits=args.partitions, quiet=args.quiet)
+    emit_summary(summary, args.json_summary)
+    return EXIT_OK
+
+
+def adopt(spark, cfg, args) -> int:
+    from .adopt import adopt as run_adopt
+    summary = run_adopt(spark, args.store, args.from_store, cfg, batch_id=args.batch_id, quiet=args.quiet)
     emit_summary(summary, args.json_summary)
     return EXIT_OK

@@ -249,12 +249,18 @@ def parse_host(text: str) -> tuple[bytes, bool]:
         if close < 0 or text[close + 1:close + 2] != ":":
             raise ValueError(f"cannot parse host {text!r}: expected '[ipv6]:port'")
         addr, port = text[1:close], text[close + 2:]
-        ip = ipaddress.IPv6Address(addr)
+        try:
+            ip = ipaddress.IPv6Address(addr)
+        except ValueError as e:
+            raise ValueError(f"cannot parse host {text!r}: {e}") from None
     else:
         addr, sep, port = text.rpartition(":")
         if not sep:
             raise ValueError(f"cannot parse host {text!r}: expected 'a.b.c.d:port'")
-        ip = ipaddress.IPv4Address(addr)
+        try:
+            ip = ipaddress.IPv4Address(addr)
+        except ValueError as e:
+            raise ValueError(f"cannot parse host {text!r}: {e}") from None
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"cannot parse host {text!r}: port must be 0..65535")
     return ip.packed + struct.pack(">i", int(port)), ip.version == 6
@@ -593,7 +599,7 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
 def _be(values: np.ndarray, dtype: str) -> np.ndarray:
     """Per-message big-endian bytes of a numeric column, as an (n, width) uint8 matrix."""
     a = np.ascontiguousarray(values.astype(dtype))
-    return a.view(np.uint8).reshape(len(values), -1)
+    return a.view(np.uint8).reshape(len(values), a.itemsize)     # (also for n = 0)
 
 
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,

@@ -146,11 +146,13 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     fault("scan-split")
     split = inputs.split_from_dict(split_dict)
     cfg = StoreConfig.from_json(ctx["config"])
+    table = None
     try:
         table, label = inputs.read_split(split)
         pm = codec.prepare(table, cfg, label)
     except InputError as e:
-        return {"index": split.index, "errors": e.problems, "error_total": e.total}
+        rows = table.num_rows if table is not None else getattr(e, "rows", None)
+        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
     codes, keys = _queue_keys(pm)
     qcode = np.where(pm.cq_eligible, codes, -1).astype(np.int32)
     counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
@@ -460,7 +462,8 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
                 problems.extend(r["errors"])
                 total += r["error_total"]
         if problems:
-            raise InputError(problems, total)
+            rows = {r["index"]: r.get("count", r.get("rows")) for r in scans}
+            raise InputError(inputs.resolve_line_labels(problems, splits, rows), total)
         fault("after-scan")
         summaries = [sequencer.SplitSummary(
             index=r["index"], count=r["count"], total_bytes=r["total_bytes"],

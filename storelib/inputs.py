@@ -18,6 +18,7 @@ import gzip
 import io
 import json
 import os
+import re
 from dataclasses import dataclass, asdict
 
 import numpy as np
@@ -356,7 +357,9 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
             line0 = split.first_line
             label = lambda i, b=base_name, l0=line0: f"{b} line {l0 + i}"  # noqa: E731
         else:
-            label = lambda i, b=base_name, o=begin: f"{b} record {i + 1} of the lines from byte {o}"  # noqa: E731
+            # The split's first line number is known only once earlier splits are counted:
+            # the driver rewrites "line +i@split" with resolve_line_labels.
+            label = lambda i, b=base_name, k=split.index: f"{b} line +{i}@{k}"  # noqa: E731
         if not data.strip():
             return MESSAGE_SCHEMA.empty_table(), label
         try:
@@ -366,7 +369,11 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
                                                                      newlines_in_values=False))
         except pa.ArrowInvalid as e:
             raise InputError([f"{base_name} (lines from byte {begin}): invalid JSON: {e}"]) from None
-        return to_canonical(raw, label, "body_b64"), label
+        try:
+            return to_canonical(raw, label, "body_b64"), label
+        except InputError as e:
+            e.rows = raw.num_rows
+            raise
     fs, p = storage.filesystem(split.path)
     with fs.open_input_file(p) as fh:
         pf = pq.ParquetFile(fh)
@@ -384,6 +391,29 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
     raw = raw.slice(split.start - (first or 0), split.end - split.start)
     label = lambda i, b=split.path, s=split.start: f"{b} row {s + i}"  # noqa: E731
     return to_canonical(raw, label, "body"), label
+
+
+_RELATIVE_LINE = re.compile(r" line \+(\d+)@(\d+)")
+
+
+def resolve_line_labels(problems: list, splits: list, rows_by_split: dict) -> list:
+    """Turn "line +i@k" (row i of split k) into absolute line numbers of the split's file."""
+    def first_line(k: int) -> int | None:
+        sp = splits[k]
+        n = 1
+        for other in splits[:k]:
+            if other.path == sp.path:
+                rows = rows_by_split.get(other.index)
+                if rows is None:
+                    return None
+                n += rows
+        return n
+
+    def fix(m):
+        i, k = int(m.group(1)), int(m.group(2))
+        base = first_line(k)
+        return f" line {base + i}" if base is not None else f" record {i + 1} of input split {k}"
+    return [_RELATIVE_LINE.sub(fix, p) for p in problems]
 
 
 def jsonl_to_table(path: str) -> pa.Table:

@@ -31,7 +31,7 @@ from .codec import (MAGIC_V1, MAGIC_V2, TRANSACTION_MASK, TRANSACTION_ROLLBACK,
 from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 from .storage import Store
 
-__all__ = ["StoreFiles", "CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "IndexHeader",
+__all__ = ["open_store", "StoreFiles", "CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "IndexHeader",
            "StoreReader", "KeyPage", "java_string_hash", "index_key_hash"]
 
 _NAME20 = re.compile(r"^\d{20}$")
@@ -115,6 +115,17 @@ class StoreFiles:
         self.consume_queues = {(t, int(q)): sorted((ConsumeQueueFile(*f) for f in fs), key=lambda f: f.base)
                                for (t, q), fs in self.consume_queues.items()}
         self.index = [IndexFileRef(*((r,) if isinstance(r, str) else r)) for r in self.index]
+
+    # ------------------------------------------------------------------ snapshot view
+    @classmethod
+    def from_snapshot(cls, store: Store | str, as_of_batch=None, config: StoreConfig | None = None) -> "StoreFiles":
+        """The files of one committed rocketlake batch (latest by default); ``scan`` without a manifest.
+
+        See ``storelib.snapshot_files``: valid bytes per segment, units per consume-queue file,
+        committed header per index file, staged copies of an unfinished publish.
+        """
+        from .snapshot_files import open_files
+        return open_files(store, as_of_batch, config)[0]
 
     # ------------------------------------------------------------------ broker view
     @classmethod
@@ -1085,3 +1096,20 @@ def _decode_msg_id(msg_id: str) -> tuple[bytes, int]:
     if len(raw_host) * 2 != host_hex or len(off_hex) != 16:
         raise ValueError(f"malformed message id {msg_id!r}")
     return raw_host, struct.unpack(">q", bytes.fromhex(off_hex))[0]
+
+
+def open_store(uri: str, as_of_batch=None, config: StoreConfig | None = None) -> StoreReader:
+    """A ``StoreReader`` over one committed batch of a store (local path or pyarrow.fs URI).
+
+    rocketlake stores: the latest committed batch, or ``as_of_batch`` (batch id or sequence
+    number); the file-shaping configuration comes from the store's own checkpoint row.
+    Stores without a manifest (a broker's directory): the broker's view after a restart, with
+    ``config`` (default: RocketMQ defaults) fitted to the file sizes found. ``reader.snapshot``
+    tells which (``SnapshotInfo``).
+    """
+    from .snapshot_files import open_files
+    store = Store(uri) if isinstance(uri, str) else uri
+    files, info = open_files(store, as_of_batch, config)
+    reader = StoreReader(store, files.config, files)
+    reader.snapshot = info
+    return reader

@@ -50,3 +50,18 @@ def restored_golden(tmp_path_factory):
         return cache[key]
 
     return restore
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for in-process tests (ingest, distributed verify)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    s = (SparkSession.builder.master("local[2]").appName("rocketlake-tests")
+         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()

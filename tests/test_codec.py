@@ -79,6 +79,17 @@ def ref_host(text: str) -> tuple[bytes, bool]:
     return socket.inet_pton(socket.AF_INET, addr) + struct.pack(">i", int(port)), False
 
 
+def ref_delete_crc_property(s: str) -> str:
+    """CommitLog removes incoming ``__CRC32#`` entries when enabledAppendPropCRC (MessageUtils.deleteProperty):
+    an entry starts the string or follows U+0002, is ``__CRC32#`` U+0001 ..., and runs through its U+0002."""
+    parts = s.split("\x02")
+    out = []
+    for i, part in enumerate(parts):
+        if not part.startswith("__CRC32#\x01"):
+            out.append(part + ("\x02" if i < len(parts) - 1 else ""))
+    return "".join(out)
+
+
 def ref_record(m: dict, phys: int, qoff: int, crc: bool = False) -> bytes:
     """One commitlog record, FORMAT.md §1.2 (+ §1.8 when ``crc``)."""
     born, b6 = ref_host(m["born_host"])
@@ -86,7 +97,7 @@ def ref_record(m: dict, phys: int, qoff: int, crc: bool = False) -> bytes:
     sys_flag = m["sys_flag"] | (0x10 if b6 else 0) | (0x20 if s6 else 0)
     topic = m["topic"].encode("utf-8")
     v2 = ref_utf16_len(m["topic"]) > 127
-    props = m["properties_string"].encode("utf-8")
+    props = (ref_delete_crc_property(m["properties_string"]) if crc else m["properties_string"]).encode("utf-8")
     reserved = 0
     if crc:
         if props and props[-1] != 0x02:
@@ -375,6 +386,18 @@ def test_golden_dispatch_matches_reference_small_roll():
         assert entries[i] == keys, i
 
 
+def test_empty_and_degenerate_batches():
+    pm = codec.prepare(codec.MESSAGE_SCHEMA.empty_table(), StoreConfig())
+    assert pm.n == 0 and len(codec.encode(pm, np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0
+    dec = codec.decode_records(np.zeros(16, np.uint8), 0, np.zeros(0, np.int64))
+    assert dec.num_rows == 0 and dec.schema == codec.DECODED_SCHEMA
+    # no bodies, no properties, no keys at all (Arrow value buffers may be absent)
+    for crc in (False, True):
+        msgs = [msg(body=b"", properties_string="", topic=f"t{i}") for i in range(3)]
+        pm, phys, qo, recs = check_against_reference(msgs, crc=crc)
+        assert len(pm.index_msg) == 0 and pm.tags_code.tolist() == [0, 0, 0]
+
+
 # ============================================================================ FORMAT.md §9 rules
 def test_rule1_body_crc_is_masked_to_31_bits():
     # find bodies whose CRC32 has the top bit set, and one without
@@ -653,7 +676,7 @@ _topic = st.one_of(st.text(alphabet=_chars, min_size=1, max_size=40),
                    st.text(alphabet=_chars, min_size=120, max_size=200),
                    st.sampled_from(["SCHEDULE_TOPIC_XXXX", "%RETRY%g", "a" * 127, "a" * 128])).filter(_topic_ok)
 _pname = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"),
-                 min_size=1, max_size=8) | st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT"])
+                 min_size=1, max_size=8) | st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "__CRC32#"])
 _pvalue = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x02"), max_size=12) \
     | st.sampled_from(["1", "19", "0", "-3", "a b  c"])
 

@@ -1,0 +1,189 @@
+"""Adopt a RocketMQ broker's store directory as a rocketlake store (``ingest.py --from-store``).
+
+The files are not rewritten. The store is verified (structural checks of ``verify``, distributed
+like a verify run), and the facts those tasks collect become the manifest: one row per
+commitlog segment (valid bytes = end of the record chain, as a broker's recovery finds it; a
+closed segment includes its BLANK record), consume-queue file (valid units) and index file
+(header in ``detail``), plus the checkpoint file. One checkpoint row (operation ``import``)
+carries the max physical offset, every queue's next offset, the checkpoint file's timestamps,
+the store time range and the file-shaping configuration, so ``ingest.store_state`` continues
+the store exactly where the broker left it.
+
+``--store`` equal to ``--from-store`` adopts in place (the usual case). Otherwise the files are
+first copied (sparse where the source is sparse) into ``--store``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+
+from . import checkpoint as ckpt
+from . import manifest, storage, verify
+from .config import StoreConfig
+
+
+class AdoptError(RuntimeError):
+    pass
+
+
+SKIP_TOP = {manifest.META_DIR}
+
+
+def copy_store(src_uri: str, dst_uri: str) -> int:
+    """Copy every file of a store (not _rocketlake/) keeping zero tails sparse; returns files copied."""
+    src, dst = storage.Store(src_uri), storage.Store(dst_uri)
+    n = 0
+    for rel in src.list_files(""):
+        if rel.split("/", 1)[0] in SKIP_TOP:
+            continue
+        if dst.exists(rel):
+            raise AdoptError(f"{dst.uri_of(rel)} already exists: copy into an empty directory")
+        size = src.size(rel) or 0
+        if src.local and dst.local:
+            _sparse_copy(src.path(rel), dst.path(rel), size)
+        else:
+            dst.write_file(rel, _chunks(src, rel, size), size)
+        n += 1
+    return n
+
+
+def _chunks(store: storage.Store, rel: str, size: int, step: int = 8 << 20):
+    for a in range(0, size, step):
+        yield store.read(rel, a, min(step, size - a))
+
+
+def _sparse_copy(src: str, dst: str, size: int) -> None:
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        fd = fi.fileno()
+        pos = 0
+        while pos < size:
+            try:
+                d = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break
+            h = os.lseek(fd, d, os.SEEK_HOLE)
+            fi.seek(d)
+            fo.seek(d)
+            left = h - d
+            while left > 0:
+                chunk = fi.read(min(left, 8 << 20))
+                if not chunk:
+                    break
+                fo.write(chunk)
+                left -= len(chunk)
+            pos = h
+        fo.truncate(size)
+
+
+def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id: str | None = None,
+          quiet: bool = False) -> dict:
+    t0 = time.time()
+    say = (lambda m: None) if quiet else (lambda m: print(f"[rocketlake {time.time() - t0:7.1f}s] {m}",
+                                                          flush=True, file=__import__("sys").stderr))
+    store = storage.Store(store_uri)
+    snap = manifest.load_snapshot(store)
+    if snap.batch is not None:
+        first = snap.batches[0]
+        if first["operation"] == "import" and (batch_id is None or first["batch_id"] == batch_id):
+            say(f"{store.uri} was already adopted (batch {first['batch_id']}): nothing to do")
+            return {"batch_id": first["batch_id"], "status": "already-committed", "batch_seq": first["batch_seq"],
+                    "messages": first["messages"]}
+        raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
+    src = storage.Store(source_uri)
+    same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.local and store.local \
+        else src.uri.rstrip("/") == store.uri.rstrip("/")
+    if not same:
+        say(f"copy {src.uri} -> {store.uri}")
+        copied = copy_store(src.uri, store.uri)
+        say(f"copied {copied} file(s)")
+    if store.exists("abort"):
+        raise AdoptError(f"{store.uri_of('abort')} exists: the broker did not shut down cleanly; start and "
+                         "stop it once (its recovery repairs the files) before importing")
+    if not store.list_files("commitlog"):
+        raise AdoptError(f"{store.uri} holds no commitlog files")
+    say("verify (structural)")
+    rep = verify.verify_store(store.uri, config, deep=False, spark=spark, use_manifest=False)
+    if rep.problems:
+        shown = "\n".join(rep.problems[:30])
+        more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""
+        raise AdoptError(f"{store.uri} does not verify ({len(rep.problems)} problem(s)); nothing was imported:\n"
+                         f"{shown}{more}")
+    say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
+    rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
+    manifest.commit(store, snap.versions, rows, ck_row)
+    say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
+        f"max phy offset {ck_row['max_phy_offset']}")
+    counts = {}
+    for r in rows:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
+    return {"batch_id": ck_row["batch_id"], "batch_seq": ck_row["batch_seq"], "status": "committed",
+            "operation": "import", "messages": ck_row["messages"], "record_bytes": ck_row["bytes"],
+            "index_entries": ck_row["index_entries"], "segments": counts.get("commitlog", 0),
+            "consumequeue_files": counts.get("consumequeue", 0), "index_files": counts.get("index", 0),
+            "min_phy_offset": ck_row["min_phy_offset"], "max_phy_offset": ck_row["max_phy_offset"],
+            "seconds": round(time.time() - t0, 3)}
+
+
+def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):
+    now = manifest.now_ms()
+    segs = sorted((f for f in facts if f["kind"] == "commitlog"), key=lambda f: f["base_offset"])
+    cqs = sorted((f for f in facts if f["kind"] == "consumequeue"),
+                 key=lambda f: (f["topic"], f["queue_id"], f["base_offset"]))
+    idxs = sorted((f for f in facts if f["kind"] == "index"), key=lambda f: f["path"].rsplit("/", 1)[-1])
+    fp = hashlib.sha256(source.encode())
+    for f in segs + cqs + idxs:
+        fp.update(f"{f['path']}\0{f['valid_bytes']}\0{f['checksum']}\0".encode())
+    fingerprint = fp.hexdigest()
+    batch_id = batch_id or f"import-{fingerprint[:16]}"
+    seq = 1
+    rows = []
+
+    def row(kind, path, **kw):
+        base = dict.fromkeys(manifest.MANIFEST_SCHEMA.names)
+        base.update(batch_id=batch_id, batch_seq=seq, action="add", kind=kind, path=path, staged_path=None,
+                    committed_at=now)
+        base.update(kw)
+        rows.append(base)
+
+    for f in segs:
+        row("commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
+            valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
+            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"])
+    queue_next: dict = {}
+    for f in cqs:
+        row("consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
+            file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
+            max_offset=f["max_offset"], checksum=f["checksum"],
+            detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}))
+        queue_next[(f["topic"], f["queue_id"])] = f["base_offset"] // 20 + f["count"]
+    for f in idxs:
+        h = f["header"]
+        row("index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
+            min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"], min_store_ts=h["begin_timestamp"],
+            max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}))
+    data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
+    ck = ckpt.Checkpoint.from_bytes(data)
+    row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
+        checksum=hashlib.sha256(data).hexdigest(), detail=manifest.dumps(ck.to_dict()))
+    mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]
+    maxs = [f["max_store_ts"] for f in segs if f["max_store_ts"] is not None]
+    total = sum(f["count"] for f in segs)
+    last = segs[-1]
+    ck_row = {
+        "batch_id": batch_id, "batch_seq": seq, "operation": "import", "committed_at": now,
+        "input_fingerprint": fingerprint, "messages": total, "bytes": sum(f["record_bytes"] for f in segs),
+        "index_entries": sum(f["count"] for f in idxs), "total_messages": total,
+        "min_phy_offset": segs[0]["base_offset"], "max_phy_offset": last["end"],
+        "queue_offsets": [{"topic": t, "queue_id": q, "max_offset": o} for (t, q), o in sorted(queue_next.items())],
+        "physic_msg_timestamp": ck.physic_msg_timestamp, "logics_msg_timestamp": ck.logics_msg_timestamp,
+        "index_msg_timestamp": ck.index_msg_timestamp,
+        "min_store_ts": min(mins) if mins else None, "max_store_ts": max(maxs) if maxs else None,
+        "wall_time_ms": 0, "config": manifest.dumps(config.file_shaping()),
+        "detail": manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
+                                  "index_files": len(idxs),
+                                  "confirm_phy_offset": ck.confirm_phy_offset}),
+    }
+    return rows, ck_row

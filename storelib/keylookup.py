@@ -1,0 +1,331 @@
+"""Batch key lookup: millions of (topic, key[, begin, end]) queries in one distributed job.
+
+    from storelib.keylookup import lookup_keys
+    df = lookup_keys(spark, "/data/store", keys_df)     # keys: DataFrame or pyarrow.Table
+
+Exact semantics (like ``StoreReader.find_by_key``): every stored, non-rollback message of
+``topic`` whose UNIQ_KEY or one of whose KEYS tokens equals ``key`` and whose real store
+timestamp lies in [begin, end] (null = unbounded); no 64 cap, no second rounding, hash-colliding
+keys filtered out. Result: ``query_topic, query_key, query_begin, query_end`` + the message
+columns of ``rangescan.MESSAGE_DDL``, one row per (distinct query, message).
+
+Plan (Spark schedules; executors read the store files themselves):
+
+1. keys -> index key hash ``abs(javaHash(topic + "#" + key))`` (vectorized, ``mapInArrow``);
+   the distinct hashes (4 bytes each) are broadcast.
+2. one task per index file: reads the file's entry table once (up to the snapshot's
+   ``index_count``) and keeps the entries whose keyHash is wanted; every entry of hash h lies on
+   the chain of slot h % slots, so this equals following the chains of all needed slots, without
+   the random reads. With few keys (estimated cost of range reads below one sequential read) it
+   reads only the needed slot ints and follows their chains with range reads instead. Each
+   candidate carries the store-time interval its timeDiff guarantees, for pruning.
+3. candidates join the queries on the hash (time-pruned), are repartitioned by commitlog
+   segment and each segment's records are read once (one range for many records, single
+   record reads for few), decoded vectorized and checked exactly (topic, key, store time,
+   record start, snapshot limit).
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import codec
+from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE  # noqa: F401
+from .rangescan import MESSAGE_DDL, message_table
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+QUERY_DDL = "topic string, key string, begin bigint, end bigint"
+HASHED_DDL = QUERY_DDL + ", key_hash int"
+CAND_DDL = "key_hash int, phy bigint, t_lo bigint, t_hi bigint"
+RESULT_DDL = "query_topic string, query_key string, query_begin bigint, query_end bigint, " + MESSAGE_DDL
+_RANDOM_READ_COST = 4096            # bytes a random read is worth, for the scan/range-read choice
+
+
+# ----------------------------------------------------------------------------- step 1: hashes
+def key_hashes(topics: pa.Array, keys: pa.Array) -> np.ndarray:
+    """IndexFile.indexKeyHashMethod(topic + "#" + key), vectorized."""
+    joined = pc.binary_join_element_wise(topics.cast(pa.large_string()), keys.cast(pa.large_string()),
+                                         pa.scalar("#", pa.large_string()))
+    return codec.index_key_hash(codec.java_hash(joined))
+
+
+def _add_hash(batches):
+    for b in batches:
+        h = key_hashes(b.column(0), b.column(1))
+        yield pa.RecordBatch.from_arrays(list(b.columns) + [pa.array(h, pa.int32())],
+                                         names=list(b.schema.names) + ["key_hash"])
+
+
+# ----------------------------------------------------------------------------- step 2: index
+def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
+    """Store-time interval an entry's timeDiff guarantees (FORMAT.md §3.3)."""
+    t0 = begin_ts + tdiff.astype(np.int64) * 1000
+    lo = np.full(len(pos), I64_MIN, np.int64)
+    hi = np.full(len(pos), I64_MAX, np.int64)
+    later = pos > 1
+    pos_diff = later & (tdiff > 0)
+    lo[pos_diff] = t0[pos_diff]
+    hi[pos_diff] = t0[pos_diff] + 999
+    zero = later & (tdiff == 0)
+    hi[zero] = begin_ts + 999
+    return lo, hi
+
+
+def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
+    """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
+    from .query import IndexHeader
+    header = ref.header or IndexHeader.parse(store.read(ref.rel, 0, INDEX_HEADER_SIZE))
+    count = ref.index_count if ref.index_count is not None else header.index_count
+    slots = config.maxHashSlotNum
+    entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+    empty = pa.RecordBatch.from_pydict({"key_hash": pa.array([], pa.int32()), "phy": pa.array([], pa.int64()),
+                                        "t_lo": pa.array([], pa.int64()), "t_hi": pa.array([], pa.int64())})
+    if count <= 1 or not len(hashes):
+        return empty
+    avg_chain = count / max(1, header.hash_slot_count)
+    if len(hashes) * (1 + avg_chain) * _RANDOM_READ_COST < count * INDEX_ENTRY_SIZE:
+        kh, phy, td, pos = _chains_by_range_reads(store, config, ref.rel, count, hashes, entries_at)
+    else:
+        raw = store.read(ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
+        rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
+        pos = np.arange(len(rec), dtype=np.int64)
+        sel = (pos >= 1) & np.isin(rec["kh"], hashes)
+        kh, phy, td, pos = rec["kh"][sel], rec["phy"][sel], rec["td"][sel], pos[sel]
+    lo, hi = _entry_bounds(pos, td, header.begin_timestamp)
+    return pa.RecordBatch.from_pydict({"key_hash": pa.array(kh.astype(np.int32), pa.int32()),
+                                       "phy": pa.array(phy.astype(np.int64), pa.int64()),
+                                       "t_lo": pa.array(lo, pa.int64()), "t_hi": pa.array(hi, pa.int64())})
+
+
+def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
+    """Read only the needed slot ints, then walk their chains entry by entry (newest first).
+
+    Entries at positions >= count were written after the snapshot: skipped, chain followed.
+    """
+    slots = config.maxHashSlotNum
+    want = set(int(h) for h in hashes)
+    needed = np.unique(hashes.astype(np.int64) % slots)
+    out_kh, out_phy, out_td, out_pos = [], [], [], []
+    with store.open_reader(rel) as fh:
+        for slot in needed:
+            (pos,) = struct.unpack(">i", fh.read_at(INDEX_SLOT_SIZE, INDEX_HEADER_SIZE + int(slot) * INDEX_SLOT_SIZE))
+            steps = 0
+            while 0 < pos < config.maxIndexNum and steps < config.maxIndexNum:
+                steps += 1
+                kh, phy, td, prev = struct.unpack(">iqii", fh.read_at(INDEX_ENTRY_SIZE, entries_at + pos * INDEX_ENTRY_SIZE))
+                if pos < count and kh in want:
+                    out_kh.append(kh)
+                    out_phy.append(phy)
+                    out_td.append(td)
+                    out_pos.append(pos)
+                if prev >= pos:
+                    break
+                pos = prev
+    return (np.array(out_kh, np.int32), np.array(out_phy, np.int64), np.array(out_td, np.int32),
+            np.array(out_pos, np.int64))
+
+
+# ----------------------------------------------------------------------------- step 3: records
+def _read_records(store, seg, positions: np.ndarray):
+    """(buf, starts, ok) for record starts ``positions`` (sorted unique) of one segment."""
+    n = len(positions)
+    ok = np.zeros(n, bool)
+    if n <= 32:
+        parts, starts, at = [], np.zeros(n, np.int64), 0
+        with store.open_reader(seg.rel) as fh:
+            for i, p in enumerate(positions):
+                p = int(p)
+                if p < 0 or p + 8 > seg.valid:
+                    continue
+                size, magic = struct.unpack(">ii", fh.read_at(8, p))
+                if magic not in (codec.MAGIC_V1, codec.MAGIC_V2) or size <= 0 or p + size > seg.valid:
+                    continue
+                parts.append(fh.read_at(size, p))
+                starts[i] = at
+                at += size
+                ok[i] = True
+        buf = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
+        return buf, starts, ok
+    lo = int(positions[0])
+    buf = np.frombuffer(store.read(seg.rel, lo, seg.valid - lo), np.uint8) if lo < seg.valid else np.zeros(0, np.uint8)
+    rel = positions - lo
+    inb = (positions >= 0) & (rel + 8 <= len(buf))
+    if inb.any():
+        r = rel[inb]
+        size = codec._gather_int(buf, r, 4).astype(np.int64)
+        magic = codec._gather_int(buf, r + 4, 4)
+        good = ((magic == codec.MAGIC_V1) | (magic == codec.MAGIC_V2)) & (size > 0) & (r + size <= len(buf))
+        ok[np.flatnonzero(inb)[good]] = True
+    return buf, np.where(ok, rel, 0), ok
+
+
+def check_candidates(store, segs: dict, fsize: int, cand: pa.Table):
+    """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow)."""
+    out = []
+    if cand.num_rows == 0:
+        return out
+    phy_all = np.asarray(cand.column("phy"), dtype=np.int64)
+    seg_of = phy_all - phy_all % fsize
+    order = np.argsort(seg_of, kind="stable")
+    bounds = np.flatnonzero(np.diff(seg_of[order])) + 1
+    for grp in np.split(order, bounds):
+        base = int(seg_of[grp[0]])
+        seg = segs.get(base)
+        if seg is None:
+            continue                          # expired, or beyond the snapshot
+        phys = phy_all[grp]
+        uniq = np.unique(phys)
+        buf, starts, ok = _read_records(store, seg, uniq - base)
+        uniq, starts = uniq[ok], starts[ok]
+        if not len(uniq):
+            continue
+        dec = codec.decode_records(buf, base, starts)
+        stored_phy = np.asarray(dec.column("commitlog_offset"))
+        good = stored_phy == uniq              # a real record start of this store
+        msgs = message_table(dec)
+        # candidate -> record row
+        k = np.searchsorted(uniq, phys)
+        k_ok = (k < len(uniq))
+        k = np.where(k_ok, k, 0)
+        k_ok &= (uniq[k] == phys) & good[k]
+        rows = grp[k_ok]
+        k = k[k_ok]
+        if not len(rows):
+            continue
+        sub = cand.take(pa.array(rows))
+        m = msgs.take(pa.array(k))
+        qt, qk = sub.column("topic"), sub.column("key")
+        ts = np.asarray(m.column("store_timestamp"))
+        qb = np.asarray(sub.column("begin").fill_null(I64_MIN))
+        qe = np.asarray(sub.column("end").fill_null(I64_MAX))
+        keep = (ts >= qb) & (ts <= qe)
+        keep &= np.asarray(pc.equal(m.column("topic"), qt).fill_null(False))
+        keep &= (np.asarray(m.column("sys_flag")) & codec.TRANSACTION_MASK) != codec.TRANSACTION_ROLLBACK
+        key_ok = np.asarray(pc.equal(m.column("uniq_key"), qk).fill_null(False))
+        toks = pc.split_pattern(m.column("keys").combine_chunks().fill_null(""), " ")
+        flat = pc.list_flatten(toks)
+        parent = np.asarray(pc.list_parent_indices(toks))
+        if len(flat):
+            qk_arr = qk.combine_chunks() if isinstance(qk, pa.ChunkedArray) else qk
+            hit = np.asarray(pc.equal(flat, qk_arr.take(pa.array(parent))).fill_null(False))
+            key_ok[parent[hit]] = True
+        keep &= key_ok
+        if not keep.any():
+            continue
+        sel = pa.array(np.flatnonzero(keep))
+        sub, m = sub.take(sel), m.take(sel)
+        cols = [sub.column("topic"), sub.column("key"), sub.column("begin"), sub.column("end")] + list(m.columns)
+        names = ["query_topic", "query_key", "query_begin", "query_end"] + m.schema.names
+        out.append(pa.table(cols, names=names))
+    return out
+
+
+# ----------------------------------------------------------------------------- driver
+def _keys_df(spark, keys):
+    from pyspark.sql import functions as F
+    if isinstance(keys, pa.Table):
+        cols = {n: keys.column(n) for n in keys.column_names}
+        n = keys.num_rows
+        t = pa.table({"topic": cols["topic"].cast(pa.string()), "key": cols["key"].cast(pa.string()),
+                      "begin": cols["begin"].cast(pa.int64()) if "begin" in cols else pa.nulls(n, pa.int64()),
+                      "end": cols["end"].cast(pa.int64()) if "end" in cols else pa.nulls(n, pa.int64())})
+        return spark.createDataFrame(t)
+    df = keys
+    for c in ("begin", "end"):
+        if c not in df.columns:
+            df = df.withColumn(c, F.lit(None).cast("bigint"))
+    return df.select(F.col("topic").cast("string"), F.col("key").cast("string"),
+                     F.col("begin").cast("bigint"), F.col("end").cast("bigint"))
+
+
+def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None):
+    """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
+
+    ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
+    (inclusive store-time bounds in ms; null = unbounded). Duplicate queries are answered once.
+    """
+    from pyspark.sql import functions as F
+    from .snapshot_files import open_files
+    from .storage import Store
+    store = Store(store_uri)
+    files, info = open_files(store, as_of_batch, config)
+    cfg = files.config
+    uri = store.uri
+    sc = spark.sparkContext
+    queries = _keys_df(spark, keys).where(F.col("topic").isNotNull() & F.col("key").isNotNull()).distinct()
+    hashed = queries.mapInArrow(_add_hash, HASHED_DDL).persist()
+    if True:
+        hashes = np.unique(np.asarray(hashed.select("key_hash").distinct().toArrow().column(0), dtype=np.int32))
+        if not len(files.index) or not len(hashes):
+            return spark.createDataFrame([], RESULT_DDL)
+        b_hashes = sc.broadcast(hashes)
+        b_index = sc.broadcast([tuple(r) for r in files.index])
+        b_cfg = sc.broadcast(cfg)
+
+        def scan_index(batches):
+            from storelib.keylookup import index_candidates
+            from storelib.query import IndexFileRef
+            from storelib.storage import Store as _Store
+            st = _Store(uri)
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    yield index_candidates(st, b_cfg.value, IndexFileRef(*b_index.value[i]), b_hashes.value)
+
+        n_idx = len(files.index)
+        cands = spark.range(0, n_idx, 1, n_idx).mapInArrow(scan_index, CAND_DDL)
+        joined = cands.join(hashed, "key_hash").where(
+            (F.col("begin").isNull() | (F.col("t_hi") >= F.col("begin")))
+            & (F.col("end").isNull() | (F.col("t_lo") <= F.col("end")))
+        ).select("topic", "key", "begin", "end", "phy").dropDuplicates(["topic", "key", "begin", "end", "phy"])
+        fsize = cfg.mappedFileSizeCommitLog
+        segs = {s.base: tuple(s) for s in files.commitlog}
+        b_segs = sc.broadcast(segs)
+        n_parts = partitions or max(1, min(len(segs), 4 * sc.defaultParallelism))
+        by_seg = joined.withColumn("seg", F.col("phy") - F.col("phy") % F.lit(fsize)) \
+            .repartition(n_parts, "seg").drop("seg")
+
+        def fetch(batches):
+            from storelib.keylookup import check_candidates
+            from storelib.query import CommitLogSegment
+            from storelib.storage import Store as _Store
+            st = _Store(uri)
+            tbl = pa.Table.from_batches(list(batches))
+            if tbl.num_rows == 0:
+                return
+            seg_map = {b: CommitLogSegment(*v) for b, v in b_segs.value.items()}
+            for t in check_candidates(st, seg_map, fsize, tbl):
+                yield from t.to_batches()
+
+        return by_seg.mapInArrow(fetch, RESULT_DDL)
+
+
+def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:
+    """The same lookup without Spark (one process), for small key sets and tests."""
+    from .snapshot_files import open_files
+    from .storage import Store
+    store = Store(store_uri)
+    files, info = open_files(store, as_of_batch, config)
+    n = keys.num_rows
+    q = pa.table({"topic": keys.column("topic").cast(pa.string()), "key": keys.column("key").cast(pa.string()),
+                  "begin": keys.column("begin").cast(pa.int64()) if "begin" in keys.column_names else pa.nulls(n, pa.int64()),
+                  "end": keys.column("end").cast(pa.int64()) if "end" in keys.column_names else pa.nulls(n, pa.int64())})
+    q = q.group_by(["topic", "key", "begin", "end"], use_threads=False).aggregate([])
+    h = key_hashes(q.column("topic").combine_chunks(), q.column("key").combine_chunks())
+    q = q.append_column("key_hash", pa.array(h, pa.int32()))
+    hashes = np.unique(h)
+    cands = pa.Table.from_batches([index_candidates(store, files.config, ref, hashes) for ref in files.index]) \
+        if files.index else None
+    if cands is None or cands.num_rows == 0:
+        return None
+    j = cands.join(q, "key_hash")
+    b = np.asarray(j.column("begin").fill_null(I64_MIN))
+    e = np.asarray(j.column("end").fill_null(I64_MAX))
+    keep = (np.asarray(j.column("t_hi")) >= b) & (np.asarray(j.column("t_lo")) <= e)
+    j = j.filter(pa.array(keep)).select(["topic", "key", "begin", "end", "phy"])
+    j = j.group_by(["topic", "key", "begin", "end", "phy"], use_threads=False).aggregate([])
+    segs = {s.base: s for s in files.commitlog}
+    parts = check_candidates(store, segs, files.config.mappedFileSizeCommitLog, j)
+    return pa.concat_tables(parts) if parts else None

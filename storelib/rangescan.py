@@ -1,0 +1,272 @@
+"""Commitlog segments -> Arrow message tables; the distributed time-range scan.
+
+The shared core of ``range``, the ``rocketmq`` data source and the batch key lookup:
+
+* ``iter_segment_chunks``: walk one segment's valid bytes in large chunks (numba record walk),
+  so a 1 GiB segment is never held whole in memory.
+* ``message_table``: ``codec.decode_records`` output -> the public message columns
+  (``MESSAGE_SCHEMA``): properties parsed vectorized into ``map<string,string>`` exactly like
+  ``MessageDecoder.string2messageProperties`` (FORMAT.md §1.3: first U+0001 splits name/value,
+  empty names/values dropped, later duplicates win), plus ``tags``/``keys``/``uniq_key``.
+* ``scan_range(spark, store, begin, end, topic)``: segments pruned by the manifest's min/max
+  store time (all segments of a store without manifest), one task per segment, exact filter on
+  the record's store timestamp (and topic).
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from numba import njit
+
+from . import codec
+
+CHUNK_BYTES = 64 << 20
+MAP_TYPE = pa.map_(pa.string(), pa.string())
+
+MESSAGE_SCHEMA = pa.schema([
+    ("commitlog_offset", pa.int64()), ("store_size", pa.int32()), ("msg_id", pa.string()),
+    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
+    ("flag", pa.int32()), ("sys_flag", pa.int32()), ("body_crc", pa.int32()),
+    ("born_timestamp", pa.int64()), ("born_host", pa.string()),
+    ("store_timestamp", pa.int64()), ("store_host", pa.string()),
+    ("reconsume_times", pa.int32()), ("prepared_transaction_offset", pa.int64()),
+    ("body", pa.binary()), ("properties", MAP_TYPE),
+    ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string()),
+])
+
+# Spark DDL of MESSAGE_SCHEMA (for mapInArrow / the data source).
+MESSAGE_DDL = ("commitlog_offset bigint, store_size int, msg_id string, topic string, queue_id int, "
+               "queue_offset bigint, flag int, sys_flag int, body_crc int, born_timestamp bigint, "
+               "born_host string, store_timestamp bigint, store_host string, reconsume_times int, "
+               "prepared_transaction_offset bigint, body binary, properties map<string,string>, "
+               "tags string, keys string, uniq_key string")
+
+_PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tags", "keys", "uniq_key")]
+
+
+# ----------------------------------------------------------------------------- properties
+def parse_properties(props: pa.Array, wanted=("TAGS", "KEYS", "UNIQ_KEY")):
+    """Vectorized string2messageProperties: (map array, {name: string array of that property})."""
+    props = props.cast(pa.large_string()) if props.type != pa.large_string() else props
+    n = len(props)
+    parts = pc.split_pattern(props.fill_null(""), "\x02")
+    flat = pc.list_flatten(parts)
+    parent = np.asarray(pc.list_parent_indices(parts), dtype=np.int64)
+    nv = pc.split_pattern(flat, "\x01", max_splits=1)
+    ok = np.asarray(pc.equal(pc.list_value_length(nv), 2).fill_null(False))
+    # list_element raises on short lists: take element 0 / 1 only from the valid ones
+    sel = np.flatnonzero(ok)
+    nv_ok = nv.take(pa.array(sel))
+    names = pc.list_element(nv_ok, 0)
+    values = pc.list_element(nv_ok, 1)
+    keep = np.asarray(pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0)))
+    sel = sel[keep]
+    names = names.filter(pa.array(keep))
+    values = values.filter(pa.array(keep))
+    par = parent[sel]
+    # later duplicates win: keep the last entry per (row, name)
+    if len(par):
+        t = pa.table({"p": par, "name": names, "i": np.arange(len(par))})
+        g = t.group_by(["p", "name"], use_threads=False).aggregate([("i", "max")])
+        if g.num_rows != len(par):
+            last = np.sort(np.asarray(g.column("i_max")))
+            par = par[last]
+            names = names.take(pa.array(last))
+            values = values.take(pa.array(last))
+    counts = np.bincount(par, minlength=n) if n else np.zeros(0, np.int64)
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    names_s = names.cast(pa.string())
+    values_s = values.cast(pa.string())
+    mapped = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), names_s, values_s, type=MAP_TYPE)
+    extra = {}
+    for w in wanted:
+        m = np.asarray(pc.equal(names_s, w))
+        idx = np.full(n, -1, np.int64)
+        idx[par[m]] = np.flatnonzero(m)
+        extra[w] = values_s.take(pa.array(idx, mask=idx < 0)) if n else pa.array([], pa.string())
+    return mapped, extra
+
+
+def message_table(decoded: pa.Table) -> pa.Table:
+    """``codec.decode_records`` output (DECODED_SCHEMA) -> MESSAGE_SCHEMA."""
+    mapped, extra = parse_properties(decoded.column("properties_string").combine_chunks())
+    cols = {n: decoded.column(n) for n in _PASS}
+    cols["body"] = decoded.column("body").cast(pa.binary())
+    cols["properties"] = mapped
+    cols["tags"] = extra["TAGS"]
+    cols["keys"] = extra["KEYS"]
+    cols["uniq_key"] = extra["UNIQ_KEY"]
+    return pa.table(cols, schema=MESSAGE_SCHEMA)
+
+
+def empty_messages() -> pa.Table:
+    return MESSAGE_SCHEMA.empty_table()
+
+
+# ----------------------------------------------------------------------------- segments
+@njit(cache=True, nogil=True)
+def _walk(data, end, blank_magic, v1_magic, v2_magic, out):
+    """Record starts in data[0:end] (int64 arithmetic: magics are negative int32)."""
+    n = 0
+    pos = 0
+    while pos + 8 <= end:
+        size = (np.int64(data[pos]) << 24) | (np.int64(data[pos + 1]) << 16) \
+            | (np.int64(data[pos + 2]) << 8) | np.int64(data[pos + 3])
+        magic = (np.int64(data[pos + 4]) << 24) | (np.int64(data[pos + 5]) << 16) \
+            | (np.int64(data[pos + 6]) << 8) | np.int64(data[pos + 7])
+        if size >= 2**31:
+            size -= 2**32
+        if magic >= 2**31:
+            magic -= 2**32
+        if magic == blank_magic:
+            return n, pos, 1
+        if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end:
+            return n, pos, 2
+        out[n] = pos
+        n += 1
+        pos += size
+    return n, pos, 0
+
+
+def record_starts(buf: np.ndarray):
+    """(starts, stop, reason) like ``commitlog.record_starts`` over the whole buffer.
+
+    reason: 0 = fewer than 8 bytes left, 1 = BLANK at stop, 2 = zero size / unknown magic /
+    record running past the buffer at stop.
+    """
+    out = np.empty(max(1, len(buf) // 92 + 1), np.int64)
+    n, stop, reason = _walk(buf, len(buf), np.int64(codec.BLANK_MAGIC), np.int64(codec.MAGIC_V1),
+                            np.int64(codec.MAGIC_V2), out)
+    return out[:n], int(stop), int(reason)
+
+
+def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """STORETIMESTAMP of the records at ``starts`` (position depends on the born host width)."""
+    if not len(starts):
+        return np.zeros(0, np.int64)
+    sys_flag = codec._gather_int(buf, starts + codec.POS_SYSFLAG, 4)
+    pos = starts + 48 + np.where(sys_flag & 0x10, 20, 8)
+    return codec._gather_int(buf, pos, 8)
+
+
+def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None, chunk: int = CHUNK_BYTES):
+    """Yield (buf uint8 array, buf_base_offset, record starts in buf) over a segment's valid bytes.
+
+    ``lo``/``hi``: optional commitlog-offset bounds; records starting outside [lo, hi] are left
+    out (the walk still starts at the segment's first byte: record starts are only known by
+    walking). Stops at BLANK / TOTALSIZE 0 / unknown magic, like a broker's recovery.
+    """
+    pos, valid = 0, seg.valid
+    size = chunk
+    while pos + 8 <= valid:
+        end = min(valid, pos + size)
+        buf = np.frombuffer(store.read(seg.rel, pos, end - pos), np.uint8)
+        starts, stop, reason = record_starts(buf)
+        if len(starts):
+            abs_starts = starts + (seg.base + pos)
+            keep = np.ones(len(starts), bool)
+            if lo is not None:
+                keep &= abs_starts >= lo
+            if hi is not None:
+                keep &= abs_starts <= hi
+            if keep.all():
+                yield buf, seg.base + pos, starts
+            elif keep.any():
+                yield buf, seg.base + pos, starts[keep]
+        if reason == 1 or end >= valid:
+            break                                   # BLANK record / end of the valid bytes
+        need = size
+        if reason == 2:
+            rec_size, magic = struct.unpack_from(">ii", buf, stop)
+            if rec_size <= 0 or magic not in (codec.MAGIC_V1, codec.MAGIC_V2):
+                break                               # end of data
+            need = max(chunk, rec_size + 8)         # the record runs past this chunk
+        if stop == 0:
+            size = max(size * 2, need)
+            continue
+        pos += stop
+        size = max(chunk, need)
+        if hi is not None and seg.base + pos > hi:
+            break
+
+
+def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=None,
+                     batch_rows: int = 8192):
+    """Yield MESSAGE_SCHEMA tables of one segment's records, filtered exactly.
+
+    begin/end: inclusive store-timestamp bounds; topics: a set of topic names (None = all);
+    lo/hi: inclusive commitlog-offset bounds of the record start.
+    """
+    topic_arr = pa.array(sorted(topics), pa.string()) if topics is not None else None
+    for buf, base, starts in iter_segment_chunks(store, seg, lo, hi):
+        if begin is not None or end is not None:
+            ts = store_timestamps(buf, starts)
+            keep = np.ones(len(starts), bool)
+            if begin is not None:
+                keep &= ts >= begin
+            if end is not None:
+                keep &= ts <= end
+            starts = starts[keep]
+        for k in range(0, len(starts), batch_rows):
+            part = starts[k:k + batch_rows]
+            dec = codec.decode_records(buf, base, part)
+            if topic_arr is not None:
+                dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
+            if dec.num_rows:
+                yield message_table(dec)
+
+
+def prune_segments(files, info, begin=None, end=None, lo=None, hi=None):
+    """Segments that may hold records with store time in [begin, end] / offsets in [lo, hi]."""
+    out = []
+    for seg in files.commitlog:
+        if lo is not None and seg.base + seg.valid <= lo:
+            continue
+        if hi is not None and seg.base > hi:
+            continue
+        if seg.valid <= 0:
+            continue
+        stats = info.seg_ts.get(seg.base) if info is not None else None
+        if stats and stats[0] is not None and stats[1] is not None:
+            if begin is not None and stats[1] < begin:
+                continue
+            if end is not None and stats[0] > end:
+                continue
+        out.append(seg)
+    return out
+
+
+# ----------------------------------------------------------------------------- Spark
+def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None = None,
+               topic: str | list | None = None, as_of_batch=None, config=None):
+    """DataFrame (MESSAGE_DDL) of every message with begin <= store_timestamp <= end (and topic).
+
+    One task per commitlog segment that survives pruning; rows in commitlog order per task.
+    """
+    from .snapshot_files import open_files
+    from .storage import Store
+    store = Store(store_uri)
+    files, info = open_files(store, as_of_batch, config)
+    segs = prune_segments(files, info, begin, end)
+    topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
+    uri = store.uri
+    if not segs:
+        return spark.createDataFrame([], MESSAGE_DDL)
+    bsegs = spark.sparkContext.broadcast([tuple(s) for s in segs])
+
+    def run(batches):
+        from storelib.query import CommitLogSegment
+        from storelib.storage import Store as _Store
+        st = _Store(uri)
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                seg = CommitLogSegment(*bsegs.value[i])
+                for t in segment_messages(st, seg, begin, end, topics):
+                    yield from t.to_batches()
+
+    return spark.range(0, len(segs), 1, len(segs)).mapInArrow(run, MESSAGE_DDL)
