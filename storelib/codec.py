@@ -104,79 +104,24 @@ class InputError(ValueError):
 
 
 # ---------------------------------------------------------------------------- java hash
-def _utf8_to_utf16_units(data: np.ndarray, offsets: np.ndarray):
-    """UTF-16 code units of every string of an Arrow UTF-8 column, with their string index."""
-    n = len(offsets) - 1
-    if len(data) == 0:
-        return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(n, np.int64)
-    b = np.concatenate([data, np.zeros(4, np.uint8)]).astype(np.uint32)
-    body = b[:len(data)]
-    lead = np.flatnonzero((body & 0xC0) != 0x80)
-    c0 = b[lead]
-    c1 = b[lead + 1] & 0x3F
-    c2 = b[lead + 2] & 0x3F
-    c3 = b[lead + 3] & 0x3F
-    cp = np.where(c0 < 0x80, c0,
-         np.where(c0 < 0xE0, ((c0 & 0x1F) << 6) | c1,
-         np.where(c0 < 0xF0, ((c0 & 0x0F) << 12) | (c1 << 6) | c2,
-                  ((c0 & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3)))
-    owner = np.searchsorted(offsets, lead, side="right") - 1
-    wide = cp >= 0x10000
-    reps = np.where(wide, 2, 1)
-    units = np.repeat(cp, reps)
-    owner_u = np.repeat(owner, reps)
-    if wide.any():
-        first = np.cumsum(reps) - reps          # index of each char's first unit
-        w = first[wide]
-        v = cp[wide] - 0x10000
-        units[w] = 0xD800 + (v >> 10)
-        units[w + 1] = 0xDC00 + (v & 0x3FF)
-    counts = np.bincount(owner_u, minlength=n).astype(np.int64)
-    return units, owner_u, counts
-
-
-_POW31 = np.ones(1, dtype=np.uint64)
-
-
-def _pow31(upto: int) -> np.ndarray:
-    """31**k mod 2**64 for k < upto (uint64 wrap-around keeps everything exact mod 2**32)."""
-    global _POW31
-    if len(_POW31) < upto:
-        p = np.full(max(upto, 2 * len(_POW31)), 31, dtype=np.uint64)
-        p[0] = 1
-        _POW31 = np.cumprod(p, dtype=np.uint64)
-    return _POW31
-
-
-def utf16_lengths(arr: pa.Array) -> np.ndarray:
-    """Java ``String.length()`` of every string (UTF-16 code units)."""
+def _utf16_hash_and_length(arr):
     arr = _as_large_string(arr)
     data, offsets = _string_buffers(arr)
-    data = data[int(offsets[0]):int(offsets[-1])]      # sliced arrays: values start at offsets[0]
-    _, _, counts = _utf8_to_utf16_units(data, offsets - offsets[0])
-    return counts
+    return kernels.java_hash_utf8(data, offsets)
+
+
+def utf16_lengths(arr) -> np.ndarray:
+    """Java ``String.length()`` of every string (UTF-16 code units)."""
+    return _utf16_hash_and_length(arr)[1]
 
 
 def java_hash(arr) -> np.ndarray:
-    """``java.lang.String.hashCode()`` of every string, as int32 (nulls hash as empty strings)."""
-    arr = _as_large_string(arr)
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, np.int32)
-    data, offsets = _string_buffers(arr)
-    data = data[int(offsets[0]):int(offsets[-1])]      # sliced arrays: values start at offsets[0]
-    offsets = offsets - offsets[0]
-    units, owner, counts = _utf8_to_utf16_units(data, offsets)
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    if len(units) == 0:
-        return np.zeros(n, np.int32)
-    pos = np.arange(len(units), dtype=np.int64)
-    exp = ends[owner] - 1 - pos
-    terms = units.astype(np.uint64) * _pow31(int(counts.max()) + 1)[exp]
-    cs = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
-    h = (cs[ends] - cs[starts]) & np.uint64(0xFFFFFFFF)
-    return h.astype(np.uint32).view(np.int32)
+    """``java.lang.String.hashCode()`` of every string, as int32 (nulls hash as empty strings).
+
+    h = 31*h + c over the UTF-16 code units, in wrapping 32-bit arithmetic; the UTF-8 values are
+    decoded to UTF-16 on the fly by a compiled kernel (kernels.java_hash_utf8).
+    """
+    return _utf16_hash_and_length(arr)[0].view(np.int32)
 
 
 def index_key_hash(h: np.ndarray) -> np.ndarray:
@@ -522,27 +467,31 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
               lambda r: f"record of {sizes[r]} bytes cannot fit a commitlog file of "
                         f"{config.mappedFileSizeCommitLog} bytes (needs size + 8)")
 
-    # Properties the dispatch reads.
-    pv = property_values(props, ("TAGS", "KEYS", "UNIQ_KEY", "DELAY"))
+    # Properties the dispatch reads (one compiled pass over the properties strings).
+    pdata, poff = _string_buffers(props)
+    vs, ve = kernels.parse_properties(pdata, poff, ["TAGS", "KEYS", "UNIQ_KEY", "DELAY"])
     tran_type = sys_flag & TRANSACTION_MASK
     cq_eligible = (tran_type == TRANSACTION_NOT) | (tran_type == TRANSACTION_COMMIT)
 
-    tags = pv["TAGS"]
-    tags_present = pc.is_valid(tags).to_numpy(zero_copy_only=False)
-    tags_code = np.where(tags_present, java_hash(tags.fill_null("")).astype(np.int64), 0)
+    # tagsCode: the TAGS hash sign-extended to 64 bits (a long holding an int).
+    tags_code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
 
     # Delay messages: tagsCode = deliver time (DefaultMessageStore.computeDeliverTimestamp).
     is_sched = pc.equal(topic, SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
-    delay = pv["DELAY"]
-    delay_rows = is_sched & pc.is_valid(delay).to_numpy(zero_copy_only=False)
+    delay_rows = is_sched & (vs[3] >= 0)
     if delay_rows.any():
+        rows = np.flatnonzero(delay_rows)
+        dvals, doff = kernels.gather_slices(pdata, vs[3][rows], ve[3][rows] - vs[3][rows])
+        delay = binary_from_numpy(dvals, doff).cast(pa.large_string())
         # Integer.parseInt accepts a leading '+' and any number of leading zeros.
-        ok = pc.match_substring_regex(delay.fill_null(""), r"^[+-]?0*[0-9]{1,10}$").to_numpy(zero_copy_only=False)
+        ok_r = pc.match_substring_regex(delay, r"^[+-]?0*[0-9]{1,10}$").to_numpy(zero_copy_only=False)
+        ok = np.zeros(n, bool)
+        ok[rows] = ok_r
         level = np.zeros(n, np.int64)
         good = delay_rows & ok
         if good.any():
-            level[good] = pc.cast(pc.replace_substring_regex(delay.filter(pa.array(good)), r"^\+", ""),
-                                  pa.int64()).to_numpy()
+            level[rows[ok_r]] = pc.cast(pc.replace_substring_regex(delay.filter(pa.array(ok_r)), r"^\+", ""),
+                                        pa.int64()).to_numpy()
         out_of_int = good & ((level > 2**31 - 1) | (level < -2**31))
         flag_rows(delay_rows & ~ok | out_of_int, "properties",
                   "DELAY on SCHEDULE_TOPIC_XXXX must be an integer (Integer.parseInt)")
@@ -555,27 +504,9 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
 
     # Index keys in dispatch order: UNIQ_KEY, then every non-empty KEYS token; ROLLBACK skipped.
     indexed = tran_type != TRANSACTION_ROLLBACK
-    uniq = pv["UNIQ_KEY"]
-    uniq_rows = np.flatnonzero(indexed & pc.is_valid(uniq).to_numpy(zero_copy_only=False))
-    keys = pv["KEYS"].fill_null("")
-    tokens = pc.split_pattern(keys, " ")
-    tok_parent = pc.list_parent_indices(tokens).to_numpy()
-    tok_flat = pc.list_flatten(tokens)
-    tok_ok = (pc.binary_length(tok_flat).to_numpy(zero_copy_only=False) > 0) & indexed[tok_parent] \
-        if len(tok_flat) else np.zeros(0, bool)
-    tok_rows = tok_parent[tok_ok]
-    key_strings = pa.chunked_array([uniq.take(pa.array(uniq_rows)).cast(pa.large_string()),
-                                    tok_flat.filter(pa.array(tok_ok)).cast(pa.large_string())],
-                                   type=pa.large_string()).combine_chunks()
-    key_msg = np.concatenate([uniq_rows, tok_rows]).astype(np.int64)
-    # Stable order: by message, UNIQ_KEY (listed first) before tokens, tokens in string order.
-    order = np.argsort(key_msg, kind="stable")
-    key_msg = key_msg[order]
-    key_strings = key_strings.take(pa.array(order))
-    full_keys = pc.binary_join_element_wise(topic.take(pa.array(key_msg)), key_strings,
-                                    pa.scalar("#", pa.large_string())) \
-        if len(key_msg) else pa.array([], pa.large_string())
-    index_hash = index_key_hash(java_hash(full_keys))
+    topic_hash = java_hash(tenc.dictionary).view(np.uint32).astype(np.int64)[tidx] if n else np.zeros(0, np.int64)
+    key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash)
+    index_hash = index_key_hash(key_hash.view(np.int32))
 
     if problems:
         raise InputError(problems)
@@ -602,44 +533,51 @@ def _be(values: np.ndarray, dtype: str) -> np.ndarray:
     return a.view(np.uint8).reshape(len(values), a.itemsize)     # (also for n = 0)
 
 
+def _host_matrix(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Host bytes column (8 or 20 bytes each) -> (n, 20) uint8 matrix and per-row lengths."""
+    data, off = _string_buffers(_as_large_binary(col))
+    lens = np.diff(off)
+    mat = np.zeros((len(lens), 20), np.uint8)
+    for w in (8, 20):
+        rows = np.flatnonzero(lens == w)
+        if len(rows):
+            mat[rows, :w] = data[off[:-1][rows, None] + np.arange(w)]
+    return mat, lens
+
+
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
            crc_property: bool = False) -> np.ndarray:
     """Encode all messages into one contiguous buffer of records (in order, no gaps).
 
     ``phys_offsets`` are the absolute commitlog offsets, ``queue_offsets`` the logical queue
-    offsets (callers pass 0 for PREPARED/ROLLBACK). Returns a uint8 array of sizes.sum() bytes.
+    offsets (callers pass 0 for PREPARED/ROLLBACK). Returns a uint8 array of sizes.sum() bytes,
+    written by one compiled pass (kernels._assemble).
     """
     p = pm.parts
     n = pm.n
     if n == 0:
         return np.zeros(0, np.uint8)
     magic = np.where(p["is_v2"], MAGIC_V2, MAGIC_V1).astype(np.int32)
-    head1 = np.concatenate([
-        _be(pm.sizes, ">i4"), _be(magic, ">i4"), _be(pm.body_crc, ">i4"), _be(pm.queue_id, ">i4"),
-        _be(p["flag"], ">i4"), _be(queue_offsets, ">i8"), _be(phys_offsets, ">i8"),
-        _be(pm.sys_flag, ">i4"), _be(p["born_ts"], ">i8"),
-    ], axis=1)                                                   # 48 bytes
-    mid = _be(pm.store_timestamp, ">i8")
-    tail_head = np.concatenate([_be(p["reconsume"], ">i4"), _be(p["prep_tx"], ">i8"),
-                                _be(p["body_len"], ">i4")], axis=1)   # 16 bytes
-    prop_len_field = _be(p["stored_prop_len"], ">i2")
-    cols = [fixed_width_binary(head1), p["born_host"], fixed_width_binary(mid), p["store_host"],
-            fixed_width_binary(tail_head), p["body"], p["topic_part"], fixed_width_binary(prop_len_field),
-            p["props"]]
+    born, born_len = _host_matrix(p["born_host"])
+    store, store_len = _host_matrix(p["store_host"])
+    body, body_off = _string_buffers(p["body"])
+    topic, topic_off = _string_buffers(p["topic_part"])
+    props, props_off = _string_buffers(p["props"])
     if crc_property:
-        # Separator (if the string does not end with one) + 20 reserved bytes, filled in below.
         need_sep = (p["stored_prop_len"] - p["prop_len"]) > CRC32_RESERVED_LEN
-        pad_len = need_sep.astype(np.int64) + CRC32_RESERVED_LEN
-        pad_off = np.concatenate([[0], np.cumsum(pad_len)])
-        pad = np.zeros(int(pad_off[-1]), np.uint8)
-        pad[pad_off[:-1][need_sep]] = 0x02
-        cols.append(binary_from_numpy(pad, pad_off))
-    records = concat_binary(cols)
-    data, off = _string_buffers(records)
-    buf = np.array(data[off[0]:off[-1]], copy=True) if off[0] != 0 else np.array(data[:off[-1]], copy=True)
+    else:
+        need_sep = np.zeros(n, np.bool_)
+    out = np.zeros(int(pm.sizes.sum()), np.uint8)
+    end = kernels._assemble(
+        out, pm.sizes.astype(np.int64), magic, pm.body_crc, pm.queue_id, p["flag"],
+        np.asarray(queue_offsets, np.int64), np.asarray(phys_offsets, np.int64), pm.sys_flag, p["born_ts"],
+        born, born_len.astype(np.int64), pm.store_timestamp, store, store_len.astype(np.int64),
+        p["reconsume"], p["prep_tx"], body, body_off.astype(np.int64), topic, topic_off.astype(np.int64),
+        p["stored_prop_len"].astype(np.int64), props, props_off.astype(np.int64), need_sep)
+    assert end == len(out)
     if crc_property:
-        _fill_crc_property(buf, pm.sizes)
-    return buf
+        _fill_crc_property(out, pm.sizes)
+    return out
 
 
 def _fill_crc_property(buf: np.ndarray, sizes: np.ndarray) -> None:

@@ -72,6 +72,14 @@ def crc32_slices(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _get32(data, p):
+    """Big-endian signed int32 at data[p:p+4] (as int64)."""
+    v = (np.int64(data[p]) << 24) | (np.int64(data[p + 1]) << 16) | (np.int64(data[p + 2]) << 8) \
+        | np.int64(data[p + 3])
+    return v - 4294967296 if v >= 2147483648 else v
+
+
 @njit(cache=True, nogil=True)
 def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts):
     """Record starts in data[start:end]; stops at a BLANK, a zero size or an unknown magic.
@@ -82,10 +90,8 @@ def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts)
     n = 0
     pos = start
     while pos + 8 <= end:
-        size = (np.int32(data[pos]) << 24) | (np.int32(data[pos + 1]) << 16) \
-            | (np.int32(data[pos + 2]) << 8) | np.int32(data[pos + 3])
-        magic = (np.int32(data[pos + 4]) << 24) | (np.int32(data[pos + 5]) << 16) \
-            | (np.int32(data[pos + 6]) << 8) | np.int32(data[pos + 7])
+        size = _get32(data, pos)
+        magic = _get32(data, pos + 4)
         if magic == blank_magic:
             return n, pos, 1
         if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end:
@@ -100,8 +106,8 @@ def walk_records(data: np.ndarray, start: int, end: int, blank_magic: int, v1_ma
     # A record is at least 8 + 84 bytes, so end-start // 92 + 1 bounds the count.
     cap = max(1, (end - start) // 92 + 1)
     out = np.empty(cap, dtype=np.int64)
-    n, stop, reason = _walk_records(data, start, end, np.int32(blank_magic), np.int32(v1_magic),
-                                    np.int32(v2_magic), out)
+    n, stop, reason = _walk_records(data, start, end, np.int64(blank_magic), np.int64(v1_magic),
+                                    np.int64(v2_magic), out)
     return out[:n], int(stop), int(reason)
 
 
@@ -125,3 +131,249 @@ def gather_slices(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
     offsets = np.empty(len(starts) + 1, dtype=np.int64)
     _gather(data, starts, lengths, out, offsets)
     return out, offsets
+
+
+@njit(cache=True, nogil=True)
+def _java_hash_utf8(data, offsets, out, lengths16):
+    """String.hashCode over UTF-16 units, decoding each UTF-8 string on the fly."""
+    for k in range(offsets.shape[0] - 1):
+        h = np.int64(0)       # kept in [0, 2**32): numba widens uint32 products, so mask each step
+        units = 0
+        i = offsets[k]
+        end = offsets[k + 1]
+        while i < end:
+            c = np.uint32(data[i])
+            if c < 0x80:
+                cp = c
+                i += 1
+            elif c < 0xE0:
+                cp = ((c & 0x1F) << 6) | (np.uint32(data[i + 1]) & 0x3F)
+                i += 2
+            elif c < 0xF0:
+                cp = ((c & 0x0F) << 12) | ((np.uint32(data[i + 1]) & 0x3F) << 6) | (np.uint32(data[i + 2]) & 0x3F)
+                i += 3
+            else:
+                cp = ((c & 0x07) << 18) | ((np.uint32(data[i + 1]) & 0x3F) << 12) \
+                    | ((np.uint32(data[i + 2]) & 0x3F) << 6) | (np.uint32(data[i + 3]) & 0x3F)
+                i += 4
+            if cp >= 0x10000:
+                v = cp - 0x10000
+                h = (h * 31 + np.int64(0xD800 + (v >> 10))) & 0xFFFFFFFF
+                h = (h * 31 + np.int64(0xDC00 + (v & 0x3FF))) & 0xFFFFFFFF
+                units += 2
+            else:
+                h = (h * 31 + np.int64(cp)) & 0xFFFFFFFF
+                units += 1
+        out[k] = h
+        lengths16[k] = units
+
+
+def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
+    """(hashes uint32, UTF-16 lengths) of the UTF-8 strings data[offsets[k]:offsets[k+1]]."""
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=np.uint32)
+    lens = np.empty(n, dtype=np.int64)
+    if n > 0:
+        _java_hash_utf8(data, offsets.astype(np.int64), out, lens)
+    return out, lens
+
+
+@njit(cache=True, nogil=True)
+def _java_hash_continue(h, data, i, end):
+    """Continue String.hashCode over the UTF-8 bytes data[i:end] from state h (0 <= h < 2**32)."""
+    while i < end:
+        c = np.int64(data[i])
+        if c < 0x80:
+            cp = c
+            i += 1
+        elif c < 0xE0:
+            cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+            i += 2
+        elif c < 0xF0:
+            cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+            i += 3
+        else:
+            cp = ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
+                | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+            i += 4
+        if cp >= 0x10000:
+            v = cp - 0x10000
+            h = (h * 31 + 0xD800 + (v >> 10)) & 0xFFFFFFFF
+            h = (h * 31 + 0xDC00 + (v & 0x3FF)) & 0xFFFFFFFF
+        else:
+            h = (h * 31 + cp) & 0xFFFFFFFF
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _parse_properties(data, offsets, names, name_offsets, starts, ends):
+    """MessageDecoder.string2messageProperties, for a few wanted names only.
+
+    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
+    a non-empty value; the later duplicate wins. starts/ends[w, k] = value bytes of name w in
+    message k (-1 when absent).
+    """
+    nw = name_offsets.shape[0] - 1
+    for k in range(offsets.shape[0] - 1):
+        i = offsets[k]
+        end = offsets[k + 1]
+        while i < end:
+            j = i
+            while j < end and data[j] != 2:
+                j += 1
+            sep = i
+            while sep < j and data[sep] != 1:
+                sep += 1
+            if i < sep and sep < j - 1:
+                for w in range(nw):
+                    a = name_offsets[w]
+                    b = name_offsets[w + 1]
+                    if b - a == sep - i:
+                        same = True
+                        for t in range(b - a):
+                            if data[i + t] != names[a + t]:
+                                same = False
+                                break
+                        if same:
+                            starts[w, k] = sep + 1
+                            ends[w, k] = j
+            i = j + 1
+
+
+def parse_properties(data: np.ndarray, offsets: np.ndarray, names: list):
+    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent."""
+    n = len(offsets) - 1
+    enc = [nm.encode("utf-8") for nm in names]
+    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
+    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
+    starts = np.full((len(names), n), -1, dtype=np.int64)
+    ends = np.full((len(names), n), -1, dtype=np.int64)
+    if n:
+        _parse_properties(data, offsets.astype(np.int64), name_buf, name_off, starts, ends)
+    return starts, ends
+
+
+@njit(cache=True, nogil=True)
+def _index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, count_only, out_msg, out_hash):
+    """Index entries in dispatch order: UNIQ_KEY, then each non-empty ' '-separated KEYS token.
+
+    The hash is String.hashCode of topic + "#" + key, continued from the topic's hash.
+    Returns the number of entries.
+    """
+    n = 0
+    for k in range(uniq_s.shape[0]):
+        if not indexed[k]:
+            continue
+        base = (np.int64(topic_hash[k]) * 31 + 35) & 0xFFFFFFFF     # '#'
+        if uniq_s[k] >= 0:
+            if not count_only:
+                out_msg[n] = k
+                out_hash[n] = _java_hash_continue(base, data, uniq_s[k], uniq_e[k])
+            n += 1
+        if keys_s[k] >= 0:
+            i = keys_s[k]
+            end = keys_e[k]
+            while i <= end:
+                j = i
+                while j < end and data[j] != 32:
+                    j += 1
+                if j > i:
+                    if not count_only:
+                        out_msg[n] = k
+                        out_hash[n] = _java_hash_continue(base, data, i, j)
+                    n += 1
+                i = j + 1
+    return n
+
+
+def index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash):
+    """(message index, java hash uint32) of every index entry."""
+    args = (data, uniq_s, uniq_e, keys_s, keys_e, indexed.astype(np.bool_), topic_hash.astype(np.int64))
+    empty_i = np.zeros(0, np.int64)
+    n = _index_keys(*args, True, empty_i, empty_i)
+    out_msg = np.empty(n, dtype=np.int64)
+    out_hash = np.empty(n, dtype=np.int64)
+    _index_keys(*args, False, out_msg, out_hash)
+    return out_msg, out_hash.astype(np.uint32)
+
+
+@njit(cache=True, nogil=True)
+def _hash_slices(data, starts, ends, out):
+    for k in range(starts.shape[0]):
+        if starts[k] >= 0:
+            out[k] = _java_hash_continue(np.int64(0), data, starts[k], ends[k])
+        else:
+            out[k] = 0
+
+
+def java_hash_slices(data, starts, ends):
+    """String.hashCode of data[starts[k]:ends[k]] (0 where starts[k] < 0), as uint32."""
+    out = np.empty(len(starts), dtype=np.int64)
+    if len(starts):
+        _hash_slices(data, starts.astype(np.int64), ends.astype(np.int64), out)
+    return out.astype(np.uint32)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put32(out, p, v):
+    out[p] = (v >> 24) & 0xFF
+    out[p + 1] = (v >> 16) & 0xFF
+    out[p + 2] = (v >> 8) & 0xFF
+    out[p + 3] = v & 0xFF
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put64(out, p, v):
+    for t in range(8):
+        out[p + t] = (v >> (56 - 8 * t)) & 0xFF
+
+
+@njit(cache=True, nogil=True)
+def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, born_ts, born_host,
+              born_len, store_ts, store_host, store_len, reconsume, prep_tx, body, body_off,
+              topic_part, topic_off, stored_prop_len, props, props_off, need_sep):
+    """Write every message record back to back into ``out`` (the layout in codec.py)."""
+    p = 0
+    for k in range(size.shape[0]):
+        start = p
+        _put32(out, p, np.int64(size[k]))
+        _put32(out, p + 4, np.int64(magic[k]))
+        _put32(out, p + 8, np.int64(body_crc[k]))
+        _put32(out, p + 12, np.int64(queue_id[k]))
+        _put32(out, p + 16, np.int64(flag[k]))
+        _put64(out, p + 20, np.int64(qoff[k]))
+        _put64(out, p + 28, np.int64(phys[k]))
+        _put32(out, p + 36, np.int64(sys_flag[k]))
+        _put64(out, p + 40, np.int64(born_ts[k]))
+        p += 48
+        for t in range(born_len[k]):
+            out[p + t] = born_host[k, t]
+        p += born_len[k]
+        _put64(out, p, np.int64(store_ts[k]))
+        p += 8
+        for t in range(store_len[k]):
+            out[p + t] = store_host[k, t]
+        p += store_len[k]
+        _put32(out, p, np.int64(reconsume[k]))
+        _put64(out, p + 4, np.int64(prep_tx[k]))
+        blen = body_off[k + 1] - body_off[k]
+        _put32(out, p + 12, np.int64(blen))
+        p += 16
+        out[p:p + blen] = body[body_off[k]:body_off[k + 1]]
+        p += blen
+        tlen = topic_off[k + 1] - topic_off[k]
+        out[p:p + tlen] = topic_part[topic_off[k]:topic_off[k + 1]]
+        p += tlen
+        v = np.int64(stored_prop_len[k])
+        out[p] = (v >> 8) & 0xFF
+        out[p + 1] = v & 0xFF
+        p += 2
+        plen = props_off[k + 1] - props_off[k]
+        out[p:p + plen] = props[props_off[k]:props_off[k + 1]]
+        p += plen
+        if need_sep[k]:
+            out[p] = 2
+            p += 1
+        # enabledAppendPropCRC: the reserved 20 bytes are filled in afterwards (zero here).
+        p = start + size[k]
+    return p
