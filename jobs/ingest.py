@@ -1,5 +1,6 @@
 """spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
-                             [--config FILE.properties] [--batch-id ID]
+                             [--config FILE.properties] [--batch-id ID] [--topics topics.json]
+                             [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
        spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
 
 Ingests one batch of messages into a RocketMQ store (local path or pyarrow.fs URI) and commits
@@ -29,6 +30,14 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
     ap.add_argument("--partitions", type=int, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
+    ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "
+                                     "(default: conf/topics.json if present)")
+    ap.add_argument("--queue-by", metavar="NAME",
+                    help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
+                         "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
+    ap.add_argument("--store-timestamp", type=int, metavar="MS",
+                    help="store time for rows without store_timestamp and born_timestamp "
+                         "(default: the newest modification time of the input files)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)

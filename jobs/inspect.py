@@ -18,6 +18,7 @@ segments, checkpoints, history and stats only read Delta (and a few bytes): they
 import argparse
 import json
 import os
+import signal
 import sys
 
 # sys.path[0] is jobs/ when run as a script, where this inspect.py would shadow the stdlib module.
@@ -29,6 +30,8 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
 def main(argv=None) -> int:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
     ap = argparse.ArgumentParser(prog="inspect.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
