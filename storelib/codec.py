@@ -354,10 +354,11 @@ def _col(table: pa.Table, name: str):
     return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
 
 
-def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessages:
+def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False) -> PreparedMessages:
     """Validate canonical messages (MESSAGE_SCHEMA) and compute sizes, flags, keys and CRCs.
 
-    ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17").
+    ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17"). ``scan=True`` validates
+    and sizes only (what the sequencer needs): no body CRC, tag hash or index key hash.
     Raises InputError listing every problem found (before anything is written).
     """
     label = label or (lambda i: f"row {i}")
@@ -474,7 +475,8 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
     cq_eligible = (tran_type == TRANSACTION_NOT) | (tran_type == TRANSACTION_COMMIT)
 
     # tagsCode: the TAGS hash sign-extended to 64 bits (a long holding an int).
-    tags_code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
+    tags_code = np.zeros(n, np.int64) if scan else \
+        np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
 
     # Delay messages: tagsCode = deliver time (DefaultMessageStore.computeDeliverTimestamp).
     is_sched = pc.equal(topic, SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
@@ -505,14 +507,16 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
     # Index keys in dispatch order: UNIQ_KEY, then every non-empty KEYS token; ROLLBACK skipped.
     indexed = tran_type != TRANSACTION_ROLLBACK
     topic_hash = java_hash(tenc.dictionary).view(np.uint32).astype(np.int64)[tidx] if n else np.zeros(0, np.int64)
-    key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash)
+    key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash,
+                                           with_hash=not scan)
     index_hash = index_key_hash(key_hash.view(np.int32))
 
     if problems:
         raise InputError(problems)
 
     body_data, body_off = _string_buffers(body)
-    body_crc = (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
+    body_crc = np.zeros(n, np.int32) if scan else \
+        (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
 
     parts = dict(
         flag=flag, born_ts=born_ts, born_host=born_host, store_host=store_host,

@@ -134,53 +134,13 @@ def gather_slices(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
 
 
 @njit(cache=True, nogil=True)
-def _java_hash_utf8(data, offsets, out, lengths16):
-    """String.hashCode over UTF-16 units, decoding each UTF-8 string on the fly."""
-    for k in range(offsets.shape[0] - 1):
-        h = np.int64(0)       # kept in [0, 2**32): numba widens uint32 products, so mask each step
-        units = 0
-        i = offsets[k]
-        end = offsets[k + 1]
-        while i < end:
-            c = np.uint32(data[i])
-            if c < 0x80:
-                cp = c
-                i += 1
-            elif c < 0xE0:
-                cp = ((c & 0x1F) << 6) | (np.uint32(data[i + 1]) & 0x3F)
-                i += 2
-            elif c < 0xF0:
-                cp = ((c & 0x0F) << 12) | ((np.uint32(data[i + 1]) & 0x3F) << 6) | (np.uint32(data[i + 2]) & 0x3F)
-                i += 3
-            else:
-                cp = ((c & 0x07) << 18) | ((np.uint32(data[i + 1]) & 0x3F) << 12) \
-                    | ((np.uint32(data[i + 2]) & 0x3F) << 6) | (np.uint32(data[i + 3]) & 0x3F)
-                i += 4
-            if cp >= 0x10000:
-                v = cp - 0x10000
-                h = (h * 31 + np.int64(0xD800 + (v >> 10))) & 0xFFFFFFFF
-                h = (h * 31 + np.int64(0xDC00 + (v & 0x3FF))) & 0xFFFFFFFF
-                units += 2
-            else:
-                h = (h * 31 + np.int64(cp)) & 0xFFFFFFFF
-                units += 1
-        out[k] = h
-        lengths16[k] = units
-
-
-def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
-    """(hashes uint32, UTF-16 lengths) of the UTF-8 strings data[offsets[k]:offsets[k+1]]."""
-    n = len(offsets) - 1
-    out = np.empty(n, dtype=np.uint32)
-    lens = np.empty(n, dtype=np.int64)
-    if n > 0:
-        _java_hash_utf8(data, offsets.astype(np.int64), out, lens)
-    return out, lens
-
-
-@njit(cache=True, nogil=True)
 def _java_hash_continue(h, data, i, end):
-    """Continue String.hashCode over the UTF-8 bytes data[i:end] from state h (0 <= h < 2**32)."""
+    """Continue String.hashCode over the UTF-8 bytes data[i:end] from state h (0 <= h < 2**32).
+
+    Returns (hash, UTF-16 units seen). h is kept in [0, 2**32) with int64 arithmetic: numba
+    widens uint32 products, so every step masks explicitly.
+    """
+    units = 0
     while i < end:
         c = np.int64(data[i])
         if c < 0x80:
@@ -200,9 +160,30 @@ def _java_hash_continue(h, data, i, end):
             v = cp - 0x10000
             h = (h * 31 + 0xD800 + (v >> 10)) & 0xFFFFFFFF
             h = (h * 31 + 0xDC00 + (v & 0x3FF)) & 0xFFFFFFFF
+            units += 2
         else:
             h = (h * 31 + cp) & 0xFFFFFFFF
-    return h
+            units += 1
+    return h, units
+
+
+@njit(cache=True, nogil=True)
+def _java_hash_utf8(data, offsets, out, lengths16):
+    """String.hashCode and String.length of each UTF-8 string, decoded to UTF-16 on the fly."""
+    for k in range(offsets.shape[0] - 1):
+        h, units = _java_hash_continue(np.int64(0), data, offsets[k], offsets[k + 1])
+        out[k] = h
+        lengths16[k] = units
+
+
+def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
+    """(hashes uint32, UTF-16 lengths) of the UTF-8 strings data[offsets[k]:offsets[k+1]]."""
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=np.uint32)
+    lens = np.empty(n, dtype=np.int64)
+    if n > 0:
+        _java_hash_utf8(data, offsets.astype(np.int64), out, lens)
+    return out, lens
 
 
 @njit(cache=True, nogil=True)
@@ -254,7 +235,8 @@ def parse_properties(data: np.ndarray, offsets: np.ndarray, names: list):
 
 
 @njit(cache=True, nogil=True)
-def _index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, count_only, out_msg, out_hash):
+def _index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, count_only, with_hash, out_msg,
+                out_hash):
     """Index entries in dispatch order: UNIQ_KEY, then each non-empty ' '-separated KEYS token.
 
     The hash is String.hashCode of topic + "#" + key, continued from the topic's hash.
@@ -268,7 +250,8 @@ def _index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, count
         if uniq_s[k] >= 0:
             if not count_only:
                 out_msg[n] = k
-                out_hash[n] = _java_hash_continue(base, data, uniq_s[k], uniq_e[k])
+                if with_hash:
+                    out_hash[n] = _java_hash_continue(base, data, uniq_s[k], uniq_e[k])[0]
             n += 1
         if keys_s[k] >= 0:
             i = keys_s[k]
@@ -280,20 +263,23 @@ def _index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, count
                 if j > i:
                     if not count_only:
                         out_msg[n] = k
-                        out_hash[n] = _java_hash_continue(base, data, i, j)
+                        if with_hash:
+                            out_hash[n] = _java_hash_continue(base, data, i, j)[0]
                     n += 1
                 i = j + 1
     return n
 
 
-def index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash):
-    """(message index, java hash uint32) of every index entry."""
+def index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash, with_hash=True):
+    """(message index, java hash uint32) of every index entry (hashes 0 when not with_hash)."""
     args = (data, uniq_s, uniq_e, keys_s, keys_e, indexed.astype(np.bool_), topic_hash.astype(np.int64))
     empty_i = np.zeros(0, np.int64)
-    n = _index_keys(*args, True, empty_i, empty_i)
+    n = _index_keys(*args, True, False, empty_i, empty_i)
     out_msg = np.empty(n, dtype=np.int64)
-    out_hash = np.empty(n, dtype=np.int64)
-    _index_keys(*args, False, out_msg, out_hash)
+    out_hash = np.zeros(n if with_hash else 0, dtype=np.int64)
+    _index_keys(*args, False, with_hash, out_msg, out_hash if with_hash else empty_i)
+    if not with_hash:
+        return out_msg, np.zeros(n, np.uint32)
     return out_msg, out_hash.astype(np.uint32)
 
 
@@ -301,7 +287,7 @@ def index_keys(data, uniq_s, uniq_e, keys_s, keys_e, indexed, topic_hash):
 def _hash_slices(data, starts, ends, out):
     for k in range(starts.shape[0]):
         if starts[k] >= 0:
-            out[k] = _java_hash_continue(np.int64(0), data, starts[k], ends[k])
+            out[k] = _java_hash_continue(np.int64(0), data, starts[k], ends[k])[0]
         else:
             out[k] = 0
 
