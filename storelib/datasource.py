@@ -4,7 +4,8 @@
     register(spark)
     df = spark.read.format("rocketmq").load("/data/store")            # latest committed batch
     df = spark.read.format("rocketmq").option("asOfBatch", "b-7").load(uri)
-    df.where("topic = 'orders' AND store_timestamp >= 1710000000000")
+    df = spark.read.format("rocketmq").option("topic", "orders").option("beginTimestamp", 1710000000000).load(s)
+    spark.read.format("rocketmq").option("pushdown", "true").load(s).where("topic = 'orders'")
 
 Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic, queue_id,
 queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
@@ -12,13 +13,16 @@ reconsume_times, prepared_transaction_offset, body, properties map<string,string
 uniq_key). One partition per commitlog segment; the reader walks the segment (numba), decodes
 vectorized (``codec.decode_records``) and yields Arrow record batches.
 
-Filter pushdown (``DataSourceReader.pushFilters``, pyspark 4.1; ``register`` turns on
-``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN, and =, <, <=, >, >= on
-``store_timestamp`` and ``commitlog_offset``. Those filters are applied exactly by the reader
-(Spark does not re-check them): segments are pruned by the manifest's per-segment min/max store
-time and by offset range, records are filtered before decoding where possible. The same bounds
-can also be given as options: ``topic``, ``beginTimestamp``, ``endTimestamp``, ``minOffset``,
-``maxOffset`` (inclusive).
+Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
+``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
+by the manifest's per-segment min/max store time and by offset range, records are filtered
+before decoding where possible. With ``option("pushdown", "true")`` the reader also implements
+``DataSourceReader.pushFilters`` (pyspark 4.1; ``register`` turns on
+``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN and =, <, <=, >, >= on
+``store_timestamp`` / ``commitlog_offset`` become the same bounds and Spark does not re-check
+them. It is opt-in because pyspark 4.1.4 reuses the pushed-down reader when another query is
+planned over the same DataFrame (``df.where(f).count()`` then ``df.count()`` returns the
+filtered count): use it on a relation that is queried once.
 
 Other options: ``asOfBatch`` (batch id or sequence number of a rocketlake store), ``config``
 (a broker-style .properties file for stores without a manifest; sizes are otherwise fitted to
@@ -97,26 +101,21 @@ def _int_opt(options, name):
 
 class RocketMQReader(DataSourceReader):
     def __init__(self, options: dict):
-        self.options = dict(options)
+        self.options = {str(k).lower(): v for k, v in dict(options).items()}   # option names: any case
         self.path = self.options.get("path")
         if not self.path:
             raise ValueError("rocketmq data source: give the store root: .load(STORE)")
         b = _Bounds()
         if self.options.get("topic"):
             b.topic_in([t for t in self.options["topic"].split(",") if t])
-        for opt, col, fn in (("beginTimestamp", "store_timestamp", b.lower),
-                             ("endTimestamp", "store_timestamp", b.upper),
-                             ("minOffset", "commitlog_offset", b.lower),
-                             ("maxOffset", "commitlog_offset", b.upper)):
+        for opt, col, fn in (("begintimestamp", "store_timestamp", b.lower),
+                             ("endtimestamp", "store_timestamp", b.upper),
+                             ("minoffset", "commitlog_offset", b.lower),
+                             ("maxoffset", "commitlog_offset", b.upper)):
             v = _int_opt(self.options, opt)
             if v is not None:
                 fn(col, v)
         self.bounds = b
-
-    def pushFilters(self, filters):
-        for f in filters:
-            if not self.bounds.push(f):
-                yield f
 
     def _config(self):
         from .config import StoreConfig, load_config
@@ -132,8 +131,7 @@ class RocketMQReader(DataSourceReader):
         from .rangescan import prune_segments
         from .snapshot_files import open_files
         b = self.bounds
-        files, info = open_files(self.path, self.options.get("asOfBatch") or self.options.get("asofbatch"),
-                                 self._config())
+        files, info = open_files(self.path, self.options.get("asofbatch") or None, self._config())
         if b.topics is not None and not b.topics:
             return []
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
@@ -152,6 +150,21 @@ class RocketMQReader(DataSourceReader):
             yield from t.to_batches()
 
 
+class RocketMQPushdownReader(RocketMQReader):
+    """RocketMQReader + ``pushFilters`` (option ``pushdown=true``).
+
+    Opt-in because of pyspark 4.1.4: the reader state that ``pushFilters`` sets is reused when
+    another query is planned over the same DataFrame relation, e.g. ``df.where(f).count()``
+    followed by ``df.count()`` returns the filtered count. Use it on a relation that is queried
+    once (``spark.read.format("rocketmq").option("pushdown", "true").load(s).where(...)``).
+    """
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if not self.bounds.push(f):
+                yield f
+
+
 class RocketMQDataSource(DataSource):
     @classmethod
     def name(cls):
@@ -161,6 +174,9 @@ class RocketMQDataSource(DataSource):
         return MESSAGE_DDL
 
     def reader(self, schema):
+        opts = {str(k).lower(): v for k, v in dict(self.options).items()}
+        if str(opts.get("pushdown", "false")).lower() == "true":
+            return RocketMQPushdownReader(self.options)
         return RocketMQReader(self.options)
 
 

@@ -152,7 +152,15 @@ def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None 
     store = Store(store) if isinstance(store, str) else store
     snap = None
     if store.exists(manifest.CHECKPOINTS_DIR):            # (no deltalake import for broker stores)
-        snap = manifest.load_snapshot(store, as_of_batch)  # KeyError for an unknown batch
+        snap = manifest.load_snapshot(store)
+        if as_of_batch is not None:
+            # Checked here, not by load_snapshot: an exception raised while its deltalake table
+            # objects are alive aborts the interpreter at exit ("terminate called without an
+            # active exception").
+            if not any(b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)
+                       for b in snap.batches):
+                raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+            snap = manifest.load_snapshot(store, as_of_batch)
     if snap is not None and snap.batch is not None:
         return files_from_snapshot(store, snap, config)
     if as_of_batch is not None:
