@@ -8,7 +8,6 @@ it to the store's Delta tables. Exit status: 0 committed (or already committed),
 configuration, 3 concurrent writer, 1 anything else.
 """
 import argparse
-import json
 import os
 import sys
 

@@ -15,7 +15,6 @@ first copied (sparse where the source is sparse) into ``--store``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 

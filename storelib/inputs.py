@@ -421,7 +421,6 @@ def jsonl_to_table(path: str) -> pa.Table:
     op = gzip.open if path.endswith(".gz") else open
     with op(path, "rb") as fh:
         data = fh.read()
-    split = Split(0, path, "jsonl", 0, len(data), 1)
     raw = pajson.read_json(io.BytesIO(data), read_options=pajson.ReadOptions(block_size=len(data) + 1),
                            parse_options=pajson.ParseOptions(explicit_schema=JSONL_SCHEMA,
                                                              unexpected_field_behavior="ignore"))

@@ -94,7 +94,8 @@ def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts)
         magic = _get32(data, pos + 4)
         if magic == blank_magic:
             return n, pos, 1
-        if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end:
+        if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end \
+                or n >= out_starts.shape[0]:
             return n, pos, 2
         out_starts[n] = pos
         n += 1
@@ -103,8 +104,8 @@ def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts)
 
 
 def walk_records(data: np.ndarray, start: int, end: int, blank_magic: int, v1_magic: int, v2_magic: int):
-    # A record is at least 8 + 84 bytes, so end-start // 92 + 1 bounds the count.
-    cap = max(1, (end - start) // 92 + 1)
+    # A well-formed record is at least 91 bytes; the kernel also stops when ``out`` is full.
+    cap = max(1, (end - start) // 91 + 1)
     out = np.empty(cap, dtype=np.int64)
     n, stop, reason = _walk_records(data, start, end, np.int64(blank_magic), np.int64(v1_magic),
                                     np.int64(v2_magic), out)

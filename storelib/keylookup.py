@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import codec
-from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE  # noqa: F401
+from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE  # noqa: F401
 from .rangescan import MESSAGE_DDL, message_table
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1

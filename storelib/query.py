@@ -628,7 +628,6 @@ class StoreReader:
         Returns {status, next_begin_offset, min_offset, max_offset, queue_offsets, phy_offsets,
         messages (decoded dicts)}.
         """
-        cfg = self.config
         cq = self._cq(topic, queue_id)
         min_off = self._min_logic(cq) // CQ_UNIT_SIZE
         max_off = self._cq_max_bytes(cq) // CQ_UNIT_SIZE

@@ -20,9 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from numba import njit
 
-from . import codec
+from . import codec, commitlog
 
 CHUNK_BYTES = 64 << 20
 MAP_TYPE = pa.map_(pa.string(), pa.string())
@@ -109,40 +108,9 @@ def empty_messages() -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- segments
-@njit(cache=True, nogil=True)
-def _walk(data, end, blank_magic, v1_magic, v2_magic, out):
-    """Record starts in data[0:end] (int64 arithmetic: magics are negative int32)."""
-    n = 0
-    pos = 0
-    while pos + 8 <= end:
-        size = (np.int64(data[pos]) << 24) | (np.int64(data[pos + 1]) << 16) \
-            | (np.int64(data[pos + 2]) << 8) | np.int64(data[pos + 3])
-        magic = (np.int64(data[pos + 4]) << 24) | (np.int64(data[pos + 5]) << 16) \
-            | (np.int64(data[pos + 6]) << 8) | np.int64(data[pos + 7])
-        if size >= 2**31:
-            size -= 2**32
-        if magic >= 2**31:
-            magic -= 2**32
-        if magic == blank_magic:
-            return n, pos, 1
-        if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end:
-            return n, pos, 2
-        out[n] = pos
-        n += 1
-        pos += size
-    return n, pos, 0
-
-
 def record_starts(buf: np.ndarray):
-    """(starts, stop, reason) like ``commitlog.record_starts`` over the whole buffer.
-
-    reason: 0 = fewer than 8 bytes left, 1 = BLANK at stop, 2 = zero size / unknown magic /
-    record running past the buffer at stop.
-    """
-    out = np.empty(max(1, len(buf) // 92 + 1), np.int64)
-    n, stop, reason = _walk(buf, len(buf), np.int64(codec.BLANK_MAGIC), np.int64(codec.MAGIC_V1),
-                            np.int64(codec.MAGIC_V2), out)
-    return out[:n], int(stop), int(reason)
+    """(starts, stop, reason) of the records of a whole segment buffer (commitlog.record_starts)."""
+    return commitlog.record_starts(buf, 0, len(buf))
 
 
 def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from . import checkpoint as ckpt
-from . import codec, kernels, manifest, storage
-from .codec import BLANK_MAGIC, MAGIC_V1, MAGIC_V2
+from . import codec, commitlog, kernels, manifest, storage
+from .codec import MAGIC_V1, MAGIC_V2
 from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
 
 NAME20 = re.compile(r"^\d{20}$")
@@ -55,36 +54,9 @@ INT_MAX = 2**31 - 1
 MAX_PROBLEMS_PER_FILE = 50
 
 
-@njit(cache=True, nogil=True)
-def _walk(data, start, end, out_starts):
-    """Record chain of a segment: (count, stop, reason 0 end / 1 BLANK / 2 end of data)."""
-    n = 0
-    pos = start
-    while pos + 8 <= end:
-        size = np.int64((np.uint32(data[pos]) << 24) | (np.uint32(data[pos + 1]) << 16)
-                        | (np.uint32(data[pos + 2]) << 8) | np.uint32(data[pos + 3]))
-        magic = np.int64((np.uint32(data[pos + 4]) << 24) | (np.uint32(data[pos + 5]) << 16)
-                         | (np.uint32(data[pos + 6]) << 8) | np.uint32(data[pos + 7]))
-        if size >= 2**31:
-            size -= 2**32
-        if magic >= 2**31:
-            magic -= 2**32
-        if magic == BLANK_MAGIC:
-            return n, pos, 1
-        if size <= 0 or (magic != MAGIC_V1 and magic != MAGIC_V2) or pos + size > end:
-            return n, pos, 2
-        out_starts[n] = pos
-        n += 1
-        pos += size
-    return n, pos, 0
-
-
 def walk(data: np.ndarray, start: int, end: int):
-    """(record starts, stop position, reason); own kernel: kernels.walk_records compares a
-    non-sign-extended magic with the negative constants and stops at the first record."""
-    out = np.empty(max(1, (end - start) // 91 + 1), dtype=np.int64)
-    n, stop, reason = _walk(data, start, end, out)
-    return out[:n], int(stop), int(reason)
+    """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data)."""
+    return commitlog.record_starts(data, start, end)
 
 
 def problem(path: str, offset, text: str) -> str:

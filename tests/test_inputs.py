@@ -5,7 +5,6 @@ import base64
 import json
 import os
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
