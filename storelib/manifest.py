@@ -19,7 +19,10 @@ Spark with delta-spark reads too (``spark.read.format("delta").load(store + "/_r
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
+import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -51,6 +54,7 @@ MANIFEST_SCHEMA = pa.schema([
     ("staged_path", pa.string()),       # where the batch staged it (publish is redone from here)
     ("detail", pa.string()),            # JSON: index header, reason of a removal, ...
     ("committed_at", pa.int64()),
+    ("attempt_id", pa.string()),        # the ingest attempt that wrote the row (see load_snapshot)
 ])
 
 QUEUE_OFFSETS_TYPE = pa.list_(pa.struct([("topic", pa.string()), ("queue_id", pa.int32()),
@@ -76,7 +80,8 @@ CHECKPOINTS_SCHEMA = pa.schema([
     ("max_store_ts", pa.int64()),
     ("wall_time_ms", pa.int64()),
     ("config", pa.string()),
-    ("detail", pa.string()),
+    ("detail", pa.string()),            # JSON: counts, round_robin positions per topic, ...
+    ("attempt_id", pa.string()),        # the attempt whose manifest rows this batch consists of
 ])
 
 
@@ -126,9 +131,16 @@ def _open(store: storage.Store, rel: str, version: int | None = None):
 
 
 def _read_rows(dt) -> list:
+    """Rows of the table version ``dt`` holds: its Parquet files (from the Delta log) read with
+    pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
     if dt is None:
         return []
-    return dt.to_pyarrow_table().to_pylist()
+    uris = dt.file_uris()
+    if not uris:
+        return []
+    import pyarrow.parquet as pq
+    fs, _ = storage.filesystem(uris[0])
+    return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
 
 
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
@@ -148,8 +160,13 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
     if not batches_visible:
         return Snapshot(None, {}, versions, [])
     committed = {b["batch_id"]: b["batch_seq"] for b in batches_visible}
+    attempts = {b["batch_id"]: b.get("attempt_id") for b in batches_visible}
     files: dict = {}
-    rows = [r for r in _read_rows(mf) if committed.get(r["batch_id"]) == r["batch_seq"]]
+    # Rows of a batch count only with its checkpoint row, and only those of the attempt that
+    # committed: a dead attempt may have appended manifest rows before dying (between the two
+    # Delta commits); its rerun appends its own rows under the same batch id and sequence.
+    rows = [r for r in _read_rows(mf) if committed.get(r["batch_id"]) == r["batch_seq"]
+            and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
     rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
     for r in rows:
         if r["action"] == "add":
@@ -180,7 +197,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
                 write_deltalake(_table_uri(store, rel), table, mode="append", storage_options=opts,
                                 commit_properties=props)
             else:
-                write_deltalake(dt, table, mode="append", commit_properties=props)
+                # schema_mode="merge": tables written before a column was added get it (nulls before)
+                write_deltalake(dt, table, mode="append", commit_properties=props, schema_mode="merge")
         except CommitFailedError as e:
             raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
                                        f"({e})") from None
@@ -213,3 +231,151 @@ def now_ms() -> int:
 
 def dumps(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------- writer lease
+LEASE_PATH = f"{META_DIR}/writer.lock"
+LEASE_TTL_S = float(os.environ.get("ROCKETLAKE_LEASE_TTL", "600"))
+LEASE_RENEW_S = max(1.0, min(60.0, LEASE_TTL_S / 4))
+
+
+class WriterLease:
+    """One ingest at a time per store: ``_rocketlake/writer.lock``, created exclusively.
+
+    The file holds the batch id, host, pid, start and last renewal time (ms). The holder renews
+    it while it runs (Progress thread). A lease is **stale**, and is taken over, when its holder
+    ran on this host and that pid is gone (a SIGKILLed driver), or when it was not renewed for
+    ``ROCKETLAKE_LEASE_TTL`` seconds (default 600; a holder on another host that died).
+
+    On a local file system creation is atomic (``O_CREAT|O_EXCL``) and a takeover renames the
+    stale file away first, so of two takers one wins. Object stores without a conditional create
+    (pyarrow.fs) get a best-effort lease (write, then read back). Either way the lease only makes
+    the loser fail early and clearly: the conditional Delta commits remain the real guard.
+    """
+
+    def __init__(self, store: storage.Store, batch_id: str):
+        self.store = store
+        self.batch_id = batch_id
+        self.token = uuid.uuid4().hex
+        self.held = False
+
+    def _content(self, started: int | None = None) -> bytes:
+        now = now_ms()
+        return (json.dumps({"batch_id": self.batch_id, "host": socket.gethostname(), "pid": os.getpid(),
+                            "token": self.token, "started_ms": started or now, "renewed_ms": now},
+                           sort_keys=True) + "\n").encode()
+
+    def read(self) -> dict | None:
+        try:
+            return json.loads(self.store.read(LEASE_PATH).decode() or "null")
+        except (FileNotFoundError, OSError, ValueError):
+            return None if not self.store.exists(LEASE_PATH) else {}
+
+    @staticmethod
+    def is_stale(holder: dict | None) -> bool:
+        if not holder:
+            return True           # unreadable / half-written by a writer that died creating it
+        if holder.get("host") == socket.gethostname() and not _pid_alive(int(holder.get("pid", -1))):
+            return True
+        return now_ms() - int(holder.get("renewed_ms", 0)) > LEASE_TTL_S * 1000
+
+    def acquire(self) -> None:
+        for _ in range(3):
+            if self._create():
+                self.held = True
+                self._started = now_ms()
+                return
+            holder = self.read()
+            if holder is None:
+                continue          # released meanwhile: try again
+            if not self.is_stale(holder):
+                raise ConcurrentWriteError(
+                    f"the store is being written by batch {holder.get('batch_id')!r} (pid {holder.get('pid')} "
+                    f"on {holder.get('host')}, lease {LEASE_PATH} renewed "
+                    f"{(now_ms() - int(holder.get('renewed_ms', 0))) / 1000:.0f}s ago)")
+            self._break(holder)
+        raise ConcurrentWriteError(f"could not take the writer lease {LEASE_PATH}: other writers keep taking it")
+
+    def _create(self) -> bool:
+        data = self._content()
+        if self.store.local:
+            path = self.store.path(LEASE_PATH)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            return True
+        if self.store.exists(LEASE_PATH):
+            return False
+        self.store.write_file(LEASE_PATH, [data])
+        got = self.read() or {}
+        return got.get("token") == self.token
+
+    def _break(self, holder: dict) -> None:
+        if self.store.local:
+            path = self.store.path(LEASE_PATH)
+            aside = f"{path}.stale-{self.token}"
+            try:
+                os.rename(path, aside)        # only one taker gets the stale file
+            except FileNotFoundError:
+                return
+            got = None
+            try:
+                with open(aside, "rb") as fh:
+                    got = json.loads(fh.read().decode() or "null")
+            except (OSError, ValueError):
+                pass
+            if got and holder and got.get("token") != holder.get("token") and not self.is_stale(got):
+                os.rename(aside, path)        # it was renewed/retaken meanwhile: put it back
+                return
+            os.unlink(aside)
+            return
+        self.store.delete(LEASE_PATH)
+
+    def renew(self) -> None:
+        if not self.held:
+            return
+        cur = self.read()
+        if cur and cur.get("token") != self.token:
+            raise ConcurrentWriteError(f"lost the writer lease to batch {cur.get('batch_id')!r}")
+        data = self._content(getattr(self, "_started", None))
+        if self.store.local:
+            path = self.store.path(LEASE_PATH)
+            tmp = f"{path}.renew-{self.token}"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        else:
+            self.store.write_file(LEASE_PATH, [data])
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        try:
+            cur = self.read()
+            if cur is not None and (not cur or cur.get("token") == self.token):
+                self.store.delete(LEASE_PATH)
+        except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:                                    # a killed but not yet reaped process is a zombie
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
