@@ -151,7 +151,7 @@ def bench_lookup(spark, workdir: str, n: int):
         shutil.rmtree(store, ignore_errors=True)
         t, _ = timed(run_ingest, spark, store, src, "parquet", cfgmod.StoreConfig(), quiet=True)
         record("lookup", f"build store of {n} msgs (s)", t, unit="s")
-    reader = query.open_store(store) if hasattr(query, "open_store") else query.StoreReader(store)
+    reader = query.open_store(store)
     rng = np.random.default_rng(3)
     ids = rng.integers(0, n, 300)
     per_file = -(-n // 8)
@@ -193,17 +193,23 @@ def bench_batch(spark, store: str, src: str, n: int, nkeys: int):
     import pyarrow as pa
     rng = np.random.default_rng(5)
     per_file = -(-n // 8)
-    ids = rng.integers(0, per_file, nkeys)
-    keys = pa.table({"topic": pa.array([datagen.TOPICS[0]] * nkeys),
-                     "key": pa.array([f"order-{i}" for i in ids])})
+    # distinct (topic, key) pairs; "order-i" occurs once per input file under a random topic
+    pair = rng.choice(len(datagen.TOPICS) * per_file, size=min(nkeys, len(datagen.TOPICS) * per_file),
+                      replace=False)
+    nkeys = len(pair)
+    keys = pa.table({"topic": pa.array(np.asarray(datagen.TOPICS, dtype=object)[pair // per_file].tolist()),
+                     "key": pa.array([f"order-{i}" for i in pair % per_file])})
     kdf = spark.createDataFrame(keys.to_pandas())
-    t_ours, res = timed(lambda: keylookup.lookup_keys(spark, store, kdf).count())
+    kdf.cache().count()
+    t_ours, res = timed(lambda: keylookup.lookup_keys(spark, store, keys).count())
     msgs = spark.read.parquet(src).select(
-        "topic", F.explode(F.split(F.filter("properties", lambda p: p["name"] == "KEYS")[0]["value"], " "))
-        .alias("key"), "store_timestamp", "body")
+        "topic", F.explode(F.array_distinct(F.split(F.filter("properties", lambda p: p["name"] == "KEYS")[0]["value"],
+                                                    " "))).alias("key"), "store_timestamp", "body")
     t_join, cnt = timed(lambda: msgs.join(F.broadcast(kdf), ["topic", "key"]).count())
     record("batch", f"batch lookup of {nkeys} keys (s)", t_ours, t_join, "s",
            f"baseline: broadcast join with the Parquet copy ({cnt} rows; ours {res})")
+    if res != cnt:
+        raise AssertionError(f"batch lookup found {res} messages, the join {cnt}")
     save("batch")
 
 
@@ -224,10 +230,7 @@ def bench_verify(spark, store: str):
                     break
                 total += len(b)
     t_read = time.perf_counter() - t_read
-    t_ver, problems = timed(verify.verify_store, spark, store, deep=True) if hasattr(verify, "verify_store") \
-        else (None, None)
-    if t_ver is None:
-        raise RuntimeError("storelib.verify has no verify_store(spark, store, deep=True)")
+    t_ver, report = timed(verify.verify_store, store, deep=True, spark=spark)
     record("verify", "verify --deep GB/s", total / t_ver / 1e9, total / t_read / 1e9, "GB/s",
            f"baseline: reading the same {total / 1e9:.1f} GB")
     save("verify")
@@ -237,7 +240,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2_000_000)
     ap.add_argument("--lookup-n", type=int, default=5_000_000)
-    ap.add_argument("--batch-keys", type=int, default=1_000_000)
+    ap.add_argument("--batch-keys", type=int, default=1_000_000, help="distinct (topic, key) pairs")
     ap.add_argument("--only", default="disk,codec,ingest,lookup,batch,verify")
     ap.add_argument("--workdir", default=None)
     a = ap.parse_args()
