@@ -60,6 +60,7 @@ def run_job(app: str, args, body) -> int:
     from .adopt import AdoptError
     from .ingest import IngestError
     from .manifest import ConcurrentWriteError
+    from .topics import TopicsError
     try:
         cfg = config_from_args(args)
     except (ConfigError, OSError) as e:
@@ -72,7 +73,7 @@ def run_job(app: str, args, body) -> int:
     except InputError as e:
         print(f"error: bad input, nothing was written:\n{e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ConfigError as e:
+    except (ConfigError, TopicsError) as e:
         print(f"error: configuration: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except ConcurrentWriteError as e:
@@ -119,7 +120,9 @@ def emit_summary(summary: dict, json_path: str | None) -> None:
 def ingest(spark, cfg, args) -> int:
     from .ingest import run_ingest
     summary = run_ingest(spark, args.store, args.input, args.format, cfg, batch_id=args.batch_id,
-                         target_splits=args.partitions, quiet=args.quiet)
+                         target_splits=args.partitions, quiet=args.quiet,
+                         topics=getattr(args, "topics", None), queue_by=getattr(args, "queue_by", None),
+                         store_timestamp=getattr(args, "store_timestamp", None))
     emit_summary(summary, args.json_summary)
     return EXIT_OK
 

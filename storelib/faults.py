@@ -2,30 +2,60 @@
 
 ``ROCKETLAKE_FAULT=<point>`` makes the process that reaches ``<point>`` kill itself with SIGKILL
 (no cleanup, no finally blocks), as a crash or an OOM kill would. ``ROCKETLAKE_FAULT_SKIP=N``
-lets the point pass N times first (e.g. the second segment). The environment reaches Spark's
-Python workers, so executor-side points work in local mode and on a local cluster.
+lets the point pass N times first (per process, e.g. the second segment of a task).
+``ROCKETLAKE_FAULT_MARKER=FILE`` appends "<point> pid=<pid>" to FILE before the kill (tests check
+the process died where they meant it to). With ``ROCKETLAKE_FAULT_ONCE=1`` the point fires only
+if FILE does not exist yet (created exclusively): one kill across all processes, so a retried
+Spark task, or a rerun with the same environment, passes.
+``ROCKETLAKE_DELAY=<point>:<seconds>`` sleeps at a point instead, and ``ROCKETLAKE_HOLD=<point>:<FILE>``
+creates ``FILE.reached`` at the point and waits (up to 10 minutes) until FILE exists: tests of
+concurrent writers and of readers during an ingest.
+
+The environment reaches Spark's Python workers, so executor-side points work in local mode and on
+a local cluster.
 
 Points (in the order an ingest passes them):
-  driver:   after-scan, after-plan, after-segments-staged, after-files-staged,
-            before-delta-commit, between-delta-tables, after-commit-before-publish,
-            mid-publish, after-publish-before-cleanup
-  executor: scan-split, mid-segment-write, after-segment-write, mid-file-write
+  driver:   after-lease, after-scan, after-plan, after-files-staged, before-delta-commit,
+            between-delta-tables, after-commit-before-publish, mid-publish,
+            after-publish-before-cleanup
+  executor: scan-split (scan task start), mid-segment-write (half of a segment file written),
+            after-segment-write (a segment staged, its CQ/index records not yet emitted),
+            after-segments-staged (first CQ/index file task: all segments staged, after the
+            shuffle), mid-file-write (half of a consume queue / index file written)
 """
 from __future__ import annotations
 
 import os
 import signal
+import time
 
-POINTS = (
-    "after-scan", "after-plan", "after-segments-staged", "after-files-staged", "before-delta-commit",
+DRIVER_POINTS = (
+    "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
     "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",
-    "scan-split", "mid-segment-write", "after-segment-write", "mid-file-write",
 )
+EXECUTOR_POINTS = ("scan-split", "mid-segment-write", "after-segment-write", "after-segments-staged",
+                   "mid-file-write")
+POINTS = DRIVER_POINTS + EXECUTOR_POINTS
+# Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.
+POST_COMMIT_POINTS = ("after-commit-before-publish", "mid-publish", "after-publish-before-cleanup")
 
 _passed: dict = {}
 
 
 def fault(point: str) -> None:
+    delay = os.environ.get("ROCKETLAKE_DELAY")
+    if delay:
+        name, _, secs = delay.rpartition(":")
+        if name == point:
+            time.sleep(float(secs))
+    hold = os.environ.get("ROCKETLAKE_HOLD")
+    if hold:
+        name, _, gate = hold.partition(":")
+        if name == point:
+            open(gate + ".reached", "a").close()
+            deadline = time.time() + 600
+            while not os.path.exists(gate) and time.time() < deadline:
+                time.sleep(0.1)
     want = os.environ.get("ROCKETLAKE_FAULT")
     if not want or want != point:
         return
@@ -35,7 +65,14 @@ def fault(point: str) -> None:
     if n < skip:
         return
     marker = os.environ.get("ROCKETLAKE_FAULT_MARKER")
-    if marker:
+    if marker and os.environ.get("ROCKETLAKE_FAULT_ONCE"):
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{point} pid={os.getpid()}\n")
+    elif marker:
         with open(marker, "a") as fh:
             fh.write(f"{point} pid={os.getpid()}\n")
     os.kill(os.getpid(), signal.SIGKILL)

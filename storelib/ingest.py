@@ -2,24 +2,43 @@
 
 Stages (Spark only schedules; executors read the input and write the files themselves):
 
-1. scan      one task per input split: read, validate, compute record sizes, queue counts and
+0. lease     driver: ``_rocketlake/writer.lock`` (manifest.WriterLease): one writer per store; a
+             second ingest fails at once with ConcurrentWriteError (exit 3) and touches nothing.
+             Then: finish the publish of a committed batch a dead run left unfinished, and drop
+             any staging a dead attempt left (never read).
+1. scan      one task per input split: read, fill broker defaults (storelib.topics: queue ids by
+             round robin / sharding key, store time), validate, compute record sizes, queue counts and
              index entry counts. Per-message sizes go to staging (read back by the driver only
              for splits that straddle a segment boundary). Bad input stops here, before any
              store file is written.
 2. plan      driver: ``sequencer.plan_batch`` places every message (commitlog offsets, rolls,
              queue offsets, index positions) from the split summaries.
-3. segments  one task per commitlog segment: re-read its pieces of the input, encode, write the
-             whole segment file to staging; emit consume-queue units and index entries keyed by
-             the file they belong to.
+3. segments  one task per run of consecutive commitlog segments: re-read its pieces of the
+             input, encode, write each whole segment file to staging; emit consume-queue units
+             and index entries keyed by the file they belong to.
 4. files     after a shuffle of those (small) records: one task per consume-queue / index file
              builds and stages the whole file.
 5. commit    driver: checkpoint file, manifest rows, conditional Delta commits (the switch),
              then publish (staged -> final names) and remove the staging directory.
 
-Every task attempt writes to its own staging path and returns it; only the driver's commit
-makes a file part of the store. A rerun of the same batch id after a crash starts over from
-the committed state (or, if the commit happened, finishes publishing), so the bytes are the
-same as an uninterrupted run.
+Every task attempt writes to its own staging path (``_rocketlake/staging/<batch>/<attempt>/files/
+<stage-partition-attempt-uuid>/``) and returns it; only the driver's commit makes a file part of
+the store, so task retries and speculative attempts cannot corrupt a file. A rerun of the same
+batch id after a crash starts over from the committed state (or, if the commit happened, finishes
+publishing), so the bytes are the same as an uninterrupted run.
+
+Batches and readers. A batch appends: it continues the last commitlog segment, the last consume
+queue file of every queue it touches and the last index file, by writing whole new versions of
+those files (committed prefix + new data) and publishing them over the old names with an atomic
+rename (local/HDFS; object stores replace the object in one PUT/COPY). Committed bytes never
+change: the new version's first ``valid_bytes`` are the old version's. A reader of an earlier
+snapshot therefore keeps working if it trusts only what its manifest rows say: ``valid_bytes``
+of a segment / consume queue file and ``max_phy_offset`` of its checkpoint row. (An index file
+republished by a later batch may hold entries and a header of that batch: readers of an older
+snapshot take the header from the manifest row's ``detail`` and ignore entries whose physical
+offset is at or beyond their ``max_phy_offset``.) Batch ids are idempotency keys: a committed
+id with the same input fingerprint is a no-op ("already-committed", exit 0), with other input an
+error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
 """
 from __future__ import annotations
 
@@ -40,6 +59,7 @@ import pyarrow.compute as pc
 
 from . import checkpoint as ckpt
 from . import codec, commitlog, consumequeue, indexfile, inputs, manifest, sequencer, storage
+from . import topics as topics_mod
 from .codec import InputError
 from .config import ConfigError, StoreConfig
 from .faults import fault
@@ -57,13 +77,90 @@ class AlreadyCommitted(Exception):
 
 # ---------------------------------------------------------------------------- progress
 class Progress:
-    def __init__(self, quiet: bool = False):
+    """Driver-side progress: stage lines, and while a Spark job runs a line every ``interval``
+    seconds from a polling thread (``sc.statusTracker()``, no listener): tasks done of total,
+    segments written (estimated from finished segment tasks) and msgs/s. The same thread renews
+    the writer lease."""
+
+    def __init__(self, quiet: bool = False, sc=None, interval: float = 5.0):
         self.t0 = time.time()
         self.quiet = quiet
+        self.sc = sc
+        self.interval = interval
+        self.lease = None
+        self._stage = None
+        self._stage_t0 = 0.0
+        self._stop = None
+        self._thread = None
 
     def say(self, msg: str) -> None:
         if not self.quiet:
             print(f"[rocketlake {time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def warn(self, msg: str) -> None:
+        print(f"[rocketlake] warning: {msg}", file=sys.stderr, flush=True)
+
+    def stage(self, name: str | None, tasks: int = 0, **info) -> None:
+        """Start (name) or end (None) a Spark stage of the ingest; polling runs in between."""
+        import threading
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._stage = None
+        if name is None:
+            return
+        self._stage = dict(info, name=name, tasks=tasks)
+        self._stage_t0 = time.time()
+        if self.sc is None or (self.quiet and self.lease is None):
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="rocketlake-progress", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        last_beat = time.time()
+        while not self._stop.wait(min(self.interval, 5.0)):
+            if self.lease is not None and time.time() - last_beat >= manifest.LEASE_RENEW_S:
+                try:
+                    self.lease.renew()
+                except Exception as e:  # noqa: BLE001 - progress must never kill the job
+                    self.warn(f"could not renew the writer lease: {e}")
+                last_beat = time.time()
+            if not self.quiet:
+                try:
+                    self.say(self.line())
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def line(self) -> str:
+        st = self._stage or {}
+        tracker = self.sc.statusTracker()
+        done = total = 0
+        stages = []
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is None:
+                continue
+            done += info.numCompletedTasks
+            total += info.numTasks
+            stages.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks "
+                          f"({info.numActiveTasks} running)")
+        el = time.time() - self._stage_t0
+        text = f"{st.get('name')}: " + ("; ".join(stages) if stages else "between stages")
+        if st.get("name") == "write" and st.get("segments"):
+            # the first stage of the write job is the segment stage: its finished tasks
+            seg_tasks = max(1, st["tasks"])
+            ids = sorted(tracker.getActiveStageIds())
+            first = tracker.getStageInfo(ids[0]) if ids else None
+            if first is not None and first.numTasks == seg_tasks:
+                frac = first.numCompletedTasks / seg_tasks
+            else:
+                frac = 1.0 if ids else 0.0
+            segs = int(round(frac * st["segments"]))
+            rate = st.get("messages", 0) * frac / el if el > 0 else 0
+            text += f"; segments written ~{segs}/{st['segments']}, {rate:,.0f} msgs/s"
+        return text + f" [{el:.0f}s]"
 
 
 # ---------------------------------------------------------------------------- store state
@@ -146,28 +243,38 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     fault("scan-split")
     split = inputs.split_from_dict(split_dict)
     cfg = StoreConfig.from_json(ctx["config"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
     table = None
     try:
         table, label = inputs.read_split(split)
-        pm = codec.prepare(table, cfg, label)
+        filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
+        pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
         rows = table.num_rows if table is not None else getattr(e, "rows", None)
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
     codes, keys = _queue_keys(pm)
-    qcode = np.where(pm.cq_eligible, codes, -1).astype(np.int32)
+    rr = filled.rr_topic >= 0
+    # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
+    # -2 marks them (NOT/COMMIT), -1 marks PREPARED/ROLLBACK rows (no queue offset).
+    qcode = np.where(pm.cq_eligible, np.where(rr, -2, codes), -1).astype(np.int32)
     counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
     entries = pm.index_counts.astype(np.int32)
     store = storage.Store(ctx["store"])
     buf = io.BytesIO()
     np.savez(buf, sizes=pm.sizes.astype(np.int64), qkey=qcode, entries=entries,
-             qkeys=np.array(json.dumps(keys)))
-    store.write_file(f"{ctx['staging']}/scan/split-{split.index:06d}.npz", [buf.getvalue()])
+             qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,
+             rr_topics=np.array(json.dumps(filled.rr_topics)))
+    # Per attempt: a retried or speculative scan task never rewrites a file the driver may read.
+    detail_path = f"{ctx['staging']}/scan/split-{split.index:06d}-{_attempt_tag()}.npz"
+    store.write_file(detail_path, [buf.getvalue()])
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
     ts = pm.store_timestamp
     return {
-        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()),
+        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "detail_path": detail_path,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
+        "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
         "entries": int(entries.sum()),
         "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,
         "first_store_ts": int(ts[0]) if pm.n else None,
@@ -189,11 +296,27 @@ def _route(key) -> str:
     return json.dumps(key)
 
 
-def write_segment(ctx: dict, seg: dict):
-    """Stage 3 task: encode and stage one whole commitlog segment; emit CQ units and index entries."""
+def write_segments(ctx: dict, segs: list):
+    """Stage 3 task: a run of consecutive segments (one per task would cost a task each)."""
+    cache: dict = {}
+    for seg in segs:
+        yield from write_segment(ctx, seg, cache)
+
+
+def _read_filled(ctx: dict, si: int):
+    """A split with the broker defaults filled in exactly as the scan did (queues now placed)."""
+    split = inputs.split_from_dict(ctx["splits"][si])
+    table, label = inputs.read_split(split)
+    rr_start = ctx.get("rr_starts", {}).get(str(si), {})
+    filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), rr_start,
+                             ctx.get("default_store_ts"), label)
+    return filled.table, label
+
+
+def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
+    """Encode and stage one whole commitlog segment; emit CQ units and index entries."""
     cfg = StoreConfig.from_json(ctx["config"])
     store = storage.Store(ctx["store"])
-    splits = ctx["splits"]
     F = cfg.mappedFileSizeCommitLog
     U = cfg.cq_units_per_file
     idx_starts = np.asarray(ctx["index_entry_starts"], dtype=np.int64)
@@ -202,12 +325,12 @@ def write_segment(ctx: dict, seg: dict):
     cq_parts: dict = {}
     idx_parts: dict = {}
     stats = {"count": 0, "min_ts": None, "max_ts": None}
-    cache = {}
+    cache = {} if cache is None else cache
     for piece in seg["pieces"]:
         si = piece["split"]
         if si not in cache:
             cache.clear()
-            cache[si] = inputs.read_split(inputs.split_from_dict(splits[si]))
+            cache[si] = _read_filled(ctx, si)
         table, label = cache[si]
         sub = table.slice(piece["row_start"], piece["row_end"] - piece["row_start"])
         pm = codec.prepare(sub, cfg, lambda i, b=piece["row_start"], lb=label: lb(b + i))
@@ -306,6 +429,7 @@ def _concat_parts(parts: list) -> dict:
 
 def write_files(ctx: dict, items):
     """Stage 4 task: build and stage whole consume-queue and index files from shuffled records."""
+    fault("after-segments-staged")     # the shuffle is done: every segment task has staged its files
     cfg = StoreConfig.from_json(ctx["config"])
     store = storage.Store(ctx["store"])
     groups: dict = {}
@@ -414,47 +538,131 @@ def _partitioner(assign: dict):
     return part
 
 
-def _read_detail(store: storage.Store, staging: str, index: int) -> sequencer.SplitDetail:
-    data = np.load(io.BytesIO(store.read(f"{staging}/scan/split-{index:06d}.npz")))
+def _read_detail(store: storage.Store, path: str, rr_start: dict | None = None,
+                 tcfg: "topics_mod.Topics | None" = None) -> sequencer.SplitDetail:
+    data = np.load(io.BytesIO(store.read(path)))
     keys = [tuple(k) for k in json.loads(str(data["qkeys"]))]
-    return sequencer.SplitDetail(sizes=data["sizes"], qkey=data["qkey"], qkeys=keys, entries=data["entries"])
+    qkey = data["qkey"].astype(np.int32)
+    rr_rows = np.flatnonzero(qkey == -2)
+    if len(rr_rows):
+        # Round-robin rows: queue = (the topic's position at the split start + rank) % queues.
+        rr_topics = json.loads(str(data["rr_topics"]))
+        t = data["rr_topic"][rr_rows]
+        nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
+        start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)
+        q = (start[t] + data["rr_rank"][rr_rows]) % nq[t]
+        index_of = {k: i for i, k in enumerate(keys)}
+        for row, ti, qi in zip(rr_rows.tolist(), t.tolist(), q.tolist()):
+            k = (rr_topics[ti], int(qi))
+            if k not in index_of:
+                index_of[k] = len(keys)
+                keys.append(k)
+            qkey[row] = index_of[k]
+    return sequencer.SplitDetail(sizes=data["sizes"], qkey=qkey, qkeys=keys, entries=data["entries"])
+
+
+def _round_robin_starts(scans: list, prev: dict) -> tuple[dict, dict]:
+    """Per split, each round-robin topic's position at its first row; and the positions after."""
+    pos = dict(prev)
+    starts = {}
+    for r in scans:
+        starts[str(r["index"])] = {t: pos.get(t, 0) for t in r.get("rr_topics", [])}
+        for t, c in zip(r.get("rr_topics", []), r.get("rr_total", [])):
+            pos[t] = pos.get(t, 0) + c
+    return starts, pos
+
+
+def default_store_timestamp(splits: list) -> int | None:
+    """The batch's store time for rows without store_timestamp and born_timestamp: the newest
+    modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
+    best = None
+    for f in sorted({s.path for s in splits}):
+        fs, p = storage.filesystem(f)
+        info = fs.get_file_info(p)
+        if info.mtime_ns is not None:
+            ms = info.mtime_ns // 1_000_000
+            best = ms if best is None else max(best, ms)
+    return best
+
+
+def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics":
+    if isinstance(topics, topics_mod.Topics):
+        return topics
+    if topics:
+        return topics_mod.Topics.load(topics, config.defaultTopicQueueNums)
+    return topics_mod.Topics.default(config.defaultTopicQueueNums)
+
+
+def _chunk_segments(payloads: list, parallelism: int, file_size: int) -> list:
+    """Consecutive runs of segments, one run per task: enough tasks to keep every core busy (and
+    about one task per 256 MiB), without paying a task's overhead for every small segment."""
+    if not payloads:
+        return []
+    by_size = -(-len(payloads) * file_size // (256 << 20))
+    n = max(1, min(len(payloads), max(parallelism, by_size)))
+    return [payloads[len(payloads) * k // n: len(payloads) * (k + 1) // n] for k in range(n)]
 
 
 def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
                batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
-               split_bytes: int = 128 << 20) -> dict:
-    """Ingest one batch; returns the summary dict. Raises InputError/ConfigError/IngestError."""
+               split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
+               store_timestamp: int | None = None, progress_interval: float = 5.0) -> dict:
+    """Ingest one batch; returns the summary dict.
+
+    Raises InputError/ConfigError/IngestError, ``manifest.ConcurrentWriteError`` when another
+    writer holds the store (or committed first). ``topics``: a topics.json path or ``Topics``
+    (default conf/topics.json if present); ``queue_by`` / ``store_timestamp``: see storelib.topics.
+    """
     t0 = time.time()
-    prog = Progress(quiet)
-    store = storage.Store(store_uri)
     sc = spark.sparkContext
+    prog = Progress(quiet, sc, progress_interval)
+    store = storage.Store(store_uri)
     splits = inputs.plan_splits(input_path, fmt, target_splits or sc.defaultParallelism, split_bytes)
     fingerprint = input_fingerprint(input_path, fmt, splits)
-    batch_id = batch_id or f"auto-{fingerprint[:16]}"
-    snap = manifest.load_snapshot(store)
-    prior = [b for b in snap.batches if b["batch_id"] == batch_id]
-    if prior:
-        finish_pending_publish(store, snap)
-        if prior[-1]["input_fingerprint"] != fingerprint:
-            raise IngestError(f"batch id {batch_id!r} is already committed with different input "
-                              f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input {fingerprint[:16]})")
-        prog.say(f"batch {batch_id} is already committed (seq {prior[-1]['batch_seq']}): nothing to do")
-        return {"batch_id": batch_id, "status": "already-committed", "batch_seq": prior[-1]["batch_seq"],
-                "messages": prior[-1]["messages"]}
-    finish_pending_publish(store, snap)
-    check_store_root(store, snap)
-    check_config(snap, config)
-    state = store_state(snap)
-    staging = f"{manifest.STAGING_DIR}/{_safe(batch_id)}"
-    store.delete(staging)  # leftovers of a dead attempt of this batch are never read
-    ctx = {"store": store_uri, "config": config.to_json(), "staging": staging,
-           "splits": [s.to_dict() for s in splits]}
+    batch_id = _safe(batch_id or f"auto-{fingerprint[:16]}")
+    tcfg = _load_topics(topics, config)
+    for w in tcfg.warnings():
+        prog.warn(w)
+    lease = manifest.WriterLease(store, batch_id)
+    lease.acquire()          # ConcurrentWriteError: another ingest holds the store
+    fault("after-lease")
+    prog.lease = lease
+    committed = False
+    staging = None
     try:
+        snap = manifest.load_snapshot(store)
+        prior = [b for b in snap.batches if b["batch_id"] == batch_id]
+        if prior:
+            finish_pending_publish(store, snap)
+            if prior[-1]["input_fingerprint"] != fingerprint:
+                raise IngestError(f"batch id {batch_id!r} is already committed with different input "
+                                  f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
+                                  f"{fingerprint[:16]}); use another --batch-id for new data")
+            prog.say(f"batch {batch_id} is already committed (seq {prior[-1]['batch_seq']}): nothing to do")
+            committed = True
+            return {"batch_id": batch_id, "status": "already-committed", "batch_seq": prior[-1]["batch_seq"],
+                    "messages": prior[-1]["messages"]}
+        finish_pending_publish(store, snap)
+        check_store_root(store, snap)
+        check_config(snap, config)
+        state = store_state(snap)
+        # We hold the lease and the last batch is fully published: anything under staging/ is a
+        # leftover of a dead attempt. It is never read; remove it.
+        store.delete(manifest.STAGING_DIR)
+        attempt = uuid.uuid4().hex[:12]
+        staging = f"{manifest.STAGING_DIR}/{batch_id}/{attempt}"
+        prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
+        default_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
+        ctx = {"store": store_uri, "config": config.to_json(), "staging": staging,
+               "splits": [s.to_dict() for s in splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
+               "default_store_ts": default_ts}
         # 1. scan
         prog.say(f"scan: {len(splits)} input split(s) of {input_path} ({fmt})")
         bctx = sc.broadcast(ctx)
+        prog.stage("scan", len(splits))
         scans = sc.parallelize([s.to_dict() for s in splits], max(1, len(splits))) \
             .map(lambda s: scan_split(bctx.value, s)).collect()
+        prog.stage(None)
         scans.sort(key=lambda r: r["index"])
         problems, total = [], 0
         for r in scans:
@@ -465,54 +673,93 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
             rows = {r["index"]: r.get("count", r.get("rows")) for r in scans}
             raise InputError(inputs.resolve_line_labels(problems, splits, rows), total)
         fault("after-scan")
-        summaries = [sequencer.SplitSummary(
-            index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
-            queue_counts={(t, q): c for t, q, c in r["queue_counts"]}, entries=r["entries"],
-            last_entry_row=r["last_entry_row"], last_store_ts=r["last_store_ts"],
-            last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
-            max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]) for r in scans]
+        rr_starts, rr_after = _round_robin_starts(scans, prev_detail.get("round_robin", {}))
+        summaries = []
+        for r in scans:
+            qc = {(t, q): c for t, q, c in r["queue_counts"]}
+            for k, c in topics_mod.rr_queue_counts(tcfg, r.get("rr_topics", []), r.get("rr_residues", []),
+                                                   rr_starts[str(r["index"])]).items():
+                qc[k] = qc.get(k, 0) + c
+            summaries.append(sequencer.SplitSummary(
+                index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
+                queue_counts=qc, entries=r["entries"],
+                last_entry_row=r["last_entry_row"], last_store_ts=r["last_store_ts"],
+                last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
+                max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]))
         n_msgs = sum(s.count for s in summaries)
         prog.say(f"scan done: {n_msgs} messages, {sum(s.total_bytes for s in summaries)} record bytes")
         # 2. plan
-        plan = sequencer.plan_batch(state, summaries, lambda i: _read_detail(store, staging, i), config)
+        detail_paths = {r["index"]: r["detail_path"] for r in scans}
+        plan = sequencer.plan_batch(
+            state, summaries,
+            lambda i: _read_detail(store, detail_paths[i], rr_starts.get(str(i)), tcfg), config)
         fault("after-plan")
         prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "
                  f"file(s), {len(plan.index_files)} index file(s)")
         results = []
         if plan.segments:
-            ctx2 = dict(ctx, index_entry_starts=plan.index_entry_starts,
+            ctx2 = dict(ctx, index_entry_starts=plan.index_entry_starts, rr_starts=rr_starts,
                         pred_targets={str(k): v for k, v in plan.pred_targets().items()})
             bctx2 = sc.broadcast(ctx2)
             seg_payloads = [_segment_payload(s) for s in plan.segments]
+            seg_tasks = _chunk_segments(seg_payloads, sc.defaultParallelism, config.mappedFileSizeCommitLog)
             markers = [(_route(["cq", f.topic, f.queue_id, f.file_start_unit]), {"plan": asdict(f)})
                        for f in plan.cq_files]
             markers += [(_route(["idx", f.ordinal]), {"plan": asdict(f)}) for f in plan.index_files]
             keys = [k for k, _ in markers] + [_route(["seg", s.base_offset]) for s in plan.segments]
-            n_parts = max(1, min(len(keys), 4 * sc.defaultParallelism))
+            file_bytes = (len(plan.cq_files) * config.cq_file_size + len(plan.index_files) * config.index_file_size
+                          + len(plan.segments) * 64)
+            n_parts = max(1, min(len(keys), max(sc.defaultParallelism, -(-file_bytes // (256 << 20)))))
             # Big files first, spread round-robin: index files and segments weigh most.
             assign = {k: i % n_parts for i, k in enumerate(keys)}
-            seg_rdd = sc.parallelize(seg_payloads, len(seg_payloads)) \
-                .flatMap(lambda s: write_segment(bctx2.value, s))
-            marker_rdd = sc.parallelize(markers, max(1, min(len(markers), sc.defaultParallelism)))
-            prog.say(f"write: {len(seg_payloads)} segment task(s), then {n_parts} file task(s)")
+            seg_rdd = sc.parallelize(seg_tasks, len(seg_tasks)) \
+                .flatMap(lambda segs: write_segments(bctx2.value, segs))
+            n_marker_parts = 1          # a few small plan records
+            marker_rdd = sc.parallelize(markers, n_marker_parts)
+            prog.say(f"write: {len(seg_payloads)} segment(s) in {len(seg_tasks)} task(s), then {n_parts} "
+                     f"consume queue/index file task(s)")
+            prog.stage("write", len(seg_tasks) + n_marker_parts, segments=len(seg_payloads),
+                       messages=plan.messages, file_tasks=n_parts)
             results = seg_rdd.union(marker_rdd).partitionBy(n_parts, _partitioner(assign)) \
                 .mapPartitions(lambda it: write_files(bctx2.value, it)).collect()
-            fault("after-segments-staged")
+            prog.stage(None)
         fault("after-files-staged")
         # 5. commit
         summary = _commit(store, snap, state, plan, summaries, results, config, batch_id, fingerprint,
-                          staging, t0, prog)
+                          staging, t0, prog, attempt=attempt, detail_extra={"round_robin": rr_after})
+        committed = True
     except BaseException:
         # Nothing of this batch is visible; staged files of this attempt are removed (best effort;
         # a SIGKILL leaves them for the rerun, which deletes them before starting).
         try:
-            if not _is_committed(store, batch_id):
-                store.delete(staging)
-                _remove_empty_meta(store)
+            prog.stage(None)
+            if staging is not None and not _is_committed(store, batch_id):
+                _quiesce(sc)     # tasks of a failed job may still be writing their staged files
+                store.delete(manifest.STAGING_DIR)
         except Exception:  # noqa: BLE001
             pass
         raise
+    finally:
+        prog.lease = None
+        lease.release()
+        if not committed:
+            try:
+                _remove_empty_meta(store)
+            except Exception:  # noqa: BLE001
+                pass
     return summary
+
+
+def _quiesce(sc, timeout: float = 60.0) -> None:
+    """Cancel this application's jobs and wait (bounded) until no task runs any more."""
+    try:
+        sc.cancelAllJobs()
+        deadline = time.time() + timeout
+        while sc.statusTracker().getActiveStageIds() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)            # a killed Python worker may still flush a file
+    except Exception:  # noqa: BLE001 - best effort; leftovers are removed by the next ingest
+        pass
 
 
 def _safe(batch_id: str) -> str:
@@ -542,7 +789,8 @@ def _segment_payload(s: sequencer.SegmentPlan) -> dict:
                         "queue_base": [[k[0], k[1], v] for k, v in p.queue_base.items()]} for p in s.pieces]}
 
 
-def _commit(store, snap, state, plan, summaries, results, config, batch_id, fingerprint, staging, t0, prog):
+def _commit(store, snap, state, plan, summaries, results, config, batch_id, fingerprint, staging, t0, prog,
+            attempt=None, detail_extra=None):
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
     segs = [r for r in results if r["kind"] == "commitlog"]
@@ -587,7 +835,7 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
     def row(kind, path, staged, **kw):
         base = dict.fromkeys(manifest.MANIFEST_SCHEMA.names)
         base.update(batch_id=batch_id, batch_seq=seq, action="add", kind=kind, path=path, staged_path=staged,
-                    committed_at=now)
+                    committed_at=now, attempt_id=attempt)
         base.update(kw)
         rows.append(base)
 
@@ -633,7 +881,9 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
         "index_msg_timestamp": ck.index_msg_timestamp,
         "min_store_ts": min(mins) if mins else None, "max_store_ts": max(maxs) if maxs else None,
         "wall_time_ms": wall, "config": manifest.dumps(config.file_shaping()),
-        "detail": manifest.dumps({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)}),
+        "detail": manifest.dumps(dict({"segments": len(segs), "consumequeue_files": len(cqs),
+                                       "index_files": len(idxs)}, **(detail_extra or {}))),
+        "attempt_id": attempt,
     }
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault)
@@ -641,7 +891,7 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
     fault("after-commit-before-publish")
     publish(store, rows)
     fault("after-publish-before-cleanup")
-    store.delete(staging)
+    store.delete(manifest.STAGING_DIR)     # we hold the lease: everything staged is ours or garbage
     elapsed = time.time() - t0
     summary = {
         "batch_id": batch_id, "batch_seq": seq, "status": "committed", "messages": plan.messages,
@@ -674,4 +924,4 @@ def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot) -> Non
         return
     rows = [r for r in snap.files.values() if r["batch_id"] == snap.batch["batch_id"]]
     publish(store, rows)
-    store.delete(staging)
+    store.delete(manifest.STAGING_DIR)

@@ -68,10 +68,27 @@ def rejoin(original: str, root: str, path: str) -> str:
 
 
 def delta_storage_options(uri: str) -> dict | None:
-    """deltalake (object_store) options for a URI, from the same environment as pyarrow."""
+    """deltalake (object_store) options for a URI, from the same environment as pyarrow.
+
+    S3: Delta commits must be put-if-absent, or two writers could both write version N.
+    deltalake 1.x does that with S3 conditional writes (``If-None-Match: *``) when
+    ``AWS_CONDITIONAL_PUT=etag`` (AWS S3 since 2024, MinIO, moto). For an S3-compatible store
+    without conditional writes set ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (``AWS_S3_ALLOW_UNSAFE_RENAME``:
+    no protection between concurrent writers beyond rocketlake's writer lease) or give a
+    DynamoDB lock through ``AWS_S3_LOCKING_PROVIDER``/``DELTA_DYNAMO_TABLE_NAME``.
+    ``AWS_ALLOW_HTTP`` (default true) allows http:// endpoints such as a local test server.
+    """
     if not uri.startswith("s3://"):
         return None
-    opts = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    opts = {"AWS_ALLOW_HTTP": os.environ.get("AWS_ALLOW_HTTP", "true")}
+    if os.environ.get("ROCKETLAKE_S3_UNSAFE_RENAME"):
+        opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    elif os.environ.get("AWS_S3_LOCKING_PROVIDER"):
+        opts["AWS_S3_LOCKING_PROVIDER"] = os.environ["AWS_S3_LOCKING_PROVIDER"]
+        if os.environ.get("DELTA_DYNAMO_TABLE_NAME"):
+            opts["DELTA_DYNAMO_TABLE_NAME"] = os.environ["DELTA_DYNAMO_TABLE_NAME"]
+    else:
+        opts["AWS_CONDITIONAL_PUT"] = os.environ.get("AWS_CONDITIONAL_PUT", "etag")
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_SESSION_TOKEN"):
         if os.environ.get(k):
             opts[k] = os.environ[k]
