@@ -54,7 +54,6 @@ import zlib
 from dataclasses import asdict
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as ckpt
@@ -248,7 +247,7 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     try:
         table, label = inputs.read_split(split)
         filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
-        pm = codec.prepare(filled.table, cfg, label)
+        pm = codec.prepare(filled.table, cfg, label, scan=True)   # sizes and counts only
     except InputError as e:
         rows = table.num_rows if table is not None else getattr(e, "rows", None)
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
@@ -313,77 +312,133 @@ def _read_filled(ctx: dict, si: int):
     return filled.table, label
 
 
+SUB_PIECE_ROWS = 200_000     # rows per unit of parallel work inside a segment task
+
+
+def _writer_threads() -> int:
+    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or (os.cpu_count() or 1))
+
+
+def _piece_outputs(pm, phys_start: int, qbase_by_key: dict, entry_base: int, U: int, idx_starts,
+                   pred_targets: dict, crc_property: bool):
+    """Encode one run of messages and route its consume-queue units and index entries."""
+    ends = np.cumsum(pm.sizes)
+    phys = phys_start + ends - pm.sizes
+    codes, keys = _queue_keys(pm)
+    cq_parts: dict = {}
+    idx_parts: dict = {}
+    # Queue offsets: the run's base per topic/queue + rank among its NOT/COMMIT messages.
+    qoff = np.zeros(pm.n, dtype=np.int64)
+    elig = np.flatnonzero(pm.cq_eligible)
+    if len(elig):
+        ec = codes[elig]
+        order = np.argsort(ec, kind="stable")
+        sorted_codes = ec[order]
+        group_start = np.searchsorted(sorted_codes, sorted_codes, side="left")
+        rank = np.empty(len(elig), dtype=np.int64)
+        rank[order] = np.arange(len(elig)) - group_start
+        base = np.asarray([qbase_by_key.get(k, 0) for k in keys], dtype=np.int64)
+        qoff[elig] = base[ec] + rank
+        for code in np.unique(ec):
+            topic, qid = keys[code]
+            sel = elig[ec == code]
+            fidx = qoff[sel] // U
+            for f in np.unique(fidx):
+                s2 = sel[fidx == f]
+                cq_parts.setdefault(_route(["cq", topic, qid, int(f * U)]), []).append(
+                    {"qoff": qoff[s2], "phys": phys[s2], "size": pm.sizes[s2].astype(np.int32),
+                     "tags": pm.tags_code[s2]})
+    records = codec.encode(pm, phys, qoff, crc_property=crc_property)
+    # Index entries, routed to their index file by batch-global position.
+    if len(pm.index_msg):
+        gpos = entry_base + np.arange(len(pm.index_msg), dtype=np.int64)
+        ords = np.searchsorted(idx_starts, gpos, side="right") - 1 if len(idx_starts) else gpos * 0
+        eph = phys[pm.index_msg]
+        ets = pm.store_timestamp[pm.index_msg]
+        for o in np.unique(ords):
+            sel = ords == o
+            idx_parts.setdefault(_route(["idx", int(o)]), []).append(
+                {"pos": gpos[sel], "hash": pm.index_hash[sel], "phys": eph[sel], "ts": ets[sel]})
+        lo, hi = int(gpos[0]), int(gpos[-1])
+        for gp, targets in pred_targets.items():
+            if lo <= gp <= hi:
+                k = gp - lo
+                for o in targets:
+                    idx_parts.setdefault(_route(["idx", int(o)]), []).append({"pred": [int(eph[k]), int(ets[k])]})
+    return records, cq_parts, idx_parts
+
+
 def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
-    """Encode and stage one whole commitlog segment; emit CQ units and index entries."""
+    """Encode and stage one whole commitlog segment; emit CQ units and index entries.
+
+    The segment's pieces are cut into runs of SUB_PIECE_ROWS rows that are validated and encoded
+    on a thread pool (the compiled kernels and pyarrow release the GIL), while the file is
+    written in order as runs complete. Queue, offset and index bases of each run follow from
+    the sizes and counts of the runs before it.
+    """
+    from concurrent.futures import ThreadPoolExecutor
     cfg = StoreConfig.from_json(ctx["config"])
     store = storage.Store(ctx["store"])
     F = cfg.mappedFileSizeCommitLog
     U = cfg.cq_units_per_file
     idx_starts = np.asarray(ctx["index_entry_starts"], dtype=np.int64)
     pred_targets = {int(k): v for k, v in ctx["pred_targets"].items()}
-    records = []
-    cq_parts: dict = {}
-    idx_parts: dict = {}
-    stats = {"count": 0, "min_ts": None, "max_ts": None}
     cache = {} if cache is None else cache
+    needed = {p["split"] for p in seg["pieces"]}
+    for si in list(cache):
+        if si not in needed:
+            del cache[si]       # splits of earlier segments of this task are done with
+    runs = []      # (piece, row_start, row_end)
     for piece in seg["pieces"]:
-        si = piece["split"]
-        if si not in cache:
-            cache.clear()
-            cache[si] = _read_filled(ctx, si)
-        table, label = cache[si]
-        sub = table.slice(piece["row_start"], piece["row_end"] - piece["row_start"])
-        pm = codec.prepare(sub, cfg, lambda i, b=piece["row_start"], lb=label: lb(b + i))
-        ends = np.cumsum(pm.sizes)
-        phys = piece["phys_start"] + ends - pm.sizes
-        codes, keys = _queue_keys(pm)
-        # Queue offsets: the piece's base per topic/queue + rank among its NOT/COMMIT messages.
-        qoff = np.zeros(pm.n, dtype=np.int64)
-        elig = np.flatnonzero(pm.cq_eligible)
-        if len(elig):
-            ec = codes[elig]
-            order = np.argsort(ec, kind="stable")
-            sorted_codes = ec[order]
-            group_start = np.searchsorted(sorted_codes, sorted_codes, side="left")
-            rank = np.empty(len(elig), dtype=np.int64)
-            rank[order] = np.arange(len(elig)) - group_start
-            qbase_by_key = {(t, q): o for t, q, o in piece["queue_base"]}
-            base = np.asarray([qbase_by_key.get(k, 0) for k in keys], dtype=np.int64)
-            qoff[elig] = base[ec] + rank
-            for code in np.unique(ec):
-                topic, qid = keys[code]
-                sel = elig[ec == code]
-                fidx = qoff[sel] // U
-                for f in np.unique(fidx):
-                    s2 = sel[fidx == f]
-                    key = _route(["cq", topic, qid, int(f * U)])
-                    cq_parts.setdefault(key, []).append(
-                        {"qoff": qoff[s2], "phys": phys[s2], "size": pm.sizes[s2].astype(np.int32),
-                         "tags": pm.tags_code[s2]})
-        records.append(codec.encode(pm, phys, qoff, crc_property=cfg.enabledAppendPropCRC))
-        # Index entries, routed to their index file by batch-global position.
-        if len(pm.index_msg) or pred_targets:
-            gpos = piece["entry_base"] + np.arange(len(pm.index_msg), dtype=np.int64)
-            ords = np.searchsorted(idx_starts, gpos, side="right") - 1 if len(idx_starts) else gpos * 0
-            eph = phys[pm.index_msg]
-            ets = pm.store_timestamp[pm.index_msg]
-            for o in np.unique(ords):
-                sel = ords == o
-                idx_parts.setdefault(_route(["idx", int(o)]), []).append(
-                    {"pos": gpos[sel], "hash": pm.index_hash[sel], "phys": eph[sel], "ts": ets[sel]})
-            if len(gpos):
-                lo, hi = int(gpos[0]), int(gpos[-1])
-                for gp, targets in pred_targets.items():
-                    if lo <= gp <= hi:
-                        k = gp - lo
-                        for o in targets:
-                            idx_parts.setdefault(_route(["idx", int(o)]), []).append(
-                                {"pred": [int(eph[k]), int(ets[k])]})
-        stats["count"] += pm.n
-        if pm.n:
-            mn, mx = int(pm.store_timestamp.min()), int(pm.store_timestamp.max())
-            stats["min_ts"] = mn if stats["min_ts"] is None else min(stats["min_ts"], mn)
-            stats["max_ts"] = mx if stats["max_ts"] is None else max(stats["max_ts"], mx)
+        for r0 in range(piece["row_start"], piece["row_end"], SUB_PIECE_ROWS):
+            runs.append((piece, r0, min(piece["row_end"], r0 + SUB_PIECE_ROWS)))
+    pool = ThreadPoolExecutor(max_workers=_writer_threads())
+    try:
+        for si in sorted({p["split"] for p in seg["pieces"]} - set(cache)):
+            cache[si] = pool.submit(_read_filled, ctx, si)
+
+        def prep(run):
+            piece, r0, r1 = run
+            fut = cache[piece["split"]]
+            table, label = fut.result() if hasattr(fut, "result") else fut
+            return codec.prepare(table.slice(r0, r1 - r0), cfg, lambda i, b=r0, lb=label: lb(b + i))
+
+        pms = list(pool.map(prep, runs))
+        # Bases of every run from the runs before it in the same piece (serial, cheap).
+        jobs = []
+        prev_piece, phys, ebase, qbase = None, 0, 0, {}
+        for (piece, r0, r1), pm in zip(runs, pms):
+            if piece is not prev_piece:
+                prev_piece = piece
+                phys, ebase = piece["phys_start"], piece["entry_base"]
+                qbase = {(t, q): o for t, q, o in piece["queue_base"]}
+            jobs.append(pool.submit(_piece_outputs, pm, phys, dict(qbase), ebase, U, idx_starts, pred_targets,
+                                    cfg.enabledAppendPropCRC))
+            phys += int(pm.sizes.sum())
+            ebase += len(pm.index_msg)
+            codes, keys = _queue_keys(pm)
+            counts = np.bincount(codes[pm.cq_eligible], minlength=len(keys))
+            for k, c in zip(keys, counts):
+                if c:
+                    qbase[k] = qbase.get(k, 0) + int(c)
+        records, cq_parts, idx_parts = [], {}, {}
+        for job in jobs:
+            rec, cq, idx = job.result()
+            records.append(rec)
+            for k, v in cq.items():
+                cq_parts.setdefault(k, []).extend(v)
+            for k, v in idx.items():
+                idx_parts.setdefault(k, []).extend(v)
+    finally:
+        pool.shutdown(wait=True)
+    for si in list(cache):
+        if hasattr(cache[si], "result"):
+            cache[si] = cache[si].result()
+    stats = {"count": int(sum(pm.n for pm in pms)), "min_ts": None, "max_ts": None}
+    ts = [pm.store_timestamp for pm in pms if pm.n]
+    if ts:
+        stats["min_ts"] = int(min(t.min() for t in ts))
+        stats["max_ts"] = int(max(t.max() for t in ts))
     # The whole segment: kept prefix of an existing file, new records, BLANK if the next file follows.
     rel = commitlog.rel_path(seg["base_offset"])
     prefix = store.read(rel, 0, seg["start_pos"]) if seg["start_pos"] > 0 else None
