@@ -538,15 +538,18 @@ def _be(values: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _host_matrix(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Host bytes column (8 or 20 bytes each) -> (n, 20) uint8 matrix and per-row lengths."""
-    data, off = _string_buffers(_as_large_binary(col))
-    lens = np.diff(off)
-    mat = np.zeros((len(lens), 20), np.uint8)
-    for w in (8, 20):
-        rows = np.flatnonzero(lens == w)
-        if len(rows):
-            mat[rows, :w] = data[off[:-1][rows, None] + np.arange(w)]
-    return mat, lens
+    """Host bytes column (8 or 20 bytes each) -> (n, 20) uint8 matrix and per-row lengths.
+
+    Built once per distinct host (a batch has few) and gathered by index."""
+    enc = pc.dictionary_encode(_as_large_binary(col))
+    uniq = enc.dictionary.to_pylist()
+    mat = np.zeros((max(1, len(uniq)), 20), np.uint8)
+    lens = np.zeros(max(1, len(uniq)), np.int64)
+    for k, raw in enumerate(uniq):
+        mat[k, :len(raw)] = np.frombuffer(raw, np.uint8)
+        lens[k] = len(raw)
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    return mat[idx], lens[idx]
 
 
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,

@@ -151,16 +151,12 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
     msg_run = 0
     last_entry_msg = -1
 
-    def open_segment(base):
-        nonlocal current
-        current = SegmentPlan(base, 0, 0, False, [])
-
     def add_piece(split, r0, r1, nbytes, qbase, ebase, mbase):
         nonlocal pos, current
         if current is None or current.base_offset != pos // F * F:
             if current is not None:
                 segments.append(current)
-            open_segment(pos // F * F)
+            current = SegmentPlan(pos // F * F, 0, 0, False, [])
         current.pieces.append(Piece(split, r0, r1, pos, qbase, ebase, mbase))
         pos += nbytes
         current.end_pos = pos - current.base_offset

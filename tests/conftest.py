@@ -31,23 +31,13 @@ def restored_golden(tmp_path_factory):
     """golden_restore.py of a set, once per session: the store exactly as RocketMQ left it."""
     cache = {}
 
-    def restore(name: str, files_json: str | None = None) -> str:
-        key = (name, files_json)
-        if key not in cache:
+    def restore(name: str) -> str:
+        if name not in cache:
             out = str(tmp_path_factory.mktemp(f"golden-{name}"))
-            src = golden_set(name)
-            if files_json:
-                # golden_restore reads files.json; point it at another listing through a shadow dir.
-                shadow = str(tmp_path_factory.mktemp(f"shadow-{name}"))
-                for entry in os.listdir(src):
-                    if entry != "files.json":
-                        os.symlink(os.path.join(src, entry), os.path.join(shadow, entry))
-                os.symlink(os.path.join(src, files_json), os.path.join(shadow, "files.json"))
-                src = shadow
-            subprocess.run([sys.executable, os.path.join(TOOLS, "golden_restore.py"), src, out],
+            subprocess.run([sys.executable, os.path.join(TOOLS, "golden_restore.py"), golden_set(name), out],
                            check=True, capture_output=True)
-            cache[key] = out
-        return cache[key]
+            cache[name] = out
+        return cache[name]
 
     return restore
 

@@ -30,7 +30,10 @@ def small_properties(tmp_path) -> str:
 
 
 def restore(set_name: str, listing: str, out: str) -> str:
-    """Rebuild a golden set's store (sparse zero tails) from one of its file listings."""
+    """Rebuild a golden set's store (sparse zero tails) from one of its file listings.
+
+    Unlike shared/tools/golden_restore.py this reads files_after.json too ("store_root": null,
+    stored_as relative to the set dir) and skips the sha256 pass (seconds on default-size)."""
     import gzip
     set_dir = os.path.join(GOLDEN, set_name)
     meta = json.load(open(os.path.join(set_dir, listing)))

@@ -7,10 +7,8 @@ is rejected before any byte is written, with a message naming the row and the fi
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import GOLDEN
 from opshelp import mismatches, restore, run, small_config, small_properties, write_messages
-from storelib import adopt, ingest, inspection, manifest, query, storage, verify
+from storelib import adopt, ingest, inspection, manifest, storage, verify
 from storelib.config import load_config
 
 

@@ -1,7 +1,6 @@
 """storelib.query against RocketMQ's own answers (golden sets) and a brute-force key scan."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import random
@@ -10,6 +9,7 @@ import struct
 import pyarrow as pa
 import pytest
 
+from opshelp import restore  # golden stores from any file listing
 from conftest import GOLDEN
 from storelib.codec import decode_one, java_hash, parse_properties_string
 from storelib.config import StoreConfig
@@ -35,33 +35,13 @@ def _config(name: str) -> StoreConfig:
     return StoreConfig(**{k: eff[k] for k in keys if k in eff})
 
 
-def _restore(name: str, listing: str, out: str) -> str:
-    """Rebuild a set's store (sparse zero tails, no sha256 pass: the big default-size files
-    would cost seconds). Not conftest's restored_golden: golden_restore.py cannot read
-    files_after.json ("store_root": null, stored_as relative to the set dir -> TypeError)."""
-    set_dir = os.path.join(GOLDEN, name)
-    meta = json.load(open(os.path.join(set_dir, listing)))
-    root = os.path.join(set_dir, meta["store_root"]) if meta.get("store_root") else set_dir
-    for f in meta["files"]:
-        src = os.path.join(root, f["stored_as"])
-        dst = os.path.join(out, f["path"])
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        with (gzip.open if src.endswith(".gz") else open)(src, "rb") as fh:
-            data = fh.read()
-        with open(dst, "wb") as o:
-            o.write(data)
-            if f["size"] > len(data):
-                o.truncate(f["size"])
-    return out
-
-
 @pytest.fixture(scope="session")
 def readers(tmp_path_factory):
     cache = {}
 
     def get(name: str) -> StoreReader:
         if name not in cache:
-            path = _restore(name, SETS[name], str(tmp_path_factory.mktemp(f"q-{name}")))
+            path = restore(name, SETS[name], str(tmp_path_factory.mktemp(f"q-{name}")))
             cache[name] = StoreReader(path, _config(name))
         return cache[name]
 
