@@ -509,15 +509,18 @@ def write_files(ctx: dict, items):
                                     preds, tag)
 
 
+def _sorted_parts(parts: list, by: str, dtypes: dict) -> dict:
+    """Column arrays shuffled in from several segment tasks, concatenated and ordered by ``by``."""
+    if not parts:
+        return {k: np.zeros(0, t) for k, t in dtypes.items()}
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    order = np.argsort(cols[by], kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
 def _write_cq_file(ctx, cfg, store, plan, parts, tag) -> dict:
     rel = consumequeue.rel_path(plan["topic"], plan["queue_id"], plan["file_start_unit"])
-    if parts:
-        u = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        order = np.argsort(u["qoff"], kind="stable")
-        u = {k: v[order] for k, v in u.items()}
-    else:
-        u = {"qoff": np.zeros(0, np.int64), "phys": np.zeros(0, np.int64), "size": np.zeros(0, np.int32),
-             "tags": np.zeros(0, np.int64)}
+    u = _sorted_parts(parts, "qoff", {"qoff": np.int64, "phys": np.int64, "size": np.int32, "tags": np.int64})
     expect = np.arange(plan["first_unit"], plan["first_unit"] + plan["count"], dtype=np.int64)
     if len(u["qoff"]) != plan["count"] or not np.array_equal(u["qoff"], expect):
         raise IngestError(f"{rel}: units {len(u['qoff'])} do not match the plan ({plan['count']} from "
@@ -563,13 +566,7 @@ def _write_index_file(ctx, cfg, store, plan, parts, preds, tag) -> dict:
         else:
             header = indexfile.IndexHeader()
         builder = indexfile.IndexFileBuilder(cfg, header)
-    if parts:
-        e = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        order = np.argsort(e["pos"], kind="stable")
-        e = {k: v[order] for k, v in e.items()}
-    else:
-        e = {"pos": np.zeros(0, np.int64), "hash": np.zeros(0, np.int32), "phys": np.zeros(0, np.int64),
-             "ts": np.zeros(0, np.int64)}
+    e = _sorted_parts(parts, "pos", {"pos": np.int64, "hash": np.int32, "phys": np.int64, "ts": np.int64})
     expect = np.arange(plan["first_entry"], plan["first_entry"] + plan["count"], dtype=np.int64)
     if not np.array_equal(e["pos"], expect):
         raise IngestError(f"index file {plan['ordinal']}: {len(e['pos'])} entries, plan says {plan['count']}")
