@@ -20,6 +20,7 @@ import time
 
 from . import checkpoint as ckpt
 from . import manifest, storage, verify
+from .ingest import Progress
 from .config import StoreConfig
 
 
@@ -80,8 +81,7 @@ def _sparse_copy(src: str, dst: str, size: int) -> None:
 def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id: str | None = None,
           quiet: bool = False) -> dict:
     t0 = time.time()
-    say = (lambda m: None) if quiet else (lambda m: print(f"[rocketlake {time.time() - t0:7.1f}s] {m}",
-                                                          flush=True, file=__import__("sys").stderr))
+    say = Progress(quiet).say
     store = storage.Store(store_uri)
     snap = manifest.load_snapshot(store)
     if snap.batch is not None:

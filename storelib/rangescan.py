@@ -26,16 +26,11 @@ from . import codec, commitlog
 CHUNK_BYTES = 64 << 20
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
-MESSAGE_SCHEMA = pa.schema([
-    ("commitlog_offset", pa.int64()), ("store_size", pa.int32()), ("msg_id", pa.string()),
-    ("topic", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
-    ("flag", pa.int32()), ("sys_flag", pa.int32()), ("body_crc", pa.int32()),
-    ("born_timestamp", pa.int64()), ("born_host", pa.string()),
-    ("store_timestamp", pa.int64()), ("store_host", pa.string()),
-    ("reconsume_times", pa.int32()), ("prepared_transaction_offset", pa.int64()),
-    ("body", pa.binary()), ("properties", MAP_TYPE),
-    ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string()),
-])
+# The record fields (codec.DECODED_SCHEMA) with the body as binary and the properties parsed.
+MESSAGE_SCHEMA = pa.schema(
+    [f for f in codec.DECODED_SCHEMA if f.name not in ("body", "properties_string")]
+    + [("body", pa.binary()), ("properties", MAP_TYPE),
+       ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string())])
 
 # Spark DDL of MESSAGE_SCHEMA (for mapInArrow / the data source).
 MESSAGE_DDL = ("commitlog_offset bigint, store_size int, msg_id string, topic string, queue_id int, "

@@ -25,6 +25,7 @@ import json
 import time
 
 from . import manifest, storage
+from .ingest import Progress
 
 HOUR_MS = 3600 * 1000
 
@@ -93,8 +94,7 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
            batch_id: str | None = None, vacuum_retention_hours: int = 168, housekeeping: bool = True,
            quiet: bool = False) -> dict:
     t0 = time.time()
-    say = (lambda m: None) if quiet else (lambda m: print(f"[rocketlake {time.time() - t0:7.1f}s] {m}",
-                                                          flush=True, file=__import__("sys").stderr))
+    say = Progress(quiet).say
     store = storage.Store(store_uri)
     snap = manifest.load_snapshot(store)
     if snap.batch is None:
