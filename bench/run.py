@@ -84,7 +84,12 @@ def disk_and_memory(workdir: str) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------- codec
-def bench_codec(n: int = 1_000_000):
+def bench_codec(n: int = 1_000_000, reps: int = 3):
+    """Encode/decode of n messages on one core, best of ``reps`` passes after a first pass.
+
+    The first pass also pays for the process's first touch of its buffers (page faults, ~0.3-1 s
+    per 400 MB on this kind of VM); a writer encodes batch after batch into reused memory
+    (storelib.allocator), so the steady state is the figure; the first pass is in the note."""
     import numba
     numba.set_num_threads(1)
     raw = datagen.generate(n, 256)
@@ -93,19 +98,27 @@ def bench_codec(n: int = 1_000_000):
     small = table.slice(0, 1000)
     pm = codec.prepare(small, cfg)                       # compile the kernels first
     codec.encode(pm, np.zeros(pm.n, np.int64), np.zeros(pm.n, np.int64))
-    t_prep, pm = timed(codec.prepare, table, cfg)
-    phys = np.cumsum(pm.sizes) - pm.sizes
     qoff = np.zeros(n, np.int64)
-    t_enc, buf = timed(codec.encode, pm, phys, qoff)
-    t_copy, _ = timed(np.copy, buf)
-    starts, _, _ = commitlog.record_starts(buf, 0, len(buf))
-    codec.decode_records(buf[:100000], 0, starts[starts < 99000][:10])
-    t_dec, dec = timed(codec.decode_records, buf, 0, starts)
-    assert dec.num_rows == n
-    copy_rate = n / t_copy
+    enc, dec_t, copy_t = [], [], []
+    for _ in range(reps + 1):
+        t_prep, pm = timed(codec.prepare, table, cfg)
+        phys = np.cumsum(pm.sizes) - pm.sizes
+        t_enc, buf = timed(codec.encode, pm, phys, qoff)
+        enc.append((t_prep, t_enc))
+        copy_t.append(timed(np.copy, buf)[0])
+        starts, _, _ = commitlog.record_starts(buf, 0, len(buf))
+        t_dec, dec = timed(codec.decode_records, buf, 0, starts)
+        assert dec.num_rows == n
+        dec_t.append(t_dec)
+        del dec, buf, pm
+    first_enc, first_dec = sum(enc[0]), dec_t[0]
+    t_prep, t_enc = min(enc[1:], key=sum)
+    copy_rate = n / min(copy_t[1:])
     record("codec", "encode msgs/s/core (validate+hash+CRC+assemble)", n / (t_prep + t_enc), copy_rate,
-           "msgs/s", f"prepare {t_prep:.2f}s + encode {t_enc:.2f}s; baseline = memcpy of the records")
-    record("codec", "decode msgs/s/core (walk+decode to Arrow)", n / t_dec, copy_rate, "msgs/s")
+           "msgs/s", f"prepare {t_prep:.2f}s + encode {t_enc:.2f}s; first pass {n / first_enc:,.0f}/s; "
+           "baseline = memcpy of the records")
+    record("codec", "decode msgs/s/core (walk+decode to Arrow)", n / min(dec_t[1:]), copy_rate, "msgs/s",
+           f"first pass {n / first_dec:,.0f}/s")
     save("codec")
 
 

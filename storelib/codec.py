@@ -37,8 +37,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import kernels
+from . import allocator, kernels
 from .config import StoreConfig
+
+allocator.tune()
 
 # ---------------------------------------------------------------------------- constants
 MAGIC_V1 = -626843481          # 0xDAA320A7
@@ -133,17 +135,23 @@ def index_key_hash(h: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- arrow helpers
-def _as_large_string(arr) -> pa.Array:
+def single_array(arr) -> pa.Array:
+    """One contiguous Array; a ChunkedArray of one chunk is returned without a copy
+    (``combine_chunks`` copies even then)."""
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
+def _as_large_string(arr) -> pa.Array:
+    arr = single_array(arr)
     if arr.type != pa.large_string():
         arr = arr.cast(pa.large_string())
     return arr
 
 
 def _as_large_binary(arr) -> pa.Array:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    arr = single_array(arr)
     if arr.type != pa.large_binary():
         arr = arr.cast(pa.large_binary())
     return arr
@@ -174,9 +182,7 @@ def fixed_width_binary(rows: np.ndarray) -> pa.Array:
 
 def binary_lengths(arr) -> np.ndarray:
     arr = _as_large_binary(arr) if not pa.types.is_large_string(arr.type) else arr
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    _, offsets = _string_buffers(arr)
+    _, offsets = _string_buffers(single_array(arr))
     return np.diff(offsets)
 
 
@@ -221,31 +227,35 @@ def format_host(raw: bytes) -> str:
     return "[" + ":".join(f"{g:x}" for g in groups) + f"]:{port}"
 
 
-def _hosts_column(arr, field: str, problems: list, label) -> tuple[pa.Array, np.ndarray]:
-    """Parse a host column once per distinct value; returns (bytes column, is_v6 mask)."""
-    enc = pc.dictionary_encode(arr).combine_chunks() if isinstance(arr, pa.ChunkedArray) \
-        else pc.dictionary_encode(arr)
+@dataclass
+class HostColumn:
+    """A host column as its distinct hosts' bytes and a per-row index (a batch has few hosts)."""
+    raw: np.ndarray          # (k, 20) uint8: address bytes then the int32 port, zero padded
+    length: np.ndarray       # (k,) int64: 8 (IPv4) or 20 (IPv6)
+    index: np.ndarray        # (n,) int64 row -> distinct host
+
+    @property
+    def is_v6(self) -> np.ndarray:
+        return self.length[self.index] == 20
+
+
+def _hosts_column(arr, field: str, problems: list, label) -> HostColumn:
+    """Parse a host column once per distinct value."""
+    enc = single_array(pc.dictionary_encode(arr))
     uniq = enc.dictionary.to_pylist()
-    parsed, v6 = [], []
-    bad = set()
+    raw = np.zeros((max(1, len(uniq)), 20), np.uint8)
+    length = np.full(max(1, len(uniq)), 8, np.int64)
     for k, text in enumerate(uniq):
         try:
-            raw, is6 = parse_host(text)
+            b, _ = parse_host(text)
         except ValueError as e:
-            bad.add(k)
-            parsed.append(b"\0" * 8)
-            v6.append(False)
-            err = str(e)
-        else:
-            parsed.append(raw)
-            v6.append(is6)
+            rows = np.flatnonzero(np.asarray(enc.indices.fill_null(-1)) == k)
+            for r in rows[:5]:
+                problems.append(f"{label(r)}: field '{field}': {e}")
             continue
-        rows = np.flatnonzero(np.asarray(enc.indices.fill_null(-1)) == k)
-        for r in rows[:5]:
-            problems.append(f"{label(r)}: field '{field}': {err}")
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    col = pa.array(parsed, pa.large_binary()).take(pa.array(idx))
-    return col, np.asarray(v6, dtype=bool)[idx] if len(idx) else np.zeros(0, bool)
+        raw[k, :len(b)] = np.frombuffer(b, np.uint8)
+        length[k] = len(b)
+    return HostColumn(raw, length, enc.indices.to_numpy(zero_copy_only=False).astype(np.int64))
 
 
 # ---------------------------------------------------------------------------- properties
@@ -350,8 +360,7 @@ class PreparedMessages:
 
 
 def _col(table: pa.Table, name: str):
-    c = table.column(name)
-    return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+    return single_array(table.column(name))
 
 
 def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False) -> PreparedMessages:
@@ -432,8 +441,9 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False
     default_store = pa.scalar(config.store_host, pa.string())
     store_host_s = pc.coalesce(_col(table, "store_host"), default_store)
     born_host_s = pc.coalesce(_col(table, "born_host"), store_host_s)
-    born_host, born_v6 = _hosts_column(born_host_s, "born_host", problems, label)
-    store_host, store_v6 = _hosts_column(store_host_s, "store_host", problems, label)
+    born_host = _hosts_column(born_host_s, "born_host", problems, label)
+    store_host = _hosts_column(store_host_s, "store_host", problems, label)
+    born_v6, store_v6 = born_host.is_v6, store_host.is_v6
     flag_rows(((sys_flag & FLAG_BORNHOST_V6) != 0) & ~born_v6, "sys_flag",
               "bit 0x10 (born host IPv6) is set but born_host is IPv4")
     flag_rows(((sys_flag & FLAG_STOREHOST_V6) != 0) & ~store_v6, "sys_flag",
@@ -537,21 +547,6 @@ def _be(values: np.ndarray, dtype: str) -> np.ndarray:
     return a.view(np.uint8).reshape(len(values), a.itemsize)     # (also for n = 0)
 
 
-def _host_matrix(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Host bytes column (8 or 20 bytes each) -> (n, 20) uint8 matrix and per-row lengths.
-
-    Built once per distinct host (a batch has few) and gathered by index."""
-    enc = pc.dictionary_encode(_as_large_binary(col))
-    uniq = enc.dictionary.to_pylist()
-    mat = np.zeros((max(1, len(uniq)), 20), np.uint8)
-    lens = np.zeros(max(1, len(uniq)), np.int64)
-    for k, raw in enumerate(uniq):
-        mat[k, :len(raw)] = np.frombuffer(raw, np.uint8)
-        lens[k] = len(raw)
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    return mat[idx], lens[idx]
-
-
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
            crc_property: bool = False) -> np.ndarray:
     """Encode all messages into one contiguous buffer of records (in order, no gaps).
@@ -565,8 +560,7 @@ def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.nda
     if n == 0:
         return np.zeros(0, np.uint8)
     magic = np.where(p["is_v2"], MAGIC_V2, MAGIC_V1).astype(np.int32)
-    born, born_len = _host_matrix(p["born_host"])
-    store, store_len = _host_matrix(p["store_host"])
+    born, store = p["born_host"], p["store_host"]
     body, body_off = _string_buffers(p["body"])
     topic, topic_off = _string_buffers(p["topic_part"])
     props, props_off = _string_buffers(p["props"])
@@ -578,7 +572,7 @@ def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.nda
     end = kernels._assemble(
         out, pm.sizes.astype(np.int64), magic, pm.body_crc, pm.queue_id, p["flag"],
         np.asarray(queue_offsets, np.int64), np.asarray(phys_offsets, np.int64), pm.sys_flag, p["born_ts"],
-        born, born_len.astype(np.int64), pm.store_timestamp, store, store_len.astype(np.int64),
+        born.raw, born.length, born.index, pm.store_timestamp, store.raw, store.length, store.index,
         p["reconsume"], p["prep_tx"], body, body_off.astype(np.int64), topic, topic_off.astype(np.int64),
         p["stored_prop_len"].astype(np.int64), props, props_off.astype(np.int64), need_sep)
     assert end == len(out)
@@ -616,106 +610,77 @@ DECODED_SCHEMA = pa.schema([
 
 
 def _gather_int(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    idx = pos[:, None] + np.arange(width)
-    raw = np.ascontiguousarray(buf[idx])
-    return raw.view(">i4" if width == 4 else ">i8" if width == 8 else ">i2").reshape(-1).astype(
-        np.int64 if width == 8 else np.int32)
+    """Big-endian signed ints of ``width`` bytes at every position (int64 for 8, else int32)."""
+    v = kernels.read_be(buf, pos, width)
+    return v if width == 8 else v.astype(np.int32)
+
+
+def _host_strings(buf: np.ndarray, pos: np.ndarray, widths: np.ndarray, keys: np.ndarray) -> pa.Array:
+    """Host columns as 'a.b.c.d:port' / '[v6]:port', formatted once per distinct host.
+
+    IPv4 hosts are grouped by their 8 bytes read as one int64 (``keys``); IPv6 hosts by their
+    gathered bytes."""
+    n = len(pos)
+    if n and (widths == 8).all():
+        enc = pa.array(keys, pa.int64()).dictionary_encode()
+        names = [format_host(int(k).to_bytes(8, "big", signed=True)) for k in enc.dictionary.to_numpy()]
+    else:
+        vals, off = kernels.gather_slices(buf, pos, widths)
+        enc = pc.dictionary_encode(binary_from_numpy(vals, off))
+        names = [format_host(h) for h in enc.dictionary.to_pylist()]
+    return pa.array(names, pa.string()).take(enc.indices)
 
 
 def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray) -> pa.Table:
     """Decode the records starting at ``starts`` (positions in ``buf``) into DECODED_SCHEMA.
 
-    ``base_offset`` is the commitlog offset of buf[0] (used for msg ids only through the
-    stored PHYSICALOFFSET; the record is self-describing).
+    One compiled pass reads every fixed field and the positions of the variable parts
+    (kernels.record_fields); bodies, topics and properties are then gathered into Arrow
+    buffers, and msgIds are hex-encoded by a second compiled pass. ``base_offset`` is the
+    commitlog offset of buf[0]; the records themselves carry their PHYSICALOFFSET.
     """
     buf = np.asarray(buf, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)
+    f = kernels.record_fields(buf, s, MAGIC_V2)
+
+    def i32(row):
+        return pa.array(f[row].astype(np.int32), pa.int32())
+
+    def i64(row):
+        return pa.array(f[row], pa.int64())
+
+    # Body, topic and properties lie next to each other: one pass copies all three.
+    (body_v, body_o), (topic_v, topic_o), (props_v, props_o) = kernels.gather_many(
+        buf, [f[kernels.F_BODY_POS], f[kernels.F_TOPIC_POS], f[kernels.F_PROPS_POS]],
+        [f[kernels.F_BODY_LEN], f[kernels.F_TOPIC_LEN], f[kernels.F_PROPS_LEN]])
     n = len(s)
-    size = _gather_int(buf, s + POS_TOTALSIZE, 4)
-    magic = _gather_int(buf, s + POS_MAGIC, 4)
-    sys_flag = _gather_int(buf, s + POS_SYSFLAG, 4)
-    bh = np.where(sys_flag & FLAG_BORNHOST_V6, 20, 8)
-    sh = np.where(sys_flag & FLAG_STOREHOST_V6, 20, 8)
-    p_store_ts = s + 48 + bh
-    p_store_host = p_store_ts + 8
-    p_reconsume = p_store_host + sh
-    p_prep = p_reconsume + 4
-    p_bodylen = p_prep + 8
-    body_len = _gather_int(buf, p_bodylen, 4).astype(np.int64)
-    p_body = p_bodylen + 4
-    p_topiclen = p_body + body_len
-    is_v2 = magic == MAGIC_V2
-    topic_len = np.where(is_v2, _gather_int(buf, p_topiclen, 2).astype(np.int64) & 0xFFFF,
-                         buf[p_topiclen].astype(np.int8).astype(np.int64))
-    p_topic = p_topiclen + np.where(is_v2, 2, 1)
-    p_proplen = p_topic + topic_len
-    prop_len = _gather_int(buf, p_proplen, 2).astype(np.int64) & 0xFFFF
-    p_props = p_proplen + 2
-
-    def host_strings(pos, widths):
-        raw_vals, raw_off = kernels.gather_slices(buf, pos, widths)
-        col = binary_from_numpy(raw_vals, raw_off)
-        enc = pc.dictionary_encode(col)
-        names = [format_host(h) for h in enc.dictionary.to_pylist()]
-        return pa.array(names, pa.string()).take(enc.indices)
-
-    def slices(pos, lens, typ):
-        vals, off = kernels.gather_slices(buf, pos, lens)
-        arr = binary_from_numpy(vals, off)
-        return arr.cast(typ) if typ != pa.large_binary() else arr
-
-    topic = slices(p_topic, topic_len, pa.large_string()).cast(pa.string())
-    phys = _gather_int(buf, s + POS_PHYSICALOFFSET, 8)
-    store_host_raw_vals, store_host_off = kernels.gather_slices(buf, p_store_host, sh)
-    # msgId = HEX(store host bytes ++ port ++ physical offset)
-    id_vals, id_off = _msg_id_bytes(store_host_raw_vals, store_host_off, phys)
-    msg_id = pc.utf8_upper(pc.cast(pa.array(_hex(id_vals, id_off)), pa.string())) if n else pa.array([], pa.string())
+    if (f[kernels.F_STOREHOST_LEN] == 8).all():
+        id_vals = kernels.hex_ids_v4(f[kernels.F_STOREHOST_KEY], f[kernels.F_PHYS]).reshape(-1)
+        id_off = np.arange(n + 1, dtype=np.int64) * 32
+    else:
+        id_vals, id_off = kernels.hex_ids(buf, f[kernels.F_STOREHOST_POS], f[kernels.F_STOREHOST_LEN],
+                                          f[kernels.F_PHYS])
+    msg_id = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(id_off), pa.py_buffer(id_vals)])
     return pa.table({
-        "commitlog_offset": pa.array(phys, pa.int64()),
-        "store_size": pa.array(size, pa.int32()),
-        "msg_id": msg_id,
-        "topic": topic,
-        "queue_id": pa.array(_gather_int(buf, s + POS_QUEUEID, 4), pa.int32()),
-        "queue_offset": pa.array(_gather_int(buf, s + POS_QUEUEOFFSET, 8), pa.int64()),
-        "flag": pa.array(_gather_int(buf, s + POS_FLAG, 4), pa.int32()),
-        "sys_flag": pa.array(sys_flag, pa.int32()),
-        "body_crc": pa.array(_gather_int(buf, s + POS_BODYCRC, 4), pa.int32()),
-        "born_timestamp": pa.array(_gather_int(buf, s + POS_BORNTIMESTAMP, 8), pa.int64()),
-        "born_host": host_strings(s + POS_BORNHOST, bh),
-        "store_timestamp": pa.array(_gather_int(buf, p_store_ts, 8), pa.int64()),
-        "store_host": host_strings(p_store_host, sh),
-        "reconsume_times": pa.array(_gather_int(buf, p_reconsume, 4), pa.int32()),
-        "prepared_transaction_offset": pa.array(_gather_int(buf, p_prep, 8), pa.int64()),
-        "body": slices(p_body, body_len, pa.large_binary()),
-        "properties_string": slices(p_props, prop_len, pa.large_string()),
+        "commitlog_offset": i64(kernels.F_PHYS),
+        "store_size": i32(kernels.F_SIZE),
+        "msg_id": msg_id.cast(pa.string()),
+        "topic": binary_from_numpy(topic_v, topic_o).cast(pa.large_string()).cast(pa.string()),
+        "queue_id": i32(kernels.F_QUEUEID),
+        "queue_offset": i64(kernels.F_QUEUEOFFSET),
+        "flag": i32(kernels.F_FLAG),
+        "sys_flag": i32(kernels.F_SYSFLAG),
+        "body_crc": i32(kernels.F_BODYCRC),
+        "born_timestamp": i64(kernels.F_BORNTS),
+        "born_host": _host_strings(buf, s + POS_BORNHOST, f[kernels.F_BORNHOST_LEN], f[kernels.F_BORNHOST_KEY]),
+        "store_timestamp": i64(kernels.F_STORETS),
+        "store_host": _host_strings(buf, f[kernels.F_STOREHOST_POS], f[kernels.F_STOREHOST_LEN],
+                                    f[kernels.F_STOREHOST_KEY]),
+        "reconsume_times": i32(kernels.F_RECONSUME),
+        "prepared_transaction_offset": i64(kernels.F_PREPTX),
+        "body": binary_from_numpy(body_v, body_o),
+        "properties_string": binary_from_numpy(props_v, props_o).cast(pa.large_string()),
     }, schema=DECODED_SCHEMA)
-
-
-def _msg_id_bytes(host_vals, host_off, phys):
-    n = len(phys)
-    host_len = np.diff(host_off)
-    out_len = host_len + 8
-    out_off = np.concatenate([[0], np.cumsum(out_len)]).astype(np.int64)
-    out = np.zeros(int(out_off[-1]), np.uint8)
-    # host bytes
-    rows = np.repeat(np.arange(n), host_len)
-    within = np.arange(len(host_vals)) - np.repeat(host_off[:-1], host_len)
-    out[out_off[:-1][rows] + within] = host_vals
-    ob = _be(phys, ">i8")
-    for k in range(8):
-        out[out_off[:-1] + host_len + k] = ob[:, k]
-    return out, out_off
-
-
-_HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
-
-
-def _hex(vals, off):
-    hexed = np.empty(len(vals) * 2, np.uint8)
-    hexed[0::2] = _HEX[vals >> 4]
-    hexed[1::2] = _HEX[vals & 0xF]
-    return pa.Array.from_buffers(pa.large_string(), len(off) - 1,
-                                 [None, pa.py_buffer((off * 2).astype(np.int64)), pa.py_buffer(hexed)])
 
 
 def message_id(store_host_raw: bytes, phys_offset: int) -> str:

@@ -229,8 +229,7 @@ def b64decode_column(arr: pa.Array, label) -> pa.Array:
 def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.Array:
     """Ordered properties (pairs / struct list / map) -> properties string; check the given one."""
     n = len(props)
-    if isinstance(props, pa.ChunkedArray):
-        props = props.combine_chunks()
+    props = codec.single_array(props)
     typ = props.type
     if pa.types.is_map(typ):
         # map<string,string> -> list<struct<name,value>>: entry order kept, slicing honoured
@@ -311,8 +310,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
         if name == "body":
             if body_field == "body_b64":
                 src = raw.column("body_b64") if "body_b64" in raw.column_names else pa.nulls(n, pa.large_string())
-                cols[name] = b64decode_column(src.combine_chunks() if isinstance(src, pa.ChunkedArray) else src,
-                                              label)
+                cols[name] = b64decode_column(codec.single_array(src), label)
             else:
                 src = raw.column("body") if "body" in raw.column_names else pa.nulls(n, pa.large_binary())
                 cols[name] = codec._as_large_binary(src)
@@ -326,7 +324,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
             cols[name] = pa.nulls(n, field.type)
             continue
         src = raw.column(name)
-        src = src.combine_chunks() if isinstance(src, pa.ChunkedArray) else src
+        src = codec.single_array(src)
         try:
             if pa.types.is_integer(field.type) and pa.types.is_integer(src.type) and field.type == pa.int32():
                 v = src.to_numpy(zero_copy_only=False)
@@ -429,7 +427,7 @@ def jsonl_to_table(path: str) -> pa.Table:
 
 def canonical_to_parquet_input(table: pa.Table) -> pa.Table:
     """The Parquet input layout (body binary, properties as list<struct<name,value>>)."""
-    props = table.column("properties_string").combine_chunks()
+    props = codec.single_array(table.column("properties_string"))
     segs = pc.split_pattern(props, codec.PROPERTY_SEP)
     # Drop the empty tail segment after a final separator.
     flat = pc.list_flatten(segs)

@@ -119,9 +119,47 @@ def _gather(data, starts, lengths, out, out_offsets):
         out_offsets[k] = pos
         s = starts[k]
         ln = lengths[k]
-        out[pos:pos + ln] = data[s:s + ln]
+        if ln <= 64:            # a byte loop beats a slice copy's set-up cost for short values
+            for t in range(ln):
+                out[pos + t] = data[s + t]
+        else:
+            out[pos:pos + ln] = data[s:s + ln]
         pos += ln
     out_offsets[starts.shape[0]] = pos
+
+
+@njit(cache=True, nogil=True)
+def _gather_many(data, starts, lengths, outs, out_offsets):
+    """_gather for several slices per record at once (record k's slices are read together, so a
+    record is fetched from memory once for all of its parts)."""
+    m = starts.shape[0]
+    pos = np.zeros(m, np.int64)
+    for k in range(starts.shape[1]):
+        for j in range(m):
+            out_offsets[j, k] = pos[j]
+            s = starts[j, k]
+            ln = lengths[j, k]
+            o = outs[j]
+            p = pos[j]
+            if ln <= 64:
+                for t in range(ln):
+                    o[p + t] = data[s + t]
+            else:
+                o[p:p + ln] = data[s:s + ln]
+            pos[j] = p + ln
+    for j in range(m):
+        out_offsets[j, starts.shape[1]] = pos[j]
+
+
+def gather_many(data: np.ndarray, starts: list, lengths: list):
+    """[(values, offsets)] of gather_slices for each (starts[j], lengths[j]), in one pass."""
+    st = np.ascontiguousarray(np.stack([np.asarray(a, np.int64) for a in starts]))
+    ln = np.ascontiguousarray(np.stack([np.asarray(a, np.int64) for a in lengths]))
+    outs = tuple(np.empty(int(ln[j].sum()), dtype=np.uint8) for j in range(len(starts)))
+    offsets = np.empty((len(starts), st.shape[1] + 1), dtype=np.int64)
+    if st.shape[1]:
+        _gather_many(data, st, ln, outs, offsets)
+    return [(outs[j], offsets[j]) for j in range(len(starts))]
 
 
 def gather_slices(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
@@ -317,9 +355,11 @@ def _put64(out, p, v):
 
 @njit(cache=True, nogil=True)
 def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, born_ts, born_host,
-              born_len, store_ts, store_host, store_len, reconsume, prep_tx, body, body_off,
+              born_len, born_idx, store_ts, store_host, store_len, store_idx, reconsume, prep_tx, body, body_off,
               topic_part, topic_off, stored_prop_len, props, props_off, need_sep):
-    """Write every message record back to back into ``out`` (the layout in codec.py)."""
+    """Write every message record back to back into ``out`` (the layout in codec.py).
+
+    Hosts come as distinct values (``*_host`` rows, ``*_len``) and a per-message index."""
     p = 0
     for k in range(size.shape[0]):
         start = p
@@ -333,14 +373,16 @@ def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, 
         _put32(out, p + 36, np.int64(sys_flag[k]))
         _put64(out, p + 40, np.int64(born_ts[k]))
         p += 48
-        for t in range(born_len[k]):
-            out[p + t] = born_host[k, t]
-        p += born_len[k]
+        h = born_idx[k]
+        for t in range(born_len[h]):
+            out[p + t] = born_host[h, t]
+        p += born_len[h]
         _put64(out, p, np.int64(store_ts[k]))
         p += 8
-        for t in range(store_len[k]):
-            out[p + t] = store_host[k, t]
-        p += store_len[k]
+        h = store_idx[k]
+        for t in range(store_len[h]):
+            out[p + t] = store_host[h, t]
+        p += store_len[h]
         _put32(out, p, np.int64(reconsume[k]))
         _put64(out, p + 4, np.int64(prep_tx[k]))
         blen = body_off[k + 1] - body_off[k]
@@ -364,3 +406,162 @@ def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, 
         # enabledAppendPropCRC: the reserved 20 bytes are filled in afterwards (zero here).
         p = start + size[k]
     return p
+
+
+# ---------------------------------------------------------------------------- decoding
+@njit(cache=True, nogil=True)
+def _read_be(data, pos, width, out):
+    """Big-endian signed integers of ``width`` (2, 4 or 8) bytes at every position."""
+    for k in range(pos.shape[0]):
+        p = pos[k]
+        v = np.int64(0)
+        for t in range(width):
+            v = (v << 8) | np.int64(data[p + t])
+        if width < 8:
+            top = np.int64(1) << (8 * width - 1)
+            if v >= top:
+                v -= top << 1
+        out[k] = v
+
+
+def read_be(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """int64 values of the big-endian signed ints of ``width`` bytes at ``data[pos[k]:]``."""
+    out = np.empty(len(pos), dtype=np.int64)
+    if len(pos):
+        _read_be(data, np.asarray(pos, np.int64), width, out)
+    return out
+
+
+# Rows of the matrix ``record_fields`` fills, one column per record (codec.decode_records).
+F_SIZE, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QUEUEOFFSET, F_PHYS, F_SYSFLAG, F_BORNTS, \
+    F_BORNHOST_LEN, F_STORETS, F_STOREHOST_POS, F_STOREHOST_LEN, F_RECONSUME, F_PREPTX, \
+    F_BODY_POS, F_BODY_LEN, F_TOPIC_POS, F_TOPIC_LEN, F_PROPS_POS, F_PROPS_LEN, \
+    F_BORNHOST_KEY, F_STOREHOST_KEY = range(23)
+N_FIELDS = 23
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _get64(data, p):
+    v = np.int64(0)
+    for t in range(8):
+        v = (v << 8) | np.int64(data[p + t])
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _record_fields(data, starts, v2_magic, out):
+    """Every fixed field and every variable part's position of the records at ``starts``.
+
+    Host keys: the 8 bytes of an IPv4 host (address + port) as one int64 (0 for IPv6 hosts).
+    """
+    for k in range(starts.shape[0]):
+        s = starts[k]
+        sys_flag = _get32(data, s + 36)
+        bh = 20 if (sys_flag & 0x10) != 0 else 8
+        sh = 20 if (sys_flag & 0x20) != 0 else 8
+        magic = _get32(data, s + 4)
+        out[0, k] = _get32(data, s)
+        out[1, k] = magic
+        out[2, k] = _get32(data, s + 8)
+        out[3, k] = _get32(data, s + 12)
+        out[4, k] = _get32(data, s + 16)
+        out[5, k] = _get64(data, s + 20)
+        out[6, k] = _get64(data, s + 28)
+        out[7, k] = sys_flag
+        out[8, k] = _get64(data, s + 40)
+        out[9, k] = bh
+        out[21, k] = _get64(data, s + 48) if bh == 8 else 0
+        p = s + 48 + bh
+        out[10, k] = _get64(data, p)
+        out[11, k] = p + 8
+        out[12, k] = sh
+        out[22, k] = _get64(data, p + 8) if sh == 8 else 0
+        p += 8 + sh
+        out[13, k] = _get32(data, p)
+        out[14, k] = _get64(data, p + 4)
+        body_len = _get32(data, p + 12)
+        p += 16
+        out[15, k] = p
+        out[16, k] = body_len
+        p += body_len
+        if magic == v2_magic:
+            tlen = (np.int64(data[p]) << 8) | np.int64(data[p + 1])
+            p += 2
+        else:
+            tlen = np.int64(data[p])
+            if tlen >= 128:
+                tlen -= 256
+            p += 1
+        out[17, k] = p
+        out[18, k] = tlen
+        p += tlen
+        out[19, k] = p + 2
+        out[20, k] = (np.int64(data[p]) << 8) | np.int64(data[p + 1])
+
+
+def record_fields(data: np.ndarray, starts: np.ndarray, v2_magic: int) -> np.ndarray:
+    """(N_FIELDS, n) int64 matrix of the records' fields (rows F_*)."""
+    out = np.empty((N_FIELDS, len(starts)), dtype=np.int64)
+    if len(starts):
+        _record_fields(data, np.asarray(starts, np.int64), np.int64(v2_magic), out)
+    return out
+
+
+# Two upper-case hex digits per byte value.
+_HEX_PAIRS = np.array([[ord("0123456789ABCDEF"[b >> 4]), ord("0123456789ABCDEF"[b & 15])] for b in range(256)],
+                      dtype=np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _hex_ids(data, host_pos, host_len, phys, pairs, out, out_offsets):
+    """Upper-case hex of (store host bytes ++ big-endian physical offset): the offset msgId."""
+    pos = 0
+    for k in range(host_pos.shape[0]):
+        out_offsets[k] = pos
+        hp = host_pos[k]
+        for t in range(host_len[k]):
+            b = data[hp + t]
+            out[pos] = pairs[b, 0]
+            out[pos + 1] = pairs[b, 1]
+            pos += 2
+        v = phys[k]
+        for t in range(8):
+            b = (v >> (56 - 8 * t)) & 0xFF
+            out[pos] = pairs[b, 0]
+            out[pos + 1] = pairs[b, 1]
+            pos += 2
+    out_offsets[host_pos.shape[0]] = pos
+
+
+@njit(cache=True, nogil=True)
+def _hex_ids_v4(host_key, phys, pairs, out):
+    """The IPv4 case from the 8 host bytes as an int64 (record_fields' F_STOREHOST_KEY): 32 digits
+    per id, without touching the records again."""
+    for k in range(host_key.shape[0]):
+        a = host_key[k]
+        v = phys[k]
+        for t in range(8):
+            b = (a >> (56 - 8 * t)) & 0xFF
+            out[k, 2 * t] = pairs[b, 0]
+            out[k, 2 * t + 1] = pairs[b, 1]
+            b = (v >> (56 - 8 * t)) & 0xFF
+            out[k, 16 + 2 * t] = pairs[b, 0]
+            out[k, 16 + 2 * t + 1] = pairs[b, 1]
+
+
+def hex_ids_v4(host_key: np.ndarray, phys: np.ndarray) -> np.ndarray:
+    """(n, 32) uint8 matrix of the offset msgIds of records with IPv4 store hosts."""
+    out = np.empty((len(host_key), 32), dtype=np.uint8)
+    if len(host_key):
+        _hex_ids_v4(np.asarray(host_key, np.int64), np.asarray(phys, np.int64), _HEX_PAIRS, out)
+    return out
+
+
+def hex_ids(data, host_pos, host_len, phys):
+    """(values uint8, offsets int64) of the offset msgIds."""
+    n = len(host_pos)
+    out = np.empty(int(2 * (np.sum(host_len) + 8 * n)), dtype=np.uint8)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    _hex_ids(data, np.asarray(host_pos, np.int64), np.asarray(host_len, np.int64),
+             np.asarray(phys, np.int64), _HEX_PAIRS, out, offsets)
+    return out, offsets

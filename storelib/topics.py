@@ -135,8 +135,7 @@ class Filled:
 
 
 def _col(table: pa.Table, name: str):
-    c = table.column(name)
-    return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+    return codec.single_array(table.column(name))
 
 
 def _sharding_values(table: pa.Table, name: str) -> pa.Array:

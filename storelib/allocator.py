@@ -1,0 +1,51 @@
+"""Process memory settings for the hot paths (set once, on import of the codec).
+
+Encoding and decoding allocate a few large buffers per batch (records, bodies, offsets). With
+glibc's defaults every allocation over 32 MiB is a fresh ``mmap`` that is unmapped again on
+free, so each batch pays a page fault per 4 KiB of output: on the VMs this project runs on that
+costs as much as the encoding itself (a fresh 400 MB buffer takes ~0.3-1 s to touch, a reused
+one ~1 ms). So large allocations come from one heap that keeps freed memory for the next batch:
+
+* ``M_MMAP_THRESHOLD`` 1 GiB and ``M_TRIM_THRESHOLD`` 1 GiB: big buffers are carved from the
+  heap and up to 1 GiB of freed memory stays mapped;
+* ``M_ARENA_MAX`` 1: writer threads share that heap (a per-thread arena cannot grow past
+  64 MiB and falls back to ``mmap``);
+* pyarrow allocates through the same malloc (its system pool) instead of mimalloc, which
+  returns freed pages to the OS.
+
+``ROCKETLAKE_MALLOC_TUNING=0`` leaves the process as it is. Non-glibc platforms are left alone.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+KEEP_BYTES = 1 << 30
+
+_done = False
+
+
+def tune() -> bool:
+    """Apply the settings above once per process; returns whether malloc was tuned."""
+    global _done
+    if _done:
+        return True
+    _done = True
+    if os.environ.get("ROCKETLAKE_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+        gnu = ctypes.CDLL(None).gnu_get_libc_version        # glibc only
+    except (OSError, AttributeError):
+        return False
+    del gnu
+    ok = bool(mallopt(M_MMAP_THRESHOLD, KEEP_BYTES)) & bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) \
+        & bool(mallopt(M_ARENA_MAX, 1))
+    import pyarrow as pa
+    pa.set_memory_pool(pa.system_memory_pool())
+    return ok
