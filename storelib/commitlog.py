@@ -41,17 +41,6 @@ def fits(pos_in_file: int, size: int, file_size: int) -> bool:
     return size + END_FILE_MIN_BLANK_LENGTH <= file_size - pos_in_file
 
 
-def segment_chunks(prefix: bytes | None, records: list, end_pos: int, close: bool, file_size: int):
-    """Byte chunks of a whole segment before its zero tail: kept prefix, records, BLANK if closed."""
-    chunks = []
-    if prefix:
-        chunks.append(prefix)
-    chunks.extend(r for r in records if len(r))
-    if close:
-        chunks.append(blank_record(end_pos, file_size))
-    return chunks
-
-
 def record_starts(buf: np.ndarray, start: int = 0, end: int | None = None):
     """Positions of the records in a segment buffer; (starts, stop position, reason).
 

@@ -371,12 +371,14 @@ def _piece_outputs(pm, phys_start: int, qbase_by_key: dict, entry_base: int, U: 
 def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
     """Encode and stage one whole commitlog segment; emit CQ units and index entries.
 
-    The segment's pieces are cut into runs of SUB_PIECE_ROWS rows that are validated and encoded
-    on a thread pool (the compiled kernels and pyarrow release the GIL), while the file is
-    written in order as runs complete. Queue, offset and index bases of each run follow from
-    the sizes and counts of the runs before it.
+    The segment's pieces are cut into runs of SUB_PIECE_ROWS rows. A thread pool reads the
+    splits, validates (prepare) and encodes the runs (the compiled kernels, pyarrow, file writes
+    and sha256 all release the GIL), while this thread writes the file in order as runs
+    complete: encoding, hashing and disk writes overlap, and only a window of runs is held in
+    memory. Queue, offset and index bases of each run follow from the sizes and counts of the
+    runs before it.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
     cfg = StoreConfig.from_json(ctx["config"])
     store = storage.Store(ctx["store"])
     F = cfg.mappedFileSizeCommitLog
@@ -392,27 +394,76 @@ def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
     for piece in seg["pieces"]:
         for r0 in range(piece["row_start"], piece["row_end"], SUB_PIECE_ROWS):
             runs.append((piece, r0, min(piece["row_end"], r0 + SUB_PIECE_ROWS)))
-    pool = ThreadPoolExecutor(max_workers=_writer_threads())
-    try:
-        for si in sorted({p["split"] for p in seg["pieces"]} - set(cache)):
-            cache[si] = pool.submit(_read_filled, ctx, si)
+    rel = commitlog.rel_path(seg["base_offset"])
+    prefix = store.read(rel, 0, seg["start_pos"]) if seg["start_pos"] > 0 else None
+    if prefix is not None and len(prefix) != seg["start_pos"]:
+        raise IngestError(f"{rel}: expected {seg['start_pos']} committed bytes, found {len(prefix)}")
+    threads = _writer_threads()
+    pool = ThreadPoolExecutor(max_workers=threads)
+    hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
+    sha = hashlib.sha256()
+    cq_parts: dict = {}
+    idx_parts: dict = {}
+    stats = {"count": 0, "min_ts": None, "max_ts": None, "valid": 0}
 
-        def prep(run):
-            piece, r0, r1 = run
-            fut = cache[piece["split"]]
-            table, label = fut.result() if hasattr(fut, "result") else fut
-            return codec.prepare(table.slice(r0, r1 - r0), cfg, lambda i, b=r0, lb=label: lb(b + i))
+    def table_of(si):
+        fut = cache[si]
+        return fut.result() if hasattr(fut, "result") else fut
 
-        pms = list(pool.map(prep, runs))
-        # Bases of every run from the runs before it in the same piece (serial, cheap).
-        jobs = []
+    def prep(run):
+        piece, r0, r1 = run
+        table, label = table_of(piece["split"])
+        return codec.prepare(table.slice(r0, r1 - r0), cfg, lambda i, b=r0, lb=label: lb(b + i))
+
+    preps: dict = {}
+
+    def schedule_prep(j):
+        if j < len(runs) and j not in preps:
+            si = runs[j][0]["split"]
+            if si not in cache:
+                cache[si] = pool.submit(_read_filled, ctx, si)
+            preps[j] = pool.submit(prep, runs[j])
+
+    def chunk(c):
+        stats["valid"] += len(c)
+        hasher.submit(sha.update, c)
+        return c
+
+    def stream():
+        if prefix:
+            yield chunk(prefix)
+        encs = []
+        written = 0
         prev_piece, phys, ebase, qbase = None, 0, 0, {}
-        for (piece, r0, r1), pm in zip(runs, pms):
+
+        def take():
+            rec, cq, idx = encs[written].result()
+            encs[written] = None
+            for k, v in cq.items():
+                cq_parts.setdefault(k, []).extend(v)
+            for k, v in idx.items():
+                idx_parts.setdefault(k, []).extend(v)
+            return rec
+
+        for j, (piece, r0, r1) in enumerate(runs):
+            for jj in range(j, j + threads + 1):       # a window of runs ahead, not the whole segment
+                schedule_prep(jj)
+            while not preps[j].done():                 # write finished runs while waiting
+                if written < len(encs) and encs[written].done():
+                    if written == len(runs) // 2:
+                        fault("mid-segment-write")
+                    rec = take()
+                    written += 1
+                    if len(rec):
+                        yield chunk(rec)
+                    continue
+                wait([preps[j]] + ([encs[written]] if written < len(encs) else []), return_when=FIRST_COMPLETED)
+            pm = preps.pop(j).result()
             if piece is not prev_piece:
                 prev_piece = piece
                 phys, ebase = piece["phys_start"], piece["entry_base"]
                 qbase = {(t, q): o for t, q, o in piece["queue_base"]}
-            jobs.append(pool.submit(_piece_outputs, pm, phys, dict(qbase), ebase, U, idx_starts, pred_targets,
+            encs.append(pool.submit(_piece_outputs, pm, phys, dict(qbase), ebase, U, idx_starts, pred_targets,
                                     cfg.enabledAppendPropCRC))
             phys += int(pm.sizes.sum())
             ebase += len(pm.index_msg)
@@ -421,40 +472,39 @@ def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
             for k, c in zip(keys, counts):
                 if c:
                     qbase[k] = qbase.get(k, 0) + int(c)
-        records, cq_parts, idx_parts = [], {}, {}
-        for job in jobs:
-            rec, cq, idx = job.result()
-            records.append(rec)
-            for k, v in cq.items():
-                cq_parts.setdefault(k, []).extend(v)
-            for k, v in idx.items():
-                idx_parts.setdefault(k, []).extend(v)
+            stats["count"] += pm.n
+            if pm.n:
+                lo, hi = int(pm.store_timestamp.min()), int(pm.store_timestamp.max())
+                stats["min_ts"] = lo if stats["min_ts"] is None else min(stats["min_ts"], lo)
+                stats["max_ts"] = hi if stats["max_ts"] is None else max(stats["max_ts"], hi)
+        while written < len(encs):
+            if written == len(runs) // 2:
+                fault("mid-segment-write")
+            rec = take()
+            written += 1
+            if len(rec):
+                yield chunk(rec)
+        if seg["close"]:
+            yield chunk(commitlog.blank_record(seg["end_pos"], F))
+
+    staged = f"{ctx['staging']}/files/{_attempt_tag()}/{rel}"
+    try:
+        store.write_file(staged, stream(), F)
     finally:
+        for f in preps.values():
+            f.cancel()
         pool.shutdown(wait=True)
+        hasher.shutdown(wait=True)
     for si in list(cache):
         if hasattr(cache[si], "result"):
             cache[si] = cache[si].result()
-    stats = {"count": int(sum(pm.n for pm in pms)), "min_ts": None, "max_ts": None}
-    ts = [pm.store_timestamp for pm in pms if pm.n]
-    if ts:
-        stats["min_ts"] = int(min(t.min() for t in ts))
-        stats["max_ts"] = int(max(t.max() for t in ts))
-    # The whole segment: kept prefix of an existing file, new records, BLANK if the next file follows.
-    rel = commitlog.rel_path(seg["base_offset"])
-    prefix = store.read(rel, 0, seg["start_pos"]) if seg["start_pos"] > 0 else None
-    if prefix is not None and len(prefix) != seg["start_pos"]:
-        raise IngestError(f"{rel}: expected {seg['start_pos']} committed bytes, found {len(prefix)}")
-    chunks = commitlog.segment_chunks(prefix, records, seg["end_pos"], seg["close"], F)
-    valid = sum(len(c) for c in chunks)
-    staged = f"{ctx['staging']}/files/{_attempt_tag()}/{rel}"
-    store.write_file(staged, _faulty_chunks(chunks, "mid-segment-write"), F)
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     result = {
         "kind": "commitlog", "path": rel, "staged_path": staged, "base_offset": seg["base_offset"],
-        "file_size": F, "valid_bytes": valid, "count_new": stats["count"],
+        "file_size": F, "valid_bytes": stats["valid"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
-        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "checksum": _sha256_chunks(chunks),
+        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "checksum": sha.hexdigest(),
         "kept_bytes": seg["start_pos"],
     }
     yield _route(["seg", seg["base_offset"]]), result
