@@ -9,7 +9,15 @@ timestamp lies in [begin, end] (null = unbounded); no 64 cap, no second rounding
 keys filtered out. Result: ``query_topic, query_key, query_begin, query_end`` + the message
 columns of ``rangescan.MESSAGE_DDL``, one row per (distinct query, message).
 
-Plan (Spark schedules; executors read the store files themselves):
+Two plans; Spark schedules, executors read the store files themselves.
+
+Broadcast plan (the default while the distinct queries fit ``broadcast_limit`` rows, like
+Spark's broadcast join): the queries and their index key hashes go to every task as one Arrow
+table; each task owns a range of commitlog offsets, keeps the index entries that point into it
+and carry a wanted hash, joins them with the queries in Arrow, reads its part of the segment
+once and checks the records exactly. One stage, no shuffle.
+
+Shuffle plan (more queries than that):
 
 1. keys -> index key hash ``abs(javaHash(topic + "#" + key))`` (vectorized, ``mapInArrow``);
    the distinct hashes (4 bytes each) are broadcast.
@@ -129,8 +137,11 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
 
 
 # ----------------------------------------------------------------------------- step 3: records
-def _read_records(store, seg, positions: np.ndarray):
-    """(buf, starts, ok) for record starts ``positions`` (sorted unique) of one segment."""
+def _read_records(store, seg, positions: np.ndarray, max_record: int | None = None):
+    """(buf, starts, ok) for record starts ``positions`` (sorted unique) of one segment.
+
+    Many positions: one read from the first position to the end of the valid bytes, or only to
+    the last position + ``max_record`` when that is given (a range task's share of a segment)."""
     n = len(positions)
     ok = np.zeros(n, bool)
     if n <= 32:
@@ -150,7 +161,8 @@ def _read_records(store, seg, positions: np.ndarray):
         buf = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
         return buf, starts, ok
     lo = int(positions[0])
-    buf = np.frombuffer(store.read(seg.rel, lo, seg.valid - lo), np.uint8) if lo < seg.valid else np.zeros(0, np.uint8)
+    hi = seg.valid if max_record is None else min(seg.valid, int(positions[-1]) + max_record)
+    buf = np.frombuffer(store.read(seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
     rel = positions - lo
     inb = (positions >= 0) & (rel + 8 <= len(buf))
     if inb.any():
@@ -162,7 +174,7 @@ def _read_records(store, seg, positions: np.ndarray):
     return buf, np.where(ok, rel, 0), ok
 
 
-def check_candidates(store, segs: dict, fsize: int, cand: pa.Table):
+def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None):
     """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow)."""
     out = []
     if cand.num_rows == 0:
@@ -181,7 +193,7 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table):
             continue                          # expired, or beyond the snapshot
         phys = phy_all[grp]
         uniq = np.unique(phys)
-        buf, starts, ok = _read_records(store, seg, uniq - base)
+        buf, starts, ok = _read_records(store, seg, uniq - base, max_record)
         uniq, starts = uniq[ok], starts[ok]
         if not len(uniq):
             continue
@@ -226,6 +238,87 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table):
     return out
 
 
+# ----------------------------------------------------------------------------- broadcast plan
+def _query_table(keys) -> pa.Table:
+    """Distinct (topic, key, begin, end) queries with their index key hash (Arrow)."""
+    n = keys.num_rows
+    cols = keys.column_names
+    q = pa.table({"topic": keys.column("topic").cast(pa.string()), "key": keys.column("key").cast(pa.string()),
+                  "begin": keys.column("begin").cast(pa.int64()) if "begin" in cols else pa.nulls(n, pa.int64()),
+                  "end": keys.column("end").cast(pa.int64()) if "end" in cols else pa.nulls(n, pa.int64())})
+    q = q.filter(pc.and_(pc.is_valid(q.column("topic")), pc.is_valid(q.column("key"))))
+    q = q.group_by(["topic", "key", "begin", "end"], use_threads=False).aggregate([])
+    h = key_hashes(codec.single_array(q.column("topic")), codec.single_array(q.column("key")))
+    return q.append_column("key_hash", pa.array(h, pa.int32()))
+
+
+def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
+    """(key_hash, phy, t_lo, t_hi) of the entries of one index file pointing into [lo, hi) whose
+    keyHash is in ``hashes`` (sorted unique): one sequential read of the entry table."""
+    from .query import IndexHeader
+    header = ref.header or IndexHeader.parse(store.read(ref.rel, 0, INDEX_HEADER_SIZE))
+    count = ref.index_count if ref.index_count is not None else header.index_count
+    if count <= 1 or not len(hashes):
+        return None
+    # Entries are appended in commitlog order, between the header's begin and end offsets (a
+    # rolled file's begin is inherited from the file before, lower still): a file wholly outside
+    # [lo, hi) is not read.
+    if header.end_phy_offset < lo or header.begin_phy_offset >= hi:
+        return None
+    entries_at = INDEX_HEADER_SIZE + config.maxHashSlotNum * INDEX_SLOT_SIZE
+    raw = store.read(ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
+    rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
+    phy = rec["phy"]
+    pos = np.flatnonzero((phy >= lo) & (phy < hi))
+    pos = pos[pos >= 1]
+    kh = rec["kh"][pos]
+    k = np.searchsorted(hashes, kh)
+    hit = hashes[np.minimum(k, len(hashes) - 1)] == kh
+    pos, kh = pos[hit], kh[hit]
+    t_lo, t_hi = _entry_bounds(pos, rec["td"][pos], header.begin_timestamp)
+    return pa.table({"key_hash": pa.array(kh.astype(np.int32)), "phy": pa.array(phy[pos].astype(np.int64)),
+                     "t_lo": pa.array(t_lo), "t_hi": pa.array(t_hi)})
+
+
+def lookup_range(store, files, queries: pa.Table, lo: int, hi: int) -> list:
+    """RESULT tables of the broadcast plan for commitlog offsets [lo, hi)."""
+    cfg = files.config
+    hashes = np.unique(np.asarray(queries.column("key_hash"), np.int32))
+    parts = [t for t in (_index_entries(store, cfg, ref, lo, hi, hashes) for ref in files.index) if t is not None]
+    if not parts:
+        return []
+    cands = pa.concat_tables(parts).join(queries, "key_hash", use_threads=False)
+    b = np.asarray(cands.column("begin").fill_null(I64_MIN))
+    e = np.asarray(cands.column("end").fill_null(I64_MAX))
+    keep = (np.asarray(cands.column("t_hi")) >= b) & (np.asarray(cands.column("t_lo")) <= e)
+    cands = cands.filter(pa.array(keep)).select(["topic", "key", "begin", "end", "phy"])
+    segs = {s.base: s for s in files.commitlog}
+    slack = cfg.maxMessageSize + codec.MESSAGE_SIZE_SLACK
+    return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack)
+
+
+def _offset_ranges(files, pieces: int) -> list:
+    """About ``pieces`` [lo, hi) commitlog offset ranges of equal valid bytes. Big segments are
+    cut; runs of small segments share a range (a task per small segment would cost more)."""
+    segs = [s for s in files.commitlog if s.valid > 0]
+    total = sum(s.valid for s in segs)
+    if not total:
+        return []
+    target = max(1, -(-total // max(1, pieces)))
+    out, start, acc = [], None, 0
+    for s in segs:
+        pos = 0
+        start = s.base if start is None else start
+        while s.valid - pos >= target - acc:
+            pos += target - acc
+            out.append((start, s.base + pos))
+            start, acc = s.base + pos, 0
+        acc += s.valid - pos
+    if acc:
+        out.append((start, segs[-1].base + segs[-1].valid))
+    return out
+
+
 # ----------------------------------------------------------------------------- driver
 def _keys_df(spark, keys):
     from pyspark.sql import functions as F
@@ -244,11 +337,17 @@ def _keys_df(spark, keys):
                      F.col("begin").cast("bigint"), F.col("end").cast("bigint"))
 
 
-def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None):
+BROADCAST_LIMIT = 5_000_000     # distinct queries sent to every task (about 40 bytes each + keys)
+
+
+def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None,
+                broadcast_limit: int = BROADCAST_LIMIT):
     """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
 
     ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
     (inclusive store-time bounds in ms; null = unbounded). Duplicate queries are answered once.
+    Up to ``broadcast_limit`` distinct queries use the broadcast plan, more the shuffle plan
+    (0 forces the shuffle plan).
     """
     from pyspark.sql import functions as F
     from .snapshot_files import open_files
@@ -259,6 +358,14 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     uri = store.uri
     sc = spark.sparkContext
     queries = _keys_df(spark, keys).where(F.col("topic").isNotNull() & F.col("key").isNotNull())
+    small = None
+    if broadcast_limit > 0:
+        if isinstance(keys, pa.Table):
+            small = keys if keys.num_rows <= broadcast_limit else None
+        elif queries.limit(broadcast_limit + 1).count() <= broadcast_limit:
+            small = queries.toArrow()
+    if small is not None:
+        return _lookup_broadcast(spark, store, files, _query_table(small), partitions)
     hashed = queries.mapInArrow(_add_hash, HASHED_DDL).persist()
     if True:  # noqa: SIM108 - keeps the plan steps readable
         # 4 bytes a key to the driver (no shuffle); duplicates are dropped there
@@ -304,6 +411,37 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
                 yield from t.to_batches()
 
         return by_seg.mapInArrow(fetch, RESULT_DDL)
+
+
+def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
+    import pyarrow.ipc as ipc
+    from .query import StoreFiles
+    sc = spark.sparkContext
+    ranges = _offset_ranges(files, partitions or 2 * sc.defaultParallelism)
+    if not ranges or not files.index or q.num_rows == 0:
+        return spark.createDataFrame([], RESULT_DDL)
+    sink = pa.BufferOutputStream()
+    with ipc.new_stream(sink, q.schema) as w:
+        w.write_table(q)
+    b_q = sc.broadcast(sink.getvalue().to_pybytes())
+    b_ranges = sc.broadcast(ranges)
+    # The driver's snapshot, without the consume queues the lookup does not read.
+    b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
+    uri = store.uri
+
+    def run(batches):
+        from storelib.keylookup import lookup_range
+        from storelib.storage import Store as _Store
+        st = _Store(uri)
+        fl = b_files.value
+        queries = ipc.open_stream(pa.py_buffer(b_q.value)).read_all()
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                lo, hi = b_ranges.value[i]
+                for t in lookup_range(st, fl, queries, lo, hi):
+                    yield from t.to_batches()
+
+    return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)
 
 
 def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:

@@ -89,13 +89,15 @@ def _grouped(result: pa.Table):
     return {q: [o for _, o in sorted(v)] for q, v in got.items()}
 
 
-def test_batch_lookup_100k_keys_equals_per_key(spark, golden, all_keys):
+@pytest.mark.parametrize("plan", ["broadcast", "shuffle"])
+def test_batch_lookup_100k_keys_equals_per_key(spark, golden, all_keys, plan):
     rows = _queries(all_keys, 100_000)
     reader = open_store(golden)
     distinct_keys = sorted({(t, k) for t, k, _, _ in rows})
     full = _per_key(reader, distinct_keys)
     t = time.time()
-    result = keylookup.lookup_keys(spark, golden, _as_table(rows)).toArrow()
+    limit = keylookup.BROADCAST_LIMIT if plan == "broadcast" else 0
+    result = keylookup.lookup_keys(spark, golden, _as_table(rows), broadcast_limit=limit).toArrow()
     elapsed = time.time() - t
     got = _grouped(result)
     distinct_q = set(rows)
@@ -123,12 +125,14 @@ def test_local_lookup_both_index_read_modes(golden, all_keys, monkeypatch, range
         assert got.get(q, []) == _expected(full, q), q
 
 
-def test_spark_lookup_on_dataframe_input_and_snapshot_limit(spark, golden):
-    """DataFrame input without begin/end; an index snapshot limit hides newer entries."""
+@pytest.mark.parametrize("limit", [keylookup.BROADCAST_LIMIT, 2, 0])
+def test_spark_lookup_on_dataframe_input_and_snapshot_limit(spark, golden, limit):
+    """DataFrame input without begin/end (broadcast plan, too many keys for it, shuffle plan);
+    an index snapshot limit hides newer entries."""
     from storelib.query import IndexFileRef, StoreFiles
     df = spark.createDataFrame([("metrics-raw", "hot-metrics-raw"), ("shipping", "hot-shipping"),
-                                ("shipping", "hot-shipping")], "topic string, key string")
-    res = keylookup.lookup_keys(spark, golden, df).toArrow()
+                                ("shipping", "hot-shipping"), (None, "x")], "topic string, key string")
+    res = keylookup.lookup_keys(spark, golden, df, broadcast_limit=limit).toArrow()
     reader = open_store(golden)
     assert sorted(res.column("commitlog_offset").to_pylist()) == sorted(
         [m["commitlog_offset"] for m in reader.find_by_key("metrics-raw", "hot-metrics-raw").messages]
