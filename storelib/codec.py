@@ -135,6 +135,15 @@ def index_key_hash(h: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- arrow helpers
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (numpy 2.3's hash-based np.unique is many times slower on millions of
+    distinct int64 values)."""
+    a = np.sort(np.asarray(a).reshape(-1))
+    if len(a) > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
 def single_array(arr) -> pa.Array:
     """One contiguous Array; a ChunkedArray of one chunk is returned without a copy
     (``combine_chunks`` copies even then)."""
@@ -631,13 +640,14 @@ def _host_strings(buf: np.ndarray, pos: np.ndarray, widths: np.ndarray, keys: np
     return pa.array(names, pa.string()).take(enc.indices)
 
 
-def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray) -> pa.Table:
+def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: bool = True) -> pa.Table:
     """Decode the records starting at ``starts`` (positions in ``buf``) into DECODED_SCHEMA.
 
     One compiled pass reads every fixed field and the positions of the variable parts
     (kernels.record_fields); bodies, topics and properties are then gathered into Arrow
     buffers, and msgIds are hex-encoded by a second compiled pass. ``base_offset`` is the
     commitlog offset of buf[0]; the records themselves carry their PHYSICALOFFSET.
+    ``body=False`` leaves the body column null (checks that never look at bodies skip the copy).
     """
     buf = np.asarray(buf, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)
@@ -649,11 +659,12 @@ def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray) -> pa.
     def i64(row):
         return pa.array(f[row], pa.int64())
 
-    # Body, topic and properties lie next to each other: one pass copies all three.
-    (body_v, body_o), (topic_v, topic_o), (props_v, props_o) = kernels.gather_many(
-        buf, [f[kernels.F_BODY_POS], f[kernels.F_TOPIC_POS], f[kernels.F_PROPS_POS]],
-        [f[kernels.F_BODY_LEN], f[kernels.F_TOPIC_LEN], f[kernels.F_PROPS_LEN]])
+    # Body, topic and properties lie next to each other: one pass copies them together.
     n = len(s)
+    parts = kernels.gather_many(buf, f, [kernels.F_TOPIC_POS, kernels.F_PROPS_POS] + ([kernels.F_BODY_POS] if body else []),
+                                [kernels.F_TOPIC_LEN, kernels.F_PROPS_LEN] + ([kernels.F_BODY_LEN] if body else []))
+    (topic_v, topic_o), (props_v, props_o) = parts[:2]
+    body_col = binary_from_numpy(*parts[2]) if body else pa.nulls(n, pa.large_binary())
     if (f[kernels.F_STOREHOST_LEN] == 8).all():
         id_vals = kernels.hex_ids_v4(f[kernels.F_STOREHOST_KEY], f[kernels.F_PHYS]).reshape(-1)
         id_off = np.arange(n + 1, dtype=np.int64) * 32
@@ -678,7 +689,7 @@ def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray) -> pa.
                                     f[kernels.F_STOREHOST_KEY]),
         "reconsume_times": i32(kernels.F_RECONSUME),
         "prepared_transaction_offset": i64(kernels.F_PREPTX),
-        "body": binary_from_numpy(body_v, body_o),
+        "body": body_col,
         "properties_string": binary_from_numpy(props_v, props_o).cast(pa.large_string()),
     }, schema=DECODED_SCHEMA)
 

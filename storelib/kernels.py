@@ -129,16 +129,18 @@ def _gather(data, starts, lengths, out, out_offsets):
 
 
 @njit(cache=True, nogil=True)
-def _gather_many(data, starts, lengths, outs, out_offsets):
-    """_gather for several slices per record at once (record k's slices are read together, so a
-    record is fetched from memory once for all of its parts)."""
-    m = starts.shape[0]
+def _gather_many(data, fields, pos_rows, len_rows, outs, out_offsets):
+    """_gather for several slices per record at once: slice j of record k is
+    data[fields[pos_rows[j], k]:][:fields[len_rows[j], k]]. A record's parts are read together, so
+    it is fetched from memory once for all of them."""
+    m = pos_rows.shape[0]
     pos = np.zeros(m, np.int64)
-    for k in range(starts.shape[1]):
+    n = fields.shape[1]
+    for k in range(n):
         for j in range(m):
             out_offsets[j, k] = pos[j]
-            s = starts[j, k]
-            ln = lengths[j, k]
+            s = fields[pos_rows[j], k]
+            ln = fields[len_rows[j], k]
             o = outs[j]
             p = pos[j]
             if ln <= 64:
@@ -148,18 +150,17 @@ def _gather_many(data, starts, lengths, outs, out_offsets):
                 o[p:p + ln] = data[s:s + ln]
             pos[j] = p + ln
     for j in range(m):
-        out_offsets[j, starts.shape[1]] = pos[j]
+        out_offsets[j, n] = pos[j]
 
 
-def gather_many(data: np.ndarray, starts: list, lengths: list):
-    """[(values, offsets)] of gather_slices for each (starts[j], lengths[j]), in one pass."""
-    st = np.ascontiguousarray(np.stack([np.asarray(a, np.int64) for a in starts]))
-    ln = np.ascontiguousarray(np.stack([np.asarray(a, np.int64) for a in lengths]))
-    outs = tuple(np.empty(int(ln[j].sum()), dtype=np.uint8) for j in range(len(starts)))
-    offsets = np.empty((len(starts), st.shape[1] + 1), dtype=np.int64)
-    if st.shape[1]:
-        _gather_many(data, st, ln, outs, offsets)
-    return [(outs[j], offsets[j]) for j in range(len(starts))]
+def gather_many(data: np.ndarray, fields: np.ndarray, pos_rows: list, len_rows: list):
+    """[(values, offsets)] of gather_slices(data, fields[pos_rows[j]], fields[len_rows[j]]) for
+    each j, in one pass over the records (``fields``: the record_fields matrix)."""
+    outs = tuple(np.empty(int(fields[r].sum()), dtype=np.uint8) for r in len_rows)
+    offsets = np.empty((len(pos_rows), fields.shape[1] + 1), dtype=np.int64)
+    if fields.shape[1]:
+        _gather_many(data, fields, np.asarray(pos_rows, np.int64), np.asarray(len_rows, np.int64), outs, offsets)
+    return [(outs[j], offsets[j]) for j in range(len(pos_rows))]
 
 
 def gather_slices(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
@@ -565,3 +566,50 @@ def hex_ids(data, host_pos, host_len, phys):
     _hex_ids(data, np.asarray(host_pos, np.int64), np.asarray(host_len, np.int64),
              np.asarray(phys, np.int64), _HEX_PAIRS, out, offsets)
     return out, offsets
+
+
+@njit(cache=True, nogil=True)
+def _property_pairs(data, offsets, ns, ne, vs, ve, row):
+    """Every (name, value) of string2messageProperties, later duplicates of a name winning (the
+    kept entry sits where the last one was). Returns the number of pairs written."""
+    m = 0
+    for k in range(offsets.shape[0] - 1):
+        first = m
+        i = offsets[k]
+        end = offsets[k + 1]
+        while i < end:
+            j = i
+            while j < end and data[j] != 2:
+                j += 1
+            sep = i
+            while sep < j and data[sep] != 1:
+                sep += 1
+            if i < sep and sep < j - 1:
+                # an earlier entry of the same name in this message is dropped
+                ln = sep - i
+                for q in range(first, m):
+                    if ns[q] >= 0 and ne[q] - ns[q] == ln:
+                        same = True
+                        for t in range(ln):
+                            if data[ns[q] + t] != data[i + t]:
+                                same = False
+                                break
+                        if same:
+                            ns[q] = -1
+                ns[m] = i
+                ne[m] = sep
+                vs[m] = sep + 1
+                ve[m] = j
+                row[m] = k
+                m += 1
+            i = j + 1
+    return m
+
+
+def property_pairs(data: np.ndarray, offsets: np.ndarray):
+    """(name starts, name ends, value starts, value ends, row) of every kept property entry."""
+    cap = int(np.count_nonzero(data == 2)) + len(offsets)
+    ns, ne, vs, ve, row = (np.empty(cap, np.int64) for _ in range(5))
+    m = _property_pairs(data, np.asarray(offsets, np.int64), ns, ne, vs, ve, row) if len(offsets) > 1 else 0
+    keep = ns[:m] >= 0
+    return ns[:m][keep], ne[:m][keep], vs[:m][keep], ve[:m][keep], row[:m][keep]

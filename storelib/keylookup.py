@@ -174,14 +174,18 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     return buf, np.where(ok, rel, 0), ok
 
 
-def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None):
-    """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow)."""
+def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None,
+                     distinct: bool = False):
+    """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow).
+
+    ``distinct``: the caller guarantees one row per (query, phy) already."""
     out = []
     if cand.num_rows == 0:
         return out
     # one row per (query, message): duplicate queries / a key indexed twice in one message
-    cand = cand.select(["topic", "key", "begin", "end", "phy"]) \
-        .group_by(["topic", "key", "begin", "end", "phy"], use_threads=False).aggregate([])
+    cand = cand.select(["topic", "key", "begin", "end", "phy"])
+    if not distinct:
+        cand = cand.group_by(["topic", "key", "begin", "end", "phy"], use_threads=False).aggregate([])
     phy_all = np.asarray(cand.column("phy"), dtype=np.int64)
     seg_of = phy_all - phy_all % fsize
     order = np.argsort(seg_of, kind="stable")
@@ -192,7 +196,7 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         if seg is None:
             continue                          # expired, or beyond the snapshot
         phys = phy_all[grp]
-        uniq = np.unique(phys)
+        uniq = codec.sorted_unique(phys)
         buf, starts, ok = _read_records(store, seg, uniq - base, max_record)
         uniq, starts = uniq[ok], starts[ok]
         if not len(uniq):
@@ -280,21 +284,32 @@ def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
                      "t_lo": pa.array(t_lo), "t_hi": pa.array(t_hi)})
 
 
-def lookup_range(store, files, queries: pa.Table, lo: int, hi: int) -> list:
-    """RESULT tables of the broadcast plan for commitlog offsets [lo, hi)."""
+def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, hashes: np.ndarray | None = None) -> list:
+    """RESULT tables of the broadcast plan for commitlog offsets [lo, hi).
+
+    ``queries``: distinct queries (``_query_table``); ``hashes``: their sorted unique key hashes."""
     cfg = files.config
-    hashes = np.unique(np.asarray(queries.column("key_hash"), np.int32))
+    if hashes is None:
+        hashes = codec.sorted_unique(np.asarray(queries.column("key_hash"), np.int32))
     parts = [t for t in (_index_entries(store, cfg, ref, lo, hi, hashes) for ref in files.index) if t is not None]
     if not parts:
         return []
-    cands = pa.concat_tables(parts).join(queries, "key_hash", use_threads=False)
+    q = queries.append_column("qid", pa.array(np.arange(queries.num_rows, dtype=np.int64)))
+    cands = pa.concat_tables(parts).join(q, "key_hash", use_threads=False)
     b = np.asarray(cands.column("begin").fill_null(I64_MIN))
     e = np.asarray(cands.column("end").fill_null(I64_MAX))
     keep = (np.asarray(cands.column("t_hi")) >= b) & (np.asarray(cands.column("t_lo")) <= e)
+    # one row per (query, message): a key indexed twice in one message has two entries
+    qid = np.asarray(cands.column("qid"))
+    phy = np.asarray(cands.column("phy"))
+    order = np.lexsort((phy, qid))
+    first = np.ones(len(order), bool)
+    first[1:] = (qid[order][1:] != qid[order][:-1]) | (phy[order][1:] != phy[order][:-1])
+    keep[order[~first]] = False
     cands = cands.filter(pa.array(keep)).select(["topic", "key", "begin", "end", "phy"])
     segs = {s.base: s for s in files.commitlog}
     slack = cfg.maxMessageSize + codec.MESSAGE_SIZE_SLACK
-    return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack)
+    return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack, distinct=True)
 
 
 def _offset_ranges(files, pieces: int) -> list:
@@ -424,6 +439,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
     with ipc.new_stream(sink, q.schema) as w:
         w.write_table(q)
     b_q = sc.broadcast(sink.getvalue().to_pybytes())
+    b_hashes = sc.broadcast(codec.sorted_unique(np.asarray(q.column("key_hash"), np.int32)))
     b_ranges = sc.broadcast(ranges)
     # The driver's snapshot, without the consume queues the lookup does not read.
     b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
@@ -438,7 +454,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
         for b in batches:
             for i in b.column(0).to_pylist():
                 lo, hi = b_ranges.value[i]
-                for t in lookup_range(st, fl, queries, lo, hi):
+                for t in lookup_range(st, fl, queries, lo, hi, b_hashes.value):
                     yield from t.to_batches()
 
     return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-from . import codec, commitlog
+from . import codec, commitlog, kernels
 
 CHUNK_BYTES = 64 << 20
 MAP_TYPE = pa.map_(pa.string(), pa.string())
@@ -44,38 +44,21 @@ _PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tag
 
 # ----------------------------------------------------------------------------- properties
 def parse_properties(props: pa.Array, wanted=("TAGS", "KEYS", "UNIQ_KEY")):
-    """Vectorized string2messageProperties: (map array, {name: string array of that property})."""
+    """Vectorized string2messageProperties: (map array, {name: string array of that property}).
+
+    One compiled pass (kernels.property_pairs) finds every kept entry: segments split on U+0002,
+    name and value on the first U+0001, both non-empty, a later duplicate name winning."""
+    props = codec.single_array(props)
     props = props.cast(pa.large_string()) if props.type != pa.large_string() else props
+    props = props.fill_null("") if props.null_count else props
     n = len(props)
-    parts = pc.split_pattern(props.fill_null(""), "\x02")
-    flat = pc.list_flatten(parts)
-    parent = np.asarray(pc.list_parent_indices(parts), dtype=np.int64)
-    nv = pc.split_pattern(flat, "\x01", max_splits=1)
-    ok = np.asarray(pc.equal(pc.list_value_length(nv), 2).fill_null(False))
-    # list_element raises on short lists: take element 0 / 1 only from the valid ones
-    sel = np.flatnonzero(ok)
-    nv_ok = nv.take(pa.array(sel))
-    names = pc.list_element(nv_ok, 0)
-    values = pc.list_element(nv_ok, 1)
-    keep = np.asarray(pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0)))
-    sel = sel[keep]
-    names = names.filter(pa.array(keep))
-    values = values.filter(pa.array(keep))
-    par = parent[sel]
-    # later duplicates win: keep the last entry per (row, name)
-    if len(par):
-        t = pa.table({"p": par, "name": names, "i": np.arange(len(par))})
-        g = t.group_by(["p", "name"], use_threads=False).aggregate([("i", "max")])
-        if g.num_rows != len(par):
-            last = np.sort(np.asarray(g.column("i_max")))
-            par = par[last]
-            names = names.take(pa.array(last))
-            values = values.take(pa.array(last))
+    data, off = codec._string_buffers(props)
+    ns, ne, vs, ve, par = kernels.property_pairs(data, off)
+    names_s = codec.binary_from_numpy(*kernels.gather_slices(data, ns, ne - ns)).cast(pa.string())
+    values_s = codec.binary_from_numpy(*kernels.gather_slices(data, vs, ve - vs)).cast(pa.string())
     counts = np.bincount(par, minlength=n) if n else np.zeros(0, np.int64)
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
-    names_s = names.cast(pa.string())
-    values_s = values.cast(pa.string())
     mapped = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), names_s, values_s, type=MAP_TYPE)
     extra = {}
     for w in wanted:

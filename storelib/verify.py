@@ -172,7 +172,7 @@ class SegmentLookup:
             reason[sel[good & ~rec_ok]] = "no record starts there"
             idx = sel[rec_ok]
             if len(idx):
-                tables.append(codec.decode_records(fd.buf, int(base), pos[rec_ok]))
+                tables.append(codec.decode_records(fd.buf, int(base), pos[rec_ok], body=False))
                 order.append(idx)
                 ok[idx] = True
         if tables:
@@ -188,18 +188,15 @@ class SegmentLookup:
 def expected_tags_code(table: pa.Table, config: StoreConfig) -> np.ndarray:
     """tagsCode of decoded records (FORMAT.md §2): Java hash of TAGS, or the delay deliver time."""
     n = table.num_rows
-    pv = codec.property_values(table["properties_string"], ("TAGS", "DELAY"))
-    tags = pv["TAGS"]
-    present = pc.is_valid(tags).to_numpy(zero_copy_only=False)
-    code = np.where(present, codec.java_hash(tags.fill_null("")).astype(np.int64), 0)
+    props = codec._as_large_string(table["properties_string"])
+    pdata, poff = codec._string_buffers(props)
+    vs, ve = kernels.parse_properties(pdata, poff, ["TAGS", "DELAY"])
+    code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
     is_sched = pc.equal(table["topic"], codec.SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
-    delay = pv["DELAY"].to_pylist()
     ts = table["store_timestamp"].to_numpy()
     delays = config.delay_level_millis
-    for i in np.flatnonzero(is_sched):
-        d = delay[i]
-        if d is None:
-            continue
+    for i in np.flatnonzero(is_sched & (vs[1] >= 0)):       # delay messages only (few)
+        d = pdata[vs[1][i]:ve[1][i]].tobytes().decode("utf-8", "replace")
         try:
             level = int(d)
         except ValueError:
@@ -464,27 +461,33 @@ def _deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, 
         return
     okj = np.flatnonzero(ok)
     rows = inv[okj]
-    t_topic = np.asarray(table["topic"].to_pylist(), dtype=object)[rows]
+    topic_ok = np.asarray(pc.equal(table["topic"], topic).fill_null(False))[rows]
     t_qid = table["queue_id"].to_numpy()[rows]
     t_qoff = table["queue_offset"].to_numpy()[rows]
     t_size = table["store_size"].to_numpy()[rows]
     t_tags = expected_tags_code(table, cfg)[rows]
     t_sys = table["sys_flag"].to_numpy()[rows]
-    for k, j in enumerate(okj):
+    units = live[okj]
+    where_bad = ~topic_ok | (t_qid != qid)
+    qoff_bad = t_qoff != first_q + units
+    size_bad = t_size != size[units]
+    tags_bad = t_tags != tags[units]
+    tran_bad = np.isin(t_sys & 0xC, (0x4, 0xC))
+    for k in np.flatnonzero(where_bad | qoff_bad | size_bad | tags_bad | tran_bad):
         if shown >= MAX_PROBLEMS_PER_FILE:
             break
-        i = int(live[j])
+        i = int(units[k])
         q = first_q + i
         errs = []
-        if t_topic[k] != topic or t_qid[k] != qid:
-            errs.append(f"record is {t_topic[k]}/{t_qid[k]}, not {topic}/{qid}")
-        if t_qoff[k] != q:
+        if where_bad[k]:
+            errs.append(f"record is {table['topic'][int(rows[k])].as_py()}/{t_qid[k]}, not {topic}/{qid}")
+        if qoff_bad[k]:
             errs.append(f"record QUEUEOFFSET {t_qoff[k]}, unit is queue offset {q}")
-        if t_size[k] != size[i]:
+        if size_bad[k]:
             errs.append(f"record size {t_size[k]}, unit says {size[i]}")
-        if t_tags[k] != tags[i]:
+        if tags_bad[k]:
             errs.append(f"tagsCode {tags[i]}, record gives {t_tags[k]}")
-        if (t_sys[k] & 0xC) in (0x4, 0xC):
+        if tran_bad[k]:
             errs.append("record is PREPARED/ROLLBACK (never in a consume queue)")
         if errs:
             out.append(problem(rel, i * 20, f"unit -> commitlog {phys[i]}: " + "; ".join(errs)))
@@ -610,44 +613,42 @@ def _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
         if table is not None:
             okj = np.flatnonzero(ok)
             rows = inv[okj]
-            topics = table["topic"].to_pylist()
-            props = table["properties_string"].to_pylist()
-            tss = table["store_timestamp"].to_numpy()
-            sysf = table["sys_flag"].to_numpy()
-            keys, owner = [], []
-            for k, r in enumerate(rows):
-                pr = codec.parse_properties_string(props[r])
-                cand = ([pr["UNIQ_KEY"]] if "UNIQ_KEY" in pr else []) + \
-                       [x for x in pr.get("KEYS", "").split(" ") if x]
-                for c in cand:
-                    keys.append(f"{topics[r]}#{c}")
-                    owner.append(k)
-            kh = codec.index_key_hash(codec.java_hash(pa.array(keys, pa.large_string()))) if keys \
-                else np.zeros(0, np.int32)
-            allowed: dict = {}
-            for k, h in zip(owner, kh.tolist()):
-                allowed.setdefault(k, set()).add(h)
+            p_ok = live[okj]
+            # Every (record, key hash) the dispatch would index: UNIQ_KEY, then each KEYS token,
+            # hashed as topic#key (the encoder's kernels, run over the decoded records).
+            props = codec._as_large_string(table["properties_string"])
+            pdata, poff = codec._string_buffers(props)
+            vs, ve = kernels.parse_properties(pdata, poff, ["KEYS", "UNIQ_KEY"])
+            topic_hash = codec.java_hash(table["topic"]).view(np.uint32).astype(np.int64)
+            key_row, key_hash = kernels.index_keys(pdata, vs[1], ve[1], vs[0], ve[0],
+                                                   np.ones(len(topic_hash), bool), topic_hash)
+            allowed = np.sort(key_row.astype(np.int64) * 2**32
+                              + codec.index_key_hash(key_hash.view(np.int32)).astype(np.int64))
+            want_pair = rows.astype(np.int64) * 2**32 + hashes[p_ok].astype(np.int64)
+            k = np.searchsorted(allowed, want_pair)
+            hash_ok = (k < len(allowed)) & (allowed[np.minimum(k, max(0, len(allowed) - 1))] == want_pair) \
+                if len(allowed) else np.zeros(len(rows), bool)
+            sysf = table["sys_flag"].to_numpy()[rows]
+            rollback = (sysf & 0xC) == 0xC
             begin = header["begin_timestamp"]
-            for k, j in enumerate(okj):
+            d = table["store_timestamp"].to_numpy()[rows].astype(np.int64) - begin
+            want = np.clip(np.abs(d) // 1000 * np.where(d >= 0, 1, -1), 0, INT_MAX)
+            td_bad = (p_ok > 1) & (begin > 0) & (want != tdiff[p_ok])
+            for k in np.flatnonzero(rollback | ~hash_ok | td_bad):
                 if shown >= MAX_PROBLEMS_PER_FILE:
                     break
-                p = int(live[j])
-                r = rows[k]
+                p = int(p_ok[k])
                 errs = []
-                if (sysf[r] & 0xC) == 0xC:
+                if rollback[k]:
                     errs.append("record is a ROLLBACK (never indexed)")
-                if int(hashes[p]) not in allowed.get(k, ()):
+                if not hash_ok[k]:
+                    mine = key_hash[key_row == rows[k]].view(np.int32)
                     errs.append(f"keyHash {hashes[p]} matches none of the record's keys "
-                                f"({sorted(allowed.get(k, ()))})")
-                if p > 1 and begin > 0:
-                    d = int(tss[r]) - begin
-                    want = abs(d) // 1000 * (1 if d >= 0 else -1)
-                    want = min(max(want, 0), INT_MAX)
-                    if want != tdiff[p]:
-                        errs.append(f"timeDiff {tdiff[p]}, record time gives {want}")
-                if errs:
-                    out.append(problem(rel, ent_at + p * 20, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
-                    shown += 1
+                                f"({sorted(set(codec.index_key_hash(mine).tolist()))})")
+                if td_bad[k]:
+                    errs.append(f"timeDiff {tdiff[p]}, record time gives {int(want[k])}")
+                out.append(problem(rel, ent_at + p * 20, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
+                shown += 1
     # header times against the records at begin/endPhyOffset
     for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", 16), ("end_phy_offset", "end_timestamp", 24)):
         phy = header[off_name]
