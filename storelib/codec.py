@@ -372,11 +372,10 @@ def _col(table: pa.Table, name: str):
     return single_array(table.column(name))
 
 
-def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False) -> PreparedMessages:
+def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessages:
     """Validate canonical messages (MESSAGE_SCHEMA) and compute sizes, flags, keys and CRCs.
 
-    ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17"). ``scan=True`` validates
-    and sizes only (what the sequencer needs): no body CRC, tag hash or index key hash.
+    ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17").
     Raises InputError listing every problem found (before anything is written).
     """
     label = label or (lambda i: f"row {i}")
@@ -494,8 +493,7 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False
     cq_eligible = (tran_type == TRANSACTION_NOT) | (tran_type == TRANSACTION_COMMIT)
 
     # tagsCode: the TAGS hash sign-extended to 64 bits (a long holding an int).
-    tags_code = np.zeros(n, np.int64) if scan else \
-        np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
+    tags_code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
 
     # Delay messages: tagsCode = deliver time (DefaultMessageStore.computeDeliverTimestamp).
     is_sched = pc.equal(topic, SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
@@ -527,15 +525,14 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, scan: bool = False
     indexed = tran_type != TRANSACTION_ROLLBACK
     topic_hash = java_hash(tenc.dictionary).view(np.uint32).astype(np.int64)[tidx] if n else np.zeros(0, np.int64)
     key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash,
-                                           with_hash=not scan)
+                                           with_hash=True)
     index_hash = index_key_hash(key_hash.view(np.int32))
 
     if problems:
         raise InputError(problems)
 
     body_data, body_off = _string_buffers(body)
-    body_crc = np.zeros(n, np.int32) if scan else \
-        (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
+    body_crc = (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
 
     parts = dict(
         flag=flag, born_ts=born_ts, born_host=born_host, store_host=store_host,
@@ -557,41 +554,50 @@ def _be(values: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
-           crc_property: bool = False) -> np.ndarray:
-    """Encode all messages into one contiguous buffer of records (in order, no gaps).
+           crc_property: bool = False, rows: tuple | None = None, fill_crc: bool = True) -> np.ndarray:
+    """Encode messages into one contiguous buffer of records (in order, no gaps).
 
     ``phys_offsets`` are the absolute commitlog offsets, ``queue_offsets`` the logical queue
-    offsets (callers pass 0 for PREPARED/ROLLBACK). Returns a uint8 array of sizes.sum() bytes,
-    written by one compiled pass (kernels._assemble).
+    offsets (callers pass 0 for PREPARED/ROLLBACK), one per message of ``pm``. ``rows=(r0, r1)``
+    encodes only those messages. With ``crc_property`` the records get enabledAppendPropCRC's
+    reserved bytes; ``fill_crc=False`` leaves its digits to the caller (ingest fills them once
+    the offsets are final: the CRC covers the whole record). Returns a uint8 array of the
+    records' total size, written by one compiled pass (kernels._assemble).
     """
     p = pm.parts
-    n = pm.n
-    if n == 0:
+    r0, r1 = rows if rows is not None else (0, pm.n)
+    if r1 <= r0:
         return np.zeros(0, np.uint8)
-    magic = np.where(p["is_v2"], MAGIC_V2, MAGIC_V1).astype(np.int32)
+    sl = slice(r0, r1)
+    osl = slice(r0, r1 + 1)          # offsets of the Arrow buffers: one more
+    magic = np.where(p["is_v2"][sl], MAGIC_V2, MAGIC_V1).astype(np.int32)
     born, store = p["born_host"], p["store_host"]
     body, body_off = _string_buffers(p["body"])
     topic, topic_off = _string_buffers(p["topic_part"])
     props, props_off = _string_buffers(p["props"])
     if crc_property:
-        need_sep = (p["stored_prop_len"] - p["prop_len"]) > CRC32_RESERVED_LEN
+        need_sep = (p["stored_prop_len"][sl] - p["prop_len"][sl]) > CRC32_RESERVED_LEN
     else:
-        need_sep = np.zeros(n, np.bool_)
-    out = np.zeros(int(pm.sizes.sum()), np.uint8)
+        need_sep = np.zeros(r1 - r0, np.bool_)
+    sizes = pm.sizes[sl].astype(np.int64)
+    # The kernel writes every byte but the CRC property's reserved ones.
+    out = (np.zeros if crc_property else np.empty)(int(sizes.sum()), np.uint8)
     end = kernels._assemble(
-        out, pm.sizes.astype(np.int64), magic, pm.body_crc, pm.queue_id, p["flag"],
-        np.asarray(queue_offsets, np.int64), np.asarray(phys_offsets, np.int64), pm.sys_flag, p["born_ts"],
-        born.raw, born.length, born.index, pm.store_timestamp, store.raw, store.length, store.index,
-        p["reconsume"], p["prep_tx"], body, body_off.astype(np.int64), topic, topic_off.astype(np.int64),
-        p["stored_prop_len"].astype(np.int64), props, props_off.astype(np.int64), need_sep)
+        out, sizes, magic, pm.body_crc[sl], pm.queue_id[sl], p["flag"][sl],
+        np.asarray(queue_offsets, np.int64)[sl], np.asarray(phys_offsets, np.int64)[sl], pm.sys_flag[sl],
+        p["born_ts"][sl], born.raw, born.length, born.index[sl], pm.store_timestamp[sl], store.raw, store.length,
+        store.index[sl], p["reconsume"][sl], p["prep_tx"][sl], body, body_off[osl].astype(np.int64), topic,
+        topic_off[osl].astype(np.int64), p["stored_prop_len"][sl].astype(np.int64), props,
+        props_off[osl].astype(np.int64), need_sep)
     assert end == len(out)
-    if crc_property:
-        _fill_crc_property(out, pm.sizes)
+    if crc_property and fill_crc:
+        fill_crc_property(out, sizes)
     return out
 
 
-def _fill_crc_property(buf: np.ndarray, sizes: np.ndarray) -> None:
-    """enabledAppendPropCRC: "__CRC32#" 0x01 ten digits (least significant first) 0x02."""
+def fill_crc_property(buf: np.ndarray, sizes: np.ndarray) -> None:
+    """enabledAppendPropCRC: "__CRC32#" 0x01 ten digits (least significant first) 0x02, in the
+    reserved last 20 bytes of every record of ``buf`` (CRC-32 of the record before them)."""
     ends = np.cumsum(sizes)
     starts = ends - sizes
     crc = kernels.crc32_slices(buf, starts, ends - CRC32_RESERVED_LEN).astype(np.int64) & 0x7FFFFFFF

@@ -18,10 +18,10 @@ Points (in the order an ingest passes them):
   driver:   after-lease, after-scan, after-plan, after-files-staged, before-delta-commit,
             between-delta-tables, after-commit-before-publish, mid-publish,
             after-publish-before-cleanup
-  executor: scan-split (scan task start), mid-segment-write (half of a segment file written),
-            after-segment-write (a segment staged, its CQ/index records not yet emitted),
-            after-segments-staged (first CQ/index file task: all segments staged, after the
-            shuffle), mid-file-write (half of a consume queue / index file written)
+  executor: encode-split (encode task start), mid-records-write (half of a split's encoded
+            records staged), mid-segment-write (half of a segment file written),
+            after-segment-write (a segment staged, not yet reported to the driver),
+            mid-file-write (half of a consume queue / index file written)
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
     "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",
 )
-EXECUTOR_POINTS = ("scan-split", "mid-segment-write", "after-segment-write", "after-segments-staged",
+EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-segment-write",
                    "mid-file-write")
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

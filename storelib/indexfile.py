@@ -27,6 +27,7 @@ from dataclasses import dataclass, asdict
 
 import numpy as np
 
+from . import kernels
 from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
 
 DIR = "index"
@@ -101,9 +102,10 @@ class IndexFileBuilder:
         self.config = config
         self.header = header
         self.slots = slots if slots is not None else np.zeros(config.maxHashSlotNum, dtype=np.int32)
-        # entries[k] is position k; position 0 unused.
-        self.entries = entries if entries is not None else np.zeros(1, dtype=ENTRY_DTYPE)
-        assert len(self.entries) == header.index_count <= config.maxIndexNum
+        # Entry table as big-endian byte blocks: position k at byte 20*k; position 0 unused.
+        first = entries if entries is not None else np.zeros(INDEX_ENTRY_SIZE, dtype=np.uint8)
+        self.blocks = [first]
+        assert len(first) == header.index_count * INDEX_ENTRY_SIZE and header.index_count <= config.maxIndexNum
 
     @classmethod
     def from_bytes(cls, config: StoreConfig, data: bytes) -> "IndexFileBuilder":
@@ -111,68 +113,43 @@ class IndexFileBuilder:
         slot_end = entries_offset(config)
         slots = np.frombuffer(data, dtype=">i4", count=config.maxHashSlotNum, offset=INDEX_HEADER_SIZE).astype(np.int32)
         n = header.index_count
-        raw = np.frombuffer(data, dtype=np.uint8, count=n * INDEX_ENTRY_SIZE, offset=slot_end)
-        entries = raw.view(ENTRY_DTYPE).copy()
+        entries = np.frombuffer(data, dtype=np.uint8, count=n * INDEX_ENTRY_SIZE, offset=slot_end).copy()
         return cls(config, header, slots, entries)
 
     def room(self) -> int:
         return self.config.maxIndexNum - self.header.index_count
 
     def put_keys(self, key_hash: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
-        """Append entries in order (caller guarantees they fit)."""
+        """Append entries in order (caller guarantees they fit): putKey per entry, in one
+        compiled pass (kernels.index_put)."""
         m = len(key_hash)
         if m == 0:
             return
         if m > self.room():
             raise ValueError("index file overflow")
         h = self.header
-        cfg = self.config
         ic0 = h.index_count
-        pos = ic0 + np.arange(m, dtype=np.int64)
-        key_hash = key_hash.astype(np.int64)
-        slot = key_hash % cfg.maxHashSlotNum
-        # prevPos: the previous new entry of the same slot, else the slot's current value.
-        order = np.lexsort((pos, slot))
-        s_sorted = slot[order]
-        prev = np.zeros(m, dtype=np.int64)
-        same = np.zeros(m, dtype=bool)
-        same[1:] = s_sorted[1:] == s_sorted[:-1]
-        prev_sorted = np.where(same, np.concatenate([[0], pos[order][:-1]]), 0)
-        first_in_slot = ~same
-        old = self.slots[s_sorted[first_in_slot]].astype(np.int64)
-        # A slot value is trusted only when 0 < value <= indexCount at that moment.
-        old = np.where((old > 0) & (old <= pos[order][first_in_slot]), old, 0)
-        prev_sorted[first_in_slot] = old
-        prev[order] = prev_sorted
-        # timeDiff against the begin timestamp in force when each entry is put.
+        store_ts = np.asarray(store_ts, np.int64)
+        # timeDiff against the begin timestamp in force when each entry is put: the file's first
+        # entry sets beginTimestamp after its own timeDiff is taken.
         begin_before = np.full(m, h.begin_timestamp, dtype=np.int64)
         if ic0 <= 1:
             begin_before[1:] = store_ts[0]
-        diff = store_ts.astype(np.int64) - begin_before
-        td = _java_div(diff, 1000)
+        td = _java_div(store_ts - begin_before, 1000)
         td = np.where(begin_before <= 0, 0, np.clip(td, 0, INT_MAX))
-        new = np.zeros(m, dtype=ENTRY_DTYPE)
-        new["hash"] = key_hash
-        new["phys"] = phys
-        new["time_diff"] = td
-        new["prev"] = prev
-        self.entries = np.concatenate([self.entries, new]).astype(ENTRY_DTYPE)  # concatenate goes native-endian
-        # Slot heads: the newest entry of each slot.
-        last_in_slot = np.ones(m, dtype=bool)
-        last_in_slot[:-1] = s_sorted[1:] != s_sorted[:-1]
-        self.slots[s_sorted[last_in_slot]] = pos[order][last_in_slot]
+        block, empty = kernels.index_put(self.slots, key_hash, phys, td, ic0)
+        self.blocks.append(block)
         if ic0 <= 1:
             h.begin_phy_offset = int(phys[0])
             h.begin_timestamp = int(store_ts[0])
-        h.hash_slot_count += int((prev == 0).sum())
+        h.hash_slot_count += empty
         h.index_count = ic0 + m
         h.end_phy_offset = int(phys[-1])
         h.end_timestamp = int(store_ts[-1])
 
     def chunks(self) -> list:
         """Header, slot table and used entries; the caller zero-fills to the file size."""
-        slots_be = self.slots.astype(">i4")
-        return [self.header.to_bytes(), slots_be.tobytes(), self.entries.astype(ENTRY_DTYPE).tobytes()]
+        return [self.header.to_bytes(), self.slots.astype(">i4").tobytes(), *self.blocks]
 
     def valid_bytes(self) -> int:
         return entries_offset(self.config) + self.header.index_count * INDEX_ENTRY_SIZE

@@ -6,20 +6,26 @@ Stages (Spark only schedules; executors read the input and write the files thems
              second ingest fails at once with ConcurrentWriteError (exit 3) and touches nothing.
              Then: finish the publish of a committed batch a dead run left unfinished, and drop
              any staging a dead attempt left (never read).
-1. scan      one task per input split: read, fill broker defaults (storelib.topics: queue ids by
-             round robin / sharding key, store time), validate, compute record sizes, queue counts and
-             index entry counts. Per-message sizes go to staging (read back by the driver only
-             for splits that straddle a segment boundary). Bad input stops here, before any
-             store file is written.
+1. encode    one task per input split: read, fill broker defaults (storelib.topics: queue ids by
+             round robin / sharding key, store time), validate, encode every record once (with
+             placeholder placement), stage the records and the split's per-message facts (sizes,
+             queues, tags codes, store times, index key hashes), return a small summary. Bad
+             input stops here, before any store file is written.
 2. plan      driver: ``sequencer.plan_batch`` places every message (commitlog offsets, rolls,
-             queue offsets, index positions) from the split summaries.
-3. segments  one task per run of consecutive commitlog segments: re-read its pieces of the
-             input, encode, write each whole segment file to staging; emit consume-queue units
-             and index entries keyed by the file they belong to.
-4. files     after a shuffle of those (small) records: one task per consume-queue / index file
-             builds and stages the whole file.
-5. commit    driver: checkpoint file, manifest rows, conditional Delta commits (the switch),
+             queue offsets, index positions) from the split summaries (per-message sizes are
+             read back only for splits that straddle a segment boundary).
+3. write     one Spark stage, no shuffle, every task reading only what stage 1 staged:
+             - segment tasks (a run of consecutive segments each): read the pieces' staged
+               records, patch the three placement fields (QUEUEID of round-robin rows,
+               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the whole
+               segment file;
+             - file tasks: build whole consume-queue and index files from the placed facts of
+               the splits each file draws on (``place_split`` applies the plan to a split).
+4. commit    driver: checkpoint file, manifest rows, conditional Delta commits (the switch),
              then publish (staged -> final names) and remove the staging directory.
+
+The input is read once; the records are written twice (staging, then their segment), which
+costs less than reading and validating the input a second time (see bench/ and the README).
 
 Every task attempt writes to its own staging path (``_rocketlake/staging/<batch>/<attempt>/files/
 <stage-partition-attempt-uuid>/``) and returns it; only the driver's commit makes a file part of
@@ -42,22 +48,24 @@ error. The default id is derived from the input's fingerprint (``auto-<sha256 pr
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import io
+import itertools
 import json
 import logging
 import os
 import sys
 import time
 import uuid
-import zlib
-from dataclasses import asdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow.compute as pc
 
 from . import checkpoint as ckpt
-from . import codec, commitlog, consumequeue, indexfile, inputs, manifest, sequencer, storage
+from . import codec, commitlog, consumequeue, indexfile, inputs, kernels, manifest, sequencer, storage
 from . import topics as topics_mod
 from .codec import InputError
 from .config import ConfigError, StoreConfig
@@ -78,7 +86,7 @@ class AlreadyCommitted(Exception):
 class Progress:
     """Driver-side progress: stage lines, and while a Spark job runs a line every ``interval``
     seconds from a polling thread (``sc.statusTracker()``, no listener): tasks done of total,
-    segments written (estimated from finished segment tasks) and msgs/s. The same thread renews
+    segments written (estimated from the write stage's finished tasks) and msgs/s. The same thread renews
     the writer lease."""
 
     def __init__(self, quiet: bool = False, sc=None, interval: float = 5.0):
@@ -148,7 +156,7 @@ class Progress:
         el = time.time() - self._stage_t0
         text = f"{st.get('name')}: " + ("; ".join(stages) if stages else "between stages")
         if st.get("name") == "write" and st.get("segments"):
-            # the first stage of the write job is the segment stage: its finished tasks
+            # the write job is one stage: its finished tasks
             seg_tasks = max(1, st["tasks"])
             ids = sorted(tracker.getActiveStageIds())
             first = tracker.getStageInfo(ids[0]) if ids else None
@@ -237,9 +245,49 @@ def _queue_keys(pm: codec.PreparedMessages):
     return codes.astype(np.int32), keys
 
 
-def scan_split(ctx: dict, split_dict: dict) -> dict:
-    """Stage 1 task: validate a split and summarize it; per-message detail goes to staging."""
-    fault("scan-split")
+RUN_ROWS = 200_000     # messages per unit of pipelined work (encode, read + patch) inside a task
+
+
+def _writer_threads() -> int:
+    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or (os.cpu_count() or 1))
+
+
+def _in_order(pool, jobs, window: int):
+    """Run ``jobs`` (callables) on ``pool``, at most ``window`` ahead of the consumer, and yield
+    their results in order: compiled kernels, reads and writes overlap while memory stays bounded."""
+    pending: collections.deque = collections.deque()
+    jobs = iter(jobs)
+    try:
+        for job in itertools.islice(jobs, window):
+            pending.append(pool.submit(job))
+        while pending:
+            out = pending.popleft().result()
+            job = next(jobs, None)
+            if job is not None:
+                pending.append(pool.submit(job))
+            yield out
+    finally:
+        for f in pending:
+            f.cancel()
+
+
+def _sha256_chunks(chunks) -> str:
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c)
+    return h.hexdigest()
+
+
+def encode_split(ctx: dict, split_dict: dict) -> dict:
+    """Stage 1 task: read one split, fill broker defaults, validate, encode; stage its records
+    and its per-message facts; return its summary for the sequencer.
+
+    The records are encoded before they are placed: QUEUEID (of round-robin rows), QUEUEOFFSET
+    and PHYSICALOFFSET are placeholders the segment writer patches (``kernels.patch_placement``),
+    and with enabledAppendPropCRC the CRC digits are filled in there too. Every other byte is
+    final, so the input is read and encoded once.
+    """
+    fault("encode-split")
     split = inputs.split_from_dict(split_dict)
     cfg = StoreConfig.from_json(ctx["config"])
     tcfg = topics_mod.Topics.from_dict(ctx["topics"])
@@ -247,7 +295,7 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     try:
         table, label = inputs.read_split(split)
         filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
-        pm = codec.prepare(filled.table, cfg, label, scan=True)   # sizes and counts only
+        pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
         rows = table.num_rows if table is not None else getattr(e, "rows", None)
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
@@ -259,18 +307,35 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
     entries = pm.index_counts.astype(np.int32)
     store = storage.Store(ctx["store"])
+    # Per attempt: a retried or speculative task never rewrites a file the driver may read.
+    base = f"{ctx['staging']}/splits/split-{split.index:06d}-{_attempt_tag()}"
+    records_path, meta_path = base + ".records", base + ".npz"
+    runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
+    unplaced = np.zeros(pm.n, np.int64)
+    threads = _writer_threads()
+
+    def encoded(pool):
+        jobs = (lambda r=r: codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, rows=r, fill_crc=False)
+                for r in runs)
+        for j, records in enumerate(_in_order(pool, jobs, threads + 1)):
+            if j == len(runs) // 2:
+                fault("mid-records-write")
+            yield records
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        records_bytes = store.write_file(records_path, encoded(pool))
     buf = io.BytesIO()
-    np.savez(buf, sizes=pm.sizes.astype(np.int64), qkey=qcode, entries=entries,
+    np.savez(buf, sizes=pm.sizes.astype(np.int32), qkey=qcode, entries=entries, queue_id=pm.queue_id,
              qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,
-             rr_topics=np.array(json.dumps(filled.rr_topics)))
-    # Per attempt: a retried or speculative scan task never rewrites a file the driver may read.
-    detail_path = f"{ctx['staging']}/scan/split-{split.index:06d}-{_attempt_tag()}.npz"
-    store.write_file(detail_path, [buf.getvalue()])
+             rr_topics=np.array(json.dumps(filled.rr_topics)), tags=pm.tags_code, ts=pm.store_timestamp,
+             imsg=pm.index_msg.astype(np.int32), ihash=pm.index_hash)
+    store.write_file(meta_path, [buf.getvalue()])
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
     ts = pm.store_timestamp
     return {
-        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "detail_path": detail_path,
+        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
+        "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
         "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
@@ -284,239 +349,246 @@ def scan_split(ctx: dict, split_dict: dict) -> dict:
     }
 
 
-def _sha256_chunks(chunks) -> str:
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c)
-    return h.hexdigest()
+def _load_meta(store: storage.Store, path: str):
+    return np.load(io.BytesIO(store.read(path)))
 
 
-def _route(key) -> str:
-    return json.dumps(key)
+def _final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
+    """(qcode, keys, queue_id) of a split once its round-robin rows are placed: queue =
+    (the topic's position at the split start + rank) % writeQueueNums (storelib.topics)."""
+    keys = [tuple(k) for k in json.loads(str(meta["qkeys"]))]
+    qcode = meta["qkey"].astype(np.int32)
+    queue_id = meta["queue_id"].astype(np.int32)
+    rr_rows = np.flatnonzero(meta["rr_topic"] >= 0)
+    if len(rr_rows):
+        rr_topics = json.loads(str(meta["rr_topics"]))
+        t = meta["rr_topic"][rr_rows].astype(np.int64)
+        nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
+        start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)
+        q = (start[t] + meta["rr_rank"][rr_rows]) % nq[t]
+        queue_id[rr_rows] = q
+        elig = qcode[rr_rows] == -2
+        uniq, inv = np.unique(t[elig] * (2**32) + q[elig], return_inverse=True)
+        index_of = {k: i for i, k in enumerate(keys)}
+        codes = []
+        for u in uniq.tolist():            # one per round-robin topic/queue, not per message
+            k = (rr_topics[u >> 32], u & 0xFFFFFFFF)
+            if k not in index_of:
+                index_of[k] = len(keys)
+                keys.append(k)
+            codes.append(index_of[k])
+        qcode[rr_rows[elig]] = np.asarray(codes, np.int32)[inv]
+    return qcode, keys, queue_id
+
+
+def _read_detail(store: storage.Store, path: str, rr_start: dict | None = None,
+                 tcfg: "topics_mod.Topics | None" = None) -> sequencer.SplitDetail:
+    meta = _load_meta(store, path)
+    qcode, keys, _ = _final_queues(meta, rr_start, tcfg)
+    return sequencer.SplitDetail(sizes=meta["sizes"], qkey=qcode, qkeys=keys, entries=meta["entries"])
+
+
+@dataclass
+class PlacedSplit:
+    """One split's messages where the plan put them: what the stage-3 writers need."""
+    records_path: str
+    starts: np.ndarray            # int64 byte offset of every record in the split's staged records
+    sizes: np.ndarray             # int64
+    queue_id: np.ndarray          # int32, round-robin rows placed
+    qcode: np.ndarray             # int32 index into keys; -1: no queue offset (PREPARED/ROLLBACK)
+    keys: list                    # [(topic, queue_id)]
+    qoff: np.ndarray              # int64 queue offset (0 without one, as the broker writes it)
+    phys: np.ndarray              # int64 commitlog offset
+    tags: np.ndarray              # int64 tags code (CQ unit)
+    ts: np.ndarray                # int64 store timestamp
+    imsg: np.ndarray              # int32 message of every index entry, in dispatch order
+    ihash: np.ndarray             # int32 index key hash of every entry
+    entry_base: int               # batch-global position of the split's first index entry
+
+    def rows_of_queue(self, key) -> np.ndarray:
+        """Rows with a unit in queue ``key``, in order (so their queue offsets ascend)."""
+        if not hasattr(self, "_by_code"):
+            order = np.argsort(self.qcode, kind="stable")
+            self._by_code = (order, np.searchsorted(self.qcode[order], np.arange(len(self.keys) + 1)))
+        try:
+            c = self.keys.index(tuple(key))
+        except ValueError:
+            return np.zeros(0, np.int64)
+        order, bounds = self._by_code
+        return order[bounds[c]:bounds[c + 1]]
+
+
+def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") -> PlacedSplit:
+    """Apply the plan to a split's staged facts: final queue ids, queue offsets (the split's base
+    per topic/queue + rank), commitlog offsets (per piece: its first offset + bytes before)."""
+    meta = _load_meta(store, place["meta"])
+    qcode, keys, queue_id = _final_queues(meta, place["rr_start"], tcfg)
+    sizes = meta["sizes"].astype(np.int64)
+    starts = np.cumsum(sizes) - sizes
+    qoff = np.zeros(len(sizes), np.int64)
+    elig = np.flatnonzero(qcode >= 0)
+    if len(elig):
+        ec = qcode[elig]
+        order = np.argsort(ec, kind="stable")
+        sorted_codes = ec[order]
+        rank = np.empty(len(elig), np.int64)
+        rank[order] = np.arange(len(elig)) - np.searchsorted(sorted_codes, sorted_codes, side="left")
+        qbase = {(t, q): o for t, q, o in place["queue_base"]}
+        qoff[elig] = np.asarray([qbase.get(k, 0) for k in keys], np.int64)[ec] + rank
+    phys = np.full(len(sizes), -1, np.int64)
+    for r0, r1, p0 in place["pieces"]:
+        phys[r0:r1] = p0 + starts[r0:r1] - starts[r0]
+    return PlacedSplit(place["records"], starts, sizes, queue_id, qcode, keys, qoff, phys, meta["tags"],
+                       meta["ts"], meta["imsg"], meta["ihash"], place["entry_base"])
+
+
+def run_write_task(ctx: dict, task: tuple):
+    """Stage 3 task: ("segments", [segment payloads]) or ("files", {"cq": [...], "index": [...]})."""
+    kind, payload = task
+    if kind == "segments":
+        yield from write_segments(ctx, payload)
+    else:
+        yield from write_file_group(ctx, payload)
 
 
 def write_segments(ctx: dict, segs: list):
-    """Stage 3 task: a run of consecutive segments (one per task would cost a task each)."""
-    cache: dict = {}
-    for seg in segs:
-        yield from write_segment(ctx, seg, cache)
-
-
-def _read_filled(ctx: dict, si: int):
-    """A split with the broker defaults filled in exactly as the scan did (queues now placed)."""
-    split = inputs.split_from_dict(ctx["splits"][si])
-    table, label = inputs.read_split(split)
-    rr_start = ctx.get("rr_starts", {}).get(str(si), {})
-    filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), rr_start,
-                             ctx.get("default_store_ts"), label)
-    return filled.table, label
-
-
-SUB_PIECE_ROWS = 200_000     # rows per unit of parallel work inside a segment task
-
-
-def _writer_threads() -> int:
-    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or (os.cpu_count() or 1))
-
-
-def _piece_outputs(pm, phys_start: int, qbase_by_key: dict, entry_base: int, U: int, idx_starts,
-                   pred_targets: dict, crc_property: bool):
-    """Encode one run of messages and route its consume-queue units and index entries."""
-    ends = np.cumsum(pm.sizes)
-    phys = phys_start + ends - pm.sizes
-    codes, keys = _queue_keys(pm)
-    cq_parts: dict = {}
-    idx_parts: dict = {}
-    # Queue offsets: the run's base per topic/queue + rank among its NOT/COMMIT messages.
-    qoff = np.zeros(pm.n, dtype=np.int64)
-    elig = np.flatnonzero(pm.cq_eligible)
-    if len(elig):
-        ec = codes[elig]
-        order = np.argsort(ec, kind="stable")
-        sorted_codes = ec[order]
-        group_start = np.searchsorted(sorted_codes, sorted_codes, side="left")
-        rank = np.empty(len(elig), dtype=np.int64)
-        rank[order] = np.arange(len(elig)) - group_start
-        base = np.asarray([qbase_by_key.get(k, 0) for k in keys], dtype=np.int64)
-        qoff[elig] = base[ec] + rank
-        for code in np.unique(ec):
-            topic, qid = keys[code]
-            sel = elig[ec == code]
-            fidx = qoff[sel] // U
-            for f in np.unique(fidx):
-                s2 = sel[fidx == f]
-                cq_parts.setdefault(_route(["cq", topic, qid, int(f * U)]), []).append(
-                    {"qoff": qoff[s2], "phys": phys[s2], "size": pm.sizes[s2].astype(np.int32),
-                     "tags": pm.tags_code[s2]})
-    records = codec.encode(pm, phys, qoff, crc_property=crc_property)
-    # Index entries, routed to their index file by batch-global position.
-    if len(pm.index_msg):
-        gpos = entry_base + np.arange(len(pm.index_msg), dtype=np.int64)
-        ords = np.searchsorted(idx_starts, gpos, side="right") - 1 if len(idx_starts) else gpos * 0
-        eph = phys[pm.index_msg]
-        ets = pm.store_timestamp[pm.index_msg]
-        for o in np.unique(ords):
-            sel = ords == o
-            idx_parts.setdefault(_route(["idx", int(o)]), []).append(
-                {"pos": gpos[sel], "hash": pm.index_hash[sel], "phys": eph[sel], "ts": ets[sel]})
-        lo, hi = int(gpos[0]), int(gpos[-1])
-        for gp, targets in pred_targets.items():
-            if lo <= gp <= hi:
-                k = gp - lo
-                for o in targets:
-                    idx_parts.setdefault(_route(["idx", int(o)]), []).append({"pred": [int(eph[k]), int(ets[k])]})
-    return records, cq_parts, idx_parts
-
-
-def write_segment(ctx: dict, seg: dict, cache: dict | None = None):
-    """Encode and stage one whole commitlog segment; emit CQ units and index entries.
-
-    The segment's pieces are cut into runs of SUB_PIECE_ROWS rows. A thread pool reads the
-    splits, validates (prepare) and encodes the runs (the compiled kernels, pyarrow, file writes
-    and sha256 all release the GIL), while this thread writes the file in order as runs
-    complete: encoding, hashing and disk writes overlap, and only a window of runs is held in
-    memory. Queue, offset and index bases of each run follow from the sizes and counts of the
-    runs before it.
-    """
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-    cfg = StoreConfig.from_json(ctx["config"])
+    """A run of consecutive segments (one task per segment would cost a task each)."""
     store = storage.Store(ctx["store"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    uses = [p["split"] for seg in segs for p in seg["pieces"]]
+    placed: dict = {}
+
+    def get(si: int, use: int) -> PlacedSplit:
+        for old in [s for s in placed if s not in uses[use:]]:
+            del placed[old]              # splits of earlier segments of this task are done with
+        if si not in placed:
+            placed[si] = place_split(store, ctx["split_places"][str(si)], tcfg)
+        return placed[si]
+
+    use = 0
+    for seg in segs:
+        yield write_segment(ctx, store, seg, get, use)
+        use += len(seg["pieces"])
+
+
+def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int) -> dict:
+    """Stage one whole commitlog segment: committed prefix, then the pieces' staged records with
+    their placement patched in, then the BLANK record if the segment is full.
+
+    A thread pool reads and patches runs of RUN_ROWS records while this thread writes them in
+    order; sha256 runs in its own thread beside the writes.
+    """
+    cfg = StoreConfig.from_json(ctx["config"])
     F = cfg.mappedFileSizeCommitLog
-    U = cfg.cq_units_per_file
-    idx_starts = np.asarray(ctx["index_entry_starts"], dtype=np.int64)
-    pred_targets = {int(k): v for k, v in ctx["pred_targets"].items()}
-    cache = {} if cache is None else cache
-    needed = {p["split"] for p in seg["pieces"]}
-    for si in list(cache):
-        if si not in needed:
-            del cache[si]       # splits of earlier segments of this task are done with
-    runs = []      # (piece, row_start, row_end)
-    for piece in seg["pieces"]:
-        for r0 in range(piece["row_start"], piece["row_end"], SUB_PIECE_ROWS):
-            runs.append((piece, r0, min(piece["row_end"], r0 + SUB_PIECE_ROWS)))
     rel = commitlog.rel_path(seg["base_offset"])
     prefix = store.read(rel, 0, seg["start_pos"]) if seg["start_pos"] > 0 else None
     if prefix is not None and len(prefix) != seg["start_pos"]:
         raise IngestError(f"{rel}: expected {seg['start_pos']} committed bytes, found {len(prefix)}")
+    n_runs = sum(-(-(p["row_end"] - p["row_start"]) // RUN_ROWS) for p in seg["pieces"])
     threads = _writer_threads()
-    pool = ThreadPoolExecutor(max_workers=threads)
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
     sha = hashlib.sha256()
-    cq_parts: dict = {}
-    idx_parts: dict = {}
     stats = {"count": 0, "min_ts": None, "max_ts": None, "valid": 0}
 
-    def table_of(si):
-        fut = cache[si]
-        return fut.result() if hasattr(fut, "result") else fut
+    def patched(ps: PlacedSplit, r0: int, r1: int) -> np.ndarray:
+        lo = int(ps.starts[r0])
+        buf = store.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo)
+        kernels.patch_placement(buf, ps.starts[r0:r1] - lo, ps.queue_id[r0:r1], ps.qoff[r0:r1], ps.phys[r0:r1])
+        if cfg.enabledAppendPropCRC:
+            codec.fill_crc_property(buf, ps.sizes[r0:r1])
+        return buf
 
-    def prep(run):
-        piece, r0, r1 = run
-        table, label = table_of(piece["split"])
-        return codec.prepare(table.slice(r0, r1 - r0), cfg, lambda i, b=r0, lb=label: lb(b + i))
-
-    preps: dict = {}
-
-    def schedule_prep(j):
-        if j < len(runs) and j not in preps:
-            si = runs[j][0]["split"]
-            if si not in cache:
-                cache[si] = pool.submit(_read_filled, ctx, si)
-            preps[j] = pool.submit(prep, runs[j])
+    def jobs():
+        for k, piece in enumerate(seg["pieces"]):
+            ps = get(piece["split"], use + k)
+            r0, r1 = piece["row_start"], piece["row_end"]
+            if int(ps.phys[r0]) != piece["phys_start"]:
+                raise IngestError(f"{rel}: split {piece['split']} row {r0} placed at {int(ps.phys[r0])}, "
+                                  f"the plan says {piece['phys_start']}")
+            stats["count"] += r1 - r0
+            lo, hi = int(ps.ts[r0:r1].min()), int(ps.ts[r0:r1].max())
+            stats["min_ts"] = lo if stats["min_ts"] is None else min(stats["min_ts"], lo)
+            stats["max_ts"] = hi if stats["max_ts"] is None else max(stats["max_ts"], hi)
+            for a in range(r0, r1, RUN_ROWS):
+                yield lambda ps=ps, a=a, b=min(r1, a + RUN_ROWS): patched(ps, a, b)
 
     def chunk(c):
         stats["valid"] += len(c)
         hasher.submit(sha.update, c)
         return c
 
-    def stream():
+    def stream(pool):
         if prefix:
             yield chunk(prefix)
-        encs = []
-        written = 0
-        prev_piece, phys, ebase, qbase = None, 0, 0, {}
-
-        def take():
-            rec, cq, idx = encs[written].result()
-            encs[written] = None
-            for k, v in cq.items():
-                cq_parts.setdefault(k, []).extend(v)
-            for k, v in idx.items():
-                idx_parts.setdefault(k, []).extend(v)
-            return rec
-
-        for j, (piece, r0, r1) in enumerate(runs):
-            for jj in range(j, j + threads + 1):       # a window of runs ahead, not the whole segment
-                schedule_prep(jj)
-            while not preps[j].done():                 # write finished runs while waiting
-                if written < len(encs) and encs[written].done():
-                    if written == len(runs) // 2:
-                        fault("mid-segment-write")
-                    rec = take()
-                    written += 1
-                    if len(rec):
-                        yield chunk(rec)
-                    continue
-                wait([preps[j]] + ([encs[written]] if written < len(encs) else []), return_when=FIRST_COMPLETED)
-            pm = preps.pop(j).result()
-            if piece is not prev_piece:
-                prev_piece = piece
-                phys, ebase = piece["phys_start"], piece["entry_base"]
-                qbase = {(t, q): o for t, q, o in piece["queue_base"]}
-            encs.append(pool.submit(_piece_outputs, pm, phys, dict(qbase), ebase, U, idx_starts, pred_targets,
-                                    cfg.enabledAppendPropCRC))
-            phys += int(pm.sizes.sum())
-            ebase += len(pm.index_msg)
-            codes, keys = _queue_keys(pm)
-            counts = np.bincount(codes[pm.cq_eligible], minlength=len(keys))
-            for k, c in zip(keys, counts):
-                if c:
-                    qbase[k] = qbase.get(k, 0) + int(c)
-            stats["count"] += pm.n
-            if pm.n:
-                lo, hi = int(pm.store_timestamp.min()), int(pm.store_timestamp.max())
-                stats["min_ts"] = lo if stats["min_ts"] is None else min(stats["min_ts"], lo)
-                stats["max_ts"] = hi if stats["max_ts"] is None else max(stats["max_ts"], hi)
-        while written < len(encs):
-            if written == len(runs) // 2:
+        for j, records in enumerate(_in_order(pool, jobs(), threads + 1)):
+            if j == n_runs // 2:
                 fault("mid-segment-write")
-            rec = take()
-            written += 1
-            if len(rec):
-                yield chunk(rec)
+            yield chunk(records)
         if seg["close"]:
             yield chunk(commitlog.blank_record(seg["end_pos"], F))
 
     staged = f"{ctx['staging']}/files/{_attempt_tag()}/{rel}"
     try:
-        store.write_file(staged, stream(), F)
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            store.write_file(staged, stream(pool), F)
     finally:
-        for f in preps.values():
-            f.cancel()
-        pool.shutdown(wait=True)
         hasher.shutdown(wait=True)
-    for si in list(cache):
-        if hasattr(cache[si], "result"):
-            cache[si] = cache[si].result()
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
-    result = {
+    return {
         "kind": "commitlog", "path": rel, "staged_path": staged, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": stats["valid"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "checksum": sha.hexdigest(),
         "kept_bytes": seg["start_pos"],
     }
-    yield _route(["seg", seg["base_offset"]]), result
-    for key, parts in cq_parts.items():
-        yield key, {"units": _concat_parts(parts)}
-    for key, parts in idx_parts.items():
-        for p in parts:
-            if "pred" in p:
-                yield key, {"pred": p["pred"]}
-        data = [p for p in parts if "pred" not in p]
-        if data:
-            yield key, {"entries": _concat_parts(data)}
+
+
+def write_file_group(ctx: dict, group: dict):
+    """Whole consume-queue and index files, built from the placed facts of the splits they draw
+    on (``sources``: worked out by the driver from the splits' queue counts and entry ranges).
+    Splits are placed one at a time; only the files' own units and entries are kept."""
+    cfg = StoreConfig.from_json(ctx["config"])
+    store = storage.Store(ctx["store"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    cqs, idxs = group["cq"], group["index"]
+    units: list = [[] for _ in cqs]
+    entries: list = [[] for _ in idxs]
+    preds: dict = {}
+    needed = {s for f in cqs + idxs for s in f["sources"]} | {f["pred_source"] for f in idxs
+                                                             if f["pred_source"] is not None}
+    for si in sorted(needed):
+        ps = place_split(store, ctx["split_places"][str(si)], tcfg)
+        for i, f in enumerate(cqs):
+            if si in f["sources"]:
+                p = f["plan"]
+                rows = ps.rows_of_queue((p["topic"], p["queue_id"]))
+                q = ps.qoff[rows]
+                rows = rows[np.searchsorted(q, p["first_unit"]):np.searchsorted(q, p["first_unit"] + p["count"])]
+                units[i].append({"qoff": ps.qoff[rows], "phys": ps.phys[rows], "size": ps.sizes[rows].astype(np.int32),
+                                 "tags": ps.tags[rows]})
+        for i, f in enumerate(idxs):
+            p = f["plan"]
+            if si in f["sources"]:
+                a = max(0, p["first_entry"] - ps.entry_base)
+                b = min(len(ps.imsg), p["first_entry"] + p["count"] - ps.entry_base)
+                m = ps.imsg[a:b]
+                entries[i].append({"pos": ps.entry_base + np.arange(a, b, dtype=np.int64), "hash": ps.ihash[a:b],
+                                   "phys": ps.phys[m], "ts": ps.ts[m]})
+            if f["pred_source"] == si:
+                m = ps.imsg[p["first_entry"] - 1 - ps.entry_base]
+                preds[i] = (int(ps.phys[m]), int(ps.ts[m]))
+        del ps
+    tag = _attempt_tag()
+    for i, f in enumerate(cqs):
+        yield _write_cq_file(ctx, cfg, store, f["plan"], _concat_parts(units[i], CQ_DTYPES), tag)
+    for i, f in enumerate(idxs):
+        yield _write_index_file(ctx, cfg, store, f["plan"], _concat_parts(entries[i], ENTRY_DTYPES),
+                                preds.get(i), tag)
+
+
+CQ_DTYPES = {"qoff": np.int64, "phys": np.int64, "size": np.int32, "tags": np.int64}
+ENTRY_DTYPES = {"pos": np.int64, "hash": np.int32, "phys": np.int64, "ts": np.int64}
 
 
 def _faulty_chunks(chunks, point):
@@ -528,49 +600,14 @@ def _faulty_chunks(chunks, point):
         yield c
 
 
-def _concat_parts(parts: list) -> dict:
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def write_files(ctx: dict, items):
-    """Stage 4 task: build and stage whole consume-queue and index files from shuffled records."""
-    fault("after-segments-staged")     # the shuffle is done: every segment task has staged its files
-    cfg = StoreConfig.from_json(ctx["config"])
-    store = storage.Store(ctx["store"])
-    groups: dict = {}
-    for key, value in items:
-        groups.setdefault(key, []).append(value)
-    tag = None
-    for key, values in groups.items():
-        kind = json.loads(key)[0]
-        if kind == "seg":
-            for v in values:
-                yield v
-            continue
-        tag = tag or _attempt_tag()
-        plan = next((v["plan"] for v in values if "plan" in v), None)
-        if plan is None:
-            raise IngestError(f"no plan for {key}")
-        if kind == "cq":
-            yield _write_cq_file(ctx, cfg, store, plan, [v["units"] for v in values if "units" in v], tag)
-        else:
-            preds = [v["pred"] for v in values if "pred" in v]
-            yield _write_index_file(ctx, cfg, store, plan, [v["entries"] for v in values if "entries" in v],
-                                    preds, tag)
-
-
-def _sorted_parts(parts: list, by: str, dtypes: dict) -> dict:
-    """Column arrays shuffled in from several segment tasks, concatenated and ordered by ``by``."""
+def _concat_parts(parts: list, dtypes: dict) -> dict:
     if not parts:
         return {k: np.zeros(0, t) for k, t in dtypes.items()}
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    order = np.argsort(cols[by], kind="stable")
-    return {k: v[order] for k, v in cols.items()}
+    return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
 
 
-def _write_cq_file(ctx, cfg, store, plan, parts, tag) -> dict:
+def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     rel = consumequeue.rel_path(plan["topic"], plan["queue_id"], plan["file_start_unit"])
-    u = _sorted_parts(parts, "qoff", {"qoff": np.int64, "phys": np.int64, "size": np.int32, "tags": np.int64})
     expect = np.arange(plan["first_unit"], plan["first_unit"] + plan["count"], dtype=np.int64)
     if len(u["qoff"]) != plan["count"] or not np.array_equal(u["qoff"], expect):
         raise IngestError(f"{rel}: units {len(u['qoff'])} do not match the plan ({plan['count']} from "
@@ -597,7 +634,7 @@ def _write_cq_file(ctx, cfg, store, plan, parts, tag) -> dict:
     }
 
 
-def _write_index_file(ctx, cfg, store, plan, parts, preds, tag) -> dict:
+def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
     if plan["extend"]:
         rel = plan["extend"]
         head = store.read(rel, 0, indexfile.INDEX_HEADER_SIZE)
@@ -610,13 +647,12 @@ def _write_index_file(ctx, cfg, store, plan, parts, preds, tag) -> dict:
             header = indexfile.IndexHeader.inherited(plan["inherit"]["end_phy_offset"],
                                                      plan["inherit"]["end_timestamp"])
         elif plan["needs_pred"]:
-            if not preds:
-                raise IngestError(f"index file {plan['ordinal']}: the entry before it was not delivered")
-            header = indexfile.IndexHeader.inherited(preds[0][0], preds[0][1])
+            if pred is None:
+                raise IngestError(f"index file {plan['ordinal']}: the entry before it was not found")
+            header = indexfile.IndexHeader.inherited(pred[0], pred[1])
         else:
             header = indexfile.IndexHeader()
         builder = indexfile.IndexFileBuilder(cfg, header)
-    e = _sorted_parts(parts, "pos", {"pos": np.int64, "hash": np.int32, "phys": np.int64, "ts": np.int64})
     expect = np.arange(plan["first_entry"], plan["first_entry"] + plan["count"], dtype=np.int64)
     if not np.array_equal(e["pos"], expect):
         raise IngestError(f"index file {plan['ordinal']}: {len(e['pos'])} entries, plan says {plan['count']}")
@@ -634,33 +670,62 @@ def _write_index_file(ctx, cfg, store, plan, parts, preds, tag) -> dict:
 
 
 # ---------------------------------------------------------------------------- driver
-def _partitioner(assign: dict):
-    def part(key):
-        return assign.get(key, zlib.crc32(key.encode()) % max(1, len(set(assign.values()))))
-    return part
+def _split_places(scans: list, plan: sequencer.BatchPlan, rr_starts: dict) -> dict:
+    """Per non-empty split, what the stage-3 tasks need to place its staged messages."""
+    pieces: dict = {}
+    for seg in plan.segments:
+        for p in seg.pieces:
+            pieces.setdefault(p.split, []).append([p.row_start, p.row_end, p.phys_start])
+    out = {}
+    for r in scans:
+        if not r["count"]:
+            continue
+        b = plan.split_bases[r["index"]]
+        out[str(r["index"])] = {
+            "meta": r["meta_path"], "records": r["records_path"], "rr_start": rr_starts.get(str(r["index"]), {}),
+            "queue_base": [[t, q, o] for (t, q), o in b.queue_base.items()], "entry_base": b.entry_base,
+            "pieces": pieces[r["index"]]}
+    return out
 
 
-def _read_detail(store: storage.Store, path: str, rr_start: dict | None = None,
-                 tcfg: "topics_mod.Topics | None" = None) -> sequencer.SplitDetail:
-    data = np.load(io.BytesIO(store.read(path)))
-    keys = [tuple(k) for k in json.loads(str(data["qkeys"]))]
-    qkey = data["qkey"].astype(np.int32)
-    rr_rows = np.flatnonzero(qkey == -2)
-    if len(rr_rows):
-        # Round-robin rows: queue = (the topic's position at the split start + rank) % queues.
-        rr_topics = json.loads(str(data["rr_topics"]))
-        t = data["rr_topic"][rr_rows]
-        nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
-        start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)
-        q = (start[t] + data["rr_rank"][rr_rows]) % nq[t]
-        index_of = {k: i for i, k in enumerate(keys)}
-        for row, ti, qi in zip(rr_rows.tolist(), t.tolist(), q.tolist()):
-            k = (rr_topics[ti], int(qi))
-            if k not in index_of:
-                index_of[k] = len(keys)
-                keys.append(k)
-            qkey[row] = index_of[k]
-    return sequencer.SplitDetail(sizes=data["sizes"], qkey=qkey, qkeys=keys, entries=data["entries"])
+def _file_jobs(plan: sequencer.BatchPlan, summaries: list) -> list:
+    """Every consume-queue and index file of the plan with the splits it draws on, and a weight."""
+    by_queue: dict = {}
+    entry_ranges = []
+    for s in summaries:
+        if not s.count:
+            continue
+        b = plan.split_bases[s.index]
+        for k, c in s.queue_counts.items():
+            if c:
+                base = b.queue_base[k]
+                by_queue.setdefault(k, []).append((s.index, base, base + c))
+        if s.entries:
+            entry_ranges.append((s.index, b.entry_base, b.entry_base + s.entries))
+    jobs = []
+    for f in plan.cq_files:
+        lo, hi = f.first_unit, f.first_unit + f.count
+        src = [i for i, a, b in by_queue.get((f.topic, f.queue_id), []) if a < hi and b > lo]
+        jobs.append(("cq", {"plan": asdict(f), "sources": src}, f.count * 28 + (1 << 20)))
+    for f in plan.index_files:
+        lo, hi = f.first_entry, f.first_entry + f.count
+        src = [i for i, a, b in entry_ranges if a < hi and b > lo]
+        pred = next((i for i, a, b in entry_ranges if a <= lo - 1 < b), None) if f.needs_pred else None
+        jobs.append(("index", {"plan": asdict(f), "sources": src, "pred_source": pred},
+                     f.count * 40 + (8 << 20)))
+    return jobs
+
+
+def _file_groups(jobs: list, n: int) -> list:
+    """Spread the file jobs over ``n`` tasks, heaviest first onto the lightest task."""
+    n = max(1, min(n, len(jobs)))
+    groups = [{"cq": [], "index": []} for _ in range(n)]
+    load = [0] * n
+    for kind, job, weight in sorted(jobs, key=lambda j: -j[2]):
+        k = load.index(min(load))
+        groups[k][kind].append(job)
+        load[k] += weight
+    return [g for g in groups if g["cq"] or g["index"]]
 
 
 def _round_robin_starts(scans: list, prev: dict) -> tuple[dict, dict]:
@@ -758,12 +823,12 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
         ctx = {"store": store_uri, "config": config.to_json(), "staging": staging,
                "splits": [s.to_dict() for s in splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
                "default_store_ts": default_ts}
-        # 1. scan
-        prog.say(f"scan: {len(splits)} input split(s) of {input_path} ({fmt})")
+        # 1. encode
+        prog.say(f"encode: {len(splits)} input split(s) of {input_path} ({fmt})")
         bctx = sc.broadcast(ctx)
-        prog.stage("scan", len(splits))
+        prog.stage("encode", len(splits))
         scans = sc.parallelize([s.to_dict() for s in splits], max(1, len(splits))) \
-            .map(lambda s: scan_split(bctx.value, s)).collect()
+            .map(lambda s: encode_split(bctx.value, s)).collect()
         prog.stage(None)
         scans.sort(key=lambda r: r["index"])
         problems, total = [], 0
@@ -789,41 +854,34 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
                 last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
                 max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]))
         n_msgs = sum(s.count for s in summaries)
-        prog.say(f"scan done: {n_msgs} messages, {sum(s.total_bytes for s in summaries)} record bytes")
+        prog.say(f"encode done: {n_msgs} messages, {sum(s.total_bytes for s in summaries)} record bytes")
         # 2. plan
-        detail_paths = {r["index"]: r["detail_path"] for r in scans}
+        meta_paths = {r["index"]: r["meta_path"] for r in scans}
         plan = sequencer.plan_batch(
             state, summaries,
-            lambda i: _read_detail(store, detail_paths[i], rr_starts.get(str(i)), tcfg), config)
+            lambda i: _read_detail(store, meta_paths[i], rr_starts.get(str(i)), tcfg), config)
         fault("after-plan")
         prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "
                  f"file(s), {len(plan.index_files)} index file(s)")
         results = []
         if plan.segments:
-            ctx2 = dict(ctx, index_entry_starts=plan.index_entry_starts, rr_starts=rr_starts,
-                        pred_targets={str(k): v for k, v in plan.pred_targets().items()})
-            bctx2 = sc.broadcast(ctx2)
-            seg_payloads = [_segment_payload(s) for s in plan.segments]
-            seg_tasks = _chunk_segments(seg_payloads, sc.defaultParallelism, config.mappedFileSizeCommitLog)
-            markers = [(_route(["cq", f.topic, f.queue_id, f.file_start_unit]), {"plan": asdict(f)})
-                       for f in plan.cq_files]
-            markers += [(_route(["idx", f.ordinal]), {"plan": asdict(f)}) for f in plan.index_files]
-            keys = [k for k, _ in markers] + [_route(["seg", s.base_offset]) for s in plan.segments]
-            file_bytes = (len(plan.cq_files) * config.cq_file_size + len(plan.index_files) * config.index_file_size
-                          + len(plan.segments) * 64)
-            n_parts = max(1, min(len(keys), max(sc.defaultParallelism, -(-file_bytes // (256 << 20)))))
-            # Big files first, spread round-robin: index files and segments weigh most.
-            assign = {k: i % n_parts for i, k in enumerate(keys)}
-            seg_rdd = sc.parallelize(seg_tasks, len(seg_tasks)) \
-                .flatMap(lambda segs: write_segments(bctx2.value, segs))
-            n_marker_parts = 1          # a few small plan records
-            marker_rdd = sc.parallelize(markers, n_marker_parts)
-            prog.say(f"write: {len(seg_payloads)} segment(s) in {len(seg_tasks)} task(s), then {n_parts} "
-                     f"consume queue/index file task(s)")
-            prog.stage("write", len(seg_tasks) + n_marker_parts, segments=len(seg_payloads),
-                       messages=plan.messages, file_tasks=n_parts)
-            results = seg_rdd.union(marker_rdd).partitionBy(n_parts, _partitioner(assign)) \
-                .mapPartitions(lambda it: write_files(bctx2.value, it)).collect()
+            # 3. write: segment tasks first (the heaviest), then consume-queue/index file tasks;
+            # all read what stage 1 staged, none waits for another (no shuffle).
+            bctx2 = sc.broadcast(dict(ctx, split_places=_split_places(scans, plan, rr_starts)))
+            seg_tasks = _chunk_segments([_segment_payload(s) for s in plan.segments], sc.defaultParallelism,
+                                        config.mappedFileSizeCommitLog)
+            # File tasks run beside the segment tasks: use the cores those leave free (each file
+            # task places every split it draws on, so more tasks than that only repeat work).
+            file_jobs = _file_jobs(plan, summaries)
+            file_bytes = sum(w for _, _, w in file_jobs)
+            file_groups = _file_groups(file_jobs, max(sc.defaultParallelism - len(seg_tasks), file_bytes // (256 << 20)))
+            tasks = [("segments", t) for t in seg_tasks] + [("files", g) for g in file_groups]
+            prog.say(f"write: {len(plan.segments)} segment(s) in {len(seg_tasks)} task(s), "
+                     f"{len(plan.cq_files) + len(plan.index_files)} consume queue/index file(s) in "
+                     f"{len(file_groups)} task(s)")
+            prog.stage("write", len(tasks), segments=len(plan.segments), messages=plan.messages)
+            results = sc.parallelize(tasks, len(tasks)) \
+                .flatMap(lambda t: run_write_task(bctx2.value, t)).collect()
             prog.stage(None)
         fault("after-files-staged")
         # 5. commit

@@ -409,6 +409,56 @@ def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, 
     return p
 
 
+@njit(cache=True, nogil=True)
+def _patch_placement(out, starts, queue_id, qoff, phys):
+    for k in range(starts.shape[0]):
+        p = starts[k]
+        _put32(out, p + 12, np.int64(queue_id[k]))
+        _put64(out, p + 20, np.int64(qoff[k]))
+        _put64(out, p + 28, np.int64(phys[k]))
+
+
+def patch_placement(out: np.ndarray, starts: np.ndarray, queue_id: np.ndarray, qoff: np.ndarray,
+                    phys: np.ndarray) -> None:
+    """Write QUEUEID (@12), QUEUEOFFSET (@20) and PHYSICALOFFSET (@28) of the records starting at
+    ``starts``: the only fields that depend on where the sequencer placed a message (ingest
+    encodes records before placing them)."""
+    if len(starts):
+        _patch_placement(out, np.asarray(starts, np.int64), np.asarray(queue_id, np.int32),
+                         np.asarray(qoff, np.int64), np.asarray(phys, np.int64))
+
+
+@njit(cache=True, nogil=True)
+def _index_put(slots, out, key_hash, phys, time_diff, first_pos):
+    empty = 0
+    n_slots = slots.shape[0]
+    for k in range(key_hash.shape[0]):
+        pos = first_pos + k
+        slot = key_hash[k] % n_slots
+        prev = np.int64(slots[slot])
+        if prev <= 0 or prev > pos:        # a slot value is trusted only in (0, indexCount]
+            prev = 0
+            empty += 1
+        p = k * 20
+        _put32(out, p, np.int64(key_hash[k]))
+        _put64(out, p + 4, np.int64(phys[k]))
+        _put32(out, p + 12, np.int64(time_diff[k]))
+        _put32(out, p + 16, prev)
+        slots[slot] = pos
+    return empty
+
+
+def index_put(slots: np.ndarray, key_hash: np.ndarray, phys: np.ndarray, time_diff: np.ndarray,
+              first_pos: int) -> tuple[np.ndarray, int]:
+    """IndexFile.putKey for a run of entries at positions first_pos..: chains each entry to its
+    slot's newest entry and makes it the slot's head (``slots`` updated in place). Returns the
+    entries as big-endian 20-byte rows, and how many found their slot empty (hashSlotCount)."""
+    out = np.empty(len(key_hash) * 20, np.uint8)
+    empty = _index_put(slots, out, np.asarray(key_hash, np.int64), np.asarray(phys, np.int64),
+                       np.asarray(time_diff, np.int64), first_pos) if len(key_hash) else 0
+    return out, int(empty)
+
+
 # ---------------------------------------------------------------------------- decoding
 @njit(cache=True, nogil=True)
 def _read_be(data, pos, width, out):

@@ -82,6 +82,14 @@ class Piece:
 
 
 @dataclass
+class SplitBase:
+    """Where a split's messages continue the store: its first queue offset per topic/queue and
+    its first index entry's batch-global position (a split's own ranks are added to these)."""
+    queue_base: dict              # (topic, qid) -> queue offset of the split's first unit there
+    entry_base: int
+
+
+@dataclass
 class SegmentPlan:
     base_offset: int
     start_pos: int                # bytes kept from the existing file (0 for a new file)
@@ -126,6 +134,7 @@ class BatchPlan:
     next_phys: int
     queue_next: dict
     index_entry_starts: list      # first_entry of every index file plan (for routing)
+    split_bases: dict = field(default_factory=dict)   # split -> SplitBase (non-empty splits)
 
     def index_ordinal(self, entry: np.ndarray) -> np.ndarray:
         starts = np.asarray(self.index_entry_starts, dtype=np.int64)
@@ -150,6 +159,7 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
     entry_run = 0
     msg_run = 0
     last_entry_msg = -1
+    split_bases: dict = {}
 
     def add_piece(split, r0, r1, nbytes, qbase, ebase, mbase):
         nonlocal pos, current
@@ -179,6 +189,7 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
             continue
         if s.last_entry_row >= 0:
             last_entry_msg = msg_run + s.last_entry_row
+        split_bases[s.index] = SplitBase({k: queue_next.get(k, 0) for k in s.queue_counts}, entry_run)
         in_file = pos - pos // F * F
         if in_file + s.total_bytes + commitlog.END_FILE_MIN_BLANK_LENGTH <= F:
             qbase = {k: queue_next.get(k, 0) for k in s.queue_counts}
@@ -213,7 +224,7 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
     index_files = _plan_index_files(state, entry_run, msg_run, last_entry_msg, config)
     return BatchPlan(segments=segments, cq_files=cq_files, index_files=index_files, messages=msg_run,
                      total_bytes=total_bytes, entries=entry_run, next_phys=pos, queue_next=queue_next,
-                     index_entry_starts=[f.first_entry for f in index_files])
+                     index_entry_starts=[f.first_entry for f in index_files], split_bases=split_bases)
 
 
 def _queue_base_at(d: SplitDetail, row: int, queue_next: dict) -> dict:

@@ -151,6 +151,27 @@ class Store:
                 length = fh.size() - offset
             return fh.read_at(length, offset)
 
+    def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
+        """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally)."""
+        out = np.empty(length, np.uint8)
+        if self.local:
+            with open(self.path(rel), "rb", buffering=0) as fh:
+                fh.seek(offset)
+                mv, got = memoryview(out), 0
+                while got < length:
+                    k = fh.readinto(mv[got:])
+                    if not k:
+                        break
+                    got += k
+        else:
+            with self.fs.open_input_file(self.path(rel)) as fh:
+                data = fh.read_at(length, offset)
+            got = len(data)
+            out[:got] = np.frombuffer(data, np.uint8)
+        if got != length:
+            raise OSError(f"{rel}: expected {length} bytes at {offset}, read {got}")
+        return out
+
     def open_reader(self, rel: str):
         return self.fs.open_input_file(self.path(rel))
 

@@ -46,8 +46,8 @@ CUT = 1513
 
 # point -> ROCKETLAKE_FAULT_SKIP (let it pass a few times: a later file, a partly done publish)
 POINTS = {
-    "after-lease": 0, "scan-split": 0, "after-scan": 0, "after-plan": 0, "mid-segment-write": 1,
-    "after-segment-write": 2, "after-segments-staged": 0, "mid-file-write": 3, "after-files-staged": 0,
+    "after-lease": 0, "encode-split": 0, "mid-records-write": 0, "after-scan": 0, "after-plan": 0,
+    "mid-segment-write": 1, "after-segment-write": 2, "mid-file-write": 3, "after-files-staged": 0,
     "before-delta-commit": 0, "between-delta-tables": 0, "after-commit-before-publish": 0,
     "mid-publish": 40, "after-publish-before-cleanup": 0,
 }
