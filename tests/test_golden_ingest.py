@@ -143,3 +143,27 @@ def test_missing_input_is_a_clear_error(tmp_path):
     from storelib.codec import InputError
     with pytest.raises(InputError, match="not found"):
         inputs.plan_splits(str(tmp_path / "nope.jsonl"), "jsonl")
+
+
+@pytest.mark.parametrize("crc", [False, True])
+def test_reencoded_rows_equal_staged_records(tmp_path, crc):
+    """A segment-writer attempt that finds a split's staged records deleted (an earlier attempt
+    wrote them into their segment) encodes the rows again from the input: the same bytes."""
+    import numpy as np
+    from storelib import ingest, topics
+    from storelib.config import StoreConfig
+    cfg = StoreConfig(enabledAppendPropCRC=crc)
+    src = os.path.join(golden_set("small-roll"), "messages.jsonl")
+    splits = inputs.plan_splits(src, "jsonl", 3, 1 << 20)
+    ctx = {"store": str(tmp_path / "store"), "config": cfg.to_json(), "staging": "_rocketlake/staging/t/a",
+           "splits": [s.to_dict() for s in splits], "topics": topics.Topics.default().to_dict(),
+           "queue_by": None, "default_store_ts": 1}
+    st = storage.Store(ctx["store"])
+    for s in splits:
+        r = ingest.encode_split(ctx, s.to_dict())
+        staged = np.frombuffer(st.read(r["records_path"]), np.uint8)
+        sizes = np.load(st.path(r["meta_path"]))["sizes"].astype(np.int64)
+        ends = np.cumsum(sizes)
+        for r0, r1 in [(0, r["count"]), (1, r["count"] // 2), (r["count"] // 3, r["count"])]:
+            again = ingest._reencoded(ctx, cfg, s.index, r0, r1)
+            assert again.tobytes() == staged[ends[r0] - sizes[r0]:ends[r1 - 1]].tobytes()
