@@ -20,6 +20,8 @@ Points (in the order an ingest passes them):
             after-publish-before-cleanup
   executor: encode-split (encode task start), mid-records-write (half of a split's encoded
             records staged), mid-segment-write (half of a segment file written),
+            after-records-released (a split's staged records written into their segment and
+            deleted: a retry must encode them again),
             after-segment-write (a segment staged, not yet reported to the driver),
             mid-file-write (half of a consume queue / index file written)
 """
@@ -33,8 +35,8 @@ DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
     "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",
 )
-EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-segment-write",
-                   "mid-file-write")
+EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-records-released",
+                   "after-segment-write", "mid-file-write")
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.
 POST_COMMIT_POINTS = ("after-commit-before-publish", "mid-publish", "after-publish-before-cleanup")

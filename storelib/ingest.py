@@ -549,6 +549,7 @@ def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int, las
             yield chunk(records)
             if release:
                 store.delete(release)        # written: its dirty pages need never reach the disk
+                fault("after-records-released")
         if seg["close"]:
             yield chunk(commitlog.blank_record(seg["end_pos"], F))
 

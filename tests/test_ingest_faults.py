@@ -47,7 +47,8 @@ CUT = 1513
 # point -> ROCKETLAKE_FAULT_SKIP (let it pass a few times: a later file, a partly done publish)
 POINTS = {
     "after-lease": 0, "encode-split": 0, "mid-records-write": 0, "after-scan": 0, "after-plan": 0,
-    "mid-segment-write": 1, "after-segment-write": 2, "mid-file-write": 3, "after-files-staged": 0,
+    "mid-segment-write": 1, "after-records-released": 0, "after-segment-write": 2, "mid-file-write": 3,
+    "after-files-staged": 0,
     "before-delta-commit": 0, "between-delta-tables": 0, "after-commit-before-publish": 0,
     "mid-publish": 40, "after-publish-before-cleanup": 0,
 }
@@ -197,6 +198,23 @@ def test_executor_kill_is_retried(work, tmp_path):
                   "ROCKETLAKE_FAULT_MARKER": str(marker)}, master="local[2,4]")
     assert r.returncode == 0, r.stderr[-3000:]
     assert marker.read_text().startswith("mid-segment-write")
+    assert storecmp(store).returncode == 0
+    check_consistent(store, ["A", "B"])
+
+
+def test_retry_after_staged_records_released_encodes_them_again(work, tmp_path):
+    """An attempt SIGKILLed after it wrote a split's records into their segment and deleted the
+    staged copy: the retry finds them gone, encodes those rows again from the input, and the
+    store is golden."""
+    base, store_a = work
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    marker = tmp_path / "marker"
+    r = run_jobs(base, [job(base, store, "b")], "retry-released",
+                 {"ROCKETLAKE_FAULT": "after-records-released", "ROCKETLAKE_FAULT_ONCE": "1",
+                  "ROCKETLAKE_FAULT_MARKER": str(marker)}, master="local[2,4]")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert marker.read_text().startswith("after-records-released")
     assert storecmp(store).returncode == 0
     check_consistent(store, ["A", "B"])
 
