@@ -15,8 +15,9 @@ a real Spark job, a real SIGKILL) and ``ROCKETLAKE_FAULT=<point>``:
 ``test_rerun_finishes_every_killed_batch`` then reruns batch B on every store of the points above
 in one process (no fault): the store is byte-identical to the golden set (storecmp), the manifest
 lists every file once with a matching checksum, batches A and B once each, no staging, no lease.
-``test_executor_kill_is_retried`` kills one task attempt with retries allowed: the retry writes
-its own staging path and the result is still golden.
+``test_executor_kill_is_retried`` kills one task attempt with retries allowed (mid-segment, and
+after a split's staged records were released): the retry writes its own staging path and the
+result is still golden.
 """
 from __future__ import annotations
 
@@ -186,35 +187,21 @@ def test_rerun_finishes_every_killed_batch(work):
         check_consistent(store, ["A", "B"])
 
 
-def test_executor_kill_is_retried(work, tmp_path):
-    """One task attempt SIGKILLed mid-segment with task retries on: the retry stages its own copy,
-    only the driver's commit publishes, and the store is golden."""
+@pytest.mark.parametrize("point", ["mid-segment-write", "after-records-released"])
+def test_executor_kill_is_retried(work, tmp_path, point):
+    """One task attempt SIGKILLed with task retries on: the retry stages its own copy, only the
+    driver's commit publishes, and the store is golden. ``after-records-released``: the killed
+    attempt had written a split's records into their segment and deleted the staged copy, so
+    the retry encodes those rows again from the input."""
     base, store_a = work
     store = str(tmp_path / "store")
     shutil.copytree(store_a, store)
     marker = tmp_path / "marker"
-    r = run_jobs(base, [job(base, store, "b")], "retry",
-                 {"ROCKETLAKE_FAULT": "mid-segment-write", "ROCKETLAKE_FAULT_ONCE": "1",
+    r = run_jobs(base, [job(base, store, "b")], f"retry-{point}",
+                 {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_ONCE": "1",
                   "ROCKETLAKE_FAULT_MARKER": str(marker)}, master="local[2,4]")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert marker.read_text().startswith("mid-segment-write")
-    assert storecmp(store).returncode == 0
-    check_consistent(store, ["A", "B"])
-
-
-def test_retry_after_staged_records_released_encodes_them_again(work, tmp_path):
-    """An attempt SIGKILLed after it wrote a split's records into their segment and deleted the
-    staged copy: the retry finds them gone, encodes those rows again from the input, and the
-    store is golden."""
-    base, store_a = work
-    store = str(tmp_path / "store")
-    shutil.copytree(store_a, store)
-    marker = tmp_path / "marker"
-    r = run_jobs(base, [job(base, store, "b")], "retry-released",
-                 {"ROCKETLAKE_FAULT": "after-records-released", "ROCKETLAKE_FAULT_ONCE": "1",
-                  "ROCKETLAKE_FAULT_MARKER": str(marker)}, master="local[2,4]")
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert marker.read_text().startswith("after-records-released")
+    assert marker.read_text().startswith(point)
     assert storecmp(store).returncode == 0
     check_consistent(store, ["A", "B"])
 
