@@ -62,9 +62,8 @@ def timed(fn, *a, **kw):
 
 
 # ---------------------------------------------------------------------------- references
-def disk_and_memory(workdir: str) -> tuple[float, float]:
-    size = 1 << 30
-    block = np.random.default_rng(1).integers(0, 255, 64 << 20, dtype=np.uint8)
+def disk_and_memory(workdir: str, size: int = 1 << 30) -> tuple[float, float]:
+    block = np.random.default_rng(1).integers(0, 255, min(size, 64 << 20), dtype=np.uint8)
     path = os.path.join(workdir, "disk.bin")
     t = time.perf_counter()
     with open(path, "wb") as fh:
@@ -74,14 +73,14 @@ def disk_and_memory(workdir: str) -> tuple[float, float]:
         os.fsync(fh.fileno())
     disk = size / (time.perf_counter() - t) / 1e6
     os.remove(path)
-    src = np.random.default_rng(2).integers(0, 255, 512 << 20, dtype=np.uint8)
+    src = np.random.default_rng(2).integers(0, 255, min(size, 512 << 20), dtype=np.uint8)
     dst = np.empty_like(src)
     np.copyto(dst, src)
     t = time.perf_counter()
     for _ in range(3):
         np.copyto(dst, src)
     mem = 3 * len(src) / (time.perf_counter() - t) / 1e9
-    record("disk", "sequential write (fsync'd, 1 GiB)", disk, unit="MB/s")
+    record("disk", f"sequential write (fsync'd, {size >> 20} MiB)", disk, unit="MB/s")
     record("disk", "numpy memory copy", mem, unit="GB/s")
     save("disk")
     return disk, mem
@@ -275,21 +274,29 @@ def bench_verify(spark, store: str):
 
 
 def main():
+    global RESULTS
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2_000_000)
     ap.add_argument("--lookup-n", type=int, default=5_000_000)
     ap.add_argument("--batch-keys", type=int, default=1_000_000, help="distinct (topic, key) pairs")
     ap.add_argument("--only", default="disk,codec,ingest,lookup,batch,verify")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--results", default=RESULTS, help="where the JSON results go (default bench/results)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes: checks that every section runs (the test suite does this); no figures")
     a = ap.parse_args()
+    RESULTS = a.results
+    codec_n, disk_size = 1_000_000, 1 << 30
+    if a.smoke:
+        a.n, a.lookup_n, a.batch_keys, codec_n, disk_size = 20_000, 40_000, 2_000, 20_000, 16 << 20
     only = set(a.only.split(","))
     workdir = a.workdir or tempfile.mkdtemp(prefix="rocketlake-bench-")
     os.makedirs(workdir, exist_ok=True)
     print(f"{'section':7s} {'metric':46s} {'value':>14s} {'baseline':>14s} {'ratio':>9s} unit", flush=True)
     t0 = time.time()
-    disk_mbs, _ = disk_and_memory(workdir) if "disk" in only or "ingest" in only else (None, None)
+    disk_mbs, _ = disk_and_memory(workdir, disk_size) if "disk" in only or "ingest" in only else (None, None)
     if "codec" in only:
-        bench_codec()
+        bench_codec(codec_n)
     spark = spark_session() if only & {"ingest", "lookup", "batch", "verify"} else None
     if "ingest" in only:
         bench_ingest(spark, workdir, a.n, disk_mbs)
