@@ -112,7 +112,11 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
                          f"{shown}{more}")
     say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
     rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
-    manifest.commit(store, snap.versions, rows, ck_row)
+    if config.durable:
+        # The broker's files (or our copies) may still be in the page cache: on stable storage
+        # before the commit that makes them part of the store.
+        store.sync_files(sorted({r["path"] for r in rows}))
+    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable)
     say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
         f"max phy offset {ck_row['max_phy_offset']}")
     counts = {}

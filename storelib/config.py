@@ -51,6 +51,10 @@ class StoreConfig:
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
     fileReservedTime: int = 72
+    # SYNC_FLUSH: every file of a batch is fsync'd before the commit that makes it visible.
+    # RocketMQ's broker defaults to ASYNC_FLUSH; a batch store promises durable commits, so
+    # ASYNC_FLUSH (no fsync at all) must be asked for, e.g. for scratch stores and benchmarks.
+    flushDiskType: str = "SYNC_FLUSH"
     extra: dict = field(default_factory=dict, compare=False)
 
     # ----------------------------------------------------------------- derived
@@ -100,7 +104,14 @@ class StoreConfig:
         if self.maxMessageSize < 1:
             raise ConfigError("maxMessageSize must be positive")
         self.delay_level_millis  # parse check
+        if self.flushDiskType not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
+            raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH, not {self.flushDiskType!r}")
         return self
+
+    @property
+    def durable(self) -> bool:
+        """Files are fsync'd before a batch is committed (flushDiskType=SYNC_FLUSH)."""
+        return self.flushDiskType == "SYNC_FLUSH"
 
     def file_shaping(self) -> dict:
         return {k: getattr(self, k) for k in FILE_SHAPING_KEYS}

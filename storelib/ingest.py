@@ -556,7 +556,7 @@ def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int, las
     staged = f"{ctx['staging']}/files/{_attempt_tag()}/{rel}"
     try:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            store.write_file(staged, stream(pool), F)
+            store.write_file(staged, stream(pool), F, durable=cfg.durable)
     finally:
         hasher.shutdown(wait=True)
     fault("after-segment-write")
@@ -645,7 +645,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     body = consumequeue.encode_units(u["phys"], u["size"], u["tags"]).tobytes()
     chunks = [prefix, body]
     staged = f"{ctx['staging']}/files/{tag}/{rel}"
-    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.cq_file_size)
+    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.cq_file_size, durable=cfg.durable)
     prev = consumequeue.decode_units(prefix) if kept else None
     phys_all = np.concatenate([prev["phys"].astype(np.int64), u["phys"]]) if kept else u["phys"]
     return {
@@ -686,7 +686,7 @@ def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
     chunks = builder.chunks()
     name = f"ordinal-{plan['ordinal']:06d}" if rel is None else rel.split("/")[-1]
     staged = f"{ctx['staging']}/files/{tag}/index/{name}"
-    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.index_file_size)
+    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.index_file_size, durable=cfg.durable)
     return {
         "kind": "index", "path": rel, "ordinal": plan["ordinal"], "staged_path": staged,
         "file_size": cfg.index_file_size, "valid_bytes": builder.valid_bytes(),
@@ -1014,7 +1014,7 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
     ck = ckpt.Checkpoint(physic, logics, index_ts)
     ck_bytes = ck.to_bytes()
     ck_staged = f"{staging}/files/driver/{ckpt.FILE_NAME}"
-    store.write_file(ck_staged, [ck_bytes])
+    store.write_file(ck_staged, [ck_bytes], durable=config.durable)
     # Manifest rows.
     rows = []
 
@@ -1072,10 +1072,13 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
         "attempt_id": attempt,
     }
     fault("before-delta-commit")
-    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault)
+    # Every file of the batch is on stable storage by now (the write tasks and the checkpoint
+    # write fsync'd them and their directories: flushDiskType=SYNC_FLUSH), so the switch below
+    # never makes visible a batch a power cut could take back.
+    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
-    publish(store, rows)
+    publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     store.delete(manifest.STAGING_DIR)     # we hold the lease: everything staged is ours or garbage
     elapsed = time.time() - t0
@@ -1091,14 +1094,20 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
     return summary
 
 
-def publish(store: storage.Store, rows: list) -> None:
-    """Move staged files to their final names (redo-safe: a missing staged file is already moved)."""
+def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
+    """Move staged files to their final names (redo-safe: a missing staged file is already moved).
+
+    ``durable``: the directories the renames changed are fsync'd before staging is removed, so a
+    power cut cannot take a published name back while its staged copy is already gone."""
+    changed: set = set()
     for r in rows:
         if r["action"] != "add" or not r["staged_path"]:
             continue
         if store.exists(r["staged_path"]):
-            store.publish(r["staged_path"], r["path"])
+            changed.update(store.publish(r["staged_path"], r["path"]) or ())
             fault("mid-publish")
+    if durable:
+        storage.sync_dirs(changed)
 
 
 def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot) -> None:

@@ -13,8 +13,9 @@ switch. Manifest rows of a batch without a checkpoint row are ignored by every r
 commits are conditional on the table versions read when the batch was planned, so of two
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
-The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables that
-Spark with delta-spark reads too (``spark.read.format("delta").load(store + "/_rocketlake/manifest")``).
+The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables, which
+delta-spark (``spark.read.format("delta").load(store + "/_rocketlake/manifest")``) should read too;
+that is untested here (no delta-spark jars on these machines).
 """
 from __future__ import annotations
 
@@ -177,8 +178,12 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,
-           fault=None) -> None:
-    """Conditional appends: manifest rows first, then the checkpoint row (the switch)."""
+           fault=None, durable: bool = True) -> None:
+    """Conditional appends: manifest rows first, then the checkpoint row (the switch).
+
+    ``durable``: each table version is fsync'd as soon as it is written (delta-rs does not), so
+    the manifest rows are on stable storage before the switch, and the switch before we return.
+    """
     from deltalake import write_deltalake, CommitProperties
     from deltalake.exceptions import CommitFailedError
     opts = storage.delta_storage_options(store.uri)
@@ -206,8 +211,23 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             if "already exists" in str(e).lower() or "version" in str(e).lower():
                 raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
             raise
+        if durable:
+            sync_table_version(store, rel, 0 if version is None else version + 1)
         if point and fault:
             fault(point)
+
+
+def sync_table_version(store: storage.Store, rel: str, version: int) -> None:
+    """fsync one Delta table version on a local store: its commit file, the data files it adds
+    and the directories that got entries for them (no-op on object stores: a PUT is durable)."""
+    if not store.local:
+        return
+    from urllib.parse import unquote
+    log = f"{rel}/_delta_log/{version:020d}.json"
+    actions = [json.loads(line) for line in store.read(log).decode().splitlines() if line.strip()]
+    adds = [a["add"]["path"] for a in actions if "add" in a]
+    store.sync_files([log] + [f"{rel}/{unquote(p)}" for p in adds])
+    storage.sync_dirs([store.path(rel), store.path(META_DIR), store.root])
 
 
 def history(store: storage.Store) -> list:

@@ -1,9 +1,16 @@
-"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://).
+"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local and
+s3:// against a moto server are tested, gs:// and hdfs:// are not).
 
 Store files are written whole, sequentially, by one writer (object stores have no random
 writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused
 zero block elsewhere. ``publish`` moves a staged file to its final name: an atomic rename
 where the file system has one, copy + delete on object stores.
+
+Durability (``write_file(durable=True)``, ``sync_files``, ``sync_dirs``): on local file systems
+a file is on stable storage once it and every directory entry leading to it are fsync'd; on
+object stores a completed PUT or copy is. Ingest uses it so that every file of a batch is
+durable before the Delta commit that makes the batch visible (RocketMQ's ``flushDiskType``:
+SYNC_FLUSH, the default here, or ASYNC_FLUSH for scratch stores).
 
 S3 settings come from the usual environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_REGION) plus ``AWS_ENDPOINT_URL`` for S3-compatible servers.
@@ -72,7 +79,7 @@ def delta_storage_options(uri: str) -> dict | None:
 
     S3: Delta commits must be put-if-absent, or two writers could both write version N.
     deltalake 1.x does that with S3 conditional writes (``If-None-Match: *``) when
-    ``AWS_CONDITIONAL_PUT=etag`` (AWS S3 since 2024, MinIO, moto). For an S3-compatible store
+    ``AWS_CONDITIONAL_PUT=etag`` (AWS S3 since 2024, MinIO, moto; only moto is tested here). For an S3-compatible store
     without conditional writes set ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (``AWS_S3_ALLOW_UNSAFE_RENAME``:
     no protection between concurrent writers beyond rocketlake's writer lease) or give a
     DynamoDB lock through ``AWS_S3_LOCKING_PROVIDER``/``DELTA_DYNAMO_TABLE_NAME``.
@@ -176,12 +183,19 @@ class Store:
         return self.fs.open_input_file(self.path(rel))
 
     # -- writes
-    def write_file(self, rel: str, chunks, total_size: int | None = None) -> int:
-        """Write a whole file from byte chunks, then zero-fill up to ``total_size``."""
+    def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False) -> int:
+        """Write a whole file from byte chunks, then zero-fill up to ``total_size``.
+
+        ``durable``: on a local file system the file is fsync'd before this returns, and so is
+        every directory that got a new entry for it (its parent, and the parents of directories
+        created for it), so the file survives a power cut. On an object store a completed PUT
+        is already durable.
+        """
         path = self.path(rel)
         parent = path.rsplit("/", 1)[0]
         written = 0
         if self.local:
+            new_dirs = _missing_dirs(parent) if durable else []
             os.makedirs(parent, exist_ok=True)
             with open(path, "wb") as fh:
                 for c in chunks:
@@ -190,6 +204,11 @@ class Store:
                     written += len(mv)
                 if total_size is not None and total_size > written:
                     fh.truncate(total_size)   # sparse zero tail
+                if durable:
+                    fh.flush()
+                    fsync_fd(fh.fileno())
+            if durable:
+                sync_dirs([parent] + [os.path.dirname(d) for d in new_dirs])
             return total_size if total_size is not None else written
         self.fs.create_dir(parent, recursive=True)
         with self.fs.open_output_stream(path) as out:
@@ -206,19 +225,45 @@ class Store:
                 written = max(written, total_size)
         return written
 
-    def publish(self, staged_rel: str, final_rel: str) -> None:
-        """Move a staged file to its final path, replacing what is there."""
+    def publish(self, staged_rel: str, final_rel: str) -> list[str] | None:
+        """Move a staged file to its final path, replacing what is there.
+
+        Returns the local directories whose entries changed (the caller fsyncs each of them
+        once, after all its renames: ``sync_dirs``); None on object stores, where a completed
+        copy is durable.
+        """
         src, dst = self.path(staged_rel), self.path(final_rel)
         if self.local:
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            parent = os.path.dirname(dst)
+            new_dirs = _missing_dirs(parent)
+            os.makedirs(parent, exist_ok=True)
             os.replace(src, dst)
-            return
+            return [parent] + [os.path.dirname(d) for d in new_dirs]
         self.fs.create_dir(dst.rsplit("/", 1)[0], recursive=True)
         try:
             self.fs.move(src, dst)
         except (OSError, NotImplementedError):
             self.fs.copy_file(src, dst)
             self.fs.delete_file(src)
+        return None
+
+    def sync_files(self, rels) -> int:
+        """fsync existing files (and their directories) of a local store; returns files synced.
+        No-op on object stores."""
+        if not self.local:
+            return 0
+        dirs, n = set(), 0
+        for rel in rels:
+            path = self.path(rel)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                fsync_fd(fd)
+            finally:
+                os.close(fd)
+            dirs.add(os.path.dirname(path))
+            n += 1
+        sync_dirs(dirs)
+        return n
 
     def delete(self, rel: str) -> None:
         path = self.path(rel)
@@ -238,6 +283,35 @@ class Store:
             os.makedirs(self.path(rel), exist_ok=True)
         else:
             self.fs.create_dir(self.path(rel), recursive=True)
+
+
+def _missing_dirs(path: str) -> list[str]:
+    """The directories ``os.makedirs(path)`` would create, deepest first."""
+    out = []
+    while path and not os.path.isdir(path):
+        out.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return out
+
+
+def fsync_fd(fd: int) -> None:
+    os.fsync(fd)
+
+
+def sync_dirs(dirs) -> None:
+    """fsync directories (their entries: files created, renamed or removed in them)."""
+    for d in sorted(set(dirs), key=lambda p: (-p.count("/"), p)):
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue
+        try:
+            fsync_fd(fd)
+        finally:
+            os.close(fd)
 
 
 def np_bytes(a: np.ndarray) -> memoryview:

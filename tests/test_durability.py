@@ -1,0 +1,180 @@
+"""Durable commits, proven with the system calls a real ingest makes (strace).
+
+One traced process runs two ingests of the small-roll messages in one Spark session: a store with
+the default ``flushDiskType`` (SYNC_FLUSH) and one with ASYNC_FLUSH. From the trace:
+
+* SYNC_FLUSH: every file of the batch (each manifest row's staged file: commitlog segments,
+  consume-queue files, index files, the checkpoint file) and every directory holding one of
+  them is fsync'd, and the fsync has returned, before the ``linkat`` that creates the
+  checkpoints table's commit file (the switch that makes the batch visible). The manifest
+  table's commit file is fsync'd before the switch too, and the switch's commit file right
+  after it. After the publishing renames, the directories of every final name are fsync'd.
+* ASYNC_FLUSH: no file of the store is fsync'd.
+Both stores are byte-identical to RocketMQ's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, golden_set
+from goldenlib import compare
+
+sys.path.insert(0, ROOT)
+from storelib import manifest, storage  # noqa: E402
+
+PY = sys.executable
+LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(.*?)(?:\s+<(\d+\.\d+)>)?$")
+CALL = re.compile(r"^(\w+)\((.*)$")
+
+
+def _properties(set_dir: str, path, flush: str) -> str:
+    cfg = json.load(open(os.path.join(set_dir, "config.json")))["messageStoreConfig"]
+    cfg = {k: v for k, v in cfg.items() if k != "flushDiskType"}
+    if flush:
+        cfg["flushDiskType"] = flush
+    path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+    return str(path)
+
+
+def parse_trace(text: str) -> list[dict]:
+    """strace -f -y -ttt -T lines -> [{pid, call, args, start, end}] with unfinished/resumed joined."""
+    out, pending = [], {}
+    for raw in text.splitlines():
+        m = LINE.match(raw)
+        if not m:
+            continue
+        pid, ts, rest, dur = m.group(1), float(m.group(2)), m.group(3), m.group(4)
+        if rest.startswith("---") or rest.startswith("+++"):
+            continue
+        if rest.startswith("<..."):
+            ev = pending.pop(pid, None)
+            if ev is not None:
+                ev["end"] = ts
+                ev["ok"] = rest.rstrip().endswith("= 0")
+                out.append(ev)
+            continue
+        c = CALL.match(rest)
+        if not c:
+            continue
+        ev = {"pid": pid, "call": c.group(1), "args": c.group(2), "start": ts,
+              "end": ts + float(dur) if dur else ts, "ok": rest.rstrip().endswith("= 0")}
+        if rest.endswith("<unfinished ...>"):
+            ev["args"] = ev["args"][:-len("<unfinished ...>")].rstrip()
+            pending[pid] = ev
+        else:
+            out.append(ev)
+    return out
+
+
+def fsynced_paths(events) -> dict:
+    """path -> earliest completion time of a successful fsync/fdatasync of it."""
+    done = {}
+    for e in events:
+        if e["call"] in ("fsync", "fdatasync") and e["ok"]:
+            m = re.match(r"\d+<(.*)>", e["args"])
+            if m:
+                done.setdefault(m.group(1), e["end"])
+                done[m.group(1)] = min(done[m.group(1)], e["end"])
+    return done
+
+
+def _commit_time(events, table_dir: str) -> float:
+    """When the table's first commit file appeared (delta-rs links the temp file into place)."""
+    target = os.path.join(table_dir, "_delta_log", "00000000000000000000.json")
+    for e in events:
+        if e["call"] in ("linkat", "link", "rename", "renameat", "renameat2") and f'"{target}"' in e["args"]:
+            return e["start"]
+    raise AssertionError(f"no commit of {target} in the trace")
+
+
+@pytest.mark.slow
+def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
+    if shutil.which("strace") is None:
+        pytest.fail("strace is required for this test (apt-get install strace)")
+    g = golden_set("small-roll")
+    stores = {flush: str(tmp_path / f"store-{flush.lower()}") for flush in ("SYNC_FLUSH", "ASYNC_FLUSH")}
+    jobs = [{"store": stores["SYNC_FLUSH"], "input": os.path.join(g, "messages.jsonl"),
+             "config": _properties(g, tmp_path / "sync.properties", ""), "partitions": 3, "quiet": True},
+            {"store": stores["ASYNC_FLUSH"], "input": os.path.join(g, "messages.jsonl"),
+             "config": _properties(g, tmp_path / "async.properties", "ASYNC_FLUSH"), "partitions": 3,
+             "quiet": True}]
+    spec = tmp_path / "jobs.json"
+    spec.write_text(json.dumps({"master": "local[2]", "jobs": jobs}))
+    trace = tmp_path / "trace.txt"
+    env = dict(os.environ, PYSPARK_PYTHON=PY, PYSPARK_DRIVER_PYTHON=PY)
+    r = subprocess.run(["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-ttt", "-T", "-o", str(trace),
+                        "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+                        PY, os.path.join(ROOT, "tests", "ingest_runner.py"), str(spec)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    events = parse_trace(trace.read_text())
+    synced = fsynced_paths(events)
+
+    # -- SYNC_FLUSH: everything of the batch fsync'd before the switch
+    store = storage.Store(stores["SYNC_FLUSH"])
+    root = store.root
+    switch = _commit_time(events, store.path(manifest.CHECKPOINTS_DIR))
+    rows = list(manifest.load_snapshot(store).files.values())
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"commitlog", "consumequeue", "index", "checkpoint"}, kinds
+    late, missing = [], []
+    for r in rows:
+        staged = store.path(r["staged_path"])
+        for p in (staged, os.path.dirname(staged)):
+            if p not in synced:
+                missing.append(p)
+            elif synced[p] >= switch:
+                late.append(p)
+    assert not missing, f"{len(missing)} file(s)/dir(s) of the batch never fsync'd, e.g. {missing[:3]}"
+    assert not late, f"{len(late)} fsync(s) finished after the commit, e.g. {late[:3]}"
+    mf_log = store.path(f"{manifest.MANIFEST_DIR}/_delta_log/00000000000000000000.json")
+    assert synced.get(mf_log, switch) < switch, "the manifest rows were not on stable storage before the switch"
+    ck_log = store.path(f"{manifest.CHECKPOINTS_DIR}/_delta_log/00000000000000000000.json")
+    assert ck_log in synced, "the switch itself was never fsync'd"
+    # publish: each final name's directory is fsync'd after the rename that created the name
+    renamed = {}
+    for e in events:
+        if e["call"] in ("rename", "renameat", "renameat2"):
+            names = re.findall(r'"([^"]*)"', e["args"])
+            if len(names) == 2 and names[1].startswith(root + "/") and "/_rocketlake/" not in names[1]:
+                renamed[names[1]] = e["end"]
+    finals = {store.path(r["path"]) for r in rows}
+    assert finals <= set(renamed), f"not published by rename: {sorted(finals - set(renamed))[:3]}"
+    dir_syncs = [(e["end"], re.match(r"\d+<(.*)>", e["args"]).group(1)) for e in events
+                 if e["call"] == "fsync" and e["ok"] and re.match(r"\d+<(.*)>", e["args"])]
+    for f in finals:
+        d = os.path.dirname(f)
+        assert any(p == d and t > renamed[f] for t, p in dir_syncs), f"{d} not fsync'd after publishing {f}"
+    assert compare(g, stores["SYNC_FLUSH"]) == []
+
+    # -- ASYNC_FLUSH: no fsync of any store file
+    aroot = storage.Store(stores["ASYNC_FLUSH"]).root
+    touched = [p for p in synced if p.startswith(aroot + "/") and not p.endswith("writer.lock")]
+    assert touched == [], f"ASYNC_FLUSH store fsync'd {touched[:5]}"
+    assert compare(g, stores["ASYNC_FLUSH"]) == []
+
+
+def test_parse_trace_joins_unfinished_calls():
+    text = ("11 100.000 fsync(9</s/a> <unfinished ...>\n"
+            "12 100.100 fsync(7</s/b>) = 0 <0.001>\n"
+            "11 100.500 <... fsync resumed>) = 0 <0.5>\n"
+            "12 101.000 linkat(AT_FDCWD</w>, \"/t/x#1\", AT_FDCWD</w>, \"/t/x\", 0) = 0 <0.0001>\n")
+    ev = parse_trace(text)
+    synced = fsynced_paths(ev)
+    assert synced == {"/s/a": 100.5, "/s/b": 100.101}
+    assert [e["call"] for e in ev] == ["fsync", "fsync", "linkat"]
+
+
+def test_flush_disk_type_is_validated():
+    from storelib.config import ConfigError, load_config
+    assert load_config().durable
+    assert not load_config(overrides={"flushDiskType": "ASYNC_FLUSH"}).durable
+    with pytest.raises(ConfigError, match="flushDiskType"):
+        load_config(overrides={"flushDiskType": "sometimes"})
