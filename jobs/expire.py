@@ -18,6 +18,7 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from storelib import retention  # noqa: E402
 from storelib.manifest import ConcurrentWriteError  # noqa: E402
+from storelib.storage import StorePathError  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
     try:
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
                              args.vacuum_retention_hours, quiet=args.quiet)
-    except retention.ExpireError as e:
+    except (retention.ExpireError, StorePathError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except ConcurrentWriteError as e:

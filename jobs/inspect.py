@@ -80,6 +80,9 @@ def main(argv=None) -> int:
     except KeyError as e:
         print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
         return EXIT_USAGE
+    except storage.StorePathError as e:       # a manifest row / file leading out of the store
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_PROBLEMS
     return EXIT_OK
 
 

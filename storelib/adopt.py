@@ -19,7 +19,7 @@ import os
 import time
 
 from . import checkpoint as ckpt
-from . import manifest, storage, verify
+from . import manifest, names, storage, verify
 from .ingest import Progress
 from .config import StoreConfig
 
@@ -29,6 +29,28 @@ class AdoptError(RuntimeError):
 
 
 SKIP_TOP = {manifest.META_DIR}
+
+
+def check_source(src: storage.Store) -> list:
+    """Every file of a broker's store directory must be a plain store path inside it, and every
+    consume-queue topic directory a valid topic name; AdoptError naming the first one that is
+    not (a symlink pointing out of the directory, a backslash, a topic outside RocketMQ's
+    character set...). Returns the files (not ``_rocketlake/``)."""
+    try:
+        files = [r for r in src.list_files("") if r.split("/", 1)[0] not in SKIP_TOP]
+        for rel in files:
+            problem = names.rel_path_problem(rel)
+            if problem:
+                raise storage.StorePathError(f"store path {rel!r} {problem}")
+            src.path(rel)                  # a symlink (file or directory) resolving outside
+        for topic in src.list_dirs("consumequeue"):
+            problem = names.topic_problem(topic)
+            if problem:
+                raise AdoptError(f"{src.uri} cannot be adopted: directory consumequeue/{topic!r} is not a topic "
+                                 f"directory: {problem}; nothing was imported")
+    except storage.StorePathError as e:
+        raise AdoptError(f"{src.uri} cannot be adopted: {e}; nothing was imported") from None
+    return files
 
 
 def copy_store(src_uri: str, dst_uri: str) -> int:
@@ -92,6 +114,7 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
                     "messages": first["messages"]}
         raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
     src = storage.Store(source_uri)
+    check_source(src)
     same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.local and store.local \
         else src.uri.rstrip("/") == store.uri.rstrip("/")
     if not same:

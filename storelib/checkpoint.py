@@ -1,4 +1,4 @@
-"""The ``checkpoint`` file (FORMAT.md §4): 4096 bytes, five int64 at the start, rest zero.
+"""The ``checkpoint`` file (docs/FORMAT.md §4): 4096 bytes, five int64 at the start, rest zero.
 
     @0   physicMsgTimestamp   store time of the last message put
     @8   logicsMsgTimestamp   store time of the last message written to a consume queue

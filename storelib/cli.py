@@ -60,6 +60,7 @@ def run_job(app: str, args, body) -> int:
     from .adopt import AdoptError
     from .ingest import IngestError
     from .manifest import ConcurrentWriteError
+    from .storage import StorePathError
     from .topics import TopicsError
     try:
         cfg = config_from_args(args)
@@ -79,7 +80,7 @@ def run_job(app: str, args, body) -> int:
     except ConcurrentWriteError as e:
         print(f"error: concurrent writer: {e}; this batch left nothing behind, rerun it", file=sys.stderr)
         return EXIT_CONCURRENT
-    except (IngestError, AdoptError) as e:
+    except (IngestError, AdoptError, StorePathError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
@@ -97,7 +98,7 @@ def run_job(app: str, args, body) -> int:
 def _python_cause(e: Exception) -> str | None:
     """An executor's InputError etc. arrives wrapped in a Py4J error; dig out its message."""
     text = str(e)
-    for marker in ("storelib.codec.InputError:", "storelib.ingest.IngestError:"):
+    for marker in ("storelib.codec.InputError:", "storelib.ingest.IngestError:", "storelib.storage.StorePathError:"):
         if marker in text:
             return text[text.index(marker):].split("\n\n")[0]
     return None

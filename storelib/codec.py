@@ -1,4 +1,4 @@
-"""Message codec: RocketMQ commitlog message records <-> Arrow batches (FORMAT.md §1).
+"""Message codec: RocketMQ commitlog message records <-> Arrow batches (docs/FORMAT.md §1).
 
 Record layout (all integers big-endian). B = born host size (8 IPv4 / 20 IPv6), S = store host size:
 
@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 
 from . import allocator, kernels
 from .config import StoreConfig
+from .names import topic_problems
 
 allocator.tune()
 
@@ -372,11 +373,14 @@ def _col(table: pa.Table, name: str):
     return single_array(table.column(name))
 
 
-def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessages:
+def prepare(table: pa.Table, config: StoreConfig, label=None, topic_names: bool = True) -> PreparedMessages:
     """Validate canonical messages (MESSAGE_SCHEMA) and compute sizes, flags, keys and CRCs.
 
     ``label(i)`` names row i in error messages (e.g. "input.jsonl line 17").
     Raises InputError listing every problem found (before anything is written).
+    ``topic_names``: topics must be valid topic directory names (``names.topic_problem``:
+    RocketMQ's TopicValidator characters, at most 255 bytes); False checks only what the record
+    format needs (codec tests of arbitrary topics).
     """
     label = label or (lambda i: f"row {i}")
     n = table.num_rows
@@ -418,10 +422,11 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
 
     flag_rows(queue_id < 0, "queue_id", lambda r: f"negative queue id {queue_id[r]}")
 
-    # Topics: per distinct value (V1/V2 by UTF-16 length, length limits).
+    # Topics: per distinct value (V1/V2 by UTF-16 length, length limits; the name rules).
     tenc = pc.dictionary_encode(topic)
     tidx = tenc.indices.to_numpy(zero_copy_only=False)
     tparts, t16, tbad = [], [], []
+    name_bad = topic_problems(tenc.dictionary) if topic_names else {}
     for k, t in enumerate(tenc.dictionary.to_pylist()):
         raw = t.encode("utf-8")
         units = len(t.encode("utf-16-le")) // 2
@@ -434,6 +439,8 @@ def prepare(table: pa.Table, config: StoreConfig, label=None) -> PreparedMessage
                    f"characters) stores the length in one signed byte, so at most 127 bytes fit")
         elif len(raw) > 32767:
             err = f"topic is {len(raw)} UTF-8 bytes, more than 32767"
+        if raw and k in name_bad:
+            err = name_bad[k] + (f"; also: {err}" if err else "")
         tbad.append(err)
         tparts.append((struct.pack(">h", len(raw) if len(raw) <= 32767 else 0) if v2
                        else struct.pack(">b", len(raw) if len(raw) <= 127 else 0)) + raw)
@@ -646,7 +653,8 @@ def _host_strings(buf: np.ndarray, pos: np.ndarray, widths: np.ndarray, keys: np
     return pa.array(names, pa.string()).take(enc.indices)
 
 
-def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: bool = True) -> pa.Table:
+def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: bool = True,
+                   origin: tuple[str, int] | None = None) -> pa.Table:
     """Decode the records starting at ``starts`` (positions in ``buf``) into DECODED_SCHEMA.
 
     One compiled pass reads every fixed field and the positions of the variable parts
@@ -654,11 +662,37 @@ def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: 
     buffers, and msgIds are hex-encoded by a second compiled pass. ``base_offset`` is the
     commitlog offset of buf[0]; the records themselves carry their PHYSICALOFFSET.
     ``body=False`` leaves the body column null (checks that never look at bodies skip the copy).
+    A record whose parts do not fit inside its TOTALSIZE (a damaged store) raises
+    ``errors.CorruptStore`` naming ``origin`` = (file buf was read from, position of buf[0] in
+    it) and the record's position; ``decode_valid_records`` leaves such records out instead.
     """
     buf = np.asarray(buf, dtype=np.uint8)
     s = np.asarray(starts, dtype=np.int64)
     f = kernels.record_fields(buf, s, MAGIC_V2)
+    bad = np.flatnonzero(f[kernels.F_OK] == 0)
+    if len(bad):
+        from .errors import CorruptStore
+        rel, at = origin if origin is not None else ("commitlog", base_offset)
+        i = int(bad[0])
+        raise CorruptStore(rel, at + int(s[i]), f"damaged record (TOTALSIZE {int(f[kernels.F_SIZE, i])}): its "
+                                                f"fields do not fit inside it ({len(bad)} such record(s) here)")
+    return _decoded_table(buf, s, f, body)
 
+
+def decode_valid_records(buf: np.ndarray, base_offset: int, starts: np.ndarray,
+                         body: bool = True) -> tuple[pa.Table, np.ndarray]:
+    """``decode_records`` of the records whose parts fit inside their TOTALSIZE: (table of those,
+    mask over ``starts`` of the ones decoded). For readers that treat a damaged record as absent."""
+    buf = np.asarray(buf, dtype=np.uint8)
+    s = np.asarray(starts, dtype=np.int64)
+    f = kernels.record_fields(buf, s, MAGIC_V2)
+    ok = f[kernels.F_OK] != 0
+    if not ok.all():
+        s, f = s[ok], f[:, ok]
+    return _decoded_table(buf, s, f, body), ok
+
+
+def _decoded_table(buf: np.ndarray, s: np.ndarray, f: np.ndarray, body: bool) -> pa.Table:
     def i32(row):
         return pa.array(f[row].astype(np.int32), pa.int32())
 
@@ -682,7 +716,7 @@ def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: 
         "commitlog_offset": i64(kernels.F_PHYS),
         "store_size": i32(kernels.F_SIZE),
         "msg_id": msg_id.cast(pa.string()),
-        "topic": binary_from_numpy(topic_v, topic_o).cast(pa.large_string()).cast(pa.string()),
+        "topic": _as_text(binary_from_numpy(topic_v, topic_o)).cast(pa.string()),
         "queue_id": i32(kernels.F_QUEUEID),
         "queue_offset": i64(kernels.F_QUEUEOFFSET),
         "flag": i32(kernels.F_FLAG),
@@ -696,8 +730,18 @@ def decode_records(buf: np.ndarray, base_offset: int, starts: np.ndarray, body: 
         "reconsume_times": i32(kernels.F_RECONSUME),
         "prepared_transaction_offset": i64(kernels.F_PREPTX),
         "body": body_col,
-        "properties_string": binary_from_numpy(props_v, props_o).cast(pa.large_string()),
+        "properties_string": _as_text(binary_from_numpy(props_v, props_o)),
     }, schema=DECODED_SCHEMA)
+
+
+def _as_text(values: pa.Array) -> pa.Array:
+    """large_binary -> large_string; bytes that are not UTF-8 (only a damaged record has them) are
+    replaced by U+FFFD like Java's ``new String(bytes, UTF_8)`` (per value, on that path only)."""
+    try:
+        return values.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return pa.array([None if v is None else v.decode("utf-8", "replace") for v in values.to_pylist()],
+                        pa.large_string())
 
 
 def message_id(store_host_raw: bytes, phys_offset: int) -> str:
@@ -729,12 +773,13 @@ def parse_properties_string(props: str) -> dict:
 
 
 def decode_one(buf, pos: int = 0) -> dict | None:
-    """Decode the single record at ``buf[pos:]`` to a dict (None for BLANK/zero/unknown magic)."""
+    """Decode the single record at ``buf[pos:]`` to a dict (None for BLANK/zero/unknown magic, or
+    a damaged record whose fields do not fit inside it)."""
     arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
     if pos + 8 > len(arr):
         return None
     size, magic = struct.unpack_from(">ii", arr, pos)
     if size <= 0 or magic not in (MAGIC_V1, MAGIC_V2) or pos + size > len(arr):
         return None
-    t = decode_records(arr[pos:pos + size], 0, np.zeros(1, np.int64))
-    return t.to_pylist()[0]
+    t, ok = decode_valid_records(arr[pos:pos + size], 0, np.zeros(1, np.int64))
+    return t.to_pylist()[0] if ok[0] else None

@@ -1,4 +1,4 @@
-"""CommitLog segments (FORMAT.md §1.1, §1.7).
+"""CommitLog segments (docs/FORMAT.md §1.1, §1.7).
 
 Directory ``commitlog/``; each file is exactly ``mappedFileSizeCommitLog`` bytes and is named by
 the absolute offset of its first byte, 20 decimal digits. Records follow each other with no gap.

@@ -1,4 +1,4 @@
-"""ConsumeQueue files (FORMAT.md §2).
+"""ConsumeQueue files (docs/FORMAT.md §2).
 
 Path ``consumequeue/<topic>/<queueId>/<20-digit byte offset of the file's first unit>``; file size
 ``ceil(mappedFileSizeConsumeQueue / 20) * 20``. One 20-byte unit per NOT/COMMIT message, in
@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from .config import CQ_UNIT_SIZE
+from .names import topic_problem
+from .storage import StorePathError
 
 DIR = "consumequeue"
 UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
@@ -22,6 +24,12 @@ assert UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 
 
 def rel_path(topic: str, queue_id: int, file_start_unit: int) -> str:
+    """The file's store-relative path; the (topic, queue id) key must name one directory each
+    (input rows are checked long before: this is the last guard before a name becomes a path)."""
+    problem = topic_problem(topic)
+    if problem or int(queue_id) < 0:
+        raise StorePathError(f"consume queue {topic!r}/{queue_id}: "
+                             f"{problem or 'negative queue id'}; refusing to build its path")
     return f"{DIR}/{topic}/{queue_id}/{file_start_unit * CQ_UNIT_SIZE:020d}"
 
 

@@ -9,7 +9,8 @@ if FILE does not exist yet (created exclusively): one kill across all processes,
 Spark task, or a rerun with the same environment, passes.
 ``ROCKETLAKE_DELAY=<point>:<seconds>`` sleeps at a point instead, and ``ROCKETLAKE_HOLD=<point>:<FILE>``
 creates ``FILE.reached`` at the point and waits (up to 10 minutes) until FILE exists: tests of
-concurrent writers and of readers during an ingest.
+concurrent writers and of readers during an ingest. ``ROCKETLAKE_HOLD`` may list several
+``<point>:<FILE>`` pairs separated by commas (one gate per point).
 
 The environment reaches Spark's Python workers, so executor-side points work in local mode and on
 a local cluster.
@@ -51,8 +52,8 @@ def fault(point: str) -> None:
         if name == point:
             time.sleep(float(secs))
     hold = os.environ.get("ROCKETLAKE_HOLD")
-    if hold:
-        name, _, gate = hold.partition(":")
+    for item in hold.split(",") if hold else ():
+        name, _, gate = item.partition(":")
         if name == point:
             open(gate + ".reached", "a").close()
             deadline = time.time() + 600

@@ -1,4 +1,4 @@
-"""Index files (FORMAT.md §3): lookup by message key and time.
+"""Index files (docs/FORMAT.md §3): lookup by message key and time.
 
 Size ``40 + maxHashSlotNum*4 + maxIndexNum*20``:
 

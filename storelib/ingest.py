@@ -915,13 +915,16 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
                           staging, t0, prog, attempt=attempt, detail_extra={"round_robin": rr_after})
         committed = True
     except BaseException:
-        # Nothing of this batch is visible; staged files of this attempt are removed (best effort;
-        # a SIGKILL leaves them for the rerun, which deletes them before starting).
+        # Nothing of this attempt is visible; its staged files are removed (best effort; a SIGKILL
+        # leaves them for the next ingest, which deletes them before starting). Only this
+        # attempt's: a writer that won a race with this one may be publishing its own staged
+        # files right now (both passed the lease: best effort on object stores, or a stale lease
+        # taken over), and a staged file it has not moved yet would be lost for good.
         try:
             prog.stage(None)
-            if staging is not None and not _is_committed(store, batch_id):
+            if staging is not None and not _is_committed(store, batch_id, attempt):
                 _quiesce(sc)     # tasks of a failed job may still be writing their staged files
-                store.delete(manifest.STAGING_DIR)
+                _drop_staging(store, staging)
         except Exception:  # noqa: BLE001
             pass
         raise
@@ -954,9 +957,31 @@ def _safe(batch_id: str) -> str:
     return batch_id
 
 
-def _is_committed(store, batch_id) -> bool:
+def _is_committed(store, batch_id, attempt=None) -> bool:
+    """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
+    may have committed it while this attempt lost)?"""
     snap = manifest.load_snapshot(store)
-    return any(b["batch_id"] == batch_id for b in snap.batches)
+    return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
+               for b in snap.batches)
+
+
+def _drop_staging(store: storage.Store, staging: str) -> None:
+    """Remove one attempt's staging directory, then its batch directory and ``staging/`` if
+    nothing else is in them. Never another attempt's files: normally the lease holder is the
+    only writer, but a racing writer that got past the lease too may be staging or publishing."""
+    store.delete(staging)
+    for rel in (staging.rsplit("/", 1)[0], manifest.STAGING_DIR):
+        if store.local:
+            try:
+                os.rmdir(store.path(rel))          # only if empty (atomic)
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return
+        else:
+            if store.list_files(rel):
+                return
+            store.delete(rel)                      # directory markers only
 
 
 def _remove_empty_meta(store: storage.Store) -> None:
@@ -1080,7 +1105,8 @@ def _commit(store, snap, state, plan, summaries, results, config, batch_id, fing
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
-    store.delete(manifest.STAGING_DIR)     # we hold the lease: everything staged is ours or garbage
+    _drop_staging(store, staging)          # ours only: see _drop_staging (dead attempts' leftovers
+                                           # were removed when this run started)
     elapsed = time.time() - t0
     summary = {
         "batch_id": batch_id, "batch_seq": seq, "status": "committed", "messages": plan.messages,

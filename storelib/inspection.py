@@ -15,6 +15,7 @@ import numpy as np
 
 from . import manifest, storage
 from .config import CQ_UNIT_SIZE, FILE_SHAPING_KEYS, StoreConfig
+from .errors import read_exact
 from .query import IndexFileRef, IndexHeader, StoreFiles, StoreReader
 
 
@@ -58,7 +59,7 @@ def snapshot_files(snap: manifest.Snapshot, config: StoreConfig) -> StoreFiles:
     Commitlog: every segment but the last readable in full (a broker maps whole files), the last
     up to its committed valid bytes. Consume queues: committed units per file. Index: files in
     name order with the committed header (its indexCount is the snapshot limit). Files an expiry
-    removed are absent, so min offsets follow (FORMAT.md §10.3/§10.4).
+    removed are absent, so min offsets follow (docs/FORMAT.md §10.3/§10.4).
     """
     F = config.mappedFileSizeCommitLog
     segs = snap.of_kind("commitlog")
@@ -199,7 +200,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
             lo = max(mn * CQ_UNIT_SIZE, f.base) - f.base
             hi = f.units * CQ_UNIT_SIZE
             if hi > lo:
-                raw = store.read(f.rel, lo, hi - lo)
+                raw = read_exact(store, f.rel, lo, hi - lo)
                 u = np.frombuffer(raw, dtype=np.uint8)[: (len(raw) // 20) * 20].view(
                     np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")]))
                 nbytes += int(u["size"].astype(np.int64).sum())
@@ -271,4 +272,4 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
 
 
 def read_unit(store: storage.Store, rel: str, unit: int) -> tuple:
-    return struct.unpack(">qiq", store.read(rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return struct.unpack(">qiq", read_exact(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))

@@ -462,9 +462,14 @@ def index_put(slots: np.ndarray, key_hash: np.ndarray, phys: np.ndarray, time_di
 # ---------------------------------------------------------------------------- decoding
 @njit(cache=True, nogil=True)
 def _read_be(data, pos, width, out):
-    """Big-endian signed integers of ``width`` (2, 4 or 8) bytes at every position."""
+    """Big-endian signed integers of ``width`` (2, 4 or 8) bytes at every position (0 where the
+    bytes lie outside ``data``: positions computed from damaged records never read past it)."""
+    n = data.shape[0]
     for k in range(pos.shape[0]):
         p = pos[k]
+        if p < 0 or p + width > n:
+            out[k] = 0
+            continue
         v = np.int64(0)
         for t in range(width):
             v = (v << 8) | np.int64(data[p + t])
@@ -487,8 +492,8 @@ def read_be(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
 F_SIZE, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QUEUEOFFSET, F_PHYS, F_SYSFLAG, F_BORNTS, \
     F_BORNHOST_LEN, F_STORETS, F_STOREHOST_POS, F_STOREHOST_LEN, F_RECONSUME, F_PREPTX, \
     F_BODY_POS, F_BODY_LEN, F_TOPIC_POS, F_TOPIC_LEN, F_PROPS_POS, F_PROPS_LEN, \
-    F_BORNHOST_KEY, F_STOREHOST_KEY = range(23)
-N_FIELDS = 23
+    F_BORNHOST_KEY, F_STOREHOST_KEY, F_OK = range(24)
+N_FIELDS = 24
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -504,14 +509,48 @@ def _record_fields(data, starts, v2_magic, out):
     """Every fixed field and every variable part's position of the records at ``starts``.
 
     Host keys: the 8 bytes of an IPv4 host (address + port) as one int64 (0 for IPv6 hosts).
+    Row F_OK is 1 when every part lies inside the record's TOTALSIZE (and the record inside
+    ``data``); a damaged record gets 0 there, zero lengths and in-bounds positions, and nothing
+    outside ``data`` is read for it.
     """
+    n = data.shape[0]
     for k in range(starts.shape[0]):
         s = starts[k]
+        for r in range(out.shape[0]):
+            out[r, k] = 0
+        out[9, k] = 8
+        out[12, k] = 8
+        if s < 0 or s + 48 > n:
+            continue
+        size = _get32(data, s)
+        end = s + size
+        out[0, k] = size
+        if size < 48 or end > n:
+            continue
         sys_flag = _get32(data, s + 36)
         bh = 20 if (sys_flag & 0x10) != 0 else 8
         sh = 20 if (sys_flag & 0x20) != 0 else 8
+        tl = 2 if _get32(data, s + 4) == v2_magic else 1
+        p = s + 48 + bh + 8 + sh
+        if p + 16 > end:
+            continue
+        body_len = _get32(data, p + 12)
+        if body_len < 0 or p + 16 + body_len + tl > end:
+            continue
+        q = p + 16 + body_len
+        if tl == 2:
+            tlen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
+        else:
+            tlen = np.int64(data[q])
+            if tlen >= 128:
+                tlen -= 256
+        if tlen < 0 or q + tl + tlen + 2 > end:
+            continue
+        q += tl + tlen
+        plen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
+        if q + 2 + plen > end:
+            continue
         magic = _get32(data, s + 4)
-        out[0, k] = _get32(data, s)
         out[1, k] = magic
         out[2, k] = _get32(data, s + 8)
         out[3, k] = _get32(data, s + 12)
@@ -530,24 +569,16 @@ def _record_fields(data, starts, v2_magic, out):
         p += 8 + sh
         out[13, k] = _get32(data, p)
         out[14, k] = _get64(data, p + 4)
-        body_len = _get32(data, p + 12)
         p += 16
         out[15, k] = p
         out[16, k] = body_len
-        p += body_len
-        if magic == v2_magic:
-            tlen = (np.int64(data[p]) << 8) | np.int64(data[p + 1])
-            p += 2
-        else:
-            tlen = np.int64(data[p])
-            if tlen >= 128:
-                tlen -= 256
-            p += 1
+        p += body_len + tl
         out[17, k] = p
         out[18, k] = tlen
         p += tlen
         out[19, k] = p + 2
-        out[20, k] = (np.int64(data[p]) << 8) | np.int64(data[p + 1])
+        out[20, k] = plen
+        out[23, k] = 1
 
 
 def record_fields(data: np.ndarray, starts: np.ndarray, v2_magic: int) -> np.ndarray:

@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import codec
+from .errors import open_reader, read_at, read_exact
 from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE  # noqa: F401
 from .rangescan import MESSAGE_DDL, message_table
 
@@ -69,7 +70,7 @@ def _add_hash(batches):
 
 # ----------------------------------------------------------------------------- step 2: index
 def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
-    """Store-time interval an entry's timeDiff guarantees (FORMAT.md §3.3)."""
+    """Store-time interval an entry's timeDiff guarantees (docs/FORMAT.md §3.3)."""
     t0 = begin_ts + tdiff.astype(np.int64) * 1000
     lo = np.full(len(pos), I64_MIN, np.int64)
     hi = np.full(len(pos), I64_MAX, np.int64)
@@ -85,7 +86,7 @@ def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
 def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
     from .query import IndexHeader
-    header = ref.header or IndexHeader.parse(store.read(ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
     slots = config.maxHashSlotNum
     entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
@@ -97,7 +98,7 @@ def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     if len(hashes) * (1 + avg_chain) * _RANDOM_READ_COST < count * INDEX_ENTRY_SIZE:
         kh, phy, td, pos = _chains_by_range_reads(store, config, ref.rel, count, hashes, entries_at)
     else:
-        raw = store.read(ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
+        raw = read_exact(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
         rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
         pos = np.arange(len(rec), dtype=np.int64)
         sel = (pos >= 1) & np.isin(rec["kh"], hashes)
@@ -117,13 +118,14 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
     want = set(int(h) for h in hashes)
     needed = np.unique(hashes.astype(np.int64) % slots)
     out_kh, out_phy, out_td, out_pos = [], [], [], []
-    with store.open_reader(rel) as fh:
+    with open_reader(store, rel) as fh:
         for slot in needed:
-            (pos,) = struct.unpack(">i", fh.read_at(INDEX_SLOT_SIZE, INDEX_HEADER_SIZE + int(slot) * INDEX_SLOT_SIZE))
+            (pos,) = struct.unpack(">i", read_at(fh, rel, INDEX_SLOT_SIZE, INDEX_HEADER_SIZE + int(slot) * INDEX_SLOT_SIZE))
             steps = 0
             while 0 < pos < config.maxIndexNum and steps < config.maxIndexNum:
                 steps += 1
-                kh, phy, td, prev = struct.unpack(">iqii", fh.read_at(INDEX_ENTRY_SIZE, entries_at + pos * INDEX_ENTRY_SIZE))
+                kh, phy, td, prev = struct.unpack(">iqii", read_at(fh, rel, INDEX_ENTRY_SIZE,
+                                                                   entries_at + pos * INDEX_ENTRY_SIZE))
                 if pos < count and kh in want:
                     out_kh.append(kh)
                     out_phy.append(phy)
@@ -146,15 +148,15 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     ok = np.zeros(n, bool)
     if n <= 32:
         parts, starts, at = [], np.zeros(n, np.int64), 0
-        with store.open_reader(seg.rel) as fh:
+        with open_reader(store, seg.rel) as fh:
             for i, p in enumerate(positions):
                 p = int(p)
                 if p < 0 or p + 8 > seg.valid:
                     continue
-                size, magic = struct.unpack(">ii", fh.read_at(8, p))
+                size, magic = struct.unpack(">ii", read_at(fh, seg.rel, 8, p))
                 if magic not in (codec.MAGIC_V1, codec.MAGIC_V2) or size <= 0 or p + size > seg.valid:
                     continue
-                parts.append(fh.read_at(size, p))
+                parts.append(read_at(fh, seg.rel, size, p))
                 starts[i] = at
                 at += size
                 ok[i] = True
@@ -162,7 +164,7 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
         return buf, starts, ok
     lo = int(positions[0])
     hi = seg.valid if max_record is None else min(seg.valid, int(positions[-1]) + max_record)
-    buf = np.frombuffer(store.read(seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
+    buf = np.frombuffer(read_exact(store, seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
     rel = positions - lo
     inb = (positions >= 0) & (rel + 8 <= len(buf))
     if inb.any():
@@ -201,7 +203,10 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         uniq, starts = uniq[ok], starts[ok]
         if not len(uniq):
             continue
-        dec = codec.decode_records(buf, base, starts)
+        dec, fits = codec.decode_valid_records(buf, base, starts)   # a damaged record matches nothing
+        uniq = uniq[fits]
+        if not len(uniq):
+            continue
         stored_phy = np.asarray(dec.column("commitlog_offset"))
         good = stored_phy == uniq              # a real record start of this store
         msgs = message_table(dec)
@@ -260,7 +265,7 @@ def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
     """(key_hash, phy, t_lo, t_hi) of the entries of one index file pointing into [lo, hi) whose
     keyHash is in ``hashes`` (sorted unique): one sequential read of the entry table."""
     from .query import IndexHeader
-    header = ref.header or IndexHeader.parse(store.read(ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
     if count <= 1 or not len(hashes):
         return None
@@ -270,7 +275,7 @@ def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
     if header.end_phy_offset < lo or header.begin_phy_offset >= hi:
         return None
     entries_at = INDEX_HEADER_SIZE + config.maxHashSlotNum * INDEX_SLOT_SIZE
-    raw = store.read(ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
+    raw = read_exact(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
     rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
     phy = rec["phy"]
     pos = np.flatnonzero((phy >= lo) & (phy < hi))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from . import storage
+from . import names, storage
 
 META_DIR = "_rocketlake"
 MANIFEST_DIR = f"{META_DIR}/manifest"
@@ -119,6 +119,8 @@ def _table_uri(store: storage.Store, rel: str) -> str:
 def _open(store: storage.Store, rel: str, version: int | None = None):
     from deltalake import DeltaTable
     uri = _table_uri(store, rel)
+    if store.local:
+        store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
     opts = storage.delta_storage_options(store.uri)
     try:
         if not DeltaTable.is_deltatable(uri, storage_options=opts):
@@ -136,12 +138,31 @@ def _read_rows(dt) -> list:
     pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
     if dt is None:
         return []
-    uris = dt.file_uris()
+    uris = _check_table_files(dt, dt.file_uris())
     if not uris:
         return []
     import pyarrow.parquet as pq
     fs, _ = storage.filesystem(uris[0])
     return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
+
+
+def _check_table_files(dt, uris: list) -> list:
+    """The data files a Delta log names must lie inside the table's directory (an ``add`` path
+    with ``..``, an absolute path or a symlink out is refused, never read)."""
+    from urllib.parse import unquote, urlparse
+    root = dt.table_uri.rstrip("/")
+    local = storage.is_local(root)
+    base = os.path.realpath(unquote(urlparse(root).path) if root.startswith("file:") else root) if local else root
+    for u in uris:
+        if local:
+            p = storage.local_path(u)
+            inside = os.path.realpath(p).startswith(base.rstrip("/") + "/")
+        else:
+            inside = u.startswith(base + "/") and ".." not in u[len(base) + 1:].split("/")
+        if not inside:
+            raise storage.StorePathError(f"Delta table {root}: its log names the data file {u}, which is (or "
+                                         f"links to) a path outside the table directory; refusing to read it")
+    return uris
 
 
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
@@ -170,11 +191,26 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
             and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
     rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
     for r in rows:
+        check_row_paths(r)
         if r["action"] == "add":
             files[r["path"]] = r
         else:
             files.pop(r["path"], None)
     return Snapshot(batches_visible[-1], files, versions, batches_visible)
+
+
+def check_row_paths(row: dict) -> None:
+    """A manifest row's ``path`` (and ``staged_path``) must be store-relative paths that stay in
+    the store; StorePathError naming the row otherwise (a reader never follows it)."""
+    for col in ("path", "staged_path"):
+        rel = row.get(col)
+        if rel is None and col == "staged_path":
+            continue
+        problem = names.rel_path_problem(rel) if rel != "" else "is empty"
+        if problem:
+            raise storage.StorePathError(
+                f"manifest row of batch {row.get('batch_id')!r} (seq {row.get('batch_seq')}, {row.get('action')} "
+                f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,

@@ -1,4 +1,4 @@
-"""RocketMQ-compatible queries over a store directory, in process, without a broker (FORMAT.md §6, §10).
+"""RocketMQ-compatible queries over a store directory, in process, without a broker (docs/FORMAT.md §6, §10).
 
 Two layers:
 
@@ -29,6 +29,7 @@ from typing import Iterable, NamedTuple
 from .codec import (MAGIC_V1, MAGIC_V2, TRANSACTION_MASK, TRANSACTION_ROLLBACK,
                     format_host, parse_properties_string)
 from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
+from .errors import CorruptStore, read_exact
 from .storage import Store
 
 __all__ = ["open_store", "StoreFiles", "CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "IndexHeader",
@@ -197,7 +198,7 @@ class StoreFiles:
 
 
 def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
-    return struct.unpack(">qiq", store.read(rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return struct.unpack(">qiq", read_exact(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
 
 
 def _unit_ok(store: Store, rel: str, unit: int) -> bool:
@@ -340,7 +341,7 @@ def decode_message(buf: bytes) -> dict | None:
 
 
 def answer_message(msg: dict, with_properties_string: bool) -> dict:
-    """A decoded message in the golden answers' form (FORMAT.md §7.2)."""
+    """A decoded message in the golden answers' form (docs/FORMAT.md §7.2)."""
     out = {k: msg[k] for k in ("commitlog_offset", "store_size", "msg_id", "topic", "queue_id",
                                "queue_offset", "flag", "sys_flag", "body_crc", "born_timestamp",
                                "born_host", "store_timestamp", "store_host", "reconsume_times",
@@ -402,6 +403,10 @@ class StoreReader:
         self._entries_at = INDEX_HEADER_SIZE + config.maxHashSlotNum * INDEX_SLOT_SIZE
         self.broker_ip_is_v6 = ":" in config.brokerIP1
 
+    def _read(self, rel: str, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes the files listing says exist (else ``CorruptStore``)."""
+        return read_exact(self.store, rel, offset, length)
+
     # ================================================================= commitlog primitives
     def get_min_phy_offset(self) -> int:
         """CommitLog.getMinOffset: start of the first remaining file (-1 without files)."""
@@ -434,7 +439,7 @@ class StoreReader:
         pos = offset % self._cl_size
         if size < 0 or pos + size > seg.valid:
             return None
-        return self.store.read(seg.rel, pos, size)
+        return self._read(seg.rel, pos, size)
 
     def _cl_get_data_size(self, offset: int) -> int | None:
         """CommitLog.getData(offset, false) then getInt(0): the size of what queryMessage adds."""
@@ -447,7 +452,7 @@ class StoreReader:
         avail = seg.valid - pos
         if avail < 4:
             return None
-        (size,) = struct.unpack(">i", self.store.read(seg.rel, pos, 4))
+        (size,) = struct.unpack(">i", self._read(seg.rel, pos, 4))
         if size < 0 or size > avail:
             return None          # ByteBuffer.limit throws; caught per offset
         return size
@@ -547,7 +552,7 @@ class StoreReader:
         n = (read_pos - pos) // CQ_UNIT_SIZE
         if max_units is not None:
             n = min(n, max_units)
-        raw = self.store.read(f.rel, pos, n * CQ_UNIT_SIZE)
+        raw = self._read(f.rel, pos, n * CQ_UNIT_SIZE)
         q0 = (f.base + pos) // CQ_UNIT_SIZE
         return [(q0 + i,) + struct.unpack_from(">qiq", raw, i * CQ_UNIT_SIZE) for i in range(len(raw) // CQ_UNIT_SIZE)]
 
@@ -557,7 +562,7 @@ class StoreReader:
         return units[0][1:] if units else None
 
     def _cq_unit_at(self, f: ConsumeQueueFile, pos: int) -> tuple[int, int, int]:
-        return struct.unpack(">qiq", self.store.read(f.rel, pos, CQ_UNIT_SIZE))
+        return struct.unpack(">qiq", self._read(f.rel, pos, CQ_UNIT_SIZE))
 
     def _min_logic(self, cq: _CQState) -> int:
         if cq.min_logic is None:
@@ -802,7 +807,7 @@ class StoreReader:
         h = self._index_headers.get(i)
         if h is None:
             ref = self.files.index[i]
-            h = ref.header or IndexHeader.parse(self.store.read(ref.rel, 0, INDEX_HEADER_SIZE))
+            h = ref.header or IndexHeader.parse(self._read(ref.rel, 0, INDEX_HEADER_SIZE))
             self._index_headers[i] = h
         return h
 
@@ -817,12 +822,12 @@ class StoreReader:
 
     def _slot_value(self, i: int, key_hash: int) -> int:
         rel = self.files.index[i].rel
-        return struct.unpack(">i", self.store.read(rel, INDEX_HEADER_SIZE + (key_hash % self._slots) * INDEX_SLOT_SIZE,
+        return struct.unpack(">i", self._read(rel, INDEX_HEADER_SIZE + (key_hash % self._slots) * INDEX_SLOT_SIZE,
                                                     INDEX_SLOT_SIZE))[0]
 
     def _entry(self, i: int, pos: int) -> tuple[int, int, int, int]:
         """(keyHash, phyOffset, timeDiff, prevPos)."""
-        raw = self.store.read(self.files.index[i].rel, self._entries_at + pos * INDEX_ENTRY_SIZE, INDEX_ENTRY_SIZE)
+        raw = self._read(self.files.index[i].rel, self._entries_at + pos * INDEX_ENTRY_SIZE, INDEX_ENTRY_SIZE)
         return struct.unpack(">iqii", raw)
 
     def _select_phy_offsets(self, i: int, out: list, key_hash: int, max_num: int, begin: int, end: int) -> None:
@@ -849,7 +854,9 @@ class StoreReader:
             time_read = h.begin_timestamp + tdiff * 1000
             if khash == key_hash and begin <= time_read <= end:
                 out.append(phy)
-            if prev <= 0 or prev > count or prev == pos or time_read < begin:
+            # Java stops at prev == pos only; a broker's chains always point backwards (prev < pos),
+            # so stopping at prev >= pos answers the same and a damaged chain cannot cycle forever.
+            if prev <= 0 or prev > count or prev >= pos or time_read < begin:
                 break
             pos = prev
 
@@ -899,7 +906,7 @@ class StoreReader:
                 size = self._cl_get_data_size(off)
                 if size is None:
                     continue
-                raw = self.store.read(self._cl_find(off).rel, off % self._cl_size, size)
+                raw = self._read(self._cl_find(off).rel, off % self._cl_size, size)
                 total += size
                 decoded = decode_message(raw)
                 if decoded is not None:
@@ -997,10 +1004,10 @@ class StoreReader:
         pos = offset % self._cl_size
         if pos + 8 > seg.valid:
             return None
-        size, magic = struct.unpack(">ii", self.store.read(seg.rel, pos, 8))
+        size, magic = struct.unpack(">ii", self._read(seg.rel, pos, 8))
         if magic not in (MAGIC_V1, MAGIC_V2) or size <= 0 or pos + size > seg.valid:
             return None
-        msg = decode_message(self.store.read(seg.rel, pos, size))
+        msg = decode_message(self._read(seg.rel, pos, size))
         if msg is None or msg["commitlog_offset"] != offset:
             return None
         return msg
@@ -1043,7 +1050,7 @@ class StoreReader:
 
     # ================================================================= golden query lines
     def answer(self, q: dict) -> dict:
-        """Run one queries.jsonl line; the answers.jsonl line RocketMQ gives (FORMAT.md §7.2)."""
+        """Run one queries.jsonl line; the answers.jsonl line RocketMQ gives (docs/FORMAT.md §7.2)."""
         t = q["type"]
         out = {"qid": q.get("qid"), "type": t}
         if t == "queryMessage":

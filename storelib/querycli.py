@@ -422,8 +422,13 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - a query must end with a clear message
         from .snapshot_files import StoreNotFound
-        if isinstance(e, (StoreNotFound, FileNotFoundError)):
+        from .storage import StorePathError
+        if isinstance(e, (StoreNotFound, FileNotFoundError, StorePathError)):
             print(f"error: query failed: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        marker = "storelib.storage.StorePathError: "   # raised in a Spark task
+        if marker in str(e):
+            print(f"error: query failed: {str(e).split(marker, 1)[1].splitlines()[0]}", file=sys.stderr)
             return EXIT_FAILED
         import traceback
         traceback.print_exc()

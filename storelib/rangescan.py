@@ -6,7 +6,7 @@ The shared core of ``range``, the ``rocketmq`` data source and the batch key loo
   so a 1 GiB segment is never held whole in memory.
 * ``message_table``: ``codec.decode_records`` output -> the public message columns
   (``MESSAGE_SCHEMA``): properties parsed vectorized into ``map<string,string>`` exactly like
-  ``MessageDecoder.string2messageProperties`` (FORMAT.md §1.3: first U+0001 splits name/value,
+  ``MessageDecoder.string2messageProperties`` (docs/FORMAT.md §1.3: first U+0001 splits name/value,
   empty names/values dropped, later duplicates win), plus ``tags``/``keys``/``uniq_key``.
 * ``scan_range(spark, store, begin, end, topic)``: segments pruned by the manifest's min/max
   store time (all segments of a store without manifest), one task per segment, exact filter on
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 
 from . import codec, commitlog, kernels
+from .errors import read_exact
 
 CHUNK_BYTES = 64 << 20
 MAP_TYPE = pa.map_(pa.string(), pa.string())
@@ -111,7 +112,7 @@ def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None
     size = chunk
     while pos + 8 <= valid:
         end = min(valid, pos + size)
-        buf = np.frombuffer(store.read(seg.rel, pos, end - pos), np.uint8)
+        buf = np.frombuffer(read_exact(store, seg.rel, pos, end - pos), np.uint8)
         starts, stop, reason = record_starts(buf)
         if len(starts):
             abs_starts = starts + (seg.base + pos)
@@ -160,7 +161,7 @@ def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=
             starts = starts[keep]
         for k in range(0, len(starts), batch_rows):
             part = starts[k:k + batch_rows]
-            dec = codec.decode_records(buf, base, part)
+            dec = codec.decode_records(buf, base, part, origin=(seg.rel, base - seg.base))
             if topic_arr is not None:
                 dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
             if dec.num_rows:

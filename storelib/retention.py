@@ -1,4 +1,4 @@
-"""Retention like RocketMQ's ``fileReservedTime`` (FORMAT.md §10), as one Delta commit.
+"""Retention like RocketMQ's ``fileReservedTime`` (docs/FORMAT.md §10), as one Delta commit.
 
 Plan (driver only, from the manifest):
 
@@ -83,6 +83,7 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     committed = {b["batch_id"]: b["batch_seq"] for b in snap.batches}
     for r in manifest._read_rows(dt):
         if r["action"] == "remove" and committed.get(r["batch_id"]) == r["batch_seq"]:
+            manifest.check_row_paths(r)     # never delete outside the store
             removed.add(r["path"])
     left = sorted(p for p in removed - live if store.exists(p))
     for p in left:
@@ -140,6 +141,8 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
               detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
                                      "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
                                      "min_phy_offset_before": p["previous_min_phy_offset"]}))
+    for r in rows:
+        store.path(r["path"])       # StorePathError before the commit: never delete outside the store
     manifest.commit(store, snap.versions, rows, ck)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")

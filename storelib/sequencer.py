@@ -14,7 +14,7 @@ Output: a ``BatchPlan`` that tells every executor task exactly which bytes to wr
   per topic/queue; PREPARED/ROLLBACK messages take none).
 * index: every index entry gets a global position in dispatch order; ``IndexFilePlan`` cuts that
   sequence into files of ``maxIndexNum - 1`` entries, continuing the store's last file, and adds
-  the empty file RocketMQ creates when a message finds the last file full (FORMAT.md §3.4, §9.9).
+  the empty file RocketMQ creates when a message finds the last file full (docs/FORMAT.md §3.4, §9.9).
 * consume queue files: ``CQFilePlan`` per (topic, queue, file) touched, continuing the last file.
 """
 from __future__ import annotations

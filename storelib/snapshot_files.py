@@ -120,11 +120,14 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
 
         Publish moves staged -> final, so a staged file that still exists was not (fully)
         published and the final name may be missing or hold an older, shorter version. Either
-        copy is complete when both exist (copy-then-delete on object stores)."""
+        copy is complete when both exist (copy-then-delete on object stores). The publish may
+        go on while the reader reads: ``store.moved`` makes reads of a staged file that is gone
+        by then read the final one."""
         sp = row.get("staged_path")
         if sp and row["batch_id"] in staged:
             size = store.size(sp)
             if size is not None and size >= (row.get("valid_bytes") or 0):
+                store.moved[sp] = row["path"]
                 return sp
         return row["path"]
 

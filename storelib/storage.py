@@ -25,6 +25,9 @@ import numpy as np
 import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
+from .errors import StoreError
+from .names import rel_path_problem
+
 ZERO_BLOCK = bytes(8 << 20)
 
 
@@ -106,19 +109,62 @@ def delta_storage_options(uri: str) -> dict | None:
     return opts
 
 
+class StorePathError(StoreError, ValueError):
+    """A store-relative path that would lead out of the store root: absolute, with ``..``,
+    ``.`` or empty components, a backslash or NUL, or (local stores) a symlink resolving
+    outside the root. Raised before anything is opened, created or deleted there."""
+
+
+_PATH_CACHE_MAX = 1 << 17
+
+
 class Store:
-    """A store root (RocketMQ ``storePathRootDir``) on some file system."""
+    """A store root (RocketMQ ``storePathRootDir``) on some file system.
+
+    Every access to a store file goes through ``path(rel)``, which refuses paths leading out of
+    the store (``StorePathError``)."""
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
         self.fs, self.root = filesystem(self.uri)
         self.local = is_local(self.uri)
+        self._paths: dict = {}              # rel -> checked path (the check is per file, not per read)
+        self._real_root: str | None = None
+        # staged rel -> final rel of files a reader was told to read from a batch's staging
+        # (snapshot_files: its publish was unfinished); the publish may move them meanwhile.
+        self.moved: dict = {}
 
     # -- paths
     def path(self, rel: str) -> str:
-        return self.root + "/" + rel.lstrip("/") if rel else self.root
+        """The file system path of ``rel``, which must stay inside the store: not absolute, no
+        ``..``/``.``/empty component, no backslash or NUL (``names.rel_path_problem``) and, on a
+        local file system, no symlink along it that resolves outside the store root's real path.
+        Raises StorePathError naming ``rel`` otherwise."""
+        if not rel:
+            return self.root
+        p = self._paths.get(rel)
+        if p is not None:
+            return p
+        problem = rel_path_problem(rel)
+        if problem:
+            raise StorePathError(f"store path {rel!r} {problem}: not a path inside the store {self.uri}; "
+                                 f"refusing to use it")
+        p = self.root + "/" + rel
+        if self.local:
+            root = self._real_root
+            if root is None:
+                root = self._real_root = os.path.realpath(self.root)
+            real = os.path.realpath(p)
+            if real != root and not real.startswith(root.rstrip("/") + "/"):
+                raise StorePathError(f"store path {rel!r} resolves to {real}, outside the store root {root} "
+                                     f"(a symbolic link pointing out of the store); refusing to use it")
+        if len(self._paths) >= _PATH_CACHE_MAX:
+            self._paths.clear()
+        self._paths[rel] = p
+        return p
 
     def uri_of(self, rel: str) -> str:
+        self.path(rel)
         return join(self.uri, rel)
 
     # -- queries
@@ -130,8 +176,11 @@ class Store:
         return None if info.type == FileType.NotFound else info.size
 
     def list_files(self, rel: str, recursive: bool = True) -> list[str]:
-        """Relative paths of the files under ``rel`` (sorted); [] if it does not exist."""
+        """Relative paths of the files under ``rel`` (sorted); [] if it does not exist.
+        Locally a symlink met on the way must resolve inside the store (StorePathError)."""
         base = self.path(rel)
+        if self.local:
+            return self._scan_local(rel, base, recursive, dirs=False)
         info = self.fs.get_file_info(base)
         if info.type == FileType.NotFound:
             return []
@@ -143,12 +192,64 @@ class Store:
 
     def list_dirs(self, rel: str) -> list[str]:
         base = self.path(rel)
+        if self.local:
+            return self._scan_local(rel, base, False, dirs=True)
         if self.fs.get_file_info(base).type == FileType.NotFound:
             return []
         return sorted(f.base_name for f in self.fs.get_file_info(FileSelector(base))
                       if f.type == FileType.Directory)
 
+    def _scan_local(self, rel: str, base: str, recursive: bool, dirs: bool) -> list[str]:
+        """Local listing that never leaves the store: every symlink met is checked by ``path``
+        (a link out raises StorePathError naming it), linked directories inside the store are
+        followed once (no loops). ``dirs``: names of the subdirectories of ``base``; else the
+        relative paths of the files under it."""
+        if not os.path.isdir(base):
+            return []
+        out: list = []
+        seen: set = set()
+        stack = [(rel.rstrip("/") + "/" if rel else "", base)]
+        while stack:
+            prefix, d = stack.pop()
+            with os.scandir(d) as it:
+                entries = list(it)
+            for e in entries:
+                r = prefix + e.name
+                link = e.is_symlink()
+                if link:
+                    self.path(r)            # StorePathError: a link out of the store
+                if e.is_dir():
+                    if dirs:
+                        out.append(e.name)
+                    elif recursive:
+                        if link:
+                            target, here = os.path.realpath(e.path), os.path.realpath(d)
+                            if target in seen or here == target or here.startswith(target.rstrip("/") + "/"):
+                                continue    # already listed, or a loop back to an ancestor
+                            seen.add(target)
+                        stack.append((r + "/", e.path))
+                elif not dirs and e.is_file():
+                    out.append(r)
+        return sorted(out)
+
+    def _follow_move(self, rel: str, err: OSError) -> str:
+        """The final name of a staged file that is gone: the publish of its (committed) batch moved
+        it there since the reader listed it; the final file holds that version or a later one,
+        whose first valid bytes are the same. Re-raises ``err`` for any other file."""
+        final = self.moved.get(rel)
+        if final is None or self.exists(rel):
+            raise err
+        return final
+
     def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        try:
+            return self._read(rel, offset, length)
+        except OSError as e:
+            if not self.moved:
+                raise
+            return self._read(self._follow_move(rel, e), offset, length)
+
+    def _read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         if self.local:
             with open(self.path(rel), "rb") as fh:
                 fh.seek(offset)
@@ -160,6 +261,14 @@ class Store:
 
     def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally)."""
+        try:
+            return self._read_array(rel, offset, length)
+        except OSError as e:
+            if not self.moved:
+                raise
+            return self._read_array(self._follow_move(rel, e), offset, length)
+
+    def _read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         out = np.empty(length, np.uint8)
         if self.local:
             with open(self.path(rel), "rb", buffering=0) as fh:
@@ -180,7 +289,12 @@ class Store:
         return out
 
     def open_reader(self, rel: str):
-        return self.fs.open_input_file(self.path(rel))
+        try:
+            return self.fs.open_input_file(self.path(rel))
+        except OSError as e:
+            if not self.moved:
+                raise
+            return self.fs.open_input_file(self.path(self._follow_move(rel, e)))
 
     # -- writes
     def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False) -> int:

@@ -49,6 +49,7 @@ import pyarrow.compute as pc
 
 from . import codec
 from .codec import InputError
+from .names import topic_problem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOPICS_FILE = os.path.join(ROOT, "conf", "topics.json")
@@ -90,6 +91,10 @@ class Topics:
             if not isinstance(t, dict):
                 raise TopicsError(f"{path}: topic {key!r}: expected an object")
             name = t.get("topicName", key)
+            for what, value in (("key", key), ("topicName", name)):
+                problem = topic_problem(value)
+                if problem:
+                    raise TopicsError(f"{path}: topicConfigTable {what} {value!r}: {problem}")
             try:
                 w = int(t.get("writeQueueNums", default_queue_nums))
                 r = int(t.get("readQueueNums", w))

@@ -1,4 +1,4 @@
-"""Verify a store's files against their format (FORMAT.md §1-§4) and against the manifest.
+"""Verify a store's files against their format (docs/FORMAT.md §1-§4) and against the manifest.
 
 Work is split into independent tasks, run as Spark tasks (or in process without Spark):
 one per commitlog segment, one per group of consume queues (a queue's files stay together),
@@ -172,7 +172,10 @@ class SegmentLookup:
             reason[sel[good & ~rec_ok]] = "no record starts there"
             idx = sel[rec_ok]
             if len(idx):
-                tables.append(codec.decode_records(fd.buf, int(base), pos[rec_ok], body=False))
+                t, fits = codec.decode_valid_records(fd.buf, int(base), pos[rec_ok], body=False)
+                reason[idx[~fits]] = "damaged record there (its fields do not fit its TOTALSIZE)"
+                idx = idx[fits]
+                tables.append(t)
                 order.append(idx)
                 ok[idx] = True
         if tables:
@@ -186,7 +189,7 @@ class SegmentLookup:
 
 
 def expected_tags_code(table: pa.Table, config: StoreConfig) -> np.ndarray:
-    """tagsCode of decoded records (FORMAT.md §2): Java hash of TAGS, or the delay deliver time."""
+    """tagsCode of decoded records (docs/FORMAT.md §2): Java hash of TAGS, or the delay deliver time."""
     n = table.num_rows
     props = codec._as_large_string(table["properties_string"])
     pdata, poff = codec._string_buffers(props)

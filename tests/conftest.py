@@ -2,22 +2,24 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 
+import goldenlib
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get("ROCKETLAKE_SHARED", os.path.join(os.path.dirname(ROOT), "shared"))
-GOLDEN = os.path.join(SHARED, "golden")
-TOOLS = os.path.join(SHARED, "tools")
+# The golden sets, uncompressed: the repository's tests/golden/<set>.tar.xz unpacked once into
+# tests/golden/.cache/, or $ROCKETLAKE_SHARED/golden as it is when ROCKETLAKE_SHARED is set.
+GOLDEN = goldenlib.golden_root()
 sys.path.insert(0, ROOT)
 
 
 def golden_set(name: str) -> str:
+    """The directory of one golden set (messages.jsonl, config.json, files.json, store/, ...)."""
     path = os.path.join(GOLDEN, name)
     if not os.path.isdir(path):
-        pytest.fail(f"golden set {name} not found under {GOLDEN} (set ROCKETLAKE_SHARED)")
+        pytest.fail(f"golden set {name} not found under {GOLDEN}")
     return path
 
 
@@ -28,15 +30,13 @@ def golden_dir():
 
 @pytest.fixture(scope="session")
 def restored_golden(tmp_path_factory):
-    """golden_restore.py of a set, once per session: the store exactly as RocketMQ left it."""
+    """goldenlib.restore of a set (sha256-checked), once per session: the store exactly as RocketMQ left it."""
     cache = {}
 
     def restore(name: str) -> str:
         if name not in cache:
             out = str(tmp_path_factory.mktemp(f"golden-{name}"))
-            subprocess.run([sys.executable, os.path.join(TOOLS, "golden_restore.py"), golden_set(name), out],
-                           check=True, capture_output=True)
-            cache[name] = out
+            cache[name] = goldenlib.restore(golden_set(name), out)
         return cache[name]
 
     return restore

@@ -7,7 +7,8 @@ import shutil
 import subprocess
 import sys
 
-from conftest import GOLDEN, ROOT
+import goldenlib
+from conftest import GOLDEN, ROOT, golden_set
 
 sys.path.insert(0, ROOT)
 from storelib.config import load_config  # noqa: E402
@@ -32,23 +33,9 @@ def small_properties(tmp_path) -> str:
 def restore(set_name: str, listing: str, out: str) -> str:
     """Rebuild a golden set's store (sparse zero tails) from one of its file listings.
 
-    Unlike shared/tools/golden_restore.py this reads files_after.json too ("store_root": null,
-    stored_as relative to the set dir) and skips the sha256 pass (seconds on default-size)."""
-    import gzip
-    set_dir = os.path.join(GOLDEN, set_name)
-    meta = json.load(open(os.path.join(set_dir, listing)))
-    root = os.path.join(set_dir, meta["store_root"]) if meta.get("store_root") else set_dir
-    for f in meta["files"]:
-        src = os.path.join(root, f["stored_as"])
-        dst = os.path.join(out, f["path"])
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        with (gzip.open if src.endswith(".gz") else open)(src, "rb") as fh:
-            data = fh.read()
-        with open(dst, "wb") as o:
-            o.write(data)
-            if f["size"] > len(data):
-                o.truncate(f["size"])
-    return out
+    Reads files_after.json too ("store_root": null, stored_as relative to the set dir) and skips
+    the sha256 pass (seconds on default-size); the restored_golden fixture checks it."""
+    return goldenlib.restore(golden_set(set_name), out, listing, verify=False)
 
 
 def copy_store(src: str, dst: str) -> str:

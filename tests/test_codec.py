@@ -1,4 +1,4 @@
-"""Codec tests (no Spark): golden byte equality, FORMAT.md §9 rules, properties, bad input.
+"""Codec tests (no Spark): golden byte equality, docs/FORMAT.md §9 rules, properties, bad input.
 
 Every expectation is computed by small reference implementations written here with
 ``struct``/``zlib`` (one message at a time), independent of ``storelib.codec``.
@@ -56,7 +56,7 @@ def ref_utf16_len(s: str) -> int:
 
 
 def ref_parse_props(s: str) -> dict:
-    """MessageDecoder.string2messageProperties, written from its description (FORMAT.md §1.3)."""
+    """MessageDecoder.string2messageProperties, written from its description (docs/FORMAT.md §1.3)."""
     out = {}
     index, n = 0, len(s)
     while index < n:
@@ -91,7 +91,7 @@ def ref_delete_crc_property(s: str) -> str:
 
 
 def ref_record(m: dict, phys: int, qoff: int, crc: bool = False) -> bytes:
-    """One commitlog record, FORMAT.md §1.2 (+ §1.8 when ``crc``)."""
+    """One commitlog record, docs/FORMAT.md §1.2 (+ §1.8 when ``crc``)."""
     born, b6 = ref_host(m["born_host"])
     store, s6 = ref_host(m["store_host"])
     sys_flag = m["sys_flag"] | (0x10 if b6 else 0) | (0x20 if s6 else 0)
@@ -154,7 +154,8 @@ def table_of(msgs: list[dict]) -> pa.Table:
 
 
 def prepare(msgs, config=None, label=None):
-    return codec.prepare(table_of(msgs), config or StoreConfig(), label)
+    # The record format for any topic; the topic-name rules are tested in test_hostile_names.py.
+    return codec.prepare(table_of(msgs), config or StoreConfig(), label, topic_names=False)
 
 
 def offsets_for(pm, msgs, base=0):
@@ -398,7 +399,7 @@ def test_empty_and_degenerate_batches():
         assert len(pm.index_msg) == 0 and pm.tags_code.tolist() == [0, 0, 0]
 
 
-# ============================================================================ FORMAT.md §9 rules
+# ======================================================================= docs/FORMAT.md §9 rules
 def test_rule1_body_crc_is_masked_to_31_bits():
     # find bodies whose CRC32 has the top bit set, and one without
     bodies = [b"x%d" % k for k in range(64)]
@@ -616,7 +617,7 @@ def test_rule12_crc_property_digits_least_significant_first():
 
 
 def test_rule12_crc_digits_known_value():
-    # 123 -> "3210000000" (FORMAT.md §1.8); check our reference itself on a crafted record
+    # 123 -> "3210000000" (docs/FORMAT.md §1.8); check our reference itself on a crafted record
     c = 123
     assert "".join(str(c // 10 ** k % 10) for k in range(10)) == "3210000000"
 

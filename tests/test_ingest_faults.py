@@ -13,7 +13,7 @@ a real Spark job, a real SIGKILL) and ``ROCKETLAKE_FAULT=<point>``:
 * after it (post-commit points): batch B is committed, readers see it through the manifest.
 
 ``test_rerun_finishes_every_killed_batch`` then reruns batch B on every store of the points above
-in one process (no fault): the store is byte-identical to the golden set (storecmp), the manifest
+in one process (no fault): the store is byte-identical to the golden set (goldenlib.compare), the manifest
 lists every file once with a matching checksum, batches A and B once each, no staging, no lease.
 ``test_executor_kill_is_retried`` kills one task attempt with retries allowed (mid-segment, and
 after a split's staged records were released): the retry writes its own staging path and the
@@ -32,7 +32,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, TOOLS, golden_set
+import goldenlib
+from conftest import ROOT, golden_set
 
 sys.path.insert(0, ROOT)
 from storelib import faults, manifest, storage  # noqa: E402
@@ -133,9 +134,9 @@ def check_consistent(store: str, batch_ids: list) -> None:
     assert not st.exists(manifest.LEASE_PATH), "writer lease left behind"
 
 
-def storecmp(store: str):
-    return subprocess.run([PY, os.path.join(TOOLS, "storecmp.py"), golden_set("small-roll"), store],
-                          capture_output=True, text=True)
+def storecmp(store: str) -> list:
+    """Differences from the small-roll golden store ([] = byte-identical)."""
+    return goldenlib.compare(golden_set("small-roll"), store)
 
 
 @pytest.mark.parametrize("point", list(POINTS))
@@ -182,8 +183,8 @@ def test_rerun_finishes_every_killed_batch(work):
         res = json.load(open(store + ".rerun.json"))
         want = "already-committed" if point in faults.POST_COMMIT_POINTS else "committed"
         assert res["summary"]["status"] == want, (point, res)
-        cmp = storecmp(store)
-        assert cmp.returncode == 0, (point, cmp.stdout[-2000:])
+        diffs = storecmp(store)
+        assert diffs == [], (point, diffs[:20])
         check_consistent(store, ["A", "B"])
 
 
@@ -202,7 +203,7 @@ def test_executor_kill_is_retried(work, tmp_path, point):
                   "ROCKETLAKE_FAULT_MARKER": str(marker)}, master="local[2,4]")
     assert r.returncode == 0, r.stderr[-3000:]
     assert marker.read_text().startswith(point)
-    assert storecmp(store).returncode == 0
+    assert storecmp(store) == []
     check_consistent(store, ["A", "B"])
 
 
@@ -254,5 +255,5 @@ def test_concurrent_writers_one_commits_the_other_leaves_no_trace(work, tmp_path
         gate.write_text("go")
         out, err = w.communicate(timeout=300)
     assert w.returncode == 0, err[-3000:]
-    assert storecmp(store).returncode == 0
+    assert storecmp(store) == []
     check_consistent(store, ["A", "B"])

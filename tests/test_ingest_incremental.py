@@ -1,7 +1,7 @@
 """Incremental batches, idempotent batch ids, queue assignment and broker defaults (issue #3).
 
 In-process: one local[2] SparkSession for the module; ``run_ingest`` is the same code the
-spark-submit job runs. Every store is compared byte for byte (storecmp against the golden set, or
+spark-submit job runs. Every store is compared byte for byte (goldenlib.compare against the golden set, or
 file trees against each other).
 """
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, TOOLS, golden_set
+import goldenlib
+from conftest import ROOT, golden_set
 
 sys.path.insert(0, ROOT)
 from storelib import codec, manifest, storage, topics as topics_mod  # noqa: E402
@@ -30,7 +30,7 @@ NO_TOPICS = topics_mod.Topics({}, 4)
 #  * 1000, 2000: inside a commitlog segment and inside an index file;
 #  * 468: right after message 467, whose keys fill index file 3 exactly (1020 = 4 x 255 entries);
 #  * 1513: right after message 1512 fills index file 12 exactly (3315 = 13 x 255); message 1513 has
-#    no keys, yet it creates the (empty) next index file (FORMAT.md 3.2 step 1);
+#    no keys, yet it creates the (empty) next index file (docs/FORMAT.md §3.2 step 1);
 #  * 321: message 320 is the last record of commitlog segment 6 (the next one rolls to a new file);
 #  * 2380: right after message 2379 fills an index file (5100 = 20 x 255).
 SCHEMES = {
@@ -55,9 +55,9 @@ def write_lines(path, lines) -> str:
     return str(path)
 
 
-def storecmp(store: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, os.path.join(TOOLS, "storecmp.py"), golden_set("small-roll"), store],
-                          capture_output=True, text=True)
+def storecmp(store: str) -> list:
+    """Differences from the small-roll golden store ([] = byte-identical)."""
+    return goldenlib.compare(golden_set("small-roll"), store)
 
 
 def store_tree(store: str, skip_meta: bool = True) -> dict:
@@ -100,8 +100,8 @@ def test_any_split_into_three_batches_gives_the_golden_bytes(spark, golden_lines
                        topics=NO_TOPICS)
         assert s["status"] == "committed" and s["messages"] == hi - lo
         ids.append(f"b{k}")
-    cmp = storecmp(store)
-    assert cmp.returncode == 0, cmp.stdout[-3000:]
+    diffs = storecmp(store)
+    assert diffs == [], diffs[:20]
     snap = check_manifest(store, ids)
     assert snap.batch["total_messages"] == len(golden_lines)
 

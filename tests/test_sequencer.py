@@ -1,6 +1,6 @@
 """The driver-side sequencer equals a plain sequential reference (one message at a time).
 
-The reference places every message as CommitLog/ConsumeQueue/IndexService do (FORMAT.md §1.7,
+The reference places every message as CommitLog/ConsumeQueue/IndexService do (docs/FORMAT.md §1.7,
 §2, §3.2-3.4); the sequencer only sees per-split summaries (and per-message detail for splits
 that straddle a segment boundary). Hypothesis draws message sizes, file sizes, queue keys,
 transaction types, index entry counts, split cuts and batch cuts.
