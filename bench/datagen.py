@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storelib import codec  # noqa: E402
+from storelib.arrays import binary_from_numpy  # noqa: E402
 
 TOPICS = ["orders", "payments", "shipping", "audit_log", "user-login", "inventory_sync", "metrics-raw", "refund"]
 TAGS = ["TagA", "TagB", "TagC", "create", "update", "delete"]
@@ -33,8 +33,8 @@ def generate(n: int, body_size: int = 256, seed: int = 7, start_ms: int = 171720
     queue_id = rng.integers(0, 4, n).astype(np.int32)
     store_ts = start_ms + np.cumsum(rng.integers(0, 5, n)).astype(np.int64)
     born_ts = store_ts - rng.integers(0, 300, n)
-    body = codec.binary_from_numpy(rng.integers(32, 127, n * body_size, dtype=np.uint8),
-                                   np.arange(n + 1, dtype=np.int64) * body_size)
+    body = binary_from_numpy(rng.integers(32, 127, n * body_size, dtype=np.uint8),
+                             np.arange(n + 1, dtype=np.int64) * body_size)
     ids = pc.cast(pa.array(np.arange(n, dtype=np.int64)), pa.string())
     uniq = pc.binary_join_element_wise(pa.array(np.full(n, "C0A80001"), pa.string()), ids, "")
     keys = pc.binary_join_element_wise(pa.array(np.full(n, "order-"), pa.string()), ids,

@@ -12,6 +12,7 @@ import sys
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from storelib import manifest, query, storage  # noqa: E402
+from storelib.cli import ExitCode  # noqa: E402
 from storelib.config import load_config  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def main() -> int:
         print(f"by msg id -> commitlog offset {again['commitlog_offset']}, topic {again['topic']}")
     print(f"\nstore files under {a.store}/ (a RocketMQ storePathRootDir); Delta tables under "
           f"{a.store}/{manifest.META_DIR}/")
-    return 0
+    return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

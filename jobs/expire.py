@@ -6,7 +6,8 @@ consume-queue and index files that point only below the new minimum offset; one 
 (manifest rows action=remove, a checkpoint row operation=expire), then deletes the files and
 does Delta housekeeping (checkpoint, log cleanup, vacuum). Runs on the driver only: plain
 `python jobs/expire.py ...` works as well.
-Exit status: 0 done (or nothing to do), 3 concurrent writer, 2 usage, 1 anything else.
+Exit status (storelib.cli.ExitCode): 0 done (or nothing to do), 3 concurrent writer, 2 usage,
+1 anything else.
 """
 import argparse
 import json
@@ -17,6 +18,7 @@ import sys
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from storelib import retention  # noqa: E402
+from storelib.cli import ExitCode, exit_code  # noqa: E402
 from storelib.manifest import ConcurrentWriteError  # noqa: E402
 from storelib.storage import StorePathError  # noqa: E402
 
@@ -38,12 +40,13 @@ def main(argv=None) -> int:
     try:
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
                              args.vacuum_retention_hours, quiet=args.quiet)
-    except (retention.ExpireError, StorePathError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except ConcurrentWriteError as e:
-        print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)
-        return 3
+    except (retention.ExpireError, StorePathError, ConcurrentWriteError) as e:
+        code = exit_code(e)
+        if code == ExitCode.CONCURRENT:
+            print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return int(code)
     if args.dry_run or not args.quiet:
         for p in s["removed"]:
             print(f"{'would remove' if args.dry_run else 'removed'} {p}")
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
         with open(args.json_summary, "w") as fh:
             json.dump(s, fh, sort_keys=True)
             fh.write("\n")
-    return 0
+    return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

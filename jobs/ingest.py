@@ -4,8 +4,8 @@
        spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
 
 Ingests one batch of messages into a RocketMQ store (local path or pyarrow.fs URI) and commits
-it to the store's Delta tables. Exit status: 0 committed (or already committed), 2 bad input or
-configuration, 3 concurrent writer, 1 anything else.
+it to the store's Delta tables. Exit status (storelib.cli.ExitCode): 0 committed (or already
+committed), 2 bad input or configuration, 3 concurrent writer, 1 anything else.
 """
 import argparse
 import os

@@ -25,8 +25,10 @@ import sys
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 from storelib import inspection, storage  # noqa: E402
+from storelib.cli import ExitCode, exit_code  # noqa: E402
+from storelib.errors import StoreError  # noqa: E402
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+__all__ = ["main"]
 
 
 def main(argv=None) -> int:
@@ -77,13 +79,12 @@ def main(argv=None) -> int:
             _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
         elif args.command == "stats":
             cmd_stats(store, snap, args)
-    except KeyError as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
-        return EXIT_USAGE
-    except storage.StorePathError as e:       # a manifest row / file leading out of the store
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_PROBLEMS
-    return EXIT_OK
+    # KeyError: a batch id / version the store does not have (2); StorePathError: a manifest row / file
+    # leading out of the store (1); StoreError: a damaged store or Delta table, errors.CorruptStore (1).
+    except (KeyError, storage.StorePathError, StoreError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return int(exit_code(e, lookup_errors=True))
+    return int(ExitCode.OK)
 
 
 def _emit(rows, cols, as_json, empty):
@@ -143,7 +144,7 @@ def cmd_verify(store, args) -> int:
         print(json.dumps(s), file=sys.stderr)
     else:
         print("rocketlake verify: " + " ".join(f"{k}={v}" for k, v in s.items()), file=sys.stderr)
-    return EXIT_OK if rep.ok else EXIT_PROBLEMS
+    return int(ExitCode.OK if rep.ok else ExitCode.FAILED)        # verify: problems found = 1
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ import time
 
 from . import checkpoint as ckpt
 from . import manifest, names, storage, verify
-from .ingest import Progress
 from .config import StoreConfig
+from .progress import Progress
+
+__all__ = ["AdoptError", "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
 
 
 class AdoptError(RuntimeError):
@@ -165,51 +167,46 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     fingerprint = fp.hexdigest()
     batch_id = batch_id or f"import-{fingerprint[:16]}"
     seq = 1
+    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
     rows = []
-
-    def row(kind, path, **kw):
-        base = dict.fromkeys(manifest.MANIFEST_SCHEMA.names)
-        base.update(batch_id=batch_id, batch_seq=seq, action="add", kind=kind, path=path, staged_path=None,
-                    committed_at=now)
-        base.update(kw)
-        rows.append(base)
-
     for f in segs:
-        row("commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
+        rows.append(manifest.file_row(
+            "commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
             valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
-            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"])
+            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"], **key))
     queue_next: dict = {}
     for f in cqs:
-        row("consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
+        rows.append(manifest.file_row(
+            "consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
             file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
             max_offset=f["max_offset"], checksum=f["checksum"],
-            detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}))
+            detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}), **key))
         queue_next[(f["topic"], f["queue_id"])] = f["base_offset"] // 20 + f["count"]
     for f in idxs:
         h = f["header"]
-        row("index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
+        rows.append(manifest.file_row(
+            "index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
             min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"], min_store_ts=h["begin_timestamp"],
-            max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}))
+            max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}), **key))
     data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
     ck = ckpt.Checkpoint.from_bytes(data)
-    row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
-        checksum=hashlib.sha256(data).hexdigest(), detail=manifest.dumps(ck.to_dict()))
+    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
+                                  checksum=hashlib.sha256(data).hexdigest(), detail=manifest.dumps(ck.to_dict()),
+                                  **key))
     mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]
     maxs = [f["max_store_ts"] for f in segs if f["max_store_ts"] is not None]
     total = sum(f["count"] for f in segs)
     last = segs[-1]
-    ck_row = {
-        "batch_id": batch_id, "batch_seq": seq, "operation": "import", "committed_at": now,
-        "input_fingerprint": fingerprint, "messages": total, "bytes": sum(f["record_bytes"] for f in segs),
-        "index_entries": sum(f["count"] for f in idxs), "total_messages": total,
-        "min_phy_offset": segs[0]["base_offset"], "max_phy_offset": last["end"],
-        "queue_offsets": [{"topic": t, "queue_id": q, "max_offset": o} for (t, q), o in sorted(queue_next.items())],
-        "physic_msg_timestamp": ck.physic_msg_timestamp, "logics_msg_timestamp": ck.logics_msg_timestamp,
-        "index_msg_timestamp": ck.index_msg_timestamp,
-        "min_store_ts": min(mins) if mins else None, "max_store_ts": max(maxs) if maxs else None,
-        "wall_time_ms": 0, "config": manifest.dumps(config.file_shaping()),
-        "detail": manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
-                                  "index_files": len(idxs),
-                                  "confirm_phy_offset": ck.confirm_phy_offset}),
-    }
+    ck_row = manifest.checkpoint_row(
+        operation="import", input_fingerprint=fingerprint, messages=total,
+        bytes=sum(f["record_bytes"] for f in segs), index_entries=sum(f["count"] for f in idxs),
+        total_messages=total, min_phy_offset=segs[0]["base_offset"], max_phy_offset=last["end"],
+        queue_offsets=manifest.queue_offsets(queue_next),
+        physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
+        index_msg_timestamp=ck.index_msg_timestamp,
+        min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
+        wall_time_ms=0, config=manifest.dumps(config.file_shaping()),
+        detail=manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
+                               "index_files": len(idxs),
+                               "confirm_phy_offset": ck.confirm_phy_offset}), **key)
     return rows, ck_row

@@ -21,6 +21,8 @@ import ctypes
 import ctypes.util
 import os
 
+__all__ = ["tune"]
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8

@@ -1,19 +1,34 @@
-"""The ``checkpoint`` file (docs/FORMAT.md §4): 4096 bytes, five int64 at the start, rest zero.
+"""The ``checkpoint`` file: the one definition of its layout (docs/FORMAT.md §4).
 
-    @0   physicMsgTimestamp   store time of the last message put
-    @8   logicsMsgTimestamp   store time of the last message written to a consume queue
-    @16  indexMsgTimestamp    endTimestamp of the most recently filled (rolled) index file, else 0
-    @24  masterFlushedOffset  0 (HA/controller only)
-    @32  confirmPhyOffset     0 after a write run (a broker's recovery sets it on re-open)
+4096 bytes (``FILE_SIZE``), five int64 at the start (``LAYOUT_SIZE`` 40 bytes), rest zero::
+
+    @POS_PHYSIC_MSG_TIMESTAMP   0   physicMsgTimestamp   store time of the last message put
+    @POS_LOGICS_MSG_TIMESTAMP   8   logicsMsgTimestamp   store time of the last message written to a consume queue
+    @POS_INDEX_MSG_TIMESTAMP   16   indexMsgTimestamp    endTimestamp of the last filled (rolled) index file, else 0
+    @POS_MASTER_FLUSHED_OFFSET 24   masterFlushedOffset  0 (HA/controller only)
+    @POS_CONFIRM_PHY_OFFSET    32   confirmPhyOffset     0 after a write run (a broker's recovery sets it on re-open)
+
+Names defined here: ``FILE_NAME``, ``FILE_SIZE``, the ``POS_*`` offsets, ``LAYOUT_SIZE``,
+``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``).
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, asdict
 
+__all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
+           "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "LAYOUT_SIZE", "Checkpoint"]
+
 FILE_NAME = "checkpoint"
 FILE_SIZE = 4096
+POS_PHYSIC_MSG_TIMESTAMP = 0
+POS_LOGICS_MSG_TIMESTAMP = 8
+POS_INDEX_MSG_TIMESTAMP = 16
+POS_MASTER_FLUSHED_OFFSET = 24
+POS_CONFIRM_PHY_OFFSET = 32
+LAYOUT_SIZE = 40
 _LAYOUT = struct.Struct(">qqqqq")
+assert _LAYOUT.size == LAYOUT_SIZE
 
 
 @dataclass(frozen=True)
@@ -31,7 +46,8 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Checkpoint":
-        if len(data) < _LAYOUT.size:
+        """The five values at the start of ``data``; all zero when ``data`` is shorter than LAYOUT_SIZE."""
+        if len(data) < LAYOUT_SIZE:
             return cls()
         return cls(*_LAYOUT.unpack_from(data, 0))
 

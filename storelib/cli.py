@@ -1,21 +1,102 @@
-"""What the thin ``jobs/`` entry points share: Spark session, config, exit codes, summaries."""
+"""What the thin ``jobs/`` entry points share: Spark session, config, exit codes, summaries.
+
+Exit status of every job: one table, ``ExitCode`` (the codes) and ``exit_code`` (which error
+means which code). Importing this module is cheap (no pyspark, pyarrow, numba or deltalake), so
+every entry point can use the table.
+
+    code  ExitCode    jobs/ingest.py       jobs/expire.py       jobs/query.py        jobs/inspect.py
+                      (ingest, import)
+    0     OK          committed, or        done, or nothing     answered (nothing    done; verify found
+                      already committed    to expire            found: empty output) no problem
+    1     FAILED      anything else: a failed write or check (IngestError, AdoptError, ExpireError), a store
+                      path leading out of the store (StorePathError), a damaged or missing store
+                      (StoreError, CorruptStore, StoreNotFound), an unexpected error; verify: problems found
+    2     BAD_INPUT   bad arguments (argparse), bad input rows (InputError), configuration or topics.json
+                      (ConfigError, TopicsError; an unreadable --config file); query: bad query input
+                      (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
+    3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
+                      expiry was left behind, rerun it (ingest, import, expire)
+
+An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
+Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
+(``task_error``); any other task failure is 1.
+"""
 from __future__ import annotations
 
+import enum
 import json
 import os
 import sys
 import traceback
 
-from .codec import InputError
 from .config import ConfigError, load_config
+
+__all__ = [
+    "ROOT", "DEFAULT_CONFIG", "ExitCode", "EXIT_TABLE", "exit_code", "task_error", "config_from_args",
+    "spark_session", "run_job", "emit_summary", "ingest", "adopt",
+]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIG = os.path.join(ROOT, "conf", "store.properties")
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_CONCURRENT = 3
+
+class ExitCode(enum.IntEnum):
+    """Exit status of every job (the table in this module's docstring)."""
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    CONCURRENT = 3
+
+
+# Which error means which exit status: (module, class, code, recognized inside a Spark task's error).
+# First match wins; classes are looked up only in modules already imported (an error of a class
+# whose module was never imported cannot have been raised), so this table imports nothing.
+EXIT_TABLE = (
+    ("storelib.codec", "InputError", ExitCode.BAD_INPUT, True),
+    ("storelib.ingest_errors", "IngestError", ExitCode.FAILED, True),
+    ("storelib.storage", "StorePathError", ExitCode.FAILED, True),
+    ("storelib.config", "ConfigError", ExitCode.BAD_INPUT, False),
+    ("storelib.topics", "TopicsError", ExitCode.BAD_INPUT, False),
+    ("storelib.querycli", "BadInput", ExitCode.BAD_INPUT, False),
+    ("storelib.manifest", "ConcurrentWriteError", ExitCode.CONCURRENT, False),
+    ("storelib.adopt", "AdoptError", ExitCode.FAILED, False),
+    ("storelib.retention", "ExpireError", ExitCode.FAILED, False),
+    ("storelib.errors", "StoreError", ExitCode.FAILED, False),
+)
+
+
+def _table_row(exc: BaseException):
+    """The first row of EXIT_TABLE whose class ``exc`` is an instance of, or None."""
+    for row in EXIT_TABLE:
+        cls = getattr(sys.modules.get(row[0]), row[1], None)
+        if cls is not None and isinstance(exc, cls):
+            return row
+    return None
+
+
+def task_error(exc: BaseException):
+    """(code, message) of a storelib error raised inside a Spark task, which arrives wrapped in a
+    Py4J error (its text holds the Python traceback); None if ``exc`` is not one."""
+    text = str(exc)
+    for module, name, code, in_task in EXIT_TABLE:
+        marker = f"{module}.{name}:"
+        if in_task and marker in text:
+            return code, text[text.index(marker):].split("\n\n")[0]
+    return None
+
+
+def exit_code(exc: BaseException, *, lookup_errors: bool = False) -> ExitCode:
+    """The exit status of a job that ended with ``exc`` (EXIT_TABLE, then a Spark task's error).
+
+    ``lookup_errors``: a KeyError means a batch id / version / name the store does not have (the
+    readers, query and inspect), so bad arguments (2); elsewhere it is an unexpected error (1)."""
+    row = _table_row(exc)
+    if row is not None:
+        return row[2]
+    if lookup_errors and isinstance(exc, KeyError):
+        return ExitCode.BAD_INPUT
+    wrapped = task_error(exc)
+    return wrapped[0] if wrapped else ExitCode.FAILED
 
 
 def config_from_args(args):
@@ -55,58 +136,45 @@ def _ship_code(spark) -> None:
     spark.sparkContext.addPyFile(path)
 
 
+# What a writer job prints for the errors it expects (EXIT_TABLE class name -> message).
+_WRITER_MESSAGES = {
+    "InputError": "bad input, nothing was written:\n{e}",
+    "ConfigError": "configuration: {e}",
+    "TopicsError": "configuration: {e}",
+    "ConcurrentWriteError": "concurrent writer: {e}; this batch left nothing behind, rerun it",
+    "IngestError": "{e}",
+    "AdoptError": "{e}",
+    "StorePathError": "{e}",
+}
+
+
 def run_job(app: str, args, body) -> int:
-    """Run ``body(spark, config)`` with clear errors and exit codes."""
-    from .adopt import AdoptError
-    from .ingest import IngestError
-    from .manifest import ConcurrentWriteError
-    from .storage import StorePathError
-    from .topics import TopicsError
+    """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``)."""
+    from . import allocator
+    allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     try:
         cfg = config_from_args(args)
-    except (ConfigError, OSError) as e:
+    except (ConfigError, OSError) as e:       # an unreadable or invalid --config file
         print(f"error: configuration: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return int(ExitCode.BAD_INPUT)
     spark = None
     try:
         spark = spark_session(app)
         return body(spark, cfg)
-    except InputError as e:
-        print(f"error: bad input, nothing was written:\n{e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (ConfigError, TopicsError) as e:
-        print(f"error: configuration: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except ConcurrentWriteError as e:
-        print(f"error: concurrent writer: {e}; this batch left nothing behind, rerun it", file=sys.stderr)
-        return EXIT_CONCURRENT
-    except (IngestError, AdoptError, StorePathError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
-        root = _python_cause(e)
-        if root:
-            return run_job_error(root)
-        traceback.print_exc()
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        row = _table_row(e)
+        wrapped = task_error(e) if row is None else None
+        if row is not None and row[1] in _WRITER_MESSAGES:
+            print("error: " + _WRITER_MESSAGES[row[1]].format(e=e), file=sys.stderr)
+        elif wrapped:
+            print(f"error: {wrapped[1]}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return int(exit_code(e))
     finally:
         if spark is not None:
             spark.stop()
-
-
-def _python_cause(e: Exception) -> str | None:
-    """An executor's InputError etc. arrives wrapped in a Py4J error; dig out its message."""
-    text = str(e)
-    for marker in ("storelib.codec.InputError:", "storelib.ingest.IngestError:", "storelib.storage.StorePathError:"):
-        if marker in text:
-            return text[text.index(marker):].split("\n\n")[0]
-    return None
-
-
-def run_job_error(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
-    return EXIT_BAD_INPUT if "InputError" in msg else EXIT_FAILED
 
 
 def emit_summary(summary: dict, json_path: str | None) -> None:
@@ -125,11 +193,11 @@ def ingest(spark, cfg, args) -> int:
                          topics=getattr(args, "topics", None), queue_by=getattr(args, "queue_by", None),
                          store_timestamp=getattr(args, "store_timestamp", None))
     emit_summary(summary, args.json_summary)
-    return EXIT_OK
+    return int(ExitCode.OK)
 
 
 def adopt(spark, cfg, args) -> int:
     from .adopt import adopt as run_adopt
     summary = run_adopt(spark, args.store, args.from_store, cfg, batch_id=args.batch_id, quiet=args.quiet)
     emit_summary(summary, args.json_summary)
-    return EXIT_OK
+    return int(ExitCode.OK)

@@ -12,12 +12,17 @@ import json
 import re
 from dataclasses import dataclass, field
 
+__all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "CQ_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_SLOT_SIZE", "INDEX_ENTRY_SIZE",
+           "FILE_SHAPING_KEYS", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
+
+# The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle); the names
+# here are re-exports for the derived sizes below and for older importers.
+from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE, SLOT_SIZE as INDEX_SLOT_SIZE
+from .indexfile import file_size as _index_file_size
+
 # RocketMQ 5.3.3 defaults (MessageStoreConfig.java).
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-CQ_UNIT_SIZE = 20
-INDEX_HEADER_SIZE = 40
-INDEX_SLOT_SIZE = 4
-INDEX_ENTRY_SIZE = 20
 
 # Keys whose value changes the bytes of existing files; a store keeps them for life.
 FILE_SHAPING_KEYS = (
@@ -69,7 +74,7 @@ class StoreConfig:
 
     @property
     def index_file_size(self) -> int:
-        return INDEX_HEADER_SIZE + self.maxHashSlotNum * INDEX_SLOT_SIZE + self.maxIndexNum * INDEX_ENTRY_SIZE
+        return _index_file_size(self.maxHashSlotNum, self.maxIndexNum)
 
     @property
     def index_entries_per_file(self) -> int:
@@ -126,7 +131,7 @@ class StoreConfig:
         return cls(**json.loads(text)).validate()
 
 
-def parse_properties(text: str) -> dict:
+def parse_java_properties(text: str) -> dict:
     """Minimal Java .properties reader: ``key=value`` / ``key: value`` / ``key value``, # and ! comments."""
     out = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -159,7 +164,7 @@ def load_config(path: str | None = None, overrides: dict | None = None) -> Store
     values: dict = {}
     if path:
         with open(path, encoding="utf-8") as fh:
-            values.update(parse_properties(fh.read()))
+            values.update(parse_java_properties(fh.read()))
     if overrides:
         values.update({k: str(v) for k, v in overrides.items()})
     base = StoreConfig()

@@ -38,6 +38,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 
 from .rangescan import MESSAGE_DDL
 
+__all__ = ["RocketMQDataSource", "register"]
+
 _INT_COLS = ("store_timestamp", "commitlog_offset")
 
 
@@ -129,7 +131,7 @@ class RocketMQReader(DataSourceReader):
 
     def partitions(self):
         from .rangescan import prune_segments
-        from .snapshot_files import open_files
+        from .storefiles import open_files
         b = self.bounds
         files, info = open_files(self.path, self.options.get("asofbatch") or None, self._config())
         if b.topics is not None and not b.topics:
@@ -139,7 +141,7 @@ class RocketMQReader(DataSourceReader):
         return [InputPartition((s.rel, s.base, s.valid)) for s in segs]
 
     def read(self, partition):
-        from .query import CommitLogSegment
+        from .storefiles import CommitLogSegment
         from .rangescan import segment_messages
         from .storage import Store
         seg = CommitLogSegment(*partition.value)

@@ -6,6 +6,8 @@ store fails with the same words ``inspect.py verify`` reports.
 """
 from __future__ import annotations
 
+__all__ = ["StoreError", "CorruptStore", "read_exact", "open_reader", "read_at"]
+
 
 class StoreError(Exception):
     """A store cannot be read as asked."""

@@ -32,6 +32,8 @@ import os
 import signal
 import time
 
+__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "fault"]
+
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
     "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",

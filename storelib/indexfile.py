@@ -1,14 +1,18 @@
-"""Index files (docs/FORMAT.md §3): lookup by message key and time.
+"""Index files: the one definition of their layout (docs/FORMAT.md §3): lookup by message key and time.
 
-Size ``40 + maxHashSlotNum*4 + maxIndexNum*20``:
+Size ``HEADER_SIZE + maxHashSlotNum*SLOT_SIZE + maxIndexNum*ENTRY_SIZE`` (``file_size``)::
 
-    header (40 bytes)
-      @0   int64 beginTimestamp     @8   int64 endTimestamp
-      @16  int64 beginPhyOffset     @24  int64 endPhyOffset
-      @32  int32 hashSlotCount      @36  int32 indexCount (starts at 1; entry 0 is never used)
-    slot table   maxHashSlotNum x int32 at 40 + slot*4: position of the newest entry, 0 = empty
-    entries      maxIndexNum x 20 bytes at 40 + maxHashSlotNum*4 + pos*20:
-      @0 int32 keyHash   @4 int64 phyOffset   @12 int32 timeDiff (s)   @16 int32 prevPos
+    header (HEADER_SIZE 40 bytes, HEADER_DTYPE / IndexHeader)
+      @HEADER_BEGIN_TIMESTAMP   0  int64 beginTimestamp     @HEADER_END_TIMESTAMP    8  int64 endTimestamp
+      @HEADER_BEGIN_PHY_OFFSET 16  int64 beginPhyOffset     @HEADER_END_PHY_OFFSET  24  int64 endPhyOffset
+      @HEADER_HASH_SLOT_COUNT  32  int32 hashSlotCount      @HEADER_INDEX_COUNT     36  int32 indexCount
+                                                            (starts at 1; entry 0 is never used)
+    slot table   maxHashSlotNum x int32 (SLOT_SIZE 4, SLOT_DTYPE) at slot_offset(slot) = 40 + slot*4:
+                 position of the newest entry, 0 = empty
+    entries      maxIndexNum x ENTRY_SIZE 20 bytes (ENTRY_DTYPE) at entry_offset(pos, cfg)
+                 = 40 + maxHashSlotNum*4 + pos*20:
+      @ENTRY_KEY_HASH 0 int32 keyHash   @ENTRY_PHY_OFFSET 4 int64 phyOffset
+      @ENTRY_TIME_DIFF 12 int32 timeDiff (s)   @ENTRY_PREV_POS 16 int32 prevPos
 
 putKey (IndexFile.putKey), replayed here for a whole run of entries at once:
   keyHash = abs(javaHash(topic#key)) (MIN_VALUE -> 0); slot = keyHash % maxHashSlotNum;
@@ -18,27 +22,78 @@ putKey (IndexFile.putKey), replayed here for a whole run of entries at once:
   the first entry sets begin*, every entry sets end*; hashSlotCount counts entries with prevPos 0.
 A new file inherits begin = end = the previous file's end values (when > 0).
 Names are creation times ``yyyyMMddHHmmssSSS``; see ``file_name``.
+
+Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE`` (alias ``INDEX_HEADER_SIZE``), the
+``HEADER_*`` field offsets, ``HEADER_DTYPE``, ``SLOT_SIZE``, ``SLOT_DTYPE``, ``ENTRY_SIZE``, the
+``ENTRY_*`` field offsets, ``ENTRY_DTYPE`` (fields ``hash``, ``phys``, ``time_diff``, ``prev``),
+``IndexHeader`` (NamedTuple: ``parse``/``from_bytes``, ``to_bytes``, ``to_dict``, ``inherited``),
+``slot_offset``, ``entries_offset``, ``entry_offset``, ``file_size``, ``pack_entry`` /
+``parse_entry``, ``parse_slot``, ``encode_slots`` / ``decode_slots``, ``decode_entries``,
+``file_name``, ``name_millis``, ``IndexFileBuilder``.
+
+This module is a leaf (numpy only at import time): ``config`` takes the sizes from here, and the
+``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import struct
-from dataclasses import dataclass, asdict
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from . import kernels
-from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, StoreConfig
+if TYPE_CHECKING:
+    from .config import StoreConfig
+
+__all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "INDEX_HEADER_SIZE", "HEADER_BEGIN_TIMESTAMP", "HEADER_END_TIMESTAMP",
+           "HEADER_BEGIN_PHY_OFFSET", "HEADER_END_PHY_OFFSET", "HEADER_HASH_SLOT_COUNT", "HEADER_INDEX_COUNT",
+           "HEADER_DTYPE", "SLOT_SIZE", "SLOT_DTYPE", "ENTRY_SIZE", "ENTRY_KEY_HASH", "ENTRY_PHY_OFFSET",
+           "ENTRY_TIME_DIFF", "ENTRY_PREV_POS", "ENTRY_DTYPE", "IndexHeader", "slot_offset", "entries_offset",
+           "entry_offset", "file_size", "pack_entry", "parse_entry", "parse_slot", "encode_slots", "decode_slots",
+           "decode_entries", "file_name", "name_millis", "IndexFileBuilder"]
 
 DIR = "index"
 INT_MAX = 2**31 - 1
+
+# header
+HEADER_SIZE = 40
+INDEX_HEADER_SIZE = HEADER_SIZE
+HEADER_BEGIN_TIMESTAMP = 0
+HEADER_END_TIMESTAMP = 8
+HEADER_BEGIN_PHY_OFFSET = 16
+HEADER_END_PHY_OFFSET = 24
+HEADER_HASH_SLOT_COUNT = 32
+HEADER_INDEX_COUNT = 36
+HEADER_DTYPE = np.dtype({
+    "names": ["begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
+              "index_count"],
+    "formats": [">i8", ">i8", ">i8", ">i8", ">i4", ">i4"],
+    "offsets": [HEADER_BEGIN_TIMESTAMP, HEADER_END_TIMESTAMP, HEADER_BEGIN_PHY_OFFSET, HEADER_END_PHY_OFFSET,
+                HEADER_HASH_SLOT_COUNT, HEADER_INDEX_COUNT],
+    "itemsize": HEADER_SIZE})
 _HEADER = struct.Struct(">qqqqii")
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-assert ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
+
+# slot table
+SLOT_SIZE = 4
+SLOT_DTYPE = np.dtype(">i4")
+_SLOT = struct.Struct(">i")
+
+# entries
+ENTRY_SIZE = 20
+ENTRY_KEY_HASH = 0
+ENTRY_PHY_OFFSET = 4
+ENTRY_TIME_DIFF = 12
+ENTRY_PREV_POS = 16
+ENTRY_DTYPE = np.dtype({"names": ["hash", "phys", "time_diff", "prev"], "formats": [">i4", ">i8", ">i4", ">i4"],
+                        "offsets": [ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_TIME_DIFF, ENTRY_PREV_POS],
+                        "itemsize": ENTRY_SIZE})
+_ENTRY = struct.Struct(">iqii")
+assert HEADER_DTYPE.itemsize == _HEADER.size == HEADER_SIZE and SLOT_DTYPE.itemsize == _SLOT.size == SLOT_SIZE
+assert ENTRY_DTYPE.itemsize == _ENTRY.size == ENTRY_SIZE
 
 
-@dataclass
-class IndexHeader:
+class IndexHeader(NamedTuple):
+    """The 40-byte header. Immutable: ``_replace`` gives a changed copy."""
     begin_timestamp: int = 0
     end_timestamp: int = 0
     begin_phy_offset: int = 0
@@ -47,37 +102,78 @@ class IndexHeader:
     index_count: int = 1
 
     def to_bytes(self) -> bytes:
-        return _HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                            self.end_phy_offset, self.hash_slot_count, self.index_count)
+        return _HEADER.pack(*self)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "IndexHeader":
+    def parse(cls, data: bytes) -> "IndexHeader":
+        """The header at the start of ``data`` (struct.error when shorter than HEADER_SIZE)."""
         return cls(*_HEADER.unpack_from(data, 0))
+
+    from_bytes = parse
 
     @classmethod
     def inherited(cls, end_phy_offset: int, end_timestamp: int) -> "IndexHeader":
         """Header of a file created after a full one (IndexFile constructor)."""
         h = cls()
         if end_phy_offset > 0:
-            h.begin_phy_offset = h.end_phy_offset = end_phy_offset
+            h = h._replace(begin_phy_offset=end_phy_offset, end_phy_offset=end_phy_offset)
         if end_timestamp > 0:
-            h.begin_timestamp = h.end_timestamp = end_timestamp
+            h = h._replace(begin_timestamp=end_timestamp, end_timestamp=end_timestamp)
         return h
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dict(self._asdict())
 
 
-def is_full(header: IndexHeader, config: StoreConfig) -> bool:
-    return header.index_count >= config.maxIndexNum
+def slot_offset(slot: int) -> int:
+    """Byte offset of hash slot ``slot``."""
+    return HEADER_SIZE + slot * SLOT_SIZE
 
 
-def slots_offset() -> int:
-    return INDEX_HEADER_SIZE
+def entries_offset(config: "StoreConfig") -> int:
+    """Byte offset of the entry table (entry position 0)."""
+    return HEADER_SIZE + config.maxHashSlotNum * SLOT_SIZE
 
 
-def entries_offset(config: StoreConfig) -> int:
-    return INDEX_HEADER_SIZE + config.maxHashSlotNum * INDEX_SLOT_SIZE
+def entry_offset(pos: int, config: "StoreConfig") -> int:
+    """Byte offset of the entry at position ``pos``."""
+    return entries_offset(config) + pos * ENTRY_SIZE
+
+
+def file_size(max_hash_slot_num: int, max_index_num: int) -> int:
+    return HEADER_SIZE + max_hash_slot_num * SLOT_SIZE + max_index_num * ENTRY_SIZE
+
+
+def pack_entry(key_hash: int, phy_offset: int, time_diff: int, prev_pos: int) -> bytes:
+    return _ENTRY.pack(key_hash, phy_offset, time_diff, prev_pos)
+
+
+def parse_entry(buf, pos: int = 0) -> tuple[int, int, int, int]:
+    """(keyHash, phyOffset, timeDiff, prevPos) of the entry at byte ``pos`` of ``buf``."""
+    return _ENTRY.unpack_from(buf, pos)
+
+
+def parse_slot(buf, pos: int = 0) -> int:
+    """The slot value (entry position) at byte ``pos`` of ``buf``."""
+    return _SLOT.unpack_from(buf, pos)[0]
+
+
+def encode_slots(slots: np.ndarray) -> bytes:
+    return np.asarray(slots).astype(SLOT_DTYPE).tobytes()
+
+
+def decode_slots(buf, count: int | None = None, offset: int = 0) -> np.ndarray:
+    """Slot values (native int32) of ``count`` slots at byte ``offset`` of ``buf``."""
+    arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    n = (len(arr) - offset) // SLOT_SIZE if count is None else count
+    return arr[offset:offset + n * SLOT_SIZE].view(SLOT_DTYPE).astype(np.int32)
+
+
+def decode_entries(buf, count: int | None = None, offset: int = 0) -> np.ndarray:
+    """Structured view (hash, phys, time_diff, prev) of ``count`` entries at byte ``offset`` of ``buf``."""
+    arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    n = (len(arr) - offset) // ENTRY_SIZE if count is None else count
+    return arr[offset:offset + n * ENTRY_SIZE].view(ENTRY_DTYPE)
 
 
 def file_name(millis: int) -> str:
@@ -97,23 +193,23 @@ def name_millis(name: str) -> int | None:
 class IndexFileBuilder:
     """One index file in memory: header, slot table and the used part of the entry table."""
 
-    def __init__(self, config: StoreConfig, header: IndexHeader, slots: np.ndarray | None = None,
+    def __init__(self, config: "StoreConfig", header: IndexHeader, slots: np.ndarray | None = None,
                  entries: np.ndarray | None = None):
         self.config = config
         self.header = header
         self.slots = slots if slots is not None else np.zeros(config.maxHashSlotNum, dtype=np.int32)
-        # Entry table as big-endian byte blocks: position k at byte 20*k; position 0 unused.
-        first = entries if entries is not None else np.zeros(INDEX_ENTRY_SIZE, dtype=np.uint8)
+        # Entry table as big-endian byte blocks: position k at byte ENTRY_SIZE*k; position 0 unused.
+        first = entries if entries is not None else np.zeros(ENTRY_SIZE, dtype=np.uint8)
         self.blocks = [first]
-        assert len(first) == header.index_count * INDEX_ENTRY_SIZE and header.index_count <= config.maxIndexNum
+        assert len(first) == header.index_count * ENTRY_SIZE and header.index_count <= config.maxIndexNum
 
     @classmethod
-    def from_bytes(cls, config: StoreConfig, data: bytes) -> "IndexFileBuilder":
+    def from_bytes(cls, config: "StoreConfig", data: bytes) -> "IndexFileBuilder":
         header = IndexHeader.from_bytes(data)
         slot_end = entries_offset(config)
-        slots = np.frombuffer(data, dtype=">i4", count=config.maxHashSlotNum, offset=INDEX_HEADER_SIZE).astype(np.int32)
+        slots = decode_slots(data, config.maxHashSlotNum, slot_offset(0))
         n = header.index_count
-        entries = np.frombuffer(data, dtype=np.uint8, count=n * INDEX_ENTRY_SIZE, offset=slot_end).copy()
+        entries = np.frombuffer(data, dtype=np.uint8, count=n * ENTRY_SIZE, offset=slot_end).copy()
         return cls(config, header, slots, entries)
 
     def room(self) -> int:
@@ -122,6 +218,7 @@ class IndexFileBuilder:
     def put_keys(self, key_hash: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
         """Append entries in order (caller guarantees they fit): putKey per entry, in one
         compiled pass (kernels.index_put)."""
+        from . import kernels         # kernels imports this module's ENTRY_* offsets
         m = len(key_hash)
         if m == 0:
             return
@@ -140,19 +237,16 @@ class IndexFileBuilder:
         block, empty = kernels.index_put(self.slots, key_hash, phys, td, ic0)
         self.blocks.append(block)
         if ic0 <= 1:
-            h.begin_phy_offset = int(phys[0])
-            h.begin_timestamp = int(store_ts[0])
-        h.hash_slot_count += empty
-        h.index_count = ic0 + m
-        h.end_phy_offset = int(phys[-1])
-        h.end_timestamp = int(store_ts[-1])
+            h = h._replace(begin_phy_offset=int(phys[0]), begin_timestamp=int(store_ts[0]))
+        self.header = h._replace(hash_slot_count=h.hash_slot_count + empty, index_count=ic0 + m,
+                                 end_phy_offset=int(phys[-1]), end_timestamp=int(store_ts[-1]))
 
     def chunks(self) -> list:
         """Header, slot table and used entries; the caller zero-fills to the file size."""
-        return [self.header.to_bytes(), self.slots.astype(">i4").tobytes(), *self.blocks]
+        return [self.header.to_bytes(), encode_slots(self.slots), *self.blocks]
 
     def valid_bytes(self) -> int:
-        return entries_offset(self.config) + self.header.index_count * INDEX_ENTRY_SIZE
+        return entries_offset(self.config) + self.header.index_count * ENTRY_SIZE
 
 
 def _java_div(a: np.ndarray, b: int) -> np.ndarray:

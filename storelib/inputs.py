@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import re
 from dataclasses import dataclass, asdict
@@ -27,8 +26,14 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from . import codec, storage
+from . import kernels, storage
+from .arrays import as_large_binary, as_large_string, binary_from_numpy, single_array, string_buffers
 from .codec import InputError, MESSAGE_SCHEMA
+from .properties import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP, properties_from_pairs, second_or_empty
+
+__all__ = ["FORMATS", "JSONL_SCHEMA", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
+           "read_split", "resolve_line_labels", "jsonl_to_table", "canonical_to_parquet_input", "read_all",
+           "split_from_dict"]
 
 FORMATS = ("jsonl", "parquet", "delta")
 
@@ -177,10 +182,10 @@ def _jsonl_block(split: Split) -> tuple[bytes, int]:
 def b64decode_column(arr: pa.Array, label) -> pa.Array:
     """Vectorized base64 decoding of a whole string column (every value is a whole 4-char group
     sequence, so the concatenated values decode in one pass)."""
-    arr = codec._as_large_string(arr)
-    data, off = codec._string_buffers(arr)
+    arr = as_large_string(arr)
+    data, off = string_buffers(arr)
     off = off - off[0]
-    data = data[int(codec._string_buffers(arr)[1][0]):][: int(off[-1])] if len(off) else data
+    data = data[int(string_buffers(arr)[1][0]):][: int(off[-1])] if len(off) else data
     lens = np.diff(off)
     lut = np.full(256, 255, np.uint8)
     for i, ch in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"):
@@ -219,8 +224,8 @@ def b64decode_column(arr: pa.Array, label) -> pa.Array:
     raw = raw.reshape(-1)
     out_start = off[:-1] // 4 * 3
     out_len = lens // 4 * 3 - pad
-    vals_out, off_out = codec.kernels.gather_slices(raw, out_start, out_len)
-    result = codec.binary_from_numpy(vals_out, off_out)
+    vals_out, off_out = kernels.gather_slices(raw, out_start, out_len)
+    result = binary_from_numpy(vals_out, off_out)
     if arr.null_count:
         result = pc.if_else(arr.is_valid(), result, pa.scalar(None, pa.large_binary()))
     return result
@@ -229,7 +234,7 @@ def b64decode_column(arr: pa.Array, label) -> pa.Array:
 def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.Array:
     """Ordered properties (pairs / struct list / map) -> properties string; check the given one."""
     n = len(props)
-    props = codec.single_array(props)
+    props = single_array(props)
     typ = props.type
     if pa.types.is_map(typ):
         # map<string,string> -> list<struct<name,value>>: entry order kept, slicing honoured
@@ -256,8 +261,8 @@ def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.
                 raise InputError(problems)
             names = pc.list_element(flat, 0)
             values = pc.list_element(flat, 1)
-        names = codec._as_large_string(names)
-        values = codec._as_large_string(values)
+        names = as_large_string(names)
+        values = as_large_string(values)
         parent = np.repeat(np.arange(n), np.diff(offsets))
         for field_name, arr, chars in (("name", names, ("\x01", "\x02")), ("value", values, ("\x02",))):
             nulls = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), bool)
@@ -273,16 +278,16 @@ def _properties_to_string(props: pa.Array, given: pa.Array | None, label) -> pa.
             problems.append(f"{label(r)}: field 'properties': empty property name")
         if problems:
             raise InputError(problems)
-        built = codec.properties_from_pairs(names, values, offsets)
+        built = properties_from_pairs(names, values, offsets)
     if given is None or (isinstance(given, (pa.Array, pa.ChunkedArray)) and given.null_count == len(given)):
         return built if built is not None else pa.array([""] * n, pa.large_string())
-    given = codec._as_large_string(given)
+    given = as_large_string(given)
     if built is None:
         return given.fill_null("")
     # Agree: the same string, or the same without the final U+0002 (stored verbatim either way).
     same = pc.equal(built, given)
     trimmed = pc.equal(pc.utf8_slice_codeunits(built, 0, -1), given)
-    ends = pc.ends_with(built, codec.PROPERTY_SEP)
+    ends = pc.ends_with(built, PROPERTY_SEP)
     agree = pc.or_(same, pc.and_(trimmed, ends))
     agree = pc.or_(pc.fill_null(agree, False), given.is_null()).to_numpy(zero_copy_only=False)
     bad = np.flatnonzero(~agree)
@@ -310,10 +315,10 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
         if name == "body":
             if body_field == "body_b64":
                 src = raw.column("body_b64") if "body_b64" in raw.column_names else pa.nulls(n, pa.large_string())
-                cols[name] = b64decode_column(codec.single_array(src), label)
+                cols[name] = b64decode_column(single_array(src), label)
             else:
                 src = raw.column("body") if "body" in raw.column_names else pa.nulls(n, pa.large_binary())
-                cols[name] = codec._as_large_binary(src)
+                cols[name] = as_large_binary(src)
             continue
         if name == "properties_string":
             props = raw.column("properties") if "properties" in raw.column_names else pa.nulls(n)
@@ -324,7 +329,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
             cols[name] = pa.nulls(n, field.type)
             continue
         src = raw.column(name)
-        src = codec.single_array(src)
+        src = single_array(src)
         try:
             if pa.types.is_integer(field.type) and pa.types.is_integer(src.type) and field.type == pa.int32():
                 v = src.to_numpy(zero_copy_only=False)
@@ -427,15 +432,15 @@ def jsonl_to_table(path: str) -> pa.Table:
 
 def canonical_to_parquet_input(table: pa.Table) -> pa.Table:
     """The Parquet input layout (body binary, properties as list<struct<name,value>>)."""
-    props = codec.single_array(table.column("properties_string"))
-    segs = pc.split_pattern(props, codec.PROPERTY_SEP)
+    props = single_array(table.column("properties_string"))
+    segs = pc.split_pattern(props, PROPERTY_SEP)
     # Drop the empty tail segment after a final separator.
     flat = pc.list_flatten(segs)
     parent = pc.list_parent_indices(segs).to_numpy()
     keep = pc.binary_length(flat).to_numpy(zero_copy_only=False) > 0
-    kv = pc.split_pattern(flat.filter(pa.array(keep)), codec.PROPERTY_NAME_VALUE_SEP, max_splits=1)
+    kv = pc.split_pattern(flat.filter(pa.array(keep)), PROPERTY_NAME_VALUE_SEP, max_splits=1)
     names = pc.list_element(kv, 0)
-    values = codec._second_or_empty(kv)
+    values = second_or_empty(kv)
     counts = np.bincount(parent[keep], minlength=len(props))
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
     struct = pa.StructArray.from_arrays([names.cast(pa.string()), values.cast(pa.string())], ["name", "value"])
@@ -454,7 +459,3 @@ def read_all(path: str, fmt: str) -> pa.Table:
 
 def split_from_dict(d: dict) -> Split:
     return Split(**d)
-
-
-def dumps_splits(splits: list[Split]) -> str:
-    return json.dumps([s.to_dict() for s in splits])

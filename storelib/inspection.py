@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 
-import numpy as np
-
-from . import manifest, storage
-from .config import CQ_UNIT_SIZE, FILE_SHAPING_KEYS, StoreConfig
+from . import consumequeue, manifest, storage
+from .config import FILE_SHAPING_KEYS, StoreConfig
+from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .errors import read_exact
-from .query import IndexFileRef, IndexHeader, StoreFiles, StoreReader
+from .indexfile import IndexHeader
+from .query import StoreReader
+from .storefiles import IndexFileRef, StoreFiles
 
 
 # ---------------------------------------------------------------------------- snapshots
@@ -59,8 +59,11 @@ def snapshot_files(snap: manifest.Snapshot, config: StoreConfig) -> StoreFiles:
     Commitlog: every segment but the last readable in full (a broker maps whole files), the last
     up to its committed valid bytes. Consume queues: committed units per file. Index: files in
     name order with the committed header (its indexCount is the snapshot limit). Files an expiry
-    removed are absent, so min offsets follow (docs/FORMAT.md §10.3/§10.4).
+    removed are absent, so min offsets follow (docs/FORMAT.md §10.3/§10.4). A manifest row readers
+    cannot use raises ``errors.CorruptStore`` (``snapshot_files.check_rows``).
     """
+    from .storefiles import check_rows
+    check_rows(snap, config)
     F = config.mappedFileSizeCommitLog
     segs = snap.of_kind("commitlog")
     segs.sort(key=lambda r: r["base_offset"])
@@ -201,9 +204,8 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
             hi = f.units * CQ_UNIT_SIZE
             if hi > lo:
                 raw = read_exact(store, f.rel, lo, hi - lo)
-                u = np.frombuffer(raw, dtype=np.uint8)[: (len(raw) // 20) * 20].view(
-                    np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")]))
-                nbytes += int(u["size"].astype(np.int64).sum())
+                u = consumequeue.decode_units(raw)
+                nbytes += int(u["size"].sum(dtype="int64"))
         first_ts = reader.get_message_store_timestamp(topic, qid, mn) if mx > mn else -1
         last_ts = reader.get_message_store_timestamp(topic, qid, mx - 1) if mx > mn else -1
         q = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
@@ -272,4 +274,4 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
 
 
 def read_unit(store: storage.Store, rel: str, unit: int) -> tuple:
-    return struct.unpack(">qiq", read_exact(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return consumequeue.parse_unit(read_exact(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))

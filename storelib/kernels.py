@@ -11,11 +11,29 @@ loop in machine code, so the codec never loops over messages in Python:
 
 ``cache=True`` keeps the machine code in ``__pycache__``, so Spark's Python workers compile
 each kernel once per machine, not once per task.
+
+Record and index-entry layouts are ``commitlog``'s and ``indexfile``'s: the kernels use their
+module-level constants (numba freezes global ints as compile-time constants).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, HOST_V4_SIZE, HOST_V6_SIZE,
+                        MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MSG_ID_V4_HEX_LENGTH, POS_BODYCRC, POS_BORNHOST,
+                        POS_BORNTIMESTAMP, POS_FLAG, POS_MAGIC, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
+                        POS_SYSFLAG, POS_TOTALSIZE, REL_BODY, REL_BODYLENGTH, REL_PREPARED_TX_OFFSET,
+                        REL_RECONSUMETIMES, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PHYSICALOFFSET,
+                        SIZE_PROPERTIESLENGTH, TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2)
+from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE, ENTRY_TIME_DIFF
+
+__all__ = ["CRC_TABLES", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
+           "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
+           "read_be", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
+           "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
+           "F_STOREHOST_LEN", "F_RECONSUME", "F_PREPTX", "F_BODY_POS", "F_BODY_LEN", "F_TOPIC_POS", "F_TOPIC_LEN",
+           "F_PROPS_POS", "F_PROPS_LEN", "F_BORNHOST_KEY", "F_STOREHOST_KEY", "F_OK", "hex_ids_v4", "hex_ids"]
 
 
 def _make_crc_tables() -> np.ndarray:
@@ -81,7 +99,7 @@ def _get32(data, p):
 
 
 @njit(cache=True, nogil=True)
-def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts):
+def _walk_records(data, start, end, out_starts):
     """Record starts in data[start:end]; stops at a BLANK, a zero size or an unknown magic.
 
     Returns (count, stop_position, stop_reason): 0 = reached end, 1 = BLANK record,
@@ -89,12 +107,12 @@ def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts)
     """
     n = 0
     pos = start
-    while pos + 8 <= end:
-        size = _get32(data, pos)
-        magic = _get32(data, pos + 4)
-        if magic == blank_magic:
+    while pos + BLANK_SIZE <= end:
+        size = _get32(data, pos + POS_TOTALSIZE)
+        magic = _get32(data, pos + POS_MAGIC)
+        if magic == BLANK_MAGIC:
             return n, pos, 1
-        if size <= 0 or (magic != v1_magic and magic != v2_magic) or pos + size > end \
+        if size <= 0 or (magic != MAGIC_V1 and magic != MAGIC_V2) or pos + size > end \
                 or n >= out_starts.shape[0]:
             return n, pos, 2
         out_starts[n] = pos
@@ -103,12 +121,12 @@ def _walk_records(data, start, end, blank_magic, v1_magic, v2_magic, out_starts)
     return n, pos, 0
 
 
-def walk_records(data: np.ndarray, start: int, end: int, blank_magic: int, v1_magic: int, v2_magic: int):
-    # A well-formed record is at least 91 bytes; the kernel also stops when ``out`` is full.
-    cap = max(1, (end - start) // 91 + 1)
+def walk_records(data: np.ndarray, start: int, end: int):
+    """(record starts, stop position, stop reason) of data[start:end] (``commitlog.record_starts``)."""
+    # A well-formed record is at least MIN_RECORD_SIZE bytes; the kernel also stops when ``out`` is full.
+    cap = max(1, (end - start) // MIN_RECORD_SIZE + 1)
     out = np.empty(cap, dtype=np.int64)
-    n, stop, reason = _walk_records(data, start, end, np.int64(blank_magic), np.int64(v1_magic),
-                                    np.int64(v2_magic), out)
+    n, stop, reason = _walk_records(data, np.int64(start), np.int64(end), out)
     return out[:n], int(stop), int(reason)
 
 
@@ -226,52 +244,10 @@ def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
     return out, lens
 
 
-@njit(cache=True, nogil=True)
-def _parse_properties(data, offsets, names, name_offsets, starts, ends):
-    """MessageDecoder.string2messageProperties, for a few wanted names only.
-
-    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
-    a non-empty value; the later duplicate wins. starts/ends[w, k] = value bytes of name w in
-    message k (-1 when absent).
-    """
-    nw = name_offsets.shape[0] - 1
-    for k in range(offsets.shape[0] - 1):
-        i = offsets[k]
-        end = offsets[k + 1]
-        while i < end:
-            j = i
-            while j < end and data[j] != 2:
-                j += 1
-            sep = i
-            while sep < j and data[sep] != 1:
-                sep += 1
-            if i < sep and sep < j - 1:
-                for w in range(nw):
-                    a = name_offsets[w]
-                    b = name_offsets[w + 1]
-                    if b - a == sep - i:
-                        same = True
-                        for t in range(b - a):
-                            if data[i + t] != names[a + t]:
-                                same = False
-                                break
-                        if same:
-                            starts[w, k] = sep + 1
-                            ends[w, k] = j
-            i = j + 1
-
-
 def parse_properties(data: np.ndarray, offsets: np.ndarray, names: list):
-    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent."""
-    n = len(offsets) - 1
-    enc = [nm.encode("utf-8") for nm in names]
-    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
-    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
-    starts = np.full((len(names), n), -1, dtype=np.int64)
-    ends = np.full((len(names), n), -1, dtype=np.int64)
-    if n:
-        _parse_properties(data, offsets.astype(np.int64), name_buf, name_off, starts, ends)
-    return starts, ends
+    """Old name of ``properties.property_spans``, still called by verify.py (another engineer's file)."""
+    from .properties import property_spans
+    return property_spans(data, offsets, names)
 
 
 @njit(cache=True, nogil=True)
@@ -355,40 +331,40 @@ def _put64(out, p, v):
 
 
 @njit(cache=True, nogil=True)
-def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, born_ts, born_host,
-              born_len, born_idx, store_ts, store_host, store_len, store_idx, reconsume, prep_tx, body, body_off,
-              topic_part, topic_off, stored_prop_len, props, props_off, need_sep):
-    """Write every message record back to back into ``out`` (the layout in codec.py).
+def assemble_records(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, born_ts, born_host,
+                     born_len, born_idx, store_ts, store_host, store_len, store_idx, reconsume, prep_tx, body,
+                     body_off, topic_part, topic_off, stored_prop_len, props, props_off, need_sep):
+    """Write every message record back to back into ``out`` (the layout in commitlog.py).
 
     Hosts come as distinct values (``*_host`` rows, ``*_len``) and a per-message index."""
     p = 0
     for k in range(size.shape[0]):
         start = p
-        _put32(out, p, np.int64(size[k]))
-        _put32(out, p + 4, np.int64(magic[k]))
-        _put32(out, p + 8, np.int64(body_crc[k]))
-        _put32(out, p + 12, np.int64(queue_id[k]))
-        _put32(out, p + 16, np.int64(flag[k]))
-        _put64(out, p + 20, np.int64(qoff[k]))
-        _put64(out, p + 28, np.int64(phys[k]))
-        _put32(out, p + 36, np.int64(sys_flag[k]))
-        _put64(out, p + 40, np.int64(born_ts[k]))
-        p += 48
+        _put32(out, p + POS_TOTALSIZE, np.int64(size[k]))
+        _put32(out, p + POS_MAGIC, np.int64(magic[k]))
+        _put32(out, p + POS_BODYCRC, np.int64(body_crc[k]))
+        _put32(out, p + POS_QUEUEID, np.int64(queue_id[k]))
+        _put32(out, p + POS_FLAG, np.int64(flag[k]))
+        _put64(out, p + POS_QUEUEOFFSET, np.int64(qoff[k]))
+        _put64(out, p + POS_PHYSICALOFFSET, np.int64(phys[k]))
+        _put32(out, p + POS_SYSFLAG, np.int64(sys_flag[k]))
+        _put64(out, p + POS_BORNTIMESTAMP, np.int64(born_ts[k]))
+        p += POS_BORNHOST
         h = born_idx[k]
         for t in range(born_len[h]):
             out[p + t] = born_host[h, t]
         p += born_len[h]
-        _put64(out, p, np.int64(store_ts[k]))
-        p += 8
+        _put64(out, p + REL_STORETIMESTAMP, np.int64(store_ts[k]))
+        p += REL_STOREHOST
         h = store_idx[k]
         for t in range(store_len[h]):
             out[p + t] = store_host[h, t]
         p += store_len[h]
-        _put32(out, p, np.int64(reconsume[k]))
-        _put64(out, p + 4, np.int64(prep_tx[k]))
+        _put32(out, p + REL_RECONSUMETIMES, np.int64(reconsume[k]))
+        _put64(out, p + REL_PREPARED_TX_OFFSET, np.int64(prep_tx[k]))
         blen = body_off[k + 1] - body_off[k]
-        _put32(out, p + 12, np.int64(blen))
-        p += 16
+        _put32(out, p + REL_BODYLENGTH, np.int64(blen))
+        p += REL_BODY
         out[p:p + blen] = body[body_off[k]:body_off[k + 1]]
         p += blen
         tlen = topic_off[k + 1] - topic_off[k]
@@ -397,7 +373,7 @@ def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, 
         v = np.int64(stored_prop_len[k])
         out[p] = (v >> 8) & 0xFF
         out[p + 1] = v & 0xFF
-        p += 2
+        p += SIZE_PROPERTIESLENGTH
         plen = props_off[k + 1] - props_off[k]
         out[p:p + plen] = props[props_off[k]:props_off[k + 1]]
         p += plen
@@ -413,14 +389,14 @@ def _assemble(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, 
 def _patch_placement(out, starts, queue_id, qoff, phys):
     for k in range(starts.shape[0]):
         p = starts[k]
-        _put32(out, p + 12, np.int64(queue_id[k]))
-        _put64(out, p + 20, np.int64(qoff[k]))
-        _put64(out, p + 28, np.int64(phys[k]))
+        _put32(out, p + POS_QUEUEID, np.int64(queue_id[k]))
+        _put64(out, p + POS_QUEUEOFFSET, np.int64(qoff[k]))
+        _put64(out, p + POS_PHYSICALOFFSET, np.int64(phys[k]))
 
 
 def patch_placement(out: np.ndarray, starts: np.ndarray, queue_id: np.ndarray, qoff: np.ndarray,
                     phys: np.ndarray) -> None:
-    """Write QUEUEID (@12), QUEUEOFFSET (@20) and PHYSICALOFFSET (@28) of the records starting at
+    """Write QUEUEID, QUEUEOFFSET and PHYSICALOFFSET (commitlog.POS_*) of the records starting at
     ``starts``: the only fields that depend on where the sequencer placed a message (ingest
     encodes records before placing them)."""
     if len(starts):
@@ -439,11 +415,11 @@ def _index_put(slots, out, key_hash, phys, time_diff, first_pos):
         if prev <= 0 or prev > pos:        # a slot value is trusted only in (0, indexCount]
             prev = 0
             empty += 1
-        p = k * 20
-        _put32(out, p, np.int64(key_hash[k]))
-        _put64(out, p + 4, np.int64(phys[k]))
-        _put32(out, p + 12, np.int64(time_diff[k]))
-        _put32(out, p + 16, prev)
+        p = k * ENTRY_SIZE
+        _put32(out, p + ENTRY_KEY_HASH, np.int64(key_hash[k]))
+        _put64(out, p + ENTRY_PHY_OFFSET, np.int64(phys[k]))
+        _put32(out, p + ENTRY_TIME_DIFF, np.int64(time_diff[k]))
+        _put32(out, p + ENTRY_PREV_POS, prev)
         slots[slot] = pos
     return empty
 
@@ -452,8 +428,9 @@ def index_put(slots: np.ndarray, key_hash: np.ndarray, phys: np.ndarray, time_di
               first_pos: int) -> tuple[np.ndarray, int]:
     """IndexFile.putKey for a run of entries at positions first_pos..: chains each entry to its
     slot's newest entry and makes it the slot's head (``slots`` updated in place). Returns the
-    entries as big-endian 20-byte rows, and how many found their slot empty (hashSlotCount)."""
-    out = np.empty(len(key_hash) * 20, np.uint8)
+    entries as big-endian rows (indexfile.ENTRY_DTYPE bytes), and how many found their slot empty
+    (hashSlotCount)."""
+    out = np.empty(len(key_hash) * ENTRY_SIZE, np.uint8)
     empty = _index_put(slots, out, np.asarray(key_hash, np.int64), np.asarray(phys, np.int64),
                        np.asarray(time_diff, np.int64), first_pos) if len(key_hash) else 0
     return out, int(empty)
@@ -505,7 +482,7 @@ def _get64(data, p):
 
 
 @njit(cache=True, nogil=True)
-def _record_fields(data, starts, v2_magic, out):
+def _record_fields(data, starts, out):
     """Every fixed field and every variable part's position of the records at ``starts``.
 
     Host keys: the 8 bytes of an IPv4 host (address + port) as one int64 (0 for IPv6 hosts).
@@ -518,74 +495,80 @@ def _record_fields(data, starts, v2_magic, out):
         s = starts[k]
         for r in range(out.shape[0]):
             out[r, k] = 0
-        out[9, k] = 8
-        out[12, k] = 8
-        if s < 0 or s + 48 > n:
+        out[F_BORNHOST_LEN, k] = HOST_V4_SIZE
+        out[F_STOREHOST_LEN, k] = HOST_V4_SIZE
+        if s < 0 or s + POS_BORNHOST > n:
             continue
-        size = _get32(data, s)
+        size = _get32(data, s + POS_TOTALSIZE)
         end = s + size
-        out[0, k] = size
-        if size < 48 or end > n:
+        out[F_SIZE, k] = size
+        if size < POS_BORNHOST or end > n:
             continue
-        sys_flag = _get32(data, s + 36)
-        bh = 20 if (sys_flag & 0x10) != 0 else 8
-        sh = 20 if (sys_flag & 0x20) != 0 else 8
-        tl = 2 if _get32(data, s + 4) == v2_magic else 1
-        p = s + 48 + bh + 8 + sh
-        if p + 16 > end:
+        sys_flag = _get32(data, s + POS_SYSFLAG)
+        bh = HOST_V6_SIZE if (sys_flag & FLAG_BORNHOST_V6) != 0 else HOST_V4_SIZE
+        sh = HOST_V6_SIZE if (sys_flag & FLAG_STOREHOST_V6) != 0 else HOST_V4_SIZE
+        magic = _get32(data, s + POS_MAGIC)
+        tl = TOPIC_LENGTH_SIZE_V2 if magic == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
+        p = s + POS_BORNHOST + bh + REL_STOREHOST + sh          # end of STOREHOST
+        if p + REL_BODY > end:
             continue
-        body_len = _get32(data, p + 12)
-        if body_len < 0 or p + 16 + body_len + tl > end:
+        body_len = _get32(data, p + REL_BODYLENGTH)
+        if body_len < 0 or p + REL_BODY + body_len + tl > end:
             continue
-        q = p + 16 + body_len
-        if tl == 2:
+        q = p + REL_BODY + body_len
+        # Java reads both lengths as signed shorts (V1 topic: a signed byte): a negative topic
+        # length fails the decode, a negative properties length means no properties.
+        if tl == TOPIC_LENGTH_SIZE_V2:
             tlen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
+            if tlen >= 32768:
+                tlen -= 65536
         else:
             tlen = np.int64(data[q])
             if tlen >= 128:
                 tlen -= 256
-        if tlen < 0 or q + tl + tlen + 2 > end:
+        if tlen < 0 or q + tl + tlen + SIZE_PROPERTIESLENGTH > end:
             continue
         q += tl + tlen
         plen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
-        if q + 2 + plen > end:
+        if plen >= 32768:
+            plen = np.int64(0)
+        if q + SIZE_PROPERTIESLENGTH + plen > end:
             continue
-        magic = _get32(data, s + 4)
-        out[1, k] = magic
-        out[2, k] = _get32(data, s + 8)
-        out[3, k] = _get32(data, s + 12)
-        out[4, k] = _get32(data, s + 16)
-        out[5, k] = _get64(data, s + 20)
-        out[6, k] = _get64(data, s + 28)
-        out[7, k] = sys_flag
-        out[8, k] = _get64(data, s + 40)
-        out[9, k] = bh
-        out[21, k] = _get64(data, s + 48) if bh == 8 else 0
-        p = s + 48 + bh
-        out[10, k] = _get64(data, p)
-        out[11, k] = p + 8
-        out[12, k] = sh
-        out[22, k] = _get64(data, p + 8) if sh == 8 else 0
-        p += 8 + sh
-        out[13, k] = _get32(data, p)
-        out[14, k] = _get64(data, p + 4)
-        p += 16
-        out[15, k] = p
-        out[16, k] = body_len
+        out[F_MAGIC, k] = magic
+        out[F_BODYCRC, k] = _get32(data, s + POS_BODYCRC)
+        out[F_QUEUEID, k] = _get32(data, s + POS_QUEUEID)
+        out[F_FLAG, k] = _get32(data, s + POS_FLAG)
+        out[F_QUEUEOFFSET, k] = _get64(data, s + POS_QUEUEOFFSET)
+        out[F_PHYS, k] = _get64(data, s + POS_PHYSICALOFFSET)
+        out[F_SYSFLAG, k] = sys_flag
+        out[F_BORNTS, k] = _get64(data, s + POS_BORNTIMESTAMP)
+        out[F_BORNHOST_LEN, k] = bh
+        out[F_BORNHOST_KEY, k] = _get64(data, s + POS_BORNHOST) if bh == HOST_V4_SIZE else 0
+        p = s + POS_BORNHOST + bh                               # end of BORNHOST
+        out[F_STORETS, k] = _get64(data, p + REL_STORETIMESTAMP)
+        out[F_STOREHOST_POS, k] = p + REL_STOREHOST
+        out[F_STOREHOST_LEN, k] = sh
+        out[F_STOREHOST_KEY, k] = _get64(data, p + REL_STOREHOST) if sh == HOST_V4_SIZE else 0
+        p += REL_STOREHOST + sh                                 # end of STOREHOST
+        out[F_RECONSUME, k] = _get32(data, p + REL_RECONSUMETIMES)
+        out[F_PREPTX, k] = _get64(data, p + REL_PREPARED_TX_OFFSET)
+        p += REL_BODY
+        out[F_BODY_POS, k] = p
+        out[F_BODY_LEN, k] = body_len
         p += body_len + tl
-        out[17, k] = p
-        out[18, k] = tlen
+        out[F_TOPIC_POS, k] = p
+        out[F_TOPIC_LEN, k] = tlen
         p += tlen
-        out[19, k] = p + 2
-        out[20, k] = plen
-        out[23, k] = 1
+        out[F_PROPS_POS, k] = p + SIZE_PROPERTIESLENGTH
+        out[F_PROPS_LEN, k] = plen
+        out[F_OK, k] = 1
 
 
-def record_fields(data: np.ndarray, starts: np.ndarray, v2_magic: int) -> np.ndarray:
+def record_fields(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """(N_FIELDS, n) int64 matrix of the records' fields (rows F_*)."""
     out = np.empty((N_FIELDS, len(starts)), dtype=np.int64)
     if len(starts):
-        _record_fields(data, np.asarray(starts, np.int64), np.int64(v2_magic), out)
+        _record_fields(data, np.asarray(starts, np.int64), out)
     return out
 
 
@@ -607,7 +590,7 @@ def _hex_ids(data, host_pos, host_len, phys, pairs, out, out_offsets):
             out[pos + 1] = pairs[b, 1]
             pos += 2
         v = phys[k]
-        for t in range(8):
+        for t in range(SIZE_PHYSICALOFFSET):
             b = (v >> (56 - 8 * t)) & 0xFF
             out[pos] = pairs[b, 0]
             out[pos + 1] = pairs[b, 1]
@@ -622,18 +605,19 @@ def _hex_ids_v4(host_key, phys, pairs, out):
     for k in range(host_key.shape[0]):
         a = host_key[k]
         v = phys[k]
-        for t in range(8):
+        for t in range(HOST_V4_SIZE):
             b = (a >> (56 - 8 * t)) & 0xFF
             out[k, 2 * t] = pairs[b, 0]
             out[k, 2 * t + 1] = pairs[b, 1]
+        for t in range(SIZE_PHYSICALOFFSET):
             b = (v >> (56 - 8 * t)) & 0xFF
-            out[k, 16 + 2 * t] = pairs[b, 0]
-            out[k, 16 + 2 * t + 1] = pairs[b, 1]
+            out[k, 2 * HOST_V4_SIZE + 2 * t] = pairs[b, 0]
+            out[k, 2 * HOST_V4_SIZE + 2 * t + 1] = pairs[b, 1]
 
 
 def hex_ids_v4(host_key: np.ndarray, phys: np.ndarray) -> np.ndarray:
     """(n, 32) uint8 matrix of the offset msgIds of records with IPv4 store hosts."""
-    out = np.empty((len(host_key), 32), dtype=np.uint8)
+    out = np.empty((len(host_key), MSG_ID_V4_HEX_LENGTH), dtype=np.uint8)
     if len(host_key):
         _hex_ids_v4(np.asarray(host_key, np.int64), np.asarray(phys, np.int64), _HEX_PAIRS, out)
     return out
@@ -642,55 +626,8 @@ def hex_ids_v4(host_key: np.ndarray, phys: np.ndarray) -> np.ndarray:
 def hex_ids(data, host_pos, host_len, phys):
     """(values uint8, offsets int64) of the offset msgIds."""
     n = len(host_pos)
-    out = np.empty(int(2 * (np.sum(host_len) + 8 * n)), dtype=np.uint8)
+    out = np.empty(int(2 * (np.sum(host_len) + SIZE_PHYSICALOFFSET * n)), dtype=np.uint8)
     offsets = np.empty(n + 1, dtype=np.int64)
     _hex_ids(data, np.asarray(host_pos, np.int64), np.asarray(host_len, np.int64),
              np.asarray(phys, np.int64), _HEX_PAIRS, out, offsets)
     return out, offsets
-
-
-@njit(cache=True, nogil=True)
-def _property_pairs(data, offsets, ns, ne, vs, ve, row):
-    """Every (name, value) of string2messageProperties, later duplicates of a name winning (the
-    kept entry sits where the last one was). Returns the number of pairs written."""
-    m = 0
-    for k in range(offsets.shape[0] - 1):
-        first = m
-        i = offsets[k]
-        end = offsets[k + 1]
-        while i < end:
-            j = i
-            while j < end and data[j] != 2:
-                j += 1
-            sep = i
-            while sep < j and data[sep] != 1:
-                sep += 1
-            if i < sep and sep < j - 1:
-                # an earlier entry of the same name in this message is dropped
-                ln = sep - i
-                for q in range(first, m):
-                    if ns[q] >= 0 and ne[q] - ns[q] == ln:
-                        same = True
-                        for t in range(ln):
-                            if data[ns[q] + t] != data[i + t]:
-                                same = False
-                                break
-                        if same:
-                            ns[q] = -1
-                ns[m] = i
-                ne[m] = sep
-                vs[m] = sep + 1
-                ve[m] = j
-                row[m] = k
-                m += 1
-            i = j + 1
-    return m
-
-
-def property_pairs(data: np.ndarray, offsets: np.ndarray):
-    """(name starts, name ends, value starts, value ends, row) of every kept property entry."""
-    cap = int(np.count_nonzero(data == 2)) + len(offsets)
-    ns, ne, vs, ve, row = (np.empty(cap, np.int64) for _ in range(5))
-    m = _property_pairs(data, np.asarray(offsets, np.int64), ns, ne, vs, ve, row) if len(offsets) > 1 else 0
-    keep = ns[:m] >= 0
-    return ns[:m][keep], ne[:m][keep], vs[:m][keep], ve[:m][keep], row[:m][keep]

@@ -34,18 +34,21 @@ Shuffle plan (more queries than that):
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import codec
+from . import codec, indexfile
+from . import commitlog as cl
+from .arrays import single_array, sorted_unique
 from .errors import open_reader, read_at, read_exact
-from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE  # noqa: F401
+from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .rangescan import MESSAGE_DDL, message_table
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+__all__ = ["QUERY_DDL", "RESULT_DDL", "BROADCAST_LIMIT", "key_hashes", "index_candidates", "check_candidates",
+           "lookup_range", "lookup_keys", "lookup_keys_local"]
+
 QUERY_DDL = "topic string, key string, begin bigint, end bigint"
 HASHED_DDL = QUERY_DDL + ", key_hash int"
 CAND_DDL = "key_hash int, phy bigint, t_lo bigint, t_hi bigint"
@@ -85,11 +88,9 @@ def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
 
 def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
-    from .query import IndexHeader
-    header = ref.header or IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or indexfile.IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
-    slots = config.maxHashSlotNum
-    entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE
+    entries_at = indexfile.entries_offset(config)
     empty = pa.RecordBatch.from_pydict({"key_hash": pa.array([], pa.int32()), "phy": pa.array([], pa.int64()),
                                         "t_lo": pa.array([], pa.int64()), "t_hi": pa.array([], pa.int64())})
     if count <= 1 or not len(hashes):
@@ -99,10 +100,10 @@ def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
         kh, phy, td, pos = _chains_by_range_reads(store, config, ref.rel, count, hashes, entries_at)
     else:
         raw = read_exact(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
-        rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
+        rec = indexfile.decode_entries(raw)
         pos = np.arange(len(rec), dtype=np.int64)
-        sel = (pos >= 1) & np.isin(rec["kh"], hashes)
-        kh, phy, td, pos = rec["kh"][sel], rec["phy"][sel], rec["td"][sel], pos[sel]
+        sel = (pos >= 1) & np.isin(rec["hash"], hashes)
+        kh, phy, td, pos = rec["hash"][sel], rec["phys"][sel], rec["time_diff"][sel], pos[sel]
     lo, hi = _entry_bounds(pos, td, header.begin_timestamp)
     return pa.RecordBatch.from_pydict({"key_hash": pa.array(kh.astype(np.int32), pa.int32()),
                                        "phy": pa.array(phy.astype(np.int64), pa.int64()),
@@ -120,12 +121,12 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
     out_kh, out_phy, out_td, out_pos = [], [], [], []
     with open_reader(store, rel) as fh:
         for slot in needed:
-            (pos,) = struct.unpack(">i", read_at(fh, rel, INDEX_SLOT_SIZE, INDEX_HEADER_SIZE + int(slot) * INDEX_SLOT_SIZE))
+            pos = indexfile.parse_slot(read_at(fh, rel, indexfile.SLOT_SIZE, indexfile.slot_offset(int(slot))))
             steps = 0
             while 0 < pos < config.maxIndexNum and steps < config.maxIndexNum:
                 steps += 1
-                kh, phy, td, prev = struct.unpack(">iqii", read_at(fh, rel, INDEX_ENTRY_SIZE,
-                                                                   entries_at + pos * INDEX_ENTRY_SIZE))
+                kh, phy, td, prev = indexfile.parse_entry(read_at(fh, rel, INDEX_ENTRY_SIZE,
+                                                                  entries_at + pos * INDEX_ENTRY_SIZE))
                 if pos < count and kh in want:
                     out_kh.append(kh)
                     out_phy.append(phy)
@@ -151,10 +152,10 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
         with open_reader(store, seg.rel) as fh:
             for i, p in enumerate(positions):
                 p = int(p)
-                if p < 0 or p + 8 > seg.valid:
+                if p < 0 or p + cl.BLANK_SIZE > seg.valid:
                     continue
-                size, magic = struct.unpack(">ii", read_at(fh, seg.rel, 8, p))
-                if magic not in (codec.MAGIC_V1, codec.MAGIC_V2) or size <= 0 or p + size > seg.valid:
+                size, magic = cl.parse_size_magic(read_at(fh, seg.rel, cl.BLANK_SIZE, p))
+                if magic not in (cl.MAGIC_V1, cl.MAGIC_V2) or size <= 0 or p + size > seg.valid:
                     continue
                 parts.append(read_at(fh, seg.rel, size, p))
                 starts[i] = at
@@ -166,12 +167,12 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     hi = seg.valid if max_record is None else min(seg.valid, int(positions[-1]) + max_record)
     buf = np.frombuffer(read_exact(store, seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
     rel = positions - lo
-    inb = (positions >= 0) & (rel + 8 <= len(buf))
+    inb = (positions >= 0) & (rel + cl.BLANK_SIZE <= len(buf))
     if inb.any():
         r = rel[inb]
-        size = codec._gather_int(buf, r, 4).astype(np.int64)
-        magic = codec._gather_int(buf, r + 4, 4)
-        good = ((magic == codec.MAGIC_V1) | (magic == codec.MAGIC_V2)) & (size > 0) & (r + size <= len(buf))
+        size = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
+        magic = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
+        good = ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size > 0) & (r + size <= len(buf))
         ok[np.flatnonzero(inb)[good]] = True
     return buf, np.where(ok, rel, 0), ok
 
@@ -198,7 +199,7 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         if seg is None:
             continue                          # expired, or beyond the snapshot
         phys = phy_all[grp]
-        uniq = codec.sorted_unique(phys)
+        uniq = sorted_unique(phys)
         buf, starts, ok = _read_records(store, seg, uniq - base, max_record)
         uniq, starts = uniq[ok], starts[ok]
         if not len(uniq):
@@ -257,15 +258,14 @@ def _query_table(keys) -> pa.Table:
                   "end": keys.column("end").cast(pa.int64()) if "end" in cols else pa.nulls(n, pa.int64())})
     q = q.filter(pc.and_(pc.is_valid(q.column("topic")), pc.is_valid(q.column("key"))))
     q = q.group_by(["topic", "key", "begin", "end"], use_threads=False).aggregate([])
-    h = key_hashes(codec.single_array(q.column("topic")), codec.single_array(q.column("key")))
+    h = key_hashes(single_array(q.column("topic")), single_array(q.column("key")))
     return q.append_column("key_hash", pa.array(h, pa.int32()))
 
 
 def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
     """(key_hash, phy, t_lo, t_hi) of the entries of one index file pointing into [lo, hi) whose
     keyHash is in ``hashes`` (sorted unique): one sequential read of the entry table."""
-    from .query import IndexHeader
-    header = ref.header or IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or indexfile.IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
     if count <= 1 or not len(hashes):
         return None
@@ -274,17 +274,17 @@ def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
     # [lo, hi) is not read.
     if header.end_phy_offset < lo or header.begin_phy_offset >= hi:
         return None
-    entries_at = INDEX_HEADER_SIZE + config.maxHashSlotNum * INDEX_SLOT_SIZE
+    entries_at = indexfile.entries_offset(config)
     raw = read_exact(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
-    rec = np.frombuffer(raw, dtype=np.dtype([("kh", ">i4"), ("phy", ">i8"), ("td", ">i4"), ("prev", ">i4")]))
-    phy = rec["phy"]
+    rec = indexfile.decode_entries(raw)
+    phy = rec["phys"]
     pos = np.flatnonzero((phy >= lo) & (phy < hi))
     pos = pos[pos >= 1]
-    kh = rec["kh"][pos]
+    kh = rec["hash"][pos]
     k = np.searchsorted(hashes, kh)
     hit = hashes[np.minimum(k, len(hashes) - 1)] == kh
     pos, kh = pos[hit], kh[hit]
-    t_lo, t_hi = _entry_bounds(pos, rec["td"][pos], header.begin_timestamp)
+    t_lo, t_hi = _entry_bounds(pos, rec["time_diff"][pos], header.begin_timestamp)
     return pa.table({"key_hash": pa.array(kh.astype(np.int32)), "phy": pa.array(phy[pos].astype(np.int64)),
                      "t_lo": pa.array(t_lo), "t_hi": pa.array(t_hi)})
 
@@ -295,7 +295,7 @@ def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, hashes: np.n
     ``queries``: distinct queries (``_query_table``); ``hashes``: their sorted unique key hashes."""
     cfg = files.config
     if hashes is None:
-        hashes = codec.sorted_unique(np.asarray(queries.column("key_hash"), np.int32))
+        hashes = sorted_unique(np.asarray(queries.column("key_hash"), np.int32))
     parts = [t for t in (_index_entries(store, cfg, ref, lo, hi, hashes) for ref in files.index) if t is not None]
     if not parts:
         return []
@@ -370,7 +370,7 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     (0 forces the shuffle plan).
     """
     from pyspark.sql import functions as F
-    from .snapshot_files import open_files
+    from .storefiles import open_files
     from .storage import Store
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config)
@@ -387,55 +387,54 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     if small is not None:
         return _lookup_broadcast(spark, store, files, _query_table(small), partitions)
     hashed = queries.mapInArrow(_add_hash, HASHED_DDL).persist()
-    if True:  # noqa: SIM108 - keeps the plan steps readable
-        # 4 bytes a key to the driver (no shuffle); duplicates are dropped there
-        hashes = np.unique(np.asarray(hashed.select("key_hash").toArrow().column(0), dtype=np.int32))
-        if not len(files.index) or not len(hashes):
-            return spark.createDataFrame([], RESULT_DDL)
-        b_hashes = sc.broadcast(hashes)
-        b_index = sc.broadcast([tuple(r) for r in files.index])
-        b_cfg = sc.broadcast(cfg)
+    # 4 bytes a key to the driver (no shuffle); duplicates are dropped there
+    hashes = np.unique(np.asarray(hashed.select("key_hash").toArrow().column(0), dtype=np.int32))
+    if not len(files.index) or not len(hashes):
+        return spark.createDataFrame([], RESULT_DDL)
+    b_hashes = sc.broadcast(hashes)
+    b_index = sc.broadcast([tuple(r) for r in files.index])
+    b_cfg = sc.broadcast(cfg)
 
-        def scan_index(batches):
-            from storelib.keylookup import index_candidates
-            from storelib.query import IndexFileRef
-            from storelib.storage import Store as _Store
-            st = _Store(uri)
-            for b in batches:
-                for i in b.column(0).to_pylist():
-                    yield index_candidates(st, b_cfg.value, IndexFileRef(*b_index.value[i]), b_hashes.value)
+    def scan_index(batches):
+        from storelib.keylookup import index_candidates
+        from storelib.storefiles import IndexFileRef
+        from storelib.storage import Store as _Store
+        st = _Store(uri)
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield index_candidates(st, b_cfg.value, IndexFileRef(*b_index.value[i]), b_hashes.value)
 
-        n_idx = len(files.index)
-        cands = spark.range(0, n_idx, 1, n_idx).mapInArrow(scan_index, CAND_DDL)
-        joined = cands.join(hashed, "key_hash").where(
-            (F.col("begin").isNull() | (F.col("t_hi") >= F.col("begin")))
-            & (F.col("end").isNull() | (F.col("t_lo") <= F.col("end")))
-        ).select("topic", "key", "begin", "end", "phy")
-        fsize = cfg.mappedFileSizeCommitLog
-        segs = {s.base: tuple(s) for s in files.commitlog}
-        b_segs = sc.broadcast(segs)
-        n_parts = partitions or max(1, min(len(segs), 4 * sc.defaultParallelism))
-        by_seg = joined.withColumn("seg", F.col("phy") - F.col("phy") % F.lit(fsize)) \
-            .repartition(n_parts, "seg").drop("seg")
+    n_idx = len(files.index)
+    cands = spark.range(0, n_idx, 1, n_idx).mapInArrow(scan_index, CAND_DDL)
+    joined = cands.join(hashed, "key_hash").where(
+        (F.col("begin").isNull() | (F.col("t_hi") >= F.col("begin")))
+        & (F.col("end").isNull() | (F.col("t_lo") <= F.col("end")))
+    ).select("topic", "key", "begin", "end", "phy")
+    fsize = cfg.mappedFileSizeCommitLog
+    segs = {s.base: tuple(s) for s in files.commitlog}
+    b_segs = sc.broadcast(segs)
+    n_parts = partitions or max(1, min(len(segs), 4 * sc.defaultParallelism))
+    by_seg = joined.withColumn("seg", F.col("phy") - F.col("phy") % F.lit(fsize)) \
+        .repartition(n_parts, "seg").drop("seg")
 
-        def fetch(batches):
-            from storelib.keylookup import check_candidates
-            from storelib.query import CommitLogSegment
-            from storelib.storage import Store as _Store
-            st = _Store(uri)
-            tbl = pa.Table.from_batches(list(batches))
-            if tbl.num_rows == 0:
-                return
-            seg_map = {b: CommitLogSegment(*v) for b, v in b_segs.value.items()}
-            for t in check_candidates(st, seg_map, fsize, tbl):
-                yield from t.to_batches()
+    def fetch(batches):
+        from storelib.keylookup import check_candidates
+        from storelib.storefiles import CommitLogSegment
+        from storelib.storage import Store as _Store
+        st = _Store(uri)
+        tbl = pa.Table.from_batches(list(batches))
+        if tbl.num_rows == 0:
+            return
+        seg_map = {b: CommitLogSegment(*v) for b, v in b_segs.value.items()}
+        for t in check_candidates(st, seg_map, fsize, tbl):
+            yield from t.to_batches()
 
-        return by_seg.mapInArrow(fetch, RESULT_DDL)
+    return by_seg.mapInArrow(fetch, RESULT_DDL)
 
 
 def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
     import pyarrow.ipc as ipc
-    from .query import StoreFiles
+    from .storefiles import StoreFiles
     sc = spark.sparkContext
     ranges = _offset_ranges(files, partitions or 2 * sc.defaultParallelism)
     if not ranges or not files.index or q.num_rows == 0:
@@ -444,7 +443,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
     with ipc.new_stream(sink, q.schema) as w:
         w.write_table(q)
     b_q = sc.broadcast(sink.getvalue().to_pybytes())
-    b_hashes = sc.broadcast(codec.sorted_unique(np.asarray(q.column("key_hash"), np.int32)))
+    b_hashes = sc.broadcast(sorted_unique(np.asarray(q.column("key_hash"), np.int32)))
     b_ranges = sc.broadcast(ranges)
     # The driver's snapshot, without the consume queues the lookup does not read.
     b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
@@ -467,7 +466,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
 
 def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:
     """The same lookup without Spark (one process), for small key sets and tests."""
-    from .snapshot_files import open_files
+    from .storefiles import open_files
     from .storage import Store
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config)

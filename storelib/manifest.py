@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from . import names, storage
+from . import deltalog, names, storage
+from .errors import CorruptStore, StoreError
+
+__all__ = [
+    "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
+    "CHECKPOINTS_SCHEMA", "ConcurrentWriteError", "TableVersions", "Snapshot", "open_table", "read_rows",
+    "load_snapshot", "check_row_paths", "commit", "sync_table_version", "history", "now_ms", "dumps",
+    "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
+    "LEASE_PATH", "LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease",
+]
 
 META_DIR = "_rocketlake"
 MANIFEST_DIR = f"{META_DIR}/manifest"
@@ -146,6 +155,17 @@ def _read_rows(dt) -> list:
     return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
 
 
+def open_table(store: storage.Store, rel: str, version: int | None = None):
+    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
+    ``version`` if given; None without a table (or unreachable storage)."""
+    return _open(store, rel, version)
+
+
+def read_rows(dt) -> list:
+    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not."""
+    return _read_rows(dt)
+
+
 def _check_table_files(dt, uris: list) -> list:
     """The data files a Delta log names must lie inside the table's directory (an ``add`` path
     with ``..``, an absolute path or a symlink out is refused, never read)."""
@@ -166,11 +186,16 @@ def _check_table_files(dt, uris: list) -> list:
 
 
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
-    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number)."""
-    ck = _open(store, CHECKPOINTS_DIR)
-    mf = _open(store, MANIFEST_DIR)
-    versions = TableVersions(mf.version() if mf else None, ck.version() if ck else None)
-    batches = sorted(_read_rows(ck), key=lambda r: r["batch_seq"])
+    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
+
+    A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
+    versions = TableVersions(mf_version, ck_version)
+    batches = sorted(ck_rows, key=lambda r: r["batch_seq"])
+    if batches and mf_version is None:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
+                                                           "committed batch(es), the manifest table does not exist")
     if as_of_batch is not None:
         sel = [b for b in batches if b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)]
         if not sel:
@@ -187,9 +212,16 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
     # Rows of a batch count only with its checkpoint row, and only those of the attempt that
     # committed: a dead attempt may have appended manifest rows before dying (between the two
     # Delta commits); its rerun appends its own rows under the same batch id and sequence.
-    rows = [r for r in _read_rows(mf) if committed.get(r["batch_id"]) == r["batch_seq"]
+    rows = [r for r in mf_rows if committed.get(r["batch_id"]) == r["batch_seq"]
             and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
     rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
+    # Every batch commits manifest rows before its checkpoint row: none means a lost manifest commit.
+    with_rows = {r["batch_seq"] for r in rows}
+    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows]
+    if lost:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
+                                                           f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
+                                                           f"a commit of the manifest table is missing")
     for r in rows:
         check_row_paths(r)
         if r["action"] == "add":
@@ -197,6 +229,32 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
         else:
             files.pop(r["path"], None)
     return Snapshot(batches_visible[-1], files, versions, batches_visible)
+
+
+def _table_rows(store: storage.Store, rel: str) -> tuple:
+    """(version, rows) of a Delta table's latest version, ``(None, [])`` without a table. A table
+    that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
+    DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
+    failure = None
+    try:
+        dt = _open(store, rel)
+        version, rows = (dt.version(), _read_rows(dt)) if dt is not None else (None, [])
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
+        failure = deltalog.corrupt(store, rel, e)
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":     # a Rust panic in deltalake
+            raise
+        failure = deltalog.corrupt(store, rel, e)
+    dt = None
+    if failure is not None:
+        raise failure.with_traceback(None)
+    if version is None:
+        problems = deltalog.log_problems(store, rel)   # e.g. a _delta_log whose commits are gone
+        if problems:
+            raise CorruptStore(*problems[0])
+    return version, rows
 
 
 def check_row_paths(row: dict) -> None:
@@ -270,10 +328,18 @@ def history(store: storage.Store) -> list:
     """Delta history of both tables: version, time, operation, batch id."""
     out = []
     for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
-        dt = _open(store, rel)
-        if dt is None:
-            continue
-        for h in dt.history():
+        failure = None
+        try:
+            dt = _open(store, rel)
+            hist = dt.history() if dt is not None else []
+        except StoreError as e:
+            failure = e
+        except Exception as e:  # noqa: BLE001 - a damaged Delta log
+            failure = deltalog.corrupt(store, rel, e)
+        dt = None
+        if failure is not None:
+            raise failure.with_traceback(None)
+        for h in hist:
             out.append({"table": name, "version": h.get("version"), "timestamp": h.get("timestamp"),
                         "operation": h.get("operation"),
                         "batch_id": h.get("rocketlake.batch_id") or (h.get("userMetadata") or ""),
@@ -287,6 +353,65 @@ def now_ms() -> int:
 
 def dumps(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------- rows
+# Every row of both tables is built here (ingest's commit, adopt, expire), so every writer fills
+# every column the same way.
+def file_row(kind: str, path: str, batch_id: str, batch_seq: int, committed_at: int, *,
+             staged_path: str | None = None, attempt_id: str | None = None, **columns) -> dict:
+    """A manifest row adding one file version: every MANIFEST_SCHEMA column, those not given None.
+
+    ``columns``: the file's facts (topic, queue_id, base_offset, file_size, valid_bytes, count,
+    min/max_offset, min/max_store_ts, checksum, detail); ``staged_path``: where the batch staged
+    the file (None: it is already in place); ``attempt_id``: the ingest attempt writing it."""
+    row = dict.fromkeys(MANIFEST_SCHEMA.names)
+    row.update(batch_id=batch_id, batch_seq=batch_seq, action="add", kind=kind, path=path,
+               staged_path=staged_path, committed_at=committed_at, attempt_id=attempt_id)
+    row.update(_columns(columns, MANIFEST_SCHEMA))
+    return row
+
+
+def remove_row(live: dict, batch_id: str, batch_seq: int, committed_at: int, detail: str) -> dict:
+    """A manifest row removing the file of ``live`` (its current ``add`` row), which it copies."""
+    row = dict(live)
+    # attempt_id None: the removal belongs to the batch doing it, not to the ingest attempt that
+    # wrote the file (load_snapshot keeps only rows of the attempt a batch's checkpoint row names).
+    row.update(batch_id=batch_id, batch_seq=batch_seq, action="remove", staged_path=None,
+               committed_at=committed_at, detail=detail, attempt_id=None)
+    return row
+
+
+def checkpoint_row(**columns) -> dict:
+    """A checkpoints-table row: every CHECKPOINTS_SCHEMA column must be given (``attempt_id``
+    defaults to None: a batch not written by an ingest attempt)."""
+    missing = [n for n in CHECKPOINTS_SCHEMA.names if n not in columns and n != "attempt_id"]
+    if missing:
+        raise ValueError(f"checkpoint row without {', '.join(missing)}")
+    row = dict.fromkeys(CHECKPOINTS_SCHEMA.names)
+    row.update(_columns(columns, CHECKPOINTS_SCHEMA))
+    return row
+
+
+def checkpoint_row_after(prev: dict, **changes) -> dict:
+    """The checkpoint row of a batch that changes only part of the store's state (an expiry):
+    the previous batch's row ``prev`` with ``changes``."""
+    row = dict(prev)
+    row["attempt_id"] = None        # not an ingest attempt: every manifest row of the batch counts
+    row.update(_columns(changes, CHECKPOINTS_SCHEMA))
+    return row
+
+
+def queue_offsets(queue_next: dict) -> list:
+    """The ``queue_offsets`` column from ``{(topic, queue_id): next offset}``, sorted."""
+    return [{"topic": t, "queue_id": q, "max_offset": o} for (t, q), o in sorted(queue_next.items())]
+
+
+def _columns(values: dict, schema: pa.Schema) -> dict:
+    unknown = [k for k in values if k not in schema.names]
+    if unknown:
+        raise ValueError(f"no column {', '.join(unknown)} in the table")
+    return values
 
 
 # ---------------------------------------------------------------------------- writer lease

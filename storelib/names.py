@@ -18,6 +18,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+__all__ = ["TOPIC_CHARS", "TOPIC_PATTERN", "TOPIC_MAX_BYTES", "topic_problem", "topic_problems", "check_topic",
+           "rel_path_problem"]
+
 TOPIC_CHARS = "%|a-zA-Z0-9_-"
 TOPIC_PATTERN = f"^[{TOPIC_CHARS}]+$"          # RocketMQ TopicValidator (VALID_CHAR_BIT_MAP)
 TOPIC_MAX_BYTES = 255                          # one directory entry (NAME_MAX)

@@ -10,9 +10,11 @@ Modes:
   ``offset``, ``time``.
 * distributed (Spark): ``range`` (``rangescan.scan_range``) and ``keys`` (``keylookup``).
 
-Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status: 0 = done
-(found or nothing found; "nothing found" says so on stderr and writes an empty output),
-1 = query failed, 2 = bad arguments / input / configuration.
+Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the shared
+table, ``storelib.cli.ExitCode`` / ``exit_code``): 0 = done (found or nothing found; "nothing
+found" says so on stderr and writes an empty output), 1 = query failed (a damaged or missing
+store, a path leading out of it, anything unexpected), 2 = bad arguments / input / configuration
+or a batch the store does not have.
 """
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ import time
 
 import pyarrow as pa
 
-from .config import ConfigError, load_config
+from .cli import ExitCode, exit_code
+from .config import load_config
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+__all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+
 I64_MAX = 2**63 - 1
 
 
@@ -38,7 +42,7 @@ class BadInput(ValueError):
 # ----------------------------------------------------------------------------- output
 def _message_rows(msgs: list) -> pa.Table:
     """decode_message dicts -> rangescan.MESSAGE_SCHEMA table."""
-    from .codec import parse_properties_string
+    from .properties import parse_properties_string
     from .rangescan import MESSAGE_SCHEMA
     rows = []
     for m in msgs:
@@ -189,7 +193,7 @@ def single(args) -> int:
                                       args.begin if args.begin is not None else 0,
                                       args.end if args.end is not None else I64_MAX)
             else:                       # the admin tool: queryMessage(maxNum 32), keep UNIQ_KEY matches
-                from .query import message_keys
+                from .records import message_keys
                 res = r.query_message(args.topic, args.key, 32, 0, I64_MAX)
                 res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
             msgs = res["messages"]
@@ -207,8 +211,8 @@ def single(args) -> int:
     elif args.cmd == "id":
         what = f"message id {args.msg_id}"
         try:
-            from .query import _decode_msg_id
-            _decode_msg_id(args.msg_id)
+            from .records import decode_msg_id
+            decode_msg_id(args.msg_id)
         except ValueError as e:
             raise BadInput(f"malformed message id {args.msg_id!r}: {e}")
         if args.rocketmq_compat:
@@ -232,7 +236,7 @@ def single(args) -> int:
         if r.get_max_offset_in_queue(args.topic, args.queue) <= 0:
             out.write_table(None, _TIME_SCHEMA)
             _nothing(what + " (no such queue, or it is empty)")
-            return EXIT_OK
+            return ExitCode.OK
         off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
         unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
         out.write_table(pa.Table.from_pylist([{
@@ -242,16 +246,16 @@ def single(args) -> int:
             "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
             "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}], schema=_TIME_SCHEMA))
         _timing(args, t0, 1)
-        return EXIT_OK
+        return ExitCode.OK
     if not msgs:
         out.write_table(None, _schema())
         _nothing(what)
-        return EXIT_OK
+        return ExitCode.OK
     out.write_table(_message_rows(msgs))
     if cursor is not None:
         print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
     _timing(args, t0, len(msgs))
-    return EXIT_OK
+    return ExitCode.OK
 
 
 _TIME_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("timestamp", pa.int64()),
@@ -281,8 +285,8 @@ def _spark():
 
 
 def compat_batch(spark, args) -> int:
-    from .snapshot_files import open_files
     from .storage import Store
+    from .storefiles import open_files
     if not args.output:
         raise BadInput("--queries needs --output ANSWERS.jsonl")
     with open(args.queries, encoding="utf-8") as fh:
@@ -319,7 +323,7 @@ def compat_batch(spark, args) -> int:
     os.replace(tmp, args.output)
     print(f"rocketlake: answered {len(queries)} queries of {args.queries} on {args.store} "
           f"(batch {info.batch_id or 'none: broker view'}) -> {args.output}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def range_cmd(spark, args) -> int:
@@ -373,7 +377,7 @@ def _finish_table(args, table, what, cursor) -> int:
         _nothing(what)
     elif cursor is not None:
         print(f"more results: rerun with --after {cursor}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _normalize(table: pa.Table) -> pa.Table:
@@ -407,33 +411,37 @@ def main(argv=None) -> int:
     spark, owned = None, False
     try:
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
-            return single(args)
+            return int(single(args))
         spark, owned = _spark()
         if args.cmd is None:
-            return compat_batch(spark, args)
+            return int(compat_batch(spark, args))
         if args.cmd == "range":
-            return range_cmd(spark, args)
-        return keys_cmd(spark, args)
-    except (BadInput, ConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyError as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+            return int(range_cmd(spark, args))
+        return int(keys_cmd(spark, args))
     except Exception as e:  # noqa: BLE001 - a query must end with a clear message
-        from .snapshot_files import StoreNotFound
-        from .storage import StorePathError
-        if isinstance(e, (StoreNotFound, FileNotFoundError, StorePathError)):
-            print(f"error: query failed: {e}", file=sys.stderr)
-            return EXIT_FAILED
-        marker = "storelib.storage.StorePathError: "   # raised in a Spark task
-        if marker in str(e):
-            print(f"error: query failed: {str(e).split(marker, 1)[1].splitlines()[0]}", file=sys.stderr)
-            return EXIT_FAILED
-        import traceback
-        traceback.print_exc()
-        print(f"error: query failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        code = exit_code(e, lookup_errors=True)
+        _report(e, code)
+        return int(code)
     finally:
         if spark is not None and owned:
             spark.stop()
+
+
+def _report(e: BaseException, code: ExitCode) -> None:
+    """The error a failed query prints on stderr: one line naming the bad input, the batch the
+    store does not have, the damaged file or the path refused; a traceback only for the unexpected."""
+    from .errors import StoreError
+    from .storage import StorePathError
+    if code == ExitCode.BAD_INPUT:             # BadInput, ConfigError; KeyError: no such batch
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return
+    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # incl. StoreNotFound, CorruptStore
+        print(f"error: query failed: {e}", file=sys.stderr)
+        return
+    for marker in ("storelib.storage.StorePathError: ", "storelib.errors.CorruptStore: "):  # in a Spark task
+        if marker in str(e):
+            print(f"error: query failed: {str(e).split(marker, 1)[1].splitlines()[0]}", file=sys.stderr)
+            return
+    import traceback
+    traceback.print_exc()
+    print(f"error: query failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -6,26 +6,28 @@ The shared core of ``range``, the ``rocketmq`` data source and the batch key loo
   so a 1 GiB segment is never held whole in memory.
 * ``message_table``: ``codec.decode_records`` output -> the public message columns
   (``MESSAGE_SCHEMA``): properties parsed vectorized into ``map<string,string>`` exactly like
-  ``MessageDecoder.string2messageProperties`` (docs/FORMAT.md §1.3: first U+0001 splits name/value,
-  empty names/values dropped, later duplicates win), plus ``tags``/``keys``/``uniq_key``.
+  ``MessageDecoder.string2messageProperties`` (``properties.parse_properties``), plus
+  ``tags``/``keys``/``uniq_key``.
 * ``scan_range(spark, store, begin, end, topic)``: segments pruned by the manifest's min/max
   store time (all segments of a store without manifest), one task per segment, exact filter on
   the record's store timestamp (and topic).
 """
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-
-from . import codec, commitlog, kernels
+from . import codec, commitlog
+from . import commitlog as cl
 from .errors import read_exact
+from .properties import MAP_TYPE, parse_properties
+
+__all__ = ["CHUNK_BYTES", "MAP_TYPE", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
+           "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
+           "scan_range"]
 
 CHUNK_BYTES = 64 << 20
-MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 # The record fields (codec.DECODED_SCHEMA) with the body as binary and the properties parsed.
 MESSAGE_SCHEMA = pa.schema(
@@ -41,33 +43,6 @@ MESSAGE_DDL = ("commitlog_offset bigint, store_size int, msg_id string, topic st
                "tags string, keys string, uniq_key string")
 
 _PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tags", "keys", "uniq_key")]
-
-
-# ----------------------------------------------------------------------------- properties
-def parse_properties(props: pa.Array, wanted=("TAGS", "KEYS", "UNIQ_KEY")):
-    """Vectorized string2messageProperties: (map array, {name: string array of that property}).
-
-    One compiled pass (kernels.property_pairs) finds every kept entry: segments split on U+0002,
-    name and value on the first U+0001, both non-empty, a later duplicate name winning."""
-    props = codec.single_array(props)
-    props = props.cast(pa.large_string()) if props.type != pa.large_string() else props
-    props = props.fill_null("") if props.null_count else props
-    n = len(props)
-    data, off = codec._string_buffers(props)
-    ns, ne, vs, ve, par = kernels.property_pairs(data, off)
-    names_s = codec.binary_from_numpy(*kernels.gather_slices(data, ns, ne - ns)).cast(pa.string())
-    values_s = codec.binary_from_numpy(*kernels.gather_slices(data, vs, ve - vs)).cast(pa.string())
-    counts = np.bincount(par, minlength=n) if n else np.zeros(0, np.int64)
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    mapped = pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), names_s, values_s, type=MAP_TYPE)
-    extra = {}
-    for w in wanted:
-        m = np.asarray(pc.equal(names_s, w))
-        idx = np.full(n, -1, np.int64)
-        idx[par[m]] = np.flatnonzero(m)
-        extra[w] = values_s.take(pa.array(idx, mask=idx < 0)) if n else pa.array([], pa.string())
-    return mapped, extra
 
 
 def message_table(decoded: pa.Table) -> pa.Table:
@@ -96,9 +71,8 @@ def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """STORETIMESTAMP of the records at ``starts`` (position depends on the born host width)."""
     if not len(starts):
         return np.zeros(0, np.int64)
-    sys_flag = codec._gather_int(buf, starts + codec.POS_SYSFLAG, 4)
-    pos = starts + 48 + np.where(sys_flag & 0x10, 20, 8)
-    return codec._gather_int(buf, pos, 8)
+    sys_flag = codec.gather_int(buf, starts + cl.POS_SYSFLAG, cl.SIZE_SYSFLAG)
+    return codec.gather_int(buf, starts + cl.storetimestamp_offset(sys_flag), cl.SIZE_STORETIMESTAMP)
 
 
 def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None, chunk: int = CHUNK_BYTES):
@@ -110,7 +84,7 @@ def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None
     """
     pos, valid = 0, seg.valid
     size = chunk
-    while pos + 8 <= valid:
+    while pos + cl.BLANK_SIZE <= valid:
         end = min(valid, pos + size)
         buf = np.frombuffer(read_exact(store, seg.rel, pos, end - pos), np.uint8)
         starts, stop, reason = record_starts(buf)
@@ -129,10 +103,10 @@ def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None
             break                                   # BLANK record / end of the valid bytes
         need = size
         if reason == 2:
-            rec_size, magic = struct.unpack_from(">ii", buf, stop)
-            if rec_size <= 0 or magic not in (codec.MAGIC_V1, codec.MAGIC_V2):
+            rec_size, magic = cl.parse_size_magic(buf, stop)
+            if rec_size <= 0 or magic not in (cl.MAGIC_V1, cl.MAGIC_V2):
                 break                               # end of data
-            need = max(chunk, rec_size + 8)         # the record runs past this chunk
+            need = max(chunk, rec_size + cl.BLANK_SIZE)     # the record runs past this chunk
         if stop == 0:
             size = max(size * 2, need)
             continue
@@ -195,7 +169,7 @@ def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None 
 
     One task per commitlog segment that survives pruning; rows in commitlog order per task.
     """
-    from .snapshot_files import open_files
+    from .storefiles import open_files
     from .storage import Store
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config)
@@ -207,7 +181,7 @@ def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None 
     bsegs = spark.sparkContext.broadcast([tuple(s) for s in segs])
 
     def run(batches):
-        from storelib.query import CommitLogSegment
+        from storelib.storefiles import CommitLogSegment
         from storelib.storage import Store as _Store
         st = _Store(uri)
         for b in batches:

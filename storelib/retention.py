@@ -25,7 +25,9 @@ import json
 import time
 
 from . import manifest, storage
-from .ingest import Progress
+from .progress import Progress
+
+__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "expire", "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
 
@@ -79,9 +81,9 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     """Files a committed expiry removed that are still there (the run died before deleting)."""
     live = set(snap.files)
     removed = set()
-    dt = manifest._open(store, manifest.MANIFEST_DIR)
+    dt = manifest.open_table(store, manifest.MANIFEST_DIR)
     committed = {b["batch_id"]: b["batch_seq"] for b in snap.batches}
-    for r in manifest._read_rows(dt):
+    for r in manifest.read_rows(dt):
         if r["action"] == "remove" and committed.get(r["batch_id"]) == r["batch_seq"]:
             manifest.check_row_paths(r)     # never delete outside the store
             removed.add(r["path"])
@@ -127,20 +129,19 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
     rows = []
     for kind in ("commitlog", "consumequeue", "index"):
         for r in p[kind]:
-            x = dict(r)
             reason = (f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
                       else f"points only below the new min phy offset {p['min_phy_offset']}")
-            x.update(batch_id=batch_id, batch_seq=seq, action="remove", staged_path=None, committed_at=committed_at,
-                     detail=manifest.dumps({"reason": reason, "when": now, "expired_by": "fileReservedTime",
-                                            "previous_detail": r["detail"]}))
-            rows.append(x)
-    ck = dict(snap.batch)
-    ck.update(batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
-              input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
-              min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
-              detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
-                                     "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
-                                     "min_phy_offset_before": p["previous_min_phy_offset"]}))
+            rows.append(manifest.remove_row(
+                r, batch_id, seq, committed_at,
+                detail=manifest.dumps({"reason": reason, "when": now, "expired_by": "fileReservedTime",
+                                       "previous_detail": r["detail"]})))
+    ck = manifest.checkpoint_row_after(
+        snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
+        input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
+        min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
+        detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
+                               "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
+                               "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r["path"])       # StorePathError before the commit: never delete outside the store
     manifest.commit(store, snap.versions, rows, ck)
@@ -174,7 +175,7 @@ def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168) 
     """create_checkpoint + cleanup_metadata + vacuum on both Delta tables."""
     out = {}
     for name, rel in (("manifest", manifest.MANIFEST_DIR), ("checkpoints", manifest.CHECKPOINTS_DIR)):
-        dt = manifest._open(store, rel)
+        dt = manifest.open_table(store, rel)
         if dt is None:
             continue
         r = {"version": dt.version()}

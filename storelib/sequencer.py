@@ -19,12 +19,15 @@ Output: a ``BatchPlan`` that tells every executor task exactly which bytes to wr
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .config import StoreConfig
 from . import commitlog
+
+__all__ = ["SplitSummary", "SplitDetail", "IndexTail", "StoreState", "Piece", "SplitBase", "SegmentPlan", "CQFilePlan",
+           "IndexFilePlan", "BatchPlan", "plan_batch"]
 
 QueueKey = tuple  # (topic, queue_id)
 
@@ -279,7 +282,3 @@ def _plan_index_files(state: StoreState, entries: int, messages: int, last_entry
     if entries > 0 and full_after and last_entry_msg < messages - 1:
         files.append(IndexFilePlan(len(files), entries, 0, None, None, True, True))
     return files
-
-
-def plan_to_dict(plan: BatchPlan) -> dict:
-    return asdict(plan)

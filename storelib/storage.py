@@ -28,6 +28,9 @@ from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for ca
 from .errors import StoreError
 from .names import rel_path_problem
 
+__all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
+           "delta_storage_options", "StorePathError", "Store", "fsync_fd", "sync_dirs"]
+
 ZERO_BLOCK = bytes(8 << 20)
 
 
@@ -426,7 +429,3 @@ def sync_dirs(dirs) -> None:
             fsync_fd(fd)
         finally:
             os.close(fd)
-
-
-def np_bytes(a: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(a).view(np.uint8)).cast("B")

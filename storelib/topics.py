@@ -48,8 +48,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import codec
+from .arrays import as_large_string, single_array
 from .codec import InputError
 from .names import topic_problem
+from .properties import property_values
+
+__all__ = ["DEFAULT_TOPICS_FILE", "TopicsError", "TopicConfig", "Topics", "Filled", "fill", "rr_queue_counts",
+           "residue_counts"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOPICS_FILE = os.path.join(ROOT, "conf", "topics.json")
@@ -140,14 +145,14 @@ class Filled:
 
 
 def _col(table: pa.Table, name: str):
-    return codec.single_array(table.column(name))
+    return single_array(table.column(name))
 
 
 def _sharding_values(table: pa.Table, name: str) -> pa.Array:
     if name in table.column_names and name != "properties_string":
         return pc.cast(_col(table, name), pa.large_string())
-    props = codec._as_large_string(_col(table, "properties_string").fill_null(""))
-    return codec.property_values(props, (name,))[name]
+    props = as_large_string(_col(table, "properties_string").fill_null(""))
+    return property_values(props, (name,))[name]
 
 
 def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start: dict | None = None,

@@ -42,21 +42,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import checkpoint as ckpt
-from . import codec, commitlog, kernels, manifest, storage
-from .codec import MAGIC_V1, MAGIC_V2
-from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from . import codec, commitlog, consumequeue, deltalog, indexfile, kernels, manifest, storage
+from . import commitlog as cl
+from .errors import CorruptStore, StoreError
+from .config import StoreConfig
+from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 
 NAME20 = re.compile(r"^\d{20}$")
 INDEX_NAME = re.compile(r"^\d{17}$")
-CQ_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-INT_MAX = 2**31 - 1
+CQ_DTYPE = consumequeue.UNIT_DTYPE          # old names: the layouts are consumequeue's and indexfile's
+ENTRY_DTYPE = indexfile.ENTRY_DTYPE
+INT_MAX = indexfile.INT_MAX
 MAX_PROBLEMS_PER_FILE = 50
 
 
 def walk(data: np.ndarray, start: int, end: int):
     """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data)."""
     return commitlog.record_starts(data, start, end)
+
+
+def _store(ctx: dict) -> storage.Store:
+    """The task's Store: the driver's own when the tasks run in its process, else one from the URI."""
+    return ctx.get("_store") or storage.Store(ctx["store"])
 
 
 def problem(path: str, offset, text: str) -> str:
@@ -160,14 +168,15 @@ class SegmentLookup:
                 self.cache[rel] = FileData(self.store, rel)
             fd = self.cache[rel]
             pos = phys[sel] - base
-            good = pos + 8 <= min(valid, fd.size or 0)
+            good = pos + cl.BLANK_SIZE <= min(valid, fd.size or 0)
             size = np.zeros(len(sel), np.int64)
             magic = np.zeros(len(sel), np.int64)
             gp = pos[good]
             if len(gp):
-                size[good] = codec._gather_int(fd.buf, gp, 4)
-                magic[good] = codec._gather_int(fd.buf, gp + 4, 4)
-            rec_ok = good & ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (size >= 91) & (pos + size <= valid)
+                size[good] = codec.gather_int(fd.buf, gp + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE)
+                magic[good] = codec.gather_int(fd.buf, gp + cl.POS_MAGIC, cl.SIZE_MAGIC)
+            rec_ok = good & ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size >= cl.MIN_RECORD_SIZE) \
+                & (pos + size <= valid)
             reason[sel[~good]] = "offset beyond the segment's data"
             reason[sel[good & ~rec_ok]] = "no record starts there"
             idx = sel[rec_ok]
@@ -218,7 +227,7 @@ def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep
     if len(s) == 0:
         return facts
     end_of = len(buf)
-    size = codec._gather_int(buf, s, 4).astype(np.int64)
+    size = codec.gather_int(buf, s + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
     facts["bytes"] = int(size.sum())
     bad = np.zeros(len(s), dtype=bool)
     msgs: dict = {}
@@ -230,50 +239,55 @@ def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep
             msgs[int(i)] = text(int(i)) if callable(text) else text
         bad |= mask
 
-    flag(size < 91, lambda i: f"record size {size[i]} is below the minimum of 91 bytes")
+    flag(size < cl.MIN_RECORD_SIZE,
+         lambda i: f"record size {size[i]} is below the minimum of {cl.MIN_RECORD_SIZE} bytes")
     ss = np.where(bad, 0, s)                      # safe positions for the gathers below
-    sysflag = codec._gather_int(buf, ss + 36, 4).astype(np.int64)
-    B = np.where(sysflag & 0x10, 20, 8)
-    S = np.where(sysflag & 0x20, 20, 8)
-    flag(72 + B + S + 3 > size, lambda i: f"record size {size[i]} too small for its host fields (sysflag {sysflag[i]:#x})")
+    sysflag = codec.gather_int(buf, ss + cl.POS_SYSFLAG, cl.SIZE_SYSFLAG).astype(np.int64)
+    B = cl.born_host_size(sysflag)
+    S = cl.store_host_size(sysflag)
+    flag(cl.RECORD_OVERHEAD + B + S + cl.TOPIC_LENGTH_SIZE_V1 + cl.SIZE_PROPERTIESLENGTH > size,
+         lambda i: f"record size {size[i]} too small for its host fields (sysflag {sysflag[i]:#x})")
     ss = np.where(bad, 0, s)
-    Bs, Ss = np.where(bad, 8, B), np.where(bad, 8, S)
-    body_len = codec._gather_int(buf, ss + 68 + Bs + Ss, 4).astype(np.int64)
-    magic = codec._gather_int(buf, ss + 4, 4)
-    T = np.where(magic == MAGIC_V2, 2, 1)
-    flag((body_len < 0) | (72 + B + S + body_len + T + 2 > size),
+    sf = np.where(bad, 0, sysflag)                # IPv4 layout for the records already flagged
+    body_len = codec.gather_int(buf, ss + cl.bodylength_offset(sf), cl.SIZE_BODYLENGTH).astype(np.int64)
+    magic = codec.gather_int(buf, ss + cl.POS_MAGIC, cl.SIZE_MAGIC)
+    T = cl.topic_length_size(magic)
+    flag((body_len < 0) | (cl.RECORD_OVERHEAD + B + S + body_len + T + cl.SIZE_PROPERTIESLENGTH > size),
          lambda i: f"BODYLENGTH {body_len[i]} does not fit the record of {size[i]} bytes")
     ss = np.where(bad, 0, s)
+    sf = np.where(bad, 0, sysflag)
     bl = np.where(bad, 0, body_len)
-    p_tl = ss + 72 + np.where(bad, 8, B) + np.where(bad, 8, S) + bl
-    p_tl = np.minimum(p_tl, end_of - 2)
-    tl2 = codec._gather_int(buf, p_tl, 2).astype(np.int64) & 0xFFFF
-    tl1 = buf[p_tl].astype(np.int8).astype(np.int64)
-    topic_len = np.where(magic == MAGIC_V2, tl2, tl1)
+    p_tl = ss + cl.body_offset(sf) + bl
+    p_tl = np.minimum(p_tl, end_of - cl.TOPIC_LENGTH_SIZE_V2)
+    tl2 = codec.gather_int(buf, p_tl, cl.TOPIC_LENGTH_SIZE_V2).astype(np.int64) & 0xFFFF
+    tl1 = codec.gather_int(buf, p_tl, cl.TOPIC_LENGTH_SIZE_V1).astype(np.int64)
+    topic_len = np.where(magic == cl.MAGIC_V2, tl2, tl1)
     flag(topic_len < 0, lambda i: f"V1 TOPICLENGTH {topic_len[i]} is negative")
     p_pl = p_tl + T + np.maximum(topic_len, 0)
-    flag(p_pl + 2 > s + size, lambda i: f"TOPICLENGTH {topic_len[i]} runs past the record end")
+    flag(p_pl + cl.SIZE_PROPERTIESLENGTH > s + size, lambda i: f"TOPICLENGTH {topic_len[i]} runs past the record end")
     p_pl = np.where(bad, ss, p_pl)
-    prop_len = codec._gather_int(buf, np.minimum(p_pl, end_of - 2), 2).astype(np.int64) & 0xFFFF
-    total = 72 + B + S + body_len + T + topic_len + 2 + prop_len
+    prop_len = codec.gather_int(buf, np.minimum(p_pl, end_of - cl.SIZE_PROPERTIESLENGTH),
+                                cl.SIZE_PROPERTIESLENGTH).astype(np.int64) & 0xFFFF
+    total = cl.record_size(body_len, topic_len, prop_len, B == cl.HOST_V6_SIZE, S == cl.HOST_V6_SIZE,
+                           magic == cl.MAGIC_V2)
     flag(total != size, lambda i: f"TOTALSIZE {size[i]} but the fields add up to {total[i]}")
-    phys = codec._gather_int(buf, ss + 28, 8)
+    phys = codec.gather_int(buf, ss + cl.POS_PHYSICALOFFSET, cl.SIZE_PHYSICALOFFSET)
     flag(phys != base + s, lambda i: f"PHYSICALOFFSET {phys[i]} but the record is at {base + s[i]}")
-    qid = codec._gather_int(buf, ss + 12, 4)
+    qid = codec.gather_int(buf, ss + cl.POS_QUEUEID, cl.SIZE_QUEUEID)
     flag(qid < 0, lambda i: f"QUEUEID {qid[i]} is negative")
-    qoff = codec._gather_int(buf, ss + 20, 8)
-    tran = sysflag & 0xC
-    flag(((tran == 0x4) | (tran == 0xC)) & (qoff != 0),
+    qoff = codec.gather_int(buf, ss + cl.POS_QUEUEOFFSET, cl.SIZE_QUEUEOFFSET)
+    tran = sysflag & codec.TRANSACTION_MASK
+    flag(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0),
          lambda i: f"PREPARED/ROLLBACK record with QUEUEOFFSET {qoff[i]} (must be 0)")
     flag(qoff < 0, lambda i: f"QUEUEOFFSET {qoff[i]} is negative")
     good = ~bad
-    ts = codec._gather_int(buf, ss + 48 + np.where(bad, 8, B), 8)
+    ts = codec.gather_int(buf, ss + cl.storetimestamp_offset(np.where(bad, 0, sysflag)), cl.SIZE_STORETIMESTAMP)
     if good.any():
         facts["min_ts"], facts["max_ts"] = int(ts[good].min()), int(ts[good].max())
     if deep and good.any():
-        p_body = (s + 72 + B + S)[good]
+        p_body = (s + cl.body_offset(sysflag))[good]
         crc = kernels.crc32_slices(buf, p_body, p_body + body_len[good]).astype(np.int64) & 0x7FFFFFFF
-        stored = codec._gather_int(buf, s[good] + 8, 4).astype(np.int64)
+        stored = codec.gather_int(buf, s[good] + cl.POS_BODYCRC, cl.SIZE_BODYCRC).astype(np.int64)
         gi = np.flatnonzero(good)
         for k in np.flatnonzero(crc != stored)[:MAX_PROBLEMS_PER_FILE]:
             i = int(gi[k])
@@ -284,7 +298,7 @@ def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep
 
 
 def verify_segment(ctx: dict, t: dict) -> dict:
-    store = storage.Store(ctx["store"])
+    store = _store(ctx)
     F = ctx["cl_size"]
     rel, base, last = t["path"], t["base"], t["last"]
     m = t.get("manifest")
@@ -302,21 +316,21 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     data_end = stop
     reported_at_stop = False
     if reason == 1:
-        blank_len = int(codec._gather_int(fd.buf, np.array([stop]), 4)[0])
-        data_end = stop + 8
+        blank_len = cl.parse_blank(fd.buf, stop)
+        data_end = stop + cl.BLANK_SIZE
         if last:
             out.append(problem(rel, stop, "BLANK record in the last segment: the next segment is missing"))
         if blank_len != F - stop:
             out.append(problem(rel, stop, f"BLANK length {blank_len} does not reach the file end ({F - stop})"))
     else:
-        garbage = stop + 8 <= n and fd.first_nonzero(stop, stop + 8) is not None
+        garbage = stop + cl.BLANK_SIZE <= n and fd.first_nonzero(stop, stop + cl.BLANK_SIZE) is not None
         if not last:
-            what = "the end of the file" if stop + 8 > n else ("bytes that are no record" if garbage else "zero bytes")
+            what = "the end of the file" if stop + cl.BLANK_SIZE > n else ("bytes that are no record" if garbage else "zero bytes")
             out.append(problem(rel, stop, f"chain of records ends at {what} before the BLANK record of a "
                                           "non-last segment"))
             reported_at_stop = True
         elif garbage:
-            size, magic = (int(x) for x in codec._gather_int(fd.buf, np.array([stop, stop + 4]), 4))
+            size, magic = cl.parse_size_magic(fd.buf, stop)
             out.append(problem(rel, stop, f"unparseable record (TOTALSIZE {size}, MAGIC {magic & 0xFFFFFFFF:#x}) "
                                           "where the data should end or continue"))
             reported_at_stop = True
@@ -338,6 +352,8 @@ def verify_segment(ctx: dict, t: dict) -> dict:
             out.append(problem(rel, 0, f"sha256 of bytes [0, {valid}) differs from the manifest (batch {m['batch_id']})"))
         if m["count"] is not None and m["count"] != len(starts):
             out.append(problem(rel, stop, f"{len(starts)} records, manifest says {m['count']}"))
+        if m.get("file_size") is not None and m["file_size"] != fd.size:
+            out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
         for k, v in (("min_store_ts", rec["min_ts"]), ("max_store_ts", rec["max_ts"])):
             if m.get(k) is not None and v is not None and m[k] != v:
                 out.append(problem(rel, 0, f"{k} {v}, manifest says {m[k]}"))
@@ -346,7 +362,7 @@ def verify_segment(ctx: dict, t: dict) -> dict:
 
 # ---------------------------------------------------------------------------- consume queues
 def verify_queues(ctx: dict, t: dict) -> dict:
-    store = storage.Store(ctx["store"])
+    store = _store(ctx)
     cfg = StoreConfig.from_json(ctx["config"])
     cq_size = cfg.cq_file_size
     per = cq_size // CQ_UNIT_SIZE
@@ -378,21 +394,21 @@ def verify_queues(ctx: dict, t: dict) -> dict:
                 n = _leading_units(fd, n_all)
             else:
                 n = n_all
-            u = fd.buf[: n * CQ_UNIT_SIZE].view(CQ_DTYPE) if n else np.zeros(0, CQ_DTYPE)
+            u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
             phys = u["phys"].astype(np.int64)
             size = u["size"].astype(np.int64)
-            badu = (phys < 0) | (size <= 0)
+            badu = ~consumequeue.unit_in_use(phys, size)
             for i in np.flatnonzero(badu)[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * 20, f"unit ({phys[i]}, {size[i]}) is not a message "
+                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) is not a message "
                                                      "(a non-last queue file must be full)"))
             seq = np.concatenate([[prev_phys], phys])
             desc = np.flatnonzero(np.diff(seq) <= 0)
             for i in desc[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * 20, f"commitlog offset {phys[i]} does not ascend "
+                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
                                                      f"(previous unit {seq[i]})"))
             over = np.flatnonzero(phys + size > ctx["max_phy"])
             for i in over[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * 20, f"unit ({phys[i]}, {size[i]}) reaches past the commitlog "
+                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the commitlog "
                                                      f"end {ctx['max_phy']}"))
             if n:
                 prev_phys = int(phys[-1])
@@ -406,10 +422,14 @@ def verify_queues(ctx: dict, t: dict) -> dict:
                     out.append(problem(rel, min(m["valid_bytes"], n * CQ_UNIT_SIZE),
                                        f"{n} units on disk, manifest says {m['valid_bytes'] // CQ_UNIT_SIZE}"))
                 elif m["checksum"] and m["checksum"] != sha:
-                    out.append(problem(rel, 0, f"sha256 of bytes [0, {n * 20}) differs from the manifest "
+                    out.append(problem(rel, 0, f"sha256 of bytes [0, {n * CQ_UNIT_SIZE}) differs from the manifest "
                                                f"(batch {m['batch_id']})"))
                 if m["base_offset"] != base:
                     out.append(problem(rel, 0, f"manifest base_offset {m['base_offset']} but the name says {base}"))
+                if m.get("count") is not None and m["count"] != n:
+                    out.append(problem(rel, 0, f"{n} units, manifest count says {m['count']}"))
+                if m.get("file_size") is not None and m["file_size"] != fd.size:
+                    out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
             if look is not None and n:
                 _deep_units(look, cfg, rel, topic, qid, first_q, phys, size, u["tags"].astype(np.int64),
                             ctx["min_phy"], out)
@@ -423,30 +443,11 @@ def verify_queues(ctx: dict, t: dict) -> dict:
 
 
 def _leading_units(fd: FileData, n_all: int) -> int:
+    """A broker's view of the last file of a queue: units before the first one not in use
+    (``consumequeue.valid_units``, RocketMQ's linear recovery walk)."""
     if n_all == 0:
         return 0
-    # binary search on "unit i is a message" (units are written in order), then confirm linearly
-    u = fd.buf[: n_all * CQ_UNIT_SIZE].view(CQ_DTYPE)
-
-    def ok(i):
-        return u["phys"][i] >= 0 and u["size"][i] > 0
-
-    if not ok(0):
-        return 0
-    if ok(n_all - 1):
-        lo = n_all - 1
-    else:
-        lo, hi = 0, n_all - 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
-    # the scan in the broker is linear: stop at the first bad unit before lo as well
-    head = u[: lo + 1]
-    bad = np.flatnonzero((head["phys"] < 0) | (head["size"] <= 0))
-    return int(bad[0]) if len(bad) else lo + 1
+    return consumequeue.valid_units(fd.buf[: n_all * CQ_UNIT_SIZE])
 
 
 def _deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, out):
@@ -458,7 +459,7 @@ def _deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, 
     for j in np.flatnonzero(~ok):
         if shown < MAX_PROBLEMS_PER_FILE:
             i = int(live[j])
-            out.append(problem(rel, i * 20, f"unit -> commitlog {phys[i]}: {reason[j]}"))
+            out.append(problem(rel, i * CQ_UNIT_SIZE, f"unit -> commitlog {phys[i]}: {reason[j]}"))
             shown += 1
     if table is None:
         return
@@ -493,13 +494,13 @@ def _deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, 
         if tran_bad[k]:
             errs.append("record is PREPARED/ROLLBACK (never in a consume queue)")
         if errs:
-            out.append(problem(rel, i * 20, f"unit -> commitlog {phys[i]}: " + "; ".join(errs)))
+            out.append(problem(rel, i * CQ_UNIT_SIZE, f"unit -> commitlog {phys[i]}: " + "; ".join(errs)))
             shown += 1
 
 
 # ---------------------------------------------------------------------------- index files
 def verify_index(ctx: dict, t: dict) -> dict:
-    store = storage.Store(ctx["store"])
+    store = _store(ctx)
     cfg = StoreConfig.from_json(ctx["config"])
     rel = t["path"]
     m = t.get("manifest")
@@ -514,14 +515,16 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if fd.size < INDEX_HEADER_SIZE:
         out.append(problem(rel, 0, "no index header"))
         return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
-    import struct
-    bt, et, bp, ep, hsc, ic = struct.unpack(">qqqqii", bytes(fd.buf[:INDEX_HEADER_SIZE]))
-    header = {"begin_timestamp": bt, "end_timestamp": et, "begin_phy_offset": bp, "end_phy_offset": ep,
-              "hash_slot_count": hsc, "index_count": ic}
-    slots_at = INDEX_HEADER_SIZE
-    ent_at = INDEX_HEADER_SIZE + cfg.maxHashSlotNum * 4
+    hdr = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE]))
+    bt, et, bp, ep, hsc, ic = hdr
+    header = hdr.to_dict()
+    slots_at = indexfile.slot_offset(0)
+    ent_at = indexfile.entries_offset(cfg)
+
+    def e_at(p) -> int:                           # byte offset of entry position p
+        return ent_at + int(p) * INDEX_ENTRY_SIZE
     if not 1 <= ic <= cfg.maxIndexNum:
-        out.append(problem(rel, 36, f"indexCount {ic} outside [1, {cfg.maxIndexNum}]"))
+        out.append(problem(rel, indexfile.HEADER_INDEX_COUNT, f"indexCount {ic} outside [1, {cfg.maxIndexNum}]"))
         ic = max(1, min(ic, cfg.maxIndexNum))
     valid = ent_at + ic * INDEX_ENTRY_SIZE
     avail = max(0, min(fd.size, full))
@@ -530,7 +533,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
         ic = max(1, (avail - ent_at) // INDEX_ENTRY_SIZE) if avail > ent_at else 1
         valid = min(valid, avail)
     nslots = cfg.maxHashSlotNum
-    slots = fd.buf[slots_at:slots_at + nslots * 4].view(">i4").astype(np.int64) if avail >= ent_at \
+    slots = indexfile.decode_slots(fd.buf, nslots, slots_at).astype(np.int64) if avail >= ent_at \
         else np.zeros(0, np.int64)
     ents = fd.buf[ent_at:ent_at + ic * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
@@ -542,29 +545,30 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if n > 1:
         bad = np.flatnonzero((prev[1:] < 0) | (prev[1:] >= pos[1:])) + 1
         for i in bad[:MAX_PROBLEMS_PER_FILE]:
-            out.append(problem(rel, ent_at + int(i) * 20 + 16, f"entry {i}: prevPos {prev[i]} does not point to an "
-                                                               "earlier entry"))
+            out.append(problem(rel, e_at(i) + indexfile.ENTRY_PREV_POS,
+                               f"entry {i}: prevPos {prev[i]} does not point to an earlier entry"))
         neg = np.flatnonzero(hashes[1:] < 0) + 1
         for i in neg[:MAX_PROBLEMS_PER_FILE]:
-            out.append(problem(rel, ent_at + int(i) * 20, f"entry {i}: keyHash {hashes[i]} is negative"))
+            out.append(problem(rel, e_at(i), f"entry {i}: keyHash {hashes[i]} is negative"))
         heads = int((prev[1:] == 0).sum())
         if heads != hsc:
-            out.append(problem(rel, 32, f"hashSlotCount {hsc}, but {heads} entries start a chain"))
+            out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT,
+                               f"hashSlotCount {hsc}, but {heads} entries start a chain"))
         if bp != ephys[1] or ep != ephys[n - 1]:
-            out.append(problem(rel, 16, f"begin/endPhyOffset {bp}/{ep}, entries give {ephys[1]}/{ephys[n - 1]}"))
+            out.append(problem(rel, indexfile.HEADER_BEGIN_PHY_OFFSET,
+                               f"begin/endPhyOffset {bp}/{ep}, entries give {ephys[1]}/{ephys[n - 1]}"))
         # Every entry must be reachable from exactly one slot head, and hash to that slot.
         slot_of = np.full(n, -1, dtype=np.int64)
         heads_pos = np.flatnonzero((slots > 0))
         badslot = heads_pos[slots[heads_pos] >= n]
         for sidx in badslot[:MAX_PROBLEMS_PER_FILE]:
-            out.append(problem(rel, slots_at + int(sidx) * 4, f"slot {sidx} points to entry {slots[sidx]}, "
-                                                              f"beyond indexCount {ic}"))
+            out.append(problem(rel, indexfile.slot_offset(int(sidx)),
+                               f"slot {sidx} points to entry {slots[sidx]}, beyond indexCount {ic}"))
         for sidx in heads_pos[slots[heads_pos] < n]:
             p = int(slots[sidx])
             while p > 0:
                 if slot_of[p] >= 0:
-                    out.append(problem(rel, ent_at + p * 20, f"entry {p} is in two chains (slots {slot_of[p]} "
-                                                             f"and {sidx})"))
+                    out.append(problem(rel, e_at(p), f"entry {p} is in two chains (slots {slot_of[p]} and {sidx})"))
                     break
                 slot_of[p] = sidx
                 if prev[p] >= p or prev[p] < 0:
@@ -573,17 +577,17 @@ def verify_index(ctx: dict, t: dict) -> dict:
         reach = slot_of[1:]
         unreached = np.flatnonzero(reach < 0) + 1
         for i in unreached[:MAX_PROBLEMS_PER_FILE]:
-            out.append(problem(rel, ent_at + int(i) * 20, f"entry {i} is not reachable from any slot"))
+            out.append(problem(rel, e_at(i), f"entry {i} is not reachable from any slot"))
         wrong = np.flatnonzero((reach >= 0) & (hashes[1:] % nslots != reach)) + 1
         for i in wrong[:MAX_PROBLEMS_PER_FILE]:
-            out.append(problem(rel, ent_at + int(i) * 20, f"entry {i}: keyHash {hashes[i]} belongs to slot "
+            out.append(problem(rel, e_at(i), f"entry {i}: keyHash {hashes[i]} belongs to slot "
                                                           f"{hashes[i] % nslots}, found in the chain of slot "
                                                           f"{slot_of[i]}"))
     elif hsc != 0:
-        out.append(problem(rel, 32, f"hashSlotCount {hsc} in a file without entries"))
+        out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT, f"hashSlotCount {hsc} in a file without entries"))
     if n <= 1 and len(slots) and np.any(slots != 0):
         i = int(np.flatnonzero(slots)[0])
-        out.append(problem(rel, slots_at + i * 4, "slot set in a file without entries"))
+        out.append(problem(rel, indexfile.slot_offset(i), "slot set in a file without entries"))
     nz = fd.first_nonzero(valid, fd.size)
     if nz is not None:
         out.append(problem(rel, nz, f"non-zero byte after the last entry ({valid})"))
@@ -596,6 +600,10 @@ def verify_index(ctx: dict, t: dict) -> dict:
         mh = json.loads(m["detail"] or "{}").get("header")
         if mh and mh != header:
             out.append(problem(rel, 0, f"header {header} differs from the manifest's {mh}"))
+        if m.get("count") is not None and m["count"] != ic - 1:
+            out.append(problem(rel, 0, f"{ic - 1} entries, manifest count says {m['count']}"))
+        if m.get("file_size") is not None and m["file_size"] != fd.size:
+            out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
     if ctx["deep"] and n > 1:
         _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out)
     facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha)
@@ -603,7 +611,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
 
 
 def _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
-    look = SegmentLookup(storage.Store(ctx["store"]), ctx["segments"], cfg.mappedFileSizeCommitLog)
+    look = SegmentLookup(_store(ctx), ctx["segments"], cfg.mappedFileSizeCommitLog)
     pos = np.arange(1, len(ephys))
     live = pos[ephys[1:] >= ctx["min_phy"]]
     shown = 0
@@ -611,7 +619,7 @@ def _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
         ok, reason, table, inv = look.records(ephys[live])
         for j in np.flatnonzero(~ok)[:MAX_PROBLEMS_PER_FILE]:
             p = int(live[j])
-            out.append(problem(rel, ent_at + p * 20, f"entry {p} -> commitlog {ephys[p]}: {reason[j]}"))
+            out.append(problem(rel, e_at(p), f"entry {p} -> commitlog {ephys[p]}: {reason[j]}"))
             shown += 1
         if table is not None:
             okj = np.flatnonzero(ok)
@@ -650,10 +658,11 @@ def _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
                                 f"({sorted(set(codec.index_key_hash(mine).tolist()))})")
                 if td_bad[k]:
                     errs.append(f"timeDiff {tdiff[p]}, record time gives {int(want[k])}")
-                out.append(problem(rel, ent_at + p * 20, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
+                out.append(problem(rel, e_at(p), f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
                 shown += 1
     # header times against the records at begin/endPhyOffset
-    for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", 16), ("end_phy_offset", "end_timestamp", 24)):
+    for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", indexfile.HEADER_BEGIN_TIMESTAMP),
+                                  ("end_phy_offset", "end_timestamp", indexfile.HEADER_END_TIMESTAMP)):
         phy = header[off_name]
         if phy < ctx["min_phy"]:
             continue
@@ -661,7 +670,7 @@ def _deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
         if ok[0]:
             ts = int(table["store_timestamp"].to_numpy()[inv[0]])
             if ts != header[ts_name]:
-                out.append(problem(rel, at - 16, f"{ts_name} {header[ts_name]}, record at {off_name} {phy} "
+                out.append(problem(rel, at, f"{ts_name} {header[ts_name]}, record at {off_name} {phy} "
                                                  f"was stored at {ts}"))
 
 
@@ -739,7 +748,7 @@ def _sort_key(p: str):
 def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | None, deep: bool,
          queues_per_task: int = 16):
     """(ctx, tasks, driver problems)."""
-    from .query import StoreFiles
+    from .storefiles import StoreFiles
     problems: list = []
     F = config.mappedFileSizeCommitLog
     has_manifest = snap is not None and snap.batch is not None
@@ -753,14 +762,26 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
         if rel not in disk_idx:
             problems.append(problem(rel, 0, "unexpected file in an index subdirectory"))
     if has_manifest:
-        rows = snap.files
-        segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+        # rows readers cannot use (garbage values) are reported and left out of the checks below
+        from .storefiles import row_problem
+        rows = {}
+        for path, r in sorted(snap.files.items()):
+            p = row_problem(r, config)
+            if p:
+                problems.append(problem(path, 0, f"{p} (batch {r.get('batch_id')})"))
+            else:
+                rows[path] = r
+
+        def of_kind(kind):
+            return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
+
+        segs = sorted(of_kind("commitlog"), key=lambda r: r["base_offset"])
         cl = [(r["path"], r["base_offset"], r["valid_bytes"], r) for r in segs]
         cqs: dict = {}
-        for r in snap.of_kind("consumequeue"):
+        for r in of_kind("consumequeue"):
             cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
-        idx = [(r["path"], r) for r in sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
-        known = set(rows)
+        idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
+        known = set(snap.files)
         for rel in disk_cl + disk_cq + disk_idx:
             if rel not in known:
                 problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
@@ -855,13 +876,15 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    nz = np.flatnonzero(np.frombuffer(data[40:], dtype=np.uint8))
+    nz = np.flatnonzero(np.frombuffer(data[ckpt.LAYOUT_SIZE:], dtype=np.uint8))
     if len(nz):
-        out.append(problem(rel, 40 + int(nz[0]), "non-zero byte after the five checkpoint values"))
+        out.append(problem(rel, ckpt.LAYOUT_SIZE + int(nz[0]), "non-zero byte after the five checkpoint values"))
     if has_manifest:
         c = ckpt.Checkpoint.from_bytes(data)
         b = snap.batch
-        for name, at in (("physic_msg_timestamp", 0), ("logics_msg_timestamp", 8), ("index_msg_timestamp", 16)):
+        for name, at in (("physic_msg_timestamp", ckpt.POS_PHYSIC_MSG_TIMESTAMP),
+                         ("logics_msg_timestamp", ckpt.POS_LOGICS_MSG_TIMESTAMP),
+                         ("index_msg_timestamp", ckpt.POS_INDEX_MSG_TIMESTAMP)):
             if getattr(c, name) != b[name]:
                 out.append(problem(rel, at, f"{name} {getattr(c, name)}, checkpoint table (batch {b['batch_id']}) "
                                             f"says {b[name]}"))
@@ -870,6 +893,9 @@ def check_checkpoint(store: storage.Store, snap) -> list:
             out.append(problem(rel, 0, "the manifest has no row for the checkpoint file"))
         elif row["checksum"] and hashlib.sha256(data).hexdigest() != row["checksum"]:
             out.append(problem(rel, 0, "sha256 differs from the manifest"))
+        if row is not None and (row.get("file_size"), row.get("valid_bytes")) != (size, size):
+            out.append(problem(rel, 0, f"file size {size}, manifest says file_size {row.get('file_size')}, "
+                                       f"valid_bytes {row.get('valid_bytes')}"))
     return out
 
 
@@ -879,11 +905,35 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     from .inspection import resolve_snapshot, snapshot_config
     t0 = time.time()
     store = storage.Store(store_uri)
-    if snap is None and use_manifest:
-        snap = resolve_snapshot(store, as_of_batch, version)
+    meta: list = []                          # the Delta tables' own damage
+    unreadable = False
+    if use_manifest:
+        for table in (manifest.MANIFEST_DIR, manifest.CHECKPOINTS_DIR):
+            try:
+                meta += [problem(*p) for p in deltalog.log_problems(store, table)]
+            except (StoreError, OSError) as e:
+                meta.append(problem(f"{table}/_delta_log", 0, f"cannot be read: {e}"))
+        if snap is None:
+            try:
+                snap = resolve_snapshot(store, as_of_batch, version)
+            except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
+                line = str(e) if isinstance(e, CorruptStore) else problem(manifest.MANIFEST_DIR, 0, str(e))
+                if line not in meta:
+                    meta.append(line)
+                snap, unreadable = None, True
     has_manifest = snap is not None and snap.batch is not None
-    cfg = snapshot_config(snap, config) if has_manifest else (config or StoreConfig())
+    if has_manifest:
+        cfg = snapshot_config(snap, config)
+    elif unreadable:
+        from .storefiles import infer_config
+        try:
+            cfg = infer_config(store, config)
+        except ValueError:
+            cfg = config or StoreConfig()
+    else:
+        cfg = config or StoreConfig()
     ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
+    problems = meta + list(problems)
     if spark is not None and tasks:
         sc = spark.sparkContext
         bctx = sc.broadcast(ctx)
@@ -891,7 +941,8 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         results = sc.parallelize(parts, len(parts)).flatMap(
             lambda units: [run_task(bctx.value, t) for t in units]).collect()
     else:
-        results = [run_task(ctx, t) for t in tasks]
+        local = dict(ctx, _store=store)      # in process: one Store (and its checked paths) for all tasks
+        results = [run_task(local, t) for t in tasks]
     facts = []
     rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
     for r in results:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import golden_set
-from storelib import codec, inputs, kernels
+from storelib import codec, inputs, kernels, properties
 from storelib.codec import InputError
 from storelib.config import StoreConfig
 
@@ -590,7 +590,7 @@ def test_rule11_properties_verbatim_and_parse_semantics():
         _, tags, keys = ref_dispatch(msgs[i])
         assert int(pm.tags_code[i]) == tags, s
         assert entries[i] == keys, s
-        assert codec.parse_properties_string(s) == ref_parse_props(s)
+        assert properties.parse_properties_string(s) == ref_parse_props(s)
     assert ref_parse_props(cases[3]) == {"KEYS": "a\x01b"}
     assert entries[3] == [ref_index_hash("TopicA#a\x01b")]
     assert int(pm.tags_code[1]) == ref_java_hash("second")
@@ -740,13 +740,17 @@ def test_encode_decode_round_trip(msgs, base, crc):
 
 @SETTINGS
 @given(st.lists(st.text(alphabet=st.sampled_from("\x01\x02abTAGSKEY😀 "), max_size=24), min_size=1, max_size=6))
-def test_property_values_match_java_parser(strings):
-    got = codec.property_values(pa.array(strings, pa.large_string()), ("TAGS", "KEYS", "a", "b", "😀"))
+def test_property_parsers_match_java_parser(strings):
+    wanted = ("TAGS", "KEYS", "a", "b", "😀")
+    got = properties.property_values(pa.array(strings, pa.large_string()), wanted)
+    mapped, extra = properties.parse_properties(pa.array(strings, pa.string()), wanted)
     for i, s in enumerate(strings):
         ref = ref_parse_props(s)
         for name, col in got.items():
             assert col[i].as_py() == ref.get(name), (s, name)
-        assert codec.parse_properties_string(s) == ref
+            assert extra[name][i].as_py() == ref.get(name), (s, name)
+        assert dict(mapped[i].as_py()) == ref
+        assert properties.parse_properties_string(s) == ref
 
 
 @SETTINGS

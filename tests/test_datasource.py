@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from storelib.codec import parse_properties_string
+from storelib.properties import parse_properties_string
 
 SMALL = os.path.join(GOLDEN, "small-roll")
 

@@ -52,7 +52,8 @@ def test_one_commit_with_remove_rows_and_expire_checkpoint(expired):
     prev = snap.batches[0]
     for k in ("max_phy_offset", "queue_offsets", "total_messages", "physic_msg_timestamp", "config"):
         assert b[k] == prev[k]
-    rows = [r for r in manifest._read_rows(manifest._open(st, manifest.MANIFEST_DIR)) if r["batch_id"] == b["batch_id"]]
+    rows = [r for r in manifest.read_rows(manifest.open_table(st, manifest.MANIFEST_DIR))
+            if r["batch_id"] == b["batch_id"]]
     assert len(rows) == 39 and all(r["action"] == "remove" for r in rows)
     assert all({"reason", "when"} <= set(json.loads(r["detail"])) for r in rows)
     hist = [h for h in manifest.history(st) if h["rocketlake_operation"] == "expire"]

@@ -151,7 +151,7 @@ def test_reencoded_rows_equal_staged_records(tmp_path, crc):
     """A segment-writer attempt that finds a split's staged records deleted (an earlier attempt
     wrote them into their segment) encodes the rows again from the input: the same bytes."""
     import numpy as np
-    from storelib import ingest, topics
+    from storelib import encode_stage, topics
     from storelib.config import StoreConfig
     cfg = StoreConfig(enabledAppendPropCRC=crc)
     src = os.path.join(golden_set("small-roll"), "messages.jsonl")
@@ -161,10 +161,10 @@ def test_reencoded_rows_equal_staged_records(tmp_path, crc):
            "queue_by": None, "default_store_ts": 1}
     st = storage.Store(ctx["store"])
     for s in splits:
-        r = ingest.encode_split(ctx, s.to_dict())
+        r = encode_stage.encode_split(ctx, s.to_dict())
         staged = np.frombuffer(st.read(r["records_path"]), np.uint8)
         sizes = np.load(st.path(r["meta_path"]))["sizes"].astype(np.int64)
         ends = np.cumsum(sizes)
         for r0, r1 in [(0, r["count"]), (1, r["count"] // 2), (r["count"] // 3, r["count"])]:
-            again = ingest._reencoded(ctx, cfg, s.index, r0, r1)
+            again = encode_stage.reencode_rows(ctx, cfg, s.index, r0, r1)
             assert again.tobytes() == staged[ends[r0] - sizes[r0]:ends[r1 - 1]].tobytes()

@@ -25,7 +25,7 @@ from conftest import ROOT, golden_set
 from opshelp import run, small_config, small_properties
 
 sys.path.insert(0, ROOT)
-from storelib import (adopt, codec, consumequeue, ingest, inputs, manifest, names, query,  # noqa: E402
+from storelib import (adopt, codec, consumequeue, encode_stage, ingest, inputs, manifest, names, query,  # noqa: E402
                       retention, storage, topics, verify)
 from storelib.storage import Store, StorePathError  # noqa: E402
 
@@ -119,7 +119,7 @@ def test_hostile_topic_in_encode_stage(tmp_path, topic, queue_id):
     src = write_lines(tmp_path / "in.jsonl", lines)
     store = str(tmp_path / "store")
     (split,) = inputs.plan_splits(src, "jsonl", 1)
-    r = ingest.encode_split(_ctx(store), split.to_dict())
+    r = encode_stage.encode_split(_ctx(store), split.to_dict())
     assert "errors" in r, r
     errs = r["errors"]
     assert any(e.startswith(f"{src} line 4: field 'topic': ") for e in errs), errs

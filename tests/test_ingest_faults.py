@@ -125,7 +125,7 @@ def check_consistent(store: str, batch_ids: list) -> None:
     for path, r in snap.files.items():
         assert hashlib.sha256(st.read(path, 0, r["valid_bytes"])).hexdigest() == r["checksum"], path
     # The visible rows: exactly one per file of each batch's attempt (no duplicates).
-    mf = manifest._read_rows(manifest._open(st, manifest.MANIFEST_DIR))
+    mf = manifest.read_rows(manifest.open_table(st, manifest.MANIFEST_DIR))
     ck = {b["batch_id"]: b for b in snap.batches}
     live = [r for r in mf if r["batch_id"] in ck and r["attempt_id"] == ck[r["batch_id"]]["attempt_id"]]
     keys = [(r["batch_id"], r["path"]) for r in live]
@@ -209,7 +209,8 @@ def test_executor_kill_is_retried(work, tmp_path, point):
 
 def _reader_answers(store: str) -> str:
     from storelib.config import load_config
-    from storelib.query import StoreFiles, StoreReader
+    from storelib.query import StoreReader
+    from storelib.storefiles import StoreFiles
     cfg = load_config(None, SMALL)
     r = StoreReader(store, cfg, files=StoreFiles.from_snapshot(store, config=cfg))
     out = {"max": r.get_max_phy_offset(), "min": r.get_min_phy_offset()}
@@ -249,7 +250,7 @@ def test_concurrent_writers_one_commits_the_other_leaves_no_trace(work, tmp_path
         assert "concurrent writer" in r.stderr and "'B'" in r.stderr
         assert files_state(store) == files_during and snapshot_state(store) == snap_during
         assert set(st.list_files(manifest.STAGING_DIR)) == staged      # nothing of L, W's intact
-        mf = manifest._read_rows(manifest._open(st, manifest.MANIFEST_DIR))
+        mf = manifest.read_rows(manifest.open_table(st, manifest.MANIFEST_DIR))
         assert not [x for x in mf if x["batch_id"] == "L"]
     finally:
         gate.write_text("go")

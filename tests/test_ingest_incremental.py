@@ -259,7 +259,8 @@ def test_readers_of_the_previous_snapshot_keep_working(spark, golden_lines, tmp_
     """A batch rewrites the last segment / consume queue / index files in place (atomic rename);
     a reader of the previous snapshot trusts only what its manifest says is valid, so its answers
     do not change."""
-    from storelib.query import StoreFiles, StoreReader
+    from storelib.query import StoreReader
+    from storelib.storefiles import StoreFiles
     store = str(tmp_path / "store")
     run_ingest(spark, store, write_lines(tmp_path / "a.jsonl", golden_lines[:230]), "jsonl", CFG,
                batch_id="a", quiet=True, topics=NO_TOPICS)

@@ -81,14 +81,14 @@ def test_conditional_commits_let_exactly_one_writer_win(tmp_path):
     rows[0]["batch_seq"] = ck["batch_seq"] = 2
     with pytest.raises(ConcurrentWriteError):
         manifest.commit(st, snap2.versions, rows, ck)
-    mf = manifest._read_rows(manifest._open(st, manifest.MANIFEST_DIR))
+    mf = manifest.read_rows(manifest.open_table(st, manifest.MANIFEST_DIR))
     assert sorted(r["batch_id"] for r in mf) == ["second", "winner"]
 
 
 def test_progress_line_reports_tasks_segments_and_rate():
     """Progress polls sc.statusTracker() (no SparkListener): tasks done, segments, msgs/s."""
     from types import SimpleNamespace
-    from storelib.ingest import Progress
+    from storelib.progress import Progress
 
     class Tracker:
         def getActiveStageIds(self):

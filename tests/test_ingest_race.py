@@ -151,7 +151,7 @@ def observe(uri: str, model: dict, light: bool = False) -> int:
     AssertionError naming what is not a whole committed prefix. ``light``: look up only the last
     message of every batch (each key lookup walks every index file: ~100 range reads)."""
     from storelib.query import open_store
-    from storelib.snapshot_files import StoreNotFound
+    from storelib.storefiles import StoreNotFound
     try:
         r = open_store(uri)
     except StoreNotFound:

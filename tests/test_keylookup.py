@@ -12,7 +12,7 @@ import pytest
 
 from conftest import GOLDEN
 from storelib import keylookup
-from storelib.codec import parse_properties_string
+from storelib.properties import parse_properties_string
 from storelib.query import open_store
 
 SMALL = os.path.join(GOLDEN, "small-roll")
@@ -129,7 +129,7 @@ def test_local_lookup_both_index_read_modes(golden, all_keys, monkeypatch, range
 def test_spark_lookup_on_dataframe_input_and_snapshot_limit(spark, golden, limit):
     """DataFrame input without begin/end (broadcast plan, too many keys for it, shuffle plan);
     an index snapshot limit hides newer entries."""
-    from storelib.query import IndexFileRef, StoreFiles
+    from storelib.storefiles import IndexFileRef, StoreFiles
     df = spark.createDataFrame([("metrics-raw", "hot-metrics-raw"), ("shipping", "hot-shipping"),
                                 ("shipping", "hot-shipping"), (None, "x")], "topic string, key string")
     res = keylookup.lookup_keys(spark, golden, df, broadcast_limit=limit).toArrow()
@@ -139,9 +139,9 @@ def test_spark_lookup_on_dataframe_input_and_snapshot_limit(spark, golden, limit
         + [m["commitlog_offset"] for m in reader.find_by_key("shipping", "hot-shipping").messages])
     # candidates of a file limited to its first entries
     ref = reader.files.index[-1]
-    h = reader._index_header(len(reader.files.index) - 1)
+    h = reader.index.header(len(reader.files.index) - 1)
     limited = IndexFileRef(ref.rel, h.index_count - 5, h._replace(index_count=h.index_count - 5))
-    hashes = np.unique(np.array([reader._entry(len(reader.files.index) - 1, p)[0] for p in range(1, h.index_count)],
+    hashes = np.unique(np.array([reader.index.entry(len(reader.files.index) - 1, p)[0] for p in range(1, h.index_count)],
                                 np.int32))
     full = keylookup.index_candidates(reader.store, reader.config, IndexFileRef(ref.rel), hashes)
     part = keylookup.index_candidates(reader.store, reader.config, limited, hashes)

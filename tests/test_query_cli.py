@@ -19,7 +19,7 @@ import pytest
 
 from conftest import GOLDEN, ROOT
 from storelib import querycli
-from storelib.codec import parse_properties_string
+from storelib.properties import parse_properties_string
 from storelib.config import StoreConfig
 from storelib.query import open_store
 

@@ -11,10 +11,13 @@ import pytest
 
 from opshelp import restore  # golden stores from any file listing
 from conftest import GOLDEN
-from storelib.codec import decode_one, java_hash, parse_properties_string
+from storelib.codec import decode_one, java_hash
+from storelib.properties import parse_properties_string
 from storelib.config import StoreConfig
-from storelib.query import (IndexFileRef, StoreFiles, StoreReader, _walk_records, answer_message,
-                            decode_message, index_key_hash, java_string_hash)
+from storelib.javahash import index_key_hash, java_string_hash
+from storelib.query import StoreReader
+from storelib.records import answer_message, decode_message
+from storelib.storefiles import IndexFileRef, StoreFiles, walk_records
 
 SETS = {
     "small-roll": "files.json",
@@ -94,7 +97,7 @@ def test_scan_equals_full_walk(readers, name):
     and every queue's valid unit count agrees with a linear scan of its last file."""
     r = readers(name)
     seg = r.files.commitlog[-1]
-    assert _walk_records(r.store, seg.rel, 0, r.config.mappedFileSizeCommitLog) == seg.valid
+    assert walk_records(r.store, seg.rel, 0, r.config.mappedFileSizeCommitLog) == seg.valid
     for files in r.files.consume_queues.values():
         f = files[-1]
         n, raw = 0, b""
@@ -113,8 +116,8 @@ def test_decoder_matches_codec(readers):
     r = readers("small-roll")
     puts = _load_jsonl(os.path.join(GOLDEN, "small-roll", "put_results.jsonl"))
     for p in random.Random(7).sample(puts, 60):
-        seg = r._cl_find(p["wrote_offset"])
-        raw = r.store.read(seg.rel, p["wrote_offset"] % r._cl_size, p["wrote_bytes"])
+        seg = r.commitlog.find(p["wrote_offset"])
+        raw = r.store.read(seg.rel, p["wrote_offset"] % r.config.mappedFileSizeCommitLog, p["wrote_bytes"])
         mine = decode_message(raw)
         theirs = decode_one(raw, 0)
         assert mine == theirs
@@ -135,7 +138,7 @@ def test_snapshot_index_limit(readers):
     """An index snapshot that stops before the newest entries hides them but keeps the older chain."""
     r = readers("small-roll")
     i = len(r.files.index) - 1
-    h = r._index_header(i)
+    h = r.index.header(i)
     assert h.index_count > 3
     limit = h.index_count - 2
     files = StoreFiles(config=r.config, commitlog=r.files.commitlog, consume_queues=r.files.consume_queues,
@@ -143,13 +146,13 @@ def test_snapshot_index_limit(readers):
     snap = StoreReader(r.store, r.config, files)
     hidden = set()
     for pos in range(limit, h.index_count):
-        hidden.add(r._entry(i, pos)[1])
+        hidden.add(r.index.entry(i, pos)[1])
     for pos in range(1, limit):
-        khash, phy, tdiff, prev = r._entry(i, pos)
+        khash, phy, tdiff, prev = r.index.entry(i, pos)
         out = []
-        snap._select_phy_offsets(i, out, khash, 10**6, 0, 2**63 - 1)
+        snap.index.select_phy_offsets(i, out, khash, 10**6, 0, 2**63 - 1)
         assert phy in out
-        assert not (set(out) & hidden - {e[1] for e in (r._entry(i, p) for p in range(1, limit))})
+        assert not (set(out) & hidden - {e[1] for e in (r.index.entry(i, p) for p in range(1, limit))})
 
 
 # --------------------------------------------------------------------------- exact variants

@@ -1,0 +1,69 @@
+"""Arrow column buffers: one contiguous array, large string/binary views, zero-copy numpy access.
+
+The codec, the properties parser and the input readers work on whole columns through these:
+a column is made one contiguous ``large_string`` / ``large_binary`` array, its value bytes and
+int64 offsets are read as numpy arrays without a copy, and kernel output (values + offsets) is
+wrapped back into an Arrow array without a copy.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["single_array", "as_large_string", "as_large_binary", "string_buffers", "binary_from_numpy",
+           "binary_lengths", "sorted_unique"]
+
+
+def single_array(arr) -> pa.Array:
+    """One contiguous Array; a ChunkedArray of one chunk is returned without a copy
+    (``combine_chunks`` copies even then)."""
+    if isinstance(arr, pa.ChunkedArray):
+        return arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
+    return arr
+
+
+def as_large_string(arr) -> pa.Array:
+    arr = single_array(arr)
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    return arr
+
+
+def as_large_binary(arr) -> pa.Array:
+    arr = single_array(arr)
+    if arr.type != pa.large_binary():
+        arr = arr.cast(pa.large_binary())
+    return arr
+
+
+def string_buffers(arr: pa.Array):
+    """(values uint8, offsets int64) of a large_string/large_binary array, honouring slicing."""
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=len(arr) + 1, offset=arr.offset * 8)
+    if bufs[2] is None:
+        data = np.zeros(0, np.uint8)
+    else:
+        data = np.frombuffer(bufs[2], dtype=np.uint8)
+    return data, offsets
+
+
+def binary_from_numpy(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A large_binary array over a numpy value buffer and int64 offsets (zero copy)."""
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                 [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(values)])
+
+
+def binary_lengths(arr) -> np.ndarray:
+    """Byte length of every value of a string or binary column."""
+    arr = as_large_binary(arr) if not pa.types.is_large_string(arr.type) else arr
+    _, offsets = string_buffers(single_array(arr))
+    return np.diff(offsets)
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique by sorting (numpy 2.3's hash-based np.unique is many times slower on millions of
+    distinct int64 values)."""
+    a = np.sort(np.asarray(a).reshape(-1))
+    if len(a) > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a

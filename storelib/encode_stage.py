@@ -1,0 +1,246 @@
+"""Stage 1 of an ingest, encode: one task per input split, and what the driver makes of them.
+
+The task (``encode_split``) reads its split, fills broker defaults (storelib.topics: queue ids
+by round robin / sharding key, store time), validates, encodes every record once (with
+placeholder placement) and stages two files under the attempt's staging directory:
+
+* ``split-<index>-<attempt>.records``: the encoded records, back to back;
+* ``split-<index>-<attempt>.npz``: the split's per-message facts (sizes, queue keys, round-robin
+  ranks, tags codes, store times, index entries and key hashes), read back by the planner
+  (``read_detail``, only for splits that straddle a segment boundary) and by the stage-3 tasks
+  (``load_split_facts`` / ``final_queues``, storelib.write_stage).
+
+It returns a small summary; the driver checks them (``check_scans``: bad input stops here,
+before any store file is written), places the round-robin rows (``round_robin_starts``) and
+turns them into the sequencer's ``SplitSummary`` (``split_summaries``).
+
+Also here: what identifies the input (``input_fingerprint``), the batch's default store time
+(``default_store_timestamp``) and ``reencode_rows``, which encodes rows again exactly as
+``encode_split`` staged them (for a stage-3 attempt that finds them already released).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow.compute as pc
+
+from . import codec, inputs, sequencer, storage
+from . import topics as topics_mod
+from .codec import InputError
+from .config import StoreConfig
+from .faults import fault
+from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
+
+__all__ = [
+    "input_fingerprint", "default_store_timestamp", "encode_split", "reencode_rows", "load_split_facts",
+    "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
+]
+
+
+# ---------------------------------------------------------------------------- the input
+def input_fingerprint(path: str, fmt: str, splits: list) -> str:
+    """Identity of the input: files, sizes and modification times (content hash for small files)."""
+    h = hashlib.sha256(fmt.encode())
+    for f in sorted({s.path for s in splits}):
+        fs, p = storage.filesystem(f)
+        info = fs.get_file_info(p)
+        h.update(f"{f}\0{info.size}\0".encode())
+        if info.size is not None and info.size <= (64 << 20):
+            with fs.open_input_file(p) as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+        else:
+            h.update(str(info.mtime_ns).encode())
+    return h.hexdigest()
+
+
+def default_store_timestamp(splits: list) -> int | None:
+    """The batch's store time for rows without store_timestamp and born_timestamp: the newest
+    modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
+    best = None
+    for f in sorted({s.path for s in splits}):
+        fs, p = storage.filesystem(f)
+        info = fs.get_file_info(p)
+        if info.mtime_ns is not None:
+            ms = info.mtime_ns // 1_000_000
+            best = ms if best is None else max(best, ms)
+    return best
+
+
+# ---------------------------------------------------------------------------- the task
+def _queue_keys(pm: codec.PreparedMessages):
+    """(codes, keys): per message an int code of (topic, queue_id), and the distinct keys."""
+    tenc = pc.dictionary_encode(pm.topic)
+    tidx = tenc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    combo = tidx * (2**32) + pm.queue_id.astype(np.int64)
+    uniq, codes = np.unique(combo, return_inverse=True)
+    topics = tenc.dictionary.to_pylist()
+    keys = [(topics[int(u // 2**32)], int(u % 2**32)) for u in uniq]
+    return codes.astype(np.int32), keys
+
+
+def encode_split(ctx: dict, split_dict: dict) -> dict:
+    """Stage 1 task: read one split, fill broker defaults, validate, encode; stage its records
+    and its per-message facts; return its summary for the sequencer.
+
+    The records are encoded before they are placed: QUEUEID (of round-robin rows), QUEUEOFFSET
+    and PHYSICALOFFSET are placeholders the segment writer patches (``kernels.patch_placement``),
+    and with enabledAppendPropCRC the CRC digits are filled in there too. Every other byte is
+    final, so the input is read and encoded once.
+    """
+    fault("encode-split")
+    split = inputs.split_from_dict(split_dict)
+    cfg = StoreConfig.from_json(ctx["config"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    table = None
+    try:
+        table, label = inputs.read_split(split)
+        filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
+        pm = codec.prepare(filled.table, cfg, label)
+    except InputError as e:
+        rows = table.num_rows if table is not None else getattr(e, "rows", None)
+        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
+    codes, keys = _queue_keys(pm)
+    rr = filled.rr_topic >= 0
+    # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
+    # -2 marks them (NOT/COMMIT), -1 marks PREPARED/ROLLBACK rows (no queue offset).
+    qcode = np.where(pm.cq_eligible, np.where(rr, -2, codes), -1).astype(np.int32)
+    counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
+    entries = pm.index_counts.astype(np.int32)
+    store = storage.Store(ctx["store"])
+    # Per attempt: a retried or speculative task never rewrites a file the driver may read.
+    base = f"{ctx['staging']}/splits/split-{split.index:06d}-{attempt_tag()}"
+    records_path, meta_path = base + ".records", base + ".npz"
+    runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
+    unplaced = np.zeros(pm.n, np.int64)
+    threads = writer_threads()
+
+    def encoded(pool):
+        jobs = (lambda r=r: codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, rows=r, fill_crc=False)
+                for r in runs)
+        for j, records in enumerate(in_order(pool, jobs, threads + 1)):
+            if j == len(runs) // 2:
+                fault("mid-records-write")
+            yield records
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        records_bytes = store.write_file(records_path, encoded(pool))
+    buf = io.BytesIO()
+    np.savez(buf, sizes=pm.sizes.astype(np.int32), qkey=qcode, entries=entries, queue_id=pm.queue_id,
+             qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,
+             rr_topics=np.array(json.dumps(filled.rr_topics)), tags=pm.tags_code, ts=pm.store_timestamp,
+             imsg=pm.index_msg.astype(np.int32), ihash=pm.index_hash)
+    store.write_file(meta_path, [buf.getvalue()])
+    with_entries = np.flatnonzero(entries > 0)
+    cq_rows = np.flatnonzero(pm.cq_eligible)
+    ts = pm.store_timestamp
+    return {
+        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
+        "records_path": records_path, "records_bytes": records_bytes,
+        "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
+        "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
+        "entries": int(entries.sum()),
+        "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,
+        "first_store_ts": int(ts[0]) if pm.n else None,
+        "last_store_ts": int(ts[-1]) if pm.n else 0,
+        "last_cq_store_ts": int(ts[cq_rows[-1]]) if len(cq_rows) else None,
+        "min_store_ts": int(ts.min()) if pm.n else None,
+        "max_store_ts": int(ts.max()) if pm.n else None,
+    }
+
+
+def reencode_rows(ctx: dict, cfg: StoreConfig, si: int, r0: int, r1: int) -> np.ndarray:
+    """Rows r0..r1 of split ``si`` encoded again from the input, exactly as ``encode_split``
+    staged them (for an attempt that finds a split's staged records already deleted)."""
+    split = inputs.split_from_dict(ctx["splits"][si])
+    table, label = inputs.read_split(split)
+    filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), None,
+                             ctx.get("default_store_ts"), label)
+    pm = codec.prepare(filled.table.slice(r0, r1 - r0), cfg, lambda i: label(r0 + i))
+    unplaced = np.zeros(pm.n, np.int64)
+    return codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, fill_crc=False)
+
+
+# ---------------------------------------------------------------------------- staged facts
+def load_split_facts(store: storage.Store, path: str):
+    return np.load(io.BytesIO(store.read(path)))
+
+
+def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
+    """(qcode, keys, queue_id) of a split once its round-robin rows are placed: queue =
+    (the topic's position at the split start + rank) % writeQueueNums (storelib.topics)."""
+    keys = [tuple(k) for k in json.loads(str(meta["qkeys"]))]
+    qcode = meta["qkey"].astype(np.int32)
+    queue_id = meta["queue_id"].astype(np.int32)
+    rr_rows = np.flatnonzero(meta["rr_topic"] >= 0)
+    if len(rr_rows):
+        rr_topics = json.loads(str(meta["rr_topics"]))
+        t = meta["rr_topic"][rr_rows].astype(np.int64)
+        nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
+        start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)
+        q = (start[t] + meta["rr_rank"][rr_rows]) % nq[t]
+        queue_id[rr_rows] = q
+        elig = qcode[rr_rows] == -2
+        uniq, inv = np.unique(t[elig] * (2**32) + q[elig], return_inverse=True)
+        index_of = {k: i for i, k in enumerate(keys)}
+        codes = []
+        for u in uniq.tolist():            # one per round-robin topic/queue, not per message
+            k = (rr_topics[u >> 32], u & 0xFFFFFFFF)
+            if k not in index_of:
+                index_of[k] = len(keys)
+                keys.append(k)
+            codes.append(index_of[k])
+        qcode[rr_rows[elig]] = np.asarray(codes, np.int32)[inv]
+    return qcode, keys, queue_id
+
+
+def read_detail(store: storage.Store, path: str, rr_start: dict | None = None,
+                 tcfg: "topics_mod.Topics | None" = None) -> sequencer.SplitDetail:
+    meta = load_split_facts(store, path)
+    qcode, keys, _ = final_queues(meta, rr_start, tcfg)
+    return sequencer.SplitDetail(sizes=meta["sizes"], qkey=qcode, qkeys=keys, entries=meta["entries"])
+
+
+# ---------------------------------------------------------------------------- driver
+def check_scans(scans: list, splits: list) -> None:
+    """InputError with the problems every split found (lines labelled as in the input), if any."""
+    problems, total = [], 0
+    for r in scans:
+        if "errors" in r:
+            problems.extend(r["errors"])
+            total += r["error_total"]
+    if problems:
+        rows = {r["index"]: r.get("count", r.get("rows")) for r in scans}
+        raise InputError(inputs.resolve_line_labels(problems, splits, rows), total)
+
+
+def split_summaries(scans: list, tcfg: "topics_mod.Topics", rr_starts: dict) -> list:
+    """The sequencer's view of every split: its counts, with its round-robin rows' queues placed."""
+    summaries = []
+    for r in scans:
+        qc = {(t, q): c for t, q, c in r["queue_counts"]}
+        for k, c in topics_mod.rr_queue_counts(tcfg, r.get("rr_topics", []), r.get("rr_residues", []),
+                                               rr_starts[str(r["index"])]).items():
+            qc[k] = qc.get(k, 0) + c
+        summaries.append(sequencer.SplitSummary(
+            index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
+            queue_counts=qc, entries=r["entries"],
+            last_entry_row=r["last_entry_row"], last_store_ts=r["last_store_ts"],
+            last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
+            max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]))
+    return summaries
+
+
+def round_robin_starts(scans: list, prev: dict) -> tuple[dict, dict]:
+    """Per split, each round-robin topic's position at its first row; and the positions after."""
+    pos = dict(prev)
+    starts = {}
+    for r in scans:
+        starts[str(r["index"])] = {t: pos.get(t, 0) for t in r.get("rr_topics", [])}
+        for t, c in zip(r.get("rr_topics", []), r.get("rr_total", [])):
+            pos[t] = pos.get(t, 0) + c
+    return starts, pos

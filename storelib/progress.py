@@ -1,0 +1,100 @@
+"""Driver-side progress of a long job: stage lines on stderr, a polling line while a Spark job
+runs, and (the same thread) the renewal of the writer lease (``manifest.WriterLease``).
+
+Used by ingest, adopt (``--from-store``) and expire.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from . import manifest
+
+__all__ = ["Progress"]
+
+
+class Progress:
+    """Driver-side progress: stage lines, and while a Spark job runs a line every ``interval``
+    seconds from a polling thread (``sc.statusTracker()``, no listener): tasks done of total,
+    segments written (estimated from the write stage's finished tasks) and msgs/s. The same thread renews
+    the writer lease."""
+
+    def __init__(self, quiet: bool = False, sc=None, interval: float = 5.0):
+        self.t0 = time.time()
+        self.quiet = quiet
+        self.sc = sc
+        self.interval = interval
+        self.lease = None
+        self._stage = None
+        self._stage_t0 = 0.0
+        self._stop = None
+        self._thread = None
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"[rocketlake {time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+    def warn(self, msg: str) -> None:
+        print(f"[rocketlake] warning: {msg}", file=sys.stderr, flush=True)
+
+    def stage(self, name: str | None, tasks: int = 0, **info) -> None:
+        """Start (name) or end (None) a Spark stage of the ingest; polling runs in between."""
+        import threading
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=10)
+            self._thread = None
+        self._stage = None
+        if name is None:
+            return
+        self._stage = dict(info, name=name, tasks=tasks)
+        self._stage_t0 = time.time()
+        if self.sc is None or (self.quiet and self.lease is None):
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="rocketlake-progress", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        last_beat = time.time()
+        while not self._stop.wait(min(self.interval, 5.0)):
+            if self.lease is not None and time.time() - last_beat >= manifest.LEASE_RENEW_S:
+                try:
+                    self.lease.renew()
+                except Exception as e:  # noqa: BLE001 - progress must never kill the job
+                    self.warn(f"could not renew the writer lease: {e}")
+                last_beat = time.time()
+            if not self.quiet:
+                try:
+                    self.say(self.line())
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def line(self) -> str:
+        st = self._stage or {}
+        tracker = self.sc.statusTracker()
+        done = total = 0
+        stages = []
+        for sid in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(sid)
+            if info is None:
+                continue
+            done += info.numCompletedTasks
+            total += info.numTasks
+            stages.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks "
+                          f"({info.numActiveTasks} running)")
+        el = time.time() - self._stage_t0
+        text = f"{st.get('name')}: " + ("; ".join(stages) if stages else "between stages")
+        if st.get("name") == "write" and st.get("segments"):
+            # the write job is one stage: its finished tasks
+            seg_tasks = max(1, st["tasks"])
+            ids = sorted(tracker.getActiveStageIds())
+            first = tracker.getStageInfo(ids[0]) if ids else None
+            if first is not None and first.numTasks == seg_tasks:
+                frac = first.numCompletedTasks / seg_tasks
+            else:
+                frac = 1.0 if ids else 0.0
+            segs = int(round(frac * st["segments"]))
+            rate = st.get("messages", 0) * frac / el if el > 0 else 0
+            text += f"; segments written ~{segs}/{st['segments']}, {rate:,.0f} msgs/s"
+        return text + f" [{el:.0f}s]"

@@ -1,0 +1,52 @@
+"""Executor-side plumbing every ingest task shares (stage 1 encode, stage 3 write).
+
+* ``attempt_tag``: a name unique to this task attempt, part of every staged path, so a retried
+  or speculative attempt never rewrites a file another attempt (or the driver) may read;
+* ``writer_threads`` / ``in_order``: a thread pool that runs compiled kernels, reads and writes
+  ahead of the consumer, in order and with bounded memory;
+* ``RUN_ROWS``: messages per unit of that pipelined work.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import uuid
+
+__all__ = ["RUN_ROWS", "attempt_tag", "writer_threads", "in_order"]
+
+RUN_ROWS = 200_000     # messages per unit of pipelined work (encode, read + patch) inside a task
+
+
+def attempt_tag() -> str:
+    try:
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+    except ImportError:
+        tc = None
+    if tc is None:
+        return f"local-{uuid.uuid4().hex[:8]}"
+    return f"s{tc.stageId()}-p{tc.partitionId()}-a{tc.attemptNumber()}-{uuid.uuid4().hex[:6]}"
+
+
+def writer_threads() -> int:
+    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or (os.cpu_count() or 1))
+
+
+def in_order(pool, jobs, window: int):
+    """Run ``jobs`` (callables) on ``pool``, at most ``window`` ahead of the consumer, and yield
+    their results in order: compiled kernels, reads and writes overlap while memory stays bounded."""
+    pending: collections.deque = collections.deque()
+    jobs = iter(jobs)
+    try:
+        for job in itertools.islice(jobs, window):
+            pending.append(pool.submit(job))
+        while pending:
+            out = pending.popleft().result()
+            job = next(jobs, None)
+            if job is not None:
+                pending.append(pool.submit(job))
+            yield out
+    finally:
+        for f in pending:
+            f.cancel()
