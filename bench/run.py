@@ -33,7 +33,7 @@ sys.path[0] = ROOT
 sys.path.insert(1, os.path.join(ROOT, "bench"))
 
 import datagen  # noqa: E402
-from storelib import codec, commitlog, config as cfgmod, inputs  # noqa: E402
+from storelib import codec, config as cfgmod, inputs  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
 ROWS: list = []
@@ -109,7 +109,7 @@ def bench_codec(n: int = 1_000_000, reps: int = 3):
         t_enc, buf = timed(codec.encode, pm, phys, qoff)
         enc.append((t_prep, t_enc))
         copy_t.append(timed(np.copy, buf)[0])
-        starts, _, _ = commitlog.record_starts(buf, 0, len(buf))
+        starts, _, _ = codec.record_starts(buf, 0, len(buf))
         t_dec, dec = timed(codec.decode_records, buf, 0, starts)
         assert dec.num_rows == n
         dec_t.append(t_dec)

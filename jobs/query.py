@@ -30,5 +30,7 @@ sys.path.insert(0, os.path.dirname(_JOBS))
 
 from storelib.querycli import main  # noqa: E402
 
+__all__ = ["main"]
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,7 @@ import os
 import time
 
 from . import checkpoint as ckpt
-from . import manifest, names, storage, verify
+from . import consumequeue, manifest, names, storage, verify
 from .config import StoreConfig
 from .progress import Progress
 
@@ -181,7 +181,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
             file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
             max_offset=f["max_offset"], checksum=f["checksum"],
             detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}), **key))
-        queue_next[(f["topic"], f["queue_id"])] = f["base_offset"] // 20 + f["count"]
+        queue_next[(f["topic"], f["queue_id"])] = f["base_offset"] // consumequeue.UNIT_SIZE + f["count"]
     for f in idxs:
         h = f["header"]
         rows.append(manifest.file_row(

@@ -145,6 +145,8 @@ _WRITER_MESSAGES = {
     "IngestError": "{e}",
     "AdoptError": "{e}",
     "StorePathError": "{e}",
+    "ExpireError": "{e}",
+    "StoreError": "the store is damaged, nothing was written: {e} (run jobs/inspect.py verify)",
 }
 
 

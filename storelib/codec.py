@@ -28,7 +28,6 @@ from .config import StoreConfig
 from .hosts import HostColumn, host_column, host_strings
 from .names import topic_problems
 from .properties import PROPERTY_SEP, delete_property, property_spans
-from .properties import parse_properties_string  # noqa: F401 - querycli.py still imports it from here
 
 __all__ = [
     # the record format
@@ -42,7 +41,7 @@ __all__ = [
     # encode
     "PreparedMessages", "prepare", "encode", "fill_crc_property",
     # decode
-    "gather_int", "decode_records", "decode_valid_records", "decode_message_id", "decode_one",
+    "record_starts", "gather_int", "decode_records", "decode_valid_records", "decode_message_id", "decode_one",
 ]
 
 allocator.tune()
@@ -495,6 +494,16 @@ DECODED_SCHEMA = pa.schema([
 ])
 
 
+def record_starts(buf: np.ndarray, start: int = 0, end: int | None = None):
+    """Positions of the records in a segment buffer; (starts, stop position, reason).
+
+    reason: 0 = reached ``end``, 1 = BLANK record at stop, 2 = zero size / bad magic at stop.
+    The walk is compiled (``kernels.walk_records``) over ``commitlog``'s layout constants.
+    """
+    end = len(buf) if end is None else end
+    return kernels.walk_records(buf, start, end)
+
+
 def gather_int(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed ints of ``width`` bytes at every position (int64 for 8, else int32)."""
     v = kernels.read_be(buf, pos, width)
@@ -609,10 +618,3 @@ def decode_one(buf, pos: int = 0) -> dict | None:
     t, ok = decode_valid_records(arr[pos:pos + size], 0, np.zeros(1, np.int64))
     return t.to_pylist()[0] if ok[0] else None
 
-
-# Old names other modules still reach through codec; they are not part of it (storelib/arrays.py,
-# storelib/properties.py). verify.py and tests/test_fuzz_readers.py are being edited by others:
-# drop these once they use arrays.as_large_string / arrays.string_buffers / codec.gather_int.
-_as_large_string = as_large_string
-_string_buffers = string_buffers
-_gather_int = gather_int

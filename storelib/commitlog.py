@@ -2,8 +2,9 @@
 
 Every writer and reader of commitlog bytes (kernels, codec, records/query, verify, rangescan,
 keylookup, inspection, hosts) takes offsets, sizes, magic codes and pack/parse helpers from here.
-This module is a leaf (standard library and numpy only at import time), so ``kernels`` can import
-its constants: in numba, module-level ints are compile-time constants.
+This module is a leaf (standard library and numpy only at import time, no function-local imports
+either), so ``kernels`` can import its constants: in numba, module-level ints are compile-time
+constants. The record walk over a segment buffer is therefore ``codec.record_starts``, not here.
 
 **Segments** (§1.1, §1.7). Directory ``commitlog/``; each file is exactly ``mappedFileSizeCommitLog``
 bytes and is named by the absolute offset of its first byte, 20 decimal digits (``file_name``).
@@ -16,7 +17,7 @@ if ``L + MIN_BLANK <= fileSize - pos`` (``fits``); otherwise an 8-byte BLANK rec
 
 and the message starts the next file at position 0. The rest of a closed file, and the tail of the
 last file, stay zero. A reader stops at a BLANK (next segment), a TOTALSIZE <= 0 or an unknown magic
-(end of data): ``record_starts``.
+(end of data): ``codec.record_starts`` (the compiled walk ``kernels.walk_records``).
 
 **Record** (§1.2). B = born host size, S = store host size (``HOST_V4_SIZE`` 8 / ``HOST_V6_SIZE``
 20, chosen by SYSFLAG bits ``FLAG_BORNHOST_V6`` 0x10 / ``FLAG_STOREHOST_V6`` 0x20); T = topic
@@ -69,7 +70,7 @@ Names defined here:
   ``parse_i32`` / ``parse_i64`` (one field), ``pack_topic_length``, ``pack_host`` / ``unpack_host``,
   ``Record`` / ``parse_record(buf, pos)`` (Java ``MessageDecoder.decode`` rules) / ``pack_record``,
   ``MSG_ID_V4_HEX_LENGTH``, ``make_msg_id`` / ``parse_msg_id`` (§1.9);
-* segments: ``DIR``, ``file_name``, ``rel_path``, ``record_starts``.
+* segments: ``DIR``, ``file_name``, ``rel_path``.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ import numpy as np
 
 __all__ = [
     # segments
-    "DIR", "file_name", "rel_path", "record_starts",
+    "DIR", "file_name", "rel_path",
     # magic codes and the SYSFLAG bits that choose host sizes
     "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6",
     # fixed part
@@ -211,16 +212,6 @@ def parse_blank(buf, pos: int = 0) -> int | None:
     """The length field of the BLANK record at ``pos``, or None if there is none."""
     size, magic = parse_size_magic(buf, pos)
     return size if magic == BLANK_MAGIC else None
-
-
-def record_starts(buf: np.ndarray, start: int = 0, end: int | None = None):
-    """Positions of the records in a segment buffer; (starts, stop position, reason).
-
-    reason: 0 = reached ``end``, 1 = BLANK record at stop, 2 = zero size / bad magic at stop.
-    """
-    from . import kernels         # kernels imports this module's constants
-    end = len(buf) if end is None else end
-    return kernels.walk_records(buf, start, end)
 
 
 # ---------------------------------------------------------------------------- variable parts

@@ -20,6 +20,8 @@ import re
 
 from .errors import CorruptStore
 
+__all__ = ["COMMIT", "CHECKPOINT", "ACTIONS", "log_problems", "corrupt"]
+
 COMMIT = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
 ACTIONS = {"commitInfo", "protocol", "metaData", "add", "remove", "txn", "cdc", "domainMetadata",

@@ -14,7 +14,7 @@ Size ``HEADER_SIZE + maxHashSlotNum*SLOT_SIZE + maxIndexNum*ENTRY_SIZE`` (``file
       @ENTRY_KEY_HASH 0 int32 keyHash   @ENTRY_PHY_OFFSET 4 int64 phyOffset
       @ENTRY_TIME_DIFF 12 int32 timeDiff (s)   @ENTRY_PREV_POS 16 int32 prevPos
 
-putKey (IndexFile.putKey), replayed here for a whole run of entries at once:
+putKey (IndexFile.putKey), replayed by ``indexfile_writer.IndexFileBuilder`` for a whole run of entries at once:
   keyHash = abs(javaHash(topic#key)) (MIN_VALUE -> 0); slot = keyHash % maxHashSlotNum;
   prevPos = slot value if 0 < value <= indexCount else 0;
   timeDiff = 0 if header.beginTimestamp <= 0 else clamp((ts - beginTimestamp) / 1000, 0, INT_MAX)
@@ -29,10 +29,11 @@ Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE`` (alias ``INDEX_HEADER_
 ``IndexHeader`` (NamedTuple: ``parse``/``from_bytes``, ``to_bytes``, ``to_dict``, ``inherited``),
 ``slot_offset``, ``entries_offset``, ``entry_offset``, ``file_size``, ``pack_entry`` /
 ``parse_entry``, ``parse_slot``, ``encode_slots`` / ``decode_slots``, ``decode_entries``,
-``file_name``, ``name_millis``, ``IndexFileBuilder``.
+``file_name``, ``name_millis``.
 
-This module is a leaf (numpy only at import time): ``config`` takes the sizes from here, and the
-``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets.
+This module is a leaf (numpy only at import time, no function-local imports either): ``config``
+takes the sizes from here, and the ``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets, so
+the builder that calls that kernel is ``indexfile_writer.IndexFileBuilder``.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ __all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "INDEX_HEADER_SIZE", "HEADER_BEGIN_T
            "HEADER_DTYPE", "SLOT_SIZE", "SLOT_DTYPE", "ENTRY_SIZE", "ENTRY_KEY_HASH", "ENTRY_PHY_OFFSET",
            "ENTRY_TIME_DIFF", "ENTRY_PREV_POS", "ENTRY_DTYPE", "IndexHeader", "slot_offset", "entries_offset",
            "entry_offset", "file_size", "pack_entry", "parse_entry", "parse_slot", "encode_slots", "decode_slots",
-           "decode_entries", "file_name", "name_millis", "IndexFileBuilder"]
+           "decode_entries", "file_name", "name_millis"]
 
 DIR = "index"
 INT_MAX = 2**31 - 1
@@ -188,68 +189,3 @@ def name_millis(name: str) -> int | None:
         return int(t.timestamp()) * 1000 + int(name[14:17])
     except (ValueError, IndexError):
         return None
-
-
-class IndexFileBuilder:
-    """One index file in memory: header, slot table and the used part of the entry table."""
-
-    def __init__(self, config: "StoreConfig", header: IndexHeader, slots: np.ndarray | None = None,
-                 entries: np.ndarray | None = None):
-        self.config = config
-        self.header = header
-        self.slots = slots if slots is not None else np.zeros(config.maxHashSlotNum, dtype=np.int32)
-        # Entry table as big-endian byte blocks: position k at byte ENTRY_SIZE*k; position 0 unused.
-        first = entries if entries is not None else np.zeros(ENTRY_SIZE, dtype=np.uint8)
-        self.blocks = [first]
-        assert len(first) == header.index_count * ENTRY_SIZE and header.index_count <= config.maxIndexNum
-
-    @classmethod
-    def from_bytes(cls, config: "StoreConfig", data: bytes) -> "IndexFileBuilder":
-        header = IndexHeader.from_bytes(data)
-        slot_end = entries_offset(config)
-        slots = decode_slots(data, config.maxHashSlotNum, slot_offset(0))
-        n = header.index_count
-        entries = np.frombuffer(data, dtype=np.uint8, count=n * ENTRY_SIZE, offset=slot_end).copy()
-        return cls(config, header, slots, entries)
-
-    def room(self) -> int:
-        return self.config.maxIndexNum - self.header.index_count
-
-    def put_keys(self, key_hash: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
-        """Append entries in order (caller guarantees they fit): putKey per entry, in one
-        compiled pass (kernels.index_put)."""
-        from . import kernels         # kernels imports this module's ENTRY_* offsets
-        m = len(key_hash)
-        if m == 0:
-            return
-        if m > self.room():
-            raise ValueError("index file overflow")
-        h = self.header
-        ic0 = h.index_count
-        store_ts = np.asarray(store_ts, np.int64)
-        # timeDiff against the begin timestamp in force when each entry is put: the file's first
-        # entry sets beginTimestamp after its own timeDiff is taken.
-        begin_before = np.full(m, h.begin_timestamp, dtype=np.int64)
-        if ic0 <= 1:
-            begin_before[1:] = store_ts[0]
-        td = _java_div(store_ts - begin_before, 1000)
-        td = np.where(begin_before <= 0, 0, np.clip(td, 0, INT_MAX))
-        block, empty = kernels.index_put(self.slots, key_hash, phys, td, ic0)
-        self.blocks.append(block)
-        if ic0 <= 1:
-            h = h._replace(begin_phy_offset=int(phys[0]), begin_timestamp=int(store_ts[0]))
-        self.header = h._replace(hash_slot_count=h.hash_slot_count + empty, index_count=ic0 + m,
-                                 end_phy_offset=int(phys[-1]), end_timestamp=int(store_ts[-1]))
-
-    def chunks(self) -> list:
-        """Header, slot table and used entries; the caller zero-fills to the file size."""
-        return [self.header.to_bytes(), encode_slots(self.slots), *self.blocks]
-
-    def valid_bytes(self) -> int:
-        return entries_offset(self.config) + self.header.index_count * ENTRY_SIZE
-
-
-def _java_div(a: np.ndarray, b: int) -> np.ndarray:
-    """Long division truncating toward zero (Java), not floor (numpy)."""
-    q = np.abs(a) // b
-    return np.where(a < 0, -q, q)

@@ -1,9 +1,9 @@
 """Looking at a store: the manifest as tables, checkpoints, Delta history, totals and disk cost.
 
 Everything here reads the Delta tables (``manifest.load_snapshot``) and, for ``stats``, a few
-bytes of the consume-queue files; nothing starts Spark. ``snapshot_files`` turns a snapshot into
-the ``query.StoreFiles`` a ``StoreReader`` answers from, so queries on a snapshot see exactly the
-files (and valid lengths) that batch committed, expired files included.
+bytes of the consume-queue files; nothing starts Spark. ``storefiles.files_from_snapshot`` turns
+a snapshot into the ``storefiles.StoreFiles`` a ``StoreReader`` answers from, so queries on a
+snapshot see exactly the files (and valid lengths) that batch committed, expired files included.
 """
 from __future__ import annotations
 
@@ -14,19 +14,22 @@ from . import consumequeue, manifest, storage
 from .config import FILE_SHAPING_KEYS, StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .errors import read_exact
-from .indexfile import IndexHeader
 from .query import StoreReader
-from .storefiles import IndexFileRef, StoreFiles
+from .storefiles import StoreFiles, files_from_snapshot
+
+__all__ = ["resolve_snapshot", "snapshot_config", "snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
+           "CHECKPOINT_COLUMNS", "checkpoint_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
+           "to_json_lines", "allocated_bytes", "stats", "disk_cost", "read_unit"]
 
 
 # ---------------------------------------------------------------------------- snapshots
 def resolve_snapshot(store: storage.Store, as_of_batch=None, version: int | None = None) -> manifest.Snapshot:
     """The snapshot of ``--as-of-batch`` (id or seq) or ``--version`` (checkpoints-table version)."""
     if version is not None:
-        dt = manifest._open(store, manifest.CHECKPOINTS_DIR, version)
+        dt = manifest.open_table(store, manifest.CHECKPOINTS_DIR, version)
         if dt is None:
             raise KeyError(f"{store.uri} has no checkpoints table")
-        rows = manifest._read_rows(dt)
+        rows = manifest.read_rows(dt)
         if not rows:
             raise KeyError(f"checkpoints table version {version} holds no batch")
         seq = max(r["batch_seq"] for r in rows)
@@ -53,37 +56,6 @@ def snapshot_config(snap: manifest.Snapshot, base: StoreConfig | None = None) ->
     return dataclasses.replace(base, **shaping)
 
 
-def snapshot_files(snap: manifest.Snapshot, config: StoreConfig) -> StoreFiles:
-    """``StoreFiles`` of a committed snapshot (what a broker would load from exactly those files).
-
-    Commitlog: every segment but the last readable in full (a broker maps whole files), the last
-    up to its committed valid bytes. Consume queues: committed units per file. Index: files in
-    name order with the committed header (its indexCount is the snapshot limit). Files an expiry
-    removed are absent, so min offsets follow (docs/FORMAT.md §10.3/§10.4). A manifest row readers
-    cannot use raises ``errors.CorruptStore`` (``snapshot_files.check_rows``).
-    """
-    from .storefiles import check_rows
-    check_rows(snap, config)
-    F = config.mappedFileSizeCommitLog
-    segs = snap.of_kind("commitlog")
-    segs.sort(key=lambda r: r["base_offset"])
-    cl = [(r["path"], r["base_offset"], F) for r in segs[:-1]]
-    if segs:
-        last = segs[-1]
-        cl.append((last["path"], last["base_offset"], last["valid_bytes"]))
-    cqs: dict = {}
-    for r in snap.of_kind("consumequeue"):
-        cqs.setdefault((r["topic"], r["queue_id"]), []).append(
-            (r["path"], r["base_offset"], r["valid_bytes"] // CQ_UNIT_SIZE))
-    index = []
-    for r in sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1]):
-        h = json.loads(r["detail"])["header"]
-        index.append(IndexFileRef(r["path"], None, IndexHeader(
-            h["begin_timestamp"], h["end_timestamp"], h["begin_phy_offset"], h["end_phy_offset"],
-            h["hash_slot_count"], h["index_count"])))
-    return StoreFiles(config=config, commitlog=cl, consume_queues=cqs, index=index)
-
-
 def snapshot_reader(store_uri: str, as_of_batch=None, version: int | None = None,
                     base_config: StoreConfig | None = None) -> StoreReader:
     """A ``StoreReader`` over a committed snapshot (a broker's scan for a store without a manifest)."""
@@ -93,7 +65,7 @@ def snapshot_reader(store_uri: str, as_of_batch=None, version: int | None = None
         cfg = base_config or StoreConfig()
         return StoreReader(store, cfg)
     cfg = snapshot_config(snap, base_config)
-    return StoreReader(store, cfg, snapshot_files(snap, cfg))
+    return StoreReader(store, cfg, files_from_snapshot(store, snap, cfg)[0])
 
 
 # ---------------------------------------------------------------------------- tables
@@ -188,7 +160,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
     """
     if snap is not None and snap.batch is not None:
         cfg = snapshot_config(snap, config)
-        files = snapshot_files(snap, cfg)
+        files = files_from_snapshot(store, snap, cfg)[0]
     else:
         cfg = config or StoreConfig()
         files = StoreFiles.scan(store, cfg)

@@ -8,6 +8,8 @@ loop in machine code, so the codec never loops over messages in Python:
 * ``walk_records``: follows the TOTALSIZE chain of a commitlog segment (each record says where
   the next one starts, so record starts cannot be found by a vectorized scan).
 * ``gather_slices``: copies slices of a buffer into one contiguous buffer (Arrow binary values).
+* ``property_spans``: where chosen properties' values are in a properties column's bytes
+  (re-exported by ``properties``, which imports this module; this module never imports it).
 
 ``cache=True`` keeps the machine code in ``__pycache__``, so Spark's Python workers compile
 each kernel once per machine, not once per task.
@@ -29,7 +31,7 @@ from .commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOS
 from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE, ENTRY_TIME_DIFF
 
 __all__ = ["CRC_TABLES", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
-           "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
+           "property_spans", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
            "read_be", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
            "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
            "F_STOREHOST_LEN", "F_RECONSUME", "F_PREPTX", "F_BODY_POS", "F_BODY_LEN", "F_TOPIC_POS", "F_TOPIC_LEN",
@@ -122,7 +124,7 @@ def _walk_records(data, start, end, out_starts):
 
 
 def walk_records(data: np.ndarray, start: int, end: int):
-    """(record starts, stop position, stop reason) of data[start:end] (``commitlog.record_starts``)."""
+    """(record starts, stop position, stop reason) of data[start:end] (``codec.record_starts``)."""
     # A well-formed record is at least MIN_RECORD_SIZE bytes; the kernel also stops when ``out`` is full.
     cap = max(1, (end - start) // MIN_RECORD_SIZE + 1)
     out = np.empty(cap, dtype=np.int64)
@@ -244,10 +246,55 @@ def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
     return out, lens
 
 
-def parse_properties(data: np.ndarray, offsets: np.ndarray, names: list):
-    """Old name of ``properties.property_spans``, still called by verify.py (another engineer's file)."""
-    from .properties import property_spans
-    return property_spans(data, offsets, names)
+# ---------------------------------------------------------------------------- property spans
+@njit(cache=True, nogil=True)
+def _property_spans(data, offsets, names, name_offsets, starts, ends):
+    """MessageDecoder.string2messageProperties, for a few wanted names only.
+
+    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
+    a non-empty value; the later duplicate wins. starts/ends[w, k] = value bytes of name w in
+    message k (-1 when absent).
+    """
+    nw = name_offsets.shape[0] - 1
+    for k in range(offsets.shape[0] - 1):
+        i = offsets[k]
+        end = offsets[k + 1]
+        while i < end:
+            j = i
+            while j < end and data[j] != 2:
+                j += 1
+            sep = i
+            while sep < j and data[sep] != 1:
+                sep += 1
+            if i < sep and sep < j - 1:
+                for w in range(nw):
+                    a = name_offsets[w]
+                    b = name_offsets[w + 1]
+                    if b - a == sep - i:
+                        same = True
+                        for t in range(b - a):
+                            if data[i + t] != names[a + t]:
+                                same = False
+                                break
+                        if same:
+                            starts[w, k] = sep + 1
+                            ends[w, k] = j
+            i = j + 1
+
+
+def property_spans(data: np.ndarray, offsets: np.ndarray, names: list):
+    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent."""
+    n = len(offsets) - 1
+    enc = [nm.encode("utf-8") for nm in names]
+    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
+    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
+    starts = np.full((len(names), n), -1, dtype=np.int64)
+    ends = np.full((len(names), n), -1, dtype=np.int64)
+    if n:
+        _property_spans(data, offsets.astype(np.int64), name_buf, name_off, starts, ends)
+    return starts, ends
+
+
 
 
 @njit(cache=True, nogil=True)

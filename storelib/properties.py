@@ -14,8 +14,9 @@ U+0001 leaves a non-empty name and a non-empty value; a later duplicate name win
 * ``properties_from_pairs``: ordered (name, value) pairs -> the string;
 * ``delete_property``: MessageUtils.deleteProperty on one string.
 
-``property_spans`` and ``property_pairs`` are compiled (numba, like ``kernels``): one pass over
-the column's bytes, no Python loop per message.
+``property_spans`` (compiled in ``kernels``, re-exported here) and ``property_pairs`` are compiled
+(numba): one pass over the column's bytes, no Python loop per message. This module imports
+``kernels``; ``kernels`` never imports it.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from . import kernels
+from .kernels import property_spans
 from .arrays import as_large_string, binary_from_numpy, single_array, string_buffers
 
 __all__ = ["PROPERTY_NAME_VALUE_SEP", "PROPERTY_SEP", "MAP_TYPE", "parse_properties_string", "parse_properties",
@@ -53,54 +55,6 @@ def parse_properties_string(props: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- compiled passes
-@njit(cache=True, nogil=True)
-def _property_spans(data, offsets, names, name_offsets, starts, ends):
-    """MessageDecoder.string2messageProperties, for a few wanted names only.
-
-    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
-    a non-empty value; the later duplicate wins. starts/ends[w, k] = value bytes of name w in
-    message k (-1 when absent).
-    """
-    nw = name_offsets.shape[0] - 1
-    for k in range(offsets.shape[0] - 1):
-        i = offsets[k]
-        end = offsets[k + 1]
-        while i < end:
-            j = i
-            while j < end and data[j] != 2:
-                j += 1
-            sep = i
-            while sep < j and data[sep] != 1:
-                sep += 1
-            if i < sep and sep < j - 1:
-                for w in range(nw):
-                    a = name_offsets[w]
-                    b = name_offsets[w + 1]
-                    if b - a == sep - i:
-                        same = True
-                        for t in range(b - a):
-                            if data[i + t] != names[a + t]:
-                                same = False
-                                break
-                        if same:
-                            starts[w, k] = sep + 1
-                            ends[w, k] = j
-            i = j + 1
-
-
-def property_spans(data: np.ndarray, offsets: np.ndarray, names: list):
-    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent."""
-    n = len(offsets) - 1
-    enc = [nm.encode("utf-8") for nm in names]
-    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
-    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
-    starts = np.full((len(names), n), -1, dtype=np.int64)
-    ends = np.full((len(names), n), -1, dtype=np.int64)
-    if n:
-        _property_spans(data, offsets.astype(np.int64), name_buf, name_off, starts, ends)
-    return starts, ends
-
-
 @njit(cache=True, nogil=True)
 def _property_pairs(data, offsets, ns, ne, vs, ve, row):
     """Every (name, value) of string2messageProperties, later duplicates of a name winning (the

@@ -27,7 +27,7 @@ import time
 
 import pyarrow as pa
 
-from .cli import ExitCode, exit_code
+from .cli import ExitCode, exit_code, spark_session
 from .config import load_config
 
 __all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
@@ -181,33 +181,10 @@ def single(args) -> int:
     t0 = time.time()
     r = _open(args)
     out = Output(args.output, args.body_as)
-    msgs: list = []
-    what = ""
     cursor = None
     if args.cmd in ("key", "unique-key"):
         what = f"{'key' if args.cmd == 'key' else 'unique key'} {args.key!r} in topic {args.topic!r}"
-        if args.rocketmq_compat:
-            if args.cmd == "key":
-                max_num = args.limit if args.limit is not None else args.max_num
-                res = r.query_message(args.topic, args.key, max_num,
-                                      args.begin if args.begin is not None else 0,
-                                      args.end if args.end is not None else I64_MAX)
-            else:                       # the admin tool: queryMessage(maxNum 32), keep UNIQ_KEY matches
-                from .records import message_keys
-                res = r.query_message(args.topic, args.key, 32, 0, I64_MAX)
-                res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
-            msgs = res["messages"]
-        elif args.cmd == "key":
-            page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, _parse_after(args.after))
-            msgs, cursor = page.messages, page.next_after
-        else:
-            msgs = r.find_by_unique_key(args.topic, args.key)
-            after = _parse_after(args.after)
-            if after:
-                msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
-            if args.limit is not None and len(msgs) > args.limit:
-                msgs = msgs[:args.limit]
-                cursor = (msgs[-1]["store_timestamp"], msgs[-1]["commitlog_offset"]) if msgs else None
+        msgs, cursor = _key_messages(r, args)
     elif args.cmd == "id":
         what = f"message id {args.msg_id}"
         try:
@@ -231,22 +208,8 @@ def single(args) -> int:
             msgs = [m for m in res["messages"] if m is not None]
         else:
             msgs = r.get_by_queue_offset(args.topic, args.queue, args.offset, args.count)
-    elif args.cmd == "time":
-        what = f"queue {args.topic}/{args.queue}"
-        if r.get_max_offset_in_queue(args.topic, args.queue) <= 0:
-            out.write_table(None, _TIME_SCHEMA)
-            _nothing(what + " (no such queue, or it is empty)")
-            return ExitCode.OK
-        off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
-        unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
-        out.write_table(pa.Table.from_pylist([{
-            "topic": args.topic, "queue_id": args.queue, "timestamp": args.timestamp,
-            "boundary": args.boundary.upper(), "queue_offset": off,
-            "store_timestamp": unit_ts if unit_ts >= 0 else None,
-            "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
-            "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}], schema=_TIME_SCHEMA))
-        _timing(args, t0, 1)
-        return ExitCode.OK
+    else:                                                       # time
+        return _time_lookup(r, args, out, t0)
     if not msgs:
         out.write_table(None, _schema())
         _nothing(what)
@@ -255,6 +218,53 @@ def single(args) -> int:
     if cursor is not None:
         print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
     _timing(args, t0, len(msgs))
+    return ExitCode.OK
+
+
+def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
+    """``key`` / ``unique-key``: (messages, cursor of the next page or None)."""
+    cursor = None
+    if args.rocketmq_compat:
+        if args.cmd == "key":
+            max_num = args.limit if args.limit is not None else args.max_num
+            res = r.query_message(args.topic, args.key, max_num,
+                                  args.begin if args.begin is not None else 0,
+                                  args.end if args.end is not None else I64_MAX)
+        else:                       # the admin tool: queryMessage(maxNum 32), keep UNIQ_KEY matches
+            from .records import message_keys
+            res = r.query_message(args.topic, args.key, 32, 0, I64_MAX)
+            res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
+        msgs = res["messages"]
+    elif args.cmd == "key":
+        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, _parse_after(args.after))
+        msgs, cursor = page.messages, page.next_after
+    else:
+        msgs = r.find_by_unique_key(args.topic, args.key)
+        after = _parse_after(args.after)
+        if after:
+            msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
+        if args.limit is not None and len(msgs) > args.limit:
+            msgs = msgs[:args.limit]
+            cursor = (msgs[-1]["store_timestamp"], msgs[-1]["commitlog_offset"]) if msgs else None
+    return msgs, cursor
+
+
+def _time_lookup(r, args, out: Output, t0: float) -> int:
+    """``time``: getOffsetInQueueByTime and the queue's bounds, one row."""
+    what = f"queue {args.topic}/{args.queue}"
+    if r.get_max_offset_in_queue(args.topic, args.queue) <= 0:
+        out.write_table(None, _TIME_SCHEMA)
+        _nothing(what + " (no such queue, or it is empty)")
+        return ExitCode.OK
+    off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
+    unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
+    out.write_table(pa.Table.from_pylist([{
+        "topic": args.topic, "queue_id": args.queue, "timestamp": args.timestamp,
+        "boundary": args.boundary.upper(), "queue_offset": off,
+        "store_timestamp": unit_ts if unit_ts >= 0 else None,
+        "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
+        "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}], schema=_TIME_SCHEMA))
+    _timing(args, t0, 1)
     return ExitCode.OK
 
 
@@ -278,10 +288,9 @@ def _timing(args, t0, n) -> None:
 def _spark():
     """(session, owned): a session this call created is stopped at the end, a running one is not."""
     from pyspark.sql import SparkSession
-    from . import cli
     if SparkSession.getActiveSession() is not None:
         return SparkSession.getActiveSession(), False
-    return cli.spark_session("query"), True
+    return spark_session("query"), True
 
 
 def compat_batch(spark, args) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import codec, commitlog
+from . import codec
 from . import commitlog as cl
 from .errors import read_exact
 from .properties import MAP_TYPE, parse_properties
@@ -63,8 +63,8 @@ def empty_messages() -> pa.Table:
 
 # ----------------------------------------------------------------------------- segments
 def record_starts(buf: np.ndarray):
-    """(starts, stop, reason) of the records of a whole segment buffer (commitlog.record_starts)."""
-    return commitlog.record_starts(buf, 0, len(buf))
+    """(starts, stop, reason) of the records of a whole segment buffer (codec.record_starts)."""
+    return codec.record_starts(buf, 0, len(buf))
 
 
 def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:

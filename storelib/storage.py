@@ -134,7 +134,8 @@ class Store:
         self._paths: dict = {}              # rel -> checked path (the check is per file, not per read)
         self._real_root: str | None = None
         # staged rel -> final rel of files a reader was told to read from a batch's staging
-        # (snapshot_files: its publish was unfinished); the publish may move them meanwhile.
+        # (storefiles.files_from_snapshot: its publish was unfinished); the publish may move
+        # them meanwhile.
         self.moved: dict = {}
 
     # -- paths

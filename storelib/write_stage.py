@@ -25,6 +25,7 @@ from . import codec, commitlog, consumequeue, encode_stage, indexfile, kernels, 
 from . import topics as topics_mod
 from .config import StoreConfig
 from .faults import fault
+from .indexfile_writer import IndexFileBuilder
 from .ingest_errors import IngestError
 from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
 
@@ -273,7 +274,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     if len(u["qoff"]) != plan["count"] or not np.array_equal(u["qoff"], expect):
         raise IngestError(f"{rel}: units {len(u['qoff'])} do not match the plan ({plan['count']} from "
                           f"{plan['first_unit']})")
-    kept = plan["kept_units"] * 20
+    kept = plan["kept_units"] * consumequeue.UNIT_SIZE
     prefix = store.read(rel, 0, kept) if kept else b""
     if len(prefix) != kept:
         raise IngestError(f"{rel}: expected {kept} committed bytes, found {len(prefix)}")
@@ -285,7 +286,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     phys_all = np.concatenate([prev["phys"].astype(np.int64), u["phys"]]) if kept else u["phys"]
     return {
         "kind": "consumequeue", "path": rel, "staged_path": staged, "topic": plan["topic"],
-        "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * 20,
+        "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
         "count": plan["kept_units"] + plan["count"],
         "min_offset": plan["file_start_unit"], "max_offset": plan["first_unit"] + plan["count"] - 1,
@@ -300,8 +301,8 @@ def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
         rel = plan["extend"]
         head = store.read(rel, 0, indexfile.INDEX_HEADER_SIZE)
         hdr = indexfile.IndexHeader.from_bytes(head)
-        valid = indexfile.entries_offset(cfg) + hdr.index_count * 20
-        builder = indexfile.IndexFileBuilder.from_bytes(cfg, store.read(rel, 0, valid))
+        valid = indexfile.entry_offset(hdr.index_count, cfg)
+        builder = IndexFileBuilder.from_bytes(cfg, store.read(rel, 0, valid))
     else:
         rel = None
         if plan["inherit"]:
@@ -313,7 +314,7 @@ def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
             header = indexfile.IndexHeader.inherited(pred[0], pred[1])
         else:
             header = indexfile.IndexHeader()
-        builder = indexfile.IndexFileBuilder(cfg, header)
+        builder = IndexFileBuilder(cfg, header)
     expect = np.arange(plan["first_entry"], plan["first_entry"] + plan["count"], dtype=np.int64)
     if not np.array_equal(e["pos"], expect):
         raise IngestError(f"index file {plan['ordinal']}: {len(e['pos'])} entries, plan says {plan['count']}")

@@ -40,8 +40,9 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from opshelp import small_config
-from storelib import (adopt, codec, commitlog, errors, inspection, javahash, keylookup, manifest, query, rangescan,
-                      records, retention, storage, storefiles, verify)
+from storelib import (adopt, codec, errors, inspection, javahash, keylookup, manifest, query, rangescan,
+                      retention, storage, storefiles, verify)
+from storelib.records import decode_message      # the pure-Python reference decoder
 
 pytestmark = pytest.mark.timeout(240, method="thread")
 
@@ -262,7 +263,7 @@ class Base:
         self.starts = {}
         for seg in self.files.commitlog:
             buf = np.frombuffer(st_.read(seg.rel, 0, seg.valid), np.uint8)
-            s, _, _ = commitlog.record_starts(buf, 0, len(buf))
+            s, _, _ = codec.record_starts(buf, 0, len(buf))
             self.starts[seg.rel] = [int(x) for x in s]
             for t in rangescan.segment_messages(st_, seg):
                 self.messages.extend(t.select(["commitlog_offset", "store_size", "msg_id", "topic", "queue_id",
@@ -529,11 +530,11 @@ def test_fuzzed_record_decoding(records, data):
             rec += op[1]
     raw = bytes(rec)
     with watchdog(f"record {i} {ops}"):
-        records.decode_message(raw)                        # the pure-Python decoder never raises
+        decode_message(raw)                                # the pure-Python decoder never raises
         one = call("decode_one", codec.decode_one, raw)
         if one is not None:                              # the vectorized decoder agrees with it
             size = struct.unpack_from(">i", raw, 0)[0]
-            ref = records.decode_message(raw[:size])
+            ref = decode_message(raw[:size])
             assert ref is not None, "decode_one decoded what the reference decoder rejects"
             for k in DECODED_FIELDS:
                 assert one[k] == ref[k], (k, one[k], ref[k])
@@ -550,8 +551,8 @@ def test_fuzzed_record_decoding(records, data):
             check_clean(e)
             assert not ok.all() and e.path == "commitlog/x" and e.offset == len(prev)
         # the numba walk and verify's record checks over the same bytes
-        s, stop, reason = commitlog.record_starts(buf, 0, len(buf))
-        sizes = codec._gather_int(buf, s, 4).astype(np.int64)
+        s, stop, reason = codec.record_starts(buf, 0, len(buf))
+        sizes = codec.gather_int(buf, s, 4).astype(np.int64)
         assert (sizes > 0).all() and (s + sizes <= len(buf)).all() and (np.diff(s) > 0).all()
         assert stop <= len(buf) and (not len(s) or s[-1] + sizes[-1] <= stop)
         out = []

@@ -87,7 +87,7 @@ def test_record_size_formula():
 def test_golden_records_parse_and_repack_byte_identically(segment, put_results):
     data = _golden_file(cl.rel_path(segment * SEG))
     by_offset = {p["wrote_offset"]: p for p in put_results}
-    starts, stop, reason = cl.record_starts(np.frombuffer(data, np.uint8))
+    starts, stop, reason = codec.record_starts(np.frombuffer(data, np.uint8))
     assert reason == 1 and len(starts) > 5
     for pos in starts:
         pr = by_offset[segment * SEG + int(pos)]
@@ -109,7 +109,7 @@ def test_golden_records_parse_and_repack_byte_identically(segment, put_results):
 def test_compiled_reader_agrees_with_the_python_parser(seg0):
     """kernels.record_fields uses commitlog's module constants; parse_record the Python helpers."""
     buf = np.frombuffer(seg0, np.uint8)
-    starts, _, _ = cl.record_starts(buf)
+    starts, _, _ = codec.record_starts(buf)
     f = kernels.record_fields(buf, starts)
     assert (f[kernels.F_OK] == 1).all()
     for k, pos in enumerate(starts):
@@ -146,7 +146,7 @@ def test_ipv6_v2_record_round_trip():
 # ---------------------------------------------------------------------------- end of a segment
 def test_golden_segment_ends_with_a_blank_covering_the_rest(seg0, seg1, put_results):
     buf = np.frombuffer(seg0, np.uint8)
-    starts, stop, reason = cl.record_starts(buf)
+    starts, stop, reason = codec.record_starts(buf)
     assert reason == 1
     assert cl.parse_blank(seg0, stop) == SEG - stop
     assert cl.blank_record(stop, SEG) == seg0[stop:stop + cl.BLANK_SIZE]
@@ -195,7 +195,7 @@ def test_tiny_segments_of_256_bytes_roll_at_the_edge():
             out[blanks[k]:blanks[k] + cl.BLANK_SIZE] = cl.blank_record(blanks[k], F)
         files[k] = bytes(out)
     for k, data in files.items():
-        starts, stop, reason = cl.record_starts(np.frombuffer(data, np.uint8))
+        starts, stop, reason = codec.record_starts(np.frombuffer(data, np.uint8))
         assert starts.tolist() == [p for p, _ in segs[k]]
         if k in blanks:
             assert (stop, reason) == (blanks[k], 1) and cl.parse_blank(data, stop) == F - stop

@@ -15,6 +15,7 @@ import pytest
 import goldenlib
 from conftest import golden_set
 from storelib import indexfile as ix
+from storelib.indexfile_writer import IndexFileBuilder
 from storelib.config import StoreConfig
 
 TINY = StoreConfig(maxHashSlotNum=4, maxIndexNum=8)
@@ -80,7 +81,7 @@ def test_tiny_index_file_fills_up_and_matches_the_reference():
     hashes = np.array([1, 5, 2, 9, 3, 4, 1], np.int64)
     phys = np.arange(7, dtype=np.int64) * 100 + 1000
     ts = np.array([5000, 5999, 7000, 7001, 4000, 9000, 10500], np.int64)
-    b = ix.IndexFileBuilder(TINY, ix.IndexHeader.inherited(900, 3000))
+    b = IndexFileBuilder(TINY, ix.IndexHeader.inherited(900, 3000))
     b.put_keys(hashes[:3], phys[:3], ts[:3])          # two runs: the kernel continues where it stopped
     b.put_keys(hashes[3:], phys[3:], ts[3:])
     assert b.room() == 0
@@ -117,7 +118,7 @@ def test_tiny_index_file_fills_up_and_matches_the_reference():
     # the next file inherits the end values (§3.4)
     assert ix.IndexHeader.inherited(hdr.end_phy_offset, hdr.end_timestamp) == (10500, 10500, 1600, 1600, 0, 1)
     # re-opened from its bytes, the builder gives the same file
-    again = ix.IndexFileBuilder.from_bytes(TINY, data)
+    again = IndexFileBuilder.from_bytes(TINY, data)
     assert b"".join(bytes(c) for c in again.chunks()) == data
 
 
@@ -134,7 +135,7 @@ def test_golden_index_file_parses_and_repacks_byte_identically():
     repacked = hdr.to_bytes() + ix.encode_slots(slots) + b"".join(
         ix.pack_entry(*(int(x) for x in e)) for e in ents.tolist())
     assert repacked == data
-    b = ix.IndexFileBuilder.from_bytes(cfg, data)
+    b = IndexFileBuilder.from_bytes(cfg, data)
     assert b"".join(bytes(c) for c in b.chunks()) == data
     for s in range(cfg.maxHashSlotNum):                          # every slot heads a chain of its own hashes
         pos = ix.parse_slot(data, ix.slot_offset(s))
