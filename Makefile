@@ -11,7 +11,7 @@ SUBMIT := $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
 	--driver-java-options -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)
 DEMO_STORE ?= demo-store
 
-.PHONY: install demo test test-fast bench clean check-java
+.PHONY: install demo test test-fast check bench clean check-java
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -35,6 +35,16 @@ demo: install
 
 test: install
 	$(SPARK_ENV) $(PY) -m pytest -q tests
+
+# The inner loop, no Spark: per-structure layout tests, codec, golden query answers, sequencer,
+# inputs, names, the house rules (import graph, single-source layouts, public API). `make test`
+# runs everything (fuzzing, spark-submit, clusters, S3) and is what CI runs.
+CHECK_TESTS := tests/test_layout_commitlog.py tests/test_layout_consumequeue.py tests/test_layout_indexfile.py \
+	tests/test_layout_checkpoint.py tests/test_layout_single_source.py tests/test_import_graph.py \
+	tests/test_public_api.py tests/test_goldenlib.py tests/test_manifest_rows.py tests/test_codec.py \
+	tests/test_query_golden.py tests/test_sequencer.py tests/test_inputs.py tests/test_hostile_names.py
+check: install
+	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
 
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow" tests

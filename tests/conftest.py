@@ -55,3 +55,11 @@ def spark():
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that use the in-process SparkSession are marked ``spark``; ``make check`` runs the
+    rest (no Spark at all: ``-m "not slow and not spark"``)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

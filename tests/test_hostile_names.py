@@ -26,7 +26,7 @@ from opshelp import run, small_config, small_properties
 
 sys.path.insert(0, ROOT)
 from storelib import (adopt, codec, consumequeue, encode_stage, ingest, inputs, manifest, names, query,  # noqa: E402
-                      retention, storage, topics, verify)
+                      retention, topics, verify)
 from storelib.storage import Store, StorePathError  # noqa: E402
 
 HOSTILE_TOPICS = [
