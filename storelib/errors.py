@@ -33,10 +33,7 @@ def read_exact(store, rel: str, offset: int, length: int) -> bytes:
         raise CorruptStore(rel, 0, "missing file") from None
     except OSError as e:
         raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
-    if len(data) < length:
-        raise CorruptStore(rel, offset + len(data), f"file ends at {offset + len(data)}, {length} bytes were to be "
-                                                     f"read at {offset} (truncated)")
-    return data
+    return _whole(data, rel, offset, length)
 
 
 def open_reader(store, rel: str):
@@ -55,6 +52,11 @@ def read_at(fh, rel: str, length: int, offset: int) -> bytes:
         data = fh.read_at(length, offset)
     except OSError as e:
         raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
+    return _whole(data, rel, offset, length)
+
+
+def _whole(data: bytes, rel: str, offset: int, length: int) -> bytes:
+    """``data`` if it holds all ``length`` bytes asked for at ``offset``, else ``CorruptStore``."""
     if len(data) < length:
         raise CorruptStore(rel, offset + len(data), f"file ends at {offset + len(data)}, {length} bytes were to be "
                                                      f"read at {offset} (truncated)")

@@ -245,13 +245,17 @@ class Store:
             raise err
         return final
 
-    def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+    def _reading(self, fn, rel: str, *args):
+        """``fn(rel, *args)``, retried at the final name when ``rel`` was published meanwhile."""
         try:
-            return self._read(rel, offset, length)
+            return fn(rel, *args)
         except OSError as e:
             if not self.moved:
                 raise
-            return self._read(self._follow_move(rel, e), offset, length)
+            return fn(self._follow_move(rel, e), *args)
+
+    def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        return self._reading(self._read, rel, offset, length)
 
     def _read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         if self.local:
@@ -265,12 +269,7 @@ class Store:
 
     def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally)."""
-        try:
-            return self._read_array(rel, offset, length)
-        except OSError as e:
-            if not self.moved:
-                raise
-            return self._read_array(self._follow_move(rel, e), offset, length)
+        return self._reading(self._read_array, rel, offset, length)
 
     def _read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         out = np.empty(length, np.uint8)
@@ -293,12 +292,7 @@ class Store:
         return out
 
     def open_reader(self, rel: str):
-        try:
-            return self.fs.open_input_file(self.path(rel))
-        except OSError as e:
-            if not self.moved:
-                raise
-            return self.fs.open_input_file(self.path(self._follow_move(rel, e)))
+        return self._reading(lambda r: self.fs.open_input_file(self.path(r)), rel)
 
     # -- writes
     def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False) -> int:
