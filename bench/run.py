@@ -1,25 +1,36 @@
 """rocketlake benchmarks: every figure is a ratio against a baseline measured in the same run.
 
-    python bench/run.py [--n 2000000] [--lookup-n 5000000] [--only ingest,codec,...] [--workdir DIR]
+    python bench/run.py [--n 2000000] [--lookup-n 5000000] [--rounds 2] [--only ingest,lookup,...]
+                        [--workdir DIR] [--results DIR] [--smoke]
 
-Sections (each prints rows of one table and writes bench/results/<section>.json):
-  disk     sequential write speed of this disk and numpy memory-copy speed (the references)
-  codec    encode and decode msgs/s on one core vs a numpy copy of the same bytes
-  ingest   run_ingest of N messages (256-byte bodies, Parquet input, local[2]) vs a Spark
-           Parquet -> Parquet write of the same input; commitlog MB/s vs the disk's write speed
-  lookup   single-key lookups (p50/p99) on a store of >= 5M messages vs a Spark filter over the
-           same messages as Parquet
-  batch    batch lookup of 1M keys vs a Spark broadcast join of the keys with the Parquet copy
-  verify   verify throughput (GB/s) vs reading the same files
+Cold figures (mode "cold") are what a user sees: a fresh ``spark-submit`` per ingest and Parquet
+copy, a fresh ``python jobs/query.py`` per shell lookup (opening the store inside the figure), a
+fresh verify process; ``sync`` before each, ours and the baseline alternated ``--rounds`` times,
+median and best of each, peak memory of the whole process tree. Warm figures (mode "warm") are
+in-process, after a first round. Every lookup's result count is checked against the expected.
 
-Spark-side figures (ingest, batch) run ours and the baseline alternately twice and keep the best
-of each, so both are measured warm (JVM code paths, Python workers, first page faults); the
-codec figures are the steady state after a first pass (its rate is in the note column).
+Sections:
+  disk         sequential write speed of this disk, numpy memory-copy speed (references)
+  codec        encode / decode msgs/s on one core vs a numpy copy of the same bytes (warm)
+  ingest       ingest of N messages (256-byte bodies, Parquet input, local[2]) vs a Spark
+               Parquet -> Parquet copy of the same input: cold (spark-submit) and warm
+  lookup       shell lookups on a store of --lookup-n messages (cold) and in-process p50/p99 (warm)
+  batch        batch lookup of 1M keys vs a Spark broadcast join with the Parquet copy (warm)
+  verify       verify --deep GB/s of valid record bytes vs reading the same files (cold, warm)
+  incremental  a 1,000-message batch into an empty store vs into the N-message store (cold):
+               wall time, bytes written (device counters and the process tree's /proc io)
+  s3           ingest of --s3-n messages into a local moto S3 server, then a 1,000-message
+               batch: bytes uploaded / copied / downloaded per record byte (counting proxy)
+  scale        (make bench-scale; not in the default run) the 10M figures: cold ingest vs
+               Parquet copy at 10M, peak memory of the tree, driver memory at 2M vs 10M, shell
+               lookups on the 10M store
+
+Each run writes bench/results/<UTC time>-<commit>.json (kept in git, the history) and
+bench/results/latest.json; ``python bench/table.py`` puts the latest into README.md.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -32,27 +43,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[0] = ROOT
 sys.path.insert(1, os.path.join(ROOT, "bench"))
 
+import cold  # noqa: E402
 import datagen  # noqa: E402
+import harness  # noqa: E402
 from storelib import codec, config as cfgmod, inputs  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
-ROWS: list = []
+RES = harness.Results()
 
 
 def record(section: str, metric: str, value, baseline=None, unit: str = "", note: str = ""):
-    ratio = (value / baseline) if (baseline and isinstance(value, (int, float))) else None
-    ROWS.append({"section": section, "metric": metric, "value": value, "baseline": baseline,
-                 "ratio": ratio, "unit": unit, "note": note})
-    r = f"{ratio:8.2f}x" if ratio is not None else " " * 9
-    b = f"{baseline:14.3f}" if isinstance(baseline, (int, float)) else " " * 14
-    print(f"{section:7s} {metric:46s} {value:14.3f} {b} {r} {unit:9s} {note}", flush=True)
-
-
-def save(section: str):
-    os.makedirs(RESULTS, exist_ok=True)
-    rows = [r for r in ROWS if r["section"] == section]
-    with open(os.path.join(RESULTS, f"{section}.json"), "w") as fh:
-        json.dump({"section": section, "time": time.time(), "rows": rows}, fh, indent=1)
+    RES.record(section, metric, value, baseline, unit, note, mode="warm")
 
 
 def timed(fn, *a, **kw):
@@ -82,7 +83,6 @@ def disk_and_memory(workdir: str, size: int = 1 << 30) -> tuple[float, float]:
     mem = 3 * len(src) / (time.perf_counter() - t) / 1e9
     record("disk", f"sequential write (fsync'd, {size >> 20} MiB)", disk, unit="MB/s")
     record("disk", "numpy memory copy", mem, unit="GB/s")
-    save("disk")
     return disk, mem
 
 
@@ -122,7 +122,6 @@ def bench_codec(n: int = 1_000_000, reps: int = 3):
            "baseline = memcpy of the records")
     record("codec", "decode msgs/s/core (walk+decode to Arrow)", n / min(dec_t[1:]), copy_rate, "msgs/s",
            f"first pass {n / first_dec:,.0f}/s")
-    save("codec")
 
 
 # ---------------------------------------------------------------------------- ingest
@@ -144,6 +143,7 @@ def best_of(reps: int, *fns):
     best = [(float("inf"), None)] * len(fns)
     for _ in range(reps):
         for i, fn in enumerate(fns):
+            os.sync()
             t, out = timed(fn)
             if t < best[i][0]:
                 best[i] = (t, out)
@@ -166,12 +166,11 @@ def bench_ingest(spark, workdir: str, n: int, disk_mbs: float, reps: int = 2):
         return run_ingest(spark, store, src, "parquet", cfgmod.StoreConfig(), quiet=True)
 
     (t_pq, _), (t_in, summary) = best_of(reps, parquet_copy, ingest)
-    record("ingest", f"ingest {n} msgs (s)", t_in, t_pq, "s",
-           f"baseline: Spark Parquet->Parquet write; best of {reps} each")
+    record("ingest", f"ingest {n} msgs in one Spark session (s)", t_in, t_pq, "s",
+           f"baseline: Spark Parquet->Parquet write; best of {reps} each, alternated")
     record("ingest", "ingest msgs/s", n / t_in, n / t_pq, "msgs/s")
     mbs = summary["record_bytes"] / t_in / 1e6
     record("ingest", "commitlog MB/s vs disk write speed", mbs, disk_mbs, "MB/s")
-    save("ingest")
     shutil.rmtree(out, ignore_errors=True)
     return store
 
@@ -188,21 +187,20 @@ def bench_lookup(spark, workdir: str, n: int):
         t, _ = timed(run_ingest, spark, store, src, "parquet", cfgmod.StoreConfig(), quiet=True)
         record("lookup", f"build store of {n} msgs (s)", t, unit="s")
     reader = query.open_store(store)
-    rng = np.random.default_rng(3)
-    ids = rng.integers(0, n, 300)
-    per_file = -(-n // 8)
-    keys = [f"order-{i % per_file}" for i in ids]
-    # Exact lookups (the default) and RocketMQ-compatible ones, per key.
-    topics = datagen.TOPICS
-    lat_exact, lat_compat, found = [], [], 0
-    for k in keys:
+    keys = cold.sample_keys(src, 300 if n > 100_000 else 30)
+    want = cold.expected_key_counts(src, keys)
+    lat_exact, lat_compat = [], []
+    for (topic, k), expected in zip(keys, want):
         t = time.perf_counter()
-        hits = sum(reader.find_by_key(tp, k).total for tp in topics[:1])
+        hits = reader.find_by_key(topic, k).total
         lat_exact.append(time.perf_counter() - t)
-        found += hits
+        if hits != expected:
+            raise AssertionError(f"find_by_key {topic}/{k}: {hits} messages, expected {expected}")
         t = time.perf_counter()
-        reader.query_message(topics[0], k, 64, 0, 2**63 - 1)
+        reader.query_message(topic, k, 64, 0, 2**63 - 1)
         lat_compat.append(time.perf_counter() - t)
+    topics = [keys[0][0]]
+    keys = [k for _, k in keys]
     # Baseline: the same lookup as a Spark filter over the Parquet copy of the messages.
     df = spark.read.parquet(src)
     from pyspark.sql import functions as F
@@ -219,7 +217,6 @@ def bench_lookup(spark, workdir: str, n: int):
     record("lookup", "single key p99 ms (exact)", float(np.percentile(lat_exact, 99)) * 1000, p50b, "ms")
     record("lookup", "single key p50 ms (--rocketmq-compat)", float(np.percentile(lat_compat, 50)) * 1000, p50b, "ms")
     record("lookup", "single key p99 ms (--rocketmq-compat)", float(np.percentile(lat_compat, 99)) * 1000, p50b, "ms")
-    save("lookup")
     return store, src
 
 
@@ -247,7 +244,6 @@ def bench_batch(spark, store: str, src: str, n: int, nkeys: int, reps: int = 2):
            f"baseline: broadcast join with the Parquet copy ({cnt} rows; ours {res}); best of {reps} each")
     if res != cnt:
         raise AssertionError(f"batch lookup found {res} messages, the join {cnt}")
-    save("batch")
 
 
 def bench_verify(spark, store: str):
@@ -270,46 +266,99 @@ def bench_verify(spark, store: str):
     t_ver, report = timed(verify.verify_store, store, deep=True, spark=spark)
     record("verify", "verify --deep GB/s", total / t_ver / 1e9, total / t_read / 1e9, "GB/s",
            f"baseline: reading the same {total / 1e9:.1f} GB")
-    save("verify")
 
 
-def main():
-    global RESULTS
+def bench_scale(res, workdir: str, n_small: int, n_big: int, rounds: int, lookup_keys: int):
+    """The 10M section: cold ingest vs Parquet copy at 10M; the driver's memory at 2M vs 10M;
+    shell lookups on the 10M store."""
+    small = cold.bench_ingest_cold(res, workdir, n_small, 1, section="scale")
+    big = cold.bench_ingest_cold(res, workdir, n_big, rounds, section="scale")
+    for kind in ("python_driver", "jvm"):
+        at_small = max(r["peak_rss_by_kind"].get(kind, 0) for r in small["runs"]["ours"]) / 1e9
+        at_big = max(r["peak_rss_by_kind"].get(kind, 0) for r in big["runs"]["ours"]) / 1e9
+        res.record("scale", f"ingest peak RSS of the {kind} at {n_big} vs {n_small} msgs (GB)", at_big, at_small,
+                   "GB", "flat = ratio near 1 (local[2]: the JVM holds the executors too)", mode="cold")
+    cold.bench_lookup_cold(res, big["store"], big["src"], lookup_keys, section="scale")
+
+
+SECTIONS = "disk,codec,ingest,lookup,batch,verify,incremental,s3"
+
+
+def parse_args():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=2_000_000)
+    ap.add_argument("--n", type=int, default=2_000_000, help="messages for ingest, incremental's big store")
     ap.add_argument("--lookup-n", type=int, default=5_000_000)
     ap.add_argument("--batch-keys", type=int, default=1_000_000, help="distinct (topic, key) pairs")
-    ap.add_argument("--only", default="disk,codec,ingest,lookup,batch,verify")
+    ap.add_argument("--s3-n", type=int, default=2_000_000, help="messages of the S3 ingest")
+    ap.add_argument("--s3-config", default=None, help="store.properties for the S3 store (default sizes)")
+    ap.add_argument("--scale-n", type=int, default=10_000_000)
+    ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of every cold figure")
+    ap.add_argument("--shell-keys", type=int, default=7, help="fresh-process lookups (each a key)")
+    ap.add_argument("--only", default=SECTIONS)
     ap.add_argument("--workdir", default=None)
-    ap.add_argument("--results", default=RESULTS, help="where the JSON results go (default bench/results)")
+    ap.add_argument("--results", default=RESULTS, help="where the results JSON goes (default bench/results)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes: checks that every section runs (the test suite does this); no figures")
     a = ap.parse_args()
-    RESULTS = a.results
-    codec_n, disk_size = 1_000_000, 1 << 30
+    a.codec_n, a.disk_size = 1_000_000, 1 << 30
     if a.smoke:
-        a.n, a.lookup_n, a.batch_keys, codec_n, disk_size = 20_000, 40_000, 2_000, 20_000, 16 << 20
-    only = set(a.only.split(","))
-    workdir = a.workdir or tempfile.mkdtemp(prefix="rocketlake-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    print(f"{'section':7s} {'metric':46s} {'value':>14s} {'baseline':>14s} {'ratio':>9s} unit", flush=True)
-    t0 = time.time()
-    disk_mbs, _ = disk_and_memory(workdir, disk_size) if "disk" in only or "ingest" in only else (None, None)
+        a.n, a.lookup_n, a.batch_keys, a.codec_n, a.disk_size = 20_000, 40_000, 2_000, 20_000, 16 << 20
+        a.s3_n, a.scale_n, a.shell_keys = min(a.s3_n, 5_000), min(a.scale_n, 40_000), min(a.shell_keys, 2)
+        a.rounds = min(a.rounds, 1)
+    return a
+
+
+def run_sections(a, only: set, workdir: str):
+    disk_mbs = disk_and_memory(workdir, a.disk_size)[0] if only & {"disk", "ingest"} else None
     if "codec" in only:
-        bench_codec(codec_n)
+        bench_codec(a.codec_n)
+    big_store = None
+    if "ingest" in only:
+        big_store = cold.bench_ingest_cold(RES, workdir, a.n, a.rounds)["store"]
+    if "incremental" in only:
+        if big_store is None and not a.smoke:    # the incremental's big store alone, built once
+            big_store = cold.build_store(workdir, a.n)
+        cold.bench_incremental(RES, workdir, big_store, a.n if big_store else 1000, a.rounds)
+    if "s3" in only:
+        import s3bench
+        s3bench.bench_s3(RES, workdir, cold.ensure_input(workdir, a.s3_n), a.s3_n,
+                         cold.small_batch(workdir, 1000, 99), a.s3_config)
+    if "scale" in only:
+        bench_scale(RES, workdir, a.n, a.scale_n, a.rounds, a.shell_keys)
     spark = spark_session() if only & {"ingest", "lookup", "batch", "verify"} else None
     if "ingest" in only:
         bench_ingest(spark, workdir, a.n, disk_mbs)
     store = src = None
     if only & {"lookup", "batch", "verify"}:
         store, src = bench_lookup(spark, workdir, a.lookup_n)
+    if "lookup" in only:
+        cold.bench_lookup_cold(RES, store, src, a.shell_keys)
     if "batch" in only:
         bench_batch(spark, store, src, a.lookup_n, a.batch_keys)
     if "verify" in only:
+        from storelib.storefiles import open_files
+        from storelib.storage import Store
+        files, _ = open_files(Store(store), None, None)
+        cold.bench_verify_cold(RES, store, sum(s.valid for s in files.commitlog), a.rounds)
         bench_verify(spark, store)
-    print(f"total {time.time() - t0:.0f}s; results in {RESULTS}/; work dir {workdir}")
-    if not a.workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main():
+    a = parse_args()
+    only = set(a.only.split(","))
+    workdir = a.workdir or tempfile.mkdtemp(prefix="rocketlake-bench-", dir=os.environ.get("TMPDIR"))
+    os.makedirs(workdir, exist_ok=True)
+    print(f"{'section':11s} mode {'metric':52s} {'value':>14s} {'baseline':>14s} {'ratio':>9s} unit", flush=True)
+    t0 = time.time()
+    try:
+        run_sections(a, only, workdir)
+    finally:
+        path = RES.save(a.results, {"n": a.n, "lookup_n": a.lookup_n, "batch_keys": a.batch_keys,
+                                    "s3_n": a.s3_n, "scale_n": a.scale_n, "rounds": a.rounds,
+                                    "smoke": a.smoke, "sections": sorted(only)}, sys.argv[1:])
+        print(f"total {time.time() - t0:.0f}s; results in {path}; work dir {workdir}")
+        if not a.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

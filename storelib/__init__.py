@@ -5,6 +5,8 @@ pyarrow or deltalake, so the shell query path stays fast):
 
 * ``open_store(uri, as_of_batch=None, config=None)``: a reader of a store (storelib.query);
 * ``run_ingest(spark, store_uri, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest);
+* ``ingest_dataframe(df, store, config=None, batch_id=None, ...)``: ingest a DataFrame's rows as one
+  batch, exactly as the file ingest (storelib.frame_ingest);
 * ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify);
 * ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.retention.expire);
 * ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.adopt.adopt);
@@ -24,6 +26,7 @@ import importlib
 _LAZY = {
     "open_store": ("storelib.query", "open_store"),
     "run_ingest": ("storelib.ingest", "run_ingest"),
+    "ingest_dataframe": ("storelib.frame_ingest", "ingest_dataframe"),
     "verify_store": ("storelib.verify", "verify_store"),
     "expire_store": ("storelib.retention", "expire"),
     "adopt_store": ("storelib.adopt", "adopt"),

@@ -19,7 +19,7 @@ import os
 import time
 
 from . import checkpoint as ckpt
-from . import consumequeue, manifest, names, storage, verify
+from . import checksum, consumequeue, manifest, names, snapcache, storage, verify
 from .config import StoreConfig
 from .progress import Progress
 
@@ -142,6 +142,7 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
         # before the commit that makes them part of the store.
         store.sync_files(sorted({r["path"] for r in rows}))
     manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable)
+    snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
     say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
         f"max phy offset {ck_row['max_phy_offset']}")
     counts = {}
@@ -191,7 +192,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
     ck = ckpt.Checkpoint.from_bytes(data)
     rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
-                                  checksum=hashlib.sha256(data).hexdigest(), detail=manifest.dumps(ck.to_dict()),
+                                  checksum=checksum.checksum_of_bytes(data), detail=manifest.dumps(ck.to_dict()),
                                   **key))
     mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]
     maxs = [f["max_store_ts"] for f in segs if f["max_store_ts"] is not None]

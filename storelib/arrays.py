@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = ["single_array", "as_large_string", "as_large_binary", "string_buffers", "binary_from_numpy",
-           "binary_lengths", "sorted_unique"]
+           "binary_lengths", "sorted_unique", "valid_mask", "numeric_values"]
 
 
 def single_array(arr) -> pa.Array:
@@ -67,3 +67,33 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     if len(a) > 1:
         a = a[np.concatenate(([True], a[1:] != a[:-1]))]
     return a
+
+
+def valid_mask(arr) -> np.ndarray:
+    """bool per value: not null. Read from the validity bitmap: ``Array.to_numpy`` goes through
+    pyarrow's pandas conversion, whose first use imports pandas (~0.4 s in every Python worker)."""
+    arr = single_array(arr)
+    n = len(arr)
+    if arr.null_count == 0:
+        return np.ones(n, np.bool_)
+    if pa.types.is_null(arr.type):
+        return np.zeros(n, np.bool_)
+    bits = np.frombuffer(arr.buffers()[0], np.uint8)
+    return np.unpackbits(bits, count=arr.offset + n, bitorder="little")[arr.offset:].astype(np.bool_)
+
+
+def numeric_values(arr) -> np.ndarray:
+    """The values of an integer, floating point or boolean array without nulls as numpy (a view
+    for numbers), without pyarrow's pandas conversion (see ``valid_mask``); other arrays, or
+    arrays with nulls, go through ``to_numpy``."""
+    arr = single_array(arr)
+    t = arr.type
+    if arr.null_count == 0 and len(arr):
+        if pa.types.is_boolean(t):
+            bits = np.frombuffer(arr.buffers()[1], np.uint8)
+            return np.unpackbits(bits, count=arr.offset + len(arr), bitorder="little")[arr.offset:].astype(np.bool_)
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            kind = "f" if pa.types.is_floating(t) else ("i" if pa.types.is_signed_integer(t) else "u")
+            dtype = np.dtype(f"{kind}{t.bit_width // 8}")
+            return np.frombuffer(arr.buffers()[1], dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+    return arr.to_numpy(zero_copy_only=False)

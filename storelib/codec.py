@@ -23,7 +23,8 @@ from . import allocator, kernels
 from . import commitlog as cl
 from .commitlog import (BLANK_MAGIC, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1,  # noqa: F401 - re-exported
                         MAGIC_V2, MAX_PROPERTIES_LENGTH)
-from .arrays import as_large_binary, as_large_string, binary_from_numpy, binary_lengths, single_array, string_buffers
+from .arrays import (as_large_binary, as_large_string, binary_from_numpy, binary_lengths, numeric_values, single_array,
+                     string_buffers, valid_mask)
 from .config import StoreConfig
 from .hosts import HostColumn, host_column, host_strings
 from .names import topic_problems
@@ -227,7 +228,7 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, topic_names: bool 
 def _check_required(table: pa.Table, problems: _Problems) -> None:
     """topic, queue_id, body and store_timestamp must be present in every row (raises at once)."""
     for name in ("topic", "queue_id", "body", "store_timestamp"):
-        nulls = np.asarray(_col(table, name).is_null().to_numpy(zero_copy_only=False), bool)
+        nulls = ~valid_mask(_col(table, name))
         problems.flag_rows(nulls, name, "missing (required)")
     problems.raise_if_any()
 
@@ -236,7 +237,7 @@ def _read_columns(table: pa.Table, config: StoreConfig) -> _Columns:
     """The columns with the store's defaults: 0 for absent flags and counts, born time = store time."""
     def ints(name, dtype, fill=None):
         col = _col(table, name)
-        return (col if fill is None else col.fill_null(fill)).to_numpy(zero_copy_only=False).astype(dtype)
+        return numeric_values(col if fill is None or not col.null_count else col.fill_null(fill)).astype(dtype)
 
     born_ts = pc.coalesce(_col(table, "born_timestamp"), _col(table, "store_timestamp"))
     props = as_large_string(_col(table, "properties_string").fill_null(""))
@@ -246,7 +247,7 @@ def _read_columns(table: pa.Table, config: StoreConfig) -> _Columns:
         topic=as_large_string(_col(table, "topic")),
         queue_id=ints("queue_id", np.int32), flag=ints("flag", np.int32, 0), sys_flag=ints("sys_flag", np.int32, 0),
         store_ts=ints("store_timestamp", np.int64),
-        born_ts=born_ts.to_numpy(zero_copy_only=False).astype(np.int64),
+        born_ts=numeric_values(born_ts).astype(np.int64),
         reconsume=ints("reconsume_times", np.int32, 0), prep_tx=ints("prepared_transaction_offset", np.int64, 0),
         body=as_large_binary(_col(table, "body")), props=props)
 
@@ -268,7 +269,7 @@ def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems) -> _To
     the topic directory name rules; the record's topic part with its length prefix."""
     n = len(topic)
     tenc = pc.dictionary_encode(topic)
-    tidx = tenc.indices.to_numpy(zero_copy_only=False)
+    tidx = numeric_values(tenc.indices)
     tparts, t16, tbad = [], [], []
     name_bad = topic_problems(tenc.dictionary) if topic_names else {}
     for k, t in enumerate(tenc.dictionary.to_pylist()):
@@ -390,7 +391,7 @@ def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, conf
     """Delay messages (DELAY on SCHEDULE_TOPIC_XXXX): tagsCode = deliver time, the store time plus
     the level's delay (DefaultMessageStore.computeDeliverTimestamp); a DELAY that is not an int is a problem."""
     n = len(c.topic)
-    is_sched = pc.equal(c.topic, SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
+    is_sched = numeric_values(pc.equal(c.topic, SCHEDULE_TOPIC))
     delay_rows = is_sched & (delay_start >= 0)
     if not delay_rows.any():
         return tags_code

@@ -18,17 +18,17 @@ A crash after 4 leaves a committed batch whose publish is unfinished: the next w
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 
 from . import checkpoint as ckpt
-from . import indexfile, manifest, sequencer, storage
+from . import checksum, fragments, indexfile, manifest, patches, sequencer, snapcache, storage, storefiles
 from .config import StoreConfig
 from .faults import fault
 from .ingest_errors import IngestError
 
-__all__ = ["commit_batch", "publish", "finish_pending_publish", "drop_staging", "is_committed"]
+__all__ = ["commit_batch", "publish", "finish_pending_publish", "clear_dead_attempts", "undo_attempt", "drop_staging",
+           "is_committed"]
 
 
 def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer.StoreState,
@@ -43,13 +43,9 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     _name_index_files(snap, summaries, idxs, now)
     ck = _checkpoint(snap, state, summaries, idxs)
     ck_bytes = ck.to_bytes()
-    ck_staged = f"{staging}/files/driver/{ckpt.FILE_NAME}"
-    store.write_file(ck_staged, [ck_bytes], durable=config.durable)
     key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now, attempt_id=attempt)
     rows = _file_rows(snap, segs, cqs, idxs, key)
-    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=ck_staged, file_size=ckpt.FILE_SIZE,
-                                  valid_bytes=ckpt.FILE_SIZE, count=0, checksum=hashlib.sha256(ck_bytes).hexdigest(),
-                                  detail=manifest.dumps(ck.to_dict()), **key))
+    rows.append(_checkpoint_file_row(store, ck, ck_bytes, staging, batch_id, attempt, config, key))
     detail = dict({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)},
                   **(detail_extra or {}))
     checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
@@ -57,13 +53,24 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     # Every file of the batch is on stable storage by now (the write tasks and the checkpoint
     # write fsync'd them and their directories: flushDiskType=SYNC_FLUSH), so the switch below
     # never makes visible a batch a power cut could take back.
-    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable)
+    # Patches (local stores: files the batch continues in place) are applied between the two
+    # commits: after the manifest commit, which only one of two racing writers wins, and
+    # before the switch (storelib.patches).
+    in_place = [r["patch"] for r in segs + cqs + idxs if r.get("patch")]
+
+    def apply_in_place():
+        if in_place:
+            patches.write_intent(store, staging, [p["path"] for p in in_place], config.durable)
+            patches.apply_patches(store, in_place, config.durable, fault=fault)
+    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable,
+                    between=apply_in_place)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging)           # ours only: see drop_staging (dead attempts' leftovers
                                            # were removed when this run started)
+    snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
     return _summary(plan, batch_id, seq, len(segs), len(cqs), len(idxs), t0, prog)
 
 
@@ -112,6 +119,30 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     return ckpt.Checkpoint(physic, logics, index_ts)
 
 
+def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: bytes, staging: str, batch_id: str,
+                         attempt: str | None, config: StoreConfig, key: dict) -> dict:
+    """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
+    (object stores: the row's extents), and its row."""
+    detail = ck.to_dict()
+    if store.local:
+        where = f"{staging}/files/driver/{ckpt.FILE_NAME}"
+    else:
+        where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
+        detail["extents"] = [[0, len(ck_bytes), where, 0]]
+    store.write_file(where, [ck_bytes], durable=config.durable)
+    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.local else None,
+                             file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
+                             checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
+
+
+def _file_detail(r: dict, **extra) -> str:
+    """A written file's row detail: its block digests, its extents (object stores), ``extra``."""
+    d = dict(extra, blocks=r["blocks"])
+    if r.get("extents") is not None:
+        d["extents"] = r["extents"]
+    return manifest.dumps(d)
+
+
 def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: dict) -> list:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
@@ -122,7 +153,7 @@ def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: 
             "consumequeue", r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
             base_offset=r["base_offset"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=r["min_offset"], max_offset=r["max_offset"],
-            checksum=r["checksum"], detail=manifest.dumps({"min_phys": r["min_phys"], "max_phys": r["max_phys"]}),
+            checksum=r["checksum"], detail=_file_detail(r, min_phys=r["min_phys"], max_phys=r["max_phys"]),
             **key))
     for r in idxs:
         h = r["header"]
@@ -130,7 +161,7 @@ def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: 
             "index", r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"],
             min_store_ts=h["begin_timestamp"], max_store_ts=h["end_timestamp"], checksum=r["checksum"],
-            detail=manifest.dumps({"header": h}), **key))
+            detail=_file_detail(r, header=h), **key))
     return rows
 
 
@@ -146,7 +177,7 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
         "commitlog", r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
         valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
         max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
-        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], **key)
+        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r), **key)
 
 
 def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: sequencer.BatchPlan,
@@ -202,8 +233,9 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
         storage.sync_dirs(changed)
 
 
-def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot) -> None:
-    """A crash after a commit and before its publish finished: redo the publish, drop staging."""
+def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> None:
+    """A crash after a commit and before its publish finished: redo the publish, then clear
+    what dead attempts left (``clear_dead_attempts``)."""
     if snap.batch is None:
         return
     staging = f"{manifest.STAGING_DIR}/{snap.batch['batch_id']}"
@@ -211,6 +243,27 @@ def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot) -> Non
         return
     rows = [r for r in snap.files.values() if r["batch_id"] == snap.batch["batch_id"]]
     publish(store, rows)
+    clear_dead_attempts(store, snap, config)
+
+
+def clear_dead_attempts(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> None:
+    """Undo what attempts that never committed left behind (the caller holds the lease and the
+    last committed batch is published): files they patched in place are trimmed back to their
+    committed state (storelib.patches, local stores), objects no committed row can list are
+    deleted (object stores), and the staging directory goes."""
+    if store.local:
+        paths = patches.leftover_intents(store, manifest.STAGING_DIR)
+        if paths:
+            config = config or storefiles.config_of_batch(snap.batch)
+            for rel in sorted(paths):
+                if rel in snap.files:
+                    patches.trim_file(store, snap.files[rel], config)
+    else:
+        committed = {(b["batch_id"], b.get("attempt_id")) for b in snap.batches}
+        for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
+            for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
+                if (batch_dir, attempt) not in committed:
+                    store.delete(fragments.object_prefix(batch_dir, attempt))
     store.delete(manifest.STAGING_DIR)
 
 
@@ -220,6 +273,21 @@ def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None
     snap = manifest.load_snapshot(store)
     return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
                for b in snap.batches)
+
+
+def undo_attempt(store: storage.Store, snap: manifest.Snapshot | None, staging: str, config: StoreConfig,
+                 batch_id: str, attempt: str) -> None:
+    """A failed attempt that did not commit, still holding the lease: trim the files it patched
+    in place (its intent), delete its objects (object stores), then its staging. Only its own:
+    a racing writer's files are never touched."""
+    if store.local:
+        paths = patches.leftover_intents(store, staging)
+        for rel in sorted(paths):
+            if snap is not None and rel in snap.files:
+                patches.trim_file(store, snap.files[rel], config)
+    else:
+        store.delete(fragments.object_prefix(batch_id, attempt))
+    drop_staging(store, staging)
 
 
 def drop_staging(store: storage.Store, staging: str) -> None:

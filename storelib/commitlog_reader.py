@@ -8,11 +8,15 @@ bytes the listing says exist (``errors.read_exact``).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import commitlog as cl
 from . import records
 from .errors import read_exact
-from .storage import Store
-from .storefiles import CommitLogSegment
+
+if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
+    from .storage import Store
+    from .storefiles import CommitLogSegment
 
 __all__ = ["CommitLogReader"]
 

@@ -5,7 +5,7 @@
     df = spark.read.format("rocketmq").load("/data/store")            # latest committed batch
     df = spark.read.format("rocketmq").option("asOfBatch", "b-7").load(uri)
     df = spark.read.format("rocketmq").option("topic", "orders").option("beginTimestamp", 1710000000000).load(s)
-    spark.read.format("rocketmq").option("pushdown", "true").load(s).where("topic = 'orders'")
+    spark.read.format("rocketmq").load(s).where("topic = 'orders'")           # filters pushed to the reader
 
 Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic, queue_id,
 queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
@@ -16,13 +16,18 @@ vectorized (``codec.decode_records``) and yields Arrow record batches.
 Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
 ``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
 by the manifest's per-segment min/max store time and by offset range, records are filtered
-before decoding where possible. With ``option("pushdown", "true")`` the reader also implements
-``DataSourceReader.pushFilters`` (pyspark 4.1; ``register`` turns on
-``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN and =, <, <=, >, >= on
-``store_timestamp`` / ``commitlog_offset`` become the same bounds and Spark does not re-check
-them. It is opt-in because pyspark 4.1.4 reuses the pushed-down reader when another query is
-planned over the same DataFrame (``df.where(f).count()`` then ``df.count()`` returns the
-filtered count): use it on a relation that is queried once.
+before decoding where possible. The reader also implements ``DataSourceReader.pushFilters``
+(pyspark 4.1; ``register`` turns on ``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN
+and =, <, <=, >, >= on ``store_timestamp`` / ``commitlog_offset`` in ``.where(...)`` become the
+same bounds and Spark does not re-check them (``option("pushdown", "false")``: Spark filters).
+
+The reader-reuse pitfall of pyspark 4.1.4, and how ``register`` avoids it: Spark keeps the reader
+that the last filter pushdown made on the relation and plans a later query over the same
+DataFrame that has *no* pushable filter with it, without asking Python again, so
+``df.where(f).count()`` then ``df.count()`` would count the filtered rows. ``register`` makes
+every ``spark.read.format("rocketmq").load(...)`` DataFrame carry the filter
+``commitlog_offset >= 0`` (true of every record): every query over it then has a pushable filter,
+so every query's reader is made for its own filters.
 
 Other options: ``asOfBatch`` (batch id or sequence number of a rocketlake store), ``config``
 (a broker-style .properties file for stores without a manifest; sizes are otherwise fitted to
@@ -38,7 +43,10 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 
 from .rangescan import MESSAGE_DDL
 
-__all__ = ["RocketMQDataSource", "register"]
+__all__ = ["RocketMQDataSource", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD"]
+
+# A filter true of every record, on every rocketmq DataFrame (see the module docstring).
+REUSE_GUARD = "commitlog_offset >= 0"
 
 _INT_COLS = ("store_timestamp", "commitlog_offset")
 
@@ -153,13 +161,8 @@ class RocketMQReader(DataSourceReader):
 
 
 class RocketMQPushdownReader(RocketMQReader):
-    """RocketMQReader + ``pushFilters`` (option ``pushdown=true``).
-
-    Opt-in because of pyspark 4.1.4: the reader state that ``pushFilters`` sets is reused when
-    another query is planned over the same DataFrame relation, e.g. ``df.where(f).count()``
-    followed by ``df.count()`` returns the filtered count. Use it on a relation that is queried
-    once (``spark.read.format("rocketmq").option("pushdown", "true").load(s).where(...)``).
-    """
+    """RocketMQReader + ``pushFilters`` (the default; ``option("pushdown", "false")`` turns it off).
+    Safe on a reused DataFrame only with ``register``'s guard filter (module docstring)."""
 
     def pushFilters(self, filters):
         for f in filters:
@@ -177,12 +180,105 @@ class RocketMQDataSource(DataSource):
 
     def reader(self, schema):
         opts = {str(k).lower(): v for k, v in dict(self.options).items()}
-        if str(opts.get("pushdown", "false")).lower() == "true":
-            return RocketMQPushdownReader(self.options)
-        return RocketMQReader(self.options)
+        if str(opts.get("pushdown", "true")).lower() == "false":
+            return RocketMQReader(self.options)
+        return RocketMQPushdownReader(self.options)
 
 
+# ---------------------------------------------------------------------------- the Delta tables
+def _spark_schema(arrow_schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(arrow_schema)
+
+
+class _TableReader(DataSourceReader):
+    """One partition: the rows of one snapshot of a store's Delta table (storelib.manifest, read
+    with deltalake and pyarrow: no delta-spark)."""
+
+    def __init__(self, options: dict, rows_of, arrow_schema):
+        opts = {str(k).lower(): v for k, v in dict(options).items()}
+        self.path = opts.get("path")
+        if not self.path:
+            raise ValueError("rocketlake data sources: give the store root: .load(STORE)")
+        self.as_of = opts.get("asofbatch") or None
+        self.rows_of, self.arrow_schema = rows_of, arrow_schema
+
+    def read(self, partition):
+        import pyarrow as pa
+        from . import manifest, storage
+        snap = manifest.load_snapshot(storage.Store(self.path), self.as_of)
+        yield from pa.Table.from_pylist(self.rows_of(snap), schema=self.arrow_schema).to_batches()
+
+
+def _live_files(snap) -> list:
+    return sorted(snap.files.values(), key=lambda r: (r["kind"], r["path"]))
+
+
+def _committed_batches(snap) -> list:
+    return list(snap.batches)
+
+
+class ManifestDataSource(DataSource):
+    """``rocketlake_manifest``: one row per file of a snapshot (the latest committed batch, or
+    ``asOfBatch``): the manifest row that wrote the file's current version (MANIFEST_SCHEMA)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketlake_manifest"
+
+    def schema(self):
+        from .manifest import MANIFEST_SCHEMA
+        return _spark_schema(MANIFEST_SCHEMA)
+
+    def reader(self, schema):
+        from .manifest import MANIFEST_SCHEMA
+        return _TableReader(self.options, _live_files, MANIFEST_SCHEMA)
+
+
+class CheckpointsDataSource(DataSource):
+    """``rocketlake_checkpoints``: one row per committed batch, up to ``asOfBatch`` if given
+    (CHECKPOINTS_SCHEMA)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketlake_checkpoints"
+
+    def schema(self):
+        from .manifest import CHECKPOINTS_SCHEMA
+        return _spark_schema(CHECKPOINTS_SCHEMA)
+
+    def reader(self, schema):
+        from .manifest import CHECKPOINTS_SCHEMA
+        return _TableReader(self.options, _committed_batches, CHECKPOINTS_SCHEMA)
+
+
+# ---------------------------------------------------------------------------- registration
 def register(spark) -> None:
-    """Register ``format("rocketmq")`` on ``spark`` (and enable Python filter pushdown)."""
+    """Register ``rocketmq``, ``rocketlake_manifest`` and ``rocketlake_checkpoints`` on ``spark``,
+    enable Python filter pushdown and guard rocketmq DataFrames against reader reuse."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(RocketMQDataSource)
+    for source in (RocketMQDataSource, ManifestDataSource, CheckpointsDataSource):
+        spark.dataSource.register(source)
+    _guard_loads()
+
+
+def _guard_loads() -> None:
+    """``DataFrameReader.load`` of format rocketmq returns the DataFrame with ``REUSE_GUARD``
+    (once per process; other formats are untouched)."""
+    from pyspark.sql.readwriter import DataFrameReader
+    if getattr(DataFrameReader, "_rocketlake_guarded", False):
+        return
+    plain_format, plain_load = DataFrameReader.format, DataFrameReader.load
+
+    def remember_format(self, source):
+        self._rocketlake_format = source
+        return plain_format(self, source)
+
+    def load(self, path=None, format=None, schema=None, **options):
+        df = plain_load(self, path, format, schema, **options)
+        if str(format or getattr(self, "_rocketlake_format", "")).lower() == RocketMQDataSource.name():
+            df = df.where(REUSE_GUARD)
+        return df
+
+    DataFrameReader.format, DataFrameReader.load = remember_format, load
+    DataFrameReader._rocketlake_guarded = True

@@ -28,15 +28,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow.compute as pc
 
-from . import codec, inputs, sequencer, storage
+from . import codec, inputs, sequencer, split_staging, storage
 from . import topics as topics_mod
 from .codec import InputError
 from .config import StoreConfig
 from .faults import fault
+from .ingest_errors import IngestError
+from .arrays import numeric_values
 from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
 
 __all__ = [
-    "input_fingerprint", "default_store_timestamp", "encode_split", "reencode_rows", "load_split_facts",
+    "input_fingerprint", "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
@@ -74,9 +76,19 @@ def default_store_timestamp(splits: list) -> int | None:
 def _queue_keys(pm: codec.PreparedMessages):
     """(codes, keys): per message an int code of (topic, queue_id), and the distinct keys."""
     tenc = pc.dictionary_encode(pm.topic)
-    tidx = tenc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    combo = tidx * (2**32) + pm.queue_id.astype(np.int64)
-    uniq, codes = np.unique(combo, return_inverse=True)
+    tidx = numeric_values(tenc.indices).astype(np.int64)
+    width = int(pm.queue_id.max()) + 1 if pm.n else 0
+    if 0 < width * len(tenc.dictionary) <= 4 * pm.n + 4096:
+        # Few (topic, queue) pairs with small queue ids: a lookup table over topic * width + queue
+        # (np.unique's return_inverse sorts every message: ~0.1 s per 500k).
+        dense = tidx * width + pm.queue_id
+        seen = np.flatnonzero(np.bincount(dense, minlength=width * len(tenc.dictionary)))
+        lut = np.zeros(width * len(tenc.dictionary), np.int64)
+        lut[seen] = np.arange(len(seen))
+        codes = lut[dense]
+        uniq = (seen // width) * (2**32) + seen % width
+    else:
+        uniq, codes = np.unique(tidx * (2**32) + pm.queue_id.astype(np.int64), return_inverse=True)
     topics = tenc.dictionary.to_pylist()
     keys = [(topics[int(u // 2**32)], int(u % 2**32)) for u in uniq]
     return codes.astype(np.int32), keys
@@ -93,16 +105,24 @@ def encode_split(ctx: dict, split_dict: dict) -> dict:
     """
     fault("encode-split")
     split = inputs.split_from_dict(split_dict)
-    cfg = StoreConfig.from_json(ctx["config"])
-    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
-    table = None
     try:
         table, label = inputs.read_split(split)
+    except InputError as e:
+        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
+    return encode_table(ctx, split.index, table, label)
+
+
+def encode_table(ctx: dict, index: int, table, label) -> dict:
+    """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
+    ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.frame_ingest).
+    ``label(i)`` names row i in error messages."""
+    cfg = StoreConfig.from_json(ctx["config"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    try:
         filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
         pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
-        rows = table.num_rows if table is not None else getattr(e, "rows", None)
-        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": rows}
+        return {"index": index, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
     codes, keys = _queue_keys(pm)
     rr = filled.rr_topic >= 0
     # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
@@ -110,9 +130,9 @@ def encode_split(ctx: dict, split_dict: dict) -> dict:
     qcode = np.where(pm.cq_eligible, np.where(rr, -2, codes), -1).astype(np.int32)
     counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
     entries = pm.index_counts.astype(np.int32)
-    store = storage.Store(ctx["store"])
+    store = split_staging.staging_store(ctx, storage.Store(ctx["store"]))
     # Per attempt: a retried or speculative task never rewrites a file the driver may read.
-    base = f"{ctx['staging']}/splits/split-{split.index:06d}-{attempt_tag()}"
+    base = f"{ctx['staging']}/splits/split-{index:06d}-{attempt_tag()}"
     records_path, meta_path = base + ".records", base + ".npz"
     runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
     unplaced = np.zeros(pm.n, np.int64)
@@ -138,7 +158,7 @@ def encode_split(ctx: dict, split_dict: dict) -> dict:
     cq_rows = np.flatnonzero(pm.cq_eligible)
     ts = pm.store_timestamp
     return {
-        "index": split.index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
+        "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
         "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
@@ -155,7 +175,14 @@ def encode_split(ctx: dict, split_dict: dict) -> dict:
 
 def reencode_rows(ctx: dict, cfg: StoreConfig, si: int, r0: int, r1: int) -> np.ndarray:
     """Rows r0..r1 of split ``si`` encoded again from the input, exactly as ``encode_split``
-    staged them (for an attempt that finds a split's staged records already deleted)."""
+    staged them (for an attempt that finds a split's staged records already deleted).
+
+    A DataFrame's partition cannot be read again from inside a task (``ctx["splits"]`` holds no
+    files): the attempt fails with IngestError and the batch with it, leaving the store as it was."""
+    if si >= len(ctx["splits"]):
+        raise IngestError(f"input split {si}: its staged records were already written and released by an "
+                          f"earlier attempt of this task, and a DataFrame partition cannot be read again "
+                          f"from a task; nothing was committed, rerun the ingest")
     split = inputs.split_from_dict(ctx["splits"][si])
     table, label = inputs.read_split(split)
     filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), None,

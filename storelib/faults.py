@@ -17,7 +17,8 @@ a local cluster.
 
 Points (in the order an ingest passes them):
   driver:   after-lease, after-scan, after-plan, after-files-staged, before-delta-commit,
-            between-delta-tables, after-commit-before-publish, mid-publish,
+            mid-apply (local stores: a batch's in-place patches half applied, after the manifest
+            commit), between-delta-tables, after-commit-before-publish, mid-publish,
             after-publish-before-cleanup
   executor: encode-split (encode task start), mid-records-write (half of a split's encoded
             records staged), mid-segment-write (half of a segment file written),
@@ -35,7 +36,7 @@ import time
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "fault"]
 
 DRIVER_POINTS = (
-    "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
+    "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit", "mid-apply",
     "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",
 )
 EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-records-released",

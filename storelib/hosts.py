@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from . import kernels
 from .commitlog import HOST_V4_SIZE, HOST_V6_SIZE, IPV4_ADDR_SIZE, pack_host, unpack_host
-from .arrays import binary_from_numpy, single_array
+from .arrays import binary_from_numpy, numeric_values, single_array
 
 __all__ = ["parse_host", "format_host", "HostColumn", "host_column", "host_strings"]
 
@@ -83,7 +83,7 @@ def host_column(arr) -> tuple[HostColumn, list]:
             continue
         raw[k, :len(b)] = np.frombuffer(b, np.uint8)
         length[k] = len(b)
-    return HostColumn(raw, length, enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)), bad
+    return HostColumn(raw, length, numeric_values(enc.indices).astype(np.int64)), bad
 
 
 def host_strings(buf: np.ndarray, pos: np.ndarray, widths: np.ndarray, keys: np.ndarray) -> pa.Array:

@@ -12,16 +12,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .codec import TRANSACTION_MASK, TRANSACTION_ROLLBACK
+from typing import TYPE_CHECKING
+
 from .commitlog_reader import CommitLogReader
 from .config import StoreConfig
 from .errors import read_exact
 from .indexfile import (ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot,
                         slot_offset)
 from .javahash import index_key_hash
-from .records import decode_message, message_keys
-from .storage import Store
-from .storefiles import IndexFileRef
+from .records import decode_message, is_rollback, message_keys
+
+if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
+    from .storage import Store
+    from .storefiles import IndexFileRef
 
 __all__ = ["KeyPage", "IndexReader"]
 
@@ -241,7 +244,7 @@ def _key_match(msg: dict, topic: str, key: str, lo: int, hi: int, after: tuple[i
         return False
     if after is not None and (ts, msg["commitlog_offset"]) <= tuple(after):
         return False
-    if (msg["sys_flag"] & TRANSACTION_MASK) == TRANSACTION_ROLLBACK:
+    if is_rollback(msg["sys_flag"]):
         return False
     uniq, tokens = message_keys(msg)
     return key == uniq or key in tokens

@@ -32,7 +32,21 @@ class IndexFileBuilder:
         # Entry table as big-endian byte blocks: position k at byte ENTRY_SIZE*k; position 0 unused.
         first = entries if entries is not None else np.zeros(ENTRY_SIZE, dtype=np.uint8)
         self.blocks = [first]
+        self.kept = 0          # entries of a committed file not held here (``for_append``)
         assert len(first) == header.index_count * ENTRY_SIZE and header.index_count <= config.maxIndexNum
+
+    @classmethod
+    def for_append(cls, config: "StoreConfig", header: IndexHeader, slots: np.ndarray) -> "IndexFileBuilder":
+        """A committed file continued in place: its header and slot table only (the committed
+        entries stay where they are; ``new_entries`` gives the ones put since)."""
+        b = cls(config, IndexHeader(), slots)
+        b.header, b.blocks, b.kept = header, [], header.index_count
+        return b
+
+    def new_entries(self) -> bytes:
+        """The entries put since ``for_append`` (big-endian, back to back)."""
+        assert self.kept, "new_entries is for builders made by for_append"
+        return b"".join(np.asarray(b).tobytes() for b in self.blocks)
 
     @classmethod
     def from_bytes(cls, config: "StoreConfig", data: bytes) -> "IndexFileBuilder":

@@ -55,13 +55,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
 
-from . import encode_stage, inputs, manifest, sequencer, storage, write_stage
+from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, write_stage
 from . import topics as topics_mod
-from .commit_stage import commit_batch, drop_staging, finish_pending_publish, is_committed
+from .commit_stage import (clear_dead_attempts, commit_batch, drop_staging, finish_pending_publish, is_committed,
+                           undo_attempt)
 from .config import ConfigError, StoreConfig
 from .encode_stage import default_store_timestamp, encode_split, input_fingerprint
 from .faults import fault
@@ -69,7 +71,7 @@ from .ingest_errors import AlreadyCommitted, IngestError
 from .progress import Progress
 from .write_stage import run_write_task
 
-__all__ = ["run_ingest", "IngestError", "AlreadyCommitted", "store_state", "check_store_root", "check_config"]
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "IngestError", "AlreadyCommitted", "store_state", "check_store_root", "check_config"]
 
 
 # ---------------------------------------------------------------------------- the store as found
@@ -138,6 +140,8 @@ class _Run:
     t0: float
     attempt: str | None = None    # set once this attempt starts staging files
     staging: str | None = None
+    snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
+    local_staging: str | None = None        # host-local split staging (storelib.split_staging)
 
 
 def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
@@ -151,36 +155,79 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
     (default conf/topics.json if present); ``queue_by`` / ``store_timestamp``: see storelib.topics.
     """
     t0 = time.time()
+    splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
+    source = FileInput(input_path, fmt, splits, store_timestamp)
+    return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
+                        queue_by=queue_by, progress_interval=progress_interval, t0=t0)
+
+
+class FileInput:
+    """Input files cut into splits (storelib.inputs): identified before anything is encoded, by
+    the files' identity; encoded by one ``encode_stage.encode_split`` task per split.
+
+    The other kind of input, a DataFrame (storelib.frame_ingest), has the same members; its
+    ``fingerprint`` is None until its encode tasks report what they encoded (``fingerprint_of``)."""
+
+    def __init__(self, input_path: str, fmt: str, splits: list, store_timestamp: int | None):
+        self.input_path, self.fmt, self.splits = input_path, fmt, splits
+        self.fingerprint = input_fingerprint(input_path, fmt, splits)
+        self.default_store_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
+
+    def encode(self, run: "_Run", ctx: dict) -> list:
+        return _encode(run, ctx, self.input_path, self.fmt)
+
+    def fingerprint_of(self, scans: list) -> str:
+        return self.fingerprint
+
+
+# The staging name of a batch whose id is derived from what its encode stage produced: its
+# split records are staged here; its files are staged under the real id once it is known.
+PENDING_BATCH_ID = "pending-id"
+
+
+def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
+                 quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
+                 t0: float | None = None) -> dict:
+    """Ingest one batch of ``source`` (``FileInput`` or ``frame_ingest.FrameInput``); the stages
+    of the module docstring. Returns the summary dict (``run_ingest``)."""
+    t0 = t0 or time.time()
     sc = spark.sparkContext
     prog = Progress(quiet, sc, progress_interval)
     store = storage.Store(store_uri)
-    splits = inputs.plan_splits(input_path, fmt, target_splits or sc.defaultParallelism, split_bytes)
-    fingerprint = input_fingerprint(input_path, fmt, splits)
-    batch_id = _safe(batch_id or f"auto-{fingerprint[:16]}")
+    given = _safe(batch_id) if batch_id else None
+    fingerprint = source.fingerprint
+    batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     tcfg = _load_topics(topics, config)
     for w in tcfg.warnings():
         prog.warn(w)
-    run = _Run(sc, store, config, prog, splits, tcfg, batch_id, fingerprint, t0)
+    run = _Run(sc, store, config, prog, source.splits, tcfg, batch_id, fingerprint, t0)
     lease = manifest.WriterLease(store, batch_id)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
     fault("after-lease")
     prog.lease = lease
     committed = False
+    encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
         snap = manifest.load_snapshot(store)
-        done = _already_committed(run, snap)
+        done = _already_committed(run, snap) if fingerprint else None
         if done is not None:
             committed = True
             return done
         state = _start_attempt(run, snap)
         prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
-        default_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
         ctx = {"store": store_uri, "config": config.to_json(), "staging": run.staging,
-               "splits": [s.to_dict() for s in splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
-               "default_store_ts": default_ts}
+               "local_staging": run.local_staging, "splits": [s.to_dict() for s in source.splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
+               "default_store_ts": source.default_store_ts}
         # 1. encode
-        scans = _encode(run, ctx, input_path, fmt)
+        scans = source.encode(run, ctx)
         fault("after-scan")
+        if fingerprint is None:
+            encoded_in = run.staging
+            done = _identify(run, snap, lease, source.fingerprint_of(scans), given, ctx)
+            if done is not None:
+                drop_staging(store, run.staging)      # what this attempt staged under a given id
+                committed = True
+                return done
         rr_starts, rr_after = encode_stage.round_robin_starts(scans, prev_detail.get("round_robin", {}))
         summaries = encode_stage.split_summaries(scans, tcfg, rr_starts)
         prog.say(f"encode done: {sum(s.count for s in summaries)} messages, "
@@ -190,7 +237,7 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
         results = _write(run, ctx, plan, scans, summaries, rr_starts)
         fault("after-files-staged")
         # 4. commit
-        summary = commit_batch(store, snap, state, plan, summaries, results, config, batch_id, fingerprint,
+        summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
                                run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after})
         committed = True
     except BaseException:
@@ -198,6 +245,9 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
         raise
     finally:
         prog.lease = None
+        _drop_encoded(store, encoded_in, run.staging)
+        if run.local_staging:
+            shutil.rmtree(run.local_staging, ignore_errors=True)
         lease.release()
         if not committed:
             try:
@@ -205,6 +255,29 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
             except Exception:  # noqa: BLE001
                 pass
     return summary
+
+
+def _identify(run: _Run, snap: manifest.Snapshot, lease: manifest.WriterLease, fingerprint: str,
+              given: str | None, ctx: dict) -> dict | None:
+    """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
+    unless given) and the already-committed check, now that the fingerprint is known. The files
+    are then staged under the real id (a publish a crash interrupts is found by it)."""
+    run.fingerprint = fingerprint
+    if given is None:
+        run.batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
+        run.staging = ctx["staging"] = f"{manifest.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+    return _already_committed(run, snap)
+
+
+def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | None) -> None:
+    """Remove the split records staged under the pending id (never part of a publish); best effort
+    (a leftover is removed by the next ingest, as any dead attempt's staging)."""
+    if encoded_in is None or encoded_in == staging:
+        return
+    try:
+        drop_staging(store, encoded_in)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
@@ -226,15 +299,18 @@ def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
 def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
     """Finish a dead run's publish, check the store and the configuration, drop what dead
     attempts staged, and name this attempt's staging directory; the state the batch continues."""
-    finish_pending_publish(run.store, snap)
+    finish_pending_publish(run.store, snap, run.config)
     check_store_root(run.store, snap)
     check_config(snap, run.config)
     state = store_state(snap)
-    # We hold the lease and the last batch is fully published: anything under staging/ is a
-    # leftover of a dead attempt. It is never read; remove it.
-    run.store.delete(manifest.STAGING_DIR)
+    # We hold the lease and the last batch is fully published: anything under staging/ (or an
+    # object store's objects/) not committed is a leftover of a dead attempt. It is never read;
+    # files it patched in place are trimmed back, the rest removed.
+    clear_dead_attempts(run.store, snap, run.config)
+    run.snap = snap
     run.attempt = uuid.uuid4().hex[:12]
     run.staging = f"{manifest.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+    run.local_staging = split_staging.local_staging_dir(run.sc, run.store, run.attempt)
     return state
 
 
@@ -259,7 +335,8 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
     meta_paths = {r["index"]: r["meta_path"] for r in scans}
     plan = sequencer.plan_batch(
         state, summaries,
-        lambda i: encode_stage.read_detail(run.store, meta_paths[i], rr_starts.get(str(i)), run.tcfg), run.config)
+        lambda i: encode_stage.read_detail(split_staging.staging_store({"local_staging": run.local_staging}, run.store),
+                                           meta_paths[i], rr_starts.get(str(i)), run.tcfg), run.config)
     fault("after-plan")
     run.prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "
                  f"file(s), {len(plan.index_files)} index file(s)")
@@ -273,7 +350,9 @@ def _write(run: _Run, ctx: dict, plan: sequencer.BatchPlan, scans: list, summari
     if not plan.segments:
         return []
     sc, prog = run.sc, run.prog
-    bctx2 = sc.broadcast(dict(ctx, split_places=write_stage.split_places(scans, plan, rr_starts)))
+    bctx2 = sc.broadcast(dict(ctx, split_places=write_stage.split_places(scans, plan, rr_starts),
+                              **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id,
+                                                            run.attempt)))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
     tasks = [("segments", t) for t in seg_tasks] + [("files", g) for g in file_groups]
@@ -297,8 +376,8 @@ def _abandon(run: _Run) -> None:
         run.prog.stage(None)
         if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
-            drop_staging(run.store, run.staging)
-    except Exception:  # noqa: BLE001
+            undo_attempt(run.store, run.snap, run.staging, run.config, run.batch_id, run.attempt)
+    except Exception:  # noqa: BLE001 - what is left is undone by the next writer (the intent stays)
         pass
 
 

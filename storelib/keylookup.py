@@ -13,9 +13,10 @@ Two plans; Spark schedules, executors read the store files themselves.
 
 Broadcast plan (the default while the distinct queries fit ``broadcast_limit`` rows, like
 Spark's broadcast join): the queries and their index key hashes go to every task as one Arrow
-table; each task owns a range of commitlog offsets, keeps the index entries that point into it
-and carry a wanted hash, joins them with the queries in Arrow, reads its part of the segment
-once and checks the records exactly. One stage, no shuffle.
+table, sorted by hash; each task owns a range of commitlog offsets, reads the span of each index
+file's entries that points into it (binary search on the entries' offsets), keeps those with a
+wanted hash (a bit table, then binary searches in the sorted queries), reads its part of the
+segment once and checks the records exactly. One stage, no shuffle; no per-entry Python.
 
 Shuffle plan (more queries than that):
 
@@ -177,6 +178,44 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     return buf, np.where(ok, rel, 0), ok
 
 
+def _select_rows(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)`` for increasing ``rows``, without copying where it can: every row in
+    order is the table itself, a few runs of consecutive rows are zero-copy slices (the usual
+    case: one candidate per record, a few hash collisions dropped), so bodies and properties
+    are not copied again."""
+    if len(rows) == table.num_rows and (not len(rows) or (rows[0] == 0 and (np.diff(rows) == 1).all())):
+        return table
+    if len(rows) > 1 and (np.diff(rows) > 0).all():
+        cuts = np.flatnonzero(np.diff(rows) != 1) + 1
+        if len(cuts) < len(rows) // 256:
+            starts = np.concatenate([[0], cuts])
+            ends = np.concatenate([cuts, [len(rows)]])
+            return pa.concat_tables([table.slice(int(rows[a]), int(b - a)) for a, b in zip(starts, ends)])
+    return table.take(pa.array(rows))
+
+
+def _exact_matches(sub: pa.Table, msgs: pa.Table, k: np.ndarray) -> np.ndarray:
+    """Mask over candidate rows ``sub`` (query topic/key/begin/end) of those whose record
+    ``msgs[k]`` really matches: topic, UNIQ_KEY or a KEYS token, store time in the window, not a
+    rolled-back transaction. Only the light columns of ``msgs`` are gathered for the check."""
+    take_k = pa.array(k)
+    qt, qk = sub.column("topic"), sub.column("key")
+    ts = np.asarray(msgs.column("store_timestamp"))[k]
+    qb = np.asarray(sub.column("begin").fill_null(I64_MIN))
+    qe = np.asarray(sub.column("end").fill_null(I64_MAX))
+    keep = (ts >= qb) & (ts <= qe)
+    keep &= np.asarray(pc.equal(msgs.column("topic").take(take_k), qt).fill_null(False))
+    keep &= (np.asarray(msgs.column("sys_flag"))[k] & codec.TRANSACTION_MASK) != codec.TRANSACTION_ROLLBACK
+    key_ok = np.asarray(pc.equal(msgs.column("uniq_key").take(take_k), qk).fill_null(False))
+    toks = pc.split_pattern(single_array(msgs.column("keys").take(take_k)).fill_null(""), " ")
+    flat = pc.list_flatten(toks)
+    parent = np.asarray(pc.list_parent_indices(toks))
+    if len(flat):
+        hit = np.asarray(pc.equal(flat, single_array(qk).take(pa.array(parent))).fill_null(False))
+        key_ok[parent[hit]] = True
+    return keep & key_ok
+
+
 def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None,
                      distinct: bool = False):
     """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow).
@@ -220,28 +259,11 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         k = k[k_ok]
         if not len(rows):
             continue
-        sub = cand.take(pa.array(rows))
-        m = msgs.take(pa.array(k))
-        qt, qk = sub.column("topic"), sub.column("key")
-        ts = np.asarray(m.column("store_timestamp"))
-        qb = np.asarray(sub.column("begin").fill_null(I64_MIN))
-        qe = np.asarray(sub.column("end").fill_null(I64_MAX))
-        keep = (ts >= qb) & (ts <= qe)
-        keep &= np.asarray(pc.equal(m.column("topic"), qt).fill_null(False))
-        keep &= (np.asarray(m.column("sys_flag")) & codec.TRANSACTION_MASK) != codec.TRANSACTION_ROLLBACK
-        key_ok = np.asarray(pc.equal(m.column("uniq_key"), qk).fill_null(False))
-        toks = pc.split_pattern(m.column("keys").combine_chunks().fill_null(""), " ")
-        flat = pc.list_flatten(toks)
-        parent = np.asarray(pc.list_parent_indices(toks))
-        if len(flat):
-            qk_arr = qk.combine_chunks() if isinstance(qk, pa.ChunkedArray) else qk
-            hit = np.asarray(pc.equal(flat, qk_arr.take(pa.array(parent))).fill_null(False))
-            key_ok[parent[hit]] = True
-        keep &= key_ok
+        sub = _select_rows(cand, rows)
+        keep = _exact_matches(sub, msgs, k)
         if not keep.any():
             continue
-        sel = pa.array(np.flatnonzero(keep))
-        sub, m = sub.take(sel), m.take(sel)
+        sub, m = _select_rows(sub, np.flatnonzero(keep)), _select_rows(msgs, k[keep])
         cols = [sub.column("topic"), sub.column("key"), sub.column("begin"), sub.column("end")] + list(m.columns)
         names = ["query_topic", "query_key", "query_begin", "query_end"] + m.schema.names
         out.append(pa.table(cols, names=names))
@@ -259,59 +281,131 @@ def _query_table(keys) -> pa.Table:
     q = q.filter(pc.and_(pc.is_valid(q.column("topic")), pc.is_valid(q.column("key"))))
     q = q.group_by(["topic", "key", "begin", "end"], use_threads=False).aggregate([])
     h = key_hashes(single_array(q.column("topic")), single_array(q.column("key")))
-    return q.append_column("key_hash", pa.array(h, pa.int32()))
+    # Sorted by hash once here, so every task matches index entries to queries with two
+    # binary searches instead of building a hash join of all the queries.
+    order = np.argsort(h, kind="stable")
+    return q.take(pa.array(order)).append_column("key_hash", pa.array(h[order], pa.int32()))
 
 
-def _index_entries(store, config, ref, lo: int, hi: int, hashes: np.ndarray):
-    """(key_hash, phy, t_lo, t_hi) of the entries of one index file pointing into [lo, hi) whose
-    keyHash is in ``hashes`` (sorted unique): one sequential read of the entry table."""
+def _entry_phy(fh, rel: str, entries_at: int, pos: int) -> int:
+    return indexfile.parse_entry(read_at(fh, rel, INDEX_ENTRY_SIZE, entries_at + pos * INDEX_ENTRY_SIZE))[1]
+
+
+def _first_entry_at_or_after(fh, rel: str, entries_at: int, count: int, phy: int) -> int:
+    """Smallest entry position in [1, count] whose phyOffset is >= ``phy`` (binary search by
+    single-entry reads; entries are appended in commitlog order)."""
+    a, b = 1, count
+    while a < b:
+        mid = (a + b) // 2
+        if _entry_phy(fh, rel, entries_at, mid) < phy:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+def _entries_for_range(store, rel: str, entries_at: int, count: int, lo: int, hi: int):
+    """(first position, entries) of the entries of one index file pointing into [lo, hi).
+
+    A range task reads only its share of the entry table: entries are appended in commitlog
+    order (a broker's dispatcher and our writer both do), so the share is one span found by
+    binary search. The span is checked (sorted, bounded by entries outside [lo, hi)); a file
+    that breaks the order anywhere near it is read whole instead."""
+    with open_reader(store, rel) as fh:
+        a = _first_entry_at_or_after(fh, rel, entries_at, count, lo)
+        b = _first_entry_at_or_after(fh, rel, entries_at, count, hi)
+        first = max(1, a - 1)                  # one neighbour each side, for the check
+        last = min(count, b + 1)
+        raw = read_at(fh, rel, (last - first) * INDEX_ENTRY_SIZE, entries_at + first * INDEX_ENTRY_SIZE) \
+            if last > first else b""
+    rec = indexfile.decode_entries(raw)
+    phy = rec["phys"]
+    ordered = (len(phy) < 2 or bool((phy[1:] >= phy[:-1]).all())) \
+        and (first == a or phy[0] < lo) and (last == b or phy[-1] >= hi)
+    if ordered:
+        return first, rec
+    whole = indexfile.decode_entries(read_exact(store, rel, entries_at, count * INDEX_ENTRY_SIZE))
+    return 0, whole
+
+
+def _index_entries(store, config, ref, lo: int, hi: int, query_hashes: np.ndarray, hash_filter: np.ndarray):
+    """(phy, t_lo, t_hi, q_first, q_end) of the entries of one index file pointing into [lo, hi)
+    whose keyHash is one of ``query_hashes`` (sorted, duplicates allowed; ``hash_filter`` is
+    their ``_hash_filter``): queries ``q_first[i]:q_end[i]`` carry entry i's hash."""
     header = ref.header or indexfile.IndexHeader.parse(read_exact(store, ref.rel, 0, INDEX_HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
-    if count <= 1 or not len(hashes):
+    if count <= 1 or not len(query_hashes):
         return None
     # Entries are appended in commitlog order, between the header's begin and end offsets (a
     # rolled file's begin is inherited from the file before, lower still): a file wholly outside
     # [lo, hi) is not read.
     if header.end_phy_offset < lo or header.begin_phy_offset >= hi:
         return None
-    entries_at = indexfile.entries_offset(config)
-    raw = read_exact(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
-    rec = indexfile.decode_entries(raw)
+    first, rec = _entries_for_range(store, ref.rel, indexfile.entries_offset(config), count, lo, hi)
     phy = rec["phys"]
-    pos = np.flatnonzero((phy >= lo) & (phy < hi))
-    pos = pos[pos >= 1]
-    kh = rec["hash"][pos]
-    k = np.searchsorted(hashes, kh)
-    hit = hashes[np.minimum(k, len(hashes) - 1)] == kh
-    pos, kh = pos[hit], kh[hit]
-    t_lo, t_hi = _entry_bounds(pos, rec["time_diff"][pos], header.begin_timestamp)
-    return pa.table({"key_hash": pa.array(kh.astype(np.int32)), "phy": pa.array(phy[pos].astype(np.int64)),
-                     "t_lo": pa.array(t_lo), "t_hi": pa.array(t_hi)})
+    at = np.flatnonzero((phy >= lo) & (phy < hi))
+    pos = at + first
+    at, pos = at[pos >= 1], pos[pos >= 1]
+    kh = rec["hash"][at]
+    maybe = hash_filter[kh & _FILTER_MASK]
+    at, pos, kh = at[maybe], pos[maybe], kh[maybe]
+    q_first = np.searchsorted(query_hashes, kh)
+    hit = query_hashes[np.minimum(q_first, len(query_hashes) - 1)] == kh
+    at, pos, kh, q_first = at[hit], pos[hit], kh[hit], q_first[hit]
+    q_end = np.searchsorted(query_hashes, kh, side="right")
+    t_lo, t_hi = _entry_bounds(pos, rec["time_diff"][at], header.begin_timestamp)
+    return phy[at].astype(np.int64), t_lo, t_hi, q_first, q_end
 
 
-def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, hashes: np.ndarray | None = None) -> list:
+_FILTER_MASK = (1 << 24) - 1
+
+
+def _hash_filter(query_hashes: np.ndarray) -> np.ndarray:
+    """A 16M-entry table of which low 24 bits occur among the query hashes: one random load per
+    index entry discards most non-matching entries before the binary searches (a random
+    searchsorted in a few MB of hashes costs about 20 cache misses per entry)."""
+    table = np.zeros(_FILTER_MASK + 1, bool)
+    table[query_hashes & _FILTER_MASK] = True
+    return table
+
+
+def _expand_matches(q_first: np.ndarray, q_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(entry index, query index) of every pair of an entry with a query of its hash."""
+    n = q_end - q_first
+    entry = np.repeat(np.arange(len(n)), n)
+    starts = np.cumsum(n) - n
+    return entry, q_first[entry] + (np.arange(len(entry)) - starts[entry])
+
+
+def lookup_range(store, files, queries: pa.Table, lo: int, hi: int) -> list:
     """RESULT tables of the broadcast plan for commitlog offsets [lo, hi).
 
-    ``queries``: distinct queries (``_query_table``); ``hashes``: their sorted unique key hashes."""
+    ``queries``: distinct queries with their key_hash (``_query_table``, which sorts them by it)."""
     cfg = files.config
-    if hashes is None:
-        hashes = sorted_unique(np.asarray(queries.column("key_hash"), np.int32))
-    parts = [t for t in (_index_entries(store, cfg, ref, lo, hi, hashes) for ref in files.index) if t is not None]
+    query_hashes = np.asarray(queries.column("key_hash"), np.int32)
+    if len(query_hashes) > 1 and not (query_hashes[1:] >= query_hashes[:-1]).all():
+        queries = queries.sort_by("key_hash")           # a caller's own table
+        query_hashes = np.asarray(queries.column("key_hash"), np.int32)
+    hash_filter = _hash_filter(query_hashes)
+    parts = [t for t in (_index_entries(store, cfg, ref, lo, hi, query_hashes, hash_filter) for ref in files.index)
+             if t is not None]
     if not parts:
         return []
-    q = queries.append_column("qid", pa.array(np.arange(queries.num_rows, dtype=np.int64)))
-    cands = pa.concat_tables(parts).join(q, "key_hash", use_threads=False)
-    b = np.asarray(cands.column("begin").fill_null(I64_MIN))
-    e = np.asarray(cands.column("end").fill_null(I64_MAX))
-    keep = (np.asarray(cands.column("t_hi")) >= b) & (np.asarray(cands.column("t_lo")) <= e)
+    phy, t_lo, t_hi, q_first, q_end = (np.concatenate(c) for c in zip(*parts))
+    entry, qid = _expand_matches(q_first, q_end)
+    phy = phy[entry]
+    b = np.asarray(queries.column("begin").fill_null(I64_MIN))[qid]
+    e = np.asarray(queries.column("end").fill_null(I64_MAX))[qid]
+    keep = (t_hi[entry] >= b) & (t_lo[entry] <= e)
+    qid, phy = qid[keep], phy[keep]
     # one row per (query, message): a key indexed twice in one message has two entries
-    qid = np.asarray(cands.column("qid"))
-    phy = np.asarray(cands.column("phy"))
-    order = np.lexsort((phy, qid))
-    first = np.ones(len(order), bool)
-    first[1:] = (qid[order][1:] != qid[order][:-1]) | (phy[order][1:] != phy[order][:-1])
-    keep[order[~first]] = False
-    cands = cands.filter(pa.array(keep)).select(["topic", "key", "begin", "end", "phy"])
+    order = np.lexsort((qid, phy))
+    qid, phy = qid[order], phy[order]
+    first = np.ones(len(qid), bool)
+    first[1:] = (qid[1:] != qid[:-1]) | (phy[1:] != phy[:-1])
+    qid, phy = qid[first], phy[first]
+    cands = queries.select(["topic", "key", "begin", "end"]).take(pa.array(qid)).append_column(
+        "phy", pa.array(phy, pa.int64()))
     segs = {s.base: s for s in files.commitlog}
     slack = cfg.maxMessageSize + codec.MESSAGE_SIZE_SLACK
     return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack, distinct=True)
@@ -443,7 +537,6 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
     with ipc.new_stream(sink, q.schema) as w:
         w.write_table(q)
     b_q = sc.broadcast(sink.getvalue().to_pybytes())
-    b_hashes = sc.broadcast(sorted_unique(np.asarray(q.column("key_hash"), np.int32)))
     b_ranges = sc.broadcast(ranges)
     # The driver's snapshot, without the consume queues the lookup does not read.
     b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
@@ -458,7 +551,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
         for b in batches:
             for i in b.column(0).to_pylist():
                 lo, hi = b_ranges.value[i]
-                for t in lookup_range(st, fl, queries, lo, hi, b_hashes.value):
+                for t in lookup_range(st, fl, queries, lo, hi):
                     yield from t.to_batches()
 
     return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)

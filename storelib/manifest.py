@@ -39,10 +39,8 @@ __all__ = [
     "LEASE_PATH", "LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease",
 ]
 
-META_DIR = "_rocketlake"
-MANIFEST_DIR = f"{META_DIR}/manifest"
-CHECKPOINTS_DIR = f"{META_DIR}/checkpoints"
-STAGING_DIR = f"{META_DIR}/staging"
+# defined in the leaf module metapaths (the shell lookup path reads them without pyarrow)
+from .metapaths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, STAGING_DIR  # noqa: E402
 
 MANIFEST_SCHEMA = pa.schema([
     ("batch_id", pa.string()),
@@ -272,8 +270,11 @@ def check_row_paths(row: dict) -> None:
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,
-           fault=None, durable: bool = True) -> None:
+           fault=None, durable: bool = True, between=None) -> None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch).
+
+    ``between()`` runs after the manifest commit succeeded and before the switch (in-place
+    patches: only the writer that won the manifest commit may touch committed files).
 
     ``durable``: each table version is fsync'd as soon as it is written (delta-rs does not), so
     the manifest rows are on stable storage before the switch, and the switch before we return.
@@ -307,6 +308,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             raise
         if durable:
             sync_table_version(store, rel, 0 if version is None else version + 1)
+        if point and between is not None:
+            between()
         if point and fault:
             fault(point)
 

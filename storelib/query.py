@@ -19,14 +19,18 @@ index position it can verify, so usually only the last few records are read).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .commitlog_reader import CommitLogReader
 from .config import StoreConfig
-from .hosts import format_host
 from .index_reader import IndexReader, KeyPage
 from .queue_reader import QueueReader
 from .records import answer_message, decode_msg_id, earliest_probe_size
-from .storage import Store
-from .storefiles import StoreFiles, open_files
+from .storefiles import StoreFiles, as_store, open_files
+from .textforms import format_host
+
+if TYPE_CHECKING:                # storage loads pyarrow: a local store is read without it (localstore)
+    from .storage import Store
 
 __all__ = ["open_store", "StoreReader"]
 
@@ -40,7 +44,7 @@ class StoreReader:
     """
 
     def __init__(self, store: Store | str, config: StoreConfig | None = None, files: StoreFiles | None = None):
-        self.store = Store(store) if isinstance(store, str) else store
+        self.store = as_store(store)
         if config is None:
             config = files.config if files is not None else StoreConfig()
         self.config = config
@@ -204,7 +208,7 @@ def open_store(uri: str, as_of_batch=None, config: StoreConfig | None = None) ->
     ``config`` (default: RocketMQ defaults) fitted to the file sizes found. ``reader.snapshot``
     tells which (``storefiles.SnapshotInfo``).
     """
-    store = Store(uri) if isinstance(uri, str) else uri
+    store = as_store(uri)
     files, info = open_files(store, as_of_batch, config)
     reader = StoreReader(store, files.config, files)
     reader.snapshot = info

@@ -24,11 +24,16 @@ import json
 import os
 import sys
 import time
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from .cli import ExitCode, exit_code, spark_session
 from .config import load_config
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
+# a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
 
 __all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
@@ -42,6 +47,7 @@ class BadInput(ValueError):
 # ----------------------------------------------------------------------------- output
 def _message_rows(msgs: list) -> pa.Table:
     """decode_message dicts -> rangescan.MESSAGE_SCHEMA table."""
+    import pyarrow as pa
     from .properties import parse_properties_string
     from .rangescan import MESSAGE_SCHEMA
     rows = []
@@ -74,25 +80,37 @@ class Output:
         self.rows = 0
 
     def write_table(self, table: pa.Table | None, schema: pa.Schema | None = None) -> None:
+        import pyarrow as pa
         if table is None:
             table = schema.empty_table() if schema is not None else pa.table({})
-        self.rows += table.num_rows
         if self.parquet:
             import pyarrow.parquet as pq
+            self.rows += table.num_rows
             pq.write_table(table, self.path)
             return
+        self.write_rows(row for batch in table.to_batches(65536) for row in batch.to_pylist())
+
+    def write_rows(self, rows) -> None:
+        """Rows (dicts, keys in column order) as JSON lines, without pyarrow."""
         fh = open(self.path, "w", encoding="utf-8") if self.path else sys.stdout
         try:
-            for batch in table.to_batches(65536):
-                names = batch.schema.names
-                for row in batch.to_pylist():
-                    out = {n: _json_value(row[n], self.body_as, n) for n in names}
-                    fh.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n")
+            for row in rows:
+                out = {n: _json_value(v, self.body_as, n) for n, v in row.items()}
+                fh.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n")
+                self.rows += 1
         finally:
             if self.path:
                 fh.close()
             else:
                 fh.flush()
+
+    def write_messages(self, msgs: list) -> None:
+        """``decode_message`` dicts in the public message columns (JSON lines need no pyarrow)."""
+        if self.parquet:
+            self.write_table(_message_rows(msgs) if msgs else None, _schema())
+        else:
+            from .records import message_row
+            self.write_rows(message_row(m) for m in msgs)
 
 
 def _nothing(what: str) -> None:
@@ -210,11 +228,10 @@ def single(args) -> int:
             msgs = r.get_by_queue_offset(args.topic, args.queue, args.offset, args.count)
     else:                                                       # time
         return _time_lookup(r, args, out, t0)
+    out.write_messages(msgs)
     if not msgs:
-        out.write_table(None, _schema())
         _nothing(what)
         return ExitCode.OK
-    out.write_table(_message_rows(msgs))
     if cursor is not None:
         print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
     _timing(args, t0, len(msgs))
@@ -253,25 +270,35 @@ def _time_lookup(r, args, out: Output, t0: float) -> int:
     """``time``: getOffsetInQueueByTime and the queue's bounds, one row."""
     what = f"queue {args.topic}/{args.queue}"
     if r.get_max_offset_in_queue(args.topic, args.queue) <= 0:
-        out.write_table(None, _TIME_SCHEMA)
+        if out.parquet:
+            out.write_table(None, _time_schema())
+        else:
+            out.write_rows([])
         _nothing(what + " (no such queue, or it is empty)")
         return ExitCode.OK
     off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
     unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
-    out.write_table(pa.Table.from_pylist([{
-        "topic": args.topic, "queue_id": args.queue, "timestamp": args.timestamp,
-        "boundary": args.boundary.upper(), "queue_offset": off,
-        "store_timestamp": unit_ts if unit_ts >= 0 else None,
-        "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
-        "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}], schema=_TIME_SCHEMA))
+    row = {"topic": args.topic, "queue_id": args.queue, "timestamp": args.timestamp,
+           "boundary": args.boundary.upper(), "queue_offset": off,
+           "store_timestamp": unit_ts if unit_ts >= 0 else None,
+           "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
+           "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}
+    if out.parquet:
+        import pyarrow as pa
+        out.write_table(pa.Table.from_pylist([row], schema=_time_schema()))
+    else:
+        out.write_rows([row])
     _timing(args, t0, 1)
     return ExitCode.OK
 
 
-_TIME_SCHEMA = pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("timestamp", pa.int64()),
-                          ("boundary", pa.string()), ("queue_offset", pa.int64()),
-                          ("store_timestamp", pa.int64()), ("min_offset", pa.int64()),
-                          ("max_offset", pa.int64())])
+def _time_schema():
+    """The ``time`` command's output columns (in the order of its JSON lines)."""
+    import pyarrow as pa
+    return pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("timestamp", pa.int64()),
+                      ("boundary", pa.string()), ("queue_offset", pa.int64()),
+                      ("store_timestamp", pa.int64()), ("min_offset", pa.int64()),
+                      ("max_offset", pa.int64())])
 
 
 def _schema():
@@ -360,6 +387,7 @@ def range_cmd(spark, args) -> int:
 
 
 def keys_cmd(spark, args) -> int:
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from .keylookup import lookup_keys
     try:
@@ -391,6 +419,7 @@ def _finish_table(args, table, what, cursor) -> int:
 
 def _normalize(table: pa.Table) -> pa.Table:
     """Spark's Arrow output uses large types / nested names; keep the public schema types."""
+    import pyarrow as pa
     from .rangescan import MAP_TYPE
     cols, names = [], []
     for name in table.column_names:

@@ -9,14 +9,18 @@ one file from a queue offset (``getIndexBuffer``: one file per call), ``getMessa
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import consumequeue, records
 from .commitlog_reader import CommitLogReader
 from .config import StoreConfig
 from .consumequeue import UNIT_SIZE
 from .errors import read_exact
 from .javahash import java_div
-from .storage import Store
-from .storefiles import ConsumeQueueFile
+
+if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
+    from .storage import Store
+    from .storefiles import ConsumeQueueFile
 
 __all__ = ["MAX_PULL_MSG_SIZE", "MAX_FILTER_MESSAGE_SIZE", "QueueState", "QueueReader"]
 

@@ -12,12 +12,24 @@ from __future__ import annotations
 import hashlib
 
 from . import commitlog as cl
-from .hosts import format_host
-from .properties import parse_properties_string
+# Plain-Python text forms: hosts/properties load numba and pyarrow, which the shell lookup avoids.
+from .textforms import format_host, parse_properties_string
 
 __all__ = ["STORE_TIMESTAMP_POSITION", "PHYS_END", "record_head", "record_size", "is_record", "record_phys_offset",
            "pickup_store_timestamp", "earliest_probe_size", "decode_message", "decode_msg_id", "answer_message",
-           "message_keys"]
+           "message_keys", "TRANSACTION_MASK", "TRANSACTION_ROLLBACK", "is_rollback", "MESSAGE_COLUMNS",
+           "message_row"]
+
+# MessageSysFlag transaction bits (codec's TRANSACTION_*, which loads numba; a test checks they agree).
+TRANSACTION_MASK = 0xC
+TRANSACTION_ROLLBACK = 0xC
+
+# The public message columns, in order (rangescan.MESSAGE_SCHEMA's names; a test checks they agree):
+# the single lookups print them as JSON without building an Arrow table.
+MESSAGE_COLUMNS = ("commitlog_offset", "store_size", "msg_id", "topic", "queue_id", "queue_offset", "flag",
+                   "sys_flag", "body_crc", "born_timestamp", "born_host", "store_timestamp", "store_host",
+                   "reconsume_times", "prepared_transaction_offset", "body", "properties", "tags", "keys",
+                   "uniq_key")
 
 # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITION: where the store timestamp is after an IPv4 born host.
 STORE_TIMESTAMP_POSITION = cl.storetimestamp_offset(0)
@@ -125,3 +137,18 @@ def message_keys(msg: dict) -> tuple[str | None, list[str]]:
     props = parse_properties_string(msg["properties_string"])
     keys = props.get("KEYS")
     return props.get("UNIQ_KEY"), [t for t in keys.split(" ") if t] if keys else []
+
+
+def is_rollback(sys_flag: int) -> bool:
+    """A ROLLBACK record (never indexed, never in a consume queue)."""
+    return (sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK
+
+
+def message_row(msg: dict) -> dict:
+    """A ``decode_message`` dict as a row of the public message columns (``MESSAGE_COLUMNS``):
+    properties as a dict, TAGS/KEYS/UNIQ_KEY pulled out, fields it lacks None."""
+    p = parse_properties_string(msg["properties_string"])
+    row = {k: msg.get(k) for k in MESSAGE_COLUMNS}
+    row["properties"] = p
+    row["tags"], row["keys"], row["uniq_key"] = p.get("TAGS"), p.get("KEYS"), p.get("UNIQ_KEY")
+    return row

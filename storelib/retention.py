@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import time
 
-from . import manifest, storage
+from . import fragments, manifest, snapcache, storage
 from .progress import Progress
 
-__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "expire", "delta_housekeeping"]
+__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
+           "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
 
@@ -90,7 +91,28 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     left = sorted(p for p in removed - live if store.exists(p))
     for p in left:
         store.delete(p)
+    if not store.local:
+        left += delete_objects(store, removed - live)
     return left
+
+
+def delete_objects(store: storage.Store, paths: set) -> list:
+    """Object stores: delete every object that ever held bytes of the files ``paths`` (the
+    extents of all their manifest rows, superseded index heads included); those still there."""
+    if not paths:
+        return []
+    objects = set()
+    for r in manifest.read_rows(manifest.open_table(store, manifest.MANIFEST_DIR)):
+        if r["action"] == "add" and r["path"] in paths and '"extents"' in (r["detail"] or ""):
+            try:
+                extents = fragments.extents_from_detail(json.loads(r["detail"])["extents"])
+            except (ValueError, KeyError, TypeError):
+                continue                    # a damaged row names nothing we may delete
+            objects.update(e.object_rel for e in extents)
+    gone = sorted(o for o in objects if store.exists(o))
+    for o in gone:
+        store.delete(o)
+    return gone
 
 
 def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry_run: bool = False,
@@ -121,6 +143,7 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
             f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
         if not dry_run and housekeeping:
             summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours)
+            snapcache.refresh(store)        # housekeeping may add Delta versions: the cache follows
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
     seq = snap.batch_seq + 1
@@ -149,10 +172,13 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     for r in rows:
         store.delete(r["path"])
+    if not store.local:
+        delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
         summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours)
+    snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
 

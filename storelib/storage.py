@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
 from .errors import StoreError
+from .fragments import AssembledFile
 from .names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
@@ -137,6 +138,9 @@ class Store:
         # (storefiles.files_from_snapshot: its publish was unfinished); the publish may move
         # them meanwhile.
         self.moved: dict = {}
+        # rel -> (file_size, extents) of files assembled from objects (object stores: see
+        # storelib.fragments); reads of such a file go through its extents.
+        self.assembled: dict = {}
 
     # -- paths
     def path(self, rel: str) -> str:
@@ -173,9 +177,13 @@ class Store:
 
     # -- queries
     def exists(self, rel: str) -> bool:
+        if rel in self.assembled:
+            return True
         return self.fs.get_file_info(self.path(rel)).type != FileType.NotFound
 
     def size(self, rel: str) -> int | None:
+        if rel in self.assembled:
+            return self.assembled[rel][0]
         info = self.fs.get_file_info(self.path(rel))
         return None if info.type == FileType.NotFound else info.size
 
@@ -254,10 +262,27 @@ class Store:
                 raise
             return fn(self._follow_move(rel, e), *args)
 
+    def map_file(self, rel: str, file_size: int, extents: list) -> None:
+        """From now on, read ``rel`` as the file assembled from ``extents`` (storelib.fragments)."""
+        self.path(rel)
+        for e in extents:
+            self.path(e[2])
+        self.assembled[rel] = (file_size, extents)
+
+    def _assembled(self, rel: str):
+        size, extents = self.assembled[rel]
+        return AssembledFile(size, extents, self._read_object)
+
+    def _read_object(self, rel: str, offset: int, length: int) -> bytes:
+        with self.fs.open_input_file(self.path(rel)) as fh:
+            return fh.read_at(length, offset)
+
     def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         return self._reading(self._read, rel, offset, length)
 
     def _read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        if rel in self.assembled:
+            return self._assembled(rel).read(offset, length)
         if self.local:
             with open(self.path(rel), "rb") as fh:
                 fh.seek(offset)
@@ -273,7 +298,11 @@ class Store:
 
     def _read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         out = np.empty(length, np.uint8)
-        if self.local:
+        if rel in self.assembled:
+            data = self._assembled(rel).read(offset, length)
+            got = len(data)
+            out[:got] = np.frombuffer(data, np.uint8)
+        elif self.local:
             with open(self.path(rel), "rb", buffering=0) as fh:
                 fh.seek(offset)
                 mv, got = memoryview(out), 0
@@ -292,7 +321,37 @@ class Store:
         return out
 
     def open_reader(self, rel: str):
+        if rel in self.assembled:
+            return self._assembled(rel)
         return self._reading(lambda r: self.fs.open_input_file(self.path(r)), rel)
+
+    # -- writes in place (local file systems only: storelib.patches)
+    def write_at(self, rel: str, extents) -> None:
+        """Write ``(position, bytes)`` pairs into an existing local file, in order (no fsync:
+        the caller fsyncs once after a group of writes, ``sync_files``)."""
+        if not self.local:
+            raise StoreError(f"{self.uri}: files are written in place only on local file systems")
+        fd = os.open(self.path(rel), os.O_WRONLY)
+        try:
+            for pos, data in extents:
+                mv = memoryview(data).cast("B")
+                while len(mv):
+                    k = os.pwrite(fd, mv, pos)
+                    mv, pos = mv[k:], pos + k
+        finally:
+            os.close(fd)
+
+    def cut_tail(self, rel: str, valid: int, file_size: int) -> None:
+        """Zero a local file's bytes from ``valid`` on (truncate, then extend sparsely to
+        ``file_size``): what a dead attempt wrote past the committed end is gone."""
+        if not self.local:
+            raise StoreError(f"{self.uri}: files are cut only on local file systems")
+        fd = os.open(self.path(rel), os.O_WRONLY)
+        try:
+            os.ftruncate(fd, valid)
+            os.ftruncate(fd, file_size)
+        finally:
+            os.close(fd)
 
     # -- writes
     def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False) -> int:
@@ -336,6 +395,40 @@ class Store:
                     left -= k
                 written = max(written, total_size)
         return written
+
+    def write_objects(self, rel_of_part, chunks, part_size: int) -> list:
+        """Write a stream of chunks as consecutive objects of at most ``part_size`` bytes
+        (``rel_of_part(k)`` names object k); returns ``[(rel, length), ...]``. Object stores take
+        one large file as several objects: each is uploaded (in parts) and completed on its own,
+        so no single upload grows past what a server accepts (moto's server fails to complete a
+        1 GiB multipart upload), and readers assemble them (storelib.fragments)."""
+        out: list = []
+        stream, filled = None, 0
+        try:
+            for c in chunks:
+                mv = memoryview(c).cast("B") if not isinstance(c, bytes) else memoryview(c)
+                while len(mv):
+                    if stream is None:
+                        rel = rel_of_part(len(out))
+                        path = self.path(rel)
+                        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                        stream, filled = self.fs.open_output_stream(path), 0
+                        out.append([rel, 0])
+                    k = min(len(mv), part_size - filled)
+                    stream.write(mv[:k])
+                    filled += k
+                    out[-1][1] += k
+                    mv = mv[k:]
+                    if filled == part_size:
+                        stream.close()
+                        stream = None
+            if stream is not None:
+                stream.close()
+                stream = None
+        finally:
+            if stream is not None:
+                stream.abort() if hasattr(stream, "abort") else None
+        return [(r, n) for r, n in out]
 
     def publish(self, staged_rel: str, final_rel: str) -> list[str] | None:
         """Move a staged file to its final path, replacing what is there.

@@ -31,17 +31,23 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import checkpoint, commitlog, consumequeue, indexfile, manifest, records
+from . import checkpoint, commitlog, consumequeue, indexfile, records, snapcache
 from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .errors import CorruptStore, read_exact
+from .fragments import extents_from_detail
 from .indexfile import IndexHeader
-from .storage import Store
+from .localstore import open_local
+from .metapaths import CHECKPOINTS_DIR, STAGING_DIR
+
+if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
+    from . import manifest
+    from .storage import Store
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "StoreNotFound", "SnapshotInfo",
-           "open_files", "files_from_snapshot", "config_of_batch", "infer_config", "row_problem", "check_rows",
+           "open_files", "as_store", "files_from_snapshot", "config_of_batch", "infer_config", "row_problem", "check_rows",
            "walk_records"]
 
 _NAME20 = re.compile(r"^\d{20}$")
@@ -111,7 +117,7 @@ class StoreFiles:
         dropped (``truncateDirtyLogicFiles``). Index files: sorted by name, headers from disk.
         Assumes a clean shutdown (no ``abort`` file): abnormal recovery is not modelled.
         """
-        store = Store(store) if isinstance(store, str) else store
+        store = as_store(store)
         # consume queues first (the commitlog walk may start from their newest unit)
         cqs = _scan_consume_queues(store, config.cq_file_size)
         index = [IndexFileRef(r) for r in sorted(store.list_files(indexfile.DIR, recursive=False),
@@ -312,7 +318,7 @@ def _common_size(store: Store, rels: list) -> int | None:
 
 def _staging_batches(store: Store) -> set:
     try:
-        return set(store.list_dirs(manifest.STAGING_DIR))
+        return set(store.list_dirs(STAGING_DIR))
     except OSError:
         return set()
 
@@ -347,8 +353,8 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
         return (f"manifest row of kind {kind} (topic {r.get('topic')!r}, queue {r.get('queue_id')!r}) names a path "
                 "outside its directory")
     sp = r.get("staged_path")
-    if sp is not None and not sp.startswith(manifest.STAGING_DIR + "/"):
-        return f"manifest row's staged_path {sp!r} is not under {manifest.STAGING_DIR}/"
+    if sp is not None and not sp.startswith(STAGING_DIR + "/"):
+        return f"manifest row's staged_path {sp!r} is not under {STAGING_DIR}/"
     for col, lo, hi in (("valid_bytes", 0, limits[kind]), ("file_size", 0, 1 << 62), ("count", 0, 1 << 62)):
         v = r.get(col)
         if not _is_int(v) or not lo <= v <= hi:
@@ -380,6 +386,28 @@ def check_rows(snap: manifest.Snapshot, cfg: StoreConfig) -> None:
             raise CorruptStore(r["path"], 0, f"{p} (batch {r.get('batch_id')})")
 
 
+def as_store(store):
+    """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
+    (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
+    if not isinstance(store, str):
+        return store
+    local = open_local(store)
+    if local is not None:
+        return local
+    from .storage import Store
+    return Store(store)
+
+
+def _row_extents(row: dict) -> list | None:
+    """The extents a row's detail lists (object stores: storelib.fragments), or None."""
+    if '"extents"' not in (row.get("detail") or ""):
+        return None
+    try:
+        return extents_from_detail(json.loads(row["detail"])["extents"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptStore(row["path"], 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
+
+
 def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
     """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
     cfg = config_of_batch(snap.batch, config)
@@ -394,6 +422,10 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
         copy is complete when both exist (copy-then-delete on object stores). The publish may
         go on while the reader reads: ``store.moved`` makes reads of a staged file that is gone
         by then read the final one."""
+        extents = _row_extents(row)
+        if extents is not None:            # object stores: the file is assembled from objects
+            store.map_file(row["path"], int(row["file_size"]), extents)
+            return row["path"]
         sp = row.get("staged_path")
         if sp and row["batch_id"] in staged:
             size = store.size(sp)
@@ -420,10 +452,18 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
 
 
 def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None = None):
-    """(StoreFiles, SnapshotInfo) of the latest committed batch (or ``as_of_batch``)."""
-    store = Store(store) if isinstance(store, str) else store
+    """(StoreFiles, SnapshotInfo) of the latest committed batch (or ``as_of_batch``).
+
+    The latest batch comes from the snapshot cache when it is sound and current
+    (``storelib.snapcache``: a few small reads, no deltalake or pyarrow), else from the Delta tables."""
+    store = as_store(store)
+    cached = snapcache.load(store)
+    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
+                                                                           str(cached.batch["batch_seq"]))):
+        return files_from_snapshot(store, cached, config)
     snap = None
-    if store.exists(manifest.CHECKPOINTS_DIR):            # (no deltalake import for broker stores)
+    if store.exists(CHECKPOINTS_DIR):                     # (no deltalake import for broker stores)
+        from . import manifest
         snap = manifest.load_snapshot(store)
         if as_of_batch is not None:
             # Checked here, not by load_snapshot: an exception raised while its deltalake table

@@ -2,8 +2,9 @@
 
 * ``attempt_tag``: a name unique to this task attempt, part of every staged path, so a retried
   or speculative attempt never rewrites a file another attempt (or the driver) may read;
-* ``writer_threads`` / ``in_order``: a thread pool that runs compiled kernels, reads and writes
-  ahead of the consumer, in order and with bounded memory;
+* ``task_cpus`` / ``writer_threads`` / ``in_order``: a thread pool, sized to the cores of the Spark
+  task (not the machine's), that runs compiled kernels, reads and writes ahead of the consumer, in
+  order and with bounded memory;
 * ``RUN_ROWS``: messages per unit of that pipelined work.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ import itertools
 import os
 import uuid
 
-__all__ = ["RUN_ROWS", "attempt_tag", "writer_threads", "in_order"]
+__all__ = ["RUN_ROWS", "attempt_tag", "task_cpus", "writer_threads", "in_order"]
 
 RUN_ROWS = 200_000     # messages per unit of pipelined work (encode, read + patch) inside a task
 
@@ -29,8 +30,28 @@ def attempt_tag() -> str:
     return f"s{tc.stageId()}-p{tc.partitionId()}-a{tc.attemptNumber()}-{uuid.uuid4().hex[:6]}"
 
 
+def task_cpus() -> int:
+    """Cores this Spark task owns (``spark.task.cpus``, 1 by default); outside a task, the machine's.
+
+    Spark runs as many tasks at once as it has cores divided by this: a task that sized its pools
+    by ``os.cpu_count()`` would put cpu_count threads on every core and slow every other task down."""
+    try:
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+    except ImportError:
+        tc = None
+    if tc is not None:
+        try:
+            return max(1, int(tc.cpus()))
+        except Exception:  # noqa: BLE001 - a Spark without TaskContext.cpus (< 3.3): one core per task
+            return 1
+    return os.cpu_count() or 1
+
+
 def writer_threads() -> int:
-    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or (os.cpu_count() or 1))
+    """Threads of a task's pipeline pool: one per core the task owns (``ROCKETLAKE_WRITER_THREADS``
+    overrides). The consumer (the thread writing the output) is one more, mostly waiting on I/O."""
+    return max(1, int(os.environ.get("ROCKETLAKE_WRITER_THREADS", "0") or 0) or task_cpus())
 
 
 def in_order(pool, jobs, window: int):

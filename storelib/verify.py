@@ -34,15 +34,17 @@ This module plans the tasks, runs them and builds the report; the checks themsel
 """
 from __future__ import annotations
 
-import hashlib
+import json
+import os
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import checkpoint as ckpt
-from . import consumequeue, deltalog, indexfile, manifest, storage
+from . import checksum, consumequeue, deltalog, indexfile, manifest, storage
 from .errors import CorruptStore, StoreError
 from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
@@ -113,6 +115,7 @@ class Report:
     files: int = 0
     bytes_read: int = 0
     logical_bytes: int = 0
+    record_bytes: int = 0                   # valid record bytes of the commitlog segments checked
     seconds: float = 0.0
     deep: bool = False
     manifest: bool = False
@@ -124,8 +127,9 @@ class Report:
     def summary(self) -> dict:
         return {"status": "ok" if self.ok else "FAILED", "problems": len(self.problems), "files": self.files,
                 "deep": self.deep, "manifest": self.manifest, "logical_bytes": self.logical_bytes,
-                "bytes_read": self.bytes_read, "seconds": round(self.seconds, 3),
-                "logical_gb_per_s": round(self.logical_bytes / 1e9 / self.seconds, 2) if self.seconds else None}
+                "bytes_read": self.bytes_read, "record_bytes": self.record_bytes, "seconds": round(self.seconds, 3),
+                "logical_gb_per_s": round(self.logical_bytes / 1e9 / self.seconds, 2) if self.seconds else None,
+                "record_gb_per_s": round(self.record_bytes / 1e9 / self.seconds, 2) if self.seconds else None}
 
 
 def _sort_key(p: str):
@@ -159,8 +163,24 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
     ctx = {"store": store.uri, "config": config.to_json(), "deep": deep, "cl_size": F, "segments": segments,
            "min_phy": min_phy, "max_phy": max_phy}
     tasks = _make_tasks(cl, cqs, idx, queues_per_task)
+    if deep:                 # the segment tasks check the units and entries pointing into them (verify_cross)
+        ctx["queues"] = [{"topic": q["topic"], "queue_id": q["queue_id"],
+                          "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
+                         for t in tasks if t["kind"] == "queues" for q in t["queues"]]
+        ctx["index_files"] = [{"path": p, "header": _row_header(r)} for p, r in idx]
     problems += check_checkpoint(store, snap)
     return ctx, tasks, problems
+
+
+def _row_header(r: dict | None) -> dict | None:
+    """The index header a manifest row committed (the snapshot's view of the file), if any."""
+    if r is None:
+        return None
+    try:
+        h = json.loads(r.get("detail") or "{}").get("header")
+    except ValueError:
+        return None
+    return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
 
 
 def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list):
@@ -317,7 +337,7 @@ def check_checkpoint(store: storage.Store, snap) -> list:
         row = snap.files.get(rel)
         if row is None:
             out.append(problem(rel, 0, "the manifest has no row for the checkpoint file"))
-        elif row["checksum"] and hashlib.sha256(data).hexdigest() != row["checksum"]:
+        elif row["checksum"] and checksum.checksum_of_bytes(data) != row["checksum"]:
             out.append(problem(rel, 0, "sha256 differs from the manifest"))
         if row is not None and (row.get("file_size"), row.get("valid_bytes")) != (size, size):
             out.append(problem(rel, 0, f"file size {size}, manifest says file_size {row.get('file_size')}, "
@@ -326,8 +346,10 @@ def check_checkpoint(store: storage.Store, snap) -> list:
 
 
 def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool = False, spark=None,
-                 as_of_batch=None, version: int | None = None, snap=None, use_manifest: bool = True) -> Report:
-    """Run every check; ``spark`` None runs the tasks in this process."""
+                 as_of_batch=None, version: int | None = None, snap=None, use_manifest: bool = True,
+                 threads: int | None = None) -> Report:
+    """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
+    (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
     from .inspection import resolve_snapshot, snapshot_config
     t0 = time.time()
     store = storage.Store(store_uri)
@@ -368,13 +390,14 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
             lambda units: [run_task(bctx.value, t) for t in units]).collect()
     else:
         local = dict(ctx, _store=store)      # in process: one Store (and its checked paths) for all tasks
-        results = [run_task(local, t) for t in tasks]
+        results = _run_local(local, tasks, cfg, threads)
     facts = []
     rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
     for r in results:
         rep.problems.extend(r["problems"])
         rep.bytes_read += r["bytes_read"]
         rep.logical_bytes += r["logical_bytes"]
+        rep.record_bytes += r.get("record_bytes", 0)
         f = r["facts"]
         if isinstance(f, list):
             facts.extend(f)
@@ -383,6 +406,20 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     rep.facts = facts
     rep.files = sum(1 for t in tasks if t["kind"] != "queues") + sum(
         len(q["files"]) for t in tasks if t["kind"] == "queues" for q in t["queues"])
-    rep.problems.sort(key=_sort_key)
+    # A file out of order is cross-checked whole by its own task, so a segment task may have named
+    # the same problem: each line once.
+    rep.problems = sorted(set(rep.problems), key=_sort_key)
     rep.seconds = time.time() - t0
     return rep
+
+
+def _run_local(ctx: dict, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
+    """The tasks in this process, biggest first, on ``threads`` threads (results in task order)."""
+    if threads is None:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads <= 1 or len(tasks) <= 1:
+        return [run_task(ctx, t) for t in tasks]
+    order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i], cfg))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    return [done[i] for i in range(len(tasks))]

@@ -2,14 +2,13 @@
 record reads by commitlog offset for the cross-file (``deep``) checks."""
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import arrays, codec, kernels, storage
+from . import arrays, checksum, codec, kernels, storage
 from . import commitlog as cl
 from .config import StoreConfig
 
@@ -46,14 +45,13 @@ class FileData:
             self.buf = np.frombuffer(store.read(rel), dtype=np.uint8)
             self.bytes_read = self.size
 
-    def sha256(self, end: int) -> str:
-        h = hashlib.sha256()
+    def checksum(self, end: int, threads: int = 1) -> tuple[str, list]:
+        """The manifest checksum of bytes [0, end) (``checksum.file_checksum``: sha256 over the
+        sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL)."""
         end = min(end, self.size or 0)
-        step = 16 << 20
-        for a in range(0, end, step):
-            h.update(self.buf[a:min(end, a + step)])
+        buf = self.buf
         self.bytes_read += end if self.local else 0
-        return h.hexdigest()
+        return checksum.file_checksum(lambda pos, n: buf[pos:pos + n], end, threads)
 
     def first_nonzero(self, start: int, end: int | None = None) -> int | None:
         """Offset of the first non-zero byte in [start, end), reading only data regions locally."""

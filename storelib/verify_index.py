@@ -7,10 +7,11 @@ import json
 
 import numpy as np
 
-from . import arrays, codec, indexfile, kernels
+from . import arrays, checksum, codec, indexfile, kernels
 from .config import StoreConfig
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, problem, task_store
+from .verify_kernels import resolve_heads, walk_chains
 
 __all__ = ["verify_index", "deep_index"]
 
@@ -34,38 +35,94 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if fd.size < INDEX_HEADER_SIZE:
         out.append(problem(rel, 0, "no index header"))
         return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
-    hdr = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE]))
-    bt, et, bp, ep, hsc, ic = hdr
-    header = hdr.to_dict()
+    disk = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE])).to_dict()
+    snap = _snapshot_header(m)
+    appended = snap is not None and _appended(cfg, fd, disk, snap)
+    header = snap if snap is not None else disk     # the snapshot's view: later entries are a newer batch's
     ent_at = indexfile.entries_offset(cfg)
-    ic, valid, avail = _entry_extent(rel, cfg, fd, ic, ent_at, out)
+    ic, valid, avail = _entry_extent(rel, cfg, fd, header["index_count"], ent_at, out)
     nslots = cfg.maxHashSlotNum
     slots = indexfile.decode_slots(fd.buf, nslots, indexfile.slot_offset(0)).astype(np.int64) if avail >= ent_at \
         else np.zeros(0, np.int64)
+    if appended and len(slots):
+        slots = _resolve_slots(rel, cfg, fd, ent_at, ic, slots, out)
     ents = fd.buf[ent_at:ent_at + ic * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
     hashes = ents["hash"].astype(np.int64)
     ephys = ents["phys"].astype(np.int64)
     tdiff = ents["time_diff"].astype(np.int64)
     prev = ents["prev"].astype(np.int64)
+    hsc = header["hash_slot_count"]
     if n > 1:
-        _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out)
+        _check_entries(rel, ent_at, hsc, header["begin_phy_offset"], header["end_phy_offset"], hashes, ephys, prev, out)
         _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out)
     elif hsc != 0:
         out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT, f"hashSlotCount {hsc} in a file without entries"))
     if n <= 1 and len(slots) and np.any(slots != 0):
         i = int(np.flatnonzero(slots)[0])
         out.append(problem(rel, indexfile.slot_offset(i), "slot set in a file without entries"))
-    nz = fd.first_nonzero(valid, fd.size)
+    tail = ent_at + disk["index_count"] * INDEX_ENTRY_SIZE if appended else valid
+    nz = fd.first_nonzero(tail, fd.size)
     if nz is not None:
-        out.append(problem(rel, nz, f"non-zero byte after the last entry ({valid})"))
-    sha = fd.sha256(valid)
+        out.append(problem(rel, nz, f"non-zero byte after the last entry ({tail})"))
+    sha, digests = fd.checksum(valid)
     if m is not None:
-        _check_against_manifest(rel, m, fd, valid, sha, header, ic, out)
+        _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
     if ctx["deep"] and n > 1:
-        deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out)
-    facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha)
+        # entries pointing into a segment are checked by that segment's task (verify_cross)
+        seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+        F = cfg.mappedFileSizeCommitLog
+        pos = np.arange(n)
+        lost = pos[(pos >= 1) & (ephys >= ctx["min_phy"]) & ~np.isin(ephys // F * F, seg_bases)]
+        if np.any(np.diff(ephys[1:]) < 0):      # not in commitlog order: the segment tasks' binary search
+            lost = pos[(pos >= 1) & (ephys >= ctx["min_phy"])]      # may miss entries: all checked here
+        deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=lost)
+    facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
+                 blocks=checksum.digests_to_detail(digests))
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
+
+
+def _snapshot_header(m: dict | None) -> dict | None:
+    """The header the manifest row committed (its indexCount bounds the snapshot's entries)."""
+    if m is None:
+        return None
+    try:
+        h = json.loads(m.get("detail") or "{}").get("header")
+    except ValueError:
+        return None
+    return h if isinstance(h, dict) and all(isinstance(h.get(k), int) for k in _HEADER_KEYS) else None
+
+
+_HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
+                "index_count")
+
+
+def _appended(cfg: StoreConfig, fd: FileData, disk: dict, snap: dict) -> bool:
+    """The file holds entries of a later (or unfinished) batch after the snapshot's: its header has
+    a larger indexCount that the file can hold, and the same begin values (issue 15: index files
+    are appended in place; the snapshot's slot heads may then lead through the newer entries)."""
+    room = (min(fd.size, cfg.index_file_size) - indexfile.entries_offset(cfg)) // INDEX_ENTRY_SIZE
+    return (snap["index_count"] < disk["index_count"] <= min(cfg.maxIndexNum, room)
+            and disk["begin_timestamp"] == snap["begin_timestamp"]
+            and disk["begin_phy_offset"] == snap["begin_phy_offset"])
+
+
+def _resolve_slots(rel, cfg, fd, ent_at, count, slots, out):
+    """Slot heads of the snapshot: heads at newer entries followed back through their prevPos."""
+    room = (min(fd.size, cfg.index_file_size) - ent_at) // INDEX_ENTRY_SIZE
+    prev_all = fd.buf[ent_at:ent_at + room * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE)["prev"]
+    newer = np.flatnonzero(slots >= count)
+    if not len(newer):
+        return slots
+    heads, broken = resolve_heads(slots[newer], count, prev_all)
+    slots = slots.copy()
+    slots[newer] = heads
+    for k in np.flatnonzero(broken >= 0)[:MAX_PROBLEMS_PER_FILE]:
+        p = int(broken[k])
+        out.append(problem(rel, indexfile.slot_offset(int(newer[k])),
+                           f"slot {newer[k]}: its chain through entry {p}, written after the snapshot, does not lead "
+                           f"back to the snapshot's entries"))
+    return slots
 
 
 def _entry_at(ent_at: int, p) -> int:
@@ -112,23 +169,15 @@ def _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out):
 def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
     """Every entry must be reachable from exactly one slot head, and hash to that slot."""
     n = len(prev)
-    slot_of = np.full(n, -1, dtype=np.int64)
     heads_pos = np.flatnonzero((slots > 0))
     badslot = heads_pos[slots[heads_pos] >= n]
     for sidx in badslot[:MAX_PROBLEMS_PER_FILE]:
         out.append(problem(rel, indexfile.slot_offset(int(sidx)),
                            f"slot {sidx} points to entry {slots[sidx]}, beyond indexCount {ic}"))
-    for sidx in heads_pos[slots[heads_pos] < n]:
-        p = int(slots[sidx])
-        while p > 0:
-            if slot_of[p] >= 0:
-                out.append(problem(rel, _entry_at(ent_at, p),
-                                   f"entry {p} is in two chains (slots {slot_of[p]} and {sidx})"))
-                break
-            slot_of[p] = sidx
-            if prev[p] >= p or prev[p] < 0:
-                break
-            p = int(prev[p])
+    heads = heads_pos[slots[heads_pos] < n]
+    slot_of, dups = walk_chains(heads, slots[heads], prev, n, MAX_PROBLEMS_PER_FILE)
+    for p, first, second in dups:
+        out.append(problem(rel, _entry_at(ent_at, p), f"entry {p} is in two chains (slots {first} and {second})"))
     reach = slot_of[1:]
     unreached = np.flatnonzero(reach < 0) + 1
     for i in unreached[:MAX_PROBLEMS_PER_FILE]:
@@ -140,25 +189,29 @@ def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
                                                       f"{slot_of[i]}"))
 
 
-def _check_against_manifest(rel, m, fd, valid, sha, header, ic, out):
-    """The index file against its manifest row."""
+def _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out):
+    """The index file against its manifest row. ``appended``: the file was appended in place after
+    the snapshot (its header, slot heads and so the checksum of [0, valid) are a newer batch's)."""
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]), f"valid bytes {valid}, manifest says {m['valid_bytes']}"))
-    elif m["checksum"] and m["checksum"] != sha:
+    elif m["checksum"] and m["checksum"] != sha and not appended:
         out.append(problem(rel, 0, f"sha256 of bytes [0, {valid}) differs from the manifest (batch {m['batch_id']})"))
     mh = json.loads(m["detail"] or "{}").get("header")
-    if mh and mh != header:
-        out.append(problem(rel, 0, f"header {header} differs from the manifest's {mh}"))
+    if mh and mh != disk and not appended:
+        out.append(problem(rel, 0, f"header {disk} differs from the manifest's {mh}"))
     if m.get("count") is not None and m["count"] != ic - 1:
         out.append(problem(rel, 0, f"{ic - 1} entries, manifest count says {m['count']}"))
     if m.get("file_size") is not None and m["file_size"] != fd.size:
         out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
 
 
-def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
+def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=None, header_checks=True):
+    """Entries (all at or above the min offset, or the positions ``subset``) against their records,
+    each decoded by offset (``SegmentLookup``); ``header_checks``: also the header's begin/end times
+    against the records at begin/endPhyOffset."""
     look = SegmentLookup(task_store(ctx), ctx["segments"], cfg.mappedFileSizeCommitLog)
     pos = np.arange(1, len(ephys))
-    live = pos[ephys[1:] >= ctx["min_phy"]]
+    live = pos[ephys[1:] >= ctx["min_phy"]] if subset is None else np.asarray(subset, np.int64)
     shown = 0
     if len(live):
         ok, reason, table, inv = look.records(ephys[live])
@@ -205,6 +258,8 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out):
                     errs.append(f"timeDiff {tdiff[p]}, record time gives {int(want[k])}")
                 out.append(problem(rel, ent_at + p * INDEX_ENTRY_SIZE, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
                 shown += 1
+    if not header_checks:
+        return
     # header times against the records at begin/endPhyOffset
     for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", indexfile.HEADER_BEGIN_TIMESTAMP),
                                   ("end_phy_offset", "end_timestamp", indexfile.HEADER_END_TIMESTAMP)):

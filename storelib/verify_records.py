@@ -1,14 +1,24 @@
 """Verify commitlog segments (docs/FORMAT.md §1): the chain of records, every record's fields,
-the BLANK record, the zero tail, and the segment against its manifest row (``storelib.verify``)."""
+the BLANK record, the zero tail, and the segment against its manifest row (``storelib.verify``).
+
+Speed (``verify --deep`` of 4.2 GB took 42 s): every record's fields are read in one compiled
+pass (``kernels.record_fields``) and checked as whole arrays; only records that fail that fast
+check go through ``check_records``, which names each problem (a sound segment has none). The
+block checksum runs on a second thread meanwhile (hashlib and the numba kernels release the
+GIL). With ``deep``, the consume-queue units and index entries that point into this segment are
+checked here, against the fields just read (``verify_cross``), instead of decoding each target
+record again by offset."""
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import codec, kernels
+from . import checksum, codec, kernels
 from . import commitlog as cl
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, problem, task_store
 
-__all__ = ["walk", "check_records", "verify_segment"]
+__all__ = ["walk", "check_records", "fast_check", "verify_segment"]
 
 
 def walk(data: np.ndarray, start: int, end: int):
@@ -17,11 +27,20 @@ def walk(data: np.ndarray, start: int, end: int):
 
 
 def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep: bool, out: list) -> dict:
-    """Field-level checks of the records at ``starts`` (all satisfy start+size <= len, size > 0)."""
+    """Field-level checks of the records at ``starts`` (all satisfy start+size <= len, size > 0):
+    problem lines into ``out``; returns the facts (store time range, record bytes)."""
+    msgs, facts = _record_problems(buf, starts, base, deep)
+    for pos in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]:
+        out.append(problem(rel, pos, msgs[pos]))
+    return facts
+
+
+def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool) -> tuple[dict, dict]:
+    """({record position: what is wrong}, facts) of the records at ``starts``: every check, named."""
     s = np.asarray(starts, dtype=np.int64)
     facts = {"min_ts": None, "max_ts": None, "bytes": 0}
     if len(s) == 0:
-        return facts
+        return {}, facts
     end_of = len(buf)
     size = codec.gather_int(buf, s + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
     facts["bytes"] = int(size.sum())
@@ -88,16 +107,47 @@ def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep
         for k in np.flatnonzero(crc != stored)[:MAX_PROBLEMS_PER_FILE]:
             i = int(gi[k])
             msgs[i] = f"BODYCRC {stored[k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
-    for i in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]:
-        out.append(problem(rel, int(s[i]), msgs[i]))
-    return facts
+    return {int(s[i]): msgs[i] for i in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}, facts
+
+
+def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
+    """``check_records`` in one compiled pass: (problems {position: what}, facts, fields, good).
+
+    ``fields``: ``kernels.record_fields`` of every record; ``good``: the records that pass every
+    field check (a superset of the problems is re-checked by ``_record_problems``, which names
+    them, so the answer is that of ``check_records``); body CRCs (``deep``) of the good ones.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    f = kernels.record_fields(buf, s)
+    size, sysflag, qoff = f[kernels.F_SIZE], f[kernels.F_SYSFLAG], f[kernels.F_QUEUEOFFSET]
+    total = cl.record_size(f[kernels.F_BODY_LEN], f[kernels.F_TOPIC_LEN], f[kernels.F_PROPS_LEN],
+                           f[kernels.F_BORNHOST_LEN] == cl.HOST_V6_SIZE, f[kernels.F_STOREHOST_LEN] == cl.HOST_V6_SIZE,
+                           f[kernels.F_MAGIC] == cl.MAGIC_V2)
+    tran = sysflag & codec.TRANSACTION_MASK
+    # PROPERTIESLENGTH 0 also stands for a length >= 32768 in record_fields: such records are re-checked.
+    good = ((f[kernels.F_OK] == 1) & (size >= cl.MIN_RECORD_SIZE) & (total == size) & (f[kernels.F_PROPS_LEN] > 0)
+            & (f[kernels.F_PHYS] == base + s) & (f[kernels.F_QUEUEID] >= 0) & (qoff >= 0)
+            & ~(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0)))
+    facts = {"min_ts": None, "max_ts": None, "bytes": int(size.sum())}
+    msgs, slow = _record_problems(buf, s[~good], base, deep) if not good.all() else ({}, facts)
+    ts = f[kernels.F_STORETS][good]
+    lo = [v for v in (slow["min_ts"], int(ts.min()) if len(ts) else None) if v is not None]
+    hi = [v for v in (slow["max_ts"], int(ts.max()) if len(ts) else None) if v is not None]
+    facts.update(min_ts=min(lo) if lo else None, max_ts=max(hi) if hi else None)
+    if deep and good.any():
+        p_body = f[kernels.F_BODY_POS][good]
+        crc = kernels.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN][good]).astype(np.int64) & 0x7FFFFFFF
+        stored = f[kernels.F_BODYCRC][good]
+        for k in np.flatnonzero(crc != stored)[:MAX_PROBLEMS_PER_FILE]:
+            msgs[int(s[good][k])] = f"BODYCRC {stored[k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
+    msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}
+    return msgs, facts, f, good
 
 
 def verify_segment(ctx: dict, t: dict) -> dict:
     store = task_store(ctx)
     F = ctx["cl_size"]
     rel, base, last = t["path"], t["base"], t["last"]
-    m = t.get("manifest")
     out: list = []
     fd = FileData(store, rel)
     facts = {"kind": "commitlog", "path": rel, "base_offset": base}
@@ -108,7 +158,28 @@ def verify_segment(ctx: dict, t: dict) -> dict:
         out.append(problem(rel, min(fd.size, F), f"file size {fd.size}, expected {F} (truncated or grown)"))
     n = min(fd.size, F)
     starts, stop, reason = walk(fd.buf, 0, n)
-    rec = check_records(fd.buf, starts, base, rel, ctx["deep"], out)
+    valid = _data_end(fd, rel, stop, reason, n, F, last, out)
+    with ThreadPoolExecutor(max_workers=1) as pool:          # the checksum beside the record checks
+        summed = pool.submit(fd.checksum, valid)
+        msgs, rec, fields, good = fast_check(fd.buf, starts, base, ctx["deep"])
+        out.extend(problem(rel, pos, what) for pos, what in msgs.items())
+        if ctx["deep"]:
+            from .verify_cross import check_targets
+            check_targets(ctx, store, fd, base, starts, fields, good, out)
+        sha, digests = summed.result()
+    facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
+                 min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
+                 min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
+                 checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1)
+    if t.get("manifest") is not None:
+        _against_manifest(rel, t["manifest"], fd, valid, sha, len(starts), stop, rec, out)
+    return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
+            "record_bytes": rec["bytes"]}
+
+
+def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, last: bool, out: list) -> int:
+    """End of the segment's data (after its BLANK record, if any); problems of how the chain ends
+    and of non-zero bytes after the data."""
     data_end = stop
     reported_at_stop = False
     if reason == 1:
@@ -134,23 +205,20 @@ def verify_segment(ctx: dict, t: dict) -> dict:
         nz = fd.first_nonzero(data_end, n)
         if nz is not None:
             out.append(problem(rel, nz, f"non-zero byte after the end of data ({data_end})"))
-    valid = data_end
-    sha = fd.sha256(valid)
-    facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
-                 min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
-                 min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
-                 checksum=sha, closed=reason == 1)
-    if m is not None:
-        if m["valid_bytes"] != valid:
-            out.append(problem(rel, min(valid, m["valid_bytes"]),
-                               f"valid bytes {valid} on disk, manifest says {m['valid_bytes']}"))
-        elif m["checksum"] and m["checksum"] != sha:
-            out.append(problem(rel, 0, f"sha256 of bytes [0, {valid}) differs from the manifest (batch {m['batch_id']})"))
-        if m["count"] is not None and m["count"] != len(starts):
-            out.append(problem(rel, stop, f"{len(starts)} records, manifest says {m['count']}"))
-        if m.get("file_size") is not None and m["file_size"] != fd.size:
-            out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
-        for k, v in (("min_store_ts", rec["min_ts"]), ("max_store_ts", rec["max_ts"])):
-            if m.get(k) is not None and v is not None and m[k] != v:
-                out.append(problem(rel, 0, f"{k} {v}, manifest says {m[k]}"))
-    return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
+    return data_end
+
+
+def _against_manifest(rel: str, m: dict, fd: FileData, valid: int, sha: str, count: int, stop: int, rec: dict,
+                      out: list) -> None:
+    if m["valid_bytes"] != valid:
+        out.append(problem(rel, min(valid, m["valid_bytes"]),
+                           f"valid bytes {valid} on disk, manifest says {m['valid_bytes']}"))
+    elif m["checksum"] and m["checksum"] != sha:
+        out.append(problem(rel, 0, f"sha256 of bytes [0, {valid}) differs from the manifest (batch {m['batch_id']})"))
+    if m["count"] is not None and m["count"] != count:
+        out.append(problem(rel, stop, f"{count} records, manifest says {m['count']}"))
+    if m.get("file_size") is not None and m["file_size"] != fd.size:
+        out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
+    for k, v in (("min_store_ts", rec["min_ts"]), ("max_store_ts", rec["max_ts"])):
+        if m.get(k) is not None and v is not None and m[k] != v:
+            out.append(problem(rel, 0, f"{k} {v}, manifest says {m[k]}"))

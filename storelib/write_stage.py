@@ -15,23 +15,24 @@ side of the stage is here too: ``split_places`` (what a task needs to place a sp
 """
 from __future__ import annotations
 
-import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from . import codec, commitlog, consumequeue, encode_stage, indexfile, kernels, sequencer, storage
+from . import codec, commitlog, consumequeue, encode_stage, indexfile, kernels, patches, sequencer, split_staging, storage
 from . import topics as topics_mod
 from .config import StoreConfig
 from .faults import fault
+from . import file_versions
+from .file_versions import FileVersion
 from .indexfile_writer import IndexFileBuilder
 from .ingest_errors import IngestError
 from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
 
 __all__ = [
     "PlacedSplit", "place_split", "run_write_task", "write_segments", "write_segment", "write_file_group",
-    "CQ_DTYPES", "ENTRY_DTYPES", "split_places", "write_tasks",
+    "CQ_DTYPES", "ENTRY_DTYPES", "split_places", "write_tasks", "version_context",
 ]
 
 
@@ -102,6 +103,7 @@ def run_write_task(ctx: dict, task: tuple):
 def write_segments(ctx: dict, segs: list):
     """A run of consecutive segments (one task per segment would cost a task each)."""
     store = storage.Store(ctx["store"])
+    splits = split_staging.staging_store(ctx, store)
     tcfg = topics_mod.Topics.from_dict(ctx["topics"])
     uses = [p["split"] for seg in segs for p in seg["pieces"]]
     placed: dict = {}
@@ -116,16 +118,16 @@ def write_segments(ctx: dict, segs: list):
         for old in [s for s in placed if s not in uses[use:]]:
             del placed[old]              # splits of earlier segments of this task are done with
         if si not in placed:
-            placed[si] = place_split(store, ctx["split_places"][str(si)], tcfg)
+            placed[si] = place_split(splits, ctx["split_places"][str(si)], tcfg)
         return placed[si]
 
     use = 0
     for seg in segs:
-        yield write_segment(ctx, store, seg, get, use, last_use)
+        yield write_segment(ctx, store, splits, seg, get, use, last_use)
         use += len(seg["pieces"])
 
 
-def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int, last_use: dict) -> dict:
+def write_segment(ctx: dict, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> dict:
     """Stage one whole commitlog segment: committed prefix, then the pieces' staged records with
     their placement patched in, then the BLANK record if the segment is full.
 
@@ -135,19 +137,17 @@ def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int, las
     cfg = StoreConfig.from_json(ctx["config"])
     F = cfg.mappedFileSizeCommitLog
     rel = commitlog.rel_path(seg["base_offset"])
-    prefix = store.read(rel, 0, seg["start_pos"]) if seg["start_pos"] > 0 else None
-    if prefix is not None and len(prefix) != seg["start_pos"]:
-        raise IngestError(f"{rel}: expected {seg['start_pos']} committed bytes, found {len(prefix)}")
+    version = FileVersion(ctx, store, rel, seg["start_pos"], F, attempt_tag(), "records")
     n_runs = sum(-(-(p["row_end"] - p["row_start"]) // RUN_ROWS) for p in seg["pieces"])
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
-    sha = hashlib.sha256()
-    stats = {"count": 0, "min_ts": None, "max_ts": None, "valid": 0}
+    blocks = version.hasher()
+    stats = {"count": 0, "min_ts": None, "max_ts": None, "new": 0}
 
     def patched(si: int, ps: PlacedSplit, r0: int, r1: int, release: str | None):
         lo = int(ps.starts[r0])
         try:
-            buf = store.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo)
+            buf = splits.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo)
         except FileNotFoundError:
             buf = encode_stage.reencode_rows(ctx, cfg, si, r0, r1)
         kernels.patch_placement(buf, ps.starts[r0:r1] - lo, ps.queue_id[r0:r1], ps.qoff[r0:r1], ps.phys[r0:r1])
@@ -172,38 +172,34 @@ def write_segment(ctx: dict, store: storage.Store, seg: dict, get, use: int, las
                 yield lambda si=piece["split"], ps=ps, a=a, b=b, rel_=release: patched(si, ps, a, b, rel_)
 
     def chunk(c):
-        stats["valid"] += len(c)
-        hasher.submit(sha.update, c)
+        stats["new"] += len(c)
+        hasher.submit(blocks.update, c)
         return c
 
     def stream(pool):
-        if prefix:
-            yield chunk(prefix)
         for j, (records, release) in enumerate(in_order(pool, jobs(), threads + 1)):
             if j == n_runs // 2:
                 fault("mid-segment-write")
             yield chunk(records)
             if release:
-                store.delete(release)        # written: its dirty pages need never reach the disk
+                splits.delete(release)       # written: its dirty pages need never reach the disk
                 fault("after-records-released")
         if seg["close"]:
             yield chunk(commitlog.blank_record(seg["end_pos"], F))
 
-    staged = f"{ctx['staging']}/files/{attempt_tag()}/{rel}"
     try:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            store.write_file(staged, stream(pool), F, durable=cfg.durable)
+            version.write_stream(stream(pool))
     finally:
         hasher.shutdown(wait=True)
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
-    return {
-        "kind": "commitlog", "path": rel, "staged_path": staged, "base_offset": seg["base_offset"],
-        "file_size": F, "valid_bytes": stats["valid"], "count_new": stats["count"],
+    _, digests = blocks.finish()
+    return dict(version.facts(stats["new"], digests), **{
+        "kind": "commitlog", "path": rel, "base_offset": seg["base_offset"],
+        "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
-        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "checksum": sha.hexdigest(),
-        "kept_bytes": seg["start_pos"],
-    }
+        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"]})
 
 
 def write_file_group(ctx: dict, group: dict):
@@ -212,6 +208,7 @@ def write_file_group(ctx: dict, group: dict):
     Splits are placed one at a time; only the files' own units and entries are kept."""
     cfg = StoreConfig.from_json(ctx["config"])
     store = storage.Store(ctx["store"])
+    splits = split_staging.staging_store(ctx, store)
     tcfg = topics_mod.Topics.from_dict(ctx["topics"])
     cqs, idxs = group["cq"], group["index"]
     units: list = [[] for _ in cqs]
@@ -220,7 +217,7 @@ def write_file_group(ctx: dict, group: dict):
     needed = {s for f in cqs + idxs for s in f["sources"]} | {f["pred_source"] for f in idxs
                                                              if f["pred_source"] is not None}
     for si in sorted(needed):
-        ps = place_split(store, ctx["split_places"][str(si)], tcfg)
+        ps = place_split(splits, ctx["split_places"][str(si)], tcfg)
         for i, f in enumerate(cqs):
             if si in f["sources"]:
                 p = f["plan"]
@@ -275,70 +272,101 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
         raise IngestError(f"{rel}: units {len(u['qoff'])} do not match the plan ({plan['count']} from "
                           f"{plan['first_unit']})")
     kept = plan["kept_units"] * consumequeue.UNIT_SIZE
-    prefix = store.read(rel, 0, kept) if kept else b""
-    if len(prefix) != kept:
-        raise IngestError(f"{rel}: expected {kept} committed bytes, found {len(prefix)}")
+    version = FileVersion(ctx, store, rel, kept, cfg.cq_file_size, tag, "units")
     body = consumequeue.encode_units(u["phys"], u["size"], u["tags"]).tobytes()
-    chunks = [prefix, body]
-    staged = f"{ctx['staging']}/files/{tag}/{rel}"
-    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.cq_file_size, durable=cfg.durable)
-    prev = consumequeue.decode_units(prefix) if kept else None
-    phys_all = np.concatenate([prev["phys"].astype(np.int64), u["phys"]]) if kept else u["phys"]
-    return {
-        "kind": "consumequeue", "path": rel, "staged_path": staged, "topic": plan["topic"],
+    blocks = version.hasher()
+    blocks.update(body)
+    version.write_stream(_faulty_chunks([body], "mid-file-write"))
+    _, digests = blocks.finish()
+    # the committed units' physical offset range is their row's (no need to read them back)
+    prior = version.prior["detail"] if version.prior else {}
+    phys = [x for x in (prior.get("min_phys"), prior.get("max_phys")) if x is not None]
+    if len(u["phys"]):
+        phys += [int(u["phys"].min()), int(u["phys"].max())]
+    return dict(version.facts(len(body), digests), **{
+        "kind": "consumequeue", "path": rel, "topic": plan["topic"],
         "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
         "count": plan["kept_units"] + plan["count"],
         "min_offset": plan["file_start_unit"], "max_offset": plan["first_unit"] + plan["count"] - 1,
-        "min_phys": int(phys_all.min()) if len(phys_all) else None,
-        "max_phys": int(phys_all.max()) if len(phys_all) else None,
-        "checksum": _sha256_chunks(chunks),
-    }
+        "min_phys": min(phys) if phys else None, "max_phys": max(phys) if phys else None})
 
 
 def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
-    if plan["extend"]:
-        rel = plan["extend"]
-        head = store.read(rel, 0, indexfile.INDEX_HEADER_SIZE)
-        hdr = indexfile.IndexHeader.from_bytes(head)
-        valid = indexfile.entry_offset(hdr.index_count, cfg)
-        builder = IndexFileBuilder.from_bytes(cfg, store.read(rel, 0, valid))
-    else:
-        rel = None
-        if plan["inherit"]:
-            header = indexfile.IndexHeader.inherited(plan["inherit"]["end_phy_offset"],
-                                                     plan["inherit"]["end_timestamp"])
-        elif plan["needs_pred"]:
-            if pred is None:
-                raise IngestError(f"index file {plan['ordinal']}: the entry before it was not found")
-            header = indexfile.IndexHeader.inherited(pred[0], pred[1])
-        else:
-            header = indexfile.IndexHeader()
-        builder = IndexFileBuilder(cfg, header)
     expect = np.arange(plan["first_entry"], plan["first_entry"] + plan["count"], dtype=np.int64)
     if not np.array_equal(e["pos"], expect):
         raise IngestError(f"index file {plan['ordinal']}: {len(e['pos'])} entries, plan says {plan['count']}")
+    if plan["extend"]:
+        return _continue_index_file(ctx, cfg, store, plan, e, tag)
+    if plan["inherit"]:
+        header = indexfile.IndexHeader.inherited(plan["inherit"]["end_phy_offset"], plan["inherit"]["end_timestamp"])
+    elif plan["needs_pred"]:
+        if pred is None:
+            raise IngestError(f"index file {plan['ordinal']}: the entry before it was not found")
+        header = indexfile.IndexHeader.inherited(pred[0], pred[1])
+    else:
+        header = indexfile.IndexHeader()
+    builder = IndexFileBuilder(cfg, header)
     builder.put_keys(e["hash"], e["phys"], e["ts"])
-    chunks = builder.chunks()
-    name = f"ordinal-{plan['ordinal']:06d}" if rel is None else rel.split("/")[-1]
-    staged = f"{ctx['staging']}/files/{tag}/index/{name}"
-    store.write_file(staged, _faulty_chunks(chunks, "mid-file-write"), cfg.index_file_size, durable=cfg.durable)
-    return {
-        "kind": "index", "path": rel, "ordinal": plan["ordinal"], "staged_path": staged,
-        "file_size": cfg.index_file_size, "valid_bytes": builder.valid_bytes(),
-        "count": builder.header.index_count - 1, "header": builder.header.to_dict(),
-        "checksum": _sha256_chunks(chunks), "roll": plan["roll"],
-    }
+    # a new file's name is given at the commit (creation order): stage it under its ordinal
+    rel = f"{indexfile.DIR}/ordinal-{plan['ordinal']:06d}"
+    version = FileVersion(ctx, store, rel, 0, cfg.index_file_size, tag, "file")
+    facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
+    return dict(facts, **_index_facts(cfg, plan, builder), path=None)
 
 
-def _sha256_chunks(chunks) -> str:
-    h = hashlib.sha256()
-    for c in chunks:
-        h.update(c)
-    return h.hexdigest()
+def _continue_index_file(ctx, cfg, store, plan, e, tag) -> dict:
+    """A committed index file continued: new entries after the committed ones, then the changed
+    slot heads and the header (a patch, applied in that order; storelib.patches), or on object
+    stores an object with the new entries and the new head (storelib.fragments)."""
+    rel = plan["extend"]
+    header = indexfile.IndexHeader(**ctx["committed"][rel]["detail"]["header"])
+    start = indexfile.entry_offset(header.index_count, cfg)
+    version = FileVersion(ctx, store, rel, start, cfg.index_file_size, tag, "entries")
+    raw = version.read_committed(indexfile.slot_offset(0), cfg.maxHashSlotNum * indexfile.SLOT_SIZE)
+    slots = patches.settle_slots(store, rel, cfg, indexfile.decode_slots(raw), header.index_count)
+    builder = IndexFileBuilder.for_append(cfg, header, slots)
+    before = slots.copy()
+    builder.put_keys(e["hash"], e["phys"], e["ts"])
+    entries = builder.new_entries()
+    if version.mode == "object":
+        # one head replaces the committed one: a row's extents stay few however many batches come
+        parts = [(0, builder.header.to_bytes() + indexfile.encode_slots(builder.slots), patches.PHASE_LINK),
+                 (start, entries, patches.PHASE_APPEND)]
+    else:
+        changed = np.flatnonzero(builder.slots != before)
+        parts = [(start, entries, patches.PHASE_APPEND)]
+        parts += [(pos, data, patches.PHASE_LINK) for pos, data in patches.slot_extents(builder.slots, changed)]
+        parts.append((0, builder.header.to_bytes(), patches.PHASE_LINK))
+    fault("mid-file-write")
+    facts = version.write_parts(parts, builder.valid_bytes())
+    return dict(facts, **_index_facts(cfg, plan, builder), path=rel)
+
+
+def _index_facts(cfg, plan, builder) -> dict:
+    return {"kind": "index", "ordinal": plan["ordinal"], "file_size": cfg.index_file_size,
+            "valid_bytes": builder.valid_bytes(), "count": builder.header.index_count - 1,
+            "header": builder.header.to_dict(), "roll": plan["roll"]}
 
 
 # ---------------------------------------------------------------------------- driver side
+def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, config: StoreConfig, batch_id: str,
+                    attempt: str) -> dict:
+    """What every write task needs to place file versions (storelib.file_versions): the store's
+    kind, this attempt, and the committed facts of every file the plan continues."""
+    continued = [commitlog.rel_path(s.base_offset) for s in plan.segments if s.start_pos]
+    continued += [consumequeue.rel_path(f.topic, f.queue_id, f.file_start_unit) for f in plan.cq_files if f.kept_units]
+    continued += [f.extend for f in plan.index_files if f.extend]
+    committed = {}
+    for rel in continued:
+        row = snap.files.get(rel) if snap is not None else None
+        if row is None:
+            raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
+        committed[rel] = file_versions.committed_facts(row)
+    return {"committed": committed, "objects": not store.local, "batch_id": batch_id, "attempt": attempt,
+            "durable": config.durable}
+
+
 def split_places(scans: list, plan: sequencer.BatchPlan, rr_starts: dict) -> dict:
     """Per non-empty split, what the stage-3 tasks need to place its staged messages."""
     pieces: dict = {}

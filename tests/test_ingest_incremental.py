@@ -17,7 +17,7 @@ import goldenlib
 from conftest import ROOT, golden_set
 
 sys.path.insert(0, ROOT)
-from storelib import codec, manifest, storage, topics as topics_mod  # noqa: E402
+from storelib import checksum, codec, manifest, storage, topics as topics_mod  # noqa: E402
 from storelib.config import load_config  # noqa: E402
 from storelib.ingest import IngestError, run_ingest  # noqa: E402
 
@@ -83,7 +83,7 @@ def check_manifest(store: str, batch_ids: list) -> manifest.Snapshot:
     on_disk = {k for k in store_tree(store) if not k.startswith(("lock", "abort", "compaction"))}
     assert set(snap.files) == on_disk
     for path, r in snap.files.items():
-        assert hashlib.sha256(st.read(path, 0, r["valid_bytes"])).hexdigest() == r["checksum"], path
+        assert checksum.checksum_of_bytes(st.read(path, 0, r["valid_bytes"])) == r["checksum"], path
     assert not st.exists(manifest.STAGING_DIR) and not st.exists(manifest.LEASE_PATH)
     return snap
 

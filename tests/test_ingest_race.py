@@ -225,7 +225,7 @@ def reader_main(uri: str, model_path: str, stop: str, out: str, interval: str = 
 def state_main(uri: str, out: str) -> int:
     """Committed batches, manifest rows, live files vs their checksums, leftovers: as JSON."""
     sys.path.insert(0, ROOT)
-    from storelib import manifest, storage
+    from storelib import checksum, fragments, manifest, metapaths, storage
     st = storage.Store(uri)
     snap = manifest.load_snapshot(st)
     rows = manifest._read_rows(manifest._open(st, manifest.MANIFEST_DIR))
@@ -237,22 +237,38 @@ def state_main(uri: str, out: str) -> int:
     # one listing (sizes included), then a read of each live file's valid bytes
     listing = st.fs.get_file_info(storage.FileSelector(st.root, recursive=True))
     infos = {i.path[len(st.root):].lstrip("/"): i for i in listing if i.type == storage.FileType.File}
-    bad = []
+    # object stores: files are assembled from objects (storelib.fragments); every object must be
+    # listed by a row of a committed attempt (a loser leaves none behind)
+    referenced = set()
+    for r in rows:
+        if r["action"] == "add" and attempts.get(r["batch_id"], "-") == r["attempt_id"] and "extents" in (r["detail"] or ""):
+            referenced.update(e[2] for e in json.loads(r["detail"])["extents"])
+    objects = {p for p in infos if p.startswith(fragments.OBJECTS_DIR + "/")}
+    bad, missing = [], []
     for path, r in sorted(snap.files.items()):
-        info = infos.get(path)
-        if info is None:
-            continue                                    # missing_files below
-        if info.size != r["file_size"]:
-            bad.append(f"{path}: size {info.size}, manifest {r['file_size']}")
-            continue
-        if hashlib.sha256(st.read(path, 0, r["valid_bytes"])).hexdigest() != r["checksum"]:
+        extents = json.loads(r["detail"] or "{}").get("extents")
+        if extents is not None:
+            if any(e[2] not in objects for e in extents):
+                missing.append(path)
+                continue
+            st.map_file(path, r["file_size"], fragments.extents_from_detail(extents))
+        else:
+            info = infos.get(path)
+            if info is None:
+                missing.append(path)
+                continue
+            if info.size != r["file_size"]:
+                bad.append(f"{path}: size {info.size}, manifest {r['file_size']}")
+                continue
+        if checksum.checksum_of_bytes(st.read(path, 0, r["valid_bytes"])) != r["checksum"]:
             bad.append(f"{path}: checksum differs from the manifest's")
     on_disk = [p for p in infos if not p.startswith(manifest.META_DIR + "/")]
     meta = [p for p in infos if p.startswith(manifest.META_DIR + "/")
-            and not p.startswith((manifest.MANIFEST_DIR + "/", manifest.CHECKPOINTS_DIR + "/"))]
+            and not p.startswith((manifest.MANIFEST_DIR + "/", manifest.CHECKPOINTS_DIR + "/",
+                                  fragments.OBJECTS_DIR + "/")) and p != metapaths.SNAPSHOT_CACHE]
     res = {"batches": batches, "stray_rows": stray_rows, "bad_files": bad,
-           "extra_files": sorted(set(on_disk) - set(snap.files)),
-           "missing_files": sorted(set(snap.files) - set(on_disk)),
+           "extra_files": sorted(set(on_disk) - set(snap.files)) + sorted(objects - referenced),
+           "missing_files": missing,
            "meta_leftovers": meta, "staging": st.exists(manifest.STAGING_DIR),
            "lease": st.exists(manifest.LEASE_PATH)}
     with open(out, "w") as fh:
@@ -528,13 +544,10 @@ def test_racing_ingests_on_s3(s3_env, tmp_path):
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
         keys += [o["Key"] for o in page.get("Contents", [])]
     assert not [k for k in keys if "/_rocketlake/staging/" in k or k.endswith("writer.lock")]
-    local = tmp_path / "download"
-    for key in keys:
-        if key.endswith("/"):
-            continue                      # directory markers pyarrow.fs creates
-        dst = local / key[len(prefix):]
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        s3.download_file(BUCKET, key, str(dst))
+    local = tmp_path / "export"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "export.py"), "--store", race.uri, "--to", str(local)],
+                       env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
     assert goldenlib.compare(golden_set("small-roll"), str(local)) == []
 
 

@@ -147,3 +147,27 @@ def test_spark_lookup_on_dataframe_input_and_snapshot_limit(spark, golden, limit
     part = keylookup.index_candidates(reader.store, reader.config, limited, hashes)
     assert full.num_rows == h.index_count - 1 and part.num_rows == h.index_count - 6
     assert isinstance(StoreFiles, type)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_range_task_reads_its_span_of_the_entries_or_the_whole_file(tmp_path, ordered):
+    """A range task binary-searches its span of an index file's entries (appended in commitlog
+    order); a file out of order near the span is read whole: either way exactly the entries
+    pointing into [lo, hi) are found."""
+    from storelib import indexfile
+    from storelib.storage import Store
+    phys = np.arange(1000, dtype=np.int64) * 100
+    if not ordered:
+        phys[480], phys[20] = phys[20], phys[480]      # inside the span of [40000, 60000)
+    entries = np.zeros(len(phys), indexfile.ENTRY_DTYPE)
+    entries["phys"] = phys
+    entries["hash"] = np.arange(len(phys))
+    (tmp_path / "index").mkdir()
+    (tmp_path / "index" / "f").write_bytes(entries.tobytes())
+    lo, hi = 40_000, 60_000
+    first, rec = keylookup._entries_for_range(Store(str(tmp_path)), "index/f", 0, len(phys), lo, hi)
+    assert (first > 0) == ordered
+    assert (len(rec) < len(phys)) == ordered
+    got = sorted((np.flatnonzero((rec["phys"] >= lo) & (rec["phys"] < hi)) + first).tolist())
+    want = [p for p in range(1, len(phys)) if lo <= phys[p] < hi]
+    assert got == want

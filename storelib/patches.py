@@ -1,0 +1,177 @@
+"""Local stores: a batch continues committed files in place, as a broker does.
+
+A batch that continues a file (the active commitlog segment, the last consume-queue file of a
+queue, the last index file) does not rewrite it. Its write task stages a **patch**: the new
+bytes and where they go (``[[file_pos, length, patch_pos, phase], ...]``), at most a segment's
+new records, a queue's new units, or an index file's new entries, changed slot heads and header.
+The commit applies the patches only after the conditional manifest commit succeeded (so of two
+racing writers only the one that will commit ever touches a committed file) and before the
+checkpoint commit, the switch that makes the batch visible:
+
+1. ``write_intent``: the files about to change, durably under the attempt's staging directory;
+2. phase 0 of every patch: bytes past the committed end (records, units, index entries), which
+   no reader of a committed snapshot reads; fsync;
+3. phase 1: bytes a reader of the committed snapshot may reach (index slot heads and header);
+   fsync. A reader of the previous snapshot takes the index header from its manifest row, skips
+   entries beyond its ``index_count`` and follows their previous-entry links, which lead back into
+   its own entries (phase 0 made them durable before any slot head pointed at them);
+4. the switch.
+
+A killed batch leaves bytes past the committed ends, and maybe slot heads pointing at its
+entries. The next writer, holding the lease, finds the intent and ``trim``s those files back to
+the committed state before anything else: slot heads past the committed entries are walked back
+along the previous-entry links, everything past the committed end is cut (truncated and extended
+again, so it reads as zeros), the header is rewritten from the manifest. Then the rerun writes
+the same bytes an uninterrupted run would have.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from . import indexfile
+from .errors import CorruptStore
+
+__all__ = ["PHASE_APPEND", "PHASE_LINK", "stage_patch", "overlay_reader", "apply_patches", "INTENT_NAME",
+           "write_intent", "leftover_intents", "trim_file", "settle_slots", "slot_extents"]
+
+PHASE_APPEND = 0        # past the committed end: invisible to readers of committed snapshots
+PHASE_LINK = 1          # index slot heads and header: written once phase 0 is durable
+INTENT_NAME = "intent.json"
+_COPY = 64 << 20
+_PAGE = 4096
+
+
+def stage_patch(store, staged_rel: str, parts: list, durable: bool) -> list:
+    """Write a patch file from ``parts`` ``[(file_pos, bytes, phase), ...]``; its extents."""
+    extents, pos = [], 0
+    for file_pos, data, phase in parts:
+        n = memoryview(data).nbytes
+        extents.append([int(file_pos), n, pos, phase])
+        pos += n
+    store.write_file(staged_rel, [p[1] for p in parts], None, durable=durable)
+    return extents
+
+
+def overlay_reader(read_committed, parts: list):
+    """``read_at(pos, n)`` of a file as it will be once ``parts`` ``[(file_pos, bytes, phase)]``
+    are applied over its committed bytes (for the new version's checksum)."""
+    def read_at(pos: int, n: int) -> bytes:
+        out = bytearray(read_committed(pos, n))
+        if len(out) < n:
+            out += bytes(n - len(out))
+        for file_pos, data, _ in parts:
+            mv = memoryview(data).cast("B")
+            a, b = max(pos, file_pos), min(pos + n, file_pos + len(mv))
+            if a < b:
+                out[a - pos:b - pos] = mv[a - file_pos:b - file_pos]
+        return bytes(out)
+    return read_at
+
+
+def apply_patches(store, patches: list, durable: bool, fault=None) -> None:
+    """Apply staged patches ``[{"path", "staged", "extents"}]`` to their files: every phase-0
+    extent of every file, fsync, then every phase-1 extent, fsync."""
+    for phase in (PHASE_APPEND, PHASE_LINK):
+        touched = []
+        for p in patches:
+            ext = [e for e in p["extents"] if e[3] == phase]
+            if not ext:
+                continue
+            for file_pos, length, patch_pos, _ in ext:
+                for k in range(0, length, _COPY):
+                    m = min(_COPY, length - k)
+                    store.write_at(p["path"], [(file_pos + k, store.read_array(p["staged"], patch_pos + k, m))])
+            touched.append(p["path"])
+        if durable and touched:
+            store.sync_files(touched)
+        if fault and phase == PHASE_APPEND:
+            fault("mid-apply")
+
+
+def write_intent(store, staging: str, paths: list, durable: bool) -> None:
+    store.write_file(f"{staging}/{INTENT_NAME}", [json.dumps(sorted(paths)).encode()], durable=durable)
+
+
+def leftover_intents(store, staging_dir: str) -> set:
+    """Paths named by the intents of every attempt under ``staging_dir`` (dead attempts: the
+    caller holds the lease). An unreadable intent names nothing (it was never completed, so no
+    patch was applied after it)."""
+    out: set = set()
+    for rel in store.list_files(staging_dir):
+        if rel.rsplit("/", 1)[-1] != INTENT_NAME:
+            continue
+        try:
+            paths = json.loads(store.read(rel))
+        except (OSError, ValueError):
+            continue
+        if isinstance(paths, list):
+            out.update(p for p in paths if isinstance(p, str))
+    return out
+
+
+def trim_file(store, row: dict, config) -> None:
+    """Bring one file back to its committed state (``row``: its live manifest row)."""
+    rel, kind = row["path"], row["kind"]
+    if kind == "index":
+        header = indexfile.IndexHeader(**json.loads(row["detail"])["header"])
+        slots = store.read_array(rel, indexfile.slot_offset(0), config.maxHashSlotNum * indexfile.SLOT_SIZE)
+        before = indexfile.decode_slots(slots)
+        after = settle_slots(store, rel, config, before, header.index_count)
+        changed = np.flatnonzero(before != after)
+        store.write_at(rel, slot_extents(after, changed))
+        if len(changed):
+            store.sync_files([rel])
+        store.cut_tail(rel, indexfile.entry_offset(header.index_count, config), row["file_size"])
+        store.write_at(rel, [(0, header.to_bytes())])
+    elif kind in ("commitlog", "consumequeue"):
+        store.cut_tail(rel, row["valid_bytes"], row["file_size"])
+    else:
+        return
+    store.sync_files([rel])
+
+
+def settle_slots(store, rel: str, config, slots: np.ndarray, index_count: int) -> np.ndarray:
+    """Slot heads with every link to an entry at or past ``index_count`` (written by a batch that
+    never committed) walked back along the previous-entry links into the committed entries."""
+    slots = slots.astype(np.int64)
+    bad = np.flatnonzero(slots >= index_count)
+    if not len(bad):
+        return slots.astype(np.int32)
+    top = int(slots[bad].max())
+    if top >= config.maxIndexNum:
+        raise CorruptStore(rel, indexfile.slot_offset(0),
+                           f"slot head {top} is past the file's {config.maxIndexNum} entries")
+    lo = indexfile.entry_offset(index_count, config)
+    prev = indexfile.decode_entries(store.read_array(rel, lo, (top + 1 - index_count) * indexfile.ENTRY_SIZE))["prev"]
+    prev = prev.astype(np.int64)
+    for _ in range(top + 1 - index_count + 1):       # every step moves each head to an older entry
+        if not len(bad):
+            break
+        nxt = prev[slots[bad] - index_count]
+        if (nxt >= slots[bad]).any():
+            raise CorruptStore(rel, lo, "an uncommitted entry's previous-entry link does not lead back")
+        slots[bad] = nxt
+        bad = bad[slots[bad] >= index_count]
+    return slots.astype(np.int32)
+
+
+def slot_extents(slots: np.ndarray, changed: np.ndarray) -> list:
+    """``(file_pos, bytes)`` runs that write the ``changed`` slots of ``slots``: whole 4 KiB
+    pages of the slot table, consecutive pages in one run (the disk writes pages anyway; one
+    write per run, not per slot)."""
+    if not len(changed):
+        return []
+    lo_all, hi_all = indexfile.slot_offset(0), indexfile.slot_offset(len(slots))
+    pages = np.unique(indexfile.slot_offset(np.asarray(changed, np.int64)) // _PAGE)
+    breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+    out = []
+    for run in np.split(pages, breaks):
+        a = max(lo_all, int(run[0]) * _PAGE)
+        b = min(hi_all, (int(run[-1]) + 1) * _PAGE)
+        s0 = (a - lo_all) // indexfile.SLOT_SIZE
+        s1 = -(-(b - lo_all) // indexfile.SLOT_SIZE)
+        a = indexfile.slot_offset(s0)
+        out.append((a, indexfile.encode_slots(slots[s0:s1])))
+    return out
