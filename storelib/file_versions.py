@@ -107,8 +107,25 @@ class FileVersion:
                 pos += n
             if pos != self.start + new_bytes:
                 raise IngestError(f"{self.rel}: {pos - self.start} bytes written as objects, {new_bytes} expected")
-            out["extents"] = fragments.extents_to_detail(fragments.overlay(prior, new))
+            out["extents"] = self._bounded(fragments.overlay(prior, new))
         return out
+
+    def _bounded(self, extents: list) -> list:
+        """``extents``, with the trailing ones rewritten as one object when the list grew past
+        ``fragments.MAX_EXTENTS`` (storelib.fragments); as manifest detail."""
+        k = fragments.merge_from(extents)
+        if k is not None:
+            lo = extents[k][0]
+            hi = extents[-1][0] + extents[-1][1]
+            self.store.map_file(self.rel, self.file_size, extents)
+            data = (self.store.read(self.rel, p, min(64 << 20, hi - p)) for p in range(lo, hi, 64 << 20))
+            objects = self.store.write_objects(lambda j: f"{self.write_rel}.merged{j}", data, OBJECT_PART_SIZE)
+            merged, pos = [], lo
+            for rel, n in objects:
+                merged.append(fragments.Extent(pos, n, rel, 0))
+                pos += n
+            extents = list(extents[:k]) + merged
+        return fragments.extents_to_detail(extents)
 
     # -- files changed at several places (index files continued: entries, slot heads, header)
     def write_parts(self, parts: list, valid: int) -> dict:
@@ -127,7 +144,7 @@ class FileVersion:
                             "extents": patches.stage_patch(self.store, self.write_rel, parts, self.durable)}
             return out
         self.write_stream(d for _, d, _ in parts)
-        out["extents"] = fragments.extents_to_detail(fragments.overlay(
+        out["extents"] = self._bounded(fragments.overlay(
             self.prior["extents"], _stream_extents([(p, memoryview(d).nbytes) for p, d, _ in parts], self._objects)))
         return out
 

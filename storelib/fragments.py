@@ -24,10 +24,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["OBJECTS_DIR", "Extent", "object_prefix", "object_rel", "overlay", "extents_to_detail",
-           "extents_from_detail", "AssembledFile"]
+__all__ = ["OBJECTS_DIR", "MAX_EXTENTS", "MERGE_BYTES", "Extent", "object_prefix", "object_rel", "overlay",
+           "merge_from", "extents_to_detail", "extents_from_detail", "AssembledFile"]
 
 OBJECTS_DIR = "_rocketlake/objects"
+# A file continued by many small batches gains an extent per batch. Past MAX_EXTENTS the batch
+# rewrites its trailing extents, up to MERGE_BYTES of them, as one object: a row's extent list
+# (and a reader's range requests) stay bounded (a 1 GiB segment filled by 466 KB batches ends
+# with about 40 extents), at the cost of one upload of at most MERGE_BYTES per MAX_EXTENTS batches.
+MAX_EXTENTS = 64
+MERGE_BYTES = 64 << 20
 
 
 class Extent(NamedTuple):
@@ -71,6 +77,18 @@ def overlay(prior: list, new: list) -> list:
         out += [Extent(a, b - a, e.object_rel, e.object_pos + a - e.file_pos) for a, b in pieces]
     out += [Extent(*n) for n in new if Extent(*n).length > 0]
     return sorted(out)
+
+
+def merge_from(extents: list) -> int | None:
+    """Where the trailing run of extents to rewrite as one object starts (None: no need): the
+    longest run of at least two extents at the end, at most ``MERGE_BYTES`` long."""
+    if len(extents) <= MAX_EXTENTS:
+        return None
+    last = Extent(*extents[-1])
+    k = len(extents)
+    while k > 0 and last.file_pos + last.length - Extent(*extents[k - 1]).file_pos <= MERGE_BYTES:
+        k -= 1
+    return k if len(extents) - k >= 2 else None
 
 
 def extents_to_detail(extents: list) -> list:

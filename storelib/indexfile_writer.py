@@ -41,6 +41,7 @@ class IndexFileBuilder:
         entries stay where they are; ``new_entries`` gives the ones put since)."""
         b = cls(config, IndexHeader(), slots)
         b.header, b.blocks, b.kept = header, [], header.index_count
+        b.committed_slots = slots.copy()          # what the slot heads were (patches: the changed ones)
         return b
 
     def new_entries(self) -> bytes:

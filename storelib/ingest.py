@@ -50,6 +50,11 @@ snapshot take the header from the manifest row's ``detail`` and ignore entries w
 offset is at or beyond their ``max_phy_offset``.) Batch ids are idempotency keys: a committed
 id with the same input fingerprint is a no-op ("already-committed", exit 0), with other input an
 error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
+
+Inputs: ``run_ingest`` takes files (``FileInput``: fingerprint of the files, known before the
+lease); ``storelib.frame_ingest`` a DataFrame, whose fingerprint is the digest of what its encode
+tasks encoded (storelib.record_digest), so ``ingest_batch`` names its split staging
+``PENDING_BATCH_ID`` until then and runs the already-committed check after stage 1.
 """
 from __future__ import annotations
 

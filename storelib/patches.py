@@ -58,9 +58,14 @@ def overlay_reader(read_committed, parts: list):
     """``read_at(pos, n)`` of a file as it will be once ``parts`` ``[(file_pos, bytes, phase)]``
     are applied over its committed bytes (for the new version's checksum)."""
     def read_at(pos: int, n: int) -> bytes:
-        out = bytearray(read_committed(pos, n))
-        if len(out) < n:
-            out += bytes(n - len(out))
+        out = bytearray(n)
+        gaps = [(pos, pos + n)]              # read only what no part covers (object stores pay per byte)
+        for file_pos, data, _ in parts:
+            lo, hi = file_pos, file_pos + memoryview(data).nbytes
+            gaps = [g for a, b in gaps for g in ((a, min(b, lo)), (max(a, hi), b)) if g[1] > g[0]]
+        for a, b in gaps:
+            got = read_committed(a, b - a)
+            out[a - pos:a - pos + len(got)] = got
         for file_pos, data, _ in parts:
             mv = memoryview(data).cast("B")
             a, b = max(pos, file_pos), min(pos + n, file_pos + len(mv))

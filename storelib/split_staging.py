@@ -22,6 +22,7 @@ import tempfile
 import numpy as np
 
 from .names import rel_path_problem
+from .storage import read_local_into
 
 __all__ = ["LocalStaging", "local_staging_dir", "staging_store"]
 
@@ -57,14 +58,7 @@ class LocalStaging:
 
     def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
         out = np.empty(length, np.uint8)
-        with open(self._path(rel), "rb", buffering=0) as fh:
-            fh.seek(offset)
-            mv, got = memoryview(out), 0
-            while got < length:
-                k = fh.readinto(mv[got:])
-                if not k:
-                    break
-                got += k
+        got = read_local_into(self._path(rel), offset, out)
         if got != length:
             raise OSError(f"{rel}: expected {length} bytes at {offset}, read {got}")
         return out

@@ -30,7 +30,7 @@ from .fragments import AssembledFile
 from .names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
-           "delta_storage_options", "StorePathError", "Store", "fsync_fd", "sync_dirs"]
+           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -303,14 +303,7 @@ class Store:
             got = len(data)
             out[:got] = np.frombuffer(data, np.uint8)
         elif self.local:
-            with open(self.path(rel), "rb", buffering=0) as fh:
-                fh.seek(offset)
-                mv, got = memoryview(out), 0
-                while got < length:
-                    k = fh.readinto(mv[got:])
-                    if not k:
-                        break
-                    got += k
+            got = read_local_into(self.path(rel), offset, out)
         else:
             with self.fs.open_input_file(self.path(rel)) as fh:
                 data = fh.read_at(length, offset)
@@ -500,6 +493,19 @@ def _missing_dirs(path: str) -> list[str]:
             break
         path = parent
     return out
+
+
+def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
+    """Read a local file's bytes from ``offset`` straight into ``out``; the count read."""
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(offset)
+        mv, got = memoryview(out), 0
+        while got < len(out):
+            k = fh.readinto(mv[got:])
+            if not k:
+                break
+            got += k
+    return got
 
 
 def fsync_fd(fd: int) -> None:

@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import codec
-from .arrays import as_large_string, single_array
+from .arrays import as_large_string, numeric_values, single_array, valid_mask
 from .codec import InputError
 from .names import topic_problem
 from .properties import property_values
@@ -169,9 +169,9 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
     if n == 0:
         return empty
     qcol = _col(table, "queue_id")
-    missing_q = np.asarray(qcol.is_null().to_numpy(zero_copy_only=False), bool)
+    missing_q = ~valid_mask(qcol)
     tcol = _col(table, "store_timestamp")
-    missing_ts = np.asarray(tcol.is_null().to_numpy(zero_copy_only=False), bool)
+    missing_ts = ~valid_mask(tcol)
     if not missing_q.any() and not missing_ts.any():
         return empty
     cols = {name: table.column(name) for name in table.column_names}
@@ -184,7 +184,7 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
         filled = pc.coalesce(tcol, born)
         if filled.null_count:
             if default_store_ts is None:
-                rows = np.flatnonzero(np.asarray(filled.is_null().to_numpy(zero_copy_only=False), bool))
+                rows = np.flatnonzero(~valid_mask(filled))
                 raise InputError([f"{label(int(r))}: field 'store_timestamp': missing and no default store "
                                   f"time was given" for r in rows[:20]], len(rows))
             filled = pc.coalesce(filled, pa.scalar(int(default_store_ts), pa.int64()))
@@ -192,17 +192,17 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
     if missing_q.any():
         topic = _col(table, "topic")
         if topic.null_count:
-            rows = np.flatnonzero(np.asarray(topic.is_null().to_numpy(zero_copy_only=False), bool))
+            rows = np.flatnonzero(~valid_mask(topic))
             raise InputError([f"{label(int(r))}: field 'topic': missing (required)" for r in rows[:20]], len(rows))
         tenc = pc.dictionary_encode(topic)
-        tidx = tenc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        tidx = numeric_values(tenc.indices).astype(np.int64)
         names = tenc.dictionary.to_pylist()
         nq = np.asarray([topics.write_queue_nums(t) for t in names], np.int64)[tidx]
-        q = qcol.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        q = numeric_values(qcol.fill_null(0)).astype(np.int64)
         rows = np.flatnonzero(missing_q)
         if queue_by:
             vals = _sharding_values(table, queue_by)
-            none = np.asarray(vals.is_null().to_numpy(zero_copy_only=False), bool) & missing_q
+            none = ~valid_mask(vals) & missing_q
             if none.any():
                 bad = np.flatnonzero(none)
                 raise InputError([f"{label(int(r))}: --queue-by {queue_by}: the message has no queue_id and no "

@@ -29,7 +29,7 @@ from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup
-from .verify_kernels import bisect_range, property_spans_slices
+from .verify_kernels import bisect_range, has_key, match_sorted, property_spans_slices
 
 __all__ = ["RecordFacts", "topic_key", "check_targets"]
 
@@ -63,10 +63,7 @@ class RecordFacts:
 
     def find(self, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row of the record starting at each offset, found mask)."""
-        j = np.searchsorted(self.offsets, phys)
-        jc = np.minimum(j, max(0, len(self.offsets) - 1))
-        found = (j < len(self.offsets)) & (self.offsets[jc] == phys) if len(self.offsets) else np.zeros(len(phys), bool)
-        return jc, found
+        return match_sorted(self.offsets, phys)
 
     def props(self):
         """Spans (positions in the segment) of TAGS, DELAY, KEYS, UNIQ_KEY: one parse, in place."""
@@ -110,16 +107,7 @@ class RecordFacts:
     def has_key(self, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Whether record ``rows[i]`` has an index key hashing to ``hashes[i]``."""
         _, khash, kfirst = self.index_keys()
-        first = kfirst[rows]
-        count = kfirst[rows + 1] - first
-        ok = np.zeros(len(rows), bool)
-        k = 0
-        active = np.flatnonzero(count > 0)
-        while len(active):                                    # one pass per key of the records
-            ok[active] |= khash[first[active] + k] == hashes[active]
-            k += 1
-            active = active[count[active] > k]
-        return ok
+        return has_key(kfirst, khash, rows, hashes)
 
 
 def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, fields: np.ndarray,
@@ -152,7 +140,7 @@ def _check_units(store, cfg, facts, look, seg, topic, qid, f, last, min_phy, out
         return
     idx = np.arange(a, b, dtype=np.int64)
     u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
-    sel = u[idx]                                             # only this segment's units, converted
+    sel = u[a:b]                                             # only this segment's units, converted
     first_q = f["base"] // CQ_UNIT_SIZE
     row, found = facts.find(sel["phys"].astype(np.int64))
     if not found.all():                                      # not a sound record start: the per-offset checks
@@ -205,7 +193,7 @@ def _check_entries(ctx, store, cfg, facts, seg, x, out) -> None:
     if not len(pos):
         return
     ents = fd.buf[ent_at:ent_at + count * INDEX_ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
-    sel = ents[pos]                                          # only this segment's entries, converted
+    sel = ents[pos[0]:pos[-1] + 1]                           # only this segment's entries, converted
     row, found = facts.find(sel["phys"].astype(np.int64))
     if not found.all():                                      # not a sound record start: the per-offset checks
         deep_index(ctx, cfg, rel, ent_at, header, ents["hash"].astype(np.int64), ents["phys"].astype(np.int64),

@@ -3,14 +3,19 @@
 * ``walk_chains``: every slot's chain of index entries, marking which slot reaches each entry
   (``verify_index``'s chain check; a Python loop per entry took 30 s for 20M entries);
 * ``resolve_heads``: slot heads of an index file appended in place after the snapshot, followed
-  through the newer entries' ``prevPos`` back to the snapshot's entries.
+  through the newer entries' ``prevPos`` back to the snapshot's entries;
+* for ``verify_cross`` (units and entries against the records of a segment): ``bisect_range``
+  (which units / entries point into a segment, two binary searches over the file's bytes),
+  ``property_spans_slices`` (``kernels.property_spans`` over the properties where they lie in the
+  segment, no gather), ``match_sorted`` (offset -> record, one sweep), ``has_key``.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-__all__ = ["walk_chains", "resolve_heads", "select_in_range", "property_spans_slices", "bisect_range"]
+__all__ = ["walk_chains", "resolve_heads", "property_spans_slices", "bisect_range", "match_sorted",
+           "has_key"]
 
 
 @njit(cache=True, nogil=True)
@@ -89,31 +94,6 @@ def _be64(data, p):
 
 
 @njit(cache=True, nogil=True)
-def _select(data, first, stride, count, lo, hi, out):
-    n = 0
-    for i in range(count):
-        v = _be64(data, first + i * stride)
-        if lo <= v < hi:
-            if n < out.shape[0]:
-                out[n] = i
-            n += 1
-    return n
-
-
-def select_in_range(data: np.ndarray, first: int, stride: int, count: int, lo: int, hi: int) -> np.ndarray:
-    """Indexes i < ``count`` whose big-endian int64 at ``first + i*stride`` lies in [lo, hi): the
-    units / index entries pointing into one segment, without converting the whole file."""
-    if count <= 0:
-        return np.zeros(0, np.int64)
-    empty = np.zeros(0, np.int64)
-    n = _select(data, np.int64(first), np.int64(stride), np.int64(count), np.int64(lo), np.int64(hi), empty)
-    out = np.empty(n, np.int64)
-    if n:
-        _select(data, np.int64(first), np.int64(stride), np.int64(count), np.int64(lo), np.int64(hi), out)
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _spans_slices(data, starts, ends, names, name_offsets, out_s, out_e):
     # kernels._property_spans over data[starts[k]:ends[k]] in place (MessageDecoder.string2messageProperties:
     # segments end at U+0002; name and value around the first U+0001 both non-empty; the later duplicate wins)
@@ -179,3 +159,60 @@ def bisect_range(data: np.ndarray, first: int, stride: int, count: int, lo: int,
         return 0, 0
     args = (data, np.int64(first), np.int64(stride), np.int64(count))
     return int(_lower_bound(*args, np.int64(lo))), int(_lower_bound(*args, np.int64(hi)))
+
+
+@njit(cache=True, nogil=True)
+def _match_sorted(offsets, phys, row, found):
+    n = offsets.shape[0]
+    j = np.int64(0)
+    last = np.int64(-(2**62))
+    for k in range(phys.shape[0]):
+        q = phys[k]
+        if q < last:                     # out of order: start the search over
+            j = 0
+        last = q
+        if j < n and offsets[j] < q:     # gallop, then binary search from j
+            step = np.int64(1)
+            while j + step < n and offsets[j + step] < q:
+                j += step
+                step *= 2
+            a, b = j, min(n, j + step + 1)
+            while a < b:
+                mid = (a + b) >> 1
+                if offsets[mid] < q:
+                    a = mid + 1
+                else:
+                    b = mid
+            j = a
+        row[k] = min(j, n - 1) if n else 0
+        found[k] = j < n and offsets[j] == q
+
+
+def match_sorted(offsets: np.ndarray, phys: np.ndarray):
+    """(row, found): for each of ``phys`` the index in ``offsets`` (ascending) holding it, in one
+    sweep when ``phys`` ascends too (units and entries are in commitlog order)."""
+    row = np.zeros(len(phys), np.int64)
+    found = np.zeros(len(phys), np.bool_)
+    if len(phys):
+        _match_sorted(offsets.astype(np.int64), phys.astype(np.int64), row, found)
+    return row, found
+
+
+@njit(cache=True, nogil=True)
+def _has_key(kfirst, khash, rows, hashes, out):
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        ok = False
+        for i in range(kfirst[r], kfirst[r + 1]):
+            if khash[i] == hashes[k]:
+                ok = True
+                break
+        out[k] = ok
+
+
+def has_key(kfirst: np.ndarray, khash: np.ndarray, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """Whether record ``rows[k]``'s keys ``khash[kfirst[r]:kfirst[r + 1]]`` include ``hashes[k]``."""
+    out = np.zeros(len(rows), np.bool_)
+    if len(rows):
+        _has_key(kfirst.astype(np.int64), khash.astype(np.int64), rows.astype(np.int64), hashes.astype(np.int64), out)
+    return out

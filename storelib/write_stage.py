@@ -32,7 +32,7 @@ from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
 
 __all__ = [
     "PlacedSplit", "place_split", "run_write_task", "write_segments", "write_segment", "write_file_group",
-    "CQ_DTYPES", "ENTRY_DTYPES", "split_places", "write_tasks", "version_context",
+    "CQ_DTYPES", "split_places", "write_tasks", "version_context",
 ]
 
 
@@ -212,8 +212,10 @@ def write_file_group(ctx: dict, group: dict):
     tcfg = topics_mod.Topics.from_dict(ctx["topics"])
     cqs, idxs = group["cq"], group["index"]
     units: list = [[] for _ in cqs]
-    entries: list = [[] for _ in idxs]
-    preds: dict = {}
+    tag = attempt_tag()
+    # Index entries go into their file's builder split by split (only the builder's slot table
+    # and entry blocks are held, not every entry's facts, then their concatenation).
+    index_files = [_IndexFileWrite(ctx, cfg, store, f["plan"], tag) for f in idxs]
     needed = {s for f in cqs + idxs for s in f["sources"]} | {f["pred_source"] for f in idxs
                                                              if f["pred_source"] is not None}
     for si in sorted(needed):
@@ -226,28 +228,24 @@ def write_file_group(ctx: dict, group: dict):
                 rows = rows[np.searchsorted(q, p["first_unit"]):np.searchsorted(q, p["first_unit"] + p["count"])]
                 units[i].append({"qoff": ps.qoff[rows], "phys": ps.phys[rows], "size": ps.sizes[rows].astype(np.int32),
                                  "tags": ps.tags[rows]})
-        for i, f in enumerate(idxs):
+        for w, f in zip(index_files, idxs):
             p = f["plan"]
+            if f["pred_source"] == si:              # before this split's entries: it may hold both
+                m = ps.imsg[p["first_entry"] - 1 - ps.entry_base]
+                w.pred = (int(ps.phys[m]), int(ps.ts[m]))
             if si in f["sources"]:
                 a = max(0, p["first_entry"] - ps.entry_base)
                 b = min(len(ps.imsg), p["first_entry"] + p["count"] - ps.entry_base)
                 m = ps.imsg[a:b]
-                entries[i].append({"pos": ps.entry_base + np.arange(a, b, dtype=np.int64), "hash": ps.ihash[a:b],
-                                   "phys": ps.phys[m], "ts": ps.ts[m]})
-            if f["pred_source"] == si:
-                m = ps.imsg[p["first_entry"] - 1 - ps.entry_base]
-                preds[i] = (int(ps.phys[m]), int(ps.ts[m]))
+                w.add(ps.entry_base + a, ps.ihash[a:b], ps.phys[m], ps.ts[m])
         del ps
-    tag = attempt_tag()
     for i, f in enumerate(cqs):
         yield _write_cq_file(ctx, cfg, store, f["plan"], _concat_parts(units[i], CQ_DTYPES), tag)
-    for i, f in enumerate(idxs):
-        yield _write_index_file(ctx, cfg, store, f["plan"], _concat_parts(entries[i], ENTRY_DTYPES),
-                                preds.get(i), tag)
+    for w in index_files:
+        yield w.finish()
 
 
 CQ_DTYPES = {"qoff": np.int64, "phys": np.int64, "size": np.int32, "tags": np.int64}
-ENTRY_DTYPES = {"pos": np.int64, "hash": np.int32, "phys": np.int64, "ts": np.int64}
 
 
 def _faulty_chunks(chunks, point):
@@ -292,55 +290,84 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
         "min_phys": min(phys) if phys else None, "max_phys": max(phys) if phys else None})
 
 
-def _write_index_file(ctx, cfg, store, plan, e, pred, tag) -> dict:
-    expect = np.arange(plan["first_entry"], plan["first_entry"] + plan["count"], dtype=np.int64)
-    if not np.array_equal(e["pos"], expect):
-        raise IngestError(f"index file {plan['ordinal']}: {len(e['pos'])} entries, plan says {plan['count']}")
-    if plan["extend"]:
-        return _continue_index_file(ctx, cfg, store, plan, e, tag)
-    if plan["inherit"]:
-        header = indexfile.IndexHeader.inherited(plan["inherit"]["end_phy_offset"], plan["inherit"]["end_timestamp"])
-    elif plan["needs_pred"]:
-        if pred is None:
-            raise IngestError(f"index file {plan['ordinal']}: the entry before it was not found")
-        header = indexfile.IndexHeader.inherited(pred[0], pred[1])
-    else:
-        header = indexfile.IndexHeader()
-    builder = IndexFileBuilder(cfg, header)
-    builder.put_keys(e["hash"], e["phys"], e["ts"])
-    # a new file's name is given at the commit (creation order): stage it under its ordinal
-    rel = f"{indexfile.DIR}/ordinal-{plan['ordinal']:06d}"
-    version = FileVersion(ctx, store, rel, 0, cfg.index_file_size, tag, "file")
-    facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
-    return dict(facts, **_index_facts(cfg, plan, builder), path=None)
+class _IndexFileWrite:
+    """One index file of the plan, filled split by split: ``add`` the entries (positions must
+    follow on), then ``finish`` writes it (new: whole; continued: in place or as objects)."""
+
+    def __init__(self, ctx, cfg, store, plan, tag):
+        self.ctx, self.cfg, self.store, self.plan, self.tag = ctx, cfg, store, plan, tag
+        self.pred = None               # (phys, ts) of the entry before the file (needs_pred)
+        self.builder = None
+        self.next_pos = plan["first_entry"]
+        self.version = None
+
+    def _start(self) -> IndexFileBuilder:
+        plan, cfg = self.plan, self.cfg
+        if plan["extend"]:
+            self.builder, self.version = _continued_index_builder(self.ctx, cfg, self.store, plan, self.tag)
+            return self.builder
+        if plan["inherit"]:
+            header = indexfile.IndexHeader.inherited(plan["inherit"]["end_phy_offset"], plan["inherit"]["end_timestamp"])
+        elif plan["needs_pred"]:
+            if self.pred is None:
+                raise IngestError(f"index file {plan['ordinal']}: the entry before it was not found")
+            header = indexfile.IndexHeader.inherited(*self.pred)
+        else:
+            header = indexfile.IndexHeader()
+        self.builder = IndexFileBuilder(cfg, header)
+        return self.builder
+
+    def add(self, pos: int, key_hash, phys, ts) -> None:
+        if pos != self.next_pos:
+            raise IngestError(f"index file {self.plan['ordinal']}: entries from {pos}, expected {self.next_pos}")
+        (self.builder or self._start()).put_keys(key_hash, phys, ts)
+        self.next_pos += len(key_hash)
+
+    def finish(self) -> dict:
+        plan = self.plan
+        if self.next_pos != plan["first_entry"] + plan["count"]:
+            raise IngestError(f"index file {plan['ordinal']}: {self.next_pos - plan['first_entry']} entries, "
+                              f"plan says {plan['count']}")
+        builder = self.builder or self._start()
+        if plan["extend"]:
+            return _continue_index_file(self.version, builder, self.cfg, plan)
+        # a new file's name is given at the commit (creation order): stage it under its ordinal
+        rel = f"{indexfile.DIR}/ordinal-{plan['ordinal']:06d}"
+        version = FileVersion(self.ctx, self.store, rel, 0, self.cfg.index_file_size, self.tag, "file")
+        facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
+        return dict(facts, **_index_facts(self.cfg, plan, builder), path=None)
 
 
-def _continue_index_file(ctx, cfg, store, plan, e, tag) -> dict:
-    """A committed index file continued: new entries after the committed ones, then the changed
-    slot heads and the header (a patch, applied in that order; storelib.patches), or on object
-    stores an object with the new entries and the new head (storelib.fragments)."""
+def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
+    """(builder, FileVersion) of a committed index file the batch continues: its committed header
+    (the manifest's) and slot table; the committed entries stay where they are."""
     rel = plan["extend"]
     header = indexfile.IndexHeader(**ctx["committed"][rel]["detail"]["header"])
     start = indexfile.entry_offset(header.index_count, cfg)
     version = FileVersion(ctx, store, rel, start, cfg.index_file_size, tag, "entries")
     raw = version.read_committed(indexfile.slot_offset(0), cfg.maxHashSlotNum * indexfile.SLOT_SIZE)
     slots = patches.settle_slots(store, rel, cfg, indexfile.decode_slots(raw), header.index_count)
-    builder = IndexFileBuilder.for_append(cfg, header, slots)
-    before = slots.copy()
-    builder.put_keys(e["hash"], e["phys"], e["ts"])
+    return IndexFileBuilder.for_append(cfg, header, slots), version
+
+
+def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, plan) -> dict:
+    """A committed index file continued: new entries after the committed ones, then the changed
+    slot heads and the header (a patch, applied in that order; storelib.patches), or on object
+    stores an object with the new entries and the new head (storelib.fragments)."""
+    start = version.start
     entries = builder.new_entries()
     if version.mode == "object":
         # one head replaces the committed one: a row's extents stay few however many batches come
         parts = [(0, builder.header.to_bytes() + indexfile.encode_slots(builder.slots), patches.PHASE_LINK),
                  (start, entries, patches.PHASE_APPEND)]
     else:
-        changed = np.flatnonzero(builder.slots != before)
+        changed = np.flatnonzero(builder.slots != builder.committed_slots)
         parts = [(start, entries, patches.PHASE_APPEND)]
         parts += [(pos, data, patches.PHASE_LINK) for pos, data in patches.slot_extents(builder.slots, changed)]
         parts.append((0, builder.header.to_bytes(), patches.PHASE_LINK))
     fault("mid-file-write")
     facts = version.write_parts(parts, builder.valid_bytes())
-    return dict(facts, **_index_facts(cfg, plan, builder), path=rel)
+    return dict(facts, **_index_facts(cfg, plan, builder), path=version.rel)
 
 
 def _index_facts(cfg, plan, builder) -> dict:

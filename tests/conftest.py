@@ -57,9 +57,130 @@ def spark():
     s.stop()
 
 
+# ============================================================================ pytest-xdist
+# `make test` runs the suite on two xdist workers. The schedule is this file's (UnitScheduling,
+# for -n with --dist load, loadgroup or worksteal): a work unit, run by one worker in order, is
+#
+# * a whole module for the modules in TOGETHER: their tests depend on each other (the kill-point
+#   tests leave the stores that test_rerun_finishes_every_killed_batch reruns);
+# * one test for every ``slow`` test and every test in HEAVY (long ones: spread over the workers);
+# * the other tests of a module, together (their module fixtures are built once).
+#
+# Units are handed out longest first (estimates: idle 2-core seconds from --durations; the rest
+# after them in collection order), so that no long test is left to run alone at the end. The
+# estimates only steer the order: a stale one costs balance, never correctness.
+TOGETHER = {
+    "test_ingest_faults.py": 330,       # 21 kill/rerun jobs sharing one base store and KILLED
+}
+HEAVY = {
+    "test_ingest_race.py::test_racing_ingests_on_s3": 124,
+    "test_ingest_s3.py::test_default_sizes_on_s3_take_several_batches": 60,
+    "test_hostile_names.py": 60,        # a module: its tests that are neither slow nor in HEAVY
+    "test_ingest_race.py::test_racing_ingests_on_local_disk": 55,
+    "test_ingest_s3.py::test_ingest_to_s3_is_golden": 53,
+    "test_datasource.py::test_filters_and_pushdown": 50,
+    "test_fuzz_readers.py": 50,
+    "test_bench_smoke.py::test_bench_smoke_runs_the_cold_sections": 45,
+    "test_keylookup.py::test_batch_lookup_100k_keys_equals_per_key": 35,
+    "test_keylookup.py::test_spark_lookup_on_dataframe_input_and_snapshot_limit": 33,
+    "test_query_cli.py": 30,
+    "test_ingest_cluster.py::test_ingest_on_a_standalone_cluster_is_golden": 23,
+    "test_durability.py::test_batch_is_on_stable_storage_before_its_commit": 23,
+}
+SLOW_DEFAULT = 15                        # a slow test not in HEAVY: a spark-submit or two
+
+
+def _unit(item) -> tuple[str, float]:
+    """(work unit, estimated seconds) of a collected test: a module's name, or its node id."""
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    if module in TOGETHER:
+        return module, TOGETHER[module]
+    test = f"{module}::{getattr(item, 'originalname', item.name)}"
+    if test in HEAVY:
+        return item.nodeid, HEAVY[test]
+    if item.get_closest_marker("slow") is not None:
+        return item.nodeid, SLOW_DEFAULT
+    return module, HEAVY.get(module, 0)
+
+
+def _xdist_units(config) -> str | None:
+    """On an xdist worker scheduled by UnitScheduling: the file its units go to."""
+    return getattr(config, "workerinput", {}).get("rocketlake_units")
+
+
+SCHEDULED_MODES = ("load", "loadgroup", "worksteal")
+
+
+def pytest_configure(config):
+    """Controller of an xdist run in one of SCHEDULED_MODES: a directory for the workers' units."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") in SCHEDULED_MODES:
+        import tempfile
+        config._rocketlake_units_dir = tempfile.mkdtemp(prefix="rocketlake-xdist-")
+
+
+def pytest_unconfigure(config):
+    units_dir = getattr(config, "_rocketlake_units_dir", None)
+    if units_dir:
+        import shutil
+        shutil.rmtree(units_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    units_dir = getattr(node.config, "_rocketlake_units_dir", None)
+    if units_dir:
+        node.workerinput["rocketlake_units"] = os.path.join(units_dir, f"{node.gateway.id}.json")
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    units_dir = getattr(config, "_rocketlake_units_dir", None)
+    if not units_dir:
+        return None
+    import json
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        """LoadScopeScheduling with the scopes (units) the workers computed (_unit), handed out
+        in the order they collected them (longest first)."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+            self.units = None
+
+        def _split_scope(self, nodeid):
+            if self.units is None:                # the workers have collected: read their units
+                self.units = {}
+                for name in sorted(n for n in os.listdir(units_dir) if n.endswith(".json")):
+                    with open(os.path.join(units_dir, name), encoding="utf-8") as fh:
+                        self.units = json.load(fh)
+                    break
+            return self.units.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return UnitScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Tests that use the in-process SparkSession are marked ``spark``; ``make check`` runs the
-    rest (no Spark at all: ``-m "not slow and not spark"``)."""
+    rest (no Spark at all: ``-m "not slow and not spark"``). On an xdist worker the tests are
+    ordered by work unit, longest first (a stable sort: a unit's tests keep their order), and
+    the units are written for UnitScheduling."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+    out = _xdist_units(config)
+    if out is None:
+        return
+    first, order, units = {}, {}, {}
+    for i, item in enumerate(items):
+        unit, secs = _unit(item)
+        first.setdefault(unit, i)
+        order[item.nodeid] = (-secs, first[unit])
+        units[item.nodeid] = unit
+    items.sort(key=lambda it: order[it.nodeid])
+    import json
+    with open(out + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(units, fh)
+    os.replace(out + ".tmp", out)

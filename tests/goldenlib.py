@@ -26,6 +26,8 @@ SET is a set directory or the name of a set (``small-roll``) looked up under :fu
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import hashlib
 import json
@@ -73,8 +75,9 @@ def unpack_archives(archive_dir: str = ARCHIVE_DIR, cache_dir: str = CACHE_DIR) 
     """Unpack every ``<set>.tar.xz`` of archive_dir into ``cache_dir/<key>/`` unless already there.
 
     The key is a hash of the archives' bytes, so changed data gets a fresh directory. Concurrent
-    sessions are safe: each unpacks into its own temporary directory and renames it into place;
-    the first rename wins. The unpacked files are read-only (they are shared by every session)."""
+    sessions (and pytest-xdist workers) are safe: one unpacks, under an flock on cache_dir, into
+    its own temporary directory and renames it into place; the others wait and reuse it. The
+    unpacked files are read-only (they are shared by every session)."""
     tars = archives(archive_dir)
     if not tars:
         raise GoldenError(f"no golden archives (*.tar.xz) in {archive_dir}")
@@ -93,6 +96,35 @@ def unpack_archives(archive_dir: str = ARCHIVE_DIR, cache_dir: str = CACHE_DIR) 
     final = os.path.join(cache_dir, name)
     if os.path.isdir(final):
         return final
+    # One unpacker at a time (pytest-xdist workers, parallel sessions): the others wait for it
+    # and then find the directory in place instead of unpacking the same archives again.
+    with _cache_lock(cache_dir):
+        if os.path.isdir(final):
+            return final
+        return _unpack_into(tars, cache_dir, name, final)
+
+
+@contextlib.contextmanager
+def _cache_lock(cache_dir: str):
+    """An exclusive flock on the cache directory itself (no lock file to clean up). Where it
+    cannot be taken, no lock: the rename in _unpack_into keeps concurrent unpackers safe, they
+    only do the work twice."""
+    try:
+        fd = os.open(cache_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)                      # releases the lock
+
+
+def _unpack_into(tars: list[str], cache_dir: str, name: str, final: str) -> str:
     tmp = tempfile.mkdtemp(prefix=f".unpack-{name}-", dir=cache_dir)
     try:
         os.chmod(tmp, 0o755)

@@ -172,3 +172,30 @@ def test_a_file_assembles_from_objects_and_never_reads_outside_the_store(tmp_pat
     assert st.size("commitlog/x") == 20 and st.exists("commitlog/x")
     with pytest.raises(storage.StorePathError):
         st.map_file("commitlog/y", 20, [[0, 5, "_rocketlake/objects/../../../etc/passwd", 0]])
+
+
+def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, monkeypatch):
+    """Each batch adds an extent to a continued file; past MAX_EXTENTS the trailing ones are
+    rewritten as one object. Every version still reads back whole and matches its checksum."""
+    from storelib.file_versions import FileVersion
+    monkeypatch.setattr(fragments, "MAX_EXTENTS", 3)
+    st = storage.Store(str(tmp_path / "s"))
+    data, committed = b"", {}
+    for i in range(8):
+        chunk = bytes([i + 1]) * (100 + i)
+        ctx = {"committed": committed, "objects": True, "batch_id": f"b{i}", "attempt": "a", "durable": False,
+               "staging": "unused"}
+        v = FileVersion(ctx, st, "commitlog/c", len(data), 4096, "t", "records")
+        h = v.hasher()
+        h.update(chunk)
+        v.write_stream([chunk])
+        facts = v.facts(len(chunk), h.finish()[1])
+        data += chunk
+        assert len(facts["extents"]) <= 3
+        reader = storage.Store(str(tmp_path / "s"))
+        reader.map_file("commitlog/c", 4096, fragments.extents_from_detail(facts["extents"]))
+        assert reader.read("commitlog/c", 0, len(data)) == data
+        assert reader.read("commitlog/c", len(data), 10) == bytes(10)
+        assert facts["checksum"] == checksum.checksum_of_bytes(data)
+        committed = {"commitlog/c": {"valid_bytes": len(data), "file_size": 4096, "blocks": facts["blocks"],
+                                     "extents": facts["extents"], "detail": {}}}

@@ -37,6 +37,12 @@ def submit(args, env_extra):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+def export(uri: str, to, env):
+    """jobs/export.py of the store at ``uri`` into ``to`` (a fresh process)."""
+    return subprocess.run([PY, os.path.join(ROOT, "jobs", "export.py"), "--store", uri, "--to", str(to)],
+                          env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+
+
 def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     env, s3 = s3_env
     g = golden_set("small-roll")
@@ -64,13 +70,11 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     assert not [k for k in keys if "/_rocketlake/staging/" in k or k.endswith("writer.lock")]
     assert not [k for k in keys if not k.startswith("stores/small/_rocketlake/") and not k.endswith("/")]
     local = tmp_path / "export"
-    r = subprocess.run([PY, os.path.join(ROOT, "jobs", "export.py"), "--store", uri, "--to", str(local)],
-                       env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    r = export(uri, local, env)
     assert r.returncode == 0, r.stderr[-3000:]
     diffs = goldenlib.compare(g, str(local))
     assert diffs == [], diffs[:20]
-    r = subprocess.run([PY, os.path.join(ROOT, "jobs", "export.py"), "--store", uri, "--to", str(local)],
-                       env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+    r = export(uri, local, env)
     assert r.returncode == 1 and "not empty" in r.stderr, (r.returncode, r.stderr[-2000:])
     # The manifest reads over s3:// (deltalake + pyarrow.fs), in a clean process.
     code = ("import sys, json; sys.path.insert(0, %r); from storelib import manifest, storage; "
@@ -144,8 +148,7 @@ def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):
                        timeout=300)
     assert r.returncode == 0 and "13306721" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])
     local = tmp_path / "export"
-    r = subprocess.run([PY, os.path.join(ROOT, "jobs", "export.py"), "--store", uri, "--to", str(local)],
-                       env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    r = export(uri, local, env)
     assert r.returncode == 0, r.stderr[-3000:]
     diffs = goldenlib.compare(g, str(local))
     assert diffs == [], diffs[:20]
