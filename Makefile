@@ -33,8 +33,13 @@ demo: install
 	$(SPARK_ENV) $(PY) jobs/demo_report.py --store $(DEMO_STORE) --config conf/demo.properties \
 		--summary $(DEMO_STORE).summary.json
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (-n 0: in this process, no xdist). Many
+# tests mostly wait on JVM start-ups and subprocesses, so two workers overlap well on two cores;
+# tests/conftest.py decides what runs together and hands out the longest tests first.
+TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: install
-	$(SPARK_ENV) $(PY) -m pytest -q tests
+	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # The inner loop, no Spark: per-structure layout tests, codec, golden query answers, sequencer,
 # inputs, names, the house rules (import graph, single-source layouts, public API). `make test`
@@ -48,7 +53,7 @@ check: install
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
 
 test-fast: install
-	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow" tests
+	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

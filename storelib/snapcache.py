@@ -11,10 +11,13 @@ cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few smal
 The cache is a hint, never the truth: ``load`` uses it only when
 
 * its header's length and sha256 match the body (a torn, truncated or damaged file is ignored);
-* for both tables, the Delta commit file of the version it was built from still has the sha256
-  it had then, and the next version's commit file does not exist. Delta versions are contiguous
-  and each commit file is created once (put-if-absent), so that version is the latest, and a
-  store deleted and rebuilt with as many commits has other commit files;
+* for both tables, the next version's commit file does not exist (Delta versions are contiguous
+  and each commit file is created once, put-if-absent: the cached version is the latest), and
+  every log file a Delta reader of that version depends on (the commits since the newest Delta
+  checkpoint, that checkpoint, ``_last_checkpoint``) still has the sha256 it had: a damaged log
+  makes readers read the Delta tables (and fail as they did), a store deleted and rebuilt with
+  as many commits has other commit files. Delta writes a checkpoint every 100 commits, and
+  expire after each run, so that is a few small reads;
 * every row names a plain store path (``localstore.is_plain_path``).
 
 Otherwise (``None``) the reader reads the Delta tables as before: a missing, stale or damaged
@@ -22,8 +25,8 @@ cache costs time, never a wrong answer, and every path is still checked by ``Sto
 file is read. A refresh that fails leaves the previous cache, which the versions then mark stale.
 
 Format: one header line ``{"format": "rocketlake-snapshot-cache", "version": 1, "length": N,
-"sha256": hex}``, then N bytes of JSON: ``{"tables": {"manifest": [version, commit sha256],
-"checkpoints": [...]}, "batch": {checkpoint row}, "files": [live manifest rows]}``.
+"sha256": hex}``, then N bytes of JSON: ``{"tables": {"manifest": {"version": v, "files": [[log file
+name, sha256], ...]}, "checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows]}``.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
+from .deltalog import CHECKPOINT, COMMIT
 from .localstore import is_plain_path
 from .metapaths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, delta_commit
 
@@ -47,7 +51,7 @@ class CachedSnapshot:
     """What ``storefiles.files_from_snapshot`` needs of a ``manifest.Snapshot``: the latest batch."""
     batch: dict
     files: dict = field(default_factory=dict)      # path -> manifest row
-    tables: dict = field(default_factory=dict)     # table name -> [Delta version, commit sha256]
+    tables: dict = field(default_factory=dict)     # table name -> {"version", "files": [[name, sha256]]}
 
     @property
     def batches(self) -> list:
@@ -82,10 +86,7 @@ def refresh(store) -> bool:
         if snap.batch is None or snap.versions is None:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
-        tables = {}
-        for name, rel in _TABLES:
-            v = versions[name]
-            tables[name] = [v, hashlib.sha256(store.read(delta_commit(rel, v))).hexdigest()]
+        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
         data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
         if store.local:                      # readers see the old file or the new one, never a part
             tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
@@ -100,6 +101,24 @@ def refresh(store) -> bool:
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
+
+
+def _log_state(store, table: str, version: int) -> dict:
+    """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
+    the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
+    ``_last_checkpoint``."""
+    log = f"{table}/_delta_log"
+    names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
+    cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
+    since = max(cps) if cps else 0
+    keep = [n for n in names
+            if (COMMIT.match(n) and since <= int(COMMIT.match(n).group(1)) <= version)
+            or (CHECKPOINT.match(n) and int(CHECKPOINT.match(n).group(1)) == since and cps)
+            or n == "_last_checkpoint"]
+    if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
+        raise ValueError(f"{log}: no commit file of version {version}")
+    return {"version": version,
+            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
 
 
 # ----------------------------------------------------------------------------- reading
@@ -120,16 +139,24 @@ def decode(data: bytes) -> dict | None:
 
 
 def _current(store, rel: str, entry) -> bool:
-    """``entry`` ([version, sha256]) names the latest commit of the Delta table at ``rel``."""
-    if not (isinstance(entry, list) and len(entry) == 2 and type(entry[0]) is int and entry[0] >= 0):
+    """``entry`` names the latest version of the Delta table at ``rel``, whose log files are as
+    they were when the cache was written."""
+    if not isinstance(entry, dict):
         return False
-    version, sha = entry
+    version, files = entry.get("version"), entry.get("files")
+    if not (type(version) is int and version >= 0 and isinstance(files, list) and files):
+        return False
     try:
         if store.exists(delta_commit(rel, version + 1)):
             return False
-        return hashlib.sha256(store.read(delta_commit(rel, version))).hexdigest() == sha
-    except OSError:
+        for item in files:
+            if not (isinstance(item, list) and len(item) == 2 and is_plain_path(item[0]) and "/" not in item[0]):
+                return False
+            if hashlib.sha256(store.read(f"{rel}/_delta_log/{item[0]}")).hexdigest() != item[1]:
+                return False
+    except (OSError, ValueError):
         return False
+    return True
 
 
 def _rows_usable(batch, rows) -> bool:

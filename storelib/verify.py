@@ -7,7 +7,8 @@ between segments and queue files, the checkpoint file, and the checkpoint row's 
 
 Levels:
 
-* default (structural): file sizes; sha256 of the valid bytes against the manifest; every
+* default (structural): file sizes; the checksum of the valid bytes against the manifest
+  (``checksum.file_checksum``: sha256 over the sha256 digests of 16 MiB blocks); every
   commitlog record parses (magic, TOTALSIZE equals the length its fields give, PHYSICALOFFSET
   equals its position, transaction rules), the chain of records reaches the BLANK record whose
   length runs to the file end (or the valid end in the last segment), nothing but zeros after the
@@ -24,7 +25,10 @@ Levels:
   hashes to the stored hash, with the stored timeDiff; the index headers' begin/end timestamps
   equal the store times of the records at begin/endPhyOffset.
 
-Each problem is one line ``<path>@<byte offset>: <what>``.
+Each problem is one line ``<path>@<byte offset>: <what>``. In process (no Spark) the tasks run on
+as many threads as the process has processors: the compiled checks and hashlib release the GIL.
+Index files appended in place after the snapshot (a later batch's entries beyond its indexCount,
+slot heads pointing at them) are checked as the snapshot's readers see them (``verify_index``).
 A store without a manifest (a broker's) gets the structural and deep checks, with the valid
 lengths a broker's recovery would find (``storefiles.StoreFiles.scan``).
 

@@ -9,11 +9,13 @@ over the whole commitlog, one pyarrow table per file: 97 s for the 20M entries o
 file). Here the segment task, which has just read every record of its segment
 (``verify_records.fast_check``), computes each record's facts once (topic, tagsCode, index key
 hashes: the encoder's kernels) and checks, in whole arrays, the units and entries that point
-into its segment: a unit or entry matches its record by a binary search over the segment's
-record starts. A target that is not the start of a record that passed every field check (a
-damaged segment) goes through the per-offset checks as before (``verify_queues.deep_units``,
-``verify_index.deep_index``), so the problems named are the same. Units and entries pointing
-into a missing segment are left to the queue and index tasks.
+into its segment (found by two binary searches: units and entries are in commitlog order; the
+queue and index tasks check a file out of order whole themselves) and matches them to their
+records in one sweep. A target that is not the start of a record that passed every field check
+(a damaged segment), and every target that fails a check, goes through the per-offset checks
+as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the problems named, and
+their words, are the same. Units and entries pointing into a missing segment are left to the
+queue and index tasks.
 
 Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
 CRC-32): a different topic passes only if both collide.

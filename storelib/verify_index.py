@@ -98,13 +98,24 @@ _HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy
 
 
 def _appended(cfg: StoreConfig, fd: FileData, disk: dict, snap: dict) -> bool:
-    """The file holds entries of a later (or unfinished) batch after the snapshot's: its header has
-    a larger indexCount that the file can hold, and the same begin values (issue 15: index files
-    are appended in place; the snapshot's slot heads may then lead through the newer entries)."""
+    """The file holds entries of a later (or unfinished) batch after the snapshot's (issue 15: index
+    files are appended in place; the snapshot's slot heads may then lead through the newer
+    entries): its header has a larger indexCount the file can hold, the same begin values, end
+    values not below the snapshot's and hashSlotCount not below it, and the entries after the
+    snapshot's are well formed later entries (prevPos backwards, phyOffsets ascending from the
+    snapshot's end to the header's). Anything else is damage, checked as such."""
     room = (min(fd.size, cfg.index_file_size) - indexfile.entries_offset(cfg)) // INDEX_ENTRY_SIZE
-    return (snap["index_count"] < disk["index_count"] <= min(cfg.maxIndexNum, room)
-            and disk["begin_timestamp"] == snap["begin_timestamp"]
-            and disk["begin_phy_offset"] == snap["begin_phy_offset"])
+    lo, hi = snap["index_count"], disk["index_count"]
+    if not (lo < hi <= min(cfg.maxIndexNum, room) and all(disk[k] == snap[k] for k in ("begin_timestamp",
+                                                                                       "begin_phy_offset"))
+            and all(disk[k] >= snap[k] for k in ("end_timestamp", "end_phy_offset", "hash_slot_count"))):
+        return False
+    ent_at = indexfile.entries_offset(cfg)
+    newer = fd.buf[ent_at + lo * INDEX_ENTRY_SIZE:ent_at + hi * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE)
+    phys, prev = newer["phys"].astype(np.int64), newer["prev"].astype(np.int64)
+    pos = np.arange(lo, hi)
+    return bool((prev >= 0).all() and (prev < pos).all() and phys[0] >= snap["end_phy_offset"]
+                and (np.diff(phys) >= 0).all() and phys[-1] == disk["end_phy_offset"])
 
 
 def _resolve_slots(rel, cfg, fd, ent_at, count, slots, out):

@@ -72,26 +72,14 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             sha, digests = fd.checksum(n * CQ_UNIT_SIZE)
             first_q = base // CQ_UNIT_SIZE
             if m is not None:
-                if m["valid_bytes"] != n * CQ_UNIT_SIZE:
-                    out.append(problem(rel, min(m["valid_bytes"], n * CQ_UNIT_SIZE),
-                                       f"{n} units on disk, manifest says {m['valid_bytes'] // CQ_UNIT_SIZE}"))
-                elif m["checksum"] and m["checksum"] != sha:
-                    out.append(problem(rel, 0, f"sha256 of bytes [0, {n * CQ_UNIT_SIZE}) differs from the manifest "
-                                               f"(batch {m['batch_id']})"))
-                if m["base_offset"] != base:
-                    out.append(problem(rel, 0, f"manifest base_offset {m['base_offset']} but the name says {base}"))
-                if m.get("count") is not None and m["count"] != n:
-                    out.append(problem(rel, 0, f"{n} units, manifest count says {m['count']}"))
-                if m.get("file_size") is not None and m["file_size"] != fd.size:
-                    out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
+                _against_manifest(rel, m, fd, base, n, sha, out)
             if look is not None and n:
                 # Units pointing into a segment are checked by that segment's task (verify_cross);
-                # here only those whose segment is missing.
+                # here only those whose segment is missing, or all when out of order (the segment
+                # tasks' binary search may miss some).
                 seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
                 F = cfg.mappedFileSizeCommitLog
-                lost = np.flatnonzero((phys >= ctx["min_phy"]) & ~np.isin(phys // F * F, seg_bases))
-                if len(desc):           # out of order: the segment tasks' binary search may miss units
-                    lost = np.flatnonzero(phys >= ctx["min_phy"])
+                lost = np.flatnonzero((phys >= ctx["min_phy"]) & (~np.isin(phys // F * F, seg_bases) | bool(len(desc))))
                 if len(lost):
                     deep_units(look, cfg, rel, topic, qid, first_q, phys, size, u["tags"].astype(np.int64),
                                ctx["min_phy"], out, subset=lost)
@@ -102,6 +90,21 @@ def verify_queues(ctx: dict, t: dict) -> dict:
                           "checksum": sha, "blocks": checksum.digests_to_detail(digests), "per_file": per})
             read += fd.bytes_read
     return {"problems": out, "facts": facts, "bytes_read": read, "logical_bytes": logical}
+
+
+def _against_manifest(rel: str, m: dict, fd: FileData, base: int, n: int, sha: str, out: list) -> None:
+    if m["valid_bytes"] != n * CQ_UNIT_SIZE:
+        out.append(problem(rel, min(m["valid_bytes"], n * CQ_UNIT_SIZE),
+                           f"{n} units on disk, manifest says {m['valid_bytes'] // CQ_UNIT_SIZE}"))
+    elif m["checksum"] and m["checksum"] != sha:
+        out.append(problem(rel, 0, f"sha256 of bytes [0, {n * CQ_UNIT_SIZE}) differs from the manifest "
+                                   f"(batch {m['batch_id']})"))
+    if m["base_offset"] != base:
+        out.append(problem(rel, 0, f"manifest base_offset {m['base_offset']} but the name says {base}"))
+    if m.get("count") is not None and m["count"] != n:
+        out.append(problem(rel, 0, f"{n} units, manifest count says {m['count']}"))
+    if m.get("file_size") is not None and m["file_size"] != fd.size:
+        out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
 
 
 def leading_units(fd: FileData, n_all: int) -> int:

@@ -63,27 +63,31 @@ def spark():
 #
 # * a whole module for the modules in TOGETHER: their tests depend on each other (the kill-point
 #   tests leave the stores that test_rerun_finishes_every_killed_batch reruns);
-# * one test for every ``slow`` test and every test in HEAVY (long ones: spread over the workers);
+# * a test function of HEAVY (all its parametrizations), and each other ``slow`` test: long ones,
+#   spread over the workers;
 # * the other tests of a module, together (their module fixtures are built once).
 #
 # Units are handed out longest first (estimates: idle 2-core seconds from --durations; the rest
 # after them in collection order), so that no long test is left to run alone at the end. The
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
-    "test_ingest_faults.py": 330,       # 21 kill/rerun jobs sharing one base store and KILLED
+    "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
 }
 HEAVY = {
+    "test_datasource.py::test_pushdown_reader_reuse": 140,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
+    "test_dataframe_ingest.py": 105,    # a module: its tests that are neither slow nor in HEAVY
+    "test_datasource.py::test_filters_and_pushdown": 75,
     "test_ingest_s3.py::test_default_sizes_on_s3_take_several_batches": 60,
-    "test_hostile_names.py": 60,        # a module: its tests that are neither slow nor in HEAVY
+    "test_hostile_names.py": 60,
+    "test_query_cli.py": 60,
+    "test_dataframe_ingest.py::test_jobs_table_and_sql_formats": 58,
     "test_ingest_race.py::test_racing_ingests_on_local_disk": 55,
     "test_ingest_s3.py::test_ingest_to_s3_is_golden": 53,
-    "test_datasource.py::test_filters_and_pushdown": 50,
+    "test_bench_smoke.py::test_bench_smoke_runs_the_cold_sections": 50,
     "test_fuzz_readers.py": 50,
-    "test_bench_smoke.py::test_bench_smoke_runs_the_cold_sections": 45,
-    "test_keylookup.py::test_batch_lookup_100k_keys_equals_per_key": 35,
-    "test_keylookup.py::test_spark_lookup_on_dataframe_input_and_snapshot_limit": 33,
-    "test_query_cli.py": 30,
+    "test_keylookup.py::test_batch_lookup_100k_keys_equals_per_key": 45,    # both plans
+    "test_datasource.py": 45,
     "test_ingest_cluster.py::test_ingest_on_a_standalone_cluster_is_golden": 23,
     "test_durability.py::test_batch_is_on_stable_storage_before_its_commit": 23,
 }
@@ -96,8 +100,8 @@ def _unit(item) -> tuple[str, float]:
     if module in TOGETHER:
         return module, TOGETHER[module]
     test = f"{module}::{getattr(item, 'originalname', item.name)}"
-    if test in HEAVY:
-        return item.nodeid, HEAVY[test]
+    if test in HEAVY:                     # all its parametrizations: they may share module fixtures
+        return test, HEAVY[test]
     if item.get_closest_marker("slow") is not None:
         return item.nodeid, SLOW_DEFAULT
     return module, HEAVY.get(module, 0)

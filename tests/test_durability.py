@@ -10,7 +10,11 @@ the default ``flushDiskType`` (SYNC_FLUSH) and one with ASYNC_FLUSH. From the tr
   table's commit file is fsync'd before the switch too, and the switch's commit file right
   after it. After the publishing renames, the directories of every final name are fsync'd.
 * ASYNC_FLUSH: no file of the store is fsync'd.
-Both stores are byte-identical to RocketMQ's.
+* a second batch into a SYNC_FLUSH store continues its files in place (storelib.patches): each
+  continued file gets its patch written (pwrite64) and fsync'd before the switch of that batch;
+  an index file's slot heads and header (phase 1) are written only after an fsync that followed
+  its new entries (phase 0).
+All stores are byte-identical to RocketMQ's.
 """
 from __future__ import annotations
 
@@ -85,9 +89,9 @@ def fsynced_paths(events) -> dict:
     return done
 
 
-def _commit_time(events, table_dir: str) -> float:
-    """When the table's first commit file appeared (delta-rs links the temp file into place)."""
-    target = os.path.join(table_dir, "_delta_log", "00000000000000000000.json")
+def _commit_time(events, table_dir: str, version: int = 0) -> float:
+    """When the table's commit file of ``version`` appeared (delta-rs links the temp file into place)."""
+    target = os.path.join(table_dir, "_delta_log", f"{version:020d}.json")
     for e in events:
         if e["call"] in ("linkat", "link", "rename", "renameat", "renameat2") and f'"{target}"' in e["args"]:
             return e["start"]
@@ -105,12 +109,19 @@ def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
             {"store": stores["ASYNC_FLUSH"], "input": os.path.join(g, "messages.jsonl"),
              "config": _properties(g, tmp_path / "async.properties", "ASYNC_FLUSH"), "partitions": 3,
              "quiet": True}]
+    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
+    stores["patched"] = str(tmp_path / "store-patched")
+    for k, (lo, hi) in enumerate(((0, 1700), (1700, len(lines)))):
+        part = tmp_path / f"part{k}.jsonl"
+        part.write_text("".join(lines[lo:hi]), encoding="utf-8")
+        jobs.append({"store": stores["patched"], "input": str(part), "batch_id": f"p{k}",
+                     "config": _properties(g, tmp_path / "patched.properties", ""), "partitions": 3, "quiet": True})
     spec = tmp_path / "jobs.json"
     spec.write_text(json.dumps({"master": "local[2]", "jobs": jobs}))
     trace = tmp_path / "trace.txt"
     env = dict(os.environ, PYSPARK_PYTHON=PY, PYSPARK_DRIVER_PYTHON=PY)
     r = subprocess.run(["strace", "-f", "--seccomp-bpf", "-qq", "-y", "-ttt", "-T", "-o", str(trace),
-                        "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+                        "-e", "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat,pwrite64",
                         PY, os.path.join(ROOT, "tests", "ingest_runner.py"), str(spec)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -159,6 +170,34 @@ def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
     touched = [p for p in synced if p.startswith(aroot + "/") and not p.endswith("writer.lock")]
     assert touched == [], f"ASYNC_FLUSH store fsync'd {touched[:5]}"
     assert compare(g, stores["ASYNC_FLUSH"]) == []
+    check_patches(events, storage.Store(stores["patched"]))
+    assert compare(g, stores["patched"]) == []
+
+
+def check_patches(events, store) -> None:
+    """The second batch's in-place patches: written and fsync'd before its switch; an index file's
+    slot heads and header only after its entries were fsync'd."""
+    switch = _commit_time(events, store.path(manifest.CHECKPOINTS_DIR), version=1)
+    rows = [r for r in manifest.load_snapshot(store).files.values() if r["batch_id"] == "p1" and not r["staged_path"]]
+    assert {r["kind"] for r in rows} >= {"commitlog", "consumequeue", "index"}, rows
+    for r in rows:
+        path = store.path(r["path"])
+        writes = [e for e in events if e["call"] == "pwrite64" and re.match(r"\d+<" + re.escape(path) + ">", e["args"])]
+        assert writes, f"{r['path']}: no write in place"
+        syncs = sorted(e["end"] for e in events if e["call"] in ("fsync", "fdatasync") and e["ok"]
+                       and re.match(r"\d+<" + re.escape(path) + ">", e["args"]))
+        last = max(w["end"] for w in writes)
+        assert any(last < t < switch for t in syncs), f"{r['path']}: patch not fsync'd before the switch"
+        if r["kind"] == "index":
+            def offset(w):
+                return int(re.findall(r",\s*(\d+)\)", w["args"])[-1])     # pwrite64(fd, buf, count, offset)
+            entries_at = max(offset(w) for w in writes)          # the new entries follow the slot table
+            entry_writes = [w for w in writes if offset(w) == entries_at]
+            link_writes = [w for w in writes if offset(w) < entries_at]
+            assert link_writes, "no slot head or header written"
+            done = max(w["end"] for w in entry_writes)
+            first_link = min(w["start"] for w in link_writes)
+            assert any(done < t < first_link for t in syncs), "slot heads written before the entries were durable"
 
 
 def test_parse_trace_joins_unfinished_calls():

@@ -143,3 +143,71 @@ def test_golden_index_file_parses_and_repacks_byte_identically():
             kh, _, _, prev = ix.parse_entry(data, ix.entry_offset(pos, cfg))
             assert kh % cfg.maxHashSlotNum == s and prev < pos
             pos = prev
+
+
+# ----------------------------------------------------------------------------- appended in place (issue 15)
+def _index_store(tmp_path, data: bytes, name: str = "20240601000000000"):
+    from storelib.storage import Store
+    root = tmp_path / name
+    (root / ix.DIR).mkdir(parents=True)
+    (root / ix.DIR / name).write_bytes(data + bytes(TINY.index_file_size - len(data)))
+    return Store(str(root)), f"{ix.DIR}/{name}"
+
+
+def test_snapshot_readers_skip_entries_appended_after_it(tmp_path):
+    """A later batch appends entries to the file in place and moves the slot heads and the header
+    while readers of the older snapshot read it: they must see only the snapshot's entries (those
+    below its indexCount) and still follow the newer entries' prevPos back into them."""
+    import json
+
+    from storelib import keylookup
+    from storelib.index_reader import IndexReader
+    from storelib.storefiles import IndexFileRef
+    from storelib.verify_index import verify_index
+
+    b = IndexFileBuilder(TINY, ix.IndexHeader.inherited(900, 3000))
+    b.put_keys(np.array([1, 5, 2], np.int64), np.array([1000, 1100, 1200], np.int64),
+               np.array([5000, 5999, 7000], np.int64))
+    snap = b.header                                                 # what the first batch committed
+    old = b"".join(bytes(c) for c in b.chunks())
+    b.put_keys(np.array([9, 1, 3], np.int64), np.array([1300, 1400, 1500], np.int64),
+               np.array([7001, 8000, 9000], np.int64))              # the next batch, in the same file
+    new = b"".join(bytes(c) for c in b.chunks())
+    assert ix.decode_slots(new, 4, ix.slot_offset(0))[1] == 5      # slot 1's head is a newer entry now
+    s_old, rel = _index_store(tmp_path / "old", old)
+    s_new, _ = _index_store(tmp_path / "new", new)
+    ref = IndexFileRef(rel, snap.index_count, snap)
+    for h in (1, 2, 3, 4, 5, 9, 13):
+        answers = []
+        for s in (s_old, s_new):
+            r = IndexReader(s, [ref], TINY, None)
+            out: list = []
+            r.select_phy_offsets(0, out, h, 64, 0, 2**62)
+            answers.append((out, sorted(r.chain_offsets(h, -(2**63), 2**63 - 1))))
+        assert answers[0] == answers[1], h
+        assert answers[0][1] == {1: [1000], 5: [1100], 2: [1200]}.get(h, []), h
+        entries_at = ix.entries_offset(TINY)
+        hashes = np.array([h], np.int32)
+        got = [keylookup._chains_by_range_reads(s, TINY, rel, snap.index_count, hashes, entries_at)[1].tolist()
+               for s in (s_old, s_new)]
+        assert got[0] == got[1], h
+        assert sorted(keylookup.index_candidates(s_new, TINY, ref, hashes).column("phy").to_pylist()) == \
+            sorted(got[0]), h
+    # verify of the snapshot: the newer entries and heads are not damage
+    row = {"path": rel, "batch_id": "b1", "valid_bytes": b.valid_bytes() - 3 * ix.ENTRY_SIZE, "count": 3,
+           "file_size": TINY.index_file_size, "checksum": None, "detail": json.dumps({"header": snap.to_dict()})}
+    ctx = {"config": TINY.to_json(), "deep": False, "segments": [], "min_phy": 0}
+    for s in (s_old, s_new):
+        rep = verify_index(dict(ctx, _store=s, store=s.uri), {"path": rel, "manifest": row})
+        assert rep["problems"] == [], rep["problems"]
+    # a newer entry whose prevPos does not lead back, or a header whose indexCount grew without
+    # entries behind it, is damage (the snapshot's readers would meet it), not an append
+    bad = bytearray(new)
+    at = ix.entry_offset(5, TINY) + ix.ENTRY_PREV_POS
+    bad[at:at + 4] = (7).to_bytes(4, "big")
+    grown = bytearray(old)
+    grown[ix.HEADER_INDEX_COUNT:ix.HEADER_INDEX_COUNT + 4] = (6).to_bytes(4, "big")
+    for name, data, what in (("bad", bad, "slot 1 points to entry 5"), ("grown", grown, "differs from the manifest")):
+        s_bad, _ = _index_store(tmp_path / name, bytes(data))
+        rep = verify_index(dict(ctx, _store=s_bad, store=s_bad.uri), {"path": rel, "manifest": row})
+        assert any(what in p for p in rep["problems"]), rep["problems"]
