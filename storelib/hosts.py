@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import kernels
-from .commitlog import HOST_V4_SIZE, HOST_V6_SIZE, IPV4_ADDR_SIZE, pack_host, unpack_host
+from .commitlog import HOST_V4_SIZE, HOST_V6_SIZE, pack_host
 from .arrays import binary_from_numpy, numeric_values, single_array
+from .textforms import format_host
 
 __all__ = ["parse_host", "format_host", "HostColumn", "host_column", "host_strings"]
 
@@ -46,13 +47,6 @@ def parse_host(text: str) -> tuple[bytes, bool]:
     return pack_host(ip.packed, int(port)), ip.version == 6
 
 
-def format_host(raw: bytes) -> str:
-    """Java InetAddress.getHostAddress() form: IPv6 uncompressed, e.g. [0:0:0:0:0:0:0:1]:5000."""
-    addr, port = unpack_host(raw)
-    if len(addr) == IPV4_ADDR_SIZE:
-        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}:{port}"
-    groups = (addr[i] << 8 | addr[i + 1] for i in range(0, len(addr), 2))
-    return "[" + ":".join(f"{g:x}" for g in groups) + f"]:{port}"
 
 
 @dataclass

@@ -29,13 +29,13 @@ from numba import njit
 from . import kernels
 from .kernels import property_spans
 from .arrays import as_large_string, binary_from_numpy, single_array, string_buffers
+# one record's properties string is parsed in plain Python (textforms: the shell lookup's reader)
+from .textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP, parse_properties_string
 
 __all__ = ["PROPERTY_NAME_VALUE_SEP", "PROPERTY_SEP", "MAP_TYPE", "parse_properties_string", "parse_properties",
            "property_values", "property_spans", "property_pairs", "second_or_empty", "properties_from_pairs",
            "join_pairs", "PAIR_NAME_SOH", "PAIR_NAME_STX", "PAIR_VALUE_STX", "PAIR_NAME_EMPTY", "delete_property"]
 
-PROPERTY_NAME_VALUE_SEP = "\x01"
-PROPERTY_SEP = "\x02"
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
 # join_pairs' flags per (name, value) pair: what would make the stored string read back differently.
@@ -45,20 +45,6 @@ PAIR_VALUE_STX = 4      # the value holds U+0002
 PAIR_NAME_EMPTY = 8     # the name is empty
 
 
-def parse_properties_string(props: str) -> dict:
-    """MessageDecoder.string2messageProperties for one string (queries, tests)."""
-    out = {}
-    i, n = 0, len(props)
-    while i < n:
-        j = props.find(PROPERTY_SEP, i)
-        if j < 0:
-            j = n
-        if j - i >= 3:
-            k = props.find(PROPERTY_NAME_VALUE_SEP, i)
-            if i < k < j - 1:
-                out[props[i:k]] = props[k + 1:j]
-        i = j + 1
-    return out
 
 
 # ----------------------------------------------------------------------------- compiled passes

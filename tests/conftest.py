@@ -74,7 +74,6 @@ TOGETHER = {
     "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
 }
 HEAVY = {
-    "test_datasource.py::test_pushdown_reader_reuse": 140,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
     "test_dataframe_ingest.py": 105,    # a module: its tests that are neither slow nor in HEAVY
     "test_datasource.py::test_filters_and_pushdown": 75,

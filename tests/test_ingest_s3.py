@@ -90,12 +90,13 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     assert r.returncode == 0 and "status=already-committed" in r.stdout, (r.stdout, r.stderr[-3000:])
 
 
-def test_object_store_files_are_written_as_bounded_objects(s3_env):
+def test_object_store_files_are_written_as_bounded_objects(s3_env, monkeypatch):
     """One large file version is written as consecutive objects of at most ``part_size`` bytes,
     each completed on its own (a single 1 GiB upload fails on the moto server), and reads back
     whole through its extents, with zeros where no extent is."""
     env, _ = s3_env
-    os.environ.update(env)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)          # this process reaches the module's moto server (and only this test)
     sys.path.insert(0, ROOT)
     from storelib import fragments, storage
     st = storage.Store(f"s3://{BUCKET}/stores/parts")
