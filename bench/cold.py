@@ -175,9 +175,15 @@ def bench_incremental(res, workdir: str, big_store: str | None, n_big: int, roun
                 store = os.path.join(workdir, "store-copied")
                 shutil.rmtree(store, ignore_errors=True)
                 shutil.copytree(empty, store)
-            run = run_process(ingest_argv(store, src, summary, "--batch-id", f"bench-inc-{r}-{len(runs[name])}"),
+            # one id per store: the copied store (smoke) already holds the empty-store batch, and
+            # the same id and input would be "already committed" there, writing nothing
+            run = run_process(ingest_argv(store, src, summary, "--batch-id", f"bench-inc-{r}-{name.split()[-2]}"),
                               workdir=workdir)
             check_rc(run, f"batch {name}")
+            with open(summary) as fh:
+                status = json.load(fh).get("status")
+            if status != "committed":
+                raise RuntimeError(f"batch {name}: status {status!r}, expected a committed batch")
             runs[name].append(run)
     big, small = runs["into big store"], runs["into empty store"]
     with open(summary) as fh:
