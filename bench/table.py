@@ -1,5 +1,8 @@
-"""Put the latest bench results into README.md, between ``<!-- bench:begin -->`` and
-``<!-- bench:end -->``: ``python bench/table.py [--results FILE] [--readme FILE]`` (make bench-table)."""
+"""Put bench results into README.md, between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``:
+``python bench/table.py [--results FILE] [--readme FILE]`` (make bench-table).
+
+Without ``--results``: the newest figures of every section found in ``bench/results/`` (a run
+may measure only some sections), each section under the run it comes from (commit, time, load)."""
 from __future__ import annotations
 
 import argparse
@@ -35,10 +38,33 @@ def render(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: str, results: str) -> None:
-    with open(results) as fh:
-        doc = json.load(fh)
-    doc["_path"] = results
+def newest_by_section(results_dir: str) -> list:
+    """One pseudo-run per section: the rows of the newest run that measured it (smoke runs and
+    ``latest.json``, a copy of the newest run, are left out)."""
+    runs = []
+    for name in sorted(os.listdir(results_dir)):
+        if name.endswith(".json") and name != "latest.json":
+            with open(os.path.join(results_dir, name)) as fh:
+                doc = json.load(fh)
+            if not doc.get("n", {}).get("smoke"):
+                doc["_path"] = name
+                runs.append(doc)
+    newest: dict = {}
+    for doc in sorted(runs, key=lambda d: d["time"]):
+        for section in {r["section"] for r in doc["rows"]}:
+            newest[section] = dict(doc, rows=[r for r in doc["rows"] if r["section"] == section])
+    return [newest[k] for k in sorted(newest, key=lambda k: newest[k]["time"])]
+
+
+def update_readme(readme: str, results: str | None) -> None:
+    if results is None:
+        docs = newest_by_section(os.path.join(ROOT, "bench", "results"))
+        body = "\n\n".join(render(d) for d in docs)
+    else:
+        with open(results) as fh:
+            doc = json.load(fh)
+        doc["_path"] = results
+        body = render(doc)
     with open(readme) as fh:
         text = fh.read()
     if BEGIN not in text or END not in text:
@@ -46,12 +72,12 @@ def update_readme(readme: str, results: str) -> None:
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
     with open(readme, "w") as fh:
-        fh.write(f"{head}{BEGIN}\n{render(doc)}\n{END}{tail}")
+        fh.write(f"{head}{BEGIN}\n{body}\n{END}{tail}")
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "latest.json"))
+    ap.add_argument("--results", help="one results file (default: the newest run of every section)")
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
     a = ap.parse_args()
     update_readme(a.readme, a.results)
