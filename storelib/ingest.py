@@ -382,6 +382,17 @@ def _abandon(run: _Run) -> None:
         if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
             undo_attempt(run.store, run.snap, run.staging, run.config, run.batch_id, run.attempt)
+            # A cancelled task's Python worker can outlive its stage by a moment and stage one
+            # more file: drop again until the staging stays gone (bounded; the next writer
+            # removes anything left).
+            quiet = 0
+            for _ in range(40):
+                time.sleep(0.25)
+                if run.store.exists(run.staging):
+                    drop_staging(run.store, run.staging)
+                    quiet = 0
+                elif (quiet := quiet + 1) >= 4:
+                    break
     except Exception:  # noqa: BLE001 - what is left is undone by the next writer (the intent stays)
         pass
 
