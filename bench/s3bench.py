@@ -128,12 +128,13 @@ def make_handler(upstream: tuple, counts: Counts):
                 if k.lower() not in _HOP and (head or k.lower() != "content-length"):
                     self.send_header(k, v)
             data = r.read()
+            # counted before the reply goes out, so a client that has its answer sees it counted
+            counts.add(kind, request, len(data) if kind == "downloaded" else n)
             if not head:
                 self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
-            counts.add(kind, request, len(data) if kind == "downloaded" else n)
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 
