@@ -53,7 +53,8 @@ def main(argv=None) -> int:
         ap.error("--input is required")
     if args.format in ("table", "sql"):
         return cli.run_job("ingest", args, lambda spark, cfg: ingest_frame(spark, cfg, args))
-    return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args))
+    return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args),
+                       preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES)
 
 
 def ingest_frame(spark, cfg, args) -> int:

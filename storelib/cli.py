@@ -33,7 +33,7 @@ from .config import ConfigError, load_config
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "EXIT_TABLE", "exit_code", "task_error", "config_from_args",
-    "spark_session", "run_job", "emit_summary", "ingest", "adopt",
+    "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -150,9 +150,13 @@ _WRITER_MESSAGES = {
 }
 
 
-def run_job(app: str, args, body) -> int:
-    """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``)."""
-    from . import allocator
+def run_job(app: str, args, body, preload=(), warm=()) -> int:
+    """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
+
+    ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
+    the job's tasks need, imported in the executors' Python workers by a warm-up job while the
+    body starts (``storelib.warmup``; the body joins it with ``warmup.wait_workers``)."""
+    from . import allocator, warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     try:
         cfg = config_from_args(args)
@@ -161,7 +165,11 @@ def run_job(app: str, args, body) -> int:
         return int(ExitCode.BAD_INPUT)
     spark = None
     try:
+        loading = warmup.preload(preload)
         spark = spark_session(app)
+        if warm:
+            warmup.warm_workers(spark.sparkContext, warm)
+        loading.wait()
         return body(spark, cfg)
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
         row = _table_row(e)
@@ -176,6 +184,7 @@ def run_job(app: str, args, body) -> int:
         return int(exit_code(e))
     finally:
         if spark is not None:
+            warmup.wait_workers(spark.sparkContext, timeout=10)
             spark.stop()
 
 
@@ -186,6 +195,12 @@ def emit_summary(summary: dict, json_path: str | None) -> None:
         with open(json_path, "w") as fh:
             json.dump(summary, fh, sort_keys=True)
             fh.write("\n")
+
+
+# What an ingest's driver and its tasks import (run_job's preload / warm): the driver plans and
+# commits (Delta through deltalake); the tasks encode and write.
+INGEST_DRIVER_MODULES = ("storelib.ingest", "deltalake")
+INGEST_TASK_MODULES = ("storelib.encode_stage", "storelib.write_stage")
 
 
 def ingest(spark, cfg, args) -> int:

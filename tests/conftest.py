@@ -13,6 +13,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests/golden/.cache/, or $ROCKETLAKE_SHARED/golden as it is when ROCKETLAKE_SHARED is set.
 GOLDEN = goldenlib.golden_root()
 sys.path.insert(0, ROOT)
+# Every JVM the tests start (spark-submit, SparkSession, ingest_runner) is short-lived and mostly
+# moves bytes between Python processes; C2's compiler threads then only compete with the tests for
+# the two cores (a trivial local[2] session took 39 s with them, 27 s without, under the suite's
+# load). Tests check behaviour, never the JVM's speed. Set ROCKETLAKE_TEST_JVM_OPTS= to keep C2.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", os.environ.get("ROCKETLAKE_TEST_JVM_OPTS", "-XX:TieredStopAtLevel=1"))
 
 
 def golden_set(name: str) -> str:
@@ -115,17 +120,29 @@ SCHEDULED_MODES = ("load", "loadgroup", "worksteal")
 
 
 def pytest_configure(config):
-    """Controller of an xdist run in one of SCHEDULED_MODES: a directory for the workers' units."""
-    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") in SCHEDULED_MODES:
-        import tempfile
+    """Controller of an xdist run in one of SCHEDULED_MODES: a directory for the workers' units.
+    The controller (or the only process) of a run that may start JVMs: the run's class-data
+    archive (tests/jvm_archive.py), before any worker starts, so that every JVM maps it."""
+    if hasattr(config, "workerinput"):
+        return
+    import tempfile
+    if getattr(config.option, "dist", "no") in SCHEDULED_MODES:
         config._rocketlake_units_dir = tempfile.mkdtemp(prefix="rocketlake-xdist-")
+    if "ROCKETLAKE_TEST_JVM_OPTS" not in os.environ and "not spark" not in (config.option.markexpr or ""):
+        import jvm_archive
+        base = os.environ["SPARK_SUBMIT_OPTS"]
+        # beside the virtualenv's packages: rebuilt when java or pyspark changes, gone with .venv
+        archive = jvm_archive.cached_archive(os.path.join(sys.prefix, "rocketlake-jvm-archive"), base)
+        if archive:
+            os.environ["SPARK_SUBMIT_OPTS"] = jvm_archive.jvm_options(archive, base)
 
 
 def pytest_unconfigure(config):
-    units_dir = getattr(config, "_rocketlake_units_dir", None)
-    if units_dir:
-        import shutil
-        shutil.rmtree(units_dir, ignore_errors=True)
+    import shutil
+    for attr in ("_rocketlake_units_dir",):
+        path = getattr(config, attr, None)
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -1,0 +1,80 @@
+"""A cold job's fixed costs, overlapped instead of paid in a row.
+
+A cold ``spark-submit`` pays, one after the other: the JVM's SparkContext start (the Python
+driver only waits on Py4J meanwhile), the driver's own imports (pyarrow, numba's cached kernels,
+deltalake: about a second), then in the first stage every executor's Python worker starting and
+importing the same. Two helpers let these run beside each other:
+
+* ``preload(modules)``: import ``modules`` on a driver thread while the SparkSession starts
+  (``cli.run_job``); ``wait()`` joins it before the job's body runs, so no module is ever
+  imported by two threads of a running job at once.
+* ``warm_workers(sc, modules)``: one tiny Spark job, one task per core, whose tasks import
+  ``modules`` in the Python workers; PySpark reuses a worker for later tasks
+  (``spark.python.worker.reuse``, on by default), so the first real stage finds them loaded.
+  It runs while the driver reads the store's state and plans; ``wait_workers(sc)`` joins it
+  before the first real stage, so its tasks never share a stage's progress or a kill point.
+
+Both are best effort: a failure of either only means the cost is paid later, as before.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+
+__all__ = ["preload", "warm_workers", "wait_workers"]
+
+_warming: dict = {}          # id(SparkContext) -> the thread running its warm-up job
+
+
+class _Preload:
+    def __init__(self, modules):
+        self._thread = threading.Thread(target=_import_all, args=(tuple(modules),), daemon=True,
+                                        name="rocketlake-preload")
+        self._thread.start()
+
+    def wait(self, timeout: float = 120.0) -> None:
+        self._thread.join(timeout)
+
+
+def _import_all(modules: tuple) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the job imports it again and reports any error there
+            pass
+
+
+def preload(modules) -> _Preload:
+    """Start importing ``modules`` on a background thread; ``.wait()`` joins it."""
+    return _Preload(modules)
+
+
+def _warm_partition(modules: tuple):
+    def run(_rows):
+        _import_all(modules)
+        return iter(())
+    return run
+
+
+def warm_workers(sc, modules) -> None:
+    """Start the warm-up job of ``sc`` (one task per default-parallelism slot) on a thread."""
+    modules = tuple(modules)
+    n = max(1, sc.defaultParallelism)
+
+    def job():
+        try:
+            sc.setLocalProperty("spark.job.description", "rocketlake: warm up Python workers")
+            sc.parallelize(range(n), n).foreachPartition(_warm_partition(modules))
+        except Exception:  # noqa: BLE001 - best effort (a stopped context, a cancelled job)
+            pass
+
+    t = threading.Thread(target=job, daemon=True, name="rocketlake-warm-workers")
+    _warming[id(sc)] = t
+    t.start()
+
+
+def wait_workers(sc, timeout: float = 120.0) -> None:
+    """Join ``sc``'s warm-up job, if one was started (at most ``timeout`` seconds)."""
+    t = _warming.pop(id(sc), None)
+    if t is not None:
+        t.join(timeout)
