@@ -33,4 +33,11 @@ from storelib.querycli import main  # noqa: E402
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `query.py ... | head`: the reader has gone; end quietly (no traceback), as a shell tool would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    sys.exit(code)

@@ -456,6 +456,8 @@ def main(argv=None) -> int:
         if args.cmd == "range":
             return int(range_cmd(spark, args))
         return int(keys_cmd(spark, args))
+    except BrokenPipeError:
+        raise                 # the reader of stdout has gone (`| head`): jobs/query.py ends quietly
     except Exception as e:  # noqa: BLE001 - a query must end with a clear message
         code = exit_code(e, lookup_errors=True)
         _report(e, code)

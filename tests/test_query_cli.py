@@ -271,6 +271,17 @@ def test_single_lookup_runs_without_spark(golden_store):
     assert json.loads(p.stdout)["commitlog_offset"] == 1086932
 
 
+def test_reader_gone_ends_quietly(golden_store):
+    """`query.py ... | head`: when stdout's reader has gone, no traceback and no "query failed"."""
+    argv = [sys.executable, os.path.join(ROOT, "jobs", "query.py"), "offset", "--store", golden_store,
+            "--topic", "metrics-raw", "--queue", "0", "--offset", "0", "--count", "1000"]
+    r, w = os.pipe()
+    os.close(r)                                  # the reader is gone before the first line
+    p = subprocess.run(argv, stdout=w, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(w)
+    assert p.returncode == 141 and p.stderr == "", p.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------- Spark subcommands in process
 def test_range_and_keys_commands(spark, golden_store, small_messages, tmp_path):
     begin, end = small_messages[700]["ts"], small_messages[900]["ts"]
