@@ -24,11 +24,13 @@ SPARK_SUBMIT = os.path.join(os.path.dirname(PY), "spark-submit")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def spark_submit(*args: str) -> list:
-    """The command line a user runs (as the Makefile's SUBMIT: local[2], no UI)."""
+def spark_submit(*args: str, java_opts: str = "") -> list:
+    """The command line a user runs (as the Makefile's SUBMIT: local[2], no UI); ``java_opts``
+    for the driver's JVM (the Makefile gives a cold ingest ``storelib.jvm_archive.job_options()``;
+    a baseline keeps Spark's defaults)."""
     return [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.showConsoleProgress=false",
             "--conf", "spark.ui.enabled=false", "--driver-java-options",
-            f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties", *args]
+            f"{java_opts} -Dlog4j.configurationFile={ROOT}/conf/log4j2.properties".strip(), *args]
 
 
 def job_env(extra: dict | None = None) -> dict:

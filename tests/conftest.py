@@ -13,11 +13,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests/golden/.cache/, or $ROCKETLAKE_SHARED/golden as it is when ROCKETLAKE_SHARED is set.
 GOLDEN = goldenlib.golden_root()
 sys.path.insert(0, ROOT)
+from storelib import jvm_archive  # noqa: E402
 # Every JVM the tests start (spark-submit, SparkSession, ingest_runner) is short-lived and mostly
-# moves bytes between Python processes; C2's compiler threads then only compete with the tests for
-# the two cores (a trivial local[2] session took 39 s with them, 27 s without, under the suite's
-# load). Tests check behaviour, never the JVM's speed. Set ROCKETLAKE_TEST_JVM_OPTS= to keep C2.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", os.environ.get("ROCKETLAKE_TEST_JVM_OPTS", "-XX:TieredStopAtLevel=1"))
+# moves bytes between Python processes, like a cold ingest: they get a cold job's options
+# (storelib.jvm_archive: C1 only, and the class-data archive once pytest_configure has it). A
+# trivial local[2] session under the suite's load took 39 s with the default JVM, 27 s with C1 only,
+# 21 s with the archive too. Tests check behaviour, never the JVM's speed.
+# ROCKETLAKE_TEST_JVM_OPTS="" runs the default JVM.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", os.environ.get("ROCKETLAKE_TEST_JVM_OPTS", jvm_archive.C1_ONLY))
 
 
 def golden_set(name: str) -> str:
@@ -129,12 +132,10 @@ def pytest_configure(config):
     if getattr(config.option, "dist", "no") in SCHEDULED_MODES:
         config._rocketlake_units_dir = tempfile.mkdtemp(prefix="rocketlake-xdist-")
     if "ROCKETLAKE_TEST_JVM_OPTS" not in os.environ and "not spark" not in (config.option.markexpr or ""):
-        import jvm_archive
-        base = os.environ["SPARK_SUBMIT_OPTS"]
-        # beside the virtualenv's packages: rebuilt when java or pyspark changes, gone with .venv
-        archive = jvm_archive.cached_archive(os.path.join(sys.prefix, "rocketlake-jvm-archive"), base)
+        # built by `make install` (or now, once): rebuilt when java or pyspark changes
+        archive = jvm_archive.cached_archive()
         if archive:
-            os.environ["SPARK_SUBMIT_OPTS"] = jvm_archive.jvm_options(archive, base)
+            os.environ["SPARK_SUBMIT_OPTS"] = jvm_archive.jvm_options(archive)
 
 
 def pytest_unconfigure(config):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from storelib import warmup
 
 
@@ -31,3 +33,25 @@ def test_warm_workers_loads_the_modules_in_the_workers_that_take_the_next_tasks(
     # PySpark reuses the idle workers the warm-up job left: every task of the next job finds it loaded
     assert sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).mapPartitions(loaded).collect() \
         == [True] * sc.defaultParallelism
+
+
+def test_cold_job_jvm_options():
+    from storelib import jvm_archive
+    assert jvm_archive.jvm_options(None) == jvm_archive.C1_ONLY
+    opts = jvm_archive.jvm_options("/x/spark.jsa")
+    # the archive is mapped quietly: a JVM that cannot use it would say so on stdout, where jobs answer
+    assert opts.split() == [jvm_archive.C1_ONLY, "-XX:SharedArchiveFile=/x/spark.jsa", "-Xlog:cds*=off"]
+    a, b = jvm_archive.archive_path("/c"), jvm_archive.archive_path("/c", base="-XX:+UseSerialGC")
+    assert a.startswith("/c/spark-") and a.endswith(".jsa") and a != b    # one archive per java/pyspark/options
+
+
+@pytest.mark.spark          # runs where conftest prepares the JVMs (not under `-m "not spark"`)
+def test_the_tests_jvms_map_the_archive_when_it_was_built():
+    """conftest builds the archive before any JVM starts and hands it to every spark-submit."""
+    from storelib import jvm_archive
+    import os
+    archive = jvm_archive.archive_path()
+    if "ROCKETLAKE_TEST_JVM_OPTS" in os.environ:
+        return
+    assert archive and os.path.exists(archive), "the class-data archive was not built"
+    assert os.environ["SPARK_SUBMIT_OPTS"] == jvm_archive.jvm_options(archive)
