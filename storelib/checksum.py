@@ -13,10 +13,15 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["BLOCK_SIZE", "combine", "checksum_of_bytes", "BlockHasher", "rehash_blocks", "hash_blocks",
+__all__ = ["BLOCK_SIZE", "block_digest", "combine", "checksum_of_bytes", "BlockHasher", "rehash_blocks", "hash_blocks",
            "file_checksum", "digests_from_detail", "digests_to_detail"]
 
 BLOCK_SIZE = 16 << 20
+
+
+def block_digest(data) -> bytes:
+    """The raw sha256 digest of one block's bytes."""
+    return hashlib.sha256(data).digest()
 
 
 def combine(digests: list) -> str:
@@ -76,7 +81,7 @@ def hash_blocks(read_at, first: int, last: int, threads: int = 1) -> list:
     """Digests of blocks ``[first, last)``; ``read_at(pos, n)`` reads the file's bytes (the last
     block may be short: ``read_at`` returns what the caller considers valid)."""
     def one(i):
-        return hashlib.sha256(read_at(i * BLOCK_SIZE, BLOCK_SIZE)).digest()
+        return block_digest(read_at(i * BLOCK_SIZE, BLOCK_SIZE))
     if threads <= 1 or last - first <= 1:
         return [one(i) for i in range(first, last)]
     with ThreadPoolExecutor(max_workers=threads) as pool:

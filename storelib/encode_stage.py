@@ -6,9 +6,11 @@ placeholder placement) and stages two files under the attempt's staging director
 
 * ``split-<index>-<attempt>.records``: the encoded records, back to back;
 * ``split-<index>-<attempt>.npz``: the split's per-message facts (sizes, queue keys, round-robin
-  ranks, tags codes, store times, index entries and key hashes), read back by the planner
-  (``read_detail``, only for splits that straddle a segment boundary) and by the stage-3 tasks
-  (``load_split_facts`` / ``final_queues``, storelib.write_stage).
+  ranks, tags codes, store times, index entries and key hashes), read back by the stage-3 tasks
+  (``load_split_facts`` / ``final_queues``, storelib.write_stage);
+* ``split-<index>-<attempt>.plan``: what the planner needs of a split that straddles a segment
+  boundary (sizes, index entries, queue codes and per-chunk checkpoints, storelib.split_facts),
+  read by the driver a bounded chunk at a time (``read_detail``).
 
 It returns a small summary; the driver checks them (``check_scans``: bad input stops here,
 before any store file is written), places the round-robin rows (``round_robin_starts``) and
@@ -28,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow.compute as pc
 
-from . import codec, inputs, sequencer, split_staging, storage
+from . import codec, inputs, sequencer, split_facts, split_staging, storage
 from . import topics as topics_mod
 from .codec import InputError
 from .config import StoreConfig
@@ -133,7 +135,7 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
     store = split_staging.staging_store(ctx, storage.Store(ctx["store"]))
     # Per attempt: a retried or speculative task never rewrites a file the driver may read.
     base = f"{ctx['staging']}/splits/split-{index:06d}-{attempt_tag()}"
-    records_path, meta_path = base + ".records", base + ".npz"
+    records_path, meta_path, plan_path = base + ".records", base + ".npz", base + ".plan"
     runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
     unplaced = np.zeros(pm.n, np.int64)
     threads = writer_threads()
@@ -154,12 +156,16 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
              rr_topics=np.array(json.dumps(filled.rr_topics)), tags=pm.tags_code, ts=pm.store_timestamp,
              imsg=pm.index_msg.astype(np.int32), ihash=pm.index_hash)
     store.write_file(meta_path, [buf.getvalue()])
+    rr_queue_nums = [tcfg.write_queue_nums(t) for t in filled.rr_topics]
+    pcode = split_facts.planner_codes(qcode, len(keys), filled.rr_topic, filled.rr_rank, rr_queue_nums)
+    store.write_file(plan_path, split_facts.planner_file(pm.sizes, entries, pcode, keys, filled.rr_topics,
+                                                         rr_queue_nums))
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
     ts = pm.store_timestamp
     return {
         "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
-        "records_path": records_path, "records_bytes": records_bytes,
+        "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
         "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
@@ -225,11 +231,10 @@ def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
     return qcode, keys, queue_id
 
 
-def read_detail(store: storage.Store, path: str, rr_start: dict | None = None,
-                 tcfg: "topics_mod.Topics | None" = None) -> sequencer.SplitDetail:
-    meta = load_split_facts(store, path)
-    qcode, keys, _ = final_queues(meta, rr_start, tcfg)
-    return sequencer.SplitDetail(sizes=meta["sizes"], qkey=qcode, qkeys=keys, entries=meta["entries"])
+def read_detail(store: storage.Store, plan_path: str, rr_start: dict | None = None) -> split_facts.ChunkedDetail:
+    """The planner's view of a split that straddles a segment boundary: its staged planner file,
+    read a chunk at a time (the driver's memory does not grow with the split)."""
+    return split_facts.ChunkedDetail(store, plan_path, rr_start)
 
 
 # ---------------------------------------------------------------------------- driver

@@ -65,7 +65,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, write_stage
+from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, warmup, write_stage
 from . import topics as topics_mod
 from .commit_stage import (clear_dead_attempts, commit_batch, drop_staging, finish_pending_publish, is_committed,
                            undo_attempt)
@@ -325,6 +325,7 @@ def _encode(run: _Run, ctx: dict, input_path: str, fmt: str) -> list:
     sc, prog, splits = run.sc, run.prog, run.splits
     prog.say(f"encode: {len(splits)} input split(s) of {input_path} ({fmt})")
     bctx = sc.broadcast(ctx)
+    warmup.wait_workers(sc)          # the workers it warmed take the encode tasks
     prog.stage("encode", len(splits))
     scans = sc.parallelize([s.to_dict() for s in splits], max(1, len(splits))) \
         .map(lambda s: encode_split(bctx.value, s)).collect()
@@ -337,11 +338,11 @@ def _encode(run: _Run, ctx: dict, input_path: str, fmt: str) -> list:
 def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
           rr_starts: dict) -> sequencer.BatchPlan:
     """Stage 2 (driver): place every message of the batch."""
-    meta_paths = {r["index"]: r["meta_path"] for r in scans}
+    plan_paths = {r["index"]: r["plan_path"] for r in scans if r.get("count")}
+    staged = split_staging.staging_store({"local_staging": run.local_staging}, run.store)
     plan = sequencer.plan_batch(
-        state, summaries,
-        lambda i: encode_stage.read_detail(split_staging.staging_store({"local_staging": run.local_staging}, run.store),
-                                           meta_paths[i], rr_starts.get(str(i)), run.tcfg), run.config)
+        state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(str(i))),
+        run.config)
     fault("after-plan")
     run.prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "
                  f"file(s), {len(plan.index_files)} index file(s)")

@@ -8,8 +8,6 @@ loop in machine code, so the codec never loops over messages in Python:
 * ``walk_records``: follows the TOTALSIZE chain of a commitlog segment (each record says where
   the next one starts, so record starts cannot be found by a vectorized scan).
 * ``gather_slices``: copies slices of a buffer into one contiguous buffer (Arrow binary values).
-* ``property_spans``: where chosen properties' values are in a properties column's bytes
-  (re-exported by ``properties``, which imports this module; this module never imports it).
 
 ``cache=True`` keeps the machine code in ``__pycache__``, so Spark's Python workers compile
 each kernel once per machine, not once per task.
@@ -30,17 +28,17 @@ from .commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOS
                         SIZE_PROPERTIESLENGTH, TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2)
 from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE, ENTRY_TIME_DIFF
 
-__all__ = ["CRC_TABLES", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
-           "property_spans", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
-           "read_be", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
+__all__ = ["CRC_TABLES", "crc32_one", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
+           "java_hash_continue", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
+           "read_be", "record_layout", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
            "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
            "F_STOREHOST_LEN", "F_RECONSUME", "F_PREPTX", "F_BODY_POS", "F_BODY_LEN", "F_TOPIC_POS", "F_TOPIC_LEN",
            "F_PROPS_POS", "F_PROPS_LEN", "F_BORNHOST_KEY", "F_STOREHOST_KEY", "F_OK", "hex_ids_v4", "hex_ids"]
 
 
 def _make_crc_tables() -> np.ndarray:
-    """Slicing-by-8 tables for the reflected CRC-32 polynomial 0xEDB88320 (zlib's CRC)."""
-    tables = np.zeros((8, 256), dtype=np.uint32)
+    """Slicing-by-16 tables for the reflected CRC-32 polynomial 0xEDB88320 (zlib's CRC)."""
+    tables = np.zeros((16, 256), dtype=np.uint32)
     for i in range(256):
         c = i
         for _ in range(8):
@@ -48,7 +46,7 @@ def _make_crc_tables() -> np.ndarray:
         tables[0, i] = c
     for i in range(256):
         c = int(tables[0, i])
-        for t in range(1, 8):
+        for t in range(1, 16):
             c = int(tables[0, c & 0xFF]) ^ (c >> 8)
             tables[t, i] = c
     return tables
@@ -57,23 +55,28 @@ def _make_crc_tables() -> np.ndarray:
 CRC_TABLES = _make_crc_tables()
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _le32(d, i):
+    return np.uint32(d[i]) | (np.uint32(d[i + 1]) << 8) | (np.uint32(d[i + 2]) << 16) | (np.uint32(d[i + 3]) << 24)
+
+
 @njit(cache=True, nogil=True)
-def _crc32_one(data, start, end, tables):
+def crc32_one(d, i, end, T):
+    """zlib.crc32 of d[i:end] with ``CRC_TABLES``: 16 bytes per step (slicing-by-16, 10-20% faster
+    than by-8 on 300-byte bodies), the tail byte by byte. The one CRC of the encoder and verify."""
     crc = np.uint32(0xFFFFFFFF)
-    i = start
-    # 8 bytes per step (slicing-by-8).
-    while i + 8 <= end:
-        lo = crc ^ (np.uint32(data[i]) | (np.uint32(data[i + 1]) << 8)
-                    | (np.uint32(data[i + 2]) << 16) | (np.uint32(data[i + 3]) << 24))
-        hi = (np.uint32(data[i + 4]) | (np.uint32(data[i + 5]) << 8)
-              | (np.uint32(data[i + 6]) << 16) | (np.uint32(data[i + 7]) << 24))
-        crc = (tables[7, lo & 0xFF] ^ tables[6, (lo >> 8) & 0xFF]
-               ^ tables[5, (lo >> 16) & 0xFF] ^ tables[4, lo >> 24]
-               ^ tables[3, hi & 0xFF] ^ tables[2, (hi >> 8) & 0xFF]
-               ^ tables[1, (hi >> 16) & 0xFF] ^ tables[0, hi >> 24])
-        i += 8
+    while i + 16 <= end:
+        a = crc ^ _le32(d, i)
+        b = _le32(d, i + 4)
+        c = _le32(d, i + 8)
+        e = _le32(d, i + 12)
+        crc = (T[15, a & 0xFF] ^ T[14, (a >> 8) & 0xFF] ^ T[13, (a >> 16) & 0xFF] ^ T[12, a >> 24]
+               ^ T[11, b & 0xFF] ^ T[10, (b >> 8) & 0xFF] ^ T[9, (b >> 16) & 0xFF] ^ T[8, b >> 24]
+               ^ T[7, c & 0xFF] ^ T[6, (c >> 8) & 0xFF] ^ T[5, (c >> 16) & 0xFF] ^ T[4, c >> 24]
+               ^ T[3, e & 0xFF] ^ T[2, (e >> 8) & 0xFF] ^ T[1, (e >> 16) & 0xFF] ^ T[0, e >> 24])
+        i += 16
     while i < end:
-        crc = tables[0, (crc ^ np.uint32(data[i])) & 0xFF] ^ (crc >> 8)
+        crc = T[0, (crc ^ np.uint32(d[i])) & 0xFF] ^ (crc >> 8)
         i += 1
     return crc ^ np.uint32(0xFFFFFFFF)
 
@@ -81,7 +84,7 @@ def _crc32_one(data, start, end, tables):
 @njit(cache=True, nogil=True)
 def _crc32_slices(data, starts, ends, tables, out):
     for k in range(starts.shape[0]):
-        out[k] = _crc32_one(data, starts[k], ends[k], tables)
+        out[k] = crc32_one(data, starts[k], ends[k], tables)
 
 
 def crc32_slices(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -227,6 +230,9 @@ def _java_hash_continue(h, data, i, end):
     return h, units
 
 
+java_hash_continue = _java_hash_continue      # for other modules' kernels (verify's scan)
+
+
 @njit(cache=True, nogil=True)
 def _java_hash_utf8(data, offsets, out, lengths16):
     """String.hashCode and String.length of each UTF-8 string, decoded to UTF-16 on the fly."""
@@ -244,57 +250,6 @@ def java_hash_utf8(data: np.ndarray, offsets: np.ndarray):
     if n > 0:
         _java_hash_utf8(data, offsets.astype(np.int64), out, lens)
     return out, lens
-
-
-# ---------------------------------------------------------------------------- property spans
-@njit(cache=True, nogil=True)
-def _property_spans(data, offsets, names, name_offsets, starts, ends):
-    """MessageDecoder.string2messageProperties, for a few wanted names only.
-
-    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
-    a non-empty value; the later duplicate wins. starts/ends[w, k] = value bytes of name w in
-    message k (-1 when absent).
-    """
-    nw = name_offsets.shape[0] - 1
-    for k in range(offsets.shape[0] - 1):
-        i = offsets[k]
-        end = offsets[k + 1]
-        while i < end:
-            j = i
-            while j < end and data[j] != 2:
-                j += 1
-            sep = i
-            while sep < j and data[sep] != 1:
-                sep += 1
-            if i < sep and sep < j - 1:
-                for w in range(nw):
-                    a = name_offsets[w]
-                    b = name_offsets[w + 1]
-                    if b - a == sep - i:
-                        same = True
-                        for t in range(b - a):
-                            if data[i + t] != names[a + t]:
-                                same = False
-                                break
-                        if same:
-                            starts[w, k] = sep + 1
-                            ends[w, k] = j
-            i = j + 1
-
-
-def property_spans(data: np.ndarray, offsets: np.ndarray, names: list):
-    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent."""
-    n = len(offsets) - 1
-    enc = [nm.encode("utf-8") for nm in names]
-    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
-    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
-    starts = np.full((len(names), n), -1, dtype=np.int64)
-    ends = np.full((len(names), n), -1, dtype=np.int64)
-    if n:
-        _property_spans(data, offsets.astype(np.int64), name_buf, name_off, starts, ends)
-    return starts, ends
-
-
 
 
 @njit(cache=True, nogil=True)
@@ -529,6 +484,49 @@ def _get64(data, p):
 
 
 @njit(cache=True, nogil=True)
+def record_layout(data, s, n):
+    """(size, sound parts?, sysflag, born host size, store host size, body length, TOPICLENGTH
+    size, topic length, properties length) of the record at ``s``; the parts lie inside TOTALSIZE
+    (and the record inside ``data``) when the second value is True. Java reads both lengths as
+    signed shorts (a V1 topic length: a signed byte): a negative topic length fails the decode, a
+    negative properties length (>= 32768 unsigned) means no properties. The one walk over a
+    record's variable parts: ``record_fields`` and verify's scan use it."""
+    if s < 0 or s + POS_BORNHOST > n:
+        return 0, False, 0, 0, 0, 0, 0, 0, 0
+    size = _get32(data, s + POS_TOTALSIZE)
+    end = s + size
+    if size < POS_BORNHOST or end > n:
+        return size, False, 0, 0, 0, 0, 0, 0, 0
+    sys_flag = _get32(data, s + POS_SYSFLAG)
+    bh = HOST_V6_SIZE if (sys_flag & FLAG_BORNHOST_V6) != 0 else HOST_V4_SIZE
+    sh = HOST_V6_SIZE if (sys_flag & FLAG_STOREHOST_V6) != 0 else HOST_V4_SIZE
+    tl = TOPIC_LENGTH_SIZE_V2 if _get32(data, s + POS_MAGIC) == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
+    p = s + POS_BORNHOST + bh + REL_STOREHOST + sh
+    if p + REL_BODY > end:
+        return size, False, sys_flag, bh, sh, 0, tl, 0, 0
+    body_len = _get32(data, p + REL_BODYLENGTH)
+    if body_len < 0 or p + REL_BODY + body_len + tl > end:
+        return size, False, sys_flag, bh, sh, 0, tl, 0, 0
+    q = p + REL_BODY + body_len
+    if tl == TOPIC_LENGTH_SIZE_V2:
+        tlen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
+        if tlen >= 32768:
+            tlen -= 65536
+    else:
+        tlen = np.int64(data[q])
+        if tlen >= 128:
+            tlen -= 256
+    if tlen < 0 or q + tl + tlen + SIZE_PROPERTIESLENGTH > end:
+        return size, False, sys_flag, bh, sh, body_len, tl, 0, 0
+    q += tl + tlen
+    plen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
+    if plen >= 32768:
+        plen = np.int64(0)
+    ok = q + SIZE_PROPERTIESLENGTH + plen <= end
+    return size, ok, sys_flag, bh, sh, body_len, tl, tlen, plen
+
+
+@njit(cache=True, nogil=True)
 def _record_fields(data, starts, out):
     """Every fixed field and every variable part's position of the records at ``starts``.
 
@@ -544,43 +542,11 @@ def _record_fields(data, starts, out):
             out[r, k] = 0
         out[F_BORNHOST_LEN, k] = HOST_V4_SIZE
         out[F_STOREHOST_LEN, k] = HOST_V4_SIZE
-        if s < 0 or s + POS_BORNHOST > n:
-            continue
-        size = _get32(data, s + POS_TOTALSIZE)
-        end = s + size
+        size, ok, sys_flag, bh, sh, body_len, tl, tlen, plen = record_layout(data, s, n)
         out[F_SIZE, k] = size
-        if size < POS_BORNHOST or end > n:
+        if not ok:
             continue
-        sys_flag = _get32(data, s + POS_SYSFLAG)
-        bh = HOST_V6_SIZE if (sys_flag & FLAG_BORNHOST_V6) != 0 else HOST_V4_SIZE
-        sh = HOST_V6_SIZE if (sys_flag & FLAG_STOREHOST_V6) != 0 else HOST_V4_SIZE
         magic = _get32(data, s + POS_MAGIC)
-        tl = TOPIC_LENGTH_SIZE_V2 if magic == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
-        p = s + POS_BORNHOST + bh + REL_STOREHOST + sh          # end of STOREHOST
-        if p + REL_BODY > end:
-            continue
-        body_len = _get32(data, p + REL_BODYLENGTH)
-        if body_len < 0 or p + REL_BODY + body_len + tl > end:
-            continue
-        q = p + REL_BODY + body_len
-        # Java reads both lengths as signed shorts (V1 topic: a signed byte): a negative topic
-        # length fails the decode, a negative properties length means no properties.
-        if tl == TOPIC_LENGTH_SIZE_V2:
-            tlen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
-            if tlen >= 32768:
-                tlen -= 65536
-        else:
-            tlen = np.int64(data[q])
-            if tlen >= 128:
-                tlen -= 256
-        if tlen < 0 or q + tl + tlen + SIZE_PROPERTIESLENGTH > end:
-            continue
-        q += tl + tlen
-        plen = (np.int64(data[q]) << 8) | np.int64(data[q + 1])
-        if plen >= 32768:
-            plen = np.int64(0)
-        if q + SIZE_PROPERTIESLENGTH + plen > end:
-            continue
         out[F_MAGIC, k] = magic
         out[F_BODYCRC, k] = _get32(data, s + POS_BODYCRC)
         out[F_QUEUEID, k] = _get32(data, s + POS_QUEUEID)

@@ -15,9 +15,9 @@ U+0001 leaves a non-empty name and a non-empty value; a later duplicate name win
   which pairs hold a separator: the input checks);
 * ``delete_property``: MessageUtils.deleteProperty on one string.
 
-``property_spans`` (compiled in ``kernels``, re-exported here) and ``property_pairs`` are compiled
-(numba): one pass over the column's bytes, no Python loop per message. This module imports
-``kernels``; ``kernels`` never imports it.
+``property_spans`` (over ``value_spans``, the one copy of the wanted-values loop, also called by
+verify's scan) and ``property_pairs`` are compiled (numba): one pass over the column's bytes, no
+Python loop per message. This module imports ``kernels``; ``kernels`` never imports it.
 """
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ import pyarrow.compute as pc
 from numba import njit
 
 from . import kernels
-from .kernels import property_spans
 from .arrays import as_large_string, binary_from_numpy, single_array, string_buffers
 # one record's properties string is parsed in plain Python (textforms: the shell lookup's reader)
 from .textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP, parse_properties_string
 
 __all__ = ["PROPERTY_NAME_VALUE_SEP", "PROPERTY_SEP", "MAP_TYPE", "parse_properties_string", "parse_properties",
-           "property_values", "property_spans", "property_pairs", "second_or_empty", "properties_from_pairs",
+           "property_values", "property_spans", "property_spans_between", "value_spans", "encode_names",
+           "property_pairs", "second_or_empty", "properties_from_pairs",
            "join_pairs", "PAIR_NAME_SOH", "PAIR_NAME_STX", "PAIR_VALUE_STX", "PAIR_NAME_EMPTY", "delete_property"]
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
@@ -48,6 +48,82 @@ PAIR_NAME_EMPTY = 8     # the name is empty
 
 
 # ----------------------------------------------------------------------------- compiled passes
+@njit(cache=True, nogil=True)
+def value_spans(data, i, end, names, name_offsets, spans):
+    """MessageDecoder.string2messageProperties of the properties data[i:end], for a few wanted
+    names only: spans[2w], spans[2w + 1] = the value bytes of name w (-1 when absent).
+
+    Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
+    a non-empty value; the later duplicate wins. (The one copy of this loop: the encoder's
+    tags/keys, the readers and verify's scan all call it.)
+    """
+    nw = name_offsets.shape[0] - 1
+    for w in range(nw):
+        spans[2 * w] = -1
+        spans[2 * w + 1] = -1
+    while i < end:
+        j = i
+        while j < end and data[j] != 2:
+            j += 1
+        sep = i
+        while sep < j and data[sep] != 1:
+            sep += 1
+        if i < sep and sep < j - 1:
+            for w in range(nw):
+                a = name_offsets[w]
+                b = name_offsets[w + 1]
+                if b - a == sep - i:
+                    same = True
+                    for t in range(b - a):
+                        if data[i + t] != names[a + t]:
+                            same = False
+                            break
+                    if same:
+                        spans[2 * w] = sep + 1
+                        spans[2 * w + 1] = j
+        i = j + 1
+
+
+@njit(cache=True, nogil=True)
+def _property_spans(data, firsts, lasts, names, name_offsets, starts, ends):
+    """``value_spans`` of data[firsts[k]:lasts[k]] for every k into starts/ends[w, k]."""
+    nw = name_offsets.shape[0] - 1
+    spans = np.empty(2 * nw, np.int64)
+    for k in range(firsts.shape[0]):
+        value_spans(data, firsts[k], lasts[k], names, name_offsets, spans)
+        for w in range(nw):
+            starts[w, k] = spans[2 * w]
+            ends[w, k] = spans[2 * w + 1]
+
+
+def encode_names(names: list):
+    """(name bytes, offsets) of ``names`` in UTF-8, as ``value_spans`` takes them."""
+    enc = [nm.encode("utf-8") for nm in names]
+    name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
+    name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)
+    return name_buf, name_off
+
+
+def property_spans_between(data: np.ndarray, firsts: np.ndarray, lasts: np.ndarray, names: list):
+    """(starts, ends) arrays of shape (len(names), n): the value byte ranges of each name in the
+    properties strings data[firsts[k]:lasts[k]], positions in ``data``, -1 where absent."""
+    n = len(firsts)
+    name_buf, name_off = encode_names(names)
+    starts = np.full((len(names), n), -1, dtype=np.int64)
+    ends = np.full((len(names), n), -1, dtype=np.int64)
+    if n:
+        _property_spans(data, np.asarray(firsts, np.int64), np.asarray(lasts, np.int64), name_buf, name_off,
+                        starts, ends)
+    return starts, ends
+
+
+def property_spans(data: np.ndarray, offsets: np.ndarray, names: list):
+    """(starts, ends) arrays of shape (len(names), n): value byte ranges, -1 where absent, of the
+    properties strings data[offsets[k]:offsets[k + 1]]."""
+    offsets = np.asarray(offsets, np.int64)
+    return property_spans_between(data, offsets[:-1], offsets[1:], names)
+
+
 @njit(cache=True, nogil=True)
 def _property_pairs(data, offsets, ns, ne, vs, ve, row):
     """Every (name, value) of string2messageProperties, later duplicates of a name winning (the

@@ -8,8 +8,9 @@ Output: a ``BatchPlan`` that tells every executor task exactly which bytes to wr
   split and the absolute offset of its first record). A message of size L stays in the current
   file only if ``L + 8 <= remaining``, else a BLANK closes the file (commitlog.py). A split that
   fits whole in the room left needs nothing more; only a split that straddles a segment boundary
-  needs its per-message sizes (``SplitDetail``) to place the roll. Driver memory therefore grows
-  with splits and segments, not messages.
+  needs per-message facts around each cut (``get_detail``: ``SplitDetail`` in memory, or
+  ``split_facts.ChunkedDetail``, which reads one bounded chunk of rows per cut). Driver memory
+  therefore grows with splits and segments, not messages.
 * queue offsets: per piece, the first queue offset of every topic/queue in it (counters continue
   per topic/queue; PREPARED/ROLLBACK messages take none).
 * index: every index entry gets a global position in dispatch order; ``IndexFilePlan`` cuts that
@@ -49,11 +50,37 @@ class SplitSummary:
 
 @dataclass
 class SplitDetail:
-    """Per-message facts of one split, read only for splits that straddle a segment boundary."""
+    """Per-message facts of one split in memory, for splits that straddle a segment boundary.
+
+    What ``plan_batch`` asks of a straddling split's detail (``split_facts.ChunkedDetail``
+    answers the same from a staged file, a chunk at a time): ``fit_end``, ``bytes_before``,
+    ``entries_before``, ``queue_counts_before``."""
     sizes: np.ndarray             # int64 record sizes
     qkey: np.ndarray              # int32 index into qkeys, -1 for PREPARED/ROLLBACK
     qkeys: list                   # [(topic, queue_id)]
     entries: np.ndarray           # int32 index entries per message
+
+    def _cums(self) -> tuple:
+        if not hasattr(self, "_cum"):
+            self._cum = (np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)]),
+                         np.concatenate([[0], np.cumsum(self.entries, dtype=np.int64)]))
+        return self._cum
+
+    def bytes_before(self, row: int) -> int:
+        return int(self._cums()[0][row])
+
+    def entries_before(self, row: int) -> int:
+        return int(self._cums()[1][row])
+
+    def fit_end(self, row: int, limit: int) -> int:
+        """The largest ``end >= row`` with the records of rows ``row..end-1`` at most ``limit`` bytes."""
+        cum = self._cums()[0]
+        return max(row, int(np.searchsorted(cum, cum[row] + limit, side="right")) - 1)
+
+    def queue_counts_before(self, row: int) -> dict:
+        """(topic, queue_id) -> NOT/COMMIT units of the split before ``row``."""
+        before = np.bincount(self.qkey[:row][self.qkey[:row] >= 0], minlength=len(self.qkeys))
+        return {self.qkeys[i]: int(before[i]) for i in np.flatnonzero(before).tolist()}
 
 
 @dataclass
@@ -198,23 +225,20 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
             qbase = {k: queue_next.get(k, 0) for k in s.queue_counts}
             add_piece(s.index, 0, s.count, s.total_bytes, qbase, entry_run, msg_run)
         else:
-            d: SplitDetail = get_detail(s.index)
-            sizes = d.sizes.astype(np.int64)
-            cum = np.concatenate([[0], np.cumsum(sizes)])
-            ent_cum = np.concatenate([[0], np.cumsum(d.entries.astype(np.int64))])
+            d = get_detail(s.index)         # SplitDetail or split_facts.ChunkedDetail
             r = 0
             while r < s.count:
                 room = F - (pos - pos // F * F)
-                # messages r..r+k-1 fit when each ends at least 8 bytes before the file end
-                k = int(np.searchsorted(cum[r + 1:] - cum[r], room - commitlog.END_FILE_MIN_BLANK_LENGTH,
-                                        side="right"))
-                if k > 0:
-                    qbase = _queue_base_at(d, r, queue_next)
-                    add_piece(s.index, r, r + k, int(cum[r + k] - cum[r]), qbase,
-                              entry_run + int(ent_cum[r]), msg_run + r)
-                    r += k
+                # messages r..end-1 fit when each ends at least 8 bytes before the file end
+                end = d.fit_end(r, room - commitlog.END_FILE_MIN_BLANK_LENGTH)
+                if end > r:
+                    qbase = _queue_base_at(d, r, s.queue_counts, queue_next)
+                    add_piece(s.index, r, end, d.bytes_before(end) - d.bytes_before(r), qbase,
+                              entry_run + d.entries_before(r), msg_run + r)
+                    r = end
                 if r < s.count:
                     roll()
+            del d                           # one split's detail at a time
         for k, c in s.queue_counts.items():
             queue_next[k] = queue_next.get(k, 0) + c
         entry_run += s.entries
@@ -230,11 +254,11 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
                      index_entry_starts=[f.first_entry for f in index_files], split_bases=split_bases)
 
 
-def _queue_base_at(d: SplitDetail, row: int, queue_next: dict) -> dict:
-    """Queue offsets at ``row`` of a split: the split's base plus the units before ``row``."""
-    before = np.bincount(d.qkey[:row][d.qkey[:row] >= 0], minlength=len(d.qkeys))
-    present = np.unique(d.qkey[row:][d.qkey[row:] >= 0])
-    return {d.qkeys[i]: queue_next.get(d.qkeys[i], 0) + int(before[i]) for i in present}
+def _queue_base_at(d, row: int, queue_counts: dict, queue_next: dict) -> dict:
+    """Queue offsets at ``row`` of a split, for the topics/queues with units at or after ``row``:
+    the split's base plus the units before ``row`` (``queue_counts``: the split's units)."""
+    before = d.queue_counts_before(row)
+    return {k: queue_next.get(k, 0) + before.get(k, 0) for k, c in queue_counts.items() if before.get(k, 0) < c}
 
 
 def _plan_cq_files(before: dict, after: dict, config: StoreConfig) -> list:

@@ -393,7 +393,10 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         results = sc.parallelize(parts, len(parts)).flatMap(
             lambda units: [run_task(bctx.value, t) for t in units]).collect()
     else:
-        local = dict(ctx, _store=store)      # in process: one Store (and its checked paths) for all tasks
+        threads = threads or _processors()
+        # in process: one Store (and its checked paths) for all tasks; a segment task runs its
+        # pieces on ``threads`` threads of its own
+        local = dict(ctx, _store=store, threads=threads)
         results = _run_local(local, tasks, cfg, threads)
     facts = []
     rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
@@ -418,12 +421,19 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
 
 
 def _run_local(ctx: dict, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
-    """The tasks in this process, biggest first, on ``threads`` threads (results in task order)."""
+    """The tasks in this process on ``threads`` threads (results in task order): index files first
+    (one thread each, for their whole length), then the biggest first (a segment task keeps every
+    thread busy with its own pieces, so it can come after a long index file and still end with it)."""
     if threads is None:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        threads = _processors()
     if threads <= 1 or len(tasks) <= 1:
         return [run_task(ctx, t) for t in tasks]
-    order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i], cfg))
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != "index", -_weight(tasks[i], cfg)))
     with ThreadPoolExecutor(max_workers=threads) as pool:
         done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
     return [done[i] for i in range(len(tasks))]
+
+
+def _processors() -> int:
+    """The processors this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -2,13 +2,15 @@
 record reads by commitlog offset for the cross-file (``deep``) checks."""
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import arrays, checksum, codec, kernels, storage
+from . import arrays, checksum, codec, kernels, properties, storage
 from . import commitlog as cl
 from .config import StoreConfig
 
@@ -27,6 +29,11 @@ def problem(path: str, offset, text: str) -> str:
 
 
 # ---------------------------------------------------------------------------- file access
+# madvise(MADV_POPULATE_READ) (Linux 5.14): map a range's pages in one call; Python's mmap module
+# may not name it.
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
+
+
 class FileData:
     """A whole file as a uint8 array: a read-only memory map locally (holes cost nothing)."""
 
@@ -37,13 +44,30 @@ class FileData:
         self.local = store.local
         self.path = store.path(rel)
         self.bytes_read = 0
+        self._map = None
         if not self.exists or self.size == 0:
             self.buf = np.zeros(0, np.uint8)
         elif store.local:
-            self.buf = np.asarray(np.memmap(self.path, dtype=np.uint8, mode="r"))
+            with open(self.path, "rb") as fh:
+                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self.buf = np.frombuffer(self._map, dtype=np.uint8)
         else:
             self.buf = np.frombuffer(store.read(rel), dtype=np.uint8)
             self.bytes_read = self.size
+
+    def populate(self, start: int = 0, end: int | None = None) -> None:
+        """Map the pages of [start, end) that hold data (not holes: those would get page-cache
+        pages) ahead of reading them: one madvise call per region costs a fraction of the page
+        faults of a first read (0.6 s of CPU for a 0.8 GB segment on a busy machine)."""
+        if self._map is None or _MADV_POPULATE_READ is None:
+            return
+        page = mmap.PAGESIZE
+        for a, b in self._data_regions(start, self.size if end is None else min(end, self.size)):
+            a0 = a // page * page
+            try:
+                self._map.madvise(_MADV_POPULATE_READ, a0, b - a0)
+            except (OSError, ValueError):        # an older kernel: the reads fault the pages in
+                return
 
     def checksum(self, end: int, threads: int = 1) -> tuple[str, list]:
         """The manifest checksum of bytes [0, end) (``checksum.file_checksum``: sha256 over the
@@ -156,7 +180,7 @@ def expected_tags_code(table: pa.Table, config: StoreConfig) -> np.ndarray:
     n = table.num_rows
     props = arrays.as_large_string(table["properties_string"])
     pdata, poff = arrays.string_buffers(props)
-    vs, ve = kernels.property_spans(pdata, poff, ["TAGS", "DELAY"])
+    vs, ve = properties.property_spans(pdata, poff, ["TAGS", "DELAY"])
     code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
     is_sched = pc.equal(table["topic"], codec.SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
     ts = table["store_timestamp"].to_numpy()

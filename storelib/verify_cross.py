@@ -7,11 +7,13 @@ one of whose keys hashes to the stored keyHash, with the stored timeDiff (docs/F
 These checks used to decode each unit's and each entry's record again by offset (random reads
 over the whole commitlog, one pyarrow table per file: 97 s for the 20M entries of one index
 file). Here the segment task, which has just read every record of its segment
-(``verify_records.fast_check``), computes each record's facts once (topic, tagsCode, index key
-hashes: the encoder's kernels) and checks, in whole arrays, the units and entries that point
-into its segment (found by two binary searches: units and entries are in commitlog order; the
+(``verify_scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
+as the field checks), checks the units and entries that point into its segment (found by two binary searches: units and entries are in commitlog order; the
 queue and index tasks check a file out of order whole themselves) and matches them to their
-records in one sweep. A target that is not the start of a record that passed every field check
+records in one sweep; the comparisons are compiled (``verify_scan.units_bad``,
+``entries_bad``: one 64-byte row gathered per unit or entry), run as pieces on the segment's
+threads (a queue file, a range of an index file's entries), and the pieces' findings are named
+file by file afterwards, in order. A target that is not the start of a record that passed every field check
 (a damaged segment), and every target that fails a check, goes through the per-offset checks
 as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the problems named, and
 their words, are the same. Units and entries pointing into a missing segment are left to the
@@ -31,9 +33,12 @@ from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup
-from .verify_kernels import bisect_range, has_key, match_sorted, property_spans_slices
+from .verify_kernels import bisect_range, match_sorted
+from .verify_scan import entries_bad, units_bad
 
-__all__ = ["RecordFacts", "topic_key", "check_targets"]
+__all__ = ["RecordFacts", "topic_key", "check_targets", "index_extent"]
+
+ENTRIES_PER_PIECE = 1 << 18          # an index file's entries in one segment, checked as pieces of this many
 
 
 def topic_key(topic: str) -> int:
@@ -44,125 +49,113 @@ def topic_key(topic: str) -> int:
 
 
 class RecordFacts:
-    """The records of one segment that passed every field check, in commitlog order, with what the
-    cross checks compare: position, fields, topic key, and (on first use) tagsCode and index keys."""
+    """The records of one segment that passed every field check, in commitlog order: their
+    positions and their ``verify_scan`` rows (tagsCode of delay messages patched in)."""
 
-    def __init__(self, buf: np.ndarray, base: int, starts: np.ndarray, fields: np.ndarray, good: np.ndarray,
+    def __init__(self, buf: np.ndarray, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
                  config: StoreConfig):
+        recs, _, delay = scan
         self.buf = buf
-        self.config = config
         every = bool(good.all())
-        self.f = fields if every else fields[:, good]                        # (no 0.5 GB copy when all are)
-        starts = np.asarray(starts, np.int64)
-        self.offsets = base + (starts if every else starts[good])           # ascending
-        tpos, tlen = self.f[kernels.F_TOPIC_POS], self.f[kernels.F_TOPIC_LEN]
-        self.topic_hash = kernels.java_hash_slices(buf, tpos, tpos + tlen)
-        crc = kernels.crc32_slices(buf, tpos, tpos + tlen)
-        self.topic_key = (self.topic_hash.astype(np.uint64) << np.uint64(32) | crc.astype(np.uint64)).view(np.int64)
-        self._props = None
-        self._tags = None
-        self._keys = None
+        keep = None if every else np.flatnonzero(good)
+        self.starts = np.asarray(starts, np.int64) if every else np.asarray(starts, np.int64)[keep]
+        self.recs = recs if every else recs[keep]                # (no copy when all records are sound)
+        self.offsets = base + self.starts                        # ascending
+        pairs = delay.reshape(-1, 2)
+        self._delay_tags(pairs if every else pairs[keep], config)
+
+    def _delay_tags(self, delay: np.ndarray, config: StoreConfig) -> None:
+        """tagsCode of a delay message (docs/FORMAT.md §2): its deliver time, store time + the delay."""
+        sched = np.flatnonzero((self.recs["topic_key"] == topic_key(codec.SCHEDULE_TOPIC)) & (delay[:, 0] >= 0))
+        delays = config.delay_level_millis
+        for i in sched:                                      # delay messages only (few)
+            s = int(self.starts[i])
+            try:
+                level = int(self.buf[s + int(delay[i, 0]):s + int(delay[i, 1])].tobytes().decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            level = min(level, len(delays))
+            if level > 0:
+                self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
 
     def find(self, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row of the record starting at each offset, found mask)."""
         return match_sorted(self.offsets, phys)
 
-    def props(self):
-        """Spans (positions in the segment) of TAGS, DELAY, KEYS, UNIQ_KEY: one parse, in place."""
-        if self._props is None:
-            p = self.f[kernels.F_PROPS_POS]
-            self._props = property_spans_slices(self.buf, p, p + self.f[kernels.F_PROPS_LEN],
-                                                ["TAGS", "DELAY", "KEYS", "UNIQ_KEY"])
-        return self._props
 
-    def tags_codes(self) -> np.ndarray:
-        """tagsCode of every record (docs/FORMAT.md §2): Java hash of TAGS, or the delay deliver time."""
-        if self._tags is None:
-            pdata = self.buf
-            vs, ve = self.props()
-            code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32), 0)
-            code = code.astype(np.int64)
-            sched = (self.topic_key == topic_key(codec.SCHEDULE_TOPIC)) & (vs[1] >= 0)
-            ts = self.f[kernels.F_STORETS]
-            delays = self.config.delay_level_millis
-            for i in np.flatnonzero(sched):                   # delay messages only (few)
-                try:
-                    level = int(pdata[vs[1][i]:ve[1][i]].tobytes().decode("utf-8", "replace"))
-                except ValueError:
-                    continue
-                level = min(level, len(delays))
-                if level > 0:
-                    code[i] = int(ts[i]) + delays[level - 1]
-            self._tags = code
-        return self._tags
-
-    def index_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """(record row, index key hash) of every key the dispatch indexes (rows ascending)."""
-        if self._keys is None:
-            vs, ve = self.props()
-            rows, h = kernels.index_keys(self.buf, vs[3], ve[3], vs[2], ve[2], np.ones(len(self.offsets), bool),
-                                         self.topic_hash)
-            first = np.searchsorted(rows, np.arange(len(self.offsets) + 1))    # each record's keys: [first, next)
-            self._keys = (rows, codec.index_key_hash(h.view(np.int32)).astype(np.int64), first)
-        return self._keys
-
-    def has_key(self, rows: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-        """Whether record ``rows[i]`` has an index key hashing to ``hashes[i]``."""
-        _, khash, kfirst = self.index_keys()
-        return has_key(kfirst, khash, rows, hashes)
-
-
-def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, fields: np.ndarray,
-                  good: np.ndarray, out: list) -> None:
-    """The units and index entries pointing into the segment at ``base`` (see the module doc)."""
+def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
+                  out: list, pool=None, threads: int = 1) -> None:
+    """The units and index entries pointing into the segment at ``base`` (see the module doc);
+    the pieces run on ``pool`` (``threads`` workers) when given."""
     cfg = StoreConfig.from_json(ctx["config"])
     seg = (max(base, ctx["min_phy"]), base + cfg.mappedFileSizeCommitLog)
-    facts = RecordFacts(fd.buf, base, starts, fields, good, cfg)
+    facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
     look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog)
+    jobs, files = [], []
     for q in ctx.get("queues", []):
         for k, f in enumerate(q["files"]):
-            _check_units(store, cfg, facts, look, seg, q["topic"], q["queue_id"], f, k == len(q["files"]) - 1,
-                         ctx["min_phy"], out)
+            files.append(("units", (q["topic"], q["queue_id"], f)))
+            jobs.append((len(files) - 1, _unit_masks, (store, cfg, facts, seg, q["topic"], q["queue_id"], f,
+                                                       k == len(q["files"]) - 1)))
     for x in ctx.get("index_files", []):
-        _check_entries(ctx, store, cfg, facts, seg, x, out)
+        span = _entry_span(store, cfg, seg, x)
+        if span is None:
+            continue
+        files.append(("entries", (x["path"],) + span))
+        ents, p0, p1 = span[1], span[4], span[5]
+        step = max(ENTRIES_PER_PIECE, -(-(p1 - p0) // max(1, threads)))
+        for a in range(p0, p1, step):
+            jobs.append((len(files) - 1, _entry_masks, (facts, ents, a, min(p1, a + step), span[3]["begin_timestamp"])))
+    found = pool.map(lambda j: (j[0], j[1](*j[2])), jobs) if pool is not None and threads > 1 else \
+        [(j[0], j[1](*j[2])) for j in jobs]
+    per_file: dict = {}
+    for i, r in found:
+        if r is not None:
+            per_file.setdefault(i, []).append(r)
+    for i, (kind, what) in enumerate(files):
+        if i in per_file:
+            name = _name_units if kind == "units" else _name_entries
+            name(ctx, cfg, look, what, per_file[i], out)
 
 
-def _check_units(store, cfg, facts, look, seg, topic, qid, f, last, min_phy, out) -> None:
-    from .verify_queues import deep_units, leading_units
-    rel = f["path"]
-    fd = FileData(store, rel)
+def _unit_masks(store, cfg, facts, seg, topic, qid, f, last):
+    """(units, unit indexes not at a sound record, indexes disagreeing with their record) of the
+    queue file ``f``'s units pointing into the segment, or None."""
+    from .verify_queues import leading_units
+    fd = FileData(store, f["path"])
     if not fd.exists:
-        return                                               # reported by the queue task
+        return None                                          # reported by the queue task
     n = min(fd.size, cfg.cq_file_size) // CQ_UNIT_SIZE
     if last:
         n = leading_units(fd, n)
     # A queue's units ascend (else the queue task reports it and checks that file's units itself).
     a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
     if a >= b:
-        return
+        return None
     idx = np.arange(a, b, dtype=np.int64)
     u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
     sel = u[a:b]                                             # only this segment's units, converted
-    first_q = f["base"] // CQ_UNIT_SIZE
     row, found = facts.find(sel["phys"].astype(np.int64))
-    if not found.all():                                      # not a sound record start: the per-offset checks
-        deep_units(look, cfg, rel, topic, qid, first_q, u["phys"].astype(np.int64), u["size"].astype(np.int64),
-                   u["tags"].astype(np.int64), min_phy, out, subset=idx[~found])
-    idx, row, sel = idx[found], row[found], sel[found]
-    size, tags = sel["size"].astype(np.int64), sel["tags"].astype(np.int64)
-    rf = facts.f
-    sysf, r_qid, r_qoff, r_size = (rf[k][row] for k in (kernels.F_SYSFLAG, kernels.F_QUEUEID, kernels.F_QUEUEOFFSET,
-                                                         kernels.F_SIZE))
-    where_bad = (facts.topic_key[row] != topic_key(topic)) | (r_qid != qid)
-    qoff_bad = r_qoff != first_q + idx
-    size_bad = r_size != size
-    t_tags = facts.tags_codes()[row]
-    tags_bad = t_tags != tags
-    tran_bad = np.isin(sysf & codec.TRANSACTION_MASK, (codec.TRANSACTION_PREPARED, codec.TRANSACTION_ROLLBACK))
-    bad = where_bad | qoff_bad | size_bad | tags_bad | tran_bad
-    if bad.any():           # named by the per-offset checks (their words; the record decoded as Java does)
-        deep_units(look, cfg, rel, topic, qid, first_q, u["phys"].astype(np.int64), u["size"].astype(np.int64),
-                   u["tags"].astype(np.int64), min_phy, out, subset=idx[bad][:MAX_PROBLEMS_PER_FILE])
+    first_q = f["base"] // CQ_UNIT_SIZE
+    every = bool(found.all())                                # (no copies when every unit is at a record)
+    sel, ok, row = (sel, idx, row) if every else (sel[found], idx[found], row[found])
+    bad = units_bad(facts.recs, row, first_q + ok, sel["size"].astype(np.int64), sel["tags"].astype(np.int64),
+                    topic_key(topic), qid)
+    return u, idx[~found], ok[bad]
+
+
+def _name_units(ctx, cfg, look, what, parts, out) -> None:
+    """Units found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
+    from .verify_queues import deep_units
+    topic, qid, f = what
+    (u, missing, bad), = parts
+    first_q = f["base"] // CQ_UNIT_SIZE
+    cols = [u[c].astype(np.int64) for c in ("phys", "size", "tags")] if len(missing) or len(bad) else None
+    if len(missing):                                         # not a sound record start
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
+    if len(bad):
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out,
+                   subset=bad[:MAX_PROBLEMS_PER_FILE])
 
 
 def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | None]:
@@ -179,37 +172,46 @@ def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | N
     return max(0, min(header["index_count"], cfg.maxIndexNum, room)), header
 
 
-def _check_entries(ctx, store, cfg, facts, seg, x, out) -> None:
-    from .verify_index import deep_index
-    rel = x["path"]
-    fd = FileData(store, rel)
+def _entry_span(store, cfg, seg, x):
+    """(file, entries, entries offset, header, first, end): the entry positions [first, end) of
+    index file ``x`` that point into the segment (never entry 0), or None."""
+    fd = FileData(store, x["path"])
     if not fd.exists:
-        return
+        return None
     count, header = index_extent(cfg, fd, x)
     if count <= 1:
-        return
+        return None
     ent_at = indexfile.entries_offset(cfg)
     # Entries are written in commitlog order (else the index task checks that file's entries itself).
     a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, INDEX_ENTRY_SIZE, count, seg[0], seg[1])
-    pos = np.arange(max(a, 1), b, dtype=np.int64)
-    if not len(pos):
-        return
+    if max(a, 1) >= b:
+        return None
     ents = fd.buf[ent_at:ent_at + count * INDEX_ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
-    sel = ents[pos[0]:pos[-1] + 1]                           # only this segment's entries, converted
+    return fd, ents, ent_at, header, max(a, 1), b
+
+
+def _entry_masks(facts, ents, a, b, begin):
+    """(positions not at a sound record, positions disagreeing with their record) of entries [a, b)."""
+    pos = np.arange(a, b, dtype=np.int64)
+    sel = ents[a:b]                                          # only these entries, converted
     row, found = facts.find(sel["phys"].astype(np.int64))
-    if not found.all():                                      # not a sound record start: the per-offset checks
-        deep_index(ctx, cfg, rel, ent_at, header, ents["hash"].astype(np.int64), ents["phys"].astype(np.int64),
-                   ents["time_diff"].astype(np.int64), out, subset=pos[~found], header_checks=False)
-    pos, row, sel = pos[found], row[found], sel[found]
-    hashes, tdiff = sel["hash"].astype(np.int64), sel["time_diff"].astype(np.int64)
-    rollback = (facts.f[kernels.F_SYSFLAG][row] & codec.TRANSACTION_MASK) == codec.TRANSACTION_ROLLBACK
-    hash_ok = facts.has_key(row, hashes)
-    begin = header["begin_timestamp"]
-    d = facts.f[kernels.F_STORETS][row] - begin
-    want = np.clip(np.abs(d) // 1000 * np.where(d >= 0, 1, -1), 0, indexfile.INT_MAX)
-    td_bad = (pos > 1) & (begin > 0) & (want != tdiff)
-    bad = rollback | ~hash_ok | td_bad
-    if bad.any():           # named by the per-offset checks (their words; the record decoded as Java does)
-        deep_index(ctx, cfg, rel, ent_at, header, ents["hash"].astype(np.int64), ents["phys"].astype(np.int64),
-                   ents["time_diff"].astype(np.int64), out, subset=pos[bad][:MAX_PROBLEMS_PER_FILE],
-                   header_checks=False)
+    every = bool(found.all())                                # (no copies when every entry is at a record)
+    sel, ok, row = (sel, pos, row) if every else (sel[found], pos[found], row[found])
+    bad = entries_bad(facts.buf, facts.starts, facts.recs, row, ok, sel["hash"].astype(np.int64),
+                      sel["time_diff"].astype(np.int64), begin)
+    return pos[~found], ok[bad]
+
+
+def _name_entries(ctx, cfg, look, what, parts, out) -> None:
+    """Entries found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
+    from .verify_index import deep_index
+    rel, _, ents, ent_at, header = what[:5]
+    missing = np.concatenate([p[0] for p in parts])
+    bad = np.concatenate([p[1] for p in parts])
+    if not len(missing) and not len(bad):
+        return
+    cols = [ents[c].astype(np.int64) for c in ("hash", "phys", "time_diff")]
+    if len(missing):                                         # not a sound record start
+        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=missing, header_checks=False)
+    if len(bad):
+        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=bad[:MAX_PROBLEMS_PER_FILE], header_checks=False)

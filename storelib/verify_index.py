@@ -7,11 +7,11 @@ import json
 
 import numpy as np
 
-from . import arrays, checksum, codec, indexfile, kernels
+from . import arrays, checksum, codec, indexfile, kernels, properties
 from .config import StoreConfig
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, problem, task_store
-from .verify_kernels import resolve_heads, walk_chains
+from .verify_kernels import chains_in_order, resolve_heads, walk_chains
 
 __all__ = ["verify_index", "deep_index"]
 
@@ -41,6 +41,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
     header = snap if snap is not None else disk     # the snapshot's view: later entries are a newer batch's
     ent_at = indexfile.entries_offset(cfg)
     ic, valid, avail = _entry_extent(rel, cfg, fd, header["index_count"], ent_at, out)
+    fd.populate(0, valid)
     nslots = cfg.maxHashSlotNum
     slots = indexfile.decode_slots(fd.buf, nslots, indexfile.slot_offset(0)).astype(np.int64) if avail >= ent_at \
         else np.zeros(0, np.int64)
@@ -179,6 +180,8 @@ def _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out):
 
 def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
     """Every entry must be reachable from exactly one slot head, and hash to that slot."""
+    if chains_in_order(slots, hashes, prev, nslots):          # (then the walk below finds nothing)
+        return
     n = len(prev)
     heads_pos = np.flatnonzero((slots > 0))
     badslot = heads_pos[slots[heads_pos] >= n]
@@ -238,7 +241,7 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
             # hashed as topic#key (the encoder's kernels, run over the decoded records).
             props = arrays.as_large_string(table["properties_string"])
             pdata, poff = arrays.string_buffers(props)
-            vs, ve = kernels.property_spans(pdata, poff, ["KEYS", "UNIQ_KEY"])
+            vs, ve = properties.property_spans(pdata, poff, ["KEYS", "UNIQ_KEY"])
             topic_hash = codec.java_hash(table["topic"]).view(np.uint32).astype(np.int64)
             key_row, key_hash = kernels.index_keys(pdata, vs[1], ve[1], vs[0], ve[0],
                                                    np.ones(len(topic_hash), bool), topic_hash)

@@ -1,13 +1,17 @@
 """Verify commitlog segments (docs/FORMAT.md §1): the chain of records, every record's fields,
 the BLANK record, the zero tail, and the segment against its manifest row (``storelib.verify``).
 
-Speed (``verify --deep`` of 4.2 GB took 42 s): every record's fields are read in one compiled
-pass (``kernels.record_fields``) and checked as whole arrays; only records that fail that fast
-check go through ``check_records``, which names each problem (a sound segment has none). The
-block checksum runs on a second thread meanwhile (hashlib and the numba kernels release the
-GIL). With ``deep``, the consume-queue units and index entries that point into this segment are
-checked here, against the fields just read (``verify_cross``), instead of decoding each target
-record again by offset."""
+Speed (``verify --deep``): after the walk of the TOTALSIZE chain, the records are read in one
+compiled pass (``verify_scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
+index-key spans, record by record while each is in the cache), as ranges of records on the
+segment's threads; only records that fail that pass go through ``check_records``, which names each
+problem (a sound segment has none). The block checksum's 16 MiB blocks are hashed on the same
+threads (hashlib and the numba kernels release the GIL): those below the manifest's valid length
+while the walk runs (last block first, so the walk and the hashing fault in different pages), the
+rest once the walk has found the data's end. With ``deep``, the consume-queue units and index
+entries that point into this segment are checked here, against the rows just read
+(``verify_cross``), instead of decoding each target record again by offset. ``fast_check`` is the
+former multi-pass check, kept as the reference the tests hold the scan to."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -17,8 +21,11 @@ import numpy as np
 from . import checksum, codec, kernels
 from . import commitlog as cl
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, problem, task_store
+from .verify_scan import CRC_BAD, SOUND, new_scan, scan_records
 
-__all__ = ["walk", "check_records", "fast_check", "verify_segment"]
+__all__ = ["walk", "check_records", "fast_check", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
+
+RECORDS_PER_PIECE = 1 << 17          # records scanned as one piece (about 50 MB of 400-byte records)
 
 
 def walk(data: np.ndarray, start: int, end: int):
@@ -144,6 +151,67 @@ def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
     return msgs, facts, f, good
 
 
+def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=None, threads: int = 1):
+    """``fast_check``'s answer from one ``scan_records`` pass, as pieces on ``pool``: (problems
+    {position: what}, facts, scan rows, good)."""
+    s = np.asarray(starts, dtype=np.int64)
+    scan = new_scan(len(s))
+    step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
+    pieces = [(a, min(len(s), a + step)) for a in range(0, len(s), step)]
+
+    def one(p):
+        return scan_records(buf, s, base, deep, p[0], p[1], scan)
+    parts = list(pool.map(one, pieces)) if pool is not None and len(pieces) > 1 else [one(p) for p in pieces]
+    status = scan[1]
+    good = (status & SOUND) != 0
+    facts = {"min_ts": None, "max_ts": None, "bytes": sum(p[0] for p in parts)}
+    every = sum(p[1] for p in parts) == len(s)
+    msgs, slow = _record_problems(buf, s[~good], base, deep) if not every else ({}, facts)
+    lo = [v for v in [slow["min_ts"]] + [p[3] for p in parts] if v is not None]
+    hi = [v for v in [slow["max_ts"]] + [p[4] for p in parts] if v is not None]
+    facts.update(min_ts=min(lo) if lo else None, max_ts=max(hi) if hi else None)
+    if deep and sum(p[2] for p in parts):
+        at = s[np.flatnonzero(status == SOUND | CRC_BAD)[:MAX_PROBLEMS_PER_FILE]]
+        f = kernels.record_fields(buf, at)                    # the few mismatches, for their words
+        p_body = f[kernels.F_BODY_POS]
+        crc = kernels.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN]).astype(np.int64) & 0x7FFFFFFF
+        for k in range(len(at)):
+            msgs[int(at[k])] = f"BODYCRC {f[kernels.F_BODYCRC][k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
+    msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}
+    return msgs, facts, scan, good
+
+
+class _Blocks:
+    """The block checksum of a segment's valid bytes, hashed on the pool: blocks below a guess of
+    the valid length (the manifest's) may start before the walk has found it; a block whose bytes
+    the real length changes is hashed again."""
+
+    def __init__(self, fd: FileData, pool):
+        self.fd, self.pool, self.futures = fd, pool, {}
+
+    def _submit(self, i: int, end: int) -> None:
+        buf, lo = self.fd.buf, i * checksum.BLOCK_SIZE
+        hi = min(end, lo + checksum.BLOCK_SIZE)
+        self.futures[i] = (hi, self.pool.submit(checksum.block_digest, buf[lo:hi]))
+
+    def guess(self, end: int) -> None:
+        end = min(end, self.fd.size or 0)
+        for i in reversed(range(-(-end // checksum.BLOCK_SIZE))):
+            self._submit(i, end)
+
+    def result(self, valid: int) -> tuple[str, list]:
+        valid = min(valid, self.fd.size or 0)
+        n = -(-valid // checksum.BLOCK_SIZE)
+        for i in range(n):
+            hi = min(valid, (i + 1) * checksum.BLOCK_SIZE)
+            if i not in self.futures or self.futures[i][0] != hi:
+                self._submit(i, valid)
+        digests = [self.futures[i][1].result() for i in range(n)]
+        if self.fd.local:
+            self.fd.bytes_read += valid
+        return checksum.combine(digests), digests
+
+
 def verify_segment(ctx: dict, t: dict) -> dict:
     store = task_store(ctx)
     F = ctx["cl_size"]
@@ -157,22 +225,27 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     if fd.size != F:
         out.append(problem(rel, min(fd.size, F), f"file size {fd.size}, expected {F} (truncated or grown)"))
     n = min(fd.size, F)
-    starts, stop, reason = walk(fd.buf, 0, n)
-    valid = _data_end(fd, rel, stop, reason, n, F, last, out)
-    with ThreadPoolExecutor(max_workers=1) as pool:          # the checksum beside the record checks
-        summed = pool.submit(fd.checksum, valid)
-        msgs, rec, fields, good = fast_check(fd.buf, starts, base, ctx["deep"])
+    threads = max(1, int(ctx.get("threads") or 2))
+    m = t.get("manifest")
+    with ThreadPoolExecutor(max_workers=threads) as pool:    # the checksum and the record pieces
+        fd.populate(0, n)
+        blocks = _Blocks(fd, pool)
+        if m is not None and isinstance(m.get("valid_bytes"), int):
+            blocks.guess(m["valid_bytes"])
+        starts, stop, reason = walk(fd.buf, 0, n)
+        valid = _data_end(fd, rel, stop, reason, n, F, last, out)
+        msgs, rec, scan, good = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads)
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx["deep"] and (ctx.get("queues") or ctx.get("index_files")):    # (planned by verify.plan)
             from .verify_cross import check_targets
-            check_targets(ctx, store, fd, base, starts, fields, good, out)
-        sha, digests = summed.result()
+            check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
+        sha, digests = blocks.result(valid)
     facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
                  min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
                  checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1)
-    if t.get("manifest") is not None:
-        _against_manifest(rel, t["manifest"], fd, valid, sha, len(starts), stop, rec, out)
+    if m is not None:
+        _against_manifest(rel, m, fd, valid, sha, len(starts), stop, rec, out)
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
             "record_bytes": rec["bytes"]}
 

@@ -1,0 +1,269 @@
+"""One compiled pass over a commitlog segment's records for ``verify`` (numba; the shell lookup
+path never imports this).
+
+``verify --deep`` used to read each segment's records in several passes: the field extraction
+(``kernels.record_fields``: a 24-row int64 matrix, 0.4 GB for two million records), the body
+CRCs, the topic hashes, the properties (TAGS, DELAY, KEYS, UNIQ_KEY), the index keys, each pass
+over the whole segment again. ``scan_records`` does all of it record by record, while the record
+is in the cache, over a range of the records (so a segment's records are scanned on several
+threads), and keeps per record only what the checks compare, in one 64-byte row (``SCAN_DTYPE``):
+the cross checks then gather one cache line per consume-queue unit or index entry.
+
+Per record it decides what ``verify_records.fast_check`` decided from the field matrix (the
+record is *sound*: every part inside TOTALSIZE, the fields add up to TOTALSIZE, PROPERTIESLENGTH
+> 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
+``deep``, whether the body's CRC matches BODYCRC. Records that are not sound are left to the
+checks that name each problem (``verify_records``), as before.
+
+``units_bad`` and ``entries_bad`` compare consume-queue units and index entries with the rows of
+the records they point at (``verify_cross``); an index entry's key hash is computed from the
+record's UNIQ_KEY / KEYS where they lie, in the order the dispatch indexes them.
+
+CRC-32 here is slicing-by-16 (zlib's polynomial); Java's String.hashCode over UTF-8 bytes decoded
+to UTF-16 on the fly (as ``kernels`` does for the encoder).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .codec import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
+from .commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
+                        RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH)
+from .indexfile import INT_MAX
+from .kernels import CRC_TABLES, crc32_one as _crc32, java_hash_continue, record_layout as _layout
+from .properties import value_spans
+
+__all__ = ["SCAN_DTYPE", "SOUND", "CRC_BAD", "PROPERTY_NAMES", "new_scan",
+           "scan_records", "units_bad", "entries_bad"]
+
+# One row per record (64 bytes: one cache line). ``keys``: how many index keys the record has
+# (UNIQ_KEY, then each KEYS token, as the dispatch indexes them), ``key0..2`` the index hashes of
+# the first three (a record with more is looked at again by ``entries_bad``). ``tags`` is the
+# tagsCode (Java hash of TAGS as int32; a delay message's deliver time is patched in later).
+SCAN_DTYPE = np.dtype([("size", "<i4"), ("sysflag", "<i4"), ("queue_id", "<i4"), ("keys", "<i4"),
+                       ("key0", "<i4"), ("key1", "<i4"), ("key2", "<i4"), ("pad", "<i4"),
+                       ("queue_offset", "<i8"), ("store_ts", "<i8"), ("topic_key", "<i8"), ("tags", "<i8")])
+assert SCAN_DTYPE.itemsize == 64
+_ROW_KEYS = 3
+
+SOUND = 1            # status bit: the record passed every field check
+CRC_BAD = 2          # status bit (deep, sound records): BODYCRC differs from the body's CRC
+PROPERTY_NAMES = ("TAGS", "DELAY", "KEYS", "UNIQ_KEY")     # the order scan_records expects
+_NO_TS_MIN = np.iinfo(np.int64).max
+_NO_TS_MAX = np.iinfo(np.int64).min
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _jhash(h, data, i, end):
+    """String.hashCode continued from ``h`` over the UTF-8 bytes data[i:end] (kernels')."""
+    return java_hash_continue(h, data, i, end)[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _be32(d, p):
+    v = (np.int64(d[p]) << 24) | (np.int64(d[p + 1]) << 16) | (np.int64(d[p + 2]) << 8) | np.int64(d[p + 3])
+    return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _be64(d, p):
+    v = np.int64(0)
+    for t in range(8):
+        v = (v << 8) | np.int64(d[p + t])
+    return v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _index_key_hash(h):
+    """IndexFile.indexKeyHashMethod of a String.hashCode ``h`` (0 <= h < 2**32): abs of the int32,
+    Integer.MIN_VALUE mapped to 0 (``codec.index_key_hash``)."""
+    v = h - 4294967296 if h >= 2147483648 else h
+    v = -v if v < 0 else v
+    return 0 if v == 2147483648 else v
+
+
+@njit(cache=True, nogil=True)
+def _props(data, i, end, s, names, name_off, spans):
+    """Value spans (relative to ``s``, -1 where absent) of the wanted names in the properties
+    data[i:end] (``properties.value_spans``)."""
+    value_spans(data, i, end, names, name_off, spans)
+    for w in range(spans.shape[0]):
+        if spans[w] >= 0:
+            spans[w] -= s
+
+
+@njit(cache=True, nogil=True)
+def _scan(data, starts, lo, hi, base, deep, names, name_off, T, recs, status, delay):
+    """``scan_records`` over records [lo, hi): (record bytes, sound, crc bad, min ts, max ts)."""
+    n = data.shape[0]
+    nbytes, nsound, ncrc = np.int64(0), np.int64(0), np.int64(0)
+    min_ts, max_ts = _NO_TS_MIN, _NO_TS_MAX
+    spans = np.empty(2 * (name_off.shape[0] - 1), np.int64)
+    first = np.zeros(_ROW_KEYS, np.int64)
+    for k in range(lo, hi):
+        s = starts[k]
+        size, ok, sys_flag, bh, sh, body_len, tl, tlen, plen = _layout(data, s, n)
+        nbytes += size
+        r = recs[k]
+        r.size = size
+        r.sysflag = sys_flag
+        delay[2 * k] = -1
+        delay[2 * k + 1] = -1
+        st = 0
+        if ok:
+            qid = _be32(data, s + POS_QUEUEID)
+            qoff = _be64(data, s + POS_QUEUEOFFSET)
+            tran = sys_flag & TRANSACTION_MASK
+            total = RECORD_OVERHEAD + bh + sh + body_len + tl + tlen + SIZE_PROPERTIESLENGTH + plen
+            if (size >= MIN_RECORD_SIZE and total == size and plen > 0 and qid >= 0 and qoff >= 0
+                    and _be64(data, s + POS_PHYSICALOFFSET) == base + s
+                    and not ((tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK) and qoff != 0)):
+                st = SOUND
+                r.queue_id = qid
+                r.queue_offset = qoff
+                ts = _be64(data, s + POS_BORNHOST + bh + REL_STORETIMESTAMP)
+                r.store_ts = ts
+                min_ts = min(min_ts, ts)
+                max_ts = max(max_ts, ts)
+                nsound += 1
+        status[k] = st
+        if st == 0 or not deep:
+            continue
+        body = s + POS_BORNHOST + bh + REL_STOREHOST + sh + REL_BODY
+        if (np.int64(_crc32(data, body, body + body_len, T)) & 0x7FFFFFFF) != _be32(data, s + POS_BODYCRC):
+            status[k] = SOUND | CRC_BAD
+            ncrc += 1
+        tpos = body + body_len + tl
+        r.topic_key = (_jhash(np.int64(0), data, tpos, tpos + tlen) << 32) | np.int64(_crc32(data, tpos, tpos + tlen, T))
+        ppos = tpos + tlen + SIZE_PROPERTIESLENGTH
+        _props(data, ppos, ppos + plen, s, names, name_off, spans)
+        r.tags = np.int64(np.int32(np.uint32(_jhash(np.int64(0), data, s + spans[0], s + spans[1])))) \
+            if spans[0] >= 0 else 0
+        delay[2 * k] = spans[2]
+        delay[2 * k + 1] = spans[3]
+        _row_keys(data, s, r, spans, first)
+    return nbytes, nsound, ncrc, min_ts, max_ts
+
+
+def new_scan(n: int):
+    """(rows, status, delay spans) for ``n`` records, to be filled by ``scan_records``."""
+    return np.empty(n, SCAN_DTYPE), np.empty(n, np.uint8), np.empty(2 * n, np.int32)
+
+
+_NAMES = np.frombuffer("".join(PROPERTY_NAMES).encode("ascii"), np.uint8)
+_NAME_OFF = np.concatenate([[0], np.cumsum([len(x) for x in PROPERTY_NAMES])]).astype(np.int64)
+
+
+def scan_records(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, lo: int, hi: int, scan) -> tuple:
+    """Records ``starts[lo:hi]`` of the segment at commitlog offset ``base`` into ``scan``
+    (``new_scan``): status bits (SOUND, CRC_BAD), and for sound records their row (queue id and
+    offset, store time; with ``deep`` also topic key, tagsCode, KEYS / UNIQ_KEY / DELAY spans).
+    Returns (record bytes, sound records, CRC mismatches, min store time, max store time of the
+    sound ones or None). Ranges of one segment may run on different threads at once."""
+    recs, status, delay = scan
+    nbytes, nsound, ncrc, lo_ts, hi_ts = _scan(buf, starts, np.int64(lo), np.int64(hi), np.int64(base), bool(deep),
+                                               _NAMES, _NAME_OFF, CRC_TABLES, recs, status, delay)
+    return int(nbytes), int(nsound), int(ncrc), (int(lo_ts) if nsound else None), (int(hi_ts) if nsound else None)
+
+
+@njit(cache=True, nogil=True)
+def _units_bad(recs, rows, qoff, size, tags, topic_key, qid, bad):
+    for k in range(rows.shape[0]):
+        r = recs[rows[k]]
+        tran = r.sysflag & TRANSACTION_MASK
+        bad[k] = (r.topic_key != topic_key or r.queue_id != qid or r.queue_offset != qoff[k]
+                  or r.size != size[k] or r.tags != tags[k]
+                  or tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK)
+
+
+def units_bad(recs: np.ndarray, rows: np.ndarray, qoff: np.ndarray, size: np.ndarray, tags: np.ndarray,
+              topic_key: int, qid: int) -> np.ndarray:
+    """Which units (at queue offsets ``qoff``) disagree with the record row ``rows[k]`` they point
+    at: topic, queue id, queue offset, size, tagsCode, or the record is PREPARED / ROLLBACK."""
+    bad = np.zeros(len(rows), np.bool_)
+    if len(rows):
+        _units_bad(recs, np.asarray(rows, np.int64), np.asarray(qoff, np.int64), np.asarray(size, np.int64),
+                   np.asarray(tags, np.int64), np.int64(topic_key), np.int64(qid), bad)
+    return bad
+
+
+@njit(cache=True, nogil=True)
+def _keys(data, s, topic_key, spans, want, out):
+    """The record's index keys (UNIQ_KEY, then each non-empty ' '-separated KEYS token; spans
+    relative to ``s``: KEYS at 4..5, UNIQ_KEY at 6..7), each hashed as topic#key and mapped by
+    IndexFile.indexKeyHashMethod: with ``want`` >= 0, whether one hashes to ``want``; else the first
+    ones into ``out`` and how many there are."""
+    h0 = ((((topic_key >> 32) & 0xFFFFFFFF) * 31) + 35) & 0xFFFFFFFF          # '#'
+    m = 0
+    if spans[6] >= 0:
+        h = _index_key_hash(_jhash(h0, data, s + spans[6], s + spans[7]))
+        if want >= 0 and h == want:
+            return 1
+        if m < out.shape[0]:
+            out[m] = h
+        m += 1
+    if spans[4] >= 0:
+        i = s + spans[4]
+        end = s + spans[5]
+        while i <= end:
+            j = i
+            while j < end and data[j] != 32:
+                j += 1
+            if j > i:
+                h = _index_key_hash(_jhash(h0, data, i, j))
+                if want >= 0 and h == want:
+                    return 1
+                if m < out.shape[0]:
+                    out[m] = h
+                m += 1
+            i = j + 1
+    return 0 if want >= 0 else m
+
+
+@njit(cache=True, nogil=True)
+def _row_keys(data, s, r, spans, first):
+    r.keys = _keys(data, s, r.topic_key, spans, np.int64(-1), first)
+    r.key0, r.key1, r.key2 = first[0], first[1], first[2]
+
+
+@njit(cache=True, nogil=True)
+def _has_key(data, s, r, want, names, name_off):
+    """Whether one of the record's index keys has the index hash ``want``: from its row, or, for a
+    record with more keys than the row holds, from its properties again."""
+    if want < 0:                                             # no key hashes to a negative value
+        return False
+    if (r.keys > 0 and r.key0 == want) or (r.keys > 1 and r.key1 == want) or (r.keys > 2 and r.key2 == want):
+        return True
+    if r.keys <= _ROW_KEYS:
+        return False
+    _, _, _, bh, sh, body_len, tl, tlen, plen = _layout(data, s, data.shape[0])
+    ppos = s + POS_BORNHOST + bh + REL_STOREHOST + sh + REL_BODY + body_len + tl + tlen + SIZE_PROPERTIESLENGTH
+    spans = np.empty(2 * (name_off.shape[0] - 1), np.int64)
+    _props(data, ppos, ppos + plen, s, names, name_off, spans)
+    return _keys(data, s, r.topic_key, spans, want, np.zeros(0, np.int64)) == 1
+
+
+@njit(cache=True, nogil=True)
+def _entries_bad(data, starts, recs, rows, pos, hashes, tdiff, begin, names, name_off, bad):
+    for k in range(rows.shape[0]):
+        r = recs[rows[k]]
+        rollback = (r.sysflag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK
+        d = r.store_ts - begin
+        want = (d // 1000) if d >= 0 else 0                      # negative differences clip to 0
+        want = min(want, INT_MAX)
+        td_bad = pos[k] > 1 and begin > 0 and want != tdiff[k]
+        bad[k] = rollback or td_bad or not _has_key(data, starts[rows[k]], r, hashes[k], names, name_off)
+
+
+def entries_bad(data: np.ndarray, starts: np.ndarray, recs: np.ndarray, rows: np.ndarray, pos: np.ndarray,
+                hashes: np.ndarray, tdiff: np.ndarray, begin: int) -> np.ndarray:
+    """Which index entries (at entry positions ``pos``) disagree with the record row ``rows[k]``
+    (at ``starts[rows[k]]`` in ``data``) they point at: a ROLLBACK record, no key of the record
+    with the entry's hash, or (after the first entry, with a begin time) another timeDiff."""
+    bad = np.zeros(len(rows), np.bool_)
+    if len(rows):
+        _entries_bad(data, np.asarray(starts, np.int64), recs, np.asarray(rows, np.int64), np.asarray(pos, np.int64),
+                     np.asarray(hashes, np.int64), np.asarray(tdiff, np.int64), np.int64(begin), _NAMES, _NAME_OFF,
+                     bad)
+    return bad

@@ -1,0 +1,192 @@
+"""verify's one-pass record scan (storelib/verify_scan.py) against zlib and the former multi-pass checks."""
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+from opshelp import restore
+from storelib import codec, kernels, properties, verify_records, verify_scan
+from storelib.verify_kernels import chains_in_order, walk_chains
+
+
+def test_crc32_equals_zlib_every_short_length_and_offset():
+    rng = np.random.default_rng(7)
+    data = rng.integers(0, 256, 4096, dtype=np.uint8)
+    starts, ends = [], []
+    for n in range(65):
+        for a in rng.integers(0, len(data) - 64, 8):
+            starts.append(int(a))
+            ends.append(int(a) + n)
+    for n in (100, 1000, 4000):                              # long ones: the 16-byte steps
+        starts.append(3)
+        ends.append(3 + n)
+    got = kernels.crc32_slices(data, np.array(starts), np.array(ends))
+    want = [zlib.crc32(data[a:b].tobytes()) for a, b in zip(starts, ends)]
+    assert got.tolist() == want
+
+
+def test_java_hash_is_string_hashcode():
+    """The scan's topic and key hashes (kernels.java_hash_continue) are Java's String.hashCode
+    over UTF-16 units: surrogate pairs above U+FFFF, multi-byte UTF-8 decoded."""
+    words = ["", "a", "TopicTest", "caf\u00e9", "\u4e2d\u6587", "emoji \U0001F600 x", "x" * 70]
+    raw = [w.encode("utf-8") for w in words]
+    data = np.frombuffer(b"".join(raw), np.uint8)
+    off = np.concatenate([[0], np.cumsum([len(r) for r in raw])]).astype(np.int64)
+
+    def string_hash_code(w):
+        h, units = 0, w.encode("utf-16-be")
+        for i in range(0, len(units), 2):
+            h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+        return h
+    assert kernels.java_hash_slices(data, off[:-1], off[1:]).tolist() == [string_hash_code(w) for w in words]
+
+
+@pytest.fixture(scope="module")
+def segments(tmp_path_factory):
+    """The golden small-roll store's commitlog segments (bytes, base offset)."""
+    store = restore("small-roll", "files.json", str(tmp_path_factory.mktemp("golden") / "small-roll"))
+    d = os.path.join(store, "commitlog")
+    return [(np.fromfile(os.path.join(d, n), dtype=np.uint8), int(n)) for n in sorted(os.listdir(d))]
+
+
+def _scan(buf, base, deep=True, threads=1):
+    starts, _, _ = verify_records.walk(buf, 0, len(buf))
+    return starts, verify_records.scan_check(buf, starts, base, deep, None, threads)
+
+
+def test_scan_rows_equal_the_former_passes(segments):
+    for buf, base in segments:
+        starts, (msgs, facts, scan, good) = _scan(buf, base)
+        recs = scan[0]
+        f = kernels.record_fields(buf, starts)
+        p = f[kernels.F_PROPS_POS]
+        vs, ve = properties.property_spans_between(buf, p, p + f[kernels.F_PROPS_LEN], ["TAGS", "DELAY", "KEYS", "UNIQ_KEY"])
+        tpos, tlen = f[kernels.F_TOPIC_POS], f[kernels.F_TOPIC_LEN]
+        th = kernels.java_hash_slices(buf, tpos, tpos + tlen)
+        key = (th.astype(np.uint64) << np.uint64(32) | kernels.crc32_slices(buf, tpos, tpos + tlen).astype(np.uint64))
+        g = np.flatnonzero(good)
+        assert np.array_equal(recs["topic_key"][g], key.view(np.int64)[g])
+        tags = np.where(vs[0] >= 0, kernels.java_hash_slices(buf, vs[0], ve[0]).view(np.int32), 0)
+        assert np.array_equal(recs["tags"][g], tags[g])
+        for name in ("queue_id", "queue_offset", "store_ts", "size", "sysflag"):
+            row = {"queue_id": kernels.F_QUEUEID, "queue_offset": kernels.F_QUEUEOFFSET, "store_ts": kernels.F_STORETS,
+                   "size": kernels.F_SIZE, "sysflag": kernels.F_SYSFLAG}[name]
+            assert np.array_equal(recs[name][g], f[row][g]), name
+        rows, h = kernels.index_keys(buf, vs[3], ve[3], vs[2], ve[2], np.ones(len(starts), bool), th)
+        first = np.searchsorted(rows, np.arange(len(starts) + 1))
+        assert np.array_equal(recs["keys"][g], np.diff(first)[g])
+        kh = codec.index_key_hash(h.view(np.int32)).astype(np.int64)
+        for j in range(3):
+            has = g[np.diff(first)[g] > j]
+            assert np.array_equal(recs[f"key{j}"][has], kh[first[has] + j])
+
+
+def _corrupt(buf, rng, starts):
+    """A copy of ``buf`` with a few bytes changed inside records (header, lengths, body, properties)."""
+    out = buf.copy()
+    for _ in range(int(rng.integers(1, 4))):
+        s = int(starts[rng.integers(0, len(starts))])
+        at = s + int(rng.choice([0, 3, 7, 10, 15, 19, 27, 35, 39, 47, 60, 70, 80, 90, 100, 130, 200]))
+        if at < len(out):
+            out[at] ^= np.uint8(rng.integers(1, 256))
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_scan_finds_what_the_former_check_found(segments, threads):
+    rng = np.random.default_rng(11)
+    for trial in range(120):
+        buf, base = segments[trial % len(segments)]
+        starts, _, _ = verify_records.walk(buf, 0, len(buf))
+        bad = _corrupt(buf, rng, starts)
+        starts, _, _ = verify_records.walk(bad, 0, len(bad))
+        for deep in (False, True):
+            old_msgs, old_facts, _, old_good = verify_records.fast_check(bad, starts, base, deep)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(threads) as pool:
+                msgs, facts, _, good = verify_records.scan_check(bad, starts, base, deep, pool, threads)
+            assert msgs == old_msgs
+            assert facts == old_facts
+            assert np.array_equal(good, old_good)
+
+
+def test_entries_bad_and_rows_beyond_three_keys(segments):
+    buf, base = segments[0]
+    starts, (_, _, scan, good) = _scan(buf, base)
+    recs = scan[0].copy()
+    g = np.flatnonzero(good)
+    rollback = (recs["sysflag"] & codec.TRANSACTION_MASK) == codec.TRANSACTION_ROLLBACK
+    has = g[(recs["keys"][g] > 0) & ~rollback[g]]
+    assert len(has) > 5
+    want = recs["key0"][has].astype(np.int64)
+    ts = recs["store_ts"][has]
+    begin = int(ts.min())
+    tdiff = (ts - begin) // 1000
+    pos = np.arange(len(has)) + 2
+    assert not verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff, begin).any()
+    assert verify_scan.entries_bad(buf, starts, recs, has, pos, want ^ 1, tdiff, begin).all()
+    assert verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff + 1, begin).all()
+    # A record with more keys than its row holds is looked at again: hide the row's keys.
+    recs["keys"][has] = 4
+    recs["key0"][has] = recs["key1"][has] = recs["key2"][has] = -5
+    assert not verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff, begin).any()
+    assert verify_scan.entries_bad(buf, starts, recs, has, pos, -want - 1, tdiff, begin).all()
+    rb = g[rollback[g]]
+    if len(rb):
+        assert verify_scan.entries_bad(buf, starts, recs, rb, rb + 2, recs["key0"][rb], np.zeros(len(rb)), 0).all()
+
+
+def test_units_bad(segments):
+    buf, base = segments[0]
+    starts, (_, _, scan, good) = _scan(buf, base)
+    recs = scan[0]
+    g = np.flatnonzero(good)
+    r = recs[g]
+    for k in np.unique(r["topic_key"])[:2]:
+        for q in np.unique(r["queue_id"][r["topic_key"] == k]):
+            rows = g[(r["topic_key"] == k) & (r["queue_id"] == q)]
+            args = (recs, rows, recs["queue_offset"][rows], recs["size"][rows], recs["tags"][rows], int(k), int(q))
+            tran = recs["sysflag"][rows] & codec.TRANSACTION_MASK
+            ok = (tran != codec.TRANSACTION_PREPARED) & (tran != codec.TRANSACTION_ROLLBACK)
+            assert np.array_equal(verify_scan.units_bad(*args), ~ok)
+            assert verify_scan.units_bad(recs, rows, args[2] + 1, *args[3:]).all()
+            assert verify_scan.units_bad(recs, rows, args[2], args[3], args[4], int(k), int(q) + 1).all()
+
+
+def _appended_chains(rng, n, nslots):
+    """(slots, hashes, prev) of ``n - 1`` entries appended in order (entry 0 unused)."""
+    hashes = np.concatenate([[0], rng.integers(0, 2**31, n - 1)]).astype(np.int64)
+    prev = np.zeros(n, np.int64)
+    slots = np.zeros(nslots, np.int64)
+    for p in range(1, n):
+        s = hashes[p] % nslots
+        prev[p], slots[s] = slots[s], p
+    return slots, hashes, prev
+
+
+def _walk_finds_nothing(slots, hashes, prev, nslots):
+    heads = np.flatnonzero(slots > 0)
+    if (slots[heads] >= len(prev)).any():
+        return False
+    slot_of, dups = walk_chains(heads, slots[heads], prev, len(prev), 50)
+    reach = slot_of[1:]
+    return not dups and (reach >= 0).all() and (hashes[1:] % nslots == reach).all()
+
+
+def test_chains_in_order_only_when_the_walk_finds_nothing():
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        nslots = int(rng.integers(1, 40))
+        slots, hashes, prev = _appended_chains(rng, int(rng.integers(1, 200)), nslots)
+        if trial % 3:                                       # damage: a prevPos, a slot, a hash
+            arr = [slots, hashes, prev][trial % 3 if trial % 2 else 0]
+            if len(arr) > 1:
+                arr[int(rng.integers(1 if arr is not slots else 0, len(arr)))] ^= int(rng.integers(1, 8))
+        fast = chains_in_order(slots, hashes, prev, nslots)
+        if fast:
+            assert _walk_finds_nothing(slots, hashes, prev, nslots)
+        if trial % 3 == 0:
+            assert fast
