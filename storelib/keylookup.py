@@ -9,7 +9,11 @@ timestamp lies in [begin, end] (null = unbounded); no 64 cap, no second rounding
 keys filtered out. Result: ``query_topic, query_key, query_begin, query_end`` + the message
 columns of ``rangescan.MESSAGE_DDL``, one row per (distinct query, message).
 
-Two plans; Spark schedules, executors read the store files themselves.
+Two plans; Spark schedules, executors read the store files themselves. Local segments are
+memory-mapped, so a task touches only the pages of the records it checks. With ``lazy=True``
+either plan's tasks return only the query columns and the matched record's offset and size; the
+other message columns come from an Arrow UDF over those (``keylookup_rows``), which Spark prunes
+when a query does not use them.
 
 Broadcast plan (the default while the distinct queries fit ``broadcast_limit`` rows, like
 Spark's broadcast join): the queries and their index key hashes go to every task as one Arrow
@@ -44,6 +48,8 @@ from . import commitlog as cl
 from .arrays import single_array, sorted_unique
 from .errors import open_reader, read_at, read_exact
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
+from .keylookup_rows import LIGHT_DDL, light_table, mapped_segment, with_message_columns
+from .properties import parse_properties
 from .rangescan import MESSAGE_DDL, message_table
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -144,8 +150,9 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
 def _read_records(store, seg, positions: np.ndarray, max_record: int | None = None):
     """(buf, starts, ok) for record starts ``positions`` (sorted unique) of one segment.
 
-    Many positions: one read from the first position to the end of the valid bytes, or only to
-    the last position + ``max_record`` when that is given (a range task's share of a segment)."""
+    Many positions: the bytes from the first position to the end of the valid bytes, or only to
+    the last position + ``max_record`` when that is given (a range task's share of a segment):
+    a view of the memory-mapped segment locally, else one read."""
     n = len(positions)
     ok = np.zeros(n, bool)
     if n <= 32:
@@ -166,7 +173,11 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
         return buf, starts, ok
     lo = int(positions[0])
     hi = seg.valid if max_record is None else min(seg.valid, int(positions[-1]) + max_record)
-    buf = np.frombuffer(read_exact(store, seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
+    mapped = mapped_segment(store, seg) if lo < hi else None       # only the records' pages are touched
+    if mapped is not None:
+        buf = mapped[lo:hi]
+    else:
+        buf = np.frombuffer(read_exact(store, seg.rel, lo, hi - lo), np.uint8) if lo < hi else np.zeros(0, np.uint8)
     rel = positions - lo
     inb = (positions >= 0) & (rel + cl.BLANK_SIZE <= len(buf))
     if inb.any():
@@ -216,11 +227,23 @@ def _exact_matches(sub: pa.Table, msgs: pa.Table, k: np.ndarray) -> np.ndarray:
     return keep & key_ok
 
 
+def _check_columns(dec: pa.Table) -> pa.Table:
+    """The columns ``_exact_matches`` and the light result read, without building the rest of
+    ``message_table`` (no body, no properties map kept)."""
+    _, extra = parse_properties(dec.column("properties_string").combine_chunks(), ("KEYS", "UNIQ_KEY"))
+    return pa.table({"commitlog_offset": dec.column("commitlog_offset"), "store_size": dec.column("store_size"),
+                     "topic": dec.column("topic"), "sys_flag": dec.column("sys_flag"),
+                     "store_timestamp": dec.column("store_timestamp"), "keys": extra["KEYS"],
+                     "uniq_key": extra["UNIQ_KEY"]})
+
+
 def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None,
-                     distinct: bool = False):
+                     distinct: bool = False, light: bool = False):
     """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow).
 
-    ``distinct``: the caller guarantees one row per (query, phy) already."""
+    ``distinct``: the caller guarantees one row per (query, phy) already. ``light``: only the
+    ``keylookup_rows.LIGHT_NAMES`` columns, and the bodies are not even copied out of the records
+    (the Spark plans decode the other columns only when a query uses them)."""
     out = []
     if cand.num_rows == 0:
         return out
@@ -243,13 +266,14 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         uniq, starts = uniq[ok], starts[ok]
         if not len(uniq):
             continue
-        dec, fits = codec.decode_valid_records(buf, base, starts)   # a damaged record matches nothing
+        # a damaged record matches nothing
+        dec, fits = codec.decode_valid_records(buf, base, starts, body=not light)
         uniq = uniq[fits]
         if not len(uniq):
             continue
         stored_phy = np.asarray(dec.column("commitlog_offset"))
         good = stored_phy == uniq              # a real record start of this store
-        msgs = message_table(dec)
+        msgs = _check_columns(dec) if light else message_table(dec)
         # candidate -> record row
         k = np.searchsorted(uniq, phys)
         k_ok = (k < len(uniq))
@@ -264,6 +288,9 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
         if not keep.any():
             continue
         sub, m = _select_rows(sub, np.flatnonzero(keep)), _select_rows(msgs, k[keep])
+        if light:
+            out.append(light_table(sub, m.column("commitlog_offset"), m.column("store_size")))
+            continue
         cols = [sub.column("topic"), sub.column("key"), sub.column("begin"), sub.column("end")] + list(m.columns)
         names = ["query_topic", "query_key", "query_begin", "query_end"] + m.schema.names
         out.append(pa.table(cols, names=names))
@@ -279,12 +306,25 @@ def _query_table(keys) -> pa.Table:
                   "begin": keys.column("begin").cast(pa.int64()) if "begin" in cols else pa.nulls(n, pa.int64()),
                   "end": keys.column("end").cast(pa.int64()) if "end" in cols else pa.nulls(n, pa.int64())})
     q = q.filter(pc.and_(pc.is_valid(q.column("topic")), pc.is_valid(q.column("key"))))
-    q = q.group_by(["topic", "key", "begin", "end"], use_threads=False).aggregate([])
     h = key_hashes(single_array(q.column("topic")), single_array(q.column("key")))
-    # Sorted by hash once here, so every task matches index entries to queries with two
-    # binary searches instead of building a hash join of all the queries.
-    order = np.argsort(h, kind="stable")
-    return q.take(pa.array(order)).append_column("key_hash", pa.array(h[order], pa.int32()))
+    q = q.append_column("key_hash", pa.array(h, pa.int32()))
+    # Sorted by hash, so every task matches index entries to queries with two binary searches
+    # instead of building a hash join of all the queries; the other columns break the (rare)
+    # ties, which puts duplicate queries next to each other: dropping a row equal to the one
+    # before it is cheaper than a hash aggregation of the strings.
+    names = ["key_hash", "topic", "key", "begin", "end"]
+    q = q.take(pc.sort_indices(q, sort_keys=[(c, "ascending") for c in names]))
+    if q.num_rows < 2:
+        return q
+    dup = np.ones(q.num_rows - 1, bool)
+    for c in names:
+        col = single_array(q.column(c))
+        cur, prev = col.slice(1), col.slice(0, len(col) - 1)
+        same = pc.fill_null(pc.equal(cur, prev), False)
+        if col.null_count:                                 # an unbounded end equals another
+            same = pc.or_(same, pc.and_(pc.is_null(cur), pc.is_null(prev)))
+        dup &= np.asarray(same)
+    return q.filter(pa.array(np.concatenate([[True], ~dup])))
 
 
 def _entry_phy(fh, rel: str, entries_at: int, pos: int) -> int:
@@ -377,8 +417,9 @@ def _expand_matches(q_first: np.ndarray, q_end: np.ndarray) -> tuple[np.ndarray,
     return entry, q_first[entry] + (np.arange(len(entry)) - starts[entry])
 
 
-def lookup_range(store, files, queries: pa.Table, lo: int, hi: int) -> list:
-    """RESULT tables of the broadcast plan for commitlog offsets [lo, hi).
+def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, light: bool = False) -> list:
+    """RESULT tables of the broadcast plan for commitlog offsets [lo, hi) (``light``: only the
+    columns of ``keylookup_rows.LIGHT_NAMES``).
 
     ``queries``: distinct queries with their key_hash (``_query_table``, which sorts them by it)."""
     cfg = files.config
@@ -408,7 +449,8 @@ def lookup_range(store, files, queries: pa.Table, lo: int, hi: int) -> list:
         "phy", pa.array(phy, pa.int64()))
     segs = {s.base: s for s in files.commitlog}
     slack = cfg.maxMessageSize + codec.MESSAGE_SIZE_SLACK
-    return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack, distinct=True)
+    return check_candidates(store, segs, cfg.mappedFileSizeCommitLog, cands, max_record=slack, distinct=True,
+                            light=light)
 
 
 def _offset_ranges(files, pieces: int) -> list:
@@ -455,13 +497,17 @@ BROADCAST_LIMIT = 5_000_000     # distinct queries sent to every task (about 40 
 
 
 def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None,
-                broadcast_limit: int = BROADCAST_LIMIT):
+                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False):
     """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
 
     ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
     (inclusive store-time bounds in ms; null = unbounded). Duplicate queries are answered once.
     Up to ``broadcast_limit`` distinct queries use the broadcast plan, more the shuffle plan
-    (0 forces the shuffle plan).
+    (0 forces the shuffle plan). ``lazy``: the tasks return only the query columns,
+    commitlog_offset and store_size, and the other message columns are decoded by a second pass
+    over the matched records only when a query uses them (``count()`` and selects of those columns
+    skip it, full rows pay for it: +1.4 s at 1M rows, bench/run.py ``batch``); default: the tasks
+    return whole rows.
     """
     from pyspark.sql import functions as F
     from .storefiles import open_files
@@ -471,15 +517,14 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     cfg = files.config
     uri = store.uri
     sc = spark.sparkContext
+    # An Arrow table the broadcast plan can take goes straight to _query_table: no round trip of
+    # the keys through the JVM.
+    if broadcast_limit > 0 and isinstance(keys, pa.Table) and keys.num_rows <= broadcast_limit:
+        return _lookup_broadcast(spark, store, files, _query_table(keys), partitions, lazy)
     queries = _keys_df(spark, keys).where(F.col("topic").isNotNull() & F.col("key").isNotNull())
-    small = None
-    if broadcast_limit > 0:
-        if isinstance(keys, pa.Table):
-            small = keys if keys.num_rows <= broadcast_limit else None
-        elif queries.limit(broadcast_limit + 1).count() <= broadcast_limit:
-            small = queries.toArrow()
-    if small is not None:
-        return _lookup_broadcast(spark, store, files, _query_table(small), partitions)
+    if broadcast_limit > 0 and not isinstance(keys, pa.Table) \
+            and queries.limit(broadcast_limit + 1).count() <= broadcast_limit:
+        return _lookup_broadcast(spark, store, files, _query_table(queries.toArrow()), partitions, lazy)
     hashed = queries.mapInArrow(_add_hash, HASHED_DDL).persist()
     # 4 bytes a key to the driver (no shuffle); duplicates are dropped there
     hashes = np.unique(np.asarray(hashed.select("key_hash").toArrow().column(0), dtype=np.int32))
@@ -520,13 +565,15 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
         if tbl.num_rows == 0:
             return
         seg_map = {b: CommitLogSegment(*v) for b, v in b_segs.value.items()}
-        for t in check_candidates(st, seg_map, fsize, tbl):
+        for t in check_candidates(st, seg_map, fsize, tbl, light=lazy):
             yield from t.to_batches()
 
-    return by_seg.mapInArrow(fetch, RESULT_DDL)
+    if not lazy:
+        return by_seg.mapInArrow(fetch, RESULT_DDL)
+    return with_message_columns(by_seg.mapInArrow(fetch, LIGHT_DDL), uri, files.commitlog, fsize)
 
 
-def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
+def _lookup_broadcast(spark, store, files, q: pa.Table, partitions, lazy: bool = False):
     import pyarrow.ipc as ipc
     from .storefiles import StoreFiles
     sc = spark.sparkContext
@@ -551,10 +598,14 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions):
         for b in batches:
             for i in b.column(0).to_pylist():
                 lo, hi = b_ranges.value[i]
-                for t in lookup_range(st, fl, queries, lo, hi):
+                for t in lookup_range(st, fl, queries, lo, hi, light=lazy):
                     yield from t.to_batches()
 
-    return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)
+    if not lazy:
+        return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)
+
+    light = spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, LIGHT_DDL)
+    return with_message_columns(light, uri, files.commitlog, files.config.mappedFileSizeCommitLog)
 
 
 def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:
