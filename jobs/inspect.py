@@ -137,13 +137,7 @@ def cmd_verify(store, args) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    for p in rep.problems:
-        print(p)
-    s = rep.summary()
-    if args.json:
-        print(json.dumps(s), file=sys.stderr)
-    else:
-        print("rocketlake verify: " + " ".join(f"{k}={v}" for k, v in s.items()), file=sys.stderr)
+    rep.emit(args.json)
     return int(ExitCode.OK if rep.ok else ExitCode.FAILED)        # verify: problems found = 1
 
 

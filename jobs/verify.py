@@ -7,7 +7,6 @@ entry point runs them in this process on ``--threads`` threads by default (the c
 hashing release the GIL, and no JVM has to start), ``--spark`` as Spark tasks.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -47,11 +46,7 @@ def main(argv=None) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    for p in rep.problems:
-        print(p)
-    s = rep.summary()
-    print(json.dumps(s) if args.json else "rocketlake verify: " + " ".join(f"{k}={v}" for k, v in s.items()),
-          file=sys.stderr)
+    rep.emit(args.json)
     return int(ExitCode.OK if rep.ok else ExitCode.FAILED)
 
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -127,6 +128,15 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def emit(self, as_json: bool = False) -> None:
+        """What both verify entry points print: one line per problem on stdout, the summary on
+        stderr (``key=value`` pairs, or JSON)."""
+        for p in self.problems:
+            print(p)
+        s = self.summary()
+        print(json.dumps(s) if as_json else "rocketlake verify: " + " ".join(f"{k}={v}" for k, v in s.items()),
+              file=sys.stderr)
 
     def summary(self) -> dict:
         return {"status": "ok" if self.ok else "FAILED", "problems": len(self.problems), "files": self.files,
