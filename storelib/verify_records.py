@@ -10,8 +10,8 @@ threads (hashlib and the numba kernels release the GIL): those below the manifes
 while the walk runs (last block first, so the walk and the hashing fault in different pages), the
 rest once the walk has found the data's end. With ``deep``, the consume-queue units and index
 entries that point into this segment are checked here, against the rows just read
-(``verify_cross``), instead of decoding each target record again by offset. ``fast_check`` is the
-former multi-pass check, kept as the reference the tests hold the scan to."""
+(``verify_cross``), instead of decoding each target record again by offset. The former multi-pass
+check lives on in tests/test_verify_scan.py, as the reference the scan is held to."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +23,7 @@ from . import commitlog as cl
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, problem, task_store
 from .verify_scan import CRC_BAD, SOUND, new_scan, scan_records
 
-__all__ = ["walk", "check_records", "fast_check", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
+__all__ = ["walk", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
 
 RECORDS_PER_PIECE = 1 << 17          # records scanned as one piece (about 50 MB of 400-byte records)
 
@@ -117,42 +117,8 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
     return {int(s[i]): msgs[i] for i in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}, facts
 
 
-def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
-    """``check_records`` in one compiled pass: (problems {position: what}, facts, fields, good).
-
-    ``fields``: ``kernels.record_fields`` of every record; ``good``: the records that pass every
-    field check (a superset of the problems is re-checked by ``_record_problems``, which names
-    them, so the answer is that of ``check_records``); body CRCs (``deep``) of the good ones.
-    """
-    s = np.asarray(starts, dtype=np.int64)
-    f = kernels.record_fields(buf, s)
-    size, sysflag, qoff = f[kernels.F_SIZE], f[kernels.F_SYSFLAG], f[kernels.F_QUEUEOFFSET]
-    total = cl.record_size(f[kernels.F_BODY_LEN], f[kernels.F_TOPIC_LEN], f[kernels.F_PROPS_LEN],
-                           f[kernels.F_BORNHOST_LEN] == cl.HOST_V6_SIZE, f[kernels.F_STOREHOST_LEN] == cl.HOST_V6_SIZE,
-                           f[kernels.F_MAGIC] == cl.MAGIC_V2)
-    tran = sysflag & codec.TRANSACTION_MASK
-    # PROPERTIESLENGTH 0 also stands for a length >= 32768 in record_fields: such records are re-checked.
-    good = ((f[kernels.F_OK] == 1) & (size >= cl.MIN_RECORD_SIZE) & (total == size) & (f[kernels.F_PROPS_LEN] > 0)
-            & (f[kernels.F_PHYS] == base + s) & (f[kernels.F_QUEUEID] >= 0) & (qoff >= 0)
-            & ~(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0)))
-    facts = {"min_ts": None, "max_ts": None, "bytes": int(size.sum())}
-    msgs, slow = _record_problems(buf, s[~good], base, deep) if not good.all() else ({}, facts)
-    ts = f[kernels.F_STORETS][good]
-    lo = [v for v in (slow["min_ts"], int(ts.min()) if len(ts) else None) if v is not None]
-    hi = [v for v in (slow["max_ts"], int(ts.max()) if len(ts) else None) if v is not None]
-    facts.update(min_ts=min(lo) if lo else None, max_ts=max(hi) if hi else None)
-    if deep and good.any():
-        p_body = f[kernels.F_BODY_POS][good]
-        crc = kernels.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN][good]).astype(np.int64) & 0x7FFFFFFF
-        stored = f[kernels.F_BODYCRC][good]
-        for k in np.flatnonzero(crc != stored)[:MAX_PROBLEMS_PER_FILE]:
-            msgs[int(s[good][k])] = f"BODYCRC {stored[k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
-    msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}
-    return msgs, facts, f, good
-
-
 def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=None, threads: int = 1):
-    """``fast_check``'s answer from one ``scan_records`` pass, as pieces on ``pool``: (problems
+    """The answer of ``check_records`` from one ``scan_records`` pass, as pieces on ``pool``: (problems
     {position: what}, facts, scan rows, good)."""
     s = np.asarray(starts, dtype=np.int64)
     scan = new_scan(len(s))

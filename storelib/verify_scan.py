@@ -9,7 +9,7 @@ is in the cache, over a range of the records (so a segment's records are scanned
 threads), and keeps per record only what the checks compare, in one 64-byte row (``SCAN_DTYPE``):
 the cross checks then gather one cache line per consume-queue unit or index entry.
 
-Per record it decides what ``verify_records.fast_check`` decided from the field matrix (the
+Per record it decides what the former multi-pass check decided from a field matrix (the
 record is *sound*: every part inside TOTALSIZE, the fields add up to TOTALSIZE, PROPERTIESLENGTH
 > 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
 ``deep``, whether the body's CRC matches BODYCRC. Records that are not sound are left to the
