@@ -149,7 +149,8 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
             yield records
 
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        records_bytes = store.write_file(records_path, encoded(pool))
+        # read once, by a segment writer: around the page cache (storelib.direct_io)
+        records_bytes = store.write_file(records_path, encoded(pool), cache=False)
     buf = io.BytesIO()
     np.savez(buf, sizes=pm.sizes.astype(np.int32), qkey=qcode, entries=entries, queue_id=pm.queue_id,
              qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,

@@ -21,6 +21,7 @@ import tempfile
 
 import numpy as np
 
+from .direct_io import read_direct, write_direct
 from .names import rel_path_problem
 from .storage import read_local_into
 
@@ -39,10 +40,14 @@ class LocalStaging:
             raise ValueError(f"staged split path {rel!r} {problem}")
         return os.path.join(self.root, rel)
 
-    def write_file(self, rel: str, chunks, total_size=None, durable: bool = False) -> int:
+    def write_file(self, rel: str, chunks, total_size=None, durable: bool = False, cache: bool = True) -> int:
         # Staged splits need no fsync: a crash discards the attempt, and the rerun encodes again.
         path = self._path(rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not cache:
+            got = write_direct(path, chunks, total_size)
+            if got is not None:
+                return got
         written = 0
         with open(path, "wb") as fh:
             for c in chunks:
@@ -56,7 +61,13 @@ class LocalStaging:
             fh.seek(offset)
             return fh.read() if length is None else fh.read(length)
 
-    def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
+    def read_array(self, rel: str, offset: int, length: int, cache: bool = True) -> np.ndarray:
+        if not cache:
+            out = read_direct(self._path(rel), offset, length)
+            if out is not None:
+                if len(out) != length:
+                    raise OSError(f"{rel}: expected {length} bytes at {offset}, read {len(out)}")
+                return out
         out = np.empty(length, np.uint8)
         got = read_local_into(self._path(rel), offset, out)
         if got != length:

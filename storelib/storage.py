@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
+from .direct_io import MIN_DIRECT_SIZE, read_direct, write_direct
 from .errors import StoreError
 from .fragments import AssembledFile
 from .names import rel_path_problem
@@ -292,8 +293,15 @@ class Store:
                 length = fh.size() - offset
             return fh.read_at(length, offset)
 
-    def read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
-        """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally)."""
+    def read_array(self, rel: str, offset: int, length: int, cache: bool = True) -> np.ndarray:
+        """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally;
+        ``cache=False``: around the page cache, for bytes read once: storelib.direct_io)."""
+        if not cache and self.local and rel not in self.assembled:
+            out = read_direct(self.path(rel), offset, length)
+            if out is not None:
+                if len(out) != length:
+                    raise OSError(f"{rel}: expected {length} bytes at {offset}, read {len(out)}")
+                return out
         return self._reading(self._read_array, rel, offset, length)
 
     def _read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
@@ -347,13 +355,16 @@ class Store:
             os.close(fd)
 
     # -- writes
-    def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False) -> int:
+    def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False,
+                   cache: bool = True) -> int:
         """Write a whole file from byte chunks, then zero-fill up to ``total_size``.
 
         ``durable``: on a local file system the file is fsync'd before this returns, and so is
         every directory that got a new entry for it (its parent, and the parents of directories
         created for it), so the file survives a power cut. On an object store a completed PUT
-        is already durable.
+        is already durable. Large durable files, and files written with ``cache=False`` (read
+        once, by another task), go around the page cache on local file systems
+        (storelib.direct_io).
         """
         path = self.path(rel)
         parent = path.rsplit("/", 1)[0]
@@ -361,6 +372,13 @@ class Store:
         if self.local:
             new_dirs = _missing_dirs(parent) if durable else []
             os.makedirs(parent, exist_ok=True)
+            got = None
+            if not cache or (durable and _worth_direct(chunks, total_size)):
+                got = write_direct(path, chunks, total_size, fsync_fd if durable else None)
+            if got is not None:
+                if durable:
+                    sync_dirs([parent] + [os.path.dirname(d) for d in new_dirs])
+                return total_size if total_size is not None else got
             with open(path, "wb") as fh:
                 for c in chunks:
                     mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
@@ -506,6 +524,17 @@ def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
                 break
             got += k
     return got
+
+
+def _worth_direct(chunks, total_size: int | None) -> bool:
+    """A durable write goes around the page cache (storelib.direct_io) when it is large: a
+    stream of chunks (segments, consume queues, index files), or a list or size of at least
+    MIN_DIRECT_SIZE bytes."""
+    if total_size is not None and total_size >= MIN_DIRECT_SIZE:
+        return True
+    if isinstance(chunks, (list, tuple)):
+        return sum(memoryview(c).nbytes for c in chunks) >= MIN_DIRECT_SIZE
+    return True
 
 
 def fsync_fd(fd: int) -> None:

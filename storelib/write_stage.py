@@ -147,7 +147,8 @@ def write_segment(ctx: dict, store: storage.Store, splits, seg: dict, get, use: 
     def patched(si: int, ps: PlacedSplit, r0: int, r1: int, release: str | None):
         lo = int(ps.starts[r0])
         try:
-            buf = splits.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo)
+            buf = splits.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo,
+                                    cache=False)
         except FileNotFoundError:
             buf = encode_stage.reencode_rows(ctx, cfg, si, r0, r1)
         kernels.patch_placement(buf, ps.starts[r0:r1] - lo, ps.queue_id[r0:r1], ps.qoff[r0:r1], ps.phys[r0:r1])

@@ -1,0 +1,183 @@
+"""File I/O that bypasses the page cache (``O_DIRECT``), on local file systems: durable
+whole-file writes of a batch's files, and the staged split records (written once by an encode
+task, read once by a segment writer).
+
+A batch's files are fsync'd before the commit (SYNC_FLUSH), so their bytes must reach the disk
+before the job ends anyway. Written through the page cache, every byte is first copied into a
+newly allocated cache page, and on a host whose memory is full of cache (the normal state of a
+busy machine) each new page must first be reclaimed from other files: measured on the 2-core
+VMs this project runs on, a buffered 2 GiB write + fdatasync ran at 0.38 GB/s with 5.2 CPU-s
+in the kernel, the same write with ``O_DIRECT`` at 1.4 GB/s with almost none. The segments of
+a batch are also rarely read right after they are written, and a cache full of them would
+evict what readers use. (Databases write their data files this way for the same reasons.)
+A staged split's records are written by one task and read once by another: through the page
+cache they cost the same copy and reclaim (measured: 1.0-1.4 CPU-s in the kernel for the 350 MB
+of one split, 0.2 s direct), and above a few GB of dirty pages the kernel writes them back to
+the disk anyway.
+
+``write_direct(path, chunks, total_size)`` copies the chunks into two page-aligned buffers and
+writes each full buffer on a writer thread while the caller fills the other. The last buffer
+is padded with zeros to the alignment and the file is then cut to its length (or extended,
+sparsely, to ``total_size``). ``O_DIRECT`` leaves the file's metadata and the device's
+write cache to fsync: durable writes pass ``fsync``. ``read_direct(path, offset, length)``
+reads the aligned blocks around a range into an aligned array and returns the range's view.
+
+Where ``O_DIRECT`` is missing (not Linux) or refused (tmpfs, some FUSE file systems) the
+writes fall back to the page cache; ``write_direct`` never fails for that reason alone.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+
+import numpy as np
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct"]
+
+ALIGN = 4096                 # memory, file offsets and lengths of direct writes (any block size up to 4 KiB)
+BUFFER_SIZE = 8 << 20        # per buffer: large writes keep the device busy, two keep the caller busy
+MIN_DIRECT_SIZE = 4 << 20    # smaller files (checkpoints, leases, patches) are not worth it
+_O_DIRECT = getattr(os, "O_DIRECT", 0)
+
+
+def direct_supported() -> bool:
+    return bool(_O_DIRECT) and hasattr(os, "pwrite")
+
+
+class _Writer:
+    """Fills aligned buffers from chunks; full buffers are written at their file position on one
+    thread, in order, while the next one fills."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.bufs = [mmap.mmap(-1, BUFFER_SIZE), mmap.mmap(-1, BUFFER_SIZE)]   # page aligned
+        self.pending = [None, None]
+        self.cur, self.fill, self.pos = 0, 0, 0
+        self.direct = True
+        self.pool = ThreadPoolExecutor(max_workers=1)
+
+    def _pwrite_all(self, buf, n: int, pos: int) -> None:
+        mv = memoryview(buf)[:n]
+        try:
+            while len(mv):
+                k = os.pwrite(self.fd, mv, pos)
+                mv, pos = mv[k:], pos + k
+        except OSError as e:
+            if e.errno != errno.EINVAL or not self.direct:
+                raise
+            # Opened with O_DIRECT but refused at the first write (some file systems): go on
+            # through the page cache.
+            self.direct = False
+            fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~_O_DIRECT)
+            while len(mv):
+                k = os.pwrite(self.fd, mv, pos)
+                mv, pos = mv[k:], pos + k
+        finally:
+            mv.release()
+
+    def _submit(self, n: int) -> None:
+        self.pending[self.cur] = self.pool.submit(self._pwrite_all, self.bufs[self.cur], n, self.pos)
+        self.pos += n
+        self.cur ^= 1
+        self.fill = 0
+        if self.pending[self.cur] is not None:     # the other buffer's write must be done first
+            self.pending[self.cur].result()
+            self.pending[self.cur] = None
+
+    def write(self, data) -> None:
+        mv = memoryview(data).cast("B")
+        try:
+            while len(mv):
+                k = min(len(mv), BUFFER_SIZE - self.fill)
+                self.bufs[self.cur][self.fill:self.fill + k] = mv[:k]
+                self.fill += k
+                mv = mv[k:]
+                if self.fill == BUFFER_SIZE:
+                    self._submit(BUFFER_SIZE)
+        finally:
+            mv.release()
+
+    def finish(self) -> int:
+        """Write what is left (padded to ALIGN with zeros), wait; returns the bytes the caller gave."""
+        length = self.pos + self.fill
+        if self.fill:
+            padded = -(-self.fill // ALIGN) * ALIGN
+            self.bufs[self.cur][self.fill:padded] = bytes(padded - self.fill)
+            self._submit(padded)
+        for f in self.pending:
+            if f is not None:
+                f.result()
+        return length
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        for b in self.bufs:
+            b.close()
+
+
+def write_direct(path: str, chunks, total_size: int | None = None, fsync=None) -> int | None:
+    """Write ``chunks`` as the whole file ``path`` with O_DIRECT, then cut it to the bytes given
+    and extend it sparsely to ``total_size``, then call ``fsync(fd)`` (if given); returns the
+    bytes given, or None (nothing written) when this file system does not open files with
+    O_DIRECT."""
+    if not direct_supported():
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_DIRECT, 0o644)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            return None
+        raise
+    w = None
+    try:
+        w = _Writer(fd)
+        for c in chunks:
+            w.write(c)
+        written = w.finish()
+        # cuts the zero padding of the last block, or keeps it and extends the tail sparsely
+        os.ftruncate(fd, max(written, total_size or 0))
+        if fsync is not None:
+            fsync(fd)
+        return written
+    finally:
+        if w is not None:
+            w.close()
+        os.close(fd)
+
+
+def read_direct(path: str, offset: int, length: int) -> np.ndarray | None:
+    """``length`` bytes at ``offset`` of ``path`` read with O_DIRECT, as a writable uint8 array
+    (a view into an aligned buffer: at most 2 * ALIGN bytes more); fewer bytes where the file
+    ends first. None when this file system does not read with O_DIRECT."""
+    if not direct_supported():
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_DIRECT)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            return None
+        raise
+    try:
+        a = offset - offset % ALIGN
+        span = -(-(offset + length - a) // ALIGN) * ALIGN
+        raw = np.empty(span + ALIGN, np.uint8)
+        skip = -raw.ctypes.data % ALIGN
+        buf = raw[skip:skip + span]
+        got = 0
+        while got < span:
+            try:
+                k = os.preadv(fd, [buf[got:]], a + got)
+            except OSError as e:
+                if e.errno == errno.EINVAL and got == 0:
+                    return None       # opened, but refused at the read (some file systems)
+                raise
+            if k == 0:
+                break
+            got += k
+        start = offset - a
+        return buf[start:start + max(0, min(length, got - start))]
+    finally:
+        os.close(fd)
