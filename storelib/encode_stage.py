@@ -219,17 +219,30 @@ def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
         q = (start[t] + meta["rr_rank"][rr_rows]) % nq[t]
         queue_id[rr_rows] = q
         elig = qcode[rr_rows] == -2
-        uniq, inv = np.unique(t[elig] * (2**32) + q[elig], return_inverse=True)
+        uniq, inv, width = _distinct_pairs(t[elig], q[elig], len(rr_topics), int(nq.max()))
         index_of = {k: i for i, k in enumerate(keys)}
         codes = []
         for u in uniq.tolist():            # one per round-robin topic/queue, not per message
-            k = (rr_topics[u >> 32], u & 0xFFFFFFFF)
+            k = (rr_topics[u // width], u % width)
             if k not in index_of:
                 index_of[k] = len(keys)
                 keys.append(k)
             codes.append(index_of[k])
         qcode[rr_rows[elig]] = np.asarray(codes, np.int32)[inv]
     return qcode, keys, queue_id
+
+
+def _distinct_pairs(t: np.ndarray, q: np.ndarray, ntopics: int, width: int) -> tuple:
+    """(distinct t * width + q ascending, each row's index into them, width) for 0 <= q < width:
+    a table over every pair when there are few (np.unique's return_inverse sorts every row)."""
+    dense = t * width + q
+    if ntopics * width <= 4 * len(dense) + 4096:
+        present = np.flatnonzero(np.bincount(dense, minlength=ntopics * width))
+        lut = np.zeros(ntopics * width, np.int64)
+        lut[present] = np.arange(len(present))
+        return present, lut[dense], width
+    uniq, inv = np.unique(dense, return_inverse=True)
+    return uniq, inv, width
 
 
 def read_detail(store: storage.Store, plan_path: str, rr_start: dict | None = None) -> split_facts.ChunkedDetail:

@@ -386,7 +386,11 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
             e.rows = raw.num_rows
             raise
     fs, p = storage.filesystem(split.path)
-    with fs.open_input_file(p) as fh:
+    # A local file is memory-mapped: Arrow then decodes straight from the page cache. Read
+    # through a file handle, every column chunk is first copied into a fresh buffer (measured:
+    # ~80k page faults and 0.3-0.7 CPU-s in the kernel per 350 MB split, against 3k and 0.02).
+    opener = (lambda: pa.memory_map(p)) if storage.is_local(split.path) else (lambda: fs.open_input_file(p))
+    with opener() as fh:
         pf = pq.ParquetFile(fh)
         md = pf.metadata
         groups, row0, first = [], 0, None

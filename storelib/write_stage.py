@@ -24,7 +24,7 @@ from . import codec, commitlog, consumequeue, encode_stage, indexfile, kernels, 
 from . import topics as topics_mod
 from .config import StoreConfig
 from .faults import fault
-from . import file_versions
+from . import file_versions, grouping
 from .file_versions import FileVersion
 from .indexfile_writer import IndexFileBuilder
 from .ingest_errors import IngestError
@@ -57,8 +57,7 @@ class PlacedSplit:
     def rows_of_queue(self, key) -> np.ndarray:
         """Rows with a unit in queue ``key``, in order (so their queue offsets ascend)."""
         if not hasattr(self, "_by_code"):
-            order = np.argsort(self.qcode, kind="stable")
-            self._by_code = (order, np.searchsorted(self.qcode[order], np.arange(len(self.keys) + 1)))
+            self._by_code = grouping.group_rows(self.qcode, len(self.keys))
         try:
             c = self.keys.index(tuple(key))
         except ValueError:
@@ -75,15 +74,12 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
     sizes = meta["sizes"].astype(np.int64)
     starts = np.cumsum(sizes) - sizes
     qoff = np.zeros(len(sizes), np.int64)
-    elig = np.flatnonzero(qcode >= 0)
-    if len(elig):
-        ec = qcode[elig]
-        order = np.argsort(ec, kind="stable")
-        sorted_codes = ec[order]
-        rank = np.empty(len(elig), np.int64)
-        rank[order] = np.arange(len(elig)) - np.searchsorted(sorted_codes, sorted_codes, side="left")
+    if len(keys):
         qbase = {(t, q): o for t, q, o in place["queue_base"]}
-        qoff[elig] = np.asarray([qbase.get(k, 0) for k in keys], np.int64)[ec] + rank
+        base = np.asarray([qbase.get(k, 0) for k in keys], np.int64)
+        rank = grouping.ranks_in_group(qcode, len(keys))
+        elig = rank >= 0
+        qoff[elig] = base[qcode[elig]] + rank[elig]
     phys = np.full(len(sizes), -1, np.int64)
     for r0, r1, p0 in place["pieces"]:
         phys[r0:r1] = p0 + starts[r0:r1] - starts[r0]
