@@ -16,7 +16,8 @@ of one split, 0.2 s direct), and above a few GB of dirty pages the kernel writes
 the disk anyway.
 
 ``write_direct(path, chunks, total_size)`` copies the chunks into two page-aligned buffers and
-writes each full buffer on a writer thread while the caller fills the other. The last buffer
+writes each full buffer on a writer thread while the caller fills the other (a file smaller
+than one buffer is written through the page cache: a direct write of a few KB only waits). The last buffer
 is padded with zeros to the alignment and the file is then cut to its length (or extended,
 sparsely, to ``total_size``). ``O_DIRECT`` leaves the file's metadata and the device's
 write cache to fsync: durable writes pass ``fsync``. ``read_direct(path, offset, length)``
@@ -39,7 +40,7 @@ __all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write
 
 ALIGN = 4096                 # memory, file offsets and lengths of direct writes (any block size up to 4 KiB)
 BUFFER_SIZE = 8 << 20        # per buffer: large writes keep the device busy, two keep the caller busy
-MIN_DIRECT_SIZE = 4 << 20    # smaller files (checkpoints, leases, patches) are not worth it
+MIN_DIRECT_SIZE = 4 << 20    # smaller lists of chunks (checkpoints, leases, patches) are not worth it
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
@@ -53,11 +54,17 @@ class _Writer:
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.bufs = [mmap.mmap(-1, BUFFER_SIZE), mmap.mmap(-1, BUFFER_SIZE)]   # page aligned
+        self.bufs = [mmap.mmap(-1, BUFFER_SIZE), None]      # page aligned; the second when needed
         self.pending = [None, None]
         self.cur, self.fill, self.pos = 0, 0, 0
         self.direct = True
-        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pool = None
+
+    def _buffered(self) -> None:
+        """Go on through the page cache (a file system that refuses O_DIRECT writes, or a file
+        smaller than one buffer: a direct write would wait on the device for a few KB)."""
+        self.direct = False
+        fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~_O_DIRECT)
 
     def _pwrite_all(self, buf, n: int, pos: int) -> None:
         mv = memoryview(buf)[:n]
@@ -68,10 +75,7 @@ class _Writer:
         except OSError as e:
             if e.errno != errno.EINVAL or not self.direct:
                 raise
-            # Opened with O_DIRECT but refused at the first write (some file systems): go on
-            # through the page cache.
-            self.direct = False
-            fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~_O_DIRECT)
+            self._buffered()           # opened with O_DIRECT but refused at the first write
             while len(mv):
                 k = os.pwrite(self.fd, mv, pos)
                 mv, pos = mv[k:], pos + k
@@ -79,6 +83,9 @@ class _Writer:
             mv.release()
 
     def _submit(self, n: int) -> None:
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=1)
+            self.bufs[1] = mmap.mmap(-1, BUFFER_SIZE)
         self.pending[self.cur] = self.pool.submit(self._pwrite_all, self.bufs[self.cur], n, self.pos)
         self.pos += n
         self.cur ^= 1
@@ -103,6 +110,11 @@ class _Writer:
     def finish(self) -> int:
         """Write what is left (padded to ALIGN with zeros), wait; returns the bytes the caller gave."""
         length = self.pos + self.fill
+        if self.pool is None:                  # the whole file fits one buffer
+            if self.fill:
+                self._buffered()
+                self._pwrite_all(self.bufs[0], self.fill, 0)
+            return length
         if self.fill:
             padded = -(-self.fill // ALIGN) * ALIGN
             self.bufs[self.cur][self.fill:padded] = bytes(padded - self.fill)
@@ -113,9 +125,11 @@ class _Writer:
         return length
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
         for b in self.bufs:
-            b.close()
+            if b is not None:
+                b.close()
 
 
 def write_direct(path: str, chunks, total_size: int | None = None, fsync=None) -> int | None:

@@ -10,7 +10,9 @@ Durability (``write_file(durable=True)``, ``sync_files``, ``sync_dirs``): on loc
 a file is on stable storage once it and every directory entry leading to it are fsync'd; on
 object stores a completed PUT or copy is. Ingest uses it so that every file of a batch is
 durable before the Delta commit that makes the batch visible (RocketMQ's ``flushDiskType``:
-SYNC_FLUSH, the default here, or ASYNC_FLUSH for scratch stores).
+SYNC_FLUSH, the default here, or ASYNC_FLUSH for scratch stores). Large durable files, and the
+staged split records (``cache=False``), are written around the page cache on local file systems
+(``storelib.direct_io``).
 
 S3 settings come from the usual environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_REGION) plus ``AWS_ENDPOINT_URL`` for S3-compatible servers.

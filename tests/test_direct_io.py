@@ -115,3 +115,21 @@ def test_staged_reads_and_writes_around_the_cache(tmp_path):
             st_.read_array("x/rec", len(whole) - 10, 11, cache=False)
         with pytest.raises(FileNotFoundError):
             st_.read_array("x/gone", 0, 1, cache=False)
+
+
+def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatch):
+    """Every write of a file of several buffers goes out with O_DIRECT; a file smaller than one
+    buffer is one write through the page cache (a direct write of a few KB only waits)."""
+    import fcntl
+    flags = []
+    real = os.pwrite
+
+    def spy(fd, data, pos):
+        flags.append(bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT))
+        return real(fd, data, pos)
+    monkeypatch.setattr(direct_io.os, "pwrite", spy)
+    write_direct(str(tmp_path / "big"), [bytes(3 * BUFFER_SIZE + 10)])
+    assert flags == [True] * 4
+    flags.clear()
+    write_direct(str(tmp_path / "small"), [bytes(1000)])
+    assert flags == [False]
