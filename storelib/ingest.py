@@ -58,6 +58,7 @@ tasks encoded (storelib.record_digest), so ``ingest_batch`` names its split stag
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -361,7 +362,12 @@ def _write(run: _Run, ctx: dict, plan: sequencer.BatchPlan, scans: list, summari
                                                             run.attempt)))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
-    tasks = [("segments", t) for t in seg_tasks] + [("files", g) for g in file_groups]
+    # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
+    # tasks mostly compute (place the splits, build the index files): alternate them, so that
+    # the tasks running at once are one of each rather than two segment writers sharing the disk.
+    seg = [("segments", t) for t in seg_tasks]
+    files = [("files", g) for g in file_groups]
+    tasks = [t for pair in itertools.zip_longest(seg, files) for t in pair if t is not None]
     prog.say(f"write: {len(plan.segments)} segment(s) in {len(seg_tasks)} task(s), "
              f"{len(plan.cq_files) + len(plan.index_files)} consume queue/index file(s) in "
              f"{len(file_groups)} task(s)")
