@@ -17,9 +17,9 @@ the disk anyway.
 
 ``write_direct(path, chunks, total_size)`` copies the chunks into two page-aligned buffers and
 writes each full buffer on a writer thread while the caller fills the other (a file smaller
-than one buffer is written through the page cache: a direct write of a few KB only waits). The last buffer
-is padded with zeros to the alignment and the file is then cut to its length (or extended,
-sparsely, to ``total_size``). ``O_DIRECT`` leaves the file's metadata and the device's
+than one buffer is written through the page cache: a direct write of a few KB only waits).
+The last buffer is padded with zeros to the alignment and the file is then cut to its length
+(or extended, sparsely, to ``total_size``). ``O_DIRECT`` leaves the file's metadata and the device's
 write cache to fsync: durable writes pass ``fsync``. ``read_direct(path, offset, length)``
 reads the aligned blocks around a range into an aligned array and returns the range's view.
 
@@ -29,12 +29,16 @@ writes fall back to the page cache; ``write_direct`` never fails for that reason
 from __future__ import annotations
 
 import errno
-import fcntl
 import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import fcntl
+except ImportError:          # not POSIX: no O_DIRECT either
+    fcntl = None
 
 __all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct"]
 
@@ -45,7 +49,7 @@ _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 
 def direct_supported() -> bool:
-    return bool(_O_DIRECT) and hasattr(os, "pwrite")
+    return bool(_O_DIRECT) and fcntl is not None and hasattr(os, "preadv")
 
 
 class _Writer:
