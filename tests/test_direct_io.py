@@ -10,6 +10,19 @@ from storelib import direct_io, storage
 from storelib.direct_io import ALIGN, BUFFER_SIZE, write_direct
 
 
+def _direct_ok(directory) -> bool:
+    """Whether this file system takes O_DIRECT (tmpfs does not: there the writes go through the
+    page cache, which the fallback tests cover)."""
+    p = os.path.join(str(directory), ".probe")
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(p)
+    return direct_io.direct_supported()
+
+
 def _chunks(sizes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
@@ -30,7 +43,8 @@ def test_same_bytes_as_a_buffered_write(tmp_path, sizes, total):
     p = str(tmp_path / "f")
     got = write_direct(p, chunks, total, fsync=os.fsync)
     if got is None:
-        pytest.fail("O_DIRECT is refused here; the file system of tmp_path should take it")
+        assert not _direct_ok(tmp_path), "write_direct refused a file system that takes O_DIRECT"
+        pytest.skip("this file system refuses O_DIRECT")
     assert got == sum(sizes)
     assert os.path.getsize(p) == max(sum(sizes), total or 0)
     with open(p, "rb") as fh:
@@ -40,7 +54,10 @@ def test_same_bytes_as_a_buffered_write(tmp_path, sizes, total):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 3 * ALIGN + 7), max_size=12), st.one_of(st.none(), st.integers(0, 1 << 16)))
 def test_any_chunking(tmp_path_factory, sizes, total):
-    p = str(tmp_path_factory.mktemp("d") / "f")
+    d = tmp_path_factory.mktemp("d")
+    if not _direct_ok(d):
+        pytest.skip("this file system refuses O_DIRECT")
+    p = str(d / "f")
     chunks = _chunks(sizes, seed=len(sizes))
     assert write_direct(p, chunks, total) == sum(sizes)
     with open(p, "rb") as fh:
@@ -93,7 +110,10 @@ def test_store_writes_large_durable_files_directly(tmp_path, monkeypatch):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 3 * ALIGN), st.integers(0, 3 * ALIGN), st.integers(1, 5 * ALIGN))
 def test_read_direct_any_range(tmp_path_factory, offset, length, size):
-    p = str(tmp_path_factory.mktemp("r") / "f")
+    d = tmp_path_factory.mktemp("r")
+    if not _direct_ok(d):
+        pytest.skip("this file system refuses O_DIRECT")
+    p = str(d / "f")
     data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
     with open(p, "wb") as fh:
         fh.write(data.tobytes())
@@ -127,6 +147,8 @@ def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatc
     def spy(fd, data, pos):
         flags.append(bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT))
         return real(fd, data, pos)
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
     monkeypatch.setattr(direct_io.os, "pwrite", spy)
     write_direct(str(tmp_path / "big"), [bytes(3 * BUFFER_SIZE + 10)])
     assert flags == [True] * 4
