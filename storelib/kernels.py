@@ -30,7 +30,7 @@ from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_S
 
 __all__ = ["CRC_TABLES", "crc32_one", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
            "java_hash_continue", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
-           "read_be", "record_layout", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
+           "read_be", "be32", "be64", "record_layout", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
            "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
            "F_STOREHOST_LEN", "F_RECONSUME", "F_PREPTX", "F_BODY_POS", "F_BODY_LEN", "F_TOPIC_POS", "F_TOPIC_LEN",
            "F_PROPS_POS", "F_PROPS_LEN", "F_BORNHOST_KEY", "F_STOREHOST_KEY", "F_OK", "hex_ids_v4", "hex_ids"]
@@ -98,11 +98,20 @@ def crc32_slices(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _get32(data, p):
+def be32(data, p):
     """Big-endian signed int32 at data[p:p+4] (as int64)."""
     v = (np.int64(data[p]) << 24) | (np.int64(data[p + 1]) << 16) | (np.int64(data[p + 2]) << 8) \
         | np.int64(data[p + 3])
     return v - 4294967296 if v >= 2147483648 else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def be64(data, p):
+    """Big-endian int64 at data[p:p+8]."""
+    v = np.int64(0)
+    for t in range(8):
+        v = (v << 8) | np.int64(data[p + t])
+    return v
 
 
 @njit(cache=True, nogil=True)
@@ -115,8 +124,8 @@ def _walk_records(data, start, end, out_starts):
     n = 0
     pos = start
     while pos + BLANK_SIZE <= end:
-        size = _get32(data, pos + POS_TOTALSIZE)
-        magic = _get32(data, pos + POS_MAGIC)
+        size = be32(data, pos + POS_TOTALSIZE)
+        magic = be32(data, pos + POS_MAGIC)
         if magic == BLANK_MAGIC:
             return n, pos, 1
         if size <= 0 or (magic != MAGIC_V1 and magic != MAGIC_V2) or pos + size > end \
@@ -477,14 +486,6 @@ F_SIZE, F_MAGIC, F_BODYCRC, F_QUEUEID, F_FLAG, F_QUEUEOFFSET, F_PHYS, F_SYSFLAG,
 N_FIELDS = 24
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _get64(data, p):
-    v = np.int64(0)
-    for t in range(8):
-        v = (v << 8) | np.int64(data[p + t])
-    return v
-
-
 @njit(cache=True, nogil=True)
 def record_layout(data, s, n):
     """(size, sound parts?, sysflag, born host size, store host size, body length, TOPICLENGTH
@@ -495,18 +496,18 @@ def record_layout(data, s, n):
     record's variable parts: ``record_fields`` and verify's scan use it."""
     if s < 0 or s + POS_BORNHOST > n:
         return 0, False, 0, 0, 0, 0, 0, 0, 0
-    size = _get32(data, s + POS_TOTALSIZE)
+    size = be32(data, s + POS_TOTALSIZE)
     end = s + size
     if size < POS_BORNHOST or end > n:
         return size, False, 0, 0, 0, 0, 0, 0, 0
-    sys_flag = _get32(data, s + POS_SYSFLAG)
+    sys_flag = be32(data, s + POS_SYSFLAG)
     bh = HOST_V6_SIZE if (sys_flag & FLAG_BORNHOST_V6) != 0 else HOST_V4_SIZE
     sh = HOST_V6_SIZE if (sys_flag & FLAG_STOREHOST_V6) != 0 else HOST_V4_SIZE
-    tl = TOPIC_LENGTH_SIZE_V2 if _get32(data, s + POS_MAGIC) == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
+    tl = TOPIC_LENGTH_SIZE_V2 if be32(data, s + POS_MAGIC) == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
     p = s + POS_BORNHOST + bh + REL_STOREHOST + sh
     if p + REL_BODY > end:
         return size, False, sys_flag, bh, sh, 0, tl, 0, 0
-    body_len = _get32(data, p + REL_BODYLENGTH)
+    body_len = be32(data, p + REL_BODYLENGTH)
     if body_len < 0 or p + REL_BODY + body_len + tl > end:
         return size, False, sys_flag, bh, sh, 0, tl, 0, 0
     q = p + REL_BODY + body_len
@@ -548,25 +549,25 @@ def _record_fields(data, starts, out):
         out[F_SIZE, k] = size
         if not ok:
             continue
-        magic = _get32(data, s + POS_MAGIC)
+        magic = be32(data, s + POS_MAGIC)
         out[F_MAGIC, k] = magic
-        out[F_BODYCRC, k] = _get32(data, s + POS_BODYCRC)
-        out[F_QUEUEID, k] = _get32(data, s + POS_QUEUEID)
-        out[F_FLAG, k] = _get32(data, s + POS_FLAG)
-        out[F_QUEUEOFFSET, k] = _get64(data, s + POS_QUEUEOFFSET)
-        out[F_PHYS, k] = _get64(data, s + POS_PHYSICALOFFSET)
+        out[F_BODYCRC, k] = be32(data, s + POS_BODYCRC)
+        out[F_QUEUEID, k] = be32(data, s + POS_QUEUEID)
+        out[F_FLAG, k] = be32(data, s + POS_FLAG)
+        out[F_QUEUEOFFSET, k] = be64(data, s + POS_QUEUEOFFSET)
+        out[F_PHYS, k] = be64(data, s + POS_PHYSICALOFFSET)
         out[F_SYSFLAG, k] = sys_flag
-        out[F_BORNTS, k] = _get64(data, s + POS_BORNTIMESTAMP)
+        out[F_BORNTS, k] = be64(data, s + POS_BORNTIMESTAMP)
         out[F_BORNHOST_LEN, k] = bh
-        out[F_BORNHOST_KEY, k] = _get64(data, s + POS_BORNHOST) if bh == HOST_V4_SIZE else 0
+        out[F_BORNHOST_KEY, k] = be64(data, s + POS_BORNHOST) if bh == HOST_V4_SIZE else 0
         p = s + POS_BORNHOST + bh                               # end of BORNHOST
-        out[F_STORETS, k] = _get64(data, p + REL_STORETIMESTAMP)
+        out[F_STORETS, k] = be64(data, p + REL_STORETIMESTAMP)
         out[F_STOREHOST_POS, k] = p + REL_STOREHOST
         out[F_STOREHOST_LEN, k] = sh
-        out[F_STOREHOST_KEY, k] = _get64(data, p + REL_STOREHOST) if sh == HOST_V4_SIZE else 0
+        out[F_STOREHOST_KEY, k] = be64(data, p + REL_STOREHOST) if sh == HOST_V4_SIZE else 0
         p += REL_STOREHOST + sh                                 # end of STOREHOST
-        out[F_RECONSUME, k] = _get32(data, p + REL_RECONSUMETIMES)
-        out[F_PREPTX, k] = _get64(data, p + REL_PREPARED_TX_OFFSET)
+        out[F_RECONSUME, k] = be32(data, p + REL_RECONSUMETIMES)
+        out[F_PREPTX, k] = be64(data, p + REL_PREPARED_TX_OFFSET)
         p += REL_BODY
         out[F_BODY_POS, k] = p
         out[F_BODY_LEN, k] = body_len

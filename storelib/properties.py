@@ -48,6 +48,19 @@ PAIR_NAME_EMPTY = 8     # the name is empty
 
 
 # ----------------------------------------------------------------------------- compiled passes
+@njit(cache=True, nogil=True, inline="always")
+def _segment(data, i, end):
+    """(j, sep) of the segment starting at ``i``: it ends at ``j`` (its U+0002 or ``end``), its
+    first U+0001 is at ``sep`` (``j`` if none). Both property loops walk segments with it."""
+    j = i
+    while j < end and data[j] != 2:
+        j += 1
+    sep = i
+    while sep < j and data[sep] != 1:
+        sep += 1
+    return j, sep
+
+
 @njit(cache=True, nogil=True)
 def value_spans(data, i, end, names, name_offsets, spans):
     """MessageDecoder.string2messageProperties of the properties data[i:end], for a few wanted
@@ -62,12 +75,7 @@ def value_spans(data, i, end, names, name_offsets, spans):
         spans[2 * w] = -1
         spans[2 * w + 1] = -1
     while i < end:
-        j = i
-        while j < end and data[j] != 2:
-            j += 1
-        sep = i
-        while sep < j and data[sep] != 1:
-            sep += 1
+        j, sep = _segment(data, i, end)
         if i < sep and sep < j - 1:
             for w in range(nw):
                 a = name_offsets[w]
@@ -134,12 +142,7 @@ def _property_pairs(data, offsets, ns, ne, vs, ve, row):
         i = offsets[k]
         end = offsets[k + 1]
         while i < end:
-            j = i
-            while j < end and data[j] != 2:
-                j += 1
-            sep = i
-            while sep < j and data[sep] != 1:
-                sep += 1
+            j, sep = _segment(data, i, end)
             if i < sep and sep < j - 1:
                 # an earlier entry of the same name in this message is dropped
                 ln = sep - i

@@ -31,7 +31,7 @@ from .codec import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from .commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
                         RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH)
 from .indexfile import INT_MAX
-from .kernels import CRC_TABLES, crc32_one as _crc32, java_hash_continue, record_layout as _layout
+from .kernels import CRC_TABLES, be32 as _be32, be64 as _be64, crc32_one as _crc32, java_hash_continue, record_layout as _layout
 from .properties import value_spans
 
 __all__ = ["SCAN_DTYPE", "SOUND", "CRC_BAD", "PROPERTY_NAMES", "new_scan",
@@ -58,20 +58,6 @@ _NO_TS_MAX = np.iinfo(np.int64).min
 def _jhash(h, data, i, end):
     """String.hashCode continued from ``h`` over the UTF-8 bytes data[i:end] (kernels')."""
     return java_hash_continue(h, data, i, end)[0]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _be32(d, p):
-    v = (np.int64(d[p]) << 24) | (np.int64(d[p + 1]) << 16) | (np.int64(d[p + 2]) << 8) | np.int64(d[p + 3])
-    return v - 4294967296 if v >= 2147483648 else v
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _be64(d, p):
-    v = np.int64(0)
-    for t in range(8):
-        v = (v << 8) | np.int64(d[p + t])
-    return v
 
 
 @njit(cache=True, nogil=True, inline="always")
