@@ -40,7 +40,8 @@ try:
 except ImportError:          # not POSIX: no O_DIRECT either
     fcntl = None
 
-__all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct"]
+__all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct",
+           "read_exact"]
 
 ALIGN = 4096                 # memory, file offsets and lengths of direct writes (any block size up to 4 KiB)
 BUFFER_SIZE = 8 << 20        # per buffer: large writes keep the device busy, two keep the caller busy
@@ -74,14 +75,13 @@ class _Writer:
         mv = memoryview(buf)[:n]
         try:
             while len(mv):
-                k = os.pwrite(self.fd, mv, pos)
-                mv, pos = mv[k:], pos + k
-        except OSError as e:
-            if e.errno != errno.EINVAL or not self.direct:
-                raise
-            self._buffered()           # opened with O_DIRECT but refused at the first write
-            while len(mv):
-                k = os.pwrite(self.fd, mv, pos)
+                try:
+                    k = os.pwrite(self.fd, mv, pos)
+                except OSError as e:
+                    if e.errno != errno.EINVAL or not self.direct:
+                        raise
+                    self._buffered()   # opened with O_DIRECT but refused at the first write
+                    continue
                 mv, pos = mv[k:], pos + k
         finally:
             mv.release()
@@ -199,3 +199,11 @@ def read_direct(path: str, offset: int, length: int) -> np.ndarray | None:
         return buf[start:start + max(0, min(length, got - start))]
     finally:
         os.close(fd)
+
+
+def read_exact(path: str, offset: int, length: int, name: str) -> np.ndarray | None:
+    """``read_direct``, where fewer than ``length`` bytes is an error (OSError naming ``name``)."""
+    out = read_direct(path, offset, length)
+    if out is not None and len(out) != length:
+        raise OSError(f"{name}: expected {length} bytes at {offset}, read {len(out)}")
+    return out

@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from .direct_io import read_direct, write_direct
+from .direct_io import read_exact, write_direct
 from .names import rel_path_problem
 from .storage import read_local_into
 
@@ -63,10 +63,8 @@ class LocalStaging:
 
     def read_array(self, rel: str, offset: int, length: int, cache: bool = True) -> np.ndarray:
         if not cache:
-            out = read_direct(self._path(rel), offset, length)
+            out = read_exact(self._path(rel), offset, length, rel)
             if out is not None:
-                if len(out) != length:
-                    raise OSError(f"{rel}: expected {length} bytes at {offset}, read {len(out)}")
                 return out
         out = np.empty(length, np.uint8)
         got = read_local_into(self._path(rel), offset, out)

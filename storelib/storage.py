@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
-from .direct_io import MIN_DIRECT_SIZE, read_direct, write_direct
+from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .errors import StoreError
 from .fragments import AssembledFile
 from .names import rel_path_problem
@@ -299,10 +299,8 @@ class Store:
         """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally;
         ``cache=False``: around the page cache, for bytes read once: storelib.direct_io)."""
         if not cache and self.local and rel not in self.assembled:
-            out = read_direct(self.path(rel), offset, length)
+            out = read_exact(self.path(rel), offset, length, rel)
             if out is not None:
-                if len(out) != length:
-                    raise OSError(f"{rel}: expected {length} bytes at {offset}, read {len(out)}")
                 return out
         return self._reading(self._read_array, rel, offset, length)
 
