@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import allocator, kernels
+from . import allocator, crc32, kernels
 from . import commitlog as cl
 from .commitlog import (BLANK_MAGIC, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1,  # noqa: F401 - re-exported
                         MAGIC_V2, MAX_PROPERTIES_LENGTH)
@@ -421,7 +421,7 @@ def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, conf
 def _body_crc(body: pa.Array) -> np.ndarray:
     """BODYCRC: crc32 of every body, 31 bits (UtilAll.crc32 & 0x7FFFFFFF)."""
     body_data, body_off = string_buffers(body)
-    return (kernels.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
+    return (crc32.crc32_slices(body_data, body_off[:-1], body_off[1:]) & 0x7FFFFFFF).astype(np.int32)
 
 
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
@@ -471,7 +471,7 @@ def fill_crc_property(buf: np.ndarray, sizes: np.ndarray) -> None:
     reserved last 20 bytes of every record of ``buf`` (CRC-32 of the record before them)."""
     ends = np.cumsum(sizes)
     starts = ends - sizes
-    crc = kernels.crc32_slices(buf, starts, ends - CRC32_RESERVED_LEN).astype(np.int64) & 0x7FFFFFFF
+    crc = crc32.crc32_slices(buf, starts, ends - CRC32_RESERVED_LEN).astype(np.int64) & 0x7FFFFFFF
     base = ends - CRC32_RESERVED_LEN
     name = np.frombuffer(CRC32_PROPERTY_NAME.encode() + b"\x01", np.uint8)
     for k, byte in enumerate(name):

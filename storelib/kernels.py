@@ -3,8 +3,6 @@
 Each kernel takes flat numpy arrays (an Arrow buffer and its offsets) and runs one tight
 loop in machine code, so the codec never loops over messages in Python:
 
-* ``crc32_slices``: CRC-32 (zlib polynomial) of many byte slices in one call; RocketMQ masks
-  the result to 31 bits itself (BODYCRC), the kernel returns the plain CRC.
 * ``walk_records``: follows the TOTALSIZE chain of a commitlog segment (each record says where
   the next one starts, so record starts cannot be found by a vectorized scan).
 * ``gather_slices``: copies slices of a buffer into one contiguous buffer (Arrow binary values).
@@ -27,74 +25,14 @@ from .commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOS
                         REL_RECONSUMETIMES, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PHYSICALOFFSET,
                         SIZE_PROPERTIESLENGTH, TOPIC_LENGTH_SIZE_V1, TOPIC_LENGTH_SIZE_V2)
 from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE, ENTRY_TIME_DIFF
+from .intrinsics import prefetch
 
-__all__ = ["CRC_TABLES", "crc32_one", "crc32_slices", "walk_records", "gather_many", "gather_slices", "java_hash_utf8",
+__all__ = ["walk_records", "gather_many", "gather_slices", "java_hash_utf8",
            "java_hash_continue", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
            "read_be", "be32", "be64", "record_layout", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
            "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
            "F_STOREHOST_LEN", "F_RECONSUME", "F_PREPTX", "F_BODY_POS", "F_BODY_LEN", "F_TOPIC_POS", "F_TOPIC_LEN",
            "F_PROPS_POS", "F_PROPS_LEN", "F_BORNHOST_KEY", "F_STOREHOST_KEY", "F_OK", "hex_ids_v4", "hex_ids"]
-
-
-def _make_crc_tables() -> np.ndarray:
-    """Slicing-by-16 tables for the reflected CRC-32 polynomial 0xEDB88320 (zlib's CRC)."""
-    tables = np.zeros((16, 256), dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        tables[0, i] = c
-    for i in range(256):
-        c = int(tables[0, i])
-        for t in range(1, 16):
-            c = int(tables[0, c & 0xFF]) ^ (c >> 8)
-            tables[t, i] = c
-    # flat (table t at t * 256): numba indexes a 1-D table 20-40% faster than a 2-D one here
-    return tables.reshape(-1)
-
-
-CRC_TABLES = _make_crc_tables()
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _le32(d, i):
-    return np.uint32(d[i]) | (np.uint32(d[i + 1]) << 8) | (np.uint32(d[i + 2]) << 16) | (np.uint32(d[i + 3]) << 24)
-
-
-@njit(cache=True, nogil=True)
-def crc32_one(d, i, end, T):
-    """zlib.crc32 of d[i:end] with ``CRC_TABLES`` (16 tables of 256, flat): 16 bytes per step
-    (slicing-by-16, 10-20% faster than by-8 on 300-byte bodies), the tail byte by byte. The one
-    CRC of the encoder and verify."""
-    crc = np.uint32(0xFFFFFFFF)
-    while i + 16 <= end:
-        a = crc ^ _le32(d, i)
-        b = _le32(d, i + 4)
-        c = _le32(d, i + 8)
-        e = _le32(d, i + 12)
-        crc = (T[3840 + (a & 0xFF)] ^ T[3584 + ((a >> 8) & 0xFF)] ^ T[3328 + ((a >> 16) & 0xFF)] ^ T[3072 + (a >> 24)]
-               ^ T[2816 + (b & 0xFF)] ^ T[2560 + ((b >> 8) & 0xFF)] ^ T[2304 + ((b >> 16) & 0xFF)] ^ T[2048 + (b >> 24)]
-               ^ T[1792 + (c & 0xFF)] ^ T[1536 + ((c >> 8) & 0xFF)] ^ T[1280 + ((c >> 16) & 0xFF)] ^ T[1024 + (c >> 24)]
-               ^ T[768 + (e & 0xFF)] ^ T[512 + ((e >> 8) & 0xFF)] ^ T[256 + ((e >> 16) & 0xFF)] ^ T[e >> 24])
-        i += 16
-    while i < end:
-        crc = T[(crc ^ np.uint32(d[i])) & 0xFF] ^ (crc >> 8)
-        i += 1
-    return crc ^ np.uint32(0xFFFFFFFF)
-
-
-@njit(cache=True, nogil=True)
-def _crc32_slices(data, starts, ends, tables, out):
-    for k in range(starts.shape[0]):
-        out[k] = crc32_one(data, starts[k], ends[k], tables)
-
-
-def crc32_slices(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """zlib.crc32 of ``data[starts[k]:ends[k]]`` for every k, as uint32."""
-    out = np.empty(len(starts), dtype=np.uint32)
-    if len(starts):
-        _crc32_slices(data, starts.astype(np.int64), ends.astype(np.int64), CRC_TABLES, out)
-    return out
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -114,6 +52,13 @@ def be64(data, p):
     return v
 
 
+# Bytes the walk asks the CPU to fetch ahead of the record it reads: each step's address comes
+# from the record before (a chain of loads the hardware prefetcher does not run ahead of), but
+# the records lie one after another, so the bytes 8 KiB on are the ones wanted soon
+# (0.10 s instead of 0.19 s for a 1 GiB segment; 32 KiB ahead is as slow as none).
+_WALK_AHEAD = 8192
+
+
 @njit(cache=True, nogil=True)
 def _walk_records(data, start, end, out_starts):
     """Record starts in data[start:end]; stops at a BLANK, a zero size or an unknown magic.
@@ -124,6 +69,8 @@ def _walk_records(data, start, end, out_starts):
     n = 0
     pos = start
     while pos + BLANK_SIZE <= end:
+        if pos + _WALK_AHEAD < end:
+            prefetch(data, pos + _WALK_AHEAD)
         size = be32(data, pos + POS_TOTALSIZE)
         magic = be32(data, pos + POS_MAGIC)
         if magic == BLANK_MAGIC:

@@ -10,9 +10,9 @@ file). Here the segment task, which has just read every record of its segment
 (``verify_scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
 as the field checks), checks the units and entries that point into its segment (found by two binary searches: units and entries are in commitlog order; the
 queue and index tasks check a file out of order whole themselves) and matches them to their
-records in one sweep; the comparisons are compiled (``verify_scan.units_bad``,
-``entries_bad``: one 64-byte row gathered per unit or entry), run as pieces on the segment's
-threads (a queue file, a range of an index file's entries), and the pieces' findings are named
+records in one sweep; the comparisons are compiled (``verify_scan.units_against``,
+``entries_against``: the units and entries read in place, one 64-byte row gathered for each),
+run as pieces on the segment's threads (a queue file, a range of an index file's entries), and the pieces' findings are named
 file by file afterwards, in order. A target that is not the start of a record that passed every field check
 (a damaged segment), and every target that fails a check, goes through the per-offset checks
 as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the problems named, and
@@ -33,8 +33,8 @@ from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup
-from .verify_kernels import bisect_range, match_sorted
-from .verify_scan import entries_bad, units_bad
+from .verify_kernels import bisect_range
+from .verify_scan import entries_against, units_against
 
 __all__ = ["RecordFacts", "topic_key", "check_targets", "index_extent"]
 
@@ -60,7 +60,7 @@ class RecordFacts:
         keep = None if every else np.flatnonzero(good)
         self.starts = np.asarray(starts, np.int64) if every else np.asarray(starts, np.int64)[keep]
         self.recs = recs if every else recs[keep]                # (no copy when all records are sound)
-        self.offsets = base + self.starts                        # ascending
+        self.base = base
         pairs = delay.reshape(-1, 2)
         self._delay_tags(pairs if every else pairs[keep], config)
 
@@ -77,10 +77,6 @@ class RecordFacts:
             level = min(level, len(delays))
             if level > 0:
                 self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
-
-    def find(self, phys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row of the record starting at each offset, found mask)."""
-        return match_sorted(self.offsets, phys)
 
 
 def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
@@ -102,10 +98,11 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
         if span is None:
             continue
         files.append(("entries", (x["path"],) + span))
-        ents, p0, p1 = span[1], span[4], span[5]
+        p0, p1 = span[4], span[5]
         step = max(ENTRIES_PER_PIECE, -(-(p1 - p0) // max(1, threads)))
         for a in range(p0, p1, step):
-            jobs.append((len(files) - 1, _entry_masks, (facts, ents, a, min(p1, a + step), span[3]["begin_timestamp"])))
+            jobs.append((len(files) - 1, _entry_masks, (facts, span[0], span[2], a, min(p1, a + step),
+                                                        span[3]["begin_timestamp"])))
     found = pool.map(lambda j: (j[0], j[1](*j[2])), jobs) if pool is not None and threads > 1 else \
         [(j[0], j[1](*j[2])) for j in jobs]
     per_file: dict = {}
@@ -119,8 +116,8 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
 
 
 def _unit_masks(store, cfg, facts, seg, topic, qid, f, last):
-    """(units, unit indexes not at a sound record, indexes disagreeing with their record) of the
-    queue file ``f``'s units pointing into the segment, or None."""
+    """(units in the file, unit indexes not at a sound record, indexes disagreeing with their
+    record) of the queue file ``f``'s units pointing into the segment, or None."""
     from .verify_queues import leading_units
     fd = FileData(store, f["path"])
     if not fd.exists:
@@ -132,25 +129,21 @@ def _unit_masks(store, cfg, facts, seg, topic, qid, f, last):
     a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
     if a >= b:
         return None
-    idx = np.arange(a, b, dtype=np.int64)
-    u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
-    sel = u[a:b]                                             # only this segment's units, converted
-    row, found = facts.find(sel["phys"].astype(np.int64))
-    first_q = f["base"] // CQ_UNIT_SIZE
-    every = bool(found.all())                                # (no copies when every unit is at a record)
-    sel, ok, row = (sel, idx, row) if every else (sel[found], idx[found], row[found])
-    bad = units_bad(facts.recs, row, first_q + ok, sel["size"].astype(np.int64), sel["tags"].astype(np.int64),
-                    topic_key(topic), qid)
-    return u, idx[~found], ok[bad]
+    missing, bad = units_against(fd.buf, a, b, facts.starts, facts.base, facts.recs, f["base"] // CQ_UNIT_SIZE,
+                                 topic_key(topic), qid)
+    return n, missing, bad
 
 
 def _name_units(ctx, cfg, look, what, parts, out) -> None:
     """Units found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
     from .verify_queues import deep_units
     topic, qid, f = what
-    (u, missing, bad), = parts
+    (n, missing, bad), = parts
     first_q = f["base"] // CQ_UNIT_SIZE
-    cols = [u[c].astype(np.int64) for c in ("phys", "size", "tags")] if len(missing) or len(bad) else None
+    if not len(missing) and not len(bad):
+        return
+    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * CQ_UNIT_SIZE])
+    cols = [u[c] for c in ("phys", "size", "tags")]
     if len(missing):                                         # not a sound record start
         deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
     if len(bad):
@@ -190,16 +183,9 @@ def _entry_span(store, cfg, seg, x):
     return fd, ents, ent_at, header, max(a, 1), b
 
 
-def _entry_masks(facts, ents, a, b, begin):
+def _entry_masks(facts, fd, ent_at, a, b, begin):
     """(positions not at a sound record, positions disagreeing with their record) of entries [a, b)."""
-    pos = np.arange(a, b, dtype=np.int64)
-    sel = ents[a:b]                                          # only these entries, converted
-    row, found = facts.find(sel["phys"].astype(np.int64))
-    every = bool(found.all())                                # (no copies when every entry is at a record)
-    sel, ok, row = (sel, pos, row) if every else (sel[found], pos[found], row[found])
-    bad = entries_bad(facts.buf, facts.starts, facts.recs, row, ok, sel["hash"].astype(np.int64),
-                      sel["time_diff"].astype(np.int64), begin)
-    return pos[~found], ok[bad]
+    return entries_against(fd.buf, ent_at, a, b, facts.buf, facts.starts, facts.base, facts.recs, begin)
 
 
 def _name_entries(ctx, cfg, look, what, parts, out) -> None:
@@ -210,7 +196,7 @@ def _name_entries(ctx, cfg, look, what, parts, out) -> None:
     bad = np.concatenate([p[1] for p in parts])
     if not len(missing) and not len(bad):
         return
-    cols = [ents[c].astype(np.int64) for c in ("hash", "phys", "time_diff")]
+    cols = [ents[c] for c in ("hash", "phys", "time_diff")]
     if len(missing):                                         # not a sound record start
         deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=missing, header_checks=False)
     if len(bad):

@@ -11,7 +11,7 @@ from . import arrays, checksum, codec, indexfile, kernels, properties
 from .config import StoreConfig
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, problem, task_store
-from .verify_kernels import chains_in_order, resolve_heads, walk_chains
+from .verify_kernels import index_summary, resolve_heads, walk_chains
 
 __all__ = ["verify_index", "deep_index"]
 
@@ -49,14 +49,20 @@ def verify_index(ctx: dict, t: dict) -> dict:
         slots = _resolve_slots(rel, cfg, fd, ent_at, ic, slots, out)
     ents = fd.buf[ent_at:ent_at + ic * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
-    hashes = ents["hash"].astype(np.int64)
-    ephys = ents["phys"].astype(np.int64)
-    tdiff = ents["time_diff"].astype(np.int64)
-    prev = ents["prev"].astype(np.int64)
     hsc = header["hash_slot_count"]
+    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    F = cfg.mappedFileSizeCommitLog
+    # One pass over the entries in place; a sound file (the usual case) needs no converted copy
+    # of its 20M entries: the checks that name each problem run only where the pass found one.
+    sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx["min_phy"], F, seg_bases) if n > 1 else None
     if n > 1:
-        _check_entries(rel, ent_at, hsc, header["begin_phy_offset"], header["end_phy_offset"], hashes, ephys, prev, out)
-        _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out)
+        if sm.bad_prev or sm.negative_hash or sm.heads != hsc or header["begin_phy_offset"] != sm.first_phys \
+                or header["end_phy_offset"] != sm.last_phys:
+            _check_entries(rel, ent_at, hsc, header["begin_phy_offset"], header["end_phy_offset"],
+                           *_columns(ents, ("hash", "phys", "prev")), out)
+        if not sm.in_order:
+            hashes, prev = _columns(ents, ("hash", "prev"))
+            _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out)
     elif hsc != 0:
         out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT, f"hashSlotCount {hsc} in a file without entries"))
     if n <= 1 and len(slots) and np.any(slots != 0):
@@ -70,17 +76,24 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if m is not None:
         _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
     if ctx["deep"] and n > 1:
-        # entries pointing into a segment are checked by that segment's task (verify_cross)
-        seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
-        F = cfg.mappedFileSizeCommitLog
-        pos = np.arange(n)
-        lost = pos[(pos >= 1) & (ephys >= ctx["min_phy"]) & ~np.isin(ephys // F * F, seg_bases)]
-        if np.any(np.diff(ephys[1:]) < 0):      # not in commitlog order: the segment tasks' binary search
-            lost = pos[(pos >= 1) & (ephys >= ctx["min_phy"])]      # may miss entries: all checked here
-        deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=lost)
+        # entries pointing into a segment are checked by that segment's task (verify_cross); here
+        # those whose segment is missing, or all when out of commitlog order (the segment tasks'
+        # binary search may miss some)
+        lost = np.zeros(0, np.int64)
+        if sm.descending or sm.lost:
+            ephys = ents["phys"].astype(np.int64)
+            pos = np.arange(n)
+            keep = (pos >= 1) & (ephys >= ctx["min_phy"])
+            lost = pos[keep if sm.descending else keep & ~np.isin(ephys // F * F, seg_bases)]
+        deep_index(ctx, cfg, rel, ent_at, header, ents["hash"], ents["phys"], ents["time_diff"], out, subset=lost)
     facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
                  blocks=checksum.digests_to_detail(digests))
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
+
+
+def _columns(ents: np.ndarray, names: tuple) -> list:
+    """The entries' fields ``names`` as int64 arrays (for the checks that name each problem)."""
+    return [ents[c].astype(np.int64) for c in names]
 
 
 def _snapshot_header(m: dict | None) -> dict | None:
@@ -179,9 +192,8 @@ def _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out):
 
 
 def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
-    """Every entry must be reachable from exactly one slot head, and hash to that slot."""
-    if chains_in_order(slots, hashes, prev, nslots):          # (then the walk below finds nothing)
-        return
+    """Every entry must be reachable from exactly one slot head, and hash to that slot (run when
+    ``index_summary`` found the chains out of order)."""
     n = len(prev)
     heads_pos = np.flatnonzero((slots > 0))
     badslot = heads_pos[slots[heads_pos] >= n]
@@ -224,8 +236,10 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
     each decoded by offset (``SegmentLookup``); ``header_checks``: also the header's begin/end times
     against the records at begin/endPhyOffset."""
     look = SegmentLookup(task_store(ctx), ctx["segments"], cfg.mappedFileSizeCommitLog)
-    pos = np.arange(1, len(ephys))
-    live = pos[ephys[1:] >= ctx["min_phy"]] if subset is None else np.asarray(subset, np.int64)
+    if subset is None:
+        live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx["min_phy"]) + 1
+    else:
+        live = np.asarray(subset, np.int64)
     shown = 0
     if len(live):
         ok, reason, table, inv = look.records(ephys[live])

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import checksum, codec, kernels
+from . import checksum, codec, crc32, kernels
 from . import commitlog as cl
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, problem, task_store
 from .verify_scan import CRC_BAD, SOUND, new_scan, scan_records
@@ -108,7 +108,7 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
         facts["min_ts"], facts["max_ts"] = int(ts[good].min()), int(ts[good].max())
     if deep and good.any():
         p_body = (s + cl.body_offset(sysflag))[good]
-        crc = kernels.crc32_slices(buf, p_body, p_body + body_len[good]).astype(np.int64) & 0x7FFFFFFF
+        crc = crc32.crc32_slices(buf, p_body, p_body + body_len[good]).astype(np.int64) & 0x7FFFFFFF
         stored = codec.gather_int(buf, s[good] + cl.POS_BODYCRC, cl.SIZE_BODYCRC).astype(np.int64)
         gi = np.flatnonzero(good)
         for k in np.flatnonzero(crc != stored)[:MAX_PROBLEMS_PER_FILE]:
@@ -140,7 +140,7 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
         at = s[np.flatnonzero(status == SOUND | CRC_BAD)[:MAX_PROBLEMS_PER_FILE]]
         f = kernels.record_fields(buf, at)                    # the few mismatches, for their words
         p_body = f[kernels.F_BODY_POS]
-        crc = kernels.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN]).astype(np.int64) & 0x7FFFFFFF
+        crc = crc32.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN]).astype(np.int64) & 0x7FFFFFFF
         for k in range(len(at)):
             msgs[int(at[k])] = f"BODYCRC {f[kernels.F_BODYCRC][k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
     msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}

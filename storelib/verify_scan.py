@@ -15,9 +15,10 @@ record is *sound*: every part inside TOTALSIZE, the fields add up to TOTALSIZE, 
 ``deep``, whether the body's CRC matches BODYCRC. Records that are not sound are left to the
 checks that name each problem (``verify_records``), as before.
 
-``units_bad`` and ``entries_bad`` compare consume-queue units and index entries with the rows of
-the records they point at (``verify_cross``); an index entry's key hash is computed from the
-record's UNIQ_KEY / KEYS where they lie, in the order the dispatch indexes them.
+``units_against`` and ``entries_against`` read consume-queue units and index entries in place,
+find the record each points at (one sweep: both are in commitlog order) and compare them with its
+row (``verify_cross``); an index entry's key hash is computed from the record's UNIQ_KEY / KEYS
+where they lie, in the order the dispatch indexes them.
 
 CRC-32 here is slicing-by-16 (zlib's polynomial); Java's String.hashCode over UTF-8 bytes decoded
 to UTF-16 on the fly (as ``kernels`` does for the encoder).
@@ -30,12 +31,16 @@ from numba import njit
 from .codec import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from .commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
                         RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH)
-from .indexfile import INT_MAX
-from .kernels import CRC_TABLES, be32 as _be32, be64 as _be64, crc32_one as _crc32, java_hash_continue, record_layout as _layout
+from .consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TAGSCODE, UNIT_TOTALSIZE
+from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_SIZE, ENTRY_TIME_DIFF, INT_MAX
+from .intrinsics import prefetch
+from .crc32 import CRC_TABLES, crc32_one as _crc32
+from .kernels import be32 as _be32, be64 as _be64, java_hash_continue, record_layout as _layout
 from .properties import value_spans
+from .verify_kernels import seek_sorted
 
 __all__ = ["SCAN_DTYPE", "SOUND", "CRC_BAD", "PROPERTY_NAMES", "new_scan",
-           "scan_records", "units_bad", "entries_bad"]
+           "scan_records", "units_against", "entries_against"]
 
 # One row per record (64 bytes: one cache line). ``keys``: how many index keys the record has
 # (UNIQ_KEY, then each KEYS token, as the dispatch indexes them), ``key0..2`` the index hashes of
@@ -50,6 +55,7 @@ _ROW_KEYS = 3
 SOUND = 1            # status bit: the record passed every field check
 CRC_BAD = 2          # status bit (deep, sound records): BODYCRC differs from the body's CRC
 PROPERTY_NAMES = ("TAGS", "DELAY", "KEYS", "UNIQ_KEY")     # the order scan_records expects
+_CHUNK = 256          # units or entries matched, then compared, at a time
 _NO_TS_MIN = np.iinfo(np.int64).max
 _NO_TS_MAX = np.iinfo(np.int64).min
 
@@ -154,24 +160,63 @@ def scan_records(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, lo:
 
 
 @njit(cache=True, nogil=True)
-def _units_bad(recs, rows, qoff, size, tags, topic_key, qid, bad):
-    for k in range(rows.shape[0]):
-        r = recs[rows[k]]
-        tran = r.sysflag & TRANSACTION_MASK
-        bad[k] = (r.topic_key != topic_key or r.queue_id != qid or r.queue_offset != qoff[k]
-                  or r.size != size[k] or r.tags != tags[k]
-                  or tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK)
+def _match_chunk(src, at, stride, c, m, starts, base, recs, j, last, rows):
+    """Items c..c+m-1 of ``src`` (big-endian commitlog offsets at ``at + i * stride``): the row of
+    the record each starts (-1: none) into ``rows``, one sweep over the ascending record
+    positions ``starts`` of the segment at ``base``, each
+    row prefetched for the comparisons that follow (without the prefetch the units of one queue,
+    a sixty-fourth of a segment's records, wait for memory at almost every row: 0.27 s against
+    0.12 s per segment). Returns the sweep's (j, last)."""
+    for k in range(m):
+        q = _be64(src, at + (c + k) * stride) - base
+        if q < last:                                         # out of order: the search starts over
+            j = 0
+        last = q
+        j = seek_sorted(starts, j, q)
+        if j >= starts.shape[0] or starts[j] != q:
+            rows[k] = -1
+        else:
+            rows[k] = j
+            prefetch(recs, j)
+    return j, last
 
 
-def units_bad(recs: np.ndarray, rows: np.ndarray, qoff: np.ndarray, size: np.ndarray, tags: np.ndarray,
-              topic_key: int, qid: int) -> np.ndarray:
-    """Which units (at queue offsets ``qoff``) disagree with the record row ``rows[k]`` they point
-    at: topic, queue id, queue offset, size, tagsCode, or the record is PREPARED / ROLLBACK."""
-    bad = np.zeros(len(rows), np.bool_)
-    if len(rows):
-        _units_bad(recs, np.asarray(rows, np.int64), np.asarray(qoff, np.int64), np.asarray(size, np.int64),
-                   np.asarray(tags, np.int64), np.int64(topic_key), np.int64(qid), bad)
-    return bad
+@njit(cache=True, nogil=True)
+def _units_against(cq, a, b, starts, base, recs, first_q, topic_key, qid, missing, bad):
+    nm = nb = 0
+    j, last = np.int64(0), np.int64(-(2**62))
+    rows = np.empty(_CHUNK, np.int64)
+    for c in range(a, b, _CHUNK):
+        m = min(b, c + _CHUNK) - c
+        j, last = _match_chunk(cq, UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, c, m, starts, base, recs, j, last, rows)
+        for k in range(m):
+            i = c + k
+            if rows[k] < 0:
+                missing[nm] = i
+                nm += 1
+                continue
+            u = i * CQ_UNIT_SIZE
+            r = recs[rows[k]]
+            tran = r.sysflag & TRANSACTION_MASK
+            if (r.topic_key != topic_key or r.queue_id != qid or r.queue_offset != first_q + i
+                    or r.size != _be32(cq, u + UNIT_TOTALSIZE) or r.tags != _be64(cq, u + UNIT_TAGSCODE)
+                    or tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK):
+                bad[nb] = i
+                nb += 1
+    return nm, nb
+
+
+def units_against(cq: np.ndarray, a: int, b: int, starts: np.ndarray, base: int, recs: np.ndarray, first_q: int,
+                  topic_key: int, qid: int) -> tuple[np.ndarray, np.ndarray]:
+    """Units [a, b) of a consume-queue file's bytes ``cq`` (``consumequeue``'s layout, read in
+    place) against the records of the segment at commitlog offset ``base`` (at the ascending
+    positions ``starts``, their rows ``recs``): (units
+    not at any of these records, units disagreeing with their record: topic, queue id, queue
+    offset ``first_q + i``, size, tagsCode, or the record is PREPARED / ROLLBACK)."""
+    missing, bad = np.empty(max(0, b - a), np.int64), np.empty(max(0, b - a), np.int64)   # (pages touched only
+    nm, nb = (_units_against(cq, np.int64(a), np.int64(b), starts, np.int64(base), recs,     # when written)
+                             np.int64(first_q), np.int64(topic_key), np.int64(qid), missing, bad) if b > a else (0, 0))
+    return missing[:nm].copy(), bad[:nb].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -231,25 +276,41 @@ def _has_key(data, s, r, want, names, name_off):
 
 
 @njit(cache=True, nogil=True)
-def _entries_bad(data, starts, recs, rows, pos, hashes, tdiff, begin, names, name_off, bad):
-    for k in range(rows.shape[0]):
-        r = recs[rows[k]]
-        rollback = (r.sysflag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK
-        d = r.store_ts - begin
-        want = (d // 1000) if d >= 0 else 0                      # negative differences clip to 0
-        want = min(want, INT_MAX)
-        td_bad = pos[k] > 1 and begin > 0 and want != tdiff[k]
-        bad[k] = rollback or td_bad or not _has_key(data, starts[rows[k]], r, hashes[k], names, name_off)
+def _entries_against(idx, ent_at, a, b, data, starts, base, recs, begin, names, name_off, missing, bad):
+    nm = nb = 0
+    j, last = np.int64(0), np.int64(-(2**62))
+    rows = np.empty(_CHUNK, np.int64)
+    for c in range(a, b, _CHUNK):
+        m = min(b, c + _CHUNK) - c
+        j, last = _match_chunk(idx, ent_at + ENTRY_PHY_OFFSET, ENTRY_SIZE, c, m, starts, base, recs, j, last, rows)
+        for k in range(m):
+            p = c + k
+            if rows[k] < 0:
+                missing[nm] = p
+                nm += 1
+                continue
+            e = ent_at + p * ENTRY_SIZE
+            r = recs[rows[k]]
+            rollback = (r.sysflag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK
+            d = r.store_ts - begin
+            want = (d // 1000) if d >= 0 else 0                  # negative differences clip to 0
+            want = min(want, INT_MAX)
+            td_bad = p > 1 and begin > 0 and want != _be32(idx, e + ENTRY_TIME_DIFF)
+            if rollback or td_bad or not _has_key(data, starts[rows[k]], r, _be32(idx, e + ENTRY_KEY_HASH), names,
+                                                  name_off):
+                bad[nb] = p
+                nb += 1
+    return nm, nb
 
 
-def entries_bad(data: np.ndarray, starts: np.ndarray, recs: np.ndarray, rows: np.ndarray, pos: np.ndarray,
-                hashes: np.ndarray, tdiff: np.ndarray, begin: int) -> np.ndarray:
-    """Which index entries (at entry positions ``pos``) disagree with the record row ``rows[k]``
-    (at ``starts[rows[k]]`` in ``data``) they point at: a ROLLBACK record, no key of the record
-    with the entry's hash, or (after the first entry, with a begin time) another timeDiff."""
-    bad = np.zeros(len(rows), np.bool_)
-    if len(rows):
-        _entries_bad(data, np.asarray(starts, np.int64), recs, np.asarray(rows, np.int64), np.asarray(pos, np.int64),
-                     np.asarray(hashes, np.int64), np.asarray(tdiff, np.int64), np.int64(begin), _NAMES, _NAME_OFF,
-                     bad)
-    return bad
+def entries_against(idx: np.ndarray, ent_at: int, a: int, b: int, data: np.ndarray, starts: np.ndarray,
+                    base: int, recs: np.ndarray, begin: int) -> tuple[np.ndarray, np.ndarray]:
+    """Entries [a, b) of an index file's bytes ``idx`` (entry 0 at ``ent_at``; ``indexfile``'s
+    layout, read in place) against the records of the segment ``data`` at commitlog offset
+    ``base`` (at the ascending positions ``starts``, their rows ``recs``): (entries not at any of these records, entries
+    disagreeing with their record: a ROLLBACK record, no key of the record with the entry's hash,
+    or, after the first entry and with a ``begin`` time, another timeDiff)."""
+    missing, bad = np.empty(max(0, b - a), np.int64), np.empty(max(0, b - a), np.int64)
+    nm, nb = (_entries_against(idx, np.int64(ent_at), np.int64(a), np.int64(b), data, starts, np.int64(base), recs,
+                               np.int64(begin), _NAMES, _NAME_OFF, missing, bad) if b > a else (0, 0))
+    return missing[:nm].copy(), bad[:nb].copy()

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import golden_set
-from storelib import codec, inputs, kernels, properties
+from storelib import codec, crc32, inputs, properties
 from storelib.codec import InputError
 from storelib.config import StoreConfig
 
@@ -760,7 +760,7 @@ def test_crc32_slices_matches_zlib(data, ranges):
     n = len(data)
     starts = np.array([min(a, b, n) for a, b in ranges], np.int64)
     ends = np.array([min(max(a, b), n) for a, b in ranges], np.int64)
-    got = kernels.crc32_slices(arr, starts, ends)
+    got = crc32.crc32_slices(arr, starts, ends)
     assert got.dtype == np.uint32
     assert got.tolist() == [zlib.crc32(data[s:e]) for s, e in zip(starts, ends)]
 

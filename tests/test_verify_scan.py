@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from opshelp import restore
-from storelib import codec, kernels, properties, verify_records, verify_scan
+from storelib import codec, crc32, kernels, properties, verify_records, verify_scan
 from storelib import commitlog as cl
-from storelib.verify_kernels import chains_in_order, walk_chains
+from storelib import consumequeue, indexfile
+from storelib.verify_kernels import index_summary, walk_chains
 
 
 def test_crc32_equals_zlib_every_short_length_and_offset():
@@ -24,7 +25,7 @@ def test_crc32_equals_zlib_every_short_length_and_offset():
     for n in (100, 1000, 4000):                              # long ones: the 16-byte steps
         starts.append(3)
         ends.append(3 + n)
-    got = kernels.crc32_slices(data, np.array(starts), np.array(ends))
+    got = crc32.crc32_slices(data, np.array(starts), np.array(ends))
     want = [zlib.crc32(data[a:b].tobytes()) for a, b in zip(starts, ends)]
     assert got.tolist() == want
 
@@ -67,7 +68,7 @@ def test_scan_rows_equal_the_former_passes(segments):
         vs, ve = properties.property_spans_between(buf, p, p + f[kernels.F_PROPS_LEN], ["TAGS", "DELAY", "KEYS", "UNIQ_KEY"])
         tpos, tlen = f[kernels.F_TOPIC_POS], f[kernels.F_TOPIC_LEN]
         th = kernels.java_hash_slices(buf, tpos, tpos + tlen)
-        key = (th.astype(np.uint64) << np.uint64(32) | kernels.crc32_slices(buf, tpos, tpos + tlen).astype(np.uint64))
+        key = (th.astype(np.uint64) << np.uint64(32) | crc32.crc32_slices(buf, tpos, tpos + tlen).astype(np.uint64))
         g = np.flatnonzero(good)
         assert np.array_equal(recs["topic_key"][g], key.view(np.int64)[g])
         tags = np.where(vs[0] >= 0, kernels.java_hash_slices(buf, vs[0], ve[0]).view(np.int32), 0)
@@ -123,7 +124,7 @@ def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
     facts.update(min_ts=min(lo) if lo else None, max_ts=max(hi) if hi else None)
     if deep and good.any():
         p_body = f[kernels.F_BODY_POS][good]
-        crc = kernels.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN][good]).astype(np.int64) & 0x7FFFFFFF
+        crc = crc32.crc32_slices(buf, p_body, p_body + f[kernels.F_BODY_LEN][good]).astype(np.int64) & 0x7FFFFFFF
         stored = f[kernels.F_BODYCRC][good]
         for k in np.flatnonzero(crc != stored)[:verify_records.MAX_PROBLEMS_PER_FILE]:
             msgs[int(s[good][k])] = f"BODYCRC {stored[k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
@@ -150,11 +151,25 @@ def test_scan_finds_what_the_former_check_found(segments, threads):
             assert np.array_equal(good, old_good)
 
 
-def test_entries_bad_and_rows_beyond_three_keys(segments):
+def _against_entries(buf, starts, recs, rows, pos, hashes, tdiff, begin):
+    """entries_against over index entries at positions ``pos`` pointing at the records ``rows``:
+    which of them it finds disagreeing (a mask over ``rows``)."""
+    n = int(pos.max()) + 1
+    ents = np.zeros(n, indexfile.ENTRY_DTYPE)
+    ents["phys"] = 0x7FFF_FFFF_FFFF                        # (unused positions: beyond every record)
+    ents["phys"][pos], ents["hash"][pos], ents["time_diff"][pos] = starts[rows], hashes, tdiff
+    missing, bad = verify_scan.entries_against(ents.view(np.uint8), 0, int(pos.min()), n, buf, starts, 0, recs,
+                                               begin)
+    assert not len(set(missing) & set(pos.tolist()))
+    return np.isin(pos, bad)
+
+
+def test_entries_against_and_rows_beyond_three_keys(segments):
     buf, base = segments[0]
     starts, (_, _, scan, good) = _scan(buf, base)
     recs = scan[0].copy()
     g = np.flatnonzero(good)
+    assert len(g) == len(starts)                             # (the rows are the segment's records)
     rollback = (recs["sysflag"] & codec.TRANSACTION_MASK) == codec.TRANSACTION_ROLLBACK
     has = g[(recs["keys"][g] > 0) & ~rollback[g]]
     assert len(has) > 5
@@ -163,34 +178,56 @@ def test_entries_bad_and_rows_beyond_three_keys(segments):
     begin = int(ts.min())
     tdiff = (ts - begin) // 1000
     pos = np.arange(len(has)) + 2
-    assert not verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff, begin).any()
-    assert verify_scan.entries_bad(buf, starts, recs, has, pos, want ^ 1, tdiff, begin).all()
-    assert verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff + 1, begin).all()
+    assert not _against_entries(buf, starts, recs, has, pos, want, tdiff, begin).any()
+    assert _against_entries(buf, starts, recs, has, pos, want ^ 1, tdiff, begin).all()
+    assert _against_entries(buf, starts, recs, has, pos, want, tdiff + 1, begin).all()
     # A record with more keys than its row holds is looked at again: hide the row's keys.
     recs["keys"][has] = 4
     recs["key0"][has] = recs["key1"][has] = recs["key2"][has] = -5
-    assert not verify_scan.entries_bad(buf, starts, recs, has, pos, want, tdiff, begin).any()
-    assert verify_scan.entries_bad(buf, starts, recs, has, pos, -want - 1, tdiff, begin).all()
+    assert not _against_entries(buf, starts, recs, has, pos, want, tdiff, begin).any()
+    assert _against_entries(buf, starts, recs, has, pos, -want - 1, tdiff, begin).all()
     rb = g[rollback[g]]
     if len(rb):
-        assert verify_scan.entries_bad(buf, starts, recs, rb, rb + 2, recs["key0"][rb], np.zeros(len(rb)), 0).all()
+        assert _against_entries(buf, starts, recs, rb, rb + 2, recs["key0"][rb], np.zeros(len(rb)), 0).all()
+    # entries at offsets where no record starts are missing, not bad
+    ents = np.zeros(3, indexfile.ENTRY_DTYPE)
+    ents["phys"] = [starts[has[0]], starts[has[0]] + 1, starts[has[1]]]
+    ents["hash"] = [want[0], want[0], want[1]]
+    missing, bad = verify_scan.entries_against(ents.view(np.uint8), 0, 0, 3, buf, starts, 0, scan[0], 0)
+    assert missing.tolist() == [1] and bad.tolist() == []
 
 
-def test_units_bad(segments):
+def test_units_against(segments):
     buf, base = segments[0]
     starts, (_, _, scan, good) = _scan(buf, base)
     recs = scan[0]
     g = np.flatnonzero(good)
     r = recs[g]
+
+    def against(rows, qoff0, size, tags, k, q):
+        units = np.zeros(len(rows), consumequeue.UNIT_DTYPE)
+        units["phys"], units["size"], units["tags"] = base + starts[rows], size, tags
+        return verify_scan.units_against(units.view(np.uint8), 0, len(rows), starts, base, recs, qoff0, k, q)
+
+    checked = 0
     for k in np.unique(r["topic_key"])[:2]:
         for q in np.unique(r["queue_id"][r["topic_key"] == k]):
             rows = g[(r["topic_key"] == k) & (r["queue_id"] == q)]
-            args = (recs, rows, recs["queue_offset"][rows], recs["size"][rows], recs["tags"][rows], int(k), int(q))
+            checked += 1
+            qoff0 = int(recs["queue_offset"][rows[0]])
+            if not np.array_equal(recs["queue_offset"][rows], qoff0 + np.arange(len(rows))):
+                checked -= 1                                 # (a queue whose units are not all in this segment)
+                continue
+            args = (rows, qoff0, recs["size"][rows], recs["tags"][rows], int(k), int(q))
             tran = recs["sysflag"][rows] & codec.TRANSACTION_MASK
             ok = (tran != codec.TRANSACTION_PREPARED) & (tran != codec.TRANSACTION_ROLLBACK)
-            assert np.array_equal(verify_scan.units_bad(*args), ~ok)
-            assert verify_scan.units_bad(recs, rows, args[2] + 1, *args[3:]).all()
-            assert verify_scan.units_bad(recs, rows, args[2], args[3], args[4], int(k), int(q) + 1).all()
+            missing, bad = against(*args)
+            assert len(missing) == 0 and bad.tolist() == np.flatnonzero(~ok).tolist()
+            assert len(against(rows, qoff0 + 1, *args[2:])[1]) == len(rows)
+            assert len(against(*args[:5], int(q) + 1)[1]) == len(rows)
+            assert len(against(rows, qoff0, args[2] + 1, *args[3:])[1]) == len(rows)
+            assert len(against(rows, qoff0, args[2], args[3] ^ 1, *args[4:])[1]) == len(rows)
+    assert checked >= 1
 
 
 def _appended_chains(rng, n, nslots):
@@ -213,6 +250,20 @@ def _walk_finds_nothing(slots, hashes, prev, nslots):
     return not dups and (reach >= 0).all() and (hashes[1:] % nslots == reach).all()
 
 
+def _entry_bytes(hashes, prev, phys=None):
+    """Index entries (``indexfile``'s layout) holding these fields, as the bytes of a file whose
+    entry table starts at 0."""
+    ents = np.zeros(len(prev), indexfile.ENTRY_DTYPE)
+    ents["hash"], ents["prev"] = hashes, prev
+    ents["phys"] = np.arange(len(prev)) * 100 if phys is None else phys
+    return ents.view(np.uint8)
+
+
+def _chains_in_order(slots, hashes, prev, nslots):
+    return index_summary(_entry_bytes(hashes, prev), 0, len(prev), slots, nslots, 0, 1 << 30,
+                         np.zeros(1, np.int64)).in_order
+
+
 def test_chains_in_order_only_when_the_walk_finds_nothing():
     rng = np.random.default_rng(5)
     for trial in range(300):
@@ -222,8 +273,31 @@ def test_chains_in_order_only_when_the_walk_finds_nothing():
             arr = [slots, hashes, prev][trial % 3 if trial % 2 else 0]
             if len(arr) > 1:
                 arr[int(rng.integers(1 if arr is not slots else 0, len(arr)))] ^= int(rng.integers(1, 8))
-        fast = chains_in_order(slots, hashes, prev, nslots)
+        fast = _chains_in_order(slots, hashes, prev, nslots)
         if fast:
             assert _walk_finds_nothing(slots, hashes, prev, nslots)
         if trial % 3 == 0:
             assert fast
+
+
+def test_index_summary_counts_what_the_naming_checks_count():
+    """index_summary's counts (a sound file skips the checks that name each problem) are the
+    numpy definitions those checks use, for damaged entries too."""
+    rng = np.random.default_rng(11)
+    F = 1000
+    for trial in range(200):
+        n = int(rng.integers(2, 120))
+        hashes = rng.integers(-3, 50, n)
+        prev = rng.integers(-2, n + 2, n)
+        phys = np.sort(rng.integers(0, 6 * F, n)) if trial % 2 else rng.integers(0, 6 * F, n)
+        bases = np.sort(rng.choice(np.arange(6) * F, int(rng.integers(1, 6)), replace=False))
+        min_phy = int(rng.integers(0, 2 * F))
+        sm = index_summary(_entry_bytes(hashes, prev, phys), 0, n, np.zeros(7, np.int64), 7, min_phy, F, bases)
+        pos = np.arange(1, n)
+        p, h, e = prev[1:], hashes[1:], phys[1:]
+        assert sm.bad_prev == int(((p < 0) | (p >= pos)).sum())
+        assert sm.negative_hash == int((h < 0).sum())
+        assert sm.heads == int((p == 0).sum())
+        assert (sm.first_phys, sm.last_phys) == (phys[1], phys[-1])
+        assert sm.descending == int((np.diff(e) < 0).sum())
+        assert sm.lost == int(((e >= min_phy) & ~np.isin(e // F * F, bases)).sum())
