@@ -7,8 +7,13 @@ entry point runs them in this process on ``--threads`` threads by default (the c
 hashing release the GIL, and no JVM has to start), ``--spark`` as Spark tasks.
 """
 import argparse
+import gc
 import os
 import sys
+
+# numpy's OpenBLAS would start a thread per core that spins after any BLAS call: verify runs its
+# own threads (set before numpy is first imported)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 _JOBS = os.path.dirname(os.path.abspath(__file__))
 # jobs/ must not be on sys.path: jobs/inspect.py would shadow the stdlib module.
@@ -34,6 +39,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from storelib import cli, verify
     from storelib.errors import StoreError
+    gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
     try:
         if args.spark:

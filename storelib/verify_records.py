@@ -5,10 +5,9 @@ Speed (``verify --deep``): after the walk of the TOTALSIZE chain, the records ar
 compiled pass (``verify_scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
 index-key spans, record by record while each is in the cache), as ranges of records on the
 segment's threads; only records that fail that pass go through ``check_records``, which names each
-problem (a sound segment has none). The block checksum's 16 MiB blocks are hashed on the same
-threads (hashlib and the numba kernels release the GIL): those below the manifest's valid length
-while the walk runs (last block first, so the walk and the hashing fault in different pages), the
-rest once the walk has found the data's end. With ``deep``, the consume-queue units and index
+problem (a sound segment has none). The pieces are the block checksum's 16 MiB blocks: each is
+hashed and its records scanned in one go, on the segment's threads (hashlib and the numba
+kernels release the GIL), so its bytes come from memory once. With ``deep``, the consume-queue units and index
 entries that point into this segment are checked here, against the rows just read
 (``verify_cross``), instead of decoding each target record again by offset. The former multi-pass
 check lives on in tests/test_verify_scan.py, as the reference the scan is held to."""
@@ -117,16 +116,29 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
     return {int(s[i]): msgs[i] for i in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}, facts
 
 
-def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=None, threads: int = 1):
+def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=None, threads: int = 1,
+               digest_end: int | None = None):
     """The answer of ``check_records`` from one ``scan_records`` pass, as pieces on ``pool``: (problems
-    {position: what}, facts, scan rows, good)."""
+    {position: what}, facts, scan rows, good, block digests). With ``digest_end``, each piece is one
+    checksum block of the bytes [0, digest_end) with the records starting in it: the block is
+    hashed, then its records scanned while its bytes are in the cache (the last level cache holds
+    a 16 MiB block: each byte comes from memory once, not twice); the digests are the blocks' in
+    order (``checksum``), else []."""
     s = np.asarray(starts, dtype=np.int64)
     scan = new_scan(len(s))
-    step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
-    pieces = [(a, min(len(s), a + step)) for a in range(0, len(s), step)]
+    if digest_end is None:
+        step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
+        pieces = [(a, min(len(s), a + step), None) for a in range(0, len(s), step)]
+    else:
+        B = checksum.BLOCK_SIZE
+        nblocks = -(-digest_end // B)
+        cuts = np.searchsorted(s, np.arange(nblocks + 1, dtype=np.int64) * B)
+        cuts[-1] = len(s)                         # (every record ends before digest_end)
+        pieces = [(int(cuts[i]), int(cuts[i + 1]), (i * B, min(digest_end, (i + 1) * B))) for i in range(nblocks)]
 
     def one(p):
-        return scan_records(buf, s, base, deep, p[0], p[1], scan)
+        digest = checksum.block_digest(buf[p[2][0]:p[2][1]]) if p[2] is not None else None
+        return scan_records(buf, s, base, deep, p[0], p[1], scan) + (digest,)
     parts = list(pool.map(one, pieces)) if pool is not None and len(pieces) > 1 else [one(p) for p in pieces]
     status = scan[1]
     good = (status & SOUND) != 0
@@ -144,38 +156,7 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
         for k in range(len(at)):
             msgs[int(at[k])] = f"BODYCRC {f[kernels.F_BODYCRC][k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
     msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}
-    return msgs, facts, scan, good
-
-
-class _Blocks:
-    """The block checksum of a segment's valid bytes, hashed on the pool: blocks below a guess of
-    the valid length (the manifest's) may start before the walk has found it; a block whose bytes
-    the real length changes is hashed again."""
-
-    def __init__(self, fd: FileData, pool):
-        self.fd, self.pool, self.futures = fd, pool, {}
-
-    def _submit(self, i: int, end: int) -> None:
-        buf, lo = self.fd.buf, i * checksum.BLOCK_SIZE
-        hi = min(end, lo + checksum.BLOCK_SIZE)
-        self.futures[i] = (hi, self.pool.submit(checksum.block_digest, buf[lo:hi]))
-
-    def guess(self, end: int) -> None:
-        end = min(end, self.fd.size or 0)
-        for i in reversed(range(-(-end // checksum.BLOCK_SIZE))):
-            self._submit(i, end)
-
-    def result(self, valid: int) -> tuple[str, list]:
-        valid = min(valid, self.fd.size or 0)
-        n = -(-valid // checksum.BLOCK_SIZE)
-        for i in range(n):
-            hi = min(valid, (i + 1) * checksum.BLOCK_SIZE)
-            if i not in self.futures or self.futures[i][0] != hi:
-                self._submit(i, valid)
-        digests = [self.futures[i][1].result() for i in range(n)]
-        if self.fd.local:
-            self.fd.bytes_read += valid
-        return checksum.combine(digests), digests
+    return msgs, facts, scan, good, [p[5] for p in parts if p[5] is not None]
 
 
 def verify_segment(ctx: dict, t: dict) -> dict:
@@ -193,19 +174,18 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     n = min(fd.size, F)
     threads = max(1, int(ctx.get("threads") or 2))
     m = t.get("manifest")
-    with ThreadPoolExecutor(max_workers=threads) as pool:    # the checksum and the record pieces
+    with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
-        blocks = _Blocks(fd, pool)
-        if m is not None and isinstance(m.get("valid_bytes"), int):
-            blocks.guess(m["valid_bytes"])
         starts, stop, reason = walk(fd.buf, 0, n)
         valid = _data_end(fd, rel, stop, reason, n, F, last, out)
-        msgs, rec, scan, good = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads)
+        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid)
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx["deep"] and (ctx.get("queues") or ctx.get("index_files")):    # (planned by verify.plan)
             from .verify_cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
-        sha, digests = blocks.result(valid)
+    sha = checksum.combine(digests)
+    if fd.local:
+        fd.bytes_read += valid
     facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
                  min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],

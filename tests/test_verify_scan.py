@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from opshelp import restore
-from storelib import codec, crc32, kernels, properties, verify_records, verify_scan
+from storelib import checksum, codec, crc32, kernels, properties, verify_records, verify_scan
 from storelib import commitlog as cl
 from storelib import consumequeue, indexfile
 from storelib.verify_kernels import index_summary, walk_chains
@@ -56,7 +56,7 @@ def segments(tmp_path_factory):
 
 def _scan(buf, base, deep=True, threads=1):
     starts, _, _ = verify_records.walk(buf, 0, len(buf))
-    return starts, verify_records.scan_check(buf, starts, base, deep, None, threads)
+    return starts, verify_records.scan_check(buf, starts, base, deep, None, threads)[:4]
 
 
 def test_scan_rows_equal_the_former_passes(segments):
@@ -134,7 +134,11 @@ def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_scan_finds_what_the_former_check_found(segments, threads):
+def test_scan_finds_what_the_former_check_found(segments, threads, monkeypatch):
+    """The same words, facts and soundness from the one-pass scan as from the former multi-pass
+    check, in pieces of records or in checksum blocks (small blocks here: many pieces), and the
+    blocks' digests those of the bytes."""
+    monkeypatch.setattr(checksum, "BLOCK_SIZE", 4096 + 16 * threads)
     rng = np.random.default_rng(11)
     for trial in range(120):
         buf, base = segments[trial % len(segments)]
@@ -144,11 +148,23 @@ def test_scan_finds_what_the_former_check_found(segments, threads):
         for deep in (False, True):
             old_msgs, old_facts, _, old_good = fast_check(bad, starts, base, deep)
             from concurrent.futures import ThreadPoolExecutor
+            end = int(starts[-1]) + int(_record_size(bad, starts[-1])) if len(starts) else 0
             with ThreadPoolExecutor(threads) as pool:
-                msgs, facts, _, good = verify_records.scan_check(bad, starts, base, deep, pool, threads)
-            assert msgs == old_msgs
-            assert facts == old_facts
-            assert np.array_equal(good, old_good)
+                for digest_end in (None, end + int(rng.integers(0, 9000))):
+                    msgs, facts, _, good, digests = verify_records.scan_check(bad, starts, base, deep, pool, threads,
+                                                                              digest_end)
+                    assert msgs == old_msgs
+                    assert facts == old_facts
+                    assert np.array_equal(good, old_good)
+                    B = checksum.BLOCK_SIZE
+                    want = [] if digest_end is None else \
+                        [checksum.block_digest(bad[a:min(a + B, digest_end)]) for a in range(0, digest_end, B)]
+                    assert digests == want
+
+
+def _record_size(buf, s):
+    """TOTALSIZE of the record at ``s``."""
+    return cl.parse_size_magic(buf, int(s))[0]
 
 
 def _against_entries(buf, starts, recs, rows, pos, hashes, tdiff, begin):
