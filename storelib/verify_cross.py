@@ -34,7 +34,7 @@ from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup
 from .verify_kernels import bisect_range
-from .verify_scan import entries_against, units_against
+from .verify_scan import entries_against, units_against, units_by_records
 
 __all__ = ["RecordFacts", "topic_key", "check_targets", "index_extent"]
 
@@ -87,12 +87,17 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
     seg = (max(base, ctx["min_phy"]), base + cfg.mappedFileSizeCommitLog)
     facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
     look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog)
-    jobs, files = [], []
+    jobs, files, unit_files = [], [], []
     for q in ctx.get("queues", []):
         for k, f in enumerate(q["files"]):
-            files.append(("units", (q["topic"], q["queue_id"], f)))
-            jobs.append((len(files) - 1, _unit_masks, (store, cfg, facts, seg, q["topic"], q["queue_id"], f,
-                                                       k == len(q["files"]) - 1)))
+            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.setdefault("_units_in_use", {}))
+            if r is not None:
+                files.append(("units", (q["topic"], q["queue_id"], f)))
+                unit_files.append((len(files) - 1, r + (f["base"] // CQ_UNIT_SIZE, topic_key(q["topic"]),
+                                                        q["queue_id"])))
+    if unit_files:
+        sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
+        jobs.append((None, units_by_records, (facts.starts, facts.base, facts.recs, sweep)))
     for x in ctx.get("index_files", []):
         span = _entry_span(store, cfg, seg, x)
         if span is None:
@@ -103,34 +108,49 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
         for a in range(p0, p1, step):
             jobs.append((len(files) - 1, _entry_masks, (facts, span[0], span[2], a, min(p1, a + step),
                                                         span[3]["begin_timestamp"])))
-    found = pool.map(lambda j: (j[0], j[1](*j[2])), jobs) if pool is not None and threads > 1 else \
-        [(j[0], j[1](*j[2])) for j in jobs]
+    run = (lambda js: list(pool.map(lambda j: (j[0], j[1](*j[2])), js))) if pool is not None and threads > 1 else \
+        (lambda js: [(j[0], j[1](*j[2])) for j in js])
     per_file: dict = {}
-    for i, r in found:
-        if r is not None:
+    fallback = []
+    for i, r in run(jobs):
+        if i is not None:
             per_file.setdefault(i, []).append(r)
+            continue
+        for (k, (fd_u, n, a, b, first_q, tkey, qid)), bad in zip(unit_files, r):    # the units' sweep
+            if bad is None:                  # a unit the sweep did not reach: find what each points at
+                fallback.append((k, _unit_masks, (facts, fd_u, n, a, b, first_q, tkey, qid)))
+            else:
+                per_file[k] = [(n, np.zeros(0, np.int64), bad)]
+    for i, r in run(fallback):
+        per_file.setdefault(i, []).append(r)
     for i, (kind, what) in enumerate(files):
         if i in per_file:
             name = _name_units if kind == "units" else _name_entries
             name(ctx, cfg, look, what, per_file[i], out)
 
 
-def _unit_masks(store, cfg, facts, seg, topic, qid, f, last):
-    """(units in the file, unit indexes not at a sound record, indexes disagreeing with their
-    record) of the queue file ``f``'s units pointing into the segment, or None."""
+def _unit_range(store, cfg, seg, f, last, in_use: dict):
+    """(file, units in use, a, b): the units [a, b) of the queue file ``f`` pointing into the
+    segment ``seg``, or None. ``in_use``: the units in use of the files seen before, by path
+    (a last file's are counted once, not once per segment)."""
     from .verify_queues import leading_units
     fd = FileData(store, f["path"])
     if not fd.exists:
         return None                                          # reported by the queue task
     n = min(fd.size, cfg.cq_file_size) // CQ_UNIT_SIZE
     if last:
-        n = leading_units(fd, n)
+        if f["path"] not in in_use:
+            in_use[f["path"]] = leading_units(fd, n)
+        n = in_use[f["path"]]
     # A queue's units ascend (else the queue task reports it and checks that file's units itself).
     a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
-    if a >= b:
-        return None
-    missing, bad = units_against(fd.buf, a, b, facts.starts, facts.base, facts.recs, f["base"] // CQ_UNIT_SIZE,
-                                 topic_key(topic), qid)
+    return (fd.buf, n, a, b) if a < b else None
+
+
+def _unit_masks(facts, buf, n, a, b, first_q, tkey, qid):
+    """(units in the file, unit indexes not at a sound record, indexes disagreeing with their
+    record) of units [a, b) of a queue file's bytes ``buf``, each found by its offset."""
+    missing, bad = units_against(buf, a, b, facts.starts, facts.base, facts.recs, first_q, tkey, qid)
     return n, missing, bad
 
 

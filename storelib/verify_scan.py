@@ -40,7 +40,7 @@ from .properties import value_spans
 from .verify_kernels import seek_sorted
 
 __all__ = ["SCAN_DTYPE", "SOUND", "CRC_BAD", "PROPERTY_NAMES", "new_scan",
-           "scan_records", "units_against", "entries_against"]
+           "scan_records", "units_against", "units_by_records", "entries_against"]
 
 # One row per record (64 bytes: one cache line). ``keys``: how many index keys the record has
 # (UNIQ_KEY, then each KEYS token, as the dispatch indexes them), ``key0..2`` the index hashes of
@@ -217,6 +217,83 @@ def units_against(cq: np.ndarray, a: int, b: int, starts: np.ndarray, base: int,
     nm, nb = (_units_against(cq, np.int64(a), np.int64(b), starts, np.int64(base), recs,     # when written)
                              np.int64(first_q), np.int64(topic_key), np.int64(qid), missing, bad) if b > a else (0, 0))
     return missing[:nm].copy(), bad[:nb].copy()
+
+
+_MIX_TOPIC = np.uint64(0x9E3779B97F4A7C15)        # (odd multipliers: the queue table's hash)
+_MIX_QUEUE = np.uint64(0xC2B2AE3D27D4EB4F)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _queue_slot(topic_key, qid, mask):
+    """First slot of the queue (topic key, queue id) in a table of ``mask + 1`` slots."""
+    h = (np.uint64(topic_key) * _MIX_TOPIC) ^ (np.uint64(qid) * _MIX_QUEUE)
+    return np.int64((h >> np.uint64(32)) & np.uint64(mask))
+
+
+@njit(cache=True, nogil=True)
+def _units_by_records(recs, starts, base, units, f_topic, f_qid, f_lo, f_hi, f_at, f_next, table, matched, bad):
+    """The sweep of ``units_by_records``: ``table`` slot -> first file of a queue (-1: empty)."""
+    mask = table.shape[0] - 1
+    for f in range(f_topic.shape[0] - 1, -1, -1):       # each queue's files chained, first file first
+        h = _queue_slot(f_topic[f], f_qid[f], mask)
+        while table[h] >= 0 and (f_topic[table[h]] != f_topic[f] or f_qid[table[h]] != f_qid[f]):
+            h = (h + 1) & mask
+        f_next[f] = table[h]
+        table[h] = f
+    for r in range(recs.shape[0]):
+        row = recs[r]
+        h = _queue_slot(row.topic_key, row.queue_id, mask)
+        f = table[h]
+        while f >= 0 and (f_topic[f] != row.topic_key or f_qid[f] != row.queue_id):
+            h = (h + 1) & mask
+            f = table[h]
+        o = row.queue_offset
+        while f >= 0 and not (f_lo[f] <= o < f_hi[f]):
+            f = f_next[f]
+        if f < 0:
+            continue                                     # no unit of this queue in range at its offset
+        g = f_at[f] + (o - f_lo[f])                      # the unit at the record's queue offset
+        u = g * CQ_UNIT_SIZE
+        if _be64(units, u + UNIT_PHYSICALOFFSET) - base != starts[r]:
+            continue                                     # it points elsewhere: ``units_against`` finds where
+        matched[g] = True
+        tran = row.sysflag & TRANSACTION_MASK
+        bad[g] = (row.size != _be32(units, u + UNIT_TOTALSIZE) or row.tags != _be64(units, u + UNIT_TAGSCODE)
+                  or tran == TRANSACTION_PREPARED or tran == TRANSACTION_ROLLBACK)
+
+
+def units_by_records(starts: np.ndarray, base: int, recs: np.ndarray, files: list) -> list:
+    """The units of several consume-queue files against the records of the segment at ``base``
+    (at the ascending positions ``starts``, their rows ``recs``), record by record: each record
+    looks up its queue (topic key, queue id) in a small hash table and checks the unit at its
+    queue offset, if that unit points back at it (topic, queue id and queue offset then agree;
+    size, tagsCode and the transaction type are compared). One sequential pass over the rows and
+    over each file's units, where ``units_against`` gathers a row per unit at random (0.12 s per
+    segment against <the figure>).
+
+    ``files``: (file bytes, first unit a, end unit b, queue offset of unit 0, topic key, queue
+    id) per file. Returns per file None when a unit of [a, b) was not reached this way (it points
+    at no record of its queue and offset: ``units_against`` must find what it points at), else
+    the indexes of the units disagreeing with their record."""
+    if not files:
+        return []
+    sizes = [b - a for _, a, b, _, _, _ in files]
+    units = np.concatenate([buf[a * CQ_UNIT_SIZE:b * CQ_UNIT_SIZE] for buf, a, b, _, _, _ in files])
+    f_at = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    f_lo = np.array([q0 + a for _, a, _, q0, _, _ in files], np.int64)
+    f_hi = f_lo + np.array(sizes, np.int64)
+    f_topic = np.array([k for *_, k, _ in files], np.int64)
+    f_qid = np.array([q for *_, q in files], np.int64)
+    table = np.full(1 << max(4, (4 * len(files)).bit_length()), -1, np.int64)
+    matched = np.zeros(len(units) // CQ_UNIT_SIZE, np.bool_)
+    bad = np.zeros(len(matched), np.bool_)
+    _units_by_records(recs, np.asarray(starts, np.int64), np.int64(base), units, f_topic, f_qid, f_lo, f_hi, f_at,
+                      np.empty(len(files), np.int64), table, matched, bad)
+    out = []
+    for k, (_, a, b, _, _, _) in enumerate(files):
+        lo, hi = f_at[k], f_at[k] + sizes[k]
+        out.append(np.flatnonzero(bad[lo:hi]) + a if matched[lo:hi].all() else None)
+    return out
 
 
 @njit(cache=True, nogil=True)

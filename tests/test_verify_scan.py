@@ -246,6 +246,58 @@ def test_units_against(segments):
     assert checked >= 1
 
 
+def test_units_by_records_agrees_with_units_against(segments):
+    """The record-by-record sweep finds the units units_against finds disagreeing, and gives a
+    file up (None) when a unit points at anything but its own record."""
+    rng = np.random.default_rng(3)
+    for buf, base in segments:
+        starts, (_, _, scan, good) = _scan(buf, base)
+        recs = scan[0]
+        g = np.flatnonzero(good)
+        r = recs[g]
+        queues = sorted(set(zip(r["topic_key"].tolist(), r["queue_id"].tolist())))
+        for trial in range(6):
+            files, want = [], []
+            for k, q in queues:
+                rows = g[(r["topic_key"] == k) & (r["queue_id"] == q)]
+                tran = recs["sysflag"][rows] & codec.TRANSACTION_MASK
+                rows = rows[(tran != codec.TRANSACTION_PREPARED) & (tran != codec.TRANSACTION_ROLLBACK)]
+                if not len(rows):
+                    continue
+                qoff = recs["queue_offset"][rows]
+                first = int(qoff.min()) - int(rng.integers(0, 3))  # units before the range: another segment's
+                units = np.zeros(int(qoff.max()) - first + 1, consumequeue.UNIT_DTYPE)
+                units["phys"] = base - 1000                  # (not in this segment)
+                units["phys"][qoff - first] = base + starts[rows]
+                units["size"][qoff - first] = recs["size"][rows]
+                units["tags"][qoff - first] = recs["tags"][rows]
+                a = int(qoff.min()) - first
+                b = int(qoff.max()) - first + 1
+                if not np.array_equal(np.sort(qoff), np.arange(qoff.min(), qoff.max() + 1)):
+                    continue                                 # (a gap: a record of the queue elsewhere)
+                what = trial % 3 if trial else -1                # damage one unit: size, tags, where
+                i = int(rng.integers(a, b))
+                if what == 0:
+                    units["size"][i] += 1
+                elif what == 1:
+                    units["tags"][i] ^= 4
+                elif what == 2 and len(starts) > 1:
+                    units["phys"][i] = base + starts[(np.searchsorted(starts, units["phys"][i] - base) + 1) % len(starts)]
+                cq = units.view(np.uint8)
+                files.append((cq, a, b, first, k, q))
+                m, bad = verify_scan.units_against(cq, a, b, starts, base, recs, first, k, q)
+                want.append((m.tolist(), bad.tolist()))
+            got = verify_scan.units_by_records(starts, base, recs, files)
+            assert len(got) == len(files) > 0
+            for res, (m, bad) in zip(got, want):
+                if res is None:                              # given up: a unit points elsewhere
+                    assert m or bad
+                else:
+                    assert not m and res.tolist() == bad
+            if trial == 0:
+                assert all(res is not None and not len(res) for res in got)
+
+
 def _appended_chains(rng, n, nslots):
     """(slots, hashes, prev) of ``n - 1`` entries appended in order (entry 0 unused)."""
     hashes = np.concatenate([[0], rng.integers(0, 2**31, n - 1)]).astype(np.int64)
