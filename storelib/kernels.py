@@ -27,7 +27,7 @@ from .commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOS
 from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE, ENTRY_TIME_DIFF
 from .intrinsics import prefetch
 
-__all__ = ["walk_records", "gather_many", "gather_slices", "java_hash_utf8",
+__all__ = ["walk_records", "walk_capacity", "gather_many", "gather_slices", "java_hash_utf8",
            "java_hash_continue", "index_keys", "java_hash_slices", "assemble_records", "patch_placement", "index_put",
            "read_be", "be32", "be64", "record_layout", "record_fields", "N_FIELDS", "F_SIZE", "F_MAGIC", "F_BODYCRC", "F_QUEUEID", "F_FLAG",
            "F_QUEUEOFFSET", "F_PHYS", "F_SYSFLAG", "F_BORNTS", "F_BORNHOST_LEN", "F_STORETS", "F_STOREHOST_POS",
@@ -84,11 +84,20 @@ def _walk_records(data, start, end, out_starts):
     return n, pos, 0
 
 
-def walk_records(data: np.ndarray, start: int, end: int):
-    """(record starts, stop position, stop reason) of data[start:end] (``codec.record_starts``)."""
-    # A well-formed record is at least MIN_RECORD_SIZE bytes; the kernel also stops when ``out`` is full.
-    cap = max(1, (end - start) // MIN_RECORD_SIZE + 1)
-    out = np.empty(cap, dtype=np.int64)
+def walk_capacity(start: int, end: int) -> int:
+    """How many record starts data[start:end] can hold (a well-formed record is at least
+    MIN_RECORD_SIZE bytes): the size ``walk_records`` needs for ``out``."""
+    return max(1, (end - start) // MIN_RECORD_SIZE + 1)
+
+
+def walk_records(data: np.ndarray, start: int, end: int, out: np.ndarray | None = None):
+    """(record starts, stop position, stop reason) of data[start:end] (``codec.record_starts``);
+    the starts in ``out`` (int64, at least ``walk_capacity`` long) when given."""
+    cap = walk_capacity(start, end)
+    if out is None:
+        out = np.empty(cap, dtype=np.int64)
+    elif out.dtype != np.int64 or len(out) < cap:          # (the kernel stops when ``out`` is full)
+        raise ValueError(f"walk_records: out holds {len(out)} int64, {cap} needed")
     n, stop, reason = _walk_records(data, np.int64(start), np.int64(end), out)
     return out[:n], int(stop), int(reason)
 

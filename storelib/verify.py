@@ -56,7 +56,7 @@ from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem
 from .verify_index import verify_index
 from .verify_queues import verify_queues
-from .verify_records import check_records, verify_segment, walk
+from .verify_records import ScanBuffers, check_records, verify_segment, walk
 
 __all__ = ["NAME20", "INDEX_NAME", "CQ_DTYPE", "ENTRY_DTYPE", "INT_MAX", "MAX_PROBLEMS_PER_FILE", "problem",
            "FileData", "SegmentLookup", "expected_tags_code", "walk", "check_records", "verify_segment",
@@ -404,9 +404,9 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
             lambda units: [run_task(bctx.value, t) for t in units]).collect()
     else:
         threads = threads or _processors()
-        # in process: one Store (and its checked paths) for all tasks; a segment task runs its
-        # pieces on ``threads`` threads of its own
-        local = dict(ctx, _store=store, threads=threads)
+        # in process: one Store (and its checked paths) and one set of scan buffers for all
+        # tasks; a segment task runs its pieces on ``threads`` threads of its own
+        local = dict(ctx, _store=store, threads=threads, _scan_buffers=ScanBuffers())
         results = _run_local(local, tasks, cfg, threads)
     facts = []
     rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)

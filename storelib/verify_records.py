@@ -5,14 +5,16 @@ Speed (``verify --deep``): after the walk of the TOTALSIZE chain, the records ar
 compiled pass (``verify_scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
 index-key spans, record by record while each is in the cache), as ranges of records on the
 segment's threads; only records that fail that pass go through ``check_records``, which names each
-problem (a sound segment has none). The pieces are the block checksum's 16 MiB blocks: each is
-hashed and its records scanned in one go, on the segment's threads (hashlib and the numba
-kernels release the GIL), so its bytes come from memory once. With ``deep``, the consume-queue units and index
-entries that point into this segment are checked here, against the rows just read
-(``verify_cross``), instead of decoding each target record again by offset. The former multi-pass
+problem (a sound segment has none). The pieces are pairs of the block checksum's 16 MiB blocks: a
+pair is hashed (two SHA-256 streams at once) and its records scanned in one go, on the segment's
+threads (the hashing and the numba kernels release the GIL), so its bytes come from memory once.
+With ``deep``, the consume-queue units and index entries that point into this segment are checked
+here, against the rows just read (``verify_cross``), instead of decoding each target record again
+by offset. The former multi-pass
 check lives on in tests/test_verify_scan.py, as the reference the scan is held to."""
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -22,14 +24,38 @@ from . import commitlog as cl
 from .verify_access import MAX_PROBLEMS_PER_FILE, FileData, problem, task_store
 from .verify_scan import CRC_BAD, SOUND, new_scan, scan_records
 
-__all__ = ["walk", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
+__all__ = ["walk", "ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
 
 RECORDS_PER_PIECE = 1 << 17          # records scanned as one piece (about 50 MB of 400-byte records)
 
 
-def walk(data: np.ndarray, start: int, end: int):
-    """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data)."""
-    return codec.record_starts(data, start, end)
+def walk(data: np.ndarray, start: int, end: int, out: np.ndarray | None = None):
+    """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data); the starts in
+    ``out`` when given (``kernels.walk_capacity`` long)."""
+    return kernels.walk_records(data, start, end, out)
+
+
+class ScanBuffers:
+    """The arrays a segment's walk and scan fill (about 90 bytes a record: 250 MB for a 1 GiB
+    segment of 400-byte records), handed on from segment to segment within one run: written into
+    fresh memory they cost the kernel's zeroing of every page first (14% of ``verify --deep``'s
+    CPU). Thread-safe; a run keeps one set per segment checked at once."""
+
+    def __init__(self):
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    def take(self, capacity: int) -> tuple:
+        """(walk out, scan rows, status, delay spans) for up to ``capacity`` records."""
+        with self._lock:
+            for k, b in enumerate(self._free):
+                if len(b[0]) >= capacity:
+                    return self._free.pop(k)
+        return (np.empty(capacity, np.int64),) + new_scan(capacity)
+
+    def give(self, bufs: tuple) -> None:
+        with self._lock:
+            self._free.append(bufs)
 
 
 def check_records(buf: np.ndarray, starts: np.ndarray, base: int, rel: str, deep: bool, out: list) -> dict:
@@ -117,13 +143,12 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
 
 
 def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=None, threads: int = 1,
-               digest_end: int | None = None):
+               digest_end: int | None = None, scan: tuple | None = None):
     """The answer of ``check_records`` from one ``scan_records`` pass, as pieces on ``pool``: (problems
-    {position: what}, facts, scan rows, good, block digests). With ``digest_end``, each piece is one
-    checksum block of the bytes [0, digest_end) with the records starting in it: the block is
-    hashed, then its records scanned while its bytes are in the cache (the last level cache holds
-    a 16 MiB block: each byte comes from memory once, not twice); the digests are the blocks' in
-    order (``checksum``), else []."""
+    {position: what}, facts, scan rows, good, block digests). With ``digest_end``, each piece is two
+    checksum blocks of the bytes [0, digest_end) with the records starting in them: the blocks are
+    hashed (two at once: ``checksum.block_digests``), then their records scanned while their bytes
+    are in the cache; the digests are the blocks' in order (``checksum``), else []."""
     s = np.asarray(starts, dtype=np.int64)
     scan = new_scan(len(s))
     if digest_end is None:
@@ -131,14 +156,17 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
         pieces = [(a, min(len(s), a + step), None) for a in range(0, len(s), step)]
     else:
         B = checksum.BLOCK_SIZE
-        nblocks = -(-digest_end // B)
-        cuts = np.searchsorted(s, np.arange(nblocks + 1, dtype=np.int64) * B)
-        cuts[-1] = len(s)                         # (every record ends before digest_end)
-        pieces = [(int(cuts[i]), int(cuts[i + 1]), (i * B, min(digest_end, (i + 1) * B))) for i in range(nblocks)]
+        bounds = list(range(0, digest_end, B)) + [digest_end]          # the blocks, two a piece
+        firsts = bounds[:-1:2] + [digest_end]
+        cuts = np.searchsorted(s, np.array(firsts, np.int64))
+        cuts[0], cuts[-1] = 0, len(s)             # (every record ends before digest_end)
+        pieces = [(int(cuts[k]), int(cuts[k + 1]), [(bounds[i], bounds[i + 1]) for i in range(2 * k, min(2 * k + 2,
+                                                                                                    len(bounds) - 1))])
+                  for k in range(len(firsts) - 1)]
 
     def one(p):
-        digest = checksum.block_digest(buf[p[2][0]:p[2][1]]) if p[2] is not None else None
-        return scan_records(buf, s, base, deep, p[0], p[1], scan) + (digest,)
+        digests = checksum.block_digests([buf[a:b] for a, b in p[2]]) if p[2] is not None else []
+        return scan_records(buf, s, base, deep, p[0], p[1], scan) + (digests,)
     parts = list(pool.map(one, pieces)) if pool is not None and len(pieces) > 1 else [one(p) for p in pieces]
     status = scan[1]
     good = (status & SOUND) != 0
@@ -156,7 +184,7 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
         for k in range(len(at)):
             msgs[int(at[k])] = f"BODYCRC {f[kernels.F_BODYCRC][k]} but the body's crc32 & 0x7fffffff is {crc[k]}"
     msgs = {p: msgs[p] for p in sorted(msgs)[:MAX_PROBLEMS_PER_FILE]}
-    return msgs, facts, scan, good, [p[5] for p in parts if p[5] is not None]
+    return msgs, facts, scan, good, [d for p in parts for d in p[5]]
 
 
 def verify_segment(ctx: dict, t: dict) -> dict:
@@ -174,15 +202,18 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     n = min(fd.size, F)
     threads = max(1, int(ctx.get("threads") or 2))
     m = t.get("manifest")
+    buffers = ctx.get("_scan_buffers") or ScanBuffers()
+    bufs = buffers.take(kernels.walk_capacity(0, n))
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
-        starts, stop, reason = walk(fd.buf, 0, n)
+        starts, stop, reason = walk(fd.buf, 0, n, bufs[0])
         valid = _data_end(fd, rel, stop, reason, n, F, last, out)
-        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid)
+        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx["deep"] and (ctx.get("queues") or ctx.get("index_files")):    # (planned by verify.plan)
             from .verify_cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
+    buffers.give(bufs)
     sha = checksum.combine(digests)
     if fd.local:
         fd.bytes_read += valid

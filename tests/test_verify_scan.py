@@ -369,3 +369,18 @@ def test_index_summary_counts_what_the_naming_checks_count():
         assert (sm.first_phys, sm.last_phys) == (phys[1], phys[-1])
         assert sm.descending == int((np.diff(e) < 0).sum())
         assert sm.lost == int(((e >= min_phy) & ~np.isin(e // F * F, bases)).sum())
+
+
+def test_scan_buffers_are_handed_on_and_walks_need_room(segments):
+    buf, base = segments[0]
+    pool = verify_records.ScanBuffers()
+    cap = kernels.walk_capacity(0, len(buf))
+    first = pool.take(cap)
+    pool.give(first)
+    again = pool.take(cap)
+    assert again is first                                   # the same arrays, pages already touched
+    assert pool.take(cap) is not first                      # (a second segment at once: its own)
+    starts, _, _ = verify_records.walk(buf, 0, len(buf), again[0])
+    assert starts.tolist() == verify_records.walk(buf, 0, len(buf))[0].tolist()
+    with pytest.raises(ValueError):
+        verify_records.walk(buf, 0, len(buf), np.empty(cap - 1, np.int64))
