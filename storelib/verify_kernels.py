@@ -2,6 +2,7 @@
 
 * ``index_summary``: one pass over an index file's entries, read in place: the counts the
   structural checks compare and whether the hash chains are in order (then nothing else runs);
+* ``queue_summary``: the same for a consume-queue file's units;
 * ``walk_chains``: every slot's chain of index entries, marking which slot reaches each entry
   (``verify_index``'s chain check; a Python loop per entry took 30 s for 20M entries);
 * ``resolve_heads``: slot heads of an index file appended in place after the snapshot, followed
@@ -17,11 +18,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TOTALSIZE
 from .indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE
 from .intrinsics import prefetch
 from .kernels import be32, be64
 
-__all__ = ["walk_chains", "IndexSummary", "index_summary", "resolve_heads", "bisect_range", "seek_sorted"]
+__all__ = ["walk_chains", "IndexSummary", "index_summary", "QueueSummary", "queue_summary", "resolve_heads", "bisect_range", "seek_sorted"]
 
 
 @njit(cache=True, nogil=True)
@@ -153,6 +155,55 @@ def index_summary(data: np.ndarray, ent_at: int, n: int, slots: np.ndarray, nslo
                        np.int64(min_phy), np.int64(seg_size), np.asarray(seg_bases, np.int64), out)
     v = out.tolist()
     return IndexSummary(*v[:5], bool(v[5]), *v[6:])
+
+
+@njit(cache=True, nogil=True)
+def _queue_summary(cq, n, prev_phys, max_phy, min_phy, seg_size, seg_bases, out):
+    not_in_use = not_ascending = past_end = lost = 0
+    lo, hi = np.int64(2**62), np.int64(-(2**62))
+    known_base, known_in = np.int64(-1), False
+    for i in range(n):
+        u = i * CQ_UNIT_SIZE
+        phys = be64(cq, u + UNIT_PHYSICALOFFSET)
+        size = be32(cq, u + UNIT_TOTALSIZE)
+        if not (phys >= 0 and size > 0):                 # (consumequeue.unit_in_use)
+            not_in_use += 1
+        if phys <= prev_phys:
+            not_ascending += 1
+        prev_phys = phys
+        if phys + size > max_phy:
+            past_end += 1
+        lo, hi = min(lo, phys), max(hi, phys)
+        if phys >= min_phy:
+            b = phys // seg_size * seg_size
+            if b != known_base:
+                known_base, known_in = b, _in_segments(b, seg_bases)
+            if not known_in:
+                lost += 1
+    out[0], out[1], out[2], out[3], out[4], out[5] = not_in_use, not_ascending, past_end, lost, lo, hi
+
+
+class QueueSummary(NamedTuple):
+    """What one pass over a consume-queue file's units found (``queue_summary``)."""
+    not_in_use: int         # units failing ``consumequeue.unit_in_use``
+    not_ascending: int      # units whose commitlog offset is not above the previous unit's
+    past_end: int           # units reaching past ``max_phy``
+    lost: int               # units at or above ``min_phy`` whose segment is not in ``seg_bases``
+    min_phys: int
+    max_phys: int
+
+
+def queue_summary(cq: np.ndarray, n: int, prev_phys: int, max_phy: int, min_phy: int, seg_size: int,
+                  seg_bases: np.ndarray) -> QueueSummary:
+    """One pass over units 0..``n``-1 of a consume-queue file's bytes ``cq`` (``consumequeue``'s
+    layout), read in place: the counts the queue checks compare (``prev_phys``: the last unit of
+    the queue's previous file, -1 for none), so that a sound file needs no converted copy of its
+    units."""
+    out = np.zeros(6, np.int64)
+    if n > 0:
+        _queue_summary(cq, np.int64(n), np.int64(prev_phys), np.int64(max_phy), np.int64(min_phy),
+                       np.int64(seg_size), np.asarray(seg_bases, np.int64), out)
+    return QueueSummary(*out.tolist())
 
 
 @njit(cache=True, nogil=True)

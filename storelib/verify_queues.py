@@ -11,6 +11,7 @@ from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .verify_access import (MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem,
                             task_store)
+from .verify_kernels import queue_summary
 
 __all__ = ["verify_queues", "leading_units", "deep_units"]
 
@@ -21,6 +22,8 @@ def verify_queues(ctx: dict, t: dict) -> dict:
     cq_size = cfg.cq_file_size
     per = cq_size // CQ_UNIT_SIZE
     look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog) if ctx["deep"] else None
+    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    F = cfg.mappedFileSizeCommitLog
     out: list = []
     facts = []
     read = logical = 0
@@ -49,23 +52,27 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             else:
                 n = n_all
             u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
-            phys = u["phys"].astype(np.int64)
-            size = u["size"].astype(np.int64)
-            badu = ~consumequeue.unit_in_use(phys, size)
-            for i in np.flatnonzero(badu)[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) is not a message "
-                                                     "(a non-last queue file must be full)"))
-            seq = np.concatenate([[prev_phys], phys])
-            desc = np.flatnonzero(np.diff(seq) <= 0)
-            for i in desc[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
-                                                     f"(previous unit {seq[i]})"))
-            over = np.flatnonzero(phys + size > ctx["max_phy"])
-            for i in over[:MAX_PROBLEMS_PER_FILE]:
-                out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the commitlog "
-                                                     f"end {ctx['max_phy']}"))
+            # One pass over the units in place; the checks that name each problem (numpy over
+            # converted copies) run only where it found one.
+            sm = queue_summary(fd.buf, n, prev_phys, ctx["max_phy"], ctx["min_phy"], F, seg_bases)
+            desc_found = bool(sm.not_ascending)
+            if sm.not_in_use or sm.not_ascending or sm.past_end:
+                phys, size = u["phys"].astype(np.int64), u["size"].astype(np.int64)
+                badu = ~consumequeue.unit_in_use(phys, size)
+                for i in np.flatnonzero(badu)[:MAX_PROBLEMS_PER_FILE]:
+                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) is not a message "
+                                                         "(a non-last queue file must be full)"))
+                seq = np.concatenate([[prev_phys], phys])
+                desc = np.flatnonzero(np.diff(seq) <= 0)
+                for i in desc[:MAX_PROBLEMS_PER_FILE]:
+                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
+                                                         f"(previous unit {seq[i]})"))
+                over = np.flatnonzero(phys + size > ctx["max_phy"])
+                for i in over[:MAX_PROBLEMS_PER_FILE]:
+                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the "
+                                                         f"commitlog end {ctx['max_phy']}"))
             if n:
-                prev_phys = int(phys[-1])
+                prev_phys = int(u["phys"][n - 1])
             nz = fd.first_nonzero(n * CQ_UNIT_SIZE, fd.size)
             if nz is not None:
                 out.append(problem(rel, nz, f"non-zero byte after the last unit ({n * CQ_UNIT_SIZE})"))
@@ -73,20 +80,19 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             first_q = base // CQ_UNIT_SIZE
             if m is not None:
                 _against_manifest(rel, m, fd, base, n, sha, out)
-            if look is not None and n:
+            if look is not None and n and (sm.lost or desc_found):
                 # Units pointing into a segment are checked by that segment's task (verify_cross);
                 # here only those whose segment is missing, or all when out of order (the segment
                 # tasks' binary search may miss some).
-                seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
-                F = cfg.mappedFileSizeCommitLog
-                lost = np.flatnonzero((phys >= ctx["min_phy"]) & (~np.isin(phys // F * F, seg_bases) | bool(len(desc))))
+                phys = u["phys"].astype(np.int64)
+                lost = np.flatnonzero((phys >= ctx["min_phy"]) & (~np.isin(phys // F * F, seg_bases) | desc_found))
                 if len(lost):
-                    deep_units(look, cfg, rel, topic, qid, first_q, phys, size, u["tags"].astype(np.int64),
-                               ctx["min_phy"], out, subset=lost)
+                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx["min_phy"], out,
+                               subset=lost)
             facts.append({"kind": "consumequeue", "path": rel, "topic": topic, "queue_id": qid,
                           "base_offset": base, "file_size": fd.size, "valid_bytes": n * CQ_UNIT_SIZE,
                           "count": n, "min_offset": first_q, "max_offset": first_q + n - 1,
-                          "min_phys": int(phys.min()) if n else None, "max_phys": int(phys.max()) if n else None,
+                          "min_phys": sm.min_phys if n else None, "max_phys": sm.max_phys if n else None,
                           "checksum": sha, "blocks": checksum.digests_to_detail(digests), "per_file": per})
             read += fd.bytes_read
     return {"problems": out, "facts": facts, "bytes_read": read, "logical_bytes": logical}

@@ -10,7 +10,7 @@ import pytest
 from opshelp import restore
 from storelib import checksum, codec, crc32, kernels, properties, verify_records, verify_scan
 from storelib import commitlog as cl
-from storelib import consumequeue, indexfile
+from storelib import consumequeue, indexfile, verify_kernels
 from storelib.verify_kernels import index_summary, walk_chains
 
 
@@ -384,3 +384,25 @@ def test_scan_buffers_are_handed_on_and_walks_need_room(segments):
     assert starts.tolist() == verify_records.walk(buf, 0, len(buf))[0].tolist()
     with pytest.raises(ValueError):
         verify_records.walk(buf, 0, len(buf), np.empty(cap - 1, np.int64))
+
+
+def test_queue_summary_counts_what_the_naming_checks_count():
+    """queue_summary's counts (a sound queue file skips the checks that name each problem) are
+    the numpy definitions those checks use, for damaged units too."""
+    rng = np.random.default_rng(13)
+    F = 1000
+    for trial in range(200):
+        n = int(rng.integers(0, 80))
+        units = np.zeros(n, consumequeue.UNIT_DTYPE)
+        phys = np.sort(rng.integers(-5, 6 * F, n)) if trial % 2 else rng.integers(-5, 6 * F, n)
+        units["phys"], units["size"] = phys, rng.integers(-2, 300, n)
+        bases = np.sort(rng.choice(np.arange(6) * F, int(rng.integers(1, 6)), replace=False))
+        prev, max_phy, min_phy = int(rng.integers(-1, 50)), int(rng.integers(3 * F, 6 * F)), int(rng.integers(0, 2 * F))
+        sm = verify_kernels.queue_summary(units.view(np.uint8), n, prev, max_phy, min_phy, F, bases)
+        size = units["size"].astype(np.int64)
+        assert sm.not_in_use == int((~consumequeue.unit_in_use(phys, size)).sum())
+        assert sm.not_ascending == int((np.diff(np.concatenate([[prev], phys])) <= 0).sum())
+        assert sm.past_end == int((phys + size > max_phy).sum())
+        assert sm.lost == int(((phys >= min_phy) & ~np.isin(phys // F * F, bases)).sum())
+        if n:
+            assert (sm.min_phys, sm.max_phys) == (phys.min(), phys.max())
