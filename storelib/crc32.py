@@ -31,14 +31,14 @@ the choice); test the fallback in a fresh process with its own NUMBA_CACHE_DIR.
 from __future__ import annotations
 
 import os
-import platform
 
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import njit
-from numba.core import cgutils, config, types
+from numba.core import cgutils, types
 from numba.extending import intrinsic, models, register_model
+
+from .intrinsics import x86_features
 
 __all__ = ["CRC_TABLES", "HAVE_CLMUL", "crc32_one", "crc32_clmul", "crc32_table", "crc32_slices"]
 
@@ -342,20 +342,10 @@ _NEEDED_FEATURES = ("pclmul", "ssse3")      # PCLMULQDQ, PSHUFB (every PCLMULQDQ
 
 
 def _clmul_available() -> bool:
-    """Whether numba compiles for an x86-64 CPU with PCLMULQDQ: numba's target features are
-    NUMBA_CPU_FEATURES when set (empty for NUMBA_CPU_NAME=generic), else the host's."""
+    """Whether numba compiles for an x86-64 CPU with PCLMULQDQ (and ROCKETLAKE_CRC is not ``table``)."""
     if os.environ.get("ROCKETLAKE_CRC", "").strip().lower() == "table":
         return False
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    if config.CPU_FEATURES is not None:
-        enabled = set(config.CPU_FEATURES.split(","))
-        return all(f"+{name}" in enabled for name in _NEEDED_FEATURES)
-    try:
-        host = llvm_binding.get_host_cpu_features()
-    except RuntimeError:                # LLVM cannot read this host's features
-        return False
-    return all(host.get(name, False) for name in _NEEDED_FEATURES)
+    return x86_features(*_NEEDED_FEATURES)
 
 
 HAVE_CLMUL: bool = _clmul_available()

@@ -5,14 +5,19 @@
   20 MB) waits for memory on almost every read; prefetching the slot of an entry some steps
   ahead overlaps those waits (``verify_kernels.index_summary``: 0.5 s -> 0.2 s for 20M entries).
   A hint only: no fault for any address, no effect on what the loop computes.
+* ``x86_features(*names)``: whether numba compiles for an x86-64 CPU with these LLVM target
+  features (``crc32``'s PCLMULQDQ, ``sha256``'s SHA extensions): the kernels that use them are
+  chosen at import.
 """
 from __future__ import annotations
 
+import platform
+
 from llvmlite import binding as llvm, ir
-from numba.core import cgutils, types
+from numba.core import cgutils, config, types
 from numba.extending import intrinsic
 
-__all__ = ["prefetch"]
+__all__ = ["prefetch", "x86_features"]
 
 # LLVM names an overloaded intrinsic after its pointer type: ``p0`` since opaque pointers (LLVM 15).
 _PREFETCH = "llvm.prefetch.p0" if llvm.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
@@ -38,3 +43,19 @@ def prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
     return sig, codegen
 
+
+
+def x86_features(*names: str) -> bool:
+    """Whether numba compiles for an x86-64 CPU with every LLVM target feature ``names``: numba's
+    target features are NUMBA_CPU_FEATURES when set (empty for NUMBA_CPU_NAME=generic), else
+    the host's."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    if config.CPU_FEATURES is not None:
+        enabled = set(config.CPU_FEATURES.split(","))
+        return all(f"+{name}" in enabled for name in names)
+    try:
+        host = llvm.get_host_cpu_features()
+    except RuntimeError:                # LLVM cannot read this host's features
+        return False
+    return all(host.get(name, False) for name in names)

@@ -40,14 +40,14 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import platform
 
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import njit
-from numba.core import cgutils, config, types
+from numba.core import cgutils, types
 from numba.extending import intrinsic, models, register_model
+
+from .intrinsics import x86_features
 
 __all__ = ["HAVE_SHA_NI", "digest_pair"]
 
@@ -387,20 +387,11 @@ _NEEDED_FEATURES = ("sha", "ssse3")     # SHA256*, PSHUFB/PALIGNR (every SHA CPU
 
 
 def _sha_ni_available() -> bool:
-    """Whether numba compiles for an x86-64 CPU with the SHA extensions: numba's target features
-    are NUMBA_CPU_FEATURES when set (empty for NUMBA_CPU_NAME=generic), else the host's."""
+    """Whether numba compiles for an x86-64 CPU with the SHA extensions (and ROCKETLAKE_SHA is not
+    ``hashlib``)."""
     if os.environ.get("ROCKETLAKE_SHA", "").strip().lower() == "hashlib":
         return False
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    if config.CPU_FEATURES is not None:
-        enabled = set(config.CPU_FEATURES.split(","))
-        return all(f"+{name}" in enabled for name in _NEEDED_FEATURES)
-    try:
-        host = llvm_binding.get_host_cpu_features()
-    except RuntimeError:                # LLVM cannot read this host's features
-        return False
-    return all(host.get(name, False) for name in _NEEDED_FEATURES)
+    return x86_features(*_NEEDED_FEATURES)
 
 
 HAVE_SHA_NI: bool = _sha_ni_available()

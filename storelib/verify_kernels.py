@@ -65,14 +65,8 @@ def walk_chains(heads_slot: np.ndarray, heads_pos: np.ndarray, prev: np.ndarray,
 
 @njit(cache=True, nogil=True)
 def _in_segments(base, seg_bases):
-    """Whether ``base`` is one of the ascending ``seg_bases`` (binary search)."""
-    a, b = 0, seg_bases.shape[0]
-    while a < b:
-        mid = (a + b) >> 1
-        if seg_bases[mid] < base:
-            a = mid + 1
-        else:
-            b = mid
+    """Whether ``base`` is one of the ascending ``seg_bases``."""
+    a = seek_sorted(seg_bases, np.int64(0), base)
     return a < seg_bases.shape[0] and seg_bases[a] == base
 
 

@@ -1,7 +1,6 @@
 """storelib/crc32.py: the PCLMULQDQ CRC-32 kernel against zlib.crc32, and the table fallback."""
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import subprocess
@@ -12,6 +11,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from guardpage import guarded_page
 from numba import njit
 
 from storelib import crc32
@@ -64,27 +65,10 @@ def test_constant_data(byte):
 def test_reads_nothing_outside_the_range():
     """Ranges that start at a page start or end at a page end next to an inaccessible page: a read
     before i or from end on would crash the process."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("mprotect via libc: Linux only")
-    page = mmap.PAGESIZE
-    mem = mmap.mmap(-1, 3 * page)
-    data = np.frombuffer(mem, np.uint8)
-    data[page:2 * page] = np.random.default_rng(3).integers(0, 256, page, dtype=np.uint8)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    base = data.ctypes.data
-    try:
-        for at in (base, base + 2 * page):
-            assert libc.mprotect(at, page, 0) == 0, ctypes.get_errno()     # PROT_NONE
+    with guarded_page(np.random.default_rng(3).integers(0, 256, mmap.PAGESIZE, dtype=np.uint8)) as (data, lo, hi):
         for n in list(range(0, 70)) + [255, 256, 1000]:
-            lo, hi = page, 2 * page
             want_lo, want_hi = zlib.crc32(data[lo:lo + n].tobytes()), zlib.crc32(data[hi - n:hi].tobytes())
             assert (_crc(data, lo, lo + n), _crc(data, hi - n, hi)) == (want_lo, want_hi), n
-    finally:
-        for at in (base, base + 2 * page):
-            libc.mprotect(at, page, mmap.PROT_READ | mmap.PROT_WRITE)
-    del data
-    mem.close()
 
 
 def test_from_another_njit_function():

@@ -1,7 +1,6 @@
 """storelib/sha256.py: the two-stream SHA-NI kernel against hashlib, and the hashlib fallback."""
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import mmap
 import os
@@ -13,6 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from guardpage import guarded_page
 
 from storelib import sha256
 
@@ -123,29 +124,13 @@ def test_read_only_inputs(tmp_path):
 def test_reads_nothing_outside_the_arrays():
     """Arrays that start at a page start or end at a page end next to an inaccessible page: a
     read before or after them would crash the process."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("mprotect via libc: Linux only")
-    page = mmap.PAGESIZE
-    mem = mmap.mmap(-1, 3 * page)
-    data = np.frombuffer(mem, np.uint8)
-    data[page:2 * page] = _random(page, 40)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    base = data.ctypes.data
-    try:
-        for at in (base, base + 2 * page):
-            assert libc.mprotect(at, page, 0) == 0, ctypes.get_errno()     # PROT_NONE
-        lo, hi = page, 2 * page
-        for n in list(range(0, 140)) + [page - 1, page]:
+    with guarded_page(_random(mmap.PAGESIZE, 40)) as (data, lo, hi):
+        for n in list(range(0, 140)) + [hi - lo - 1, hi - lo]:
             a, b = data[lo:lo + n], data[hi - n:hi]
             want = (hashlib.sha256(a.tobytes()).digest(), hashlib.sha256(b.tobytes()).digest())
             assert sha256.digest_pair(a, b) == want, n
             assert sha256.digest_pair(b, data[lo:lo + 3]) == (want[1], hashlib.sha256(data[lo:lo + 3].tobytes()).digest())
-    finally:
-        for at in (base, base + 2 * page):
-            libc.mprotect(at, page, mmap.PROT_READ | mmap.PROT_WRITE)
-    del data, a, b
-    mem.close()
+        del a, b
 
 
 def test_bytes_like_and_bad_inputs():
