@@ -44,7 +44,7 @@ __all__ = ["SCAN_DTYPE", "SOUND", "CRC_BAD", "PROPERTY_NAMES", "new_scan",
 
 # One row per record (64 bytes: one cache line). ``keys``: how many index keys the record has
 # (UNIQ_KEY, then each KEYS token, as the dispatch indexes them), ``key0..2`` the index hashes of
-# the first three (a record with more is looked at again by ``entries_bad``). ``tags`` is the
+# the first three (a record with more is looked at again by ``entries_against``). ``tags`` is the
 # tagsCode (Java hash of TAGS as int32; a delay message's deliver time is patched in later).
 SCAN_DTYPE = np.dtype([("size", "<i4"), ("sysflag", "<i4"), ("queue_id", "<i4"), ("keys", "<i4"),
                        ("key0", "<i4"), ("key1", "<i4"), ("key2", "<i4"), ("pad", "<i4"),
