@@ -8,16 +8,19 @@ These checks used to decode each unit's and each entry's record again by offset 
 over the whole commitlog, one pyarrow table per file: 97 s for the 20M entries of one index
 file). Here the segment task, which has just read every record of its segment
 (``verify_scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
-as the field checks), checks the units and entries that point into its segment (found by two binary searches: units and entries are in commitlog order; the
-queue and index tasks check a file out of order whole themselves) and matches them to their
-records in one sweep; the comparisons are compiled (``verify_scan.units_against``,
-``entries_against``: the units and entries read in place, one 64-byte row gathered for each),
-run as pieces on the segment's threads (a queue file, a range of an index file's entries), and the pieces' findings are named
-file by file afterwards, in order. A target that is not the start of a record that passed every field check
-(a damaged segment), and every target that fails a check, goes through the per-offset checks
-as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the problems named, and
-their words, are the same. Units and entries pointing into a missing segment are left to the
-queue and index tasks.
+as the field checks), checks the units and entries that point into its segment (found by two
+binary searches: units and entries are in commitlog order; the queue and index tasks check a file
+out of order whole themselves). The comparisons are compiled and read the files in place:
+the units of all the segment's queue files in one pass over the records
+(``verify_scan.units_by_records``: each record checks the unit at its queue offset); a file with
+a unit that points elsewhere, and each range of an index file's entries, by finding each one's
+record in one sweep over the record positions (``units_against``, ``entries_against``: one
+64-byte row gathered each). The pieces run on the segment's threads and their findings are named
+file by file afterwards, in order. A target that is not the start of a record that passed every
+field check (a damaged segment), and every target that fails a check, goes through the
+per-offset checks as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the
+problems named, and their words, are the same. Units and entries pointing into a missing segment
+are left to the queue and index tasks.
 
 Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
 CRC-32): a different topic passes only if both collide.

@@ -148,9 +148,10 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
     {position: what}, facts, scan rows, good, block digests). With ``digest_end``, each piece is two
     checksum blocks of the bytes [0, digest_end) with the records starting in them: the blocks are
     hashed (two at once: ``checksum.block_digests``), then their records scanned while their bytes
-    are in the cache; the digests are the blocks' in order (``checksum``), else []."""
+    are in the cache; the digests are the blocks' in order (``checksum``), else []. ``scan``: the
+    arrays to fill (``new_scan``'s, for at least as many records; ``ScanBuffers``), else new ones."""
     s = np.asarray(starts, dtype=np.int64)
-    scan = new_scan(len(s))
+    scan = new_scan(len(s)) if scan is None else (scan[0][:len(s)], scan[1][:len(s)], scan[2][:2 * len(s)])
     if digest_end is None:
         step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
         pieces = [(a, min(len(s), a + step), None) for a in range(0, len(s), step)]

@@ -382,6 +382,10 @@ def test_scan_buffers_are_handed_on_and_walks_need_room(segments):
     assert pool.take(cap) is not first                      # (a second segment at once: its own)
     starts, _, _ = verify_records.walk(buf, 0, len(buf), again[0])
     assert starts.tolist() == verify_records.walk(buf, 0, len(buf))[0].tolist()
+    filled = verify_records.scan_check(buf, starts, base, True, None, 1, None, again[1:])
+    assert all(np.shares_memory(a, b) for a, b in zip(filled[2], again[1:]))      # its arrays, filled
+    fresh = verify_records.scan_check(buf, starts, base, True)
+    assert filled[:2] == fresh[:2] and np.array_equal(filled[3], fresh[3])
     with pytest.raises(ValueError):
         verify_records.walk(buf, 0, len(buf), np.empty(cap - 1, np.int64))
 
