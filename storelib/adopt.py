@@ -107,6 +107,17 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
+    lease = manifest.WriterLease(store, batch_id or "import")
+    lease.acquire()          # ConcurrentWriteError: another writer holds the store
+    try:
+        return _adopt(spark, store, source_uri, config, batch_id, say, t0, lease)
+    finally:
+        lease.release()
+
+
+def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
+           lease: manifest.WriterLease) -> dict:
+    """``adopt`` once the lease is held."""
     snap = manifest.load_snapshot(store)
     if snap.batch is not None:
         first = snap.batches[0]
@@ -141,7 +152,7 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
         store.sync_files(sorted({r["path"] for r in rows}))
-    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable)
+    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=lease)
     snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
     say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
         f"max phy offset {ck_row['max_phy_offset']}")

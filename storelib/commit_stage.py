@@ -8,35 +8,47 @@ In order (``commit_batch``):
    is staged beside the batch's other files;
 3. one manifest row per staged file and the batch's checkpoint row (``manifest.file_row`` /
    ``manifest.checkpoint_row``);
-4. the conditional Delta commits (``manifest.commit``): manifest rows, then the checkpoint row,
-   the switch that makes the batch visible;
-5. publish: staged files move to their final names (``publish``), and this attempt's staging
-   directory is removed (``drop_staging``).
+4. the conditional Delta commits (``manifest.commit``), each right after a check that the
+   writer still holds its lease: manifest rows, then the checkpoint row, the switch that makes
+   the batch visible;
+5. publish (``publish``), driven by the batch's manifest rows: patches applied to the files the
+   batch continues in place (storelib.patches), staged new files renamed to their names; then
+   this attempt's staging directory is removed (``drop_staging``), and what attempts that never
+   committed left behind (``clear_dead_attempts``).
 
-A crash after 4 leaves a committed batch whose publish is unfinished: the next writer redoes it
-(``finish_pending_publish``) before anything else.
+Until the switch no byte of a store file outside ``_rocketlake/`` changes, so a batch killed
+before it leaves nothing a reader or a broker could see. A crash after the switch leaves a
+committed batch whose publish is unfinished: its staging directory is still there, readers read
+its files through it (storelib.storefiles), and the next operation that takes the lease redoes
+the publish (``finish_pending_publish``) before anything else. Staging of attempts that never
+committed is removed only by a writer whose own commit went through: a stalled writer's switch
+can then no longer succeed (the tables moved on), so nothing a committed row needs is deleted.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import time
 
 from . import checkpoint as ckpt
-from . import checksum, fragments, indexfile, manifest, patches, sequencer, snapcache, storage, storefiles
+from . import checksum, deltacommit, fragments, indexfile, manifest, patches, sequencer, snapcache, storage
 from .config import StoreConfig
+from .errors import CorruptStore
 from .faults import fault
 from .ingest_errors import IngestError
 
-__all__ = ["commit_batch", "publish", "finish_pending_publish", "clear_dead_attempts", "undo_attempt", "drop_staging",
-           "is_committed"]
+__all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
+           "undo_attempt", "drop_staging", "is_committed"]
 
 
 def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer.StoreState,
                  plan: sequencer.BatchPlan, summaries: list, results: list, config: StoreConfig, batch_id: str,
                  fingerprint: str, staging: str, t0: float, prog, attempt: str | None = None,
-                 detail_extra: dict | None = None) -> dict:
+                 detail_extra: dict | None = None, lease: manifest.WriterLease | None = None) -> dict:
     """Commit and publish the batch whose files the write stage staged (``results``: their facts);
-    returns the batch's summary. ``prog``: a ``progress.Progress``."""
+    returns the batch's summary. ``prog``: a ``progress.Progress``; ``lease``: the writer's lease,
+    checked before each commit."""
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
     segs, cqs, idxs = _written_files(plan, results)
@@ -50,33 +62,27 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
                   **(detail_extra or {}))
     checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
     fault("before-delta-commit")
-    # Every file of the batch is on stable storage by now (the write tasks and the checkpoint
-    # write fsync'd them and their directories: flushDiskType=SYNC_FLUSH), so the switch below
-    # never makes visible a batch a power cut could take back.
-    # Patches (local stores: files the batch continues in place) are applied between the two
-    # commits: after the manifest commit, which only one of two racing writers wins, and
-    # before the switch (storelib.patches).
-    in_place = [r["patch"] for r in segs + cqs + idxs if r.get("patch")]
-
-    def apply_in_place():
-        if in_place:
-            patches.write_intent(store, staging, [p["path"] for p in in_place], config.durable)
-            patches.apply_patches(store, in_place, config.durable, fault=fault)
-    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable,
-                    between=apply_in_place)
+    # Every file of the batch is staged on stable storage by now (the write tasks and the
+    # checkpoint write fsync'd them and their directories: flushDiskType=SYNC_FLUSH), so the
+    # switch below never makes visible a batch a power cut could take back.
+    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
-    drop_staging(store, staging)           # ours only: see drop_staging (dead attempts' leftovers
-                                           # were removed when this run started)
+    drop_staging(store, staging, durable=config.durable)
+    clear_dead_attempts(store, snap.batches + [checkpoint_row])
     snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
     return _summary(plan, batch_id, seq, len(segs), len(cqs), len(idxs), t0, prog)
 
 
 def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
     """(segments, consume-queue files, index files in plan order) the write stage staged; every
-    file of the plan, or IngestError."""
+    file of the plan, or IngestError (``CorruptStore`` if a write task found a continued file
+    damaged)."""
+    damaged = [r for r in results if r["kind"] == "damaged"]
+    if damaged:
+        raise CorruptStore(damaged[0]["path"], damaged[0]["offset"], damaged[0]["what"])
     segs = [r for r in results if r["kind"] == "commitlog"]
     cqs = [r for r in results if r["kind"] == "consumequeue"]
     idxs = sorted((r for r in results if r["kind"] == "index"), key=lambda r: r["ordinal"])
@@ -136,10 +142,13 @@ def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: by
 
 
 def _file_detail(r: dict, **extra) -> str:
-    """A written file's row detail: its block digests, its extents (object stores), ``extra``."""
+    """A written file's row detail: its block digests, its extents (object stores), the patch that
+    continues it in place (local stores: applied at publish, from the staged file), ``extra``."""
     d = dict(extra, blocks=r["blocks"])
     if r.get("extents") is not None:
         d["extents"] = r["extents"]
+    if r.get("patch"):
+        d["patch"] = {"staged": r["patch"]["staged"], "extents": r["patch"]["extents"]}
     return manifest.dumps(d)
 
 
@@ -218,10 +227,27 @@ def _summary(plan: sequencer.BatchPlan, batch_id: str, seq: int, segments: int, 
 
 # ---------------------------------------------------------------------------- publish
 def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
-    """Move staged files to their final names (redo-safe: a missing staged file is already moved).
+    """Publish a committed batch from its manifest rows (redo-safe, and safe while another writer
+    redoes the same publish): the patches of the files it continues in place, then its staged
+    new files renamed to their names.
 
-    ``durable``: the directories the renames changed are fsync'd before staging is removed, so a
-    power cut cannot take a published name back while its staged copy is already gone."""
+    A staged file that is gone must have been published: its file must be there with at least
+    the row's valid bytes, else ``CorruptStore`` (a committed batch is never half published in
+    silence). ``durable``: the patched files and the directories the renames changed are fsync'd
+    before the caller removes the staging directory."""
+    todo, gone = [], []
+    for r in rows:
+        if r["action"] != "add":
+            continue
+        p = patches.row_patch(r)
+        if p is None:
+            continue
+        if store.exists(p["staged"]):
+            todo.append(p)
+        else:
+            gone.append(r)
+    if todo:
+        patches.apply_patches(store, todo, durable, fault=fault)
     changed: set = set()
     for r in rows:
         if r["action"] != "add" or not r["staged_path"]:
@@ -229,42 +255,66 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
         if store.exists(r["staged_path"]):
             changed.update(store.publish(r["staged_path"], r["path"]) or ())
             fault("mid-publish")
+        else:
+            gone.append(r)
+    for r in gone:
+        size = store.size(r["path"])
+        if size is None or size < (r.get("valid_bytes") or 0):
+            raise CorruptStore(r["path"], 0, f"committed by batch {r['batch_id']!r}, but neither its staged copy nor "
+                                             f"the file ({size} bytes) holds its {r.get('valid_bytes')} valid bytes")
     if durable:
         storage.sync_dirs(changed)
 
 
-def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> None:
-    """A crash after a commit and before its publish finished: redo the publish, then clear
-    what dead attempts left (``clear_dead_attempts``)."""
-    if snap.batch is None:
-        return
-    staging = f"{manifest.STAGING_DIR}/{snap.batch['batch_id']}"
-    if not store.exists(staging):
-        return
-    rows = [r for r in snap.files.values() if r["batch_id"] == snap.batch["batch_id"]]
-    publish(store, rows)
-    clear_dead_attempts(store, snap, config)
+def pending_publishes(store: storage.Store, snap: manifest.Snapshot) -> list:
+    """Committed batches of ``snap`` whose staging directory is still there: their publish may be
+    unfinished (oldest first)."""
+    try:
+        staged = set(store.list_dirs(manifest.STAGING_DIR))
+    except OSError:
+        return []
+    return [b for b in snap.batches if b["batch_id"] in staged
+            and (b.get("attempt_id") is None or store.exists(_attempt_dir(b)))]
 
 
-def clear_dead_attempts(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> None:
-    """Undo what attempts that never committed left behind (the caller holds the lease and the
-    last committed batch is published): files they patched in place are trimmed back to their
-    committed state (storelib.patches, local stores), objects no committed row can list are
-    deleted (object stores), and the staging directory goes."""
-    if store.local:
-        paths = patches.leftover_intents(store, manifest.STAGING_DIR)
-        if paths:
-            config = config or storefiles.config_of_batch(snap.batch)
-            for rel in sorted(paths):
-                if rel in snap.files:
-                    patches.trim_file(store, snap.files[rel], config)
-    else:
-        committed = {(b["batch_id"], b.get("attempt_id")) for b in snap.batches}
+def _attempt_dir(batch: dict) -> str:
+    return f"{manifest.STAGING_DIR}/{batch['batch_id']}/{batch.get('attempt_id')}"
+
+
+def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> int:
+    """Redo the publish of every committed batch a crash left unfinished (the caller holds the
+    lease), driven by the manifest rows of ``snap``; returns how many there were."""
+    pending = pending_publishes(store, snap)
+    durable = config.durable if config is not None else True
+    for b in pending:
+        rows = [r for r in snap.files.values() if r["batch_id"] == b["batch_id"]]
+        publish(store, rows, durable=durable)
+        if b.get("attempt_id") is not None:
+            drop_staging(store, _attempt_dir(b), durable=durable)
+    return len(pending)
+
+
+def clear_dead_attempts(store: storage.Store, batches: list) -> None:
+    """Remove what attempts that never committed left behind: their staging (local stores), their
+    objects (object stores), scratch Delta tables. Only by a writer whose commit just went
+    through (``batches``: every committed checkpoint row, its own included): no attempt staged
+    before that commit can commit any more, so none of this is needed by a committed row.
+    Staging of a committed batch whose publish is unfinished is kept."""
+    committed = {(b["batch_id"], b.get("attempt_id")) for b in batches}
+    for batch_dir in store.list_dirs(manifest.STAGING_DIR):
+        for attempt in store.list_dirs(f"{manifest.STAGING_DIR}/{batch_dir}"):
+            if (batch_dir, attempt) not in committed:
+                drop_staging(store, f"{manifest.STAGING_DIR}/{batch_dir}/{attempt}", durable=False)
+        for leftover in store.list_files(f"{manifest.STAGING_DIR}/{batch_dir}", recursive=False):
+            store.delete(leftover)              # a file directly in a batch directory: never staged by us
+        _remove_if_empty(store, f"{manifest.STAGING_DIR}/{batch_dir}")
+    _remove_if_empty(store, manifest.STAGING_DIR)
+    if not store.local:
         for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
             for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
                 if (batch_dir, attempt) not in committed:
                     store.delete(fragments.object_prefix(batch_dir, attempt))
-    store.delete(manifest.STAGING_DIR)
+    deltacommit.clear_scratch(store)
 
 
 def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
@@ -275,35 +325,58 @@ def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None
                for b in snap.batches)
 
 
-def undo_attempt(store: storage.Store, snap: manifest.Snapshot | None, staging: str, config: StoreConfig,
-                 batch_id: str, attempt: str) -> None:
-    """A failed attempt that did not commit, still holding the lease: trim the files it patched
-    in place (its intent), delete its objects (object stores), then its staging. Only its own:
-    a racing writer's files are never touched."""
-    if store.local:
-        paths = patches.leftover_intents(store, staging)
-        for rel in sorted(paths):
-            if snap is not None and rel in snap.files:
-                patches.trim_file(store, snap.files[rel], config)
-    else:
+def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str) -> None:
+    """A failed attempt that did not commit: delete its objects (object stores) and its staging.
+    It never touched a store file (nothing changes before the switch), and never another
+    attempt's files."""
+    if not store.local:
         store.delete(fragments.object_prefix(batch_id, attempt))
-    drop_staging(store, staging)
+    drop_staging(store, staging, durable=False)
 
 
-def drop_staging(store: storage.Store, staging: str) -> None:
+def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> None:
     """Remove one attempt's staging directory, then its batch directory and ``staging/`` if
     nothing else is in them. Never another attempt's files: normally the lease holder is the
-    only writer, but a racing writer that got past the lease too may be staging or publishing."""
-    store.delete(staging)
-    for rel in (staging.rsplit("/", 1)[0], manifest.STAGING_DIR):
-        if store.local:
+    only writer, but a racing writer that got past the lease too may be staging or publishing.
+
+    Local stores: the directory is first renamed out of ``staging/`` (atomic; with ``durable``
+    that rename is fsync'd), then deleted, so a power cut never leaves a staging directory with
+    some of its files gone: one that is still there is whole, and a publish redone from it
+    finds every patch."""
+    if store.local:
+        src = store.path(staging)
+        if os.path.isdir(src):
+            trash = store.path(f"{deltacommit.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
+            os.makedirs(os.path.dirname(trash), exist_ok=True)
             try:
-                os.rmdir(store.path(rel))          # only if empty (atomic)
+                os.rename(src, trash)
             except FileNotFoundError:
-                continue
-            except OSError:
-                return
+                trash = None
+            if trash is not None:
+                if durable:
+                    storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
+                shutil.rmtree(trash, ignore_errors=True)
         else:
-            if store.list_files(rel):
-                return
-            store.delete(rel)                      # directory markers only
+            store.delete(staging)
+    else:
+        store.delete(staging)
+    for rel in (staging.rsplit("/", 1)[0], manifest.STAGING_DIR):
+        if not _remove_if_empty(store, rel):
+            return
+
+
+def _remove_if_empty(store: storage.Store, rel: str) -> bool:
+    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``); whether it is
+    gone now."""
+    if store.local:
+        try:
+            os.rmdir(store.path(rel))
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+    if store.list_files(rel):
+        return False
+    store.delete(rel)                      # directory markers only
+    return True

@@ -17,8 +17,8 @@ a local cluster.
 
 Points (in the order an ingest passes them):
   driver:   after-lease, after-scan, after-plan, after-files-staged, before-delta-commit,
-            mid-apply (local stores: a batch's in-place patches half applied, after the manifest
-            commit), between-delta-tables, after-commit-before-publish, mid-publish,
+            between-delta-tables, after-commit-before-publish, mid-apply (local stores: a
+            committed batch's in-place patches half applied), mid-publish,
             after-publish-before-cleanup
   executor: encode-split (encode task start), mid-records-write (half of a split's encoded
             records staged), mid-segment-write (half of a segment file written),
@@ -36,14 +36,14 @@ import time
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "fault"]
 
 DRIVER_POINTS = (
-    "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit", "mid-apply",
-    "between-delta-tables", "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup",
+    "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
+    "between-delta-tables", "after-commit-before-publish", "mid-apply", "mid-publish", "after-publish-before-cleanup",
 )
 EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-records-released",
                    "after-segment-write", "mid-file-write")
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.
-POST_COMMIT_POINTS = ("after-commit-before-publish", "mid-publish", "after-publish-before-cleanup")
+POST_COMMIT_POINTS = ("after-commit-before-publish", "mid-apply", "mid-publish", "after-publish-before-cleanup")
 
 _passed: dict = {}
 

@@ -5,8 +5,8 @@ creates the file or continues a committed one (storelib.write_stage uses it for 
                 new file                         continued file (committed bytes kept)
 ==============  ===============================  ==========================================
 local / POSIX   whole file in the attempt's      a patch in the attempt's staging directory
-                staging directory, renamed to    (storelib.patches), applied in place after
-                its name after the switch        the manifest commit, before the switch
+                staging directory, renamed to    (storelib.patches), applied in place at
+                its name after the switch        publish, after the switch
 object store    one object, key unique to the    one object with the new bytes (and, for an
                 attempt (storelib.fragments)     index file, a new head); the row's extents
 ==============  ===============================  ==========================================
@@ -14,13 +14,31 @@ object store    one object, key unique to the    one object with the new bytes (
 It also computes the new version's checksum (storelib.checksum) from the committed row's block
 digests, reading back at most the blocks the batch touches, and returns the facts the commit
 needs (``staged_path`` / ``patch`` / ``extents``, ``blocks``).
+
+A batch builds on the committed bytes of a file it continues, so it first checks them
+(``ContinuedFileDamaged``): the committed bytes it reads back must match the manifest's block
+digests, and on a local store the file must have its full size and nothing but zeros past its
+committed end. Otherwise the append would launder the damage: the new checksum would cover it.
 """
 from __future__ import annotations
 
+import os
+
+import numpy as np
+
 from . import checksum, fragments, patches
+from .errors import CorruptStore
 from .ingest_errors import IngestError
 
-__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
+__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE", "ContinuedFileDamaged"]
+
+
+class ContinuedFileDamaged(CorruptStore):
+    """A committed file a batch continues is not what the manifest says it is."""
+
+    def __init__(self, path: str, offset: int, what: str):
+        super().__init__(path, offset, f"{what}; the batch would build on damaged committed bytes, so nothing was "
+                                       "committed (run verify --deep on the store)")
 
 # Largest object one file version is written as (object stores): a segment of 1 GiB becomes
 # eight objects, each uploaded and completed on its own.
@@ -56,6 +74,7 @@ class FileVersion:
         elif start:
             self.mode = "patch"
             self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}.{part}.patch"
+            self._check_size()
         else:
             self.mode = "whole"
             self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}"
@@ -76,7 +95,56 @@ class FileVersion:
     # -- files written in order from ``start`` (commitlog segments, consume queues)
     def hasher(self) -> checksum.BlockHasher:
         b0 = self.start - self.start % checksum.BLOCK_SIZE
-        return checksum.BlockHasher(self.start, self.known_blocks(self.start), self.read_committed(b0, self.start - b0))
+        head = self.read_committed(b0, self.start - b0)
+        self._check_block(b0 // checksum.BLOCK_SIZE, head)
+        return checksum.BlockHasher(self.start, self.known_blocks(self.start), head)
+
+    # -- the committed bytes a continued version builds on
+    def _check_size(self) -> None:
+        size = self.store.size(self.rel)
+        if size is None:
+            raise ContinuedFileDamaged(self.rel, 0, "missing file")
+        if size != self.prior["file_size"]:
+            raise ContinuedFileDamaged(self.rel, min(size, self.prior["file_size"]),
+                                       f"the file has {size} bytes, its manifest row {self.prior['file_size']}")
+
+    def _check_block(self, i: int, data: bytes) -> None:
+        """Committed block ``i`` (``data``: its committed bytes, as far as the committed version
+        reaches into it) against the digest the manifest holds for it."""
+        known = checksum.digests_from_detail(self.prior.get("blocks")) if self.prior else []
+        whole = min(checksum.BLOCK_SIZE, self.prior["valid_bytes"] - i * checksum.BLOCK_SIZE) if self.prior else 0
+        if i >= len(known) or len(data) != whole:
+            return                         # not all of the block's committed bytes: nothing to compare
+        if len(data) and checksum.block_digest(data) != known[i]:
+            raise ContinuedFileDamaged(self.rel, i * checksum.BLOCK_SIZE,
+                                       f"committed bytes [{i * checksum.BLOCK_SIZE}, "
+                                       f"{i * checksum.BLOCK_SIZE + len(data)}) differ from the manifest's block digest")
+
+    def check_zero_tail(self, end: int) -> None:
+        """Local continued files: nothing but zeros from ``end`` (where this version's bytes stop)
+        to the end of the file. Only what the file system holds as data is read (SEEK_DATA): a
+        tail never written is a hole and costs nothing."""
+        if self.mode != "patch":
+            return
+        size = self.prior["file_size"]
+        fd = os.open(self.store.path(self.rel), os.O_RDONLY)
+        try:
+            pos = end
+            while pos < size:
+                try:
+                    lo = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:            # ENXIO: only a hole past pos
+                    return
+                hi = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
+                for a in range(lo, hi, 8 << 20):
+                    buf = np.frombuffer(os.pread(fd, min(8 << 20, hi - a), a), np.uint8)
+                    nz = np.flatnonzero(buf)
+                    if len(nz):
+                        raise ContinuedFileDamaged(self.rel, a + int(nz[0]),
+                                                   f"a non-zero byte past the committed end ({self.start})")
+                pos = hi
+        finally:
+            os.close(fd)
 
     def write_stream(self, chunks) -> None:
         """Write the new bytes (from ``start`` on) as this version's staged file, or as objects of
@@ -96,6 +164,7 @@ class FileVersion:
         if self.mode == "whole":
             out["staged_path"] = self.write_rel
         elif self.mode == "patch":
+            self.check_zero_tail(self.start + new_bytes)
             out["patch"] = {"path": self.rel, "staged": self.write_rel,
                             "extents": [[self.start, new_bytes, 0, patches.PHASE_APPEND]]}
         else:
@@ -135,8 +204,12 @@ class FileVersion:
         known = checksum.digests_from_detail(self.prior.get("blocks")) if self.prior else []
         if len(known) < -(-self.prior["valid_bytes"] // checksum.BLOCK_SIZE):
             known = []                                   # a row without block digests: hash all
-        digests = checksum.rehash_blocks(read_new, valid, known,
-                                         [(p, p + memoryview(d).nbytes) for p, d, _ in parts])
+        dirty = [(p, p + memoryview(d).nbytes) for p, d, _ in parts]
+        if self.mode == "patch":
+            self._check_blocks(known, dirty)
+            self.check_zero_tail(max(p + memoryview(d).nbytes for p, d, phase in parts
+                                     if phase == patches.PHASE_APPEND))
+        digests = checksum.rehash_blocks(read_new, valid, known, dirty)
         out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
                "checksum": checksum.combine(digests)}
         if self.mode == "patch":
@@ -147,6 +220,16 @@ class FileVersion:
         out["extents"] = self._bounded(fragments.overlay(
             self.prior["extents"], _stream_extents([(p, memoryview(d).nbytes) for p, d, _ in parts], self._objects)))
         return out
+
+    def _check_blocks(self, known: list, dirty: list) -> None:
+        """Every committed block the ``dirty`` ranges touch against its manifest digest (the new
+        digests are computed over them)."""
+        valid = self.prior["valid_bytes"]
+        B = checksum.BLOCK_SIZE
+        touched = sorted({i for lo, hi in dirty for i in range(lo // B, -(-hi // B)) if i * B < valid})
+        for i in touched:
+            if i < len(known):
+                self._check_block(i, self.read_committed(i * B, min(B, valid - i * B)))
 
     def write_whole(self, chunks) -> dict:
         """A new file from its chunks (index files: header, slots, entries); the commit's facts."""

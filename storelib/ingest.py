@@ -5,9 +5,8 @@ module. Stages (Spark only schedules; executors read the input and write the fil
 
 0. lease     driver: ``_rocketlake/writer.lock`` (manifest.WriterLease): one writer per store; a
              second ingest fails at once with ConcurrentWriteError (exit 3) and touches nothing.
-             Then: finish the publish of a committed batch a dead run left unfinished, and drop
-             any staging a dead attempt left (never read). The lease is renewed by the progress
-             thread (storelib.progress).
+             Then: finish the publish of a committed batch a dead run left unfinished. The
+             lease renews itself on a thread; each commit checks it is still this writer's.
 1. encode    storelib.encode_stage: one task per input split: read, fill broker defaults
              (storelib.topics: queue ids by round robin / sharding key, store time), validate,
              encode every record once (with placeholder placement), stage the records and the
@@ -39,16 +38,14 @@ batch id after a crash starts over from the committed state (or, if the commit h
 publishing), so the bytes are the same as an uninterrupted run.
 
 Batches and readers. A batch appends: it continues the last commitlog segment, the last consume
-queue file of every queue it touches and the last index file, by writing whole new versions of
-those files (committed prefix + new data) and publishing them over the old names with an atomic
-rename (local/HDFS; object stores replace the object in one PUT/COPY). Committed bytes never
-change: the new version's first ``valid_bytes`` are the old version's. A reader of an earlier
-snapshot therefore keeps working if it trusts only what its manifest rows say: ``valid_bytes``
-of a segment / consume queue file and ``max_phy_offset`` of its checkpoint row. (An index file
-republished by a later batch may hold entries and a header of that batch: readers of an older
-snapshot take the header from the manifest row's ``detail`` and ignore entries whose physical
-offset is at or beyond their ``max_phy_offset``.) Batch ids are idempotency keys: a committed
-id with the same input fingerprint is a no-op ("already-committed", exit 0), with other input an
+queue file of every queue it touches and the last index file (storelib.file_versions: in place
+through patches on local stores, as extents of new objects on object stores) and creates the files
+it rolls into. Nothing of a store file changes before the switch; committed bytes never change
+after it (only bytes past a committed end, and the index slot heads and header, which readers of
+an earlier snapshot take from their own manifest rows). A reader trusts only what its snapshot's
+manifest rows say: ``valid_bytes`` of a segment / consume queue file, the header of an index file.
+Batch ids are idempotency keys: a committed id with the same input fingerprint is a no-op
+("already-committed", exit 0), with other input an
 error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
 
 Inputs: ``run_ingest`` takes files (``FileInput``: fingerprint of the files, known before the
@@ -68,8 +65,7 @@ from dataclasses import dataclass
 
 from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, warmup, write_stage
 from . import topics as topics_mod
-from .commit_stage import (clear_dead_attempts, commit_batch, drop_staging, finish_pending_publish, is_committed,
-                           undo_attempt)
+from .commit_stage import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from .config import ConfigError, StoreConfig
 from .encode_stage import default_store_timestamp, encode_split, input_fingerprint
 from .faults import fault
@@ -210,7 +206,6 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     lease = manifest.WriterLease(store, batch_id)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
     fault("after-lease")
-    prog.lease = lease
     committed = False
     encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
@@ -244,13 +239,13 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         fault("after-files-staged")
         # 4. commit
         summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
-                               run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after})
+                               run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after},
+                               lease=lease)
         committed = True
     except BaseException:
         _abandon(run)
         raise
     finally:
-        prog.lease = None
         _drop_encoded(store, encoded_in, run.staging)
         if run.local_staging:
             shutil.rmtree(run.local_staging, ignore_errors=True)
@@ -303,16 +298,13 @@ def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
 
 
 def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
-    """Finish a dead run's publish, check the store and the configuration, drop what dead
-    attempts staged, and name this attempt's staging directory; the state the batch continues."""
+    """Finish a dead run's publish, check the store and the configuration, and name this attempt's
+    staging directory; the state the batch continues. (What dead attempts staged is never read;
+    it is removed once this batch has committed: storelib.commit_stage.)"""
     finish_pending_publish(run.store, snap, run.config)
     check_store_root(run.store, snap)
     check_config(snap, run.config)
     state = store_state(snap)
-    # We hold the lease and the last batch is fully published: anything under staging/ (or an
-    # object store's objects/) not committed is a leftover of a dead attempt. It is never read;
-    # files it patched in place are trimmed back, the rest removed.
-    clear_dead_attempts(run.store, snap, run.config)
     run.snap = snap
     run.attempt = uuid.uuid4().hex[:12]
     run.staging = f"{manifest.STAGING_DIR}/{run.batch_id}/{run.attempt}"
@@ -388,7 +380,7 @@ def _abandon(run: _Run) -> None:
         run.prog.stage(None)
         if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
-            undo_attempt(run.store, run.snap, run.staging, run.config, run.batch_id, run.attempt)
+            undo_attempt(run.store, run.staging, run.batch_id, run.attempt)
             # A cancelled task's Python worker can outlive its stage by a moment and stage one
             # more file: drop again until the staging stays gone (bounded; the next writer
             # removes anything left).

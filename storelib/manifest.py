@@ -13,30 +13,30 @@ switch. Manifest rows of a batch without a checkpoint row are ignored by every r
 commits are conditional on the table versions read when the batch was planned, so of two
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
-The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables, which
-delta-spark (``spark.read.format("delta").load(store + "/_rocketlake/manifest")``) should read too;
-that is untested here (no delta-spark jars on these machines).
+The tables are written with ``deltalake`` (delta-rs) from the driver; on local stores every
+version goes in through ``storelib.deltacommit``, which makes it durable step by step.
 """
 from __future__ import annotations
 
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from . import deltalog, names, storage
+from . import deltacommit, deltalog, names, storage
 from .errors import CorruptStore, StoreError
 
 __all__ = [
     "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "ConcurrentWriteError", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "load_snapshot", "check_row_paths", "commit", "sync_table_version", "history", "now_ms", "dumps",
+    "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
-    "LEASE_PATH", "LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease",
+    "LEASE_PATH", "LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease", "LeaseLost",
 ]
 
 # defined in the leaf module metapaths (the shell lookup path reads them without pyarrow)
@@ -95,6 +95,10 @@ CHECKPOINTS_SCHEMA = pa.schema([
 
 class ConcurrentWriteError(RuntimeError):
     """Another batch committed since this one was planned."""
+
+
+class LeaseLost(ConcurrentWriteError):
+    """This writer's lease is gone (taken over, or not renewed for too long): it must not commit."""
 
 
 @dataclass
@@ -270,14 +274,15 @@ def check_row_paths(row: dict) -> None:
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,
-           fault=None, durable: bool = True, between=None) -> None:
+           fault=None, durable: bool = True, lease: "WriterLease | None" = None) -> None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch).
 
-    ``between()`` runs after the manifest commit succeeded and before the switch (in-place
-    patches: only the writer that won the manifest commit may touch committed files).
+    ``lease``: the writer's lease, checked to be still its own right before each of the two
+    commits (a writer that stalled past its lease never commits: ``LeaseLost``).
 
-    ``durable``: each table version is fsync'd as soon as it is written (delta-rs does not), so
-    the manifest rows are on stable storage before the switch, and the switch before we return.
+    Local stores: each table version goes in through ``deltacommit.commit_local`` (every file of
+    it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
+    conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
     """
     from deltalake import write_deltalake, CommitProperties
     from deltalake.exceptions import CommitFailedError
@@ -289,42 +294,45 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
         table = pa.Table.from_pylist(rows, schema=schema)
-        dt = _open(store, rel, version) if version is not None else None
-        if version is None and _open(store, rel) is not None:
-            raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
-        try:
-            if dt is None:
-                write_deltalake(_table_uri(store, rel), table, mode="append", storage_options=opts,
-                                commit_properties=props)
+        if lease is not None:
+            lease.check()
+
+        def write(target, hooks=None):
+            # schema_mode="merge": tables written before a column was added get it (nulls before)
+            kw = {} if hooks is None else {"post_commithook_properties": hooks}
+            if isinstance(target, str):
+                write_deltalake(target, table, mode="append", storage_options=opts, commit_properties=props, **kw)
             else:
-                # schema_mode="merge": tables written before a column was added get it (nulls before)
-                write_deltalake(dt, table, mode="append", commit_properties=props, schema_mode="merge")
+                write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
+        try:
+            if store.local:
+                new = deltacommit.commit_local(store, rel, version, write, durable)
+                if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
+                    deltacommit.checkpoint_local(store, rel, durable)
+            else:
+                _commit_object_store(store, rel, version, write)
+        except deltacommit.LocalCommitConflict as e:
+            raise ConcurrentWriteError(str(e)) from None
         except CommitFailedError as e:
             raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
                                        f"({e})") from None
-        except Exception as e:  # noqa: BLE001 - table creation races surface as several errors
-            if "already exists" in str(e).lower() or "version" in str(e).lower():
-                raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
-            raise
-        if durable:
-            sync_table_version(store, rel, 0 if version is None else version + 1)
-        if point and between is not None:
-            between()
         if point and fault:
             fault(point)
 
 
-def sync_table_version(store: storage.Store, rel: str, version: int) -> None:
-    """fsync one Delta table version on a local store: its commit file, the data files it adds
-    and the directories that got entries for them (no-op on object stores: a PUT is durable)."""
-    if not store.local:
-        return
-    from urllib.parse import unquote
-    log = f"{rel}/_delta_log/{version:020d}.json"
-    actions = [json.loads(line) for line in store.read(log).decode().splitlines() if line.strip()]
-    adds = [a["add"]["path"] for a in actions if "add" in a]
-    store.sync_files([log] + [f"{rel}/{unquote(p)}" for p in adds])
-    storage.sync_dirs([store.path(rel), store.path(META_DIR), store.root])
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write) -> None:
+    """One conditional Delta commit on an object store (a completed PUT is durable)."""
+    dt = _open(store, rel, version) if version is not None else None
+    if version is None and _open(store, rel) is not None:
+        raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
+    try:
+        write(_table_uri(store, rel) if dt is None else dt)
+    except Exception as e:  # noqa: BLE001 - table creation races surface as several errors
+        from deltalake.exceptions import CommitFailedError
+        if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
+                                                     or "version" in str(e).lower()):
+            raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
+        raise
 
 
 def history(store: storage.Store) -> list:
@@ -442,6 +450,8 @@ class WriterLease:
         self.batch_id = batch_id
         self.token = uuid.uuid4().hex
         self.held = False
+        self.lost: str | None = None        # why the lease is gone, once it is
+        self._lock = threading.Lock()         # renewals from the keeper thread and from check()
 
     def _content(self, started: int | None = None) -> bytes:
         now = now_ms()
@@ -468,6 +478,8 @@ class WriterLease:
             if self._create():
                 self.held = True
                 self._started = now_ms()
+                self._renewed = _clocks()
+                self._keep()
                 return
             holder = self.read()
             if holder is None:
@@ -522,11 +534,15 @@ class WriterLease:
         self.store.delete(LEASE_PATH)
 
     def renew(self) -> None:
-        if not self.held:
-            return
-        cur = self.read()
-        if cur and cur.get("token") != self.token:
-            raise ConcurrentWriteError(f"lost the writer lease to batch {cur.get('batch_id')!r}")
+        """Write a fresh renewal time, if the lease is still this writer's (else ``LeaseLost``,
+        and every later ``check`` fails too)."""
+        with self._lock:
+            if not self.held:
+                return
+            self._still_mine()
+            self._write_renewal()
+
+    def _write_renewal(self) -> None:
         data = self._content(getattr(self, "_started", None))
         if self.store.local:
             path = self.store.path(LEASE_PATH)
@@ -536,17 +552,76 @@ class WriterLease:
             os.replace(tmp, path)
         else:
             self.store.write_file(LEASE_PATH, [data])
+        self._renewed = _clocks()
+
+    def _idle(self) -> float:
+        """Seconds since this writer last renewed: the larger of the wall clock's count (what other
+        writers judge staleness by) and the boot clock's (it counts a suspended VM too)."""
+        then = getattr(self, "_renewed", None)
+        if then is None:
+            return 0.0
+        now = _clocks()
+        return max(now[0] - then[0], now[1] - then[1])
+
+    def _keep(self) -> None:
+        """Renew every ``LEASE_RENEW_S`` on a daemon thread until released or lost. A process
+        that is stopped (SIGSTOP, a paused VM) renews nothing: other writers may take the lease
+        over, and this one's next ``check`` fails."""
+        self._stop = threading.Event()
+
+        def run():
+            while not self._stop.wait(LEASE_RENEW_S):
+                try:
+                    self.renew()
+                except ConcurrentWriteError:
+                    return                    # lost: check() says so before any commit
+                except Exception:  # noqa: BLE001 - a failed write: the next round tries again
+                    pass
+        threading.Thread(target=run, name="rocketlake-lease", daemon=True).start()
+
+    def check(self) -> None:
+        """Right before a commit: the lease is still this writer's, renewed just now. ``LeaseLost``
+        when it was taken over, or when this writer went longer than half the lease's time to
+        live without renewing it (a stalled process: another writer may be about to take it
+        over, so neither renewing nor committing is safe any more)."""
+        if not self.held:
+            raise LeaseLost(f"batch {self.batch_id!r} does not hold the writer lease {LEASE_PATH}")
+        self._still_mine()
+        self.renew()
+
+    def _still_mine(self) -> None:
+        if self.lost:
+            raise LeaseLost(self.lost)
+        idle = self._idle()
+        if idle > LEASE_TTL_S / 2:
+            self.lost = (f"batch {self.batch_id!r} lost the writer lease {LEASE_PATH}: not renewed for {idle:.0f}s "
+                         f"(more than half of ROCKETLAKE_LEASE_TTL={LEASE_TTL_S:.0f}s); nothing was committed "
+                         "by this run after that")
+            raise LeaseLost(self.lost)
+        cur = self.read()
+        if not cur or cur.get("token") != self.token:
+            who = (cur or {}).get("batch_id")
+            self.lost = (f"batch {self.batch_id!r} lost the writer lease {LEASE_PATH}"
+                         + (f" to batch {who!r}" if who else "") + "; nothing was committed by this run after that")
+            raise LeaseLost(self.lost)
 
     def release(self) -> None:
         if not self.held:
             return
         self.held = False
+        if getattr(self, "_stop", None) is not None:
+            self._stop.set()
         try:
             cur = self.read()
             if cur is not None and (not cur or cur.get("token") == self.token):
                 self.store.delete(LEASE_PATH)
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
+
+
+def _clocks() -> tuple:
+    boot = time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic()
+    return (time.time(), boot)
 
 
 def _pid_alive(pid: int) -> bool:

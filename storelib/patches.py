@@ -4,41 +4,41 @@ A batch that continues a file (the active commitlog segment, the last consume-qu
 queue, the last index file) does not rewrite it. Its write task stages a **patch**: the new
 bytes and where they go (``[[file_pos, length, patch_pos, phase], ...]``), at most a segment's
 new records, a queue's new units, or an index file's new entries, changed slot heads and header.
-The commit applies the patches only after the conditional manifest commit succeeded (so of two
-racing writers only the one that will commit ever touches a committed file) and before the
-checkpoint commit, the switch that makes the batch visible:
+The patch's place and extents go into the file version's manifest row. The patches are applied
+only at publish, after the switch (storelib.commit_stage): until a batch is committed no byte of
+a store file changes, so a batch that dies before its commit leaves nothing a reader, verify or
+a RocketMQ broker started on the directory could see.
 
-1. ``write_intent``: the files about to change, durably under the attempt's staging directory;
-2. phase 0 of every patch: bytes past the committed end (records, units, index entries), which
-   no reader of a committed snapshot reads; fsync;
-3. phase 1: bytes a reader of the committed snapshot may reach (index slot heads and header);
-   fsync. A reader of the previous snapshot takes the index header from its manifest row, skips
-   entries beyond its ``index_count`` and follows their previous-entry links, which lead back into
-   its own entries (phase 0 made them durable before any slot head pointed at them);
-4. the switch.
+``apply_patches``, for every patch of a batch:
 
-A killed batch leaves bytes past the committed ends, and maybe slot heads pointing at its
-entries. The next writer, holding the lease, finds the intent and ``trim``s those files back to
-the committed state before anything else: slot heads past the committed entries are walked back
-along the previous-entry links, everything past the committed end is cut (truncated and extended
-again, so it reads as zeros), the header is rewritten from the manifest. Then the rerun writes
-the same bytes an uninterrupted run would have.
+1. phase 0: bytes past the committed end (records, units, index entries), which no reader of an
+   earlier snapshot reads; fsync;
+2. phase 1: bytes a reader of an earlier snapshot may reach (index slot heads and header);
+   fsync. Such a reader takes the index header from its manifest row, skips entries beyond its
+   ``index_count`` and follows their previous-entry links, which lead back into its own entries
+   (phase 0 made them durable before any slot head pointed at them).
+
+A publish cut short is redone from the staged patches (the same bytes at the same places), and
+readers of the committed batch read its continued files through them meanwhile
+(``overlay_extents``). A broker started on the directory in between sees the records in
+commitlog order up to wherever the publish had got: a prefix of what was committed.
 """
 from __future__ import annotations
 
 import json
 
+
 import numpy as np
 
 from . import indexfile
 from .errors import CorruptStore
+from .metapaths import STAGING_DIR
 
-__all__ = ["PHASE_APPEND", "PHASE_LINK", "stage_patch", "overlay_reader", "apply_patches", "INTENT_NAME",
-           "write_intent", "leftover_intents", "trim_file", "settle_slots", "slot_extents"]
+__all__ = ["PHASE_APPEND", "PHASE_LINK", "stage_patch", "overlay_reader", "row_patch", "overlay_extents", "apply_patches",
+           "trim_file", "settle_slots", "slot_extents"]
 
 PHASE_APPEND = 0        # past the committed end: invisible to readers of committed snapshots
 PHASE_LINK = 1          # index slot heads and header: written once phase 0 is durable
-INTENT_NAME = "intent.json"
 _COPY = 64 << 20
 _PAGE = 4096
 
@@ -75,6 +75,39 @@ def overlay_reader(read_committed, parts: list):
     return read_at
 
 
+def row_patch(row: dict) -> dict | None:
+    """The in-place patch a manifest row's file version is published with (``{"path", "staged",
+    "extents"}``), or None; a staged path outside the staging directory is refused."""
+    detail = row.get("detail") or ""
+    if '"patch"' not in detail:
+        return None
+    try:
+        p = json.loads(detail)["patch"]
+        staged, extents = p["staged"], [[int(x) for x in e] for e in p["extents"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptStore(row["path"], 0, f"manifest patch of batch {row.get('batch_id')!r}: {e}") from None
+    if not isinstance(staged, str) or not staged.startswith(STAGING_DIR + "/"):
+        raise CorruptStore(row["path"], 0, f"manifest patch of batch {row.get('batch_id')!r} is not staged under "
+                                           f"{STAGING_DIR}/: {staged!r}")
+    return {"path": row["path"], "staged": staged, "extents": extents}
+
+
+def overlay_extents(rel: str, file_size: int, patch: dict) -> list:
+    """Extents (storelib.fragments: ``[file_pos, length, object_rel, object_pos]``) of the file
+    ``rel`` as it is once ``patch`` is applied: the patch's pieces from its staged file, the rest
+    from the file itself."""
+    pieces = sorted((e[0], e[1], e[2]) for e in patch["extents"] if e[1] > 0)
+    out, pos = [], 0
+    for file_pos, n, patch_pos in pieces:
+        if file_pos > pos:
+            out.append([pos, file_pos - pos, rel, pos])
+        out.append([file_pos, n, patch["staged"], patch_pos])
+        pos = max(pos, file_pos + n)
+    if pos < file_size:
+        out.append([pos, file_size - pos, rel, pos])
+    return out
+
+
 def apply_patches(store, patches: list, durable: bool, fault=None) -> None:
     """Apply staged patches ``[{"path", "staged", "extents"}]`` to their files: every phase-0
     extent of every file, fsync, then every phase-1 extent, fsync."""
@@ -95,46 +128,26 @@ def apply_patches(store, patches: list, durable: bool, fault=None) -> None:
             fault("mid-apply")
 
 
-def write_intent(store, staging: str, paths: list, durable: bool) -> None:
-    store.write_file(f"{staging}/{INTENT_NAME}", [json.dumps(sorted(paths)).encode()], durable=durable)
-
-
-def leftover_intents(store, staging_dir: str) -> set:
-    """Paths named by the intents of every attempt under ``staging_dir`` (dead attempts: the
-    caller holds the lease). An unreadable intent names nothing (it was never completed, so no
-    patch was applied after it)."""
-    out: set = set()
-    for rel in store.list_files(staging_dir):
-        if rel.rsplit("/", 1)[-1] != INTENT_NAME:
-            continue
-        try:
-            paths = json.loads(store.read(rel))
-        except (OSError, ValueError):
-            continue
-        if isinstance(paths, list):
-            out.update(p for p in paths if isinstance(p, str))
-    return out
-
-
-def trim_file(store, row: dict, config) -> None:
-    """Bring one file back to its committed state (``row``: its live manifest row)."""
+def trim_file(store, row: dict, config, durable: bool = True) -> None:
+    """Bring a file holding a later version (more records, units or entries; slot heads and a
+    header a later batch wrote) back to the version ``row`` describes: slot heads walked back
+    into the row's entries, everything past its valid bytes cut, its header written. Export and
+    verify of an earlier snapshot run it on their own copy of the file."""
     rel, kind = row["path"], row["kind"]
     if kind == "index":
         header = indexfile.IndexHeader(**json.loads(row["detail"])["header"])
         slots = store.read_array(rel, indexfile.slot_offset(0), config.maxHashSlotNum * indexfile.SLOT_SIZE)
         before = indexfile.decode_slots(slots)
         after = settle_slots(store, rel, config, before, header.index_count)
-        changed = np.flatnonzero(before != after)
-        store.write_at(rel, slot_extents(after, changed))
-        if len(changed):
-            store.sync_files([rel])
+        store.write_at(rel, slot_extents(after, np.flatnonzero(before != after)))
         store.cut_tail(rel, indexfile.entry_offset(header.index_count, config), row["file_size"])
         store.write_at(rel, [(0, header.to_bytes())])
     elif kind in ("commitlog", "consumequeue"):
         store.cut_tail(rel, row["valid_bytes"], row["file_size"])
     else:
         return
-    store.sync_files([rel])
+    if durable:
+        store.sync_files([rel])
 
 
 def settle_slots(store, rel: str, config, slots: np.ndarray, index_count: int) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Driver-side progress of a long job: stage lines on stderr, a polling line while a Spark job
-runs, and (the same thread) the renewal of the writer lease (``manifest.WriterLease``).
+runs.
 
 Used by ingest, adopt (``--from-store``) and expire.
 """
@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 import time
 
-from . import manifest
 
 __all__ = ["Progress"]
 
@@ -16,15 +15,13 @@ __all__ = ["Progress"]
 class Progress:
     """Driver-side progress: stage lines, and while a Spark job runs a line every ``interval``
     seconds from a polling thread (``sc.statusTracker()``, no listener): tasks done of total,
-    segments written (estimated from the write stage's finished tasks) and msgs/s. The same thread renews
-    the writer lease."""
+    segments written (estimated from the write stage's finished tasks) and msgs/s."""
 
     def __init__(self, quiet: bool = False, sc=None, interval: float = 5.0):
         self.t0 = time.time()
         self.quiet = quiet
         self.sc = sc
         self.interval = interval
-        self.lease = None
         self._stage = None
         self._stage_t0 = 0.0
         self._stop = None
@@ -49,21 +46,14 @@ class Progress:
             return
         self._stage = dict(info, name=name, tasks=tasks)
         self._stage_t0 = time.time()
-        if self.sc is None or (self.quiet and self.lease is None):
+        if self.sc is None or self.quiet:
             return
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rocketlake-progress", daemon=True)
         self._thread.start()
 
     def _poll(self) -> None:
-        last_beat = time.time()
         while not self._stop.wait(min(self.interval, 5.0)):
-            if self.lease is not None and time.time() - last_beat >= manifest.LEASE_RENEW_S:
-                try:
-                    self.lease.renew()
-                except Exception as e:  # noqa: BLE001 - progress must never kill the job
-                    self.warn(f"could not renew the writer lease: {e}")
-                last_beat = time.time()
             if not self.quiet:
                 try:
                     self.say(self.line())

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 
-from . import fragments, manifest, snapcache, storage
+from . import commit_stage, deltacommit, fragments, manifest, snapcache, storage
 from .progress import Progress
 
 __all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
@@ -121,12 +121,30 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
+    if dry_run:
+        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None)
+    lease = manifest.WriterLease(store, batch_id or "expire")
+    lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
+    try:
+        return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
+                       lease)
+    finally:
+        lease.release()
+
+
+def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
+            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease) -> dict:
+    """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
     snap = manifest.load_snapshot(store)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
     now = manifest.now_ms() if now_ms is None else int(now_ms)
+    durable = _durable(snap)
     if not dry_run:
+        if commit_stage.finish_pending_publish(store, snap, None):
+            say("finished the publish of a committed batch a crash had interrupted")
+            snap = manifest.load_snapshot(store)
         left = finish_pending_deletes(store, snap)
         if left:
             say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
@@ -142,7 +160,7 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
         say(f"{'dry run: would remove' if dry_run else 'nothing to remove:'} {n} file(s); min phy offset "
             f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
         if not dry_run and housekeeping:
-            summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours)
+            summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
             snapcache.refresh(store)        # housekeeping may add Delta versions: the cache follows
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
@@ -167,7 +185,7 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r["path"])       # StorePathError before the commit: never delete outside the store
-    manifest.commit(store, snap.versions, rows, ck)
+    manifest.commit(store, snap.versions, rows, ck, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     for r in rows:
@@ -175,12 +193,21 @@ def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry
     if not store.local:
         delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
-        summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours)
+        summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
     snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
+
+
+def _durable(snap: manifest.Snapshot) -> bool:
+    """The store's flushDiskType, as its batches record it (SYNC_FLUSH unless it says otherwise)."""
+    try:
+        return json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+    except ValueError:
+        return True
 
 
 def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
@@ -197,8 +224,10 @@ def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
             pass
 
 
-def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168) -> dict:
-    """create_checkpoint + cleanup_metadata + vacuum on both Delta tables."""
+def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, durable: bool = True) -> dict:
+    """A checkpoint, cleanup of expired log files and a vacuum on both Delta tables. On a local
+    store the checkpoint is durable (storelib.deltacommit) before the cleanup may delete the log
+    files it replaces."""
     out = {}
     for name, rel in (("manifest", manifest.MANIFEST_DIR), ("checkpoints", manifest.CHECKPOINTS_DIR)):
         dt = manifest.open_table(store, rel)
@@ -206,7 +235,11 @@ def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168) 
             continue
         r = {"version": dt.version()}
         try:
-            dt.create_checkpoint()
+            if store.local:
+                deltacommit.checkpoint_local(store, rel, durable)
+                dt = manifest.open_table(store, rel)
+            else:
+                dt.create_checkpoint()
             r["checkpoint"] = True
         except Exception as e:  # noqa: BLE001 - housekeeping never fails the expiry
             r["checkpoint"] = f"failed: {e}"

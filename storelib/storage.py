@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
+from . import patches
 from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .errors import StoreError
 from .fragments import AssembledFile
@@ -144,6 +145,9 @@ class Store:
         # rel -> (file_size, extents) of files assembled from objects (object stores: see
         # storelib.fragments); reads of such a file go through its extents.
         self.assembled: dict = {}
+        # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
+        # patch not yet applied (map_patched)
+        self.patched: dict = {}
 
     # -- paths
     def path(self, rel: str) -> str:
@@ -272,13 +276,29 @@ class Store:
             self.path(e[2])
         self.assembled[rel] = (file_size, extents)
 
+    def map_patched(self, rel: str, file_size: int, patch: dict) -> None:
+        """From now on, read ``rel`` as it is once ``patch`` (storelib.patches) is applied; when
+        the staged patch is gone by the time a piece of it is read, the publish applied it, and
+        the piece is read from the file itself."""
+        self.map_file(rel, file_size, patches.overlay_extents(rel, file_size, patch))
+        self.patched[patch["staged"]] = (rel, [(e[2], e[0], e[1]) for e in patch["extents"]])
+
     def _assembled(self, rel: str):
         size, extents = self.assembled[rel]
         return AssembledFile(size, extents, self._read_object)
 
     def _read_object(self, rel: str, offset: int, length: int) -> bytes:
-        with self.fs.open_input_file(self.path(rel)) as fh:
-            return fh.read_at(length, offset)
+        try:
+            with self.fs.open_input_file(self.path(rel)) as fh:
+                return fh.read_at(length, offset)
+        except FileNotFoundError:
+            if rel not in self.patched:
+                raise
+        final, pieces = self.patched[rel]
+        for patch_pos, file_pos, n in pieces:
+            if patch_pos <= offset < patch_pos + n:
+                return self._read_object(final, file_pos + offset - patch_pos, length)
+        raise FileNotFoundError(rel)
 
     def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
         return self._reading(self._read, rel, offset, length)

@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-from . import checkpoint, commitlog, consumequeue, indexfile, records, snapcache
+from . import checkpoint, commitlog, consumequeue, indexfile, patches, records, snapcache
 from .config import StoreConfig
 from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .errors import CorruptStore, read_exact
@@ -417,7 +417,8 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     def where(row) -> str:
         """The final path, or the staged copy while the batch's publish is unfinished.
 
-        Publish moves staged -> final, so a staged file that still exists was not (fully)
+        A file the batch continues in place is read through its staged patch until the patch
+        is applied (``Store.map_patched``). Publish moves staged -> final, so a staged file that still exists was not (fully)
         published and the final name may be missing or hold an older, shorter version. Either
         copy is complete when both exist (copy-then-delete on object stores). The publish may
         go on while the reader reads: ``store.moved`` makes reads of a staged file that is gone
@@ -426,6 +427,11 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
         if extents is not None:            # object stores: the file is assembled from objects
             store.map_file(row["path"], int(row["file_size"]), extents)
             return row["path"]
+        if row["batch_id"] in staged:
+            patch = patches.row_patch(row)
+            if patch is not None and store.exists(patch["staged"]):
+                store.map_patched(row["path"], int(row["file_size"]), patch)
+                return row["path"]
         sp = row.get("staged_path")
         if sp and row["batch_id"] in staged:
             size = store.size(sp)

@@ -25,7 +25,7 @@ from . import topics as topics_mod
 from .config import StoreConfig
 from .faults import fault
 from . import file_versions, grouping
-from .file_versions import FileVersion
+from .file_versions import ContinuedFileDamaged, FileVersion
 from .indexfile_writer import IndexFileBuilder
 from .ingest_errors import IngestError
 from .task_pipeline import RUN_ROWS, attempt_tag, in_order, writer_threads
@@ -90,10 +90,14 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
 def run_write_task(ctx: dict, task: tuple):
     """Stage 3 task: ("segments", [segment payloads]) or ("files", {"cq": [...], "index": [...]})."""
     kind, payload = task
-    if kind == "segments":
-        yield from write_segments(ctx, payload)
-    else:
-        yield from write_file_group(ctx, payload)
+    try:
+        if kind == "segments":
+            yield from write_segments(ctx, payload)
+        else:
+            yield from write_file_group(ctx, payload)
+    except ContinuedFileDamaged as e:
+        # Deterministic: a retry would find the same damage. The driver stops the batch with it.
+        yield {"kind": "damaged", "path": e.path, "offset": e.offset, "what": e.what}
 
 
 def write_segments(ctx: dict, segs: list):
