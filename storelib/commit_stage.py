@@ -148,7 +148,7 @@ def _file_detail(r: dict, **extra) -> str:
     if r.get("extents") is not None:
         d["extents"] = r["extents"]
     if r.get("patch"):
-        d["patch"] = {"staged": r["patch"]["staged"], "extents": r["patch"]["extents"]}
+        d["patch"] = {"staged": r["patch"]["staged"], "pieces": r["patch"]["extents"]}
     return manifest.dumps(d)
 
 

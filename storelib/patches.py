@@ -35,7 +35,7 @@ from .errors import CorruptStore
 from .metapaths import STAGING_DIR
 
 __all__ = ["PHASE_APPEND", "PHASE_LINK", "stage_patch", "overlay_reader", "row_patch", "overlay_extents", "apply_patches",
-           "trim_file", "settle_slots", "slot_extents"]
+           "trim_file", "index_head_as_of", "settle_slots", "slot_extents"]
 
 PHASE_APPEND = 0        # past the committed end: invisible to readers of committed snapshots
 PHASE_LINK = 1          # index slot heads and header: written once phase 0 is durable
@@ -77,13 +77,15 @@ def overlay_reader(read_committed, parts: list):
 
 def row_patch(row: dict) -> dict | None:
     """The in-place patch a manifest row's file version is published with (``{"path", "staged",
-    "extents"}``), or None; a staged path outside the staging directory is refused."""
+    "extents"}``; the row's detail names its extents ``pieces``, so that ``"extents"`` there
+    always means an object store's), or None; a staged path outside the staging directory is
+    refused."""
     detail = row.get("detail") or ""
     if '"patch"' not in detail:
         return None
     try:
         p = json.loads(detail)["patch"]
-        staged, extents = p["staged"], [[int(x) for x in e] for e in p["extents"]]
+        staged, extents = p["staged"], [[int(x) for x in e] for e in p["pieces"]]
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptStore(row["path"], 0, f"manifest patch of batch {row.get('batch_id')!r}: {e}") from None
     if not isinstance(staged, str) or not staged.startswith(STAGING_DIR + "/"):
@@ -148,6 +150,17 @@ def trim_file(store, row: dict, config, durable: bool = True) -> None:
         return
     if durable:
         store.sync_files([rel])
+
+
+def index_head_as_of(store, row: dict, config) -> bytes:
+    """The header and slot table of the index file version ``row`` describes, from a file that
+    may hold a later version (slot heads walked back into the row's entries, its header)."""
+    rel = row["path"]
+    header = indexfile.IndexHeader(**json.loads(row["detail"])["header"])
+    slots = indexfile.decode_slots(store.read_array(rel, indexfile.slot_offset(0),
+                                                    config.maxHashSlotNum * indexfile.SLOT_SIZE))
+    settled = settle_slots(store, rel, config, slots, header.index_count)
+    return header.to_bytes() + bytes(indexfile.encode_slots(settled))
 
 
 def settle_slots(store, rel: str, config, slots: np.ndarray, index_count: int) -> np.ndarray:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported whe
     from .storage import Store
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "StoreNotFound", "SnapshotInfo",
-           "open_files", "as_store", "files_from_snapshot", "config_of_batch", "infer_config", "row_problem", "check_rows",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
            "walk_records"]
 
 _NAME20 = re.compile(r"^\d{20}$")
@@ -408,6 +408,41 @@ def _row_extents(row: dict) -> list | None:
         raise CorruptStore(row["path"], 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
 
 
+def reading_path(store, row: dict, staged: set) -> str:
+    """Where a reader reads the file version of ``row``: its final path, or, while its batch's
+    publish is unfinished (``staged``: batch ids with a staging directory, ``staging_batches``),
+    its staged copy.
+
+    A file the batch continues in place is read through its staged patch until the patch is
+    applied (``Store.map_patched``). Publish moves staged -> final, so a staged file that still
+    exists was not (fully) published and the final name may be missing or hold an older,
+    shorter version. Either copy is complete when both exist (copy-then-delete on object
+    stores). The publish may go on while the reader reads: ``store.moved`` makes reads of a
+    staged file that is gone by then read the final one."""
+    extents = _row_extents(row)
+    if extents is not None:            # object stores: the file is assembled from objects
+        store.map_file(row["path"], int(row["file_size"]), extents)
+        return row["path"]
+    if row["batch_id"] not in staged:
+        return row["path"]
+    patch = patches.row_patch(row)
+    if patch is not None and store.exists(patch["staged"]):
+        store.map_patched(row["path"], int(row["file_size"]), patch)
+        return row["path"]
+    sp = row.get("staged_path")
+    if sp:
+        size = store.size(sp)
+        if size is not None and size >= (row.get("valid_bytes") or 0):
+            store.moved[sp] = row["path"]
+            return sp
+    return row["path"]
+
+
+def staging_batches(store) -> set:
+    """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
+    return _staging_batches(store)
+
+
 def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
     """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
     cfg = config_of_batch(snap.batch, config)
@@ -415,30 +450,7 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     staged = _staging_batches(store)
 
     def where(row) -> str:
-        """The final path, or the staged copy while the batch's publish is unfinished.
-
-        A file the batch continues in place is read through its staged patch until the patch
-        is applied (``Store.map_patched``). Publish moves staged -> final, so a staged file that still exists was not (fully)
-        published and the final name may be missing or hold an older, shorter version. Either
-        copy is complete when both exist (copy-then-delete on object stores). The publish may
-        go on while the reader reads: ``store.moved`` makes reads of a staged file that is gone
-        by then read the final one."""
-        extents = _row_extents(row)
-        if extents is not None:            # object stores: the file is assembled from objects
-            store.map_file(row["path"], int(row["file_size"]), extents)
-            return row["path"]
-        if row["batch_id"] in staged:
-            patch = patches.row_patch(row)
-            if patch is not None and store.exists(patch["staged"]):
-                store.map_patched(row["path"], int(row["file_size"]), patch)
-                return row["path"]
-        sp = row.get("staged_path")
-        if sp and row["batch_id"] in staged:
-            size = store.size(sp)
-            if size is not None and size >= (row.get("valid_bytes") or 0):
-                store.moved[sp] = row["path"]
-                return sp
-        return row["path"]
+        return reading_path(store, row, staged)
 
     segs, seg_ts = [], {}
     for r in snap.of_kind("commitlog"):

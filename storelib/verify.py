@@ -384,6 +384,8 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
                     meta.append(line)
                 snap, unreadable = None, True
     has_manifest = snap is not None and snap.batch is not None
+    if has_manifest and store.local and _rebuilt(store, snap, as_of_batch is not None or version is not None):
+        return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
     if has_manifest:
         cfg = snapshot_config(snap, config)
     elif unreadable:
@@ -426,6 +428,38 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     # A file out of order is cross-checked whole by its own task, so a segment task may have named
     # the same problem: each line once.
     rep.problems = sorted(set(rep.problems), key=_sort_key)
+    rep.seconds = time.time() - t0
+    return rep
+
+
+def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
+    """Must ``snap``'s files be rebuilt before they are checked: an earlier snapshot than the
+    latest (``pinned``: one asked for), or one with a publish still unfinished?"""
+    from .storefiles import staging_batches
+    if any(b["batch_id"] in staging_batches(store) for b in snap.batches[-1:]):
+        return True
+    if not pinned:
+        return False
+    latest = manifest.load_snapshot(store)
+    return latest.batch is not None and latest.batch["batch_seq"] != snap.batch["batch_seq"]
+
+
+def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:
+    """An earlier snapshot (later batches appended to files it lists, and changed index heads and
+    the checkpoint), or one whose publish is unfinished: its files are rebuilt as of it
+    (storelib.export, into a temporary local
+    directory) and verified there against its manifest rows."""
+    import shutil
+    import tempfile
+    from .export import export_store
+    tmp = tempfile.mkdtemp(prefix="rocketlake-verify-")
+    try:
+        target = os.path.join(tmp, "store")
+        export_store(store.uri, target, snap=snap, durable=False, check=False)
+        rep = verify_store(target, config, deep=deep, spark=spark, snap=snap, threads=threads)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rep.problems = sorted(set(meta + rep.problems), key=_sort_key)
     rep.seconds = time.time() - t0
     return rep
 

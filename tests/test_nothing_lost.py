@@ -315,3 +315,77 @@ def test_block_digest_of_a_file_is_what_the_append_checks(work):
     blocks = checksum.digests_from_detail(json.loads(row["detail"])["blocks"])
     data = open(os.path.join(store_a, row["path"]), "rb").read()[:row["valid_bytes"]]
     assert blocks[-1] == checksum.block_digest(data[(len(blocks) - 1) * checksum.BLOCK_SIZE:])
+
+
+# --------------------------------------------------------------------------- F7
+def _export(store: str, target: str, as_of=None) -> dict:
+    from storelib.export import export_store
+    return export_store(store, target, as_of_batch=as_of, durable=False)
+
+
+@pytest.fixture(scope="module")
+def three_batches(work):
+    """A, B (small-roll whole) and C (40 messages more): a store whose files later batches continued."""
+    base, store_a = work
+    store = str(base / "store-abc")
+    shutil.copytree(store_a, store)
+    for part, batch in (("b", "B"), ("c", "C")):
+        r = ingest(base, store, part, batch)
+        assert r.returncode == 0, r.stderr[-2000:]
+    return store
+
+
+def test_every_snapshot_exports_and_verifies(work, three_batches, tmp_path):
+    """Export and verify of every batch's snapshot: A gives the store as it was after A, B gives
+    RocketMQ's small-roll store, and verify of each finds nothing."""
+    _, store_a = work
+    cfg = load_config(None, SMALL)
+    out_a = str(tmp_path / "a")
+    _export(three_batches, out_a, "A")
+    assert files_state(out_a) == files_state(store_a)
+    out_b = str(tmp_path / "b")
+    _export(three_batches, out_b, "2")
+    assert storecmp(out_b) == []
+    for b in ("A", "B", "C"):
+        assert verify.verify_store(three_batches, cfg, deep=True, as_of_batch=b, threads=1).problems == [], b
+
+
+def test_a_failed_export_leaves_no_target(work, three_batches, tmp_path):
+    from storelib.export import ExportError
+    store = str(tmp_path / "store")
+    shutil.copytree(three_batches, store)
+    row = _active(store, "commitlog")
+    with open(os.path.join(store, row["path"]), "r+b") as fh:
+        fh.seek(10)
+        fh.write(b"\xee")
+    target = str(tmp_path / "out")
+    with pytest.raises(ExportError, match="do not match the manifest checksum"):
+        _export(store, target)
+    assert not os.path.exists(target)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".out.export-")]
+
+
+@pytest.mark.parametrize("point", ["after-commit-before-publish", "mid-apply"])
+def test_export_and_verify_while_a_batch_is_published(work, tmp_path, point):
+    """A writer stopped after its switch, its publish not done (``mid-apply``: half its patches
+    applied): export of the latest snapshot gives RocketMQ's bytes (files read through the staged
+    patches and copies), export of the earlier one the store before the batch, and verify of
+    both finds nothing. The writer then finishes."""
+    base, store_a = work
+    store = copy_of(store_a, tmp_path)
+    gate = str(tmp_path / "gate")
+    w = ingest(base, store, "b", "B", {"ROCKETLAKE_HOLD": f"{point}:{gate}"}, popen=True)
+    try:
+        _wait_for(gate + ".reached", w)
+        cfg = load_config(None, SMALL)
+        _export(store, str(tmp_path / "latest"))
+        assert storecmp(str(tmp_path / "latest")) == []
+        _export(store, str(tmp_path / "earlier"), "A")
+        assert files_state(str(tmp_path / "earlier")) == files_state(store_a)
+        assert verify.verify_store(store, cfg, deep=True, threads=1).problems == []
+        assert verify.verify_store(store, cfg, deep=True, as_of_batch="A", threads=1).problems == []
+    finally:
+        open(gate, "w").close()
+        out, err = w.communicate(timeout=300)
+    assert w.returncode == 0, err[-2000:]
+    assert storecmp(store) == []
