@@ -226,6 +226,14 @@ class LazyFS:
             self._reload()
         return self.recording.events
 
+    def event(self, n: int) -> Event:
+        return self.events[n]
+
+    @property
+    def last(self) -> int:
+        """The last event's number."""
+        return self.events[-1].n
+
     @property
     def frozen_at(self) -> int | None:
         """The event after which the power was cut, if it was."""
