@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from dataclasses import dataclass
 
+from . import sparsecopy
 from .trace import BLOB_DIR, CUT_KINDS, WRITE_LOG, Event, read_trace
 
 
@@ -92,7 +92,7 @@ def materialize(state: DurableState, blob_dir: str, dest: str) -> dict[str, int]
             if blob is None:
                 open(path, "wb").close()
             else:
-                shutil.copyfile(os.path.join(blob_dir, blob), path)
+                sparsecopy.copy_path(os.path.join(blob_dir, blob), path)
             made[ino] = path
             files[rel.lstrip("/")] = ino
 

@@ -33,7 +33,6 @@ and ``crash_state(fs.frozen_at)`` is what survives.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -48,20 +47,10 @@ from .durable import DurableState, Recording
 from .trace import CUT_KINDS, Event
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PR_SET_PDEATHSIG = 1
 
 
 class MountError(RuntimeError):
     pass
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the test process dies, which makes libfuse
-    unmount and exit (so no mount outlives a killed pytest)."""
-    try:
-        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:
-        pass
 
 
 def _fusermount_u(mountpoint: str, lazy: bool = False) -> bool:
@@ -121,7 +110,8 @@ class LazyFS:
     def mount(self) -> None:
         if self._proc is not None:
             raise MountError("already mounted")
-        cmd = [sys.executable, "-m", "crashfs.passthrough", self.backing, self.mountpoint, self.state_dir]
+        cmd = [sys.executable, "-m", "crashfs.passthrough", self.backing, self.mountpoint, self.state_dir,
+               "--parent", str(os.getpid())]
         if self.freeze_after is not None:
             cmd += ["--freeze-after", str(self.freeze_after)]
         if self.record_writes:
@@ -131,7 +121,7 @@ class LazyFS:
         log = open(self._log_path, "ab")
         try:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                          preexec_fn=_die_with_parent, close_fds=True)
+                                          close_fds=True)
         finally:
             log.close()
         deadline = time.monotonic() + self.mount_timeout

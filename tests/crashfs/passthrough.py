@@ -429,6 +429,15 @@ class CrashOps(mfusepy.Operations):
         return 0
 
 
+def _die_with(parent: int) -> None:
+    """SIGTERM us when the test process dies: libfuse then leaves its loop and unmounts, so no
+    mount outlives a killed pytest. (The signal follows the thread that started us: a mount
+    started from a thread that ends before the unmount would stop with it.)"""
+    _libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+    if os.getppid() != parent:              # it died before the prctl
+        sys.exit(1)
+
+
 def main(argv=None) -> None:
     from .recorder import Recorder
     p = argparse.ArgumentParser(description="crashfs: the crash simulator's FUSE process")
@@ -437,7 +446,10 @@ def main(argv=None) -> None:
     p.add_argument("state_dir")
     p.add_argument("--freeze-after", type=int)
     p.add_argument("--record-writes", action="store_true")
+    p.add_argument("--parent", type=int, help="exit (unmounting) when this process dies")
     a = p.parse_args(argv)
+    if a.parent:
+        _die_with(a.parent)
     rec = Recorder(os.path.abspath(a.backing), a.state_dir, freeze_after=a.freeze_after,
                    record_writes=a.record_writes)
     # Written once the mount state is recorded: the parent waits for the mount itself.

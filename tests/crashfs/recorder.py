@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 
+from . import sparsecopy
 from .trace import BLOB_DIR, WRITE_LOG, Event, TraceWriter
 
 
@@ -86,15 +86,13 @@ class Recorder:
         name = f"{ino}.{k}"
         dst = os.path.join(self.blob_dir, name)
         if isinstance(src, int):
-            with open(dst, "wb") as out:
-                off = 0
-                while off < size:           # copy_file_range: in-kernel, no Python buffers
-                    got = os.copy_file_range(src, out.fileno(), size - off, off)
-                    if got == 0:
-                        break
-                    off += got
+            fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            try:
+                sparsecopy.copy_fd(src, fd)
+            finally:
+                os.close(fd)
         else:
-            shutil.copyfile(src, dst)
+            sparsecopy.copy_path(src, dst)
         return name
 
     def _entries(self, dir_path: str) -> dict[str, list]:

@@ -208,6 +208,27 @@ def test_memmap_write_flush_fsync_survives(backing, mount, tmp_path):
         assert (np.fromfile(os.path.join(after, "cq.bin"), dtype=np.int64) == np.arange(1024)).all()
 
 
+def test_preallocated_files_stay_sparse(backing, mount, tmp_path):
+    """A 256 MiB preallocated segment with 4 KiB of data: copies and crash states hold the data,
+    not the zeros (copy-on-fsync would otherwise copy the whole size at every fsync)."""
+    size = 256 << 20
+    with mount() as fs:
+        fd = os.open(fs.path("00000000000000000000"), os.O_CREAT | os.O_RDWR, 0o644)
+        os.ftruncate(fd, size)
+        os.pwrite(fd, b"m" * 4096, 10 << 20)
+        os.fsync(fd)
+        os.close(fd)
+        fsync_dir(fs.mountpoint)
+    blobs = os.path.join(fs.state_dir, "blobs")
+    assert sum(os.stat(os.path.join(blobs, b)).st_blocks for b in os.listdir(blobs)) * 512 < 1 << 20
+    seg = os.path.join(fs.crash_state(fs.last, tmp_path / "s"), "00000000000000000000")
+    st = os.stat(seg)
+    assert st.st_size == size and st.st_blocks * 512 < 1 << 20
+    with open(seg, "rb") as f:
+        f.seek((10 << 20) - 1)
+        assert f.read(4098) == b"\0" + b"m" * 4096 + b"\0"
+
+
 # ---------------------------------------------------------------- real programs' calls
 
 def test_posix_calls_programs_make(backing, mount):
