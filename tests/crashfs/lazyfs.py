@@ -25,7 +25,12 @@ bytes, fsync(directory) persists its names -> inodes, nothing else persists. It 
 * metadata other than names, sizes and bytes: modes, owners, times, xattrs are not recorded;
 * fsync errors (the backing is never really synced; only the freeze point makes calls fail);
 * mmap'd pages the kernel has not written back to us: they are neither visible nor durable, as
-  on a real crash.
+  on a real crash (msync(MS_SYNC) writes them back and is an fsync, as on Linux);
+* after a freeze, what the kernel serves from its own caches (attributes for a second, pages
+  read before) may still be read; every write, sync and namespace change fails.
+
+Marks: ``fs.mark(label)``, or any process writing a label to ``<mount>/.crashfs/mark`` (hidden
+from listings), records a ``mark`` event: "the operation under test returned here".
 
 Freeze: ``LazyFS(..., freeze_after=k)`` or ``fs.freeze()`` cuts the power at a point of a live
 run: every later operation on the mount fails with EIO (the process under test sees the crash),
@@ -81,6 +86,8 @@ class LazyFS:
         self.backing = os.path.abspath(os.fspath(backing_dir))
         if not os.path.isdir(self.backing):
             raise NotADirectoryError(self.backing)
+        if workdir is not None and os.path.realpath(workdir).startswith(os.path.realpath(self.backing) + os.sep):
+            raise ValueError("the workdir (mount point, record) must not be inside the backing directory")
         self._own_workdir = workdir is None
         self.workdir = tempfile.mkdtemp(prefix="crashfs-") if workdir is None else os.fspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
@@ -191,9 +198,11 @@ class LazyFS:
             os.close(fd)
 
     def mark(self, label: str) -> int:
-        """Record a mark event (a labelled cut point); returns its number."""
+        """Record a mark event (a labelled cut point); returns its number. Processes on the mount
+        can mark too: write the label to ``<mount>/.crashfs/mark``."""
         self._control("mark", label)
-        return self.recording.marks().get(label, -1) if self._reload() else -1
+        self._reload()
+        return [e.n for e in self.recording.events if e.kind == "mark"][-1]
 
     def freeze(self) -> int:
         """Cut the power now: every later operation fails with EIO. Returns the freeze event's
@@ -202,11 +211,10 @@ class LazyFS:
         self._reload()
         return self.frozen_at
 
-    def _reload(self) -> bool:
+    def _reload(self) -> None:
         if self._proc is not None:
-            self._control("flush", "1")
+            self._control("flush", "1")     # a write event still being coalesced, to the trace
         self.recording.reload()
-        return True
 
     # ------------------------------------------------------------------ the record
     @property
@@ -245,6 +253,12 @@ class LazyFS:
     def crash_state(self, k: int, dest: str | os.PathLike) -> str:
         self.events
         return self.recording.crash_state(k, os.fspath(dest))
+
+    def crash_states(self, dest_root: str | os.PathLike, kinds: tuple[str, ...] = CUT_KINDS, **cut_kw):
+        """(event, crash state directory) for each cut point, made one at a time under dest_root
+        (ALICE-style: run once, check the state after every fsync, rename, link and mark)."""
+        for k in self.cut_points(kinds, **cut_kw):
+            yield self.event(k), self.crash_state(k, os.path.join(os.fspath(dest_root), f"crash-{k:05d}"))
 
     def crash_state_random(self, k: int, dest: str | os.PathLike, seed: int, keep: float = 0.5) -> str:
         self.events

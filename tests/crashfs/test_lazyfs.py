@@ -417,8 +417,8 @@ def test_deltalake_write_is_not_crash_safe(backing, mount, tmp_path):
     assert "link" in kinds or "rename" in kinds
 
     outcomes = {}
-    for k in fs.cut_points():
-        dest = fs.crash_state(k, tmp_path / f"delta-{k}")
+    for ev, dest in fs.crash_states(tmp_path / "delta"):
+        k = ev.n
         t = os.path.join(dest, "t")
         entry = os.path.join(t, "_delta_log", f"{1:020d}.json")
         size = os.path.getsize(entry) if os.path.exists(entry) else None

@@ -35,7 +35,7 @@ WRITE_LOG = "writes.bin"
 
 # The kinds a crash is most worth simulating after: the durability points, the namespace
 # changes that crash-consistency protocols hinge on, and the test's own marks.
-CUT_KINDS = ("fsync-file", "fsync-dir", "rename", "link", "mark")
+CUT_KINDS = ("fsync-file", "fsync-dir", "rename", "link", "mark", "freeze")
 
 
 @dataclass
