@@ -17,15 +17,16 @@ The durability model is LazyFS's / ALICE's conservative one: fsync(file) persist
 bytes, fsync(directory) persists its names -> inodes, nothing else persists. It cannot model:
 
 * a device that lies about flushes, or loses data it acknowledged (fsync is taken as the truth);
-* partial sector or torn-page writes inside one write(2), or reordering inside one fsync'd
-  file, unless torn states are asked for (``record_writes=True`` and ``crash_state_random``, which
-  keep a random subset of whole un-fsync'd writes);
+* partial sector or torn-page writes inside one write(2) (a write is kept whole or not at all);
+  reordering of un-fsync'd writes only when torn states are asked for (``record_writes=True``
+  and ``crash_state_random``, which keep a random subset of the whole un-fsync'd writes, but
+  not un-fsync'd truncates);
 * file systems that are stronger than the model (ext4 data=ordered persisting a rename's data,
   the "rename is durable with its file" of btrfs/xfs heuristics): a test passing here passes there;
 * metadata other than names, sizes and bytes: modes, owners, times, xattrs are not recorded;
 * fsync errors (the backing is never really synced; only the freeze point makes calls fail);
-* mmap'd pages the kernel has not written back to us: they are neither visible nor durable, as
-  on a real crash (msync(MS_SYNC) writes them back and is an fsync, as on Linux);
+* mmap'd pages the kernel has not written back to us: in no trace event, not durable (as on a
+  real crash); msync(MS_SYNC) writes them back and is an fsync, as on Linux;
 * after a freeze, what the kernel serves from its own caches (attributes for a second, pages
   read before) may still be read; every write, sync and namespace change fails.
 
