@@ -226,7 +226,8 @@ class LazyFS:
         return self.recording.events
 
     def event(self, n: int) -> Event:
-        return self.events[n]
+        self.events
+        return self.recording.event(n)
 
     @property
     def last(self) -> int:

@@ -105,6 +105,8 @@ class _CrashFUSE(mfusepy.FUSE):
 
 
 class CrashOps(mfusepy.Operations):
+    """The callbacks: each does the operation on the backing directory, then tells the Recorder."""
+
     use_ns = True
 
     def __init__(self, recorder):
@@ -117,10 +119,9 @@ class CrashOps(mfusepy.Operations):
     def _b(self, path: str) -> str:
         return self.rec.backing_path(path)
 
-    def _gate(self, path: str | None = None) -> None:
-        """Refuse everything after the freeze point (the control files keep working)."""
-        if path is None or not path.startswith(CONTROL_DIR):
-            self.rec.check()
+    def _gate(self) -> None:
+        """Refuse everything after the freeze point (callers let the control files through)."""
+        self.rec.check()
 
     def _new_fh(self, handle: _Handle) -> int:
         fh = self._next_fh

@@ -334,6 +334,19 @@ def test_torn_states_keep_some_unsynced_writes(backing, mount, tmp_path):
     assert len(seen) > 2 and all(len(v) == 8 and set(v) <= {ord("."), ord("x")} for v in seen)
 
 
+def test_a_failing_test_still_unmounts(backing, mount):
+    fs = mount()
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with fs:
+            pid = fs._proc.pid
+            write_file(fs.path("f"), b"x")
+            raise RuntimeError("the test failed")
+    assert not fs.mounted and not os.path.ismount(fs.mountpoint)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert [e.kind for e in fs.events] == ["mount", "create", "write"]
+
+
 def test_unmount_never_waits_forever_on_a_busy_mount(backing, mount):
     fs = mount()
     fs.mount()
