@@ -27,8 +27,9 @@ def unavailable_reason() -> str | None:
     if not os.access("/dev/fuse", os.R_OK | os.W_OK):
         return "crashfs: /dev/fuse is not readable and writable by this user"
     if os.geteuid() != 0:
-        # fusermount3 is setuid, but the tests also need to see files as the writer does; we run as root
-        return "crashfs: the crash simulator needs root (mounts with allow_other semantics)"
+        # fusermount3 is setuid, so a user could mount; but the tests (and unmounting another
+        # user's leftovers) are only kept working as root, which this project's machines and CI are
+        return "crashfs: the crash simulator runs only as root (this user is not)"
     if libfuse3_path() is None:
         return "crashfs: libfuse3 is not installed (`make install` as root installs Debian's fuse3)"
     if shutil.which("fusermount3") is None:
