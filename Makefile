@@ -14,13 +14,26 @@ SUBMIT = $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
 	--driver-java-options "$(JOB_JVM_OPTS) -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)"
 DEMO_STORE ?= demo-store
 
-.PHONY: install demo test test-fast check bench bench-scale bench-table clean check-java
+.PHONY: install fuse3 demo test test-fast check bench bench-scale bench-table clean check-java
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java $(STAMP)
+install: check-java fuse3 $(STAMP)
+
+# The crash simulator (tests/crashfs) mounts a FUSE file system through mfusepy, which needs
+# libfuse3 and fusermount3 from Debian's fuse3. Installed here when missing and we are root;
+# never fatal: without it the crash tests skip and say why.
+fuse3:
+	@if ldconfig -p 2>/dev/null | grep -q 'libfuse3\.so\.3' && command -v fusermount3 >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing fuse3 (libfuse3, fusermount3) for tests/crashfs"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq fuse3 >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null 2>&1; } || \
+		echo "warning: could not install fuse3; the tests under tests/crashfs will skip" >&2; \
+	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/crashfs will skip" >&2; fi
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
