@@ -107,12 +107,18 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
+    fresh = store.local and not os.path.exists(store.root)
     lease = manifest.WriterLease(store, batch_id or "import")
     lease.acquire()          # ConcurrentWriteError: another writer holds the store
     try:
         return _adopt(spark, store, source_uri, config, batch_id, say, t0, lease)
     finally:
         lease.release()
+        if fresh:
+            try:
+                os.rmdir(store.root)         # a refused import into a new directory leaves none
+            except OSError:
+                pass
 
 
 def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,

@@ -61,10 +61,13 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     detail = dict({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)},
                   **(detail_extra or {}))
     checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
-    fault("before-delta-commit")
     # Every file of the batch is staged on stable storage by now (the write tasks and the
-    # checkpoint write fsync'd them and their directories: flushDiskType=SYNC_FLUSH), so the
-    # switch below never makes visible a batch a power cut could take back.
+    # checkpoint write fsync'd them: flushDiskType=SYNC_FLUSH), and so is every directory that
+    # leads to them (a directory some task created without fsync included), so the switch below
+    # never makes visible a batch a power cut could take back.
+    if config.durable:
+        store.sync_tree(staging)
+    fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
@@ -291,6 +294,11 @@ def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config
         publish(store, rows, durable=durable)
         if b.get("attempt_id") is not None:
             drop_staging(store, _attempt_dir(b), durable=durable)
+    committed = {b["batch_id"] for b in snap.batches}
+    for batch_dir in store.list_dirs(manifest.STAGING_DIR):
+        if batch_dir in committed:             # a published batch's directory a cut left empty
+            _remove_if_empty(store, f"{manifest.STAGING_DIR}/{batch_dir}")
+    _remove_if_empty(store, manifest.STAGING_DIR)
     return len(pending)
 
 
@@ -356,6 +364,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)
+            _remove_if_empty(store, deltacommit.TMP_DIR)
         else:
             store.delete(staging)
     else:

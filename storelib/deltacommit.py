@@ -157,7 +157,16 @@ def commit_local(store, table_rel: str, version: int | None, write, durable: boo
             storage.sync_dirs([real_log])
         return new
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _drop(scratch)
+
+
+def _drop(scratch: str) -> None:
+    """Remove a scratch table, and ``_rocketlake/tmp`` with it when nothing else is there."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(scratch))
+    except OSError:
+        pass
 
 
 def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
@@ -192,7 +201,7 @@ def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
             storage.sync_dirs([real_log])
         return version
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        _drop(scratch)
 
 
 def clear_scratch(store) -> None:

@@ -114,6 +114,8 @@ class Snapshot:
     files: dict = field(default_factory=dict)  # path -> manifest row (action add, latest version)
     versions: TableVersions | None = None
     batches: list = field(default_factory=list)  # every committed checkpoint row, in order
+    removed: set = field(default_factory=set)    # paths a committed batch removed (an expiry whose
+                                                 # deletes a crash cut short leaves them on disk)
 
     @property
     def batch_seq(self) -> int:
@@ -224,13 +226,16 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
                                                            f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
                                                            f"a commit of the manifest table is missing")
+    removed: set = set()
     for r in rows:
         check_row_paths(r)
         if r["action"] == "add":
             files[r["path"]] = r
+            removed.discard(r["path"])
         else:
             files.pop(r["path"], None)
-    return Snapshot(batches_visible[-1], files, versions, batches_visible)
+            removed.add(r["path"])
+    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed)
 
 
 def _table_rows(store: storage.Store, rel: str) -> tuple:
@@ -615,6 +620,8 @@ class WriterLease:
             cur = self.read()
             if cur is not None and (not cur or cur.get("token") == self.token):
                 self.store.delete(LEASE_PATH)
+            if self.store.local:
+                os.rmdir(self.store.path(META_DIR))     # only if the lease was all there was in it
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
 

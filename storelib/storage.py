@@ -501,6 +501,23 @@ class Store:
         sync_dirs(dirs)
         return n
 
+    def sync_tree(self, rel: str) -> int:
+        """fsync every directory of the tree ``rel`` and each of its ancestors up to the store
+        root (local stores; no-op on object stores): the entries that lead to its files are
+        durable, however the directories came to be (a task may have created one without
+        fsync). Returns the directories synced."""
+        if not self.local:
+            return 0
+        top = self.path(rel)
+        dirs = [d for d, _, _ in os.walk(top)]
+        up = top
+        root = os.path.abspath(self.root)
+        while os.path.abspath(up) != root and up not in ("/", ""):
+            up = os.path.dirname(up)
+            dirs.append(up)
+        sync_dirs(dirs)
+        return len(dirs)
+
     def delete(self, rel: str) -> None:
         path = self.path(rel)
         info = self.fs.get_file_info(path)

@@ -219,7 +219,7 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     for r in of_kind("consumequeue"):
         cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
     idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
-    known = set(snap.files)
+    known = set(snap.files) | getattr(snap, "removed", set())    # removed: deleted by the next expiry
     for rel in on_disk:
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "

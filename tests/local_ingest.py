@@ -3,6 +3,7 @@ fast end-to-end path, also under fault points and the crash simulator.
 
     python tests/local_ingest.py ingest STORE INPUT CONFIG BATCH_ID   # exit status as jobs/ingest.py
     python tests/local_ingest.py expire STORE HOURS NOW_MS
+    python tests/local_ingest.py adopt STORE CONFIG                    # a broker's directory, in place
 
 Prints the summary as one JSON line on stdout; errors on stderr.
 """
@@ -30,6 +31,10 @@ def main(argv: list) -> int:
             from storelib.retention import expire
             store, hours, now = argv[1:4]
             out = expire(store, float(hours), now_ms=int(now), quiet=True)
+        elif argv[0] == "adopt":
+            from storelib.adopt import adopt
+            store, config = argv[1:3]
+            out = adopt(None, store, store, load_config(config), quiet=True)
         else:
             print(f"unknown command {argv[0]!r}", file=sys.stderr)
             return 2

@@ -4,16 +4,16 @@ One traced process runs two ingests of the small-roll messages in one Spark sess
 the default ``flushDiskType`` (SYNC_FLUSH) and one with ASYNC_FLUSH. From the trace:
 
 * SYNC_FLUSH: every file of the batch (each manifest row's staged file: commitlog segments,
-  consume-queue files, index files, the checkpoint file) and every directory holding one of
-  them is fsync'd, and the fsync has returned, before the ``linkat`` that creates the
-  checkpoints table's commit file (the switch that makes the batch visible). The manifest
-  table's commit file is fsync'd before the switch too, and the switch's commit file right
-  after it. After the publishing renames, the directories of every final name are fsync'd.
+  consume-queue files, index files, the checkpoint file) and every directory on the way to one
+  of them, up to the store root, is fsync'd, and the fsync has returned, before the ``linkat``
+  that creates the checkpoints table's commit file (the switch that makes the batch visible).
+  Each table's commit file is fsync'd before it is linked into its log, and the log directory
+  after. After the publishing renames, the directories of every final name are fsync'd.
 * ASYNC_FLUSH: no file of the store is fsync'd.
 * a second batch into a SYNC_FLUSH store continues its files in place (storelib.patches): each
-  continued file gets its patch written (pwrite64) and fsync'd before the switch of that batch;
-  an index file's slot heads and header (phase 1) are written only after an fsync that followed
-  its new entries (phase 0).
+  continued file gets its patch written (pwrite64) only after the switch of that batch (nothing
+  of a store file changes before it), and fsync'd; an index file's slot heads and header (phase
+  1) are written only after an fsync that followed its new entries (phase 0).
 All stores are byte-identical to RocketMQ's.
 """
 from __future__ import annotations
@@ -138,17 +138,25 @@ def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
     late, missing = [], []
     for r in rows:
         staged = store.path(r["staged_path"])
-        for p in (staged, os.path.dirname(staged)):
+        chain = [staged]
+        while chain[-1] != root:
+            chain.append(os.path.dirname(chain[-1]))      # every directory up to the store root
+        for p in chain:
             if p not in synced:
                 missing.append(p)
             elif synced[p] >= switch:
                 late.append(p)
     assert not missing, f"{len(missing)} file(s)/dir(s) of the batch never fsync'd, e.g. {missing[:3]}"
     assert not late, f"{len(late)} fsync(s) finished after the commit, e.g. {late[:3]}"
-    mf_log = store.path(f"{manifest.MANIFEST_DIR}/_delta_log/00000000000000000000.json")
-    assert synced.get(mf_log, switch) < switch, "the manifest rows were not on stable storage before the switch"
-    ck_log = store.path(f"{manifest.CHECKPOINTS_DIR}/_delta_log/00000000000000000000.json")
-    assert ck_log in synced, "the switch itself was never fsync'd"
+    for table in (manifest.MANIFEST_DIR, manifest.CHECKPOINTS_DIR):
+        linked = _commit_time(events, store.path(table))
+        entry = [t for p, t in synced_all(events) if p.endswith("/_delta_log/00000000000000000000.json")
+                 and "/_rocketlake/tmp/" in p and t < linked]
+        assert entry, f"{table}: its commit file was not fsync'd before it was linked into the log"
+        log_dir = store.path(f"{table}/_delta_log")
+        assert any(p == log_dir and t > linked for p, t in synced_all(events)), f"{log_dir} not fsync'd after the link"
+        if table == manifest.MANIFEST_DIR:
+            assert linked < switch
     # publish: each final name's directory is fsync'd after the rename that created the name
     renamed = {}
     for e in events:
@@ -174,9 +182,19 @@ def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
     assert compare(g, stores["patched"]) == []
 
 
+def synced_all(events) -> list:
+    """(path, end time) of every successful fsync/fdatasync, in trace order."""
+    out = []
+    for e in events:
+        m = re.match(r"\d+<(.*)>", e["args"])
+        if e["call"] in ("fsync", "fdatasync") and e["ok"] and m:
+            out.append((m.group(1), e["end"]))
+    return out
+
+
 def check_patches(events, store) -> None:
-    """The second batch's in-place patches: written and fsync'd before its switch; an index file's
-    slot heads and header only after its entries were fsync'd."""
+    """The second batch's in-place patches: written only after its switch, and fsync'd; an index
+    file's slot heads and header only after its entries were fsync'd."""
     switch = _commit_time(events, store.path(manifest.CHECKPOINTS_DIR), version=1)
     rows = [r for r in manifest.load_snapshot(store).files.values() if r["batch_id"] == "p1" and not r["staged_path"]]
     assert {r["kind"] for r in rows} >= {"commitlog", "consumequeue", "index"}, rows
@@ -186,8 +204,9 @@ def check_patches(events, store) -> None:
         assert writes, f"{r['path']}: no write in place"
         syncs = sorted(e["end"] for e in events if e["call"] in ("fsync", "fdatasync") and e["ok"]
                        and re.match(r"\d+<" + re.escape(path) + ">", e["args"]))
+        assert min(w["start"] for w in writes) > switch, f"{r['path']}: written in place before the switch"
         last = max(w["end"] for w in writes)
-        assert any(last < t < switch for t in syncs), f"{r['path']}: patch not fsync'd before the switch"
+        assert any(last < t for t in syncs), f"{r['path']}: patch not fsync'd"
         if r["kind"] == "index":
             def offset(w):
                 return int(re.findall(r",\s*(\d+)\)", w["args"])[-1])     # pwrite64(fd, buf, count, offset)

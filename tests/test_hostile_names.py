@@ -163,11 +163,12 @@ def test_queue_key_paths_checked(topic, queue):
 # ============================================================================ (a) Store containment
 @pytest.fixture
 def boxed(tmp_path):
-    """tmp/store (a small store: one file, one subdirectory) and tmp/outside/sentinel."""
+    """tmp/store (a small store: one file, one subdirectory) and tmp/store-evil/sentinel: a
+    sibling whose path starts with the store's (a containment check by plain prefix lets it in)."""
     store = tmp_path / "store"
     (store / "commitlog").mkdir(parents=True)
     (store / "commitlog" / "00000000000000000000").write_bytes(b"inside")
-    outside = tmp_path / "outside"
+    outside = tmp_path / "store-evil"
     outside.mkdir()
     (outside / "sentinel").write_bytes(b"SENTINEL-BYTES")
     (outside / "dir").mkdir()
@@ -211,7 +212,7 @@ def test_store_refuses_symlinks_out(boxed):
     parent = os.path.dirname(store)
     os.symlink(os.path.join(outside, "sentinel"), os.path.join(store, "commitlog", "00000000000001048576"))
     os.symlink(os.path.join(outside, "dir"), os.path.join(store, "consumequeue"))
-    os.symlink("../../outside/sentinel", os.path.join(store, "commitlog", "rel-link"))
+    os.symlink("../../store-evil/sentinel", os.path.join(store, "commitlog", "rel-link"))
     before = tree(parent)
     st = Store(store)
     for rel in ("commitlog/00000000000001048576", "commitlog/rel-link", "consumequeue", "consumequeue/f",
@@ -368,7 +369,7 @@ def _poison(committed: str, tmp_path, variant: str):
     box.mkdir()
     store = str(box / "store")
     shutil.copytree(committed, store, symlinks=True)
-    outside = box / "outside"
+    outside = box / "store-evil"
     outside.mkdir()
     seg_rel = "commitlog/00000000000000000000"
     shutil.copyfile(os.path.join(store, seg_rel), outside / "sentinel")
@@ -377,8 +378,8 @@ def _poison(committed: str, tmp_path, variant: str):
         os.remove(os.path.join(store, seg_rel))
         os.symlink(str(outside / "sentinel"), os.path.join(store, seg_rel))
         return store, str(outside), seg_rel
-    bad = {"dotdot": "../outside/sentinel", "absolute": str(outside / "sentinel"),
-           "dotdot-inner": "commitlog/../../outside/sentinel"}[variant]
+    bad = {"dotdot": "../store-evil/sentinel", "absolute": str(outside / "sentinel"),
+           "dotdot-inner": "commitlog/../../store-evil/sentinel"}[variant]
     snap = manifest.load_snapshot(st)
     seq, now = snap.batch_seq + 1, manifest.now_ms()
     row = dict(snap.files[seg_rel])
@@ -462,12 +463,12 @@ def test_datasource_never_leaves_the_store(spark, committed, tmp_path, variant):
 
 @pytest.fixture
 def broker_copy(restored_golden, tmp_path):
-    """A broker's store (small-roll, no manifest) in tmp/box/broker, with tmp/box/outside/sentinel."""
+    """A broker's store (small-roll, no manifest) in tmp/box/broker, with tmp/box/broker-evil/sentinel."""
     box = tmp_path / "box"
     box.mkdir()
     broker = str(box / "broker")
     shutil.copytree(restored_golden("small-roll"), broker, symlinks=True)
-    outside = box / "outside"
+    outside = box / "broker-evil"
     outside.mkdir()
     shutil.copyfile(os.path.join(broker, "commitlog", "00000000000000000000"), outside / "sentinel")
     (outside / "T").mkdir()
@@ -506,9 +507,11 @@ def test_delta_tables_never_read_outside(tmp_path, what):
     """The _rocketlake Delta tables: a data file, a log file or the table directory linking out."""
     import glob
     from deltalake import write_deltalake
-    store, outside = tmp_path / "store", tmp_path / "outside"
-    outside.mkdir()
+    store = tmp_path / "store"
     table = store / "_rocketlake" / "manifest"
+    # beside what the check guards (a path that starts with the table's, or the store's)
+    outside = store / "_rocketlake" / "manifest-evil" if what == "data-file" else tmp_path / "store-evil"
+    outside.mkdir(parents=True)
     write_deltalake(str(table), pa.table({"a": [1]}))
     victim = {"data-file": glob.glob(str(table / "*.parquet"))[0],
               "log-file": glob.glob(str(table / "_delta_log" / "*.json"))[0], "table-dir": str(table)}[what]
