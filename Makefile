@@ -14,7 +14,7 @@ SUBMIT = $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
 	--driver-java-options "$(JOB_JVM_OPTS) -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)"
 DEMO_STORE ?= demo-store
 
-.PHONY: install fuse3 demo test test-fast check bench bench-scale bench-table clean check-java
+.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -65,12 +65,16 @@ CHECK_TESTS := tests/test_layout_commitlog.py tests/test_layout_consumequeue.py 
 	tests/test_layout_checkpoint.py tests/test_layout_single_source.py tests/test_import_graph.py \
 	tests/test_public_api.py tests/test_goldenlib.py tests/test_manifest_rows.py tests/test_codec.py \
 	tests/test_query_golden.py tests/test_sequencer.py tests/test_inputs.py tests/test_hostile_names.py \
-	tests/test_file_versions.py
+	tests/test_file_versions.py tests/test_local_store.py
 check: install
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
 
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
+
+# The crash simulator at every distinct point of every operation (make test: 64 chosen points).
+crash: install
+	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/test_crash_sim.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

@@ -18,12 +18,14 @@ order a reader depends on it, each step durable before the next:
 3. a checkpoint (``checkpoint``): the Parquet file like a data file, then ``_last_checkpoint``
    through a temporary file, fsync, rename, fsync of the directory.
 
-At every point of this sequence the real table is either the old version or the new one, whole.
+A new table is made whole in scratch and renamed into place in one step. At every point of this
+sequence the real table is either the old version or the new one, whole.
 On object stores a completed PUT is durable and delta-rs' conditional put is the commit: it
 writes there directly (``manifest.commit``).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -132,6 +134,9 @@ def commit_local(store, table_rel: str, version: int | None, write, durable: boo
         entry = os.path.join(scratch, "_delta_log", f"{new:020d}.json")
         if not os.path.exists(entry):
             raise LocalCommitConflict(f"{table_rel}: delta-rs wrote no version {new}")
+        if version is None:
+            _create_table(scratch, real, durable)
+            return 0
         with open(entry, encoding="utf-8") as fh:
             actions = [json.loads(line) for line in fh if line.strip()]
         adds = [a["add"]["path"] for a in actions if "add" in a]
@@ -167,6 +172,25 @@ def _drop(scratch: str) -> None:
         os.rmdir(os.path.dirname(scratch))
     except OSError:
         pass
+
+
+def _create_table(scratch: str, real: str, durable: bool) -> None:
+    """A new table: the whole scratch directory, every file and directory of it durable, renamed
+    into place in one step (no reader ever sees a table directory without its first commit)."""
+    if durable:
+        for d, _, names in os.walk(scratch):
+            for n in names:
+                _fsync_path(os.path.join(d, n))
+        storage.sync_dirs([d for d, _, _ in os.walk(scratch)])
+    _make_dirs(os.path.dirname(real), durable)
+    try:
+        os.rename(scratch, real)          # replaces only an empty directory, atomically
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise LocalCommitConflict(f"{real}: another writer created the table first") from None
+        raise
+    if durable:
+        storage.sync_dirs([os.path.dirname(real)])
 
 
 def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:

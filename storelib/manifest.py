@@ -465,10 +465,17 @@ class WriterLease:
                            sort_keys=True) + "\n").encode()
 
     def read(self) -> dict | None:
+        """The lease file's content; None without one, ``{}`` for one that cannot be read (a
+        writer died writing it, or a power cut left it empty): stale."""
         try:
-            return json.loads(self.store.read(LEASE_PATH).decode() or "null")
-        except (FileNotFoundError, OSError, ValueError):
+            data = self.store.read(LEASE_PATH)
+        except OSError:
             return None if not self.store.exists(LEASE_PATH) else {}
+        try:
+            doc = json.loads(data.decode())
+        except ValueError:
+            return {}
+        return doc if isinstance(doc, dict) else {}
 
     @staticmethod
     def is_stale(holder: dict | None) -> bool:

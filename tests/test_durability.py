@@ -7,8 +7,8 @@ the default ``flushDiskType`` (SYNC_FLUSH) and one with ASYNC_FLUSH. From the tr
   consume-queue files, index files, the checkpoint file) and every directory on the way to one
   of them, up to the store root, is fsync'd, and the fsync has returned, before the ``linkat``
   that creates the checkpoints table's commit file (the switch that makes the batch visible).
-  Each table's commit file is fsync'd before it is linked into its log, and the log directory
-  after. After the publishing renames, the directories of every final name are fsync'd.
+  Each table's first commit file is fsync'd before its new table directory is renamed into
+  place, and the directory holding it after. After the publishing renames, the directories of every final name are fsync'd.
 * ASYNC_FLUSH: no file of the store is fsync'd.
 * a second batch into a SYNC_FLUSH store continues its files in place (storelib.patches): each
   continued file gets its patch written (pwrite64) only after the switch of that batch (nothing
@@ -90,10 +90,14 @@ def fsynced_paths(events) -> dict:
 
 
 def _commit_time(events, table_dir: str, version: int = 0) -> float:
-    """When the table's commit file of ``version`` appeared (delta-rs links the temp file into place)."""
+    """When the table's commit file of ``version`` appeared: linked into its log, or (version 0)
+    with the whole new table directory renamed into place (storelib.deltacommit)."""
     target = os.path.join(table_dir, "_delta_log", f"{version:020d}.json")
     for e in events:
-        if e["call"] in ("linkat", "link", "rename", "renameat", "renameat2") and f'"{target}"' in e["args"]:
+        if e["call"] not in ("linkat", "link", "rename", "renameat", "renameat2"):
+            continue
+        names = re.findall(r'"([^"]*)"', e["args"])
+        if names and (names[-1] == target or (version == 0 and names[-1] == table_dir)):
             return e["start"]
     raise AssertionError(f"no commit of {target} in the trace")
 
@@ -153,8 +157,8 @@ def test_batch_is_on_stable_storage_before_its_commit(tmp_path):
         entry = [t for p, t in synced_all(events) if p.endswith("/_delta_log/00000000000000000000.json")
                  and "/_rocketlake/tmp/" in p and t < linked]
         assert entry, f"{table}: its commit file was not fsync'd before it was linked into the log"
-        log_dir = store.path(f"{table}/_delta_log")
-        assert any(p == log_dir and t > linked for p, t in synced_all(events)), f"{log_dir} not fsync'd after the link"
+        parent = os.path.dirname(store.path(table))       # version 0: the table directory renamed in
+        assert any(p == parent and t > linked for p, t in synced_all(events)), f"{parent} not fsync'd after the rename"
         if table == manifest.MANIFEST_DIR:
             assert linked < switch
     # publish: each final name's directory is fsync'd after the rename that created the name

@@ -389,3 +389,39 @@ def test_export_and_verify_while_a_batch_is_published(work, tmp_path, point):
         out, err = w.communicate(timeout=300)
     assert w.returncode == 0, err[-2000:]
     assert storecmp(store) == []
+
+
+# --------------------------------------------------------------------------- races
+RACE_POINTS = ["after-files-staged", "between-delta-tables", "after-commit-before-publish", "mid-apply",
+               "mid-publish"]
+
+
+@pytest.mark.parametrize("point", RACE_POINTS)
+def test_expire_and_export_racing_an_ingest(work, tmp_path, point):
+    """An ingest stopped at a hold point: an expiry meanwhile is refused at the lease (exit 3)
+    and changes nothing; an export of the latest snapshot gives exactly the committed batches
+    (A before the switch, A + B after it: RocketMQ's bytes); then the ingest finishes and the
+    store is RocketMQ's."""
+    base, store_a = work
+    store = copy_of(store_a, tmp_path)
+    gate = str(tmp_path / "gate")
+    w = ingest(base, store, "b", "B", {"ROCKETLAKE_HOLD": f"{point}:{gate}",
+                                      "ROCKETLAKE_FAULT_SKIP": "0"}, popen=True)
+    try:
+        _wait_for(gate + ".reached", w)
+        before = files_state(store)
+        newest = max(json.loads(x)["store_timestamp"] for x in open(base / "a.jsonl"))
+        r = run(["expire", store, 1, newest + 2 * 3600 * 1000])
+        assert r.returncode == 3 and "being written by batch 'B'" in r.stderr, (r.returncode, r.stderr[-2000:])
+        assert files_state(store) == before
+        out = str(tmp_path / "export")
+        summary = _export(store, out)
+        if batches(store) == ["A"]:
+            assert files_state(out) == files_state(store_a)
+        else:
+            assert summary["batch_id"] == "B" and storecmp(out) == []
+    finally:
+        open(gate, "w").close()
+        _, err = w.communicate(timeout=300)
+    assert w.returncode == 0, err[-2000:]
+    assert storecmp(store) == []
