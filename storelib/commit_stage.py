@@ -261,12 +261,24 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
         else:
             gone.append(r)
     for r in gone:
-        size = store.size(r["path"])
-        if size is None or size < (r.get("valid_bytes") or 0):
-            raise CorruptStore(r["path"], 0, f"committed by batch {r['batch_id']!r}, but neither its staged copy nor "
-                                             f"the file ({size} bytes) holds its {r.get('valid_bytes')} valid bytes")
+        _check_published(store, r)
     if durable:
         storage.sync_dirs(changed)
+
+
+def _check_published(store: storage.Store, row: dict) -> None:
+    """A row whose staged copy or patch is gone: its file must hold the row's version (size, and
+    the digest of its last checksum block), else ``CorruptStore``."""
+    size, valid = store.size(row["path"]), int(row.get("valid_bytes") or 0)
+    blocks = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+    ok = size is not None and size >= valid
+    if ok and blocks and valid:
+        i = (valid - 1) // checksum.BLOCK_SIZE
+        lo = i * checksum.BLOCK_SIZE
+        ok = i < len(blocks) and checksum.block_digest(store.read(row["path"], lo, valid - lo)) == blocks[i]
+    if not ok:
+        raise CorruptStore(row["path"], 0, f"committed by batch {row['batch_id']!r}, but neither its staged copy "
+                                           f"nor the file ({size} bytes) holds its version of {valid} valid bytes")
 
 
 def pending_publishes(store: storage.Store, snap: manifest.Snapshot) -> list:

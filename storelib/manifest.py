@@ -114,8 +114,9 @@ class Snapshot:
     files: dict = field(default_factory=dict)  # path -> manifest row (action add, latest version)
     versions: TableVersions | None = None
     batches: list = field(default_factory=list)  # every committed checkpoint row, in order
-    removed: set = field(default_factory=set)    # paths a committed batch removed (an expiry whose
-                                                 # deletes a crash cut short leaves them on disk)
+    removed: dict = field(default_factory=dict)  # path -> remove row of files a committed expiry
+                                                 # removed (a crash may leave them on disk until the
+                                                 # next expiry deletes them)
 
     @property
     def batch_seq(self) -> int:
@@ -226,15 +227,17 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
                                                            f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
                                                            f"a commit of the manifest table is missing")
-    removed: set = set()
+    removed: dict = {}
+    expiries = {b["batch_id"] for b in batches_visible if b["operation"] == "expire"}
     for r in rows:
         check_row_paths(r)
         if r["action"] == "add":
             files[r["path"]] = r
-            removed.discard(r["path"])
+            removed.pop(r["path"], None)
         else:
             files.pop(r["path"], None)
-            removed.add(r["path"])
+            if r["batch_id"] in expiries:
+                removed[r["path"]] = r
     return Snapshot(batches_visible[-1], files, versions, batches_visible, removed)
 
 
@@ -442,7 +445,9 @@ class WriterLease:
     The file holds the batch id, host, pid, start and last renewal time (ms). The holder renews
     it while it runs (Progress thread). A lease is **stale**, and is taken over, when its holder
     ran on this host and that pid is gone (a SIGKILLed driver), or when it was not renewed for
-    ``ROCKETLAKE_LEASE_TTL`` seconds (default 600; a holder on another host that died).
+    ``ROCKETLAKE_LEASE_TTL`` seconds (default 600; a holder on another host that died). With
+    ``ROCKETLAKE_LEASE_TTL=0`` any writer may take the lease over at any moment (the tests of
+    racing writers use it: the conditional Delta commits and the holder's check decide).
 
     On a local file system creation is atomic (``O_CREAT|O_EXCL``) and a takeover renames the
     stale file away first, so of two takers one wins. Object stores without a conditional create
@@ -605,7 +610,7 @@ class WriterLease:
         if self.lost:
             raise LeaseLost(self.lost)
         idle = self._idle()
-        if idle > LEASE_TTL_S / 2:
+        if LEASE_TTL_S > 0 and idle > LEASE_TTL_S / 2:
             self.lost = (f"batch {self.batch_id!r} lost the writer lease {LEASE_PATH}: not renewed for {idle:.0f}s "
                          f"(more than half of ROCKETLAKE_LEASE_TTL={LEASE_TTL_S:.0f}s); nothing was committed "
                          "by this run after that")

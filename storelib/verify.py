@@ -169,7 +169,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
             problems.append(problem(rel, 0, "unexpected file in an index subdirectory"))
     if has_manifest:
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_manifest(snap, config, disk_cl + disk_cq + disk_idx,
-                                                                       problems)
+                                                                       problems, store.size)
     else:
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_disk(store, config, disk_cl, disk_cq, disk_idx,
                                                                    problems)
@@ -197,7 +197,7 @@ def _row_header(r: dict | None) -> dict | None:
     return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
 
 
-def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list):
+def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list, size_of):
     """(commitlog, queues, index, segments, min_phy, max_phy) the manifest names; problems of its rows."""
     # rows readers cannot use (garbage values) are reported and left out of the checks below
     from .storefiles import row_problem
@@ -219,8 +219,12 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     for r in of_kind("consumequeue"):
         cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
     idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
-    known = set(snap.files) | getattr(snap, "removed", set())    # removed: deleted by the next expiry
+    known = set(snap.files)
+    pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
     for rel in on_disk:
+        gone = pending_delete.get(rel)
+        if gone is not None and size_of(rel) == gone["file_size"]:
+            continue
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
                                             f"{snap.batch['batch_id']})"))
