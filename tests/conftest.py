@@ -82,7 +82,15 @@ TOGETHER = {
     "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
 }
 HEAVY = {
+    "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 130,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
+    "test_crash_sim.py::test_power_cuts_during_expire": 60,
+    "test_crash_sim.py::test_power_cuts_during_a_first_batch": 50,
+    "test_crash_sim.py::test_power_cuts_during_adopt": 45,
+    "test_nothing_lost.py::test_expire_and_export_racing_an_ingest": 45,
+    "test_nothing_lost.py::test_an_append_never_launders_damage": 40,
+    "test_nothing_lost.py::test_a_stalled_writer_never_commits_after_losing_its_lease": 35,
+    "test_nothing_lost.py::test_export_and_verify_while_a_batch_is_published": 30,
     "test_dataframe_ingest.py": 105,    # a module: its tests that are neither slow nor in HEAVY
     "test_datasource.py::test_filters_and_pushdown": 75,
     "test_ingest_s3.py::test_default_sizes_on_s3_take_several_batches": 60,

@@ -25,6 +25,8 @@ sys.path.insert(0, ROOT)
 from storelib import checksum, commit_stage, manifest, storage, verify  # noqa: E402
 from storelib.config import load_config  # noqa: E402
 
+pytestmark = pytest.mark.slow          # processes of their own: `make check` runs tests/test_local_store.py
+
 RUNNER = os.path.join(ROOT, "tests", "local_ingest.py")
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
          "maxIndexNum": 256}
