@@ -66,6 +66,7 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
         lines.append("\t".join((str(i), os.path.abspath(job.store), msgs, cfg, os.path.join(work, f"{i}.out"))) + "\n")
     cmd = ["java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+           "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
            "-XX:+UseSerialGC", "-Xss512k", "-XX:TieredStopAtLevel=1", "-Xmx1g",
            "-Drocketmq.client.logUseSlf4j=true", "-cp", cp, MAIN, "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
