@@ -148,7 +148,7 @@ def case(draw, line: str = "5"):
     if tiny and not crc and n > 1 and draw(st.booleans()):
         # size one message so that a segment is left with exactly END_BLANK (+ a little) bytes
         _fit_to_segment_end(messages, draw(st.integers(0, n - 2)), cfg, draw(st.sampled_from([8, 8, 9, 12, 20])))
-    nb = draw(st.integers(1, min(4, n)))
+    nb = min(n, draw(st.sampled_from([1, 1, 2, 2, 3, 4])))
     cuts = sorted(draw(st.sets(st.integers(1, n - 1), min_size=nb - 1, max_size=nb - 1))) if n > 1 else []
     return {"config": cfg, "topics": topics, "messages": messages, "cuts": cuts}
 

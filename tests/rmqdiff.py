@@ -28,7 +28,7 @@ def _jsonl(path: str, messages: list[dict]) -> None:
             fh.write(json.dumps(m, ensure_ascii=False) + "\n")
 
 
-def run(version: str, cases: list[dict], work: str, threads: int = 8) -> list[list[str]]:
+def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4) -> list[list[str]]:
     """Problems per case ([] = every file byte-identical)."""
     os.makedirs(work, exist_ok=True)
     jobs, ingest = [], []
@@ -53,9 +53,9 @@ def run(version: str, cases: list[dict], work: str, threads: int = 8) -> list[li
                            "result": os.path.join(d, f"batch{b}.result.json"), "case": i})
     spec = os.path.join(work, "ingest.json")
     with open(spec, "w") as fh:
-        json.dump({"master": "local[2]", "jobs": ingest}, fh)
+        json.dump({"master": "local[2]", "threads": ingest_threads, "jobs": ingest}, fh)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "ingest_runner.py"), spec], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "rmqingest.py"), spec], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         rmqwriter.write_stores(version, jobs, threads=threads)
@@ -69,12 +69,12 @@ def run(version: str, cases: list[dict], work: str, threads: int = 8) -> list[li
         res = job["result"]
         if not os.path.exists(res):
             problems[job["case"]].append(f"rocketlake: {os.path.basename(job['input'])} never ran "
-                                         f"(ingest_runner exit {proc.returncode}): {err[-1500:]}")
+                                         f"(rmqingest exit {proc.returncode}): {err[-1500:]}")
             continue
         r = json.load(open(res))
-        if r["rc"] != 0:
-            problems[job["case"]].append(f"rocketlake: {os.path.basename(job['input'])} exit {r['rc']}: "
-                                         f"{err[-1500:] if r['rc'] else ''}")
+        if r["rc"] > 0:
+            problems[job["case"]].append(f"rocketlake refused {os.path.basename(job['input'])} "
+                                         f"(exit {r['rc']}): {r.get('error')}")
     for i, (c, job) in enumerate(zip(cases, jobs)):
         if job.error:
             problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
