@@ -95,11 +95,15 @@ def jars(version: str) -> list[str]:
 
 
 def compile(version: str, what: str) -> str:
-    """Compile tests/rocketmq/src/<what> and src/<v4|v5> against the version's jars; the classes dir."""
-    srcs = [p for d in (what, line(version)) for p in glob.glob(os.path.join(SRC_DIR, d, "**", "*.java"), recursive=True)]
+    """Compile tests/rocketmq/src/<what> (for "main", the reference writer, with src/<v4|v5>, its
+    line-specific part) against the version's jars; the classes dir. Other files under
+    src/<what> (META-INF/service/...) are copied beside the classes."""
+    dirs = (what, line(version)) if what == "main" else (what,)
+    files = [p for d in dirs for p in glob.glob(os.path.join(SRC_DIR, d, "**", "*"), recursive=True) if os.path.isfile(p)]
+    srcs = [p for p in files if p.endswith(".java")]
     out = os.path.join(CACHE, "classes", f"{what}-{version}")
     stamp = os.path.join(out, ".stamp")
-    want = _sha(srcs) + version
+    want = _sha(files) + version
     if os.path.isfile(stamp) and open(stamp).read() == want:
         return out
     if shutil.which("javac") is None:
@@ -113,6 +117,12 @@ def compile(version: str, what: str) -> str:
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise RuntimeError(f"javac failed for {what} against RocketMQ {version}:\n{r.stdout}{r.stderr}")
+    for d in dirs:
+        for p in files:
+            if not p.endswith(".java") and p.startswith(os.path.join(SRC_DIR, d) + os.sep):
+                dst = os.path.join(tmp, os.path.relpath(p, os.path.join(SRC_DIR, d)))
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                shutil.copyfile(p, dst)
     with open(os.path.join(tmp, ".stamp"), "w") as fh:
         fh.write(want)
     shutil.rmtree(out, ignore_errors=True)

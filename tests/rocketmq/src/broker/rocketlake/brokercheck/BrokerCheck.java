@@ -1,0 +1,199 @@
+package rocketlake.brokercheck;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.net.Inet6Address;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.client.QueryResult;
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.namesrv.NamesrvConfig;
+import org.apache.rocketmq.namesrv.NamesrvController;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
+ * storePathRootDir, and a real client (DefaultMQPullConsumer) reading it.
+ *
+ * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]}. Commands come
+ * on stdin, one per line; answers go to stdout, each ending with a line {@code end}:
+ * <ul>
+ * <li>{@code consume TOPIC NQUEUES}: every queue of the topic from its min offset to its max offset
+ *     (the queues from the topic's route; where the name server has none, e.g. for %RETRY% topics,
+ *     queues 0..NQUEUES-1 of this broker):
+ *     {@code queue Q MIN MAX}, then {@code msg} lines (tab-separated, text fields base64);</li>
+ * <li>{@code query TOPIC KEY MAXNUM BEGIN END}: queryMessage's messages, as {@code msg} lines;</li>
+ * <li>{@code view TOPIC OFFSET_MSG_ID}: viewMessage's message, as a {@code msg} line (or {@code error});</li>
+ * <li>{@code quit}: shut everything down.</li>
+ * </ul>
+ * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
+ * bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset,
+ * body, then name=value pairs of the properties (each base64).
+ */
+public final class BrokerCheck {
+    private BrokerCheck() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        String storeRoot = args[0];
+        String work = args[1];
+        PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
+
+        NamesrvConfig nsConfig = new NamesrvConfig();
+        nsConfig.setKvConfigPath(work + "/namesrv/kvConfig.json");
+        nsConfig.setConfigStorePath(work + "/namesrv/namesrv.properties");
+        NettyServerConfig nsNetty = new NettyServerConfig();
+        nsNetty.setListenPort(0);
+        nsNetty.setBindAddress("127.0.0.1");
+        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty, new NettyClientConfig());
+        if (!namesrv.initialize()) {
+            throw new IllegalStateException("name server did not initialize");
+        }
+        namesrv.start();
+        String nsAddr = "127.0.0.1:" + namesrv.getRemotingServer().localListenPort();
+
+        BrokerConfig bc = new BrokerConfig();
+        bc.setBrokerName("rocketlake-broker");
+        bc.setBrokerClusterName("rocketlake");
+        bc.setBrokerIP1("127.0.0.1");
+        bc.setNamesrvAddr(nsAddr);
+        bc.setAutoCreateTopicEnable(false);
+        NettyServerConfig bNetty = new NettyServerConfig();
+        bNetty.setListenPort(0);
+        bNetty.setBindAddress("127.0.0.1");
+        MessageStoreConfig sc = new MessageStoreConfig();
+        sc.setStorePathRootDir(storeRoot);
+        sc.setStorePathCommitLog(storeRoot + "/commitlog");
+        sc.setTimerWheelEnable(false);
+        sc.setHaListenPort(0);
+        for (int i = 2; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            rocketlake.brokercheck.Config.set(sc, kv[0], kv[1]);
+        }
+        BrokerController broker = new BrokerController(bc, bNetty, new NettyClientConfig(), sc);
+        if (!broker.initialize()) {
+            throw new IllegalStateException("broker did not initialize");
+        }
+        broker.start();
+        // wait until the broker is registered with the name server
+        for (int i = 0; i < 200 && namesrv.getRouteInfoManager().getAllClusterInfo().getBrokerAddrTable().isEmpty(); i++) {
+            Thread.sleep(50);
+        }
+
+        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer("rocketlake_check");
+        consumer.setNamesrvAddr(nsAddr);
+        consumer.setInstanceName("rocketlake-check-" + ProcessHandle.current().pid());
+        consumer.setVipChannelEnabled(false);
+        consumer.start();
+        out.println("ready " + nsAddr + " " + bNetty.getListenPort());
+        out.println("end");
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        try {
+            while ((line = in.readLine()) != null) {
+                String[] f = line.split("\t", -1);
+                try {
+                    if (f[0].equals("quit")) {
+                        break;
+                    } else if (f[0].equals("consume")) {
+                        consume(consumer, f[1], Integer.parseInt(f[2]), out);
+                    } else if (f[0].equals("query")) {
+                        QueryResult r = consumer.queryMessage(f[1], f[2], Integer.parseInt(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]));
+                        for (MessageExt m : r.getMessageList()) {
+                            out.println(msg(m));
+                        }
+                    } else if (f[0].equals("view")) {
+                        out.println(msg(consumer.viewMessage(f[1], f[2])));
+                    }
+                } catch (Exception e) {
+                    out.println("error\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
+                }
+                out.println("end");
+            }
+        } finally {
+            consumer.shutdown();
+            broker.shutdown();
+            namesrv.shutdown();
+        }
+        out.println("stopped");
+        out.flush();
+        System.exit(0);
+    }
+
+    static void consume(DefaultMQPullConsumer consumer, String topic, int nqueues, PrintWriter out) throws Exception {
+        List<MessageQueue> sorted = new ArrayList<>();
+        try {
+            sorted.addAll(consumer.fetchSubscribeMessageQueues(topic));
+        } catch (Exception e) {
+            out.println("route\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
+            for (int q = 0; q < nqueues; q++) {
+                sorted.add(new MessageQueue(topic, "rocketlake-broker", q));
+            }
+        }
+        sorted.sort((a, b) -> Integer.compare(a.getQueueId(), b.getQueueId()));
+        for (MessageQueue mq : sorted) {
+            long min = consumer.minOffset(mq);
+            long max = consumer.maxOffset(mq);
+            out.println("queue\t" + mq.getQueueId() + "\t" + min + "\t" + max);
+            long offset = min;
+            while (offset < max) {
+                PullResult r = consumer.pull(mq, "*", offset, 32);
+                if (r.getPullStatus() != PullStatus.FOUND) {
+                    out.println("pull\t" + mq.getQueueId() + "\t" + offset + "\t" + r.getPullStatus() + "\t" + r.getNextBeginOffset());
+                    if (r.getNextBeginOffset() <= offset) {
+                        break;
+                    }
+                } else {
+                    for (MessageExt m : r.getMsgFoundList()) {
+                        out.println(msg(m));
+                    }
+                }
+                offset = r.getNextBeginOffset();
+            }
+        }
+    }
+
+    static String b64(String s) {
+        return Base64.getEncoder().encodeToString(s.getBytes(StandardCharsets.UTF_8));
+    }
+
+    static String host(SocketAddress a) {
+        InetSocketAddress s = (InetSocketAddress) a;
+        String h = s.getAddress().getHostAddress();
+        return (s.getAddress() instanceof Inet6Address ? "[" + h + "]" : h) + ":" + s.getPort();
+    }
+
+    static String msg(MessageExt m) {
+        StringBuilder b = new StringBuilder("msg");
+        Object[] fields = {b64(m.getTopic()), m.getQueueId(), m.getQueueOffset(), m.getCommitLogOffset(),
+            m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : "", m.getMsgId(), m.getFlag(), m.getSysFlag(),
+            m.getBornTimestamp(), host(m.getBornHost()), m.getStoreTimestamp(), host(m.getStoreHost()),
+            m.getReconsumeTimes(), m.getPreparedTransactionOffset(),
+            Base64.getEncoder().encodeToString(m.getBody() == null ? new byte[0] : m.getBody())};
+        for (Object o : fields) {
+            b.append('\t').append(o);
+        }
+        Map<String, String> props = new TreeMap<>(m.getProperties());
+        for (Map.Entry<String, String> e : props.entrySet()) {
+            b.append('\t').append(b64(e.getKey())).append('=').append(b64(e.getValue()));
+        }
+        return b.toString();
+    }
+}
