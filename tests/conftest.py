@@ -82,6 +82,12 @@ TOGETHER = {
     "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
 }
 HEAVY = {
+    # RocketMQ in the loop (needs `make rocketmq`): one writer JVM + one Spark session per version
+    "test_rocketmq_differential.py::test_differential_5_3_3": 240,
+    "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 120,
+    "test_rocketmq_differential.py::test_differential_4_9_8": 60,
+    "test_rocketmq_differential.py::test_differential_newest_5x": 60,
+    "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
     "test_dataframe_ingest.py": 105,    # a module: its tests that are neither slow nor in HEAVY
     "test_datasource.py::test_filters_and_pushdown": 75,

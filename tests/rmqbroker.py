@@ -31,7 +31,7 @@ def parse_msg(line: str) -> dict:
     assert f[0] == "msg", line
     props = {}
     for kv in f[16:]:
-        k, v = kv.split("=", 1)
+        k, v = kv.split(":", 1)
         props[_b64(k)] = _b64(v)
     return {"topic": _b64(f[1]), "queue_id": int(f[2]), "queue_offset": int(f[3]), "commitlog_offset": int(f[4]),
             "offset_msg_id": f[5], "msg_id": f[6], "flag": int(f[7]), "sys_flag": int(f[8]),

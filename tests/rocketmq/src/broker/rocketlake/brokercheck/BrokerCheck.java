@@ -9,6 +9,7 @@ import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -18,7 +19,9 @@ import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.namesrv.NamesrvConfig;
@@ -44,7 +47,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * </ul>
  * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
  * bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset,
- * body, then name=value pairs of the properties (each base64).
+ * body, then name:value pairs of the properties (each base64).
  */
 public final class BrokerCheck {
     private BrokerCheck() {
@@ -96,11 +99,23 @@ public final class BrokerCheck {
             Thread.sleep(50);
         }
 
+        // Register the topic table (again, synchronously) so the name server has the routes.
+        broker.registerBrokerAll(true, false, true);
+        String brokerAddr = "127.0.0.1:" + bNetty.getListenPort();
+
         DefaultMQPullConsumer consumer = new DefaultMQPullConsumer("rocketlake_check");
         consumer.setNamesrvAddr(nsAddr);
         consumer.setInstanceName("rocketlake-check-" + ProcessHandle.current().pid());
         consumer.setVipChannelEnabled(false);
         consumer.start();
+        // The client learns broker addresses from topic routes; topics without a route (see
+        // consume) are pulled from this broker directly, so it is told the address up front.
+        MQClientInstance client = (MQClientInstance) field(consumer.getDefaultMQPullConsumerImpl(), "mQClientFactory");
+        @SuppressWarnings("unchecked")
+        Map<String, HashMap<Long, String>> addrs = (Map<String, HashMap<Long, String>>) field(client, "brokerAddrTable");
+        HashMap<Long, String> master = new HashMap<>();
+        master.put(0L, brokerAddr);
+        addrs.put("rocketlake-broker", master);
         out.println("ready " + nsAddr + " " + bNetty.getListenPort());
         out.println("end");
 
@@ -120,7 +135,11 @@ public final class BrokerCheck {
                             out.println(msg(m));
                         }
                     } else if (f[0].equals("view")) {
-                        out.println(msg(consumer.viewMessage(f[1], f[2])));
+                        // viewMessage by offset msgId: the id names the commit-log offset and the
+                        // store host recorded in the message (the input's, not this broker's);
+                        // the client's VIEW_MESSAGE_BY_ID request goes to this broker instead.
+                        long offset = MessageDecoder.decodeMessageId(f[2]).getOffset();
+                        out.println(msg(client.getMQClientAPIImpl().viewMessage(brokerAddr, f[1], offset, 10000)));
                     }
                 } catch (Exception e) {
                     out.println("error\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
@@ -135,6 +154,19 @@ public final class BrokerCheck {
         out.println("stopped");
         out.flush();
         System.exit(0);
+    }
+
+    static Object field(Object target, String name) throws ReflectiveOperationException {
+        for (Class<?> c = target.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                java.lang.reflect.Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(target);
+            } catch (NoSuchFieldException e) {
+                // the superclass
+            }
+        }
+        throw new NoSuchFieldException(name);
     }
 
     static void consume(DefaultMQPullConsumer consumer, String topic, int nqueues, PrintWriter out) throws Exception {
@@ -192,7 +224,7 @@ public final class BrokerCheck {
         }
         Map<String, String> props = new TreeMap<>(m.getProperties());
         for (Map.Entry<String, String> e : props.entrySet()) {
-            b.append('\t').append(b64(e.getKey())).append('=').append(b64(e.getValue()));
+            b.append('\t').append(b64(e.getKey())).append(':').append(b64(e.getValue()));
         }
         return b.toString();
     }
