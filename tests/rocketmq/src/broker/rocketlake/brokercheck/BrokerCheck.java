@@ -13,11 +13,18 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.nio.ByteBuffer;
+import org.apache.rocketmq.remoting.InvokeCallback;
+import org.apache.rocketmq.remoting.netty.ResponseFuture;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.header.QueryMessageRequestHeader;
 import org.apache.rocketmq.broker.BrokerController;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
-import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.common.message.MessageClientExt;
@@ -53,6 +60,10 @@ public final class BrokerCheck {
     private BrokerCheck() {
     }
 
+    static Map<String, HashMap<Long, String>> addrs;
+    static final HashMap<Long, String> MASTER = new HashMap<>();
+
+    @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
         String storeRoot = args[0];
         String work = args[1];
@@ -111,11 +122,10 @@ public final class BrokerCheck {
         // The client learns broker addresses from topic routes; topics without a route (see
         // consume) are pulled from this broker directly, so it is told the address up front.
         MQClientInstance client = (MQClientInstance) field(consumer.getDefaultMQPullConsumerImpl(), "mQClientFactory");
-        @SuppressWarnings("unchecked")
-        Map<String, HashMap<Long, String>> addrs = (Map<String, HashMap<Long, String>>) field(client, "brokerAddrTable");
-        HashMap<Long, String> master = new HashMap<>();
-        master.put(0L, brokerAddr);
-        addrs.put("rocketlake-broker", master);
+        // (The client drops addresses no route names every 30 s: consume puts it back before each pull.)
+        addrs = (Map<String, HashMap<Long, String>>) field(client, "brokerAddrTable");
+        MASTER.put(0L, brokerAddr);
+        addrs.put("rocketlake-broker", MASTER);
         out.println("ready " + nsAddr + " " + bNetty.getListenPort());
         out.println("end");
 
@@ -130,8 +140,7 @@ public final class BrokerCheck {
                     } else if (f[0].equals("consume")) {
                         consume(consumer, f[1], Integer.parseInt(f[2]), out);
                     } else if (f[0].equals("query")) {
-                        QueryResult r = consumer.queryMessage(f[1], f[2], Integer.parseInt(f[3]), Long.parseLong(f[4]), Long.parseLong(f[5]));
-                        for (MessageExt m : r.getMessageList()) {
+                        for (MessageExt m : query(client, brokerAddr, f)) {
                             out.println(msg(m));
                         }
                     } else if (f[0].equals("view")) {
@@ -154,6 +163,52 @@ public final class BrokerCheck {
         out.println("stopped");
         out.flush();
         System.exit(0);
+    }
+
+    /**
+     * The client's QUERY_MESSAGE request (what DefaultMQPullConsumer.queryMessage sends to each
+     * broker of the topic's route), sent to this broker: the name server has no routes for the
+     * topics of a store the broker found on disk (see consume). The client-side filter that
+     * queryMessage applies (KEYS holding the key) is the caller's.
+     */
+    static List<MessageExt> query(MQClientInstance client, String brokerAddr, String[] f) throws Exception {
+        QueryMessageRequestHeader h = new QueryMessageRequestHeader();
+        h.setTopic(f[1]);
+        h.setKey(f[2]);
+        h.setMaxNum(Integer.parseInt(f[3]));
+        h.setBeginTimestamp(Long.parseLong(f[4]));
+        h.setEndTimestamp(Long.parseLong(f[5]));
+        CountDownLatch done = new CountDownLatch(1);
+        List<MessageExt> found = new ArrayList<>();
+        Throwable[] failed = new Throwable[1];
+        client.getMQClientAPIImpl().queryMessage(brokerAddr, h, 10000, new InvokeCallback() {
+            @Override
+            public void operationComplete(ResponseFuture rf) {
+            }
+
+            @Override
+            public void operationSucceed(RemotingCommand response) {
+                if (response.getCode() == ResponseCode.SUCCESS && response.getBody() != null) {
+                    found.addAll(MessageDecoder.decodesBatch(ByteBuffer.wrap(response.getBody()), true, false, true));
+                } else if (response.getCode() != ResponseCode.QUERY_NOT_FOUND) {
+                    failed[0] = new IllegalStateException("QUERY_MESSAGE answered " + response.getCode() + " " + response.getRemark());
+                }
+                done.countDown();
+            }
+
+            @Override
+            public void operationFail(Throwable t) {
+                failed[0] = t;
+                done.countDown();
+            }
+        }, false);
+        if (!done.await(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("QUERY_MESSAGE: no answer");
+        }
+        if (failed[0] != null) {
+            throw new IllegalStateException(failed[0]);
+        }
+        return found;
     }
 
     static Object field(Object target, String name) throws ReflectiveOperationException {
@@ -181,11 +236,13 @@ public final class BrokerCheck {
         }
         sorted.sort((a, b) -> Integer.compare(a.getQueueId(), b.getQueueId()));
         for (MessageQueue mq : sorted) {
+            addrs.put("rocketlake-broker", MASTER);
             long min = consumer.minOffset(mq);
             long max = consumer.maxOffset(mq);
             out.println("queue\t" + mq.getQueueId() + "\t" + min + "\t" + max);
             long offset = min;
             while (offset < max) {
+                addrs.put("rocketlake-broker", MASTER);
                 PullResult r = consumer.pull(mq, "*", offset, 32);
                 if (r.getPullStatus() != PullStatus.FOUND) {
                     out.println("pull\t" + mq.getQueueId() + "\t" + offset + "\t" + r.getPullStatus() + "\t" + r.getNextBeginOffset());
