@@ -9,7 +9,6 @@ import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -26,7 +25,11 @@ import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.client.impl.consumer.PullResultExt;
+import org.apache.rocketmq.client.impl.CommunicationMode;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
+import org.apache.rocketmq.common.sysflag.PullSysFlag;
+import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
 import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -44,9 +47,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]}. Commands come
  * on stdin, one per line; answers go to stdout, each ending with a line {@code end}:
  * <ul>
- * <li>{@code consume TOPIC NQUEUES}: every queue of the topic from its min offset to its max offset
- *     (the queues from the topic's route; where the name server has none, e.g. for %RETRY% topics,
- *     queues 0..NQUEUES-1 of this broker):
+ * <li>{@code consume TOPIC NQUEUES}: queues 0..NQUEUES-1 of the topic from min to max offset:
  *     {@code queue Q MIN MAX}, then {@code msg} lines (tab-separated, text fields base64);</li>
  * <li>{@code query TOPIC KEY MAXNUM BEGIN END}: queryMessage's messages, as {@code msg} lines;</li>
  * <li>{@code view TOPIC OFFSET_MSG_ID}: viewMessage's message, as a {@code msg} line (or {@code error});</li>
@@ -60,10 +61,6 @@ public final class BrokerCheck {
     private BrokerCheck() {
     }
 
-    static Map<String, HashMap<Long, String>> addrs;
-    static final HashMap<Long, String> MASTER = new HashMap<>();
-
-    @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
         String storeRoot = args[0];
         String work = args[1];
@@ -119,13 +116,7 @@ public final class BrokerCheck {
         consumer.setInstanceName("rocketlake-check-" + ProcessHandle.current().pid());
         consumer.setVipChannelEnabled(false);
         consumer.start();
-        // The client learns broker addresses from topic routes; topics without a route (see
-        // consume) are pulled from this broker directly, so it is told the address up front.
         MQClientInstance client = (MQClientInstance) field(consumer.getDefaultMQPullConsumerImpl(), "mQClientFactory");
-        // (The client drops addresses no route names every 30 s: consume puts it back before each pull.)
-        addrs = (Map<String, HashMap<Long, String>>) field(client, "brokerAddrTable");
-        MASTER.put(0L, brokerAddr);
-        addrs.put("rocketlake-broker", MASTER);
         out.println("ready " + nsAddr + " " + bNetty.getListenPort());
         out.println("end");
 
@@ -138,7 +129,7 @@ public final class BrokerCheck {
                     if (f[0].equals("quit")) {
                         break;
                     } else if (f[0].equals("consume")) {
-                        consume(consumer, f[1], Integer.parseInt(f[2]), out);
+                        consume(consumer, client, brokerAddr, f[1], Integer.parseInt(f[2]), out);
                     } else if (f[0].equals("query")) {
                         for (MessageExt m : query(client, brokerAddr, f)) {
                             out.println(msg(m));
@@ -224,33 +215,48 @@ public final class BrokerCheck {
         throw new NoSuchFieldException(name);
     }
 
-    static void consume(DefaultMQPullConsumer consumer, String topic, int nqueues, PrintWriter out) throws Exception {
-        List<MessageQueue> sorted = new ArrayList<>();
+    /**
+     * Every queue 0..nqueues-1 of the topic, from its min offset to its max offset, through the
+     * client's own requests (GET_MIN_OFFSET, GET_MAX_OFFSET, PULL_MESSAGE; decoded as the
+     * consumer decodes them) sent to this broker. The consumer's own pull() would first look the
+     * broker up in the topic's route, and the name server has no routes for a store the broker
+     * found on disk (a "route" line says so).
+     */
+    static void consume(DefaultMQPullConsumer consumer, MQClientInstance client, String brokerAddr, String topic,
+                        int nqueues, PrintWriter out) throws Exception {
         try {
-            sorted.addAll(consumer.fetchSubscribeMessageQueues(topic));
+            consumer.fetchSubscribeMessageQueues(topic);
         } catch (Exception e) {
             out.println("route\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
-            for (int q = 0; q < nqueues; q++) {
-                sorted.add(new MessageQueue(topic, "rocketlake-broker", q));
-            }
         }
-        sorted.sort((a, b) -> Integer.compare(a.getQueueId(), b.getQueueId()));
-        for (MessageQueue mq : sorted) {
-            addrs.put("rocketlake-broker", MASTER);
-            long min = consumer.minOffset(mq);
-            long max = consumer.maxOffset(mq);
-            out.println("queue\t" + mq.getQueueId() + "\t" + min + "\t" + max);
+        for (int q = 0; q < nqueues; q++) {
+            MessageQueue mq = new MessageQueue(topic, "rocketlake-broker", q);
+            long min = client.getMQClientAPIImpl().getMinOffset(brokerAddr, mq, 10000);
+            long max = client.getMQClientAPIImpl().getMaxOffset(brokerAddr, mq, 10000);
+            out.println("queue\t" + q + "\t" + min + "\t" + max);
             long offset = min;
             while (offset < max) {
-                addrs.put("rocketlake-broker", MASTER);
-                PullResult r = consumer.pull(mq, "*", offset, 32);
+                PullMessageRequestHeader h = new PullMessageRequestHeader();
+                h.setConsumerGroup("rocketlake_check");
+                h.setTopic(topic);
+                h.setQueueId(q);
+                h.setQueueOffset(offset);
+                h.setMaxMsgNums(32);
+                h.setSysFlag(PullSysFlag.buildSysFlag(false, false, true, false));
+                h.setCommitOffset(0L);
+                h.setSuspendTimeoutMillis(0L);
+                h.setSubscription("*");
+                h.setSubVersion(0L);
+                h.setExpressionType("TAG");
+                PullResult r = client.getMQClientAPIImpl().pullMessage(brokerAddr, h, 10000, CommunicationMode.SYNC, null);
                 if (r.getPullStatus() != PullStatus.FOUND) {
-                    out.println("pull\t" + mq.getQueueId() + "\t" + offset + "\t" + r.getPullStatus() + "\t" + r.getNextBeginOffset());
+                    out.println("pull\t" + q + "\t" + offset + "\t" + r.getPullStatus() + "\t" + r.getNextBeginOffset());
                     if (r.getNextBeginOffset() <= offset) {
                         break;
                     }
                 } else {
-                    for (MessageExt m : r.getMsgFoundList()) {
+                    byte[] bin = ((PullResultExt) r).getMessageBinary();
+                    for (MessageExt m : MessageDecoder.decodesBatch(ByteBuffer.wrap(bin), true, true, true)) {
                         out.println(msg(m));
                     }
                 }
