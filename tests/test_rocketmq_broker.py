@@ -28,6 +28,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import goldenlib  # noqa: E402
+import rmqcompare  # noqa: E402
 import rmqjars  # noqa: E402
 from rmqbroker import Broker  # noqa: E402
 
@@ -180,8 +181,15 @@ def test_broker_serves_a_rocketlake_store(tmp_path):
     # The broker's copy went back to rocketlake: verified, appended to, then golden and served.
     from storelib import verify_store
     from storelib.config import load_config
+    # The broker changed one thing in the data files: on shutdown it writes the checkpoint's
+    # confirmPhyOffset (bytes 32..39; rocketlake leaves it 0, as RocketMQ's store alone does) =
+    # the commit log's max offset. rocketlake's verify names exactly that file (its bytes are no
+    # longer the ones the manifest recorded); everything else is as rocketlake wrote it.
+    assert rmqcompare.compare(store, served) == ["differs: checkpoint: first difference at byte 37"] or \
+        rmqcompare.compare(store, served) == []
     report = verify_store(served, load_config(str(props)))
-    assert not report.problems, report.problems[:10]
+    assert [p for p in report.problems if not p.startswith("checkpoint@0: sha256 differs")] == [], \
+        report.problems[:10]
     jobs[3]["store"] = served
     ingest(jobs[3:], work)
     assert goldenlib.compare(g, served) == []
