@@ -50,7 +50,7 @@ test: install rocketmq
 # a stamp per version: a second run fetches nothing. RMQ_ALLOW_SKIP=1: without mvn or Maven
 # Central, warn and go on (the RocketMQ tests then skip, saying why). `make check` never needs it.
 rocketmq:
-	@$(PY) tests/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
+	@$(PYTHON) tests/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
 
 # The differential suite alone, with many cases: make fidelity N=5000 [N_OTHER=500] [SEED=...]
 N ?= 2000
