@@ -1,0 +1,219 @@
+package rocketlake.refwriter;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.lang.reflect.Method;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import org.apache.rocketmq.common.SystemClock;
+import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.PutMessageResult;
+import org.apache.rocketmq.store.PutMessageStatus;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * rocketlake's reference writer: RocketMQ's own DefaultMessageStore writes a store from a list of
+ * messages, one putMessage at a time, with a store clock set to each message's store_timestamp.
+ *
+ * <p>Jobs come on stdin, one per line, tab-separated: {@code id store messages.tsv config.properties
+ * results.tsv}. Up to {@code --threads} jobs run at once (a store's clean shutdown waits seconds).
+ * For each finished job one line goes to stdout: {@code done <id> ok} or {@code done <id> error <text>}.
+ *
+ * <p>messages.tsv, one message per line, tab-separated: topic (base64 UTF-8), queue_id, flag,
+ * sys_flag, born_timestamp, store_timestamp, born_host, store_host ({@code ip:port} or
+ * {@code [ipv6]:port}), reconsume_times, prepared_transaction_offset, body (base64),
+ * properties_string (base64 UTF-8).
+ *
+ * <p>config.properties: MessageStoreConfig setters by name (mappedFileSizeCommitLog=65536, ...);
+ * storePathRootDir and storePathCommitLog are set from the job's store directory.
+ *
+ * <p>results.tsv, one line per message: status, wrote_offset, wrote_bytes, msg_id, queue_offset,
+ * store_timestamp.
+ */
+public final class RefWriter {
+    private RefWriter() {
+    }
+
+    /** The store's clock: whatever the writer sets before each put. */
+    static final class Clock extends SystemClock {
+        volatile long now;
+
+        @Override
+        public long now() {
+            return now;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        int threads = 4;
+        for (int i = 0; i < args.length; i++) {
+            if (args[i].equals("--threads")) {
+                threads = Integer.parseInt(args[++i]);
+            }
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        List<java.util.concurrent.Future<?>> running = new ArrayList<>();
+        while ((line = in.readLine()) != null) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] f = line.split("\t", -1);
+            running.add(pool.submit(() -> {
+                String status;
+                try {
+                    write(f[1], f[2], f[3], f[4]);
+                    status = "ok";
+                } catch (Throwable t) {
+                    StringWriter sw = new StringWriter();
+                    t.printStackTrace(new PrintWriter(sw));
+                    status = "error " + sw.toString().replace('\n', ' ').replace('\t', ' ');
+                }
+                synchronized (out) {
+                    out.println("done " + f[0] + " " + status);
+                }
+            }));
+        }
+        for (java.util.concurrent.Future<?> r : running) {
+            r.get();
+        }
+        pool.shutdown();
+        out.flush();
+        System.exit(0);
+    }
+
+    static void write(String storeDir, String messagesPath, String configPath, String resultsPath) throws Exception {
+        MessageStoreConfig cfg = new MessageStoreConfig();
+        Properties props = new Properties();
+        try (FileInputStream fin = new FileInputStream(configPath)) {
+            props.load(new InputStreamReader(fin, StandardCharsets.UTF_8));
+        }
+        for (String key : props.stringPropertyNames()) {
+            setConfig(cfg, key, props.getProperty(key).trim());
+        }
+        cfg.setStorePathRootDir(storeDir);
+        cfg.setStorePathCommitLog(storeDir + File.separator + "commitlog");
+        Clock clock = new Clock();
+        DefaultMessageStore store = Compat.newStore(cfg, clock);
+        if (!store.load()) {
+            throw new IllegalStateException("DefaultMessageStore.load() failed for " + storeDir);
+        }
+        store.start();
+        File indexDir = new File(storeDir, "index");
+        StringBuilder results = new StringBuilder();
+        try (BufferedReader r = Files.newBufferedReader(new File(messagesPath).toPath(), StandardCharsets.UTF_8)) {
+            String line;
+            int n = 0;
+            while ((line = r.readLine()) != null) {
+                if (line.isEmpty()) {
+                    continue;
+                }
+                MessageExt msg = message(line.split("\t", -1));
+                clock.now = msg.getStoreTimestamp();
+                int indexFiles = count(indexDir);
+                PutMessageResult res = Compat.put(store, msg);
+                if (res.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
+                    throw new IllegalStateException("message " + n + ": putMessage answered " + res.getPutMessageStatus());
+                }
+                results.append(res.getPutMessageStatus()).append('\t')
+                    .append(res.getAppendMessageResult().getWroteOffset()).append('\t')
+                    .append(res.getAppendMessageResult().getWroteBytes()).append('\t')
+                    .append(res.getAppendMessageResult().getMsgId()).append('\t')
+                    .append(res.getAppendMessageResult().getLogicsOffset()).append('\t')
+                    .append(msg.getStoreTimestamp()).append('\n');
+                // The consume queues and the index are built by the store's reput thread: wait
+                // for it, so that every message is dispatched before the next one is put.
+                while (store.dispatchBehindBytes() > 0) {
+                    Thread.sleep(0, 200000);
+                }
+                // Index files are named by the wall clock (ms): a new one gets a later name.
+                if (count(indexDir) != indexFiles) {
+                    Thread.sleep(3);
+                }
+                n++;
+            }
+        } finally {
+            store.shutdown();
+        }
+        Files.write(new File(resultsPath).toPath(), results.toString().getBytes(StandardCharsets.UTF_8));
+    }
+
+    static int count(File dir) {
+        String[] names = dir.list();
+        return names == null ? 0 : names.length;
+    }
+
+    static MessageExt message(String[] f) throws Exception {
+        MessageExt m = Compat.newMessage();
+        m.setTopic(new String(Base64.getDecoder().decode(f[0]), StandardCharsets.UTF_8));
+        m.setQueueId(Integer.parseInt(f[1]));
+        m.setFlag(Integer.parseInt(f[2]));
+        m.setSysFlag(Integer.parseInt(f[3]));
+        m.setBornTimestamp(Long.parseLong(f[4]));
+        m.setStoreTimestamp(Long.parseLong(f[5]));
+        m.setBornHost(host(f[6]));
+        m.setStoreHost(host(f[7]));
+        m.setReconsumeTimes(Integer.parseInt(f[8]));
+        m.setPreparedTransactionOffset(Long.parseLong(f[9]));
+        m.setBody(Base64.getDecoder().decode(f[10]));
+        String propertiesString = new String(Base64.getDecoder().decode(f[11]), StandardCharsets.UTF_8);
+        Map<String, String> properties = MessageDecoder.string2messageProperties(propertiesString);
+        MessageAccessor.setProperties(m, properties);
+        Compat.setPropertiesString(m, propertiesString);
+        return m;
+    }
+
+    static InetSocketAddress host(String text) throws Exception {
+        int colon = text.lastIndexOf(':');
+        String addr = text.substring(0, colon);
+        if (addr.startsWith("[")) {
+            addr = addr.substring(1, addr.length() - 1);
+        }
+        return new InetSocketAddress(InetAddress.getByName(addr), Integer.parseInt(text.substring(colon + 1)));
+    }
+
+    static void setConfig(MessageStoreConfig cfg, String key, String value) throws Exception {
+        String setter = "set" + Character.toUpperCase(key.charAt(0)) + key.substring(1);
+        for (Method m : MessageStoreConfig.class.getMethods()) {
+            if (!m.getName().equals(setter) || m.getParameterCount() != 1) {
+                continue;
+            }
+            Class<?> t = m.getParameterTypes()[0];
+            Object v;
+            if (t == int.class) {
+                v = Integer.parseInt(value);
+            } else if (t == long.class) {
+                v = Long.parseLong(value);
+            } else if (t == boolean.class) {
+                v = Boolean.parseBoolean(value);
+            } else if (t == String.class) {
+                v = value;
+            } else if (t.isEnum()) {
+                v = Enum.valueOf(t.asSubclass(Enum.class), value);
+            } else {
+                continue;
+            }
+            m.invoke(cfg, v);
+            return;
+        }
+        throw new IllegalArgumentException("MessageStoreConfig has no setter for " + key);
+    }
+}

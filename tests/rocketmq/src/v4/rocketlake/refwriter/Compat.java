@@ -1,0 +1,59 @@
+package rocketlake.refwriter;
+
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.SystemClock;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.store.MessageExtBrokerInner;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.PutMessageResult;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.ha.HAService;
+
+/** What differs between RocketMQ lines, 4.9 side: the store's constructor and its HA service. */
+final class Compat {
+    private Compat() {
+    }
+
+    /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
+    static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
+        DefaultMessageStore store = new DefaultMessageStore(cfg, null, null, new BrokerConfig()) {
+            @Override
+            public SystemClock getSystemClock() {
+                return clock != null ? clock : super.getSystemClock();
+            }
+        };
+        Fields.set(store, "haService", new NoHA(store));
+        return store;
+    }
+
+    /** The broker-side message type (its package differs between the lines). */
+    static MessageExt newMessage() {
+        return new MessageExtBrokerInner();
+    }
+
+    /** The stored properties string and the tags code, as the broker's send processor sets them. */
+    static void setPropertiesString(MessageExt m, String propertiesString) {
+        MessageExtBrokerInner inner = (MessageExtBrokerInner) m;
+        inner.setPropertiesString(propertiesString);
+        inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(inner.getTags()));
+    }
+
+    static PutMessageResult put(DefaultMessageStore store, MessageExt m) {
+        return store.putMessage((MessageExtBrokerInner) m);
+    }
+
+    /** HA that listens on no port: the writer is a lone master, nothing replicates from it. */
+    static final class NoHA extends HAService {
+        NoHA(DefaultMessageStore store) throws java.io.IOException {
+            super(store);
+        }
+
+        @Override
+        public void start() {
+        }
+
+        @Override
+        public void shutdown() {
+        }
+    }
+}

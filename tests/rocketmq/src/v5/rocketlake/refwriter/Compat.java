@@ -1,0 +1,58 @@
+package rocketlake.refwriter;
+
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.SystemClock;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageExtBrokerInner;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.PutMessageResult;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.ha.DefaultHAService;
+
+/** What differs between RocketMQ lines, 5.x side: the store's constructor and its HA service. */
+final class Compat {
+    private Compat() {
+    }
+
+    /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
+    static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
+        DefaultMessageStore store = new DefaultMessageStore(cfg, null, null, new BrokerConfig(), new ConcurrentHashMap<>()) {
+            @Override
+            public SystemClock getSystemClock() {
+                return clock != null ? clock : super.getSystemClock();
+            }
+        };
+        NoHA ha = new NoHA();
+        ha.init(store);
+        Fields.set(store, "haService", ha);
+        return store;
+    }
+
+    /** The broker-side message type (its package differs between the lines). */
+    static MessageExt newMessage() {
+        return new MessageExtBrokerInner();
+    }
+
+    /** The stored properties string and the tags code, as the broker's send processor sets them. */
+    static void setPropertiesString(MessageExt m, String propertiesString) {
+        MessageExtBrokerInner inner = (MessageExtBrokerInner) m;
+        inner.setPropertiesString(propertiesString);
+        inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(inner.getTags()));
+    }
+
+    static PutMessageResult put(DefaultMessageStore store, MessageExt m) {
+        return store.putMessage((MessageExtBrokerInner) m);
+    }
+
+    /** HA that listens on no port: the writer is a lone master, nothing replicates from it. */
+    static final class NoHA extends DefaultHAService {
+        @Override
+        public void start() {
+        }
+
+        @Override
+        public void shutdown() {
+        }
+    }
+}
