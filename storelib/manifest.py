@@ -445,9 +445,10 @@ class WriterLease:
     The file holds the batch id, host, pid, start and last renewal time (ms). The holder renews
     it while it runs (Progress thread). A lease is **stale**, and is taken over, when its holder
     ran on this host and that pid is gone (a SIGKILLed driver), or when it was not renewed for
-    ``ROCKETLAKE_LEASE_TTL`` seconds (default 600; a holder on another host that died). With
-    ``ROCKETLAKE_LEASE_TTL=0`` any writer may take the lease over at any moment (the tests of
-    racing writers use it: the conditional Delta commits and the holder's check decide).
+    ``ROCKETLAKE_LEASE_TTL`` seconds (default 600; a holder on another host that died).
+    ``ROCKETLAKE_LEASE_TTL=0`` turns leases off: every lease is stale, any writer takes it over
+    and none checks it before committing, so only the conditional Delta commits decide (the
+    tests of racing writers use it to prove that guard on its own).
 
     On a local file system creation is atomic (``O_CREAT|O_EXCL``) and a takeover renames the
     stale file away first, so of two takers one wins. Object stores without a conditional create
@@ -603,6 +604,8 @@ class WriterLease:
         over, so neither renewing nor committing is safe any more)."""
         if not self.held:
             raise LeaseLost(f"batch {self.batch_id!r} does not hold the writer lease {LEASE_PATH}")
+        if LEASE_TTL_S <= 0:
+            return                            # leases off: the conditional commits alone decide
         self._still_mine()
         self.renew()
 
@@ -610,7 +613,7 @@ class WriterLease:
         if self.lost:
             raise LeaseLost(self.lost)
         idle = self._idle()
-        if LEASE_TTL_S > 0 and idle > LEASE_TTL_S / 2:
+        if idle > LEASE_TTL_S / 2:
             self.lost = (f"batch {self.batch_id!r} lost the writer lease {LEASE_PATH}: not renewed for {idle:.0f}s "
                          f"(more than half of ROCKETLAKE_LEASE_TTL={LEASE_TTL_S:.0f}s); nothing was committed "
                          "by this run after that")

@@ -13,7 +13,7 @@ Two guards stand between concurrent writers (storelib.manifest):
   back), so both writers may pass it;
 * the conditional Delta commits (manifest, then checkpoints: the switch): the real guard when
   both writers pass the lease. The tests make them pass it on purpose by making every lease stale
-  at once (``ROCKETLAKE_LEASE_TTL`` tiny: the second writer takes the lease over), so that both
+  at once (``ROCKETLAKE_LEASE_TTL=0``: leases off, the second writer takes the lease over), so that both
   plan on the same snapshot and really contend on the Delta commit.
 
 Both writers are started back to back (each spark-submit costs ~10-15 s, so they reach the store
@@ -373,7 +373,7 @@ class Race:
         reader is given time to see the committed batch while its files are still staged; then
         the first writer publishes."""
         points = ("after-lease",) if mode == "lease" else ("after-lease", "before-delta-commit")
-        extra = {} if mode == "lease" else {"ROCKETLAKE_LEASE_TTL": "0.001"}   # every lease is stale
+        extra = {} if mode == "lease" else {"ROCKETLAKE_LEASE_TTL": "0"}   # leases off: the Delta commits decide
         publish = "after-commit-before-publish"
         ws = [self.start(b, p, points + ((publish,) if mode == "ordered" and n == 0 else ()), extra)
               for n, (b, p) in enumerate(zip(ids, parts))]
