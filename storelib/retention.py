@@ -165,7 +165,9 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
     seq = snap.batch_seq + 1
-    batch_id = batch_id or f"expire-{now}"
+    if batch_id is not None and any(b["batch_id"] == batch_id for b in snap.batches):
+        raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
+    batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
     rows = []
     for kind in ("commitlog", "consumequeue", "index"):
