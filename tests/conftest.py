@@ -52,14 +52,16 @@ def restored_golden(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for in-process tests (ingest, distributed verify)."""
+    """One local[2] SparkSession for in-process tests (ingest, distributed verify), with Delta Lake
+    as every session of the jobs has it (storelib.delta_spark.configure_delta)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    s = (SparkSession.builder.master("local[2]").appName("rocketlake-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties")
-         .getOrCreate())
+    from storelib.delta_spark import configure_delta
+    s = configure_delta(SparkSession.builder.master("local[2]").appName("rocketlake-tests")
+                        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                        .config("spark.driver.extraJavaOptions",
+                                f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties")).getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
