@@ -13,9 +13,8 @@ switch. Manifest rows of a batch without a checkpoint row are ignored by every r
 commits are conditional on the table versions read when the batch was planned, so of two
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
-The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables, which
-delta-spark (``spark.read.format("delta").load(store + "/_rocketlake/manifest")``) should read too;
-that is untested here (no delta-spark jars on these machines).
+The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables (reader 1,
+writer 2), which delta-spark reads too (``storelib.delta_spark``; tests/test_delta_spark.py).
 """
 from __future__ import annotations
 
