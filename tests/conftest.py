@@ -82,6 +82,7 @@ def spark():
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
     "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
+    "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
 }
 HEAVY = {
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
