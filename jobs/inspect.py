@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
     # options after the command are accepted too: `segments --json`
-    for p in (sp, vp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
         p.add_argument("--json", action="store_true", dest="json_sub")
         p.add_argument("--as-of-batch", dest="as_of_batch_sub")
         p.add_argument("--version", type=int, dest="version_sub")

@@ -22,7 +22,7 @@ import pytest
 
 import goldenlib
 from conftest import ROOT
-from opshelp import small_config, small_properties
+from opshelp import SUBMIT, small_config, small_properties
 
 sys.path.insert(0, ROOT)
 from storelib import delta_spark, manifest, retention, snapcache, storage, verify  # noqa: E402
@@ -288,16 +288,19 @@ def test_rocketlake_works_after_spark_maintenance(spark, base, tmp_path, case):
 
 @pytest.mark.slow
 def test_register_makes_catalog_tables_another_spark_process_reads(base, tmp_path):
-    """`python jobs/inspect.py register` with a Hive metastore under tmp_path, then a second Spark
-    process (a new JVM on the same metastore) runs SELECT ... FROM D.manifest / D.live_files."""
+    """`spark-submit jobs/inspect.py register` with a Hive metastore under tmp_path, then a second
+    Spark process (plain python, a new JVM on the same metastore) runs SELECT ... FROM D.manifest /
+    D.live_files."""
     conf = {"spark.sql.catalogImplementation": "hive", "spark.sql.warehouse.dir": str(tmp_path / "warehouse"),
             "spark.hadoop.javax.jdo.option.ConnectionURL":
                 f"jdbc:derby:;databaseName={tmp_path / 'metastore_db'};create=true"}
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "PYSPARK_SUBMIT_ARGS": " ".join(f"--conf {k}={v}" for k, v in conf.items()) + " pyspark-shell"}
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "inspect.py"), "--store", base["store"],
-                        "register", "--database", "rl"], cwd=str(tmp_path), env=env, capture_output=True,
-                       text=True, timeout=600)
+    # spark-submit: the driver's JVM runs before Python builds the session (delta_spark attaches the jars)
+    submit = [SUBMIT, "--master", "local[1]"] + [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+    r = subprocess.run(submit + [os.path.join(ROOT, "jobs", "inspect.py"), "--store", base["store"], "register",
+                                 "--database", "rl"], cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["rl.manifest", "rl.checkpoints", "rl.committed_files", "rl.live_files"]
     reader = (f"import sys, json; sys.path.insert(0, {ROOT!r})\n"
