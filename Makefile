@@ -13,6 +13,13 @@ SUBMIT = $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
 	--conf spark.ui.showConsoleProgress=false --conf spark.ui.enabled=false \
 	--driver-java-options "$(JOB_JVM_OPTS) -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)"
 DEMO_STORE ?= demo-store
+# delta-spark's jars (storelib/delta_spark.py) from Maven Central: conf/jars/delta/pom.xml resolved
+# by mvn into .cache/m2, its runtime jars copied to .cache/jars/delta-spark/ (.cache/ is git-ignored).
+# The stamp makes a second run fetch nothing; with a stamp (the pom changed) mvn first tries offline (-o).
+# `make check` needs no Maven (no Spark in its tests).
+M2 := $(abspath .cache/m2)
+DELTA_JARS := .cache/jars/delta-spark
+DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity
 
@@ -20,6 +27,7 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
+<<<<<<< HEAD
 install: check-java fuse3 $(STAMP)
 
 # The crash simulator (tests/crashfs) mounts a FUSE file system through mfusepy, which needs
@@ -34,6 +42,19 @@ fuse3:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null 2>&1; } || \
 		echo "warning: could not install fuse3; the tests under tests/crashfs will skip" >&2; \
 	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/crashfs will skip" >&2; fi
+=======
+install: check-java $(STAMP) $(DELTA_STAMP)
+
+$(DELTA_STAMP): conf/jars/delta/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
+	rm -rf $(DELTA_JARS).tmp
+	mvn -B -q $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) \
+	|| mvn -B -q -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
+	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
+	@touch $@
+>>>>>>> delta
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -80,8 +101,13 @@ CHECK_TESTS := tests/test_layout_commitlog.py tests/test_layout_consumequeue.py 
 	tests/test_layout_checkpoint.py tests/test_layout_single_source.py tests/test_import_graph.py \
 	tests/test_public_api.py tests/test_goldenlib.py tests/test_manifest_rows.py tests/test_codec.py \
 	tests/test_query_golden.py tests/test_sequencer.py tests/test_inputs.py tests/test_hostile_names.py \
+<<<<<<< HEAD
 	tests/test_file_versions.py tests/test_local_store.py
 check: install
+=======
+	tests/test_file_versions.py
+check: check-java $(STAMP)
+>>>>>>> delta
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
 
 test-fast: install
@@ -102,4 +128,4 @@ bench-table:
 	$(PY) bench/table.py
 
 clean:
-	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse
+	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse  # keeps .cache/ (jars)

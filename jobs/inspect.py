@@ -10,6 +10,11 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
   verify [--deep] [--no-spark]
                  check every file (Spark tasks: one per commitlog segment / group of consume queues /
                  index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
+  register --database D
+                 catalog tables D.manifest and D.checkpoints (external Delta tables at the store's
+                 _rocketlake/ paths) and the views D.committed_files and D.live_files, in the Spark
+                 session's catalog (a persistent one, e.g. Hive's metastore, keeps them for every
+                 Spark SQL shell); needs Spark with delta-spark (storelib.delta_spark)
 
 segments, checkpoints, history and stats only read Delta (and a few bytes): they run as plain
 `python jobs/inspect.py ...` too. verify starts Spark (spark-submit, or local[*] under plain python;
@@ -52,8 +57,10 @@ def main(argv=None) -> int:
     vp = sub.add_parser("verify")
     vp.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
     vp.add_argument("--no-spark", action="store_true", help="run the checks in this process")
+    rp = sub.add_parser("register")
+    rp.add_argument("--database", required=True, help="catalog database to create the tables in")
     # options after the command are accepted too: `segments --json`
-    for p in (sp, vp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
         p.add_argument("--json", action="store_true", dest="json_sub")
         p.add_argument("--as-of-batch", dest="as_of_batch_sub")
         p.add_argument("--version", type=int, dest="version_sub")
@@ -65,6 +72,8 @@ def main(argv=None) -> int:
     try:
         if args.command == "verify":
             return cmd_verify(store, args)
+        if args.command == "register":
+            return cmd_register(store, args)
         snap = inspection.resolve_snapshot(store, args.as_of_batch, args.version)
         if args.command == "segments":
             rows = inspection.segment_rows(snap, args.kind, args.topic)
@@ -139,6 +148,24 @@ def cmd_verify(store, args) -> int:
             spark.stop()
     rep.emit(args.json)
     return int(ExitCode.OK if rep.ok else ExitCode.FAILED)        # verify: problems found = 1
+
+
+def cmd_register(store, args) -> int:
+    from storelib import cli, delta_spark
+    if store.local and not store.exists("_rocketlake/checkpoints/_delta_log"):
+        print(f"error: {store.uri} has no rocketlake checkpoints table (nothing committed)", file=sys.stderr)
+        return int(ExitCode.FAILED)
+    spark = cli.spark_session("register")
+    try:
+        names = delta_spark.register_tables(spark, store.uri, args.database)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    finally:
+        spark.stop()
+    for name in names:
+        print(name)
+    return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ pyarrow or deltalake, so the shell query path stays fast):
 * ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify);
 * ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.retention.expire);
 * ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.adopt.adopt);
+* ``configure_delta(builder)``: delta-spark's jars, SQL extension and catalog on a user's own
+  ``SparkSession.builder`` (storelib.delta_spark; the store's Delta tables in Spark SQL);
 * ``StoreConfig`` / ``load_config``: the store configuration (storelib.config);
 * the error types, each where it is raised: ``StoreError`` and ``CorruptStore`` (storelib.errors), ``StorePathError``
   (storage), ``StoreNotFound`` (storefiles), ``InputError`` (codec), ``ConfigError`` (config),
@@ -30,6 +32,7 @@ _LAZY = {
     "verify_store": ("storelib.verify", "verify_store"),
     "expire_store": ("storelib.retention", "expire"),
     "adopt_store": ("storelib.adopt", "adopt"),
+    "configure_delta": ("storelib.delta_spark", "configure_delta"),
     "StoreConfig": ("storelib.config", "StoreConfig"),
     "load_config": ("storelib.config", "load_config"),
     "StoreError": ("storelib.errors", "StoreError"),

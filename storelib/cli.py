@@ -105,11 +105,14 @@ def config_from_args(args):
 
 
 def spark_session(app: str):
+    """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
+    jars from ``make install``, Delta's SQL extension and catalog)."""
     from pyspark.sql import SparkSession
+    from .delta_spark import configure_delta
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
         builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
+    spark = configure_delta(builder).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
     master = spark.sparkContext.master
     if not master.startswith("local"):

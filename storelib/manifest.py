@@ -13,8 +13,10 @@ switch. Manifest rows of a batch without a checkpoint row are ignored by every r
 commits are conditional on the table versions read when the batch was planned, so of two
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
-The tables are written with ``deltalake`` (delta-rs) from the driver; on local stores every
-version goes in through ``storelib.deltacommit``, which makes it durable step by step.
+The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables (reader 1,
+writer 2), which delta-spark reads too (``storelib.delta_spark``; tests/test_delta_spark.py). On
+local stores every version goes in through ``storelib.deltacommit``, which makes it durable step
+by step.
 """
 from __future__ import annotations
 

@@ -52,14 +52,16 @@ def restored_golden(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for in-process tests (ingest, distributed verify)."""
+    """One local[2] SparkSession for in-process tests (ingest, distributed verify), with Delta Lake
+    as every session of the jobs has it (storelib.delta_spark.configure_delta)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    s = (SparkSession.builder.master("local[2]").appName("rocketlake-tests")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties")
-         .getOrCreate())
+    from storelib.delta_spark import configure_delta
+    s = configure_delta(SparkSession.builder.master("local[2]").appName("rocketlake-tests")
+                        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                        .config("spark.driver.extraJavaOptions",
+                                f"-Dlog4j.configurationFile={ROOT}/conf/log4j2.properties")).getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
@@ -80,6 +82,7 @@ def spark():
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
     "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
+    "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
 }
 HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 130,
