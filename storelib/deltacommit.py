@@ -44,7 +44,7 @@ TMP_DIR = f"{META_DIR}/tmp"
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
 # post-commit checkpoint is turned off in scratch tables, ours is durable).
 CHECKPOINT_INTERVAL = 100
-_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet)$")
+_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d{10}\.\d{10})?\.parquet)$")
 
 
 class LocalCommitConflict(StoreError):
@@ -73,7 +73,7 @@ def _scratch(store, table_rel: str, version: int | None) -> str:
     if version is not None:
         real_log = os.path.join(store.path(table_rel), "_delta_log")
         names = _log_files(real_log, version)
-        if f"{version:020d}.json" not in names and f"{version:020d}.checkpoint.parquet" not in names:
+        if not any(int(n[:20]) == version for n in names):
             shutil.rmtree(root, ignore_errors=True)
             raise LocalCommitConflict(f"{table_rel}: version {version} is no longer in its log")
         for n in names:
