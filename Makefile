@@ -27,8 +27,7 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-<<<<<<< HEAD
-install: check-java fuse3 $(STAMP)
+install: check-java fuse3 $(STAMP) $(DELTA_STAMP)
 
 # The crash simulator (tests/crashfs) mounts a FUSE file system through mfusepy, which needs
 # libfuse3 and fusermount3 from Debian's fuse3. Installed here when missing and we are root;
@@ -42,8 +41,6 @@ fuse3:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null 2>&1; } || \
 		echo "warning: could not install fuse3; the tests under tests/crashfs will skip" >&2; \
 	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/crashfs will skip" >&2; fi
-=======
-install: check-java $(STAMP) $(DELTA_STAMP)
 
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
@@ -54,7 +51,6 @@ $(DELTA_STAMP): conf/jars/delta/pom.xml
 		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@
->>>>>>> delta
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -101,13 +97,8 @@ CHECK_TESTS := tests/test_layout_commitlog.py tests/test_layout_consumequeue.py 
 	tests/test_layout_checkpoint.py tests/test_layout_single_source.py tests/test_import_graph.py \
 	tests/test_public_api.py tests/test_goldenlib.py tests/test_manifest_rows.py tests/test_codec.py \
 	tests/test_query_golden.py tests/test_sequencer.py tests/test_inputs.py tests/test_hostile_names.py \
-<<<<<<< HEAD
 	tests/test_file_versions.py tests/test_local_store.py
-check: install
-=======
-	tests/test_file_versions.py
 check: check-java $(STAMP)
->>>>>>> delta
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
 
 test-fast: install
