@@ -299,7 +299,9 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
     opts = storage.delta_storage_options(store.uri)
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
-                                              "rocketlake.operation": checkpoint_row["operation"]})
+                                              "rocketlake.operation": checkpoint_row["operation"],
+                                              # what DESCRIBE HISTORY shows (delta-spark)
+                                              "userMetadata": checkpoint_row["batch_id"]})
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):

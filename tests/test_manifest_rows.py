@@ -51,3 +51,18 @@ def test_expiry_removes_files_written_by_earlier_attempts(tmp_path):
     assert after.files == {}, f"expired files still listed: {sorted(after.files)}"
     # earlier snapshots are unchanged
     assert sorted(manifest.load_snapshot(store, as_of_batch="b2").files) == sorted(snap.files)
+
+
+def test_each_commit_names_its_batch_for_delta_history(tmp_path):
+    """Both tables' commits carry the batch id as the commit's userMetadata (what delta-spark's
+    DESCRIBE HISTORY shows) and as rocketlake.batch_id."""
+    import json
+    store = storage.Store(str(tmp_path / "store"))
+    snap = manifest.load_snapshot(store)
+    manifest.commit(store, snap.versions, [_add("consumequeue/t/0/00000000000000000000", "b1", 1, "a1")],
+                    _ck("b1", 1, "a1"), durable=False)
+    for table in (manifest.MANIFEST_DIR, manifest.CHECKPOINTS_DIR):
+        lines = store.read(f"{table}/_delta_log/00000000000000000000.json").decode().splitlines()
+        info = [json.loads(x)["commitInfo"] for x in lines if '"commitInfo"' in x][0]
+        assert info["userMetadata"] == "b1" and info["rocketlake.batch_id"] == "b1", info
+    assert {h["batch_id"] for h in manifest.history(store)} == {"b1"}
