@@ -316,7 +316,8 @@ def _common_size(store: Store, rels: list) -> int | None:
     return max(counts, key=lambda s: (counts[s], s)) if counts else None
 
 
-def _staging_batches(store: Store) -> set:
+def staging_batches(store: Store) -> set:
+    """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
     try:
         return set(store.list_dirs(STAGING_DIR))
     except OSError:
@@ -438,16 +439,11 @@ def reading_path(store, row: dict, staged: set) -> str:
     return row["path"]
 
 
-def staging_batches(store) -> set:
-    """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
-    return _staging_batches(store)
-
-
 def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
     """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
     cfg = config_of_batch(snap.batch, config)
     check_rows(snap, cfg)
-    staged = _staging_batches(store)
+    staged = staging_batches(store)
 
     def where(row) -> str:
         return reading_path(store, row, staged)

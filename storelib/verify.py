@@ -451,8 +451,8 @@ def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
 def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:
     """An earlier snapshot (later batches appended to files it lists, and changed index heads and
     the checkpoint), or one whose publish is unfinished: its files are rebuilt as of it
-    (storelib.export, into a temporary local
-    directory) and verified there against its manifest rows."""
+    (storelib.export, into a temporary local directory) and verified there against its manifest
+    rows."""
     import shutil
     import tempfile
     from .export import export_store

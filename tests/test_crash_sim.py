@@ -36,7 +36,7 @@ sys.path.insert(0, ROOT)
 from storelib import manifest, storage, verify  # noqa: E402
 from storelib.config import load_config  # noqa: E402
 
-from test_nothing_lost import CUT, SMALL, files_state  # noqa: E402
+from test_nothing_lost import SMALL, files_state, write_inputs  # noqa: E402
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")]
@@ -48,12 +48,7 @@ TORN = 2                                                        # torn states pe
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("crash-inputs")
-    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl")).readlines()
-    (base / "a.jsonl").write_text("".join(lines[:CUT]))
-    (base / "b.jsonl").write_text("".join(lines[CUT:]))
-    (base / "small.properties").write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
-    return base
+    return write_inputs(tmp_path_factory.mktemp("crash-inputs"))
 
 
 def _cfg(base):

@@ -35,12 +35,7 @@ CUT = 1513
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    base = tmp_path_factory.mktemp("nothing-lost")
-    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl")).readlines()
-    (base / "a.jsonl").write_text("".join(lines[:CUT]))
-    (base / "b.jsonl").write_text("".join(lines[CUT:]))
-    (base / "c.jsonl").write_text("".join(lines[:40]))
-    (base / "small.properties").write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    base = write_inputs(tmp_path_factory.mktemp("nothing-lost"))
     store_a = str(base / "store-a")
     r = ingest(base, store_a, "a", "A")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -49,6 +44,17 @@ def work(tmp_path_factory):
     r = ingest(base, str(base / "store-c"), "c", "A")
     assert r.returncode == 0, r.stderr[-3000:]
     return base, store_a
+
+
+def write_inputs(base):
+    """small-roll cut at CUT into a.jsonl and b.jsonl, its first 40 messages as c.jsonl, and the
+    small sizes as small.properties, in ``base``; returns ``base``."""
+    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl")).readlines()
+    (base / "a.jsonl").write_text("".join(lines[:CUT]))
+    (base / "b.jsonl").write_text("".join(lines[CUT:]))
+    (base / "c.jsonl").write_text("".join(lines[:40]))
+    (base / "small.properties").write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    return base
 
 
 def run(args: list, env: dict | None = None, popen: bool = False):
