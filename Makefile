@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.install-stamp
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY))
 # A cold ingest's JVM mostly waits on Python: C1 only and Spark's class-data archive, built by
-# install (storelib/jvm_archive.py); without the archive, C1 only.
-JOB_JVM_OPTS = $(shell $(PY) -m storelib.jvm_archive 2>/dev/null)
+# install (storelib/runtime/jvm_archive.py); without the archive, C1 only.
+JOB_JVM_OPTS = $(shell $(PY) -m storelib.runtime.jvm_archive 2>/dev/null)
 SUBMIT = $(SPARK_ENV) $(VENV)/bin/spark-submit --master 'local[2]' \
 	--conf spark.ui.showConsoleProgress=false --conf spark.ui.enabled=false \
 	--driver-java-options "$(JOB_JVM_OPTS) -Dlog4j.configurationFile=$(abspath conf/log4j2.properties)"
 DEMO_STORE ?= demo-store
-# delta-spark's jars (storelib/delta_spark.py) from Maven Central: conf/jars/delta/pom.xml resolved
+# delta-spark's jars (storelib/table/delta_spark.py) from Maven Central: conf/jars/delta/pom.xml resolved
 # by mvn into .cache/m2, its runtime jars copied to .cache/jars/delta-spark/ (.cache/ is git-ignored).
 # The stamp makes a second run fetch nothing; with a stamp (the pom changed) mvn first tries offline (-o).
 # `make check` needs no Maven (no Spark in its tests).
@@ -29,18 +29,18 @@ check-java:
 
 install: check-java fuse3 $(STAMP) $(DELTA_STAMP)
 
-# The crash simulator (tests/crashfs) mounts a FUSE file system through mfusepy, which needs
+# The crash simulator (tests/support/crashfs) mounts a FUSE file system through mfusepy, which needs
 # libfuse3 and fusermount3 from Debian's fuse3. Installed here when missing and we are root;
 # never fatal: without it the crash tests skip and say why.
 fuse3:
 	@if ldconfig -p 2>/dev/null | grep -q 'libfuse3\.so\.3' && command -v fusermount3 >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing fuse3 (libfuse3, fusermount3) for tests/crashfs"; \
+		echo "installing fuse3 (libfuse3, fusermount3) for tests/support/crashfs"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y -qq fuse3 >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null 2>&1; } || \
-		echo "warning: could not install fuse3; the tests under tests/crashfs will skip" >&2; \
-	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/crashfs will skip" >&2; fi
+		echo "warning: could not install fuse3; the tests under tests/support/crashfs will skip" >&2; \
+	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/support/crashfs will skip" >&2; fi
 
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
@@ -57,7 +57,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps -e .
-	$(SPARK_ENV) $(PY) -m storelib.jvm_archive --build
+	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build
 	@touch $(STAMP)
 
 demo: install
@@ -80,7 +80,7 @@ test: install rocketmq
 # a stamp per version: a second run fetches nothing. RMQ_ALLOW_SKIP=1: without mvn or Maven
 # Central, warn and go on (the RocketMQ tests then skip, saying why). `make check` never needs it.
 rocketmq:
-	@$(PYTHON) tests/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
+	@$(PYTHON) tests/support/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
 
 # The differential suite alone, with many cases: make fidelity N=5000 [N_OTHER=500] [SEED=...]
 N ?= 2000
@@ -88,25 +88,21 @@ N_OTHER ?= 200
 SEED ?= 20261126
 fidelity: install rocketmq
 	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
-		$(PYTEST_ARGS) tests/test_rocketmq_differential.py
+		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py
 
-# The inner loop, no Spark: per-structure layout tests, codec, golden query answers, sequencer,
-# inputs, names, the house rules (import graph, single-source layouts, public API). `make test`
-# runs everything (fuzzing, spark-submit, clusters, S3) and is what CI runs.
-CHECK_TESTS := tests/test_layout_commitlog.py tests/test_layout_consumequeue.py tests/test_layout_indexfile.py \
-	tests/test_layout_checkpoint.py tests/test_layout_single_source.py tests/test_import_graph.py \
-	tests/test_public_api.py tests/test_goldenlib.py tests/test_manifest_rows.py tests/test_codec.py \
-	tests/test_query_golden.py tests/test_sequencer.py tests/test_inputs.py tests/test_hostile_names.py \
-	tests/test_file_versions.py tests/test_local_store.py
+# The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
+# answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked
+# slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
+CHECK_DIRS := $(filter-out tests/e2e/,$(sort $(dir $(wildcard tests/*/test_*.py))))
 check: check-java $(STAMP)
-	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_TESTS)
+	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_DIRS)
 
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
 
 # The crash simulator at every distinct point of every operation (make test: 64 chosen points).
 crash: install
-	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/test_crash_sim.py
+	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

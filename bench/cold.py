@@ -29,8 +29,8 @@ def ensure_input(workdir: str, n: int, files: int = 4) -> str:
 
 
 def ingest_argv(store: str, src: str, summary: str, *extra: str) -> list:
-    """`make`'s cold ingest: its JVM options are the Makefile's SUBMIT's (storelib.jvm_archive)."""
-    from storelib.jvm_archive import job_options
+    """`make`'s cold ingest: its JVM options are the Makefile's SUBMIT's (storelib.runtime.jvm_archive)."""
+    from storelib.runtime.jvm_archive import job_options
     return spark_submit(os.path.join(ROOT, "jobs", "ingest.py"), "--store", store, "--input", src,
                         "--format", "parquet", "--json-summary", summary, *extra, java_opts=job_options())
 
@@ -69,7 +69,7 @@ def bench_ingest_cold(res, workdir: str, n: int, rounds: int, section: str = "in
         raise AssertionError(f"ingest reported {summ.get('messages')} messages, expected {n}")
     _record_pair(res, section, f"ingest {n} msgs, spark-submit", runs, "ours", "parquet copy",
                  "baseline: spark-submit Parquet->Parquet copy of the same input, Spark's default JVM; "
-                 "ours with the Makefile's JVM options for a cold ingest (storelib.jvm_archive)")
+                 "ours with the Makefile's JVM options for a cold ingest (storelib.runtime.jvm_archive)")
     rb = summ["record_bytes"]
     res.record(section, "ingest GB/s of record bytes (best)", rb / stats(runs["ours"])["best"] / GB,
                rb / stats(runs["parquet copy"])["best"] / GB, "GB/s",

@@ -26,7 +26,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 def spark_submit(*args: str, java_opts: str = "") -> list:
     """The command line a user runs (as the Makefile's SUBMIT: local[2], no UI); ``java_opts``
-    for the driver's JVM (the Makefile gives a cold ingest ``storelib.jvm_archive.job_options()``;
+    for the driver's JVM (the Makefile gives a cold ingest ``storelib.runtime.jvm_archive.job_options()``;
     a baseline keeps Spark's defaults)."""
     return [SPARK_SUBMIT, "--master", "local[2]", "--conf", "spark.ui.showConsoleProgress=false",
             "--conf", "spark.ui.enabled=false", "--driver-java-options",

@@ -47,7 +47,9 @@ sys.path.insert(1, os.path.join(ROOT, "bench"))
 import cold  # noqa: E402
 import datagen  # noqa: E402
 import harness  # noqa: E402
-from storelib import codec, config as cfgmod, inputs  # noqa: E402
+from storelib.codec import messages as codec
+from storelib.format import config as cfgmod
+from storelib.ingest import inputs  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
 RES = harness.Results()
@@ -93,7 +95,7 @@ def bench_codec(n: int = 1_000_000, reps: int = 3):
 
     The first pass also pays for the process's first touch of its buffers (page faults, ~0.3-1 s
     per 400 MB on this kind of VM); a writer encodes batch after batch into reused memory
-    (storelib.allocator), so the steady state is the figure; the first pass is in the note."""
+    (storelib.compute.allocator), so the steady state is the figure; the first pass is in the note."""
     import numba
     numba.set_num_threads(1)
     raw = datagen.generate(n, 256)
@@ -152,7 +154,7 @@ def best_of(reps: int, *fns):
 
 
 def bench_ingest(spark, workdir: str, n: int, disk_mbs: float, reps: int = 2):
-    from storelib.ingest import run_ingest
+    from storelib.ingest.driver import run_ingest
     src = os.path.join(workdir, f"input-{n}")
     if not os.path.exists(src):
         datagen.write_parquet(src, n, 256, files=4)
@@ -177,8 +179,8 @@ def bench_ingest(spark, workdir: str, n: int, disk_mbs: float, reps: int = 2):
 
 
 def bench_lookup(spark, workdir: str, n: int):
-    from storelib.ingest import run_ingest
-    from storelib import query
+    from storelib.ingest.driver import run_ingest
+    from storelib.read import query
     src = os.path.join(workdir, f"input-{n}")
     if not os.path.exists(src):
         datagen.write_parquet(src, n, 256, files=8)
@@ -226,7 +228,7 @@ def bench_batch(spark, store: str, src: str, n: int, nkeys: int, reps: int = 2):
     copy, two ways: ``count()`` (each side reads only what a count needs: the join prunes the
     bodies, ours leaves the message columns undecoded) and full rows (a noop write of every
     message column, bodies included, on both sides). Result counts must be equal."""
-    from storelib import keylookup
+    from storelib.read import keylookup
     from pyspark.sql import functions as F
     import pyarrow as pa
     rng = np.random.default_rng(5)
@@ -265,7 +267,7 @@ def bench_batch(spark, store: str, src: str, n: int, nkeys: int, reps: int = 2):
 
 
 def bench_verify(spark, store: str):
-    from storelib import verify
+    from storelib.verify import driver as verify
     files = []
     for d, _, fs in os.walk(store):
         if "_rocketlake" in d:
@@ -354,8 +356,8 @@ def run_sections(a, only: set, workdir: str):
     if "batch" in only:
         bench_batch(spark, store, src, a.lookup_n, a.batch_keys)
     if "verify" in only:
-        from storelib.storefiles import open_files
-        from storelib.storage import Store
+        from storelib.table.storefiles import open_files
+        from storelib.io.storage import Store
         files, _ = open_files(Store(store), None, None)
         cold.bench_verify_cold(RES, store, sum(s.valid for s in files.commitlog), a.rounds)
         bench_verify(spark, store)

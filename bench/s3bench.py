@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import ROOT, job_env, run_process
 
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", "trailer"}
 

@@ -1,63 +1,10 @@
-"""spark-submit jobs/expire.py --store STORE --reserved-hours N [--dry-run] [--now MS]
-
-Retention like RocketMQ's fileReservedTime: removes the oldest commitlog segments whose newest
-message is at least N hours older than now (never the last segment; a prefix only), then the
-consume-queue and index files that point only below the new minimum offset; one Delta commit
-(manifest rows action=remove, a checkpoint row operation=expire), then deletes the files and
-does Delta housekeeping (checkpoint, log cleanup, vacuum). Runs on the driver only: plain
-`python jobs/expire.py ...` works as well.
-Exit status (storelib.cli.ExitCode): 0 done (or nothing to do), 3 concurrent writer, 2 usage,
-1 anything else.
-"""
-import argparse
-import json
+"""spark-submit entry point of storelib.cli.expire (its --help says what it does)."""
 import os
 import sys
 
-# sys.path[0] is jobs/ when run as a script, where this inspect.py would shadow the stdlib module.
+# The checkout's storelib; jobs/ leaves sys.path (jobs/inspect.py would shadow the stdlib module).
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-from storelib import retention  # noqa: E402
-from storelib.cli import ExitCode, exit_code  # noqa: E402
-from storelib.manifest import ConcurrentWriteError  # noqa: E402
-from storelib.storage import StorePathError  # noqa: E402
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="expire.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", required=True)
-    ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")
-    ap.add_argument("--now", type=int, help="reference time in epoch ms (default: the wall clock)")
-    ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
-    ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
-    ap.add_argument("--vacuum-retention-hours", type=int, default=168)
-    ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
-    ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args(argv)
-    if args.reserved_hours < 0:
-        ap.error("--reserved-hours must be >= 0")
-    try:
-        s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
-                             args.vacuum_retention_hours, quiet=args.quiet)
-    except (retention.ExpireError, StorePathError, ConcurrentWriteError) as e:
-        code = exit_code(e)
-        if code == ExitCode.CONCURRENT:
-            print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)
-        else:
-            print(f"error: {e}", file=sys.stderr)
-        return int(code)
-    if args.dry_run or not args.quiet:
-        for p in s["removed"]:
-            print(f"{'would remove' if args.dry_run else 'removed'} {p}")
-    short = {k: v for k, v in s.items() if k not in ("removed", "housekeeping")}
-    print("rocketlake: " + " ".join(f"{k}={v}" for k, v in short.items()), flush=True)
-    if args.json_summary:
-        with open(args.json_summary, "w") as fh:
-            json.dump(s, fh, sort_keys=True)
-            fh.write("\n")
-    return int(ExitCode.OK)
-
+from storelib.cli.expire import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,22 +3,22 @@
 The public API, imported on first use (``import storelib`` itself loads no pyspark, numba,
 pyarrow or deltalake, so the shell query path stays fast):
 
-* ``open_store(uri, as_of_batch=None, config=None)``: a reader of a store (storelib.query);
-* ``run_ingest(spark, store_uri, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest);
+* ``open_store(uri, as_of_batch=None, config=None)``: a reader of a store (storelib.read.query);
+* ``run_ingest(spark, store_uri, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest.driver);
 * ``ingest_dataframe(df, store, config=None, batch_id=None, ...)``: ingest a DataFrame's rows as one
-  batch, exactly as the file ingest (storelib.frame_ingest);
-* ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify);
-* ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.retention.expire);
-* ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.adopt.adopt);
+  batch, exactly as the file ingest (storelib.ingest.frame);
+* ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify.driver);
+* ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.ops.expire.expire);
+* ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.ops.adopt.adopt);
 * ``configure_delta(builder)``: delta-spark's jars, SQL extension and catalog on a user's own
-  ``SparkSession.builder`` (storelib.delta_spark; the store's Delta tables in Spark SQL);
-* ``StoreConfig`` / ``load_config``: the store configuration (storelib.config);
+  ``SparkSession.builder`` (storelib.table.delta_spark; the store's Delta tables in Spark SQL);
+* ``StoreConfig`` / ``load_config``: the store configuration (storelib.format.config);
 * the error types, each where it is raised: ``StoreError`` and ``CorruptStore`` (storelib.errors), ``StorePathError``
   (storage), ``StoreNotFound`` (storefiles), ``InputError`` (codec), ``ConfigError`` (config),
   ``TopicsError`` (topics), ``IngestError`` and ``AlreadyCommitted`` (ingest_errors),
   ``ConcurrentWriteError`` (manifest), ``ExpireError`` (retention), ``AdoptError`` (adopt).
 
-Exit statuses of the jobs: ``storelib.cli.ExitCode``.
+Exit statuses of the jobs: ``storelib.cli.common.ExitCode``.
 """
 from __future__ import annotations
 
@@ -26,27 +26,27 @@ import importlib
 
 # public name -> (module, name in that module)
 _LAZY = {
-    "open_store": ("storelib.query", "open_store"),
-    "run_ingest": ("storelib.ingest", "run_ingest"),
-    "ingest_dataframe": ("storelib.frame_ingest", "ingest_dataframe"),
-    "verify_store": ("storelib.verify", "verify_store"),
-    "expire_store": ("storelib.retention", "expire"),
-    "adopt_store": ("storelib.adopt", "adopt"),
-    "configure_delta": ("storelib.delta_spark", "configure_delta"),
-    "StoreConfig": ("storelib.config", "StoreConfig"),
-    "load_config": ("storelib.config", "load_config"),
+    "open_store": ("storelib.read.query", "open_store"),
+    "run_ingest": ("storelib.ingest.driver", "run_ingest"),
+    "ingest_dataframe": ("storelib.ingest.frame", "ingest_dataframe"),
+    "verify_store": ("storelib.verify.driver", "verify_store"),
+    "expire_store": ("storelib.ops.expire", "expire"),
+    "adopt_store": ("storelib.ops.adopt", "adopt"),
+    "configure_delta": ("storelib.table.delta_spark", "configure_delta"),
+    "StoreConfig": ("storelib.format.config", "StoreConfig"),
+    "load_config": ("storelib.format.config", "load_config"),
     "StoreError": ("storelib.errors", "StoreError"),
     "CorruptStore": ("storelib.errors", "CorruptStore"),
-    "StorePathError": ("storelib.storage", "StorePathError"),
-    "StoreNotFound": ("storelib.storefiles", "StoreNotFound"),
-    "InputError": ("storelib.codec", "InputError"),
-    "ConfigError": ("storelib.config", "ConfigError"),
-    "TopicsError": ("storelib.topics", "TopicsError"),
-    "IngestError": ("storelib.ingest_errors", "IngestError"),
-    "AlreadyCommitted": ("storelib.ingest_errors", "AlreadyCommitted"),
-    "ConcurrentWriteError": ("storelib.manifest", "ConcurrentWriteError"),
-    "ExpireError": ("storelib.retention", "ExpireError"),
-    "AdoptError": ("storelib.adopt", "AdoptError"),
+    "StorePathError": ("storelib.io.storage", "StorePathError"),
+    "StoreNotFound": ("storelib.table.storefiles", "StoreNotFound"),
+    "InputError": ("storelib.codec.messages", "InputError"),
+    "ConfigError": ("storelib.format.config", "ConfigError"),
+    "TopicsError": ("storelib.ingest.topics", "TopicsError"),
+    "IngestError": ("storelib.errors", "IngestError"),
+    "AlreadyCommitted": ("storelib.errors", "AlreadyCommitted"),
+    "ConcurrentWriteError": ("storelib.table.manifest", "ConcurrentWriteError"),
+    "ExpireError": ("storelib.ops.expire", "ExpireError"),
+    "AdoptError": ("storelib.ops.adopt", "AdoptError"),
 }
 
 __all__ = list(_LAZY)

@@ -1,4 +1,24 @@
-"""Errors the readers raise about a store's content (queries, inspection, the manifest, decoding).
+"""Every error class of storelib, and the exit status of every job that ends with one.
+
+Exit status of every job: ``ExitCode`` (the codes), ``EXIT_TABLE`` (which class means which code)
+and ``exit_code``. This module imports nothing, so every entry point can use the table.
+
+    code  ExitCode    jobs/ingest.py       jobs/expire.py       jobs/query.py        jobs/inspect.py
+                      (ingest, import)
+    0     OK          committed, or        done, or nothing     answered (nothing    done; verify found
+                      already committed    to expire            found: empty output) no problem
+    1     FAILED      anything else: a failed write or check (IngestError, AdoptError, ExpireError), a store
+                      path leading out of the store (StorePathError), a damaged or missing store
+                      (StoreError, CorruptStore, StoreNotFound), an unexpected error; verify: problems found
+    2     BAD_INPUT   bad arguments (argparse), bad input rows (InputError), configuration or topics.json
+                      (ConfigError, TopicsError; an unreadable --config file); query: bad query input
+                      (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
+    3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
+                      expiry was left behind, rerun it (ingest, import, expire)
+
+An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
+Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
+(``task_error``); any other task failure is 1.
 
 ``CorruptStore`` names the damaged file relative to the store root and the byte offset in it,
 formatted like a ``verify`` problem line (``<path>@<offset>: <what>``), so a query on a damaged
@@ -6,7 +26,14 @@ store fails with the same words ``inspect.py verify`` reports.
 """
 from __future__ import annotations
 
-__all__ = ["StoreError", "CorruptStore", "read_exact", "open_reader", "read_at"]
+import enum
+
+__all__ = [
+    "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
+    "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
+    "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
+    "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
+]
 
 
 class StoreError(Exception):
@@ -24,40 +51,114 @@ class CorruptStore(StoreError):
         super().__init__(f"{path}@{self.offset}: {what}")
 
 
-def read_exact(store, rel: str, offset: int, length: int) -> bytes:
-    """``store.read(rel, offset, length)`` of bytes a reader was told exist (by the manifest or a
-    broker's listing): a missing, unreadable or short file raises ``CorruptStore``."""
-    try:
-        data = store.read(rel, offset, length)
-    except FileNotFoundError:
-        raise CorruptStore(rel, 0, "missing file") from None
-    except OSError as e:
-        raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
-    return _whole(data, rel, offset, length)
+class IngestError(RuntimeError):
+    """An ingest cannot go on (raised by the driver and by its executor tasks alike)."""
 
 
-def open_reader(store, rel: str):
-    """``store.open_reader(rel)`` of a file a reader was told exists: missing raises ``CorruptStore``."""
-    try:
-        return store.open_reader(rel)
-    except FileNotFoundError:
-        raise CorruptStore(rel, 0, "missing file") from None
-    except OSError as e:
-        raise CorruptStore(rel, 0, f"cannot be read ({type(e).__name__}: {e})") from None
+class AlreadyCommitted(Exception):
+    """The batch id is committed with the same input: nothing to do."""
 
 
-def read_at(fh, rel: str, length: int, offset: int) -> bytes:
-    """``fh.read_at(length, offset)`` of an ``open_reader`` handle, exactly (else ``CorruptStore``)."""
-    try:
-        data = fh.read_at(length, offset)
-    except OSError as e:
-        raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
-    return _whole(data, rel, offset, length)
+class StorePathError(StoreError, ValueError):
+    """A store-relative path that would lead out of the store root: absolute, with ``..``,
+    ``.`` or empty components, a backslash or NUL, or (local stores) a symlink resolving
+    outside the root. Raised before anything is opened, created or deleted there."""
+
+class StoreNotFound(FileNotFoundError):
+    """The path holds neither a rocketlake manifest nor RocketMQ store directories."""
+
+class ContinuedFileDamaged(CorruptStore):
+    """A committed file a batch continues is not what the manifest says it is."""
+
+    def __init__(self, path: str, offset: int, what: str):
+        super().__init__(path, offset, f"{what}; the batch would build on damaged committed bytes, so nothing was "
+                                       "committed (run verify --deep on the store)")
+
+class LocalCommitConflict(StoreError):
+    """The table's log moved on since the writer planned its commit."""
+
+class ExportError(StoreError):
+    """The export target is not empty, or a file's bytes do not match the manifest."""
+
+class ConcurrentWriteError(RuntimeError):
+    """Another batch committed since this one was planned."""
+
+class LeaseLost(ConcurrentWriteError):
+    """This writer's lease is gone (taken over, or not renewed for too long): it must not commit."""
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or inconsistent with the store."""
+
+class TopicsError(ValueError):
+    """topics.json cannot be read or is inconsistent."""
+
+class InputError(ValueError):
+    """Bad input: each problem names the row (source and row number) and the field."""
+
+    def __init__(self, problems: list[str], total: int | None = None):
+        self.problems = problems
+        self.total = total if total is not None else len(problems)
+        shown = "\n  ".join(problems[:20])
+        more = f"\n  ... {self.total - 20} more" if self.total > 20 else ""
+        super().__init__(f"{self.total} bad input row problem(s):\n  {shown}{more}")
+
+class BadInput(ValueError):
+    """A query's arguments are malformed (exit 2)."""
+
+class ExpireError(RuntimeError):
+    """An expiry cannot go on (nothing was changed)."""
+
+class AdoptError(RuntimeError):
+    """A broker's store cannot be adopted as asked (nothing was committed)."""
+
+class DeltaJarsMissing(RuntimeError):
+    """delta-spark's jars are not where ``make install`` puts them (or not on a session's classpath)."""
 
 
-def _whole(data: bytes, rel: str, offset: int, length: int) -> bytes:
-    """``data`` if it holds all ``length`` bytes asked for at ``offset``, else ``CorruptStore``."""
-    if len(data) < length:
-        raise CorruptStore(rel, offset + len(data), f"file ends at {offset + len(data)}, {length} bytes were to be "
-                                                     f"read at {offset} (truncated)")
-    return data
+class ExitCode(enum.IntEnum):
+    """Exit status of every job (the table in this module's docstring)."""
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+    CONCURRENT = 3
+
+
+# Which error means which exit status: (class, code, recognized inside a Spark task's error).
+# First match wins, so a subclass comes before its base.
+EXIT_TABLE = (
+    (InputError, ExitCode.BAD_INPUT, True),
+    (IngestError, ExitCode.FAILED, True),
+    (StorePathError, ExitCode.FAILED, True),
+    (ConfigError, ExitCode.BAD_INPUT, False),
+    (TopicsError, ExitCode.BAD_INPUT, False),
+    (BadInput, ExitCode.BAD_INPUT, False),
+    (ConcurrentWriteError, ExitCode.CONCURRENT, False),
+    (AdoptError, ExitCode.FAILED, False),
+    (ExpireError, ExitCode.FAILED, False),
+    (StoreError, ExitCode.FAILED, False),
+)
+
+
+def task_error(exc: BaseException):
+    """(code, message) of a storelib error raised inside a Spark task, which arrives wrapped in a
+    Py4J error (its text holds the Python traceback); None if ``exc`` is not one."""
+    text = str(exc)
+    for cls, code, in_task in EXIT_TABLE:
+        marker = f"{cls.__module__}.{cls.__qualname__}:"
+        if in_task and marker in text:
+            return code, text[text.index(marker):].split("\n\n")[0]
+    return None
+
+
+def exit_code(exc: BaseException, *, lookup_errors: bool = False) -> ExitCode:
+    """The exit status of a job that ended with ``exc`` (EXIT_TABLE, then a Spark task's error).
+
+    ``lookup_errors``: a KeyError means a batch id / version / name the store does not have (the
+    readers, query and inspect), so bad arguments (2); elsewhere it is an unexpected error (1)."""
+    for cls, code, _in_task in EXIT_TABLE:
+        if isinstance(exc, cls):
+            return code
+    if lookup_errors and isinstance(exc, KeyError):
+        return ExitCode.BAD_INPUT
+    wrapped = task_error(exc)
+    return wrapped[0] if wrapped else ExitCode.FAILED

@@ -6,17 +6,18 @@ import sys
 
 import pytest
 
-import goldenlib
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+import goldenlib  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The golden sets, uncompressed: the repository's tests/golden/<set>.tar.xz unpacked once into
 # tests/golden/.cache/, or $ROCKETLAKE_SHARED/golden as it is when ROCKETLAKE_SHARED is set.
 GOLDEN = goldenlib.golden_root()
 sys.path.insert(0, ROOT)
-from storelib import jvm_archive  # noqa: E402
+from storelib.runtime import jvm_archive  # noqa: E402
 # Every JVM the tests start (spark-submit, SparkSession, ingest_runner) is short-lived and mostly
 # moves bytes between Python processes, like a cold ingest: they get a cold job's options
-# (storelib.jvm_archive: C1 only, and the class-data archive once pytest_configure has it). A
+# (storelib.runtime.jvm_archive: C1 only, and the class-data archive once pytest_configure has it). A
 # trivial local[2] session under the suite's load took 39 s with the default JVM, 27 s with C1 only,
 # 21 s with the archive too. Tests check behaviour, never the JVM's speed.
 # ROCKETLAKE_TEST_JVM_OPTS="" runs the default JVM.
@@ -53,11 +54,11 @@ def restored_golden(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for in-process tests (ingest, distributed verify), with Delta Lake
-    as every session of the jobs has it (storelib.delta_spark.configure_delta)."""
+    as every session of the jobs has it (storelib.table.delta_spark.configure_delta)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from storelib.delta_spark import configure_delta
+    from storelib.table.delta_spark import configure_delta
     s = configure_delta(SparkSession.builder.master("local[2]").appName("rocketlake-tests")
                         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                         .config("spark.driver.extraJavaOptions",

@@ -1,0 +1,58 @@
+"""spark-submit jobs/expire.py --store STORE --reserved-hours N [--dry-run] [--now MS]
+
+Retention like RocketMQ's fileReservedTime: removes the oldest commitlog segments whose newest
+message is at least N hours older than now (never the last segment; a prefix only), then the
+consume-queue and index files that point only below the new minimum offset; one Delta commit
+(manifest rows action=remove, a checkpoint row operation=expire), then deletes the files and
+does Delta housekeeping (checkpoint, log cleanup, vacuum). Runs on the driver only: plain
+`python jobs/expire.py ...` works as well.
+Exit status (storelib.cli.common.ExitCode): 0 done (or nothing to do), 3 concurrent writer, 2 usage,
+1 anything else.
+"""
+import argparse
+import json
+import sys
+
+
+from ..ops import expire as retention
+from .common import exit_code, ExitCode
+from ..errors import ConcurrentWriteError, ExpireError, StorePathError
+
+
+__all__ = ["main"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="expire.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")
+    ap.add_argument("--now", type=int, help="reference time in epoch ms (default: the wall clock)")
+    ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
+    ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
+    ap.add_argument("--vacuum-retention-hours", type=int, default=168)
+    ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.reserved_hours < 0:
+        ap.error("--reserved-hours must be >= 0")
+    try:
+        s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
+                             args.vacuum_retention_hours, quiet=args.quiet)
+    except (ExpireError, StorePathError, ConcurrentWriteError) as e:
+        code = exit_code(e)
+        if code == ExitCode.CONCURRENT:
+            print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)
+        else:
+            print(f"error: {e}", file=sys.stderr)
+        return int(code)
+    if args.dry_run or not args.quiet:
+        for p in s["removed"]:
+            print(f"{'would remove' if args.dry_run else 'removed'} {p}")
+    short = {k: v for k, v in s.items() if k not in ("removed", "housekeeping")}
+    print("rocketlake: " + " ".join(f"{k}={v}" for k, v in short.items()), flush=True)
+    if args.json_summary:
+        with open(args.json_summary, "w") as fh:
+            json.dump(s, fh, sort_keys=True)
+            fh.write("\n")
+    return int(ExitCode.OK)

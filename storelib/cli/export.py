@@ -1,0 +1,39 @@
+"""python jobs/export.py --store STORE --to DIR [--as-of-batch B]
+
+Materializes a committed snapshot as a broker-ready RocketMQ store directory (commitlog/,
+consumequeue/, index/, checkpoint; no _rocketlake/), byte-identical to a RocketMQ broker's files
+for the same messages, every file checked against its manifest checksum. On object stores, where
+rocketlake keeps files as per-batch fragments (storelib.io.fragments), this is how a broker gets its
+files. DIR must be empty or absent. Runs on the driver only (no Spark).
+Exit status (storelib.cli.common.ExitCode): 0 done, 1 failed (damaged store, target not empty), 2 usage.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+from .common import ExitCode, exit_code
+
+
+__all__ = ["main"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="export.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--to", required=True, help="target directory (or store URI), empty or absent")
+    ap.add_argument("--as-of-batch", help="batch id or sequence number (default: the latest)")
+    ap.add_argument("--no-fsync", action="store_true", help="do not fsync the exported files")
+    args = ap.parse_args(argv)
+    from ..table import export
+    as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
+    try:
+        s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
+    except (KeyError, Exception) as e:  # noqa: BLE001 - one exit-code table for every job
+        print(f"error: {e}", file=sys.stderr)
+        return int(exit_code(e, lookup_errors=True))
+    print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
+    return int(ExitCode.OK)

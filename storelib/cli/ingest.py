@@ -1,0 +1,67 @@
+"""spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
+       spark-submit jobs/ingest.py --store STORE --format table --input TABLE_NAME
+       spark-submit jobs/ingest.py --store STORE --format sql --input "SELECT ..."
+                             [--config FILE.properties] [--batch-id ID] [--topics topics.json]
+                             [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
+       spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
+
+table / sql: the rows of a catalog table or of a query's result, through
+storelib.ingest_dataframe (commitlog order: the DataFrame's partition order, then row order).
+
+Ingests one batch of messages into a RocketMQ store (local path or pyarrow.fs URI) and commits
+it to the store's Delta tables. Exit status (storelib.cli.common.ExitCode): 0 committed (or already
+committed), 2 bad input or configuration, 3 concurrent writer, 1 anything else.
+"""
+import argparse
+
+from . import common as cli
+
+
+__all__ = ["main"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="ingest.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
+    ap.add_argument("--input", help="input file or directory; --format table: a table name; --format sql: a query")
+    ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
+                                         "= --store adopts in place, else its files are copied first)")
+    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"], default="jsonl")
+    ap.add_argument("--config", help="broker-style .properties file (default: conf/store.properties)")
+    ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
+    ap.add_argument("--partitions", type=int, default=0,
+                    help="split the input into at least this many tasks (default: Spark's parallelism)")
+    ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "
+                                     "(default: conf/topics.json if present)")
+    ap.add_argument("--queue-by", metavar="NAME",
+                    help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
+                         "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
+    ap.add_argument("--store-timestamp", type=int, metavar="MS",
+                    help="store time for rows without store_timestamp and born_timestamp "
+                         "(default: the newest modification time of the input files)")
+    ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.from_store:
+        if args.input:
+            ap.error("--input and --from-store exclude each other")
+        return cli.run_job("import", args, lambda spark, cfg: cli.adopt(spark, cfg, args))
+    if not args.input:
+        ap.error("--input is required")
+    if args.format in ("table", "sql"):
+        return cli.run_job("ingest", args, lambda spark, cfg: ingest_frame(spark, cfg, args))
+    return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args),
+                       preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES)
+
+
+def ingest_frame(spark, cfg, args) -> int:
+    """--format table / sql: the DataFrame of the table or query, as storelib.ingest_dataframe."""
+    from ..ingest.frame import ingest_dataframe
+    df = spark.table(args.input) if args.format == "table" else spark.sql(args.input)
+    if args.partitions:
+        df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
+    summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
+                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet)
+    cli.emit_summary(summary, args.json_summary)
+    return int(cli.ExitCode.OK)

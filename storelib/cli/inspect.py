@@ -1,0 +1,169 @@
+"""jobs/inspect.py --store STORE [--as-of-batch B | --version V] [--json] COMMAND ...
+
+Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
+
+  segments [--kind commitlog|consumequeue|index|checkpoint] [--topic T]
+                 the manifest: one row per live file (offsets, valid bytes, counts, time range, batch)
+  checkpoints    one row per committed batch (ingest / import / expire)
+  history        Delta history of the manifest and checkpoints tables
+  stats          messages/bytes/offsets/times per topic and queue; broker disk vs stored (sparse) bytes
+  verify [--deep] [--no-spark]
+                 check every file (Spark tasks: one per commitlog segment / group of consume queues /
+                 index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
+  register --database D
+                 catalog tables D.manifest and D.checkpoints (external Delta tables at the store's
+                 _rocketlake/ paths) and the views D.committed_files and D.live_files, in the Spark
+                 session's catalog (a persistent one, e.g. Hive's metastore, keeps them for every
+                 Spark SQL shell); needs Spark with delta-spark (storelib.table.delta_spark)
+
+segments, checkpoints, history and stats only read Delta (and a few bytes): they run as plain
+`python jobs/inspect.py ...` too. verify starts Spark (spark-submit, or local[*] under plain python;
+--no-spark checks in this process).
+"""
+import argparse
+import json
+import signal
+import sys
+
+
+from ..ops import inspect as inspection
+from ..io import storage
+from .common import exit_code, ExitCode
+from ..errors import StoreError, StorePathError
+from ..table import snapshots
+
+__all__ = ["main"]
+
+
+def main(argv=None) -> int:
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
+    ap = argparse.ArgumentParser(prog="inspect.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
+    ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")
+    ap.add_argument("--version", type=int, help="checkpoints-table Delta version to look at")
+    ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    ap.add_argument("--config", help="broker-style .properties (for stores without a manifest; default "
+                                     "conf/store.properties)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sp = sub.add_parser("segments")
+    sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
+    sp.add_argument("--topic")
+    sub.add_parser("checkpoints")
+    sub.add_parser("history")
+    sub.add_parser("stats")
+    vp = sub.add_parser("verify")
+    vp.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
+    vp.add_argument("--no-spark", action="store_true", help="run the checks in this process")
+    rp = sub.add_parser("register")
+    rp.add_argument("--database", required=True, help="catalog database to create the tables in")
+    # options after the command are accepted too: `segments --json`
+    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+        p.add_argument("--json", action="store_true", dest="json_sub")
+        p.add_argument("--as-of-batch", dest="as_of_batch_sub")
+        p.add_argument("--version", type=int, dest="version_sub")
+    args = ap.parse_args(argv)
+    args.json = args.json or args.json_sub
+    args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
+    args.version = args.version_sub if args.version_sub is not None else args.version
+    store = storage.Store(args.store)
+    try:
+        if args.command == "verify":
+            return cmd_verify(store, args)
+        if args.command == "register":
+            return cmd_register(store, args)
+        snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
+        if args.command == "segments":
+            rows = inspection.segment_rows(snap, args.kind, args.topic)
+            cols = inspection.SEGMENT_COLUMNS
+            if args.kind == "commitlog":
+                cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
+            _emit(rows, cols, args.json, "no live files" if snap.batch else "no rocketlake manifest")
+        elif args.command == "checkpoints":
+            cols = inspection.CHECKPOINT_COLUMNS
+            _emit(inspection.checkpoint_rows(snap), None if args.json else cols, args.json, "no committed batch")
+        elif args.command == "history":
+            _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
+        elif args.command == "stats":
+            cmd_stats(store, snap, args)
+    # KeyError: a batch id / version the store does not have (2); StorePathError: a manifest row / file
+    # leading out of the store (1); StoreError: a damaged store or Delta table, errors.CorruptStore (1).
+    except (KeyError, StorePathError, StoreError) as e:
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return int(exit_code(e, lookup_errors=True))
+    return int(ExitCode.OK)
+
+
+def _emit(rows, cols, as_json, empty):
+    if as_json:
+        if rows:
+            print(inspection.to_json_lines(rows, cols))
+        return
+    if not rows:
+        print(f"({empty})")
+        return
+    print(inspection.format_table(rows, cols))
+
+
+def _config(args):
+    from . import common as cli
+    return cli.config_from_args(args)
+
+
+def cmd_stats(store, snap, args):
+    st = inspection.stats(store, snap, _config(args))
+    if args.json:
+        print(json.dumps(st, default=str))
+        return
+    tot = st["total"]
+    print("store: " + " ".join(f"{k}={v}" for k, v in tot.items()))
+    print()
+    print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_ts",
+                                                 "last_store_ts")))
+    print()
+    print(inspection.format_table(st["queues"], ("topic", "queue_id", "messages", "bytes", "min_offset",
+                                                 "max_offset", "first_store_ts", "last_store_ts")))
+    print()
+    rows = st["cost"]["rows"]
+    for r in rows:
+        r["stored/broker"] = f"{r['stored_bytes'] / r['broker_bytes']:.4%}" if r["broker_bytes"] else "-"
+    print(f"disk cost (stored = {st['cost']['measure']}):")
+    print(inspection.format_table(rows, ("kind", "files", "broker_bytes", "valid_bytes", "stored_bytes",
+                                         "stored/broker")))
+
+
+def cmd_verify(store, args) -> int:
+    from . import common as cli
+    from ..verify import driver as verify
+    cfg = _config(args)
+    spark = None
+    try:
+        if not args.no_spark:
+            spark = cli.spark_session("verify")
+        rep = verify.verify_store(store.uri, cfg, deep=args.deep, spark=spark, as_of_batch=args.as_of_batch,
+                                  version=args.version)
+    finally:
+        if spark is not None:
+            spark.stop()
+    rep.emit(args.json)
+    return int(ExitCode.OK if rep.ok else ExitCode.FAILED)        # verify: problems found = 1
+
+
+def cmd_register(store, args) -> int:
+    from . import common as cli
+    from ..table import delta_spark
+    if store.local and not store.exists("_rocketlake/checkpoints/_delta_log"):
+        print(f"error: {store.uri} has no rocketlake checkpoints table (nothing committed)", file=sys.stderr)
+        return int(ExitCode.FAILED)
+    spark = cli.spark_session("register")
+    try:
+        names = delta_spark.register_tables(spark, store.uri, args.database)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    finally:
+        spark.stop()
+    for name in names:
+        print(name)
+    return int(ExitCode.OK)

@@ -1,0 +1,494 @@
+"""The query job behind ``jobs/query.py``: RocketMQ-compatible batch answers and human lookups.
+
+Modes:
+
+* compat batch (Spark): ``--store S --queries Q.jsonl --output A.jsonl`` answers every golden
+  query line (``StoreReader.answer``) in one Spark job (query lines spread over tasks, each task
+  opens a ``StoreReader`` over the same snapshot) and writes answers.jsonl byte-for-byte in the
+  golden format, ordered by qid.
+* single lookups (no Spark, also fine under spark-submit): ``key``, ``id``, ``unique-key``,
+  ``offset``, ``time``.
+* distributed (Spark): ``range`` (``rangescan.scan_range``) and ``keys`` (``keylookup``).
+
+Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the shared
+table, ``storelib.cli.common.ExitCode`` / ``exit_code``): 0 = done (found or nothing found; "nothing
+found" says so on stderr and writes an empty output), 1 = query failed (a damaged or missing
+store, a path leading out of it, anything unexpected), 2 = bad arguments / input / configuration
+or a batch the store does not have.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import BadInput, StorePathError
+from .common import ExitCode, exit_code, spark_session
+from ..format.config import load_config
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
+# a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
+
+__all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+
+I64_MAX = 2**63 - 1
+
+
+# ----------------------------------------------------------------------------- output
+def _message_rows(msgs: list) -> pa.Table:
+    """decode_message dicts -> rangescan.MESSAGE_SCHEMA table."""
+    import pyarrow as pa
+    from ..codec.properties import parse_properties_string
+    from ..read.rangescan import MESSAGE_SCHEMA
+    rows = []
+    for m in msgs:
+        p = parse_properties_string(m["properties_string"])
+        r = {k: m[k] for k in MESSAGE_SCHEMA.names if k in m}
+        r["properties"] = list(p.items())
+        r["tags"], r["keys"], r["uniq_key"] = p.get("TAGS"), p.get("KEYS"), p.get("UNIQ_KEY")
+        rows.append(r)
+    return pa.Table.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def _json_value(v, body_as: str, name: str):
+    if name == "body" and isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode() if body_as == "base64" else bytes(v).decode("utf-8", "replace")
+    if name == "properties" and isinstance(v, list):
+        return {k: val for k, val in v}
+    if isinstance(v, dict) and name == "message":
+        return v
+    return v
+
+
+class Output:
+    """JSON lines (stdout or a file) or Parquet (``--output X.parquet``)."""
+
+    def __init__(self, path: str | None, body_as: str):
+        self.path = path
+        self.body_as = body_as
+        self.parquet = bool(path) and path.endswith(".parquet")
+        self.rows = 0
+
+    def write_table(self, table: pa.Table | None, schema: pa.Schema | None = None) -> None:
+        import pyarrow as pa
+        if table is None:
+            table = schema.empty_table() if schema is not None else pa.table({})
+        if self.parquet:
+            import pyarrow.parquet as pq
+            self.rows += table.num_rows
+            pq.write_table(table, self.path)
+            return
+        self.write_rows(row for batch in table.to_batches(65536) for row in batch.to_pylist())
+
+    def write_rows(self, rows) -> None:
+        """Rows (dicts, keys in column order) as JSON lines, without pyarrow."""
+        fh = open(self.path, "w", encoding="utf-8") if self.path else sys.stdout
+        try:
+            for row in rows:
+                out = {n: _json_value(v, self.body_as, n) for n, v in row.items()}
+                fh.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n")
+                self.rows += 1
+        finally:
+            if self.path:
+                fh.close()
+            else:
+                fh.flush()
+
+    def write_messages(self, msgs: list) -> None:
+        """``decode_message`` dicts in the public message columns (JSON lines need no pyarrow)."""
+        if self.parquet:
+            self.write_table(_message_rows(msgs) if msgs else None, _schema())
+        else:
+            from ..format.records import message_row
+            self.write_rows(message_row(m) for m in msgs)
+
+
+def _nothing(what: str) -> None:
+    print(f"nothing found: {what}", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- arguments
+def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
+    p.add_argument("--store", default=d(None), help="store root: local path or s3://, gs://, hdfs:// URI")
+    p.add_argument("--as-of-batch", default=d(None), help="read this committed batch (id or sequence number)")
+    p.add_argument("--config", default=d(None),
+                   help="broker .properties (stores without a manifest; sizes are fitted to the files otherwise)")
+    p.add_argument("--output", default=d(None), help="output file (.parquet = Parquet; default: JSON lines on stdout)")
+    p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"))
+    p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
+    p.add_argument("--after", default=d(None), help="cursor printed by the previous page")
+    p.add_argument("--rocketmq-compat", action="store_true", default=d(False),
+                   help="answer what a RocketMQ broker answers (quirks included) instead of the exact result")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="query.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(ap, False)
+    ap.add_argument("--queries", help="golden queries.jsonl to answer (compat batch mode, Spark)")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    p = sub.add_parser("key", help="messages by key (UNIQ_KEY or a KEYS token)")
+    _common(p, True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--begin", type=int, help="store time lower bound, ms (inclusive)")
+    p.add_argument("--end", type=int, help="store time upper bound, ms (inclusive)")
+    p.add_argument("--max-num", type=int, default=64, help="--rocketmq-compat: queryMessage maxNum")
+    p = sub.add_parser("id", help="message by offset msgId")
+    _common(p, True)
+    p.add_argument("msg_id")
+    p = sub.add_parser("unique-key", help="message(s) by UNIQ_KEY (client message id)")
+    _common(p, True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--key", required=True)
+    p = sub.add_parser("offset", help="message(s) by queue offset")
+    _common(p, True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--queue", type=int, required=True)
+    p.add_argument("--offset", type=int, required=True)
+    p.add_argument("--count", type=int, default=1)
+    p = sub.add_parser("time", help="queue offset by store time (getOffsetInQueueByTime)")
+    _common(p, True)
+    p.add_argument("--topic", required=True)
+    p.add_argument("--queue", type=int, required=True)
+    p.add_argument("--timestamp", type=int, required=True)
+    p.add_argument("--boundary", choices=["lower", "upper"], default="lower")
+    p = sub.add_parser("range", help="messages by store time range (Spark)")
+    _common(p, True)
+    p.add_argument("--begin", type=int, required=True)
+    p.add_argument("--end", type=int, required=True)
+    p.add_argument("--topic")
+    p = sub.add_parser("keys", help="batch key lookup from a Parquet file of topic, key[, begin, end] (Spark)")
+    _common(p, True)
+    p.add_argument("--input", required=True)
+    return ap
+
+
+def _config(args):
+    return load_config(args.config) if args.config else None
+
+
+# ----------------------------------------------------------------------------- single lookups
+def _open(args):
+    from ..read.query import open_store
+    return open_store(args.store, args.as_of_batch, _config(args))
+
+
+def _parse_after(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        ts, off = text.split(":")
+        return int(ts), int(off)
+    except ValueError:
+        raise BadInput(f"--after {text!r}: expected STORE_TIMESTAMP:COMMITLOG_OFFSET as printed by the previous page")
+
+
+def single(args) -> int:
+    t0 = time.time()
+    r = _open(args)
+    out = Output(args.output, args.body_as)
+    cursor = None
+    if args.cmd in ("key", "unique-key"):
+        what = f"{'key' if args.cmd == 'key' else 'unique key'} {args.key!r} in topic {args.topic!r}"
+        msgs, cursor = _key_messages(r, args)
+    elif args.cmd == "id":
+        what = f"message id {args.msg_id}"
+        try:
+            from ..format.records import decode_msg_id
+            decode_msg_id(args.msg_id)
+        except ValueError as e:
+            raise BadInput(f"malformed message id {args.msg_id!r}: {e}")
+        if args.rocketmq_compat:
+            _, _, m = r.view_message_by_id(args.msg_id)
+        else:
+            m = r.get_by_msg_id(args.msg_id)
+        msgs = [m] if m is not None else []
+    elif args.cmd == "offset":
+        what = f"queue offset {args.offset} (+{args.count}) of {args.topic}/{args.queue}"
+        if args.count < 1:
+            raise BadInput("--count must be at least 1")
+        if args.rocketmq_compat:
+            res = r.get_message("rocketlake-cli", args.topic, args.queue, args.offset, args.count)
+            print(f"status={res['status']} next_begin_offset={res['next_begin_offset']} "
+                  f"min_offset={res['min_offset']} max_offset={res['max_offset']}", file=sys.stderr)
+            msgs = [m for m in res["messages"] if m is not None]
+        else:
+            msgs = r.get_by_queue_offset(args.topic, args.queue, args.offset, args.count)
+    else:                                                       # time
+        return _time_lookup(r, args, out, t0)
+    out.write_messages(msgs)
+    if not msgs:
+        _nothing(what)
+        return ExitCode.OK
+    if cursor is not None:
+        print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
+    _timing(args, t0, len(msgs))
+    return ExitCode.OK
+
+
+def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
+    """``key`` / ``unique-key``: (messages, cursor of the next page or None)."""
+    cursor = None
+    if args.rocketmq_compat:
+        if args.cmd == "key":
+            max_num = args.limit if args.limit is not None else args.max_num
+            res = r.query_message(args.topic, args.key, max_num,
+                                  args.begin if args.begin is not None else 0,
+                                  args.end if args.end is not None else I64_MAX)
+        else:                       # the admin tool: queryMessage(maxNum 32), keep UNIQ_KEY matches
+            from ..format.records import message_keys
+            res = r.query_message(args.topic, args.key, 32, 0, I64_MAX)
+            res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
+        msgs = res["messages"]
+    elif args.cmd == "key":
+        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, _parse_after(args.after))
+        msgs, cursor = page.messages, page.next_after
+    else:
+        msgs = r.find_by_unique_key(args.topic, args.key)
+        after = _parse_after(args.after)
+        if after:
+            msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
+        if args.limit is not None and len(msgs) > args.limit:
+            msgs = msgs[:args.limit]
+            cursor = (msgs[-1]["store_timestamp"], msgs[-1]["commitlog_offset"]) if msgs else None
+    return msgs, cursor
+
+
+def _time_lookup(r, args, out: Output, t0: float) -> int:
+    """``time``: getOffsetInQueueByTime and the queue's bounds, one row."""
+    what = f"queue {args.topic}/{args.queue}"
+    if r.get_max_offset_in_queue(args.topic, args.queue) <= 0:
+        if out.parquet:
+            out.write_table(None, _time_schema())
+        else:
+            out.write_rows([])
+        _nothing(what + " (no such queue, or it is empty)")
+        return ExitCode.OK
+    off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
+    unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
+    row = {"topic": args.topic, "queue_id": args.queue, "timestamp": args.timestamp,
+           "boundary": args.boundary.upper(), "queue_offset": off,
+           "store_timestamp": unit_ts if unit_ts >= 0 else None,
+           "min_offset": r.get_min_offset_in_queue(args.topic, args.queue),
+           "max_offset": r.get_max_offset_in_queue(args.topic, args.queue)}
+    if out.parquet:
+        import pyarrow as pa
+        out.write_table(pa.Table.from_pylist([row], schema=_time_schema()))
+    else:
+        out.write_rows([row])
+    _timing(args, t0, 1)
+    return ExitCode.OK
+
+
+def _time_schema():
+    """The ``time`` command's output columns (in the order of its JSON lines)."""
+    import pyarrow as pa
+    return pa.schema([("topic", pa.string()), ("queue_id", pa.int32()), ("timestamp", pa.int64()),
+                      ("boundary", pa.string()), ("queue_offset", pa.int64()),
+                      ("store_timestamp", pa.int64()), ("min_offset", pa.int64()),
+                      ("max_offset", pa.int64())])
+
+
+def _schema():
+    from ..read.rangescan import MESSAGE_SCHEMA
+    return MESSAGE_SCHEMA
+
+
+def _timing(args, t0, n) -> None:
+    if os.environ.get("ROCKETLAKE_QUERY_TIMING"):
+        print(f"rocketlake: {args.cmd} {n} result(s) in {1000 * (time.time() - t0):.1f} ms", file=sys.stderr)
+
+
+# ----------------------------------------------------------------------------- Spark modes
+def _spark():
+    """(session, owned): a session this call created is stopped at the end, a running one is not."""
+    from pyspark.sql import SparkSession
+    if SparkSession.getActiveSession() is not None:
+        return SparkSession.getActiveSession(), False
+    return spark_session("query"), True
+
+
+def compat_batch(spark, args) -> int:
+    from ..io.storage import Store
+    from ..table.storefiles import open_files
+    if not args.output:
+        raise BadInput("--queries needs --output ANSWERS.jsonl")
+    with open(args.queries, encoding="utf-8") as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln.strip()]
+    queries = []
+    for i, ln in enumerate(lines):
+        try:
+            q = json.loads(ln)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{args.queries}:{i + 1}: not JSON ({e})")
+        queries.append((q.get("qid", i), i, ln))
+    store = Store(args.store)
+    files, info = open_files(store, args.as_of_batch, _config(args))
+    sc = spark.sparkContext
+    b_files = sc.broadcast(files)
+    uri = store.uri
+    n_parts = max(1, min(len(queries), 4 * sc.defaultParallelism))
+
+    def answer_part(items):
+        from storelib.read.query import StoreReader
+        from storelib.io.storage import Store as _Store
+        f = b_files.value
+        reader = StoreReader(_Store(uri), f.config, f)
+        for qid, i, ln in items:
+            a = reader.answer(json.loads(ln))
+            yield (i, json.dumps(a, ensure_ascii=False, separators=(",", ":")))
+
+    got = dict(sc.parallelize(queries, n_parts).mapPartitions(answer_part).collect())
+    order = sorted(queries, key=lambda q: (q[0] if isinstance(q[0], (int, float)) else float("inf"), q[1]))
+    tmp = args.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for qid, i, _ in order:
+            fh.write(got[i] + "\n")
+    os.replace(tmp, args.output)
+    print(f"rocketlake: answered {len(queries)} queries of {args.queries} on {args.store} "
+          f"(batch {info.batch_id or 'none: broker view'}) -> {args.output}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def range_cmd(spark, args) -> int:
+    from pyspark.sql import functions as F
+    from ..read.rangescan import scan_range
+    if args.end < args.begin:
+        raise BadInput("--end is before --begin")
+    df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
+    if args.after:
+        try:
+            after = int(args.after)
+        except ValueError:
+            raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page")
+        df = df.where(F.col("commitlog_offset") > after)
+    if args.limit is not None:           # TakeOrderedAndProject: no full sort / shuffle
+        table = df.orderBy("commitlog_offset").limit(args.limit + 1).toArrow()
+    else:                                # rows come to the driver anyway: sort them here
+        table = df.toArrow().sort_by("commitlog_offset")
+    more = args.limit is not None and table.num_rows > args.limit
+    if more:
+        table = table.slice(0, args.limit)
+    return _finish_table(args, table, f"messages stored in [{args.begin}, {args.end}]"
+                         + (f" in topic {args.topic!r}" if args.topic else ""),
+                         f"{table.column('commitlog_offset')[-1].as_py()}" if more and table.num_rows else None)
+
+
+def keys_cmd(spark, args) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from ..read.keylookup import lookup_keys
+    try:
+        keys = pq.read_table(args.input)
+    except (OSError, pa.ArrowInvalid) as e:
+        raise BadInput(f"--input {args.input}: cannot read Parquet ({e})")
+    missing = {"topic", "key"} - set(keys.column_names)
+    if missing:
+        raise BadInput(f"--input {args.input}: missing column(s) {sorted(missing)} (need topic, key[, begin, end])")
+    keys = keys.select([c for c in ("topic", "key", "begin", "end") if c in keys.column_names])
+    df = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args))
+    table = df.toArrow().sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
+                                                             "store_timestamp", "commitlog_offset")])
+    if args.limit is not None:
+        table = table.slice(0, args.limit)
+    return _finish_table(args, table, f"any of the {keys.num_rows} keys of {args.input}", None)
+
+
+def _finish_table(args, table, what, cursor) -> int:
+    out = Output(args.output, args.body_as)
+    table = _normalize(table)
+    out.write_table(table)
+    if table.num_rows == 0:
+        _nothing(what)
+    elif cursor is not None:
+        print(f"more results: rerun with --after {cursor}", file=sys.stderr)
+    return ExitCode.OK
+
+
+def _normalize(table: pa.Table) -> pa.Table:
+    """Spark's Arrow output uses large types / nested names; keep the public schema types."""
+    import pyarrow as pa
+    from ..read.rangescan import MAP_TYPE
+    cols, names = [], []
+    for name in table.column_names:
+        col = table.column(name)
+        if name == "properties":
+            col = col.cast(MAP_TYPE)
+        elif pa.types.is_large_string(col.type):
+            col = col.cast(pa.string())
+        elif pa.types.is_large_binary(col.type):
+            col = col.cast(pa.binary())
+        cols.append(col)
+        names.append(name)
+    return pa.table(cols, names=names)
+
+
+# ----------------------------------------------------------------------------- entry
+def main(argv=None) -> int:
+    """The query job; ``query ... | head`` ends quietly when the reader goes away, as a shell tool would."""
+    try:
+        code = answer(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    return code
+
+
+def answer(argv=None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not args.store:
+        ap.error("--store is required")
+    if args.cmd is None and not args.queries:
+        ap.error("give --queries FILE.jsonl --output OUT.jsonl, or a command (key, id, unique-key, offset, "
+                 "time, range, keys)")
+    if args.limit is not None and args.limit < 1:
+        ap.error("--limit must be at least 1")
+    spark, owned = None, False
+    try:
+        if args.cmd in ("key", "id", "unique-key", "offset", "time"):
+            return int(single(args))
+        spark, owned = _spark()
+        if args.cmd is None:
+            return int(compat_batch(spark, args))
+        if args.cmd == "range":
+            return int(range_cmd(spark, args))
+        return int(keys_cmd(spark, args))
+    except BrokenPipeError:
+        raise                 # the reader of stdout has gone (`| head`): jobs/query.py ends quietly
+    except Exception as e:  # noqa: BLE001 - a query must end with a clear message
+        code = exit_code(e, lookup_errors=True)
+        _report(e, code)
+        return int(code)
+    finally:
+        if spark is not None and owned:
+            spark.stop()
+
+
+def _report(e: BaseException, code: ExitCode) -> None:
+    """The error a failed query prints on stderr: one line naming the bad input, the batch the
+    store does not have, the damaged file or the path refused; a traceback only for the unexpected."""
+    from ..errors import StoreError
+    if code == ExitCode.BAD_INPUT:             # BadInput, ConfigError; KeyError: no such batch
+        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
+        return
+    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # incl. StoreNotFound, CorruptStore
+        print(f"error: query failed: {e}", file=sys.stderr)
+        return
+    for marker in ("storelib.io.StorePathError: ", "storelib.errors.CorruptStore: "):  # in a Spark task
+        if marker in str(e):
+            print(f"error: query failed: {str(e).split(marker, 1)[1].splitlines()[0]}", file=sys.stderr)
+            return
+    import traceback
+    traceback.print_exc()
+    print(f"error: query failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -1,0 +1,175 @@
+"""Store configuration: RocketMQ ``MessageStoreConfig`` keys, RocketMQ defaults.
+
+Only the keys that shape file bytes or query answers are modelled. They are read
+from a Java ``.properties`` file (``conf/store.properties`` documents every key)
+with RocketMQ's own key names, so a broker's ``broker.conf`` fragment can be
+reused as is. Unknown keys are kept (``extra``) and ignored, as a broker would.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "CQ_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_SLOT_SIZE", "INDEX_ENTRY_SIZE",
+           "FILE_SHAPING_KEYS", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
+
+# The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle); the names
+# here are re-exports for the derived sizes below and for older importers.
+from ..errors import ConfigError
+from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from .indexfile import (ENTRY_SIZE as INDEX_ENTRY_SIZE, file_size as _index_file_size,
+    HEADER_SIZE as INDEX_HEADER_SIZE, SLOT_SIZE as INDEX_SLOT_SIZE)
+
+# RocketMQ 5.3.3 defaults (MessageStoreConfig.java).
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+# Keys whose value changes the bytes of existing files; a store keeps them for life.
+FILE_SHAPING_KEYS = (
+    "mappedFileSizeCommitLog",
+    "mappedFileSizeConsumeQueue",
+    "maxHashSlotNum",
+    "maxIndexNum",
+    "enabledAppendPropCRC",
+    "messageDelayLevel",
+)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
+    mappedFileSizeConsumeQueue: int = 300000 * CQ_UNIT_SIZE
+    maxHashSlotNum: int = 5000000
+    maxIndexNum: int = 5000000 * 4
+    maxMessageSize: int = 1024 * 1024 * 4
+    messageDelayLevel: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    enabledAppendPropCRC: bool = False
+    maxMsgsNumBatch: int = 64
+    maxTransferCountOnMessageInMemory: int = 32
+    maxTransferBytesOnMessageInMemory: int = 256 * 1024
+    # Broker-side defaults used when the input leaves a field out (issue: queue assignment).
+    defaultTopicQueueNums: int = 4
+    brokerIP1: str = "127.0.0.1"
+    listenPort: int = 10911
+    fileReservedTime: int = 72
+    # SYNC_FLUSH: every file of a batch is fsync'd before the commit that makes it visible.
+    # RocketMQ's broker defaults to ASYNC_FLUSH; a batch store promises durable commits, so
+    # ASYNC_FLUSH (no fsync at all) must be asked for, e.g. for scratch stores and benchmarks.
+    flushDiskType: str = "SYNC_FLUSH"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    # ----------------------------------------------------------------- derived
+    @property
+    def cq_file_size(self) -> int:
+        """RocketMQ rounds the consume queue file size up to whole 20-byte units."""
+        return -(-self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+
+    @property
+    def cq_units_per_file(self) -> int:
+        return self.cq_file_size // CQ_UNIT_SIZE
+
+    @property
+    def index_file_size(self) -> int:
+        return _index_file_size(self.maxHashSlotNum, self.maxIndexNum)
+
+    @property
+    def index_entries_per_file(self) -> int:
+        """Entry position 0 is never used: a file holds maxIndexNum - 1 entries."""
+        return self.maxIndexNum - 1
+
+    @property
+    def delay_level_millis(self) -> list[int]:
+        """Delay of level i (1-based) is element i-1, parsed like DefaultMessageStore.parseDelayLevel."""
+        units = {"s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+        out = []
+        for token in self.messageDelayLevel.split(" "):
+            m = re.fullmatch(r"(\d+)([smhd])", token)
+            if not m:
+                raise ConfigError(f"messageDelayLevel: cannot parse level {token!r}")
+            out.append(int(m.group(1)) * units[m.group(2)])
+        return out
+
+    @property
+    def store_host(self) -> str:
+        return f"{self.brokerIP1}:{self.listenPort}"
+
+    def validate(self) -> "StoreConfig":
+        if self.mappedFileSizeCommitLog < 64:
+            raise ConfigError("mappedFileSizeCommitLog must be at least 64 bytes")
+        if self.mappedFileSizeConsumeQueue < CQ_UNIT_SIZE:
+            raise ConfigError("mappedFileSizeConsumeQueue must be at least 20 bytes")
+        if self.maxHashSlotNum < 1 or self.maxIndexNum < 2:
+            raise ConfigError("maxHashSlotNum must be >= 1 and maxIndexNum >= 2")
+        if self.index_file_size > 2**31 - 1:
+            raise ConfigError("index file larger than 2 GiB: lower maxHashSlotNum/maxIndexNum")
+        if self.maxMessageSize < 1:
+            raise ConfigError("maxMessageSize must be positive")
+        self.delay_level_millis  # parse check
+        if self.flushDiskType not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
+            raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH, not {self.flushDiskType!r}")
+        return self
+
+    @property
+    def durable(self) -> bool:
+        """Files are fsync'd before a batch is committed (flushDiskType=SYNC_FLUSH)."""
+        return self.flushDiskType == "SYNC_FLUSH"
+
+    def file_shaping(self) -> dict:
+        return {k: getattr(self, k) for k in FILE_SHAPING_KEYS}
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d.pop("extra")
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "StoreConfig":
+        return cls(**json.loads(text)).validate()
+
+
+def parse_java_properties(text: str) -> dict:
+    """Minimal Java .properties reader: ``key=value`` / ``key: value`` / ``key value``, # and ! comments."""
+    out = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if not m:
+            raise ConfigError(f"line {lineno}: cannot parse {raw!r}")
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _coerce(name: str, value: str, default):
+    if isinstance(default, bool):
+        low = value.lower()
+        if low not in ("true", "false"):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return low == "true"
+    if isinstance(default, int):
+        try:
+            return int(value)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+    return value
+
+
+def load_config(path: str | None = None, overrides: dict | None = None) -> StoreConfig:
+    """Defaults, then the properties file, then explicit overrides (all by RocketMQ key name)."""
+    values: dict = {}
+    if path:
+        with open(path, encoding="utf-8") as fh:
+            values.update(parse_java_properties(fh.read()))
+    if overrides:
+        values.update({k: str(v) for k, v in overrides.items()})
+    base = StoreConfig()
+    known = {f.name: getattr(base, f.name) for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
+    kwargs, extra = {}, {}
+    for k, v in values.items():
+        if k in known:
+            kwargs[k] = _coerce(k, v, known[k])
+        else:
+            extra[k] = v
+    return StoreConfig(**kwargs, extra=extra).validate()

@@ -1,0 +1,404 @@
+"""Stage 4 of an ingest, commit (driver): the moment a batch becomes part of the store.
+
+In order (``commit_batch``):
+
+1. the write stage's file facts are checked complete, and new index files get their names
+   (creation order, strictly increasing millis: RocketMQ loads them sorted by name);
+2. the checkpoint file (last message, last consume-queue message, last rolled index file's end)
+   is staged beside the batch's other files;
+3. one manifest row per staged file and the batch's checkpoint row (``manifest.file_row`` /
+   ``manifest.checkpoint_row``);
+4. the conditional Delta commits (``manifest.commit``), each right after a check that the
+   writer still holds its lease: manifest rows, then the checkpoint row, the switch that makes
+   the batch visible;
+5. publish (``publish``), driven by the batch's manifest rows: patches applied to the files the
+   batch continues in place (storelib.io.patches), staged new files renamed to their names; then
+   this attempt's staging directory is removed (``drop_staging``), and what attempts that never
+   committed left behind (``clear_dead_attempts``).
+
+Until the switch no byte of a store file outside ``_rocketlake/`` changes, so a batch killed
+before it leaves nothing a reader or a broker could see. A crash after the switch leaves a
+committed batch whose publish is unfinished: its staging directory is still there, readers read
+its files through it (storelib.table.storefiles), and the next operation that takes the lease redoes
+the publish (``finish_pending_publish``) before anything else. Staging of attempts that never
+committed is removed only by a writer whose own commit went through: a stalled writer's switch
+can then no longer succeed (the tables moved on), so nothing a committed row needs is deleted.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+from ..format import checkpoint as ckpt, indexfile, paths
+from ..table import deltacommit, manifest, snapcache, writerlease
+from ..io import checksum, fragments, patches, storage
+from . import sequencer
+from ..format.config import StoreConfig
+from ..errors import CorruptStore, IngestError
+from ..runtime.faults import fault
+
+__all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
+           "undo_attempt", "drop_staging", "is_committed"]
+
+
+def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer.StoreState,
+                 plan: sequencer.BatchPlan, summaries: list, results: list, config: StoreConfig, batch_id: str,
+                 fingerprint: str, staging: str, t0: float, prog, attempt: str | None = None,
+                 detail_extra: dict | None = None, lease: writerlease.WriterLease | None = None) -> dict:
+    """Commit and publish the batch whose files the write stage staged (``results``: their facts);
+    returns the batch's summary. ``prog``: a ``progress.Progress``; ``lease``: the writer's lease,
+    checked before each commit."""
+    seq = snap.batch_seq + 1
+    now = manifest.now_ms()
+    segs, cqs, idxs = _written_files(plan, results)
+    _name_index_files(snap, summaries, idxs, now)
+    ck = _checkpoint(snap, state, summaries, idxs)
+    ck_bytes = ck.to_bytes()
+    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now, attempt_id=attempt)
+    rows = _file_rows(snap, segs, cqs, idxs, key)
+    rows.append(_checkpoint_file_row(store, ck, ck_bytes, staging, batch_id, attempt, config, key))
+    detail = dict({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)},
+                  **(detail_extra or {}))
+    checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
+    # Every file of the batch is staged on stable storage by now (the write tasks and the
+    # checkpoint write fsync'd them: flushDiskType=SYNC_FLUSH), and so is every directory that
+    # leads to them (a directory some task created without fsync included), so the switch below
+    # never makes visible a batch a power cut could take back.
+    if config.durable:
+        store.sync_tree(staging)
+    fault("before-delta-commit")
+    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
+    prog.say(f"committed batch {batch_id} as seq {seq}")
+    fault("after-commit-before-publish")
+    publish(store, rows, durable=config.durable)
+    fault("after-publish-before-cleanup")
+    drop_staging(store, staging, durable=config.durable)
+    clear_dead_attempts(store, snap.batches + [checkpoint_row])
+    snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
+    return _summary(plan, batch_id, seq, len(segs), len(cqs), len(idxs), t0, prog)
+
+
+def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
+    """(segments, consume-queue files, index files in plan order) the write stage staged; every
+    file of the plan, or IngestError (``CorruptStore`` if a write task found a continued file
+    damaged)."""
+    damaged = [r for r in results if r["kind"] == "damaged"]
+    if damaged:
+        raise CorruptStore(damaged[0]["path"], damaged[0]["offset"], damaged[0]["what"])
+    segs = [r for r in results if r["kind"] == "commitlog"]
+    cqs = [r for r in results if r["kind"] == "consumequeue"]
+    idxs = sorted((r for r in results if r["kind"] == "index"), key=lambda r: r["ordinal"])
+    if len(segs) != len(plan.segments) or len(cqs) != len(plan.cq_files) or len(idxs) != len(plan.index_files):
+        raise IngestError(f"incomplete write stage: {len(segs)}/{len(plan.segments)} segments, "
+                          f"{len(cqs)}/{len(plan.cq_files)} consume queue files, "
+                          f"{len(idxs)}/{len(plan.index_files)} index files")
+    return segs, cqs, idxs
+
+
+def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now: int) -> None:
+    """Index file names: creation order, strictly increasing (RocketMQ loads them sorted by name)."""
+    existing_idx = snap.of_kind("index")
+    prev_ms = indexfile.name_millis(existing_idx[-1]["path"].split("/")[-1]) if existing_idx else 0
+    prev_ms = prev_ms or 0
+    first_ts = next((s.first_store_ts for s in summaries if s.count), None) or now
+    for r in idxs:
+        if r["path"] is None:
+            h = r["header"]
+            t = h["begin_timestamp"] if h["begin_timestamp"] > 0 else first_ts
+            ms = max(prev_ms + 1, t)
+            r["path"] = f"{indexfile.DIR}/{indexfile.file_name(ms)}"
+            prev_ms = ms
+
+
+def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list) -> ckpt.Checkpoint:
+    """Checkpoint file: last message, last consume-queue message, last rolled index file's end."""
+    prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
+                              snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
+    nonempty = [s for s in summaries if s.count]
+    physic = nonempty[-1].last_store_ts if nonempty else prev_ck.physic_msg_timestamp
+    cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
+    logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
+    index_ts = prev_ck.index_msg_timestamp
+    prev_header = state.index_tail.header if state.index_tail else None
+    for r in idxs:
+        if r["roll"] and prev_header is not None and prev_header["end_timestamp"] > 0:
+            index_ts = prev_header["end_timestamp"]
+        prev_header = r["header"]
+    return ckpt.Checkpoint(physic, logics, index_ts)
+
+
+def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: bytes, staging: str, batch_id: str,
+                         attempt: str | None, config: StoreConfig, key: dict) -> dict:
+    """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
+    (object stores: the row's extents), and its row."""
+    detail = ck.to_dict()
+    if store.local:
+        where = f"{staging}/files/driver/{ckpt.FILE_NAME}"
+    else:
+        where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
+        detail["extents"] = [[0, len(ck_bytes), where, 0]]
+    store.write_file(where, [ck_bytes], durable=config.durable)
+    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.local else None,
+                             file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
+                             checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
+
+
+def _file_detail(r: dict, **extra) -> str:
+    """A written file's row detail: its block digests, its extents (object stores), the patch that
+    continues it in place (local stores: applied at publish, from the staged file), ``extra``."""
+    d = dict(extra, blocks=r["blocks"])
+    if r.get("extents") is not None:
+        d["extents"] = r["extents"]
+    if r.get("patch"):
+        d["patch"] = {"staged": r["patch"]["staged"], "pieces": r["patch"]["extents"]}
+    return manifest.dumps(d)
+
+
+def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: dict) -> list:
+    """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
+    batch_seq, committed_at, attempt_id)."""
+    prev_seg = {r["path"]: r for r in snap.of_kind("commitlog")}
+    rows = [_segment_row(r, prev_seg.get(r["path"]), key) for r in segs]
+    for r in cqs:
+        rows.append(manifest.file_row(
+            "consumequeue", r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
+            base_offset=r["base_offset"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
+            count=r["count"], min_offset=r["min_offset"], max_offset=r["max_offset"],
+            checksum=r["checksum"], detail=_file_detail(r, min_phys=r["min_phys"], max_phys=r["max_phys"]),
+            **key))
+    for r in idxs:
+        h = r["header"]
+        rows.append(manifest.file_row(
+            "index", r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
+            count=r["count"], min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"],
+            min_store_ts=h["begin_timestamp"], max_store_ts=h["end_timestamp"], checksum=r["checksum"],
+            detail=_file_detail(r, header=h), **key))
+    return rows
+
+
+def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
+    """A segment's row: its counts and ranges include the committed prefix it continues (``old``:
+    the segment's current row, if the batch kept its bytes)."""
+    kept = old if old and r["kept_bytes"] else None
+    count = r["count_new"] + (kept["count"] if kept else 0)
+    min_off = kept["min_offset"] if kept else r["first_new_offset"]
+    mins = [x for x in (r["min_ts"], kept["min_store_ts"] if kept else None) if x is not None]
+    maxs = [x for x in (r["max_ts"], kept["max_store_ts"] if kept else None) if x is not None]
+    return manifest.file_row(
+        "commitlog", r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
+        valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
+        max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
+        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r), **key)
+
+
+def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: sequencer.BatchPlan,
+                    summaries: list, ck: ckpt.Checkpoint, config: StoreConfig, fingerprint: str, t0: float,
+                    key: dict, detail: dict) -> dict:
+    """The batch's checkpoints-table row (operation ``ingest``): the store's state after it."""
+    wall = int((time.time() - t0) * 1000)
+    mins = [s.min_store_ts for s in summaries if s.min_store_ts is not None]
+    maxs = [s.max_store_ts for s in summaries if s.max_store_ts is not None]
+    if snap.batch:
+        mins += [snap.batch["min_store_ts"]] if snap.batch["min_store_ts"] is not None else []
+        maxs += [snap.batch["max_store_ts"]] if snap.batch["max_store_ts"] is not None else []
+    return manifest.checkpoint_row(
+        operation="ingest", input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
+        index_entries=plan.entries, total_messages=state.messages + plan.messages,
+        min_phy_offset=snap.batch["min_phy_offset"] if snap.batch else 0,
+        max_phy_offset=plan.next_phys, queue_offsets=manifest.queue_offsets(plan.queue_next),
+        physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
+        index_msg_timestamp=ck.index_msg_timestamp,
+        min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
+        wall_time_ms=wall, config=manifest.dumps(config.file_shaping()), detail=manifest.dumps(detail), **key)
+
+
+def _summary(plan: sequencer.BatchPlan, batch_id: str, seq: int, segments: int, cq_files: int, index_files: int,
+             t0: float, prog) -> dict:
+    elapsed = time.time() - t0
+    summary = {
+        "batch_id": batch_id, "batch_seq": seq, "status": "committed", "messages": plan.messages,
+        "record_bytes": plan.total_bytes, "index_entries": plan.entries,
+        "segments": segments, "consumequeue_files": cq_files, "index_files": index_files,
+        "max_phy_offset": plan.next_phys, "seconds": round(elapsed, 3),
+        "msgs_per_s": round(plan.messages / elapsed, 1) if elapsed > 0 else None,
+    }
+    prog.say(f"done: {summary['messages']} messages, {summary['segments']} segment(s), "
+             f"{summary['record_bytes']} bytes in {elapsed:.1f}s ({summary['msgs_per_s']} msgs/s)")
+    return summary
+
+
+# ---------------------------------------------------------------------------- publish
+def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
+    """Publish a committed batch from its manifest rows (redo-safe, and safe while another writer
+    redoes the same publish): the patches of the files it continues in place, then its staged
+    new files renamed to their names.
+
+    A staged file that is gone must have been published: its file must be there with at least
+    the row's valid bytes, else ``CorruptStore`` (a committed batch is never half published in
+    silence). ``durable``: the patched files and the directories the renames changed are fsync'd
+    before the caller removes the staging directory."""
+    todo, gone = [], []
+    for r in rows:
+        if r["action"] != "add":
+            continue
+        p = patches.row_patch(r)
+        if p is None:
+            continue
+        if store.exists(p["staged"]):
+            todo.append(p)
+        else:
+            gone.append(r)
+    if todo:
+        patches.apply_patches(store, todo, durable, fault=fault)
+    changed: set = set()
+    for r in rows:
+        if r["action"] != "add" or not r["staged_path"]:
+            continue
+        if store.exists(r["staged_path"]):
+            changed.update(store.publish(r["staged_path"], r["path"]) or ())
+            fault("mid-publish")
+        else:
+            gone.append(r)
+    for r in gone:
+        _check_published(store, r)
+    if durable:
+        storage.sync_dirs(changed)
+
+
+def _check_published(store: storage.Store, row: dict) -> None:
+    """A row whose staged copy or patch is gone: its file must hold the row's version (size, and
+    the digest of its last checksum block), else ``CorruptStore``."""
+    size, valid = store.size(row["path"]), int(row.get("valid_bytes") or 0)
+    blocks = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+    ok = size is not None and size >= valid
+    if ok and blocks and valid:
+        i = (valid - 1) // checksum.BLOCK_SIZE
+        lo = i * checksum.BLOCK_SIZE
+        ok = i < len(blocks) and checksum.block_digest(store.read(row["path"], lo, valid - lo)) == blocks[i]
+    if not ok:
+        raise CorruptStore(row["path"], 0, f"committed by batch {row['batch_id']!r}, but neither its staged copy "
+                                           f"nor the file ({size} bytes) holds its version of {valid} valid bytes")
+
+
+def pending_publishes(store: storage.Store, snap: manifest.Snapshot) -> list:
+    """Committed batches of ``snap`` whose staging directory is still there: their publish may be
+    unfinished (oldest first)."""
+    try:
+        staged = set(store.list_dirs(paths.STAGING_DIR))
+    except OSError:
+        return []
+    return [b for b in snap.batches if b["batch_id"] in staged
+            and (b.get("attempt_id") is None or store.exists(_attempt_dir(b)))]
+
+
+def _attempt_dir(batch: dict) -> str:
+    return f"{paths.STAGING_DIR}/{batch['batch_id']}/{batch.get('attempt_id')}"
+
+
+def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> int:
+    """Redo the publish of every committed batch a crash left unfinished (the caller holds the
+    lease), driven by the manifest rows of ``snap``; returns how many there were."""
+    pending = pending_publishes(store, snap)
+    durable = config.durable if config is not None else True
+    for b in pending:
+        rows = [r for r in snap.files.values() if r["batch_id"] == b["batch_id"]]
+        publish(store, rows, durable=durable)
+        if b.get("attempt_id") is not None:
+            drop_staging(store, _attempt_dir(b), durable=durable)
+    committed = {b["batch_id"] for b in snap.batches}
+    for batch_dir in store.list_dirs(paths.STAGING_DIR):
+        if batch_dir in committed:             # a published batch's directory a cut left empty
+            _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    _remove_if_empty(store, paths.STAGING_DIR)
+    return len(pending)
+
+
+def clear_dead_attempts(store: storage.Store, batches: list) -> None:
+    """Remove what attempts that never committed left behind: their staging (local stores), their
+    objects (object stores), scratch Delta tables. Only by a writer whose commit just went
+    through (``batches``: every committed checkpoint row, its own included): no attempt staged
+    before that commit can commit any more, so none of this is needed by a committed row.
+    Staging of a committed batch whose publish is unfinished is kept."""
+    committed = {(b["batch_id"], b.get("attempt_id")) for b in batches}
+    for batch_dir in store.list_dirs(paths.STAGING_DIR):
+        for attempt in store.list_dirs(f"{paths.STAGING_DIR}/{batch_dir}"):
+            if (batch_dir, attempt) not in committed:
+                drop_staging(store, f"{paths.STAGING_DIR}/{batch_dir}/{attempt}", durable=False)
+        for leftover in store.list_files(f"{paths.STAGING_DIR}/{batch_dir}", recursive=False):
+            store.delete(leftover)              # a file directly in a batch directory: never staged by us
+        _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    _remove_if_empty(store, paths.STAGING_DIR)
+    if not store.local:
+        for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
+            for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
+                if (batch_dir, attempt) not in committed:
+                    store.delete(fragments.object_prefix(batch_dir, attempt))
+    deltacommit.clear_scratch(store)
+
+
+def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
+    """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
+    may have committed it while this attempt lost)?"""
+    snap = manifest.load_snapshot(store)
+    return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
+               for b in snap.batches)
+
+
+def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str) -> None:
+    """A failed attempt that did not commit: delete its objects (object stores) and its staging.
+    It never touched a store file (nothing changes before the switch), and never another
+    attempt's files."""
+    if not store.local:
+        store.delete(fragments.object_prefix(batch_id, attempt))
+    drop_staging(store, staging, durable=False)
+
+
+def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> None:
+    """Remove one attempt's staging directory, then its batch directory and ``staging/`` if
+    nothing else is in them. Never another attempt's files: normally the lease holder is the
+    only writer, but a racing writer that got past the lease too may be staging or publishing.
+
+    Local stores: the directory is first renamed out of ``staging/`` (atomic; with ``durable``
+    that rename is fsync'd), then deleted, so a power cut never leaves a staging directory with
+    some of its files gone: one that is still there is whole, and a publish redone from it
+    finds every patch."""
+    if store.local:
+        src = store.path(staging)
+        if os.path.isdir(src):
+            trash = store.path(f"{deltacommit.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
+            os.makedirs(os.path.dirname(trash), exist_ok=True)
+            try:
+                os.rename(src, trash)
+            except FileNotFoundError:
+                trash = None
+            if trash is not None:
+                if durable:
+                    storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
+                shutil.rmtree(trash, ignore_errors=True)
+            _remove_if_empty(store, deltacommit.TMP_DIR)
+        else:
+            store.delete(staging)
+    else:
+        store.delete(staging)
+    for rel in (staging.rsplit("/", 1)[0], paths.STAGING_DIR):
+        if not _remove_if_empty(store, rel):
+            return
+
+
+def _remove_if_empty(store: storage.Store, rel: str) -> bool:
+    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``); whether it is
+    gone now."""
+    if store.local:
+        try:
+            os.rmdir(store.path(rel))
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+    if store.list_files(rel):
+        return False
+    store.delete(rel)                      # directory markers only
+    return True

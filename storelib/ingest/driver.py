@@ -1,0 +1,420 @@
+"""Ingest: one batch of messages -> RocketMQ store files + one Delta commit.
+
+This module is the driver's sequence of stages (``run_ingest``); each stage lives in its own
+module. Stages (Spark only schedules; executors read the input and write the files themselves):
+
+0. lease     driver: ``_rocketlake/writer.lock`` (writerlease.WriterLease): one writer per store; a
+             second ingest fails at once with ConcurrentWriteError (exit 3) and touches nothing.
+             Then: finish the publish of a committed batch a dead run left unfinished. The
+             lease renews itself on a thread; each commit checks it is still this writer's.
+1. encode    storelib.ingest.encode: one task per input split: read, fill broker defaults
+             (storelib.ingest.topics: queue ids by round robin / sharding key, store time), validate,
+             encode every record once (with placeholder placement), stage the records and the
+             split's per-message facts (sizes, queues, tags codes, store times, index key
+             hashes), return a small summary. Bad input stops here, before any store file is
+             written.
+2. plan      driver: ``sequencer.plan_batch`` places every message (commitlog offsets, rolls,
+             queue offsets, index positions) from the split summaries (per-message sizes are
+             read back only for splits that straddle a segment boundary).
+3. write     storelib.ingest.write: one Spark stage, no shuffle, every task reading only what
+             stage 1 staged:
+             - segment tasks (a run of consecutive segments each): read the pieces' staged
+               records, patch the three placement fields (QUEUEID of round-robin rows,
+               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the whole
+               segment file;
+             - file tasks: build whole consume-queue and index files from the placed facts of
+               the splits each file draws on (``place_split`` applies the plan to a split).
+4. commit    storelib.ingest.commit (driver): checkpoint file, manifest rows (built by
+             storelib.table.manifest), conditional Delta commits (the switch), then publish (staged
+             -> final names) and remove the staging directory.
+
+The input is read once; the records are written twice (staging, then their segment), which
+costs less than reading and validating the input a second time (see bench/ and the README).
+
+Every task attempt writes to its own staging path (``_rocketlake/staging/<batch>/<attempt>/files/
+<stage-partition-attempt-uuid>/``) and returns it; only the driver's commit makes a file part of
+the store, so task retries and speculative attempts cannot corrupt a file. A rerun of the same
+batch id after a crash starts over from the committed state (or, if the commit happened, finishes
+publishing), so the bytes are the same as an uninterrupted run.
+
+Batches and readers. A batch appends: it continues the last commitlog segment, the last consume
+queue file of every queue it touches and the last index file (storelib.ingest.file_versions: in place
+through patches on local stores, as extents of new objects on object stores) and creates the files
+it rolls into. Nothing of a store file changes before the switch; committed bytes never change
+after it (only bytes past a committed end, and the index slot heads and header, which readers of
+an earlier snapshot take from their own manifest rows). A reader trusts only what its snapshot's
+manifest rows say: ``valid_bytes`` of a segment / consume queue file, the header of an index file.
+Batch ids are idempotency keys: a committed id with the same input fingerprint is a no-op
+("already-committed", exit 0), with other input an
+error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
+
+Inputs: ``run_ingest`` takes files (``FileInput``: fingerprint of the files, known before the
+lease); ``storelib.ingest.frame`` a DataFrame, whose fingerprint is the digest of what its encode
+tasks encoded (storelib.ingest.record_digest), so ``ingest_batch`` names its split staging
+``PENDING_BATCH_ID`` until then and runs the already-committed check after stage 1.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+
+from ..format import paths
+from ..table import manifest, writerlease
+from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
+from ..io import storage
+from ..runtime import warmup
+from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
+from ..format.config import StoreConfig
+from ..errors import AlreadyCommitted, ConfigError, IngestError
+from .encode import default_store_timestamp, encode_split, input_fingerprint
+from ..runtime.faults import fault
+from ..runtime.progress import Progress
+from .write import run_write_task
+
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "IngestError", "AlreadyCommitted", "store_state", "check_store_root", "check_config"]
+
+
+# ---------------------------------------------------------------------------- the store as found
+def store_state(snap: manifest.Snapshot) -> sequencer.StoreState:
+    if snap.batch is None:
+        return sequencer.StoreState()
+    b = snap.batch
+    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
+    idx = snap.of_kind("index")
+    tail = None
+    if idx:
+        last = idx[-1]
+        header = json.loads(last["detail"])["header"]
+        tail = sequencer.IndexTail(last["path"], header, header["index_count"] >= json.loads(b["config"])["maxIndexNum"])
+    return sequencer.StoreState(next_phys=b["max_phy_offset"], queue_next=queue_next, index_tail=tail,
+                                index_files=len(idx), messages=b["total_messages"])
+
+
+def check_store_root(store: storage.Store, snap: manifest.Snapshot) -> None:
+    """A store without our tables must not already hold RocketMQ files (import those instead)."""
+    if snap.batch is not None:
+        return
+    for d in ("commitlog", "consumequeue", "index"):
+        if store.list_files(d):
+            raise IngestError(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: "
+                              f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
+
+
+def check_config(snap: manifest.Snapshot, config: StoreConfig) -> None:
+    if snap.batch is None:
+        return
+    stored = json.loads(snap.batch["config"])
+    mine = config.file_shaping()
+    diff = {k: (stored.get(k), v) for k, v in mine.items() if stored.get(k) != v}
+    if diff:
+        raise ConfigError("configuration differs from the one this store was written with: "
+                          + ", ".join(f"{k} store={a!r} given={b!r}" for k, (a, b) in diff.items()))
+
+
+def _safe(batch_id: str) -> str:
+    if not batch_id or any(c in batch_id for c in "/\\\0") or batch_id in (".", ".."):
+        raise IngestError(f"invalid batch id {batch_id!r}: no '/', '\\' or empty ids")
+    return batch_id
+
+
+def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics":
+    if isinstance(topics, topics_mod.Topics):
+        return topics
+    if topics:
+        return topics_mod.Topics.load(topics, config.defaultTopicQueueNums)
+    return topics_mod.Topics.default(config.defaultTopicQueueNums)
+
+
+# ---------------------------------------------------------------------------- run_ingest
+@dataclass
+class _Run:
+    """What the steps of one ``run_ingest`` share."""
+    sc: object                    # SparkContext
+    store: storage.Store
+    config: StoreConfig
+    prog: Progress
+    splits: list                  # inputs.Split
+    tcfg: topics_mod.Topics
+    batch_id: str
+    fingerprint: str
+    t0: float
+    attempt: str | None = None    # set once this attempt starts staging files
+    staging: str | None = None
+    snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
+    local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
+
+
+def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
+               batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
+               split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
+               store_timestamp: int | None = None, progress_interval: float = 5.0) -> dict:
+    """Ingest one batch; returns the summary dict.
+
+    Raises InputError/ConfigError/IngestError, ``ConcurrentWriteError`` when another
+    writer holds the store (or committed first). ``topics``: a topics.json path or ``Topics``
+    (default conf/topics.json if present); ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
+    """
+    t0 = time.time()
+    splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
+    source = FileInput(input_path, fmt, splits, store_timestamp)
+    return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
+                        queue_by=queue_by, progress_interval=progress_interval, t0=t0)
+
+
+class FileInput:
+    """Input files cut into splits (storelib.ingest.inputs): identified before anything is encoded, by
+    the files' identity; encoded by one ``encode_stage.encode_split`` task per split.
+
+    The other kind of input, a DataFrame (storelib.ingest.frame), has the same members; its
+    ``fingerprint`` is None until its encode tasks report what they encoded (``fingerprint_of``)."""
+
+    def __init__(self, input_path: str, fmt: str, splits: list, store_timestamp: int | None):
+        self.input_path, self.fmt, self.splits = input_path, fmt, splits
+        self.fingerprint = input_fingerprint(input_path, fmt, splits)
+        self.default_store_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
+
+    def encode(self, run: "_Run", ctx: dict) -> list:
+        return _encode(run, ctx, self.input_path, self.fmt)
+
+    def fingerprint_of(self, scans: list) -> str:
+        return self.fingerprint
+
+
+# The staging name of a batch whose id is derived from what its encode stage produced: its
+# split records are staged here; its files are staged under the real id once it is known.
+PENDING_BATCH_ID = "pending-id"
+
+
+def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
+                 quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
+                 t0: float | None = None) -> dict:
+    """Ingest one batch of ``source`` (``FileInput`` or ``frame_ingest.FrameInput``); the stages
+    of the module docstring. Returns the summary dict (``run_ingest``)."""
+    t0 = t0 or time.time()
+    sc = spark.sparkContext
+    prog = Progress(quiet, sc, progress_interval)
+    store = storage.Store(store_uri)
+    given = _safe(batch_id) if batch_id else None
+    fingerprint = source.fingerprint
+    batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
+    tcfg = _load_topics(topics, config)
+    for w in tcfg.warnings():
+        prog.warn(w)
+    run = _Run(sc, store, config, prog, source.splits, tcfg, batch_id, fingerprint, t0)
+    lease = writerlease.WriterLease(store, batch_id)
+    lease.acquire()          # ConcurrentWriteError: another ingest holds the store
+    fault("after-lease")
+    committed = False
+    encoded_in = None        # staging of the split records when the id was derived after encoding
+    try:
+        snap = manifest.load_snapshot(store)
+        done = _already_committed(run, snap) if fingerprint else None
+        if done is not None:
+            committed = True
+            return done
+        state = _start_attempt(run, snap)
+        prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
+        ctx = {"store": store_uri, "config": config.to_json(), "staging": run.staging,
+               "local_staging": run.local_staging, "splits": [s.to_dict() for s in source.splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
+               "default_store_ts": source.default_store_ts}
+        # 1. encode
+        scans = source.encode(run, ctx)
+        fault("after-scan")
+        if fingerprint is None:
+            encoded_in = run.staging
+            done = _identify(run, snap, lease, source.fingerprint_of(scans), given, ctx)
+            if done is not None:
+                drop_staging(store, run.staging)      # what this attempt staged under a given id
+                committed = True
+                return done
+        rr_starts, rr_after = encode_stage.round_robin_starts(scans, prev_detail.get("round_robin", {}))
+        summaries = encode_stage.split_summaries(scans, tcfg, rr_starts)
+        prog.say(f"encode done: {sum(s.count for s in summaries)} messages, "
+                 f"{sum(s.total_bytes for s in summaries)} record bytes")
+        # 2. plan, 3. write
+        plan = _plan(run, state, scans, summaries, rr_starts)
+        results = _write(run, ctx, plan, scans, summaries, rr_starts)
+        fault("after-files-staged")
+        # 4. commit
+        summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
+                               run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after},
+                               lease=lease)
+        committed = True
+    except BaseException:
+        _abandon(run)
+        raise
+    finally:
+        _drop_encoded(store, encoded_in, run.staging)
+        if run.local_staging:
+            shutil.rmtree(run.local_staging, ignore_errors=True)
+        lease.release()
+        if not committed:
+            try:
+                _remove_empty_meta(store)
+            except Exception:  # noqa: BLE001
+                pass
+    return summary
+
+
+def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
+              given: str | None, ctx: dict) -> dict | None:
+    """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
+    unless given) and the already-committed check, now that the fingerprint is known. The files
+    are then staged under the real id (a publish a crash interrupts is found by it)."""
+    run.fingerprint = fingerprint
+    if given is None:
+        run.batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
+        run.staging = ctx["staging"] = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+    return _already_committed(run, snap)
+
+
+def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | None) -> None:
+    """Remove the split records staged under the pending id (never part of a publish); best effort
+    (a leftover is removed by the next ingest, as any dead attempt's staging)."""
+    if encoded_in is None or encoded_in == staging:
+        return
+    try:
+        drop_staging(store, encoded_in)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
+    """A rerun of a committed batch id: finish its publish if a crash left it unfinished, and
+    return the "already-committed" summary (IngestError if the input differs); else None."""
+    prior = [b for b in snap.batches if b["batch_id"] == run.batch_id]
+    if not prior:
+        return None
+    finish_pending_publish(run.store, snap)
+    if prior[-1]["input_fingerprint"] != run.fingerprint:
+        raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
+                          f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
+                          f"{run.fingerprint[:16]}); use another --batch-id for new data")
+    run.prog.say(f"batch {run.batch_id} is already committed (seq {prior[-1]['batch_seq']}): nothing to do")
+    return {"batch_id": run.batch_id, "status": "already-committed", "batch_seq": prior[-1]["batch_seq"],
+            "messages": prior[-1]["messages"]}
+
+
+def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
+    """Finish a dead run's publish, check the store and the configuration, and name this attempt's
+    staging directory; the state the batch continues. (What dead attempts staged is never read;
+    it is removed once this batch has committed: storelib.ingest.commit.)"""
+    finish_pending_publish(run.store, snap, run.config)
+    check_store_root(run.store, snap)
+    check_config(snap, run.config)
+    state = store_state(snap)
+    run.snap = snap
+    run.attempt = uuid.uuid4().hex[:12]
+    run.staging = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+    run.local_staging = split_staging.local_staging_dir(run.sc, run.store, run.attempt)
+    return state
+
+
+def _encode(run: _Run, ctx: dict, input_path: str, fmt: str) -> list:
+    """Stage 1: one encode task per split; their summaries in split order (InputError with every
+    split's problems if the input is bad)."""
+    sc, prog, splits = run.sc, run.prog, run.splits
+    prog.say(f"encode: {len(splits)} input split(s) of {input_path} ({fmt})")
+    bctx = sc.broadcast(ctx)
+    warmup.wait_workers(sc)          # the workers it warmed take the encode tasks
+    prog.stage("encode", len(splits))
+    scans = sc.parallelize([s.to_dict() for s in splits], max(1, len(splits))) \
+        .map(lambda s: encode_split(bctx.value, s)).collect()
+    prog.stage(None)
+    scans.sort(key=lambda r: r["index"])
+    encode_stage.check_scans(scans, splits)
+    return scans
+
+
+def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
+          rr_starts: dict) -> sequencer.BatchPlan:
+    """Stage 2 (driver): place every message of the batch."""
+    plan_paths = {r["index"]: r["plan_path"] for r in scans if r.get("count")}
+    staged = split_staging.staging_store({"local_staging": run.local_staging}, run.store)
+    plan = sequencer.plan_batch(
+        state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(str(i))),
+        run.config)
+    fault("after-plan")
+    run.prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "
+                 f"file(s), {len(plan.index_files)} index file(s)")
+    return plan
+
+
+def _write(run: _Run, ctx: dict, plan: sequencer.BatchPlan, scans: list, summaries: list,
+           rr_starts: dict) -> list:
+    """Stage 3: segment tasks first (the heaviest), then consume-queue/index file tasks; all read
+    what stage 1 staged, none waits for another (no shuffle). Returns the staged files' facts."""
+    if not plan.segments:
+        return []
+    sc, prog = run.sc, run.prog
+    bctx2 = sc.broadcast(dict(ctx, split_places=write_stage.split_places(scans, plan, rr_starts),
+                              **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id,
+                                                            run.attempt)))
+    seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
+                                                     run.config.mappedFileSizeCommitLog)
+    # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
+    # tasks mostly compute (place the splits, build the index files): alternate them, so that
+    # the tasks running at once are one of each rather than two segment writers sharing the disk.
+    seg = [("segments", t) for t in seg_tasks]
+    files = [("files", g) for g in file_groups]
+    tasks = [t for pair in itertools.zip_longest(seg, files) for t in pair if t is not None]
+    prog.say(f"write: {len(plan.segments)} segment(s) in {len(seg_tasks)} task(s), "
+             f"{len(plan.cq_files) + len(plan.index_files)} consume queue/index file(s) in "
+             f"{len(file_groups)} task(s)")
+    prog.stage("write", len(tasks), segments=len(plan.segments), messages=plan.messages)
+    results = sc.parallelize(tasks, len(tasks)) \
+        .flatMap(lambda t: run_write_task(bctx2.value, t)).collect()
+    prog.stage(None)
+    return results
+
+
+def _abandon(run: _Run) -> None:
+    """A failed attempt: nothing of it is visible; its staged files are removed (best effort; a
+    SIGKILL leaves them for the next ingest, which deletes them before starting). Only this
+    attempt's: a writer that won a race with this one may be publishing its own staged files
+    right now (both passed the lease: best effort on object stores, or a stale lease taken
+    over), and a staged file it has not moved yet would be lost for good."""
+    try:
+        run.prog.stage(None)
+        if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
+            _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
+            undo_attempt(run.store, run.staging, run.batch_id, run.attempt)
+            # A cancelled task's Python worker can outlive its stage by a moment and stage one
+            # more file: drop again until the staging stays gone (bounded; the next writer
+            # removes anything left).
+            quiet = 0
+            for _ in range(40):
+                time.sleep(0.25)
+                if run.store.exists(run.staging):
+                    drop_staging(run.store, run.staging)
+                    quiet = 0
+                elif (quiet := quiet + 1) >= 4:
+                    break
+    except Exception:  # noqa: BLE001 - what is left is undone by the next writer (the intent stays)
+        pass
+
+
+def _quiesce(sc, timeout: float = 60.0) -> None:
+    """Cancel this application's jobs and wait (bounded) until no task runs any more."""
+    try:
+        sc.cancelAllJobs()
+        deadline = time.time() + timeout
+        while sc.statusTracker().getActiveStageIds() and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(0.5)            # a killed Python worker may still flush a file
+    except Exception:  # noqa: BLE001 - best effort; leftovers are removed by the next ingest
+        pass
+
+
+def _remove_empty_meta(store: storage.Store) -> None:
+    """Leave no trace: drop _rocketlake/ (and the root) if a failed first batch created them."""
+    if store.list_files(paths.META_DIR):
+        return
+    store.delete(paths.META_DIR)
+    if store.local and os.path.isdir(store.root) and not os.listdir(store.root):
+        os.rmdir(store.root)

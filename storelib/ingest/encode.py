@@ -1,0 +1,292 @@
+"""Stage 1 of an ingest, encode: one task per input split, and what the driver makes of them.
+
+The task (``encode_split``) reads its split, fills broker defaults (storelib.ingest.topics: queue ids
+by round robin / sharding key, store time), validates, encodes every record once (with
+placeholder placement) and stages two files under the attempt's staging directory:
+
+* ``split-<index>-<attempt>.records``: the encoded records, back to back;
+* ``split-<index>-<attempt>.npz``: the split's per-message facts (sizes, queue keys, round-robin
+  ranks, tags codes, store times, index entries and key hashes), read back by the stage-3 tasks
+  (``load_split_facts`` / ``final_queues``, storelib.ingest.write);
+* ``split-<index>-<attempt>.plan``: what the planner needs of a split that straddles a segment
+  boundary (sizes, index entries, queue codes and per-chunk checkpoints, storelib.ingest.split_facts),
+  read by the driver a bounded chunk at a time (``read_detail``).
+
+It returns a small summary; the driver checks them (``check_scans``: bad input stops here,
+before any store file is written), places the round-robin rows (``round_robin_starts``) and
+turns them into the sequencer's ``SplitSummary`` (``split_summaries``).
+
+Also here: what identifies the input (``input_fingerprint``), the batch's default store time
+(``default_store_timestamp``) and ``reencode_rows``, which encodes rows again exactly as
+``encode_split`` staged them (for a stage-3 attempt that finds them already released).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow.compute as pc
+
+from ..codec import messages as codec
+from . import inputs, sequencer, split_facts, split_staging, topics as topics_mod
+from ..io import storage
+from ..errors import IngestError, InputError
+from ..format.config import StoreConfig
+from ..runtime.faults import fault
+from ..compute.arrays import numeric_values
+from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
+
+__all__ = [
+    "input_fingerprint", "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
+    "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
+]
+
+
+# ---------------------------------------------------------------------------- the input
+def input_fingerprint(path: str, fmt: str, splits: list) -> str:
+    """Identity of the input: files, sizes and modification times (content hash for small files)."""
+    h = hashlib.sha256(fmt.encode())
+    for f in sorted({s.path for s in splits}):
+        fs, p = storage.filesystem(f)
+        info = fs.get_file_info(p)
+        h.update(f"{f}\0{info.size}\0".encode())
+        if info.size is not None and info.size <= (64 << 20):
+            with fs.open_input_file(p) as fh:
+                h.update(hashlib.sha256(fh.read()).digest())
+        else:
+            h.update(str(info.mtime_ns).encode())
+    return h.hexdigest()
+
+
+def default_store_timestamp(splits: list) -> int | None:
+    """The batch's store time for rows without store_timestamp and born_timestamp: the newest
+    modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
+    best = None
+    for f in sorted({s.path for s in splits}):
+        fs, p = storage.filesystem(f)
+        info = fs.get_file_info(p)
+        if info.mtime_ns is not None:
+            ms = info.mtime_ns // 1_000_000
+            best = ms if best is None else max(best, ms)
+    return best
+
+
+# ---------------------------------------------------------------------------- the task
+def _queue_keys(pm: codec.PreparedMessages):
+    """(codes, keys): per message an int code of (topic, queue_id), and the distinct keys."""
+    tenc = pc.dictionary_encode(pm.topic)
+    tidx = numeric_values(tenc.indices).astype(np.int64)
+    width = int(pm.queue_id.max()) + 1 if pm.n else 0
+    if 0 < width * len(tenc.dictionary) <= 4 * pm.n + 4096:
+        # Few (topic, queue) pairs with small queue ids: a lookup table over topic * width + queue
+        # (np.unique's return_inverse sorts every message: ~0.1 s per 500k).
+        dense = tidx * width + pm.queue_id
+        seen = np.flatnonzero(np.bincount(dense, minlength=width * len(tenc.dictionary)))
+        lut = np.zeros(width * len(tenc.dictionary), np.int64)
+        lut[seen] = np.arange(len(seen))
+        codes = lut[dense]
+        uniq = (seen // width) * (2**32) + seen % width
+    else:
+        uniq, codes = np.unique(tidx * (2**32) + pm.queue_id.astype(np.int64), return_inverse=True)
+    topics = tenc.dictionary.to_pylist()
+    keys = [(topics[int(u // 2**32)], int(u % 2**32)) for u in uniq]
+    return codes.astype(np.int32), keys
+
+
+def encode_split(ctx: dict, split_dict: dict) -> dict:
+    """Stage 1 task: read one split, fill broker defaults, validate, encode; stage its records
+    and its per-message facts; return its summary for the sequencer.
+
+    The records are encoded before they are placed: QUEUEID (of round-robin rows), QUEUEOFFSET
+    and PHYSICALOFFSET are placeholders the segment writer patches (``kernels.patch_placement``),
+    and with enabledAppendPropCRC the CRC digits are filled in there too. Every other byte is
+    final, so the input is read and encoded once.
+    """
+    fault("encode-split")
+    split = inputs.split_from_dict(split_dict)
+    try:
+        table, label = inputs.read_split(split)
+    except InputError as e:
+        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
+    return encode_table(ctx, split.index, table, label)
+
+
+def encode_table(ctx: dict, index: int, table, label) -> dict:
+    """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
+    ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.ingest.frame).
+    ``label(i)`` names row i in error messages."""
+    cfg = StoreConfig.from_json(ctx["config"])
+    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    try:
+        filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
+        pm = codec.prepare(filled.table, cfg, label)
+    except InputError as e:
+        return {"index": index, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
+    codes, keys = _queue_keys(pm)
+    rr = filled.rr_topic >= 0
+    # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
+    # -2 marks them (NOT/COMMIT), -1 marks PREPARED/ROLLBACK rows (no queue offset).
+    qcode = np.where(pm.cq_eligible, np.where(rr, -2, codes), -1).astype(np.int32)
+    counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
+    entries = pm.index_counts.astype(np.int32)
+    store = split_staging.staging_store(ctx, storage.Store(ctx["store"]))
+    # Per attempt: a retried or speculative task never rewrites a file the driver may read.
+    base = f"{ctx['staging']}/splits/split-{index:06d}-{attempt_tag()}"
+    records_path, meta_path, plan_path = base + ".records", base + ".npz", base + ".plan"
+    runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
+    unplaced = np.zeros(pm.n, np.int64)
+    threads = writer_threads()
+
+    def encoded(pool):
+        jobs = (lambda r=r: codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, rows=r, fill_crc=False)
+                for r in runs)
+        for j, records in enumerate(in_order(pool, jobs, threads + 1)):
+            if j == len(runs) // 2:
+                fault("mid-records-write")
+            yield records
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        # read once, by a segment writer: around the page cache (storelib.io.direct_io)
+        records_bytes = store.write_file(records_path, encoded(pool), cache=False)
+    buf = io.BytesIO()
+    np.savez(buf, sizes=pm.sizes.astype(np.int32), qkey=qcode, entries=entries, queue_id=pm.queue_id,
+             qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,
+             rr_topics=np.array(json.dumps(filled.rr_topics)), tags=pm.tags_code, ts=pm.store_timestamp,
+             imsg=pm.index_msg.astype(np.int32), ihash=pm.index_hash)
+    store.write_file(meta_path, [buf.getvalue()])
+    rr_queue_nums = [tcfg.write_queue_nums(t) for t in filled.rr_topics]
+    pcode = split_facts.planner_codes(qcode, len(keys), filled.rr_topic, filled.rr_rank, rr_queue_nums)
+    store.write_file(plan_path, split_facts.planner_file(pm.sizes, entries, pcode, keys, filled.rr_topics,
+                                                         rr_queue_nums))
+    with_entries = np.flatnonzero(entries > 0)
+    cq_rows = np.flatnonzero(pm.cq_eligible)
+    ts = pm.store_timestamp
+    return {
+        "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
+        "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
+        "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
+        "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
+        "entries": int(entries.sum()),
+        "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,
+        "first_store_ts": int(ts[0]) if pm.n else None,
+        "last_store_ts": int(ts[-1]) if pm.n else 0,
+        "last_cq_store_ts": int(ts[cq_rows[-1]]) if len(cq_rows) else None,
+        "min_store_ts": int(ts.min()) if pm.n else None,
+        "max_store_ts": int(ts.max()) if pm.n else None,
+    }
+
+
+def reencode_rows(ctx: dict, cfg: StoreConfig, si: int, r0: int, r1: int) -> np.ndarray:
+    """Rows r0..r1 of split ``si`` encoded again from the input, exactly as ``encode_split``
+    staged them (for an attempt that finds a split's staged records already deleted).
+
+    A DataFrame's partition cannot be read again from inside a task (``ctx["splits"]`` holds no
+    files): the attempt fails with IngestError and the batch with it, leaving the store as it was."""
+    if si >= len(ctx["splits"]):
+        raise IngestError(f"input split {si}: its staged records were already written and released by an "
+                          f"earlier attempt of this task, and a DataFrame partition cannot be read again "
+                          f"from a task; nothing was committed, rerun the ingest")
+    split = inputs.split_from_dict(ctx["splits"][si])
+    table, label = inputs.read_split(split)
+    filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), None,
+                             ctx.get("default_store_ts"), label)
+    pm = codec.prepare(filled.table.slice(r0, r1 - r0), cfg, lambda i: label(r0 + i))
+    unplaced = np.zeros(pm.n, np.int64)
+    return codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, fill_crc=False)
+
+
+# ---------------------------------------------------------------------------- staged facts
+def load_split_facts(store: storage.Store, path: str):
+    return np.load(io.BytesIO(store.read(path)))
+
+
+def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
+    """(qcode, keys, queue_id) of a split once its round-robin rows are placed: queue =
+    (the topic's position at the split start + rank) % writeQueueNums (storelib.ingest.topics)."""
+    keys = [tuple(k) for k in json.loads(str(meta["qkeys"]))]
+    qcode = meta["qkey"].astype(np.int32)
+    queue_id = meta["queue_id"].astype(np.int32)
+    rr_rows = np.flatnonzero(meta["rr_topic"] >= 0)
+    if len(rr_rows):
+        rr_topics = json.loads(str(meta["rr_topics"]))
+        t = meta["rr_topic"][rr_rows].astype(np.int64)
+        nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
+        start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)
+        q = (start[t] + meta["rr_rank"][rr_rows]) % nq[t]
+        queue_id[rr_rows] = q
+        elig = qcode[rr_rows] == -2
+        uniq, inv, width = _distinct_pairs(t[elig], q[elig], len(rr_topics), int(nq.max()))
+        index_of = {k: i for i, k in enumerate(keys)}
+        codes = []
+        for u in uniq.tolist():            # one per round-robin topic/queue, not per message
+            k = (rr_topics[u // width], u % width)
+            if k not in index_of:
+                index_of[k] = len(keys)
+                keys.append(k)
+            codes.append(index_of[k])
+        qcode[rr_rows[elig]] = np.asarray(codes, np.int32)[inv]
+    return qcode, keys, queue_id
+
+
+def _distinct_pairs(t: np.ndarray, q: np.ndarray, ntopics: int, width: int) -> tuple:
+    """(distinct t * width + q ascending, each row's index into them, width) for 0 <= q < width:
+    a table over every pair when there are few (np.unique's return_inverse sorts every row)."""
+    dense = t * width + q
+    if ntopics * width <= 4 * len(dense) + 4096:
+        present = np.flatnonzero(np.bincount(dense, minlength=ntopics * width))
+        lut = np.zeros(ntopics * width, np.int64)
+        lut[present] = np.arange(len(present))
+        return present, lut[dense], width
+    uniq, inv = np.unique(dense, return_inverse=True)
+    return uniq, inv, width
+
+
+def read_detail(store: storage.Store, plan_path: str, rr_start: dict | None = None) -> split_facts.ChunkedDetail:
+    """The planner's view of a split that straddles a segment boundary: its staged planner file,
+    read a chunk at a time (the driver's memory does not grow with the split)."""
+    return split_facts.ChunkedDetail(store, plan_path, rr_start)
+
+
+# ---------------------------------------------------------------------------- driver
+def check_scans(scans: list, splits: list) -> None:
+    """InputError with the problems every split found (lines labelled as in the input), if any."""
+    problems, total = [], 0
+    for r in scans:
+        if "errors" in r:
+            problems.extend(r["errors"])
+            total += r["error_total"]
+    if problems:
+        rows = {r["index"]: r.get("count", r.get("rows")) for r in scans}
+        raise InputError(inputs.resolve_line_labels(problems, splits, rows), total)
+
+
+def split_summaries(scans: list, tcfg: "topics_mod.Topics", rr_starts: dict) -> list:
+    """The sequencer's view of every split: its counts, with its round-robin rows' queues placed."""
+    summaries = []
+    for r in scans:
+        qc = {(t, q): c for t, q, c in r["queue_counts"]}
+        for k, c in topics_mod.rr_queue_counts(tcfg, r.get("rr_topics", []), r.get("rr_residues", []),
+                                               rr_starts[str(r["index"])]).items():
+            qc[k] = qc.get(k, 0) + c
+        summaries.append(sequencer.SplitSummary(
+            index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
+            queue_counts=qc, entries=r["entries"],
+            last_entry_row=r["last_entry_row"], last_store_ts=r["last_store_ts"],
+            last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
+            max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]))
+    return summaries
+
+
+def round_robin_starts(scans: list, prev: dict) -> tuple[dict, dict]:
+    """Per split, each round-robin topic's position at its first row; and the positions after."""
+    pos = dict(prev)
+    starts = {}
+    for r in scans:
+        starts[str(r["index"])] = {t: pos.get(t, 0) for t in r.get("rr_topics", [])}
+        for t, c in zip(r.get("rr_topics", []), r.get("rr_total", [])):
+            pos[t] = pos.get(t, 0) + c
+    return starts, pos

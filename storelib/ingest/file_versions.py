@@ -1,0 +1,255 @@
+"""Where a stage-3 write task puts one file version, by store kind and by whether the batch
+creates the file or continues a committed one (storelib.ingest.write uses it for every file):
+
+==============  ===============================  ==========================================
+                new file                         continued file (committed bytes kept)
+==============  ===============================  ==========================================
+local / POSIX   whole file in the attempt's      a patch in the attempt's staging directory
+                staging directory, renamed to    (storelib.io.patches), applied in place at
+                its name after the switch        publish, after the switch
+object store    one object, key unique to the    one object with the new bytes (and, for an
+                attempt (storelib.io.fragments)     index file, a new head); the row's extents
+==============  ===============================  ==========================================
+
+It also computes the new version's checksum (storelib.io.checksum) from the committed row's block
+digests, reading back at most the blocks the batch touches, and returns the facts the commit
+needs (``staged_path`` / ``patch`` / ``extents``, ``blocks``).
+
+A batch builds on the committed bytes of a file it continues, so it first checks them
+(``ContinuedFileDamaged``): the committed bytes it reads back must match the manifest's block
+digests, and on a local store the file must have its full size and nothing but zeros past its
+committed end. Otherwise the append would launder the damage: the new checksum would cover it.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import ContinuedFileDamaged, IngestError
+from ..io import checksum, fragments, patches
+
+__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE", "ContinuedFileDamaged"]
+
+
+# Largest object one file version is written as (object stores): a segment of 1 GiB becomes
+# eight objects, each uploaded and completed on its own.
+OBJECT_PART_SIZE = 128 << 20
+
+
+def committed_facts(row: dict) -> dict:
+    """What a write task needs of a continued file's live manifest row (driver side)."""
+    import json
+    detail = json.loads(row["detail"] or "{}")
+    return {"valid_bytes": row["valid_bytes"], "file_size": row["file_size"], "blocks": detail.get("blocks"),
+            "extents": detail.get("extents"), "detail": detail}
+
+
+class FileVersion:
+    """One file version a task writes: ``rel`` (its store path), ``start`` (committed bytes it
+    keeps: 0 for a new file), ``part`` (names the staged file or object)."""
+
+    def __init__(self, ctx: dict, store, rel: str, start: int, file_size: int, tag: str, part: str):
+        self.store, self.rel, self.start, self.file_size = store, rel, start, file_size
+        self.prior = ctx["committed"].get(rel) if start else None
+        if start and self.prior is None:
+            raise IngestError(f"{rel}: the plan continues it from byte {start}, but no committed row lists it")
+        if self.prior is not None and start > self.prior["valid_bytes"]:
+            raise IngestError(f"{rel}: the plan continues it from byte {start}, past its committed "
+                              f"{self.prior['valid_bytes']} bytes")
+        self.durable = ctx["durable"]
+        if ctx["objects"]:
+            self.mode = "object"
+            self.write_rel = fragments.object_rel(ctx["batch_id"], ctx["attempt"], tag, rel, part)
+            if self.prior is not None:
+                store.map_file(rel, self.prior["file_size"], fragments.extents_from_detail(self.prior["extents"]))
+        elif start:
+            self.mode = "patch"
+            self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}.{part}.patch"
+            self._check_size()
+        else:
+            self.mode = "whole"
+            self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}"
+
+    # -- committed bytes
+    def read_committed(self, pos: int, n: int) -> bytes:
+        return self.store.read(self.rel, pos, n) if n > 0 else b""
+
+    def known_blocks(self, upto: int) -> list:
+        """Digests of the committed blocks wholly before byte ``upto`` (read and hashed when the
+        committed row does not carry them)."""
+        known = checksum.digests_from_detail(self.prior.get("blocks")) if self.prior else []
+        need = upto // checksum.BLOCK_SIZE
+        if len(known) < need:
+            known = checksum.hash_blocks(self.read_committed, 0, need)
+        return known[:need]
+
+    # -- files written in order from ``start`` (commitlog segments, consume queues)
+    def hasher(self) -> checksum.BlockHasher:
+        b0 = self.start - self.start % checksum.BLOCK_SIZE
+        head = self.read_committed(b0, self.start - b0)
+        self._check_block(b0 // checksum.BLOCK_SIZE, head)
+        return checksum.BlockHasher(self.start, self.known_blocks(self.start), head)
+
+    # -- the committed bytes a continued version builds on
+    def _check_size(self) -> None:
+        size = self.store.size(self.rel)
+        if size is None:
+            raise ContinuedFileDamaged(self.rel, 0, "missing file")
+        if size != self.prior["file_size"]:
+            raise ContinuedFileDamaged(self.rel, min(size, self.prior["file_size"]),
+                                       f"the file has {size} bytes, its manifest row {self.prior['file_size']}")
+
+    def _check_block(self, i: int, data: bytes) -> None:
+        """Committed block ``i`` (``data``: its committed bytes, as far as the committed version
+        reaches into it) against the digest the manifest holds for it."""
+        known = checksum.digests_from_detail(self.prior.get("blocks")) if self.prior else []
+        whole = min(checksum.BLOCK_SIZE, self.prior["valid_bytes"] - i * checksum.BLOCK_SIZE) if self.prior else 0
+        if i >= len(known) or len(data) != whole:
+            return                         # not all of the block's committed bytes: nothing to compare
+        if len(data) and checksum.block_digest(data) != known[i]:
+            raise ContinuedFileDamaged(self.rel, i * checksum.BLOCK_SIZE,
+                                       f"committed bytes [{i * checksum.BLOCK_SIZE}, "
+                                       f"{i * checksum.BLOCK_SIZE + len(data)}) differ from the manifest's block digest")
+
+    def check_zero_tail(self, end: int) -> None:
+        """Local continued files: nothing but zeros from ``end`` (where this version's bytes stop)
+        to the end of the file. Only what the file system holds as data is read (SEEK_DATA): a
+        tail never written is a hole and costs nothing."""
+        if self.mode != "patch":
+            return
+        size = self.prior["file_size"]
+        fd = os.open(self.store.path(self.rel), os.O_RDONLY)
+        try:
+            pos = end
+            while pos < size:
+                try:
+                    lo = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:            # ENXIO: only a hole past pos
+                    return
+                hi = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
+                for a in range(lo, hi, 8 << 20):
+                    buf = np.frombuffer(os.pread(fd, min(8 << 20, hi - a), a), np.uint8)
+                    nz = np.flatnonzero(buf)
+                    if len(nz):
+                        raise ContinuedFileDamaged(self.rel, a + int(nz[0]),
+                                                   f"a non-zero byte past the committed end ({self.start})")
+                pos = hi
+        finally:
+            os.close(fd)
+
+    def write_stream(self, chunks) -> None:
+        """Write the new bytes (from ``start`` on) as this version's staged file, or as objects of
+        at most ``OBJECT_PART_SIZE`` bytes (``_objects``: what ``facts`` lists as extents)."""
+        if self.mode == "object":
+            self._objects = self.store.write_objects(lambda k: self.write_rel if k == 0 else f"{self.write_rel}.{k}",
+                                                     chunks, OBJECT_PART_SIZE)
+            return
+        total = self.file_size if self.mode == "whole" else None
+        self.store.write_file(self.write_rel, chunks, total, durable=self.durable)
+
+    def facts(self, new_bytes: int, digests: list) -> dict:
+        """The commit's facts of a version written by ``write_stream`` (``new_bytes`` from
+        ``start``; ``digests``: its block digests)."""
+        out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
+               "checksum": checksum.combine(digests)}
+        if self.mode == "whole":
+            out["staged_path"] = self.write_rel
+        elif self.mode == "patch":
+            self.check_zero_tail(self.start + new_bytes)
+            out["patch"] = {"path": self.rel, "staged": self.write_rel,
+                            "extents": [[self.start, new_bytes, 0, patches.PHASE_APPEND]]}
+        else:
+            prior = self.prior["extents"] if self.prior else []
+            new, pos = [], self.start
+            for rel, n in getattr(self, "_objects", [(self.write_rel, new_bytes)]):
+                if n:
+                    new.append([pos, n, rel, 0])
+                pos += n
+            if pos != self.start + new_bytes:
+                raise IngestError(f"{self.rel}: {pos - self.start} bytes written as objects, {new_bytes} expected")
+            out["extents"] = self._bounded(fragments.overlay(prior, new))
+        return out
+
+    def _bounded(self, extents: list) -> list:
+        """``extents``, with the trailing ones rewritten as one object when the list grew past
+        ``fragments.MAX_EXTENTS`` (storelib.io.fragments); as manifest detail."""
+        k = fragments.merge_from(extents)
+        if k is not None:
+            lo = extents[k][0]
+            hi = extents[-1][0] + extents[-1][1]
+            self.store.map_file(self.rel, self.file_size, extents)
+            data = (self.store.read(self.rel, p, min(64 << 20, hi - p)) for p in range(lo, hi, 64 << 20))
+            objects = self.store.write_objects(lambda j: f"{self.write_rel}.merged{j}", data, OBJECT_PART_SIZE)
+            merged, pos = [], lo
+            for rel, n in objects:
+                merged.append(fragments.Extent(pos, n, rel, 0))
+                pos += n
+            extents = list(extents[:k]) + merged
+        return fragments.extents_to_detail(extents)
+
+    # -- files changed at several places (index files continued: entries, slot heads, header)
+    def write_parts(self, parts: list, valid: int) -> dict:
+        """Write a continued file's changes ``[(file_pos, bytes, phase)]`` (patch or objects);
+        the commit's facts, with the checksum of the whole new version (``valid`` bytes)."""
+        read_new = patches.overlay_reader(self.read_committed, parts)
+        known = checksum.digests_from_detail(self.prior.get("blocks")) if self.prior else []
+        if len(known) < -(-self.prior["valid_bytes"] // checksum.BLOCK_SIZE):
+            known = []                                   # a row without block digests: hash all
+        dirty = [(p, p + memoryview(d).nbytes) for p, d, _ in parts]
+        if self.mode == "patch":
+            self._check_blocks(known, dirty)
+            self.check_zero_tail(max(p + memoryview(d).nbytes for p, d, phase in parts
+                                     if phase == patches.PHASE_APPEND))
+        digests = checksum.rehash_blocks(read_new, valid, known, dirty)
+        out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
+               "checksum": checksum.combine(digests)}
+        if self.mode == "patch":
+            out["patch"] = {"path": self.rel, "staged": self.write_rel,
+                            "extents": patches.stage_patch(self.store, self.write_rel, parts, self.durable)}
+            return out
+        self.write_stream(d for _, d, _ in parts)
+        out["extents"] = self._bounded(fragments.overlay(
+            self.prior["extents"], _stream_extents([(p, memoryview(d).nbytes) for p, d, _ in parts], self._objects)))
+        return out
+
+    def _check_blocks(self, known: list, dirty: list) -> None:
+        """Every committed block the ``dirty`` ranges touch against its manifest digest (the new
+        digests are computed over them)."""
+        valid = self.prior["valid_bytes"]
+        B = checksum.BLOCK_SIZE
+        touched = sorted({i for lo, hi in dirty for i in range(lo // B, -(-hi // B)) if i * B < valid})
+        for i in touched:
+            if i < len(known):
+                self._check_block(i, self.read_committed(i * B, min(B, valid - i * B)))
+
+    def write_whole(self, chunks) -> dict:
+        """A new file from its chunks (index files: header, slots, entries); the commit's facts."""
+        h = checksum.BlockHasher()
+        written = 0
+
+        def hashed():
+            nonlocal written
+            for c in chunks:
+                h.update(c)
+                written += memoryview(c).nbytes
+                yield c
+        self.write_stream(hashed())
+        _, digests = h.finish()
+        return self.facts(written, digests)
+
+
+def _stream_extents(parts: list, objects: list) -> list:
+    """Extents of ``parts`` ``[(file_pos, length)]`` written back to back into the consecutive
+    ``objects`` ``[(rel, length)]``."""
+    out, k, used = [], 0, 0
+    for file_pos, n in parts:
+        while n:
+            rel, size = objects[k]
+            take = min(n, size - used)
+            if take:
+                out.append([file_pos, take, rel, used])
+            file_pos, n, used = file_pos + take, n - take, used + take
+            if used == size:
+                k, used = k + 1, 0
+    return out

@@ -1,0 +1,246 @@
+"""Ingest a Spark DataFrame: ``ingest_dataframe(df, store)``, the same batch as the file ingest.
+
+    import storelib
+    summary = storelib.ingest_dataframe(spark.table("events"), "/data/store", store_timestamp=1718000000000)
+
+The DataFrame needs the ingest schema's column names (README "Input schema"; other columns are
+ignored), with any type that converts: an integer column wider than the field is range-checked
+(never truncated), ``body`` binary or string (UTF-8), ``properties`` as
+``array<struct<name,value>>`` (order kept), ``array<array<string>>`` pairs,
+``map<string,string>`` or the RocketMQ properties string, timestamps as long milliseconds or as
+Spark timestamps (whole milliseconds). Bad values are reported as the file ingest reports them,
+naming the row (``DataFrame row N``: the row's position in partition order, then row order) and the
+column, before any byte of the store is written.
+
+It runs exactly as the file ingest (storelib.ingest.driver ``ingest_batch``): lease, encode, sequence,
+write, commit, crash safety, concurrent writers, exit statuses. Only stage 1 differs: one
+``mapInArrow`` task per DataFrame partition takes the partition's Arrow batches and hands them to
+``encode_stage.encode_table``, the encode code of a file split. Commitlog order is the
+DataFrame's partition order, then row order within a partition. The DataFrame is evaluated once
+(by those tasks): the write stage reads only what they staged.
+
+Identity. A rerun of a committed ``batch_id`` is a no-op when the DataFrame encodes to the same
+messages, an error otherwise (as for files). Without a ``batch_id`` the id is
+``auto-<fingerprint>``, where the fingerprint is the digest of the multiset of encoded records
+(storelib.ingest.record_digest): computed by the encode tasks, combined on the driver and checked against
+the committed batches before anything is planned or written, so the same messages give the same
+id whatever the partitioning and row order. A record holds its store time, so the fingerprint is
+stable only if the store times are: rows without ``store_timestamp`` and ``born_timestamp`` take
+``store_timestamp=MS`` (given by the caller), and without it they are an error (a file ingest uses
+the input files' modification time; a DataFrame has none that is fixed).
+
+Limits: a write-stage task retried after it released a partition's staged records cannot read the
+partition again (a file split can), so the batch fails and leaves the store untouched; rerun it.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..format.paths import CONF_DIR
+from . import encode as encode_stage, inputs, record_digest, split_staging
+from ..io import storage
+from ..codec.messages import MESSAGE_SCHEMA
+from ..errors import InputError
+from ..format.config import load_config, StoreConfig
+from ..runtime.faults import fault
+from .driver import ingest_batch
+
+__all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
+           "DEFAULT_STORE_CONFIG"]
+
+DEFAULT_STORE_CONFIG = os.path.join(CONF_DIR, "store.properties")
+_REQUIRED = ("topic", "body")
+_INPUT_COLUMNS = tuple(MESSAGE_SCHEMA.names) + ("properties",)
+_TIMESTAMP_UNITS = {"s": 1000, "ms": 1, "us": 1000, "ns": 1_000_000}   # -> ms: multiply (s) or divide
+
+
+def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, topics=None,
+                     queue_by: str | None = None, store_timestamp: int | None = None, quiet: bool = False,
+                     progress_interval: float = 5.0) -> dict:
+    """Ingest the rows of ``df`` into ``store`` as one batch; returns the summary dict (what
+    ``jobs/ingest.py --json-summary`` writes).
+
+    ``config``: a ``.properties`` path, a dict of RocketMQ keys or a ``StoreConfig`` (default:
+    conf/store.properties, as the jobs). ``topics`` / ``queue_by``: as ``run_ingest``.
+    ``store_timestamp``: store time (ms) of rows without store_timestamp and born_timestamp.
+    Raises what ``run_ingest`` raises; InputError for a missing column or an unusable column type
+    (before the store is touched).
+    """
+    cfg = store_config(config)
+    source = FrameInput(df, store_timestamp)
+    return ingest_batch(df.sparkSession, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
+                        queue_by=queue_by, progress_interval=progress_interval)
+
+
+def store_config(config) -> StoreConfig:
+    if isinstance(config, StoreConfig):
+        return config
+    if isinstance(config, dict):
+        return load_config(None, config)
+    if config is None:
+        return load_config(DEFAULT_STORE_CONFIG if os.path.exists(DEFAULT_STORE_CONFIG) else None)
+    return load_config(os.fspath(config))
+
+
+class FrameInput:
+    """A DataFrame as the input of ``ingest.ingest_batch`` (the members of ``ingest.FileInput``)."""
+
+    splits: list = []            # no files: nothing a task could read again
+    fingerprint = None           # known once encoded (``fingerprint_of``)
+
+    def __init__(self, df, store_timestamp: int | None):
+        check_frame_schema(df.schema)
+        self.df = df.select(*[c for c in df.columns if c in _INPUT_COLUMNS])
+        self.default_store_ts = store_timestamp
+
+    def encode(self, run, ctx: dict) -> list:
+        """Stage 1: one task per DataFrame partition; the non-empty partitions' summaries, in
+        partition order, as splits 0, 1, ... (InputError naming rows and columns if any is bad)."""
+        bctx = run.sc.broadcast(ctx)
+        parts = self.df.rdd.getNumPartitions()
+        run.prog.say(f"encode: {parts} DataFrame partition(s)")
+        run.prog.stage("encode", parts)
+
+        def task(batches):
+            from pyspark import TaskContext
+            scan = encode_partition(bctx.value, TaskContext.get().partitionId(), batches)
+            yield pa.RecordBatch.from_pydict({"scan": [pickle.dumps(scan)]})
+
+        rows = self.df.mapInArrow(task, "scan binary").collect()
+        run.prog.stage(None)
+        scans = sorted((pickle.loads(r.scan) for r in rows), key=lambda s: s["index"])
+        _check_partitions(scans)
+        scans = [s for s in scans if s["count"]]
+        for k, s in enumerate(scans):
+            s["partition"], s["index"] = s["index"], k
+        return scans
+
+    def fingerprint_of(self, scans: list) -> str:
+        return record_digest.fingerprint(record_digest.combine([s["digest"] for s in scans]))
+
+
+_ROW = re.compile(r"DataFrame partition (\d+) row #(\d+)")
+
+
+def _check_partitions(scans: list) -> None:
+    """InputError with every partition's problems, rows numbered across the whole DataFrame."""
+    if not any("errors" in s for s in scans):
+        return
+    first_row, n = {}, 0
+    for s in scans:
+        first_row[s["index"]] = n
+        n += s.get("count", s.get("rows")) or 0
+
+    def where(m) -> str:
+        p, i = int(m.group(1)), int(m.group(2))
+        return f"DataFrame row {first_row[p] + i} (partition {p} row {i})"
+    problems = [_ROW.sub(where, msg) for s in scans for msg in s.get("errors", [])]
+    raise InputError(problems, sum(s.get("error_total", 0) for s in scans))
+
+
+# ---------------------------------------------------------------------------- the columns
+def check_frame_schema(schema) -> None:
+    """InputError for a missing required column or a column whose Spark type cannot convert
+    (checked on the driver, before the store is touched)."""
+    from pyspark.sql import types as T
+    strings = (T.StringType, T.VarcharType, T.CharType)
+    numbers = (T.IntegralType, T.DecimalType, T.FloatType, T.DoubleType) + strings
+    name_value = lambda t: isinstance(t, T.StructType) and {"name", "value"} <= set(t.fieldNames())  # noqa: E731
+    times = numbers + (T.TimestampType, T.TimestampNTZType)
+    allowed = {"topic": strings, "born_host": strings, "store_host": strings, "properties_string": strings,
+               "body": strings + (T.BinaryType,), "born_timestamp": times, "store_timestamp": times}
+    wants = {strings: "string", strings + (T.BinaryType,): "binary or string",
+             times: "long milliseconds or timestamp", numbers: "an integer or a value that converts to one"}
+    fields = {f.name: f.dataType for f in schema.fields}
+    problems = [f"DataFrame column '{c}' is missing (required)" for c in _REQUIRED if c not in fields]
+    for name, typ in fields.items():
+        if name == "properties":
+            ok = (isinstance(typ, strings)
+                  or (isinstance(typ, T.MapType) and isinstance(typ.keyType, strings)
+                      and isinstance(typ.valueType, strings))
+                  or (isinstance(typ, T.ArrayType) and (name_value(typ.elementType) or (
+                      isinstance(typ.elementType, T.ArrayType) and isinstance(typ.elementType.elementType, strings)))))
+            want = "array<struct<name,value>>, array<array<string>>, map<string,string> or the properties string"
+        elif name in MESSAGE_SCHEMA.names:
+            ok = isinstance(typ, allowed.get(name, numbers))
+            want = wants[allowed.get(name, numbers)]
+        else:
+            continue
+        if not ok:
+            problems.append(f"DataFrame column '{name}': type {typ.simpleString()} cannot be converted "
+                            f"(expected {want})")
+    if problems:
+        raise InputError(problems)
+
+
+def frame_to_canonical(table: pa.Table, label) -> pa.Table:
+    """A partition's Arrow table (Spark's types) -> codec.MESSAGE_SCHEMA, through the same
+    ``inputs.to_canonical`` as a Parquet split: Spark timestamps become milliseconds (a value with
+    a sub-millisecond part is an error), a string ``properties`` column is the properties string."""
+    cols = {}
+    problems = []
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_timestamp(col.type):
+            col, bad = _timestamp_ms(col)
+            problems += [f"{label(int(r))}: field '{name}': has a sub-millisecond part" for r in bad[:10]]
+        if name == "properties" and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            if "properties_string" in table.column_names:
+                problems.append(f"{label(0)}: field 'properties': a properties string and 'properties_string' "
+                                f"both given; give one")
+            name = "properties_string"
+        cols[name] = col
+    if problems:
+        raise InputError(problems)
+    return inputs.to_canonical(pa.table(cols), label, "body")
+
+
+def _timestamp_ms(col):
+    """(int64 ms column, rows with a sub-millisecond part)."""
+    unit = col.type.unit
+    raw = col.cast(pa.int64())
+    if unit == "s":
+        return pc.multiply_checked(raw, 1000), []
+    factor = _TIMESTAMP_UNITS[unit]
+    if factor == 1:
+        return raw, []
+    v = raw.to_numpy(zero_copy_only=False)
+    valid = ~np.isnan(v) if v.dtype.kind == "f" else np.ones(len(v), bool)
+    bad = np.flatnonzero(valid & (np.nan_to_num(v).astype(np.int64) % factor != 0))
+    return pc.divide(raw, factor), bad
+
+
+# ---------------------------------------------------------------------------- the task
+def encode_partition(ctx: dict, partition: int, batches) -> dict:
+    """Stage 1 task of one DataFrame partition: its Arrow batches -> the canonical table ->
+    ``encode_stage.encode_table`` (staged records and facts, the split summary) + the digest of
+    its encoded records (``record_digest``)."""
+    fault("encode-split")
+    batches = list(batches)
+    table = pa.Table.from_batches(batches) if batches else None
+    if table is None or table.num_rows == 0:
+        return {"index": partition, "count": 0}
+    label = _label(partition)
+    try:
+        canonical = frame_to_canonical(table, label)
+    except InputError as e:
+        return {"index": partition, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
+    del table, batches
+    scan = encode_stage.encode_table(ctx, partition, canonical, label)
+    if "errors" not in scan:
+        staged = split_staging.staging_store(ctx, storage.Store(ctx["store"]))   # where encode_table staged
+        facts = encode_stage.load_split_facts(staged, scan["meta_path"])
+        scan["digest"] = record_digest.digest_staged(staged, scan["records_path"], facts["sizes"],
+                                                     facts["rr_topic"] >= 0)
+    return scan
+
+
+def _label(partition: int):
+    """Row i of a partition, in a task (its position in the DataFrame is known on the driver)."""
+    return lambda i, p=partition: f"DataFrame partition {p} row #{i}"

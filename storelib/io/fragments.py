@@ -1,0 +1,154 @@
+"""Store files on object stores: each file version is a list of extents in immutable objects.
+
+Objects cannot be appended to or renamed (a rename is a full copy), so on object stores a batch
+never rewrites a file and never moves one. It uploads only the bytes it adds, once, to objects
+whose keys are unique to its attempt (``_rocketlake/objects/<batch>/<attempt>/...``), and the
+file's manifest row lists where every byte of the file version lives (``detail.extents``):
+
+    [[file_pos, length, object_rel, object_pos], ...]   sorted, not overlapping
+
+Bytes of ``[0, file_size)`` that no extent covers are zeros (a RocketMQ file's unwritten tail).
+A commitlog segment or consume queue continued by a batch keeps its earlier extents and gains
+one; an index file gains one extent for its new entries and a new head (header and slot table,
+which the batch changes in place in a broker's file) that replaces the earlier head.
+
+Why fragments rather than rewriting (or sealing) whole files: every record byte is uploaded
+exactly once, and a batch of 1,000 messages uploads about what it adds (plus one index head:
+40 + 4 * maxHashSlotNum bytes). Readers assemble a file from its extents with range reads, which
+they need anyway; ``jobs/export.py`` materializes a broker-ready directory, byte-identical to
+RocketMQ's, for whoever needs the files themselves. Keys unique to an attempt mean that a
+writer that loses a race, or dies, never touches a committed object: its objects are simply
+not listed by any committed manifest row, and the next writer deletes them.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+from ..format.paths import OBJECTS_DIR
+
+__all__ = ["OBJECTS_DIR", "MAX_EXTENTS", "MERGE_BYTES", "Extent", "object_prefix", "object_rel", "overlay",
+           "merge_from", "extents_to_detail", "extents_from_detail", "AssembledFile"]
+
+# A file continued by many small batches gains an extent per batch. Past MAX_EXTENTS the batch
+# rewrites its trailing extents, up to MERGE_BYTES of them, as one object: a row's extent list
+# (and a reader's range requests) stay bounded (a 1 GiB segment filled by 466 KB batches ends
+# with about 40 extents), at the cost of one upload of at most MERGE_BYTES per MAX_EXTENTS batches.
+MAX_EXTENTS = 64
+MERGE_BYTES = 64 << 20
+
+
+class Extent(NamedTuple):
+    file_pos: int
+    length: int
+    object_rel: str          # store-relative key of the object holding the bytes
+    object_pos: int
+
+
+def object_prefix(batch_id: str, attempt: str) -> str:
+    """Where one ingest attempt's objects live (everything under it is the attempt's)."""
+    return f"{OBJECTS_DIR}/{batch_id}/{attempt}"
+
+
+def object_rel(batch_id: str, attempt: str, tag: str, rel: str, part: str) -> str:
+    """The object holding the bytes ``part`` (e.g. "records", "head", "entries") that task
+    attempt ``tag`` wrote for file ``rel``."""
+    return f"{object_prefix(batch_id, attempt)}/{tag}/{rel}.{part}"
+
+
+def overlay(prior: list, new: list) -> list:
+    """The extents of a file version: ``new`` extents over the ``prior`` version's (bytes that
+    ``new`` covers are taken from it; the rest of ``prior`` is kept, clipped)."""
+    out = []
+    for e in prior:
+        e = Extent(*e)
+        pieces = [(e.file_pos, e.file_pos + e.length)]
+        for n in new:
+            n = Extent(*n)
+            lo, hi = n.file_pos, n.file_pos + n.length
+            nxt = []
+            for a, b in pieces:
+                if hi <= a or lo >= b:
+                    nxt.append((a, b))
+                    continue
+                if a < lo:
+                    nxt.append((a, lo))
+                if hi < b:
+                    nxt.append((hi, b))
+            pieces = nxt
+        out += [Extent(a, b - a, e.object_rel, e.object_pos + a - e.file_pos) for a, b in pieces]
+    out += [Extent(*n) for n in new if Extent(*n).length > 0]
+    return sorted(out)
+
+
+def merge_from(extents: list) -> int | None:
+    """Where the trailing run of extents to rewrite as one object starts (None: no need): the
+    longest run of at least two extents at the end, at most ``MERGE_BYTES`` long."""
+    if len(extents) <= MAX_EXTENTS:
+        return None
+    last = Extent(*extents[-1])
+    k = len(extents)
+    while k > 0 and last.file_pos + last.length - Extent(*extents[k - 1]).file_pos <= MERGE_BYTES:
+        k -= 1
+    return k if len(extents) - k >= 2 else None
+
+
+def extents_to_detail(extents: list) -> list:
+    return [[int(e[0]), int(e[1]), str(e[2]), int(e[3])] for e in extents]
+
+
+def extents_from_detail(value) -> list:
+    """Extents from a manifest row's detail, checked for shape (a damaged row must not steer a
+    read anywhere: the object paths are checked by ``Store.path`` when read)."""
+    if not isinstance(value, list):
+        raise ValueError(f"extents {value!r} is not a list")
+    out, end = [], 0
+    for e in value:
+        if (not isinstance(e, list) or len(e) != 4 or not all(isinstance(x, int) and x >= 0 for x in (e[0], e[1], e[3]))
+                or not isinstance(e[2], str) or not e[2].startswith(OBJECTS_DIR + "/")):
+            raise ValueError(f"extent {e!r} is not [file_pos, length, objects/ path, object_pos]")
+        if e[0] < end:
+            raise ValueError(f"extent {e!r} overlaps the one before it")
+        end = e[0] + e[1]
+        out.append(Extent(*e))
+    return out
+
+
+class AssembledFile:
+    """A file version read through its extents: ``read_object(rel, pos, n)`` reads one object's
+    bytes; gaps below ``file_size`` read as zeros; reads stop at ``file_size``. Has the methods
+    readers use on a ``pyarrow`` input file (``read_at``, ``size``, ``close``)."""
+
+    def __init__(self, file_size: int, extents: list, read_object):
+        self.file_size = file_size
+        self.extents = [Extent(*e) for e in extents]
+        self._read_object = read_object
+
+    def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        end = self.file_size if length is None else min(self.file_size, offset + length)
+        if end <= offset:
+            return b""
+        out = bytearray(end - offset)
+        for e in self.extents:
+            a, b = max(offset, e.file_pos), min(end, e.file_pos + e.length)
+            if a >= b:
+                continue
+            data = self._read_object(e.object_rel, e.object_pos + a - e.file_pos, b - a)
+            if len(data) != b - a:
+                raise OSError(f"object {e.object_rel}: expected {b - a} bytes at {e.object_pos + a - e.file_pos}, "
+                              f"read {len(data)}")
+            out[a - offset:b - offset] = data
+        return bytes(out)
+
+    def read_at(self, nbytes: int, offset: int) -> bytes:
+        return self.read(offset, nbytes)
+
+    def size(self) -> int:
+        return self.file_size
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False

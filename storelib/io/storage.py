@@ -1,0 +1,585 @@
+"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local and
+s3:// against a moto server are tested, gs:// and hdfs:// are not).
+
+Store files are written whole, sequentially, by one writer (object stores have no random
+writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused
+zero block elsewhere. ``publish`` moves a staged file to its final name: an atomic rename
+where the file system has one, copy + delete on object stores.
+
+Durability (``write_file(durable=True)``, ``sync_files``, ``sync_dirs``): on local file systems
+a file is on stable storage once it and every directory entry leading to it are fsync'd; on
+object stores a completed PUT or copy is. Ingest uses it so that every file of a batch is
+durable before the Delta commit that makes the batch visible (RocketMQ's ``flushDiskType``:
+SYNC_FLUSH, the default here, or ASYNC_FLUSH for scratch stores). Large durable files, and the
+staged split records (``cache=False``), are written around the page cache on local file systems
+(``storelib.io.direct_io``).
+
+S3 settings come from the usual environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_REGION) plus ``AWS_ENDPOINT_URL`` for S3-compatible servers.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow.fs as pafs
+from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
+
+from ..errors import StoreError, StorePathError
+from . import patches
+from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
+from .fragments import AssembledFile
+from ..format.names import rel_path_problem
+
+__all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
+           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs"]
+
+ZERO_BLOCK = bytes(8 << 20)
+
+
+def is_local(uri: str) -> bool:
+    scheme = urlparse(uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def local_path(uri: str) -> str:
+    return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path or URI."""
+    if is_local(uri):
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    if uri.startswith("s3://"):
+        u = urlparse(uri)
+        endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+        kw = {}
+        if endpoint:
+            ep = urlparse(endpoint)
+            kw["endpoint_override"] = ep.netloc or ep.path
+            kw["scheme"] = ep.scheme or "http"
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if region:
+            kw["region"] = region
+        fs = pafs.S3FileSystem(**kw)
+        return fs, (u.netloc + u.path).rstrip("/")
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
+
+
+def join(uri: str, *parts: str) -> str:
+    out = uri.rstrip("/")
+    for p in parts:
+        if p:
+            out = out + "/" + p.strip("/")
+    return out
+
+
+def rejoin(original: str, root: str, path: str) -> str:
+    """Turn a filesystem path found under ``root`` back into a URI like ``original``."""
+    if is_local(original):
+        return path
+    rel = path[len(root):].lstrip("/")
+    return join(original, rel)
+
+
+def delta_storage_options(uri: str) -> dict | None:
+    """deltalake (object_store) options for a URI, from the same environment as pyarrow.
+
+    S3: Delta commits must be put-if-absent, or two writers could both write version N.
+    deltalake 1.x does that with S3 conditional writes (``If-None-Match: *``) when
+    ``AWS_CONDITIONAL_PUT=etag`` (AWS S3 since 2024, MinIO, moto; only moto is tested here). For an S3-compatible store
+    without conditional writes set ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (``AWS_S3_ALLOW_UNSAFE_RENAME``:
+    no protection between concurrent writers beyond rocketlake's writer lease) or give a
+    DynamoDB lock through ``AWS_S3_LOCKING_PROVIDER``/``DELTA_DYNAMO_TABLE_NAME``.
+    ``AWS_ALLOW_HTTP`` (default true) allows http:// endpoints such as a local test server.
+    """
+    if not uri.startswith("s3://"):
+        return None
+    opts = {"AWS_ALLOW_HTTP": os.environ.get("AWS_ALLOW_HTTP", "true")}
+    if os.environ.get("ROCKETLAKE_S3_UNSAFE_RENAME"):
+        opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
+    elif os.environ.get("AWS_S3_LOCKING_PROVIDER"):
+        opts["AWS_S3_LOCKING_PROVIDER"] = os.environ["AWS_S3_LOCKING_PROVIDER"]
+        if os.environ.get("DELTA_DYNAMO_TABLE_NAME"):
+            opts["DELTA_DYNAMO_TABLE_NAME"] = os.environ["DELTA_DYNAMO_TABLE_NAME"]
+    else:
+        opts["AWS_CONDITIONAL_PUT"] = os.environ.get("AWS_CONDITIONAL_PUT", "etag")
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_SESSION_TOKEN"):
+        if os.environ.get(k):
+            opts[k] = os.environ[k]
+    ep = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+    if ep:
+        opts["AWS_ENDPOINT_URL"] = ep
+    opts.setdefault("AWS_REGION", "us-east-1")
+    return opts
+
+
+_PATH_CACHE_MAX = 1 << 17
+
+
+class Store:
+    """A store root (RocketMQ ``storePathRootDir``) on some file system.
+
+    Every access to a store file goes through ``path(rel)``, which refuses paths leading out of
+    the store (``StorePathError``)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        self.fs, self.root = filesystem(self.uri)
+        self.local = is_local(self.uri)
+        self._paths: dict = {}              # rel -> checked path (the check is per file, not per read)
+        self._real_root: str | None = None
+        # staged rel -> final rel of files a reader was told to read from a batch's staging
+        # (storefiles.files_from_snapshot: its publish was unfinished); the publish may move
+        # them meanwhile.
+        self.moved: dict = {}
+        # rel -> (file_size, extents) of files assembled from objects (object stores: see
+        # storelib.io.fragments); reads of such a file go through its extents.
+        self.assembled: dict = {}
+        # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
+        # patch not yet applied (map_patched)
+        self.patched: dict = {}
+
+    # -- paths
+    def path(self, rel: str) -> str:
+        """The file system path of ``rel``, which must stay inside the store: not absolute, no
+        ``..``/``.``/empty component, no backslash or NUL (``names.rel_path_problem``) and, on a
+        local file system, no symlink along it that resolves outside the store root's real path.
+        Raises StorePathError naming ``rel`` otherwise."""
+        if not rel:
+            return self.root
+        p = self._paths.get(rel)
+        if p is not None:
+            return p
+        problem = rel_path_problem(rel)
+        if problem:
+            raise StorePathError(f"store path {rel!r} {problem}: not a path inside the store {self.uri}; "
+                                 f"refusing to use it")
+        p = self.root + "/" + rel
+        if self.local:
+            root = self._real_root
+            if root is None:
+                root = self._real_root = os.path.realpath(self.root)
+            real = os.path.realpath(p)
+            if real != root and not real.startswith(root.rstrip("/") + "/"):
+                raise StorePathError(f"store path {rel!r} resolves to {real}, outside the store root {root} "
+                                     f"(a symbolic link pointing out of the store); refusing to use it")
+        if len(self._paths) >= _PATH_CACHE_MAX:
+            self._paths.clear()
+        self._paths[rel] = p
+        return p
+
+    def uri_of(self, rel: str) -> str:
+        self.path(rel)
+        return join(self.uri, rel)
+
+    # -- queries
+    def exists(self, rel: str) -> bool:
+        if rel in self.assembled:
+            return True
+        return self.fs.get_file_info(self.path(rel)).type != FileType.NotFound
+
+    def size(self, rel: str) -> int | None:
+        if rel in self.assembled:
+            return self.assembled[rel][0]
+        info = self.fs.get_file_info(self.path(rel))
+        return None if info.type == FileType.NotFound else info.size
+
+    def list_files(self, rel: str, recursive: bool = True) -> list[str]:
+        """Relative paths of the files under ``rel`` (sorted); [] if it does not exist.
+        Locally a symlink met on the way must resolve inside the store (StorePathError)."""
+        base = self.path(rel)
+        if self.local:
+            return self._scan_local(rel, base, recursive, dirs=False)
+        info = self.fs.get_file_info(base)
+        if info.type == FileType.NotFound:
+            return []
+        out = []
+        for f in self.fs.get_file_info(FileSelector(base, recursive=recursive)):
+            if f.type == FileType.File:
+                out.append(f.path[len(self.root):].lstrip("/"))
+        return sorted(out)
+
+    def list_dirs(self, rel: str) -> list[str]:
+        base = self.path(rel)
+        if self.local:
+            return self._scan_local(rel, base, False, dirs=True)
+        if self.fs.get_file_info(base).type == FileType.NotFound:
+            return []
+        return sorted(f.base_name for f in self.fs.get_file_info(FileSelector(base))
+                      if f.type == FileType.Directory)
+
+    def _scan_local(self, rel: str, base: str, recursive: bool, dirs: bool) -> list[str]:
+        """Local listing that never leaves the store: every symlink met is checked by ``path``
+        (a link out raises StorePathError naming it), linked directories inside the store are
+        followed once (no loops). ``dirs``: names of the subdirectories of ``base``; else the
+        relative paths of the files under it."""
+        if not os.path.isdir(base):
+            return []
+        out: list = []
+        seen: set = set()
+        stack = [(rel.rstrip("/") + "/" if rel else "", base)]
+        while stack:
+            prefix, d = stack.pop()
+            with os.scandir(d) as it:
+                entries = list(it)
+            for e in entries:
+                r = prefix + e.name
+                link = e.is_symlink()
+                if link:
+                    self.path(r)            # StorePathError: a link out of the store
+                if e.is_dir():
+                    if dirs:
+                        out.append(e.name)
+                    elif recursive:
+                        if link:
+                            target, here = os.path.realpath(e.path), os.path.realpath(d)
+                            if target in seen or here == target or here.startswith(target.rstrip("/") + "/"):
+                                continue    # already listed, or a loop back to an ancestor
+                            seen.add(target)
+                        stack.append((r + "/", e.path))
+                elif not dirs and e.is_file():
+                    out.append(r)
+        return sorted(out)
+
+    def _follow_move(self, rel: str, err: OSError) -> str:
+        """The final name of a staged file that is gone: the publish of its (committed) batch moved
+        it there since the reader listed it; the final file holds that version or a later one,
+        whose first valid bytes are the same. Re-raises ``err`` for any other file."""
+        final = self.moved.get(rel)
+        if final is None or self.exists(rel):
+            raise err
+        return final
+
+    def _reading(self, fn, rel: str, *args):
+        """``fn(rel, *args)``, retried at the final name when ``rel`` was published meanwhile."""
+        try:
+            return fn(rel, *args)
+        except OSError as e:
+            if not self.moved:
+                raise
+            return fn(self._follow_move(rel, e), *args)
+
+    def map_file(self, rel: str, file_size: int, extents: list) -> None:
+        """From now on, read ``rel`` as the file assembled from ``extents`` (storelib.io.fragments)."""
+        self.path(rel)
+        for e in extents:
+            self.path(e[2])
+        self.assembled[rel] = (file_size, extents)
+
+    def map_patched(self, rel: str, file_size: int, patch: dict) -> None:
+        """From now on, read ``rel`` as it is once ``patch`` (storelib.io.patches) is applied; when
+        the staged patch is gone by the time a piece of it is read, the publish applied it, and
+        the piece is read from the file itself."""
+        self.map_file(rel, file_size, patches.overlay_extents(rel, file_size, patch))
+        self.patched[patch["staged"]] = (rel, [(e[2], e[0], e[1]) for e in patch["extents"]])
+
+    def _assembled(self, rel: str):
+        size, extents = self.assembled[rel]
+        return AssembledFile(size, extents, self._read_object)
+
+    def _read_object(self, rel: str, offset: int, length: int) -> bytes:
+        try:
+            with self.fs.open_input_file(self.path(rel)) as fh:
+                return fh.read_at(length, offset)
+        except FileNotFoundError:
+            if rel not in self.patched:
+                raise
+        final, pieces = self.patched[rel]
+        for patch_pos, file_pos, n in pieces:
+            if patch_pos <= offset < patch_pos + n:
+                return self._read_object(final, file_pos + offset - patch_pos, length)
+        raise FileNotFoundError(rel)
+
+    def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        return self._reading(self._read, rel, offset, length)
+
+    def _read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        if rel in self.assembled:
+            return self._assembled(rel).read(offset, length)
+        if self.local:
+            with open(self.path(rel), "rb") as fh:
+                fh.seek(offset)
+                return fh.read() if length is None else fh.read(length)
+        with self.fs.open_input_file(self.path(rel)) as fh:
+            if length is None:
+                length = fh.size() - offset
+            return fh.read_at(length, offset)
+
+    def read_array(self, rel: str, offset: int, length: int, cache: bool = True) -> np.ndarray:
+        """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally;
+        ``cache=False``: around the page cache, for bytes read once: storelib.io.direct_io)."""
+        if not cache and self.local and rel not in self.assembled:
+            out = read_exact(self.path(rel), offset, length, rel)
+            if out is not None:
+                return out
+        return self._reading(self._read_array, rel, offset, length)
+
+    def _read_array(self, rel: str, offset: int, length: int) -> np.ndarray:
+        out = np.empty(length, np.uint8)
+        if rel in self.assembled:
+            data = self._assembled(rel).read(offset, length)
+            got = len(data)
+            out[:got] = np.frombuffer(data, np.uint8)
+        elif self.local:
+            got = read_local_into(self.path(rel), offset, out)
+        else:
+            with self.fs.open_input_file(self.path(rel)) as fh:
+                data = fh.read_at(length, offset)
+            got = len(data)
+            out[:got] = np.frombuffer(data, np.uint8)
+        if got != length:
+            raise OSError(f"{rel}: expected {length} bytes at {offset}, read {got}")
+        return out
+
+    def open_reader(self, rel: str):
+        if rel in self.assembled:
+            return self._assembled(rel)
+        return self._reading(lambda r: self.fs.open_input_file(self.path(r)), rel)
+
+    # -- writes in place (local file systems only: storelib.io.patches)
+    def write_at(self, rel: str, extents) -> None:
+        """Write ``(position, bytes)`` pairs into an existing local file, in order (no fsync:
+        the caller fsyncs once after a group of writes, ``sync_files``)."""
+        if not self.local:
+            raise StoreError(f"{self.uri}: files are written in place only on local file systems")
+        fd = os.open(self.path(rel), os.O_WRONLY)
+        try:
+            for pos, data in extents:
+                mv = memoryview(data).cast("B")
+                while len(mv):
+                    k = os.pwrite(fd, mv, pos)
+                    mv, pos = mv[k:], pos + k
+        finally:
+            os.close(fd)
+
+    def cut_tail(self, rel: str, valid: int, file_size: int) -> None:
+        """Zero a local file's bytes from ``valid`` on (truncate, then extend sparsely to
+        ``file_size``): what a dead attempt wrote past the committed end is gone."""
+        if not self.local:
+            raise StoreError(f"{self.uri}: files are cut only on local file systems")
+        fd = os.open(self.path(rel), os.O_WRONLY)
+        try:
+            os.ftruncate(fd, valid)
+            os.ftruncate(fd, file_size)
+        finally:
+            os.close(fd)
+
+    # -- writes
+    def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False,
+                   cache: bool = True) -> int:
+        """Write a whole file from byte chunks, then zero-fill up to ``total_size``.
+
+        ``durable``: on a local file system the file is fsync'd before this returns, and so is
+        every directory that got a new entry for it (its parent, and the parents of directories
+        created for it), so the file survives a power cut. On an object store a completed PUT
+        is already durable. Large durable files, and files written with ``cache=False`` (read
+        once, by another task), go around the page cache on local file systems
+        (storelib.io.direct_io).
+        """
+        path = self.path(rel)
+        parent = path.rsplit("/", 1)[0]
+        written = 0
+        if self.local:
+            new_dirs = _missing_dirs(parent) if durable else []
+            os.makedirs(parent, exist_ok=True)
+            got = None
+            if not cache or (durable and _worth_direct(chunks, total_size)):
+                got = write_direct(path, chunks, total_size, fsync_fd if durable else None)
+            if got is not None:
+                if durable:
+                    sync_dirs([parent] + [os.path.dirname(d) for d in new_dirs])
+                return total_size if total_size is not None else got
+            with open(path, "wb") as fh:
+                for c in chunks:
+                    mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
+                    fh.write(mv)
+                    written += len(mv)
+                if total_size is not None and total_size > written:
+                    fh.truncate(total_size)   # sparse zero tail
+                if durable:
+                    fh.flush()
+                    fsync_fd(fh.fileno())
+            if durable:
+                sync_dirs([parent] + [os.path.dirname(d) for d in new_dirs])
+            return total_size if total_size is not None else written
+        self.fs.create_dir(parent, recursive=True)
+        with self.fs.open_output_stream(path) as out:
+            for c in chunks:
+                mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
+                out.write(mv)
+                written += len(mv)
+            if total_size is not None:
+                left = total_size - written
+                while left > 0:
+                    k = min(left, len(ZERO_BLOCK))
+                    out.write(ZERO_BLOCK[:k])
+                    left -= k
+                written = max(written, total_size)
+        return written
+
+    def write_objects(self, rel_of_part, chunks, part_size: int) -> list:
+        """Write a stream of chunks as consecutive objects of at most ``part_size`` bytes
+        (``rel_of_part(k)`` names object k); returns ``[(rel, length), ...]``. Object stores take
+        one large file as several objects: each is uploaded (in parts) and completed on its own,
+        so no single upload grows past what a server accepts (moto's server fails to complete a
+        1 GiB multipart upload), and readers assemble them (storelib.io.fragments)."""
+        out: list = []
+        stream, filled = None, 0
+        try:
+            for c in chunks:
+                mv = memoryview(c).cast("B") if not isinstance(c, bytes) else memoryview(c)
+                while len(mv):
+                    if stream is None:
+                        rel = rel_of_part(len(out))
+                        path = self.path(rel)
+                        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                        stream, filled = self.fs.open_output_stream(path), 0
+                        out.append([rel, 0])
+                    k = min(len(mv), part_size - filled)
+                    stream.write(mv[:k])
+                    filled += k
+                    out[-1][1] += k
+                    mv = mv[k:]
+                    if filled == part_size:
+                        stream.close()
+                        stream = None
+            if stream is not None:
+                stream.close()
+                stream = None
+        finally:
+            if stream is not None:
+                stream.abort() if hasattr(stream, "abort") else None
+        return [(r, n) for r, n in out]
+
+    def publish(self, staged_rel: str, final_rel: str) -> list[str] | None:
+        """Move a staged file to its final path, replacing what is there.
+
+        Returns the local directories whose entries changed (the caller fsyncs each of them
+        once, after all its renames: ``sync_dirs``); None on object stores, where a completed
+        copy is durable.
+        """
+        src, dst = self.path(staged_rel), self.path(final_rel)
+        if self.local:
+            parent = os.path.dirname(dst)
+            new_dirs = _missing_dirs(parent)
+            os.makedirs(parent, exist_ok=True)
+            os.replace(src, dst)
+            return [parent] + [os.path.dirname(d) for d in new_dirs]
+        self.fs.create_dir(dst.rsplit("/", 1)[0], recursive=True)
+        try:
+            self.fs.move(src, dst)
+        except (OSError, NotImplementedError):
+            self.fs.copy_file(src, dst)
+            self.fs.delete_file(src)
+        return None
+
+    def sync_files(self, rels) -> int:
+        """fsync existing files (and their directories) of a local store; returns files synced.
+        No-op on object stores."""
+        if not self.local:
+            return 0
+        dirs, n = set(), 0
+        for rel in rels:
+            path = self.path(rel)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                fsync_fd(fd)
+            finally:
+                os.close(fd)
+            dirs.add(os.path.dirname(path))
+            n += 1
+        sync_dirs(dirs)
+        return n
+
+    def sync_tree(self, rel: str) -> int:
+        """fsync every directory of the tree ``rel`` and each of its ancestors up to the store
+        root (local stores; no-op on object stores): the entries that lead to its files are
+        durable, however the directories came to be (a task may have created one without
+        fsync). Returns the directories synced."""
+        if not self.local:
+            return 0
+        top = self.path(rel)
+        dirs = [d for d, _, _ in os.walk(top)]
+        up = top
+        root = os.path.abspath(self.root)
+        while os.path.abspath(up) != root and up not in ("/", ""):
+            up = os.path.dirname(up)
+            dirs.append(up)
+        sync_dirs(dirs)
+        return len(dirs)
+
+    def delete(self, rel: str) -> None:
+        path = self.path(rel)
+        info = self.fs.get_file_info(path)
+        if info.type == FileType.NotFound:
+            return
+        if info.type == FileType.Directory:
+            if self.local:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                self.fs.delete_dir(path)
+        else:
+            self.fs.delete_file(path)
+
+    def makedirs(self, rel: str) -> None:
+        if self.local:
+            os.makedirs(self.path(rel), exist_ok=True)
+        else:
+            self.fs.create_dir(self.path(rel), recursive=True)
+
+
+def _missing_dirs(path: str) -> list[str]:
+    """The directories ``os.makedirs(path)`` would create, deepest first."""
+    out = []
+    while path and not os.path.isdir(path):
+        out.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return out
+
+
+def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
+    """Read a local file's bytes from ``offset`` straight into ``out``; the count read."""
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(offset)
+        mv, got = memoryview(out), 0
+        while got < len(out):
+            k = fh.readinto(mv[got:])
+            if not k:
+                break
+            got += k
+    return got
+
+
+def _worth_direct(chunks, total_size: int | None) -> bool:
+    """A durable write goes around the page cache (storelib.io.direct_io) when it is large: a
+    stream of chunks (segments, consume queues, index files), or a list or size of at least
+    MIN_DIRECT_SIZE bytes."""
+    if total_size is not None and total_size >= MIN_DIRECT_SIZE:
+        return True
+    if isinstance(chunks, (list, tuple)):
+        return sum(memoryview(c).nbytes for c in chunks) >= MIN_DIRECT_SIZE
+    return True
+
+
+def fsync_fd(fd: int) -> None:
+    os.fsync(fd)
+
+
+def sync_dirs(dirs) -> None:
+    """fsync directories (their entries: files created, renamed or removed in them)."""
+    for d in sorted(set(dirs), key=lambda p: (-p.count("/"), p)):
+        try:
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue
+        try:
+            fsync_fd(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,2 @@
+"""Operations on whole stores: adopt a broker's store, expire (retention), inspect.
+"""

@@ -1,0 +1,229 @@
+"""Adopt a RocketMQ broker's store directory as a rocketlake store (``ingest.py --from-store``).
+
+The files are not rewritten. The store is verified (structural checks of ``verify``, distributed
+like a verify run), and the facts those tasks collect become the manifest: one row per
+commitlog segment (valid bytes = end of the record chain, as a broker's recovery finds it; a
+closed segment includes its BLANK record), consume-queue file (valid units) and index file
+(header in ``detail``), plus the checkpoint file. One checkpoint row (operation ``import``)
+carries the max physical offset, every queue's next offset, the checkpoint file's timestamps,
+the store time range and the file-shaping configuration, so ``ingest.store_state`` continues
+the store exactly where the broker left it.
+
+``--store`` equal to ``--from-store`` adopts in place (the usual case). Otherwise the files are
+first copied (sparse where the source is sparse) into ``--store``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+from ..format import checkpoint as ckpt, consumequeue, names, paths
+from ..table import manifest, snapcache, writerlease
+from ..errors import AdoptError, StorePathError
+from ..io import checksum, storage
+from ..verify import driver as verify
+from ..format.config import StoreConfig
+from ..runtime.progress import Progress
+
+__all__ = ["AdoptError", "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
+
+
+SKIP_TOP = {paths.META_DIR}
+
+
+def check_source(src: storage.Store) -> list:
+    """Every file of a broker's store directory must be a plain store path inside it, and every
+    consume-queue topic directory a valid topic name; AdoptError naming the first one that is
+    not (a symlink pointing out of the directory, a backslash, a topic outside RocketMQ's
+    character set...). Returns the files (not ``_rocketlake/``)."""
+    try:
+        files = [r for r in src.list_files("") if r.split("/", 1)[0] not in SKIP_TOP]
+        for rel in files:
+            problem = names.rel_path_problem(rel)
+            if problem:
+                raise StorePathError(f"store path {rel!r} {problem}")
+            src.path(rel)                  # a symlink (file or directory) resolving outside
+        for topic in src.list_dirs("consumequeue"):
+            problem = names.topic_problem(topic)
+            if problem:
+                raise AdoptError(f"{src.uri} cannot be adopted: directory consumequeue/{topic!r} is not a topic "
+                                 f"directory: {problem}; nothing was imported")
+    except StorePathError as e:
+        raise AdoptError(f"{src.uri} cannot be adopted: {e}; nothing was imported") from None
+    return files
+
+
+def copy_store(src_uri: str, dst_uri: str) -> int:
+    """Copy every file of a store (not _rocketlake/) keeping zero tails sparse; returns files copied."""
+    src, dst = storage.Store(src_uri), storage.Store(dst_uri)
+    n = 0
+    for rel in src.list_files(""):
+        if rel.split("/", 1)[0] in SKIP_TOP:
+            continue
+        if dst.exists(rel):
+            raise AdoptError(f"{dst.uri_of(rel)} already exists: copy into an empty directory")
+        size = src.size(rel) or 0
+        if src.local and dst.local:
+            _sparse_copy(src.path(rel), dst.path(rel), size)
+        else:
+            dst.write_file(rel, _chunks(src, rel, size), size)
+        n += 1
+    return n
+
+
+def _chunks(store: storage.Store, rel: str, size: int, step: int = 8 << 20):
+    for a in range(0, size, step):
+        yield store.read(rel, a, min(step, size - a))
+
+
+def _sparse_copy(src: str, dst: str, size: int) -> None:
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        fd = fi.fileno()
+        pos = 0
+        while pos < size:
+            try:
+                d = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break
+            h = os.lseek(fd, d, os.SEEK_HOLE)
+            fi.seek(d)
+            fo.seek(d)
+            left = h - d
+            while left > 0:
+                chunk = fi.read(min(left, 8 << 20))
+                if not chunk:
+                    break
+                fo.write(chunk)
+                left -= len(chunk)
+            pos = h
+        fo.truncate(size)
+
+
+def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id: str | None = None,
+          quiet: bool = False) -> dict:
+    t0 = time.time()
+    say = Progress(quiet).say
+    store = storage.Store(store_uri)
+    fresh = store.local and not os.path.exists(store.root)
+    lease = writerlease.WriterLease(store, batch_id or "import")
+    lease.acquire()          # ConcurrentWriteError: another writer holds the store
+    try:
+        return _adopt(spark, store, source_uri, config, batch_id, say, t0, lease)
+    finally:
+        lease.release()
+        if fresh:
+            try:
+                os.rmdir(store.root)         # a refused import into a new directory leaves none
+            except OSError:
+                pass
+
+
+def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
+           lease: writerlease.WriterLease) -> dict:
+    """``adopt`` once the lease is held."""
+    snap = manifest.load_snapshot(store)
+    if snap.batch is not None:
+        first = snap.batches[0]
+        if first["operation"] == "import" and (batch_id is None or first["batch_id"] == batch_id):
+            say(f"{store.uri} was already adopted (batch {first['batch_id']}): nothing to do")
+            return {"batch_id": first["batch_id"], "status": "already-committed", "batch_seq": first["batch_seq"],
+                    "messages": first["messages"]}
+        raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
+    src = storage.Store(source_uri)
+    check_source(src)
+    same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.local and store.local \
+        else src.uri.rstrip("/") == store.uri.rstrip("/")
+    if not same:
+        say(f"copy {src.uri} -> {store.uri}")
+        copied = copy_store(src.uri, store.uri)
+        say(f"copied {copied} file(s)")
+    if store.exists("abort"):
+        raise AdoptError(f"{store.uri_of('abort')} exists: the broker did not shut down cleanly; start and "
+                         "stop it once (its recovery repairs the files) before importing")
+    if not store.list_files("commitlog"):
+        raise AdoptError(f"{store.uri} holds no commitlog files")
+    say("verify (structural)")
+    rep = verify.verify_store(store.uri, config, deep=False, spark=spark, use_manifest=False)
+    if rep.problems:
+        shown = "\n".join(rep.problems[:30])
+        more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""
+        raise AdoptError(f"{store.uri} does not verify ({len(rep.problems)} problem(s)); nothing was imported:\n"
+                         f"{shown}{more}")
+    say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
+    rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
+    if config.durable:
+        # The broker's files (or our copies) may still be in the page cache: on stable storage
+        # before the commit that makes them part of the store.
+        store.sync_files(sorted({r["path"] for r in rows}))
+    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=lease)
+    snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
+    say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
+        f"max phy offset {ck_row['max_phy_offset']}")
+    counts = {}
+    for r in rows:
+        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
+    return {"batch_id": ck_row["batch_id"], "batch_seq": ck_row["batch_seq"], "status": "committed",
+            "operation": "import", "messages": ck_row["messages"], "record_bytes": ck_row["bytes"],
+            "index_entries": ck_row["index_entries"], "segments": counts.get("commitlog", 0),
+            "consumequeue_files": counts.get("consumequeue", 0), "index_files": counts.get("index", 0),
+            "min_phy_offset": ck_row["min_phy_offset"], "max_phy_offset": ck_row["max_phy_offset"],
+            "seconds": round(time.time() - t0, 3)}
+
+
+def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):
+    now = manifest.now_ms()
+    segs = sorted((f for f in facts if f["kind"] == "commitlog"), key=lambda f: f["base_offset"])
+    cqs = sorted((f for f in facts if f["kind"] == "consumequeue"),
+                 key=lambda f: (f["topic"], f["queue_id"], f["base_offset"]))
+    idxs = sorted((f for f in facts if f["kind"] == "index"), key=lambda f: f["path"].rsplit("/", 1)[-1])
+    fp = hashlib.sha256(source.encode())
+    for f in segs + cqs + idxs:
+        fp.update(f"{f['path']}\0{f['valid_bytes']}\0{f['checksum']}\0".encode())
+    fingerprint = fp.hexdigest()
+    batch_id = batch_id or f"import-{fingerprint[:16]}"
+    seq = 1
+    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
+    rows = []
+    for f in segs:
+        rows.append(manifest.file_row(
+            "commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
+            valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
+            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"], **key))
+    queue_next: dict = {}
+    for f in cqs:
+        rows.append(manifest.file_row(
+            "consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
+            file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
+            max_offset=f["max_offset"], checksum=f["checksum"],
+            detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}), **key))
+        queue_next[(f["topic"], f["queue_id"])] = f["base_offset"] // consumequeue.UNIT_SIZE + f["count"]
+    for f in idxs:
+        h = f["header"]
+        rows.append(manifest.file_row(
+            "index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
+            min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"], min_store_ts=h["begin_timestamp"],
+            max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}), **key))
+    data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
+    ck = ckpt.Checkpoint.from_bytes(data)
+    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
+                                  checksum=checksum.checksum_of_bytes(data), detail=manifest.dumps(ck.to_dict()),
+                                  **key))
+    mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]
+    maxs = [f["max_store_ts"] for f in segs if f["max_store_ts"] is not None]
+    total = sum(f["count"] for f in segs)
+    last = segs[-1]
+    ck_row = manifest.checkpoint_row(
+        operation="import", input_fingerprint=fingerprint, messages=total,
+        bytes=sum(f["record_bytes"] for f in segs), index_entries=sum(f["count"] for f in idxs),
+        total_messages=total, min_phy_offset=segs[0]["base_offset"], max_phy_offset=last["end"],
+        queue_offsets=manifest.queue_offsets(queue_next),
+        physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
+        index_msg_timestamp=ck.index_msg_timestamp,
+        min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
+        wall_time_ms=0, config=manifest.dumps(config.file_shaping()),
+        detail=manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
+                               "index_files": len(idxs),
+                               "confirm_phy_offset": ck.confirm_phy_offset}), **key)
+    return rows, ck_row

@@ -1,0 +1,259 @@
+"""Retention like RocketMQ's ``fileReservedTime`` (docs/FORMAT.md §10), as one Delta commit.
+
+Plan (driver only, from the manifest):
+
+* commitlog (``MappedFileQueue.deleteExpiredFileByTime``): walk the segments oldest first,
+  never the last one; a segment expires when ``max_store_ts + reservedHours*3600000 <= now``
+  (the newest message in it, from the manifest, instead of the file's mtime); stop at the first
+  segment that is kept (only a prefix goes). No batch limit (a broker's repeated runs remove the
+  same prefix ten files at a time).
+* minOffset = start of the first kept segment (``CommitLog.getMinOffset``).
+* consume queues (``deleteExpiredFileByOffset``): per queue, all files but the last, oldest
+  first, while the file's last unit points below minOffset.
+* index (``IndexService.deleteExpiredFile``): oldest first while ``endPhyOffset < minOffset``,
+  never the newest file.
+
+Commit: manifest rows ``action=remove`` (detail ``{"reason", "when"}``) and a checkpoint row
+``operation=expire`` that copies the previous one with ``min_phy_offset`` moved; conditional on
+the table versions read, like an ingest batch. Only then are the files deleted (a rerun deletes
+files an earlier, interrupted run committed as removed). Then Delta housekeeping on both tables:
+a checkpoint, expired log cleanup and a vacuum.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from ..format import paths
+from ..table import deltacommit, manifest, snapcache, writerlease
+from ..errors import ExpireError
+from ..ingest import commit as commit_stage
+from ..io import fragments, storage
+from ..runtime.progress import Progress
+
+__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
+           "delta_housekeeping"]
+
+HOUR_MS = 3600 * 1000
+
+
+def plan_expiry(snap: manifest.Snapshot, reserved_hours: float, now_ms: int) -> dict:
+    segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    reserved = int(reserved_hours * HOUR_MS)
+    gone_cl = []
+    for r in segs[:-1]:
+        newest = r["max_store_ts"]
+        if newest is None or now_ms < newest + reserved:
+            break
+        gone_cl.append(r)
+    kept = segs[len(gone_cl):]
+    min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
+    gone_cq = []
+    queues: dict = {}
+    for r in snap.of_kind("consumequeue"):
+        queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
+    for key in sorted(queues):
+        files = sorted(queues[key], key=lambda r: r["base_offset"])
+        for r in files[:-1]:
+            last_phys = _last_unit_phys(r)
+            if last_phys is None or last_phys >= min_offset:
+                break
+            gone_cq.append(r)
+    gone_idx = []
+    idx = sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    for r in idx[:-1]:
+        if r["max_offset"] is None or r["max_offset"] >= min_offset:
+            break
+        gone_idx.append(r)
+    return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
+            "previous_min_phy_offset": snap.batch["min_phy_offset"] or 0, "now_ms": now_ms,
+            "reserved_hours": reserved_hours}
+
+
+def _last_unit_phys(r: dict):
+    """Commitlog offset of the file's last unit (units ascend, so the file's max)."""
+    try:
+        return json.loads(r["detail"] or "{}").get("max_phys")
+    except ValueError:
+        return None
+
+
+def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> list:
+    """Files a committed expiry removed that are still there (the run died before deleting)."""
+    live = set(snap.files)
+    removed = set()
+    dt = manifest.open_table(store, paths.MANIFEST_DIR)
+    committed = {b["batch_id"]: b["batch_seq"] for b in snap.batches}
+    for r in manifest.read_rows(dt):
+        if r["action"] == "remove" and committed.get(r["batch_id"]) == r["batch_seq"]:
+            manifest.check_row_paths(r)     # never delete outside the store
+            removed.add(r["path"])
+    left = sorted(p for p in removed - live if store.exists(p))
+    for p in left:
+        store.delete(p)
+    if not store.local:
+        left += delete_objects(store, removed - live)
+    return left
+
+
+def delete_objects(store: storage.Store, paths: set) -> list:
+    """Object stores: delete every object that ever held bytes of the files ``paths`` (the
+    extents of all their manifest rows, superseded index heads included); those still there."""
+    if not paths:
+        return []
+    objects = set()
+    for r in manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)):
+        if r["action"] == "add" and r["path"] in paths and '"extents"' in (r["detail"] or ""):
+            try:
+                extents = fragments.extents_from_detail(json.loads(r["detail"])["extents"])
+            except (ValueError, KeyError, TypeError):
+                continue                    # a damaged row names nothing we may delete
+            objects.update(e.object_rel for e in extents)
+    gone = sorted(o for o in objects if store.exists(o))
+    for o in gone:
+        store.delete(o)
+    return gone
+
+
+def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry_run: bool = False,
+           batch_id: str | None = None, vacuum_retention_hours: int = 168, housekeeping: bool = True,
+           quiet: bool = False) -> dict:
+    t0 = time.time()
+    say = Progress(quiet).say
+    store = storage.Store(store_uri)
+    if dry_run:
+        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None)
+    lease = writerlease.WriterLease(store, batch_id or "expire")
+    lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
+    try:
+        return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
+                       lease)
+    finally:
+        lease.release()
+
+
+def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
+            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease) -> dict:
+    """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
+    snap = manifest.load_snapshot(store)
+    if snap.batch is None:
+        raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
+                          f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
+    now = manifest.now_ms() if now_ms is None else int(now_ms)
+    durable = _durable(snap)
+    if not dry_run:
+        if commit_stage.finish_pending_publish(store, snap, None):
+            say("finished the publish of a committed batch a crash had interrupted")
+            snap = manifest.load_snapshot(store)
+        left = finish_pending_deletes(store, snap)
+        if left:
+            say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
+    p = plan_expiry(snap, reserved_hours, now)
+    summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
+               "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
+               "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
+               "min_phy_offset": p["min_phy_offset"],
+               "bytes_freed": sum(r["file_size"] for k in ("commitlog", "consumequeue", "index") for r in p[k])}
+    summary["removed"] = [r["path"] for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+    n = len(summary["removed"])
+    if dry_run or n == 0:
+        say(f"{'dry run: would remove' if dry_run else 'nothing to remove:'} {n} file(s); min phy offset "
+            f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
+        if not dry_run and housekeeping:
+            summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
+            snapcache.refresh(store)        # housekeeping may add Delta versions: the cache follows
+        summary["seconds"] = round(time.time() - t0, 3)
+        return summary
+    seq = snap.batch_seq + 1
+    if batch_id is not None and any(b["batch_id"] == batch_id for b in snap.batches):
+        raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
+    batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
+    committed_at = manifest.now_ms()
+    rows = []
+    for kind in ("commitlog", "consumequeue", "index"):
+        for r in p[kind]:
+            reason = (f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+                      else f"points only below the new min phy offset {p['min_phy_offset']}")
+            rows.append(manifest.remove_row(
+                r, batch_id, seq, committed_at,
+                detail=manifest.dumps({"reason": reason, "when": now, "expired_by": "fileReservedTime",
+                                       "previous_detail": r["detail"]})))
+    ck = manifest.checkpoint_row_after(
+        snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
+        input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
+        min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
+        detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
+                               "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
+                               "min_phy_offset_before": p["previous_min_phy_offset"]}))
+    for r in rows:
+        store.path(r["path"])       # StorePathError before the commit: never delete outside the store
+    manifest.commit(store, snap.versions, rows, ck, durable=durable, lease=lease)
+    say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
+        f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
+    for r in rows:
+        store.delete(r["path"])
+    if not store.local:
+        delete_objects(store, {r["path"] for r in rows})
+    _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
+    summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
+    if housekeeping:
+        summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
+    snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
+    summary["seconds"] = round(time.time() - t0, 3)
+    return summary
+
+
+def _durable(snap: manifest.Snapshot) -> bool:
+    """The store's flushDiskType, as its batches record it (SYNC_FLUSH unless it says otherwise)."""
+    try:
+        return json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+    except ValueError:
+        return True
+
+
+def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
+    """A queue keeps its last file, so its directory never empties; nothing to do but be safe locally."""
+    import os
+    if not store.local:
+        return
+    for p in paths:
+        d = os.path.dirname(store.path(p))
+        try:
+            if not os.listdir(d):
+                os.rmdir(d)
+        except OSError:
+            pass
+
+
+def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, durable: bool = True) -> dict:
+    """A checkpoint, cleanup of expired log files and a vacuum on both Delta tables. On a local
+    store the checkpoint is durable (storelib.table.deltacommit) before the cleanup may delete the log
+    files it replaces."""
+    out = {}
+    for name, rel in (("manifest", paths.MANIFEST_DIR), ("checkpoints", paths.CHECKPOINTS_DIR)):
+        dt = manifest.open_table(store, rel)
+        if dt is None:
+            continue
+        r = {"version": dt.version()}
+        try:
+            if store.local:
+                deltacommit.checkpoint_local(store, rel, durable)
+                dt = manifest.open_table(store, rel)
+            else:
+                dt.create_checkpoint()
+            r["checkpoint"] = True
+        except Exception as e:  # noqa: BLE001 - housekeeping never fails the expiry
+            r["checkpoint"] = f"failed: {e}"
+        try:
+            dt.cleanup_metadata()
+            r["cleanup_metadata"] = True
+        except Exception as e:  # noqa: BLE001
+            r["cleanup_metadata"] = f"failed: {e}"
+        try:
+            r["vacuumed_files"] = len(dt.vacuum(retention_hours=vacuum_retention_hours, dry_run=False,
+                                                enforce_retention_duration=False))
+        except Exception as e:  # noqa: BLE001
+            r["vacuumed_files"] = f"failed: {e}"
+        out[name] = r
+    return out

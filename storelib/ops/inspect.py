@@ -1,0 +1,219 @@
+"""Looking at a store: the manifest as tables, checkpoints, Delta history, totals and disk cost.
+
+Everything here reads the Delta tables (``manifest.load_snapshot``) and, for ``stats``, a few
+bytes of the consume-queue files; nothing starts Spark. ``storefiles.files_from_snapshot`` turns
+a snapshot into the ``storefiles.StoreFiles`` a ``StoreReader`` answers from, so queries on a
+snapshot see exactly the files (and valid lengths) that batch committed, expired files included.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from ..format import consumequeue, paths
+from ..table import manifest
+from ..io import storage
+from ..format.config import StoreConfig
+from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from ..io.checked import read_stored
+from ..read.query import StoreReader
+from ..table.snapshots import resolve_snapshot, snapshot_config
+from ..table.storefiles import files_from_snapshot, StoreFiles
+
+__all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
+           "CHECKPOINT_COLUMNS", "checkpoint_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
+           "to_json_lines", "allocated_bytes", "stats", "disk_cost", "read_unit"]
+
+
+# ---------------------------------------------------------------------------- snapshots
+def snapshot_reader(store_uri: str, as_of_batch=None, version: int | None = None,
+                    base_config: StoreConfig | None = None) -> StoreReader:
+    """A ``StoreReader`` over a committed snapshot (a broker's scan for a store without a manifest)."""
+    store = storage.Store(store_uri)
+    snap = resolve_snapshot(store, as_of_batch, version)
+    if snap.batch is None:
+        cfg = base_config or StoreConfig()
+        return StoreReader(store, cfg)
+    cfg = snapshot_config(snap, base_config)
+    return StoreReader(store, cfg, files_from_snapshot(store, snap, cfg)[0])
+
+
+# ---------------------------------------------------------------------------- tables
+SEGMENT_COLUMNS = ("kind", "path", "topic", "queue_id", "base_offset", "file_size", "valid_bytes", "count",
+                   "min_offset", "max_offset", "min_store_ts", "max_store_ts", "batch_id", "batch_seq")
+
+
+def segment_rows(snap: manifest.Snapshot, kind: str | None = None, topic: str | None = None) -> list:
+    rows = [r for r in snap.files.values()
+            if (kind is None or r["kind"] == kind) and (topic is None or r["topic"] == topic)]
+    order = {"commitlog": 0, "consumequeue": 1, "index": 2, "checkpoint": 3}
+    rows.sort(key=lambda r: (order.get(r["kind"], 9), r["topic"] or "", r["queue_id"] or 0,
+                             r["base_offset"] or 0, r["path"]))
+    return rows
+
+
+CHECKPOINT_COLUMNS = ("batch_seq", "batch_id", "operation", "committed_at", "messages", "bytes",
+                      "index_entries", "total_messages", "min_phy_offset", "max_phy_offset", "queues",
+                      "physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp",
+                      "min_store_ts", "max_store_ts", "wall_time_ms")
+
+
+def checkpoint_rows(snap: manifest.Snapshot) -> list:
+    out = []
+    for b in snap.batches:
+        r = dict(b)
+        r["queues"] = len(b["queue_offsets"] or [])
+        out.append(r)
+    return out
+
+
+HISTORY_COLUMNS = ("table", "version", "timestamp", "operation", "rocketlake_operation", "batch_id")
+
+
+def history_rows(store: storage.Store, version: int | None = None) -> list:
+    rows = manifest.history(store)
+    if version is not None:
+        rows = [r for r in rows if r["table"] != "checkpoints" or (r["version"] or 0) <= version]
+    return rows
+
+
+def format_table(rows: list, columns) -> str:
+    """Plain fixed-width text table."""
+    cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    numeric = [all(_is_num(r.get(c)) for r in rows) and rows for c in columns]
+    lines = ["  ".join(c.ljust(w) if not numeric[i] else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))]
+    for row in cells:
+        lines.append("  ".join(v.rjust(w) if numeric[i] else v.ljust(w)
+                               for i, (v, w) in enumerate(zip(row, widths))))
+    return "\n".join(x.rstrip() for x in lines)
+
+
+def _is_num(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def to_json_lines(rows: list, columns=None) -> str:
+    out = []
+    for r in rows:
+        d = {c: r.get(c) for c in columns} if columns else r
+        out.append(json.dumps(d, sort_keys=False, default=str))
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- stats
+def allocated_bytes(store: storage.Store, rel: str) -> int:
+    """Bytes the storage really holds for a file: allocated blocks locally, object size elsewhere."""
+    if store.local:
+        try:
+            return os.stat(store.path(rel)).st_blocks * 512
+        except OSError:
+            return 0
+    return store.size(rel) or 0
+
+
+def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreConfig | None = None) -> dict:
+    """Totals per topic/queue (messages, bytes, offsets, times) and the store's disk cost.
+
+    Per queue: messages = max offset - min offset (what a consumer can still read), bytes = sum
+    of the sizes in those units, store time range of the first/last readable unit.
+    Cost: RocketMQ broker disk (every file at full size, as mmapped files take) against what the
+    storage holds (allocated blocks of the sparse files locally, object sizes on object stores).
+    """
+    if snap is not None and snap.batch is not None:
+        cfg = snapshot_config(snap, config)
+        files = files_from_snapshot(store, snap, cfg)[0]
+    else:
+        cfg = config or StoreConfig()
+        files = StoreFiles.scan(store, cfg)
+    reader = StoreReader(store, cfg, files)
+    queues = []
+    topics: dict = {}
+    for (topic, qid) in sorted(files.consume_queues):
+        mn = reader.get_min_offset_in_queue(topic, qid)
+        mx = reader.get_max_offset_in_queue(topic, qid)
+        nbytes = 0
+        for f in files.consume_queues[(topic, qid)]:
+            lo = max(mn * CQ_UNIT_SIZE, f.base) - f.base
+            hi = f.units * CQ_UNIT_SIZE
+            if hi > lo:
+                raw = read_stored(store, f.rel, lo, hi - lo)
+                u = consumequeue.decode_units(raw)
+                nbytes += int(u["size"].sum(dtype="int64"))
+        first_ts = reader.get_message_store_timestamp(topic, qid, mn) if mx > mn else -1
+        last_ts = reader.get_message_store_timestamp(topic, qid, mx - 1) if mx > mn else -1
+        q = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
+             "max_offset": mx, "first_store_ts": first_ts, "last_store_ts": last_ts}
+        queues.append(q)
+        t = topics.setdefault(topic, {"topic": topic, "queues": 0, "messages": 0, "bytes": 0,
+                                      "first_store_ts": None, "last_store_ts": None})
+        t["queues"] += 1
+        t["messages"] += q["messages"]
+        t["bytes"] += nbytes
+        for k, fn in (("first_store_ts", min), ("last_store_ts", max)):
+            v = q[k]
+            if v is not None and v >= 0:
+                t[k] = v if t[k] is None else fn(t[k], v)
+    cost = disk_cost(store, snap, cfg, files)
+    total = {"messages_readable": sum(q["messages"] for q in queues),
+             "bytes_readable": sum(q["bytes"] for q in queues),
+             "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
+             "topics": len(topics), "queues": len(queues)}
+    if snap is not None and snap.batch is not None:
+        total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
+                     total_messages_written=snap.batch["total_messages"],
+                     min_store_ts=snap.batch["min_store_ts"], max_store_ts=snap.batch["max_store_ts"])
+    return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
+            "cost": cost}
+
+
+def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -> dict:
+    by_kind: dict = {}
+
+    def add(kind, rel, full):
+        k = by_kind.setdefault(kind, {"kind": kind, "files": 0, "broker_bytes": 0, "stored_bytes": 0,
+                                      "valid_bytes": 0})
+        k["files"] += 1
+        k["broker_bytes"] += full
+        k["stored_bytes"] += allocated_bytes(store, rel)
+
+    if snap is not None and snap.batch is not None:
+        for r in snap.files.values():
+            add(r["kind"], r["path"], r["file_size"])
+            by_kind[r["kind"]]["valid_bytes"] += r["valid_bytes"] or 0
+    else:
+        for s in files.commitlog:
+            add("commitlog", s.rel, cfg.mappedFileSizeCommitLog)
+        for fs in files.consume_queues.values():
+            for f in fs:
+                add("consumequeue", f.rel, cfg.cq_file_size)
+        for ref in files.index:
+            add("index", ref.rel, cfg.index_file_size)
+        if store.exists("checkpoint"):
+            add("checkpoint", "checkpoint", 4096)
+    meta = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
+            "valid_bytes": 0}
+    for rel in store.list_files(paths.META_DIR):
+        meta["files"] += 1
+        meta["stored_bytes"] += allocated_bytes(store, rel)
+    rows = [by_kind[k] for k in ("commitlog", "consumequeue", "index", "checkpoint") if k in by_kind]
+    tot = {"kind": "total", "files": sum(r["files"] for r in rows),
+           "broker_bytes": sum(r["broker_bytes"] for r in rows),
+           "stored_bytes": sum(r["stored_bytes"] for r in rows) + meta["stored_bytes"],
+           "valid_bytes": sum(r["valid_bytes"] for r in rows)}
+    if meta["files"]:
+        rows.append(meta)
+    rows.append(tot)
+    return {"measure": "st_blocks*512" if store.local else "object bytes", "rows": rows}
+
+
+def read_unit(store: storage.Store, rel: str, unit: int) -> tuple:
+    return consumequeue.parse_unit(read_stored(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))

@@ -1,0 +1,126 @@
+"""Commitlog access for the readers: ``CommitLog``'s lookups over the valid part of each segment
+(docs/FORMAT.md §1, §6).
+
+``CommitLogReader`` answers what a broker's ``CommitLog`` / ``MappedFileQueue`` answer over the
+segments a ``StoreFiles`` lists: min/max offset, the file holding an offset, a selected byte
+range, a record's store timestamp, the record at an offset. Every read is one range read of
+bytes the listing says exist (``io.checked.read_stored``).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..format import commitlog as cl, records
+from ..io.checked import read_stored
+
+if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
+    from ..io.storage import Store
+    from ..table.storefiles import CommitLogSegment
+
+__all__ = ["CommitLogReader"]
+
+
+class CommitLogReader:
+    """The commitlog of one ``StoreFiles``: ``segments`` sorted by base, each ``file_size`` long."""
+
+    def __init__(self, store: Store, segments: list[CommitLogSegment], file_size: int):
+        self.store = store
+        self.segments = segments
+        self.file_size = file_size
+
+    def read(self, rel: str, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes the files listing says exist (else ``CorruptStore``)."""
+        return read_stored(self.store, rel, offset, length)
+
+    # ------------------------------------------------------------------ offsets and files
+    def min_offset(self) -> int:
+        """CommitLog.getMinOffset: start of the first remaining file (-1 without files)."""
+        return self.segments[0].base if self.segments else -1
+
+    def max_offset(self) -> int:
+        """CommitLog.getMaxOffset: end of the readable data of the last file (0 without files)."""
+        return self.segments[-1].base + self.segments[-1].valid if self.segments else 0
+
+    def find(self, offset: int, return_first: bool = False) -> CommitLogSegment | None:
+        """MappedFileQueue.findMappedFileByOffset."""
+        segs = self.segments
+        if not segs:
+            return None
+        first, last = segs[0], segs[-1]
+        fs = self.file_size
+        if first.base <= offset < last.base + fs:
+            i = offset // fs - first.base // fs
+            if 0 <= i < len(segs) and segs[i].base <= offset < segs[i].base + fs:
+                return segs[i]
+            for s in segs:
+                if s.base <= offset < s.base + fs:
+                    return s
+        return first if return_first else None
+
+    def select(self, offset: int, size: int) -> bytes | None:
+        """CommitLog.getMessage(offset, size): ``returnFirstOnNotFound = offset == 0``."""
+        seg = self.find(offset, offset == 0)
+        if seg is None:
+            return None
+        pos = offset % self.file_size
+        if size < 0 or pos + size > seg.valid:
+            return None
+        return self.read(seg.rel, pos, size)
+
+    def data_size(self, offset: int) -> int | None:
+        """CommitLog.getData(offset, false) then getInt(0): the size of what queryMessage adds."""
+        seg = self.find(offset, False)
+        if seg is None:
+            return None
+        pos = offset % self.file_size
+        if not 0 <= pos < seg.valid:
+            return None
+        avail = seg.valid - pos
+        if avail < cl.SIZE_TOTALSIZE:
+            return None
+        size = records.record_size(self.read(seg.rel, pos, cl.SIZE_TOTALSIZE))
+        if size is None or size < 0 or size > avail:
+            return None          # ByteBuffer.limit throws; caught per offset
+        return size
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """``size`` bytes at commitlog ``offset`` (the file must hold them)."""
+        return self.read(self.find(offset).rel, offset % self.file_size, size)
+
+    # ------------------------------------------------------------------ records
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """CommitLog.pickupStoreTimestamp: -1 unless [offset, offset+size) is readable."""
+        if not (offset >= self.min_offset() and offset + size <= self.max_offset()):
+            return -1
+        raw = self.select(offset, size)
+        if raw is None:
+            return -1
+        ts = records.pickup_store_timestamp(raw)
+        return -1 if ts is None else ts          # Java would throw: size too small for the header
+
+    def look_message_by_offset(self, offset: int) -> dict | None:
+        """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
+        head = self.select(offset, cl.SIZE_TOTALSIZE)
+        size = None if head is None else records.record_size(head)
+        if size is None:
+            return None
+        raw = self.select(offset, size)
+        if raw is None:
+            return None
+        return records.decode_message(raw)
+
+    def get_by_offset(self, offset: int) -> dict | None:
+        """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
+        seg = self.find(offset, False)
+        if seg is None:
+            return None
+        pos = offset % self.file_size
+        if pos + cl.BLANK_SIZE > seg.valid:
+            return None
+        size, magic = records.record_head(self.read(seg.rel, pos, cl.BLANK_SIZE))
+        if not records.is_record(size, magic, pos, seg.valid):
+            return None
+        msg = records.decode_message(self.read(seg.rel, pos, size))
+        if msg is None or msg["commitlog_offset"] != offset:
+            return None
+        return msg

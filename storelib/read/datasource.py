@@ -1,0 +1,285 @@
+"""``spark.read.format("rocketmq").load(STORE)``: a PySpark Python data source over a store.
+
+    from storelib.read.datasource import register
+    register(spark)
+    df = spark.read.format("rocketmq").load("/data/store")            # latest committed batch
+    df = spark.read.format("rocketmq").option("asOfBatch", "b-7").load(uri)
+    df = spark.read.format("rocketmq").option("topic", "orders").option("beginTimestamp", 1710000000000).load(s)
+    spark.read.format("rocketmq").load(s).where("topic = 'orders'")           # filters pushed to the reader
+
+Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic, queue_id,
+queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
+reconsume_times, prepared_transaction_offset, body, properties map<string,string>, tags, keys,
+uniq_key). One partition per commitlog segment; the reader walks the segment (numba), decodes
+vectorized (``codec.decode_records``) and yields Arrow record batches.
+
+Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
+``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
+by the manifest's per-segment min/max store time and by offset range, records are filtered
+before decoding where possible. The reader also implements ``DataSourceReader.pushFilters``
+(pyspark 4.1; ``register`` turns on ``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN
+and =, <, <=, >, >= on ``store_timestamp`` / ``commitlog_offset`` in ``.where(...)`` become the
+same bounds and Spark does not re-check them (``option("pushdown", "false")``: Spark filters).
+
+The reader-reuse pitfall of pyspark 4.1.4, and how ``register`` avoids it: Spark keeps the reader
+that the last filter pushdown made on the relation and plans a later query over the same
+DataFrame that has *no* pushable filter with it, without asking Python again, so
+``df.where(f).count()`` then ``df.count()`` would count the filtered rows. ``register`` makes
+every ``spark.read.format("rocketmq").load(...)`` DataFrame carry the filter
+``commitlog_offset >= 0`` (true of every record): every query over it then has a pushable filter,
+so every query's reader is made for its own filters.
+
+Other options: ``asOfBatch`` (batch id or sequence number of a rocketlake store), ``config``
+(a broker-style .properties file for stores without a manifest; sizes are otherwise fitted to
+the files found), and any ``MessageStoreConfig`` key by name.
+
+Reads rocketlake stores (a snapshot of one committed batch) and RocketMQ broker stores (no
+manifest: the broker's own view after a restart) alike.
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
+                                    GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
+
+from .rangescan import MESSAGE_DDL
+
+__all__ = ["RocketMQDataSource", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD"]
+
+# A filter true of every record, on every rocketmq DataFrame (see the module docstring).
+REUSE_GUARD = "commitlog_offset >= 0"
+
+_INT_COLS = ("store_timestamp", "commitlog_offset")
+
+
+class _Bounds:
+    """Inclusive [lo, hi] on an integer column; topic set."""
+
+    def __init__(self):
+        self.lo = {c: None for c in _INT_COLS}
+        self.hi = {c: None for c in _INT_COLS}
+        self.topics = None
+        self.empty = False
+
+    def lower(self, col, v):
+        cur = self.lo[col]
+        self.lo[col] = v if cur is None else max(cur, v)
+
+    def upper(self, col, v):
+        cur = self.hi[col]
+        self.hi[col] = v if cur is None else min(cur, v)
+
+    def topic_in(self, values):
+        vals = {v for v in values if isinstance(v, str)}
+        self.topics = vals if self.topics is None else self.topics & vals
+
+    def push(self, f) -> bool:
+        attr = getattr(f, "attribute", None)
+        col = attr[0] if attr is not None and len(attr) == 1 else None
+        if not hasattr(f, "value"):
+            return False
+        if col == "topic":
+            if isinstance(f, EqualTo) and isinstance(f.value, str):
+                self.topic_in([f.value])
+                return True
+            if isinstance(f, In) and all(isinstance(v, str) for v in f.value):
+                self.topic_in(f.value)
+                return True
+            return False
+        if col in _INT_COLS and isinstance(f.value, int) and not isinstance(f.value, bool):
+            v = f.value
+            if isinstance(f, EqualTo):
+                self.lower(col, v)
+                self.upper(col, v)
+            elif isinstance(f, GreaterThan):
+                self.lower(col, v + 1)
+            elif isinstance(f, GreaterThanOrEqual):
+                self.lower(col, v)
+            elif isinstance(f, LessThan):
+                self.upper(col, v - 1)
+            elif isinstance(f, LessThanOrEqual):
+                self.upper(col, v)
+            else:
+                return False
+            return True
+        return False
+
+
+def _int_opt(options, name):
+    v = options.get(name)
+    return None if v is None or v == "" else int(v)
+
+
+class RocketMQReader(DataSourceReader):
+    def __init__(self, options: dict):
+        self.options = {str(k).lower(): v for k, v in dict(options).items()}   # option names: any case
+        self.path = self.options.get("path")
+        if not self.path:
+            raise ValueError("rocketmq data source: give the store root: .load(STORE)")
+        b = _Bounds()
+        if self.options.get("topic"):
+            b.topic_in([t for t in self.options["topic"].split(",") if t])
+        for opt, col, fn in (("begintimestamp", "store_timestamp", b.lower),
+                             ("endtimestamp", "store_timestamp", b.upper),
+                             ("minoffset", "commitlog_offset", b.lower),
+                             ("maxoffset", "commitlog_offset", b.upper)):
+            v = _int_opt(self.options, opt)
+            if v is not None:
+                fn(col, v)
+        self.bounds = b
+
+    def _config(self):
+        from ..format.config import StoreConfig, load_config
+        import dataclasses
+        known = {f.name for f in dataclasses.fields(StoreConfig)} - {"extra"}
+        lower = {k.lower(): k for k in known}
+        overrides = {lower[k.lower()]: v for k, v in self.options.items() if k.lower() in lower}
+        if self.options.get("config") or overrides:
+            return load_config(self.options.get("config"), overrides)
+        return None
+
+    def partitions(self):
+        from .rangescan import prune_segments
+        from ..table.storefiles import open_files
+        b = self.bounds
+        files, info = open_files(self.path, self.options.get("asofbatch") or None, self._config())
+        if b.topics is not None and not b.topics:
+            return []
+        segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
+                              b.lo["commitlog_offset"], b.hi["commitlog_offset"])
+        return [InputPartition((s.rel, s.base, s.valid)) for s in segs]
+
+    def read(self, partition):
+        from ..table.storefiles import CommitLogSegment
+        from .rangescan import segment_messages
+        from ..io.storage import Store
+        seg = CommitLogSegment(*partition.value)
+        b = self.bounds
+        store = Store(self.path)
+        for t in segment_messages(store, seg, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
+                                  b.lo["commitlog_offset"], b.hi["commitlog_offset"]):
+            yield from t.to_batches()
+
+
+class RocketMQPushdownReader(RocketMQReader):
+    """RocketMQReader + ``pushFilters`` (the default; ``option("pushdown", "false")`` turns it off).
+    Safe on a reused DataFrame only with ``register``'s guard filter (module docstring)."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if not self.bounds.push(f):
+                yield f
+
+
+class RocketMQDataSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "rocketmq"
+
+    def schema(self):
+        return MESSAGE_DDL
+
+    def reader(self, schema):
+        opts = {str(k).lower(): v for k, v in dict(self.options).items()}
+        if str(opts.get("pushdown", "true")).lower() == "false":
+            return RocketMQReader(self.options)
+        return RocketMQPushdownReader(self.options)
+
+
+# ---------------------------------------------------------------------------- the Delta tables
+def _spark_schema(arrow_schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(arrow_schema)
+
+
+class _TableReader(DataSourceReader):
+    """One partition: the rows of one snapshot of a store's Delta table (storelib.table.manifest, read
+    with deltalake and pyarrow: no delta-spark)."""
+
+    def __init__(self, options: dict, rows_of, arrow_schema):
+        opts = {str(k).lower(): v for k, v in dict(options).items()}
+        self.path = opts.get("path")
+        if not self.path:
+            raise ValueError("rocketlake data sources: give the store root: .load(STORE)")
+        self.as_of = opts.get("asofbatch") or None
+        self.rows_of, self.arrow_schema = rows_of, arrow_schema
+
+    def read(self, partition):
+        import pyarrow as pa
+        from ..table import manifest
+        from ..io import storage
+        snap = manifest.load_snapshot(storage.Store(self.path), self.as_of)
+        yield from pa.Table.from_pylist(self.rows_of(snap), schema=self.arrow_schema).to_batches()
+
+
+def _live_files(snap) -> list:
+    return sorted(snap.files.values(), key=lambda r: (r["kind"], r["path"]))
+
+
+def _committed_batches(snap) -> list:
+    return list(snap.batches)
+
+
+class ManifestDataSource(DataSource):
+    """``rocketlake_manifest``: one row per file of a snapshot (the latest committed batch, or
+    ``asOfBatch``): the manifest row that wrote the file's current version (MANIFEST_SCHEMA)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketlake_manifest"
+
+    def schema(self):
+        from ..table.manifest import MANIFEST_SCHEMA
+        return _spark_schema(MANIFEST_SCHEMA)
+
+    def reader(self, schema):
+        from ..table.manifest import MANIFEST_SCHEMA
+        return _TableReader(self.options, _live_files, MANIFEST_SCHEMA)
+
+
+class CheckpointsDataSource(DataSource):
+    """``rocketlake_checkpoints``: one row per committed batch, up to ``asOfBatch`` if given
+    (CHECKPOINTS_SCHEMA)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketlake_checkpoints"
+
+    def schema(self):
+        from ..table.manifest import CHECKPOINTS_SCHEMA
+        return _spark_schema(CHECKPOINTS_SCHEMA)
+
+    def reader(self, schema):
+        from ..table.manifest import CHECKPOINTS_SCHEMA
+        return _TableReader(self.options, _committed_batches, CHECKPOINTS_SCHEMA)
+
+
+# ---------------------------------------------------------------------------- registration
+def register(spark) -> None:
+    """Register ``rocketmq``, ``rocketlake_manifest`` and ``rocketlake_checkpoints`` on ``spark``,
+    enable Python filter pushdown and guard rocketmq DataFrames against reader reuse."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    for source in (RocketMQDataSource, ManifestDataSource, CheckpointsDataSource):
+        spark.dataSource.register(source)
+    _guard_loads()
+
+
+def _guard_loads() -> None:
+    """``DataFrameReader.load`` of format rocketmq returns the DataFrame with ``REUSE_GUARD``
+    (once per process; other formats are untouched)."""
+    from pyspark.sql.readwriter import DataFrameReader
+    if getattr(DataFrameReader, "_rocketlake_guarded", False):
+        return
+    plain_format, plain_load = DataFrameReader.format, DataFrameReader.load
+
+    def remember_format(self, source):
+        self._rocketlake_format = source
+        return plain_format(self, source)
+
+    def load(self, path=None, format=None, schema=None, **options):
+        df = plain_load(self, path, format, schema, **options)
+        if str(format or getattr(self, "_rocketlake_format", "")).lower() == RocketMQDataSource.name():
+            df = df.where(REUSE_GUARD)
+        return df
+
+    DataFrameReader.format, DataFrameReader.load = remember_format, load
+    DataFrameReader._rocketlake_guarded = True

@@ -1,0 +1,229 @@
+"""Delta table versions that survive a power cut on local file systems.
+
+delta-rs writes a version's Parquet files and links its ``_delta_log/<version>.json`` without
+fsync, and its checkpoints (``<version>.checkpoint.parquet``, ``_last_checkpoint``) likewise. A
+power cut can then leave a commit whose data file is empty, a 0-byte commit, or a 0-byte
+``_last_checkpoint``: each one makes the whole table unreadable, earlier batches included.
+
+So on a local store delta-rs never writes into a table's directory. It writes into a *scratch
+table*: a directory under ``_rocketlake/tmp/`` whose ``_delta_log`` holds hard links to the real
+log's files up to the version the writer planned on (delta-rs never changes a log file in place,
+so the links are read-only to it). What it produced is then moved into the real table in the
+order a reader depends on it, each step durable before the next:
+
+1. the new data files: fsync'd, renamed into the table directory, the directory fsync'd;
+2. the commit entry: fsync'd in scratch, then ``link``ed to ``_delta_log/<version>.json`` (fails
+   if that version exists: another writer committed first, ``ConcurrentWriteError``), the log
+   directory fsync'd;
+3. a checkpoint (``checkpoint``): the Parquet file like a data file, then ``_last_checkpoint``
+   through a temporary file, fsync, rename, fsync of the directory.
+
+A new table is made whole in scratch and renamed into place in one step. At every point of this
+sequence the real table is either the old version or the new one, whole.
+On object stores a completed PUT is durable and delta-rs' conditional put is the commit: it
+writes there directly (``manifest.commit``).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import uuid
+from urllib.parse import unquote
+
+from ..errors import LocalCommitConflict, StorePathError
+from ..io import storage
+from ..format.paths import TMP_DIR
+
+__all__ = ["TMP_DIR", "CHECKPOINT_INTERVAL", "LocalCommitConflict", "commit_local", "checkpoint_local",
+           "clear_scratch"]
+
+# A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
+# post-commit checkpoint is turned off in scratch tables, ours is durable).
+CHECKPOINT_INTERVAL = 100
+_LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d{10}\.\d{10})?\.parquet)$")
+
+
+def _log_files(log_dir: str, upto: int | None) -> list:
+    """Names of the commits and checkpoints in ``log_dir`` up to version ``upto`` (all if None)."""
+    try:
+        names = os.listdir(log_dir)
+    except FileNotFoundError:
+        return []
+    out = []
+    for n in names:
+        m = _LOG_FILE.match(n)
+        if m and (upto is None or int(m.group(1)) <= upto):
+            out.append(n)
+    return sorted(out)
+
+
+def _scratch(store, table_rel: str, version: int | None) -> str:
+    """A scratch copy of the table's log as of ``version`` (None: an empty directory)."""
+    root = store.path(f"{TMP_DIR}/{uuid.uuid4().hex}")
+    log = os.path.join(root, "_delta_log")
+    os.makedirs(log)
+    if version is not None:
+        real_log = os.path.join(store.path(table_rel), "_delta_log")
+        names = _log_files(real_log, version)
+        if not any(int(n[:20]) == version for n in names):
+            shutil.rmtree(root, ignore_errors=True)
+            raise LocalCommitConflict(f"{table_rel}: version {version} is no longer in its log")
+        for n in names:
+            os.link(os.path.join(real_log, n), os.path.join(log, n))
+    return root
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        storage.fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(path: str, durable: bool) -> None:
+    """``os.makedirs``, with every directory that got a new entry fsync'd."""
+    missing = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    os.makedirs(path, exist_ok=True)
+    if durable and missing:
+        storage.sync_dirs(sorted({os.path.dirname(d) for d in missing}))
+
+
+def _move_in(src: str, dst: str, durable: bool) -> None:
+    """A file from scratch into the table (data files and checkpoints: names unique to them)."""
+    if durable:
+        _fsync_path(src)
+    _make_dirs(os.path.dirname(dst), durable)
+    os.rename(src, dst)
+
+
+def commit_local(store, table_rel: str, version: int | None, write, durable: bool) -> int:
+    """Commit one version of the local Delta table at ``table_rel`` on top of ``version`` (None:
+    create the table). ``write(table_or_uri, post_commithook_properties)`` makes delta-rs write it
+    (into a scratch table). Returns the new version; ``LocalCommitConflict`` if another writer
+    committed that version first (nothing of this commit is left in the table then)."""
+    from deltalake import DeltaTable, PostCommitHookProperties
+    real = store.path(table_rel)
+    real_log = os.path.join(real, "_delta_log")
+    if version is None and _log_files(real_log, None):
+        raise LocalCommitConflict(f"{table_rel} was created by another writer since this batch was planned")
+    scratch = _scratch(store, table_rel, version)
+    try:
+        hooks = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+        if version is None:
+            write(scratch, hooks)
+        else:
+            dt = DeltaTable(scratch)
+            if dt.version() != version:
+                raise LocalCommitConflict(f"{table_rel}: its log is at version {dt.version()}, not {version}")
+            write(dt, hooks)
+            dt = None
+        new = 0 if version is None else version + 1
+        entry = os.path.join(scratch, "_delta_log", f"{new:020d}.json")
+        if not os.path.exists(entry):
+            raise LocalCommitConflict(f"{table_rel}: delta-rs wrote no version {new}")
+        if version is None:
+            _create_table(scratch, real, durable)
+            return 0
+        with open(entry, encoding="utf-8") as fh:
+            actions = [json.loads(line) for line in fh if line.strip()]
+        adds = [a["add"]["path"] for a in actions if "add" in a]
+        moved = []
+        for p in adds:
+            rel = unquote(p)
+            if rel.startswith("/") or ".." in rel.split("/"):
+                raise StorePathError(f"{table_rel}: delta-rs named a data file outside the table: {p!r}")
+            dst = os.path.join(real, rel)
+            _move_in(os.path.join(scratch, rel), dst, durable)
+            moved.append(dst)
+        if durable:
+            storage.sync_dirs(sorted({os.path.dirname(d) for d in moved} | {real}))
+            _fsync_path(entry)
+        _make_dirs(real_log, durable)
+        try:
+            os.link(entry, os.path.join(real_log, f"{new:020d}.json"))
+        except FileExistsError:
+            for d in moved:                   # never referenced by any version: leave no trace
+                os.unlink(d)
+            raise LocalCommitConflict(f"another writer committed version {new} of {table_rel} first") from None
+        if durable:
+            storage.sync_dirs([real_log])
+        return new
+    finally:
+        _drop(scratch)
+
+
+def _drop(scratch: str) -> None:
+    """Remove a scratch table, and ``_rocketlake/tmp`` with it when nothing else is there."""
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(scratch))
+    except OSError:
+        pass
+
+
+def _create_table(scratch: str, real: str, durable: bool) -> None:
+    """A new table: the whole scratch directory, every file and directory of it durable, renamed
+    into place in one step (no reader ever sees a table directory without its first commit)."""
+    if durable:
+        for d, _, names in os.walk(scratch):
+            for n in names:
+                _fsync_path(os.path.join(d, n))
+        storage.sync_dirs([d for d, _, _ in os.walk(scratch)])
+    _make_dirs(os.path.dirname(real), durable)
+    try:
+        os.rename(scratch, real)          # replaces only an empty directory, atomically
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            raise LocalCommitConflict(f"{real}: another writer created the table first") from None
+        raise
+    if durable:
+        storage.sync_dirs([os.path.dirname(real)])
+
+
+def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
+    """A Delta checkpoint of the table's latest version, made durable before ``_last_checkpoint``
+    names it (and before any log cleanup may rely on it). Returns its version (None: no table)."""
+    from deltalake import DeltaTable
+    real_log = os.path.join(store.path(table_rel), "_delta_log")
+    names = _log_files(real_log, None)
+    if not names:
+        return None
+    version = max(int(n[:20]) for n in names)
+    if f"{version:020d}.checkpoint.parquet" in names:
+        return version
+    scratch = _scratch(store, table_rel, version)
+    try:
+        dt = DeltaTable(scratch)
+        dt.create_checkpoint()
+        dt = None
+        name = f"{version:020d}.checkpoint.parquet"
+        src = os.path.join(scratch, "_delta_log", name)
+        dst = os.path.join(real_log, name)
+        _move_in(src, dst, durable)
+        if durable:
+            storage.sync_dirs([real_log])
+        last = os.path.join(scratch, "_delta_log", "_last_checkpoint")
+        tmp = os.path.join(real_log, f"_last_checkpoint.{uuid.uuid4().hex}.tmp")
+        shutil.copyfile(last, tmp)
+        if durable:
+            _fsync_path(tmp)
+        os.replace(tmp, os.path.join(real_log, "_last_checkpoint"))
+        if durable:
+            storage.sync_dirs([real_log])
+        return version
+    finally:
+        _drop(scratch)
+
+
+def clear_scratch(store) -> None:
+    """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
+    if store.local:
+        shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)

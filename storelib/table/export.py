@@ -1,0 +1,113 @@
+"""Export: a committed snapshot as a broker-ready RocketMQ store directory.
+
+Writes every live file of the snapshot (commitlog segments, consume queues, index files, the
+checkpoint) under its RocketMQ name with its full file size (zero tail), reading each one as the
+readers do: through its extents on object stores (storelib.io.fragments), its final name on local
+stores. The result is byte-identical to what a RocketMQ broker keeps for the same messages, and
+every file's bytes are checked against its manifest checksum on the way. ``_rocketlake/`` is not
+exported: the directory is a plain RocketMQ store a broker can start on (``storePathRootDir``).
+
+Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
+written or published: later batches never change the bytes a snapshot's rows cover, except an
+index file's header and slot heads (taken as of the row: ``patches.index_head_as_of``) and the
+checkpoint file (rebuilt from the row). A local target is written under a temporary name beside
+it and renamed into place when every file checked out: a failed export leaves no target.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+
+from ..errors import ExportError
+from ..format import checkpoint as ckpt
+from ..io import checksum, patches, storage
+from . import manifest, storefiles
+
+__all__ = ["ExportError", "export_store"]
+
+_CHUNK = 64 << 20
+
+
+def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = True, snap=None,
+                 check: bool = True) -> dict:
+    """Export the latest committed snapshot (or ``as_of_batch``, or ``snap``) of ``store_uri`` to
+    ``target`` (a local directory or any store URI), which must be empty or absent; returns a
+    summary. ``check=False``: files whose bytes do not match their checksum are exported as they
+    are (verify of an earlier snapshot then names what differs)."""
+    store = storage.Store(store_uri)
+    out = storage.Store(target)
+    if out.list_files(""):
+        raise ExportError(f"{target} is not empty: export writes into an empty directory only (nothing was written)")
+    snap = snap if snap is not None else manifest.load_snapshot(store, as_of_batch)
+    if snap.batch is None:
+        raise ExportError(f"{store_uri} has no committed batch to export")
+    config = storefiles.config_of_batch(snap.batch)
+    work = out
+    if out.local:
+        work = storage.Store(os.path.join(os.path.dirname(os.path.abspath(out.root)),
+                                          f".{os.path.basename(out.root)}.export-{uuid.uuid4().hex[:8]}"))
+    n_bytes = 0
+    staged = storefiles.staging_batches(store)
+    try:
+        for rel, row in sorted(snap.files.items()):
+            n_bytes += _export_file(store, work, row, config, durable, check, staged)
+        if work is not out:
+            if os.path.isdir(out.root):
+                os.rmdir(out.root)                 # empty (checked above)
+            os.rename(work.root, out.root)
+            if durable:
+                storage.sync_dirs([os.path.dirname(out.root)])
+    except BaseException:
+        if work is not out:
+            shutil.rmtree(work.root, ignore_errors=True)
+        else:
+            for rel in snap.files:
+                out.delete(rel)
+        raise
+    return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],
+            "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes}
+
+
+def _export_file(store: storage.Store, out: storage.Store, row: dict, config, durable: bool, check: bool,
+                 staged: set) -> int:
+    """One file of the snapshot, read as readers read it (``storefiles.reading_path``: through
+    its extents, or its staged copy or patch while its batch's publish is unfinished)."""
+    valid = int(row["valid_bytes"])
+    detail = json.loads(row.get("detail") or "{}")
+    rel = storefiles.reading_path(store, row, staged)
+    first = _rebuilt_head(store, dict(row, path=rel), detail, config)
+    hasher = checksum.BlockHasher()
+
+    def chunks():
+        if first:
+            hasher.update(first)
+            yield first
+        for pos in range(len(first), valid, _CHUNK):
+            data = store.read(rel, pos, min(_CHUNK, valid - pos))
+            if len(data) != min(_CHUNK, valid - pos) and check:
+                raise ExportError(f"{row['path']}: {len(data)} bytes at {pos}, the manifest says {valid} valid bytes")
+            hasher.update(data)
+            yield data
+    out.write_file(row["path"], chunks(), int(row["file_size"]), durable=durable)
+    got, _ = hasher.finish()
+    if got != row["checksum"] and check:
+        out.delete(row["path"])
+        raise ExportError(f"{row['path']}: its bytes do not match the manifest checksum (batch {row['batch_id']}); "
+                          f"the file was not exported")
+    return valid
+
+
+def _rebuilt_head(store: storage.Store, row: dict, detail: dict, config) -> bytes:
+    """The first bytes of the row's file version that a later batch may have changed since: an
+    index file's header and slot table, the whole checkpoint file (b"" for other files)."""
+    if row["kind"] == "index":
+        return patches.index_head_as_of(store, row, config)[:int(row["valid_bytes"])]
+    if row["kind"] == "checkpoint":
+        try:
+            data = ckpt.Checkpoint(**{k: int(detail[k]) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
+        except (KeyError, TypeError, ValueError):
+            return b""                             # no timestamps in the row: the file as it is
+        return data[:int(row["valid_bytes"])] if checksum.checksum_of_bytes(data) == row["checksum"] else b""
+    return b""

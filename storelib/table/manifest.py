@@ -1,0 +1,427 @@
+"""The Delta tables under ``<store>/_rocketlake/``: what the store holds, batch by batch.
+
+* ``_rocketlake/manifest``: one row per file version a batch wrote (``action = add``) or removed
+  (``action = remove``): kind, relative path, base offset, valid bytes, counts, offset and store
+  time ranges, sha256 of the valid bytes, the batch that wrote it, and (``detail``) kind-specific
+  facts such as an index file's header.
+* ``_rocketlake/checkpoints``: one row per committed batch: batch id and sequence number, max
+  commitlog offset, next offset of every topic/queue, the three checkpoint-file timestamps,
+  counts, wall time, the input's fingerprint and the store's file-shaping configuration.
+
+A batch becomes visible when its checkpoint row is committed: that Delta commit is the atomic
+switch. Manifest rows of a batch without a checkpoint row are ignored by every reader. Both
+commits are conditional on the table versions read when the batch was planned, so of two
+concurrent writers exactly one commits (the other fails before leaving a row anywhere).
+
+The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables (reader 1,
+writer 2), which delta-spark reads too (``storelib.table.delta_spark``; tests/table/test_delta_spark.py). On
+local stores every version goes in through ``storelib.table.deltacommit``, which makes it durable step
+by step.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, StoreError, StorePathError
+from . import deltacommit, deltalog
+from ..format import names
+from ..io import storage
+
+__all__ = [
+    "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
+    "CHECKPOINTS_SCHEMA", "ConcurrentWriteError", "TableVersions", "Snapshot", "open_table", "read_rows",
+    "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps",
+    "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
+]
+
+# defined in the leaf module metapaths (the shell lookup path reads them without pyarrow)
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, STAGING_DIR  # noqa: E402
+
+MANIFEST_SCHEMA = pa.schema([
+    ("batch_id", pa.string()),
+    ("batch_seq", pa.int64()),
+    ("action", pa.string()),            # add | remove
+    ("kind", pa.string()),              # commitlog | consumequeue | index | checkpoint
+    ("path", pa.string()),              # relative to the store root
+    ("topic", pa.string()),
+    ("queue_id", pa.int32()),
+    ("base_offset", pa.int64()),        # commitlog: file offset; consumequeue: first unit * 20
+    ("file_size", pa.int64()),
+    ("valid_bytes", pa.int64()),
+    ("count", pa.int64()),              # records / units / index entries
+    ("min_offset", pa.int64()),         # commitlog: first record offset; cq: first queue offset;
+    ("max_offset", pa.int64()),         # index: begin/end phy offset
+    ("min_store_ts", pa.int64()),
+    ("max_store_ts", pa.int64()),
+    ("checksum", pa.string()),          # sha256 of bytes [0, valid_bytes)
+    ("staged_path", pa.string()),       # where the batch staged it (publish is redone from here)
+    ("detail", pa.string()),            # JSON: index header, reason of a removal, ...
+    ("committed_at", pa.int64()),
+    ("attempt_id", pa.string()),        # the ingest attempt that wrote the row (see load_snapshot)
+])
+
+QUEUE_OFFSETS_TYPE = pa.list_(pa.struct([("topic", pa.string()), ("queue_id", pa.int32()),
+                                          ("max_offset", pa.int64())]))
+
+CHECKPOINTS_SCHEMA = pa.schema([
+    ("batch_id", pa.string()),
+    ("batch_seq", pa.int64()),
+    ("operation", pa.string()),         # ingest | import | expire
+    ("committed_at", pa.int64()),
+    ("input_fingerprint", pa.string()),
+    ("messages", pa.int64()),
+    ("bytes", pa.int64()),
+    ("index_entries", pa.int64()),
+    ("total_messages", pa.int64()),
+    ("min_phy_offset", pa.int64()),
+    ("max_phy_offset", pa.int64()),
+    ("queue_offsets", QUEUE_OFFSETS_TYPE),
+    ("physic_msg_timestamp", pa.int64()),
+    ("logics_msg_timestamp", pa.int64()),
+    ("index_msg_timestamp", pa.int64()),
+    ("min_store_ts", pa.int64()),
+    ("max_store_ts", pa.int64()),
+    ("wall_time_ms", pa.int64()),
+    ("config", pa.string()),
+    ("detail", pa.string()),            # JSON: counts, round_robin positions per topic, ...
+    ("attempt_id", pa.string()),        # the attempt whose manifest rows this batch consists of
+])
+
+
+@dataclass
+class TableVersions:
+    manifest: int | None
+    checkpoints: int | None
+
+
+@dataclass
+class Snapshot:
+    """The store as of one committed batch: its checkpoint row and its live files."""
+    batch: dict | None                       # checkpoint row (None: nothing committed)
+    files: dict = field(default_factory=dict)  # path -> manifest row (action add, latest version)
+    versions: TableVersions | None = None
+    batches: list = field(default_factory=list)  # every committed checkpoint row, in order
+    removed: dict = field(default_factory=dict)  # path -> remove row of files a committed expiry
+                                                 # removed (a crash may leave them on disk until the
+                                                 # next expiry deletes them)
+
+    @property
+    def batch_seq(self) -> int:
+        return self.batch["batch_seq"] if self.batch else 0
+
+    def of_kind(self, kind: str) -> list:
+        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+
+
+def _table_uri(store: storage.Store, rel: str) -> str:
+    return store.uri_of(rel) if not store.local else store.path(rel)
+
+
+def _open(store: storage.Store, rel: str, version: int | None = None):
+    from deltalake import DeltaTable
+    uri = _table_uri(store, rel)
+    if store.local:
+        store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
+    opts = storage.delta_storage_options(store.uri)
+    try:
+        if not DeltaTable.is_deltatable(uri, storage_options=opts):
+            return None
+    except Exception:  # noqa: BLE001 - unreachable storage reports as "no table"
+        return None
+    dt = DeltaTable(uri, storage_options=opts)
+    if version is not None:
+        dt.load_as_version(version)
+    return dt
+
+
+def _read_rows(dt) -> list:
+    """Rows of the table version ``dt`` holds: its Parquet files (from the Delta log) read with
+    pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
+    if dt is None:
+        return []
+    uris = _check_table_files(dt, dt.file_uris())
+    if not uris:
+        return []
+    import pyarrow.parquet as pq
+    fs, _ = storage.filesystem(uris[0])
+    return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
+
+
+def open_table(store: storage.Store, rel: str, version: int | None = None):
+    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
+    ``version`` if given; None without a table (or unreachable storage)."""
+    return _open(store, rel, version)
+
+
+def read_rows(dt) -> list:
+    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not."""
+    return _read_rows(dt)
+
+
+def _check_table_files(dt, uris: list) -> list:
+    """The data files a Delta log names must lie inside the table's directory (an ``add`` path
+    with ``..``, an absolute path or a symlink out is refused, never read)."""
+    from urllib.parse import unquote, urlparse
+    root = dt.table_uri.rstrip("/")
+    local = storage.is_local(root)
+    base = os.path.realpath(unquote(urlparse(root).path) if root.startswith("file:") else root) if local else root
+    for u in uris:
+        if local:
+            p = storage.local_path(u)
+            inside = os.path.realpath(p).startswith(base.rstrip("/") + "/")
+        else:
+            inside = u.startswith(base + "/") and ".." not in u[len(base) + 1:].split("/")
+        if not inside:
+            raise StorePathError(f"Delta table {root}: its log names the data file {u}, which is (or "
+                                         f"links to) a path outside the table directory; refusing to read it")
+    return uris
+
+
+def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
+    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
+
+    A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
+    versions = TableVersions(mf_version, ck_version)
+    batches = sorted(ck_rows, key=lambda r: r["batch_seq"])
+    if batches and mf_version is None:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
+                                                           "committed batch(es), the manifest table does not exist")
+    if as_of_batch is not None:
+        sel = [b for b in batches if b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)]
+        if not sel:
+            raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+        upto = sel[-1]["batch_seq"]
+        batches_visible = [b for b in batches if b["batch_seq"] <= upto]
+    else:
+        batches_visible = batches
+    if not batches_visible:
+        return Snapshot(None, {}, versions, [])
+    committed = {b["batch_id"]: b["batch_seq"] for b in batches_visible}
+    attempts = {b["batch_id"]: b.get("attempt_id") for b in batches_visible}
+    files: dict = {}
+    # Rows of a batch count only with its checkpoint row, and only those of the attempt that
+    # committed: a dead attempt may have appended manifest rows before dying (between the two
+    # Delta commits); its rerun appends its own rows under the same batch id and sequence.
+    rows = [r for r in mf_rows if committed.get(r["batch_id"]) == r["batch_seq"]
+            and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
+    rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
+    # Every batch commits manifest rows before its checkpoint row: none means a lost manifest commit.
+    with_rows = {r["batch_seq"] for r in rows}
+    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows]
+    if lost:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
+                                                           f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
+                                                           f"a commit of the manifest table is missing")
+    removed: dict = {}
+    expiries = {b["batch_id"] for b in batches_visible if b["operation"] == "expire"}
+    for r in rows:
+        check_row_paths(r)
+        if r["action"] == "add":
+            files[r["path"]] = r
+            removed.pop(r["path"], None)
+        else:
+            files.pop(r["path"], None)
+            if r["batch_id"] in expiries:
+                removed[r["path"]] = r
+    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed)
+
+
+def _table_rows(store: storage.Store, rel: str) -> tuple:
+    """(version, rows) of a Delta table's latest version, ``(None, [])`` without a table. A table
+    that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
+    DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
+    failure = None
+    try:
+        dt = _open(store, rel)
+        version, rows = (dt.version(), _read_rows(dt)) if dt is not None else (None, [])
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
+        failure = deltalog.corrupt(store, rel, e)
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":     # a Rust panic in deltalake
+            raise
+        failure = deltalog.corrupt(store, rel, e)
+    dt = None
+    if failure is not None:
+        raise failure.with_traceback(None)
+    if version is None:
+        problems = deltalog.log_problems(store, rel)   # e.g. a _delta_log whose commits are gone
+        if problems:
+            raise CorruptStore(*problems[0])
+    return version, rows
+
+
+def check_row_paths(row: dict) -> None:
+    """A manifest row's ``path`` (and ``staged_path``) must be store-relative paths that stay in
+    the store; StorePathError naming the row otherwise (a reader never follows it)."""
+    for col in ("path", "staged_path"):
+        rel = row.get(col)
+        if rel is None and col == "staged_path":
+            continue
+        problem = names.rel_path_problem(rel) if rel != "" else "is empty"
+        if problem:
+            raise StorePathError(
+                f"manifest row of batch {row.get('batch_id')!r} (seq {row.get('batch_seq')}, {row.get('action')} "
+                f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
+
+
+def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,
+           fault=None, durable: bool = True, lease=None) -> None:
+    """Conditional appends: manifest rows first, then the checkpoint row (the switch).
+
+    ``lease``: the writer's lease, checked to be still its own right before each of the two
+    commits (a writer that stalled past its lease never commits: ``LeaseLost``).
+
+    Local stores: each table version goes in through ``deltacommit.commit_local`` (every file of
+    it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
+    conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
+    """
+    from deltalake import write_deltalake, CommitProperties
+    from deltalake.exceptions import CommitFailedError
+    opts = storage.delta_storage_options(store.uri)
+    props = CommitProperties(max_commit_retries=0,
+                             custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
+                                              "rocketlake.operation": checkpoint_row["operation"],
+                                              # what DESCRIBE HISTORY shows (delta-spark)
+                                              "userMetadata": checkpoint_row["batch_id"]})
+    for rel, rows, schema, version, point in (
+            (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
+            (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
+        table = pa.Table.from_pylist(rows, schema=schema)
+        if lease is not None:
+            lease.check()
+
+        def write(target, hooks=None):
+            # schema_mode="merge": tables written before a column was added get it (nulls before)
+            kw = {} if hooks is None else {"post_commithook_properties": hooks}
+            if isinstance(target, str):
+                write_deltalake(target, table, mode="append", storage_options=opts, commit_properties=props, **kw)
+            else:
+                write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
+        try:
+            if store.local:
+                new = deltacommit.commit_local(store, rel, version, write, durable)
+                if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
+                    deltacommit.checkpoint_local(store, rel, durable)
+            else:
+                _commit_object_store(store, rel, version, write)
+        except LocalCommitConflict as e:
+            raise ConcurrentWriteError(str(e)) from None
+        except CommitFailedError as e:
+            raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
+                                       f"({e})") from None
+        if point and fault:
+            fault(point)
+
+
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write) -> None:
+    """One conditional Delta commit on an object store (a completed PUT is durable)."""
+    dt = _open(store, rel, version) if version is not None else None
+    if version is None and _open(store, rel) is not None:
+        raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
+    try:
+        write(_table_uri(store, rel) if dt is None else dt)
+    except Exception as e:  # noqa: BLE001 - table creation races surface as several errors
+        from deltalake.exceptions import CommitFailedError
+        if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
+                                                     or "version" in str(e).lower()):
+            raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
+        raise
+
+
+def history(store: storage.Store) -> list:
+    """Delta history of both tables: version, time, operation, batch id."""
+    out = []
+    for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
+        failure = None
+        try:
+            dt = _open(store, rel)
+            hist = dt.history() if dt is not None else []
+        except StoreError as e:
+            failure = e
+        except Exception as e:  # noqa: BLE001 - a damaged Delta log
+            failure = deltalog.corrupt(store, rel, e)
+        dt = None
+        if failure is not None:
+            raise failure.with_traceback(None)
+        for h in hist:
+            out.append({"table": name, "version": h.get("version"), "timestamp": h.get("timestamp"),
+                        "operation": h.get("operation"),
+                        "batch_id": h.get("rocketlake.batch_id") or (h.get("userMetadata") or ""),
+                        "rocketlake_operation": h.get("rocketlake.operation")})
+    return sorted(out, key=lambda r: (r["timestamp"] or 0, r["table"]))
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------------- rows
+# Every row of both tables is built here (ingest's commit, adopt, expire), so every writer fills
+# every column the same way.
+def file_row(kind: str, path: str, batch_id: str, batch_seq: int, committed_at: int, *,
+             staged_path: str | None = None, attempt_id: str | None = None, **columns) -> dict:
+    """A manifest row adding one file version: every MANIFEST_SCHEMA column, those not given None.
+
+    ``columns``: the file's facts (topic, queue_id, base_offset, file_size, valid_bytes, count,
+    min/max_offset, min/max_store_ts, checksum, detail); ``staged_path``: where the batch staged
+    the file (None: it is already in place); ``attempt_id``: the ingest attempt writing it."""
+    row = dict.fromkeys(MANIFEST_SCHEMA.names)
+    row.update(batch_id=batch_id, batch_seq=batch_seq, action="add", kind=kind, path=path,
+               staged_path=staged_path, committed_at=committed_at, attempt_id=attempt_id)
+    row.update(_columns(columns, MANIFEST_SCHEMA))
+    return row
+
+
+def remove_row(live: dict, batch_id: str, batch_seq: int, committed_at: int, detail: str) -> dict:
+    """A manifest row removing the file of ``live`` (its current ``add`` row), which it copies."""
+    row = dict(live)
+    # attempt_id None: the removal belongs to the batch doing it, not to the ingest attempt that
+    # wrote the file (load_snapshot keeps only rows of the attempt a batch's checkpoint row names).
+    row.update(batch_id=batch_id, batch_seq=batch_seq, action="remove", staged_path=None,
+               committed_at=committed_at, detail=detail, attempt_id=None)
+    return row
+
+
+def checkpoint_row(**columns) -> dict:
+    """A checkpoints-table row: every CHECKPOINTS_SCHEMA column must be given (``attempt_id``
+    defaults to None: a batch not written by an ingest attempt)."""
+    missing = [n for n in CHECKPOINTS_SCHEMA.names if n not in columns and n != "attempt_id"]
+    if missing:
+        raise ValueError(f"checkpoint row without {', '.join(missing)}")
+    row = dict.fromkeys(CHECKPOINTS_SCHEMA.names)
+    row.update(_columns(columns, CHECKPOINTS_SCHEMA))
+    return row
+
+
+def checkpoint_row_after(prev: dict, **changes) -> dict:
+    """The checkpoint row of a batch that changes only part of the store's state (an expiry):
+    the previous batch's row ``prev`` with ``changes``."""
+    row = dict(prev)
+    row["attempt_id"] = None        # not an ingest attempt: every manifest row of the batch counts
+    row.update(_columns(changes, CHECKPOINTS_SCHEMA))
+    return row
+
+
+def queue_offsets(queue_next: dict) -> list:
+    """The ``queue_offsets`` column from ``{(topic, queue_id): next offset}``, sorted."""
+    return [{"topic": t, "queue_id": q, "max_offset": o} for (t, q), o in sorted(queue_next.items())]
+
+
+def _columns(values: dict, schema: pa.Schema) -> dict:
+    unknown = [k for k in values if k not in schema.names]
+    if unknown:
+        raise ValueError(f"no column {', '.join(unknown)} in the table")
+    return values

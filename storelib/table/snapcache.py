@@ -1,0 +1,191 @@
+"""The cached file list of the latest committed batch: ``_rocketlake/snapshot-cache.json``.
+
+Opening a snapshot from the Delta tables takes deltalake, pyarrow and a Parquet read of both
+tables (about 0.5 s of imports and reads before a shell lookup reads its first byte). Every
+writer (ingest's commit, expire, adopt) calls ``refresh`` after its commit: it reads the new
+snapshot back from the Delta tables (``manifest.load_snapshot``, the one definition of what a
+snapshot holds) and writes what it got, the checkpoint row and the live manifest rows, to the
+cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
+``json``: no deltalake, no pyarrow.
+
+The cache is a hint, never the truth: ``load`` uses it only when
+
+* its header's length and sha256 match the body (a torn, truncated or damaged file is ignored);
+* for both tables, the next version's commit file does not exist (Delta versions are contiguous
+  and each commit file is created once, put-if-absent: the cached version is the latest), and
+  every log file a Delta reader of that version depends on (the commits since the newest Delta
+  checkpoint, that checkpoint, ``_last_checkpoint``) still has the sha256 it had: a damaged log
+  makes readers read the Delta tables (and fail as they did), a store deleted and rebuilt with
+  as many commits has other commit files. Delta writes a checkpoint every 100 commits, and
+  expire after each run, so that is a few small reads;
+* every row names a plain store path (``localstore.is_plain_path``).
+
+Otherwise (``None``) the reader reads the Delta tables as before: a missing, stale or damaged
+cache costs time, never a wrong answer, and every path is still checked by ``Store.path`` when a
+file is read. A refresh that fails leaves the previous cache, which the versions then mark stale.
+
+Format: one header line ``{"format": "rocketlake-snapshot-cache", "version": 1, "length": N,
+"sha256": hex}``, then N bytes of JSON: ``{"tables": {"manifest": {"version": v, "files": [[log file
+name, sha256], ...]}, "checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows]}``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from .deltalog import CHECKPOINT, COMMIT
+from ..io.localstore import is_plain_path
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, delta_commit
+
+__all__ = ["FORMAT", "VERSION", "CachedSnapshot", "refresh", "load", "encode", "decode"]
+
+FORMAT = "rocketlake-snapshot-cache"
+VERSION = 1
+_TABLES = (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR))
+
+
+@dataclass
+class CachedSnapshot:
+    """What ``storefiles.files_from_snapshot`` needs of a ``manifest.Snapshot``: the latest batch."""
+    batch: dict
+    files: dict = field(default_factory=dict)      # path -> manifest row
+    tables: dict = field(default_factory=dict)     # table name -> {"version", "files": [[name, sha256]]}
+
+    @property
+    def batches(self) -> list:
+        return [self.batch]
+
+    @property
+    def batch_seq(self) -> int:
+        return self.batch["batch_seq"]
+
+    def of_kind(self, kind: str) -> list:
+        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+
+
+# ----------------------------------------------------------------------------- writing
+def encode(tables: dict, batch: dict, rows: list) -> bytes:
+    """The cache file's bytes (header line + body); ``TypeError`` for a value JSON cannot hold as is."""
+    body = json.dumps({"tables": tables, "batch": batch, "files": rows}, sort_keys=True,
+                      separators=(",", ":"), allow_nan=False).encode()
+    header = json.dumps({"format": FORMAT, "version": VERSION, "length": len(body),
+                         "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True)
+    return header.encode() + b"\n" + body
+
+
+def refresh(store) -> bool:
+    """Write the cache of the store's latest committed snapshot, as the Delta tables give it.
+
+    Called once at the end of every commit (ingest, expire, adopt). Never raises: the commit is
+    done, and without a fresh cache readers read the Delta tables. Returns whether it wrote."""
+    try:
+        from . import manifest
+        snap = manifest.load_snapshot(store)
+        if snap.batch is None or snap.versions is None:
+            return False
+        versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
+        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
+        data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
+        if store.local:                      # readers see the old file or the new one, never a part
+            tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
+            store.write_file(tmp, [data])
+            try:
+                store.publish(tmp, SNAPSHOT_CACHE)
+            finally:
+                if store.exists(tmp):
+                    store.delete(tmp)
+        else:                                # an object PUT is atomic
+            store.write_file(SNAPSHOT_CACHE, [data])
+        return True
+    except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
+        return False
+
+
+def _log_state(store, table: str, version: int) -> dict:
+    """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
+    the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
+    ``_last_checkpoint``."""
+    log = f"{table}/_delta_log"
+    names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
+    cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
+    since = max(cps) if cps else 0
+    keep = [n for n in names
+            if (COMMIT.match(n) and since <= int(COMMIT.match(n).group(1)) <= version)
+            or (CHECKPOINT.match(n) and int(CHECKPOINT.match(n).group(1)) == since and cps)
+            or n == "_last_checkpoint"]
+    if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
+        raise ValueError(f"{log}: no commit file of version {version}")
+    return {"version": version,
+            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+
+
+# ----------------------------------------------------------------------------- reading
+def decode(data: bytes) -> dict | None:
+    """The body of a cache file whose header checks out, else None."""
+    head, sep, body = data.partition(b"\n")
+    if not sep:
+        return None
+    try:
+        h = json.loads(head)
+        if not (isinstance(h, dict) and h.get("format") == FORMAT and h.get("version") == VERSION
+                and h.get("length") == len(body) and h.get("sha256") == hashlib.sha256(body).hexdigest()):
+            return None
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _current(store, rel: str, entry) -> bool:
+    """``entry`` names the latest version of the Delta table at ``rel``, whose log files are as
+    they were when the cache was written."""
+    if not isinstance(entry, dict):
+        return False
+    version, files = entry.get("version"), entry.get("files")
+    if not (type(version) is int and version >= 0 and isinstance(files, list) and files):
+        return False
+    try:
+        if store.exists(delta_commit(rel, version + 1)):
+            return False
+        for item in files:
+            if not (isinstance(item, list) and len(item) == 2 and is_plain_path(item[0]) and "/" not in item[0]):
+                return False
+            if hashlib.sha256(store.read(f"{rel}/_delta_log/{item[0]}")).hexdigest() != item[1]:
+                return False
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _rows_usable(batch, rows) -> bool:
+    if not (isinstance(batch, dict) and isinstance(batch.get("batch_id"), str)
+            and type(batch.get("batch_seq")) is int and isinstance(rows, list)):
+        return False
+    for r in rows:
+        if not (isinstance(r, dict) and r.get("action") == "add" and is_plain_path(r.get("path"))
+                and (r.get("staged_path") is None or is_plain_path(r["staged_path"]))):
+            return False
+    return True
+
+
+def load(store) -> CachedSnapshot | None:
+    """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
+    try:
+        data = store.read(SNAPSHOT_CACHE)
+    except (OSError, ValueError):             # missing (FileNotFoundError), unreadable, refused path
+        return None
+    doc = decode(data)
+    if doc is None:
+        return None
+    tables, batch, rows = doc.get("tables"), doc.get("batch"), doc.get("files")
+    if not isinstance(tables, dict) or not _rows_usable(batch, rows):
+        return None
+    for name, rel in _TABLES:
+        if not _current(store, rel, tables.get(name)):
+            return None
+    files = {r["path"]: r for r in rows}
+    if len(files) != len(rows):
+        return None
+    return CachedSnapshot(batch=batch, files=files, tables=tables)

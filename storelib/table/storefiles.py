@@ -1,0 +1,498 @@
+"""The store-file model of a snapshot: which files a reader may see, and how much of each
+(docs/FORMAT.md §6, §10).
+
+``StoreFiles``: commitlog segments with their valid byte length, consume-queue files per
+(topic, queue id) with their valid unit count, index files in load order with an optional snapshot
+limit / header override. Every read of ``storelib.read.query`` stays inside those limits. Two ways to
+build one:
+
+* rocketlake stores (a ``_rocketlake`` manifest, FORMAT of it: ``storelib.table.manifest``):
+  ``open_files`` / ``StoreFiles.from_snapshot`` give the live files of the chosen committed batch
+  (latest by default), commitlog segments limited to their ``valid_bytes``, consume-queue files
+  to ``valid_bytes // 20`` units, index files to the header the batch committed (its
+  ``index_count`` is the limit; later entries are skipped but their chain is still followed).
+  Files of a batch in flight are never listed: its manifest rows have no checkpoint row yet.
+  A committed batch whose publish was interrupted still has ``_rocketlake/staging/<batch_id>/``:
+  its files are read from their ``staged_path`` where that still exists (the final file may be
+  missing or an older, shorter version of the same name). Rows readers cannot use raise
+  ``CorruptStore`` naming the file (``check_rows``).
+* stores without a manifest (a RocketMQ broker's directory): ``StoreFiles.scan``, a broker's view
+  after a normal restart (``load()`` + ``recoverNormally`` + ``truncateDirtyLogicFiles``). The
+  file-shaping configuration is checked against the file sizes found and inferred from them
+  where it does not match (``infer_config``). Only the tail of the last commitlog file is walked,
+  from the newest consume-queue / index position that can be verified.
+
+``SnapshotInfo`` carries what pruning needs besides the files: per-segment min/max store time
+(manifest only) and the batch row.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field
+from typing import NamedTuple, TYPE_CHECKING
+
+from ..errors import CorruptStore, StoreNotFound
+from ..format import checkpoint, commitlog, consumequeue, indexfile, records
+from ..io import patches
+from . import snapcache
+from ..format.config import StoreConfig
+from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from ..io.checked import read_stored
+from ..io.fragments import extents_from_detail
+from ..format.indexfile import IndexHeader
+from ..io.localstore import open_local
+from ..format.paths import CHECKPOINTS_DIR, STAGING_DIR
+
+if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
+    from . import manifest
+    from ..io.storage import Store
+
+__all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "StoreNotFound", "SnapshotInfo",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
+           "walk_records"]
+
+_NAME20 = re.compile(r"^\d{20}$")
+_WALK_CHUNK = 1 << 20
+
+# Keys a checkpoint row's "config" carries (file shaping) that StoreConfig understands.
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(StoreConfig)} - {"extra"}
+
+
+# ----------------------------------------------------------------------------- the model
+class CommitLogSegment(NamedTuple):
+    rel: str            # "commitlog/000...0"
+    base: int           # absolute offset of the file's first byte (= its name)
+    valid: int          # readable bytes from the file start (MappedFile read position)
+
+
+class ConsumeQueueFile(NamedTuple):
+    rel: str            # "consumequeue/<topic>/<qid>/<name>"
+    base: int           # byte offset in the queue's logical stream (= name = first unit * 20)
+    units: int          # valid (readable) units in this file
+
+
+class IndexFileRef(NamedTuple):
+    """An index file as a reader sees it.
+
+    ``index_count``: snapshot limit. Entries at positions >= it were written after the snapshot:
+    they are skipped, but their ``prevPos`` chain is still followed. ``header``: the header to use
+    instead of the bytes on disk (a snapshot's begin/end values; its index_count is used as the
+    limit when ``index_count`` is None). Both None = the file as it is (a broker's view).
+    """
+    rel: str
+    index_count: int | None = None
+    header: IndexHeader | None = None
+
+
+@dataclass
+class StoreFiles:
+    """Everything a reader may see of a store, with the valid size of every file."""
+    config: StoreConfig
+    commitlog: list[CommitLogSegment] = field(default_factory=list)
+    consume_queues: dict[tuple[str, int], list[ConsumeQueueFile]] = field(default_factory=dict)
+    index: list[IndexFileRef] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.commitlog = sorted((CommitLogSegment(*s) for s in self.commitlog), key=lambda s: s.base)
+        self.consume_queues = {(t, int(q)): sorted((ConsumeQueueFile(*f) for f in fs), key=lambda f: f.base)
+                               for (t, q), fs in self.consume_queues.items()}
+        self.index = [IndexFileRef(*((r,) if isinstance(r, str) else r)) for r in self.index]
+
+    @classmethod
+    def from_snapshot(cls, store: Store | str, as_of_batch=None, config: StoreConfig | None = None) -> "StoreFiles":
+        """The files of one committed rocketlake batch (latest by default); ``scan`` without a manifest."""
+        return open_files(store, as_of_batch, config)[0]
+
+    @classmethod
+    def scan(cls, store: Store | str, config: StoreConfig) -> "StoreFiles":
+        """What a broker sees after a normal restart (``load`` + ``recoverNormally``).
+
+        Commitlog: files sorted by name; every file but the last is readable in full; the last
+        one up to the end of its last record (walk until BLANK / TOTALSIZE 0 / unknown magic).
+        Consume queues: every file but the last is full; the last up to the first unit that is
+        not ``offset >= 0 && size > 0``; then units pointing at or beyond the commitlog end are
+        dropped (``truncateDirtyLogicFiles``). Index files: sorted by name, headers from disk.
+        Assumes a clean shutdown (no ``abort`` file): abnormal recovery is not modelled.
+        """
+        store = as_store(store)
+        # consume queues first (the commitlog walk may start from their newest unit)
+        cqs = _scan_consume_queues(store, config.cq_file_size)
+        index = [IndexFileRef(r) for r in sorted(store.list_files(indexfile.DIR, recursive=False),
+                                                  key=lambda r: r.rsplit("/", 1)[-1])]
+        segs = _recover_commitlog(store, config.mappedFileSizeCommitLog, cqs, index)
+        if segs:
+            cl_max = segs[-1].base + segs[-1].valid
+            # truncateDirtyLogicFiles: drop units whose commitlog offset >= the commitlog end
+            for key, files in list(cqs.items()):
+                cqs[key] = _truncate_cq(store, files, cl_max)
+                if not cqs[key]:
+                    del cqs[key]
+        return cls(config=config, commitlog=segs, consume_queues=cqs, index=index)
+
+
+# ----------------------------------------------------------------------------- broker view (scan)
+def _numbered(store: Store, rel_dir: str) -> list[str]:
+    """The files of ``rel_dir`` named by 20 digits, in name (= offset) order."""
+    rels = [r for r in store.list_files(rel_dir, recursive=False) if _NAME20.match(r.rsplit("/", 1)[-1])]
+    return sorted(rels, key=lambda r: int(r.rsplit("/", 1)[-1]))
+
+
+def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], list[ConsumeQueueFile]]:
+    per_file = cq_fsize // CQ_UNIT_SIZE
+    cqs: dict[tuple[str, int], list[ConsumeQueueFile]] = {}
+    for topic in store.list_dirs(consumequeue.DIR):
+        for qdir in store.list_dirs(f"{consumequeue.DIR}/{topic}"):
+            if not qdir.lstrip("-").isdigit():
+                continue
+            rels = _numbered(store, f"{consumequeue.DIR}/{topic}/{qdir}")
+            if not rels:
+                continue
+            files = [ConsumeQueueFile(r, int(r.rsplit("/", 1)[-1]), per_file) for r in rels]
+            files[-1] = files[-1]._replace(units=_cq_valid_units(store, files[-1].rel, per_file))
+            cqs[(topic, int(qdir))] = files
+    return cqs
+
+
+def _recover_commitlog(store: Store, fsize: int, cqs: dict, index: list[IndexFileRef]) -> list[CommitLogSegment]:
+    """Commitlog segments, the last one's valid length found by a walk from the newest record
+    start the consume queues / the newest index file name that checks out (else from 0)."""
+    segs = [CommitLogSegment(r, int(r.rsplit("/", 1)[-1]), fsize) for r in _numbered(store, commitlog.DIR)]
+    if not segs:
+        return segs
+    last = segs[-1]
+    hints = []                         # candidate record starts: newest CQ units, newest index end
+    for files in cqs.values():
+        f = files[-1]
+        if f.units > 0:
+            hints.append(_read_unit(store, f.rel, f.units - 1)[0])
+    for ref in index[-1:]:
+        try:
+            raw = store.read(ref.rel, 0, indexfile.HEADER_SIZE)
+        except OSError:
+            continue
+        if len(raw) >= indexfile.HEADER_SIZE:
+            hints.append(IndexHeader.parse(raw).end_phy_offset)
+    start = 0
+    for h in sorted(set(hints), reverse=True):
+        if last.base <= h < last.base + fsize:
+            end = _verified_record_end(store, last.rel, h - last.base, h, fsize)
+            if end is not None:
+                start = end
+                break
+    segs[-1] = last._replace(valid=walk_records(store, last.rel, start, fsize))
+    return segs
+
+
+def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
+    """(commitlog offset, size, tags code) of consume-queue unit ``unit`` of ``rel``."""
+    return consumequeue.parse_unit(read_stored(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+
+
+def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
+    """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
+    rule), found by a binary search over single-unit range reads: units are written in order."""
+    def unit(i: int):
+        raw = store.read(rel, i * CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+        return consumequeue.parse_unit(raw) if len(raw) == CQ_UNIT_SIZE else None
+
+    size = store.size(rel) or 0
+    return consumequeue.valid_units(unit, min(per_file, size // CQ_UNIT_SIZE), exact=False)
+
+
+def _truncate_cq(store: Store, files: list[ConsumeQueueFile], cl_max: int) -> list[ConsumeQueueFile]:
+    files = list(files)
+    while files:
+        f = files[-1]
+        units = f.units
+        while units > 0 and _read_unit(store, f.rel, units - 1)[0] >= cl_max:
+            units -= 1
+        if units == 0 and len(files) > 1:
+            files.pop()
+            continue
+        files[-1] = f._replace(units=units)
+        break
+    return files
+
+
+def _verified_record_end(store: Store, rel: str, pos: int, phy: int, fsize: int) -> int | None:
+    """End position of the record at ``pos`` if it looks like a record stored at ``phy``."""
+    raw = store.read(rel, pos, records.PHYS_END)
+    if len(raw) < records.PHYS_END:
+        return None
+    size, magic = records.record_head(raw)
+    if not records.is_record(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
+        return None
+    return pos + size
+
+
+def walk_records(store: Store, rel: str, pos: int, fsize: int) -> int:
+    """Position after the last record, walking from ``pos`` (recoverNormally, no CRC check)."""
+    buf = b""
+    buf_at = pos
+    while pos + commitlog.BLANK_SIZE <= fsize:
+        head = records.record_head(buf, pos - buf_at)
+        if head is None:                   # past the chunk read so far: read on
+            buf_at = pos
+            buf = store.read(rel, pos, min(_WALK_CHUNK, fsize - pos))
+            head = records.record_head(buf)
+            if head is None:
+                break
+        size, magic = head
+        if not records.is_record(size, magic, pos, fsize):
+            break                          # BLANK (end of this file), zero or garbage: end of data
+        pos += size
+    return pos
+
+
+# ----------------------------------------------------------------------------- snapshot view (manifest)
+@dataclass
+class SnapshotInfo:
+    batch: dict | None = None                      # checkpoint row (None: no manifest)
+    seg_ts: dict = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
+    source: str = "scan"                           # "manifest" | "scan"
+
+    @property
+    def batch_id(self):
+        return self.batch["batch_id"] if self.batch else None
+
+    @property
+    def batch_seq(self):
+        return self.batch["batch_seq"] if self.batch else None
+
+
+def config_of_batch(batch: dict, base: StoreConfig | None = None) -> StoreConfig:
+    """``base`` (query limits, broker defaults) with the store's file-shaping keys of ``batch``."""
+    base = base or StoreConfig()
+    stored = json.loads(batch["config"]) if batch and batch.get("config") else {}
+    return dataclasses.replace(base, **{k: v for k, v in stored.items() if k in _CONFIG_FIELDS})
+
+
+def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig:
+    """Fit the file-shaping sizes of ``config`` to the files of a store without a manifest.
+
+    Commitlog and consume-queue file sizes are read off the files. Index files fix only
+    ``40 + 4*slots + 20*entries``; if that disagrees with ``config``, RocketMQ's default ratio
+    ``maxIndexNum = 4 * maxHashSlotNum`` is assumed (pass a --config otherwise).
+    """
+    config = config or StoreConfig()
+    changes = {}
+    # The most common size of each kind (a damaged file, truncated or grown, does not decide).
+    segs = [r for r in store.list_files(commitlog.DIR, recursive=False) if _NAME20.match(r.rsplit("/", 1)[-1])]
+    if segs:
+        size = _common_size(store, segs[:-1] if len(segs) > 1 else segs)
+        if size and size != config.mappedFileSizeCommitLog:
+            changes["mappedFileSizeCommitLog"] = size
+    cq = []
+    for topic in store.list_dirs(consumequeue.DIR)[:8]:
+        for q in store.list_dirs(f"{consumequeue.DIR}/{topic}")[:2]:
+            cq += [r for r in store.list_files(f"{consumequeue.DIR}/{topic}/{q}", recursive=False)
+                   if _NAME20.match(r.rsplit("/", 1)[-1])][:1]
+    size = _common_size(store, cq)
+    if size and size % CQ_UNIT_SIZE == 0 and size != config.cq_file_size:
+        changes["mappedFileSizeConsumeQueue"] = size
+    idx = store.list_files(indexfile.DIR, recursive=False)
+    if idx:
+        size = _common_size(store, idx[:8])
+        cfg = dataclasses.replace(config, **changes)
+        if size and size != cfg.index_file_size:
+            slots, rem = divmod(size - indexfile.HEADER_SIZE, indexfile.SLOT_SIZE + 4 * indexfile.ENTRY_SIZE)
+            if rem or slots < 1:
+                raise CorruptStore(idx[0], 0, f"index files of {size} bytes fit neither the given maxHashSlotNum/"
+                                              f"maxIndexNum nor the 1:4 default ratio (damaged? else pass --config)")
+            changes.update(maxHashSlotNum=slots, maxIndexNum=4 * slots)
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def _common_size(store: Store, rels: list) -> int | None:
+    """The most frequent non-zero size among ``rels`` (ties: the larger); None without one."""
+    counts: dict = {}
+    for r in rels:
+        s = store.size(r)
+        if s:
+            counts[s] = counts.get(s, 0) + 1
+    return max(counts, key=lambda s: (counts[s], s)) if counts else None
+
+
+def staging_batches(store: Store) -> set:
+    """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
+    try:
+        return set(store.list_dirs(STAGING_DIR))
+    except OSError:
+        return set()
+
+
+_HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
+                "index_count")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def row_problem(r: dict, cfg: StoreConfig) -> str | None:
+    """What is wrong with a live manifest row (``None``: a row readers can use). Its path is
+    already known to stay inside the store (``manifest.check_row_paths``)."""
+    kind, path = r.get("kind"), r.get("path")
+    limits = {"commitlog": cfg.mappedFileSizeCommitLog, "consumequeue": cfg.cq_file_size,
+              "index": cfg.index_file_size, "checkpoint": checkpoint.FILE_SIZE}
+    if kind not in limits:
+        return f"manifest row of unknown kind {kind!r}"
+    parts = path.split("/")
+    if kind == "checkpoint":
+        ok = path == checkpoint.FILE_NAME
+    elif kind == "commitlog":
+        ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(_NAME20.match(parts[1]))
+    elif kind == "consumequeue":
+        ok = (len(parts) == 4 and parts[0] == consumequeue.DIR and parts[1] == r.get("topic")
+              and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(_NAME20.match(parts[3])))
+    else:
+        ok = len(parts) == 2 and parts[0] == indexfile.DIR
+    if not ok:
+        return (f"manifest row of kind {kind} (topic {r.get('topic')!r}, queue {r.get('queue_id')!r}) names a path "
+                "outside its directory")
+    sp = r.get("staged_path")
+    if sp is not None and not sp.startswith(STAGING_DIR + "/"):
+        return f"manifest row's staged_path {sp!r} is not under {STAGING_DIR}/"
+    for col, lo, hi in (("valid_bytes", 0, limits[kind]), ("file_size", 0, 1 << 62), ("count", 0, 1 << 62)):
+        v = r.get(col)
+        if not _is_int(v) or not lo <= v <= hi:
+            return f"manifest {col} {v!r} outside [{lo}, {hi}]"
+    if not (isinstance(r.get("checksum"), str) and re.fullmatch(r"[0-9a-f]{64}", r["checksum"])):
+        return f"manifest checksum {r.get('checksum')!r} is not a sha256"
+    if kind in ("commitlog", "consumequeue"):
+        b = r.get("base_offset")
+        if not _is_int(b) or b != int(parts[-1]):
+            return f"manifest base_offset {b!r} does not match the name"
+    if kind == "index":
+        try:
+            h = json.loads(r.get("detail") or "")["header"]
+            bad = not all(_is_int(h[k]) for k in _HEADER_KEYS)
+        except (ValueError, TypeError, KeyError):
+            bad = True
+        if bad:
+            return f"manifest detail {r.get('detail')!r} holds no index header"
+        if not 1 <= h["index_count"] <= cfg.maxIndexNum:
+            return f"manifest index header indexCount {h['index_count']} outside [1, {cfg.maxIndexNum}]"
+    return None
+
+
+def check_rows(snap: manifest.Snapshot, cfg: StoreConfig) -> None:
+    """``CorruptStore`` naming the file of the first manifest row readers cannot use."""
+    for r in sorted(snap.files.values(), key=lambda r: r["path"]):
+        p = row_problem(r, cfg)
+        if p:
+            raise CorruptStore(r["path"], 0, f"{p} (batch {r.get('batch_id')})")
+
+
+def as_store(store):
+    """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
+    (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
+    if not isinstance(store, str):
+        return store
+    local = open_local(store)
+    if local is not None:
+        return local
+    from ..io.storage import Store
+    return Store(store)
+
+
+def _row_extents(row: dict) -> list | None:
+    """The extents a row's detail lists (object stores: storelib.io.fragments), or None."""
+    if '"extents"' not in (row.get("detail") or ""):
+        return None
+    try:
+        return extents_from_detail(json.loads(row["detail"])["extents"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptStore(row["path"], 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
+
+
+def reading_path(store, row: dict, staged: set) -> str:
+    """Where a reader reads the file version of ``row``: its final path, or, while its batch's
+    publish is unfinished (``staged``: batch ids with a staging directory, ``staging_batches``),
+    its staged copy.
+
+    A file the batch continues in place is read through its staged patch until the patch is
+    applied (``Store.map_patched``). Publish moves staged -> final, so a staged file that still
+    exists was not (fully) published and the final name may be missing or hold an older,
+    shorter version. Either copy is complete when both exist (copy-then-delete on object
+    stores). The publish may go on while the reader reads: ``store.moved`` makes reads of a
+    staged file that is gone by then read the final one."""
+    extents = _row_extents(row)
+    if extents is not None:            # object stores: the file is assembled from objects
+        store.map_file(row["path"], int(row["file_size"]), extents)
+        return row["path"]
+    if row["batch_id"] not in staged:
+        return row["path"]
+    patch = patches.row_patch(row)
+    if patch is not None and store.exists(patch["staged"]):
+        store.map_patched(row["path"], int(row["file_size"]), patch)
+        return row["path"]
+    sp = row.get("staged_path")
+    if sp:
+        size = store.size(sp)
+        if size is not None and size >= (row.get("valid_bytes") or 0):
+            store.moved[sp] = row["path"]
+            return sp
+    return row["path"]
+
+
+def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
+    """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
+    cfg = config_of_batch(snap.batch, config)
+    check_rows(snap, cfg)
+    staged = staging_batches(store)
+
+    def where(row) -> str:
+        return reading_path(store, row, staged)
+
+    segs, seg_ts = [], {}
+    for r in snap.of_kind("commitlog"):
+        segs.append(CommitLogSegment(where(r), int(r["base_offset"]), int(r["valid_bytes"])))
+        seg_ts[int(r["base_offset"])] = (r.get("min_store_ts"), r.get("max_store_ts"))
+    cqs: dict = {}
+    for r in snap.of_kind("consumequeue"):
+        cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
+            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // CQ_UNIT_SIZE))
+    index = []
+    for r in snap.of_kind("index"):          # sorted by path = by name = RocketMQ's load order
+        h = json.loads(r["detail"])["header"]
+        hdr = IndexHeader(**{k: h[k] for k in _HEADER_KEYS})
+        index.append(IndexFileRef(where(r), hdr.index_count, hdr))
+    files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
+    return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest")
+
+
+def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None = None):
+    """(StoreFiles, SnapshotInfo) of the latest committed batch (or ``as_of_batch``).
+
+    The latest batch comes from the snapshot cache when it is sound and current
+    (``storelib.table.snapcache``: a few small reads, no deltalake or pyarrow), else from the Delta tables."""
+    store = as_store(store)
+    cached = snapcache.load(store)
+    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
+                                                                           str(cached.batch["batch_seq"]))):
+        return files_from_snapshot(store, cached, config)
+    snap = None
+    if store.exists(CHECKPOINTS_DIR):                     # (no deltalake import for broker stores)
+        from . import manifest
+        snap = manifest.load_snapshot(store)
+        if as_of_batch is not None:
+            # Checked here, not by load_snapshot: an exception raised while its deltalake table
+            # objects are alive aborts the interpreter at exit ("terminate called without an
+            # active exception").
+            if not any(b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)
+                       for b in snap.batches):
+                raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+            snap = manifest.load_snapshot(store, as_of_batch)
+    if snap is not None and snap.batch is not None:
+        return files_from_snapshot(store, snap, config)
+    if as_of_batch is not None:
+        raise KeyError(f"{store.uri} has no committed rocketlake batches (no manifest): "
+                       f"--as-of-batch {as_of_batch!r} cannot be served")
+    if not (any(store.exists(d) for d in (commitlog.DIR, consumequeue.DIR, indexfile.DIR))):
+        raise StoreNotFound(f"{store.uri}: no RocketMQ store here (no commitlog/, consumequeue/, index/ "
+                            f"and no committed rocketlake manifest)")
+    cfg = infer_config(store, config)
+    return StoreFiles.scan(store, cfg), SnapshotInfo(source="scan")

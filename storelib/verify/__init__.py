@@ -1,0 +1,3 @@
+"""Checking a store against its manifest and against RocketMQ's own rules: every file's bytes, the
+record chain, consume queues and index files, and their cross references.
+"""

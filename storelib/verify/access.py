@@ -1,0 +1,199 @@
+"""What every verify check shares (``storelib.verify.driver``): problem lines, whole-file access, and
+record reads by commitlog offset for the cross-file (``deep``) checks."""
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..compute import arrays, kernels
+from ..io import checksum, storage
+from ..codec import messages as codec, properties
+from ..format import commitlog as cl
+from ..format.config import StoreConfig
+
+__all__ = ["MAX_PROBLEMS_PER_FILE", "task_store", "problem", "FileData", "SegmentLookup", "expected_tags_code"]
+
+MAX_PROBLEMS_PER_FILE = 50
+
+
+def task_store(ctx: dict) -> storage.Store:
+    """The task's Store: the driver's own when the tasks run in its process, else one from the URI."""
+    return ctx.get("_store") or storage.Store(ctx["store"])
+
+
+def problem(path: str, offset, text: str) -> str:
+    return f"{path}@{offset if offset is not None else 0}: {text}"
+
+
+# ---------------------------------------------------------------------------- file access
+# madvise(MADV_POPULATE_READ) (Linux 5.14): map a range's pages in one call; Python's mmap module
+# may not name it.
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
+
+
+class FileData:
+    """A whole file as a uint8 array: a read-only memory map locally (holes cost nothing)."""
+
+    def __init__(self, store: storage.Store, rel: str):
+        self.rel = rel
+        self.size = store.size(rel)
+        self.exists = self.size is not None
+        self.local = store.local
+        self.path = store.path(rel)
+        self.bytes_read = 0
+        self._map = None
+        if not self.exists or self.size == 0:
+            self.buf = np.zeros(0, np.uint8)
+        elif store.local:
+            with open(self.path, "rb") as fh:
+                self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self.buf = np.frombuffer(self._map, dtype=np.uint8)
+        else:
+            self.buf = np.frombuffer(store.read(rel), dtype=np.uint8)
+            self.bytes_read = self.size
+
+    def populate(self, start: int = 0, end: int | None = None) -> None:
+        """Map the pages of [start, end) that hold data (not holes: those would get page-cache
+        pages) ahead of reading them: one madvise call per region costs a fraction of the page
+        faults of a first read (0.6 s of CPU for a 0.8 GB segment on a busy machine)."""
+        if self._map is None or _MADV_POPULATE_READ is None:
+            return
+        page = mmap.PAGESIZE
+        for a, b in self._data_regions(start, self.size if end is None else min(end, self.size)):
+            a0 = a // page * page
+            try:
+                self._map.madvise(_MADV_POPULATE_READ, a0, b - a0)
+            except (OSError, ValueError):        # an older kernel: the reads fault the pages in
+                return
+
+    def checksum(self, end: int, threads: int = 1) -> tuple[str, list]:
+        """The manifest checksum of bytes [0, end) (``checksum.file_checksum``: sha256 over the
+        sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL)."""
+        end = min(end, self.size or 0)
+        buf = self.buf
+        self.bytes_read += end if self.local else 0
+        return checksum.file_checksum(lambda pos, n: buf[pos:pos + n], end, threads)
+
+    def first_nonzero(self, start: int, end: int | None = None) -> int | None:
+        """Offset of the first non-zero byte in [start, end), reading only data regions locally."""
+        end = self.size if end is None else min(end, self.size)
+        if start >= end:
+            return None
+        for a, b in self._data_regions(start, end):
+            step = 16 << 20
+            for x in range(a, b, step):
+                chunk = self.buf[x:min(b, x + step)]
+                if self.local:
+                    self.bytes_read += len(chunk)
+                nz = np.flatnonzero(chunk)
+                if len(nz):
+                    return x + int(nz[0])
+        return None
+
+    def _data_regions(self, start: int, end: int):
+        if not self.local or not hasattr(os, "SEEK_DATA"):
+            yield start, end
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            yield start, end
+            return
+        try:
+            pos = start
+            while pos < end:
+                try:
+                    d = os.lseek(fd, pos, os.SEEK_DATA)
+                except OSError:          # ENXIO: no data after pos
+                    return
+                if d >= end:
+                    return
+                h = os.lseek(fd, d, os.SEEK_HOLE)
+                yield d, min(h, end)
+                pos = h
+        finally:
+            os.close(fd)
+
+
+class SegmentLookup:
+    """Record reads by commitlog offset for the cross-file checks (one mapping per segment)."""
+
+    def __init__(self, store: storage.Store, segments: list, file_size: int):
+        self.store = store
+        self.by_base = {int(b): (rel, int(v)) for rel, b, v in segments}
+        self.F = file_size
+        self.cache: dict = {}
+
+    def records(self, phys: np.ndarray):
+        """Decode the records at ``phys``: (ok mask, reason per entry, decoded table of the ok ones)."""
+        phys = np.asarray(phys, dtype=np.int64)
+        n = len(phys)
+        ok = np.zeros(n, dtype=bool)
+        reason = np.array([""] * n, dtype=object)
+        tables, order = [], []
+        bases = phys // self.F * self.F
+        for base in np.unique(bases):
+            sel = np.flatnonzero(bases == base)
+            seg = self.by_base.get(int(base))
+            if seg is None:
+                reason[sel] = f"no commitlog segment holds offset (segment {int(base):020d} missing)"
+                continue
+            rel, valid = seg
+            if rel not in self.cache:
+                self.cache[rel] = FileData(self.store, rel)
+            fd = self.cache[rel]
+            pos = phys[sel] - base
+            good = pos + cl.BLANK_SIZE <= min(valid, fd.size or 0)
+            size = np.zeros(len(sel), np.int64)
+            magic = np.zeros(len(sel), np.int64)
+            gp = pos[good]
+            if len(gp):
+                size[good] = codec.gather_int(fd.buf, gp + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE)
+                magic[good] = codec.gather_int(fd.buf, gp + cl.POS_MAGIC, cl.SIZE_MAGIC)
+            rec_ok = good & ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size >= cl.MIN_RECORD_SIZE) \
+                & (pos + size <= valid)
+            reason[sel[~good]] = "offset beyond the segment's data"
+            reason[sel[good & ~rec_ok]] = "no record starts there"
+            idx = sel[rec_ok]
+            if len(idx):
+                t, fits = codec.decode_valid_records(fd.buf, int(base), pos[rec_ok], body=False)
+                reason[idx[~fits]] = "damaged record there (its fields do not fit its TOTALSIZE)"
+                idx = idx[fits]
+                tables.append(t)
+                order.append(idx)
+                ok[idx] = True
+        if tables:
+            table = pa.concat_tables(tables)
+            idx = np.concatenate(order)
+            inv = np.empty(n, dtype=np.int64)
+            inv[idx] = np.arange(len(idx))
+        else:
+            table, inv = None, None
+        return ok, reason, table, inv
+
+
+def expected_tags_code(table: pa.Table, config: StoreConfig) -> np.ndarray:
+    """tagsCode of decoded records (docs/FORMAT.md §2): Java hash of TAGS, or the delay deliver time."""
+    n = table.num_rows
+    props = arrays.as_large_string(table["properties_string"])
+    pdata, poff = arrays.string_buffers(props)
+    vs, ve = properties.property_spans(pdata, poff, ["TAGS", "DELAY"])
+    code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
+    is_sched = pc.equal(table["topic"], codec.SCHEDULE_TOPIC).to_numpy(zero_copy_only=False)
+    ts = table["store_timestamp"].to_numpy()
+    delays = config.delay_level_millis
+    for i in np.flatnonzero(is_sched & (vs[1] >= 0)):       # delay messages only (few)
+        d = pdata[vs[1][i]:ve[1][i]].tobytes().decode("utf-8", "replace")
+        try:
+            level = int(d)
+        except ValueError:
+            continue
+        level = min(level, len(delays))
+        if level > 0:
+            code[i] = int(ts[i]) + delays[level - 1]
+    return code.astype(np.int64) if n else np.zeros(0, np.int64)

@@ -1,0 +1,228 @@
+"""``verify --deep``'s cross-file checks, from the commitlog side (``storelib.verify.driver``).
+
+Every consume-queue unit must point at a record of its topic / queue id / queue offset, with the
+stored size and tagsCode, not PREPARED/ROLLBACK; every index entry at a record (not a ROLLBACK)
+one of whose keys hashes to the stored keyHash, with the stored timeDiff (docs/FORMAT.md §2, §3).
+
+These checks used to decode each unit's and each entry's record again by offset (random reads
+over the whole commitlog, one pyarrow table per file: 97 s for the 20M entries of one index
+file). Here the segment task, which has just read every record of its segment
+(``verify_scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
+as the field checks), checks the units and entries that point into its segment (found by two
+binary searches: units and entries are in commitlog order; the queue and index tasks check a file
+out of order whole themselves). The comparisons are compiled and read the files in place:
+the units of all the segment's queue files in one pass over the records
+(``verify_scan.units_by_records``: each record checks the unit at its queue offset); a file with
+a unit that points elsewhere, and each range of an index file's entries, by finding each one's
+record in one sweep over the record positions (``units_against``, ``entries_against``: one
+64-byte row gathered each). The pieces run on the segment's threads and their findings are named
+file by file afterwards, in order. A target that is not the start of a record that passed every
+field check (a damaged segment), and every target that fails a check, goes through the
+per-offset checks as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the
+problems named, and their words, are the same. Units and entries pointing into a missing segment
+are left to the queue and index tasks.
+
+Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
+CRC-32): a different topic passes only if both collide.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ..codec import messages as codec
+from ..format import consumequeue, indexfile
+from ..compute import kernels
+from ..format.config import StoreConfig
+from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from ..format.indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
+from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup
+from .kernels import bisect_range
+from .scan import entries_against, units_against, units_by_records
+
+__all__ = ["RecordFacts", "topic_key", "check_targets", "index_extent"]
+
+ENTRIES_PER_PIECE = 1 << 18          # an index file's entries in one segment, checked as pieces of this many
+
+
+def topic_key(topic: str) -> int:
+    """The two hashes of a topic name as one int64: ``String.hashCode << 32 | crc32``."""
+    raw = np.frombuffer(topic.encode("utf-8"), np.uint8)
+    jh = kernels.java_hash_utf8(raw, np.array([0, len(raw)], np.int64))[0][0]
+    return (int(jh) << 32 | zlib.crc32(raw.tobytes())) - (1 << 64 if int(jh) >= 1 << 31 else 0)
+
+
+class RecordFacts:
+    """The records of one segment that passed every field check, in commitlog order: their
+    positions and their ``verify_scan`` rows (tagsCode of delay messages patched in)."""
+
+    def __init__(self, buf: np.ndarray, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
+                 config: StoreConfig):
+        recs, _, delay = scan
+        self.buf = buf
+        every = bool(good.all())
+        keep = None if every else np.flatnonzero(good)
+        self.starts = np.asarray(starts, np.int64) if every else np.asarray(starts, np.int64)[keep]
+        self.recs = recs if every else recs[keep]                # (no copy when all records are sound)
+        self.base = base
+        pairs = delay.reshape(-1, 2)
+        self._delay_tags(pairs if every else pairs[keep], config)
+
+    def _delay_tags(self, delay: np.ndarray, config: StoreConfig) -> None:
+        """tagsCode of a delay message (docs/FORMAT.md §2): its deliver time, store time + the delay."""
+        sched = np.flatnonzero((self.recs["topic_key"] == topic_key(codec.SCHEDULE_TOPIC)) & (delay[:, 0] >= 0))
+        delays = config.delay_level_millis
+        for i in sched:                                      # delay messages only (few)
+            s = int(self.starts[i])
+            try:
+                level = int(self.buf[s + int(delay[i, 0]):s + int(delay[i, 1])].tobytes().decode("utf-8", "replace"))
+            except ValueError:
+                continue
+            level = min(level, len(delays))
+            if level > 0:
+                self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
+
+
+def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
+                  out: list, pool=None, threads: int = 1) -> None:
+    """The units and index entries pointing into the segment at ``base`` (see the module doc);
+    the pieces run on ``pool`` (``threads`` workers) when given."""
+    cfg = StoreConfig.from_json(ctx["config"])
+    seg = (max(base, ctx["min_phy"]), base + cfg.mappedFileSizeCommitLog)
+    facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
+    look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog)
+    jobs, files, unit_files = [], [], []
+    for q in ctx.get("queues", []):
+        for k, f in enumerate(q["files"]):
+            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.setdefault("_units_in_use", {}))
+            if r is not None:
+                files.append(("units", (q["topic"], q["queue_id"], f)))
+                unit_files.append((len(files) - 1, r + (f["base"] // CQ_UNIT_SIZE, topic_key(q["topic"]),
+                                                        q["queue_id"])))
+    if unit_files:
+        sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
+        jobs.append((None, units_by_records, (facts.starts, facts.base, facts.recs, sweep)))
+    for x in ctx.get("index_files", []):
+        span = _entry_span(store, cfg, seg, x)
+        if span is None:
+            continue
+        files.append(("entries", (x["path"],) + span))
+        p0, p1 = span[4], span[5]
+        step = max(ENTRIES_PER_PIECE, -(-(p1 - p0) // max(1, threads)))
+        for a in range(p0, p1, step):
+            jobs.append((len(files) - 1, _entry_masks, (facts, span[0], span[2], a, min(p1, a + step),
+                                                        span[3]["begin_timestamp"])))
+    run = (lambda js: list(pool.map(lambda j: (j[0], j[1](*j[2])), js))) if pool is not None and threads > 1 else \
+        (lambda js: [(j[0], j[1](*j[2])) for j in js])
+    per_file: dict = {}
+    fallback = []
+    for i, r in run(jobs):
+        if i is not None:
+            per_file.setdefault(i, []).append(r)
+            continue
+        for (k, (fd_u, n, a, b, first_q, tkey, qid)), bad in zip(unit_files, r):    # the units' sweep
+            if bad is None:                  # a unit the sweep did not reach: find what each points at
+                fallback.append((k, _unit_masks, (facts, fd_u, n, a, b, first_q, tkey, qid)))
+            else:
+                per_file[k] = [(n, np.zeros(0, np.int64), bad)]
+    for i, r in run(fallback):
+        per_file.setdefault(i, []).append(r)
+    for i, (kind, what) in enumerate(files):
+        if i in per_file:
+            name = _name_units if kind == "units" else _name_entries
+            name(ctx, cfg, look, what, per_file[i], out)
+
+
+def _unit_range(store, cfg, seg, f, last, in_use: dict):
+    """(file, units in use, a, b): the units [a, b) of the queue file ``f`` pointing into the
+    segment ``seg``, or None. ``in_use``: the units in use of the files seen before, by path
+    (a last file's are counted once, not once per segment)."""
+    from .consumequeue import leading_units
+    fd = FileData(store, f["path"])
+    if not fd.exists:
+        return None                                          # reported by the queue task
+    n = min(fd.size, cfg.cq_file_size) // CQ_UNIT_SIZE
+    if last:
+        if f["path"] not in in_use:
+            in_use[f["path"]] = leading_units(fd, n)
+        n = in_use[f["path"]]
+    # A queue's units ascend (else the queue task reports it and checks that file's units itself).
+    a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
+    return (fd.buf, n, a, b) if a < b else None
+
+
+def _unit_masks(facts, buf, n, a, b, first_q, tkey, qid):
+    """(units in the file, unit indexes not at a sound record, indexes disagreeing with their
+    record) of units [a, b) of a queue file's bytes ``buf``, each found by its offset."""
+    missing, bad = units_against(buf, a, b, facts.starts, facts.base, facts.recs, first_q, tkey, qid)
+    return n, missing, bad
+
+
+def _name_units(ctx, cfg, look, what, parts, out) -> None:
+    """Units found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
+    from .consumequeue import deep_units
+    topic, qid, f = what
+    (n, missing, bad), = parts
+    first_q = f["base"] // CQ_UNIT_SIZE
+    if not len(missing) and not len(bad):
+        return
+    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * CQ_UNIT_SIZE])
+    cols = [u[c] for c in ("phys", "size", "tags")]
+    if len(missing):                                         # not a sound record start
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
+    if len(bad):
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out,
+                   subset=bad[:MAX_PROBLEMS_PER_FILE])
+
+
+def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | None]:
+    """(entries visible, header) of index file ``x`` (``path``, snapshot ``header`` or None): the
+    snapshot's indexCount and header when the manifest has them (later entries are a newer
+    batch's), else the file's own; clamped to what the configuration and the file hold."""
+    header = x.get("header")
+    if header is None:
+        if fd.size < INDEX_HEADER_SIZE:
+            return 0, None
+        header = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE])).to_dict()
+    ent_at = indexfile.entries_offset(cfg)
+    room = max(0, (min(fd.size, cfg.index_file_size) - ent_at) // INDEX_ENTRY_SIZE)
+    return max(0, min(header["index_count"], cfg.maxIndexNum, room)), header
+
+
+def _entry_span(store, cfg, seg, x):
+    """(file, entries, entries offset, header, first, end): the entry positions [first, end) of
+    index file ``x`` that point into the segment (never entry 0), or None."""
+    fd = FileData(store, x["path"])
+    if not fd.exists:
+        return None
+    count, header = index_extent(cfg, fd, x)
+    if count <= 1:
+        return None
+    ent_at = indexfile.entries_offset(cfg)
+    # Entries are written in commitlog order (else the index task checks that file's entries itself).
+    a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, INDEX_ENTRY_SIZE, count, seg[0], seg[1])
+    if max(a, 1) >= b:
+        return None
+    ents = fd.buf[ent_at:ent_at + count * INDEX_ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
+    return fd, ents, ent_at, header, max(a, 1), b
+
+
+def _entry_masks(facts, fd, ent_at, a, b, begin):
+    """(positions not at a sound record, positions disagreeing with their record) of entries [a, b)."""
+    return entries_against(fd.buf, ent_at, a, b, facts.buf, facts.starts, facts.base, facts.recs, begin)
+
+
+def _name_entries(ctx, cfg, look, what, parts, out) -> None:
+    """Entries found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
+    from .indexfile import deep_index
+    rel, _, ents, ent_at, header = what[:5]
+    missing = np.concatenate([p[0] for p in parts])
+    bad = np.concatenate([p[1] for p in parts])
+    if not len(missing) and not len(bad):
+        return
+    cols = [ents[c] for c in ("hash", "phys", "time_diff")]
+    if len(missing):                                         # not a sound record start
+        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=missing, header_checks=False)
+    if len(bad):
+        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=bad[:MAX_PROBLEMS_PER_FILE], header_checks=False)

@@ -1,0 +1,488 @@
+"""Verify a store's files against their format (docs/FORMAT.md §1-§4) and against the manifest.
+
+Work is split into independent tasks, run as Spark tasks (or in process without Spark):
+one per commitlog segment, one per group of consume queues (a queue's files stay together),
+one per index file. The driver adds what needs the whole listing: missing / extra files, gaps
+between segments and queue files, the checkpoint file, and the checkpoint row's totals.
+
+Levels:
+
+* default (structural): file sizes; the checksum of the valid bytes against the manifest
+  (``checksum.file_checksum``: sha256 over the sha256 digests of 16 MiB blocks); every
+  commitlog record parses (magic, TOTALSIZE equals the length its fields give, PHYSICALOFFSET
+  equals its position, transaction rules), the chain of records reaches the BLANK record whose
+  length runs to the file end (or the valid end in the last segment), nothing but zeros after the
+  data; consume-queue units well formed (positive sizes, commitlog offsets ascending and below
+  the end of the commitlog, full non-last files, zero tail), counts and offsets as the manifest
+  says; index headers agree with their entries (indexCount, hashSlotCount = chain heads,
+  begin/endPhyOffset = first/last entry), slots and chains stay inside the file and point
+  backwards, every entry in a slot's chain hashes to that slot; the checkpoint file against the
+  checkpoint table.
+* ``deep`` adds the cross-file checks: body CRCs (``crc32 & 0x7fffffff``); every consume-queue
+  unit at or above the min physical offset points at a record of that topic / queue id / queue
+  offset, with the stored size and tagsCode; every index entry at or above the min offset points
+  at a record (not a ROLLBACK) one of whose keys ``topic#UNIQ_KEY`` / ``topic#KEYS token``
+  hashes to the stored hash, with the stored timeDiff; the index headers' begin/end timestamps
+  equal the store times of the records at begin/endPhyOffset.
+
+Each problem is one line ``<path>@<byte offset>: <what>``. In process (no Spark) the tasks run on
+as many threads as the process has processors: the compiled checks and hashlib release the GIL.
+Index files appended in place after the snapshot (a later batch's entries beyond its indexCount,
+slot heads pointing at them) are checked as the snapshot's readers see them (``verify_index``).
+A store without a manifest (a broker's) gets the structural and deep checks, with the valid
+lengths a broker's recovery would find (``storefiles.StoreFiles.scan``).
+
+This module plans the tasks, runs them and builds the report; the checks themselves are in
+``verify_records`` (commitlog segments), ``verify_queues`` (consume queues), ``verify_index``
+(index files) and ``verify_access`` (what they share: problem lines, file access, record reads).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..format import checkpoint as ckpt, consumequeue, indexfile, paths
+from ..io import checksum, storage
+from ..table import deltalog, manifest
+from ..errors import CorruptStore, StoreError
+from ..format.config import StoreConfig
+from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
+from .access import expected_tags_code, FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup
+from .indexfile import verify_index
+from .consumequeue import verify_queues
+from .commitlog import check_records, ScanBuffers, verify_segment, walk
+
+__all__ = ["NAME20", "INDEX_NAME", "CQ_DTYPE", "ENTRY_DTYPE", "INT_MAX", "MAX_PROBLEMS_PER_FILE", "problem",
+           "FileData", "SegmentLookup", "expected_tags_code", "walk", "check_records", "verify_segment",
+           "verify_queues", "verify_index", "run_task", "pack_tasks", "Report", "plan", "check_checkpoint",
+           "verify_store"]
+
+NAME20 = re.compile(r"^\d{20}$")
+INDEX_NAME = re.compile(r"^\d{17}$")
+CQ_DTYPE = consumequeue.UNIT_DTYPE          # old names: the layouts are consumequeue's and indexfile's
+ENTRY_DTYPE = indexfile.ENTRY_DTYPE
+INT_MAX = indexfile.INT_MAX
+
+
+# ---------------------------------------------------------------------------- driver
+def run_task(ctx: dict, t: dict) -> dict:
+    t0 = time.time()
+    kind = t["kind"]
+    try:
+        if kind == "commitlog":
+            r = verify_segment(ctx, t)
+        elif kind == "queues":
+            r = verify_queues(ctx, t)
+        else:
+            r = verify_index(ctx, t)
+    except Exception as e:  # noqa: BLE001 - a broken file must become a problem line, not a crash
+        path = t.get("path") or (t["queues"][0]["files"][0]["path"] if t.get("queues") else "?")
+        r = {"problems": [problem(path, 0, f"cannot be checked: {type(e).__name__}: {e}")], "facts": None,
+             "bytes_read": 0, "logical_bytes": 0}
+    r["seconds"] = time.time() - t0
+    r["task"] = kind
+    return r
+
+
+def _weight(t: dict, cfg: StoreConfig) -> int:
+    if t["kind"] == "commitlog":
+        return cfg.mappedFileSizeCommitLog
+    if t["kind"] == "index":
+        return cfg.index_file_size
+    return sum(len(q["files"]) for q in t["queues"]) * cfg.cq_file_size
+
+
+def pack_tasks(tasks: list, cfg: StoreConfig, max_parts: int) -> list:
+    """Spark tasks: one work unit each (segment / index file / queue group) when there are few;
+    otherwise the units are packed, biggest first, into ``max_parts`` tasks of similar weight
+    (sixty 64 KiB segments are not worth sixty Python task launches)."""
+    units = sorted(tasks, key=lambda t: -_weight(t, cfg))
+    if len(units) <= max_parts:
+        return [[t] for t in units]
+    bins = [[0, i, []] for i in range(max_parts)]
+    for t in units:
+        b = min(bins, key=lambda x: (x[0], x[1]))
+        b[0] += _weight(t, cfg)
+        b[2].append(t)
+    return [b[2] for b in bins if b[2]]
+
+
+@dataclass
+class Report:
+    problems: list
+    facts: list = field(default_factory=list)
+    files: int = 0
+    bytes_read: int = 0
+    logical_bytes: int = 0
+    record_bytes: int = 0                   # valid record bytes of the commitlog segments checked
+    seconds: float = 0.0
+    deep: bool = False
+    manifest: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def emit(self, as_json: bool = False) -> None:
+        """What both verify entry points print: one line per problem on stdout, the summary on
+        stderr (``key=value`` pairs, or JSON)."""
+        for p in self.problems:
+            print(p)
+        s = self.summary()
+        print(json.dumps(s) if as_json else "rocketlake verify: " + " ".join(f"{k}={v}" for k, v in s.items()),
+              file=sys.stderr)
+
+    def summary(self) -> dict:
+        return {"status": "ok" if self.ok else "FAILED", "problems": len(self.problems), "files": self.files,
+                "deep": self.deep, "manifest": self.manifest, "logical_bytes": self.logical_bytes,
+                "bytes_read": self.bytes_read, "record_bytes": self.record_bytes, "seconds": round(self.seconds, 3),
+                "logical_gb_per_s": round(self.logical_bytes / 1e9 / self.seconds, 2) if self.seconds else None,
+                "record_gb_per_s": round(self.record_bytes / 1e9 / self.seconds, 2) if self.seconds else None}
+
+
+def _sort_key(p: str):
+    path, _, rest = p.partition("@")
+    off = rest.split(":", 1)[0]
+    return (path, int(off) if off.lstrip("-").isdigit() else 0, p)
+
+
+def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | None, deep: bool,
+         queues_per_task: int = 16):
+    """(ctx, tasks, driver problems)."""
+    problems: list = []
+    F = config.mappedFileSizeCommitLog
+    has_manifest = snap is not None and snap.batch is not None
+    disk_cl = [r for r in store.list_files("commitlog", recursive=False)]
+    disk_cq = store.list_files("consumequeue")
+    disk_idx = store.list_files("index", recursive=False)
+    for rel in store.list_files("commitlog"):
+        if rel not in disk_cl:
+            problems.append(problem(rel, 0, "unexpected file in a commitlog subdirectory"))
+    for rel in store.list_files("index"):
+        if rel not in disk_idx:
+            problems.append(problem(rel, 0, "unexpected file in an index subdirectory"))
+    if has_manifest:
+        cl, cqs, idx, segments, min_phy, max_phy = _plan_from_manifest(snap, config, disk_cl + disk_cq + disk_idx,
+                                                                       problems, store.size)
+    else:
+        cl, cqs, idx, segments, min_phy, max_phy = _plan_from_disk(store, config, disk_cl, disk_cq, disk_idx,
+                                                                   problems)
+    _check_names_and_gaps(cl, idx, F, problems)
+    ctx = {"store": store.uri, "config": config.to_json(), "deep": deep, "cl_size": F, "segments": segments,
+           "min_phy": min_phy, "max_phy": max_phy}
+    tasks = _make_tasks(cl, cqs, idx, queues_per_task)
+    if deep:                 # the segment tasks check the units and entries pointing into them (verify_cross)
+        ctx["queues"] = [{"topic": q["topic"], "queue_id": q["queue_id"],
+                          "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
+                         for t in tasks if t["kind"] == "queues" for q in t["queues"]]
+        ctx["index_files"] = [{"path": p, "header": _row_header(r)} for p, r in idx]
+    problems += check_checkpoint(store, snap)
+    return ctx, tasks, problems
+
+
+def _row_header(r: dict | None) -> dict | None:
+    """The index header a manifest row committed (the snapshot's view of the file), if any."""
+    if r is None:
+        return None
+    try:
+        h = json.loads(r.get("detail") or "{}").get("header")
+    except ValueError:
+        return None
+    return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
+
+
+def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list, size_of):
+    """(commitlog, queues, index, segments, min_phy, max_phy) the manifest names; problems of its rows."""
+    # rows readers cannot use (garbage values) are reported and left out of the checks below
+    from ..table.storefiles import row_problem
+    F = config.mappedFileSizeCommitLog
+    rows = {}
+    for path, r in sorted(snap.files.items()):
+        p = row_problem(r, config)
+        if p:
+            problems.append(problem(path, 0, f"{p} (batch {r.get('batch_id')})"))
+        else:
+            rows[path] = r
+
+    def of_kind(kind):
+        return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
+
+    segs = sorted(of_kind("commitlog"), key=lambda r: r["base_offset"])
+    cl = [(r["path"], r["base_offset"], r["valid_bytes"], r) for r in segs]
+    cqs: dict = {}
+    for r in of_kind("consumequeue"):
+        cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
+    idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
+    known = set(snap.files)
+    pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
+    for rel in on_disk:
+        gone = pending_delete.get(rel)
+        if gone is not None and size_of(rel) == gone["file_size"]:
+            continue
+        if rel not in known:
+            problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
+                                            f"{snap.batch['batch_id']})"))
+    _check_row_paths(rows, problems)
+    segments = [(p, b, F if i < len(cl) - 1 else v) for i, (p, b, v, _) in enumerate(cl)]
+    max_phy = cl[-1][1] + cl[-1][2] if cl else 0
+    min_phy = cl[0][1] if cl else 0
+    _check_batch_totals(snap.batch, cl, cqs, min_phy, max_phy, problems)
+    return cl, cqs, idx, segments, min_phy, max_phy
+
+
+def _check_row_paths(rows: dict, problems: list) -> None:
+    """Every manifest row's path lies in its kind's directory; a segment's name is its base offset."""
+    for r in rows.values():
+        kind, path = r["kind"], r["path"]
+        prefix = {"commitlog": "commitlog/", "consumequeue": "consumequeue/", "index": "index/",
+                  "checkpoint": "checkpoint"}.get(kind)
+        if prefix is None or not path.startswith(prefix):
+            problems.append(problem(path, 0, f"manifest row of kind {kind!r} names a path outside its directory"))
+        if kind == "commitlog" and path.rsplit("/", 1)[-1] != f"{r['base_offset']:020d}":
+            problems.append(problem(path, 0, f"manifest base_offset {r['base_offset']} does not match the name"))
+
+
+def _check_batch_totals(b: dict, cl: list, cqs: dict, min_phy: int, max_phy: int, problems: list) -> None:
+    """The checkpoint row's min/max physical offsets and queue max offsets against the manifest's files."""
+    if b["max_phy_offset"] != max_phy:
+        problems.append(problem(cl[-1][0] if cl else "commitlog", max_phy - (cl[-1][1] if cl else 0),
+                                f"checkpoint table max_phy_offset {b['max_phy_offset']}, "
+                                f"last segment ends at {max_phy}"))
+    if (b["min_phy_offset"] or 0) != min_phy:
+        problems.append(problem(cl[0][0] if cl else "commitlog", 0,
+                                f"checkpoint table min_phy_offset {b['min_phy_offset']}, first segment "
+                                f"starts at {min_phy}"))
+    qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
+    for key, fs in cqs.items():
+        last = max(fs, key=lambda x: x[1])
+        end = last[1] // CQ_UNIT_SIZE + last[2]["valid_bytes"] // CQ_UNIT_SIZE
+        if qmax.get(key) != end:
+            problems.append(problem(last[0], last[2]["valid_bytes"],
+                                    f"queue {key[0]}/{key[1]} ends at offset {end}, checkpoint table says "
+                                    f"{qmax.get(key)}"))
+    for key in set(qmax) - set(cqs):
+        problems.append(problem(f"consumequeue/{key[0]}/{key[1]}", 0,
+                                f"checkpoint table lists queue max offset {qmax[key]} but the manifest has "
+                                "no file of it"))
+
+
+def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, disk_cq: list, disk_idx: list,
+                    problems: list):
+    """(commitlog, queues, index, segments, min_phy, max_phy) of a store without a manifest: the
+    valid lengths a broker's recovery finds (``storefiles.StoreFiles.scan``)."""
+    from ..table.storefiles import StoreFiles
+    view = StoreFiles.scan(store, config)
+    cl = [(s.rel, s.base, s.valid, None) for s in view.commitlog]
+    # names that scan skipped
+    for rel in disk_cl:
+        if not NAME20.match(rel.rsplit("/", 1)[-1]):
+            problems.append(problem(rel, 0, "commitlog file name is not a 20-digit offset"))
+    cqs: dict = {}
+    for rel in disk_cq:
+        parts = rel.split("/")
+        if len(parts) != 4 or not NAME20.match(parts[3]) or not parts[2].lstrip("-").isdigit():
+            problems.append(problem(rel, 0, "not a consume queue file (consumequeue/<topic>/<queueId>/<20 digits>)"))
+            continue
+        cqs.setdefault((parts[1], int(parts[2])), []).append((rel, int(parts[3]), None))
+    idx = [(rel, None) for rel in sorted(disk_idx, key=lambda r: r.rsplit("/", 1)[-1])]
+    segments = [(s.rel, s.base, s.valid) for s in view.commitlog]
+    max_phy = view.commitlog[-1].base + view.commitlog[-1].valid if view.commitlog else 0
+    min_phy = view.commitlog[0].base if view.commitlog else 0
+    return cl, cqs, idx, segments, min_phy, max_phy
+
+
+def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
+    """Index file names; commitlog segments contiguous and aligned to the file size."""
+    for rel, _ in idx:
+        if not INDEX_NAME.match(rel.rsplit("/", 1)[-1]):
+            problems.append(problem(rel, 0, "index file name is not yyyyMMddHHmmssSSS"))
+    for i in range(1, len(cl)):
+        if cl[i][1] != cl[i - 1][1] + F:
+            problems.append(problem(cl[i][0], 0, f"gap: the previous segment starts at {cl[i - 1][1]}, this one "
+                                                 f"should start at {cl[i - 1][1] + F} (segment missing)"))
+    for p, b, _, _ in cl:
+        if b % F:
+            problems.append(problem(p, 0, f"segment start {b} is not a multiple of the file size {F}"))
+
+
+def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
+    """One task per segment and per index file, one per ``queues_per_task`` queues (a queue's files together)."""
+    tasks = []
+    for i, (p, b, v, r) in enumerate(cl):
+        tasks.append({"kind": "commitlog", "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
+    for p, r in idx:
+        tasks.append({"kind": "index", "path": p, "manifest": r})
+    qlist = []
+    for (topic, qid), fs in sorted(cqs.items()):
+        fs = sorted(fs, key=lambda x: x[1])
+        qlist.append({"topic": topic, "queue_id": qid,
+                      "files": [{"path": p, "base": b, "manifest": r} for p, b, r in fs]})
+    for i in range(0, len(qlist), queues_per_task):
+        tasks.append({"kind": "queues", "queues": qlist[i:i + queues_per_task]})
+    return tasks
+
+
+def check_checkpoint(store: storage.Store, snap) -> list:
+    out = []
+    rel = ckpt.FILE_NAME
+    size = store.size(rel)
+    has_manifest = snap is not None and snap.batch is not None
+    if size is None:
+        if has_manifest or store.list_files("commitlog"):
+            out.append(problem(rel, 0, "missing file"))
+        return out
+    data = store.read(rel)
+    if size != ckpt.FILE_SIZE:
+        out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
+    nz = np.flatnonzero(np.frombuffer(data[ckpt.LAYOUT_SIZE:], dtype=np.uint8))
+    if len(nz):
+        out.append(problem(rel, ckpt.LAYOUT_SIZE + int(nz[0]), "non-zero byte after the five checkpoint values"))
+    if has_manifest:
+        c = ckpt.Checkpoint.from_bytes(data)
+        b = snap.batch
+        for name, at in (("physic_msg_timestamp", ckpt.POS_PHYSIC_MSG_TIMESTAMP),
+                         ("logics_msg_timestamp", ckpt.POS_LOGICS_MSG_TIMESTAMP),
+                         ("index_msg_timestamp", ckpt.POS_INDEX_MSG_TIMESTAMP)):
+            if getattr(c, name) != b[name]:
+                out.append(problem(rel, at, f"{name} {getattr(c, name)}, checkpoint table (batch {b['batch_id']}) "
+                                            f"says {b[name]}"))
+        row = snap.files.get(rel)
+        if row is None:
+            out.append(problem(rel, 0, "the manifest has no row for the checkpoint file"))
+        elif row["checksum"] and checksum.checksum_of_bytes(data) != row["checksum"]:
+            out.append(problem(rel, 0, "sha256 differs from the manifest"))
+        if row is not None and (row.get("file_size"), row.get("valid_bytes")) != (size, size):
+            out.append(problem(rel, 0, f"file size {size}, manifest says file_size {row.get('file_size')}, "
+                                       f"valid_bytes {row.get('valid_bytes')}"))
+    return out
+
+
+def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool = False, spark=None,
+                 as_of_batch=None, version: int | None = None, snap=None, use_manifest: bool = True,
+                 threads: int | None = None) -> Report:
+    """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
+    (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
+    from ..table.snapshots import resolve_snapshot, snapshot_config
+    t0 = time.time()
+    store = storage.Store(store_uri)
+    meta: list = []                          # the Delta tables' own damage
+    unreadable = False
+    if use_manifest:
+        for table in (paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR):
+            try:
+                meta += [problem(*p) for p in deltalog.log_problems(store, table)]
+            except (StoreError, OSError) as e:
+                meta.append(problem(f"{table}/_delta_log", 0, f"cannot be read: {e}"))
+        if snap is None:
+            try:
+                snap = resolve_snapshot(store, as_of_batch, version)
+            except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
+                line = str(e) if isinstance(e, CorruptStore) else problem(paths.MANIFEST_DIR, 0, str(e))
+                if line not in meta:
+                    meta.append(line)
+                snap, unreadable = None, True
+    has_manifest = snap is not None and snap.batch is not None
+    if has_manifest and store.local and _rebuilt(store, snap, as_of_batch is not None or version is not None):
+        return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
+    if has_manifest:
+        cfg = snapshot_config(snap, config)
+    elif unreadable:
+        from ..table.storefiles import infer_config
+        try:
+            cfg = infer_config(store, config)
+        except ValueError:
+            cfg = config or StoreConfig()
+    else:
+        cfg = config or StoreConfig()
+    ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
+    problems = meta + list(problems)
+    if spark is not None and tasks:
+        sc = spark.sparkContext
+        bctx = sc.broadcast(ctx)
+        parts = pack_tasks(tasks, cfg, 4 * sc.defaultParallelism)
+        results = sc.parallelize(parts, len(parts)).flatMap(
+            lambda units: [run_task(bctx.value, t) for t in units]).collect()
+    else:
+        threads = threads or _processors()
+        # in process: one Store (and its checked paths) and one set of scan buffers for all
+        # tasks; a segment task runs its pieces on ``threads`` threads of its own
+        local = dict(ctx, _store=store, threads=threads, _scan_buffers=ScanBuffers())
+        results = _run_local(local, tasks, cfg, threads)
+    facts = []
+    rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
+    for r in results:
+        rep.problems.extend(r["problems"])
+        rep.bytes_read += r["bytes_read"]
+        rep.logical_bytes += r["logical_bytes"]
+        rep.record_bytes += r.get("record_bytes", 0)
+        f = r["facts"]
+        if isinstance(f, list):
+            facts.extend(f)
+        elif f:
+            facts.append(f)
+    rep.facts = facts
+    rep.files = sum(1 for t in tasks if t["kind"] != "queues") + sum(
+        len(q["files"]) for t in tasks if t["kind"] == "queues" for q in t["queues"])
+    # A file out of order is cross-checked whole by its own task, so a segment task may have named
+    # the same problem: each line once.
+    rep.problems = sorted(set(rep.problems), key=_sort_key)
+    rep.seconds = time.time() - t0
+    return rep
+
+
+def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
+    """Must ``snap``'s files be rebuilt before they are checked: an earlier snapshot than the
+    latest (``pinned``: one asked for), or one with a publish still unfinished?"""
+    from ..table.storefiles import staging_batches
+    if any(b["batch_id"] in staging_batches(store) for b in snap.batches[-1:]):
+        return True
+    if not pinned:
+        return False
+    latest = manifest.load_snapshot(store)
+    return latest.batch is not None and latest.batch["batch_seq"] != snap.batch["batch_seq"]
+
+
+def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:
+    """An earlier snapshot (later batches appended to files it lists, and changed index heads and
+    the checkpoint), or one whose publish is unfinished: its files are rebuilt as of it
+    (storelib.table.export, into a temporary local directory) and verified there against its manifest
+    rows."""
+    import shutil
+    import tempfile
+    from ..table.export import export_store
+    tmp = tempfile.mkdtemp(prefix="rocketlake-verify-")
+    try:
+        target = os.path.join(tmp, "store")
+        export_store(store.uri, target, snap=snap, durable=False, check=False)
+        rep = verify_store(target, config, deep=deep, spark=spark, snap=snap, threads=threads)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rep.problems = sorted(set(meta + rep.problems), key=_sort_key)
+    rep.seconds = time.time() - t0
+    return rep
+
+
+def _run_local(ctx: dict, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
+    """The tasks in this process on ``threads`` threads (results in task order): index files first
+    (one thread each, for their whole length), then the biggest first (a segment task keeps every
+    thread busy with its own pieces, so it can come after a long index file and still end with it)."""
+    if threads is None:
+        threads = _processors()
+    if threads <= 1 or len(tasks) <= 1:
+        return [run_task(ctx, t) for t in tasks]
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != "index", -_weight(tasks[i], cfg)))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    return [done[i] for i in range(len(tasks))]
+
+
+def _processors() -> int:
+    """The processors this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

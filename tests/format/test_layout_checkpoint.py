@@ -1,0 +1,42 @@
+"""The checkpoint file layout (storelib/format/checkpoint.py; docs/FORMAT.md §4), without Spark."""
+from __future__ import annotations
+
+import json
+import os
+
+import goldenlib
+from conftest import golden_set
+from storelib.format import checkpoint as ckpt
+
+
+def _golden_checkpoint(name: str = "small-roll") -> bytes:
+    root, files = goldenlib.load_listing(golden_set(name))
+    f = next(f for f in files if f["path"] == ckpt.FILE_NAME)
+    return b"".join(goldenlib.golden_blocks(os.path.join(root, f["stored_as"]), f["size"]))
+
+
+def test_layout():
+    assert [ckpt.POS_PHYSIC_MSG_TIMESTAMP, ckpt.POS_LOGICS_MSG_TIMESTAMP, ckpt.POS_INDEX_MSG_TIMESTAMP,
+            ckpt.POS_MASTER_FLUSHED_OFFSET, ckpt.POS_CONFIRM_PHY_OFFSET] == [0, 8, 16, 24, 32]
+    assert ckpt.LAYOUT_SIZE == 40 and ckpt.FILE_SIZE == 4096
+    c = ckpt.Checkpoint(1, -2, 3, 4, 5)
+    raw = c.to_bytes()
+    assert len(raw) == ckpt.FILE_SIZE and raw[ckpt.LAYOUT_SIZE:] == bytes(ckpt.FILE_SIZE - ckpt.LAYOUT_SIZE)
+    assert raw[ckpt.POS_LOGICS_MSG_TIMESTAMP:ckpt.POS_LOGICS_MSG_TIMESTAMP + 8] == (-2).to_bytes(8, "big", signed=True)
+    assert ckpt.Checkpoint.from_bytes(raw) == c
+    assert ckpt.Checkpoint.from_bytes(raw[:ckpt.LAYOUT_SIZE]) == c
+    assert ckpt.Checkpoint.from_bytes(raw[:ckpt.LAYOUT_SIZE - 1]) == ckpt.Checkpoint()     # too short: zeros
+    assert c.to_dict() == {"physic_msg_timestamp": 1, "logics_msg_timestamp": -2, "index_msg_timestamp": 3,
+                           "master_flushed_offset": 4, "confirm_phy_offset": 5}
+
+
+def test_golden_checkpoint_round_trips_and_holds_the_put_times():
+    data = _golden_checkpoint()
+    c = ckpt.Checkpoint.from_bytes(data)
+    assert c.to_bytes() == data
+    with open(os.path.join(golden_set("small-roll"), "put_results.jsonl"), encoding="utf-8") as fh:
+        puts = [json.loads(line) for line in fh]
+    assert c.physic_msg_timestamp == puts[-1]["store_timestamp"]          # the last message put
+    last_cq = [p for p in puts if p["stored_sys_flag"] & 0xC in (0, 0x8)][-1]
+    assert c.logics_msg_timestamp == last_cq["store_timestamp"]           # the last one with a queue unit
+    assert c.index_msg_timestamp > 0 and c.master_flushed_offset == c.confirm_phy_offset == 0

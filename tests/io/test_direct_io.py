@@ -1,0 +1,157 @@
+"""storelib.io.direct_io: durable whole-file writes around the page cache, byte for byte what a
+buffered write gives, for every way the chunks can fall against the buffers and the alignment."""
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from storelib.io import direct_io, storage
+from storelib.io.direct_io import ALIGN, BUFFER_SIZE, write_direct
+
+
+def _direct_ok(directory) -> bool:
+    """Whether this file system takes O_DIRECT (tmpfs does not: there the writes go through the
+    page cache, which the fallback tests cover)."""
+    p = os.path.join(str(directory), ".probe")
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_DIRECT", 0), 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(p)
+    return direct_io.direct_supported()
+
+
+def _chunks(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, n, dtype=np.uint8) for n in sizes]
+
+
+def _expect(chunks, total):
+    data = b"".join(c.tobytes() for c in chunks)
+    return data + bytes(max(0, (total or 0) - len(data)))
+
+
+@pytest.mark.parametrize("sizes,total", [
+    ([], None), ([], 1 << 20), ([1], None), ([ALIGN], None), ([ALIGN - 1, 2], None),
+    ([BUFFER_SIZE], None), ([BUFFER_SIZE - 1, 1, 1], 3 * BUFFER_SIZE), ([3 * BUFFER_SIZE + 5], None),
+    ([100] * 1000, 1 << 30),
+])
+def test_same_bytes_as_a_buffered_write(tmp_path, sizes, total):
+    chunks = _chunks(sizes)
+    p = str(tmp_path / "f")
+    got = write_direct(p, chunks, total, fsync=os.fsync)
+    if got is None:
+        assert not _direct_ok(tmp_path), "write_direct refused a file system that takes O_DIRECT"
+        pytest.skip("this file system refuses O_DIRECT")
+    assert got == sum(sizes)
+    assert os.path.getsize(p) == max(sum(sizes), total or 0)
+    with open(p, "rb") as fh:
+        assert fh.read() == _expect(chunks, total)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3 * ALIGN + 7), max_size=12), st.one_of(st.none(), st.integers(0, 1 << 16)))
+def test_any_chunking(tmp_path_factory, sizes, total):
+    d = tmp_path_factory.mktemp("d")
+    if not _direct_ok(d):
+        pytest.skip("this file system refuses O_DIRECT")
+    p = str(d / "f")
+    chunks = _chunks(sizes, seed=len(sizes))
+    assert write_direct(p, chunks, total) == sum(sizes)
+    with open(p, "rb") as fh:
+        assert fh.read() == _expect(chunks, total)
+
+
+def test_a_failing_stream_leaves_no_thread_and_raises(tmp_path):
+    def chunks():
+        yield bytes(BUFFER_SIZE + 10)
+        raise RuntimeError("crash in the middle")
+    with pytest.raises(RuntimeError, match="crash in the middle"):
+        write_direct(str(tmp_path / "f"), chunks())
+
+
+def test_refused_direct_io_falls_back_to_the_page_cache(tmp_path, monkeypatch):
+    """A file system that takes O_DIRECT at open but refuses the write (EINVAL) gets the bytes
+    through the page cache; one that refuses it at open gets None and nothing written."""
+    real = os.pwrite
+    calls = {"n": 0}
+
+    def refusing(fd, data, pos):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(22, "Invalid argument")
+        return real(fd, data, pos)
+    monkeypatch.setattr(direct_io.os, "pwrite", refusing)
+    chunks = _chunks([BUFFER_SIZE + 3, 5])
+    p = str(tmp_path / "f")
+    assert write_direct(p, chunks, 1 << 24) == BUFFER_SIZE + 8
+    with open(p, "rb") as fh:
+        assert fh.read() == _expect(chunks, 1 << 24)
+
+
+def test_store_writes_large_durable_files_directly(tmp_path, monkeypatch):
+    """Store.write_file(durable=True) takes the direct path for a stream, and the result is the
+    same file, fsync'd (the fsync of the file is the caller's, via fsync_fd)."""
+    seen = []
+    real = direct_io.write_direct
+    monkeypatch.setattr(storage, "write_direct", lambda *a, **k: seen.append(a[0]) or real(*a, **k))
+    st_ = storage.Store(str(tmp_path))
+    chunks = _chunks([5000, 70000])
+    assert st_.write_file("a/b/seg", iter(chunks), 1 << 20, durable=True) == 1 << 20
+    assert st_.write_file("small", [b"x" * 10], durable=True) == 10          # small list: buffered
+    assert st_.write_file("fast", iter(chunks), 1 << 20) == 1 << 20          # not durable: buffered
+    assert seen == [str(tmp_path / "a/b/seg")]
+    assert st_.read("a/b/seg") == _expect(chunks, 1 << 20)
+    assert st_.read("fast") == _expect(chunks, 1 << 20)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3 * ALIGN), st.integers(0, 3 * ALIGN), st.integers(1, 5 * ALIGN))
+def test_read_direct_any_range(tmp_path_factory, offset, length, size):
+    d = tmp_path_factory.mktemp("r")
+    if not _direct_ok(d):
+        pytest.skip("this file system refuses O_DIRECT")
+    p = str(d / "f")
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    with open(p, "wb") as fh:
+        fh.write(data.tobytes())
+    got = direct_io.read_direct(p, offset, length)
+    assert got is not None
+    assert got.flags.writeable
+    assert got.tobytes() == data[offset:offset + length].tobytes()
+
+
+def test_staged_reads_and_writes_around_the_cache(tmp_path):
+    """Store and LocalStaging with cache=False: the same bytes, a short file is an error."""
+    from storelib.ingest.split_staging import LocalStaging
+    chunks = _chunks([12345, 99999])
+    whole = _expect(chunks, None)
+    for st_ in (storage.Store(str(tmp_path / "s")), LocalStaging(str(tmp_path / "l"))):
+        assert st_.write_file("x/rec", iter(chunks), cache=False) == len(whole)
+        assert st_.read_array("x/rec", 777, 50000, cache=False).tobytes() == whole[777:50777]
+        with pytest.raises(OSError, match="expected"):
+            st_.read_array("x/rec", len(whole) - 10, 11, cache=False)
+        with pytest.raises(FileNotFoundError):
+            st_.read_array("x/gone", 0, 1, cache=False)
+
+
+def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatch):
+    """Every write of a file of several buffers goes out with O_DIRECT; a file smaller than one
+    buffer is one write through the page cache (a direct write of a few KB only waits)."""
+    import fcntl
+    flags = []
+    real = os.pwrite
+
+    def spy(fd, data, pos):
+        flags.append(bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT))
+        return real(fd, data, pos)
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    monkeypatch.setattr(direct_io.os, "pwrite", spy)
+    write_direct(str(tmp_path / "big"), [bytes(3 * BUFFER_SIZE + 10)])
+    assert flags == [True] * 4
+    flags.clear()
+    write_direct(str(tmp_path / "small"), [bytes(1000)])
+    assert flags == [False]

@@ -1,0 +1,103 @@
+"""jobs/ingest.py --from-store: adopt a RocketMQ broker's store, query it, append to it."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import GOLDEN
+from opshelp import mismatches, restore, run, small_config, small_properties, write_messages
+from storelib.ops import adopt, inspect as inspection
+from storelib.ingest import driver as ingest
+from storelib.table import manifest
+from storelib.io import storage
+from storelib.verify import driver as verify
+from storelib.format.config import load_config
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """small-roll restored and adopted in place by `spark-submit jobs/ingest.py --from-store`."""
+    d = tmp_path_factory.mktemp("imp")
+    store = restore("small-roll", "files.json", str(d / "store"))
+    res = run("ingest.py", "--store", store, "--from-store", store, "--config", small_properties(d),
+              "--json-summary", str(d / "summary.json"), submit=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return store, json.load(open(d / "summary.json"))
+
+
+def test_import_summary_and_state(imported):
+    store, summary = imported
+    puts = [json.loads(x) for x in open(os.path.join(GOLDEN, "small-roll", "put_results.jsonl"))]
+    last = max(puts, key=lambda p: p["wrote_offset"])
+    assert summary["status"] == "committed" and summary["operation"] == "import"
+    assert summary["messages"] == 3000 and summary["segments"] == 63 and summary["index_files"] == 25
+    assert summary["consumequeue_files"] == 142
+    snap = manifest.load_snapshot(storage.Store(store))
+    st = ingest.store_state(snap)
+    assert st.next_phys == last["wrote_offset"] + last["wrote_bytes"]
+    assert st.messages == 3000 and st.index_files == 25
+    assert st.index_tail.rel_path == "index/20000101000024000"
+    qmax = {}
+    for m, p in zip((json.loads(x) for x in open(os.path.join(GOLDEN, "small-roll", "messages.jsonl"))), puts):
+        if m["sys_flag"] & 0xC in (0, 8):
+            qmax[(m["topic"], m["queue_id"])] = p["queue_offset"] + 1
+    assert st.queue_next == qmax
+    ck = snap.batch
+    assert ck["physic_msg_timestamp"] == last["store_timestamp"]
+    assert json.loads(ck["config"])["mappedFileSizeCommitLog"] == 65536
+
+
+def test_every_golden_query_after_import(imported):
+    store, _ = imported
+    assert mismatches(inspection.snapshot_reader(store), "small-roll") == []
+
+
+def test_append_after_import_verifies_deep(imported, spark, tmp_path):
+    store, _ = imported
+    src = os.path.join(GOLDEN, "small-roll", "messages.jsonl")
+    before = manifest.load_snapshot(storage.Store(store)).batch
+    s = ingest.run_ingest(spark, store, write_messages(src, str(tmp_path / "more.jsonl"), 0, 100), "jsonl",
+                          small_config(), target_splits=2, quiet=True)
+    assert s["status"] == "committed" and s["messages"] == 100
+    rep = verify.verify_store(store, deep=True)
+    assert rep.problems == [], rep.problems[:5]
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert snap.batch["total_messages"] == 3100 and snap.batch["max_phy_offset"] > before["max_phy_offset"]
+    r = inspection.snapshot_reader(store)
+    # the first appended message continues its queue and is found by its key
+    m0 = json.loads(open(src).readline())
+    qo = {(q["topic"], q["queue_id"]): q["max_offset"] for q in before["queue_offsets"]}
+    got = r.get_message("g", m0["topic"], m0["queue_id"], qo[(m0["topic"], m0["queue_id"])], 1)
+    assert got["status"] == "FOUND" and got["messages"][0]["commitlog_offset"] == before["max_phy_offset"]
+    # the import alone still answers the golden queries
+    assert mismatches(inspection.snapshot_reader(store, as_of_batch=1), "small-roll") == []
+
+
+def test_import_copies_into_another_dir(tmp_path):
+    src = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    dst = str(tmp_path / "lake")
+    s = adopt.adopt(None, dst, src, small_config(), quiet=True)
+    assert s["status"] == "committed"
+    assert os.stat(os.path.join(dst, "commitlog/00000000000000000000")).st_size == 65536
+    assert not os.path.exists(os.path.join(src, "_rocketlake"))
+    assert mismatches(inspection.snapshot_reader(dst), "small-roll") == []
+    again = adopt.adopt(None, dst, dst, small_config(), quiet=True)
+    assert again["status"] == "already-committed"
+
+
+def test_import_refuses_a_damaged_store(tmp_path):
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    with open(os.path.join(store, "consumequeue/shipping/1/00000000000000000000"), "r+b") as fh:
+        fh.truncate(300)
+    with pytest.raises(adopt.AdoptError, match=r"consumequeue/shipping/1/00000000000000000000@300: file size 300"):
+        adopt.adopt(None, store, store, small_config(), quiet=True)
+    assert not os.path.exists(os.path.join(store, "_rocketlake"))
+
+
+def test_import_default_size(tmp_path):
+    store = restore("default-size", "files.json", str(tmp_path / "d"))
+    s = adopt.adopt(None, store, store, load_config(None), quiet=True)
+    assert s["messages"] == 20000 and s["segments"] == 1
+    assert mismatches(inspection.snapshot_reader(store), "default-size") == []

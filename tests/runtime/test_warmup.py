@@ -1,0 +1,57 @@
+"""storelib.runtime.warmup: a cold job's imports overlapped with the JVM's start and the driver's planning."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from storelib.runtime import warmup
+
+
+def test_preload_imports_on_a_thread_and_wait_joins_it():
+    sys.modules.pop("storelib.format.textforms", None)
+    loading = warmup.preload(["storelib.format.textforms", "no_such_module_rocketlake"])   # a bad name is skipped
+    loading.wait()
+    assert "storelib.format.textforms" in sys.modules
+
+
+def test_wait_without_a_warm_up_returns_at_once():
+    class Context:
+        defaultParallelism = 2
+    warmup.wait_workers(Context())
+
+
+def test_warm_workers_loads_the_modules_in_the_workers_that_take_the_next_tasks(spark):
+    sc = spark.sparkContext
+    warmup.warm_workers(sc, ["storelib.ingest.encode", "no_such_module_rocketlake"])
+    warmup.wait_workers(sc)
+
+    def loaded(_rows):
+        import sys as worker_sys
+        yield "storelib.ingest.encode" in worker_sys.modules
+
+    # PySpark reuses the idle workers the warm-up job left: every task of the next job finds it loaded
+    assert sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).mapPartitions(loaded).collect() \
+        == [True] * sc.defaultParallelism
+
+
+def test_cold_job_jvm_options():
+    from storelib.runtime import jvm_archive
+    assert jvm_archive.jvm_options(None) == jvm_archive.C1_ONLY
+    opts = jvm_archive.jvm_options("/x/spark.jsa")
+    # the archive is mapped quietly: a JVM that cannot use it would say so on stdout, where jobs answer
+    assert opts.split() == [jvm_archive.C1_ONLY, "-XX:SharedArchiveFile=/x/spark.jsa", "-Xlog:cds*=off"]
+    a, b = jvm_archive.archive_path("/c"), jvm_archive.archive_path("/c", base="-XX:+UseSerialGC")
+    assert a.startswith("/c/spark-") and a.endswith(".jsa") and a != b    # one archive per java/pyspark/options
+
+
+@pytest.mark.spark          # runs where conftest prepares the JVMs (not under `-m "not spark"`)
+def test_the_tests_jvms_map_the_archive_when_it_was_built():
+    """conftest builds the archive before any JVM starts and hands it to every spark-submit."""
+    from storelib.runtime import jvm_archive
+    import os
+    archive = jvm_archive.archive_path()
+    if "ROCKETLAKE_TEST_JVM_OPTS" in os.environ:
+        return
+    assert archive and os.path.exists(archive), "the class-data archive was not built"
+    assert os.environ["SPARK_SUBMIT_OPTS"] == jvm_archive.jvm_options(archive)

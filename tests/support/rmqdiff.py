@@ -1,0 +1,136 @@
+"""Differential runs: RocketMQ writes each case in one go, rocketlake in batches; compare bytes.
+
+:func:`run` takes many cases and costs one reference-writer JVM (tests/support/rmqwriter.py, several
+stores at once) and one ingest process (tests/support/ingest_runner.py: every batch of every case in one
+Spark session). :func:`shrink` makes a failing case small by dropping messages, again trying
+many candidates per run. :func:`report` prints a case as a reproducer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import rmqcompare  # noqa: E402
+import rmqwriter  # noqa: E402
+from rmqcases import rocketmq_messages  # noqa: E402
+
+
+def _jsonl(path: str, messages: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for m in messages:
+            fh.write(json.dumps(m, ensure_ascii=False) + "\n")
+
+
+def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4) -> list[list[str]]:
+    """Problems per case ([] = every file byte-identical)."""
+    os.makedirs(work, exist_ok=True)
+    jobs, ingest = [], []
+    for i, c in enumerate(cases):
+        d = os.path.join(work, f"case{i}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rocketmq_messages(c), c["config"]))
+        with open(os.path.join(d, "store.properties"), "w") as fh:
+            for k, v in c["config"].items():
+                fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
+        with open(os.path.join(d, "topics.json"), "w") as fh:
+            json.dump({"topicConfigTable": {t: {"topicName": t, "readQueueNums": q, "writeQueueNums": q, "perm": 6}
+                                            for t, q in c["topics"].items()}}, fh)
+        bounds = [0, *c["cuts"], len(c["messages"])]
+        for b in range(len(bounds) - 1):
+            inp = os.path.join(d, f"batch{b}.jsonl")
+            _jsonl(inp, c["messages"][bounds[b]:bounds[b + 1]])
+            ingest.append({"store": os.path.join(d, "rocketlake"), "input": inp, "format": "jsonl",
+                           "config": os.path.join(d, "store.properties"), "topics": os.path.join(d, "topics.json"),
+                           "batch_id": f"b{b}", "partitions": 1 + b % 3, "quiet": True,
+                           "result": os.path.join(d, f"batch{b}.result.json"), "case": i})
+    spec = os.path.join(work, "ingest.json")
+    with open(spec, "w") as fh:
+        json.dump({"master": "local[2]", "threads": ingest_threads, "jobs": ingest}, fh)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "rmqingest.py"), spec], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        rmqwriter.write_stores(version, jobs, threads=threads)
+        out, err = proc.communicate(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    problems = [[] for _ in cases]
+    for job in ingest:
+        res = job["result"]
+        if not os.path.exists(res):
+            problems[job["case"]].append(f"rocketlake: {os.path.basename(job['input'])} never ran "
+                                         f"(rmqingest exit {proc.returncode}): {err[-1500:]}")
+            continue
+        r = json.load(open(res))
+        if r["rc"] > 0:
+            problems[job["case"]].append(f"rocketlake refused {os.path.basename(job['input'])} "
+                                         f"(exit {r['rc']}): {r.get('error')}")
+    for i, (c, job) in enumerate(zip(cases, jobs)):
+        if job.error:
+            problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
+        elif not problems[i]:
+            problems[i] = rmqcompare.compare(job.store, os.path.join(work, f"case{i}", "rocketlake"))
+    return problems
+
+
+def _without(c: dict, a: int, b: int) -> dict:
+    n = len(c["messages"])
+    msgs = c["messages"][:a] + c["messages"][b:]
+    cuts = sorted({x - (b - a) if x >= b else min(x, a) for x in c["cuts"]} - {0, len(msgs)})
+    return {**c, "messages": msgs, "cuts": [x for x in cuts if 0 < x < len(msgs)]} if n else c
+
+
+def _kind(problems: list[str]) -> str:
+    p = problems[0]
+    return p.split(":", 1)[0] + ":" + p.split(":", 2)[1].split("/", 1)[0] if ":" in p else p
+
+
+def shrink(version: str, c: dict, problems: list[str], work: str, rounds: int = 6, per_round: int = 12) -> tuple[dict, list[str]]:
+    """A smaller case failing the same way (same kind of first problem), by dropping runs of messages."""
+    kind = _kind(problems)
+    for r in range(rounds):
+        n = len(c["messages"])
+        if n <= 1:
+            break
+        cands = []
+        for size in (n // 2, n // 4, n // 8, 1):
+            if size < 1:
+                continue
+            for a in range(0, n, size):
+                cands.append(_without(c, a, min(n, a + size)))
+        cands = [x for x in cands if x["messages"]][:per_round]
+        if not cands:
+            break
+        res = run(version, cands, os.path.join(work, f"shrink{r}"))
+        better = [(len(x["messages"]), x, p) for x, p in zip(cands, res) if p and _kind(p) == kind]
+        if not better:
+            break
+        _, c, problems = min(better, key=lambda t: t[0])
+    return c, problems
+
+
+def report(c: dict, problems: list[str], version: str) -> str:
+    lines = [f"RocketMQ {version} and rocketlake differ: {problems[0]}"]
+    lines += [f"  also: {p}" for p in problems[1:5]]
+    lines.append(f"config: {json.dumps(c['config'])}")
+    lines.append(f"topics (writeQueueNums): {json.dumps(c['topics'], ensure_ascii=False)}")
+    lines.append(f"rocketlake batches cut before messages {c['cuts']}; {len(c['messages'])} messages:")
+    for m in c["messages"]:
+        short = dict(m)
+        short.pop("properties_string", None)
+        b = short.pop("body_b64")
+        short["body_len"] = len(b) * 3 // 4 - b[-2:].count("=")
+        if short["body_len"] <= 24:
+            short["body_b64"] = b
+        lines.append("  " + json.dumps(short, ensure_ascii=False))
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""The shell lookup path (no Spark, no Delta, no pyarrow): the snapshot cache under
+``_rocketlake/`` (storelib/table/snapcache.py), the pyarrow-free local store (storelib/io/localstore.py) and
+the plain-Python text forms (storelib/format/textforms.py).
+
+A store is adopted from the golden small-roll set without Spark; its cache must give exactly the
+snapshot the Delta tables give, and a missing, stale, damaged or lying cache must fall back to
+the Delta tables (or be refused), never change an answer.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from opshelp import small_config
+from storelib.ops import adopt
+from storelib.codec import hosts, messages as codec, properties
+from storelib.table import manifest, snapcache, storefiles
+from storelib.format import names, paths as metapaths, paths, records, textforms
+from storelib.read import query, rangescan
+from storelib.io import storage
+from storelib.io.localstore import is_plain_path, LocalStore
+
+
+@pytest.fixture(scope="module")
+def store(restored_golden, tmp_path_factory):
+    src = restored_golden("small-roll")
+    p = str(tmp_path_factory.mktemp("snap") / "store")
+    shutil.copytree(src, p)
+    adopt.adopt(None, p, p, small_config(), quiet=True)
+    return p
+
+
+@pytest.fixture
+def scratch(store, tmp_path):
+    dst = str(tmp_path / "copy")
+    shutil.copytree(store, dst)
+    return dst
+
+
+def _files(path, cached: bool):
+    """(StoreFiles, batch id) as the readers get them, from the cache or from the Delta tables."""
+    if not cached:
+        os.remove(os.path.join(path, metapaths.SNAPSHOT_CACHE))
+    files, info = storefiles.open_files(path)
+    return files, info.batch_id
+
+
+def test_adopt_writes_a_cache_equal_to_the_delta_snapshot(store, scratch):
+    assert os.path.exists(os.path.join(store, metapaths.SNAPSHOT_CACHE))
+    cached = snapcache.load(LocalStore(store))
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
+    assert _files(store, True) == _files(scratch, False)
+
+
+def test_the_shell_path_loads_no_pyarrow_numba_deltalake_or_spark(store):
+    code = ("import json, sys\nfrom storelib.read.query import open_store\n"
+            f"r = open_store({store!r})\nm = r.look_message_by_offset(r.get_min_phy_offset())\n"
+            "p = r.find_by_key(m['topic'], m['properties_string'].split('\\x01')[1].split('\\x02')[0])\n"
+            "heavy = sorted({n.split('.')[0] for n in sys.modules} & {'pyarrow', 'numba', 'deltalake', 'pyspark'})\n"
+            "print(json.dumps([r.snapshot.source, heavy]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == ["manifest", []]
+
+
+def test_cli_key_lookup_without_pyarrow_prints_what_it_printed_with_it(store):
+    r = query.open_store(store)
+    m = r.look_message_by_offset(r.get_min_phy_offset() + 0)
+    uniq, keys = records.message_keys(m)
+    args = [sys.executable, os.path.join(ROOT, "jobs", "query.py"), "--store", store, "key", "--topic", m["topic"],
+            "--key", uniq]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from storelib.cli.query import _message_rows, Output
+    lines = []
+
+    class Sink:
+        def write(self, s):
+            lines.append(s)
+
+        def flush(self):
+            pass
+    o = Output(None, "base64")
+    real, sys.stdout = sys.stdout, Sink()
+    try:
+        o.write_table(_message_rows(r.find_by_key(m["topic"], uniq).messages))    # the Arrow route
+    finally:
+        sys.stdout = real
+    assert out.stdout == "".join(lines) and out.stdout.count("\n") >= 1
+
+
+@pytest.mark.parametrize("damage", ["flip_body", "truncate", "garbage", "empty", "header_only"])
+def test_damaged_cache_falls_back_to_the_delta_tables(store, scratch, damage):
+    p = os.path.join(scratch, metapaths.SNAPSHOT_CACHE)
+    raw = open(p, "rb").read()
+    head, _, body = raw.partition(b"\n")
+    bad = {"flip_body": head + b"\n" + body[:50] + bytes([body[50] ^ 1]) + body[51:],
+           "truncate": raw[:len(raw) // 2], "garbage": os.urandom(len(raw)), "empty": b"",
+           "header_only": head + b"\n"}[damage]
+    open(p, "wb").write(bad)
+    assert snapcache.load(LocalStore(scratch)) is None
+    assert _files(scratch, True) == _files(store, True)
+
+
+def _rewrite(path, change):
+    """Re-encode the cache with ``change`` applied to its body (a self-consistent cache that lies)."""
+    p = os.path.join(path, metapaths.SNAPSHOT_CACHE)
+    doc = snapcache.decode(open(p, "rb").read())
+    change(doc)
+    open(p, "wb").write(snapcache.encode(doc["tables"], doc["batch"], doc["files"]))
+
+
+def test_stale_or_foreign_cache_is_not_used(store, scratch, tmp_path):
+    # a commit file changed since the cache was written (another store at the same path, a rewrite)
+    _rewrite(scratch, lambda d: d["tables"]["manifest"]["files"][-1].__setitem__(1, "0" * 64))
+    assert snapcache.load(LocalStore(scratch)) is None
+    # a newer Delta version exists
+    shutil.copy(os.path.join(store, metapaths.SNAPSHOT_CACHE), os.path.join(scratch, metapaths.SNAPSHOT_CACHE))
+    log = os.path.join(scratch, metapaths.CHECKPOINTS_DIR, "_delta_log")
+    newest = max(n for n in os.listdir(log) if n.endswith(".json"))
+    nxt = os.path.join(log, f"{int(newest[:20]) + 1:020d}.json")
+    open(nxt, "w").close()
+    try:
+        assert snapcache.load(LocalStore(scratch)) is None
+    finally:
+        os.remove(nxt)
+    assert snapcache.load(LocalStore(scratch)) is not None
+
+
+@pytest.mark.parametrize("path", ["../outside/commitlog/00000000000000000000", "/etc/passwd", "commitlog/../x",
+                                  "commitlog//00000000000000000000", "commitlog/\x00"])
+def test_cache_naming_a_path_outside_is_refused(store, scratch, path):
+    def change(d):
+        d["files"][0]["path"] = path
+    _rewrite(scratch, change)
+    assert snapcache.load(LocalStore(scratch)) is None        # the Delta tables decide (and they are sound)
+    assert _files(scratch, True) == _files(store, True)
+
+
+def test_refresh_never_raises_and_expire_keeps_the_cache_current(store, scratch):
+    from storelib.ops import expire as retention
+    assert snapcache.refresh(storage.Store(str(scratch) + "/nothing-here")) is False
+    snap = manifest.load_snapshot(storage.Store(scratch))
+    keep = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])[10]
+    s = retention.expire(scratch, 1.0, now_ms=keep["max_store_ts"] + 3600 * 1000 + 1, quiet=True)
+    assert s["status"] == "committed"
+    cached = snapcache.load(LocalStore(scratch))
+    assert cached is not None and cached.batch["operation"] == "expire"
+    assert cached.files == manifest.load_snapshot(storage.Store(scratch)).files
+
+
+def test_local_store_refuses_what_store_refuses(tmp_path):
+    root = tmp_path / "s"
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / "a").write_bytes(b"0123456789")
+    (tmp_path / "outside").write_bytes(b"secret")
+    os.symlink(tmp_path / "outside", root / "commitlog" / "link")
+    ls, st = LocalStore(str(root)), storage.Store(str(root))
+    for rel in ["commitlog/link", "../outside", "/etc/passwd", "a/../../x", "commitlog\\a", "x\x00"]:
+        with pytest.raises(storage.StorePathError):
+            ls.path(rel)
+        with pytest.raises(storage.StorePathError):
+            ls.read(rel)
+    assert ls.read("commitlog/a", 2, 3) == st.read("commitlog/a", 2, 3) == b"234"
+    assert ls.read("commitlog/a", 8) == st.read("commitlog/a", 8) == b"89"
+    assert ls.size("commitlog/a") == st.size("commitlog/a") == 10 and ls.size("commitlog/b") is None
+    assert ls.exists("commitlog/a") and not ls.exists("commitlog/b")
+    assert ls.list_dirs("") == st.list_dirs("") == ["commitlog"]
+    with pytest.raises(storage.StorePathError):
+        ls.list_files("commitlog")               # served by storage.Store: its symlink check
+    for rel in ["a", "commitlog/00000000000000000000", "x/.y", "..a", "_rocketlake/staging/b-1/a/files/x"]:
+        assert is_plain_path(rel) and names.rel_path_problem(rel) is None
+    for rel in ["", ".", "..", "a/..", "a//b", "/a", "a/", "C:x", "a b", "é"]:
+        assert not is_plain_path(rel)
+
+
+def test_light_copies_agree_with_their_vectorized_owners():
+    for raw in (bytes([10, 0, 0, 7]) + (50123).to_bytes(4, "big"), bytes(15) + b"\x01" + (5000).to_bytes(4, "big"),
+                bytes(range(16)) + (65535).to_bytes(4, "big")):
+        assert textforms.format_host(raw) == hosts.format_host(raw)
+    for s in ("", "a\x01b\x02", "TAGS\x01x\x02KEYS\x01k1 k2\x02TAGS\x01y", "\x01\x02a\x01\x02b\x01c", "ab\x01",
+              "é\x01ü\x02x\x01\x01y\x02"):
+        assert textforms.parse_properties_string(s) == properties.parse_properties_string(s)
+    assert (records.TRANSACTION_MASK, records.TRANSACTION_ROLLBACK) == (codec.TRANSACTION_MASK,
+                                                                       codec.TRANSACTION_ROLLBACK)
+    assert records.MESSAGE_COLUMNS == tuple(rangescan.MESSAGE_SCHEMA.names)
+    assert (metapaths.META_DIR, metapaths.MANIFEST_DIR, metapaths.CHECKPOINTS_DIR, metapaths.STAGING_DIR) == \
+        (paths.META_DIR, paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR, paths.STAGING_DIR)
