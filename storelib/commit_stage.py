@@ -112,11 +112,12 @@ def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now:
 
 
 def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list) -> ckpt.Checkpoint:
-    """Checkpoint file: last message, last consume-queue message, last rolled index file's end."""
+    """Checkpoint file: last waiting put (a put without WAIT=true flushes without setting
+    physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
     prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
                               snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
-    nonempty = [s for s in summaries if s.count]
-    physic = nonempty[-1].last_store_ts if nonempty else prev_ck.physic_msg_timestamp
+    waited = [s.last_wait_store_ts for s in summaries if s.last_wait_store_ts is not None]
+    physic = waited[-1] if waited else prev_ck.physic_msg_timestamp
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp

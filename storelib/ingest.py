@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, warmup, write_stage
 from . import topics as topics_mod
 from .commit_stage import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
-from .config import ConfigError, StoreConfig
+from .config import DEFAULT_ROCKETMQ_LINE, ConfigError, StoreConfig
 from .encode_stage import default_store_timestamp, encode_split, input_fingerprint
 from .faults import fault
 from .ingest_errors import AlreadyCommitted, IngestError
@@ -105,7 +105,8 @@ def check_store_root(store: storage.Store, snap: manifest.Snapshot) -> None:
 def check_config(snap: manifest.Snapshot, config: StoreConfig) -> None:
     if snap.batch is None:
         return
-    stored = json.loads(snap.batch["config"])
+    # a store written before rocketmqVersion was recorded is a "5" store
+    stored = {"rocketmqVersion": DEFAULT_ROCKETMQ_LINE, **json.loads(snap.batch["config"])}
     mine = config.file_shaping()
     diff = {k: (stored.get(k), v) for k, v in mine.items() if stored.get(k) != v}
     if diff:

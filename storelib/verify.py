@@ -17,7 +17,8 @@ Levels:
   says; index headers agree with their entries (indexCount, hashSlotCount = chain heads,
   begin/endPhyOffset = first/last entry), slots and chains stay inside the file and point
   backwards, every entry in a slot's chain hashes to that slot; the checkpoint file against the
-  checkpoint table.
+  checkpoint table (a RocketMQ broker that opened the store may have written its
+  masterFlushedOffset and confirmPhyOffset: accepted within [0, max physical offset]).
 * ``deep`` adds the cross-file checks: body CRCs (``crc32 & 0x7fffffff``); every consume-queue
   unit at or above the min physical offset points at a record of that topic / queue id / queue
   offset, with the stored size and tagsCode; every index entry at or above the min offset points
@@ -328,6 +329,30 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     return tasks
 
 
+def _checkpoint_changes(rel: str, data: bytes, row: dict, batch: dict) -> list:
+    """The checkpoint's bytes are not the ones the manifest recorded: fine when only what a
+    RocketMQ broker writes into it on a store it opened and shut down cleanly differs, its
+    masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
+    offset]; anything else is a problem."""
+    detail = json.loads(row.get("detail") or "{}")
+    mine = ckpt.Checkpoint(*(detail.get(f, 0) for f in ("physic_msg_timestamp", "logics_msg_timestamp",
+                                                        "index_msg_timestamp", "master_flushed_offset",
+                                                        "confirm_phy_offset"))).to_bytes()
+    c = ckpt.Checkpoint.from_bytes(data)
+    cap = batch.get("max_phy_offset") or 0
+    as_written = data[:ckpt.POS_MASTER_FLUSHED_OFFSET] + mine[ckpt.POS_MASTER_FLUSHED_OFFSET:ckpt.LAYOUT_SIZE] \
+        + data[ckpt.LAYOUT_SIZE:]
+    if checksum.checksum_of_bytes(as_written) != row["checksum"]:
+        return [problem(rel, 0, "sha256 differs from the manifest")]
+    out = []
+    for name, at in (("master_flushed_offset", ckpt.POS_MASTER_FLUSHED_OFFSET),
+                     ("confirm_phy_offset", ckpt.POS_CONFIRM_PHY_OFFSET)):
+        v = getattr(c, name)
+        if not 0 <= v <= cap:
+            out.append(problem(rel, at, f"{name} {v} outside [0, max physical offset {cap}]"))
+    return out
+
+
 def check_checkpoint(store: storage.Store, snap) -> list:
     out = []
     rel = ckpt.FILE_NAME
@@ -356,7 +381,7 @@ def check_checkpoint(store: storage.Store, snap) -> list:
         if row is None:
             out.append(problem(rel, 0, "the manifest has no row for the checkpoint file"))
         elif row["checksum"] and checksum.checksum_of_bytes(data) != row["checksum"]:
-            out.append(problem(rel, 0, "sha256 differs from the manifest"))
+            out += _checkpoint_changes(rel, data, row, b)
         if row is not None and (row.get("file_size"), row.get("valid_bytes")) != (size, size):
             out.append(problem(rel, 0, f"file size {size}, manifest says file_size {row.get('file_size')}, "
                                        f"valid_bytes {row.get('valid_bytes')}"))
