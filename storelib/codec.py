@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import allocator, crc32, kernels
+from . import allocator, crc32, kernels, tag_index
 from . import commitlog as cl
 from .commitlog import (BLANK_MAGIC, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1,  # noqa: F401 - re-exported
                         MAGIC_V2, MAX_PROPERTIES_LENGTH)
@@ -389,6 +389,8 @@ def _dispatch_fields(c: _Columns, topics: _Topics, sys_flag: np.ndarray, config:
         else np.zeros(0, np.int64)
     key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash,
                                            with_hash=True)
+    if config.line_5_5:
+        key_msg, key_hash = tag_index.with_tag_entries(key_msg, key_hash, pdata, vs[0], ve[0], indexed, topic_hash)
     return tran_type, cq_eligible, tags_code, key_msg, index_key_hash(key_hash.view(np.int32)), \
         _waits(pdata, vs[4], ve[4])
 

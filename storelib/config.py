@@ -35,9 +35,10 @@ FILE_SHAPING_KEYS = (
     "rocketmqVersion",
 )
 
-# The RocketMQ lines a store can match (docs/FORMAT.md §7): "5" is 5.0 to 5.3 (the golden sets'
-# line, 5.3.3), "4.9" the 4.9 line (4.9.8). A store written before the key existed is a "5" store.
-ROCKETMQ_LINES = ("4.9", "5")
+# The RocketMQ lines a store can match (docs/FORMAT.md §12): "5" is 5.0 to 5.3 (the golden sets'
+# line, 5.3.3), "4.9" the 4.9 line (4.9.8), "5.5" the newest 5.x (5.5.1: TAGS index entries, a
+# sixth checkpoint field). A store written before the key existed is a "5" store.
+ROCKETMQ_LINES = ("4.9", "5", "5.5")
 DEFAULT_ROCKETMQ_LINE = "5"
 
 
@@ -130,6 +131,11 @@ class StoreConfig:
     def line_4_9(self) -> bool:
         """The store matches RocketMQ 4.9 (rocketmqVersion=4.9)."""
         return self.rocketmqVersion == "4.9"
+
+    @property
+    def line_5_5(self) -> bool:
+        """The store matches the newest 5.x line (rocketmqVersion=5.5)."""
+        return self.rocketmqVersion == "5.5"
 
     @property
     def durable(self) -> bool:

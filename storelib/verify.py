@@ -335,9 +335,7 @@ def _checkpoint_changes(rel: str, data: bytes, row: dict, batch: dict) -> list:
     masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
     offset]; anything else is a problem."""
     detail = json.loads(row.get("detail") or "{}")
-    mine = ckpt.Checkpoint(*(detail.get(f, 0) for f in ("physic_msg_timestamp", "logics_msg_timestamp",
-                                                        "index_msg_timestamp", "master_flushed_offset",
-                                                        "confirm_phy_offset"))).to_bytes()
+    mine = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
     c = ckpt.Checkpoint.from_bytes(data)
     cap = batch.get("max_phy_offset") or 0
     as_written = data[:ckpt.POS_MASTER_FLUSHED_OFFSET] + mine[ckpt.POS_MASTER_FLUSHED_OFFSET:ckpt.LAYOUT_SIZE] \
@@ -365,9 +363,11 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    nz = np.flatnonzero(np.frombuffer(data[ckpt.LAYOUT_SIZE:], dtype=np.uint8))
+    line = json.loads(snap.batch["config"] or "{}").get("rocketmqVersion") if has_manifest else None
+    layout = ckpt.LAYOUT_SIZE_5_5 if line == "5.5" else ckpt.LAYOUT_SIZE
+    nz = np.flatnonzero(np.frombuffer(data[layout:], dtype=np.uint8))
     if len(nz):
-        out.append(problem(rel, ckpt.LAYOUT_SIZE + int(nz[0]), "non-zero byte after the five checkpoint values"))
+        out.append(problem(rel, layout + int(nz[0]), f"non-zero byte after the {layout // 8} checkpoint values"))
     if has_manifest:
         c = ckpt.Checkpoint.from_bytes(data)
         b = snap.batch

@@ -158,3 +158,29 @@ def test_4_9_readers_min_offset_and_offset_by_time(tmp_path):
     os.utime(first, ns=(1, 1))                                        # modified "before" any time
     r49 = open_store(s49)
     assert r49.get_offset_in_queue_by_time("T", 1, 11000) == 3       # the last file, its only unit
+
+
+def test_5_5_indexes_tags_and_keeps_the_last_queue_message_offset(tmp_path):
+    """rocketmqVersion=5.5: a topic#T#tags entry after a tagged message's other keys (not for a
+    ROLLBACK message), and checkpoint position 40 = the last consume-queue message's offset."""
+    s55, s5 = str(tmp_path / "s55"), str(tmp_path / "s5")
+    batch = [msg(0, props="TAGS\x01a\x02KEYS\x01k1 k2\x02"), msg(1, props="TAGS\x01b\x02"),
+             dict(msg(2, props="TAGS\x01c\x02"), sys_flag=0xC), msg(3)]
+    for store, line in ((s55, "5.5"), (s5, "5")):
+        ingest(tmp_path, store, "b0", batch, rocketmqVersion=line)
+        assert verify.verify_store(store, deep=True, threads=1).problems == []
+    h55 = indexfile.IndexHeader.parse(_index_headers(s55)[0])
+    h5 = indexfile.IndexHeader.parse(_index_headers(s5)[0])
+    assert (h55.index_count, h5.index_count) == (1 + 2 + 2, 1 + 2)      # KEYS k1 k2; tags a, b (c: ROLLBACK)
+    r = open_store(s55)
+    last_cq = r.get_commit_log_offset_in_queue("T", 0, 2)                   # message 3 (2 is a ROLLBACK)
+    assert [r.query_message("T", "T#" + t, 32, 0, 2**62)["phy_offsets"] for t in "abc"] == \
+        [[0], [r.get_commit_log_offset_in_queue("T", 0, 1)], []]
+    ck55 = open(os.path.join(s55, ckpt.FILE_NAME), "rb").read()
+    ck5 = open(os.path.join(s5, ckpt.FILE_NAME), "rb").read()
+    assert ckpt.Checkpoint.from_bytes(ck55).logics_physical_offset == last_cq and ck55[:40] == ck5[:40]
+    assert ck5[40:] == bytes(len(ck5) - 40)
+    ingest(tmp_path, s55, "b1", [dict(msg(4), sys_flag=0x4)], rocketmqVersion="5.5")  # PREPARED: no unit
+    assert ckpt.Checkpoint.from_bytes(open(os.path.join(s55, ckpt.FILE_NAME), "rb").read()).logics_physical_offset \
+        == last_cq
+    assert verify.verify_store(s55, deep=True, threads=1).problems == []
