@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from ..compute import allocator, crc32, kernels
+from ..compute import allocator, crc32, kernels, tag_index
 from ..format import commitlog as cl
 from ..format.commitlog import (BLANK_MAGIC, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1,  # noqa: F401 - re-exported
                         MAGIC_V2, MAX_PROPERTIES_LENGTH)
@@ -125,6 +125,7 @@ class PreparedMessages:
     body_crc: np.ndarray            # int32 (31-bit)
     index_msg: np.ndarray           # int64 message index of every index entry, in dispatch order
     index_hash: np.ndarray          # int32 abs(java hash of topic#key) per index entry
+    waits: np.ndarray               # bool: the put waits for the flush (Message.isWaitStoreMsgOK)
     parts: dict                     # record parts for the encoder
 
     @property
@@ -194,12 +195,13 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, topic_names: bool 
     _check_required(table, problems)
     c = _read_columns(table, config)
     problems.flag_rows(c.queue_id < 0, "queue_id", lambda r: f"negative queue id {c.queue_id[r]}")
-    topics = _topic_parts(c.topic, topic_names, problems)
+    topics = _topic_parts(c.topic, topic_names, problems, v2_ok=not config.line_4_9)
     born_host, store_host, sys_flag = _host_columns(table, config, c.sys_flag, problems)
     body_len, props_bytes, prop_len, stored_prop_len = _part_lengths(c, config, problems)
     sizes = _record_sizes(body_len, topics.length, stored_prop_len, born_host.is_v6, store_host.is_v6, config,
                           problems)
-    tran_type, cq_eligible, tags_code, key_msg, index_hash = _dispatch_fields(c, topics, sys_flag, config, problems)
+    tran_type, cq_eligible, tags_code, key_msg, index_hash, waits = _dispatch_fields(c, topics, sys_flag, config,
+                                                                                     problems)
     problems.raise_if_any()
 
     parts = dict(
@@ -211,7 +213,7 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, topic_names: bool 
     return PreparedMessages(
         n=table.num_rows, topic=c.topic, queue_id=c.queue_id, sys_flag=sys_flag, store_timestamp=c.store_ts,
         sizes=sizes, tran_type=tran_type, cq_eligible=cq_eligible, tags_code=tags_code.astype(np.int64),
-        body_crc=_body_crc(c.body), index_msg=key_msg, index_hash=index_hash, parts=parts,
+        body_crc=_body_crc(c.body), index_msg=key_msg, index_hash=index_hash, waits=waits, parts=parts,
     )
 
 
@@ -254,9 +256,10 @@ def _without_crc_property(props: pa.Array) -> pa.Array:
     return pa.array(vals, pa.large_string())
 
 
-def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems) -> _Topics:
+def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems, v2_ok: bool = True) -> _Topics:
     """Per distinct topic: V1/V2 by UTF-16 length, the length limits of each, and (``topic_names``)
-    the topic directory name rules; the record's topic part with its length prefix."""
+    the topic directory name rules; the record's topic part with its length prefix. Without
+    ``v2_ok`` (RocketMQ 4.9, which has no V2 records) a V2 topic is a problem."""
     n = len(topic)
     tenc = pc.dictionary_encode(topic)
     tidx = numeric_values(tenc.indices)
@@ -275,6 +278,9 @@ def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems) -> _To
                    f"characters) stores the length in one signed byte, so at most {limit} bytes fit")
         elif len(raw) > limit:
             err = f"topic is {len(raw)} UTF-8 bytes, more than {limit}"
+        elif v2 and not v2_ok:
+            err = (f"topic of {units} characters: rocketmqVersion=4.9 allows at most {cl.V2_TOPIC_CHARS} "
+                   f"(RocketMQ 4.9 has no V2 records)")
         if raw and k in name_bad:
             err = name_bad[k] + (f"; also: {err}" if err else "")
         tbad.append(err)
@@ -355,11 +361,11 @@ def _record_sizes(body_len, topic_len, stored_prop_len, born_v6, store_v6, confi
 
 def _dispatch_fields(c: _Columns, topics: _Topics, sys_flag: np.ndarray, config: StoreConfig, problems: _Problems):
     """What the consume queue and index dispatch need, from one compiled pass over the properties
-    (TAGS, KEYS, UNIQ_KEY, DELAY): (transaction type, CQ eligibility, tagsCode, index entries'
-    message indexes, their key hashes)."""
+    (TAGS, KEYS, UNIQ_KEY, DELAY, WAIT): (transaction type, CQ eligibility, tagsCode, index entries'
+    message indexes, their key hashes, whether each put waits for the flush)."""
     n = len(c.topic)
     pdata, poff = string_buffers(c.props)
-    vs, ve = property_spans(pdata, poff, ["TAGS", "KEYS", "UNIQ_KEY", "DELAY"])
+    vs, ve = property_spans(pdata, poff, ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT"])
     tran_type = sys_flag & TRANSACTION_MASK
     cq_eligible = (tran_type == TRANSACTION_NOT) | (tran_type == TRANSACTION_COMMIT)
 
@@ -373,7 +379,22 @@ def _dispatch_fields(c: _Columns, topics: _Topics, sys_flag: np.ndarray, config:
         else np.zeros(0, np.int64)
     key_msg, key_hash = kernels.index_keys(pdata, vs[2], ve[2], vs[1], ve[1], indexed, topic_hash,
                                            with_hash=True)
-    return tran_type, cq_eligible, tags_code, key_msg, index_key_hash(key_hash.view(np.int32))
+    if config.line_5_5:
+        key_msg, key_hash = tag_index.with_tag_entries(key_msg, key_hash, pdata, vs[0], ve[0], indexed, topic_hash)
+    return tran_type, cq_eligible, tags_code, key_msg, index_key_hash(key_hash.view(np.int32)), \
+        _waits(pdata, vs[4], ve[4])
+
+
+def _waits(pdata, wait_start, wait_end) -> np.ndarray:
+    """Message.isWaitStoreMsgOK per message: WAIT absent, or Boolean.parseBoolean of its value
+    ("true" in any case). Only a waiting put's group commit sets the checkpoint's physicMsgTimestamp."""
+    waits = wait_start < 0
+    rows = np.flatnonzero(~waits & (wait_end - wait_start == 4))
+    if len(rows):
+        vals, off = kernels.gather_slices(pdata, wait_start[rows], wait_end[rows] - wait_start[rows])
+        text = binary_from_numpy(vals, off).cast(pa.large_string())
+        waits[rows] = pc.equal(pc.ascii_lower(text), "true").to_numpy(zero_copy_only=False)
+    return waits
 
 
 def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, config: StoreConfig,

@@ -1,15 +1,18 @@
 """The ``checkpoint`` file: the one definition of its layout (docs/FORMAT.md §4).
 
-4096 bytes (``FILE_SIZE``), five int64 at the start (``LAYOUT_SIZE`` 40 bytes), rest zero::
+4096 bytes (``FILE_SIZE``), five int64 at the start (``LAYOUT_SIZE`` 40 bytes), rest zero; the
+newest 5.x line (5.5, ``rocketmqVersion=5.5``) has a sixth (``LAYOUT_SIZE_5_5`` 48 bytes)::
 
     @POS_PHYSIC_MSG_TIMESTAMP   0   physicMsgTimestamp   store time of the last message put
     @POS_LOGICS_MSG_TIMESTAMP   8   logicsMsgTimestamp   store time of the last message written to a consume queue
     @POS_INDEX_MSG_TIMESTAMP   16   indexMsgTimestamp    endTimestamp of the last filled (rolled) index file, else 0
     @POS_MASTER_FLUSHED_OFFSET 24   masterFlushedOffset  0 (HA/controller only)
     @POS_CONFIRM_PHY_OFFSET    32   confirmPhyOffset     0 after a write run (a broker's recovery sets it on re-open)
+    @POS_LOGICS_PHYSICAL_OFFSET 40  logicsPhysicalOffset 5.5: commit-log offset of the last message written to a
+                                                         consume queue; 0 in the other lines
 
 Names defined here: ``FILE_NAME``, ``FILE_SIZE``, the ``POS_*`` offsets, ``LAYOUT_SIZE``,
-``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``).
+``LAYOUT_SIZE_5_5``, ``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``).
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import struct
 from dataclasses import dataclass, asdict
 
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
-           "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "LAYOUT_SIZE", "Checkpoint"]
+           "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
+           "LAYOUT_SIZE_5_5", "Checkpoint"]
 
 FILE_NAME = "checkpoint"
 FILE_SIZE = 4096
@@ -26,9 +30,11 @@ POS_LOGICS_MSG_TIMESTAMP = 8
 POS_INDEX_MSG_TIMESTAMP = 16
 POS_MASTER_FLUSHED_OFFSET = 24
 POS_CONFIRM_PHY_OFFSET = 32
+POS_LOGICS_PHYSICAL_OFFSET = 40
 LAYOUT_SIZE = 40
-_LAYOUT = struct.Struct(">qqqqq")
-assert _LAYOUT.size == LAYOUT_SIZE
+LAYOUT_SIZE_5_5 = 48
+_LAYOUT = struct.Struct(">qqqqqq")
+assert _LAYOUT.size == LAYOUT_SIZE_5_5
 
 
 @dataclass(frozen=True)
@@ -38,17 +44,21 @@ class Checkpoint:
     index_msg_timestamp: int = 0
     master_flushed_offset: int = 0
     confirm_phy_offset: int = 0
+    logics_physical_offset: int = 0       # 5.5 only (0: the file is the other lines')
 
     def to_bytes(self) -> bytes:
         head = _LAYOUT.pack(self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
-                            self.master_flushed_offset, self.confirm_phy_offset)
+                            self.master_flushed_offset, self.confirm_phy_offset, self.logics_physical_offset)
         return head + bytes(FILE_SIZE - len(head))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Checkpoint":
-        """The five values at the start of ``data``; all zero when ``data`` is shorter than LAYOUT_SIZE."""
+        """The values at the start of ``data`` (the sixth 0 when ``data`` ends before it); all zero
+        when ``data`` is shorter than LAYOUT_SIZE."""
         if len(data) < LAYOUT_SIZE:
             return cls()
+        if len(data) < LAYOUT_SIZE_5_5:
+            return cls(*struct.unpack_from(">qqqqq", data, 0))
         return cls(*_LAYOUT.unpack_from(data, 0))
 
     def to_dict(self) -> dict:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "CQ_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_SLOT_SIZE", "INDEX_ENTRY_SIZE",
-           "FILE_SHAPING_KEYS", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
+           "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
 
 # The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle); the names
 # here are re-exports for the derived sizes below and for older importers.
@@ -33,7 +33,14 @@ FILE_SHAPING_KEYS = (
     "maxIndexNum",
     "enabledAppendPropCRC",
     "messageDelayLevel",
+    "rocketmqVersion",
 )
+
+# The RocketMQ lines a store can match (docs/FORMAT.md §12): "5" is 5.0 to 5.3 (the golden sets'
+# line, 5.3.3), "4.9" the 4.9 line (4.9.8), "5.5" the newest 5.x (5.5.1: TAGS index entries, a
+# sixth checkpoint field). A store written before the key existed is a "5" store.
+ROCKETMQ_LINES = ("4.9", "5", "5.5")
+DEFAULT_ROCKETMQ_LINE = "5"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class StoreConfig:
     # RocketMQ's broker defaults to ASYNC_FLUSH; a batch store promises durable commits, so
     # ASYNC_FLUSH (no fsync at all) must be asked for, e.g. for scratch stores and benchmarks.
     flushDiskType: str = "SYNC_FLUSH"
+    # Which RocketMQ line the files and the readers' answers match (ROCKETMQ_LINES).
+    rocketmqVersion: str = DEFAULT_ROCKETMQ_LINE
     extra: dict = field(default_factory=dict, compare=False)
 
     # ----------------------------------------------------------------- derived
@@ -106,9 +115,24 @@ class StoreConfig:
         if self.maxMessageSize < 1:
             raise ConfigError("maxMessageSize must be positive")
         self.delay_level_millis  # parse check
+        if self.rocketmqVersion not in ROCKETMQ_LINES:
+            raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, not {self.rocketmqVersion!r}")
+        if self.rocketmqVersion == "4.9" and self.enabledAppendPropCRC:
+            raise ConfigError("enabledAppendPropCRC=true needs rocketmqVersion 5: RocketMQ 4.9 has no "
+                              "properties CRC")
         if self.flushDiskType not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
             raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH, not {self.flushDiskType!r}")
         return self
+
+    @property
+    def line_4_9(self) -> bool:
+        """The store matches RocketMQ 4.9 (rocketmqVersion=4.9)."""
+        return self.rocketmqVersion == "4.9"
+
+    @property
+    def line_5_5(self) -> bool:
+        """The store matches the newest 5.x line (rocketmqVersion=5.5)."""
+        return self.rocketmqVersion == "5.5"
 
     @property
     def durable(self) -> bool:

@@ -102,13 +102,19 @@ class IndexHeader(NamedTuple):
     hash_slot_count: int = 0
     index_count: int = 1
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, line_4_9: bool = False) -> bytes:
+        """The header's bytes; RocketMQ 4.9 (``line_4_9``) leaves indexCount 0 in a file no
+        key was put into (5.x writes its in-memory 1 at shutdown)."""
+        if line_4_9 and self.index_count == 1:
+            return _HEADER.pack(*self[:-1], 0)
         return _HEADER.pack(*self)
 
     @classmethod
     def parse(cls, data: bytes) -> "IndexHeader":
-        """The header at the start of ``data`` (struct.error when shorter than HEADER_SIZE)."""
-        return cls(*_HEADER.unpack_from(data, 0))
+        """The header at the start of ``data`` (struct.error when shorter than HEADER_SIZE); an
+        indexCount of 0 reads as 1, as IndexHeader.load does (a 4.9 file without entries)."""
+        h = cls(*_HEADER.unpack_from(data, 0))
+        return h._replace(index_count=1) if h.index_count == 0 else h
 
     from_bytes = parse
 

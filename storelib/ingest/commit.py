@@ -54,7 +54,7 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     now = manifest.now_ms()
     segs, cqs, idxs = _written_files(plan, results)
     _name_index_files(snap, summaries, idxs, now)
-    ck = _checkpoint(snap, state, summaries, idxs)
+    ck = _checkpoint(snap, state, summaries, idxs, cqs if config.line_5_5 else None)
     ck_bytes = ck.to_bytes()
     key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now, attempt_id=attempt)
     rows = _file_rows(snap, segs, cqs, idxs, key)
@@ -112,12 +112,14 @@ def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now:
             prev_ms = ms
 
 
-def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list) -> ckpt.Checkpoint:
-    """Checkpoint file: last message, last consume-queue message, last rolled index file's end."""
+def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list,
+                cqs: list | None = None) -> ckpt.Checkpoint:
+    """Checkpoint file: last waiting put (a put without WAIT=true flushes without setting
+    physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
     prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
                               snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
-    nonempty = [s for s in summaries if s.count]
-    physic = nonempty[-1].last_store_ts if nonempty else prev_ck.physic_msg_timestamp
+    waited = [s.last_wait_store_ts for s in summaries if s.last_wait_store_ts is not None]
+    physic = waited[-1] if waited else prev_ck.physic_msg_timestamp
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp
@@ -126,7 +128,12 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
         if r["roll"] and prev_header is not None and prev_header["end_timestamp"] > 0:
             index_ts = prev_header["end_timestamp"]
         prev_header = r["header"]
-    return ckpt.Checkpoint(physic, logics, index_ts)
+    if cqs is None:
+        return ckpt.Checkpoint(physic, logics, index_ts)
+    prev_row = snap.files.get(ckpt.FILE_NAME) if snap.batch else None
+    prev_lpo = json.loads(prev_row.get("detail") or "{}").get("logics_physical_offset", 0) if prev_row else 0
+    new = [r["max_phys"] for r in cqs if r.get("max_phys") is not None]
+    return ckpt.Checkpoint(physic, logics, index_ts, logics_physical_offset=max(new) if new else prev_lpo)
 
 
 def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: bytes, staging: str, batch_id: str,

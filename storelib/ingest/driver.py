@@ -63,13 +63,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
 from ..table import manifest, writerlease
-from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..io import storage
 from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
-from ..format.config import StoreConfig
+from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import AlreadyCommitted, ConfigError, IngestError
 from .encode import default_store_timestamp, encode_split, input_fingerprint
 from ..runtime.faults import fault
@@ -108,7 +108,8 @@ def check_store_root(store: storage.Store, snap: manifest.Snapshot) -> None:
 def check_config(snap: manifest.Snapshot, config: StoreConfig) -> None:
     if snap.batch is None:
         return
-    stored = json.loads(snap.batch["config"])
+    # a store written before rocketmqVersion was recorded is a "5" store
+    stored = {"rocketmqVersion": DEFAULT_ROCKETMQ_LINE, **json.loads(snap.batch["config"])}
     mine = config.file_shaping()
     diff = {k: (stored.get(k), v) for k, v in mine.items() if stored.get(k) != v}
     if diff:

@@ -163,6 +163,7 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
                                                          rr_queue_nums))
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
+    wait_rows = np.flatnonzero(pm.waits)
     ts = pm.store_timestamp
     return {
         "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
@@ -175,6 +176,7 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
         "first_store_ts": int(ts[0]) if pm.n else None,
         "last_store_ts": int(ts[-1]) if pm.n else 0,
         "last_cq_store_ts": int(ts[cq_rows[-1]]) if len(cq_rows) else None,
+        "last_wait_store_ts": int(ts[wait_rows[-1]]) if len(wait_rows) else None,
         "min_store_ts": int(ts.min()) if pm.n else None,
         "max_store_ts": int(ts.max()) if pm.n else None,
     }
@@ -276,7 +278,8 @@ def split_summaries(scans: list, tcfg: "topics_mod.Topics", rr_starts: dict) -> 
             index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
             queue_counts=qc, entries=r["entries"],
             last_entry_row=r["last_entry_row"], last_store_ts=r["last_store_ts"],
-            last_cq_store_ts=r["last_cq_store_ts"], min_store_ts=r["min_store_ts"],
+            last_cq_store_ts=r["last_cq_store_ts"], last_wait_store_ts=r.get("last_wait_store_ts"),
+            min_store_ts=r["min_store_ts"],
             max_store_ts=r["max_store_ts"], first_store_ts=r["first_store_ts"]))
     return summaries
 

@@ -88,7 +88,7 @@ class IndexFileBuilder:
 
     def chunks(self) -> list:
         """Header, slot table and used entries; the caller zero-fills to the file size."""
-        return [self.header.to_bytes(), encode_slots(self.slots), *self.blocks]
+        return [self.header.to_bytes(self.config.line_4_9), encode_slots(self.slots), *self.blocks]
 
     def valid_bytes(self) -> int:
         return entries_offset(self.config) + self.header.index_count * ENTRY_SIZE

@@ -43,6 +43,7 @@ class SplitSummary:
     last_entry_row: int = -1      # row of the last message with index entries (-1: none)
     last_store_ts: int = 0
     last_cq_store_ts: int | None = None
+    last_wait_store_ts: int | None = None   # store time of the last put that waits for the flush
     min_store_ts: int | None = None
     max_store_ts: int | None = None
     first_store_ts: int | None = None

@@ -361,13 +361,13 @@ def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, p
     entries = builder.new_entries()
     if version.mode == "object":
         # one head replaces the committed one: a row's extents stay few however many batches come
-        parts = [(0, builder.header.to_bytes() + indexfile.encode_slots(builder.slots), patches.PHASE_LINK),
+        parts = [(0, builder.header.to_bytes(cfg.line_4_9) + indexfile.encode_slots(builder.slots), patches.PHASE_LINK),
                  (start, entries, patches.PHASE_APPEND)]
     else:
         changed = np.flatnonzero(builder.slots != builder.committed_slots)
         parts = [(start, entries, patches.PHASE_APPEND)]
         parts += [(pos, data, patches.PHASE_LINK) for pos, data in patches.slot_extents(builder.slots, changed)]
-        parts.append((0, builder.header.to_bytes(), patches.PHASE_LINK))
+        parts.append((0, builder.header.to_bytes(cfg.line_4_9), patches.PHASE_LINK))
     fault("mid-file-write")
     facts = version.write_parts(parts, builder.valid_bytes())
     return dict(facts, **_index_facts(cfg, plan, builder), path=version.rel)

@@ -143,7 +143,7 @@ def trim_file(store, row: dict, config, durable: bool = True) -> None:
         after = settle_slots(store, rel, config, before, header.index_count)
         store.write_at(rel, slot_extents(after, np.flatnonzero(before != after)))
         store.cut_tail(rel, indexfile.entry_offset(header.index_count, config), row["file_size"])
-        store.write_at(rel, [(0, header.to_bytes())])
+        store.write_at(rel, [(0, header.to_bytes(config.line_4_9))])
     elif kind in ("commitlog", "consumequeue"):
         store.cut_tail(rel, row["valid_bytes"], row["file_size"])
     else:
@@ -160,7 +160,7 @@ def index_head_as_of(store, row: dict, config) -> bytes:
     slots = indexfile.decode_slots(store.read_array(rel, indexfile.slot_offset(0),
                                                     config.maxHashSlotNum * indexfile.SLOT_SIZE))
     settled = settle_slots(store, rel, config, slots, header.index_count)
-    return header.to_bytes() + bytes(indexfile.encode_slots(settled))
+    return header.to_bytes(config.line_4_9) + bytes(indexfile.encode_slots(settled))
 
 
 def settle_slots(store, rel: str, config, slots: np.ndarray, index_count: int) -> np.ndarray:

@@ -6,10 +6,18 @@ corrected against the commitlog's min offset as ``correctMinOffset`` does at loa
 one file from a queue offset (``getIndexBuffer``: one file per call), ``getMessage``,
 ``getOffsetInQueueByTime`` (file by time, then ``binarySearchInQueueByTime``) and the exact
 ``get_by_queue_offset``. Unit bytes are decoded by ``storelib.format.consumequeue``.
+
+A ``rocketmqVersion=4.9`` store is answered as RocketMQ 4.9 does where the lines differ: its
+``correctMinOffset`` scans only the first file (a queue whose first file lies wholly below the
+commitlog's min offset keeps min offset 0), and its ``getOffsetInQueueByTime`` has no boundary,
+picks the file by the files' modification times and does not clamp to [min, max].
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..format import consumequeue, records
 from .commitlog import CommitLogReader
@@ -120,8 +128,28 @@ class QueueReader:
 
     def min_logic(self, cq: QueueState) -> int:
         if cq.min_logic is None:
-            cq.min_logic = self._correct_min_offset(cq, 0, self.commitlog.min_offset())
+            if self.config.line_4_9:
+                cq.min_logic = self._correct_min_offset_4_9(cq, self.commitlog.min_offset())
+            else:
+                cq.min_logic = self._correct_min_offset(cq, 0, self.commitlog.min_offset())
         return cq.min_logic
+
+    def _readable(self, cq: QueueState, k: int) -> int:
+        """Bytes ``selectMappedBuffer(0)`` serves of file k after a load: a whole file but the last."""
+        return cq.files[k].units * UNIT_SIZE if k == len(cq.files) - 1 else self.file_size
+
+    def _phys_sizes(self, cq: QueueState, k: int) -> np.ndarray:
+        n = self._readable(cq, k)
+        raw = read_stored(self.store, cq.files[k].rel, 0, n) if n else b""
+        return consumequeue.decode_units(raw)
+
+    def _correct_min_offset_4_9(self, cq: QueueState, min_phy: int) -> int:
+        """RocketMQ 4.9's ConsumeQueue.correctMinOffset: the first unit of the first file at or
+        above the commitlog's min offset; none there leaves the min offset at 0."""
+        if not cq.files:
+            return 0
+        at = np.flatnonzero(self._phys_sizes(cq, 0)["phys"] >= min_phy)
+        return cq.files[0].base + int(at[0]) * UNIT_SIZE if len(at) else 0
 
     def _correct_min_offset(self, cq: QueueState, min_logic: int, min_phy: int) -> int:
         """ConsumeQueue.correctMinOffset (run by recoverOffsetTable at load, from 0)."""
@@ -270,10 +298,64 @@ class QueueReader:
         """ConsumeQueueStore.getOffsetInQueueByTime: file by time, binary search, clamp to [min, max]."""
         boundary = boundary.upper()
         cq = self.queue(topic, queue_id)
+        if self.config.line_4_9:
+            return self._offset_by_time_4_9(cq, timestamp)
         k = self._file_by_time(cq, timestamp, boundary)
         result = 0 if k is None else self._binary_search_by_time(cq, k, timestamp, boundary)
         result = max(result, self.min_logic(cq) // UNIT_SIZE)
         return min(result, self.max_bytes(cq) // UNIT_SIZE)
+
+    def _file_mtime_ms(self, rel: str) -> int:
+        """File.lastModified of a store file (milliseconds)."""
+        if self.store.local:
+            return os.stat(self.store.path(rel)).st_mtime_ns // 1_000_000
+        from ..io.storage import filesystem
+        fs, root = filesystem(self.store.uri_of(rel))
+        return int(fs.get_file_info(root).mtime_ns // 1_000_000)
+
+    def _offset_by_time_4_9(self, cq: QueueState, timestamp: int) -> int:
+        """RocketMQ 4.9's ConsumeQueue.getOffsetInQueueByTime: the first file modified at or after
+        ``timestamp`` (else the last), then its binary search from the min offset, the nearer
+        neighbour when no store time matches; no boundary and no clamp."""
+        if not cq.files:
+            return 0
+        n = len(cq.files)
+        k = next((i for i in range(n) if self._file_mtime_ms(cq.files[i].rel) >= timestamp), n - 1)
+        f = cq.files[k]
+        units = self._phys_sizes(cq, k)
+        if not len(units):
+            return 0                                   # selectMappedBuffer(0) -> null
+        min_logic = self.min_logic(cq)
+        low = min_logic - f.base if min_logic > f.base else 0
+        high = len(units) * UNIT_SIZE - UNIT_SIZE
+        min_phy = self.commitlog.min_offset()
+        target = left = right = -1
+        left_ts = right_ts = -1
+        while high >= low:
+            mid = (low + high) // (2 * UNIT_SIZE) * UNIT_SIZE
+            phy, size = int(units["phys"][mid // UNIT_SIZE]), int(units["size"][mid // UNIT_SIZE])
+            if phy < min_phy:
+                low, left = mid + UNIT_SIZE, mid
+                continue
+            t = self.commitlog.pickup_store_timestamp(phy, size)
+            if t < 0:
+                return 0
+            if t == timestamp:
+                target = mid
+                break
+            if t > timestamp:
+                high, right, right_ts = mid - UNIT_SIZE, mid, t
+            else:
+                low, left, left_ts = mid + UNIT_SIZE, mid, t
+        if target != -1:
+            off = target
+        elif left_ts == -1:
+            off = right
+        elif right_ts == -1:
+            off = left
+        else:
+            off = right if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left
+        return java_div(f.base + off, UNIT_SIZE)
 
     def _file_by_time(self, cq: QueueState, timestamp: int, boundary: str) -> int | None:
         """MappedFileQueue.getConsumeQueueMappedFileByTime -> file index."""

@@ -106,7 +106,7 @@ def _rebuilt_head(store: storage.Store, row: dict, detail: dict, config) -> byte
         return patches.index_head_as_of(store, row, config)[:int(row["valid_bytes"])]
     if row["kind"] == "checkpoint":
         try:
-            data = ckpt.Checkpoint(**{k: int(detail[k]) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
+            data = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
         except (KeyError, TypeError, ValueError):
             return b""                             # no timestamps in the row: the file as it is
         return data[:int(row["valid_bytes"])] if checksum.checksum_of_bytes(data) == row["checksum"] else b""

@@ -17,7 +17,8 @@ Levels:
   says; index headers agree with their entries (indexCount, hashSlotCount = chain heads,
   begin/endPhyOffset = first/last entry), slots and chains stay inside the file and point
   backwards, every entry in a slot's chain hashes to that slot; the checkpoint file against the
-  checkpoint table.
+  checkpoint table (a RocketMQ broker that opened the store may have written its
+  masterFlushedOffset and confirmPhyOffset: accepted within [0, max physical offset]).
 * ``deep`` adds the cross-file checks: body CRCs (``crc32 & 0x7fffffff``); every consume-queue
   unit at or above the min physical offset points at a record of that topic / queue id / queue
   offset, with the stored size and tagsCode; every index entry at or above the min offset points
@@ -329,6 +330,28 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     return tasks
 
 
+def _checkpoint_changes(rel: str, data: bytes, row: dict, batch: dict) -> list:
+    """The checkpoint's bytes are not the ones the manifest recorded: fine when only what a
+    RocketMQ broker writes into it on a store it opened and shut down cleanly differs, its
+    masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
+    offset]; anything else is a problem."""
+    detail = json.loads(row.get("detail") or "{}")
+    mine = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
+    c = ckpt.Checkpoint.from_bytes(data)
+    cap = batch.get("max_phy_offset") or 0
+    as_written = data[:ckpt.POS_MASTER_FLUSHED_OFFSET] + mine[ckpt.POS_MASTER_FLUSHED_OFFSET:ckpt.LAYOUT_SIZE] \
+        + data[ckpt.LAYOUT_SIZE:]
+    if checksum.checksum_of_bytes(as_written) != row["checksum"]:
+        return [problem(rel, 0, "sha256 differs from the manifest")]
+    out = []
+    for name, at in (("master_flushed_offset", ckpt.POS_MASTER_FLUSHED_OFFSET),
+                     ("confirm_phy_offset", ckpt.POS_CONFIRM_PHY_OFFSET)):
+        v = getattr(c, name)
+        if not 0 <= v <= cap:
+            out.append(problem(rel, at, f"{name} {v} outside [0, max physical offset {cap}]"))
+    return out
+
+
 def check_checkpoint(store: storage.Store, snap) -> list:
     out = []
     rel = ckpt.FILE_NAME
@@ -341,9 +364,11 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    nz = np.flatnonzero(np.frombuffer(data[ckpt.LAYOUT_SIZE:], dtype=np.uint8))
+    line = json.loads(snap.batch["config"] or "{}").get("rocketmqVersion") if has_manifest else None
+    layout = ckpt.LAYOUT_SIZE_5_5 if line == "5.5" else ckpt.LAYOUT_SIZE
+    nz = np.flatnonzero(np.frombuffer(data[layout:], dtype=np.uint8))
     if len(nz):
-        out.append(problem(rel, ckpt.LAYOUT_SIZE + int(nz[0]), "non-zero byte after the five checkpoint values"))
+        out.append(problem(rel, layout + int(nz[0]), f"non-zero byte after the {layout // 8} checkpoint values"))
     if has_manifest:
         c = ckpt.Checkpoint.from_bytes(data)
         b = snap.batch
@@ -357,7 +382,7 @@ def check_checkpoint(store: storage.Store, snap) -> list:
         if row is None:
             out.append(problem(rel, 0, "the manifest has no row for the checkpoint file"))
         elif row["checksum"] and checksum.checksum_of_bytes(data) != row["checksum"]:
-            out.append(problem(rel, 0, "sha256 differs from the manifest"))
+            out += _checkpoint_changes(rel, data, row, b)
         if row is not None and (row.get("file_size"), row.get("valid_bytes")) != (size, size):
             out.append(problem(rel, 0, f"file size {size}, manifest says file_size {row.get('file_size')}, "
                                        f"valid_bytes {row.get('valid_bytes')}"))

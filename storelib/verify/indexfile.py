@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from ..compute import arrays, kernels
+from ..compute import arrays, kernels, tag_index
 from ..io import checksum
 from ..codec import messages as codec, properties
 from ..format import indexfile
@@ -255,13 +255,17 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
             rows = inv[okj]
             p_ok = live[okj]
             # Every (record, key hash) the dispatch would index: UNIQ_KEY, then each KEYS token,
-            # hashed as topic#key (the encoder's kernels, run over the decoded records).
+            # hashed as topic#key (the encoder's kernels, run over the decoded records); the
+            # newest 5.x line also topic#T#tags.
             props = arrays.as_large_string(table["properties_string"])
             pdata, poff = arrays.string_buffers(props)
-            vs, ve = properties.property_spans(pdata, poff, ["KEYS", "UNIQ_KEY"])
+            vs, ve = properties.property_spans(pdata, poff, ["KEYS", "UNIQ_KEY", "TAGS"])
             topic_hash = codec.java_hash(table["topic"]).view(np.uint32).astype(np.int64)
-            key_row, key_hash = kernels.index_keys(pdata, vs[1], ve[1], vs[0], ve[0],
-                                                   np.ones(len(topic_hash), bool), topic_hash)
+            every = np.ones(len(topic_hash), bool)
+            key_row, key_hash = kernels.index_keys(pdata, vs[1], ve[1], vs[0], ve[0], every, topic_hash)
+            if cfg.line_5_5:
+                key_row, key_hash = tag_index.with_tag_entries(key_row, key_hash, pdata, vs[2], ve[2], every,
+                                                               topic_hash)
             allowed = np.sort(key_row.astype(np.int64) * 2**32
                               + codec.index_key_hash(key_hash.view(np.int32)).astype(np.int64))
             want_pair = rows.astype(np.int64) * 2**32 + hashes[p_ok].astype(np.int64)

@@ -27,7 +27,12 @@ def test_layout():
     assert ckpt.Checkpoint.from_bytes(raw[:ckpt.LAYOUT_SIZE]) == c
     assert ckpt.Checkpoint.from_bytes(raw[:ckpt.LAYOUT_SIZE - 1]) == ckpt.Checkpoint()     # too short: zeros
     assert c.to_dict() == {"physic_msg_timestamp": 1, "logics_msg_timestamp": -2, "index_msg_timestamp": 3,
-                           "master_flushed_offset": 4, "confirm_phy_offset": 5}
+                           "master_flushed_offset": 4, "confirm_phy_offset": 5, "logics_physical_offset": 0}
+    # the newest 5.x line's sixth value (rocketmqVersion=5.5)
+    assert ckpt.POS_LOGICS_PHYSICAL_OFFSET == 40 and ckpt.LAYOUT_SIZE_5_5 == 48
+    c6 = ckpt.Checkpoint(1, -2, 3, 4, 5, 6)
+    raw6 = c6.to_bytes()
+    assert raw6[:40] == raw[:40] and raw6[40:48] == (6).to_bytes(8, "big") and ckpt.Checkpoint.from_bytes(raw6) == c6
 
 
 def test_golden_checkpoint_round_trips_and_holds_the_put_times():

@@ -1,8 +1,8 @@
 """Differential runs: RocketMQ writes each case in one go, rocketlake in batches; compare bytes.
 
 :func:`run` takes many cases and costs one reference-writer JVM (tests/support/rmqwriter.py, several
-stores at once) and one ingest process (tests/support/ingest_runner.py: every batch of every case in one
-Spark session). :func:`shrink` makes a failing case small by dropping messages, again trying
+stores at once) and one ingest process (tests/support/rmqingest.py: most batches in process without
+Spark, a few in one Spark session, a few killed once and rerun). :func:`shrink` makes a failing case small by dropping messages, again trying
 many candidates per run. :func:`report` prints a case as a reproducer.
 """
 from __future__ import annotations
@@ -28,8 +28,16 @@ def _jsonl(path: str, messages: list[dict]) -> None:
             fh.write(json.dumps(m, ensure_ascii=False) + "\n")
 
 
-def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4) -> list[list[str]]:
-    """Problems per case ([] = every file byte-identical)."""
+# Where the killed runs die: before anything is staged, while files are written, just before the
+# Delta commit (points a rerun must recover from; a point a batch never reaches lets it run).
+KILL_POINTS = ("after-scan", "mid-segment-write", "mid-file-write", "before-delta-commit")
+
+
+def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4,
+        spark_every: int = 0, kill_every: int = 0) -> list[list[str]]:
+    """Problems per case ([] = every file byte-identical). rocketlake writes case i in Spark when
+    ``spark_every`` divides i - 1, else in process; when ``kill_every`` divides i - 2, the last
+    batch of case i is killed once at a fault point (KILL_POINTS in turn) and run again."""
     os.makedirs(work, exist_ok=True)
     jobs, ingest = [], []
     for i, c in enumerate(cases):
@@ -38,19 +46,22 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
         os.makedirs(d)
         jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rocketmq_messages(c), c["config"]))
         with open(os.path.join(d, "store.properties"), "w") as fh:
-            for k, v in c["config"].items():
+            for k, v in {**c["config"], **c.get("rocketlake_config", {})}.items():
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
         with open(os.path.join(d, "topics.json"), "w") as fh:
             json.dump({"topicConfigTable": {t: {"topicName": t, "readQueueNums": q, "writeQueueNums": q, "perm": 6}
                                             for t, q in c["topics"].items()}}, fh)
         bounds = [0, *c["cuts"], len(c["messages"])]
+        engine = "spark" if spark_every and i % spark_every == 1 else "local"
+        kill = KILL_POINTS[(i // kill_every) % len(KILL_POINTS)] if kill_every and i % kill_every == 2 else None
         for b in range(len(bounds) - 1):
             inp = os.path.join(d, f"batch{b}.jsonl")
             _jsonl(inp, c["messages"][bounds[b]:bounds[b + 1]])
             ingest.append({"store": os.path.join(d, "rocketlake"), "input": inp, "format": "jsonl",
                            "config": os.path.join(d, "store.properties"), "topics": os.path.join(d, "topics.json"),
                            "batch_id": f"b{b}", "partitions": 1 + b % 3, "quiet": True,
-                           "result": os.path.join(d, f"batch{b}.result.json"), "case": i})
+                           "result": os.path.join(d, f"batch{b}.result.json"), "case": i, "engine": engine,
+                           "kill": kill if b == len(bounds) - 2 else None})
     spec = os.path.join(work, "ingest.json")
     with open(spec, "w") as fh:
         json.dump({"master": "local[2]", "threads": ingest_threads, "jobs": ingest}, fh)

@@ -31,6 +31,10 @@ MAIN = "rocketlake.refwriter.RefWriter"
 # The store's shaping keys a job may set, and what the writer always adds (SYNC_FLUSH keeps the
 # checkpoint's physicMsgTimestamp = the last message's, as in the golden sets).
 FIXED = {"flushDiskType": "SYNC_FLUSH", "brokerRole": "ASYNC_MASTER"}
+# 5.5 copies logicsMsgTimestamp and its new logicsPhysicalOffset into the checkpoint only on a
+# "thorough" consume-queue flush (at most every 60 s, the first at start-up): a thorough flush
+# every time pins them to the last consume-queue message, what a broker that ran long enough writes.
+FIXED_BY_VERSION = {rmqjars.NEWEST: {"flushConsumeQueueThoroughInterval": 0}}
 
 
 @dataclass
@@ -62,7 +66,7 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
             fh.writelines(tsv_line(m) for m in job.messages)
         cfg = os.path.join(work, f"{i}.properties")
         with open(cfg, "w", encoding="utf-8") as fh:
-            for k, v in {**job.config, **FIXED}.items():
+            for k, v in {**job.config, **FIXED, **FIXED_BY_VERSION.get(version, {})}.items():
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
         lines.append("\t".join((str(i), os.path.abspath(job.store), msgs, cfg, os.path.join(work, f"{i}.out"))) + "\n")
     cmd = ["java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
