@@ -104,9 +104,12 @@ def config_from_args(args):
     return load_config(path)
 
 
-def spark_session(app: str):
+def spark_session(app: str, reach: dict | None = None):
     """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
-    jars from ``make install``, Delta's SQL extension and catalog)."""
+    jars from ``make install``, Delta's SQL extension and catalog). The driver's object-store
+    settings go with every task (``objstore.ship``). ``reach``: option name -> path the executors
+    must read; on a multi-host master one on the driver's disk is refused before any task runs
+    (``multihost.UnreachablePath``, the session stopped)."""
     from pyspark.sql import SparkSession
     from .delta_spark import configure_delta
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
@@ -114,7 +117,16 @@ def spark_session(app: str):
         builder = builder.master("local[*]")
     spark = configure_delta(builder).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
+    from . import objstore
+    objstore.ship(spark.sparkContext)
     master = spark.sparkContext.master
+    if reach:
+        from .multihost import check_reachable
+        try:
+            check_reachable(master, reach)
+        except BaseException:
+            spark.stop()
+            raise
     if not master.startswith("local"):
         _ship_code(spark)
     return spark
@@ -126,10 +138,15 @@ def _submitted() -> bool:
 
 
 def _ship_code(spark) -> None:
-    """Send storelib to executors of a real cluster (where it may not be installed)."""
+    """Send storelib to executors of a real cluster (where it may not be installed). The zip is
+    served from the driver's disk while the application runs (an executor that joins late fetches
+    it then), and removed when the driver's Python exits."""
+    import atexit
+    import shutil
     import tempfile
     import zipfile
     tmp = tempfile.mkdtemp(prefix="rocketlake-code-")
+    atexit.register(shutil.rmtree, tmp, True)
     path = os.path.join(tmp, "storelib.zip")
     with zipfile.ZipFile(path, "w") as zf:
         pkg = os.path.join(ROOT, "storelib")
@@ -143,6 +160,7 @@ def _ship_code(spark) -> None:
 _WRITER_MESSAGES = {
     "InputError": "bad input, nothing was written:\n{e}",
     "ConfigError": "configuration: {e}",
+    "UnreachablePath": "{e}",
     "TopicsError": "configuration: {e}",
     "ConcurrentWriteError": "concurrent writer: {e}; this batch left nothing behind, rerun it",
     "IngestError": "{e}",
@@ -153,12 +171,13 @@ _WRITER_MESSAGES = {
 }
 
 
-def run_job(app: str, args, body, preload=(), warm=()) -> int:
+def run_job(app: str, args, body, preload=(), warm=(), reach=None) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
     ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
     the job's tasks need, imported in the executors' Python workers by a warm-up job while the
-    body starts (``storelib.warmup``; the body joins it with ``warmup.wait_workers``)."""
+    body starts (``storelib.warmup``; the body joins it with ``warmup.wait_workers``). ``reach``:
+    option name -> path the executors read (``spark_session``), checked before any task runs."""
     from . import allocator, warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     try:
@@ -169,7 +188,7 @@ def run_job(app: str, args, body, preload=(), warm=()) -> int:
     spark = None
     try:
         loading = warmup.preload(preload)
-        spark = spark_session(app)
+        spark = spark_session(app, reach)
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         loading.wait()
@@ -178,7 +197,8 @@ def run_job(app: str, args, body, preload=(), warm=()) -> int:
         row = _table_row(e)
         wrapped = task_error(e) if row is None else None
         if row is not None and row[1] in _WRITER_MESSAGES:
-            print("error: " + _WRITER_MESSAGES[row[1]].format(e=e), file=sys.stderr)
+            msg = _WRITER_MESSAGES.get(type(e).__name__) or _WRITER_MESSAGES[row[1]]
+            print("error: " + msg.format(e=e), file=sys.stderr)
         elif wrapped:
             print(f"error: {wrapped[1]}", file=sys.stderr)
         else:
