@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
+from . import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 from . import kernels
 from .arrays import as_large_string, binary_from_numpy, single_array, string_buffers
