@@ -112,6 +112,10 @@ def spark_session(app: str, reach: dict | None = None):
     (``multihost.UnreachablePath``, the session stopped)."""
     from pyspark.sql import SparkSession
     from .delta_spark import configure_delta
+    from .multihost import check_reachable
+    if reach and _submitted():
+        check_reachable(_submitted_master(), reach)        # before the application even starts
+        reach = None
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
         builder = builder.master("local[*]")
@@ -121,7 +125,6 @@ def spark_session(app: str, reach: dict | None = None):
     objstore.ship(spark.sparkContext)
     master = spark.sparkContext.master
     if reach:
-        from .multihost import check_reachable
         try:
             check_reachable(master, reach)
         except BaseException:
@@ -135,6 +138,14 @@ def spark_session(app: str, reach: dict | None = None):
 def _submitted() -> bool:
     """True under spark-submit (the master then comes from --master or its default local[*])."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _submitted_master() -> str:
+    """The master spark-submit was given (its JVM, our Py4J gateway, holds it as ``spark.master``),
+    read without starting a SparkContext."""
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "local[*]")
 
 
 def _ship_code(spark) -> None:
