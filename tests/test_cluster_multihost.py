@@ -3,12 +3,13 @@ standalone master, the driver and a moto S3 server in one network namespace, two
 its own network and mount namespace (own /tmp, no view of the checkouts, no AWS_* variables, an
 interpreter that cannot import storelib until the driver ships it).
 
-Three batches are ingested from s3:// into an s3:// store, the S3 settings given to the driver
-only; in the third a worker is killed (SIGKILL, the whole host's processes) while it encodes,
+Two batches are ingested from s3:// into an s3:// store, the S3 settings given to the driver
+only; in the second a worker is killed (SIGKILL, the whole host's processes) while it encodes,
 and Spark reruns its tasks on the other. The exported store is byte-identical to RocketMQ's.
-Inputs and stores on the driver's disk are refused up front (exit 2, one line); a failed first
-batch leaves no object behind; the driver's code zip is gone after each job; the secret key is
-in no log; each worker compiled its kernels into one per-host cache.
+Inputs and stores on the driver's disk are refused before the application starts (exit 2, one
+line); the driver's code zip is gone after each job; the secret key is in no log; each worker
+compiled its kernels into one per-host cache. (A failed first batch on S3 leaving nothing behind
+is test_ingest_s3's, without a JVM.)
 """
 from __future__ import annotations
 
@@ -145,11 +146,11 @@ def cluster(tmp_path_factory):
 
 
 def _parts(tmp, cluster) -> list:
-    """small-roll's messages in 3 batches, uploaded to S3 (the workers cannot read the driver's disk)."""
+    """small-roll's messages in 2 batches, uploaded to S3 (the workers cannot read the driver's disk)."""
     g = golden_set("small-roll")
     lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
     uris = []
-    for k, (lo, hi) in enumerate(((0, 1000), (1000, 2000), (2000, len(lines)))):
+    for k, (lo, hi) in enumerate(((0, 1500), (1500, len(lines)))):
         p = tmp / f"part{k}.jsonl"
         p.write_text("".join(lines[lo:hi]), encoding="utf-8")
         uris.append(f"s3://{BUCKET}/in/part{k}.jsonl")
@@ -179,17 +180,8 @@ def test_multihost_ingest_shares_nothing_but_s3(cluster, tmp_path):
     _one_line_refusal(r, "--store")
     assert not (tmp_path / "store").exists() and cluster.keys("stores/") == []
 
-    # A failed first batch (a bad row, found by the encode tasks) leaves nothing in the bucket.
-    cluster.s3("s3.put_object(Bucket=%r, Key='in/bad.jsonl', Body=b'{\"topic\": \"T\"\\n')" % BUCKET)
-    t_bad = time.time()
-    r = cluster.submit(["--store", f"s3://{BUCKET}/stores/failed", "--input", f"s3://{BUCKET}/in/bad.jsonl",
-                        "--config", str(props), "--batch-id", "bad"])
-    assert r.returncode == 2, (r.stdout + r.stderr)[-3000:]
-    assert cluster.keys("stores/") == []
-    print(f"failed first batch: {time.time() - t_bad:.1f}s")
-
     times = []
-    for k, part in enumerate(parts[:2]):
+    for k, part in enumerate(parts[:1]):
         t = time.time()
         r = cluster.submit([*common, "--input", part, "--batch-id", f"b{k}", "--json-summary",
                             str(tmp_path / f"s{k}.json")])
@@ -198,10 +190,10 @@ def test_multihost_ingest_shares_nothing_but_s3(cluster, tmp_path):
         assert json.loads((tmp_path / f"s{k}.json").read_text())["status"] == "committed"
         assert SECRET not in r.stdout + r.stderr
 
-    # Third batch: worker 0 dies (the whole host's processes) while its executor encodes a split.
+    # Second batch, appended: worker 0 dies (the whole host's processes) while its executor encodes a split.
     gate = "/tmp/rl-gate"
     t = time.time()
-    p = cluster.submit([*common, "--input", parts[2], "--batch-id", "b2", "--json-summary", str(tmp_path / "s2.json")],
+    p = cluster.submit([*common, "--input", parts[1], "--batch-id", "b1", "--json-summary", str(tmp_path / "s1.json")],
                        conf=[f"spark.executorEnv.ROCKETLAKE_HOLD=encode-split:{gate}"], popen=True)
     try:
         w0, w1 = cluster.worker_root(0), cluster.worker_root(1)
@@ -217,7 +209,7 @@ def test_multihost_ingest_shares_nothing_but_s3(cluster, tmp_path):
             _kill(p, signal.SIGKILL)
     times.append(round(time.time() - t, 1))
     assert p.returncode == 0, (out + err)[-4000:]
-    assert json.loads((tmp_path / "s2.json").read_text())["status"] == "committed"
+    assert json.loads((tmp_path / "s1.json").read_text())["status"] == "committed"
     assert SECRET not in out + err
 
     keys = cluster.keys("stores/small/")
