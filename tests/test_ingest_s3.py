@@ -79,7 +79,7 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     # verify reads each file through the objects its manifest row lists
     r = subprocess.run([PY, os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"],
                        env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "status=ok problems=0 files=230" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])
+    assert r.returncode == 0 and "status=ok problems=0 files=230" in r.stdout + r.stderr, r.stderr[-2000:]
     # The manifest reads over s3:// (deltalake + pyarrow.fs), in a clean process.
     code = ("import sys, json; sys.path.insert(0, %r); from storelib import manifest, storage; "
             "s = manifest.load_snapshot(storage.Store(%r)); "
