@@ -31,7 +31,7 @@ import enum
 __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
-    "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
+    "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
     "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
@@ -88,6 +88,10 @@ class LeaseLost(ConcurrentWriteError):
 
 class ConfigError(ValueError):
     """A configuration value is missing, malformed or inconsistent with the store."""
+
+class UnreachablePath(ConfigError):
+    """A path on the driver's disk given to a job whose executors run on other hosts."""
+
 
 class TopicsError(ValueError):
     """topics.json cannot be read or is inconsistent."""

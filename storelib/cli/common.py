@@ -27,17 +27,32 @@ def config_from_args(args):
     return load_config(path)
 
 
-def spark_session(app: str):
+def spark_session(app: str, reach: dict | None = None):
     """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
-    jars from ``make install``, Delta's SQL extension and catalog)."""
+    jars from ``make install``, Delta's SQL extension and catalog). The driver's object-store
+    settings go with every task (``objstore.ship``). ``reach``: option name -> path the executors
+    must read; on a multi-host master one on the driver's disk is refused before any task runs
+    (``multihost.UnreachablePath``, the session stopped)."""
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
+    from .multihost import check_reachable
+    if reach and _submitted():
+        check_reachable(_submitted_master(), reach)        # before the application even starts
+        reach = None
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
         builder = builder.master("local[*]")
     spark = configure_delta(builder).getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
+    from ..io import objstore
+    objstore.ship(spark.sparkContext)
     master = spark.sparkContext.master
+    if reach:
+        try:
+            check_reachable(master, reach)
+        except BaseException:
+            spark.stop()
+            raise
     if not master.startswith("local"):
         _ship_code(spark)
     return spark
@@ -48,11 +63,24 @@ def _submitted() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def _submitted_master() -> str:
+    """The master spark-submit was given (its JVM, our Py4J gateway, holds it as ``spark.master``),
+    read without starting a SparkContext."""
+    from pyspark import SparkConf, SparkContext
+    SparkContext._ensure_initialized()
+    return SparkConf().get("spark.master", "local[*]")
+
+
 def _ship_code(spark) -> None:
-    """Send storelib to executors of a real cluster (where it may not be installed)."""
+    """Send storelib to executors of a real cluster (where it may not be installed). The zip is
+    served from the driver's disk while the application runs (an executor that joins late fetches
+    it then), and removed when the driver's Python exits."""
+    import atexit
+    import shutil
     import tempfile
     import zipfile
     tmp = tempfile.mkdtemp(prefix="rocketlake-code-")
+    atexit.register(shutil.rmtree, tmp, True)
     path = os.path.join(tmp, "storelib.zip")
     with zipfile.ZipFile(path, "w") as zf:
         for dirpath, dirs, files in os.walk(os.path.join(ROOT, "storelib")):
@@ -67,6 +95,7 @@ def _ship_code(spark) -> None:
 _WRITER_MESSAGES = {
     "InputError": "bad input, nothing was written:\n{e}",
     "ConfigError": "configuration: {e}",
+    "UnreachablePath": "{e}",
     "TopicsError": "configuration: {e}",
     "ConcurrentWriteError": "concurrent writer: {e}; this batch left nothing behind, rerun it",
     "IngestError": "{e}",
@@ -77,12 +106,13 @@ _WRITER_MESSAGES = {
 }
 
 
-def run_job(app: str, args, body, preload=(), warm=()) -> int:
+def run_job(app: str, args, body, preload=(), warm=(), reach=None) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
     ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
     the job's tasks need, imported in the executors' Python workers by a warm-up job while the
-    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``)."""
+    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``). ``reach``:
+    option name -> path the executors read (``spark_session``), checked before any task runs."""
     from ..compute import allocator
     from ..runtime import warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
@@ -94,7 +124,7 @@ def run_job(app: str, args, body, preload=(), warm=()) -> int:
     spark = None
     try:
         loading = warmup.preload(preload)
-        spark = spark_session(app)
+        spark = spark_session(app, reach)
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         loading.wait()
@@ -103,7 +133,8 @@ def run_job(app: str, args, body, preload=(), warm=()) -> int:
         cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
         wrapped = task_error(e) if cls is None else None
         if cls is not None and cls.__name__ in _WRITER_MESSAGES:
-            print("error: " + _WRITER_MESSAGES[cls.__name__].format(e=e), file=sys.stderr)
+            msg = _WRITER_MESSAGES.get(type(e).__name__) or _WRITER_MESSAGES[cls.__name__]
+            print("error: " + msg.format(e=e), file=sys.stderr)
         elif wrapped:
             print(f"error: {wrapped[1]}", file=sys.stderr)
         else:

@@ -46,13 +46,16 @@ def main(argv=None) -> int:
     if args.from_store:
         if args.input:
             ap.error("--input and --from-store exclude each other")
-        return cli.run_job("import", args, lambda spark, cfg: cli.adopt(spark, cfg, args))
+        return cli.run_job("import", args, lambda spark, cfg: cli.adopt(spark, cfg, args),
+                           reach={"--store": args.store, "--from-store": args.from_store})
     if not args.input:
         ap.error("--input is required")
     if args.format in ("table", "sql"):
-        return cli.run_job("ingest", args, lambda spark, cfg: ingest_frame(spark, cfg, args))
+        return cli.run_job("ingest", args, lambda spark, cfg: ingest_frame(spark, cfg, args),
+                           reach={"--store": args.store})
     return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args),
-                       preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES)
+                       preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
+                       reach={"--store": args.store, "--input": args.input})
 
 
 def ingest_frame(spark, cfg, args) -> int:

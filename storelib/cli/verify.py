@@ -36,14 +36,15 @@ def main(argv=None) -> int:
     from . import common as cli
     from ..verify import driver as verify
     from ..errors import StoreError
+    from ..errors import UnreachablePath
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
     try:
         if args.spark:
-            spark = cli.spark_session("verify")
+            spark = cli.spark_session("verify", reach={"--store": args.store})
         rep = verify.verify_store(args.store, cli.config_from_args(args), deep=args.deep, spark=spark,
                                   as_of_batch=args.as_of_batch, version=args.version, threads=args.threads)
-    except (KeyError, StoreError) as e:
+    except (KeyError, StoreError, UnreachablePath) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return int(exit_code(e, lookup_errors=True))
     finally:

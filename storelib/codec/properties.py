@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
+from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 from ..compute import kernels
 from ..compute.arrays import as_large_string, binary_from_numpy, single_array, string_buffers

@@ -35,6 +35,7 @@ import os
 import numpy as np
 from llvmlite import ir
 from numba import njit
+from . import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 from numba.core import cgutils, types
 from numba.extending import intrinsic, models, register_model
 

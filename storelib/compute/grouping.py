@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from . import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 __all__ = ["ranks_in_group", "group_rows"]
 

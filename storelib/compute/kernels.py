@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from . import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 from ..format.commitlog import (BLANK_MAGIC, BLANK_SIZE, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, HOST_V4_SIZE, HOST_V6_SIZE,
                         MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MSG_ID_V4_HEX_LENGTH, POS_BODYCRC, POS_BORNHOST,

@@ -208,6 +208,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         prog.warn(w)
     run = _Run(sc, store, config, prog, source.splits, tcfg, batch_id, fingerprint, t0)
     lease = writerlease.WriterLease(store, batch_id)
+    new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
     fault("after-lease")
     committed = False
@@ -256,7 +257,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         lease.release()
         if not committed:
             try:
-                _remove_empty_meta(store)
+                _remove_empty_meta(store, new_dirs)
             except Exception:  # noqa: BLE001
                 pass
     return summary
@@ -412,10 +413,29 @@ def _quiesce(sc, timeout: float = 60.0) -> None:
         pass
 
 
-def _remove_empty_meta(store: storage.Store) -> None:
-    """Leave no trace: drop _rocketlake/ (and the root) if a failed first batch created them."""
+def _new_dirs(store: storage.Store) -> list:
+    """Object stores: the store root and those of its ancestors that do not exist yet, deepest
+    first. Writing there leaves directory marker objects behind (pyarrow keeps a directory that
+    loses its last object as a marker), which a failed first batch removes again."""
+    if store.local:
+        return []
+    out, path = [], store.root.rstrip("/")
+    while "/" in path and store.fs.get_file_info(path).type == storage.FileType.NotFound:
+        out.append(path)
+        path = path.rsplit("/", 1)[0]
+    return out
+
+
+def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
+    """Leave no trace: drop _rocketlake/ (and the root) if a failed first batch created them;
+    on object stores also the marker objects of ``new_dirs`` (``_new_dirs``) left empty."""
     if store.list_files(paths.META_DIR):
         return
     store.delete(paths.META_DIR)
     if store.local and os.path.isdir(store.root) and not os.listdir(store.root):
         os.rmdir(store.root)
+    for d in new_dirs:
+        sel = storage.FileSelector(d, recursive=True, allow_not_found=True)
+        if any(f.type == storage.FileType.File for f in store.fs.get_file_info(sel)):
+            return
+        store.fs.delete_dir(d)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 
 import numba
+from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 import numpy as np
 
 __all__ = ["LANE_SEEDS", "digest_records", "digest_staged", "combine", "fingerprint"]

@@ -14,8 +14,8 @@ SYNC_FLUSH, the default here, or ASYNC_FLUSH for scratch stores). Large durable 
 staged split records (``cache=False``), are written around the page cache on local file systems
 (``storelib.io.direct_io``).
 
-S3 settings come from the usual environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-AWS_REGION) plus ``AWS_ENDPOINT_URL`` for S3-compatible servers.
+Object-store settings (S3 endpoint, region, keys or a named profile; a GCS emulator) are
+``storelib.objstore``'s: the driver's environment, shipped to every executor with its tasks.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
 
 from ..errors import StoreError, StorePathError
+from . import objstore
 from . import patches
 from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
@@ -54,19 +55,51 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
     if uri.startswith("s3://"):
         u = urlparse(uri)
-        endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
+        return _s3(), (u.netloc + u.path).rstrip("/")
+    if uri.startswith("gs://") and objstore.gcs_settings().get("STORAGE_EMULATOR_HOST"):
+        u = urlparse(uri)
+        return _gcs(), (u.netloc + u.path).rstrip("/")
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
+
+
+# (scheme, pid, settings) -> file system: one client per process and settings (a forked child
+# makes its own).
+_fs_cache: dict = {}
+
+
+def _s3() -> pafs.FileSystem:
+    """The S3 file system of this process's settings (``objstore``: on executors, the driver's)."""
+    st = objstore.s3_settings()
+    key = ("s3", os.getpid()) + tuple(sorted(st.items()))
+    fs = _fs_cache.get(key)
+    if fs is None:
         kw = {}
+        endpoint = st.get("AWS_ENDPOINT_URL")
         if endpoint:
             ep = urlparse(endpoint)
             kw["endpoint_override"] = ep.netloc or ep.path
             kw["scheme"] = ep.scheme or "http"
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        if region:
-            kw["region"] = region
-        fs = pafs.S3FileSystem(**kw)
-        return fs, (u.netloc + u.path).rstrip("/")
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path.rstrip("/")
+        if st.get("AWS_REGION"):
+            kw["region"] = st["AWS_REGION"]
+        if st.get("AWS_ACCESS_KEY_ID") and st.get("AWS_SECRET_ACCESS_KEY"):
+            kw.update(access_key=st["AWS_ACCESS_KEY_ID"], secret_key=st["AWS_SECRET_ACCESS_KEY"],
+                      session_token=st.get("AWS_SESSION_TOKEN") or None)
+        fs = _fs_cache[key] = pafs.S3FileSystem(**kw)
+    return fs
+
+
+def _gcs() -> pafs.FileSystem:
+    """GCS through an emulator (``STORAGE_EMULATOR_HOST``): anonymous, at its scheme and address."""
+    st = objstore.gcs_settings()
+    key = ("gs", os.getpid()) + tuple(sorted(st.items()))
+    fs = _fs_cache.get(key)
+    if fs is None:
+        ep = urlparse(st["STORAGE_EMULATOR_HOST"])
+        fs = _fs_cache[key] = pafs.GcsFileSystem(anonymous=True, endpoint_override=ep.netloc or ep.path,
+                                                 scheme=ep.scheme or "http",
+                                                 project_id=st.get("GOOGLE_CLOUD_PROJECT") or None)
+    return fs
 
 
 def join(uri: str, *parts: str) -> str:
@@ -98,7 +131,7 @@ def delta_storage_options(uri: str) -> dict | None:
     """
     if not uri.startswith("s3://"):
         return None
-    opts = {"AWS_ALLOW_HTTP": os.environ.get("AWS_ALLOW_HTTP", "true")}
+    opts = {"AWS_ALLOW_HTTP": objstore.s3_settings().get("AWS_ALLOW_HTTP", "true")}
     if os.environ.get("ROCKETLAKE_S3_UNSAFE_RENAME"):
         opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
     elif os.environ.get("AWS_S3_LOCKING_PROVIDER"):
@@ -107,12 +140,10 @@ def delta_storage_options(uri: str) -> dict | None:
             opts["DELTA_DYNAMO_TABLE_NAME"] = os.environ["DELTA_DYNAMO_TABLE_NAME"]
     else:
         opts["AWS_CONDITIONAL_PUT"] = os.environ.get("AWS_CONDITIONAL_PUT", "etag")
-    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_SESSION_TOKEN"):
-        if os.environ.get(k):
-            opts[k] = os.environ[k]
-    ep = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3")
-    if ep:
-        opts["AWS_ENDPOINT_URL"] = ep
+    st = objstore.s3_settings()
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        if st.get(k):
+            opts[k] = st[k]
     opts.setdefault("AWS_REGION", "us-east-1")
     return opts
 

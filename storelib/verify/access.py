@@ -22,8 +22,14 @@ MAX_PROBLEMS_PER_FILE = 50
 
 
 def task_store(ctx: dict) -> storage.Store:
-    """The task's Store: the driver's own when the tasks run in its process, else one from the URI."""
-    return ctx.get("_store") or storage.Store(ctx["store"])
+    """The task's Store: the driver's own when the tasks run in its process, else one from the URI
+    that reads the files the driver mapped to objects (object stores: ``ctx["assembled"]``)."""
+    st = ctx.get("_store")
+    if st is None:
+        st = storage.Store(ctx["store"])
+        for rel, (size, extents) in (ctx.get("assembled") or {}).items():
+            st.map_file(rel, size, extents)
+    return st
 
 
 def problem(path: str, offset, text: str) -> str:

@@ -426,7 +426,11 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
             cfg = config or StoreConfig()
     else:
         cfg = config or StoreConfig()
+    if has_manifest and not store.local:
+        _map_objects(store, snap)
     ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
+    if store.assembled:
+        ctx["assembled"] = dict(store.assembled)
     problems = meta + list(problems)
     if spark is not None and tasks:
         sc = spark.sparkContext
@@ -460,6 +464,15 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     rep.problems = sorted(set(rep.problems), key=_sort_key)
     rep.seconds = time.time() - t0
     return rep
+
+
+def _map_objects(store: storage.Store, snap) -> None:
+    """On an object store a file is the objects its manifest row lists (storelib.fragments): map
+    each, so the checks read the file there (a file without extents is read at its path)."""
+    from ..table.storefiles import reading_path, staging_batches
+    staged = staging_batches(store)
+    for row in snap.files.values():
+        reading_path(store, row, staged)
 
 
 def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TOTALSIZE
 from ..format.indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE

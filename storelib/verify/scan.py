@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
 from ..codec.messages import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from ..format.commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,

@@ -76,6 +76,10 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     assert diffs == [], diffs[:20]
     r = export(uri, local, env)
     assert r.returncode == 1 and "not empty" in r.stderr, (r.returncode, r.stderr[-2000:])
+    # verify reads each file through the objects its manifest row lists
+    r = subprocess.run([PY, os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"],
+                       env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "status=ok problems=0 files=230" in r.stdout + r.stderr, r.stderr[-2000:]
     # The manifest reads over s3:// (deltalake + pyarrow.fs), in a clean process.
     code = ("import sys, json; sys.path.insert(0, %r); from storelib.table import manifest; from storelib.io import storage; "
             "s = manifest.load_snapshot(storage.Store(%r)); "
@@ -88,6 +92,22 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     # Rerunning a committed batch over s3 changes nothing and says so.
     r = submit(["--store", uri, "--input", parts[1], "--config", str(props), "--batch-id", "s3-1"], env)
     assert r.returncode == 0 and "status=already-committed" in r.stdout, (r.stdout, r.stderr[-3000:])
+
+
+def test_a_failed_first_batch_leaves_nothing_in_the_bucket(s3_env, tmp_path):
+    """A first batch that fails after taking the writer lease (a bad row) removes what it wrote,
+    the directory markers of the store root and its new parents included (run without Spark)."""
+    env, s3 = s3_env
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"topic": "T", "body": "x"}\n{"topic": "T"\n')
+    props = tmp_path / "small.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    r = subprocess.run([PY, os.path.join(ROOT, "tests", "local_ingest.py"), "ingest", f"s3://{BUCKET}/failed/first/store",
+                        str(bad), str(props), "bad"], env=dict(os.environ, **env), capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    left = s3.list_objects_v2(Bucket=BUCKET, Prefix="failed/").get("Contents", [])
+    assert left == [], [o["Key"] for o in left]
 
 
 def test_object_store_files_are_written_as_bounded_objects(s3_env, monkeypatch):

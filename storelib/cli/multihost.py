@@ -1,0 +1,50 @@
+"""What a job's executors must be able to reach, checked on the driver before any task runs.
+
+With a ``local[...]`` (or ``local-cluster[...]``) master every task runs on the driver's host and
+sees its disk. Any other master (``spark://``, ``yarn``, ``k8s://``, ...) runs tasks on other
+hosts: an input file or a store on the driver's local disk is not there (each executor would
+fail to open the input, or stage files into its own copy of the store path that no one else
+reads). Such paths are refused up front (``UnreachablePath``: exit 2, one line), unless they lie
+under a file system mounted at the same path on every host, named in ``ROCKETLAKE_SHARED_PATHS``
+(``:``-separated directories, e.g. an NFS mount).
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import UnreachablePath
+from ..io.storage import is_local, local_path
+
+__all__ = ["SHARED_ENV", "UnreachablePath", "multi_host", "shared_prefixes", "check_reachable"]
+
+SHARED_ENV = "ROCKETLAKE_SHARED_PATHS"
+
+
+def multi_host(master: str) -> bool:
+    """True when the master may run tasks on hosts other than the driver's."""
+    return not master.startswith("local")
+
+
+def shared_prefixes(env=None) -> list:
+    env = os.environ if env is None else env
+    return [os.path.realpath(p) for p in (env.get(SHARED_ENV) or "").split(":") if p.strip()]
+
+
+def _shared(path: str, prefixes: list) -> bool:
+    real = os.path.realpath(os.path.abspath(path))
+    return any(real == p or real.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def check_reachable(master: str, paths: dict, env=None) -> None:
+    """Raise UnreachablePath for the first of ``paths`` (option name -> path or URI; None skipped)
+    that is on the driver's local disk while ``master`` is multi-host."""
+    if not multi_host(master):
+        return
+    prefixes = shared_prefixes(env)
+    for option, path in paths.items():
+        if not path or not is_local(path) or _shared(local_path(path), prefixes):
+            continue
+        raise UnreachablePath(
+            f"{option} {path} is on the driver's local disk, which the executors of the multi-host master "
+            f"{master} cannot read; give an s3://, gs:// or hdfs:// URI (or name a directory mounted at the "
+            f"same path on every host in {SHARED_ENV})")
