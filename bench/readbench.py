@@ -23,6 +23,17 @@ from harness import ROOT, alternate, spark_submit, stats
 TOPIC = "orders"
 
 
+def reusable_store(workdir: str, n: int) -> str | None:
+    """``store-cold-<n>`` of an earlier run in ``workdir`` (--workdir) if it holds exactly the n
+    messages of the bench input (one ingest, nothing added since), else None."""
+    from storelib.storefiles import as_store, open_files
+    store = os.path.join(workdir, f"store-cold-{n}")
+    if not os.path.isdir(os.path.join(store, "_rocketlake")):
+        return None
+    _, info = open_files(as_store(store))
+    return store if info.batch_seq == 1 and sum(info.seg_count.values()) == n else None
+
+
 def _time_range(src: str) -> str:
     ts = np.sort(pq.read_table(src, columns=["store_timestamp"]).column("store_timestamp").to_numpy())
     return f"{int(ts[len(ts) * 45 // 100])},{int(ts[len(ts) * 55 // 100])}"

@@ -338,7 +338,7 @@ def run_sections(a, only: set, workdir: str):
         big_store = cold.bench_ingest_cold(RES, workdir, a.n, a.rounds)["store"]
     if "read" in only:                           # before incremental adds a batch to the store
         import readbench
-        read_store = big_store or cold.build_store(workdir, a.n)
+        read_store = big_store or readbench.reusable_store(workdir, a.n) or cold.build_store(workdir, a.n)
         read_src = cold.ensure_input(workdir, a.n)
         readbench.bench_read_cold(RES, read_store, read_src, a.rounds)
         warm = spark_session()
