@@ -17,6 +17,9 @@ Sections:
   lookup       shell lookups on a store of --lookup-n messages (cold) and in-process p50/p99 (warm)
   batch        batch lookup of 1M keys vs a Spark broadcast join with the Parquet copy: count() and
                full rows (noop write of every column, bodies included) (warm)
+  read         spark.read.format("rocketmq") of the N-message store vs Spark's Parquet reader over
+               the same messages: full scan, one topic, a store-time range; cold (a fresh
+               spark-submit per query) and warm (one session, after a first round)
   verify       verify --deep GB/s of valid record bytes vs reading the same files (cold, warm)
   incremental  a 1,000-message batch into an empty store vs into the N-message store (cold):
                wall time, bytes written (device counters and the process tree's /proc io)
@@ -301,7 +304,7 @@ def bench_scale(res, workdir: str, n_small: int, n_big: int, rounds: int, lookup
     cold.bench_lookup_cold(res, big["store"], big["src"], lookup_keys, section="scale")
 
 
-SECTIONS = "disk,codec,ingest,lookup,batch,verify,incremental,s3"
+SECTIONS = "disk,codec,ingest,read,lookup,batch,verify,incremental,s3"
 
 
 def parse_args():
@@ -335,6 +338,15 @@ def run_sections(a, only: set, workdir: str):
     big_store = None
     if "ingest" in only:
         big_store = cold.bench_ingest_cold(RES, workdir, a.n, a.rounds)["store"]
+    if "read" in only:                           # before incremental adds a batch to the store
+        import readbench
+        read_store = big_store or readbench.reusable_store(workdir, a.n) or cold.build_store(workdir, a.n)
+        read_src = cold.ensure_input(workdir, a.n)
+        readbench.bench_read_cold(RES, read_store, read_src, a.rounds)
+        warm = spark_session()
+        readbench.bench_read_warm(RES, warm, read_store, read_src, a.rounds)
+        warm.stop()                              # the cold sections that follow get the machine to themselves
+        big_store = big_store or read_store
     if "incremental" in only:
         if big_store is None and not a.smoke:    # the incremental's big store alone, built once
             big_store = cold.build_store(workdir, a.n)

@@ -15,7 +15,7 @@ staged split records (``cache=False``), are written around the page cache on loc
 (``storelib.io.direct_io``).
 
 Object-store settings (S3 endpoint, region, keys or a named profile; a GCS emulator) are
-``storelib.objstore``'s: the driver's environment, shipped to every executor with its tasks.
+``storelib.io.objstore``'s: the driver's environment, shipped to every executor with its tasks.
 """
 from __future__ import annotations
 

@@ -10,13 +10,17 @@
 Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic, queue_id,
 queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
 reconsume_times, prepared_transaction_offset, body, properties map<string,string>, tags, keys,
-uniq_key). One partition per commitlog segment; the reader walks the segment (numba), decodes
-vectorized (``codec.decode_records``) and yields Arrow record batches.
+uniq_key). Partitions are splits of the commitlog segments (``storelib.read.splits``: about
+``splitBytes`` each, default 64 MiB, each starting on a record start found through the consume
+queues); a task walks its split (numba), decodes vectorized (``codec.decode_records``) and
+yields Arrow record batches. A ``topic`` filter (=, IN) on a store where every record has a
+consume-queue unit reads only the topic's records, found through its queues' units
+(``storelib.read.splits``; ``option("topicQueues", "false")``: walk every record instead).
 
 Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
 ``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
-by the manifest's per-segment min/max store time and by offset range, records are filtered
-before decoding where possible. The reader also implements ``DataSourceReader.pushFilters``
+by the manifest's per-segment min/max store time, splits by offset range, records are filtered
+on their store time before decoding. The reader also implements ``DataSourceReader.pushFilters``
 (pyspark 4.1; ``register`` turns on ``spark.sql.python.filterPushdown.enabled``): ``topic`` =/IN
 and =, <, <=, >, >= on ``store_timestamp`` / ``commitlog_offset`` in ``.where(...)`` become the
 same bounds and Spark does not re-check them (``option("pushdown", "false")``: Spark filters).
@@ -41,7 +45,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
                                     GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
 
-from .rangescan import MESSAGE_DDL
+from .schema import MESSAGE_DDL
 
 __all__ = ["RocketMQDataSource", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD"]
 
@@ -139,24 +143,31 @@ class RocketMQReader(DataSourceReader):
 
     def partitions(self):
         from .rangescan import prune_segments
-        from ..table.storefiles import open_files
+        from .splits import SPLIT_BYTES, plan_splits, queue_plan_ok
+        from ..table.storefiles import as_store, open_files
         b = self.bounds
-        files, info = open_files(self.path, self.options.get("asofbatch") or None, self._config())
+        store = as_store(self.path)
+        files, info = open_files(store, self.options.get("asofbatch") or None, self._config())
         if b.topics is not None and not b.topics:
             return []
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
                               b.lo["commitlog_offset"], b.hi["commitlog_offset"])
-        return [InputPartition((s.rel, s.base, s.valid)) for s in segs]
+        split_bytes = _int_opt(self.options, "splitbytes") or SPLIT_BYTES
+        queue_plan = b.topics is not None and queue_plan_ok(files, info) \
+            and str(self.options.get("topicqueues", "true")).lower() != "false"
+        splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
+                             b.hi["commitlog_offset"], split_bytes)
+        return [InputPartition(tuple(s)) for s in splits]
 
     def read(self, partition):
-        from ..table.storefiles import CommitLogSegment
-        from .rangescan import segment_messages
+        from .splits import Split, split_messages
         from ..io.storage import Store
-        seg = CommitLogSegment(*partition.value)
+        sp = Split(*partition.value)
         b = self.bounds
         store = Store(self.path)
-        for t in segment_messages(store, seg, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
-                                  b.lo["commitlog_offset"], b.hi["commitlog_offset"]):
+        for t in split_messages(store, sp, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
+                                b.lo["commitlog_offset"], b.hi["commitlog_offset"],
+                                coalesce_gap=_int_opt(self.options, "coalescebytes")):
             yield from t.to_batches()
 
 

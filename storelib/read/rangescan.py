@@ -22,6 +22,7 @@ from ..codec import messages as codec
 from ..format import commitlog as cl
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
+from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
 
 __all__ = ["CHUNK_BYTES", "MAP_TYPE", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
@@ -34,13 +35,6 @@ MESSAGE_SCHEMA = pa.schema(
     [f for f in codec.DECODED_SCHEMA if f.name not in ("body", "properties_string")]
     + [("body", pa.binary()), ("properties", MAP_TYPE),
        ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string())])
-
-# Spark DDL of MESSAGE_SCHEMA (for mapInArrow / the data source).
-MESSAGE_DDL = ("commitlog_offset bigint, store_size int, msg_id string, topic string, queue_id int, "
-               "queue_offset bigint, flag int, sys_flag int, body_crc int, born_timestamp bigint, "
-               "born_host string, store_timestamp bigint, store_host string, reconsume_times int, "
-               "prepared_transaction_offset bigint, body binary, properties map<string,string>, "
-               "tags string, keys string, uniq_key string")
 
 _PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tags", "keys", "uniq_key")]
 

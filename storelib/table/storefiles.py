@@ -252,6 +252,7 @@ class SnapshotInfo:
     batch: dict | None = None                      # checkpoint row (None: no manifest)
     seg_ts: dict = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
     source: str = "scan"                           # "manifest" | "scan"
+    seg_count: dict = field(default_factory=dict)  # segment base offset -> records (manifest only)
 
     @property
     def batch_id(self):
@@ -447,10 +448,11 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     def where(row) -> str:
         return reading_path(store, row, staged)
 
-    segs, seg_ts = [], {}
+    segs, seg_ts, seg_count = [], {}, {}
     for r in snap.of_kind("commitlog"):
         segs.append(CommitLogSegment(where(r), int(r["base_offset"]), int(r["valid_bytes"])))
         seg_ts[int(r["base_offset"])] = (r.get("min_store_ts"), r.get("max_store_ts"))
+        seg_count[int(r["base_offset"])] = r.get("count")
     cqs: dict = {}
     for r in snap.of_kind("consumequeue"):
         cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
@@ -461,7 +463,7 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
         hdr = IndexHeader(**{k: h[k] for k in _HEADER_KEYS})
         index.append(IndexFileRef(where(r), hdr.index_count, hdr))
     files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
-    return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest")
+    return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count)
 
 
 def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None = None):

@@ -467,7 +467,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
 
 
 def _map_objects(store: storage.Store, snap) -> None:
-    """On an object store a file is the objects its manifest row lists (storelib.fragments): map
+    """On an object store a file is the objects its manifest row lists (storelib.io.fragments): map
     each, so the checks read the file there (a file without extents is read at its path)."""
     from ..table.storefiles import reading_path, staging_batches
     staged = staging_batches(store)

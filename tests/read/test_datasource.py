@@ -173,3 +173,28 @@ def test_range_scan_matches_brute_force(spark, golden, expected):
         want = sorted(o for o, (m, p) in expected.items()
                       if lo <= p["store_timestamp"] <= hi and (topic is None or m["topic"] == topic))
         assert got == want, (lo, hi, topic)
+
+
+def test_splits_and_topic_queues_under_spark(spark, tmp_path):
+    """Splits inside segments (``splitBytes``) and a topic read through its consume queues give
+    the rows of one whole-segment task per segment: small-roll's messages that all have a unit
+    (no PREPARED/ROLLBACK), ingested without Spark."""
+    from storelib.format.config import StoreConfig
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    lines = [x for x in open(os.path.join(SMALL, "messages.jsonl"), encoding="utf-8").read().splitlines(True)[:400]
+             if json.loads(x)["sys_flag"] & 0xC in (0, 8)]
+    src = tmp_path / "m.jsonl"
+    src.write_text("".join(lines), encoding="utf-8")
+    store = str(tmp_path / "store")
+    run_ingest(LocalSession(), store, str(src), "jsonl", StoreConfig(mappedFileSizeCommitLog=65536,
+               mappedFileSizeConsumeQueue=600, maxHashSlotNum=64, maxIndexNum=256), quiet=True)
+    one = spark.read.format("rocketmq").option("splitBytes", 1 << 30).load(store)
+    many = spark.read.format("rocketmq").option("splitBytes", 24000).load(store)
+    assert many.rdd.getNumPartitions() >= 2 * one.rdd.getNumPartitions()
+    cols = ["commitlog_offset", "msg_id", "topic", "store_timestamp", "sha2(body, 256) AS b", "properties"]
+    rows = one.selectExpr(*cols).collect()
+    assert many.selectExpr(*cols).collect() == rows
+    want = [r.commitlog_offset for r in rows if r.topic in ("shipping", "audit_log")]
+    got = many.where("topic IN ('shipping', 'audit_log')").select("commitlog_offset").collect()
+    assert want and [r.commitlog_offset for r in got] == want

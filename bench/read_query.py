@@ -1,0 +1,49 @@
+"""One read query as a fresh process (the read section's cold figure):
+
+    spark-submit bench/read_query.py rocketmq|parquet PATH full|topic|time [ARG]
+
+``full``: count(*), sum(length(body)), count(distinct topic) over every message; ``topic``:
+the same over ``topic = ARG``; ``time``: over ``store_timestamp BETWEEN lo AND hi`` (ARG "lo,hi").
+The rocketmq side reads the store through ``spark.read.format("rocketmq")``, the parquet side
+the Parquet input of the same messages. Prints the answer as one JSON line."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+AGG = ["count(*) AS n", "sum(length(body)) AS body_bytes", "count(DISTINCT topic) AS topics"]
+
+
+def frame(spark, kind: str, path: str):
+    if kind == "rocketmq":
+        from storelib.read.datasource import register
+        register(spark)
+        return spark.read.format("rocketmq").load(path)
+    return spark.read.parquet(path)
+
+
+def where(query: str, arg: str | None) -> str | None:
+    if query == "topic":
+        return f"topic = '{arg}'"
+    if query == "time":
+        lo, hi = arg.split(",")
+        return f"store_timestamp >= {int(lo)} AND store_timestamp <= {int(hi)}"
+    return None
+
+
+def answer(spark, kind: str, path: str, query: str, arg: str | None = None) -> dict:
+    df = frame(spark, kind, path)
+    cond = where(query, arg)
+    if cond:
+        df = df.where(cond)
+    return df.selectExpr(*AGG).collect()[0].asDict()
+
+
+if __name__ == "__main__":
+    kind, path, query = sys.argv[1:4]
+    spark = SparkSession.builder.appName(f"read-{kind}-{query}").getOrCreate()
+    print(json.dumps(answer(spark, kind, path, query, sys.argv[4] if len(sys.argv) > 4 else None)))
+    spark.stop()

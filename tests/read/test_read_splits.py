@@ -1,0 +1,135 @@
+"""Splits inside commitlog segments and the consume-queue read of a topic filter (storelib.read.splits),
+without Spark: every plan gives exactly the rows of a whole-segment walk with the same filters."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from conftest import GOLDEN
+from storelib.read import rangescan, splits
+from storelib.format.config import StoreConfig
+from storelib.errors import CorruptStore
+from storelib.io.storage import Store
+from storelib.table.storefiles import as_store, open_files
+
+SMALL = os.path.join(GOLDEN, "small-roll")
+TINY = StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600, maxHashSlotNum=64,
+                   maxIndexNum=256)
+
+
+def _ingest(tmp, name, lines):
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    src = tmp / f"{name}.jsonl"
+    src.write_text("".join(lines), encoding="utf-8")
+    store = str(tmp / name)
+    run_ingest(LocalSession(), store, str(src), "jsonl", TINY, quiet=True)
+    return store
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, restored_golden):
+    """{"mixed": 900 small-roll messages, transaction PREPARED/ROLLBACK ones included (no consume-queue
+    unit), "units": the same without those (a unit per record), "broker": RocketMQ's own store}."""
+    tmp = tmp_path_factory.mktemp("splits")
+    lines = open(os.path.join(SMALL, "messages.jsonl"), encoding="utf-8").read().splitlines(True)[:900]
+    plain = [x for x in lines if json.loads(x)["sys_flag"] & 0xC in (0, 8)]
+    assert len(plain) < len(lines)
+    return {"mixed": _ingest(tmp, "mixed", lines), "units": _ingest(tmp, "units", plain),
+            "broker": restored_golden("small-roll")}
+
+
+def _whole(store):
+    """Every record of every segment, walked segment by segment (the reference)."""
+    files, _ = open_files(as_store(store))
+    st = Store(store)
+    return pa.concat_tables([rangescan.empty_messages()] + [t for s in files.commitlog
+                                                            for t in rangescan.segment_messages(st, s)])
+
+
+def _read(store, plan, **filters):
+    st = Store(store)
+    out = [t for sp in plan for t in splits.split_messages(st, sp, **filters)]
+    return pa.concat_tables([rangescan.empty_messages()] + out).combine_chunks()
+
+
+@pytest.mark.parametrize("name,split_bytes", [("units", 2500), ("units", 1 << 30), ("broker", 6000)])
+def test_walk_splits_start_on_records_and_cover_every_record(stores, name, split_bytes):
+    store = stores[name]
+    files, info = open_files(as_store(store))
+    plan = splits.plan_splits(as_store(store), files, files.commitlog, split_bytes=split_bytes)
+    if split_bytes >= 1 << 30:                     # a split larger than the segment: the segment
+        assert [(s.start, s.stop) for s in plan] == [(s.base, s.base + s.valid) for s in files.commitlog]
+    else:
+        assert len(plan) > 4 * len(files.commitlog)
+    assert all(a.stop == b.start for a, b in zip(plan, plan[1:]) if a.base == b.base)
+    st = Store(store)
+    parts = []
+    for sp in plan:                                # a split starts on its first record
+        rows = pa.concat_tables([rangescan.empty_messages()] + list(splits.split_messages(st, sp)))
+        if rows.num_rows:
+            assert rows.column("commitlog_offset")[0].as_py() == sp.start
+        parts.append(rows)
+    assert pa.concat_tables(parts).combine_chunks().equals(_whole(store).combine_chunks())
+
+
+def test_topic_filter_through_queues_equals_scan_then_filter(stores):
+    store = stores["units"]
+    files, info = open_files(as_store(store))
+    assert splits.queue_plan_ok(files, info)
+    whole = _whole(store)
+    ts = np.sort(whole.column("store_timestamp").to_numpy())
+    offs = whole.column("commitlog_offset").to_numpy()
+    cases = [({"metrics-raw"}, {}), ({"shipping", "audit_log"}, {}), ({"nosuch"}, {}),
+             ({"metrics-raw", "trace_topic"}, {"begin": int(ts[100]), "end": int(ts[400])}),
+             ({"audit_log"}, {"lo": int(offs[50]) + 1, "hi": int(offs[500])})]
+    for topics, bounds in cases:
+        want = whole.filter(pc.is_in(whole.column("topic"), pa.array(sorted(topics))))
+        mask = np.ones(want.num_rows, bool)
+        for col, key, op in (("store_timestamp", "begin", np.greater_equal), ("store_timestamp", "end", np.less_equal),
+                             ("commitlog_offset", "lo", np.greater_equal), ("commitlog_offset", "hi", np.less_equal)):
+            if key in bounds:
+                mask &= op(want.column(col).to_numpy(), bounds[key])
+        want = want.filter(pa.array(mask)).combine_chunks()
+        for split_bytes, gap in ((1 << 30, 0), (20000, None)):
+            plan = splits.plan_splits(as_store(store), files, files.commitlog, topics, True,
+                                      bounds.get("lo"), bounds.get("hi"), split_bytes)
+            assert all(sp.queues is not None for sp in plan)
+            got = _read(store, plan, topics=topics, coalesce_gap=gap, batch_rows=100, **bounds)
+            assert got.equals(want), (topics, bounds, split_bytes, gap)
+            if topics != {"nosuch"}:
+                assert want.num_rows > 0
+
+
+def test_queue_plan_only_where_every_record_has_a_unit(stores):
+    """PREPARED/ROLLBACK records have no unit (a rocketlake store of them), a broker's store has
+    no record counts: both read a topic by walking every record, with the same answer."""
+    for name in ("mixed", "broker"):
+        files, info = open_files(as_store(stores[name]))
+        assert not splits.queue_plan_ok(files, info), name
+    store = stores["mixed"]
+    files, _ = open_files(as_store(store))
+    whole = _whole(store)
+    plan = splits.plan_splits(as_store(store), files, files.commitlog, {"shipping"}, False, split_bytes=3000)
+    want = whole.filter(pc.equal(whole.column("topic"), "shipping")).combine_chunks()
+    assert want.num_rows and _read(store, plan, topics={"shipping"}).equals(want)
+
+
+def test_a_split_off_the_record_boundaries_is_an_error(stores):
+    store = stores["units"]
+    files, _ = open_files(as_store(store))
+    seg = files.commitlog[0]
+    plan = splits.plan_splits(as_store(store), files, [seg], split_bytes=4000)
+    sp = plan[0]
+    st = Store(store)
+    for bad in (sp._replace(stop=sp.stop + 5), sp._replace(start=sp.start + 5)):
+        with pytest.raises(CorruptStore):
+            list(splits.split_messages(st, bad))
+    # the segment's last split ends where the records end (a broker's recovery), not at an error
+    last = splits.Split(seg.rel, seg.base, seg.valid, plan[-1].start, seg.base + seg.valid)
+    assert sum(t.num_rows for t in splits.split_messages(st, last)) > 0
