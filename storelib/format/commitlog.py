@@ -62,7 +62,7 @@ Names defined here:
   bodyLen + T + topicLen + 2 + propLen), ``MIN_RECORD_SIZE`` 91, ``record_size``;
 * magic codes: ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``;
 * end of segment: ``BLANK_SIZE`` 8 (TOTALSIZE + MAGICCODE, also what a walk reads per record),
-  ``MIN_BLANK`` (= ``END_FILE_MIN_BLANK_LENGTH``) 8, ``fits``, ``blank_record``, ``parse_blank``;
+  ``MIN_BLANK`` (RocketMQ's ``END_FILE_MIN_BLANK_LENGTH``) 8, ``fits``, ``blank_record``, ``parse_blank``;
 * per-SYSFLAG / per-magic helpers (ints or numpy arrays): ``host_size``, ``born_host_size``,
   ``store_host_size``, ``topic_length_size``, ``storetimestamp_offset``, ``storehost_offset``,
   ``reconsumetimes_offset``, ``prepared_tx_offset_offset``, ``bodylength_offset``, ``body_offset``;
@@ -98,7 +98,7 @@ __all__ = [
     "TOPIC_LENGTH_SIZE_V1", "TOPIC_LENGTH_SIZE_V2", "MAX_TOPIC_LENGTH_V1", "MAX_TOPIC_LENGTH_V2", "V2_TOPIC_CHARS",
     "MAX_PROPERTIES_LENGTH", "RECORD_OVERHEAD", "MIN_RECORD_SIZE",
     # end of segment
-    "BLANK_SIZE", "MIN_BLANK", "END_FILE_MIN_BLANK_LENGTH", "fits", "blank_record", "parse_blank",
+    "BLANK_SIZE", "MIN_BLANK", "fits", "blank_record", "parse_blank",
     # per-record helpers
     "host_size", "born_host_size", "store_host_size", "topic_length_size", "storetimestamp_offset",
     "storehost_offset", "reconsumetimes_offset", "prepared_tx_offset_offset", "bodylength_offset", "body_offset",
@@ -176,8 +176,7 @@ MIN_RECORD_SIZE = RECORD_OVERHEAD + 2 * HOST_V4_SIZE + TOPIC_LENGTH_SIZE_V1 + SI
 
 # ---------------------------------------------------------------------------- end of a segment
 BLANK_SIZE = SIZE_TOTALSIZE + SIZE_MAGIC    # 8: what a BLANK record writes (and a walk reads per record)
-MIN_BLANK = 8                  # END_FILE_MIN_BLANK_LENGTH: room a record must leave behind it
-END_FILE_MIN_BLANK_LENGTH = MIN_BLANK
+MIN_BLANK = 8                  # RocketMQ's END_FILE_MIN_BLANK_LENGTH: room a record must leave behind it
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

@@ -38,7 +38,6 @@ from ..format import checkpoint, commitlog, consumequeue, indexfile, records
 from ..io import patches
 from . import snapcache
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from ..io.checked import read_stored
 from ..io.fragments import extents_from_detail
 from ..format.indexfile import IndexHeader
@@ -140,7 +139,7 @@ def _numbered(store: Store, rel_dir: str) -> list[str]:
 
 
 def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], list[ConsumeQueueFile]]:
-    per_file = cq_fsize // CQ_UNIT_SIZE
+    per_file = cq_fsize // consumequeue.UNIT_SIZE
     cqs: dict[tuple[str, int], list[ConsumeQueueFile]] = {}
     for topic in store.list_dirs(consumequeue.DIR):
         for qdir in store.list_dirs(f"{consumequeue.DIR}/{topic}"):
@@ -187,18 +186,18 @@ def _recover_commitlog(store: Store, fsize: int, cqs: dict, index: list[IndexFil
 
 def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
     """(commitlog offset, size, tags code) of consume-queue unit ``unit`` of ``rel``."""
-    return consumequeue.parse_unit(read_stored(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return consumequeue.parse_unit(read_stored(store, rel, unit * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE))
 
 
 def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
     """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
     rule), found by a binary search over single-unit range reads: units are written in order."""
     def unit(i: int):
-        raw = store.read(rel, i * CQ_UNIT_SIZE, CQ_UNIT_SIZE)
-        return consumequeue.parse_unit(raw) if len(raw) == CQ_UNIT_SIZE else None
+        raw = store.read(rel, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
+        return consumequeue.parse_unit(raw) if len(raw) == consumequeue.UNIT_SIZE else None
 
     size = store.size(rel) or 0
-    return consumequeue.valid_units(unit, min(per_file, size // CQ_UNIT_SIZE), exact=False)
+    return consumequeue.valid_units(unit, min(per_file, size // consumequeue.UNIT_SIZE), exact=False)
 
 
 def _truncate_cq(store: Store, files: list[ConsumeQueueFile], cl_max: int) -> list[ConsumeQueueFile]:
@@ -290,7 +289,7 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
             cq += [r for r in store.list_files(f"{consumequeue.DIR}/{topic}/{q}", recursive=False)
                    if _NAME20.match(r.rsplit("/", 1)[-1])][:1]
     size = _common_size(store, cq)
-    if size and size % CQ_UNIT_SIZE == 0 and size != config.cq_file_size:
+    if size and size % consumequeue.UNIT_SIZE == 0 and size != config.cq_file_size:
         changes["mappedFileSizeConsumeQueue"] = size
     idx = store.list_files(indexfile.DIR, recursive=False)
     if idx:
@@ -454,7 +453,7 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     cqs: dict = {}
     for r in snap.of_kind("consumequeue"):
         cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
-            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // CQ_UNIT_SIZE))
+            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // consumequeue.UNIT_SIZE))
     index = []
     for r in snap.of_kind("index"):          # sorted by path = by name = RocketMQ's load order
         h = json.loads(r["detail"])["header"]

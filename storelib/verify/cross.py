@@ -35,8 +35,6 @@ from ..codec import messages as codec
 from ..format import consumequeue, indexfile
 from ..compute import kernels
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
-from ..format.indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup
 from .kernels import bisect_range
 from .scan import entries_against, units_against, units_by_records
@@ -98,7 +96,7 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
             r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.setdefault("_units_in_use", {}))
             if r is not None:
                 files.append(("units", (q["topic"], q["queue_id"], f)))
-                unit_files.append((len(files) - 1, r + (f["base"] // CQ_UNIT_SIZE, topic_key(q["topic"]),
+                unit_files.append((len(files) - 1, r + (f["base"] // consumequeue.UNIT_SIZE, topic_key(q["topic"]),
                                                         q["queue_id"])))
     if unit_files:
         sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
@@ -142,13 +140,13 @@ def _unit_range(store, cfg, seg, f, last, in_use: dict):
     fd = FileData(store, f["path"])
     if not fd.exists:
         return None                                          # reported by the queue task
-    n = min(fd.size, cfg.cq_file_size) // CQ_UNIT_SIZE
+    n = min(fd.size, cfg.cq_file_size) // consumequeue.UNIT_SIZE
     if last:
         if f["path"] not in in_use:
             in_use[f["path"]] = leading_units(fd, n)
         n = in_use[f["path"]]
     # A queue's units ascend (else the queue task reports it and checks that file's units itself).
-    a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
+    a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, consumequeue.UNIT_SIZE, n, seg[0], seg[1])
     return (fd.buf, n, a, b) if a < b else None
 
 
@@ -164,10 +162,10 @@ def _name_units(ctx, cfg, look, what, parts, out) -> None:
     from .consumequeue import deep_units
     topic, qid, f = what
     (n, missing, bad), = parts
-    first_q = f["base"] // CQ_UNIT_SIZE
+    first_q = f["base"] // consumequeue.UNIT_SIZE
     if not len(missing) and not len(bad):
         return
-    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * CQ_UNIT_SIZE])
+    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * consumequeue.UNIT_SIZE])
     cols = [u[c] for c in ("phys", "size", "tags")]
     if len(missing):                                         # not a sound record start
         deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
@@ -182,11 +180,11 @@ def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | N
     batch's), else the file's own; clamped to what the configuration and the file hold."""
     header = x.get("header")
     if header is None:
-        if fd.size < INDEX_HEADER_SIZE:
+        if fd.size < indexfile.HEADER_SIZE:
             return 0, None
-        header = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE])).to_dict()
+        header = indexfile.IndexHeader.parse(bytes(fd.buf[:indexfile.HEADER_SIZE])).to_dict()
     ent_at = indexfile.entries_offset(cfg)
-    room = max(0, (min(fd.size, cfg.index_file_size) - ent_at) // INDEX_ENTRY_SIZE)
+    room = max(0, (min(fd.size, cfg.index_file_size) - ent_at) // indexfile.ENTRY_SIZE)
     return max(0, min(header["index_count"], cfg.maxIndexNum, room)), header
 
 
@@ -201,10 +199,10 @@ def _entry_span(store, cfg, seg, x):
         return None
     ent_at = indexfile.entries_offset(cfg)
     # Entries are written in commitlog order (else the index task checks that file's entries itself).
-    a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, INDEX_ENTRY_SIZE, count, seg[0], seg[1])
+    a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, indexfile.ENTRY_SIZE, count, seg[0], seg[1])
     if max(a, 1) >= b:
         return None
-    ents = fd.buf[ent_at:ent_at + count * INDEX_ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
+    ents = fd.buf[ent_at:ent_at + count * indexfile.ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
     return fd, ents, ent_at, header, max(a, 1), b
 
 

@@ -53,7 +53,6 @@ from ..io import checksum, storage
 from ..table import deltalog, manifest
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .access import expected_tags_code, FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup
 from .indexfile import verify_index
 from .consumequeue import verify_queues
@@ -262,7 +261,7 @@ def _check_batch_totals(b: dict, cl: list, cqs: dict, min_phy: int, max_phy: int
     qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
     for key, fs in cqs.items():
         last = max(fs, key=lambda x: x[1])
-        end = last[1] // CQ_UNIT_SIZE + last[2]["valid_bytes"] // CQ_UNIT_SIZE
+        end = last[1] // consumequeue.UNIT_SIZE + last[2]["valid_bytes"] // consumequeue.UNIT_SIZE
         if qmax.get(key) != end:
             problems.append(problem(last[0], last[2]["valid_bytes"],
                                     f"queue {key[0]}/{key[1]} ends at offset {end}, checkpoint table says "

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TOTALSIZE
+from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE, UNIT_TOTALSIZE
 from ..format.indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE
 from ..compute.intrinsics import prefetch
 from ..compute.kernels import be32, be64
@@ -157,7 +157,7 @@ def _queue_summary(cq, n, prev_phys, max_phy, min_phy, seg_size, seg_bases, out)
     lo, hi = np.int64(2**62), np.int64(-(2**62))
     known_base, known_in = np.int64(-1), False
     for i in range(n):
-        u = i * CQ_UNIT_SIZE
+        u = i * UNIT_SIZE
         phys = be64(cq, u + UNIT_PHYSICALOFFSET)
         size = be32(cq, u + UNIT_TOTALSIZE)
         if not (phys >= 0 and size > 0):                 # (consumequeue.unit_in_use)
