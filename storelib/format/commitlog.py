@@ -60,9 +60,12 @@ Names defined here:
   V2), ``SIZE_PROPERTIESLENGTH`` 2, ``MAX_PROPERTIES_LENGTH`` 32767;
 * whole record: ``RECORD_OVERHEAD`` 72 (every fixed field but the hosts: TOTALSIZE = 72 + B + S +
   bodyLen + T + topicLen + 2 + propLen), ``MIN_RECORD_SIZE`` 91, ``record_size``;
-* magic codes: ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``;
+* magic codes: ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``; the other SYSFLAG bits: ``FLAG_COMPRESSED``,
+  ``FLAG_MULTI_TAGS``, ``TRANSACTION_MASK`` and the transaction types ``TRANSACTION_NOT`` / ``_PREPARED`` /
+  ``_COMMIT`` / ``_ROLLBACK``;
 * end of segment: ``BLANK_SIZE`` 8 (TOTALSIZE + MAGICCODE, also what a walk reads per record),
-  ``MIN_BLANK`` (RocketMQ's ``END_FILE_MIN_BLANK_LENGTH``) 8, ``fits``, ``blank_record``, ``parse_blank``;
+  ``MIN_BLANK`` (RocketMQ's ``END_FILE_MIN_BLANK_LENGTH``) 8, ``is_record_start``, ``fits``, ``blank_record``,
+  ``parse_blank``;
 * per-SYSFLAG / per-magic helpers (ints or numpy arrays): ``host_size``, ``born_host_size``,
   ``store_host_size``, ``topic_length_size``, ``storetimestamp_offset``, ``storehost_offset``,
   ``reconsumetimes_offset``, ``prepared_tx_offset_offset``, ``bodylength_offset``, ``body_offset``;
@@ -82,8 +85,10 @@ import numpy as np
 __all__ = [
     # segments
     "DIR", "file_name", "rel_path",
-    # magic codes and the SYSFLAG bits that choose host sizes
-    "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6",
+    # magic codes and the SYSFLAG bits
+    "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6", "FLAG_COMPRESSED",
+    "FLAG_MULTI_TAGS", "TRANSACTION_MASK", "TRANSACTION_NOT", "TRANSACTION_PREPARED", "TRANSACTION_COMMIT",
+    "TRANSACTION_ROLLBACK",
     # fixed part
     "POS_TOTALSIZE", "POS_MAGIC", "POS_BODYCRC", "POS_QUEUEID", "POS_FLAG", "POS_QUEUEOFFSET", "POS_PHYSICALOFFSET",
     "POS_SYSFLAG", "POS_BORNTIMESTAMP", "POS_BORNHOST", "FIXED_SIZE",
@@ -98,7 +103,7 @@ __all__ = [
     "TOPIC_LENGTH_SIZE_V1", "TOPIC_LENGTH_SIZE_V2", "MAX_TOPIC_LENGTH_V1", "MAX_TOPIC_LENGTH_V2", "V2_TOPIC_CHARS",
     "MAX_PROPERTIES_LENGTH", "RECORD_OVERHEAD", "MIN_RECORD_SIZE",
     # end of segment
-    "BLANK_SIZE", "MIN_BLANK", "fits", "blank_record", "parse_blank",
+    "BLANK_SIZE", "MIN_BLANK", "is_record_start", "fits", "blank_record", "parse_blank",
     # per-record helpers
     "host_size", "born_host_size", "store_host_size", "topic_length_size", "storetimestamp_offset",
     "storehost_offset", "reconsumetimes_offset", "prepared_tx_offset_offset", "bodylength_offset", "body_offset",
@@ -117,6 +122,13 @@ MAGIC_V2 = -626843477          # 0xDAA320AB: 2-byte TOPICLENGTH
 BLANK_MAGIC = -875286124       # 0xCBD43194: the end-of-segment record
 FLAG_BORNHOST_V6 = 0x10        # BORNHOST is HOST_V6_SIZE bytes
 FLAG_STOREHOST_V6 = 0x20       # STOREHOST is HOST_V6_SIZE bytes
+FLAG_COMPRESSED = 0x1          # MessageSysFlag.COMPRESSED_FLAG
+FLAG_MULTI_TAGS = 0x2          # MessageSysFlag.MULTI_TAGS_FLAG
+TRANSACTION_MASK = 0xC         # MessageSysFlag's transaction type bits
+TRANSACTION_NOT = 0x0
+TRANSACTION_PREPARED = 0x4
+TRANSACTION_COMMIT = 0x8
+TRANSACTION_ROLLBACK = 0xC
 
 # ---------------------------------------------------------------------------- fixed-position part
 POS_TOTALSIZE = 0
@@ -195,6 +207,13 @@ def file_name(offset: int) -> str:
 
 def rel_path(base_offset: int) -> str:
     return f"{DIR}/{file_name(base_offset)}"
+
+
+def is_record_start(size, magic, pos, limit):
+    """A record starts at ``pos`` as a broker's recovery walk reads it: a message magic and a TOTALSIZE
+    > 0 that ends by ``limit`` (a BLANK record, zeros or garbage end the data). Ints or numpy arrays;
+    the compiled walk (``compute.kernels.walk_records``) applies the same rule."""
+    return ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (size > 0) & (pos + size <= limit)
 
 
 def fits(pos, size, file_size):

@@ -310,8 +310,8 @@ def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config
     committed = {b["batch_id"] for b in snap.batches}
     for batch_dir in store.list_dirs(paths.STAGING_DIR):
         if batch_dir in committed:             # a published batch's directory a cut left empty
-            _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
-    _remove_if_empty(store, paths.STAGING_DIR)
+            storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    storage.remove_dir_if_empty(store, paths.STAGING_DIR)
     return len(pending)
 
 
@@ -328,8 +328,8 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
                 drop_staging(store, f"{paths.STAGING_DIR}/{batch_dir}/{attempt}", durable=False)
         for leftover in store.list_files(f"{paths.STAGING_DIR}/{batch_dir}", recursive=False):
             store.delete(leftover)              # a file directly in a batch directory: never staged by us
-        _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
-    _remove_if_empty(store, paths.STAGING_DIR)
+        storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    storage.remove_dir_if_empty(store, paths.STAGING_DIR)
     if not store.local:
         for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
             for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
@@ -377,28 +377,11 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)
-            _remove_if_empty(store, deltacommit.TMP_DIR)
+            storage.remove_dir_if_empty(store, deltacommit.TMP_DIR)
         else:
             store.delete(staging)
     else:
         store.delete(staging)
     for rel in (staging.rsplit("/", 1)[0], paths.STAGING_DIR):
-        if not _remove_if_empty(store, rel):
+        if not storage.remove_dir_if_empty(store, rel):
             return
-
-
-def _remove_if_empty(store: storage.Store, rel: str) -> bool:
-    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``); whether it is
-    gone now."""
-    if store.local:
-        try:
-            os.rmdir(store.path(rel))
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        return True
-    if store.list_files(rel):
-        return False
-    store.delete(rel)                      # directory markers only
-    return True

@@ -254,10 +254,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             shutil.rmtree(run.local_staging, ignore_errors=True)
         lease.release()
         if not committed:
-            try:
-                _remove_empty_meta(store)
-            except Exception:  # noqa: BLE001
-                pass
+            _remove_empty_meta(store)
     return summary
 
 
@@ -412,9 +409,10 @@ def _quiesce(sc, timeout: float = 60.0) -> None:
 
 
 def _remove_empty_meta(store: storage.Store) -> None:
-    """Leave no trace: drop _rocketlake/ (and the root) if a failed first batch created them."""
-    if store.list_files(paths.META_DIR):
-        return
-    store.delete(paths.META_DIR)
-    if store.local and os.path.isdir(store.root) and not os.listdir(store.root):
-        os.rmdir(store.root)
+    """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
+    them (each only if empty: never another writer's file)."""
+    try:
+        if storage.remove_dir_if_empty(store, paths.META_DIR) and store.local:
+            os.rmdir(store.root)
+    except Exception:  # noqa: BLE001 - best effort: a non-empty directory stays, the next ingest reuses it
+        pass

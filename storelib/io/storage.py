@@ -34,7 +34,8 @@ from .fragments import AssembledFile
 from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
-           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs"]
+           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs",
+           "remove_dir_if_empty"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -583,3 +584,20 @@ def sync_dirs(dirs) -> None:
             fsync_fd(fd)
         finally:
             os.close(fd)
+
+
+def remove_dir_if_empty(store: Store, rel: str) -> bool:
+    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``, so a file another
+    writer creates meanwhile is never lost); whether it is gone now."""
+    if store.local:
+        try:
+            os.rmdir(store.path(rel))
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+    if store.list_files(rel):
+        return False
+    store.delete(rel)                      # directory markers only
+    return True

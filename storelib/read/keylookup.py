@@ -162,7 +162,7 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
                 if p < 0 or p + cl.BLANK_SIZE > seg.valid:
                     continue
                 size, magic = cl.parse_size_magic(read_stored_at(fh, seg.rel, cl.BLANK_SIZE, p))
-                if magic not in (cl.MAGIC_V1, cl.MAGIC_V2) or size <= 0 or p + size > seg.valid:
+                if not cl.is_record_start(size, magic, p, seg.valid):
                     continue
                 parts.append(read_stored_at(fh, seg.rel, size, p))
                 starts[i] = at
@@ -183,7 +183,7 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
         r = rel[inb]
         size = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
         magic = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
-        good = ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size > 0) & (r + size <= len(buf))
+        good = cl.is_record_start(size, magic, r, len(buf))
         ok[np.flatnonzero(inb)[good]] = True
     return buf, np.where(ok, rel, 0), ok
 
@@ -215,7 +215,7 @@ def _exact_matches(sub: pa.Table, msgs: pa.Table, k: np.ndarray) -> np.ndarray:
     qe = np.asarray(sub.column("end").fill_null(I64_MAX))
     keep = (ts >= qb) & (ts <= qe)
     keep &= np.asarray(pc.equal(msgs.column("topic").take(take_k), qt).fill_null(False))
-    keep &= (np.asarray(msgs.column("sys_flag"))[k] & codec.TRANSACTION_MASK) != codec.TRANSACTION_ROLLBACK
+    keep &= (np.asarray(msgs.column("sys_flag"))[k] & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK
     key_ok = np.asarray(pc.equal(msgs.column("uniq_key").take(take_k), qk).fill_null(False))
     toks = pc.split_pattern(single_array(msgs.column("keys").take(take_k)).fill_null(""), " ")
     flat = pc.list_flatten(toks)

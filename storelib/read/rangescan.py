@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from ..format import commitlog as cl
+from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 
@@ -29,18 +30,12 @@ __all__ = ["CHUNK_BYTES", "MAP_TYPE", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_
 
 CHUNK_BYTES = 64 << 20
 
-# The record fields (codec.DECODED_SCHEMA) with the body as binary and the properties parsed.
-MESSAGE_SCHEMA = pa.schema(
-    [f for f in codec.DECODED_SCHEMA if f.name not in ("body", "properties_string")]
-    + [("body", pa.binary()), ("properties", MAP_TYPE),
-       ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string())])
-
-# Spark DDL of MESSAGE_SCHEMA (for mapInArrow / the data source).
-MESSAGE_DDL = ("commitlog_offset bigint, store_size int, msg_id string, topic string, queue_id int, "
-               "queue_offset bigint, flag int, sys_flag int, body_crc int, born_timestamp bigint, "
-               "born_host string, store_timestamp bigint, store_host string, reconsume_times int, "
-               "prepared_transaction_offset bigint, body binary, properties map<string,string>, "
-               "tags string, keys string, uniq_key string")
+# The public message columns (records.MESSAGE_FIELDS): the record fields (codec.DECODED_SCHEMA) with the
+# body as binary and the properties parsed; as Arrow and as Spark DDL (for mapInArrow / the data source).
+_ARROW_TYPES = {"bigint": pa.int64(), "int": pa.int32(), "string": pa.string(), "binary": pa.binary(),
+                "map<string,string>": MAP_TYPE}
+MESSAGE_SCHEMA = pa.schema([(name, _ARROW_TYPES[sql]) for name, sql in MESSAGE_FIELDS])
+MESSAGE_DDL = ", ".join(f"{name} {sql}" for name, sql in MESSAGE_FIELDS)
 
 _PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tags", "keys", "uniq_key")]
 

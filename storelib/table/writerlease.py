@@ -220,8 +220,8 @@ class WriterLease:
             cur = self.read()
             if cur is not None and (not cur or cur.get("token") == self.token):
                 self.store.delete(LEASE_PATH)
-            if self.store.local:
-                os.rmdir(self.store.path(META_DIR))     # only if the lease was all there was in it
+            if self.store.local:        # an object store's listing costs a request: a failed writer's cleanup does it
+                storage.remove_dir_if_empty(self.store, META_DIR)     # if the lease was all there was in it
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
 

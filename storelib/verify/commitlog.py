@@ -26,15 +26,9 @@ from ..format import commitlog as cl
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 
-__all__ = ["walk", "ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
+__all__ = ["ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
 
 RECORDS_PER_PIECE = 1 << 17          # records scanned as one piece (about 50 MB of 400-byte records)
-
-
-def walk(data: np.ndarray, start: int, end: int, out: np.ndarray | None = None):
-    """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data); the starts in
-    ``out`` when given (``kernels.walk_capacity`` long)."""
-    return kernels.walk_records(data, start, end, out)
 
 
 class ScanBuffers:
@@ -125,8 +119,8 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
     qid = codec.gather_int(buf, ss + cl.POS_QUEUEID, cl.SIZE_QUEUEID)
     flag(qid < 0, lambda i: f"QUEUEID {qid[i]} is negative")
     qoff = codec.gather_int(buf, ss + cl.POS_QUEUEOFFSET, cl.SIZE_QUEUEOFFSET)
-    tran = sysflag & codec.TRANSACTION_MASK
-    flag(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0),
+    tran = sysflag & cl.TRANSACTION_MASK
+    flag(((tran == cl.TRANSACTION_PREPARED) | (tran == cl.TRANSACTION_ROLLBACK)) & (qoff != 0),
          lambda i: f"PREPARED/ROLLBACK record with QUEUEOFFSET {qoff[i]} (must be 0)")
     flag(qoff < 0, lambda i: f"QUEUEOFFSET {qoff[i]} is negative")
     good = ~bad
@@ -209,7 +203,7 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     bufs = buffers.take(kernels.walk_capacity(0, n))
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
-        starts, stop, reason = walk(fd.buf, 0, n, bufs[0])
+        starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
         valid = _data_end(fd, rel, stop, reason, n, F, last, out)
         msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())

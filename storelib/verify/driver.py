@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,21 +52,13 @@ from ..io import checksum, storage
 from ..table import deltalog, manifest
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
-from .access import expected_tags_code, FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup
+from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
+from .access import problem
 from .indexfile import verify_index
 from .consumequeue import verify_queues
-from .commitlog import check_records, ScanBuffers, verify_segment, walk
+from .commitlog import ScanBuffers, verify_segment
 
-__all__ = ["NAME20", "INDEX_NAME", "CQ_DTYPE", "ENTRY_DTYPE", "INT_MAX", "MAX_PROBLEMS_PER_FILE", "problem",
-           "FileData", "SegmentLookup", "expected_tags_code", "walk", "check_records", "verify_segment",
-           "verify_queues", "verify_index", "run_task", "pack_tasks", "Report", "plan", "check_checkpoint",
-           "verify_store"]
-
-NAME20 = re.compile(r"^\d{20}$")
-INDEX_NAME = re.compile(r"^\d{17}$")
-CQ_DTYPE = consumequeue.UNIT_DTYPE          # old names: the layouts are consumequeue's and indexfile's
-ENTRY_DTYPE = indexfile.ENTRY_DTYPE
-INT_MAX = indexfile.INT_MAX
+__all__ = ["run_task", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
 
 
 # ---------------------------------------------------------------------------- driver
@@ -281,12 +272,12 @@ def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, di
     cl = [(s.rel, s.base, s.valid, None) for s in view.commitlog]
     # names that scan skipped
     for rel in disk_cl:
-        if not NAME20.match(rel.rsplit("/", 1)[-1]):
+        if not OFFSET_FILE_NAME.match(rel.rsplit("/", 1)[-1]):
             problems.append(problem(rel, 0, "commitlog file name is not a 20-digit offset"))
     cqs: dict = {}
     for rel in disk_cq:
         parts = rel.split("/")
-        if len(parts) != 4 or not NAME20.match(parts[3]) or not parts[2].lstrip("-").isdigit():
+        if len(parts) != 4 or not OFFSET_FILE_NAME.match(parts[3]) or not parts[2].lstrip("-").isdigit():
             problems.append(problem(rel, 0, "not a consume queue file (consumequeue/<topic>/<queueId>/<20 digits>)"))
             continue
         cqs.setdefault((parts[1], int(parts[2])), []).append((rel, int(parts[3]), None))
@@ -300,7 +291,7 @@ def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, di
 def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
     """Index file names; commitlog segments contiguous and aligned to the file size."""
     for rel, _ in idx:
-        if not INDEX_NAME.match(rel.rsplit("/", 1)[-1]):
+        if not INDEX_FILE_NAME.match(rel.rsplit("/", 1)[-1]):
             problems.append(problem(rel, 0, "index file name is not yyyyMMddHHmmssSSS"))
     for i in range(1, len(cl)):
         if cl[i][1] != cl[i - 1][1] + F:

@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..codec.messages import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from ..format.commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
-                        RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH)
+                        RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH,
+                        TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK)
 from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE, UNIT_TAGSCODE, UNIT_TOTALSIZE
 from ..format.indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_SIZE, ENTRY_TIME_DIFF, INT_MAX
 from ..compute.intrinsics import prefetch

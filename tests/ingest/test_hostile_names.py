@@ -33,7 +33,7 @@ from storelib.table import manifest
 from storelib.read import query
 from storelib.verify import driver as verify
 from storelib.io.storage import Store  # noqa: E402
-from storelib.errors import StorePathError
+from storelib.errors import InputError, StorePathError
 
 HOSTILE_TOPICS = [
     "../../escape2", "a/b", "/abs", ".", "..", "x\\y", "..\\..\\evil", "a\x00b", "", " ", "a b", "t\n",
@@ -138,7 +138,7 @@ def test_hostile_topic_in_prepare_names_row_and_keeps_other_checks():
     """One line per bad row: the name problem and the record-format one (V1 length) together."""
     table = inputs.jsonl_to_table(os.path.join(golden_set("small-roll"), "messages.jsonl")).slice(0, 5)
     t = table.set_column(0, "topic", pa.array(["ok", "t" * 40 + "é" * 60, "ok", "a/b", "ok"], pa.string()))
-    with pytest.raises(codec.InputError) as e:
+    with pytest.raises(InputError) as e:
         codec.prepare(t, small_config(), lambda i: f"in.jsonl line {i + 1}")
     probs = e.value.problems
     assert len(probs) == 2, probs

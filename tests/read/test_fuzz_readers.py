@@ -4,7 +4,7 @@
 Seeded (``derandomize=True``) hypothesis tests corrupt real stores and drive every reader:
 
 * record decoding: ``codec.decode_one`` / ``decode_records`` / ``decode_valid_records`` against
-  the pure-Python ``records.decode_message``, the numba record walk and ``verify.check_records``;
+  the pure-Python ``records.decode_message``, the numba record walk and ``verify.commitlog.check_records``;
 * one damaged commitlog segment: the walk + decode of ``rangescan.segment_messages``, record reads
   through a ``StoreReader`` and ``verify.verify_segment``;
 * damaged store trees (flipped bytes, truncations, zeroed 4 KiB pages, missing and extra files):
@@ -42,11 +42,11 @@ from opshelp import small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.codec import messages as codec
 from storelib import errors
-from storelib.format import javahash, paths
+from storelib.format import commitlog as cl, javahash, paths
 from storelib.read import keylookup, query, rangescan
 from storelib.table import manifest, storefiles
 from storelib.io import storage
-from storelib.verify import driver as verify
+from storelib.verify import commitlog as verify_records, driver as verify
 from storelib.format.records import decode_message      # the pure-Python reference decoder
 from storelib.table import snapshots
 
@@ -499,7 +499,7 @@ def _field_positions(rec: bytes) -> list:
     bl_at = 68 + B + S
     bl = struct.unpack_from(">i", rec, bl_at)[0]
     tl_at = bl_at + 4 + bl
-    v2 = struct.unpack_from(">i", rec, 4)[0] == codec.MAGIC_V2
+    v2 = struct.unpack_from(">i", rec, 4)[0] == cl.MAGIC_V2
     tl = struct.unpack_from(">h" if v2 else ">b", rec, tl_at)[0]
     pl_at = tl_at + (2 if v2 else 1) + tl
     return [0, 4, 36, bl_at, tl_at, pl_at]
@@ -562,7 +562,7 @@ def test_fuzzed_record_decoding(records, data):
         assert (sizes > 0).all() and (s + sizes <= len(buf)).all() and (np.diff(s) > 0).all()
         assert stop <= len(buf) and (not len(s) or s[-1] + sizes[-1] <= stop)
         out = []
-        verify.check_records(buf, s, 0, "commitlog/x", True, out)
+        verify_records.check_records(buf, s, 0, "commitlog/x", True, out)
         assert all(p.startswith("commitlog/x@") for p in out)
 
 

@@ -17,7 +17,7 @@ from storelib.format.config import StoreConfig
 from storelib.format.javahash import index_key_hash, java_string_hash
 from storelib.read.query import StoreReader
 from storelib.format.records import answer_message, decode_message
-from storelib.table.storefiles import IndexFileRef, StoreFiles, walk_records
+from storelib.table.storefiles import IndexFileRef, StoreFiles, recovered_end
 
 SETS = {
     "small-roll": "files.json",
@@ -97,7 +97,7 @@ def test_scan_equals_full_walk(readers, name):
     and every queue's valid unit count agrees with a linear scan of its last file."""
     r = readers(name)
     seg = r.files.commitlog[-1]
-    assert walk_records(r.store, seg.rel, 0, r.config.mappedFileSizeCommitLog) == seg.valid
+    assert recovered_end(r.store, seg.rel, 0, r.config.mappedFileSizeCommitLog) == seg.valid
     for files in r.files.consume_queues.values():
         f = files[-1]
         n, raw = 0, b""
