@@ -26,7 +26,8 @@ from ..compute.arrays import (as_large_binary, as_large_string, binary_from_nump
 from ..format.config import StoreConfig
 from .hosts import host_column, host_strings, HostColumn
 from ..format.names import topic_problems
-from .properties import delete_property, PROPERTY_SEP, property_spans
+from .properties import delete_property, property_spans
+from ..format.textforms import PROPERTY_SEP
 
 __all__ = [
     # encoder limits and names

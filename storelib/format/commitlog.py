@@ -1,7 +1,7 @@
 """CommitLog segments and the message record: the one definition of their layout (docs/FORMAT.md §1).
 
 Every writer and reader of commitlog bytes (kernels, codec, records/query, verify, rangescan,
-keylookup, inspection, hosts) takes offsets, sizes, magic codes and pack/parse helpers from here.
+keylookup, inspect, hosts) takes offsets, sizes, magic codes and pack/parse helpers from here.
 This module is a leaf (standard library and numpy only at import time, no function-local imports
 either), so ``kernels`` can import its constants: in numba, module-level ints are compile-time
 constants. The record walk over a segment buffer is therefore ``codec.record_starts``, not here.

@@ -44,7 +44,7 @@ class StoreConfig:
     maxMsgsNumBatch: int = 64
     maxTransferCountOnMessageInMemory: int = 32
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
-    # Broker-side defaults used when the input leaves a field out (issue: queue assignment).
+    # Broker-side defaults used when the input leaves a field out (queue assignment, hosts).
     defaultTopicQueueNums: int = 4
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911

@@ -14,7 +14,7 @@ Size ``HEADER_SIZE + maxHashSlotNum*SLOT_SIZE + maxIndexNum*ENTRY_SIZE`` (``file
       @ENTRY_KEY_HASH 0 int32 keyHash   @ENTRY_PHY_OFFSET 4 int64 phyOffset
       @ENTRY_TIME_DIFF 12 int32 timeDiff (s)   @ENTRY_PREV_POS 16 int32 prevPos
 
-putKey (IndexFile.putKey), replayed by ``indexfile_writer.IndexFileBuilder`` for a whole run of entries at once:
+putKey (IndexFile.putKey), replayed by ``storelib.ingest.indexfile.IndexFileBuilder`` for a whole run of entries at once:
   keyHash = abs(javaHash(topic#key)) (MIN_VALUE -> 0); slot = keyHash % maxHashSlotNum;
   prevPos = slot value if 0 < value <= indexCount else 0;
   timeDiff = 0 if header.beginTimestamp <= 0 else clamp((ts - beginTimestamp) / 1000, 0, INT_MAX)
@@ -33,7 +33,7 @@ Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE``, the
 
 This module is a leaf (numpy only at import time, no function-local imports either): ``config``
 takes the sizes from here, and the ``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets, so
-the builder that calls that kernel is ``indexfile_writer.IndexFileBuilder``.
+the builder that calls that kernel is ``storelib.ingest.indexfile.IndexFileBuilder``.
 """
 from __future__ import annotations
 

@@ -331,8 +331,8 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
         storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
     storage.remove_dir_if_empty(store, paths.STAGING_DIR)
     if not store.local:
-        for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
-            for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
+        for batch_dir in store.list_dirs(paths.OBJECTS_DIR):
+            for attempt in store.list_dirs(f"{paths.OBJECTS_DIR}/{batch_dir}"):
                 if (batch_dir, attempt) not in committed:
                     store.delete(fragments.object_prefix(batch_dir, attempt))
     deltacommit.clear_scratch(store)
@@ -367,7 +367,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
     if store.local:
         src = store.path(staging)
         if os.path.isdir(src):
-            trash = store.path(f"{deltacommit.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
+            trash = store.path(f"{paths.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
             os.makedirs(os.path.dirname(trash), exist_ok=True)
             try:
                 os.rename(src, trash)
@@ -377,7 +377,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)
-            storage.remove_dir_if_empty(store, deltacommit.TMP_DIR)
+            storage.remove_dir_if_empty(store, paths.TMP_DIR)
         else:
             store.delete(staging)
     else:

@@ -20,13 +20,16 @@ module. Stages (Spark only schedules; executors read the input and write the fil
              stage 1 staged:
              - segment tasks (a run of consecutive segments each): read the pieces' staged
                records, patch the three placement fields (QUEUEID of round-robin rows,
-               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the whole
-               segment file;
-             - file tasks: build whole consume-queue and index files from the placed facts of
-               the splits each file draws on (``place_split`` applies the plan to a split).
+               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the segment's
+               new bytes;
+             - file tasks: the new bytes of consume-queue and index files from the placed facts
+               of the splits each file draws on (``place_split`` applies the plan to a split).
+             Each file version goes where ``storelib.ingest.file_versions`` says: a new file
+             whole, a continued one as a patch (local stores) or as new objects (object stores).
 4. commit    storelib.ingest.commit (driver): checkpoint file, manifest rows (built by
-             storelib.table.manifest), conditional Delta commits (the switch), then publish (staged
-             -> final names) and remove the staging directory.
+             storelib.table.manifest), conditional Delta commits (the switch), then publish
+             (patches applied in place, new local files renamed to their names) and remove the
+             staging directory.
 
 The input is read once; the records are written twice (staging, then their segment), which
 costs less than reading and validating the input a second time (see bench/ and the README).
@@ -70,13 +73,13 @@ from ..io import storage
 from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import StoreConfig
-from ..errors import AlreadyCommitted, ConfigError, IngestError
+from ..errors import ConfigError, IngestError
 from .encode import default_store_timestamp, encode_split, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
 
-__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "IngestError", "AlreadyCommitted", "store_state", "check_store_root", "check_config"]
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config"]
 
 
 # ---------------------------------------------------------------------------- the store as found
@@ -193,7 +196,7 @@ PENDING_BATCH_ID = "pending-id"
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
                  quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
                  t0: float | None = None) -> dict:
-    """Ingest one batch of ``source`` (``FileInput`` or ``frame_ingest.FrameInput``); the stages
+    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
     sc = spark.sparkContext

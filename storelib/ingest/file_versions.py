@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import ContinuedFileDamaged, IngestError
 from ..io import checksum, fragments, patches
 
-__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE", "ContinuedFileDamaged"]
+__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
 
 
 # Largest object one file version is written as (object stores): a segment of 1 GiB becomes

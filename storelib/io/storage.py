@@ -34,7 +34,7 @@ from .fragments import AssembledFile
 from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
-           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs",
+           "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
            "remove_dir_if_empty"]
 
 ZERO_BLOCK = bytes(8 << 20)

@@ -26,7 +26,7 @@ from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
 
-__all__ = ["AdoptError", "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
+__all__ = [ "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
 
 
 SKIP_TOP = {paths.META_DIR}

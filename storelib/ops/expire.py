@@ -31,7 +31,7 @@ from ..ingest import commit as commit_stage
 from ..io import fragments, storage
 from ..runtime.progress import Progress
 
-__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000

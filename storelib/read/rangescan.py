@@ -24,7 +24,7 @@ from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 
-__all__ = ["CHUNK_BYTES", "MAP_TYPE", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
+__all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
            "scan_range"]
 

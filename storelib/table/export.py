@@ -25,7 +25,7 @@ from ..format import checkpoint as ckpt
 from ..io import checksum, patches, storage
 from . import manifest, storefiles
 
-__all__ = ["ExportError", "export_store"]
+__all__ = [ "export_store"]
 
 _CHUNK = 64 << 20
 

@@ -49,7 +49,7 @@ if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported whe
     from . import manifest
     from ..io.storage import Store
 
-__all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "StoreNotFound", "SnapshotInfo",
+__all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
            "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
            "recovered_end"]
 

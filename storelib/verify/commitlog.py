@@ -2,14 +2,14 @@
 the BLANK record, the zero tail, and the segment against its manifest row (``storelib.verify.driver``).
 
 Speed (``verify --deep``): after the walk of the TOTALSIZE chain, the records are read in one
-compiled pass (``verify_scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
+compiled pass (``verify.scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
 index-key spans, record by record while each is in the cache), as ranges of records on the
 segment's threads; only records that fail that pass go through ``check_records``, which names each
 problem (a sound segment has none). The pieces are pairs of the block checksum's 16 MiB blocks: a
 pair is hashed (two SHA-256 streams at once) and its records scanned in one go, on the segment's
 threads (the hashing and the numba kernels release the GIL), so its bytes come from memory once.
 With ``deep``, the consume-queue units and index entries that point into this segment are checked
-here, against the rows just read (``verify_cross``), instead of decoding each target record again
+here, against the rows just read (``verify.cross``), instead of decoding each target record again
 by offset. The former multi-pass
 check lives on in tests/verify/test_verify_scan.py, as the reference the scan is held to."""
 from __future__ import annotations

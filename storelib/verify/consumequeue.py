@@ -81,7 +81,7 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             if m is not None:
                 _against_manifest(rel, m, fd, base, n, sha, out)
             if look is not None and n and (sm.lost or desc_found):
-                # Units pointing into a segment are checked by that segment's task (verify_cross);
+                # Units pointing into a segment are checked by that segment's task (verify.cross);
                 # here only those whose segment is missing, or all when out of order (the segment
                 # tasks' binary search may miss some).
                 phys = u["phys"].astype(np.int64)

@@ -28,13 +28,14 @@ Levels:
 Each problem is one line ``<path>@<byte offset>: <what>``. In process (no Spark) the tasks run on
 as many threads as the process has processors: the compiled checks and hashlib release the GIL.
 Index files appended in place after the snapshot (a later batch's entries beyond its indexCount,
-slot heads pointing at them) are checked as the snapshot's readers see them (``verify_index``).
+slot heads pointing at them) are checked as the snapshot's readers see them (``verify.indexfile.verify_index``).
 A store without a manifest (a broker's) gets the structural and deep checks, with the valid
 lengths a broker's recovery would find (``storefiles.StoreFiles.scan``).
 
 This module plans the tasks, runs them and builds the report; the checks themselves are in
-``verify_records`` (commitlog segments), ``verify_queues`` (consume queues), ``verify_index``
-(index files) and ``verify_access`` (what they share: problem lines, file access, record reads).
+``verify.commitlog`` (segments), ``verify.consumequeue`` (consume queues), ``verify.indexfile``
+(index files), ``verify.cross`` (deep cross-file checks) and ``verify.access`` (what they share:
+problem lines, file access, record reads).
 """
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
     ctx = {"store": store.uri, "config": config.to_json(), "deep": deep, "cl_size": F, "segments": segments,
            "min_phy": min_phy, "max_phy": max_phy}
     tasks = _make_tasks(cl, cqs, idx, queues_per_task)
-    if deep:                 # the segment tasks check the units and entries pointing into them (verify_cross)
+    if deep:                 # the segment tasks check the units and entries pointing into them (verify.cross)
         ctx["queues"] = [{"topic": q["topic"], "queue_id": q["queue_id"],
                           "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
                          for t in tasks if t["kind"] == "queues" for q in t["queues"]]

@@ -78,7 +78,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if m is not None:
         _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
     if ctx["deep"] and n > 1:
-        # entries pointing into a segment are checked by that segment's task (verify_cross); here
+        # entries pointing into a segment are checked by that segment's task (verify.cross); here
         # those whose segment is missing, or all when out of commitlog order (the segment tasks'
         # binary search may miss some)
         lost = np.zeros(0, np.int64)
@@ -114,8 +114,8 @@ _HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy
 
 
 def _appended(cfg: StoreConfig, fd: FileData, disk: dict, snap: dict) -> bool:
-    """The file holds entries of a later (or unfinished) batch after the snapshot's (issue 15: index
-    files are appended in place; the snapshot's slot heads may then lead through the newer
+    """The file holds entries of a later (or unfinished) batch after the snapshot's (index files
+    are appended in place; the snapshot's slot heads may then lead through the newer
     entries): its header has a larger indexCount the file can hold, the same begin values, end
     values not below the snapshot's and hashSlotCount not below it, and the entries after the
     snapshot's are well formed later entries (prevPos backwards, phyOffsets ascending from the

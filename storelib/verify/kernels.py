@@ -7,7 +7,7 @@
   (``verify_index``'s chain check; a Python loop per entry took 30 s for 20M entries);
 * ``resolve_heads``: slot heads of an index file appended in place after the snapshot, followed
   through the newer entries' ``prevPos`` back to the snapshot's entries;
-* for ``verify_cross`` (units and entries against the records of a segment): ``bisect_range``
+* for ``verify.cross`` (units and entries against the records of a segment): ``bisect_range``
   (which units / entries point into a segment, two binary searches over the file's bytes),
   ``seek_sorted`` (offset -> record, in one sweep).
 """

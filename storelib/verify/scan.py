@@ -1,23 +1,22 @@
 """One compiled pass over a commitlog segment's records for ``verify`` (numba; the shell lookup
 path never imports this).
 
-``verify --deep`` used to read each segment's records in several passes: the field extraction
-(``kernels.record_fields``: a 24-row int64 matrix, 0.4 GB for two million records), the body
-CRCs, the topic hashes, the properties (TAGS, DELAY, KEYS, UNIQ_KEY), the index keys, each pass
-over the whole segment again. ``scan_records`` does all of it record by record, while the record
+A pass per concern over a segment's records (a field matrix of 24 int64 rows is 0.4 GB for two
+million records; then the body CRCs, the topic hashes, the properties TAGS, DELAY, KEYS,
+UNIQ_KEY, the index keys) would read the whole segment again each time. ``scan_records`` does all
+of it record by record, while the record
 is in the cache, over a range of the records (so a segment's records are scanned on several
 threads), and keeps per record only what the checks compare, in one 64-byte row (``SCAN_DTYPE``):
 the cross checks then gather one cache line per consume-queue unit or index entry.
 
-Per record it decides what the former multi-pass check decided from a field matrix (the
-record is *sound*: every part inside TOTALSIZE, the fields add up to TOTALSIZE, PROPERTIESLENGTH
-> 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
+Per record it decides whether the record is *sound* (every part inside TOTALSIZE, the fields add
+up to TOTALSIZE, PROPERTIESLENGTH > 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
 ``deep``, whether the body's CRC matches BODYCRC. Records that are not sound are left to the
-checks that name each problem (``verify_records``), as before.
+checks that name each problem (``verify.commitlog``).
 
 ``units_against`` and ``entries_against`` read consume-queue units and index entries in place,
 find the record each points at (one sweep: both are in commitlog order) and compare them with its
-row (``verify_cross``); an index entry's key hash is computed from the record's UNIQ_KEY / KEYS
+row (``verify.cross``); an index entry's key hash is computed from the record's UNIQ_KEY / KEYS
 where they lie, in the order the dispatch indexes them.
 
 CRC-32 here is slicing-by-16 (zlib's polynomial); Java's String.hashCode over UTF-8 bytes decoded

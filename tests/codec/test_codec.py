@@ -25,7 +25,7 @@ from storelib.codec import messages as codec, properties
 from storelib.compute import crc32
 from storelib.ingest import inputs
 from storelib.errors import InputError
-from storelib.format import commitlog as cl
+from storelib.format import commitlog as cl, textforms
 from storelib.format.config import StoreConfig
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -592,7 +592,7 @@ def test_rule11_properties_verbatim_and_parse_semantics():
         _, tags, keys = ref_dispatch(msgs[i])
         assert int(pm.tags_code[i]) == tags, s
         assert entries[i] == keys, s
-        assert properties.parse_properties_string(s) == ref_parse_props(s)
+        assert textforms.parse_properties_string(s) == ref_parse_props(s)
     assert ref_parse_props(cases[3]) == {"KEYS": "a\x01b"}
     assert entries[3] == [ref_index_hash("TopicA#a\x01b")]
     assert int(pm.tags_code[1]) == ref_java_hash("second")
@@ -752,7 +752,7 @@ def test_property_parsers_match_java_parser(strings):
             assert col[i].as_py() == ref.get(name), (s, name)
             assert extra[name][i].as_py() == ref.get(name), (s, name)
         assert dict(mapped[i].as_py()) == ref
-        assert properties.parse_properties_string(s) == ref
+        assert textforms.parse_properties_string(s) == ref
 
 
 @SETTINGS

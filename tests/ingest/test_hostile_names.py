@@ -33,7 +33,7 @@ from storelib.table import manifest
 from storelib.read import query
 from storelib.verify import driver as verify
 from storelib.io.storage import Store  # noqa: E402
-from storelib.errors import InputError, StorePathError
+from storelib.errors import AdoptError, InputError, StorePathError, TopicsError
 
 HOSTILE_TOPICS = [
     "../../escape2", "a/b", "/abs", ".", "..", "x\\y", "..\\..\\evil", "a\x00b", "", " ", "a b", "t\n",
@@ -151,11 +151,11 @@ def test_topics_json_names_checked(tmp_path, key):
     p = tmp_path / "topics.json"
     p.write_text(json.dumps({"topicConfigTable": {"ok": {"writeQueueNums": 2},
                                                   key: {"topicName": key, "writeQueueNums": 4}}}))
-    with pytest.raises(topics.TopicsError) as e:
+    with pytest.raises(TopicsError) as e:
         topics.Topics.load(str(p))
     assert str(p) in str(e.value) and repr(key) in str(e.value)
     p.write_text(json.dumps({"topicConfigTable": {"ok": {"topicName": key, "writeQueueNums": 2}}}))
-    with pytest.raises(topics.TopicsError, match="topicName"):
+    with pytest.raises(TopicsError, match="topicName"):
         topics.Topics.load(str(p))
 
 
@@ -501,7 +501,7 @@ def test_adopt_refuses_links_out_and_odd_names(broker_copy, tmp_path, case, in_p
     dst = broker if in_place else str(tmp_path / "box" / "copy")
     before = tree(str(tmp_path / "box"))
     watch = Watch(outside)
-    with watch, pytest.raises(adopt.AdoptError) as e:
+    with watch, pytest.raises(AdoptError) as e:
         adopt.adopt(None, dst, broker, small_config(), quiet=True)
     assert needle in str(e.value) and "nothing was imported" in str(e.value), str(e.value)
     watch.assert_untouched()
@@ -525,4 +525,4 @@ def test_delta_tables_never_read_outside(tmp_path, what):
     shutil.move(victim, moved)
     os.symlink(str(moved), victim)
     with pytest.raises(StorePathError, match="outside"):
-        manifest._read_rows(manifest._open(Store(str(store)), paths.MANIFEST_DIR))
+        manifest.read_rows(manifest.open_table(Store(str(store)), paths.MANIFEST_DIR))

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from storelib.codec.properties import parse_properties_string
+from storelib.format.textforms import parse_properties_string
 
 SMALL = os.path.join(GOLDEN, "small-roll")
 

@@ -44,7 +44,7 @@ from storelib.codec import messages as codec
 from storelib import errors
 from storelib.format import commitlog as cl, javahash, paths
 from storelib.read import keylookup, query, rangescan
-from storelib.table import manifest, storefiles
+from storelib.table import manifest
 from storelib.io import storage
 from storelib.verify import commitlog as verify_records, driver as verify
 from storelib.format.records import decode_message      # the pure-Python reference decoder
@@ -52,7 +52,7 @@ from storelib.table import snapshots
 
 pytestmark = pytest.mark.timeout(240, method="thread")
 
-CLEAN = (errors.StoreError, storefiles.StoreNotFound)
+CLEAN = (errors.StoreError, errors.StoreNotFound)
 PAGE = 4096
 EXAMPLE_SECONDS = 20          # per-example watchdog (a normal example takes well under 0.2 s)
 

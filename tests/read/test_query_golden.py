@@ -12,7 +12,7 @@ import pytest
 from opshelp import restore  # golden stores from any file listing
 from conftest import GOLDEN
 from storelib.codec.messages import decode_one, java_hash
-from storelib.codec.properties import parse_properties_string
+from storelib.format.textforms import parse_properties_string
 from storelib.format.config import StoreConfig
 from storelib.format.javahash import index_key_hash, java_string_hash
 from storelib.read.query import StoreReader
