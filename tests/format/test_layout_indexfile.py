@@ -145,7 +145,7 @@ def test_golden_index_file_parses_and_repacks_byte_identically():
             pos = prev
 
 
-# ----------------------------------------------------------------------------- appended in place (issue 15)
+# ----------------------------------------------------------------------------- appended in place
 def _index_store(tmp_path, data: bytes, name: str = "20240601000000000"):
     from storelib.io.storage import Store
     root = tmp_path / name
