@@ -74,6 +74,7 @@ from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import StoreConfig
 from ..errors import ConfigError, IngestError
+from .context import EncodeContext, WriteContext
 from .encode import default_store_timestamp, encode_split, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
@@ -181,7 +182,7 @@ class FileInput:
         self.fingerprint = input_fingerprint(input_path, fmt, splits)
         self.default_store_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
 
-    def encode(self, run: "_Run", ctx: dict) -> list:
+    def encode(self, run: "_Run", ctx: EncodeContext) -> list:
         return _encode(run, ctx, self.input_path, self.fmt)
 
     def fingerprint_of(self, scans: list) -> str:
@@ -222,15 +223,15 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             return done
         state = _start_attempt(run, snap)
         prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
-        ctx = {"store": store_uri, "config": config.to_json(), "staging": run.staging,
-               "local_staging": run.local_staging, "splits": [s.to_dict() for s in source.splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
-               "default_store_ts": source.default_store_ts}
+        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
+                            local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
+                            queue_by=queue_by, default_store_ts=source.default_store_ts)
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
         if fingerprint is None:
             encoded_in = run.staging
-            done = _identify(run, snap, lease, source.fingerprint_of(scans), given, ctx)
+            done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
             if done is not None:
                 drop_staging(store, run.staging)      # what this attempt staged under a given id
                 committed = True
@@ -262,14 +263,15 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
 
 
 def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
-              given: str | None, ctx: dict) -> dict | None:
+              given: str | None) -> dict | None:
     """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
     unless given) and the already-committed check, now that the fingerprint is known. The files
-    are then staged under the real id (a publish a crash interrupts is found by it)."""
+    are then staged under the real id (a publish a crash interrupts is found by it): the write
+    stage's context takes ``run.staging``."""
     run.fingerprint = fingerprint
     if given is None:
         run.batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
-        run.staging = ctx["staging"] = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+        run.staging = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
     return _already_committed(run, snap)
 
 
@@ -315,7 +317,7 @@ def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
     return state
 
 
-def _encode(run: _Run, ctx: dict, input_path: str, fmt: str) -> list:
+def _encode(run: _Run, ctx: EncodeContext, input_path: str, fmt: str) -> list:
     """Stage 1: one encode task per split; their summaries in split order (InputError with every
     split's problems if the input is bad)."""
     sc, prog, splits = run.sc, run.prog, run.splits
@@ -335,7 +337,7 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
           rr_starts: dict) -> sequencer.BatchPlan:
     """Stage 2 (driver): place every message of the batch."""
     plan_paths = {r["index"]: r["plan_path"] for r in scans if r.get("count")}
-    staged = split_staging.staging_store({"local_staging": run.local_staging}, run.store)
+    staged = split_staging.staging_store(run.local_staging, run.store)
     plan = sequencer.plan_batch(
         state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(str(i))),
         run.config)
@@ -345,16 +347,16 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
     return plan
 
 
-def _write(run: _Run, ctx: dict, plan: sequencer.BatchPlan, scans: list, summaries: list,
+def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list, summaries: list,
            rr_starts: dict) -> list:
     """Stage 3: segment tasks first (the heaviest), then consume-queue/index file tasks; all read
     what stage 1 staged, none waits for another (no shuffle). Returns the staged files' facts."""
     if not plan.segments:
         return []
     sc, prog = run.sc, run.prog
-    bctx2 = sc.broadcast(dict(ctx, split_places=write_stage.split_places(scans, plan, rr_starts),
-                              **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id,
-                                                            run.attempt)))
+    bctx2 = sc.broadcast(WriteContext.of(
+        ctx, staging=run.staging, split_places=write_stage.split_places(scans, plan, rr_starts),
+        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, run.attempt)))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
     # Segment tasks mostly wait on the disk (read the staged records, write the segment), file

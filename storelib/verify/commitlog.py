@@ -23,7 +23,7 @@ from ..io import checksum
 from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store
+from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 
 __all__ = ["ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
@@ -184,9 +184,9 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
     return msgs, facts, scan, good, [d for p in parts for d in p[5]]
 
 
-def verify_segment(ctx: dict, t: dict) -> dict:
+def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    F = ctx["cl_size"]
+    F = ctx.cl_size
     rel, base, last = t["path"], t["base"], t["last"]
     out: list = []
     fd = FileData(store, rel)
@@ -197,17 +197,17 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     if fd.size != F:
         out.append(problem(rel, min(fd.size, F), f"file size {fd.size}, expected {F} (truncated or grown)"))
     n = min(fd.size, F)
-    threads = max(1, int(ctx.get("threads") or 2))
+    threads = max(1, int(ctx.threads or 2))
     m = t.get("manifest")
-    buffers = ctx.get("_scan_buffers") or ScanBuffers()
+    buffers = ctx.scan_buffers or ScanBuffers()
     bufs = buffers.take(kernels.walk_capacity(0, n))
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
         starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
         valid = _data_end(fd, rel, stop, reason, n, F, last, out)
-        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid, bufs[1:])
+        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
-        if ctx["deep"] and (ctx.get("queues") or ctx.get("index_files")):    # (planned by verify.plan)
+        if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
     buffers.give(bufs)

@@ -8,21 +8,20 @@ import pyarrow.compute as pc
 
 from ..io import checksum
 from ..format import consumequeue
-from ..format.config import StoreConfig
 from .access import (MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem,
-                            task_store)
+                            task_store, VerifyContext)
 from .kernels import queue_summary
 
 __all__ = ["verify_queues", "leading_units", "deep_units"]
 
 
-def verify_queues(ctx: dict, t: dict) -> dict:
+def verify_queues(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    cfg = StoreConfig.from_json(ctx["config"])
+    cfg = ctx.config
     cq_size = cfg.cq_file_size
     per = cq_size // consumequeue.UNIT_SIZE
-    look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog) if ctx["deep"] else None
-    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog) if ctx.deep else None
+    seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
     out: list = []
     facts = []
@@ -54,7 +53,7 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             u = consumequeue.decode_units(fd.buf[: n * consumequeue.UNIT_SIZE])
             # One pass over the units in place; the checks that name each problem (numpy over
             # converted copies) run only where it found one.
-            sm = queue_summary(fd.buf, n, prev_phys, ctx["max_phy"], ctx["min_phy"], F, seg_bases)
+            sm = queue_summary(fd.buf, n, prev_phys, ctx.max_phy, ctx.min_phy, F, seg_bases)
             desc_found = bool(sm.not_ascending)
             if sm.not_in_use or sm.not_ascending or sm.past_end:
                 phys, size = u["phys"].astype(np.int64), u["size"].astype(np.int64)
@@ -67,10 +66,10 @@ def verify_queues(ctx: dict, t: dict) -> dict:
                 for i in desc[:MAX_PROBLEMS_PER_FILE]:
                     out.append(problem(rel, int(i) * consumequeue.UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
                                                          f"(previous unit {seq[i]})"))
-                over = np.flatnonzero(phys + size > ctx["max_phy"])
+                over = np.flatnonzero(phys + size > ctx.max_phy)
                 for i in over[:MAX_PROBLEMS_PER_FILE]:
                     out.append(problem(rel, int(i) * consumequeue.UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the "
-                                                         f"commitlog end {ctx['max_phy']}"))
+                                                         f"commitlog end {ctx.max_phy}"))
             if n:
                 prev_phys = int(u["phys"][n - 1])
             nz = fd.first_nonzero(n * consumequeue.UNIT_SIZE, fd.size)
@@ -85,9 +84,9 @@ def verify_queues(ctx: dict, t: dict) -> dict:
                 # here only those whose segment is missing, or all when out of order (the segment
                 # tasks' binary search may miss some).
                 phys = u["phys"].astype(np.int64)
-                lost = np.flatnonzero((phys >= ctx["min_phy"]) & (~np.isin(phys // F * F, seg_bases) | desc_found))
+                lost = np.flatnonzero((phys >= ctx.min_phy) & (~np.isin(phys // F * F, seg_bases) | desc_found))
                 if len(lost):
-                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx["min_phy"], out,
+                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx.min_phy, out,
                                subset=lost)
             facts.append({"kind": "consumequeue", "path": rel, "topic": topic, "queue_id": qid,
                           "base_offset": base, "file_size": fd.size, "valid_bytes": n * consumequeue.UNIT_SIZE,

@@ -6,8 +6,8 @@ one of whose keys hashes to the stored keyHash, with the stored timeDiff (docs/F
 
 Decoding each unit's and each entry's record again by offset would be random reads over the
 whole commitlog (97 s for the 20M entries of one index file). So the segment task, which has
-just read every record of its segment (``verify.scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
-as the field checks), checks the units and entries that point into its segment (found by two
+just read every record of its segment (``verify.scan.scan_records``: topic key, tagsCode, the
+spans of KEYS / UNIQ_KEY, in the same pass as the field checks), checks the units and entries that point into its segment (found by two
 binary searches: units and entries are in commitlog order; the queue and index tasks check a file
 out of order whole themselves). The comparisons are compiled and read the files in place:
 the units of all the segment's queue files in one pass over the records
@@ -18,8 +18,8 @@ record in one sweep over the record positions (``units_against``, ``entries_agai
 file by file afterwards, in order. A target that is not the start of a record that passed every
 field check (a damaged segment), and every target that fails a check, goes through the
 per-offset checks (``verify.consumequeue.deep_units``, ``verify.indexfile.deep_index``), so a
-problem is named in the same words whichever task finds it. Units and entries pointing into a missing segment
-are left to the queue and index tasks.
+problem is named in the same words whichever task finds it. Units and entries pointing into a
+missing segment are left to the queue and index tasks.
 
 Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
 CRC-32): a different topic passes only if both collide.
@@ -34,7 +34,7 @@ from ..codec import messages as codec
 from ..format import consumequeue, indexfile
 from ..compute import kernels
 from ..format.config import StoreConfig
-from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup
+from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup, VerifyContext
 from .kernels import bisect_range
 from .scan import entries_against, units_against, units_by_records
 
@@ -81,18 +81,18 @@ class RecordFacts:
                 self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
 
 
-def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
+def check_targets(ctx: VerifyContext, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
                   out: list, pool=None, threads: int = 1) -> None:
     """The units and index entries pointing into the segment at ``base`` (see the module doc);
     the pieces run on ``pool`` (``threads`` workers) when given."""
-    cfg = StoreConfig.from_json(ctx["config"])
-    seg = (max(base, ctx["min_phy"]), base + cfg.mappedFileSizeCommitLog)
+    cfg = ctx.config
+    seg = (max(base, ctx.min_phy), base + cfg.mappedFileSizeCommitLog)
     facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
-    look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog)
+    look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog)
     jobs, files, unit_files = [], [], []
-    for q in ctx.get("queues", []):
+    for q in ctx.queues:
         for k, f in enumerate(q["files"]):
-            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.setdefault("_units_in_use", {}))
+            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.units_in_use)
             if r is not None:
                 files.append(("units", (q["topic"], q["queue_id"], f)))
                 unit_files.append((len(files) - 1, r + (f["base"] // consumequeue.UNIT_SIZE, topic_key(q["topic"]),
@@ -100,7 +100,7 @@ def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray,
     if unit_files:
         sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
         jobs.append((None, units_by_records, (facts.starts, facts.base, facts.recs, sweep)))
-    for x in ctx.get("index_files", []):
+    for x in ctx.index_files:
         span = _entry_span(store, cfg, seg, x)
         if span is None:
             continue
@@ -167,9 +167,9 @@ def _name_units(ctx, cfg, look, what, parts, out) -> None:
     u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * consumequeue.UNIT_SIZE])
     cols = [u[c] for c in ("phys", "size", "tags")]
     if len(missing):                                         # not a sound record start
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out, subset=missing)
     if len(bad):
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out,
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out,
                    subset=bad[:MAX_PROBLEMS_PER_FILE])
 
 

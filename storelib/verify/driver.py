@@ -44,6 +44,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +55,7 @@ from ..table import deltalog, manifest
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
-from .access import problem
+from .access import Problem, problem, VerifyContext
 from .indexfile import verify_index
 from .consumequeue import verify_queues
 from .commitlog import ScanBuffers, verify_segment
@@ -63,7 +64,7 @@ __all__ = ["run_task", "pack_tasks", "Report", "plan", "check_checkpoint", "veri
 
 
 # ---------------------------------------------------------------------------- driver
-def run_task(ctx: dict, t: dict) -> dict:
+def run_task(ctx: VerifyContext, t: dict) -> dict:
     t0 = time.time()
     kind = t["kind"]
     try:
@@ -107,7 +108,7 @@ def pack_tasks(tasks: list, cfg: StoreConfig, max_parts: int) -> list:
 
 @dataclass
 class Report:
-    problems: list
+    found: list                             # Problem values, sorted by file and offset, each once
     facts: list = field(default_factory=list)
     files: int = 0
     bytes_read: int = 0
@@ -118,8 +119,13 @@ class Report:
     manifest: bool = False
 
     @property
+    def problems(self) -> list:
+        """The problem lines verify prints, ``<path>@<offset>: <what>``, in order."""
+        return [str(p) for p in self.found]
+
+    @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.found
 
     def emit(self, as_json: bool = False) -> None:
         """What both verify entry points print: one line per problem on stdout, the summary on
@@ -136,12 +142,6 @@ class Report:
                 "bytes_read": self.bytes_read, "record_bytes": self.record_bytes, "seconds": round(self.seconds, 3),
                 "logical_gb_per_s": round(self.logical_bytes / 1e9 / self.seconds, 2) if self.seconds else None,
                 "record_gb_per_s": round(self.record_bytes / 1e9 / self.seconds, 2) if self.seconds else None}
-
-
-def _sort_key(p: str):
-    path, _, rest = p.partition("@")
-    off = rest.split(":", 1)[0]
-    return (path, int(off) if off.lstrip("-").isdigit() else 0, p)
 
 
 def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | None, deep: bool,
@@ -166,14 +166,15 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_disk(store, config, disk_cl, disk_cq, disk_idx,
                                                                    problems)
     _check_names_and_gaps(cl, idx, F, problems)
-    ctx = {"store": store.uri, "config": config.to_json(), "deep": deep, "cl_size": F, "segments": segments,
-           "min_phy": min_phy, "max_phy": max_phy}
     tasks = _make_tasks(cl, cqs, idx, queues_per_task)
+    queues, index_files = [], []
     if deep:                 # the segment tasks check the units and entries pointing into them (verify.cross)
-        ctx["queues"] = [{"topic": q["topic"], "queue_id": q["queue_id"],
-                          "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
-                         for t in tasks if t["kind"] == "queues" for q in t["queues"]]
-        ctx["index_files"] = [{"path": p, "header": _row_header(r)} for p, r in idx]
+        queues = [{"topic": q["topic"], "queue_id": q["queue_id"],
+                   "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
+                  for t in tasks if t["kind"] == "queues" for q in t["queues"]]
+        index_files = [{"path": p, "header": _row_header(r)} for p, r in idx]
+    ctx = VerifyContext(store=store.uri, config=config, deep=deep, segments=segments, min_phy=min_phy,
+                        max_phy=max_phy, queues=queues, index_files=index_files)
     problems += check_checkpoint(store, snap)
     return ctx, tasks, problems
 
@@ -375,7 +376,8 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
             try:
                 snap = resolve_snapshot(store, as_of_batch, version)
             except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
-                line = str(e) if isinstance(e, CorruptStore) else problem(paths.MANIFEST_DIR, 0, str(e))
+                line = Problem(e.path, e.offset, e.what) if isinstance(e, CorruptStore) \
+                    else problem(paths.MANIFEST_DIR, 0, str(e))
                 if line not in meta:
                     meta.append(line)
                 snap, unreadable = None, True
@@ -404,12 +406,13 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         threads = threads or _processors()
         # in process: one Store (and its checked paths) and one set of scan buffers for all
         # tasks; a segment task runs its pieces on ``threads`` threads of its own
-        local = dict(ctx, _store=store, threads=threads, _scan_buffers=ScanBuffers())
+        local = dataclasses.replace(ctx, local_store=store, threads=threads, scan_buffers=ScanBuffers())
         results = _run_local(local, tasks, cfg, threads)
     facts = []
-    rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
+    found = list(problems)
+    rep = Report(found=[], deep=deep, manifest=has_manifest)
     for r in results:
-        rep.problems.extend(r["problems"])
+        found.extend(r["problems"])
         rep.bytes_read += r["bytes_read"]
         rep.logical_bytes += r["logical_bytes"]
         rep.record_bytes += r.get("record_bytes", 0)
@@ -423,7 +426,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         len(q["files"]) for t in tasks if t["kind"] == "queues" for q in t["queues"])
     # A file out of order is cross-checked whole by its own task, so a segment task may have named
     # the same problem: each line once.
-    rep.problems = sorted(set(rep.problems), key=_sort_key)
+    rep.found = sorted(set(found))
     rep.seconds = time.time() - t0
     return rep
 
@@ -455,12 +458,12 @@ def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threa
         rep = verify_store(target, config, deep=deep, spark=spark, snap=snap, threads=threads)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rep.problems = sorted(set(meta + rep.problems), key=_sort_key)
+    rep.found = sorted(set(meta + rep.found))
     rep.seconds = time.time() - t0
     return rep
 
 
-def _run_local(ctx: dict, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
+def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
     """The tasks in this process on ``threads`` threads (results in task order): index files first
     (one thread each, for their whole length), then the biggest first (a segment task keeps every
     thread busy with its own pieces, so it can come after a long index file and still end with it)."""

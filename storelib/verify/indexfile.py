@@ -12,7 +12,7 @@ from ..io import checksum
 from ..codec import messages as codec, properties
 from ..format import indexfile
 from ..format.config import StoreConfig
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store
+from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
 
 __all__ = ["verify_index", "deep_index"]
@@ -21,9 +21,9 @@ ENTRY_DTYPE = indexfile.ENTRY_DTYPE
 INT_MAX = indexfile.INT_MAX
 
 
-def verify_index(ctx: dict, t: dict) -> dict:
+def verify_index(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    cfg = StoreConfig.from_json(ctx["config"])
+    cfg = ctx.config
     rel = t["path"]
     m = t.get("manifest")
     out: list = []
@@ -52,11 +52,11 @@ def verify_index(ctx: dict, t: dict) -> dict:
     ents = fd.buf[ent_at:ent_at + ic * indexfile.ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
     hsc = header["hash_slot_count"]
-    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
     # One pass over the entries in place; a sound file (the usual case) needs no converted copy
     # of its 20M entries: the checks that name each problem run only where the pass found one.
-    sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx["min_phy"], F, seg_bases) if n > 1 else None
+    sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx.min_phy, F, seg_bases) if n > 1 else None
     if n > 1:
         if sm.bad_prev or sm.negative_hash or sm.heads != hsc or header["begin_phy_offset"] != sm.first_phys \
                 or header["end_phy_offset"] != sm.last_phys:
@@ -77,7 +77,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
     sha, digests = fd.checksum(valid)
     if m is not None:
         _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
-    if ctx["deep"] and n > 1:
+    if ctx.deep and n > 1:
         # entries pointing into a segment are checked by that segment's task (verify.cross); here
         # those whose segment is missing, or all when out of commitlog order (the segment tasks'
         # binary search may miss some)
@@ -85,7 +85,7 @@ def verify_index(ctx: dict, t: dict) -> dict:
         if sm.descending or sm.lost:
             ephys = ents["phys"].astype(np.int64)
             pos = np.arange(n)
-            keep = (pos >= 1) & (ephys >= ctx["min_phy"])
+            keep = (pos >= 1) & (ephys >= ctx.min_phy)
             lost = pos[keep if sm.descending else keep & ~np.isin(ephys // F * F, seg_bases)]
         deep_index(ctx, cfg, rel, ent_at, header, ents["hash"], ents["phys"], ents["time_diff"], out, subset=lost)
     facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
@@ -237,9 +237,9 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
     """Entries (all at or above the min offset, or the positions ``subset``) against their records,
     each decoded by offset (``SegmentLookup``); ``header_checks``: also the header's begin/end times
     against the records at begin/endPhyOffset."""
-    look = SegmentLookup(task_store(ctx), ctx["segments"], cfg.mappedFileSizeCommitLog)
+    look = SegmentLookup(task_store(ctx), ctx.segments, cfg.mappedFileSizeCommitLog)
     if subset is None:
-        live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx["min_phy"]) + 1
+        live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx.min_phy) + 1
     else:
         live = np.asarray(subset, np.int64)
     shown = 0
@@ -294,7 +294,7 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
     for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", indexfile.HEADER_BEGIN_TIMESTAMP),
                                   ("end_phy_offset", "end_timestamp", indexfile.HEADER_END_TIMESTAMP)):
         phy = header[off_name]
-        if phy < ctx["min_phy"]:
+        if phy < ctx.min_phy:
             continue
         ok, reason, table, inv = look.records(np.array([phy]))
         if ok[0]:

@@ -179,14 +179,16 @@ def test_a_file_assembles_from_objects_and_never_reads_outside_the_store(tmp_pat
 def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, monkeypatch):
     """Each batch adds an extent to a continued file; past MAX_EXTENTS the trailing ones are
     rewritten as one object. Every version still reads back whole and matches its checksum."""
+    from storelib.ingest.context import WriteContext
     from storelib.ingest.file_versions import FileVersion
+    from storelib.ingest.topics import Topics
     monkeypatch.setattr(fragments, "MAX_EXTENTS", 3)
     st = storage.Store(str(tmp_path / "s"))
     data, committed = b"", {}
     for i in range(8):
         chunk = bytes([i + 1]) * (100 + i)
-        ctx = {"committed": committed, "objects": True, "batch_id": f"b{i}", "attempt": "a", "durable": False,
-               "staging": "unused"}
+        ctx = WriteContext(store=st.uri, config=StoreConfig(), topics=Topics(), staging="unused",
+                           committed=committed, objects=True, batch_id=f"b{i}", attempt="a", durable=False)
         v = FileVersion(ctx, st, "commitlog/c", len(data), 4096, "t", "records")
         h = v.hasher()
         h.update(chunk)

@@ -29,6 +29,7 @@ from storelib.ops import adopt, expire as retention
 from storelib.codec import messages as codec
 from storelib.format import consumequeue, names, paths
 from storelib.ingest import driver as ingest, encode as encode_stage, inputs, topics
+from storelib.ingest.context import EncodeContext
 from storelib.table import manifest
 from storelib.read import query
 from storelib.verify import driver as verify
@@ -109,9 +110,9 @@ def test_golden_topics_are_valid():
         codec.prepare(table, small_config(), topic_names=True)
 
 
-def _ctx(store: str) -> dict:
-    return {"store": store, "config": small_config().to_json(), "staging": "_rocketlake/staging/t/a",
-            "topics": topics.Topics.default().to_dict(), "queue_by": None, "default_store_ts": 1}
+def _ctx(store: str) -> EncodeContext:
+    return EncodeContext(store=store, config=small_config(), topics=topics.Topics.default(),
+                         staging="_rocketlake/staging/t/a", default_store_ts=1)
 
 
 @pytest.mark.parametrize("topic", HOSTILE_TOPICS, ids=repr)

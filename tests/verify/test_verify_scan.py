@@ -57,7 +57,7 @@ def segments(tmp_path_factory):
 
 
 def _scan(buf, base, deep=True, threads=1):
-    starts, _, _ = verify_records.walk(buf, 0, len(buf))
+    starts, _, _ = kernels.walk_records(buf, 0, len(buf))
     return starts, verify_records.scan_check(buf, starts, base, deep, None, threads)[:4]
 
 
@@ -144,9 +144,9 @@ def test_scan_finds_what_the_former_check_found(segments, threads, monkeypatch):
     rng = np.random.default_rng(11)
     for trial in range(120):
         buf, base = segments[trial % len(segments)]
-        starts, _, _ = verify_records.walk(buf, 0, len(buf))
+        starts, _, _ = kernels.walk_records(buf, 0, len(buf))
         bad = _corrupt(buf, rng, starts)
-        starts, _, _ = verify_records.walk(bad, 0, len(bad))
+        starts, _, _ = kernels.walk_records(bad, 0, len(bad))
         for deep in (False, True):
             old_msgs, old_facts, _, old_good = fast_check(bad, starts, base, deep)
             from concurrent.futures import ThreadPoolExecutor
@@ -382,14 +382,14 @@ def test_scan_buffers_are_handed_on_and_walks_need_room(segments):
     again = pool.take(cap)
     assert again is first                                   # the same arrays, pages already touched
     assert pool.take(cap) is not first                      # (a second segment at once: its own)
-    starts, _, _ = verify_records.walk(buf, 0, len(buf), again[0])
-    assert starts.tolist() == verify_records.walk(buf, 0, len(buf))[0].tolist()
+    starts, _, _ = kernels.walk_records(buf, 0, len(buf), again[0])
+    assert starts.tolist() == kernels.walk_records(buf, 0, len(buf))[0].tolist()
     filled = verify_records.scan_check(buf, starts, base, True, None, 1, None, again[1:])
     assert all(np.shares_memory(a, b) for a, b in zip(filled[2], again[1:]))      # its arrays, filled
     fresh = verify_records.scan_check(buf, starts, base, True)
     assert filled[:2] == fresh[:2] and np.array_equal(filled[3], fresh[3])
     with pytest.raises(ValueError):
-        verify_records.walk(buf, 0, len(buf), np.empty(cap - 1, np.int64))
+        kernels.walk_records(buf, 0, len(buf), np.empty(cap - 1, np.int64))
 
 
 def test_queue_summary_counts_what_the_naming_checks_count():
