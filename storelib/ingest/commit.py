@@ -134,13 +134,13 @@ def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: by
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
     detail = ck.to_dict()
-    if store.local:
+    if store.atomic_rename:
         where = f"{staging}/files/driver/{ckpt.FILE_NAME}"
     else:
         where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
-    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.local else None,
+    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
                              file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
                              checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
 
@@ -330,7 +330,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
             store.delete(leftover)              # a file directly in a batch directory: never staged by us
         storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
     storage.remove_dir_if_empty(store, paths.STAGING_DIR)
-    if not store.local:
+    if store.objects:
         for batch_dir in store.list_dirs(paths.OBJECTS_DIR):
             for attempt in store.list_dirs(f"{paths.OBJECTS_DIR}/{batch_dir}"):
                 if (batch_dir, attempt) not in committed:
@@ -350,7 +350,7 @@ def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str
     """A failed attempt that did not commit: delete its objects (object stores) and its staging.
     It never touched a store file (nothing changes before the switch), and never another
     attempt's files."""
-    if not store.local:
+    if store.objects:
         store.delete(fragments.object_prefix(batch_id, attempt))
     drop_staging(store, staging, durable=False)
 
@@ -364,7 +364,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
     that rename is fsync'd), then deleted, so a power cut never leaves a staging directory with
     some of its files gone: one that is still there is whole, and a publish redone from it
     finds every patch."""
-    if store.local:
+    if store.atomic_rename:
         src = store.path(staging)
         if os.path.isdir(src):
             trash = store.path(f"{paths.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")

@@ -417,7 +417,7 @@ def _remove_empty_meta(store: storage.Store) -> None:
     """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
     them (each only if empty: never another writer's file)."""
     try:
-        if storage.remove_dir_if_empty(store, paths.META_DIR) and store.local:
+        if storage.remove_dir_if_empty(store, paths.META_DIR) and store.os_paths:
             os.rmdir(store.root)
     except Exception:  # noqa: BLE001 - best effort: a non-empty directory stays, the next ingest reuses it
         pass

@@ -83,7 +83,7 @@ class LocalStaging:
 def local_staging_dir(sc, store, attempt: str) -> str | None:
     """The host-local directory for an object-store attempt's split files (driver side), or None
     when the splits are staged in the store (local stores; masters other than ``local[...]``)."""
-    if store.local or not sc.master.startswith("local"):
+    if not store.objects or not sc.master.startswith("local"):
         return None
     base = sc.getConf().get("spark.local.dir", tempfile.gettempdir()).split(",")[0]
     path = os.path.join(base, f"rocketlake-splits-{attempt}")

@@ -394,7 +394,7 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
         committed[rel] = file_versions.committed_facts(row)
-    return {"committed": committed, "objects": not store.local, "batch_id": batch_id, "attempt": attempt,
+    return {"committed": committed, "objects": store.objects, "batch_id": batch_id, "attempt": attempt,
             "durable": config.durable}
 
 

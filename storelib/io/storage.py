@@ -144,6 +144,23 @@ class Store:
         # patch not yet applied (map_patched)
         self.patched: dict = {}
 
+    # -- what callers may rely on, by name (a local directory has the first two, an object store the third)
+    @property
+    def os_paths(self) -> bool:
+        """Files are reached with the OS's own calls (open, mmap, stat, rmdir) at ``path(rel)``."""
+        return self.local
+
+    @property
+    def atomic_rename(self) -> bool:
+        """A rename and an exclusive create are atomic: a file is built aside, then moved into place."""
+        return self.local
+
+    @property
+    def objects(self) -> bool:
+        """Files are immutable objects: a new version of a file is new objects (storelib.io.fragments),
+        and what a batch wrote is found by its object prefix."""
+        return not self.local
+
     # -- paths
     def path(self, rel: str) -> str:
         """The file system path of ``rel``, which must stay inside the store: not absolute, no

@@ -111,7 +111,7 @@ def to_json_lines(rows: list, columns=None) -> str:
 # ---------------------------------------------------------------------------- stats
 def allocated_bytes(store: storage.Store, rel: str) -> int:
     """Bytes the storage really holds for a file: allocated blocks locally, object size elsewhere."""
-    if store.local:
+    if store.os_paths:
         try:
             return os.stat(store.path(rel)).st_blocks * 512
         except OSError:
@@ -211,7 +211,7 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
     if meta["files"]:
         rows.append(meta)
     rows.append(tot)
-    return {"measure": "st_blocks*512" if store.local else "object bytes", "rows": rows}
+    return {"measure": "st_blocks*512" if store.os_paths else "object bytes", "rows": rows}
 
 
 def read_unit(store: storage.Store, rel: str, unit: int) -> tuple:

@@ -225,5 +225,5 @@ def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
 
 def clear_scratch(store) -> None:
     """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
-    if store.local:
+    if store.os_paths:
         shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)

@@ -117,7 +117,7 @@ class Snapshot:
 
 
 def _table_uri(store: storage.Store, rel: str) -> str:
-    return store.uri_of(rel) if not store.local else store.path(rel)
+    return store.path(rel) if store.os_paths else store.uri_of(rel)
 
 
 def open_table(store: storage.Store, rel: str, version: int | None = None):
@@ -125,7 +125,7 @@ def open_table(store: storage.Store, rel: str, version: int | None = None):
     ``version`` if given; None without a table (or unreachable storage)."""
     from deltalake import DeltaTable
     uri = _table_uri(store, rel)
-    if store.local:
+    if store.os_paths:
         store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
     opts = storage.delta_storage_options(store.uri)
     try:
@@ -296,7 +296,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
         try:
-            if store.local:
+            if store.atomic_rename:
                 new = deltacommit.commit_local(store, rel, version, write, durable)
                 if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
                     deltacommit.checkpoint_local(store, rel, durable)

@@ -83,13 +83,13 @@ class FileData:
         self.rel = rel
         self.size = store.size(rel)
         self.exists = self.size is not None
-        self.local = store.local
+        self.local = store.os_paths            # read through the OS: mapped, bytes read counted
         self.path = store.path(rel)
         self.bytes_read = 0
         self._map = None
         if not self.exists or self.size == 0:
             self.buf = np.zeros(0, np.uint8)
-        elif store.local:
+        elif store.os_paths:
             with open(self.path, "rb") as fh:
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             self.buf = np.frombuffer(self._map, dtype=np.uint8)

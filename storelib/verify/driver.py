@@ -382,7 +382,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
                     meta.append(line)
                 snap, unreadable = None, True
     has_manifest = snap is not None and snap.batch is not None
-    if has_manifest and store.local and _rebuilt(store, snap, as_of_batch is not None or version is not None):
+    if has_manifest and store.os_paths and _rebuilt(store, snap, as_of_batch is not None or version is not None):
         return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
     if has_manifest:
         cfg = snapshot_config(snap, config)
