@@ -349,25 +349,11 @@ def unpack_host(raw: bytes) -> tuple[bytes, int]:
     return bytes(raw[:-HOST_PORT_SIZE]), _I32.unpack_from(raw, len(raw) - HOST_PORT_SIZE)[0]
 
 
-class Record(NamedTuple):
-    """One record's fields as stored (hosts packed, topic and properties as raw UTF-8)."""
-    total_size: int
-    magic: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: bytes
-    store_timestamp: int
-    store_host: bytes
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes
-    topic: bytes
-    properties: bytes
+# One record's fields as stored (hosts packed, topic and properties as raw UTF-8): the fixed
+# header's fields, then the rest in record order.
+Record = NamedTuple("Record", [*FixedHeader.__annotations__.items(), ("born_host", bytes), ("store_timestamp", int),
+                               ("store_host", bytes), ("reconsume_times", int), ("prepared_transaction_offset", int),
+                               ("body", bytes), ("topic", bytes), ("properties", bytes)])
 
 
 def parse_record(buf, pos: int = 0) -> Record | None:
