@@ -13,12 +13,12 @@ pyarrow or deltalake, so the shell query path stays fast):
 * ``configure_delta(builder)``: delta-spark's jars, SQL extension and catalog on a user's own
   ``SparkSession.builder`` (storelib.table.delta_spark; the store's Delta tables in Spark SQL);
 * ``StoreConfig`` / ``load_config``: the store configuration (storelib.format.config);
-* the error types, each where it is raised: ``StoreError`` and ``CorruptStore`` (storelib.errors), ``StorePathError``
-  (storage), ``StoreNotFound`` (storefiles), ``InputError`` (codec), ``ConfigError`` (config),
-  ``TopicsError`` (topics), ``IngestError`` and ``AlreadyCommitted`` (ingest_errors),
-  ``ConcurrentWriteError`` (manifest), ``ExpireError`` (retention), ``AdoptError`` (adopt).
+* the error types, all defined in storelib.errors (with the exit status each means): ``StoreError``,
+  ``CorruptStore``, ``StorePathError``, ``StoreNotFound``, ``InputError``, ``ConfigError``,
+  ``TopicsError``, ``IngestError``, ``AlreadyCommitted``, ``ConcurrentWriteError``, ``ExpireError``,
+  ``AdoptError``.
 
-Exit statuses of the jobs: ``storelib.cli.common.ExitCode``.
+Exit statuses of the jobs: ``storelib.errors.ExitCode`` and ``EXIT_TABLE``.
 """
 from __future__ import annotations
 
@@ -37,16 +37,16 @@ _LAZY = {
     "load_config": ("storelib.format.config", "load_config"),
     "StoreError": ("storelib.errors", "StoreError"),
     "CorruptStore": ("storelib.errors", "CorruptStore"),
-    "StorePathError": ("storelib.io.storage", "StorePathError"),
-    "StoreNotFound": ("storelib.table.storefiles", "StoreNotFound"),
-    "InputError": ("storelib.codec.messages", "InputError"),
-    "ConfigError": ("storelib.format.config", "ConfigError"),
-    "TopicsError": ("storelib.ingest.topics", "TopicsError"),
+    "StorePathError": ("storelib.errors", "StorePathError"),
+    "StoreNotFound": ("storelib.errors", "StoreNotFound"),
+    "InputError": ("storelib.errors", "InputError"),
+    "ConfigError": ("storelib.errors", "ConfigError"),
+    "TopicsError": ("storelib.errors", "TopicsError"),
     "IngestError": ("storelib.errors", "IngestError"),
     "AlreadyCommitted": ("storelib.errors", "AlreadyCommitted"),
-    "ConcurrentWriteError": ("storelib.table.manifest", "ConcurrentWriteError"),
-    "ExpireError": ("storelib.ops.expire", "ExpireError"),
-    "AdoptError": ("storelib.ops.adopt", "AdoptError"),
+    "ConcurrentWriteError": ("storelib.errors", "ConcurrentWriteError"),
+    "ExpireError": ("storelib.errors", "ExpireError"),
+    "AdoptError": ("storelib.errors", "AdoptError"),
 }
 
 __all__ = list(_LAZY)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
 # a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
 
-__all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+__all__ = [ "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
 I64_MAX = 2**63 - 1
 
@@ -45,7 +45,7 @@ I64_MAX = 2**63 - 1
 def _message_rows(msgs: list) -> pa.Table:
     """decode_message dicts -> rangescan.MESSAGE_SCHEMA table."""
     import pyarrow as pa
-    from ..codec.properties import parse_properties_string
+    from ..format.textforms import parse_properties_string
     from ..read.rangescan import MESSAGE_SCHEMA
     rows = []
     for m in msgs:
@@ -417,7 +417,7 @@ def _finish_table(args, table, what, cursor) -> int:
 def _normalize(table: pa.Table) -> pa.Table:
     """Spark's Arrow output uses large types / nested names; keep the public schema types."""
     import pyarrow as pa
-    from ..read.rangescan import MAP_TYPE
+    from ..codec.properties import MAP_TYPE
     cols, names = [], []
     for name in table.column_names:
         col = table.column(name)

@@ -20,7 +20,7 @@ from ..format.commitlog import HOST_V4_SIZE, HOST_V6_SIZE, pack_host
 from ..compute.arrays import binary_from_numpy, numeric_values, single_array
 from ..format.textforms import format_host
 
-__all__ = ["parse_host", "format_host", "HostColumn", "host_column", "host_strings"]
+__all__ = ["parse_host", "HostColumn", "host_column", "host_strings"]
 
 
 def parse_host(text: str) -> tuple[bytes, bool]:

@@ -1,10 +1,7 @@
 """Message codec: RocketMQ commitlog message records <-> Arrow batches (docs/FORMAT.md §1).
 
-The record layout (field offsets and sizes, V1/V2 topic length, IPv4/IPv6 hosts, magic codes) is
-defined once, in ``storelib.format.commitlog``; ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``,
-``FLAG_BORNHOST_V6``, ``FLAG_STOREHOST_V6`` and ``MAX_PROPERTIES_LENGTH`` are re-exported here for
-older importers. The other SYSFLAG bits (compression, transaction type) and the encoder's input
-rules live here.
+The record layout (field offsets and sizes, V1/V2 topic length, IPv4/IPv6 hosts, magic codes, the
+SYSFLAG bits) is defined once, in ``storelib.format.commitlog``; the encoder's input rules live here.
 
 Everything works on whole columns: hosts and topics are parsed once per distinct value,
 hashes and CRCs are computed over Arrow buffers (``kernels``), and records are assembled by one
@@ -22,22 +19,20 @@ import pyarrow.compute as pc
 from ..errors import InputError
 from ..compute import allocator, crc32, kernels, tag_index
 from ..format import commitlog as cl
-from ..format.commitlog import (BLANK_MAGIC, FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1,  # noqa: F401 - re-exported
-                        MAGIC_V2, MAX_PROPERTIES_LENGTH)
+from ..format.commitlog import (FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1, MAGIC_V2, MAX_PROPERTIES_LENGTH,
+                                 TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_NOT, TRANSACTION_ROLLBACK)
 from ..compute.arrays import (as_large_binary, as_large_string, binary_from_numpy, binary_lengths, numeric_values, single_array,
                      string_buffers, valid_mask)
 from ..format.config import StoreConfig
 from .hosts import host_column, host_strings, HostColumn
 from ..format.names import topic_problems
-from .properties import delete_property, PROPERTY_SEP, property_spans
+from .properties import delete_property, property_spans
+from ..format.textforms import PROPERTY_SEP
 
 __all__ = [
-    # the record format
-    "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC",
-    "FLAG_COMPRESSED", "FLAG_MULTI_TAGS", "TRANSACTION_MASK", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
-    "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6",
-    "MAX_PROPERTIES_LENGTH", "MESSAGE_SIZE_SLACK", "CRC32_PROPERTY_NAME", "CRC32_RESERVED_LEN", "SCHEDULE_TOPIC",
-    "MESSAGE_SCHEMA", "DECODED_SCHEMA", "InputError",
+    # encoder limits and names
+    "MESSAGE_SIZE_SLACK", "CRC32_PROPERTY_NAME", "CRC32_RESERVED_LEN", "SCHEDULE_TOPIC",
+    "MESSAGE_SCHEMA", "DECODED_SCHEMA",
     # Java string hashes
     "utf16_lengths", "java_hash", "index_key_hash",
     # encode
@@ -49,14 +44,6 @@ __all__ = [
 allocator.tune()
 
 # ---------------------------------------------------------------------------- constants
-FLAG_COMPRESSED = 0x1
-FLAG_MULTI_TAGS = 0x2
-TRANSACTION_MASK = 0xC
-TRANSACTION_NOT = 0x0
-TRANSACTION_PREPARED = 0x4
-TRANSACTION_COMMIT = 0x8
-TRANSACTION_ROLLBACK = 0xC
-
 MESSAGE_SIZE_SLACK = 64 * 1024       # total record may exceed maxMessageSize by 64 KiB
 CRC32_PROPERTY_NAME = "__CRC32#"
 CRC32_RESERVED_LEN = len(CRC32_PROPERTY_NAME) + 1 + 10 + 1   # name, 0x01, 10 digits, 0x02
@@ -625,7 +612,7 @@ def decode_one(buf, pos: int = 0) -> dict | None:
     if pos + cl.BLANK_SIZE > len(arr):
         return None
     size, magic = cl.parse_size_magic(arr, pos)
-    if size <= 0 or magic not in (MAGIC_V1, MAGIC_V2) or pos + size > len(arr):
+    if not cl.is_record_start(size, magic, pos, len(arr)):
         return None
     t, ok = decode_valid_records(arr[pos:pos + size], 0, np.zeros(1, np.int64))
     return t.to_pylist()[0] if ok[0] else None

@@ -5,7 +5,8 @@ A record stores its properties as one UTF-8 string, ``name U+0001 value U+0002``
 MessageDecoder.string2messageProperties: split on U+0002; a segment counts only when its first
 U+0001 leaves a non-empty name and a non-empty value; a later duplicate name wins.
 
-* ``parse_properties_string``: one string -> dict (queries, tests);
+* one string -> dict is ``format.textforms.parse_properties_string`` (plain Python: the shell
+  lookup path loads no numba);
 * ``parse_properties``: a column -> ``map<string,string>`` plus the chosen properties' values
   (the message tables of range scans, the data source, key lookups), over ``property_pairs``;
 * ``property_values``: a column -> the chosen properties' values (topic/queue routing);
@@ -29,10 +30,9 @@ from ..compute import kernelcache  # noqa: F401  (before the kernels: numba pick
 
 from ..compute import kernels
 from ..compute.arrays import as_large_string, binary_from_numpy, single_array, string_buffers
-# one record's properties string is parsed in plain Python (textforms: the shell lookup's reader)
-from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP, parse_properties_string
+from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
-__all__ = ["PROPERTY_NAME_VALUE_SEP", "PROPERTY_SEP", "MAP_TYPE", "parse_properties_string", "parse_properties",
+__all__ = ["MAP_TYPE", "parse_properties",
            "property_values", "property_spans", "property_spans_between", "value_spans", "encode_names",
            "property_pairs", "second_or_empty", "properties_from_pairs",
            "join_pairs", "PAIR_NAME_SOH", "PAIR_NAME_STX", "PAIR_VALUE_STX", "PAIR_NAME_EMPTY", "delete_property"]

@@ -3,7 +3,7 @@
 * ``prefetch(arr, i)``: ask the CPU to bring ``arr[i]``'s cache line in ahead of its use. A loop
   whose reads land at random in a table larger than the caches (an index file's 5M hash slots:
   20 MB) waits for memory on almost every read; prefetching the slot of an entry some steps
-  ahead overlaps those waits (``verify_kernels.index_summary``: 0.5 s -> 0.2 s for 20M entries).
+  ahead overlaps those waits (``verify.kernels.index_summary``: 0.5 s -> 0.2 s for 20M entries).
   A hint only: no fault for any address, no effect on what the loop computes.
 * ``x86_features(*names)``: whether numba compiles for an x86-64 CPU with these LLVM target
   features (``crc32``'s PCLMULQDQ, ``sha256``'s SHA extensions): the kernels that use them are

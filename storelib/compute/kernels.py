@@ -62,7 +62,8 @@ _WALK_AHEAD = 8192
 
 @njit(cache=True, nogil=True)
 def _walk_records(data, start, end, out_starts):
-    """Record starts in data[start:end]; stops at a BLANK, a zero size or an unknown magic.
+    """Record starts in data[start:end] (the rule of ``commitlog.is_record_start``, compiled); stops at
+    a BLANK, a zero size or an unknown magic.
 
     Returns (count, stop_position, stop_reason): 0 = reached end, 1 = BLANK record,
     2 = TOTALSIZE 0 / unknown magic / record past end (end of data).

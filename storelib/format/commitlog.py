@@ -1,7 +1,7 @@
 """CommitLog segments and the message record: the one definition of their layout (docs/FORMAT.md §1).
 
 Every writer and reader of commitlog bytes (kernels, codec, records/query, verify, rangescan,
-keylookup, inspection, hosts) takes offsets, sizes, magic codes and pack/parse helpers from here.
+keylookup, inspect, hosts) takes offsets, sizes, magic codes and pack/parse helpers from here.
 This module is a leaf (standard library and numpy only at import time, no function-local imports
 either), so ``kernels`` can import its constants: in numba, module-level ints are compile-time
 constants. The record walk over a segment buffer is therefore ``codec.record_starts``, not here.
@@ -60,9 +60,12 @@ Names defined here:
   V2), ``SIZE_PROPERTIESLENGTH`` 2, ``MAX_PROPERTIES_LENGTH`` 32767;
 * whole record: ``RECORD_OVERHEAD`` 72 (every fixed field but the hosts: TOTALSIZE = 72 + B + S +
   bodyLen + T + topicLen + 2 + propLen), ``MIN_RECORD_SIZE`` 91, ``record_size``;
-* magic codes: ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``;
+* magic codes: ``MAGIC_V1``, ``MAGIC_V2``, ``BLANK_MAGIC``; the other SYSFLAG bits: ``FLAG_COMPRESSED``,
+  ``FLAG_MULTI_TAGS``, ``TRANSACTION_MASK`` and the transaction types ``TRANSACTION_NOT`` / ``_PREPARED`` /
+  ``_COMMIT`` / ``_ROLLBACK``;
 * end of segment: ``BLANK_SIZE`` 8 (TOTALSIZE + MAGICCODE, also what a walk reads per record),
-  ``MIN_BLANK`` (= ``END_FILE_MIN_BLANK_LENGTH``) 8, ``fits``, ``blank_record``, ``parse_blank``;
+  ``MIN_BLANK`` (RocketMQ's ``END_FILE_MIN_BLANK_LENGTH``) 8, ``is_record_start``, ``fits``, ``blank_record``,
+  ``parse_blank``;
 * per-SYSFLAG / per-magic helpers (ints or numpy arrays): ``host_size``, ``born_host_size``,
   ``store_host_size``, ``topic_length_size``, ``storetimestamp_offset``, ``storehost_offset``,
   ``reconsumetimes_offset``, ``prepared_tx_offset_offset``, ``bodylength_offset``, ``body_offset``;
@@ -82,8 +85,10 @@ import numpy as np
 __all__ = [
     # segments
     "DIR", "file_name", "rel_path",
-    # magic codes and the SYSFLAG bits that choose host sizes
-    "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6",
+    # magic codes and the SYSFLAG bits
+    "MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "FLAG_BORNHOST_V6", "FLAG_STOREHOST_V6", "FLAG_COMPRESSED",
+    "FLAG_MULTI_TAGS", "TRANSACTION_MASK", "TRANSACTION_NOT", "TRANSACTION_PREPARED", "TRANSACTION_COMMIT",
+    "TRANSACTION_ROLLBACK",
     # fixed part
     "POS_TOTALSIZE", "POS_MAGIC", "POS_BODYCRC", "POS_QUEUEID", "POS_FLAG", "POS_QUEUEOFFSET", "POS_PHYSICALOFFSET",
     "POS_SYSFLAG", "POS_BORNTIMESTAMP", "POS_BORNHOST", "FIXED_SIZE",
@@ -98,7 +103,7 @@ __all__ = [
     "TOPIC_LENGTH_SIZE_V1", "TOPIC_LENGTH_SIZE_V2", "MAX_TOPIC_LENGTH_V1", "MAX_TOPIC_LENGTH_V2", "V2_TOPIC_CHARS",
     "MAX_PROPERTIES_LENGTH", "RECORD_OVERHEAD", "MIN_RECORD_SIZE",
     # end of segment
-    "BLANK_SIZE", "MIN_BLANK", "END_FILE_MIN_BLANK_LENGTH", "fits", "blank_record", "parse_blank",
+    "BLANK_SIZE", "MIN_BLANK", "is_record_start", "fits", "blank_record", "parse_blank",
     # per-record helpers
     "host_size", "born_host_size", "store_host_size", "topic_length_size", "storetimestamp_offset",
     "storehost_offset", "reconsumetimes_offset", "prepared_tx_offset_offset", "bodylength_offset", "body_offset",
@@ -117,6 +122,13 @@ MAGIC_V2 = -626843477          # 0xDAA320AB: 2-byte TOPICLENGTH
 BLANK_MAGIC = -875286124       # 0xCBD43194: the end-of-segment record
 FLAG_BORNHOST_V6 = 0x10        # BORNHOST is HOST_V6_SIZE bytes
 FLAG_STOREHOST_V6 = 0x20       # STOREHOST is HOST_V6_SIZE bytes
+FLAG_COMPRESSED = 0x1          # MessageSysFlag.COMPRESSED_FLAG
+FLAG_MULTI_TAGS = 0x2          # MessageSysFlag.MULTI_TAGS_FLAG
+TRANSACTION_MASK = 0xC         # MessageSysFlag's transaction type bits
+TRANSACTION_NOT = 0x0
+TRANSACTION_PREPARED = 0x4
+TRANSACTION_COMMIT = 0x8
+TRANSACTION_ROLLBACK = 0xC
 
 # ---------------------------------------------------------------------------- fixed-position part
 POS_TOTALSIZE = 0
@@ -176,8 +188,7 @@ MIN_RECORD_SIZE = RECORD_OVERHEAD + 2 * HOST_V4_SIZE + TOPIC_LENGTH_SIZE_V1 + SI
 
 # ---------------------------------------------------------------------------- end of a segment
 BLANK_SIZE = SIZE_TOTALSIZE + SIZE_MAGIC    # 8: what a BLANK record writes (and a walk reads per record)
-MIN_BLANK = 8                  # END_FILE_MIN_BLANK_LENGTH: room a record must leave behind it
-END_FILE_MIN_BLANK_LENGTH = MIN_BLANK
+MIN_BLANK = 8                  # RocketMQ's END_FILE_MIN_BLANK_LENGTH: room a record must leave behind it
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -196,6 +207,13 @@ def file_name(offset: int) -> str:
 
 def rel_path(base_offset: int) -> str:
     return f"{DIR}/{file_name(base_offset)}"
+
+
+def is_record_start(size, magic, pos, limit):
+    """A record starts at ``pos`` as a broker's recovery walk reads it: a message magic and a TOTALSIZE
+    > 0 that ends by ``limit`` (a BLANK record, zeros or garbage end the data). Ints or numpy arrays;
+    the compiled walk (``compute.kernels.walk_records``) applies the same rule."""
+    return ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (size > 0) & (pos + size <= limit)
 
 
 def fits(pos, size, file_size):
@@ -331,25 +349,11 @@ def unpack_host(raw: bytes) -> tuple[bytes, int]:
     return bytes(raw[:-HOST_PORT_SIZE]), _I32.unpack_from(raw, len(raw) - HOST_PORT_SIZE)[0]
 
 
-class Record(NamedTuple):
-    """One record's fields as stored (hosts packed, topic and properties as raw UTF-8)."""
-    total_size: int
-    magic: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
-    physical_offset: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: bytes
-    store_timestamp: int
-    store_host: bytes
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body: bytes
-    topic: bytes
-    properties: bytes
+# One record's fields as stored (hosts packed, topic and properties as raw UTF-8): the fixed
+# header's fields, then the rest in record order.
+Record = NamedTuple("Record", [*FixedHeader.__annotations__.items(), ("born_host", bytes), ("store_timestamp", int),
+                               ("store_host", bytes), ("reconsume_times", int), ("prepared_transaction_offset", int),
+                               ("body", bytes), ("topic", bytes), ("properties", bytes)])
 
 
 def parse_record(buf, pos: int = 0) -> Record | None:

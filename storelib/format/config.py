@@ -12,15 +12,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "CQ_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_SLOT_SIZE", "INDEX_ENTRY_SIZE",
-           "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
+__all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "StoreConfig",
+           "parse_java_properties", "load_config"]
 
-# The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle); the names
-# here are re-exports for the derived sizes below and for older importers.
+# The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle).
 from ..errors import ConfigError
-from .consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
-from .indexfile import (ENTRY_SIZE as INDEX_ENTRY_SIZE, file_size as _index_file_size,
-    HEADER_SIZE as INDEX_HEADER_SIZE, SLOT_SIZE as INDEX_SLOT_SIZE)
+from . import consumequeue, indexfile
 
 # RocketMQ 5.3.3 defaults (MessageStoreConfig.java).
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -46,7 +43,7 @@ DEFAULT_ROCKETMQ_LINE = "5"
 @dataclass(frozen=True)
 class StoreConfig:
     mappedFileSizeCommitLog: int = 1024 * 1024 * 1024
-    mappedFileSizeConsumeQueue: int = 300000 * CQ_UNIT_SIZE
+    mappedFileSizeConsumeQueue: int = 300000 * consumequeue.UNIT_SIZE
     maxHashSlotNum: int = 5000000
     maxIndexNum: int = 5000000 * 4
     maxMessageSize: int = 1024 * 1024 * 4
@@ -55,7 +52,7 @@ class StoreConfig:
     maxMsgsNumBatch: int = 64
     maxTransferCountOnMessageInMemory: int = 32
     maxTransferBytesOnMessageInMemory: int = 256 * 1024
-    # Broker-side defaults used when the input leaves a field out (issue: queue assignment).
+    # Broker-side defaults used when the input leaves a field out (queue assignment, hosts).
     defaultTopicQueueNums: int = 4
     brokerIP1: str = "127.0.0.1"
     listenPort: int = 10911
@@ -72,15 +69,15 @@ class StoreConfig:
     @property
     def cq_file_size(self) -> int:
         """RocketMQ rounds the consume queue file size up to whole 20-byte units."""
-        return -(-self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+        return -(-self.mappedFileSizeConsumeQueue // consumequeue.UNIT_SIZE) * consumequeue.UNIT_SIZE
 
     @property
     def cq_units_per_file(self) -> int:
-        return self.cq_file_size // CQ_UNIT_SIZE
+        return self.cq_file_size // consumequeue.UNIT_SIZE
 
     @property
     def index_file_size(self) -> int:
-        return _index_file_size(self.maxHashSlotNum, self.maxIndexNum)
+        return indexfile.file_size(self.maxHashSlotNum, self.maxIndexNum)
 
     @property
     def index_entries_per_file(self) -> int:
@@ -106,7 +103,7 @@ class StoreConfig:
     def validate(self) -> "StoreConfig":
         if self.mappedFileSizeCommitLog < 64:
             raise ConfigError("mappedFileSizeCommitLog must be at least 64 bytes")
-        if self.mappedFileSizeConsumeQueue < CQ_UNIT_SIZE:
+        if self.mappedFileSizeConsumeQueue < consumequeue.UNIT_SIZE:
             raise ConfigError("mappedFileSizeConsumeQueue must be at least 20 bytes")
         if self.maxHashSlotNum < 1 or self.maxIndexNum < 2:
             raise ConfigError("maxHashSlotNum must be >= 1 and maxIndexNum >= 2")

@@ -14,7 +14,7 @@ Size ``HEADER_SIZE + maxHashSlotNum*SLOT_SIZE + maxIndexNum*ENTRY_SIZE`` (``file
       @ENTRY_KEY_HASH 0 int32 keyHash   @ENTRY_PHY_OFFSET 4 int64 phyOffset
       @ENTRY_TIME_DIFF 12 int32 timeDiff (s)   @ENTRY_PREV_POS 16 int32 prevPos
 
-putKey (IndexFile.putKey), replayed by ``indexfile_writer.IndexFileBuilder`` for a whole run of entries at once:
+putKey (IndexFile.putKey), replayed by ``storelib.ingest.indexfile.IndexFileBuilder`` for a whole run of entries at once:
   keyHash = abs(javaHash(topic#key)) (MIN_VALUE -> 0); slot = keyHash % maxHashSlotNum;
   prevPos = slot value if 0 < value <= indexCount else 0;
   timeDiff = 0 if header.beginTimestamp <= 0 else clamp((ts - beginTimestamp) / 1000, 0, INT_MAX)
@@ -23,7 +23,7 @@ putKey (IndexFile.putKey), replayed by ``indexfile_writer.IndexFileBuilder`` for
 A new file inherits begin = end = the previous file's end values (when > 0).
 Names are creation times ``yyyyMMddHHmmssSSS``; see ``file_name``.
 
-Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE`` (alias ``INDEX_HEADER_SIZE``), the
+Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE``, the
 ``HEADER_*`` field offsets, ``HEADER_DTYPE``, ``SLOT_SIZE``, ``SLOT_DTYPE``, ``ENTRY_SIZE``, the
 ``ENTRY_*`` field offsets, ``ENTRY_DTYPE`` (fields ``hash``, ``phys``, ``time_diff``, ``prev``),
 ``IndexHeader`` (NamedTuple: ``parse``/``from_bytes``, ``to_bytes``, ``to_dict``, ``inherited``),
@@ -33,7 +33,7 @@ Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE`` (alias ``INDEX_HEADER_
 
 This module is a leaf (numpy only at import time, no function-local imports either): ``config``
 takes the sizes from here, and the ``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets, so
-the builder that calls that kernel is ``indexfile_writer.IndexFileBuilder``.
+the builder that calls that kernel is ``storelib.ingest.indexfile.IndexFileBuilder``.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .config import StoreConfig
 
-__all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "INDEX_HEADER_SIZE", "HEADER_BEGIN_TIMESTAMP", "HEADER_END_TIMESTAMP",
+__all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "HEADER_BEGIN_TIMESTAMP", "HEADER_END_TIMESTAMP",
            "HEADER_BEGIN_PHY_OFFSET", "HEADER_END_PHY_OFFSET", "HEADER_HASH_SLOT_COUNT", "HEADER_INDEX_COUNT",
            "HEADER_DTYPE", "SLOT_SIZE", "SLOT_DTYPE", "ENTRY_SIZE", "ENTRY_KEY_HASH", "ENTRY_PHY_OFFSET",
            "ENTRY_TIME_DIFF", "ENTRY_PREV_POS", "ENTRY_DTYPE", "IndexHeader", "slot_offset", "entries_offset",
@@ -58,7 +58,6 @@ INT_MAX = 2**31 - 1
 
 # header
 HEADER_SIZE = 40
-INDEX_HEADER_SIZE = HEADER_SIZE
 HEADER_BEGIN_TIMESTAMP = 0
 HEADER_END_TIMESTAMP = 8
 HEADER_BEGIN_PHY_OFFSET = 16

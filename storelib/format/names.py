@@ -15,8 +15,15 @@ stores (``Store.path``).
 """
 from __future__ import annotations
 
-__all__ = ["TOPIC_CHARS", "TOPIC_PATTERN", "TOPIC_MAX_BYTES", "topic_problem", "topic_problems", "check_topic",
+import re
+
+__all__ = ["OFFSET_FILE_NAME", "INDEX_FILE_NAME", "TOPIC_CHARS", "TOPIC_PATTERN", "TOPIC_MAX_BYTES", "topic_problem", "topic_problems", "check_topic",
            "rel_path_problem"]
+
+# Commitlog segments and consume queue files are named by their first offset in 20 digits
+# (UtilAll.offset2FileName); index files by their creation time, yyyyMMddHHmmssSSS.
+OFFSET_FILE_NAME = re.compile(r"^\d{20}$")
+INDEX_FILE_NAME = re.compile(r"^\d{17}$")
 
 TOPIC_CHARS = "%|a-zA-Z0-9_-"
 TOPIC_PATTERN = f"^[{TOPIC_CHARS}]+$"          # RocketMQ TopicValidator (VALID_CHAR_BIT_MAP)

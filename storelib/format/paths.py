@@ -21,7 +21,7 @@ CHECKPOINTS_DIR = f"{META_DIR}/checkpoints"
 STAGING_DIR = f"{META_DIR}/staging"
 TMP_DIR = f"{META_DIR}/tmp"                 # scratch Delta tables, staging dirs being removed
 OBJECTS_DIR = f"{META_DIR}/objects"         # object stores: the immutable extents (storelib.io.fragments)
-LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.manifest)
+LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.writerlease)
 SNAPSHOT_CACHE = f"{META_DIR}/snapshot-cache.json"    # storelib.table.snapcache
 
 

@@ -15,21 +15,19 @@ from . import commitlog as cl
 # Plain-Python text forms: hosts/properties load numba and pyarrow, which the shell lookup avoids.
 from .textforms import format_host, parse_properties_string
 
-__all__ = ["STORE_TIMESTAMP_POSITION", "PHYS_END", "record_head", "record_size", "is_record", "record_phys_offset",
+__all__ = ["STORE_TIMESTAMP_POSITION", "PHYS_END", "record_head", "total_size_at", "record_phys_offset",
            "pickup_store_timestamp", "earliest_probe_size", "decode_message", "decode_msg_id", "answer_message",
-           "message_keys", "TRANSACTION_MASK", "TRANSACTION_ROLLBACK", "is_rollback", "MESSAGE_COLUMNS",
-           "message_row"]
+           "message_keys", "is_rollback", "MESSAGE_FIELDS", "MESSAGE_COLUMNS", "message_row"]
 
-# MessageSysFlag transaction bits (codec's TRANSACTION_*, which loads numba; a test checks they agree).
-TRANSACTION_MASK = 0xC
-TRANSACTION_ROLLBACK = 0xC
-
-# The public message columns, in order (rangescan.MESSAGE_SCHEMA's names; a test checks they agree):
-# the single lookups print them as JSON without building an Arrow table.
-MESSAGE_COLUMNS = ("commitlog_offset", "store_size", "msg_id", "topic", "queue_id", "queue_offset", "flag",
-                   "sys_flag", "body_crc", "born_timestamp", "born_host", "store_timestamp", "store_host",
-                   "reconsume_times", "prepared_transaction_offset", "body", "properties", "tags", "keys",
-                   "uniq_key")
+# The public message columns, in order, with their Spark SQL types: the single lookups print them as
+# JSON without building an Arrow table; ``read.rangescan`` derives its Arrow schema and Spark DDL from them.
+MESSAGE_FIELDS = (
+    ("commitlog_offset", "bigint"), ("store_size", "int"), ("msg_id", "string"), ("topic", "string"),
+    ("queue_id", "int"), ("queue_offset", "bigint"), ("flag", "int"), ("sys_flag", "int"), ("body_crc", "int"),
+    ("born_timestamp", "bigint"), ("born_host", "string"), ("store_timestamp", "bigint"), ("store_host", "string"),
+    ("reconsume_times", "int"), ("prepared_transaction_offset", "bigint"), ("body", "binary"),
+    ("properties", "map<string,string>"), ("tags", "string"), ("keys", "string"), ("uniq_key", "string"))
+MESSAGE_COLUMNS = tuple(name for name, _ in MESSAGE_FIELDS)
 
 # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITION: where the store timestamp is after an IPv4 born host.
 STORE_TIMESTAMP_POSITION = cl.storetimestamp_offset(0)
@@ -44,17 +42,11 @@ def record_head(buf, pos: int = 0) -> tuple[int, int] | None:
     return cl.parse_size_magic(buf, pos)
 
 
-def record_size(buf, pos: int = 0) -> int | None:
+def total_size_at(buf, pos: int = 0) -> int | None:
     """TOTALSIZE of the record at ``pos`` (Java's ``getInt(0)``); None if ``buf`` is too short."""
     if pos + cl.POS_TOTALSIZE + cl.SIZE_TOTALSIZE > len(buf):
         return None
     return cl.parse_i32(buf, pos + cl.POS_TOTALSIZE)
-
-
-def is_record(size: int, magic: int, pos: int, limit: int) -> bool:
-    """A record header a broker's recovery walk accepts: a message magic and a size > 0 that ends
-    by ``limit`` (a BLANK record, zeros or garbage end the data)."""
-    return magic in (cl.MAGIC_V1, cl.MAGIC_V2) and size > 0 and pos + size <= limit
 
 
 def record_phys_offset(buf, pos: int = 0) -> int | None:
@@ -141,7 +133,7 @@ def message_keys(msg: dict) -> tuple[str | None, list[str]]:
 
 def is_rollback(sys_flag: int) -> bool:
     """A ROLLBACK record (never indexed, never in a consume queue)."""
-    return (sys_flag & TRANSACTION_MASK) == TRANSACTION_ROLLBACK
+    return (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK
 
 
 def message_row(msg: dict) -> dict:

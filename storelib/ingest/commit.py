@@ -141,13 +141,13 @@ def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: by
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
     detail = ck.to_dict()
-    if store.local:
+    if store.atomic_rename:
         where = f"{staging}/files/driver/{ckpt.FILE_NAME}"
     else:
         where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
-    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.local else None,
+    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
                              file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
                              checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
 
@@ -317,8 +317,8 @@ def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config
     committed = {b["batch_id"] for b in snap.batches}
     for batch_dir in store.list_dirs(paths.STAGING_DIR):
         if batch_dir in committed:             # a published batch's directory a cut left empty
-            _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
-    _remove_if_empty(store, paths.STAGING_DIR)
+            storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    storage.remove_dir_if_empty(store, paths.STAGING_DIR)
     return len(pending)
 
 
@@ -335,11 +335,11 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
                 drop_staging(store, f"{paths.STAGING_DIR}/{batch_dir}/{attempt}", durable=False)
         for leftover in store.list_files(f"{paths.STAGING_DIR}/{batch_dir}", recursive=False):
             store.delete(leftover)              # a file directly in a batch directory: never staged by us
-        _remove_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
-    _remove_if_empty(store, paths.STAGING_DIR)
-    if not store.local:
-        for batch_dir in store.list_dirs(fragments.OBJECTS_DIR):
-            for attempt in store.list_dirs(f"{fragments.OBJECTS_DIR}/{batch_dir}"):
+        storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
+    storage.remove_dir_if_empty(store, paths.STAGING_DIR)
+    if store.objects:
+        for batch_dir in store.list_dirs(paths.OBJECTS_DIR):
+            for attempt in store.list_dirs(f"{paths.OBJECTS_DIR}/{batch_dir}"):
                 if (batch_dir, attempt) not in committed:
                     store.delete(fragments.object_prefix(batch_dir, attempt))
     deltacommit.clear_scratch(store)
@@ -357,7 +357,7 @@ def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str
     """A failed attempt that did not commit: delete its objects (object stores) and its staging.
     It never touched a store file (nothing changes before the switch), and never another
     attempt's files."""
-    if not store.local:
+    if store.objects:
         store.delete(fragments.object_prefix(batch_id, attempt))
     drop_staging(store, staging, durable=False)
 
@@ -371,10 +371,10 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
     that rename is fsync'd), then deleted, so a power cut never leaves a staging directory with
     some of its files gone: one that is still there is whole, and a publish redone from it
     finds every patch."""
-    if store.local:
+    if store.atomic_rename:
         src = store.path(staging)
         if os.path.isdir(src):
-            trash = store.path(f"{deltacommit.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
+            trash = store.path(f"{paths.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
             os.makedirs(os.path.dirname(trash), exist_ok=True)
             try:
                 os.rename(src, trash)
@@ -384,28 +384,11 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)
-            _remove_if_empty(store, deltacommit.TMP_DIR)
+            storage.remove_dir_if_empty(store, paths.TMP_DIR)
         else:
             store.delete(staging)
     else:
         store.delete(staging)
     for rel in (staging.rsplit("/", 1)[0], paths.STAGING_DIR):
-        if not _remove_if_empty(store, rel):
+        if not storage.remove_dir_if_empty(store, rel):
             return
-
-
-def _remove_if_empty(store: storage.Store, rel: str) -> bool:
-    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``); whether it is
-    gone now."""
-    if store.local:
-        try:
-            os.rmdir(store.path(rel))
-        except FileNotFoundError:
-            return True
-        except OSError:
-            return False
-        return True
-    if store.list_files(rel):
-        return False
-    store.delete(rel)                      # directory markers only
-    return True

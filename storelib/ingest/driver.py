@@ -20,13 +20,16 @@ module. Stages (Spark only schedules; executors read the input and write the fil
              stage 1 staged:
              - segment tasks (a run of consecutive segments each): read the pieces' staged
                records, patch the three placement fields (QUEUEID of round-robin rows,
-               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the whole
-               segment file;
-             - file tasks: build whole consume-queue and index files from the placed facts of
-               the splits each file draws on (``place_split`` applies the plan to a split).
+               QUEUEOFFSET, PHYSICALOFFSET: ``kernels.patch_placement``), write the segment's
+               new bytes;
+             - file tasks: the new bytes of consume-queue and index files from the placed facts
+               of the splits each file draws on (``place_split`` applies the plan to a split).
+             Each file version goes where ``storelib.ingest.file_versions`` says: a new file
+             whole, a continued one as a patch (local stores) or as new objects (object stores).
 4. commit    storelib.ingest.commit (driver): checkpoint file, manifest rows (built by
-             storelib.table.manifest), conditional Delta commits (the switch), then publish (staged
-             -> final names) and remove the staging directory.
+             storelib.table.manifest), conditional Delta commits (the switch), then publish
+             (patches applied in place, new local files renamed to their names) and remove the
+             staging directory.
 
 The input is read once; the records are written twice (staging, then their segment), which
 costs less than reading and validating the input a second time (see bench/ and the README).
@@ -70,13 +73,14 @@ from ..io import storage
 from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
-from ..errors import AlreadyCommitted, ConfigError, IngestError
+from ..errors import ConfigError, IngestError
+from .context import EncodeContext, WriteContext
 from .encode import default_store_timestamp, encode_split, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
 
-__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "IngestError", "AlreadyCommitted", "store_state", "check_store_root", "check_config"]
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config"]
 
 
 # ---------------------------------------------------------------------------- the store as found
@@ -179,7 +183,7 @@ class FileInput:
         self.fingerprint = input_fingerprint(input_path, fmt, splits)
         self.default_store_ts = store_timestamp if store_timestamp is not None else default_store_timestamp(splits)
 
-    def encode(self, run: "_Run", ctx: dict) -> list:
+    def encode(self, run: "_Run", ctx: EncodeContext) -> list:
         return _encode(run, ctx, self.input_path, self.fmt)
 
     def fingerprint_of(self, scans: list) -> str:
@@ -194,7 +198,7 @@ PENDING_BATCH_ID = "pending-id"
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
                  quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
                  t0: float | None = None) -> dict:
-    """Ingest one batch of ``source`` (``FileInput`` or ``frame_ingest.FrameInput``); the stages
+    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
     sc = spark.sparkContext
@@ -221,15 +225,15 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             return done
         state = _start_attempt(run, snap)
         prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
-        ctx = {"store": store_uri, "config": config.to_json(), "staging": run.staging,
-               "local_staging": run.local_staging, "splits": [s.to_dict() for s in source.splits], "topics": tcfg.to_dict(), "queue_by": queue_by,
-               "default_store_ts": source.default_store_ts}
+        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
+                            local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
+                            queue_by=queue_by, default_store_ts=source.default_store_ts)
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
         if fingerprint is None:
             encoded_in = run.staging
-            done = _identify(run, snap, lease, source.fingerprint_of(scans), given, ctx)
+            done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
             if done is not None:
                 drop_staging(store, run.staging)      # what this attempt staged under a given id
                 committed = True
@@ -256,22 +260,20 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             shutil.rmtree(run.local_staging, ignore_errors=True)
         lease.release()
         if not committed:
-            try:
-                _remove_empty_meta(store, new_dirs)
-            except Exception:  # noqa: BLE001
-                pass
+            _remove_empty_meta(store, new_dirs)
     return summary
 
 
 def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
-              given: str | None, ctx: dict) -> dict | None:
+              given: str | None) -> dict | None:
     """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
     unless given) and the already-committed check, now that the fingerprint is known. The files
-    are then staged under the real id (a publish a crash interrupts is found by it)."""
+    are then staged under the real id (a publish a crash interrupts is found by it): the write
+    stage's context takes ``run.staging``."""
     run.fingerprint = fingerprint
     if given is None:
         run.batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
-        run.staging = ctx["staging"] = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
+        run.staging = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
     return _already_committed(run, snap)
 
 
@@ -317,7 +319,7 @@ def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
     return state
 
 
-def _encode(run: _Run, ctx: dict, input_path: str, fmt: str) -> list:
+def _encode(run: _Run, ctx: EncodeContext, input_path: str, fmt: str) -> list:
     """Stage 1: one encode task per split; their summaries in split order (InputError with every
     split's problems if the input is bad)."""
     sc, prog, splits = run.sc, run.prog, run.splits
@@ -337,7 +339,7 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
           rr_starts: dict) -> sequencer.BatchPlan:
     """Stage 2 (driver): place every message of the batch."""
     plan_paths = {r["index"]: r["plan_path"] for r in scans if r.get("count")}
-    staged = split_staging.staging_store({"local_staging": run.local_staging}, run.store)
+    staged = split_staging.staging_store(run.local_staging, run.store)
     plan = sequencer.plan_batch(
         state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(str(i))),
         run.config)
@@ -347,16 +349,16 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
     return plan
 
 
-def _write(run: _Run, ctx: dict, plan: sequencer.BatchPlan, scans: list, summaries: list,
+def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list, summaries: list,
            rr_starts: dict) -> list:
     """Stage 3: segment tasks first (the heaviest), then consume-queue/index file tasks; all read
     what stage 1 staged, none waits for another (no shuffle). Returns the staged files' facts."""
     if not plan.segments:
         return []
     sc, prog = run.sc, run.prog
-    bctx2 = sc.broadcast(dict(ctx, split_places=write_stage.split_places(scans, plan, rr_starts),
-                              **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id,
-                                                            run.attempt)))
+    bctx2 = sc.broadcast(WriteContext.of(
+        ctx, staging=run.staging, split_places=write_stage.split_places(scans, plan, rr_starts),
+        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, run.attempt)))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
     # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
@@ -417,7 +419,7 @@ def _new_dirs(store: storage.Store) -> list:
     """Object stores: the store root and those of its ancestors that do not exist yet, deepest
     first. Writing there leaves directory marker objects behind (pyarrow keeps a directory that
     loses its last object as a marker), which a failed first batch removes again."""
-    if store.local:
+    if store.os_paths:
         return []
     out, path = [], store.root.rstrip("/")
     while "/" in path and store.fs.get_file_info(path).type == storage.FileType.NotFound:
@@ -427,15 +429,16 @@ def _new_dirs(store: storage.Store) -> list:
 
 
 def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
-    """Leave no trace: drop _rocketlake/ (and the root) if a failed first batch created them;
-    on object stores also the marker objects of ``new_dirs`` (``_new_dirs``) left empty."""
-    if store.list_files(paths.META_DIR):
-        return
-    store.delete(paths.META_DIR)
-    if store.local and os.path.isdir(store.root) and not os.listdir(store.root):
-        os.rmdir(store.root)
-    for d in new_dirs:
-        sel = storage.FileSelector(d, recursive=True, allow_not_found=True)
-        if any(f.type == storage.FileType.File for f in store.fs.get_file_info(sel)):
-            return
-        store.fs.delete_dir(d)
+    """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
+    them (each only if empty: never another writer's file); on object stores also the marker
+    objects of ``new_dirs`` (``_new_dirs``) left empty."""
+    try:
+        if storage.remove_dir_if_empty(store, paths.META_DIR) and store.os_paths:
+            os.rmdir(store.root)
+        for d in new_dirs:
+            sel = storage.FileSelector(d, recursive=True, allow_not_found=True)
+            if any(f.type == storage.FileType.File for f in store.fs.get_file_info(sel)):
+                return
+            store.fs.delete_dir(d)
+    except Exception:  # noqa: BLE001 - best effort: a non-empty directory stays, the next ingest reuses it
+        pass

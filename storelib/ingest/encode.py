@@ -34,8 +34,8 @@ from ..codec import messages as codec
 from . import inputs, sequencer, split_facts, split_staging, topics as topics_mod
 from ..io import storage
 from ..errors import IngestError, InputError
-from ..format.config import StoreConfig
 from ..runtime.faults import fault
+from .context import EncodeContext
 from ..compute.arrays import numeric_values
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
@@ -96,7 +96,7 @@ def _queue_keys(pm: codec.PreparedMessages):
     return codes.astype(np.int32), keys
 
 
-def encode_split(ctx: dict, split_dict: dict) -> dict:
+def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     """Stage 1 task: read one split, fill broker defaults, validate, encode; stage its records
     and its per-message facts; return its summary for the sequencer.
 
@@ -114,14 +114,13 @@ def encode_split(ctx: dict, split_dict: dict) -> dict:
     return encode_table(ctx, split.index, table, label)
 
 
-def encode_table(ctx: dict, index: int, table, label) -> dict:
+def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
     """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
     ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.ingest.frame).
     ``label(i)`` names row i in error messages."""
-    cfg = StoreConfig.from_json(ctx["config"])
-    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    cfg, tcfg = ctx.config, ctx.topics
     try:
-        filled = topics_mod.fill(table, tcfg, ctx.get("queue_by"), None, ctx.get("default_store_ts"), label)
+        filled = topics_mod.fill(table, tcfg, ctx.queue_by, None, ctx.default_store_ts, label)
         pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
         return {"index": index, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
@@ -132,9 +131,9 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
     qcode = np.where(pm.cq_eligible, np.where(rr, -2, codes), -1).astype(np.int32)
     counts = np.bincount(qcode[qcode >= 0], minlength=len(keys))
     entries = pm.index_counts.astype(np.int32)
-    store = split_staging.staging_store(ctx, storage.Store(ctx["store"]))
+    store = split_staging.staging_store(ctx.local_staging, storage.Store(ctx.store))
     # Per attempt: a retried or speculative task never rewrites a file the driver may read.
-    base = f"{ctx['staging']}/splits/split-{index:06d}-{attempt_tag()}"
+    base = f"{ctx.staging}/splits/split-{index:06d}-{attempt_tag()}"
     records_path, meta_path, plan_path = base + ".records", base + ".npz", base + ".plan"
     runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
     unplaced = np.zeros(pm.n, np.int64)
@@ -182,23 +181,22 @@ def encode_table(ctx: dict, index: int, table, label) -> dict:
     }
 
 
-def reencode_rows(ctx: dict, cfg: StoreConfig, si: int, r0: int, r1: int) -> np.ndarray:
+def reencode_rows(ctx: EncodeContext, si: int, r0: int, r1: int) -> np.ndarray:
     """Rows r0..r1 of split ``si`` encoded again from the input, exactly as ``encode_split``
     staged them (for an attempt that finds a split's staged records already deleted).
 
-    A DataFrame's partition cannot be read again from inside a task (``ctx["splits"]`` holds no
+    A DataFrame's partition cannot be read again from inside a task (``ctx.splits`` holds no
     files): the attempt fails with IngestError and the batch with it, leaving the store as it was."""
-    if si >= len(ctx["splits"]):
+    if si >= len(ctx.splits):
         raise IngestError(f"input split {si}: its staged records were already written and released by an "
                           f"earlier attempt of this task, and a DataFrame partition cannot be read again "
                           f"from a task; nothing was committed, rerun the ingest")
-    split = inputs.split_from_dict(ctx["splits"][si])
+    split = inputs.split_from_dict(ctx.splits[si])
     table, label = inputs.read_split(split)
-    filled = topics_mod.fill(table, topics_mod.Topics.from_dict(ctx["topics"]), ctx.get("queue_by"), None,
-                             ctx.get("default_store_ts"), label)
-    pm = codec.prepare(filled.table.slice(r0, r1 - r0), cfg, lambda i: label(r0 + i))
+    filled = topics_mod.fill(table, ctx.topics, ctx.queue_by, None, ctx.default_store_ts, label)
+    pm = codec.prepare(filled.table.slice(r0, r1 - r0), ctx.config, lambda i: label(r0 + i))
     unplaced = np.zeros(pm.n, np.int64)
-    return codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, fill_crc=False)
+    return codec.encode(pm, unplaced, unplaced, ctx.config.enabledAppendPropCRC, fill_crc=False)
 
 
 # ---------------------------------------------------------------------------- staged facts

@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import ContinuedFileDamaged, IngestError
 from ..io import checksum, fragments, patches
+from .context import WriteContext
 
-__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE", "ContinuedFileDamaged"]
+__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
 
 
 # Largest object one file version is written as (object stores): a segment of 1 GiB becomes
@@ -49,27 +50,27 @@ class FileVersion:
     """One file version a task writes: ``rel`` (its store path), ``start`` (committed bytes it
     keeps: 0 for a new file), ``part`` (names the staged file or object)."""
 
-    def __init__(self, ctx: dict, store, rel: str, start: int, file_size: int, tag: str, part: str):
+    def __init__(self, ctx: WriteContext, store, rel: str, start: int, file_size: int, tag: str, part: str):
         self.store, self.rel, self.start, self.file_size = store, rel, start, file_size
-        self.prior = ctx["committed"].get(rel) if start else None
+        self.prior = ctx.committed.get(rel) if start else None
         if start and self.prior is None:
             raise IngestError(f"{rel}: the plan continues it from byte {start}, but no committed row lists it")
         if self.prior is not None and start > self.prior["valid_bytes"]:
             raise IngestError(f"{rel}: the plan continues it from byte {start}, past its committed "
                               f"{self.prior['valid_bytes']} bytes")
-        self.durable = ctx["durable"]
-        if ctx["objects"]:
+        self.durable = ctx.durable
+        if ctx.objects:
             self.mode = "object"
-            self.write_rel = fragments.object_rel(ctx["batch_id"], ctx["attempt"], tag, rel, part)
+            self.write_rel = fragments.object_rel(ctx.batch_id, ctx.attempt, tag, rel, part)
             if self.prior is not None:
                 store.map_file(rel, self.prior["file_size"], fragments.extents_from_detail(self.prior["extents"]))
         elif start:
             self.mode = "patch"
-            self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}.{part}.patch"
+            self.write_rel = f"{ctx.staging}/files/{tag}/{rel}.{part}.patch"
             self._check_size()
         else:
             self.mode = "whole"
-            self.write_rel = f"{ctx['staging']}/files/{tag}/{rel}"
+            self.write_rel = f"{ctx.staging}/files/{tag}/{rel}"
 
     # -- committed bytes
     def read_committed(self, pos: int, n: int) -> bytes:

@@ -49,6 +49,7 @@ from ..codec.messages import MESSAGE_SCHEMA
 from ..errors import InputError
 from ..format.config import load_config, StoreConfig
 from ..runtime.faults import fault
+from .context import EncodeContext
 from .driver import ingest_batch
 
 __all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
@@ -99,7 +100,7 @@ class FrameInput:
         self.df = df.select(*[c for c in df.columns if c in _INPUT_COLUMNS])
         self.default_store_ts = store_timestamp
 
-    def encode(self, run, ctx: dict) -> list:
+    def encode(self, run, ctx: EncodeContext) -> list:
         """Stage 1: one task per DataFrame partition; the non-empty partitions' summaries, in
         partition order, as splits 0, 1, ... (InputError naming rows and columns if any is bad)."""
         bctx = run.sc.broadcast(ctx)
@@ -217,7 +218,7 @@ def _timestamp_ms(col):
 
 
 # ---------------------------------------------------------------------------- the task
-def encode_partition(ctx: dict, partition: int, batches) -> dict:
+def encode_partition(ctx: EncodeContext, partition: int, batches) -> dict:
     """Stage 1 task of one DataFrame partition: its Arrow batches -> the canonical table ->
     ``encode_stage.encode_table`` (staged records and facts, the split summary) + the digest of
     its encoded records (``record_digest``)."""
@@ -234,7 +235,7 @@ def encode_partition(ctx: dict, partition: int, batches) -> dict:
     del table, batches
     scan = encode_stage.encode_table(ctx, partition, canonical, label)
     if "errors" not in scan:
-        staged = split_staging.staging_store(ctx, storage.Store(ctx["store"]))   # where encode_table staged
+        staged = split_staging.staging_store(ctx.local_staging, storage.Store(ctx.store))   # where encode_table staged
         facts = encode_stage.load_split_facts(staged, scan["meta_path"])
         scan["digest"] = record_digest.digest_staged(staged, scan["records_path"], facts["sizes"],
                                                      facts["rr_topic"] >= 0)

@@ -32,8 +32,9 @@ from ..compute.arrays import (as_large_binary, as_large_string, binary_from_nump
                      string_buffers, valid_mask)
 from ..codec.messages import MESSAGE_SCHEMA
 from ..errors import InputError
-from ..codec.properties import (PAIR_NAME_EMPTY, PAIR_NAME_SOH, PAIR_NAME_STX, PAIR_VALUE_STX, PROPERTY_NAME_VALUE_SEP,
-                         PROPERTY_SEP, join_pairs, second_or_empty)
+from ..codec.properties import (PAIR_NAME_EMPTY, PAIR_NAME_SOH, PAIR_NAME_STX, PAIR_VALUE_STX, join_pairs,
+                                 second_or_empty)
+from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
 __all__ = ["FORMATS", "JSONL_SCHEMA", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
            "read_split", "resolve_line_labels", "jsonl_to_table", "canonical_to_parquet_input", "read_all",

@@ -222,7 +222,7 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
             last_entry_msg = msg_run + s.last_entry_row
         split_bases[s.index] = SplitBase({k: queue_next.get(k, 0) for k in s.queue_counts}, entry_run)
         in_file = pos - pos // F * F
-        if in_file + s.total_bytes + commitlog.END_FILE_MIN_BLANK_LENGTH <= F:
+        if in_file + s.total_bytes + commitlog.MIN_BLANK <= F:
             qbase = {k: queue_next.get(k, 0) for k in s.queue_counts}
             add_piece(s.index, 0, s.count, s.total_bytes, qbase, entry_run, msg_run)
         else:
@@ -231,7 +231,7 @@ def plan_batch(state: StoreState, summaries: list, get_detail, config: StoreConf
             while r < s.count:
                 room = F - (pos - pos // F * F)
                 # messages r..end-1 fit when each ends at least 8 bytes before the file end
-                end = d.fit_end(r, room - commitlog.END_FILE_MIN_BLANK_LENGTH)
+                end = d.fit_end(r, room - commitlog.MIN_BLANK)
                 if end > r:
                     qbase = _queue_base_at(d, r, s.queue_counts, queue_next)
                     add_piece(s.index, r, end, d.bytes_before(end) - d.bytes_before(r), qbase,

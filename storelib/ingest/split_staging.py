@@ -9,7 +9,7 @@ the host's local disk instead, under Spark's local directory, and every record b
 network once, in its segment object. (On a multi-host cluster a task cannot read another host's
 disk, so object-store ingests there stage in the store as before.)
 
-``staging_store(ctx)`` gives the object stage 1 and stage 3 use for the split files: the store
+``staging_store`` gives the object stage 1 and stage 3 use for the split files: the store
 itself, or a ``LocalStaging`` directory with the same methods (``write_file``, ``read``,
 ``read_array``, ``delete``), whose paths are the same store-relative names.
 """
@@ -83,7 +83,7 @@ class LocalStaging:
 def local_staging_dir(sc, store, attempt: str) -> str | None:
     """The host-local directory for an object-store attempt's split files (driver side), or None
     when the splits are staged in the store (local stores; masters other than ``local[...]``)."""
-    if store.local or not sc.master.startswith("local"):
+    if not store.objects or not sc.master.startswith("local"):
         return None
     base = sc.getConf().get("spark.local.dir", tempfile.gettempdir()).split(",")[0]
     path = os.path.join(base, f"rocketlake-splits-{attempt}")
@@ -91,7 +91,7 @@ def local_staging_dir(sc, store, attempt: str) -> str | None:
     return path
 
 
-def staging_store(ctx: dict, store):
-    """The store (or host-local directory) holding this attempt's split files."""
-    root = ctx.get("local_staging")
-    return LocalStaging(root) if root else store
+def staging_store(local_staging: str | None, store):
+    """The store, or the host-local directory ``local_staging`` (``local_staging_dir``), holding this
+    attempt's split files."""
+    return LocalStaging(local_staging) if local_staging else store

@@ -1,4 +1,4 @@
-"""Topic configuration and the broker-side defaults an input may leave out (issue #3, item 7).
+"""Topic configuration and the broker-side defaults an input may leave out.
 
 Input rows carry what a producer sent; fields a broker would fill in may be missing. Before a
 split is validated and encoded (``codec.prepare``), ``fill`` completes it, identically in the scan
@@ -54,7 +54,7 @@ from ..compute.arrays import as_large_string, numeric_values, single_array, vali
 from ..format.names import topic_problem
 from ..codec.properties import property_values
 
-__all__ = ["DEFAULT_TOPICS_FILE", "TopicsError", "TopicConfig", "Topics", "Filled", "fill", "rr_queue_counts",
+__all__ = ["DEFAULT_TOPICS_FILE", "TopicConfig", "Topics", "Filled", "fill", "rr_queue_counts",
            "residue_counts"]
 
 ROOT = PROJECT_ROOT

@@ -27,6 +27,7 @@ from ..compute import grouping, kernels
 from ..io import patches, storage
 from ..format.config import StoreConfig
 from ..runtime.faults import fault
+from .context import WriteContext
 from .file_versions import FileVersion
 from ..errors import ContinuedFileDamaged, IngestError
 from .indexfile import IndexFileBuilder
@@ -89,7 +90,7 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
                        meta["ts"], meta["imsg"], meta["ihash"], place["entry_base"])
 
 
-def run_write_task(ctx: dict, task: tuple):
+def run_write_task(ctx: WriteContext, task: tuple):
     """Stage 3 task: ("segments", [segment payloads]) or ("files", {"cq": [...], "index": [...]})."""
     kind, payload = task
     try:
@@ -102,11 +103,11 @@ def run_write_task(ctx: dict, task: tuple):
         yield {"kind": "damaged", "path": e.path, "offset": e.offset, "what": e.what}
 
 
-def write_segments(ctx: dict, segs: list):
+def write_segments(ctx: WriteContext, segs: list):
     """A run of consecutive segments (one task per segment would cost a task each)."""
-    store = storage.Store(ctx["store"])
-    splits = split_staging.staging_store(ctx, store)
-    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    store = storage.Store(ctx.store)
+    splits = split_staging.staging_store(ctx.local_staging, store)
+    tcfg = ctx.topics
     uses = [p["split"] for seg in segs for p in seg["pieces"]]
     placed: dict = {}
     # A split whose every piece is in this task: its staged records are deleted once written into
@@ -114,13 +115,13 @@ def write_segments(ctx: dict, segs: list):
     # a third of its speed once a few GB are dirty), and a deleted file's dirty pages are dropped
     # unwritten. A retried attempt that finds them gone encodes those rows again from the input.
     last_use = {si: k for k, si in enumerate(uses)
-                if uses.count(si) == len(ctx["split_places"][str(si)]["pieces"])}
+                if uses.count(si) == len(ctx.split_places[str(si)]["pieces"])}
 
     def get(si: int, use: int) -> PlacedSplit:
         for old in [s for s in placed if s not in uses[use:]]:
             del placed[old]              # splits of earlier segments of this task are done with
         if si not in placed:
-            placed[si] = place_split(splits, ctx["split_places"][str(si)], tcfg)
+            placed[si] = place_split(splits, ctx.split_places[str(si)], tcfg)
         return placed[si]
 
     use = 0
@@ -129,14 +130,14 @@ def write_segments(ctx: dict, segs: list):
         use += len(seg["pieces"])
 
 
-def write_segment(ctx: dict, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> dict:
+def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> dict:
     """Stage one whole commitlog segment: committed prefix, then the pieces' staged records with
     their placement patched in, then the BLANK record if the segment is full.
 
     A thread pool reads and patches runs of RUN_ROWS records while this thread writes them in
     order; sha256 runs in its own thread beside the writes.
     """
-    cfg = StoreConfig.from_json(ctx["config"])
+    cfg = ctx.config
     F = cfg.mappedFileSizeCommitLog
     rel = commitlog.rel_path(seg["base_offset"])
     version = FileVersion(ctx, store, rel, seg["start_pos"], F, attempt_tag(), "records")
@@ -152,7 +153,7 @@ def write_segment(ctx: dict, store: storage.Store, splits, seg: dict, get, use: 
             buf = splits.read_array(ps.records_path, lo, int(ps.starts[r1 - 1] + ps.sizes[r1 - 1]) - lo,
                                     cache=False)
         except FileNotFoundError:
-            buf = encode_stage.reencode_rows(ctx, cfg, si, r0, r1)
+            buf = encode_stage.reencode_rows(ctx, si, r0, r1)
         kernels.patch_placement(buf, ps.starts[r0:r1] - lo, ps.queue_id[r0:r1], ps.qoff[r0:r1], ps.phys[r0:r1])
         if cfg.enabledAppendPropCRC:
             codec.fill_crc_property(buf, ps.sizes[r0:r1])
@@ -205,14 +206,14 @@ def write_segment(ctx: dict, store: storage.Store, splits, seg: dict, get, use: 
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"]})
 
 
-def write_file_group(ctx: dict, group: dict):
+def write_file_group(ctx: WriteContext, group: dict):
     """Whole consume-queue and index files, built from the placed facts of the splits they draw
     on (``sources``: worked out by the driver from the splits' queue counts and entry ranges).
     Splits are placed one at a time; only the files' own units and entries are kept."""
-    cfg = StoreConfig.from_json(ctx["config"])
-    store = storage.Store(ctx["store"])
-    splits = split_staging.staging_store(ctx, store)
-    tcfg = topics_mod.Topics.from_dict(ctx["topics"])
+    cfg = ctx.config
+    store = storage.Store(ctx.store)
+    splits = split_staging.staging_store(ctx.local_staging, store)
+    tcfg = ctx.topics
     cqs, idxs = group["cq"], group["index"]
     units: list = [[] for _ in cqs]
     tag = attempt_tag()
@@ -222,7 +223,7 @@ def write_file_group(ctx: dict, group: dict):
     needed = {s for f in cqs + idxs for s in f["sources"]} | {f["pred_source"] for f in idxs
                                                              if f["pred_source"] is not None}
     for si in sorted(needed):
-        ps = place_split(splits, ctx["split_places"][str(si)], tcfg)
+        ps = place_split(splits, ctx.split_places[str(si)], tcfg)
         for i, f in enumerate(cqs):
             if si in f["sources"]:
                 p = f["plan"]
@@ -345,7 +346,7 @@ def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
     """(builder, FileVersion) of a committed index file the batch continues: its committed header
     (the manifest's) and slot table; the committed entries stay where they are."""
     rel = plan["extend"]
-    header = indexfile.IndexHeader(**ctx["committed"][rel]["detail"]["header"])
+    header = indexfile.IndexHeader(**ctx.committed[rel]["detail"]["header"])
     start = indexfile.entry_offset(header.index_count, cfg)
     version = FileVersion(ctx, store, rel, start, cfg.index_file_size, tag, "entries")
     raw = version.read_committed(indexfile.slot_offset(0), cfg.maxHashSlotNum * indexfile.SLOT_SIZE)
@@ -393,7 +394,7 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
         committed[rel] = file_versions.committed_facts(row)
-    return {"committed": committed, "objects": not store.local, "batch_id": batch_id, "attempt": attempt,
+    return {"committed": committed, "objects": store.objects, "batch_id": batch_id, "attempt": attempt,
             "durable": config.durable}
 
 

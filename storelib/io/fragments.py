@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 from ..format.paths import OBJECTS_DIR
 
-__all__ = ["OBJECTS_DIR", "MAX_EXTENTS", "MERGE_BYTES", "Extent", "object_prefix", "object_rel", "overlay",
+__all__ = [ "MAX_EXTENTS", "MERGE_BYTES", "Extent", "object_prefix", "object_rel", "overlay",
            "merge_from", "extents_to_detail", "extents_from_detail", "AssembledFile"]
 
 # A file continued by many small batches gains an extent per batch. Past MAX_EXTENTS the batch

@@ -49,6 +49,9 @@ class LocalStore:
     """The read side of ``storage.Store`` for a local store root (see the module doc)."""
 
     local = True
+    os_paths = True             # the capabilities of storage.Store, for a local directory
+    atomic_rename = True
+    objects = False
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri != "/" else uri

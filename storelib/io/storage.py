@@ -35,7 +35,8 @@ from .fragments import AssembledFile
 from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
-           "delta_storage_options", "StorePathError", "Store", "read_local_into", "fsync_fd", "sync_dirs"]
+           "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
+           "remove_dir_if_empty"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -173,6 +174,23 @@ class Store:
         # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
         # patch not yet applied (map_patched)
         self.patched: dict = {}
+
+    # -- what callers may rely on, by name (a local directory has the first two, an object store the third)
+    @property
+    def os_paths(self) -> bool:
+        """Files are reached with the OS's own calls (open, mmap, stat, rmdir) at ``path(rel)``."""
+        return self.local
+
+    @property
+    def atomic_rename(self) -> bool:
+        """A rename and an exclusive create are atomic: a file is built aside, then moved into place."""
+        return self.local
+
+    @property
+    def objects(self) -> bool:
+        """Files are immutable objects: a new version of a file is new objects (storelib.io.fragments),
+        and what a batch wrote is found by its object prefix."""
+        return not self.local
 
     # -- paths
     def path(self, rel: str) -> str:
@@ -614,3 +632,20 @@ def sync_dirs(dirs) -> None:
             fsync_fd(fd)
         finally:
             os.close(fd)
+
+
+def remove_dir_if_empty(store: Store, rel: str) -> bool:
+    """Remove the directory ``rel`` if nothing is in it (locally atomic: ``rmdir``, so a file another
+    writer creates meanwhile is never lost); whether it is gone now."""
+    if store.local:
+        try:
+            os.rmdir(store.path(rel))
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
+    if store.list_files(rel):
+        return False
+    store.delete(rel)                      # directory markers only
+    return True

@@ -26,7 +26,7 @@ from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
 
-__all__ = ["AdoptError", "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
+__all__ = [ "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
 
 
 SKIP_TOP = {paths.META_DIR}
@@ -64,7 +64,7 @@ def copy_store(src_uri: str, dst_uri: str) -> int:
         if dst.exists(rel):
             raise AdoptError(f"{dst.uri_of(rel)} already exists: copy into an empty directory")
         size = src.size(rel) or 0
-        if src.local and dst.local:
+        if src.os_paths and dst.os_paths:
             _sparse_copy(src.path(rel), dst.path(rel), size)
         else:
             dst.write_file(rel, _chunks(src, rel, size), size)
@@ -106,7 +106,7 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
-    fresh = store.local and not os.path.exists(store.root)
+    fresh = store.os_paths and not os.path.exists(store.root)
     lease = writerlease.WriterLease(store, batch_id or "import")
     lease.acquire()          # ConcurrentWriteError: another writer holds the store
     try:
@@ -133,7 +133,7 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
         raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
     src = storage.Store(source_uri)
     check_source(src)
-    same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.local and store.local \
+    same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.os_paths and store.os_paths \
         else src.uri.rstrip("/") == store.uri.rstrip("/")
     if not same:
         say(f"copy {src.uri} -> {store.uri}")

@@ -31,7 +31,7 @@ from ..ingest import commit as commit_stage
 from ..io import fragments, storage
 from ..runtime.progress import Progress
 
-__all__ = ["HOUR_MS", "ExpireError", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
@@ -91,7 +91,7 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     left = sorted(p for p in removed - live if store.exists(p))
     for p in left:
         store.delete(p)
-    if not store.local:
+    if store.objects:
         left += delete_objects(store, removed - live)
     return left
 
@@ -192,7 +192,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     for r in rows:
         store.delete(r["path"])
-    if not store.local:
+    if store.objects:
         delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
     commit_stage.clear_dead_attempts(store, snap.batches + [ck])
@@ -215,7 +215,7 @@ def _durable(snap: manifest.Snapshot) -> bool:
 def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
     """A queue keeps its last file, so its directory never empties; nothing to do but be safe locally."""
     import os
-    if not store.local:
+    if not store.os_paths:
         return
     for p in paths:
         d = os.path.dirname(store.path(p))
@@ -237,7 +237,7 @@ def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, 
             continue
         r = {"version": dt.version()}
         try:
-            if store.local:
+            if store.atomic_rename:
                 deltacommit.checkpoint_local(store, rel, durable)
                 dt = manifest.open_table(store, rel)
             else:

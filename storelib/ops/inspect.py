@@ -14,7 +14,6 @@ from ..format import consumequeue, paths
 from ..table import manifest
 from ..io import storage
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from ..io.checked import read_stored
 from ..read.query import StoreReader
 from ..table.snapshots import resolve_snapshot, snapshot_config
@@ -112,7 +111,7 @@ def to_json_lines(rows: list, columns=None) -> str:
 # ---------------------------------------------------------------------------- stats
 def allocated_bytes(store: storage.Store, rel: str) -> int:
     """Bytes the storage really holds for a file: allocated blocks locally, object size elsewhere."""
-    if store.local:
+    if store.os_paths:
         try:
             return os.stat(store.path(rel)).st_blocks * 512
         except OSError:
@@ -142,8 +141,8 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
         mx = reader.get_max_offset_in_queue(topic, qid)
         nbytes = 0
         for f in files.consume_queues[(topic, qid)]:
-            lo = max(mn * CQ_UNIT_SIZE, f.base) - f.base
-            hi = f.units * CQ_UNIT_SIZE
+            lo = max(mn * consumequeue.UNIT_SIZE, f.base) - f.base
+            hi = f.units * consumequeue.UNIT_SIZE
             if hi > lo:
                 raw = read_stored(store, f.rel, lo, hi - lo)
                 u = consumequeue.decode_units(raw)
@@ -212,8 +211,8 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
     if meta["files"]:
         rows.append(meta)
     rows.append(tot)
-    return {"measure": "st_blocks*512" if store.local else "object bytes", "rows": rows}
+    return {"measure": "st_blocks*512" if store.os_paths else "object bytes", "rows": rows}
 
 
 def read_unit(store: storage.Store, rel: str, unit: int) -> tuple:
-    return consumequeue.parse_unit(read_stored(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return consumequeue.parse_unit(read_stored(store, rel, unit * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE))

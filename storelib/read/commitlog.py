@@ -78,7 +78,7 @@ class CommitLogReader:
         avail = seg.valid - pos
         if avail < cl.SIZE_TOTALSIZE:
             return None
-        size = records.record_size(self.read(seg.rel, pos, cl.SIZE_TOTALSIZE))
+        size = records.total_size_at(self.read(seg.rel, pos, cl.SIZE_TOTALSIZE))
         if size is None or size < 0 or size > avail:
             return None          # ByteBuffer.limit throws; caught per offset
         return size
@@ -101,7 +101,7 @@ class CommitLogReader:
     def look_message_by_offset(self, offset: int) -> dict | None:
         """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
         head = self.select(offset, cl.SIZE_TOTALSIZE)
-        size = None if head is None else records.record_size(head)
+        size = None if head is None else records.total_size_at(head)
         if size is None:
             return None
         raw = self.select(offset, size)
@@ -118,7 +118,7 @@ class CommitLogReader:
         if pos + cl.BLANK_SIZE > seg.valid:
             return None
         size, magic = records.record_head(self.read(seg.rel, pos, cl.BLANK_SIZE))
-        if not records.is_record(size, magic, pos, seg.valid):
+        if not cl.is_record_start(size, magic, pos, seg.valid):
             return None
         msg = records.decode_message(self.read(seg.rel, pos, size))
         if msg is None or msg["commitlog_offset"] != offset:

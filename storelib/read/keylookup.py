@@ -47,7 +47,6 @@ from ..codec import messages as codec
 from ..format import commitlog as cl, indexfile
 from ..compute.arrays import single_array, sorted_unique
 from ..io.checked import open_stored, read_stored, read_stored_at
-from ..format.indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
 from .keylookup_rows import LIGHT_DDL, light_table, mapped_segment, with_message_columns
 from ..codec.properties import parse_properties
 from .rangescan import MESSAGE_DDL, message_table
@@ -95,7 +94,7 @@ def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
 
 def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
-    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, indexfile.HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
     entries_at = indexfile.entries_offset(config)
     empty = pa.RecordBatch.from_pydict({"key_hash": pa.array([], pa.int32()), "phy": pa.array([], pa.int64()),
@@ -103,10 +102,10 @@ def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     if count <= 1 or not len(hashes):
         return empty
     avg_chain = count / max(1, header.hash_slot_count)
-    if len(hashes) * (1 + avg_chain) * _RANDOM_READ_COST < count * INDEX_ENTRY_SIZE:
+    if len(hashes) * (1 + avg_chain) * _RANDOM_READ_COST < count * indexfile.ENTRY_SIZE:
         kh, phy, td, pos = _chains_by_range_reads(store, config, ref.rel, count, hashes, entries_at)
     else:
-        raw = read_stored(store, ref.rel, entries_at, count * INDEX_ENTRY_SIZE)
+        raw = read_stored(store, ref.rel, entries_at, count * indexfile.ENTRY_SIZE)
         rec = indexfile.decode_entries(raw)
         pos = np.arange(len(rec), dtype=np.int64)
         sel = (pos >= 1) & np.isin(rec["hash"], hashes)
@@ -132,8 +131,8 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
             steps = 0
             while 0 < pos < config.maxIndexNum and steps < config.maxIndexNum:
                 steps += 1
-                kh, phy, td, prev = indexfile.parse_entry(read_stored_at(fh, rel, INDEX_ENTRY_SIZE,
-                                                                  entries_at + pos * INDEX_ENTRY_SIZE))
+                kh, phy, td, prev = indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE,
+                                                                  entries_at + pos * indexfile.ENTRY_SIZE))
                 if pos < count and kh in want:
                     out_kh.append(kh)
                     out_phy.append(phy)
@@ -163,7 +162,7 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
                 if p < 0 or p + cl.BLANK_SIZE > seg.valid:
                     continue
                 size, magic = cl.parse_size_magic(read_stored_at(fh, seg.rel, cl.BLANK_SIZE, p))
-                if magic not in (cl.MAGIC_V1, cl.MAGIC_V2) or size <= 0 or p + size > seg.valid:
+                if not cl.is_record_start(size, magic, p, seg.valid):
                     continue
                 parts.append(read_stored_at(fh, seg.rel, size, p))
                 starts[i] = at
@@ -184,7 +183,7 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
         r = rel[inb]
         size = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
         magic = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
-        good = ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size > 0) & (r + size <= len(buf))
+        good = cl.is_record_start(size, magic, r, len(buf))
         ok[np.flatnonzero(inb)[good]] = True
     return buf, np.where(ok, rel, 0), ok
 
@@ -216,7 +215,7 @@ def _exact_matches(sub: pa.Table, msgs: pa.Table, k: np.ndarray) -> np.ndarray:
     qe = np.asarray(sub.column("end").fill_null(I64_MAX))
     keep = (ts >= qb) & (ts <= qe)
     keep &= np.asarray(pc.equal(msgs.column("topic").take(take_k), qt).fill_null(False))
-    keep &= (np.asarray(msgs.column("sys_flag"))[k] & codec.TRANSACTION_MASK) != codec.TRANSACTION_ROLLBACK
+    keep &= (np.asarray(msgs.column("sys_flag"))[k] & cl.TRANSACTION_MASK) != cl.TRANSACTION_ROLLBACK
     key_ok = np.asarray(pc.equal(msgs.column("uniq_key").take(take_k), qk).fill_null(False))
     toks = pc.split_pattern(single_array(msgs.column("keys").take(take_k)).fill_null(""), " ")
     flat = pc.list_flatten(toks)
@@ -328,7 +327,7 @@ def _query_table(keys) -> pa.Table:
 
 
 def _entry_phy(fh, rel: str, entries_at: int, pos: int) -> int:
-    return indexfile.parse_entry(read_stored_at(fh, rel, INDEX_ENTRY_SIZE, entries_at + pos * INDEX_ENTRY_SIZE))[1]
+    return indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE, entries_at + pos * indexfile.ENTRY_SIZE))[1]
 
 
 def _first_entry_at_or_after(fh, rel: str, entries_at: int, count: int, phy: int) -> int:
@@ -356,7 +355,7 @@ def _entries_for_range(store, rel: str, entries_at: int, count: int, lo: int, hi
         b = _first_entry_at_or_after(fh, rel, entries_at, count, hi)
         first = max(1, a - 1)                  # one neighbour each side, for the check
         last = min(count, b + 1)
-        raw = read_stored_at(fh, rel, (last - first) * INDEX_ENTRY_SIZE, entries_at + first * INDEX_ENTRY_SIZE) \
+        raw = read_stored_at(fh, rel, (last - first) * indexfile.ENTRY_SIZE, entries_at + first * indexfile.ENTRY_SIZE) \
             if last > first else b""
     rec = indexfile.decode_entries(raw)
     phy = rec["phys"]
@@ -364,7 +363,7 @@ def _entries_for_range(store, rel: str, entries_at: int, count: int, lo: int, hi
         and (first == a or phy[0] < lo) and (last == b or phy[-1] >= hi)
     if ordered:
         return first, rec
-    whole = indexfile.decode_entries(read_stored(store, rel, entries_at, count * INDEX_ENTRY_SIZE))
+    whole = indexfile.decode_entries(read_stored(store, rel, entries_at, count * indexfile.ENTRY_SIZE))
     return 0, whole
 
 
@@ -372,7 +371,7 @@ def _index_entries(store, config, ref, lo: int, hi: int, query_hashes: np.ndarra
     """(phy, t_lo, t_hi, q_first, q_end) of the entries of one index file pointing into [lo, hi)
     whose keyHash is one of ``query_hashes`` (sorted, duplicates allowed; ``hash_filter`` is
     their ``_hash_filter``): queries ``q_first[i]:q_end[i]`` carry entry i's hash."""
-    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, INDEX_HEADER_SIZE))
+    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, indexfile.HEADER_SIZE))
     count = ref.index_count if ref.index_count is not None else header.index_count
     if count <= 1 or not len(query_hashes):
         return None

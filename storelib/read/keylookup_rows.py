@@ -53,7 +53,7 @@ def mapped_segment(store, seg):
     published under another name, a file shorter than its snapshot says: the read path reports
     those). A lookup's records are a fraction of the bytes between them: reading the span copies
     all of it (3 s per 550 MB on a busy 2-core machine), a map costs only the pages touched."""
-    if not store.local or seg.rel in store.assembled or seg.valid <= 0:
+    if not store.os_paths or seg.rel in store.assembled or seg.valid <= 0:
         return None
     try:
         mm = pa.memory_map(store.path(seg.rel), "r")

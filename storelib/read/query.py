@@ -8,8 +8,8 @@ consume-queue file per pull, ``lookMessageByOffset(0)`` returning the first surv
 
 What a reader may see, and how much of each file, is a ``storelib.table.storefiles.StoreFiles`` (a
 manifest snapshot, or ``StoreFiles.scan``: a broker's view after a normal restart). The reader is
-three parts over it, one per kind of file: ``commitlog_reader.CommitLogReader``,
-``queue_reader.QueueReader`` (consume queues), ``index_reader.IndexReader`` (keys); records are
+three parts over it, one per kind of file: ``read.commitlog.CommitLogReader``,
+``read.consumequeue.QueueReader`` (consume queues), ``read.indexfile.IndexReader`` (keys); records are
 decoded by ``storelib.format.records``.
 
 Every read is a range read through ``Store.read``: a header, one slot, chain entries, one record.

@@ -20,21 +20,22 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from ..format import commitlog as cl
+from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
 
-__all__ = ["CHUNK_BYTES", "MAP_TYPE", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
+__all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
            "scan_range"]
 
 CHUNK_BYTES = 64 << 20
 
-# The record fields (codec.DECODED_SCHEMA) with the body as binary and the properties parsed.
-MESSAGE_SCHEMA = pa.schema(
-    [f for f in codec.DECODED_SCHEMA if f.name not in ("body", "properties_string")]
-    + [("body", pa.binary()), ("properties", MAP_TYPE),
-       ("tags", pa.string()), ("keys", pa.string()), ("uniq_key", pa.string())])
+# The public message columns (records.MESSAGE_FIELDS): the record fields (codec.DECODED_SCHEMA) with the
+# body as binary and the properties parsed; as Arrow here, as Spark DDL in read/schema.py.
+_ARROW_TYPES = {"bigint": pa.int64(), "int": pa.int32(), "string": pa.string(), "binary": pa.binary(),
+                "map<string,string>": MAP_TYPE}
+MESSAGE_SCHEMA = pa.schema([(name, _ARROW_TYPES[sql]) for name, sql in MESSAGE_FIELDS])
 
 _PASS = [n for n in MESSAGE_SCHEMA.names if n not in ("body", "properties", "tags", "keys", "uniq_key")]
 

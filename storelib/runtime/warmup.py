@@ -6,7 +6,7 @@ deltalake: about a second), then in the first stage every executor's Python work
 importing the same. Two helpers let these run beside each other:
 
 * ``preload(modules)``: import ``modules`` on a driver thread while the SparkSession starts
-  (``cli.run_job``); ``wait()`` joins it before the job's body runs, so no module is ever
+  (``cli.common.run_job``); ``wait()`` joins it before the job's body runs, so no module is ever
   imported by two threads of a running job at once.
 * ``warm_workers(sc, modules)``: one tiny Spark job, one task per core, whose tasks import
   ``modules`` in the Python workers; PySpark reuses a worker for later tasks

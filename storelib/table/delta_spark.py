@@ -11,7 +11,7 @@ fetched from Maven Central into ``.cache/jars/delta-spark/`` (``conf/jars/delta/
 delta-spark_2.13 ``DELTA_VERSION``, built against Spark 4.1) on the session's classpath
 (``spark.jars``: nothing is downloaded when a job starts) and sets Delta's SQL extension and
 catalog (``spark.sql.extensions``, ``spark.sql.catalog.spark_catalog``). Every session the jobs
-and storelib create (``cli.spark_session``) goes through it. ``ROCKETLAKE_DELTA_JARS`` names
+and storelib create (``cli.common.spark_session``) goes through it. ``ROCKETLAKE_DELTA_JARS`` names
 another directory of the same jars (a cluster image, say).
 
 A builder of a plain ``python`` process passes the jars to the JVM it launches. Under
@@ -32,7 +32,7 @@ from ..errors import DeltaJarsMissing
 from ..format.paths import PROJECT_ROOT
 
 __all__ = ["DELTA_VERSION", "EXTENSION", "CATALOG", "JARS_ENV", "jars_dir", "jars", "configure_delta",
-           "delta_conf", "ensure_delta", "DeltaJarsMissing", "table_location", "committed_rows_sql",
+           "delta_conf", "ensure_delta", "table_location", "committed_rows_sql",
            "live_files_sql", "register_tables"]
 
 DELTA_VERSION = "4.3.1"           # conf/jars/delta/pom.xml's delta.version (a test holds them equal)

@@ -37,7 +37,7 @@ from ..errors import LocalCommitConflict, StorePathError
 from ..io import storage
 from ..format.paths import TMP_DIR
 
-__all__ = ["TMP_DIR", "CHECKPOINT_INTERVAL", "LocalCommitConflict", "commit_local", "checkpoint_local",
+__all__ = [ "CHECKPOINT_INTERVAL", "commit_local", "checkpoint_local",
            "clear_scratch"]
 
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
@@ -225,5 +225,5 @@ def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
 
 def clear_scratch(store) -> None:
     """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
-    if store.local:
+    if store.os_paths:
         shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)

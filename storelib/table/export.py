@@ -25,7 +25,7 @@ from ..format import checkpoint as ckpt
 from ..io import checksum, patches, storage
 from . import manifest, storefiles
 
-__all__ = ["ExportError", "export_store"]
+__all__ = [ "export_store"]
 
 _CHUNK = 64 << 20
 
@@ -45,7 +45,7 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
         raise ExportError(f"{store_uri} has no committed batch to export")
     config = storefiles.config_of_batch(snap.batch)
     work = out
-    if out.local:
+    if out.atomic_rename:
         work = storage.Store(os.path.join(os.path.dirname(os.path.abspath(out.root)),
                                           f".{os.path.basename(out.root)}.export-{uuid.uuid4().hex[:8]}"))
     n_bytes = 0

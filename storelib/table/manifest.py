@@ -32,15 +32,13 @@ from . import deltacommit, deltalog
 from ..format import names
 from ..io import storage
 
-__all__ = [
-    "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
-    "CHECKPOINTS_SCHEMA", "ConcurrentWriteError", "TableVersions", "Snapshot", "open_table", "read_rows",
+__all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
+    "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
     "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
-# defined in the leaf module metapaths (the shell lookup path reads them without pyarrow)
-from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, STAGING_DIR  # noqa: E402
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR  # noqa: E402
 
 MANIFEST_SCHEMA = pa.schema([
     ("batch_id", pa.string()),
@@ -119,13 +117,15 @@ class Snapshot:
 
 
 def _table_uri(store: storage.Store, rel: str) -> str:
-    return store.uri_of(rel) if not store.local else store.path(rel)
+    return store.path(rel) if store.os_paths else store.uri_of(rel)
 
 
-def _open(store: storage.Store, rel: str, version: int | None = None):
+def open_table(store: storage.Store, rel: str, version: int | None = None):
+    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
+    ``version`` if given; None without a table (or unreachable storage)."""
     from deltalake import DeltaTable
     uri = _table_uri(store, rel)
-    if store.local:
+    if store.os_paths:
         store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
     opts = storage.delta_storage_options(store.uri)
     try:
@@ -139,9 +139,9 @@ def _open(store: storage.Store, rel: str, version: int | None = None):
     return dt
 
 
-def _read_rows(dt) -> list:
-    """Rows of the table version ``dt`` holds: its Parquet files (from the Delta log) read with
-    pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
+def read_rows(dt) -> list:
+    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not: its Parquet
+    files (from the Delta log) read with pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
     if dt is None:
         return []
     uris = _check_table_files(dt, dt.file_uris())
@@ -150,17 +150,6 @@ def _read_rows(dt) -> list:
     import pyarrow.parquet as pq
     fs, _ = storage.filesystem(uris[0])
     return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
-
-
-def open_table(store: storage.Store, rel: str, version: int | None = None):
-    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
-    ``version`` if given; None without a table (or unreachable storage)."""
-    return _open(store, rel, version)
-
-
-def read_rows(dt) -> list:
-    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not."""
-    return _read_rows(dt)
 
 
 def _check_table_files(dt, uris: list) -> list:
@@ -239,8 +228,8 @@ def _table_rows(store: storage.Store, rel: str) -> tuple:
     DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
     failure = None
     try:
-        dt = _open(store, rel)
-        version, rows = (dt.version(), _read_rows(dt)) if dt is not None else (None, [])
+        dt = open_table(store, rel)
+        version, rows = (dt.version(), read_rows(dt)) if dt is not None else (None, [])
     except StoreError as e:
         failure = e
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
@@ -307,7 +296,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
         try:
-            if store.local:
+            if store.atomic_rename:
                 new = deltacommit.commit_local(store, rel, version, write, durable)
                 if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
                     deltacommit.checkpoint_local(store, rel, durable)
@@ -324,8 +313,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
 
 def _commit_object_store(store: storage.Store, rel: str, version: int | None, write) -> None:
     """One conditional Delta commit on an object store (a completed PUT is durable)."""
-    dt = _open(store, rel, version) if version is not None else None
-    if version is None and _open(store, rel) is not None:
+    dt = open_table(store, rel, version) if version is not None else None
+    if version is None and open_table(store, rel) is not None:
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
     try:
         write(_table_uri(store, rel) if dt is None else dt)
@@ -343,7 +332,7 @@ def history(store: storage.Store) -> list:
     for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
         failure = None
         try:
-            dt = _open(store, rel)
+            dt = open_table(store, rel)
             hist = dt.history() if dt is not None else []
         except StoreError as e:
             failure = e

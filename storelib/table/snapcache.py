@@ -88,7 +88,7 @@ def refresh(store) -> bool:
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
         data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
-        if store.local:                      # readers see the old file or the new one, never a part
+        if store.atomic_rename:              # readers see the old file or the new one, never a part
             tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
             store.write_file(tmp, [data])
             try:

@@ -38,22 +38,21 @@ from ..format import checkpoint, commitlog, consumequeue, indexfile, records
 from ..io import patches
 from . import snapcache
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from ..io.checked import read_stored
 from ..io.fragments import extents_from_detail
 from ..format.indexfile import IndexHeader
 from ..io.localstore import open_local
+from ..format.names import OFFSET_FILE_NAME
 from ..format.paths import CHECKPOINTS_DIR, STAGING_DIR
 
 if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
     from . import manifest
     from ..io.storage import Store
 
-__all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "StoreNotFound", "SnapshotInfo",
+__all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
            "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
-           "walk_records"]
+           "recovered_end"]
 
-_NAME20 = re.compile(r"^\d{20}$")
 _WALK_CHUNK = 1 << 20
 
 # Keys a checkpoint row's "config" carries (file shaping) that StoreConfig understands.
@@ -135,12 +134,12 @@ class StoreFiles:
 # ----------------------------------------------------------------------------- broker view (scan)
 def _numbered(store: Store, rel_dir: str) -> list[str]:
     """The files of ``rel_dir`` named by 20 digits, in name (= offset) order."""
-    rels = [r for r in store.list_files(rel_dir, recursive=False) if _NAME20.match(r.rsplit("/", 1)[-1])]
+    rels = [r for r in store.list_files(rel_dir, recursive=False) if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])]
     return sorted(rels, key=lambda r: int(r.rsplit("/", 1)[-1]))
 
 
 def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], list[ConsumeQueueFile]]:
-    per_file = cq_fsize // CQ_UNIT_SIZE
+    per_file = cq_fsize // consumequeue.UNIT_SIZE
     cqs: dict[tuple[str, int], list[ConsumeQueueFile]] = {}
     for topic in store.list_dirs(consumequeue.DIR):
         for qdir in store.list_dirs(f"{consumequeue.DIR}/{topic}"):
@@ -181,24 +180,24 @@ def _recover_commitlog(store: Store, fsize: int, cqs: dict, index: list[IndexFil
             if end is not None:
                 start = end
                 break
-    segs[-1] = last._replace(valid=walk_records(store, last.rel, start, fsize))
+    segs[-1] = last._replace(valid=recovered_end(store, last.rel, start, fsize))
     return segs
 
 
 def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
     """(commitlog offset, size, tags code) of consume-queue unit ``unit`` of ``rel``."""
-    return consumequeue.parse_unit(read_stored(store, rel, unit * CQ_UNIT_SIZE, CQ_UNIT_SIZE))
+    return consumequeue.parse_unit(read_stored(store, rel, unit * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE))
 
 
 def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
     """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
     rule), found by a binary search over single-unit range reads: units are written in order."""
     def unit(i: int):
-        raw = store.read(rel, i * CQ_UNIT_SIZE, CQ_UNIT_SIZE)
-        return consumequeue.parse_unit(raw) if len(raw) == CQ_UNIT_SIZE else None
+        raw = store.read(rel, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
+        return consumequeue.parse_unit(raw) if len(raw) == consumequeue.UNIT_SIZE else None
 
     size = store.size(rel) or 0
-    return consumequeue.valid_units(unit, min(per_file, size // CQ_UNIT_SIZE), exact=False)
+    return consumequeue.valid_units(unit, min(per_file, size // consumequeue.UNIT_SIZE), exact=False)
 
 
 def _truncate_cq(store: Store, files: list[ConsumeQueueFile], cl_max: int) -> list[ConsumeQueueFile]:
@@ -222,12 +221,12 @@ def _verified_record_end(store: Store, rel: str, pos: int, phy: int, fsize: int)
     if len(raw) < records.PHYS_END:
         return None
     size, magic = records.record_head(raw)
-    if not records.is_record(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
+    if not commitlog.is_record_start(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
         return None
     return pos + size
 
 
-def walk_records(store: Store, rel: str, pos: int, fsize: int) -> int:
+def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
     """Position after the last record, walking from ``pos`` (recoverNormally, no CRC check)."""
     buf = b""
     buf_at = pos
@@ -240,7 +239,7 @@ def walk_records(store: Store, rel: str, pos: int, fsize: int) -> int:
             if head is None:
                 break
         size, magic = head
-        if not records.is_record(size, magic, pos, fsize):
+        if not commitlog.is_record_start(size, magic, pos, fsize):
             break                          # BLANK (end of this file), zero or garbage: end of data
         pos += size
     return pos
@@ -280,7 +279,7 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     config = config or StoreConfig()
     changes = {}
     # The most common size of each kind (a damaged file, truncated or grown, does not decide).
-    segs = [r for r in store.list_files(commitlog.DIR, recursive=False) if _NAME20.match(r.rsplit("/", 1)[-1])]
+    segs = [r for r in store.list_files(commitlog.DIR, recursive=False) if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])]
     if segs:
         size = _common_size(store, segs[:-1] if len(segs) > 1 else segs)
         if size and size != config.mappedFileSizeCommitLog:
@@ -289,9 +288,9 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     for topic in store.list_dirs(consumequeue.DIR)[:8]:
         for q in store.list_dirs(f"{consumequeue.DIR}/{topic}")[:2]:
             cq += [r for r in store.list_files(f"{consumequeue.DIR}/{topic}/{q}", recursive=False)
-                   if _NAME20.match(r.rsplit("/", 1)[-1])][:1]
+                   if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])][:1]
     size = _common_size(store, cq)
-    if size and size % CQ_UNIT_SIZE == 0 and size != config.cq_file_size:
+    if size and size % consumequeue.UNIT_SIZE == 0 and size != config.cq_file_size:
         changes["mappedFileSizeConsumeQueue"] = size
     idx = store.list_files(indexfile.DIR, recursive=False)
     if idx:
@@ -344,10 +343,10 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
     if kind == "checkpoint":
         ok = path == checkpoint.FILE_NAME
     elif kind == "commitlog":
-        ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(_NAME20.match(parts[1]))
+        ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(OFFSET_FILE_NAME.match(parts[1]))
     elif kind == "consumequeue":
         ok = (len(parts) == 4 and parts[0] == consumequeue.DIR and parts[1] == r.get("topic")
-              and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(_NAME20.match(parts[3])))
+              and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(OFFSET_FILE_NAME.match(parts[3])))
     else:
         ok = len(parts) == 2 and parts[0] == indexfile.DIR
     if not ok:
@@ -456,7 +455,7 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     cqs: dict = {}
     for r in snap.of_kind("consumequeue"):
         cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
-            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // CQ_UNIT_SIZE))
+            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // consumequeue.UNIT_SIZE))
     index = []
     for r in snap.of_kind("index"):          # sorted by path = by name = RocketMQ's load order
         h = json.loads(r["detail"])["header"]

@@ -97,7 +97,7 @@ class WriterLease:
 
     def _create(self) -> bool:
         data = self._content()
-        if self.store.local:
+        if self.store.atomic_rename:
             path = self.store.path(LEASE_PATH)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             try:
@@ -116,7 +116,7 @@ class WriterLease:
         return got.get("token") == self.token
 
     def _break(self, holder: dict) -> None:
-        if self.store.local:
+        if self.store.atomic_rename:
             path = self.store.path(LEASE_PATH)
             aside = f"{path}.stale-{self.token}"
             try:
@@ -147,7 +147,7 @@ class WriterLease:
 
     def _write_renewal(self) -> None:
         data = self._content(getattr(self, "_started", None))
-        if self.store.local:
+        if self.store.atomic_rename:
             path = self.store.path(LEASE_PATH)
             tmp = f"{path}.renew-{self.token}"
             with open(tmp, "wb") as fh:
@@ -220,8 +220,8 @@ class WriterLease:
             cur = self.read()
             if cur is not None and (not cur or cur.get("token") == self.token):
                 self.store.delete(LEASE_PATH)
-            if self.store.local:
-                os.rmdir(self.store.path(META_DIR))     # only if the lease was all there was in it
+            if self.store.os_paths:     # an object store's listing costs a request: a failed writer's cleanup does it
+                storage.remove_dir_if_empty(self.store, META_DIR)     # if the lease was all there was in it
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
 

@@ -1,10 +1,11 @@
-"""What every verify check shares (``storelib.verify.driver``): problem lines, whole-file access, and
-record reads by commitlog offset for the cross-file (``deep``) checks."""
+"""What every verify check shares (``storelib.verify.driver``): the tasks' context, problems,
+whole-file access, and record reads by commitlog offset for the cross-file (``deep``) checks."""
 from __future__ import annotations
 
 import mmap
 import os
 import sys
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -16,24 +17,65 @@ from ..codec import messages as codec, properties
 from ..format import commitlog as cl
 from ..format.config import StoreConfig
 
-__all__ = ["MAX_PROBLEMS_PER_FILE", "task_store", "problem", "FileData", "SegmentLookup", "expected_tags_code"]
+__all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "FileData", "SegmentLookup",
+           "expected_tags_code"]
 
 MAX_PROBLEMS_PER_FILE = 50
 
 
-def task_store(ctx: dict) -> storage.Store:
+@dataclass(frozen=True)
+class VerifyContext:
+    """What the driver hands every verify task (``driver.plan``), broadcast once: the configuration
+    parsed once, the commitlog's extent, and for ``deep`` the files whose units and entries the
+    segment tasks check (``verify.cross``)."""
+    store: str                          # the store's URI
+    config: StoreConfig
+    deep: bool
+    segments: list                      # [(path, base offset, valid bytes)] of the commitlog
+    min_phy: int
+    max_phy: int
+    queues: list = field(default_factory=list)          # deep: [{topic, queue_id, files: [{path, base}]}]
+    index_files: list = field(default_factory=list)     # deep: [{path, header}]
+    # object stores: each file's (size, extents) as the manifest assembles it (io.fragments)
+    assembled: dict = field(default_factory=dict)
+    # in the driver's process only: its Store, the threads of a segment task, the scan buffers
+    # handed on from segment to segment (verify.commitlog.ScanBuffers)
+    local_store: storage.Store | None = None
+    threads: int | None = None
+    scan_buffers: object = None
+    # per process: a last queue file's units in use, counted once, not once per segment
+    units_in_use: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def cl_size(self) -> int:
+        return self.config.mappedFileSizeCommitLog
+
+
+def task_store(ctx: VerifyContext) -> storage.Store:
     """The task's Store: the driver's own when the tasks run in its process, else one from the URI
-    that reads the files the driver mapped to objects (object stores: ``ctx["assembled"]``)."""
-    st = ctx.get("_store")
-    if st is None:
-        st = storage.Store(ctx["store"])
-        for rel, (size, extents) in (ctx.get("assembled") or {}).items():
-            st.map_file(rel, size, extents)
+    that reads the files the driver mapped to objects (object stores: ``ctx.assembled``)."""
+    if ctx.local_store is not None:
+        return ctx.local_store
+    st = storage.Store(ctx.store)
+    for rel, (size, extents) in ctx.assembled.items():
+        st.map_file(rel, size, extents)
     return st
 
 
-def problem(path: str, offset, text: str) -> str:
-    return f"{path}@{offset if offset is not None else 0}: {text}"
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing verify found wrong: where (store-relative path, byte offset) and what. Problems
+    sort by file, then offset; ``str()`` is the line verify prints, ``<path>@<offset>: <what>``."""
+    path: str
+    offset: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.path}@{self.offset}: {self.what}"
+
+
+def problem(path: str, offset, text: str) -> Problem:
+    return Problem(path, int(offset) if offset is not None else 0, text)
 
 
 # ---------------------------------------------------------------------------- file access
@@ -49,13 +91,13 @@ class FileData:
         self.rel = rel
         self.size = store.size(rel)
         self.exists = self.size is not None
-        self.local = store.local
+        self.local = store.os_paths            # read through the OS: mapped, bytes read counted
         self.path = store.path(rel)
         self.bytes_read = 0
         self._map = None
         if not self.exists or self.size == 0:
             self.buf = np.zeros(0, np.uint8)
-        elif store.local:
+        elif store.os_paths:
             with open(self.path, "rb") as fh:
                 self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             self.buf = np.frombuffer(self._map, dtype=np.uint8)

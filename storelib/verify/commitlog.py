@@ -2,14 +2,14 @@
 the BLANK record, the zero tail, and the segment against its manifest row (``storelib.verify.driver``).
 
 Speed (``verify --deep``): after the walk of the TOTALSIZE chain, the records are read in one
-compiled pass (``verify_scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
+compiled pass (``verify.scan.scan_records``: fields, soundness, body CRC, topic key, tagsCode,
 index-key spans, record by record while each is in the cache), as ranges of records on the
 segment's threads; only records that fail that pass go through ``check_records``, which names each
 problem (a sound segment has none). The pieces are pairs of the block checksum's 16 MiB blocks: a
 pair is hashed (two SHA-256 streams at once) and its records scanned in one go, on the segment's
 threads (the hashing and the numba kernels release the GIL), so its bytes come from memory once.
 With ``deep``, the consume-queue units and index entries that point into this segment are checked
-here, against the rows just read (``verify_cross``), instead of decoding each target record again
+here, against the rows just read (``verify.cross``), instead of decoding each target record again
 by offset. The former multi-pass
 check lives on in tests/verify/test_verify_scan.py, as the reference the scan is held to."""
 from __future__ import annotations
@@ -23,18 +23,12 @@ from ..io import checksum
 from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store
+from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 
-__all__ = ["walk", "ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
+__all__ = ["ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
 
 RECORDS_PER_PIECE = 1 << 17          # records scanned as one piece (about 50 MB of 400-byte records)
-
-
-def walk(data: np.ndarray, start: int, end: int, out: np.ndarray | None = None):
-    """(record starts, stop position, reason 0 end / 1 BLANK / 2 end of data); the starts in
-    ``out`` when given (``kernels.walk_capacity`` long)."""
-    return kernels.walk_records(data, start, end, out)
 
 
 class ScanBuffers:
@@ -125,8 +119,8 @@ def _record_problems(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool)
     qid = codec.gather_int(buf, ss + cl.POS_QUEUEID, cl.SIZE_QUEUEID)
     flag(qid < 0, lambda i: f"QUEUEID {qid[i]} is negative")
     qoff = codec.gather_int(buf, ss + cl.POS_QUEUEOFFSET, cl.SIZE_QUEUEOFFSET)
-    tran = sysflag & codec.TRANSACTION_MASK
-    flag(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0),
+    tran = sysflag & cl.TRANSACTION_MASK
+    flag(((tran == cl.TRANSACTION_PREPARED) | (tran == cl.TRANSACTION_ROLLBACK)) & (qoff != 0),
          lambda i: f"PREPARED/ROLLBACK record with QUEUEOFFSET {qoff[i]} (must be 0)")
     flag(qoff < 0, lambda i: f"QUEUEOFFSET {qoff[i]} is negative")
     good = ~bad
@@ -190,9 +184,9 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
     return msgs, facts, scan, good, [d for p in parts for d in p[5]]
 
 
-def verify_segment(ctx: dict, t: dict) -> dict:
+def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    F = ctx["cl_size"]
+    F = ctx.cl_size
     rel, base, last = t["path"], t["base"], t["last"]
     out: list = []
     fd = FileData(store, rel)
@@ -203,17 +197,17 @@ def verify_segment(ctx: dict, t: dict) -> dict:
     if fd.size != F:
         out.append(problem(rel, min(fd.size, F), f"file size {fd.size}, expected {F} (truncated or grown)"))
     n = min(fd.size, F)
-    threads = max(1, int(ctx.get("threads") or 2))
+    threads = max(1, int(ctx.threads or 2))
     m = t.get("manifest")
-    buffers = ctx.get("_scan_buffers") or ScanBuffers()
+    buffers = ctx.scan_buffers or ScanBuffers()
     bufs = buffers.take(kernels.walk_capacity(0, n))
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
-        starts, stop, reason = walk(fd.buf, 0, n, bufs[0])
+        starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
         valid = _data_end(fd, rel, stop, reason, n, F, last, out)
-        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx["deep"], pool, threads, valid, bufs[1:])
+        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
-        if ctx["deep"] and (ctx.get("queues") or ctx.get("index_files")):    # (planned by verify.plan)
+        if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
     buffers.give(bufs)

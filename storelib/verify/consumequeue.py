@@ -8,22 +8,20 @@ import pyarrow.compute as pc
 
 from ..io import checksum
 from ..format import consumequeue
-from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
 from .access import (MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem,
-                            task_store)
+                            task_store, VerifyContext)
 from .kernels import queue_summary
 
 __all__ = ["verify_queues", "leading_units", "deep_units"]
 
 
-def verify_queues(ctx: dict, t: dict) -> dict:
+def verify_queues(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    cfg = StoreConfig.from_json(ctx["config"])
+    cfg = ctx.config
     cq_size = cfg.cq_file_size
-    per = cq_size // CQ_UNIT_SIZE
-    look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog) if ctx["deep"] else None
-    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    per = cq_size // consumequeue.UNIT_SIZE
+    look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog) if ctx.deep else None
+    seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
     out: list = []
     facts = []
@@ -46,52 +44,52 @@ def verify_queues(ctx: dict, t: dict) -> dict:
             logical += fd.size
             if fd.size != cq_size:
                 out.append(problem(rel, min(fd.size, cq_size), f"file size {fd.size}, expected {cq_size}"))
-            n_all = min(fd.size, cq_size) // CQ_UNIT_SIZE
+            n_all = min(fd.size, cq_size) // consumequeue.UNIT_SIZE
             if last:
                 # a broker's view: units until the first not (offset >= 0 && size > 0)
                 n = leading_units(fd, n_all)
             else:
                 n = n_all
-            u = consumequeue.decode_units(fd.buf[: n * CQ_UNIT_SIZE])
+            u = consumequeue.decode_units(fd.buf[: n * consumequeue.UNIT_SIZE])
             # One pass over the units in place; the checks that name each problem (numpy over
             # converted copies) run only where it found one.
-            sm = queue_summary(fd.buf, n, prev_phys, ctx["max_phy"], ctx["min_phy"], F, seg_bases)
+            sm = queue_summary(fd.buf, n, prev_phys, ctx.max_phy, ctx.min_phy, F, seg_bases)
             desc_found = bool(sm.not_ascending)
             if sm.not_in_use or sm.not_ascending or sm.past_end:
                 phys, size = u["phys"].astype(np.int64), u["size"].astype(np.int64)
                 badu = ~consumequeue.unit_in_use(phys, size)
                 for i in np.flatnonzero(badu)[:MAX_PROBLEMS_PER_FILE]:
-                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) is not a message "
+                    out.append(problem(rel, int(i) * consumequeue.UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) is not a message "
                                                          "(a non-last queue file must be full)"))
                 seq = np.concatenate([[prev_phys], phys])
                 desc = np.flatnonzero(np.diff(seq) <= 0)
                 for i in desc[:MAX_PROBLEMS_PER_FILE]:
-                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
+                    out.append(problem(rel, int(i) * consumequeue.UNIT_SIZE, f"commitlog offset {phys[i]} does not ascend "
                                                          f"(previous unit {seq[i]})"))
-                over = np.flatnonzero(phys + size > ctx["max_phy"])
+                over = np.flatnonzero(phys + size > ctx.max_phy)
                 for i in over[:MAX_PROBLEMS_PER_FILE]:
-                    out.append(problem(rel, int(i) * CQ_UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the "
-                                                         f"commitlog end {ctx['max_phy']}"))
+                    out.append(problem(rel, int(i) * consumequeue.UNIT_SIZE, f"unit ({phys[i]}, {size[i]}) reaches past the "
+                                                         f"commitlog end {ctx.max_phy}"))
             if n:
                 prev_phys = int(u["phys"][n - 1])
-            nz = fd.first_nonzero(n * CQ_UNIT_SIZE, fd.size)
+            nz = fd.first_nonzero(n * consumequeue.UNIT_SIZE, fd.size)
             if nz is not None:
-                out.append(problem(rel, nz, f"non-zero byte after the last unit ({n * CQ_UNIT_SIZE})"))
-            sha, digests = fd.checksum(n * CQ_UNIT_SIZE)
-            first_q = base // CQ_UNIT_SIZE
+                out.append(problem(rel, nz, f"non-zero byte after the last unit ({n * consumequeue.UNIT_SIZE})"))
+            sha, digests = fd.checksum(n * consumequeue.UNIT_SIZE)
+            first_q = base // consumequeue.UNIT_SIZE
             if m is not None:
                 _against_manifest(rel, m, fd, base, n, sha, out)
             if look is not None and n and (sm.lost or desc_found):
-                # Units pointing into a segment are checked by that segment's task (verify_cross);
+                # Units pointing into a segment are checked by that segment's task (verify.cross);
                 # here only those whose segment is missing, or all when out of order (the segment
                 # tasks' binary search may miss some).
                 phys = u["phys"].astype(np.int64)
-                lost = np.flatnonzero((phys >= ctx["min_phy"]) & (~np.isin(phys // F * F, seg_bases) | desc_found))
+                lost = np.flatnonzero((phys >= ctx.min_phy) & (~np.isin(phys // F * F, seg_bases) | desc_found))
                 if len(lost):
-                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx["min_phy"], out,
+                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx.min_phy, out,
                                subset=lost)
             facts.append({"kind": "consumequeue", "path": rel, "topic": topic, "queue_id": qid,
-                          "base_offset": base, "file_size": fd.size, "valid_bytes": n * CQ_UNIT_SIZE,
+                          "base_offset": base, "file_size": fd.size, "valid_bytes": n * consumequeue.UNIT_SIZE,
                           "count": n, "min_offset": first_q, "max_offset": first_q + n - 1,
                           "min_phys": sm.min_phys if n else None, "max_phys": sm.max_phys if n else None,
                           "checksum": sha, "blocks": checksum.digests_to_detail(digests), "per_file": per})
@@ -100,11 +98,11 @@ def verify_queues(ctx: dict, t: dict) -> dict:
 
 
 def _against_manifest(rel: str, m: dict, fd: FileData, base: int, n: int, sha: str, out: list) -> None:
-    if m["valid_bytes"] != n * CQ_UNIT_SIZE:
-        out.append(problem(rel, min(m["valid_bytes"], n * CQ_UNIT_SIZE),
-                           f"{n} units on disk, manifest says {m['valid_bytes'] // CQ_UNIT_SIZE}"))
+    if m["valid_bytes"] != n * consumequeue.UNIT_SIZE:
+        out.append(problem(rel, min(m["valid_bytes"], n * consumequeue.UNIT_SIZE),
+                           f"{n} units on disk, manifest says {m['valid_bytes'] // consumequeue.UNIT_SIZE}"))
     elif m["checksum"] and m["checksum"] != sha:
-        out.append(problem(rel, 0, f"sha256 of bytes [0, {n * CQ_UNIT_SIZE}) differs from the manifest "
+        out.append(problem(rel, 0, f"sha256 of bytes [0, {n * consumequeue.UNIT_SIZE}) differs from the manifest "
                                    f"(batch {m['batch_id']})"))
     if m["base_offset"] != base:
         out.append(problem(rel, 0, f"manifest base_offset {m['base_offset']} but the name says {base}"))
@@ -119,7 +117,7 @@ def leading_units(fd: FileData, n_all: int) -> int:
     (``consumequeue.valid_units``, RocketMQ's linear recovery walk)."""
     if n_all == 0:
         return 0
-    return consumequeue.valid_units(fd.buf[: n_all * CQ_UNIT_SIZE])
+    return consumequeue.valid_units(fd.buf[: n_all * consumequeue.UNIT_SIZE])
 
 
 def deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, out, subset=None):
@@ -133,7 +131,7 @@ def deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, o
     for j in np.flatnonzero(~ok):
         if shown < MAX_PROBLEMS_PER_FILE:
             i = int(live[j])
-            out.append(problem(rel, i * CQ_UNIT_SIZE, f"unit -> commitlog {phys[i]}: {reason[j]}"))
+            out.append(problem(rel, i * consumequeue.UNIT_SIZE, f"unit -> commitlog {phys[i]}: {reason[j]}"))
             shown += 1
     if table is None:
         return
@@ -168,5 +166,5 @@ def deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, o
         if tran_bad[k]:
             errs.append("record is PREPARED/ROLLBACK (never in a consume queue)")
         if errs:
-            out.append(problem(rel, i * CQ_UNIT_SIZE, f"unit -> commitlog {phys[i]}: " + "; ".join(errs)))
+            out.append(problem(rel, i * consumequeue.UNIT_SIZE, f"unit -> commitlog {phys[i]}: " + "; ".join(errs)))
             shown += 1

@@ -4,23 +4,22 @@ Every consume-queue unit must point at a record of its topic / queue id / queue 
 stored size and tagsCode, not PREPARED/ROLLBACK; every index entry at a record (not a ROLLBACK)
 one of whose keys hashes to the stored keyHash, with the stored timeDiff (docs/FORMAT.md §2, §3).
 
-These checks used to decode each unit's and each entry's record again by offset (random reads
-over the whole commitlog, one pyarrow table per file: 97 s for the 20M entries of one index
-file). Here the segment task, which has just read every record of its segment
-(``verify_scan.scan_records``: topic key, tagsCode, the spans of KEYS / UNIQ_KEY, in the same pass
-as the field checks), checks the units and entries that point into its segment (found by two
+Decoding each unit's and each entry's record again by offset would be random reads over the
+whole commitlog (97 s for the 20M entries of one index file). So the segment task, which has
+just read every record of its segment (``verify.scan.scan_records``: topic key, tagsCode, the
+spans of KEYS / UNIQ_KEY, in the same pass as the field checks), checks the units and entries that point into its segment (found by two
 binary searches: units and entries are in commitlog order; the queue and index tasks check a file
 out of order whole themselves). The comparisons are compiled and read the files in place:
 the units of all the segment's queue files in one pass over the records
-(``verify_scan.units_by_records``: each record checks the unit at its queue offset); a file with
+(``verify.scan.units_by_records``: each record checks the unit at its queue offset); a file with
 a unit that points elsewhere, and each range of an index file's entries, by finding each one's
 record in one sweep over the record positions (``units_against``, ``entries_against``: one
 64-byte row gathered each). The pieces run on the segment's threads and their findings are named
 file by file afterwards, in order. A target that is not the start of a record that passed every
 field check (a damaged segment), and every target that fails a check, goes through the
-per-offset checks as before (``verify_queues.deep_units``, ``verify_index.deep_index``), so the
-problems named, and their words, are the same. Units and entries pointing into a missing segment
-are left to the queue and index tasks.
+per-offset checks (``verify.consumequeue.deep_units``, ``verify.indexfile.deep_index``), so a
+problem is named in the same words whichever task finds it. Units and entries pointing into a
+missing segment are left to the queue and index tasks.
 
 Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
 CRC-32): a different topic passes only if both collide.
@@ -35,9 +34,7 @@ from ..codec import messages as codec
 from ..format import consumequeue, indexfile
 from ..compute import kernels
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
-from ..format.indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
-from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup
+from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup, VerifyContext
 from .kernels import bisect_range
 from .scan import entries_against, units_against, units_by_records
 
@@ -55,7 +52,7 @@ def topic_key(topic: str) -> int:
 
 class RecordFacts:
     """The records of one segment that passed every field check, in commitlog order: their
-    positions and their ``verify_scan`` rows (tagsCode of delay messages patched in)."""
+    positions and their ``verify.scan`` rows (tagsCode of delay messages patched in)."""
 
     def __init__(self, buf: np.ndarray, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
                  config: StoreConfig):
@@ -84,26 +81,26 @@ class RecordFacts:
                 self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
 
 
-def check_targets(ctx: dict, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
+def check_targets(ctx: VerifyContext, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
                   out: list, pool=None, threads: int = 1) -> None:
     """The units and index entries pointing into the segment at ``base`` (see the module doc);
     the pieces run on ``pool`` (``threads`` workers) when given."""
-    cfg = StoreConfig.from_json(ctx["config"])
-    seg = (max(base, ctx["min_phy"]), base + cfg.mappedFileSizeCommitLog)
+    cfg = ctx.config
+    seg = (max(base, ctx.min_phy), base + cfg.mappedFileSizeCommitLog)
     facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
-    look = SegmentLookup(store, ctx["segments"], cfg.mappedFileSizeCommitLog)
+    look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog)
     jobs, files, unit_files = [], [], []
-    for q in ctx.get("queues", []):
+    for q in ctx.queues:
         for k, f in enumerate(q["files"]):
-            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.setdefault("_units_in_use", {}))
+            r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.units_in_use)
             if r is not None:
                 files.append(("units", (q["topic"], q["queue_id"], f)))
-                unit_files.append((len(files) - 1, r + (f["base"] // CQ_UNIT_SIZE, topic_key(q["topic"]),
+                unit_files.append((len(files) - 1, r + (f["base"] // consumequeue.UNIT_SIZE, topic_key(q["topic"]),
                                                         q["queue_id"])))
     if unit_files:
         sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
         jobs.append((None, units_by_records, (facts.starts, facts.base, facts.recs, sweep)))
-    for x in ctx.get("index_files", []):
+    for x in ctx.index_files:
         span = _entry_span(store, cfg, seg, x)
         if span is None:
             continue
@@ -142,13 +139,13 @@ def _unit_range(store, cfg, seg, f, last, in_use: dict):
     fd = FileData(store, f["path"])
     if not fd.exists:
         return None                                          # reported by the queue task
-    n = min(fd.size, cfg.cq_file_size) // CQ_UNIT_SIZE
+    n = min(fd.size, cfg.cq_file_size) // consumequeue.UNIT_SIZE
     if last:
         if f["path"] not in in_use:
             in_use[f["path"]] = leading_units(fd, n)
         n = in_use[f["path"]]
     # A queue's units ascend (else the queue task reports it and checks that file's units itself).
-    a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, n, seg[0], seg[1])
+    a, b = bisect_range(fd.buf, consumequeue.UNIT_PHYSICALOFFSET, consumequeue.UNIT_SIZE, n, seg[0], seg[1])
     return (fd.buf, n, a, b) if a < b else None
 
 
@@ -164,15 +161,15 @@ def _name_units(ctx, cfg, look, what, parts, out) -> None:
     from .consumequeue import deep_units
     topic, qid, f = what
     (n, missing, bad), = parts
-    first_q = f["base"] // CQ_UNIT_SIZE
+    first_q = f["base"] // consumequeue.UNIT_SIZE
     if not len(missing) and not len(bad):
         return
-    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * CQ_UNIT_SIZE])
+    u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * consumequeue.UNIT_SIZE])
     cols = [u[c] for c in ("phys", "size", "tags")]
     if len(missing):                                         # not a sound record start
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out, subset=missing)
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out, subset=missing)
     if len(bad):
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx["min_phy"], out,
+        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out,
                    subset=bad[:MAX_PROBLEMS_PER_FILE])
 
 
@@ -182,11 +179,11 @@ def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | N
     batch's), else the file's own; clamped to what the configuration and the file hold."""
     header = x.get("header")
     if header is None:
-        if fd.size < INDEX_HEADER_SIZE:
+        if fd.size < indexfile.HEADER_SIZE:
             return 0, None
-        header = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE])).to_dict()
+        header = indexfile.IndexHeader.parse(bytes(fd.buf[:indexfile.HEADER_SIZE])).to_dict()
     ent_at = indexfile.entries_offset(cfg)
-    room = max(0, (min(fd.size, cfg.index_file_size) - ent_at) // INDEX_ENTRY_SIZE)
+    room = max(0, (min(fd.size, cfg.index_file_size) - ent_at) // indexfile.ENTRY_SIZE)
     return max(0, min(header["index_count"], cfg.maxIndexNum, room)), header
 
 
@@ -201,10 +198,10 @@ def _entry_span(store, cfg, seg, x):
         return None
     ent_at = indexfile.entries_offset(cfg)
     # Entries are written in commitlog order (else the index task checks that file's entries itself).
-    a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, INDEX_ENTRY_SIZE, count, seg[0], seg[1])
+    a, b = bisect_range(fd.buf, ent_at + indexfile.ENTRY_PHY_OFFSET, indexfile.ENTRY_SIZE, count, seg[0], seg[1])
     if max(a, 1) >= b:
         return None
-    ents = fd.buf[ent_at:ent_at + count * INDEX_ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
+    ents = fd.buf[ent_at:ent_at + count * indexfile.ENTRY_SIZE].view(indexfile.ENTRY_DTYPE)
     return fd, ents, ent_at, header, max(a, 1), b
 
 

@@ -29,19 +29,20 @@ Levels:
 Each problem is one line ``<path>@<byte offset>: <what>``. In process (no Spark) the tasks run on
 as many threads as the process has processors: the compiled checks and hashlib release the GIL.
 Index files appended in place after the snapshot (a later batch's entries beyond its indexCount,
-slot heads pointing at them) are checked as the snapshot's readers see them (``verify_index``).
+slot heads pointing at them) are checked as the snapshot's readers see them (``verify.indexfile.verify_index``).
 A store without a manifest (a broker's) gets the structural and deep checks, with the valid
 lengths a broker's recovery would find (``storefiles.StoreFiles.scan``).
 
 This module plans the tasks, runs them and builds the report; the checks themselves are in
-``verify_records`` (commitlog segments), ``verify_queues`` (consume queues), ``verify_index``
-(index files) and ``verify_access`` (what they share: problem lines, file access, record reads).
+``verify.commitlog`` (segments), ``verify.consumequeue`` (consume queues), ``verify.indexfile``
+(index files), ``verify.cross`` (deep cross-file checks) and ``verify.access`` (what they share:
+problem lines, file access, record reads).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -49,31 +50,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import checkpoint as ckpt, consumequeue, indexfile, paths
+from ..format import checkpoint as ckpt, consumequeue, paths
 from ..io import checksum, storage
 from ..table import deltalog, manifest
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
-from ..format.consumequeue import UNIT_SIZE as CQ_UNIT_SIZE
-from .access import expected_tags_code, FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup
+from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
+from .access import Problem, problem, VerifyContext
 from .indexfile import verify_index
 from .consumequeue import verify_queues
-from .commitlog import check_records, ScanBuffers, verify_segment, walk
+from .commitlog import ScanBuffers, verify_segment
 
-__all__ = ["NAME20", "INDEX_NAME", "CQ_DTYPE", "ENTRY_DTYPE", "INT_MAX", "MAX_PROBLEMS_PER_FILE", "problem",
-           "FileData", "SegmentLookup", "expected_tags_code", "walk", "check_records", "verify_segment",
-           "verify_queues", "verify_index", "run_task", "pack_tasks", "Report", "plan", "check_checkpoint",
-           "verify_store"]
-
-NAME20 = re.compile(r"^\d{20}$")
-INDEX_NAME = re.compile(r"^\d{17}$")
-CQ_DTYPE = consumequeue.UNIT_DTYPE          # old names: the layouts are consumequeue's and indexfile's
-ENTRY_DTYPE = indexfile.ENTRY_DTYPE
-INT_MAX = indexfile.INT_MAX
+__all__ = ["run_task", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
 
 
 # ---------------------------------------------------------------------------- driver
-def run_task(ctx: dict, t: dict) -> dict:
+def run_task(ctx: VerifyContext, t: dict) -> dict:
     t0 = time.time()
     kind = t["kind"]
     try:
@@ -117,7 +109,7 @@ def pack_tasks(tasks: list, cfg: StoreConfig, max_parts: int) -> list:
 
 @dataclass
 class Report:
-    problems: list
+    found: list                             # Problem values, sorted by file and offset, each once
     facts: list = field(default_factory=list)
     files: int = 0
     bytes_read: int = 0
@@ -128,8 +120,13 @@ class Report:
     manifest: bool = False
 
     @property
+    def problems(self) -> list:
+        """The problem lines verify prints, ``<path>@<offset>: <what>``, in order."""
+        return [str(p) for p in self.found]
+
+    @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.found
 
     def emit(self, as_json: bool = False) -> None:
         """What both verify entry points print: one line per problem on stdout, the summary on
@@ -146,12 +143,6 @@ class Report:
                 "bytes_read": self.bytes_read, "record_bytes": self.record_bytes, "seconds": round(self.seconds, 3),
                 "logical_gb_per_s": round(self.logical_bytes / 1e9 / self.seconds, 2) if self.seconds else None,
                 "record_gb_per_s": round(self.record_bytes / 1e9 / self.seconds, 2) if self.seconds else None}
-
-
-def _sort_key(p: str):
-    path, _, rest = p.partition("@")
-    off = rest.split(":", 1)[0]
-    return (path, int(off) if off.lstrip("-").isdigit() else 0, p)
 
 
 def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | None, deep: bool,
@@ -176,14 +167,15 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_disk(store, config, disk_cl, disk_cq, disk_idx,
                                                                    problems)
     _check_names_and_gaps(cl, idx, F, problems)
-    ctx = {"store": store.uri, "config": config.to_json(), "deep": deep, "cl_size": F, "segments": segments,
-           "min_phy": min_phy, "max_phy": max_phy}
     tasks = _make_tasks(cl, cqs, idx, queues_per_task)
-    if deep:                 # the segment tasks check the units and entries pointing into them (verify_cross)
-        ctx["queues"] = [{"topic": q["topic"], "queue_id": q["queue_id"],
-                          "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
-                         for t in tasks if t["kind"] == "queues" for q in t["queues"]]
-        ctx["index_files"] = [{"path": p, "header": _row_header(r)} for p, r in idx]
+    queues, index_files = [], []
+    if deep:                 # the segment tasks check the units and entries pointing into them (verify.cross)
+        queues = [{"topic": q["topic"], "queue_id": q["queue_id"],
+                   "files": [{"path": f["path"], "base": f["base"]} for f in q["files"]]}
+                  for t in tasks if t["kind"] == "queues" for q in t["queues"]]
+        index_files = [{"path": p, "header": _row_header(r)} for p, r in idx]
+    ctx = VerifyContext(store=store.uri, config=config, deep=deep, segments=segments, min_phy=min_phy,
+                        max_phy=max_phy, queues=queues, index_files=index_files)
     problems += check_checkpoint(store, snap)
     return ctx, tasks, problems
 
@@ -263,7 +255,7 @@ def _check_batch_totals(b: dict, cl: list, cqs: dict, min_phy: int, max_phy: int
     qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
     for key, fs in cqs.items():
         last = max(fs, key=lambda x: x[1])
-        end = last[1] // CQ_UNIT_SIZE + last[2]["valid_bytes"] // CQ_UNIT_SIZE
+        end = last[1] // consumequeue.UNIT_SIZE + last[2]["valid_bytes"] // consumequeue.UNIT_SIZE
         if qmax.get(key) != end:
             problems.append(problem(last[0], last[2]["valid_bytes"],
                                     f"queue {key[0]}/{key[1]} ends at offset {end}, checkpoint table says "
@@ -283,12 +275,12 @@ def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, di
     cl = [(s.rel, s.base, s.valid, None) for s in view.commitlog]
     # names that scan skipped
     for rel in disk_cl:
-        if not NAME20.match(rel.rsplit("/", 1)[-1]):
+        if not OFFSET_FILE_NAME.match(rel.rsplit("/", 1)[-1]):
             problems.append(problem(rel, 0, "commitlog file name is not a 20-digit offset"))
     cqs: dict = {}
     for rel in disk_cq:
         parts = rel.split("/")
-        if len(parts) != 4 or not NAME20.match(parts[3]) or not parts[2].lstrip("-").isdigit():
+        if len(parts) != 4 or not OFFSET_FILE_NAME.match(parts[3]) or not parts[2].lstrip("-").isdigit():
             problems.append(problem(rel, 0, "not a consume queue file (consumequeue/<topic>/<queueId>/<20 digits>)"))
             continue
         cqs.setdefault((parts[1], int(parts[2])), []).append((rel, int(parts[3]), None))
@@ -302,7 +294,7 @@ def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, di
 def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
     """Index file names; commitlog segments contiguous and aligned to the file size."""
     for rel, _ in idx:
-        if not INDEX_NAME.match(rel.rsplit("/", 1)[-1]):
+        if not INDEX_FILE_NAME.match(rel.rsplit("/", 1)[-1]):
             problems.append(problem(rel, 0, "index file name is not yyyyMMddHHmmssSSS"))
     for i in range(1, len(cl)):
         if cl[i][1] != cl[i - 1][1] + F:
@@ -409,12 +401,13 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
             try:
                 snap = resolve_snapshot(store, as_of_batch, version)
             except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
-                line = str(e) if isinstance(e, CorruptStore) else problem(paths.MANIFEST_DIR, 0, str(e))
+                line = Problem(e.path, e.offset, e.what) if isinstance(e, CorruptStore) \
+                    else problem(paths.MANIFEST_DIR, 0, str(e))
                 if line not in meta:
                     meta.append(line)
                 snap, unreadable = None, True
     has_manifest = snap is not None and snap.batch is not None
-    if has_manifest and store.local and _rebuilt(store, snap, as_of_batch is not None or version is not None):
+    if has_manifest and store.os_paths and _rebuilt(store, snap, as_of_batch is not None or version is not None):
         return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
     if has_manifest:
         cfg = snapshot_config(snap, config)
@@ -430,7 +423,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         _map_objects(store, snap)
     ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
     if store.assembled:
-        ctx["assembled"] = dict(store.assembled)
+        ctx = dataclasses.replace(ctx, assembled=dict(store.assembled))
     problems = meta + list(problems)
     if spark is not None and tasks:
         sc = spark.sparkContext
@@ -442,12 +435,13 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         threads = threads or _processors()
         # in process: one Store (and its checked paths) and one set of scan buffers for all
         # tasks; a segment task runs its pieces on ``threads`` threads of its own
-        local = dict(ctx, _store=store, threads=threads, _scan_buffers=ScanBuffers())
+        local = dataclasses.replace(ctx, local_store=store, threads=threads, scan_buffers=ScanBuffers())
         results = _run_local(local, tasks, cfg, threads)
     facts = []
-    rep = Report(problems=list(problems), deep=deep, manifest=has_manifest)
+    found = list(problems)
+    rep = Report(found=[], deep=deep, manifest=has_manifest)
     for r in results:
-        rep.problems.extend(r["problems"])
+        found.extend(r["problems"])
         rep.bytes_read += r["bytes_read"]
         rep.logical_bytes += r["logical_bytes"]
         rep.record_bytes += r.get("record_bytes", 0)
@@ -461,7 +455,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
         len(q["files"]) for t in tasks if t["kind"] == "queues" for q in t["queues"])
     # A file out of order is cross-checked whole by its own task, so a segment task may have named
     # the same problem: each line once.
-    rep.problems = sorted(set(rep.problems), key=_sort_key)
+    rep.found = sorted(set(found))
     rep.seconds = time.time() - t0
     return rep
 
@@ -502,12 +496,12 @@ def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threa
         rep = verify_store(target, config, deep=deep, spark=spark, snap=snap, threads=threads)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    rep.problems = sorted(set(meta + rep.problems), key=_sort_key)
+    rep.found = sorted(set(meta + rep.found))
     rep.seconds = time.time() - t0
     return rep
 
 
-def _run_local(ctx: dict, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
+def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
     """The tasks in this process on ``threads`` threads (results in task order): index files first
     (one thread each, for their whole length), then the biggest first (a segment task keeps every
     thread busy with its own pieces, so it can come after a long index file and still end with it)."""

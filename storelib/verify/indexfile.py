@@ -12,8 +12,7 @@ from ..io import checksum
 from ..codec import messages as codec, properties
 from ..format import indexfile
 from ..format.config import StoreConfig
-from ..format.indexfile import ENTRY_SIZE as INDEX_ENTRY_SIZE, HEADER_SIZE as INDEX_HEADER_SIZE
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store
+from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
 
 __all__ = ["verify_index", "deep_index"]
@@ -22,9 +21,9 @@ ENTRY_DTYPE = indexfile.ENTRY_DTYPE
 INT_MAX = indexfile.INT_MAX
 
 
-def verify_index(ctx: dict, t: dict) -> dict:
+def verify_index(ctx: VerifyContext, t: dict) -> dict:
     store = task_store(ctx)
-    cfg = StoreConfig.from_json(ctx["config"])
+    cfg = ctx.config
     rel = t["path"]
     m = t.get("manifest")
     out: list = []
@@ -35,10 +34,10 @@ def verify_index(ctx: dict, t: dict) -> dict:
     full = cfg.index_file_size
     if fd.size != full:
         out.append(problem(rel, min(fd.size, full), f"file size {fd.size}, expected {full}"))
-    if fd.size < INDEX_HEADER_SIZE:
+    if fd.size < indexfile.HEADER_SIZE:
         out.append(problem(rel, 0, "no index header"))
         return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
-    disk = indexfile.IndexHeader.parse(bytes(fd.buf[:INDEX_HEADER_SIZE])).to_dict()
+    disk = indexfile.IndexHeader.parse(bytes(fd.buf[:indexfile.HEADER_SIZE])).to_dict()
     snap = _snapshot_header(m)
     appended = snap is not None and _appended(cfg, fd, disk, snap)
     header = snap if snap is not None else disk     # the snapshot's view: later entries are a newer batch's
@@ -50,14 +49,14 @@ def verify_index(ctx: dict, t: dict) -> dict:
         else np.zeros(0, np.int64)
     if appended and len(slots):
         slots = _resolve_slots(rel, cfg, fd, ent_at, ic, slots, out)
-    ents = fd.buf[ent_at:ent_at + ic * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
+    ents = fd.buf[ent_at:ent_at + ic * indexfile.ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
     hsc = header["hash_slot_count"]
-    seg_bases = np.array([b for _, b, _ in ctx["segments"]], np.int64)
+    seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
     # One pass over the entries in place; a sound file (the usual case) needs no converted copy
     # of its 20M entries: the checks that name each problem run only where the pass found one.
-    sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx["min_phy"], F, seg_bases) if n > 1 else None
+    sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx.min_phy, F, seg_bases) if n > 1 else None
     if n > 1:
         if sm.bad_prev or sm.negative_hash or sm.heads != hsc or header["begin_phy_offset"] != sm.first_phys \
                 or header["end_phy_offset"] != sm.last_phys:
@@ -71,22 +70,22 @@ def verify_index(ctx: dict, t: dict) -> dict:
     if n <= 1 and len(slots) and np.any(slots != 0):
         i = int(np.flatnonzero(slots)[0])
         out.append(problem(rel, indexfile.slot_offset(i), "slot set in a file without entries"))
-    tail = ent_at + disk["index_count"] * INDEX_ENTRY_SIZE if appended else valid
+    tail = ent_at + disk["index_count"] * indexfile.ENTRY_SIZE if appended else valid
     nz = fd.first_nonzero(tail, fd.size)
     if nz is not None:
         out.append(problem(rel, nz, f"non-zero byte after the last entry ({tail})"))
     sha, digests = fd.checksum(valid)
     if m is not None:
         _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
-    if ctx["deep"] and n > 1:
-        # entries pointing into a segment are checked by that segment's task (verify_cross); here
+    if ctx.deep and n > 1:
+        # entries pointing into a segment are checked by that segment's task (verify.cross); here
         # those whose segment is missing, or all when out of commitlog order (the segment tasks'
         # binary search may miss some)
         lost = np.zeros(0, np.int64)
         if sm.descending or sm.lost:
             ephys = ents["phys"].astype(np.int64)
             pos = np.arange(n)
-            keep = (pos >= 1) & (ephys >= ctx["min_phy"])
+            keep = (pos >= 1) & (ephys >= ctx.min_phy)
             lost = pos[keep if sm.descending else keep & ~np.isin(ephys // F * F, seg_bases)]
         deep_index(ctx, cfg, rel, ent_at, header, ents["hash"], ents["phys"], ents["time_diff"], out, subset=lost)
     facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
@@ -115,20 +114,20 @@ _HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy
 
 
 def _appended(cfg: StoreConfig, fd: FileData, disk: dict, snap: dict) -> bool:
-    """The file holds entries of a later (or unfinished) batch after the snapshot's (issue 15: index
-    files are appended in place; the snapshot's slot heads may then lead through the newer
+    """The file holds entries of a later (or unfinished) batch after the snapshot's (index files
+    are appended in place; the snapshot's slot heads may then lead through the newer
     entries): its header has a larger indexCount the file can hold, the same begin values, end
     values not below the snapshot's and hashSlotCount not below it, and the entries after the
     snapshot's are well formed later entries (prevPos backwards, phyOffsets ascending from the
     snapshot's end to the header's). Anything else is damage, checked as such."""
-    room = (min(fd.size, cfg.index_file_size) - indexfile.entries_offset(cfg)) // INDEX_ENTRY_SIZE
+    room = (min(fd.size, cfg.index_file_size) - indexfile.entries_offset(cfg)) // indexfile.ENTRY_SIZE
     lo, hi = snap["index_count"], disk["index_count"]
     if not (lo < hi <= min(cfg.maxIndexNum, room) and all(disk[k] == snap[k] for k in ("begin_timestamp",
                                                                                        "begin_phy_offset"))
             and all(disk[k] >= snap[k] for k in ("end_timestamp", "end_phy_offset", "hash_slot_count"))):
         return False
     ent_at = indexfile.entries_offset(cfg)
-    newer = fd.buf[ent_at + lo * INDEX_ENTRY_SIZE:ent_at + hi * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE)
+    newer = fd.buf[ent_at + lo * indexfile.ENTRY_SIZE:ent_at + hi * indexfile.ENTRY_SIZE].view(ENTRY_DTYPE)
     phys, prev = newer["phys"].astype(np.int64), newer["prev"].astype(np.int64)
     pos = np.arange(lo, hi)
     return bool((prev >= 0).all() and (prev < pos).all() and phys[0] >= snap["end_phy_offset"]
@@ -137,8 +136,8 @@ def _appended(cfg: StoreConfig, fd: FileData, disk: dict, snap: dict) -> bool:
 
 def _resolve_slots(rel, cfg, fd, ent_at, count, slots, out):
     """Slot heads of the snapshot: heads at newer entries followed back through their prevPos."""
-    room = (min(fd.size, cfg.index_file_size) - ent_at) // INDEX_ENTRY_SIZE
-    prev_all = fd.buf[ent_at:ent_at + room * INDEX_ENTRY_SIZE].view(ENTRY_DTYPE)["prev"]
+    room = (min(fd.size, cfg.index_file_size) - ent_at) // indexfile.ENTRY_SIZE
+    prev_all = fd.buf[ent_at:ent_at + room * indexfile.ENTRY_SIZE].view(ENTRY_DTYPE)["prev"]
     newer = np.flatnonzero(slots >= count)
     if not len(newer):
         return slots
@@ -155,7 +154,7 @@ def _resolve_slots(rel, cfg, fd, ent_at, count, slots, out):
 
 def _entry_at(ent_at: int, p) -> int:
     """Byte offset of entry position ``p``."""
-    return ent_at + int(p) * INDEX_ENTRY_SIZE
+    return ent_at + int(p) * indexfile.ENTRY_SIZE
 
 
 def _entry_extent(rel, cfg, fd, ic, ent_at, out):
@@ -164,11 +163,11 @@ def _entry_extent(rel, cfg, fd, ic, ent_at, out):
     if not 1 <= ic <= cfg.maxIndexNum:
         out.append(problem(rel, indexfile.HEADER_INDEX_COUNT, f"indexCount {ic} outside [1, {cfg.maxIndexNum}]"))
         ic = max(1, min(ic, cfg.maxIndexNum))
-    valid = ent_at + ic * INDEX_ENTRY_SIZE
+    valid = ent_at + ic * indexfile.ENTRY_SIZE
     avail = max(0, min(fd.size, full))
     if valid > avail:
         out.append(problem(rel, avail, f"file ends before entry {ic - 1} (needs {valid} bytes)"))
-        ic = max(1, (avail - ent_at) // INDEX_ENTRY_SIZE) if avail > ent_at else 1
+        ic = max(1, (avail - ent_at) // indexfile.ENTRY_SIZE) if avail > ent_at else 1
         valid = min(valid, avail)
     return ic, valid, avail
 
@@ -238,9 +237,9 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
     """Entries (all at or above the min offset, or the positions ``subset``) against their records,
     each decoded by offset (``SegmentLookup``); ``header_checks``: also the header's begin/end times
     against the records at begin/endPhyOffset."""
-    look = SegmentLookup(task_store(ctx), ctx["segments"], cfg.mappedFileSizeCommitLog)
+    look = SegmentLookup(task_store(ctx), ctx.segments, cfg.mappedFileSizeCommitLog)
     if subset is None:
-        live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx["min_phy"]) + 1
+        live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx.min_phy) + 1
     else:
         live = np.asarray(subset, np.int64)
     shown = 0
@@ -248,7 +247,7 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
         ok, reason, table, inv = look.records(ephys[live])
         for j in np.flatnonzero(~ok)[:MAX_PROBLEMS_PER_FILE]:
             p = int(live[j])
-            out.append(problem(rel, ent_at + p * INDEX_ENTRY_SIZE, f"entry {p} -> commitlog {ephys[p]}: {reason[j]}"))
+            out.append(problem(rel, ent_at + p * indexfile.ENTRY_SIZE, f"entry {p} -> commitlog {ephys[p]}: {reason[j]}"))
             shown += 1
         if table is not None:
             okj = np.flatnonzero(ok)
@@ -291,7 +290,7 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
                                 f"({sorted(set(codec.index_key_hash(mine).tolist()))})")
                 if td_bad[k]:
                     errs.append(f"timeDiff {tdiff[p]}, record time gives {int(want[k])}")
-                out.append(problem(rel, ent_at + p * INDEX_ENTRY_SIZE, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
+                out.append(problem(rel, ent_at + p * indexfile.ENTRY_SIZE, f"entry {p} -> commitlog {ephys[p]}: " + "; ".join(errs)))
                 shown += 1
     if not header_checks:
         return
@@ -299,7 +298,7 @@ def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=
     for off_name, ts_name, at in (("begin_phy_offset", "begin_timestamp", indexfile.HEADER_BEGIN_TIMESTAMP),
                                   ("end_phy_offset", "end_timestamp", indexfile.HEADER_END_TIMESTAMP)):
         phy = header[off_name]
-        if phy < ctx["min_phy"]:
+        if phy < ctx.min_phy:
             continue
         ok, reason, table, inv = look.records(np.array([phy]))
         if ok[0]:

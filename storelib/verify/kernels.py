@@ -7,7 +7,7 @@
   (``verify_index``'s chain check; a Python loop per entry took 30 s for 20M entries);
 * ``resolve_heads``: slot heads of an index file appended in place after the snapshot, followed
   through the newer entries' ``prevPos`` back to the snapshot's entries;
-* for ``verify_cross`` (units and entries against the records of a segment): ``bisect_range``
+* for ``verify.cross`` (units and entries against the records of a segment): ``bisect_range``
   (which units / entries point into a segment, two binary searches over the file's bytes),
   ``seek_sorted`` (offset -> record, in one sweep).
 """
@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
-from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TOTALSIZE
+from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE, UNIT_TOTALSIZE
 from ..format.indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_PREV_POS, ENTRY_SIZE
 from ..compute.intrinsics import prefetch
 from ..compute.kernels import be32, be64
@@ -158,7 +158,7 @@ def _queue_summary(cq, n, prev_phys, max_phy, min_phy, seg_size, seg_bases, out)
     lo, hi = np.int64(2**62), np.int64(-(2**62))
     known_base, known_in = np.int64(-1), False
     for i in range(n):
-        u = i * CQ_UNIT_SIZE
+        u = i * UNIT_SIZE
         phys = be64(cq, u + UNIT_PHYSICALOFFSET)
         size = be32(cq, u + UNIT_TOTALSIZE)
         if not (phys >= 0 and size > 0):                 # (consumequeue.unit_in_use)

@@ -1,23 +1,22 @@
 """One compiled pass over a commitlog segment's records for ``verify`` (numba; the shell lookup
 path never imports this).
 
-``verify --deep`` used to read each segment's records in several passes: the field extraction
-(``kernels.record_fields``: a 24-row int64 matrix, 0.4 GB for two million records), the body
-CRCs, the topic hashes, the properties (TAGS, DELAY, KEYS, UNIQ_KEY), the index keys, each pass
-over the whole segment again. ``scan_records`` does all of it record by record, while the record
+A pass per concern over a segment's records (a field matrix of 24 int64 rows is 0.4 GB for two
+million records; then the body CRCs, the topic hashes, the properties TAGS, DELAY, KEYS,
+UNIQ_KEY, the index keys) would read the whole segment again each time. ``scan_records`` does all
+of it record by record, while the record
 is in the cache, over a range of the records (so a segment's records are scanned on several
 threads), and keeps per record only what the checks compare, in one 64-byte row (``SCAN_DTYPE``):
 the cross checks then gather one cache line per consume-queue unit or index entry.
 
-Per record it decides what the former multi-pass check decided from a field matrix (the
-record is *sound*: every part inside TOTALSIZE, the fields add up to TOTALSIZE, PROPERTIESLENGTH
-> 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
+Per record it decides whether the record is *sound* (every part inside TOTALSIZE, the fields add
+up to TOTALSIZE, PROPERTIESLENGTH > 0, PHYSICALOFFSET its position, queue id and offset not negative, transaction rules) and, with
 ``deep``, whether the body's CRC matches BODYCRC. Records that are not sound are left to the
-checks that name each problem (``verify_records``), as before.
+checks that name each problem (``verify.commitlog``).
 
 ``units_against`` and ``entries_against`` read consume-queue units and index entries in place,
 find the record each points at (one sweep: both are in commitlog order) and compare them with its
-row (``verify_cross``); an index entry's key hash is computed from the record's UNIQ_KEY / KEYS
+row (``verify.cross``); an index entry's key hash is computed from the record's UNIQ_KEY / KEYS
 where they lie, in the order the dispatch indexes them.
 
 CRC-32 here is slicing-by-16 (zlib's polynomial); Java's String.hashCode over UTF-8 bytes decoded
@@ -29,10 +28,10 @@ import numpy as np
 from numba import njit
 from ..compute import kernelcache  # noqa: F401  (before the kernels: numba picks their cache location then)
 
-from ..codec.messages import TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 from ..format.commitlog import (MIN_RECORD_SIZE, POS_BODYCRC, POS_BORNHOST, POS_PHYSICALOFFSET, POS_QUEUEID, POS_QUEUEOFFSET,
-                        RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH)
-from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE as CQ_UNIT_SIZE, UNIT_TAGSCODE, UNIT_TOTALSIZE
+                        RECORD_OVERHEAD, REL_BODY, REL_STOREHOST, REL_STORETIMESTAMP, SIZE_PROPERTIESLENGTH,
+                        TRANSACTION_MASK, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK)
+from ..format.consumequeue import UNIT_PHYSICALOFFSET, UNIT_SIZE, UNIT_TAGSCODE, UNIT_TOTALSIZE
 from ..format.indexfile import ENTRY_KEY_HASH, ENTRY_PHY_OFFSET, ENTRY_SIZE, ENTRY_TIME_DIFF, INT_MAX
 from ..compute.intrinsics import prefetch
 from ..compute.crc32 import CRC_TABLES, crc32_one as _crc32
@@ -189,14 +188,14 @@ def _units_against(cq, a, b, starts, base, recs, first_q, topic_key, qid, missin
     rows = np.empty(_CHUNK, np.int64)
     for c in range(a, b, _CHUNK):
         m = min(b, c + _CHUNK) - c
-        j, last = _match_chunk(cq, UNIT_PHYSICALOFFSET, CQ_UNIT_SIZE, c, m, starts, base, recs, j, last, rows)
+        j, last = _match_chunk(cq, UNIT_PHYSICALOFFSET, UNIT_SIZE, c, m, starts, base, recs, j, last, rows)
         for k in range(m):
             i = c + k
             if rows[k] < 0:
                 missing[nm] = i
                 nm += 1
                 continue
-            u = i * CQ_UNIT_SIZE
+            u = i * UNIT_SIZE
             r = recs[rows[k]]
             tran = r.sysflag & TRANSACTION_MASK
             if (r.topic_key != topic_key or r.queue_id != qid or r.queue_offset != first_q + i
@@ -254,7 +253,7 @@ def _units_by_records(recs, starts, base, units, f_topic, f_qid, f_lo, f_hi, f_a
         if f < 0:
             continue                                     # no unit of this queue in range at its offset
         g = f_at[f] + (o - f_lo[f])                      # the unit at the record's queue offset
-        u = g * CQ_UNIT_SIZE
+        u = g * UNIT_SIZE
         if _be64(units, u + UNIT_PHYSICALOFFSET) - base != starts[r]:
             continue                                     # it points elsewhere: ``units_against`` finds where
         matched[g] = True
@@ -279,14 +278,14 @@ def units_by_records(starts: np.ndarray, base: int, recs: np.ndarray, files: lis
     if not files:
         return []
     sizes = [b - a for _, a, b, _, _, _ in files]
-    units = np.concatenate([buf[a * CQ_UNIT_SIZE:b * CQ_UNIT_SIZE] for buf, a, b, _, _, _ in files])
+    units = np.concatenate([buf[a * UNIT_SIZE:b * UNIT_SIZE] for buf, a, b, _, _, _ in files])
     f_at = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     f_lo = np.array([q0 + a for _, a, _, q0, _, _ in files], np.int64)
     f_hi = f_lo + np.array(sizes, np.int64)
     f_topic = np.array([k for *_, k, _ in files], np.int64)
     f_qid = np.array([q for *_, q in files], np.int64)
     table = np.full(1 << max(4, (4 * len(files)).bit_length()), -1, np.int64)
-    matched = np.zeros(len(units) // CQ_UNIT_SIZE, np.bool_)
+    matched = np.zeros(len(units) // UNIT_SIZE, np.bool_)
     bad = np.zeros(len(matched), np.bool_)
     _units_by_records(recs, np.asarray(starts, np.int64), np.int64(base), units, f_topic, f_qid, f_lo, f_hi, f_at,
                       np.empty(len(files), np.int64), table, matched, bad)

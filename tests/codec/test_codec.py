@@ -25,6 +25,7 @@ from storelib.codec import messages as codec, properties
 from storelib.compute import crc32
 from storelib.ingest import inputs
 from storelib.errors import InputError
+from storelib.format import commitlog as cl, textforms
 from storelib.format.config import StoreConfig
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -591,7 +592,7 @@ def test_rule11_properties_verbatim_and_parse_semantics():
         _, tags, keys = ref_dispatch(msgs[i])
         assert int(pm.tags_code[i]) == tags, s
         assert entries[i] == keys, s
-        assert properties.parse_properties_string(s) == ref_parse_props(s)
+        assert textforms.parse_properties_string(s) == ref_parse_props(s)
     assert ref_parse_props(cases[3]) == {"KEYS": "a\x01b"}
     assert entries[3] == [ref_index_hash("TopicA#a\x01b")]
     assert int(pm.tags_code[1]) == ref_java_hash("second")
@@ -751,7 +752,7 @@ def test_property_parsers_match_java_parser(strings):
             assert col[i].as_py() == ref.get(name), (s, name)
             assert extra[name][i].as_py() == ref.get(name), (s, name)
         assert dict(mapped[i].as_py()) == ref
-        assert properties.parse_properties_string(s) == ref
+        assert textforms.parse_properties_string(s) == ref
 
 
 @SETTINGS
@@ -827,7 +828,12 @@ def test_bad_topic_too_long(topic):
 
 
 def test_topic_limits_ok():
-    prepare([msg(topic="é" * 63 + "a"), msg(topic="x" * 32767)])
+    """The longest topics each record form holds: 127 UTF-8 bytes in V1's 1-byte length, 32767 in
+    V2's 2-byte length; each record's TOTALSIZE counts the topic's bytes and its length field."""
+    pm = prepare([msg(topic="é" * 63 + "a"), msg(topic="x" * 32767)])
+    assert pm.n == 2
+    assert list(pm.parts["is_v2"]) == [False, True]
+    assert list(pm.sizes) == [cl.record_size(5, 127, 0), cl.record_size(5, 32767, 0, v2=True)]
 
 
 def test_bad_empty_topic():

@@ -232,7 +232,7 @@ def state_main(uri: str, out: str) -> int:
     from storelib.io import storage
     st = storage.Store(uri)
     snap = manifest.load_snapshot(st)
-    rows = manifest._read_rows(manifest._open(st, paths.MANIFEST_DIR))
+    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
     batches = [{"id": b["batch_id"], "seq": b["batch_seq"], "messages": b["messages"],
                 "total": b["total_messages"], "attempt": b["attempt_id"]} for b in snap.batches]
     attempts = {b["batch_id"]: b["attempt_id"] for b in snap.batches}
@@ -247,7 +247,7 @@ def state_main(uri: str, out: str) -> int:
     for r in rows:
         if r["action"] == "add" and attempts.get(r["batch_id"], "-") == r["attempt_id"] and "extents" in (r["detail"] or ""):
             referenced.update(e[2] for e in json.loads(r["detail"])["extents"])
-    objects = {p for p in infos if p.startswith(fragments.OBJECTS_DIR + "/")}
+    objects = {p for p in infos if p.startswith(paths.OBJECTS_DIR + "/")}
     bad, missing = [], []
     for path, r in sorted(snap.files.items()):
         extents = json.loads(r["detail"] or "{}").get("extents")
@@ -269,7 +269,7 @@ def state_main(uri: str, out: str) -> int:
     on_disk = [p for p in infos if not p.startswith(paths.META_DIR + "/")]
     meta = [p for p in infos if p.startswith(paths.META_DIR + "/")
             and not p.startswith((paths.MANIFEST_DIR + "/", paths.CHECKPOINTS_DIR + "/",
-                                  fragments.OBJECTS_DIR + "/")) and p != paths.SNAPSHOT_CACHE]
+                                  paths.OBJECTS_DIR + "/")) and p != paths.SNAPSHOT_CACHE]
     res = {"batches": batches, "stray_rows": stray_rows, "bad_files": bad,
            "extra_files": sorted(set(on_disk) - set(snap.files)) + sorted(objects - referenced),
            "missing_files": missing,

@@ -1,5 +1,5 @@
 """Object storage: ingest into s3:// on a local S3-compatible server (moto_server), Delta tables
-included; the downloaded store is byte-identical to the golden set (issue #3, item 5)."""
+included; the downloaded store is byte-identical to the golden set."""
 from __future__ import annotations
 
 import json

@@ -134,7 +134,7 @@ def test_expire_after_a_crashed_publish_loses_nothing(work, tmp_path):
 
 def test_publish_never_skips_a_missing_staged_file(work, tmp_path):
     """A committed batch whose staged file and final file are both gone: finishing its publish
-    fails loudly, naming the file (it used to be skipped, and the batch left half there)."""
+    fails loudly, naming the file (skipping it would leave the batch half there)."""
     base, store_a = work
     store = copy_of(store_a, tmp_path)
     r = ingest(base, store, "b", "B", {"ROCKETLAKE_FAULT": "after-commit-before-publish"})

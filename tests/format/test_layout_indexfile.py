@@ -145,7 +145,7 @@ def test_golden_index_file_parses_and_repacks_byte_identically():
             pos = prev
 
 
-# ----------------------------------------------------------------------------- appended in place (issue 15)
+# ----------------------------------------------------------------------------- appended in place
 def _index_store(tmp_path, data: bytes, name: str = "20240601000000000"):
     from storelib.io.storage import Store
     root = tmp_path / name
@@ -163,6 +163,7 @@ def test_snapshot_readers_skip_entries_appended_after_it(tmp_path):
     from storelib.read import keylookup
     from storelib.read.indexfile import IndexReader
     from storelib.table.storefiles import IndexFileRef
+    from storelib.verify.access import VerifyContext
     from storelib.verify.indexfile import verify_index
 
     b = IndexFileBuilder(TINY, ix.IndexHeader.inherited(900, 3000))
@@ -196,9 +197,9 @@ def test_snapshot_readers_skip_entries_appended_after_it(tmp_path):
     # verify of the snapshot: the newer entries and heads are not damage
     row = {"path": rel, "batch_id": "b1", "valid_bytes": b.valid_bytes() - 3 * ix.ENTRY_SIZE, "count": 3,
            "file_size": TINY.index_file_size, "checksum": None, "detail": json.dumps({"header": snap.to_dict()})}
-    ctx = {"config": TINY.to_json(), "deep": False, "segments": [], "min_phy": 0}
     for s in (s_old, s_new):
-        rep = verify_index(dict(ctx, _store=s, store=s.uri), {"path": rel, "manifest": row})
+        ctx = VerifyContext(store=s.uri, config=TINY, deep=False, segments=[], min_phy=0, max_phy=0, local_store=s)
+        rep = verify_index(ctx, {"path": rel, "manifest": row})
         assert rep["problems"] == [], rep["problems"]
     # a newer entry whose prevPos does not lead back, or a header whose indexCount grew without
     # entries behind it, is damage (the snapshot's readers would meet it), not an append
@@ -209,5 +210,7 @@ def test_snapshot_readers_skip_entries_appended_after_it(tmp_path):
     grown[ix.HEADER_INDEX_COUNT:ix.HEADER_INDEX_COUNT + 4] = (6).to_bytes(4, "big")
     for name, data, what in (("bad", bad, "slot 1 points to entry 5"), ("grown", grown, "differs from the manifest")):
         s_bad, _ = _index_store(tmp_path / name, bytes(data))
-        rep = verify_index(dict(ctx, _store=s_bad, store=s_bad.uri), {"path": rel, "manifest": row})
-        assert any(what in p for p in rep["problems"]), rep["problems"]
+        ctx = VerifyContext(store=s_bad.uri, config=TINY, deep=False, segments=[], min_phy=0, max_phy=0,
+                            local_store=s_bad)
+        rep = verify_index(ctx, {"path": rel, "manifest": row})
+        assert any(p.path == rel and what in p.what for p in rep["problems"]), rep["problems"]

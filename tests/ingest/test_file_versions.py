@@ -16,7 +16,9 @@ import pytest
 from storelib.io import checksum, fragments, patches, storage
 from storelib.format import indexfile as ix
 from storelib.format.config import StoreConfig
+from storelib import errors
 from storelib.errors import CorruptStore
+from storelib.format import paths
 from storelib.ingest.indexfile import IndexFileBuilder
 
 TINY = StoreConfig(maxHashSlotNum=4, maxIndexNum=8)
@@ -146,7 +148,7 @@ def test_segment_tail_is_cut(tmp_path):
 
 # ---------------------------------------------------------------------------- object-store extents
 def test_overlay_keeps_what_new_extents_do_not_cover():
-    O = fragments.OBJECTS_DIR
+    O = paths.OBJECTS_DIR
     prior = [[0, 100, f"{O}/a", 0], [100, 50, f"{O}/b", 0]]
     new = [[0, 40, f"{O}/head", 0], [150, 10, f"{O}/c", 0]]
     assert fragments.overlay(prior, new) == [(0, 40, f"{O}/head", 0), (40, 60, f"{O}/a", 40),
@@ -164,27 +166,29 @@ def test_damaged_extents_are_refused(bad):
 
 def test_a_file_assembles_from_objects_and_never_reads_outside_the_store(tmp_path):
     st = storage.Store(str(tmp_path / "s"))
-    O = fragments.OBJECTS_DIR
+    O = paths.OBJECTS_DIR
     st.write_file(f"{O}/b/a/t/x.1", [b"hello"])
     st.write_file(f"{O}/b/a/t/x.2", [b"--world"])
     st.map_file("commitlog/x", 20, [[2, 5, f"{O}/b/a/t/x.1", 0], [10, 5, f"{O}/b/a/t/x.2", 2]])
     assert st.read("commitlog/x") == b"\0\0hello\0\0\0world\0\0\0\0\0"
     assert st.size("commitlog/x") == 20 and st.exists("commitlog/x")
-    with pytest.raises(storage.StorePathError):
+    with pytest.raises(errors.StorePathError):
         st.map_file("commitlog/y", 20, [[0, 5, "_rocketlake/objects/../../../etc/passwd", 0]])
 
 
 def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, monkeypatch):
     """Each batch adds an extent to a continued file; past MAX_EXTENTS the trailing ones are
     rewritten as one object. Every version still reads back whole and matches its checksum."""
+    from storelib.ingest.context import WriteContext
     from storelib.ingest.file_versions import FileVersion
+    from storelib.ingest.topics import Topics
     monkeypatch.setattr(fragments, "MAX_EXTENTS", 3)
     st = storage.Store(str(tmp_path / "s"))
     data, committed = b"", {}
     for i in range(8):
         chunk = bytes([i + 1]) * (100 + i)
-        ctx = {"committed": committed, "objects": True, "batch_id": f"b{i}", "attempt": "a", "durable": False,
-               "staging": "unused"}
+        ctx = WriteContext(store=st.uri, config=StoreConfig(), topics=Topics(), staging="unused",
+                           committed=committed, objects=True, batch_id=f"b{i}", attempt="a", durable=False)
         v = FileVersion(ctx, st, "commitlog/c", len(data), 4096, "t", "records")
         h = v.hasher()
         h.update(chunk)

@@ -156,19 +156,20 @@ def test_reencoded_rows_equal_staged_records(tmp_path, crc):
     import numpy as np
     from storelib.ingest import encode as encode_stage
     from storelib.ingest import topics
+    from storelib.ingest.context import EncodeContext
     from storelib.format.config import StoreConfig
     cfg = StoreConfig(enabledAppendPropCRC=crc)
     src = os.path.join(golden_set("small-roll"), "messages.jsonl")
     splits = inputs.plan_splits(src, "jsonl", 3, 1 << 20)
-    ctx = {"store": str(tmp_path / "store"), "config": cfg.to_json(), "staging": "_rocketlake/staging/t/a",
-           "splits": [s.to_dict() for s in splits], "topics": topics.Topics.default().to_dict(),
-           "queue_by": None, "default_store_ts": 1}
-    st = storage.Store(ctx["store"])
+    ctx = EncodeContext(store=str(tmp_path / "store"), config=cfg, topics=topics.Topics.default(),
+                        staging="_rocketlake/staging/t/a", splits=tuple(s.to_dict() for s in splits),
+                        default_store_ts=1)
+    st = storage.Store(ctx.store)
     for s in splits:
         r = encode_stage.encode_split(ctx, s.to_dict())
         staged = np.frombuffer(st.read(r["records_path"]), np.uint8)
         sizes = np.load(st.path(r["meta_path"]))["sizes"].astype(np.int64)
         ends = np.cumsum(sizes)
         for r0, r1 in [(0, r["count"]), (1, r["count"] // 2), (r["count"] // 3, r["count"])]:
-            again = encode_stage.reencode_rows(ctx, cfg, s.index, r0, r1)
+            again = encode_stage.reencode_rows(ctx, s.index, r0, r1)
             assert again.tobytes() == staged[ends[r0] - sizes[r0]:ends[r1 - 1]].tobytes()

@@ -29,11 +29,12 @@ from storelib.ops import adopt, expire as retention
 from storelib.codec import messages as codec
 from storelib.format import consumequeue, names, paths
 from storelib.ingest import driver as ingest, encode as encode_stage, inputs, topics
+from storelib.ingest.context import EncodeContext
 from storelib.table import manifest
 from storelib.read import query
 from storelib.verify import driver as verify
 from storelib.io.storage import Store  # noqa: E402
-from storelib.errors import StorePathError
+from storelib.errors import AdoptError, InputError, StorePathError, TopicsError
 
 HOSTILE_TOPICS = [
     "../../escape2", "a/b", "/abs", ".", "..", "x\\y", "..\\..\\evil", "a\x00b", "", " ", "a b", "t\n",
@@ -109,9 +110,9 @@ def test_golden_topics_are_valid():
         codec.prepare(table, small_config(), topic_names=True)
 
 
-def _ctx(store: str) -> dict:
-    return {"store": store, "config": small_config().to_json(), "staging": "_rocketlake/staging/t/a",
-            "topics": topics.Topics.default().to_dict(), "queue_by": None, "default_store_ts": 1}
+def _ctx(store: str) -> EncodeContext:
+    return EncodeContext(store=store, config=small_config(), topics=topics.Topics.default(),
+                         staging="_rocketlake/staging/t/a", default_store_ts=1)
 
 
 @pytest.mark.parametrize("topic", HOSTILE_TOPICS, ids=repr)
@@ -138,7 +139,7 @@ def test_hostile_topic_in_prepare_names_row_and_keeps_other_checks():
     """One line per bad row: the name problem and the record-format one (V1 length) together."""
     table = inputs.jsonl_to_table(os.path.join(golden_set("small-roll"), "messages.jsonl")).slice(0, 5)
     t = table.set_column(0, "topic", pa.array(["ok", "t" * 40 + "é" * 60, "ok", "a/b", "ok"], pa.string()))
-    with pytest.raises(codec.InputError) as e:
+    with pytest.raises(InputError) as e:
         codec.prepare(t, small_config(), lambda i: f"in.jsonl line {i + 1}")
     probs = e.value.problems
     assert len(probs) == 2, probs
@@ -151,11 +152,11 @@ def test_topics_json_names_checked(tmp_path, key):
     p = tmp_path / "topics.json"
     p.write_text(json.dumps({"topicConfigTable": {"ok": {"writeQueueNums": 2},
                                                   key: {"topicName": key, "writeQueueNums": 4}}}))
-    with pytest.raises(topics.TopicsError) as e:
+    with pytest.raises(TopicsError) as e:
         topics.Topics.load(str(p))
     assert str(p) in str(e.value) and repr(key) in str(e.value)
     p.write_text(json.dumps({"topicConfigTable": {"ok": {"topicName": key, "writeQueueNums": 2}}}))
-    with pytest.raises(topics.TopicsError, match="topicName"):
+    with pytest.raises(TopicsError, match="topicName"):
         topics.Topics.load(str(p))
 
 
@@ -501,7 +502,7 @@ def test_adopt_refuses_links_out_and_odd_names(broker_copy, tmp_path, case, in_p
     dst = broker if in_place else str(tmp_path / "box" / "copy")
     before = tree(str(tmp_path / "box"))
     watch = Watch(outside)
-    with watch, pytest.raises(adopt.AdoptError) as e:
+    with watch, pytest.raises(AdoptError) as e:
         adopt.adopt(None, dst, broker, small_config(), quiet=True)
     assert needle in str(e.value) and "nothing was imported" in str(e.value), str(e.value)
     watch.assert_untouched()
@@ -525,4 +526,4 @@ def test_delta_tables_never_read_outside(tmp_path, what):
     shutil.move(victim, moved)
     os.symlink(str(moved), victim)
     with pytest.raises(StorePathError, match="outside"):
-        manifest._read_rows(manifest._open(Store(str(store)), paths.MANIFEST_DIR))
+        manifest.read_rows(manifest.open_table(Store(str(store)), paths.MANIFEST_DIR))

@@ -1,4 +1,4 @@
-"""Incremental batches, idempotent batch ids, queue assignment and broker defaults (issue #3).
+"""Incremental batches, idempotent batch ids, queue assignment and broker defaults.
 
 In-process: one local[2] SparkSession for the module; ``run_ingest`` is the same code the
 spark-submit job runs. Every store is compared byte for byte (goldenlib.compare against the golden set, or

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, HealthCheck, settings, strategies as st
 
 from conftest import golden_set
+from storelib import errors
 from storelib.codec import messages as codec
 from storelib.ingest import inputs
 from storelib.ingest.inputs import Split
@@ -128,7 +129,7 @@ def test_jsonl_split_labels_name_the_line(tmp_path):
     path = str(tmp_path / "in.jsonl")
     write_jsonl(path, rows)
     splits = inputs.plan_splits(path, "jsonl", target_splits=1)
-    with pytest.raises(codec.InputError) as ei:
+    with pytest.raises(errors.InputError) as ei:
         inputs.read_split(splits[0])
     assert "line 5" in str(ei.value) and "body_b64" in str(ei.value)
 

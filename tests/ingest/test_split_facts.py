@@ -16,6 +16,7 @@ from conftest import golden_set
 from storelib.ingest import encode as encode_stage, inputs, sequencer, split_facts, topics as topics_mod
 from storelib.io import storage
 from storelib.format.config import StoreConfig
+from storelib.ingest.context import EncodeContext
 from storelib.ingest.split_staging import LocalStaging
 
 
@@ -161,10 +162,9 @@ def test_encoded_splits_plan_as_the_whole_split_computation(tmp_path, monkeypatc
     src = _round_robin_input(tmp_path)
     splits = inputs.plan_splits(src, "jsonl", 3, 1 << 20)
     tcfg = topics_mod.Topics.from_dict({"default": 4, "write": {"order_events": 5, "user-login": 3}})
-    ctx = {"store": str(tmp_path / "store"), "config": cfg.to_json(), "staging": "_rocketlake/staging/t/a",
-           "splits": [s.to_dict() for s in splits], "topics": tcfg.to_dict(), "queue_by": None,
-           "default_store_ts": 1}
-    st_ = storage.Store(ctx["store"])
+    ctx = EncodeContext(store=str(tmp_path / "store"), config=cfg, topics=tcfg, staging="_rocketlake/staging/t/a",
+                        splits=tuple(s.to_dict() for s in splits), default_store_ts=1)
+    st_ = storage.Store(ctx.store)
     scans = [encode_stage.encode_split(ctx, s.to_dict()) for s in splits]
     rr_starts, _ = encode_stage.round_robin_starts(scans, {"order_events": 3, "user-login": 7})
     summaries = encode_stage.split_summaries(scans, tcfg, rr_starts)

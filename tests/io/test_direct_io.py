@@ -1,6 +1,7 @@
 """storelib.io.direct_io: durable whole-file writes around the page cache, byte for byte what a
 buffered write gives, for every way the chunks can fall against the buffers and the alignment."""
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -64,12 +65,24 @@ def test_any_chunking(tmp_path_factory, sizes, total):
         assert fh.read() == _expect(chunks, total)
 
 
+def _open_fds() -> set:
+    return set(os.listdir("/proc/self/fd"))
+
+
 def test_a_failing_stream_leaves_no_thread_and_raises(tmp_path):
+    """The writer thread (a buffer goes out while the next fills) and the file descriptor are gone
+    when the stream fails mid-file, after a full buffer was handed to the thread."""
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT (the page-cache path has no writer thread)")
+
     def chunks():
-        yield bytes(BUFFER_SIZE + 10)
+        yield bytes(2 * BUFFER_SIZE + 10)
         raise RuntimeError("crash in the middle")
+    threads, fds = set(threading.enumerate()), _open_fds()
     with pytest.raises(RuntimeError, match="crash in the middle"):
         write_direct(str(tmp_path / "f"), chunks())
+    assert [t.name for t in set(threading.enumerate()) - threads if t.is_alive()] == []
+    assert _open_fds() <= fds
 
 
 def test_refused_direct_io_falls_back_to_the_page_cache(tmp_path, monkeypatch):
@@ -94,15 +107,21 @@ def test_refused_direct_io_falls_back_to_the_page_cache(tmp_path, monkeypatch):
 def test_store_writes_large_durable_files_directly(tmp_path, monkeypatch):
     """Store.write_file(durable=True) takes the direct path for a stream, and the result is the
     same file, fsync'd (the fsync of the file is the caller's, via fsync_fd)."""
-    seen = []
+    seen, synced = [], []
     real = direct_io.write_direct
     monkeypatch.setattr(storage, "write_direct", lambda *a, **k: seen.append(a[0]) or real(*a, **k))
+    real_fsync = storage.fsync_fd
+    monkeypatch.setattr(storage, "fsync_fd", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+                        or real_fsync(fd))
     st_ = storage.Store(str(tmp_path))
     chunks = _chunks([5000, 70000])
     assert st_.write_file("a/b/seg", iter(chunks), 1 << 20, durable=True) == 1 << 20
     assert st_.write_file("small", [b"x" * 10], durable=True) == 10          # small list: buffered
     assert st_.write_file("fast", iter(chunks), 1 << 20) == 1 << 20          # not durable: buffered
     assert seen == [str(tmp_path / "a/b/seg")]
+    # both durable files were fsync'd through their own descriptors, the fast one was not
+    assert str(tmp_path / "a/b/seg") in synced and str(tmp_path / "small") in synced
+    assert str(tmp_path / "fast") not in synced
     assert st_.read("a/b/seg") == _expect(chunks, 1 << 20)
     assert st_.read("fast") == _expect(chunks, 1 << 20)
 

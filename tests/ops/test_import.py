@@ -8,6 +8,7 @@ import pytest
 
 from conftest import GOLDEN
 from opshelp import mismatches, restore, run, small_config, small_properties, write_messages
+from storelib import errors
 from storelib.ops import adopt, inspect as inspection
 from storelib.ingest import driver as ingest
 from storelib.table import manifest
@@ -91,7 +92,7 @@ def test_import_refuses_a_damaged_store(tmp_path):
     store = restore("small-roll", "files.json", str(tmp_path / "s"))
     with open(os.path.join(store, "consumequeue/shipping/1/00000000000000000000"), "r+b") as fh:
         fh.truncate(300)
-    with pytest.raises(adopt.AdoptError, match=r"consumequeue/shipping/1/00000000000000000000@300: file size 300"):
+    with pytest.raises(errors.AdoptError, match=r"consumequeue/shipping/1/00000000000000000000@300: file size 300"):
         adopt.adopt(None, store, store, small_config(), quiet=True)
     assert not os.path.exists(os.path.join(store, "_rocketlake"))
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from storelib.codec.properties import parse_properties_string
+from storelib.format.textforms import parse_properties_string
 
 SMALL = os.path.join(GOLDEN, "small-roll")
 
@@ -27,7 +27,7 @@ def golden(restored_golden):
 @pytest.fixture(scope="module", autouse=True)
 def registered(spark):
     """The sources registered in this worker's session, whichever test of the module runs first
-    (under pytest-xdist a test may run alone, without the fixture that used to register them)."""
+    (under pytest-xdist a test may run alone, without another test's fixture registering them)."""
     from storelib.read.datasource import register
     register(spark)
 

@@ -4,7 +4,7 @@
 Seeded (``derandomize=True``) hypothesis tests corrupt real stores and drive every reader:
 
 * record decoding: ``codec.decode_one`` / ``decode_records`` / ``decode_valid_records`` against
-  the pure-Python ``records.decode_message``, the numba record walk and ``verify.check_records``;
+  the pure-Python ``records.decode_message``, the numba record walk and ``verify.commitlog.check_records``;
 * one damaged commitlog segment: the walk + decode of ``rangescan.segment_messages``, record reads
   through a ``StoreReader`` and ``verify.verify_segment``;
 * damaged store trees (flipped bytes, truncations, zeroed 4 KiB pages, missing and extra files):
@@ -42,17 +42,18 @@ from opshelp import small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.codec import messages as codec
 from storelib import errors
-from storelib.format import javahash, paths
+from storelib.format import commitlog as cl, javahash, paths
 from storelib.read import keylookup, query, rangescan
-from storelib.table import manifest, storefiles
+from storelib.table import manifest
 from storelib.io import storage
-from storelib.verify import driver as verify
+from storelib.verify import commitlog as verify_records, driver as verify
+from storelib.verify.access import VerifyContext
 from storelib.format.records import decode_message      # the pure-Python reference decoder
 from storelib.table import snapshots
 
 pytestmark = pytest.mark.timeout(240, method="thread")
 
-CLEAN = (errors.StoreError, storefiles.StoreNotFound)
+CLEAN = (errors.StoreError, errors.StoreNotFound)
 PAGE = 4096
 EXAMPLE_SECONDS = 20          # per-example watchdog (a normal example takes well under 0.2 s)
 
@@ -499,7 +500,7 @@ def _field_positions(rec: bytes) -> list:
     bl_at = 68 + B + S
     bl = struct.unpack_from(">i", rec, bl_at)[0]
     tl_at = bl_at + 4 + bl
-    v2 = struct.unpack_from(">i", rec, 4)[0] == codec.MAGIC_V2
+    v2 = struct.unpack_from(">i", rec, 4)[0] == cl.MAGIC_V2
     tl = struct.unpack_from(">h" if v2 else ">b", rec, tl_at)[0]
     pl_at = tl_at + (2 if v2 else 1) + tl
     return [0, 4, 36, bl_at, tl_at, pl_at]
@@ -562,8 +563,8 @@ def test_fuzzed_record_decoding(records, data):
         assert (sizes > 0).all() and (s + sizes <= len(buf)).all() and (np.diff(s) > 0).all()
         assert stop <= len(buf) and (not len(s) or s[-1] + sizes[-1] <= stop)
         out = []
-        verify.check_records(buf, s, 0, "commitlog/x", True, out)
-        assert all(p.startswith("commitlog/x@") for p in out)
+        verify_records.check_records(buf, s, 0, "commitlog/x", True, out)
+        assert all(p.path == "commitlog/x" for p in out)
 
 
 # ----------------------------------------------------------------------------- 2. one damaged segment
@@ -601,12 +602,12 @@ def test_fuzzed_segment(bases, golden_queries, data):
             call("get_by_offset", b.reader.get_by_offset, m["commitlog_offset"])
             call("look_message_by_offset", b.reader.look_message_by_offset, m["commitlog_offset"])
             call("get_message", b.reader.get_message, "g", m["topic"], m["queue_id"], m["queue_offset"], 3)
-        ctx = {"store": b.path, "cl_size": b.config.mappedFileSizeCommitLog, "deep": deep}
+        ctx = VerifyContext(store=b.path, config=b.config, deep=deep, segments=[], min_phy=0, max_phy=0)
         last = seg.rel == b.segments[-1]
         r = verify.run_task(ctx, {"kind": "commitlog", "path": seg.rel, "base": seg.base, "last": last,
                                   "manifest": m_row})
-        assert all(p.startswith(f"{seg.rel}@") for p in r["problems"])
-        assert not any("cannot be checked" in p for p in r["problems"]), r["problems"]
+        assert all(p.path == seg.rel for p in r["problems"])
+        assert not any("cannot be checked" in p.what for p in r["problems"]), r["problems"]
         if s.changed():
             assert r["problems"], f"verify_segment missed the damage {s.log}"
 
@@ -683,13 +684,13 @@ def test_fuzzed_index_file(bases, data):
                          np.unique(keylookup.key_hashes(keys.column("topic").combine_chunks(),
                                                         keys.column("key").combine_chunks())))
             assert cands is None or cands.num_rows >= 0
-        ctx = {"store": b.path, "config": cfg.to_json(), "deep": pick % 2 == 0, "cl_size": cfg.mappedFileSizeCommitLog,
-               "segments": [(x.rel, x.base, x.valid) for x in b.files.commitlog],
-               "min_phy": b.reader.get_min_phy_offset(), "max_phy": b.reader.get_max_phy_offset()}
+        ctx = VerifyContext(store=b.path, config=cfg, deep=pick % 2 == 0,
+                            segments=[(x.rel, x.base, x.valid) for x in b.files.commitlog],
+                            min_phy=b.reader.get_min_phy_offset(), max_phy=b.reader.get_max_phy_offset())
         m_row = _manifest_rows(b.path).get(ref.rel) if b is bases["rl"] else None
         r = verify.run_task(ctx, {"kind": "index", "path": ref.rel, "manifest": m_row})
-        assert not any("cannot be checked" in p for p in r["problems"]), r["problems"]
-        assert all(p.startswith(f"{ref.rel}@") for p in r["problems"])
+        assert not any("cannot be checked" in p.what for p in r["problems"]), r["problems"]
+        assert all(p.path == ref.rel for p in r["problems"])
         if s.changed() and m_row is not None:
             assert r["problems"], f"verify_index missed the damage {s.log}"
 

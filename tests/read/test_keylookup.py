@@ -12,7 +12,7 @@ import pytest
 
 from conftest import GOLDEN
 from storelib.read import keylookup
-from storelib.codec.properties import parse_properties_string
+from storelib.format.textforms import parse_properties_string
 from storelib.read.query import open_store
 
 SMALL = os.path.join(GOLDEN, "small-roll")

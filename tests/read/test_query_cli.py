@@ -19,7 +19,7 @@ import pytest
 
 from conftest import GOLDEN, ROOT
 from storelib.cli import query as querycli
-from storelib.codec.properties import parse_properties_string
+from storelib.format.textforms import parse_properties_string
 from storelib.format.config import StoreConfig
 from storelib.read.query import open_store
 

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import sys
+import threading
+import time
 
 import pytest
 
@@ -15,10 +17,36 @@ def test_preload_imports_on_a_thread_and_wait_joins_it():
     assert "storelib.format.textforms" in sys.modules
 
 
-def test_wait_without_a_warm_up_returns_at_once():
-    class Context:
+def test_wait_joins_its_own_context_only_and_at_most_timeout():
+    """A context without a warm-up returns at once even while another context's warm-up runs;
+    waiting on a warm-up that hangs gives up after ``timeout``."""
+    release = threading.Event()
+
+    class Hanging:
         defaultParallelism = 2
-    warmup.wait_workers(Context())
+
+        def setLocalProperty(self, key, value):
+            pass
+
+        def parallelize(self, data, slices):
+            class Tasks:
+                def foreachPartition(self, run):
+                    release.wait(30)
+            return Tasks()
+
+    class Idle:
+        defaultParallelism = 2
+    hanging = Hanging()
+    warmup.warm_workers(hanging, [])
+    try:
+        t0 = time.monotonic()
+        warmup.wait_workers(Idle())
+        assert time.monotonic() - t0 < 0.5
+        warmup.wait_workers(hanging, timeout=0.3)
+        assert 0.25 <= time.monotonic() - t0 < 5
+        assert any(t.name == "rocketlake-warm-workers" and t.is_alive() for t in threading.enumerate())
+    finally:
+        release.set()
 
 
 def test_warm_workers_loads_the_modules_in_the_workers_that_take_the_next_tasks(spark):
@@ -52,6 +80,6 @@ def test_the_tests_jvms_map_the_archive_when_it_was_built():
     import os
     archive = jvm_archive.archive_path()
     if "ROCKETLAKE_TEST_JVM_OPTS" in os.environ:
-        return
+        pytest.skip("ROCKETLAKE_TEST_JVM_OPTS is set: the tests' JVMs run its options, not the archive")
     assert archive and os.path.exists(archive), "the class-data archive was not built"
     assert os.environ["SPARK_SUBMIT_OPTS"] == jvm_archive.jvm_options(archive)

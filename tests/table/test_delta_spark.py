@@ -1,4 +1,4 @@
-"""Delta Lake on Spark over a store's tables (issue 21): delta-spark reads what rocketlake's commits
+"""Delta Lake on Spark over a store's tables: delta-spark reads what rocketlake's commits
 (delta-rs) write, at every version; the SQL views equal the Python sources; Delta maintenance run
 from Spark (OPTIMIZE, VACUUM, a delta-spark checkpoint, log cleanup) leaves rocketlake's readers,
 its next ingest, expire, verify and the snapshot cache working; a delta-spark reader during an

@@ -14,14 +14,17 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from conftest import ROOT
 from opshelp import small_config
+from storelib import errors
 from storelib.ops import adopt
 from storelib.codec import hosts, messages as codec, properties
 from storelib.table import manifest, snapcache, storefiles
-from storelib.format import names, paths as metapaths, paths, records, textforms
+from storelib.format import names, paths, records, textforms
 from storelib.read import query, rangescan
 from storelib.io import storage
 from storelib.io.localstore import is_plain_path, LocalStore
@@ -46,13 +49,13 @@ def scratch(store, tmp_path):
 def _files(path, cached: bool):
     """(StoreFiles, batch id) as the readers get them, from the cache or from the Delta tables."""
     if not cached:
-        os.remove(os.path.join(path, metapaths.SNAPSHOT_CACHE))
+        os.remove(os.path.join(path, paths.SNAPSHOT_CACHE))
     files, info = storefiles.open_files(path)
     return files, info.batch_id
 
 
 def test_adopt_writes_a_cache_equal_to_the_delta_snapshot(store, scratch):
-    assert os.path.exists(os.path.join(store, metapaths.SNAPSHOT_CACHE))
+    assert os.path.exists(os.path.join(store, paths.SNAPSHOT_CACHE))
     cached = snapcache.load(LocalStore(store))
     snap = manifest.load_snapshot(storage.Store(store))
     assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
@@ -99,7 +102,7 @@ def test_cli_key_lookup_without_pyarrow_prints_what_it_printed_with_it(store):
 
 @pytest.mark.parametrize("damage", ["flip_body", "truncate", "garbage", "empty", "header_only"])
 def test_damaged_cache_falls_back_to_the_delta_tables(store, scratch, damage):
-    p = os.path.join(scratch, metapaths.SNAPSHOT_CACHE)
+    p = os.path.join(scratch, paths.SNAPSHOT_CACHE)
     raw = open(p, "rb").read()
     head, _, body = raw.partition(b"\n")
     bad = {"flip_body": head + b"\n" + body[:50] + bytes([body[50] ^ 1]) + body[51:],
@@ -112,7 +115,7 @@ def test_damaged_cache_falls_back_to_the_delta_tables(store, scratch, damage):
 
 def _rewrite(path, change):
     """Re-encode the cache with ``change`` applied to its body (a self-consistent cache that lies)."""
-    p = os.path.join(path, metapaths.SNAPSHOT_CACHE)
+    p = os.path.join(path, paths.SNAPSHOT_CACHE)
     doc = snapcache.decode(open(p, "rb").read())
     change(doc)
     open(p, "wb").write(snapcache.encode(doc["tables"], doc["batch"], doc["files"]))
@@ -123,8 +126,8 @@ def test_stale_or_foreign_cache_is_not_used(store, scratch, tmp_path):
     _rewrite(scratch, lambda d: d["tables"]["manifest"]["files"][-1].__setitem__(1, "0" * 64))
     assert snapcache.load(LocalStore(scratch)) is None
     # a newer Delta version exists
-    shutil.copy(os.path.join(store, metapaths.SNAPSHOT_CACHE), os.path.join(scratch, metapaths.SNAPSHOT_CACHE))
-    log = os.path.join(scratch, metapaths.CHECKPOINTS_DIR, "_delta_log")
+    shutil.copy(os.path.join(store, paths.SNAPSHOT_CACHE), os.path.join(scratch, paths.SNAPSHOT_CACHE))
+    log = os.path.join(scratch, paths.CHECKPOINTS_DIR, "_delta_log")
     newest = max(n for n in os.listdir(log) if n.endswith(".json"))
     nxt = os.path.join(log, f"{int(newest[:20]) + 1:020d}.json")
     open(nxt, "w").close()
@@ -165,16 +168,16 @@ def test_local_store_refuses_what_store_refuses(tmp_path):
     os.symlink(tmp_path / "outside", root / "commitlog" / "link")
     ls, st = LocalStore(str(root)), storage.Store(str(root))
     for rel in ["commitlog/link", "../outside", "/etc/passwd", "a/../../x", "commitlog\\a", "x\x00"]:
-        with pytest.raises(storage.StorePathError):
+        with pytest.raises(errors.StorePathError):
             ls.path(rel)
-        with pytest.raises(storage.StorePathError):
+        with pytest.raises(errors.StorePathError):
             ls.read(rel)
     assert ls.read("commitlog/a", 2, 3) == st.read("commitlog/a", 2, 3) == b"234"
     assert ls.read("commitlog/a", 8) == st.read("commitlog/a", 8) == b"89"
     assert ls.size("commitlog/a") == st.size("commitlog/a") == 10 and ls.size("commitlog/b") is None
     assert ls.exists("commitlog/a") and not ls.exists("commitlog/b")
     assert ls.list_dirs("") == st.list_dirs("") == ["commitlog"]
-    with pytest.raises(storage.StorePathError):
+    with pytest.raises(errors.StorePathError):
         ls.list_files("commitlog")               # served by storage.Store: its symlink check
     for rel in ["a", "commitlog/00000000000000000000", "x/.y", "..a", "_rocketlake/staging/b-1/a/files/x"]:
         assert is_plain_path(rel) and names.rel_path_problem(rel) is None
@@ -183,14 +186,16 @@ def test_local_store_refuses_what_store_refuses(tmp_path):
 
 
 def test_light_copies_agree_with_their_vectorized_owners():
+    # the host text the readers print is what the encoder parses back to the same bytes
     for raw in (bytes([10, 0, 0, 7]) + (50123).to_bytes(4, "big"), bytes(15) + b"\x01" + (5000).to_bytes(4, "big"),
                 bytes(range(16)) + (65535).to_bytes(4, "big")):
-        assert textforms.format_host(raw) == hosts.format_host(raw)
-    for s in ("", "a\x01b\x02", "TAGS\x01x\x02KEYS\x01k1 k2\x02TAGS\x01y", "\x01\x02a\x01\x02b\x01c", "ab\x01",
-              "é\x01ü\x02x\x01\x01y\x02"):
-        assert textforms.parse_properties_string(s) == properties.parse_properties_string(s)
-    assert (records.TRANSACTION_MASK, records.TRANSACTION_ROLLBACK) == (codec.TRANSACTION_MASK,
-                                                                       codec.TRANSACTION_ROLLBACK)
-    assert records.MESSAGE_COLUMNS == tuple(rangescan.MESSAGE_SCHEMA.names)
-    assert (metapaths.META_DIR, metapaths.MANIFEST_DIR, metapaths.CHECKPOINTS_DIR, metapaths.STAGING_DIR) == \
-        (paths.META_DIR, paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR, paths.STAGING_DIR)
+        assert hosts.parse_host(textforms.format_host(raw))[0] == raw
+    # the plain-Python properties parser agrees with the compiled one the Spark reads use
+    cases = ["", "a\x01b\x02", "TAGS\x01x\x02KEYS\x01k1 k2\x02TAGS\x01y", "\x01\x02a\x01\x02b\x01c", "ab\x01",
+             "é\x01ü\x02x\x01\x01y\x02"]
+    mapped, _ = properties.parse_properties(pa.array(cases, pa.string()))
+    for s, m in zip(cases, mapped.to_pylist()):
+        assert textforms.parse_properties_string(s) == dict(m), s
+    # the message table a Spark read builds has the columns, in order, the single lookups print
+    assert tuple(rangescan.message_table(codec.decode_records(np.zeros(0, np.uint8), 0, np.zeros(0, np.int64))).column_names) \
+        == records.MESSAGE_COLUMNS

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import GOLDEN
 from opshelp import copy_store, restore, small_config, write_messages, run
+from storelib.compute import kernels
 from storelib.table import manifest
 from storelib.verify import driver as verify
 from storelib.format.config import load_config
@@ -70,7 +71,7 @@ def test_golden_rocketmq_stores_verify(tmp_path, name, overrides):
 def _record_with_body(store, rel):
     import numpy as np
     buf = np.fromfile(os.path.join(store, rel), dtype=np.uint8)
-    starts, _, _ = verify.walk(buf, 0, len(buf))
+    starts, _, _ = kernels.walk_records(buf, 0, len(buf))
     for s in starts:
         s = int(s)
         sysflag = struct.unpack_from(">i", buf, s + 36)[0]

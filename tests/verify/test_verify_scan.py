@@ -57,7 +57,7 @@ def segments(tmp_path_factory):
 
 
 def _scan(buf, base, deep=True, threads=1):
-    starts, _, _ = verify_records.walk(buf, 0, len(buf))
+    starts, _, _ = kernels.walk_records(buf, 0, len(buf))
     return starts, verify_records.scan_check(buf, starts, base, deep, None, threads)[:4]
 
 
@@ -113,11 +113,11 @@ def fast_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool):
     total = cl.record_size(f[kernels.F_BODY_LEN], f[kernels.F_TOPIC_LEN], f[kernels.F_PROPS_LEN],
                            f[kernels.F_BORNHOST_LEN] == cl.HOST_V6_SIZE, f[kernels.F_STOREHOST_LEN] == cl.HOST_V6_SIZE,
                            f[kernels.F_MAGIC] == cl.MAGIC_V2)
-    tran = sysflag & codec.TRANSACTION_MASK
+    tran = sysflag & cl.TRANSACTION_MASK
     # PROPERTIESLENGTH 0 also stands for a length >= 32768 in record_fields: such records are re-checked.
     good = ((f[kernels.F_OK] == 1) & (size >= cl.MIN_RECORD_SIZE) & (total == size) & (f[kernels.F_PROPS_LEN] > 0)
             & (f[kernels.F_PHYS] == base + s) & (f[kernels.F_QUEUEID] >= 0) & (qoff >= 0)
-            & ~(((tran == codec.TRANSACTION_PREPARED) | (tran == codec.TRANSACTION_ROLLBACK)) & (qoff != 0)))
+            & ~(((tran == cl.TRANSACTION_PREPARED) | (tran == cl.TRANSACTION_ROLLBACK)) & (qoff != 0)))
     facts = {"min_ts": None, "max_ts": None, "bytes": int(size.sum())}
     msgs, slow = verify_records._record_problems(buf, s[~good], base, deep) if not good.all() else ({}, facts)
     ts = f[kernels.F_STORETS][good]
@@ -144,9 +144,9 @@ def test_scan_finds_what_the_former_check_found(segments, threads, monkeypatch):
     rng = np.random.default_rng(11)
     for trial in range(120):
         buf, base = segments[trial % len(segments)]
-        starts, _, _ = verify_records.walk(buf, 0, len(buf))
+        starts, _, _ = kernels.walk_records(buf, 0, len(buf))
         bad = _corrupt(buf, rng, starts)
-        starts, _, _ = verify_records.walk(bad, 0, len(bad))
+        starts, _, _ = kernels.walk_records(bad, 0, len(bad))
         for deep in (False, True):
             old_msgs, old_facts, _, old_good = fast_check(bad, starts, base, deep)
             from concurrent.futures import ThreadPoolExecutor
@@ -188,7 +188,7 @@ def test_entries_against_and_rows_beyond_three_keys(segments):
     recs = scan[0].copy()
     g = np.flatnonzero(good)
     assert len(g) == len(starts)                             # (the rows are the segment's records)
-    rollback = (recs["sysflag"] & codec.TRANSACTION_MASK) == codec.TRANSACTION_ROLLBACK
+    rollback = (recs["sysflag"] & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK
     has = g[(recs["keys"][g] > 0) & ~rollback[g]]
     assert len(has) > 5
     want = recs["key0"][has].astype(np.int64)
@@ -237,8 +237,8 @@ def test_units_against(segments):
                 checked -= 1                                 # (a queue whose units are not all in this segment)
                 continue
             args = (rows, qoff0, recs["size"][rows], recs["tags"][rows], int(k), int(q))
-            tran = recs["sysflag"][rows] & codec.TRANSACTION_MASK
-            ok = (tran != codec.TRANSACTION_PREPARED) & (tran != codec.TRANSACTION_ROLLBACK)
+            tran = recs["sysflag"][rows] & cl.TRANSACTION_MASK
+            ok = (tran != cl.TRANSACTION_PREPARED) & (tran != cl.TRANSACTION_ROLLBACK)
             missing, bad = against(*args)
             assert len(missing) == 0 and bad.tolist() == np.flatnonzero(~ok).tolist()
             assert len(against(rows, qoff0 + 1, *args[2:])[1]) == len(rows)
@@ -262,8 +262,8 @@ def test_units_by_records_agrees_with_units_against(segments):
             files, want = [], []
             for k, q in queues:
                 rows = g[(r["topic_key"] == k) & (r["queue_id"] == q)]
-                tran = recs["sysflag"][rows] & codec.TRANSACTION_MASK
-                rows = rows[(tran != codec.TRANSACTION_PREPARED) & (tran != codec.TRANSACTION_ROLLBACK)]
+                tran = recs["sysflag"][rows] & cl.TRANSACTION_MASK
+                rows = rows[(tran != cl.TRANSACTION_PREPARED) & (tran != cl.TRANSACTION_ROLLBACK)]
                 if not len(rows):
                     continue
                 qoff = recs["queue_offset"][rows]
@@ -382,14 +382,14 @@ def test_scan_buffers_are_handed_on_and_walks_need_room(segments):
     again = pool.take(cap)
     assert again is first                                   # the same arrays, pages already touched
     assert pool.take(cap) is not first                      # (a second segment at once: its own)
-    starts, _, _ = verify_records.walk(buf, 0, len(buf), again[0])
-    assert starts.tolist() == verify_records.walk(buf, 0, len(buf))[0].tolist()
+    starts, _, _ = kernels.walk_records(buf, 0, len(buf), again[0])
+    assert starts.tolist() == kernels.walk_records(buf, 0, len(buf))[0].tolist()
     filled = verify_records.scan_check(buf, starts, base, True, None, 1, None, again[1:])
     assert all(np.shares_memory(a, b) for a, b in zip(filled[2], again[1:]))      # its arrays, filled
     fresh = verify_records.scan_check(buf, starts, base, True)
     assert filled[:2] == fresh[:2] and np.array_equal(filled[3], fresh[3])
     with pytest.raises(ValueError):
-        verify_records.walk(buf, 0, len(buf), np.empty(cap - 1, np.int64))
+        kernels.walk_records(buf, 0, len(buf), np.empty(cap - 1, np.int64))
 
 
 def test_queue_summary_counts_what_the_naming_checks_count():

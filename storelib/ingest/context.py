@@ -1,0 +1,47 @@
+"""What the driver hands the executor tasks of an ingest: one typed, frozen value per stage,
+broadcast once, so the tasks never parse the configuration or the topics again.
+
+* ``EncodeContext``: stage 1 (``storelib.ingest.encode`` / ``storelib.ingest.frame``) and what
+  stage 3 needs of it to re-read an input split (``encode.reencode_rows``);
+* ``WriteContext``: stage 3 (``storelib.ingest.write``): the encode context with this attempt's
+  staging directory, where each split's messages go (``split_places``) and where each file
+  version goes (``storelib.ingest.file_versions``: the store's kind, the attempt, the committed
+  facts of every file the plan continues).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from ..format.config import StoreConfig
+from .topics import Topics
+
+__all__ = ["EncodeContext", "WriteContext"]
+
+
+@dataclass(frozen=True)
+class EncodeContext:
+    store: str                          # the store's URI
+    config: StoreConfig
+    topics: Topics
+    staging: str                        # this attempt's staging directory, store-relative
+    local_staging: str | None = None    # host-local directory of the split files (split_staging)
+    splits: tuple = ()                  # the input splits (``Split.to_dict``); none for a DataFrame
+    queue_by: str | None = None         # the sharding-key column, if any (storelib.ingest.topics)
+    default_store_ts: int | None = None
+
+
+@dataclass(frozen=True)
+class WriteContext(EncodeContext):
+    split_places: dict = field(default_factory=dict)    # str(split index) -> its placement (write.split_places)
+    committed: dict = field(default_factory=dict)       # rel -> committed facts of a continued file
+    objects: bool = False               # an object store: file versions are new objects
+    batch_id: str = ""
+    attempt: str = ""
+    durable: bool = True
+
+    @classmethod
+    def of(cls, encode: EncodeContext, **more) -> "WriteContext":
+        """The write stage's context: ``encode``'s fields, then ``more`` (which may replace them)."""
+        base = {f.name: getattr(encode, f.name) for f in dataclasses.fields(EncodeContext)}
+        return cls(**{**base, **more})
