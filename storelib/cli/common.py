@@ -14,8 +14,8 @@ from ..format.config import load_config
 from ..errors import ConfigError, EXIT_TABLE, ExitCode, exit_code, task_error
 
 __all__ = [
-    "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args",
-    "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
+    "interrupted", "report", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
@@ -27,15 +27,57 @@ def config_from_args(args):
     return load_config(path)
 
 
+def store_config(args, writing: bool = False, infer: bool = True, say=True):
+    """The configuration for ``args.store`` (``storelib.ops.storeinfo.resolve_config``: the store's
+    recorded sizes, a --config that disagrees is a ConfigError); first refuses a path that is not
+    a store (``check_store``). No Spark: a command calls it before its JVM starts."""
+    from ..ops import storeinfo
+    kind = storeinfo.check_store(args.store, writing=writing,
+                                 allow_nonempty=bool(getattr(args, "allow_nonempty", False)))
+    res = storeinfo.resolve_config(args.store, getattr(args, "config", None), kind,
+                                   getattr(args, "as_of_batch", None) if not writing else None, infer=infer)
+    if res.note and say:
+        print(f"note: {res.note}", file=sys.stderr)
+    return res.config
+
+
+def on_signals() -> None:
+    """SIGTERM ends a job as Ctrl-C does (``errors.Interrupted``), so its one line gets printed."""
+    import signal
+    from ..errors import Interrupted
+
+    def _raise(signum, _frame):
+        raise Interrupted(signum)
+    try:
+        signal.signal(signal.SIGTERM, _raise)
+    except ValueError:              # not the main thread (a test calling main() from a thread)
+        pass
+
+
+def interrupted(e: BaseException, state: str) -> int:
+    """Print the one line of an interrupted job (what the store holds, what to run) and its exit status.
+
+    Py4J's own logging of the connection the interrupt broke is silenced first."""
+    import logging
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    signum = getattr(e, "signum", 2)
+    name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+    print(f"interrupted ({name}): {state}", file=sys.stderr, flush=True)
+    return 128 + signum
+
+
 def spark_session(app: str):
     """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
     jars from ``make install``, Delta's SQL extension and catalog)."""
+    from ..runtime.sparkenv import python_for_workers
+    python_for_workers()             # before pyspark reads PYSPARK_PYTHON
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
-        builder = builder.master("local[*]")
+        builder = builder.master(os.environ.get("ROCKETLAKE_MASTER", "local[*]"))
     spark = configure_delta(builder).getOrCreate()
+    python_for_workers(spark.sparkContext)
     spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
     master = spark.sparkContext.master
     if not master.startswith("local"):
@@ -72,33 +114,49 @@ _WRITER_MESSAGES = {
     "IngestError": "{e}",
     "AdoptError": "{e}",
     "StorePathError": "{e}",
+    "StoreNotFound": "{e}",
     "ExpireError": "{e}",
     "StoreError": "the store is damaged, nothing was written: {e} (run jobs/inspect.py verify)",
 }
 
 
-def run_job(app: str, args, body, preload=(), warm=()) -> int:
+def run_job(app: str, args, body, preload=(), warm=(), config=None, state=None, session=None) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
     ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
     the job's tasks need, imported in the executors' Python workers by a warm-up job while the
-    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``)."""
+    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``).
+    ``config``: the job's configuration if already resolved (``store_config``); ``state()``: the
+    line an interrupted job prints (what the store holds, what to run); ``session``: a stand-in
+    for Spark (``runtime.localrun.LocalSession``) to run the body in this process."""
     from ..compute import allocator
     from ..runtime import warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
+    on_signals()
     try:
-        cfg = config_from_args(args)
+        cfg = config if config is not None else config_from_args(args)
     except (ConfigError, OSError) as e:       # an unreadable or invalid --config file
         print(f"error: configuration: {e}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     spark = None
     try:
+        if session is not None:
+            return body(session, cfg)
         loading = warmup.preload(preload)
         spark = spark_session(app)
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         loading.wait()
         return body(spark, cfg)
+    except KeyboardInterrupt as e:
+        try:
+            line = state() if state else "nothing was committed by this run; rerun the same command"
+        except Exception:  # noqa: BLE001 - the one line prints whatever the store says
+            line = "rerun the same command"
+        code = interrupted(e, line)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)          # no Spark shutdown noise; the JVM ends when its stdin closes
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
         cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
         wrapped = task_error(e) if cls is None else None
@@ -114,6 +172,19 @@ def run_job(app: str, args, body, preload=(), warm=()) -> int:
         if spark is not None:
             warmup.wait_workers(spark.sparkContext, timeout=10)
             spark.stop()
+
+
+def report(e: BaseException) -> int:
+    """Print the one line of an error a job expects (``_WRITER_MESSAGES``), else the error's class and
+    text, both on stderr without a traceback; returns the exit status (``exit_code``)."""
+    cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
+    if cls is not None and cls.__name__ in _WRITER_MESSAGES:
+        print("error: " + _WRITER_MESSAGES[cls.__name__].format(e=e), file=sys.stderr)
+    elif isinstance(e, OSError):
+        print(f"error: {e.strerror or e}: {e.filename}" if e.filename else f"error: {e}", file=sys.stderr)
+    else:
+        print(f"error: {e}", file=sys.stderr)
+    return int(exit_code(e, lookup_errors=True))
 
 
 def emit_summary(summary: dict, json_path: str | None) -> None:

@@ -36,6 +36,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.reserved_hours < 0:
         ap.error("--reserved-hours must be >= 0")
+    from . import common as cli
+    try:
+        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=None))
+    except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
+        return cli.report(e)
+    cli.on_signals()
     try:
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
                              args.vacuum_retention_hours, quiet=args.quiet)
@@ -46,6 +52,9 @@ def main(argv=None) -> int:
         else:
             print(f"error: {e}", file=sys.stderr)
         return int(code)
+    except KeyboardInterrupt as e:
+        return cli.interrupted(e, "the expiry is committed and its files deleted, or nothing changed; rerun the "
+                                  "same command to finish either way")
     if args.dry_run or not args.quiet:
         for p in s["removed"]:
             print(f"{'would remove' if args.dry_run else 'removed'} {p}")

@@ -22,6 +22,7 @@ segments, checkpoints, history and stats only read Delta (and a few bytes): they
 """
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -29,7 +30,8 @@ import sys
 from ..ops import inspect as inspection
 from ..io import storage
 from .common import exit_code, ExitCode
-from ..errors import StoreError, StorePathError
+from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError
+from ..format import paths
 from ..table import snapshots
 
 __all__ = ["main"]
@@ -44,8 +46,8 @@ def main(argv=None) -> int:
     ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to look at")
     ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
-    ap.add_argument("--config", help="broker-style .properties (for stores without a manifest; default "
-                                     "conf/store.properties)")
+    ap.add_argument("--config", help="broker-style .properties for a broker's directory (default: the store's own "
+                                     "configuration, else the sizes read off its files)")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("segments")
     sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
@@ -67,6 +69,15 @@ def main(argv=None) -> int:
     args.json = args.json or args.json_sub
     args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
     args.version = args.version_sub if args.version_sub is not None else args.version
+    from . import common as cli
+    try:
+        args.store_config = cli.store_config(args)      # not a store: one line, exit 2
+        if args.command in ("segments", "checkpoints", "history") and \
+                not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
+            raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
+                                "reads it; `stats` and `verify` work on a broker's directory too")
+    except (StoreNotFound, ConfigError, OSError) as e:
+        return cli.report(e)
     store = storage.Store(args.store)
     try:
         if args.command == "verify":
@@ -107,8 +118,7 @@ def _emit(rows, cols, as_json, empty):
 
 
 def _config(args):
-    from . import common as cli
-    return cli.config_from_args(args)
+    return args.store_config
 
 
 def cmd_stats(store, snap, args):

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput, StorePathError
 from .common import ExitCode, exit_code, spark_session
-from ..format.config import load_config
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -120,7 +119,8 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--store", default=d(None), help="store root: local path or s3://, gs://, hdfs:// URI")
     p.add_argument("--as-of-batch", default=d(None), help="read this committed batch (id or sequence number)")
     p.add_argument("--config", default=d(None),
-                   help="broker .properties (stores without a manifest; sizes are fitted to the files otherwise)")
+                   help="broker .properties for a broker's directory (default: the store's own configuration, "
+                        "else the sizes read off its files)")
     p.add_argument("--output", default=d(None), help="output file (.parquet = Parquet; default: JSON lines on stdout)")
     p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"))
     p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
@@ -173,7 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args):
-    return load_config(args.config) if args.config else None
+    """The store's configuration (``common.store_config``, resolved once before the query runs)."""
+    if getattr(args, "store_config", None) is None:
+        from .common import store_config
+        args.store_config = store_config(args)
+    return args.store_config
 
 
 # ----------------------------------------------------------------------------- single lookups
@@ -456,6 +460,7 @@ def answer(argv=None) -> int:
         ap.error("--limit must be at least 1")
     spark, owned = None, False
     try:
+        _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
             return int(single(args))
         spark, owned = _spark()
@@ -482,7 +487,7 @@ def _report(e: BaseException, code: ExitCode) -> None:
     if code == ExitCode.BAD_INPUT:             # BadInput, ConfigError; KeyError: no such batch
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return
-    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # incl. StoreNotFound, CorruptStore
+    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # CorruptStore, a missing file
         print(f"error: query failed: {e}", file=sys.stderr)
         return
     for marker in ("storelib.io.StorePathError: ", "storelib.errors.CorruptStore: "):  # in a Spark task
