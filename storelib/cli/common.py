@@ -15,11 +15,26 @@ from ..errors import ConfigError, EXIT_TABLE, ExitCode, exit_code, task_error
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "report", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "report", "prog", "help_doc", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
 DEFAULT_CONFIG = os.path.join(ROOT, "conf", "store.properties")
+
+
+def prog(script: str) -> str:
+    """The name a job's --help and errors use: ``rocketlake CMD`` under the console script."""
+    return os.environ.get("ROCKETLAKE_PROG") or script
+
+
+def help_doc(doc: str) -> str:
+    """A module docstring as --help text: no RST literals, no internal module names."""
+    import re
+    text = doc.replace("``", "")
+    text = re.sub(r"\s*\((?:see )?storelib\.[\w.]+(?: / \w+)?\)", "", text)
+    if os.environ.get("ROCKETLAKE_PROG"):
+        text = re.sub(r"(?:spark-submit |python )?jobs/(\w+)\.py", r"rocketlake \1", text)
+    return text
 
 
 def config_from_args(args):

@@ -19,11 +19,13 @@ from .common import exit_code, ExitCode
 from ..errors import ConcurrentWriteError, ExpireError, StorePathError
 
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="expire.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")

@@ -16,11 +16,13 @@ import sys
 from .common import ExitCode
 
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="export.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("export.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--to", required=True, help="target directory (or store URI), empty or absent")

@@ -17,11 +17,13 @@ import argparse
 from . import common as cli
 
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="ingest.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("ingest.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--input", action="append",

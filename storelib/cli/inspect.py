@@ -34,13 +34,15 @@ from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError
 from ..format import paths
 from ..table import snapshots
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
-    ap = argparse.ArgumentParser(prog="inspect.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("inspect.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 # pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
 # a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["BadInput", "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
 I64_MAX = 2**63 - 1
@@ -125,15 +127,19 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"))
     p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
     p.add_argument("--after", default=d(None), help="cursor printed by the previous page")
+    p.add_argument("--local", choices=["auto", "always", "never"], default=d("never"),
+                   help="range / keys in this process without Spark: auto = when the store is small (the "
+                        "rocketlake command's default), always, never (spark-submit's default)")
     p.add_argument("--rocketmq-compat", action="store_true", default=d(False),
                    help="answer what a RocketMQ broker answers (quirks included) instead of the exact result")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="query.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("query.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ap, False)
     ap.add_argument("--queries", help="golden queries.jsonl to answer (compat batch mode, Spark)")
+
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     p = sub.add_parser("key", help="messages by key (UNIQ_KEY or a KEYS token)")
     _common(p, True)
@@ -321,6 +327,17 @@ def _spark():
     return spark_session("query"), True
 
 
+def _run_here(args) -> bool:
+    """range / keys without Spark (``--local``; auto: the commitlog bytes to scan are few)."""
+    if args.local == "never":
+        return False
+    if args.local == "always":
+        return True
+    from ..read.localscan import LOCAL_SCAN_BYTES, local_scan_bytes
+    begin, end = (args.begin, args.end) if args.cmd == "range" else (None, None)
+    return local_scan_bytes(args.store, begin, end, args.as_of_batch, _config(args)) <= LOCAL_SCAN_BYTES
+
+
 def compat_batch(spark, args) -> int:
     from ..io.storage import Store
     from ..table.storefiles import open_files
@@ -368,6 +385,8 @@ def range_cmd(spark, args) -> int:
     from ..read.rangescan import scan_range
     if args.end < args.begin:
         raise BadInput("--end is before --begin")
+    if spark is None:
+        return _range_here(args)
     df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
     if args.after:
         try:
@@ -379,6 +398,26 @@ def range_cmd(spark, args) -> int:
         table = df.orderBy("commitlog_offset").limit(args.limit + 1).toArrow()
     else:                                # rows come to the driver anyway: sort them here
         table = df.toArrow().sort_by("commitlog_offset")
+    more = args.limit is not None and table.num_rows > args.limit
+    if more:
+        table = table.slice(0, args.limit)
+    return _finish_table(args, table, f"messages stored in [{args.begin}, {args.end}]"
+                         + (f" in topic {args.topic!r}" if args.topic else ""),
+                         f"{table.column('commitlog_offset')[-1].as_py()}" if more and table.num_rows else None)
+
+
+def _range_here(args) -> int:
+    """``range`` in this process (``read.localscan``): the rows, order and pages of the Spark plan."""
+    import pyarrow.compute as pc
+    from ..read.localscan import scan_range_local
+    table = scan_range_local(args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
+    if args.after:
+        try:
+            after = int(args.after)
+        except ValueError:
+            raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page")
+        table = table.filter(pc.greater(table.column("commitlog_offset"), after))
+    table = table.sort_by("commitlog_offset")
     more = args.limit is not None and table.num_rows > args.limit
     if more:
         table = table.slice(0, args.limit)
@@ -399,8 +438,12 @@ def keys_cmd(spark, args) -> int:
     if missing:
         raise BadInput(f"--input {args.input}: missing column(s) {sorted(missing)} (need topic, key[, begin, end])")
     keys = keys.select([c for c in ("topic", "key", "begin", "end") if c in keys.column_names])
-    df = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args))
-    table = df.toArrow().sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
+    if spark is None:
+        from ..read.localscan import lookup_keys_here
+        table = lookup_keys_here(args.store, keys, args.as_of_batch, _config(args))
+    else:
+        table = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args)).toArrow()
+    table = table.sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
                                                              "store_timestamp", "commitlog_offset")])
     if args.limit is not None:
         table = table.slice(0, args.limit)
@@ -463,6 +506,8 @@ def answer(argv=None) -> int:
         _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
             return int(single(args))
+        if args.cmd in ("range", "keys") and _run_here(args):
+            return int(range_cmd(None, args) if args.cmd == "range" else keys_cmd(None, args))
         spark, owned = _spark()
         if args.cmd is None:
             return int(compat_batch(spark, args))

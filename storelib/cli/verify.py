@@ -18,11 +18,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .common import ExitCode, exit_code
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="verify.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("verify.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")

@@ -145,8 +145,13 @@ def _recorded(uri: str, as_of_batch=None) -> dict | None:
     """The file-shaping keys of the store's checkpoint row (None: nothing committed)."""
     import json
     from ..io.storage import Store
-    from ..table import manifest
-    snap = manifest.load_snapshot(Store(uri), as_of_batch)
+    from ..table import manifest, snapcache
+    store = Store(uri)
+    cached = snapcache.load(store)              # a few small reads, no deltalake or pyarrow
+    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
+                                                                           str(cached.batch["batch_seq"]))):
+        return json.loads(cached.batch["config"])
+    snap = manifest.load_snapshot(store, as_of_batch)
     if snap.batch is None:
         return None
     return json.loads(snap.batch["config"])

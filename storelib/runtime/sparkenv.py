@@ -58,3 +58,6 @@ def prepare_in_process(master: str, confs: list | tuple = ()) -> None:
         os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(shlex.quote(a) for a in submit_args(master, confs)) \
             + " pyspark-shell"
     os.environ["ROCKETLAKE_MASTER"] = master
+    if master.startswith("local"):
+        # a host name resolving to 127.0.0.1 makes Spark warn before log4j is configured
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
