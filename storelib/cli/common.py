@@ -57,7 +57,11 @@ def store_config(args, writing: bool = False, infer: bool = True, say=True):
 
 
 def on_signals() -> None:
-    """SIGTERM ends a job as Ctrl-C does (``errors.Interrupted``), so its one line gets printed."""
+    """SIGTERM and SIGINT end a job with ``errors.Interrupted``, so its one line gets printed.
+
+    Called again once a SparkContext exists: PySpark's own SIGINT handler calls into the JVM
+    (cancelAllJobs) from inside the signal handler, which breaks the Py4J call the driver was in
+    and prints pages of Py4J tracebacks; the job ends its JVM by exiting instead."""
     import signal
     from ..errors import Interrupted
 
@@ -65,6 +69,7 @@ def on_signals() -> None:
         raise Interrupted(signum)
     try:
         signal.signal(signal.SIGTERM, _raise)
+        signal.signal(signal.SIGINT, _raise)
     except ValueError:              # not the main thread (a test calling main() from a thread)
         pass
 
@@ -91,9 +96,22 @@ def spark_session(app: str):
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
         builder = builder.master(os.environ.get("ROCKETLAKE_MASTER", "local[*]"))
-    spark = configure_delta(builder).getOrCreate()
-    python_for_workers(spark.sparkContext)
-    spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
+    # SIGINT / SIGTERM wait while the session starts (PySpark installs a SIGINT handler that calls
+    # into the JVM, on_signals replaces it) and arrive as errors.Interrupted once it has.
+    import signal
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError):
+        mask = None
+    try:
+        spark = configure_delta(builder).getOrCreate()
+        python_for_workers(spark.sparkContext)
+        spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
+        on_signals()
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     master = spark.sparkContext.master
     if not master.startswith("local"):
         _ship_code(spark)
