@@ -66,6 +66,8 @@ def on_signals() -> None:
     from ..errors import Interrupted
 
     def _raise(signum, _frame):
+        import logging
+        logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
         raise Interrupted(signum)
     try:
         signal.signal(signal.SIGTERM, _raise)

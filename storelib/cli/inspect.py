@@ -3,10 +3,12 @@
 Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
 
   segments [--kind commitlog|consumequeue|index|checkpoint] [--topic T]
-                 the manifest: one row per live file (offsets, valid bytes, counts, time range, batch)
+                 the manifest: one row per live file (offsets, valid bytes, counts, time range, batch);
+                 a consume queue's max_offset is the next offset (exclusive), as in stats
   checkpoints    one row per committed batch (ingest / import / expire)
   history        Delta history of the manifest and checkpoints tables
-  stats          messages/bytes/offsets/times per topic and queue; broker disk vs stored (sparse) bytes
+  stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
+                 ISO-8601 UTC, epoch ms with --json); broker disk vs stored (sparse) bytes
   verify [--deep] [--no-spark]
                  check every file (Spark tasks: one per commitlog segment / group of consume queues /
                  index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
@@ -30,6 +32,7 @@ import sys
 from ..ops import inspect as inspection
 from ..io import storage
 from .common import exit_code, ExitCode
+from .timeargs import iso
 from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError
 from ..format import paths
 from ..table import snapshots
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
             return cmd_register(store, args)
         snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
         if args.command == "segments":
-            rows = inspection.segment_rows(snap, args.kind, args.topic)
+            rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
             cols = inspection.SEGMENT_COLUMNS
             if args.kind == "commitlog":
                 cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
@@ -106,6 +109,14 @@ def main(argv=None) -> int:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return int(exit_code(e, lookup_errors=True))
     return int(ExitCode.OK)
+
+
+def _exclusive(row: dict) -> dict:
+    """A consume-queue file's max_offset as stats and RocketMQ's getMaxOffsetInQueue give it: the
+    next offset (exclusive); the manifest keeps the file's last unit (inclusive)."""
+    if row.get("kind") == "consumequeue" and row.get("max_offset") is not None and row.get("count"):
+        return dict(row, max_offset=row["max_offset"] + 1)
+    return row
 
 
 def _emit(rows, cols, as_json, empty):
@@ -129,13 +140,19 @@ def cmd_stats(store, snap, args):
         print(json.dumps(st, default=str))
         return
     tot = st["total"]
+    for k in ("min_store_ts", "max_store_ts"):
+        if tot.get(k) is not None:
+            tot[k] = f"{tot[k]}({iso(tot[k])})"
     print("store: " + " ".join(f"{k}={v}" for k, v in tot.items()))
+    for r in st["topics"] + st["queues"]:
+        for k in ("first_store_ts", "last_store_ts"):
+            r[k.replace("_ts", "_time")] = iso(r[k]) if r[k] is not None else ""
     print()
-    print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_ts",
-                                                 "last_store_ts")))
+    print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_time",
+                                                 "last_store_time")))
     print()
     print(inspection.format_table(st["queues"], ("topic", "queue_id", "messages", "bytes", "min_offset",
-                                                 "max_offset", "first_store_ts", "last_store_ts")))
+                                                 "max_offset", "first_store_time", "last_store_time")))
     print()
     rows = st["cost"]["rows"]
     for r in rows:

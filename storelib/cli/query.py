@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput, StorePathError
 from .common import ExitCode, exit_code, spark_session
+from .timeargs import write_csv
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +75,8 @@ class Output:
     def __init__(self, path: str | None, body_as: str):
         self.path = path
         self.body_as = body_as
-        self.parquet = bool(path) and path.endswith(".parquet")
+        self.parquet = bool(path) and path.lower().endswith(".parquet")
+        self.csv = bool(path) and path.lower().endswith(".csv")
         self.rows = 0
 
     def write_table(self, table: pa.Table | None, schema: pa.Schema | None = None) -> None:
@@ -90,8 +92,12 @@ class Output:
 
     def write_rows(self, rows) -> None:
         """Rows (dicts, keys in column order) as JSON lines, without pyarrow."""
-        fh = open(self.path, "w", encoding="utf-8") if self.path else sys.stdout
+        fh = open(self.path, "w", encoding="utf-8", newline="" if self.csv else None) if self.path else sys.stdout
         try:
+            if self.csv:
+                self.rows += write_csv(fh, ({n: _json_value(v, self.body_as, n) for n, v in row.items()}
+                                            for row in rows))
+                return
             for row in rows:
                 out = {n: _json_value(v, self.body_as, n) for n, v in row.items()}
                 fh.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -115,6 +121,10 @@ def _nothing(what: str) -> None:
     print(f"nothing found: {what}", file=sys.stderr)
 
 
+def _count(n: int, what: str = "message(s)") -> None:
+    print(f"rocketlake: {n} {what}", file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------- arguments
 def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
@@ -123,8 +133,10 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--config", default=d(None),
                    help="broker .properties for a broker's directory (default: the store's own configuration, "
                         "else the sizes read off its files)")
-    p.add_argument("--output", default=d(None), help="output file (.parquet = Parquet; default: JSON lines on stdout)")
-    p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"))
+    p.add_argument("--output", default=d(None), help="output file: .parquet = Parquet, .csv = CSV, else JSON lines "
+                                                     "(default: JSON lines on stdout)")
+    p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"),
+                   help="bodies in JSON lines / CSV as base64 (default) or UTF-8 text")
     p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
     p.add_argument("--after", default=d(None), help="cursor printed by the previous page")
     p.add_argument("--local", choices=["auto", "always", "never"], default=d("never"),
@@ -135,6 +147,7 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .timeargs import epoch_ms
     ap = argparse.ArgumentParser(prog=_cli.prog("query.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ap, False)
@@ -143,38 +156,39 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     p = sub.add_parser("key", help="messages by key (UNIQ_KEY or a KEYS token)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--key", required=True)
-    p.add_argument("--begin", type=int, help="store time lower bound, ms (inclusive)")
-    p.add_argument("--end", type=int, help="store time upper bound, ms (inclusive)")
+    p.add_argument("--topic", required=True, help="topic of the messages")
+    p.add_argument("--key", required=True, help="a KEYS token or the UNIQ_KEY")
+    p.add_argument("--begin", type=epoch_ms, help="store time lower bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--end", type=epoch_ms, help="store time upper bound (inclusive): epoch ms or ISO-8601")
     p.add_argument("--max-num", type=int, default=64, help="--rocketmq-compat: queryMessage maxNum")
     p = sub.add_parser("id", help="message by offset msgId")
     _common(p, True)
-    p.add_argument("msg_id")
+    p.add_argument("msg_id", help="the 32-hex-digit offset message id (store host + commitlog offset)")
     p = sub.add_parser("unique-key", help="message(s) by UNIQ_KEY (client message id)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--key", required=True)
+    p.add_argument("--topic", required=True, help="topic of the message")
+    p.add_argument("--key", required=True, help="the UNIQ_KEY (client message id)")
     p = sub.add_parser("offset", help="message(s) by queue offset")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--queue", type=int, required=True)
-    p.add_argument("--offset", type=int, required=True)
-    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--queue", type=int, required=True, help="queue id")
+    p.add_argument("--offset", type=int, required=True, help="first queue offset (the consume queue's unit index)")
+    p.add_argument("--count", type=int, default=1, help="how many messages from there (default 1)")
     p = sub.add_parser("time", help="queue offset by store time (getOffsetInQueueByTime)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--queue", type=int, required=True)
-    p.add_argument("--timestamp", type=int, required=True)
-    p.add_argument("--boundary", choices=["lower", "upper"], default="lower")
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--queue", type=int, required=True, help="queue id")
+    p.add_argument("--timestamp", type=epoch_ms, required=True, help="store time: epoch ms or ISO-8601")
+    p.add_argument("--boundary", choices=["lower", "upper"], default="lower",
+                   help="which offset when several messages share the time (RocketMQ's BoundaryType)")
     p = sub.add_parser("range", help="messages by store time range (Spark)")
     _common(p, True)
-    p.add_argument("--begin", type=int, required=True)
-    p.add_argument("--end", type=int, required=True)
-    p.add_argument("--topic")
+    p.add_argument("--begin", type=epoch_ms, required=True, help="store time lower bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--end", type=epoch_ms, required=True, help="store time upper bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--topic", help="only this topic")
     p = sub.add_parser("keys", help="batch key lookup from a Parquet file of topic, key[, begin, end] (Spark)")
     _common(p, True)
-    p.add_argument("--input", required=True)
+    p.add_argument("--input", required=True, help="Parquet file with columns topic, key[, begin, end (epoch ms)]")
     return ap
 
 
@@ -233,16 +247,35 @@ def single(args) -> int:
             msgs = [m for m in res["messages"] if m is not None]
         else:
             msgs = r.get_by_queue_offset(args.topic, args.queue, args.offset, args.count)
+        if not msgs:
+            what = _queue_miss(r, args) or what
     else:                                                       # time
         return _time_lookup(r, args, out, t0)
     out.write_messages(msgs)
     if not msgs:
         _nothing(what)
         return ExitCode.OK
+    _count(len(msgs))
     if cursor is not None:
         print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
     _timing(args, t0, len(msgs))
     return ExitCode.OK
+
+
+def _queue_miss(r, args) -> str | None:
+    """Why ``offset`` found nothing: no such topic or queue, or an offset outside the queue's bounds."""
+    queues = sorted(q for t, q in r.files.consume_queues if t == args.topic)
+    if not queues:
+        return f"no topic {args.topic!r} in this store"
+    if args.queue not in queues:
+        return f"no queue {args.queue} in topic {args.topic!r} (its queues: {', '.join(map(str, queues))})"
+    lo, hi = r.get_min_offset_in_queue(args.topic, args.queue), r.get_max_offset_in_queue(args.topic, args.queue)
+    if args.offset < lo:
+        return (f"offset {args.offset} of {args.topic}/{args.queue} is below the queue's minimum offset {lo} "
+                f"(expired); its offsets are {lo}..{hi - 1}")
+    if args.offset >= hi:
+        return f"offset {args.offset} of {args.topic}/{args.queue} is past its last offset {hi - 1}"
+    return None
 
 
 def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
@@ -447,7 +480,19 @@ def keys_cmd(spark, args) -> int:
                                                              "store_timestamp", "commitlog_offset")])
     if args.limit is not None:
         table = table.slice(0, args.limit)
+    _missing_keys(keys, table)
     return _finish_table(args, table, f"any of the {keys.num_rows} keys of {args.input}", None)
+
+
+def _missing_keys(keys, table) -> None:
+    """The (topic, key) pairs of the input no message matched, on stderr (at most 20 named)."""
+    found = set(zip(table.column("query_topic").to_pylist(), table.column("query_key").to_pylist()))
+    asked = list(dict.fromkeys(zip(keys.column("topic").to_pylist(), keys.column("key").to_pylist())))
+    missing = [k for k in asked if k not in found]
+    if missing and table.num_rows:
+        shown = ", ".join(f"{t}/{k}" for t, k in missing[:20])
+        more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+        print(f"not found: {len(missing)} of {len(asked)} key(s): {shown}{more}", file=sys.stderr)
 
 
 def _finish_table(args, table, what, cursor) -> int:
@@ -456,7 +501,9 @@ def _finish_table(args, table, what, cursor) -> int:
     out.write_table(table)
     if table.num_rows == 0:
         _nothing(what)
-    elif cursor is not None:
+        return ExitCode.OK
+    _count(table.num_rows)
+    if cursor is not None:
         print(f"more results: rerun with --after {cursor}", file=sys.stderr)
     return ExitCode.OK
 

@@ -13,7 +13,7 @@ reconsume_times, prepared_transaction_offset, body, properties map<string,string
 uniq_key). One partition per commitlog segment; the reader walks the segment (numba), decodes
 vectorized (``codec.decode_records``) and yields Arrow record batches.
 
-Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
+Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp`` (epoch ms or ISO-8601),
 ``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
 by the manifest's per-segment min/max store time and by offset range, records are filtered
 before decoding where possible. The reader also implements ``DataSourceReader.pushFilters``
@@ -104,9 +104,30 @@ class _Bounds:
         return False
 
 
+_OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimestamp", "minoffset": "minOffset",
+                 "maxoffset": "maxOffset"}
+
+
 def _int_opt(options, name):
+    """An integer option; the timestamps also as ISO-8601 (UTC without an offset). A bad value is a
+    ValueError naming the option."""
     v = options.get(name)
-    return None if v is None or v == "" else int(v)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        pass
+    shown = _OPTION_NAMES.get(name, name)
+    if name.endswith("timestamp"):
+        import datetime as dt
+        try:
+            t = dt.datetime.fromisoformat(str(v).strip().replace("Z", "+00:00"))
+            return int((t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp() * 1000)
+        except ValueError:
+            raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected epoch milliseconds or an "
+                             f"ISO-8601 time (e.g. 2024-06-01T08:00:00Z)") from None
+    raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected an integer") from None
 
 
 class RocketMQReader(DataSourceReader):
