@@ -29,8 +29,8 @@ def main(argv=None) -> int:
     ap.add_argument("--config", help="default: conf/demo.properties for a new store, else the store's own")
     ap.add_argument("--summary", help="the ingest's --json-summary file to print")
     a = ap.parse_args(argv)
+    a.summary = a.summary or f"{a.store.rstrip('/')}.summary.json"
     if not os.path.isdir(os.path.join(a.store, paths.META_DIR)):
-        a.summary = a.summary or f"{a.store}.summary.json"
         from . import ingest
         code = ingest.main(["--store", a.store, "--input", os.path.join(paths.PROJECT_ROOT, "samples", "messages.jsonl"),
                             "--config", a.config or os.path.join(paths.PROJECT_ROOT, "conf", "demo.properties"),

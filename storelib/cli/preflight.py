@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError, InputError
+from ..format import paths
 
 __all__ = ["LOCAL_INPUT_BYTES", "check_ingest", "check_import", "ingest_state", "small_local_input", "batch_seq"]
 
@@ -19,11 +20,15 @@ LOCAL_INPUT_BYTES = 32 << 20
 
 
 def batch_seq(store_uri: str) -> int:
-    """The store's latest committed batch sequence number (0: nothing committed)."""
-    from ..io.storage import Store
-    from ..table import manifest
-    snap = manifest.load_snapshot(Store(store_uri))
-    return int(snap.batch_seq or 0) if snap.batch is not None else 0
+    """The version of the store's checkpoints table (-1: none): a commit moves it. Read from the
+    names in its Delta log, without deltalake (an interrupt may have broken a deltalake call)."""
+    log = os.path.join(store_uri, paths.CHECKPOINTS_DIR, "_delta_log")
+    try:
+        names = os.listdir(log)
+    except OSError:
+        return -1
+    versions = [int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()]
+    return max(versions, default=-1)
 
 
 def check_ingest(args):
@@ -37,8 +42,7 @@ def check_ingest(args):
         raise InputError([f"--input {args.input}: no such file or directory"])
     if args.partitions < 0:
         raise InputError([f"--partitions {args.partitions}: must be >= 0"])
-    before = batch_seq(args.store) if os.path.isdir(os.path.join(args.store, "_rocketlake")) else 0
-    return cfg, before
+    return cfg, batch_seq(args.store)
 
 
 def check_import(args):
@@ -72,11 +76,10 @@ def small_local_input(args) -> bool:
 
 def ingest_state(store_uri: str, before: int) -> str:
     """What an interrupted ingest left: committed or not, and what to run."""
-    try:
-        now = batch_seq(store_uri)
-    except Exception:  # noqa: BLE001 - the line must print even if the store cannot be read now
-        return f"the store's state could not be read; run `rocketlake verify --store {store_uri}`, then rerun"
-    if now > before:
-        return f"the batch was committed (batch seq {now}) before the interrupt; nothing to rerun"
-    return (f"nothing was committed (the store is as before, at batch seq {before}); its partial files are "
-            "cleared by the next run: rerun the same command")
+    if "://" in store_uri:
+        return ("the batch is committed only if `rocketlake inspect --store STORE checkpoints` lists it; "
+                "rerunning the same command finishes it either way").replace("STORE", store_uri)
+    if batch_seq(store_uri) > before:
+        return "the batch was committed before the interrupt; nothing to rerun"
+    return ("nothing was committed (the store is as it was); its partial files are cleared by the next run: "
+            "rerun the same command")

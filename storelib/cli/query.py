@@ -10,8 +10,8 @@ Modes:
   ``offset``, ``time``.
 * distributed (Spark): ``range`` (``rangescan.scan_range``) and ``keys`` (``keylookup``).
 
-Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the shared
-table, ``storelib.cli.common.ExitCode`` / ``exit_code``): 0 = done (found or nothing found; "nothing
+Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the table every
+job shares): 0 = done (found or nothing found; "nothing
 found" says so on stderr and writes an empty output), 1 = query failed (a damaged or missing
 store, a path leading out of it, anything unexpected), 2 = bad arguments / input / configuration
 or a batch the store does not have.

@@ -72,6 +72,8 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     Raises what ``run_ingest`` raises; InputError for a missing column or an unusable column type
     (before the store is touched).
     """
+    from ..runtime.sparkenv import python_for_workers
+    python_for_workers(df.sparkSession.sparkContext)     # local workers run this interpreter, not PATH's python3
     cfg = store_config(config)
     source = FrameInput(df, store_timestamp)
     return ingest_batch(df.sparkSession, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
