@@ -16,6 +16,7 @@ import sys
 
 from ..ops import expire as retention
 from .common import exit_code, ExitCode
+from .timeargs import epoch_ms
 from ..errors import ConcurrentWriteError, ExpireError, StorePathError
 
 
@@ -29,7 +30,7 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")
-    ap.add_argument("--now", type=int, help="reference time in epoch ms (default: the wall clock)")
+    ap.add_argument("--now", type=epoch_ms, help="reference time: epoch ms or ISO-8601 (default: the wall clock)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
     ap.add_argument("--vacuum-retention-hours", type=int, default=168)

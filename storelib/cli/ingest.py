@@ -15,15 +15,15 @@ committed), 2 bad input or configuration, 3 concurrent writer, 1 anything else.
 import argparse
 
 from . import common as cli
+from .timeargs import epoch_ms
 
 
-from . import common as _cli  # noqa: E402
 
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog=_cli.prog("ingest.py"), description=_cli.help_doc(__doc__),
+    ap = argparse.ArgumentParser(prog=cli.prog("ingest.py"), description=cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--input", action="append",
@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     ap.add_argument("--queue-by", metavar="NAME",
                     help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
                          "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
-    ap.add_argument("--store-timestamp", type=int, metavar="MS",
-                    help="store time for rows without store_timestamp and born_timestamp "
+    ap.add_argument("--store-timestamp", type=epoch_ms, metavar="TIME",
+                    help="store time (epoch ms or ISO-8601) for rows without store_timestamp and born_timestamp "
                          "(default: the newest modification time of the input files)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and the summary still print)")
