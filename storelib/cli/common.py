@@ -42,10 +42,11 @@ def config_from_args(args):
     return load_config(path)
 
 
-def store_config(args, writing: bool = False, infer: bool = True, say=True):
+def store_config(args, writing: bool = False, infer: bool = True, say: bool = False):
     """The configuration for ``args.store`` (``storelib.ops.storeinfo.resolve_config``: the store's
     recorded sizes, a --config that disagrees is a ConfigError); first refuses a path that is not
-    a store (``check_store``). No Spark: a command calls it before its JVM starts."""
+    a store (``check_store``). No Spark: a command calls it before its JVM starts. ``say``: print
+    which sizes a broker's directory was found to have (verify, import)."""
     from ..ops import storeinfo
     kind = storeinfo.check_store(args.store, writing=writing,
                                  allow_nonempty=bool(getattr(args, "allow_nonempty", False)))

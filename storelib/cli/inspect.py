@@ -9,18 +9,18 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
   history        Delta history of the manifest and checkpoints tables
   stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
                  ISO-8601 UTC, epoch ms with --json); broker disk vs stored (sparse) bytes
-  verify [--deep] [--no-spark]
-                 check every file (Spark tasks: one per commitlog segment / group of consume queues /
-                 index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
+  verify [--deep] [--spark]
+                 check every file (in this process; --spark: Spark tasks, one per commitlog segment /
+                 group of consume queues / index file); one line per problem "<path>@<offset>: <what>",
+                 exit status 1 if any
   register --database D
                  catalog tables D.manifest and D.checkpoints (external Delta tables at the store's
                  _rocketlake/ paths) and the views D.committed_files and D.live_files, in the Spark
                  session's catalog (a persistent one, e.g. Hive's metastore, keeps them for every
                  Spark SQL shell); needs Spark with delta-spark (storelib.table.delta_spark)
 
-segments, checkpoints, history and stats only read Delta (and a few bytes): they run as plain
-`python jobs/inspect.py ...` too. verify starts Spark (spark-submit, or local[*] under plain python;
---no-spark checks in this process).
+Only verify --spark and register start Spark (spark-submit, or local[*] under plain python); the
+rest reads Delta and a few bytes in this process.
 """
 import argparse
 import json
@@ -62,7 +62,8 @@ def main(argv=None) -> int:
     sub.add_parser("stats")
     vp = sub.add_parser("verify")
     vp.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
-    vp.add_argument("--no-spark", action="store_true", help="run the checks in this process")
+    vp.add_argument("--spark", action="store_true", help="run the checks as Spark tasks (default: in this process)")
+    vp.add_argument("--no-spark", action="store_true", help=argparse.SUPPRESS)      # the default; kept for scripts
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
     # options after the command are accepted too: `segments --json`
@@ -168,7 +169,7 @@ def cmd_verify(store, args) -> int:
     cfg = _config(args)
     spark = None
     try:
-        if not args.no_spark:
+        if args.spark and not args.no_spark:
             spark = cli.spark_session("verify")
         rep = verify.verify_store(store.uri, cfg, deep=args.deep, spark=spark, as_of_batch=args.as_of_batch,
                                   version=args.version)

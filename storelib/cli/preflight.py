@@ -57,7 +57,7 @@ def check_import(args):
                           f"(rocketlake export) or ingest into it")
     if os.path.abspath(args.from_store) != os.path.abspath(args.store):
         storeinfo.check_store(args.store, writing=True, allow_nonempty=args.allow_nonempty)
-    return cli.store_config(src, infer=True)
+    return cli.store_config(src, infer=True, say=True)
 
 
 def small_local_input(args) -> bool:

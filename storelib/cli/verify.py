@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
     try:
-        cfg = cli.store_config(args)          # not a store: exit 2 before anything starts
+        cfg = cli.store_config(args, say=True)    # not a store: exit 2 before anything starts
         if args.spark:
             spark = cli.spark_session("verify")
         rep = verify.verify_store(args.store, cfg, deep=args.deep, spark=spark,
