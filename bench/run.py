@@ -30,7 +30,7 @@ Sections:
                lookups on the 10M store
 
 Each run writes bench/results/<UTC time>-<commit>.json (kept in git, the history) and
-bench/results/latest.json; ``python bench/table.py`` puts the latest into README.md.
+bench/results/latest.json; ``python bench/table.py`` puts the latest into docs/PERFORMANCE.md.
 """
 from __future__ import annotations
 

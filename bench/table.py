@@ -1,4 +1,4 @@
-"""Put bench results into README.md, between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``:
+"""Put bench results into docs/PERFORMANCE.md, between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``:
 ``python bench/table.py [--results FILE] [--readme FILE]`` (make bench-table).
 
 Without ``--results``: the newest figures of every section found in ``bench/results/`` (a run
@@ -78,6 +78,6 @@ def update_readme(readme: str, results: str | None) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", help="one results file (default: the newest run of every section)")
-    ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    ap.add_argument("--readme", default=os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     a = ap.parse_args()
     update_readme(a.readme, a.results)

@@ -8,13 +8,15 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
     0     OK          committed, or        done, or nothing     answered (nothing    done; verify found
                       already committed    to expire            found: empty output) no problem
     1     FAILED      anything else: a failed write or check (IngestError, AdoptError, ExpireError), a store
-                      path leading out of the store (StorePathError), a damaged or missing store
-                      (StoreError, CorruptStore, StoreNotFound), an unexpected error; verify: problems found
-    2     BAD_INPUT   bad arguments (argparse), bad input rows (InputError), configuration or topics.json
+                      path leading out of the store (StorePathError), a damaged store (StoreError,
+                      CorruptStore), an unexpected error; verify: problems found
+    2     BAD_INPUT   bad arguments (argparse), a path that is not a store (StoreNotFound), bad input rows
+                      (InputError), configuration or topics.json
                       (ConfigError, TopicsError; an unreadable --config file); query: bad query input
                       (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
     3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
                       expiry was left behind, rerun it (ingest, import, expire)
+    130, 143          interrupted by SIGINT / SIGTERM (Interrupted): one line says what the store holds
 
 An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
 Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
@@ -32,7 +34,7 @@ __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
-    "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
+    "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
 
@@ -65,7 +67,8 @@ class StorePathError(StoreError, ValueError):
     outside the root. Raised before anything is opened, created or deleted there."""
 
 class StoreNotFound(FileNotFoundError):
-    """The path holds neither a rocketlake manifest nor RocketMQ store directories."""
+    """The path holds neither a rocketlake manifest nor RocketMQ store directories (exit 2: the
+    command was pointed at the wrong place)."""
 
 class ContinuedFileDamaged(CorruptStore):
     """A committed file a batch continues is not what the manifest says it is."""
@@ -115,6 +118,14 @@ class ExpireError(RuntimeError):
 class AdoptError(RuntimeError):
     """A broker's store cannot be adopted as asked (nothing was committed)."""
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM reached a job (exit 128 + the signal's number: 130, 143)."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(f"signal {self.signum}")
+
+
 class DeltaJarsMissing(RuntimeError):
     """delta-spark's jars are not where ``make install`` puts them (or not on a session's classpath)."""
 
@@ -140,6 +151,7 @@ EXIT_TABLE = (
     (AdoptError, ExitCode.FAILED, False),
     (ExpireError, ExitCode.FAILED, False),
     (StoreError, ExitCode.FAILED, False),
+    (StoreNotFound, ExitCode.BAD_INPUT, False),
 )
 
 

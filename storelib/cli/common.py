@@ -14,17 +14,79 @@ from ..format.config import load_config
 from ..errors import ConfigError, EXIT_TABLE, ExitCode, exit_code, task_error
 
 __all__ = [
-    "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args",
-    "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
+    "interrupted", "report", "prog", "help_doc", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
 DEFAULT_CONFIG = os.path.join(ROOT, "conf", "store.properties")
 
 
+def prog(script: str) -> str:
+    """The name a job's --help and errors use: ``rocketlake CMD`` under the console script."""
+    return os.environ.get("ROCKETLAKE_PROG") or script
+
+
+def help_doc(doc: str) -> str:
+    """A module docstring as --help text: no RST literals, no internal module names."""
+    import re
+    text = doc.replace("``", "")
+    text = re.sub(r"\s*\((?:see )?storelib\.[\w.]+(?: / \w+)?\)", "", text)
+    if os.environ.get("ROCKETLAKE_PROG"):
+        text = re.sub(r"(?:spark-submit |python )?jobs/(\w+)\.py", r"rocketlake \1", text)
+    return text
+
+
 def config_from_args(args):
     path = getattr(args, "config", None) or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
     return load_config(path)
+
+
+def store_config(args, writing: bool = False, infer: bool = True, say: bool = False):
+    """The configuration for ``args.store`` (``storelib.ops.storeinfo.resolve_config``: the store's
+    recorded sizes, a --config that disagrees is a ConfigError); first refuses a path that is not
+    a store (``check_store``). No Spark: a command calls it before its JVM starts. ``say``: print
+    which sizes a broker's directory was found to have (verify, import)."""
+    from ..ops import storeinfo
+    kind = storeinfo.check_store(args.store, writing=writing,
+                                 allow_nonempty=bool(getattr(args, "allow_nonempty", False)))
+    res = storeinfo.resolve_config(args.store, getattr(args, "config", None), kind,
+                                   getattr(args, "as_of_batch", None) if not writing else None, infer=infer)
+    if res.note and say:
+        print(f"note: {res.note}", file=sys.stderr)
+    return res.config
+
+
+def on_signals() -> None:
+    """SIGTERM and SIGINT end a job with ``errors.Interrupted``, so its one line gets printed.
+
+    Called again once a SparkContext exists: PySpark's own SIGINT handler calls into the JVM
+    (cancelAllJobs) from inside the signal handler, which breaks the Py4J call the driver was in
+    and prints pages of Py4J tracebacks; the job ends its JVM by exiting instead."""
+    import signal
+    from ..errors import Interrupted
+
+    def _raise(signum, _frame):
+        import logging
+        logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
+        raise Interrupted(signum)
+    try:
+        signal.signal(signal.SIGTERM, _raise)
+        signal.signal(signal.SIGINT, _raise)
+    except ValueError:              # not the main thread (a test calling main() from a thread)
+        pass
+
+
+def interrupted(e: BaseException, state: str) -> int:
+    """Print the one line of an interrupted job (what the store holds, what to run) and its exit status.
+
+    Py4J's own logging of the connection the interrupt broke is silenced first."""
+    import logging
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    signum = getattr(e, "signum", 2)
+    name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+    print(f"interrupted ({name}): {state}", file=sys.stderr, flush=True)
+    return 128 + signum
 
 
 def spark_session(app: str, reach: dict | None = None):
@@ -33,6 +95,8 @@ def spark_session(app: str, reach: dict | None = None):
     settings go with every task (``objstore.ship``). ``reach``: option name -> path the executors
     must read; on a multi-host master one on the driver's disk is refused before any task runs
     (``multihost.UnreachablePath``, the session stopped)."""
+    from ..runtime.sparkenv import python_for_workers
+    python_for_workers()             # before pyspark reads PYSPARK_PYTHON
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     from .multihost import check_reachable
@@ -41,11 +105,25 @@ def spark_session(app: str, reach: dict | None = None):
         reach = None
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
     if not _submitted():
-        builder = builder.master("local[*]")
-    spark = configure_delta(builder).getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
-    from ..io import objstore
-    objstore.ship(spark.sparkContext)
+        builder = builder.master(os.environ.get("ROCKETLAKE_MASTER", "local[*]"))
+    # SIGINT / SIGTERM wait while the session starts (PySpark installs a SIGINT handler that calls
+    # into the JVM, on_signals replaces it) and arrive as errors.Interrupted once it has.
+    import signal
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, ValueError):
+        mask = None
+    try:
+        spark = configure_delta(builder).getOrCreate()
+        python_for_workers(spark.sparkContext)
+        spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
+        from ..io import objstore
+        objstore.ship(spark.sparkContext)
+        on_signals()
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     master = spark.sparkContext.master
     if reach:
         try:
@@ -101,34 +179,51 @@ _WRITER_MESSAGES = {
     "IngestError": "{e}",
     "AdoptError": "{e}",
     "StorePathError": "{e}",
+    "StoreNotFound": "{e}",
     "ExpireError": "{e}",
     "StoreError": "the store is damaged, nothing was written: {e} (run jobs/inspect.py verify)",
 }
 
 
-def run_job(app: str, args, body, preload=(), warm=(), reach=None) -> int:
+def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, state=None,
+            session=None) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
     ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
     the job's tasks need, imported in the executors' Python workers by a warm-up job while the
-    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``). ``reach``:
-    option name -> path the executors read (``spark_session``), checked before any task runs."""
+    body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``).
+    ``reach``: option name -> path the executors read (``spark_session``), checked before any task
+    runs; ``config``: the job's configuration if already resolved (``store_config``); ``state()``:
+    the line an interrupted job prints (what the store holds, what to run); ``session``: a stand-in
+    for Spark (``runtime.localrun.LocalSession``) to run the body in this process."""
     from ..compute import allocator
     from ..runtime import warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
+    on_signals()
     try:
-        cfg = config_from_args(args)
+        cfg = config if config is not None else config_from_args(args)
     except (ConfigError, OSError) as e:       # an unreadable or invalid --config file
         print(f"error: configuration: {e}", file=sys.stderr)
         return int(ExitCode.BAD_INPUT)
     spark = None
     try:
+        if session is not None:
+            return body(session, cfg)
         loading = warmup.preload(preload)
         spark = spark_session(app, reach)
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         loading.wait()
         return body(spark, cfg)
+    except KeyboardInterrupt as e:
+        try:
+            line = state() if state else "nothing was committed by this run; rerun the same command"
+        except Exception:  # noqa: BLE001 - the one line prints whatever the store says
+            line = "rerun the same command"
+        code = interrupted(e, line)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)          # no Spark shutdown noise; the JVM ends when its stdin closes
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
         cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
         wrapped = task_error(e) if cls is None else None
@@ -145,6 +240,19 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None) -> int:
         if spark is not None:
             warmup.wait_workers(spark.sparkContext, timeout=10)
             spark.stop()
+
+
+def report(e: BaseException) -> int:
+    """Print the one line of an error a job expects (``_WRITER_MESSAGES``), else the error's class and
+    text, both on stderr without a traceback; returns the exit status (``exit_code``)."""
+    cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
+    if cls is not None and cls.__name__ in _WRITER_MESSAGES:
+        print("error: " + _WRITER_MESSAGES[cls.__name__].format(e=e), file=sys.stderr)
+    elif isinstance(e, OSError):
+        print(f"error: {e.strerror or e}: {e.filename}" if e.filename else f"error: {e}", file=sys.stderr)
+    else:
+        print(f"error: {e}", file=sys.stderr)
+    return int(exit_code(e, lookup_errors=True))
 
 
 def emit_summary(summary: dict, json_path: str | None) -> None:

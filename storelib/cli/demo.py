@@ -1,7 +1,9 @@
-"""python jobs/demo_report.py --store STORE [--config FILE] [--summary FILE]
+"""rocketlake demo [--store demo-store]      python jobs/demo_report.py --store STORE [--config FILE] [--summary FILE]
 
-Prints what `make demo` produced: the ingest summary, what the Delta tables say the store holds,
-and a few lookups answered from the store files in-process (no Spark).
+Ingests the bundled sample (samples/messages.jsonl, 2,000 messages, small files from
+conf/demo.properties) into STORE unless it already holds a store, then prints what it holds: the
+ingest summary, what the Delta tables say, and a few lookups answered from the store files
+in-process (no Spark). `make demo` ingests with spark-submit first, then runs the report.
 """
 import argparse
 import json
@@ -19,13 +21,23 @@ from ..format import paths
 __all__ = ["main"]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--store", required=True)
-    ap.add_argument("--config")
-    ap.add_argument("--summary")
-    a = ap.parse_args()
-    cfg = load_config(a.config)
+def main(argv=None) -> int:
+    from . import common as cli
+    ap = argparse.ArgumentParser(prog=cli.prog("demo_report.py"), description=cli.help_doc(__doc__),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", default="demo-store", help="store to make (if absent) and look at")
+    ap.add_argument("--config", help="default: conf/demo.properties for a new store, else the store's own")
+    ap.add_argument("--summary", help="the ingest's --json-summary file to print")
+    a = ap.parse_args(argv)
+    a.summary = a.summary or f"{a.store.rstrip('/')}.summary.json"
+    if not os.path.isdir(os.path.join(a.store, paths.META_DIR)):
+        from . import ingest
+        code = ingest.main(["--store", a.store, "--input", os.path.join(paths.PROJECT_ROOT, "samples", "messages.jsonl"),
+                            "--config", a.config or os.path.join(paths.PROJECT_ROOT, "conf", "demo.properties"),
+                            "--local", "auto", "--quiet", "--json-summary", a.summary])
+        if code:
+            return code
+    cfg = load_config(a.config) if a.config else None
     store = storage.Store(a.store)
     if a.summary and os.path.exists(a.summary):
         s = json.load(open(a.summary))
@@ -41,7 +53,7 @@ def main() -> int:
     print(f"manifest (batch {snap.batch['batch_id']}, seq {snap.batch_seq}):")
     for k, (n, b) in sorted(kinds.items()):
         print(f"  {k:13s} {n:4d} file(s), {b:10d} valid bytes")
-    reader = query.StoreReader(store, cfg)
+    reader = query.open_store(a.store, None, cfg)
     print(f"max commitlog offset: {reader.get_max_phy_offset()}")
     page = reader.find_by_key("orders", "hot-key", limit=3)
     print(f"key lookup orders/hot-key: {page.total} message(s); first 3 offsets "

@@ -16,18 +16,21 @@ import sys
 
 from ..ops import expire as retention
 from .common import exit_code, ExitCode
+from .timeargs import epoch_ms
 from ..errors import ConcurrentWriteError, ExpireError, StorePathError
 
+
+from . import common as _cli  # noqa: E402
 
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="expire.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")
-    ap.add_argument("--now", type=int, help="reference time in epoch ms (default: the wall clock)")
+    ap.add_argument("--now", type=epoch_ms, help="reference time: epoch ms or ISO-8601 (default: the wall clock)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
     ap.add_argument("--vacuum-retention-hours", type=int, default=168)
@@ -36,6 +39,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.reserved_hours < 0:
         ap.error("--reserved-hours must be >= 0")
+    from . import common as cli
+    try:
+        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=None))
+    except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
+        return cli.report(e)
+    cli.on_signals()
     try:
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
                              args.vacuum_retention_hours, quiet=args.quiet)
@@ -46,6 +55,9 @@ def main(argv=None) -> int:
         else:
             print(f"error: {e}", file=sys.stderr)
         return int(code)
+    except KeyboardInterrupt as e:
+        return cli.interrupted(e, "the expiry is committed and its files deleted, or nothing changed; rerun the "
+                                  "same command to finish either way")
     if args.dry_run or not args.quiet:
         for p in s["removed"]:
             print(f"{'would remove' if args.dry_run else 'removed'} {p}")

@@ -1,7 +1,8 @@
 """python jobs/export.py --store STORE --to DIR [--as-of-batch B]
 
 Materializes a committed snapshot as a broker-ready RocketMQ store directory (commitlog/,
-consumequeue/, index/, checkpoint; no _rocketlake/), byte-identical to a RocketMQ broker's files
+consumequeue/, index/, checkpoint, and rocketlake.properties: the sizes the files were written
+with, as a broker's properties; no _rocketlake/), byte-identical to a RocketMQ broker's files
 for the same messages, every file checked against its manifest checksum. On object stores, where
 rocketlake keeps files as per-batch fragments (storelib.io.fragments), this is how a broker gets its
 files. DIR must be empty or absent. Runs on the driver only (no Spark).
@@ -12,16 +13,16 @@ import json
 import os
 import sys
 
-sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from .common import ExitCode
 
-from .common import ExitCode, exit_code
 
+from . import common as _cli  # noqa: E402
 
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="export.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("export.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--to", required=True, help="target directory (or store URI), empty or absent")
@@ -29,11 +30,17 @@ def main(argv=None) -> int:
     ap.add_argument("--no-fsync", action="store_true", help="do not fsync the exported files")
     args = ap.parse_args(argv)
     from ..table import export
+    from . import common as cli
+    try:
+        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))
+    except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
+        return cli.report(e)
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
     try:
         s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
     except (KeyError, Exception) as e:  # noqa: BLE001 - one exit-code table for every job
-        print(f"error: {e}", file=sys.stderr)
-        return int(exit_code(e, lookup_errors=True))
+        return cli.report(e)
+    except KeyboardInterrupt as e:
+        return cli.interrupted(e, f"nothing was exported ({args.to} is left as it was); rerun the same command")
     print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
     return int(ExitCode.OK)

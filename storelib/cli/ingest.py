@@ -15,20 +15,24 @@ committed), 2 bad input or configuration, 3 concurrent writer, 1 anything else.
 import argparse
 
 from . import common as cli
+from .timeargs import epoch_ms
+
 
 
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="ingest.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=cli.prog("ingest.py"), description=cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
-    ap.add_argument("--input", help="input file or directory; --format table: a table name; --format sql: a query")
+    ap.add_argument("--input", action="append",
+                    help="input file or directory; --format table: a table name; --format sql: a query")
     ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
                                          "= --store adopts in place, else its files are copied first)")
     ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"], default="jsonl")
-    ap.add_argument("--config", help="broker-style .properties file (default: conf/store.properties)")
+    ap.add_argument("--config", help="broker-style .properties file (default: the store's own, recorded with its "
+                                     "first batch; for a new store conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
     ap.add_argument("--partitions", type=int, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
@@ -37,25 +41,60 @@ def main(argv=None) -> int:
     ap.add_argument("--queue-by", metavar="NAME",
                     help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
                          "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
-    ap.add_argument("--store-timestamp", type=int, metavar="MS",
-                    help="store time for rows without store_timestamp and born_timestamp "
+    ap.add_argument("--store-timestamp", type=epoch_ms, metavar="TIME",
+                    help="store time (epoch ms or ISO-8601) for rows without store_timestamp and born_timestamp "
                          "(default: the newest modification time of the input files)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and the summary still print)")
+    ap.add_argument("--allow-nonempty", action="store_true",
+                    help="make a new store in a non-empty directory that is not a store (refused by default)")
+    ap.add_argument("--local", choices=["auto", "always", "never"], default="never",
+                    help="run the stages in this process without Spark: auto = for small local inputs "
+                         "(the rocketlake command's default), always, never (spark-submit's default)")
     args = ap.parse_args(argv)
+    if args.input and len(args.input) > 1:
+        ap.error(f"--input given {len(args.input)} times ({', '.join(args.input)}): give one file or directory "
+                 "(a directory ingests every file in it)")
+    args.input = args.input[0] if args.input else None
     if args.from_store:
         if args.input:
             ap.error("--input and --from-store exclude each other")
-        return cli.run_job("import", args, lambda spark, cfg: cli.adopt(spark, cfg, args),
-                           reach={"--store": args.store, "--from-store": args.from_store})
+        return _import(args)
     if not args.input:
         ap.error("--input is required")
+    from .preflight import check_ingest, ingest_state, small_local_input
+    try:
+        cfg, before = check_ingest(args)
+    except Exception as e:  # noqa: BLE001 - a bad argument is one line, exit 2, before any JVM starts
+        return cli.report(e)
+    state = lambda: ingest_state(args.store, before)  # noqa: E731
     if args.format in ("table", "sql"):
-        return cli.run_job("ingest", args, lambda spark, cfg: ingest_frame(spark, cfg, args),
+        return cli.run_job("ingest", args, lambda spark, c: ingest_frame(spark, c, args), config=cfg, state=state,
                            reach={"--store": args.store})
-    return cli.run_job("ingest", args, lambda spark, cfg: cli.ingest(spark, cfg, args),
-                       preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
+    session = None
+    if args.local == "always" or (args.local == "auto" and small_local_input(args)):
+        from ..runtime.localrun import LocalSession
+        session = LocalSession()
+    return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
+                       session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
                        reach={"--store": args.store, "--input": args.input})
+
+
+def _import(args) -> int:
+    """--from-store: the sizes come from --config, else the source's own files (said on stderr)."""
+    from .preflight import check_import
+    try:
+        cfg = check_import(args)
+    except Exception as e:  # noqa: BLE001 - one line, exit 2, before any JVM starts
+        return cli.report(e)
+    session = None
+    if args.local != "never":           # the checks run on this process's threads instead of Spark tasks
+        from ..runtime.localrun import LocalSession
+        session = LocalSession()
+    return cli.run_job("import", args, lambda spark, c: cli.adopt(None if session else spark, c, args),
+                       config=cfg, session=session, reach={"--store": args.store, "--from-store": args.from_store},
+                       state=lambda: "nothing was imported (the copied files are removed by the next run); "
+                                     "rerun the same command")
 
 
 def ingest_frame(spark, cfg, args) -> int:

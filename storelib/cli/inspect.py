@@ -3,25 +3,28 @@
 Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
 
   segments [--kind commitlog|consumequeue|index|checkpoint] [--topic T]
-                 the manifest: one row per live file (offsets, valid bytes, counts, time range, batch)
+                 the manifest: one row per live file (offsets, valid bytes, counts, time range, batch);
+                 a consume queue's max_offset is the next offset (exclusive), as in stats
   checkpoints    one row per committed batch (ingest / import / expire)
   history        Delta history of the manifest and checkpoints tables
-  stats          messages/bytes/offsets/times per topic and queue; broker disk vs stored (sparse) bytes
-  verify [--deep] [--no-spark]
-                 check every file (Spark tasks: one per commitlog segment / group of consume queues /
-                 index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
+  stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
+                 ISO-8601 UTC, epoch ms with --json); broker disk vs stored (sparse) bytes
+  verify [--deep] [--spark]
+                 check every file (in this process; --spark: Spark tasks, one per commitlog segment /
+                 group of consume queues / index file); one line per problem "<path>@<offset>: <what>",
+                 exit status 1 if any
   register --database D
                  catalog tables D.manifest and D.checkpoints (external Delta tables at the store's
                  _rocketlake/ paths) and the views D.committed_files and D.live_files, in the Spark
                  session's catalog (a persistent one, e.g. Hive's metastore, keeps them for every
                  Spark SQL shell); needs Spark with delta-spark (storelib.table.delta_spark)
 
-segments, checkpoints, history and stats only read Delta (and a few bytes): they run as plain
-`python jobs/inspect.py ...` too. verify starts Spark (spark-submit, or local[*] under plain python;
---no-spark checks in this process).
+Only verify --spark and register start Spark (spark-submit, or local[*] under plain python); the
+rest reads Delta and a few bytes in this process.
 """
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -29,8 +32,12 @@ import sys
 from ..ops import inspect as inspection
 from ..io import storage
 from .common import exit_code, ExitCode
-from ..errors import StoreError, StorePathError
+from .timeargs import iso
+from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError
+from ..format import paths
 from ..table import snapshots
+
+from . import common as _cli  # noqa: E402
 
 __all__ = ["main"]
 
@@ -38,14 +45,14 @@ __all__ = ["main"]
 def main(argv=None) -> int:
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
-    ap = argparse.ArgumentParser(prog="inspect.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("inspect.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to look at")
     ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
-    ap.add_argument("--config", help="broker-style .properties (for stores without a manifest; default "
-                                     "conf/store.properties)")
+    ap.add_argument("--config", help="broker-style .properties for a broker's directory (default: the store's own "
+                                     "configuration, else the sizes read off its files)")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("segments")
     sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
@@ -55,7 +62,8 @@ def main(argv=None) -> int:
     sub.add_parser("stats")
     vp = sub.add_parser("verify")
     vp.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
-    vp.add_argument("--no-spark", action="store_true", help="run the checks in this process")
+    vp.add_argument("--spark", action="store_true", help="run the checks as Spark tasks (default: in this process)")
+    vp.add_argument("--no-spark", action="store_true", help=argparse.SUPPRESS)      # the default; kept for scripts
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
     # options after the command are accepted too: `segments --json`
@@ -67,6 +75,15 @@ def main(argv=None) -> int:
     args.json = args.json or args.json_sub
     args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
     args.version = args.version_sub if args.version_sub is not None else args.version
+    from . import common as cli
+    try:
+        args.store_config = cli.store_config(args)      # not a store: one line, exit 2
+        if args.command in ("segments", "checkpoints", "history") and \
+                not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
+            raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
+                                "reads it; `stats` and `verify` work on a broker's directory too")
+    except (StoreNotFound, ConfigError, OSError) as e:
+        return cli.report(e)
     store = storage.Store(args.store)
     try:
         if args.command == "verify":
@@ -75,7 +92,7 @@ def main(argv=None) -> int:
             return cmd_register(store, args)
         snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
         if args.command == "segments":
-            rows = inspection.segment_rows(snap, args.kind, args.topic)
+            rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
             cols = inspection.SEGMENT_COLUMNS
             if args.kind == "commitlog":
                 cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
@@ -95,6 +112,14 @@ def main(argv=None) -> int:
     return int(ExitCode.OK)
 
 
+def _exclusive(row: dict) -> dict:
+    """A consume-queue file's max_offset as stats and RocketMQ's getMaxOffsetInQueue give it: the
+    next offset (exclusive); the manifest keeps the file's last unit (inclusive)."""
+    if row.get("kind") == "consumequeue" and row.get("max_offset") is not None and row.get("count"):
+        return dict(row, max_offset=row["max_offset"] + 1)
+    return row
+
+
 def _emit(rows, cols, as_json, empty):
     if as_json:
         if rows:
@@ -107,8 +132,7 @@ def _emit(rows, cols, as_json, empty):
 
 
 def _config(args):
-    from . import common as cli
-    return cli.config_from_args(args)
+    return args.store_config
 
 
 def cmd_stats(store, snap, args):
@@ -117,13 +141,19 @@ def cmd_stats(store, snap, args):
         print(json.dumps(st, default=str))
         return
     tot = st["total"]
+    for k in ("min_store_ts", "max_store_ts"):
+        if tot.get(k) is not None:
+            tot[k] = f"{tot[k]}({iso(tot[k])})"
     print("store: " + " ".join(f"{k}={v}" for k, v in tot.items()))
+    for r in st["topics"] + st["queues"]:
+        for k in ("first_store_ts", "last_store_ts"):
+            r[k.replace("_ts", "_time")] = iso(r[k]) if r[k] is not None else ""
     print()
-    print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_ts",
-                                                 "last_store_ts")))
+    print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_time",
+                                                 "last_store_time")))
     print()
     print(inspection.format_table(st["queues"], ("topic", "queue_id", "messages", "bytes", "min_offset",
-                                                 "max_offset", "first_store_ts", "last_store_ts")))
+                                                 "max_offset", "first_store_time", "last_store_time")))
     print()
     rows = st["cost"]["rows"]
     for r in rows:
@@ -139,7 +169,7 @@ def cmd_verify(store, args) -> int:
     cfg = _config(args)
     spark = None
     try:
-        if not args.no_spark:
+        if args.spark and not args.no_spark:
             spark = cli.spark_session("verify")
         rep = verify.verify_store(store.uri, cfg, deep=args.deep, spark=spark, as_of_batch=args.as_of_batch,
                                   version=args.version)

@@ -10,8 +10,8 @@ Modes:
   ``offset``, ``time``.
 * distributed (Spark): ``range`` (``rangescan.scan_range``) and ``keys`` (``keylookup``).
 
-Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the shared
-table, ``storelib.cli.common.ExitCode`` / ``exit_code``): 0 = done (found or nothing found; "nothing
+Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the table every
+job shares): 0 = done (found or nothing found; "nothing
 found" says so on stderr and writes an empty output), 1 = query failed (a damaged or missing
 store, a path leading out of it, anything unexpected), 2 = bad arguments / input / configuration
 or a batch the store does not have.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput, StorePathError
 from .common import ExitCode, exit_code, spark_session
-from ..format.config import load_config
+from .timeargs import write_csv
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 # pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
 # a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
 
-__all__ = [ "Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+from . import common as _cli  # noqa: E402
+
+__all__ = ["Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
 I64_MAX = 2**63 - 1
 
@@ -73,7 +75,8 @@ class Output:
     def __init__(self, path: str | None, body_as: str):
         self.path = path
         self.body_as = body_as
-        self.parquet = bool(path) and path.endswith(".parquet")
+        self.parquet = bool(path) and path.lower().endswith(".parquet")
+        self.csv = bool(path) and path.lower().endswith(".csv")
         self.rows = 0
 
     def write_table(self, table: pa.Table | None, schema: pa.Schema | None = None) -> None:
@@ -89,8 +92,12 @@ class Output:
 
     def write_rows(self, rows) -> None:
         """Rows (dicts, keys in column order) as JSON lines, without pyarrow."""
-        fh = open(self.path, "w", encoding="utf-8") if self.path else sys.stdout
+        fh = open(self.path, "w", encoding="utf-8", newline="" if self.csv else None) if self.path else sys.stdout
         try:
+            if self.csv:
+                self.rows += write_csv(fh, ({n: _json_value(v, self.body_as, n) for n, v in row.items()}
+                                            for row in rows))
+                return
             for row in rows:
                 out = {n: _json_value(v, self.body_as, n) for n, v in row.items()}
                 fh.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -114,66 +121,83 @@ def _nothing(what: str) -> None:
     print(f"nothing found: {what}", file=sys.stderr)
 
 
+def _count(n: int, what: str = "message(s)") -> None:
+    print(f"rocketlake: {n} {what}", file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------- arguments
 def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     p.add_argument("--store", default=d(None), help="store root: local path or s3://, gs://, hdfs:// URI")
     p.add_argument("--as-of-batch", default=d(None), help="read this committed batch (id or sequence number)")
     p.add_argument("--config", default=d(None),
-                   help="broker .properties (stores without a manifest; sizes are fitted to the files otherwise)")
-    p.add_argument("--output", default=d(None), help="output file (.parquet = Parquet; default: JSON lines on stdout)")
-    p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"))
+                   help="broker .properties for a broker's directory (default: the store's own configuration, "
+                        "else the sizes read off its files)")
+    p.add_argument("--output", default=d(None), help="output file: .parquet = Parquet, .csv = CSV, else JSON lines "
+                                                     "(default: JSON lines on stdout)")
+    p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"),
+                   help="bodies in JSON lines / CSV as base64 (default) or UTF-8 text")
     p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
     p.add_argument("--after", default=d(None), help="cursor printed by the previous page")
+    p.add_argument("--local", choices=["auto", "always", "never"], default=d("never"),
+                   help="range / keys in this process without Spark: auto = when the store is small (the "
+                        "rocketlake command's default), always, never (spark-submit's default)")
     p.add_argument("--rocketmq-compat", action="store_true", default=d(False),
                    help="answer what a RocketMQ broker answers (quirks included) instead of the exact result")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="query.py", description=__doc__,
+    from .timeargs import epoch_ms
+    ap = argparse.ArgumentParser(prog=_cli.prog("query.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ap, False)
     ap.add_argument("--queries", help="golden queries.jsonl to answer (compat batch mode, Spark)")
+
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     p = sub.add_parser("key", help="messages by key (UNIQ_KEY or a KEYS token)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--key", required=True)
-    p.add_argument("--begin", type=int, help="store time lower bound, ms (inclusive)")
-    p.add_argument("--end", type=int, help="store time upper bound, ms (inclusive)")
+    p.add_argument("--topic", required=True, help="topic of the messages")
+    p.add_argument("--key", required=True, help="a KEYS token or the UNIQ_KEY")
+    p.add_argument("--begin", type=epoch_ms, help="store time lower bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--end", type=epoch_ms, help="store time upper bound (inclusive): epoch ms or ISO-8601")
     p.add_argument("--max-num", type=int, default=64, help="--rocketmq-compat: queryMessage maxNum")
     p = sub.add_parser("id", help="message by offset msgId")
     _common(p, True)
-    p.add_argument("msg_id")
+    p.add_argument("msg_id", help="the 32-hex-digit offset message id (store host + commitlog offset)")
     p = sub.add_parser("unique-key", help="message(s) by UNIQ_KEY (client message id)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--key", required=True)
+    p.add_argument("--topic", required=True, help="topic of the message")
+    p.add_argument("--key", required=True, help="the UNIQ_KEY (client message id)")
     p = sub.add_parser("offset", help="message(s) by queue offset")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--queue", type=int, required=True)
-    p.add_argument("--offset", type=int, required=True)
-    p.add_argument("--count", type=int, default=1)
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--queue", type=int, required=True, help="queue id")
+    p.add_argument("--offset", type=int, required=True, help="first queue offset (the consume queue's unit index)")
+    p.add_argument("--count", type=int, default=1, help="how many messages from there (default 1)")
     p = sub.add_parser("time", help="queue offset by store time (getOffsetInQueueByTime)")
     _common(p, True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--queue", type=int, required=True)
-    p.add_argument("--timestamp", type=int, required=True)
-    p.add_argument("--boundary", choices=["lower", "upper"], default="lower")
+    p.add_argument("--topic", required=True, help="topic")
+    p.add_argument("--queue", type=int, required=True, help="queue id")
+    p.add_argument("--timestamp", type=epoch_ms, required=True, help="store time: epoch ms or ISO-8601")
+    p.add_argument("--boundary", choices=["lower", "upper"], default="lower",
+                   help="which offset when several messages share the time (RocketMQ's BoundaryType)")
     p = sub.add_parser("range", help="messages by store time range (Spark)")
     _common(p, True)
-    p.add_argument("--begin", type=int, required=True)
-    p.add_argument("--end", type=int, required=True)
-    p.add_argument("--topic")
+    p.add_argument("--begin", type=epoch_ms, required=True, help="store time lower bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--end", type=epoch_ms, required=True, help="store time upper bound (inclusive): epoch ms or ISO-8601")
+    p.add_argument("--topic", help="only this topic")
     p = sub.add_parser("keys", help="batch key lookup from a Parquet file of topic, key[, begin, end] (Spark)")
     _common(p, True)
-    p.add_argument("--input", required=True)
+    p.add_argument("--input", required=True, help="Parquet file with columns topic, key[, begin, end (epoch ms)]")
     return ap
 
 
 def _config(args):
-    return load_config(args.config) if args.config else None
+    """The store's configuration (``common.store_config``, resolved once before the query runs)."""
+    if getattr(args, "store_config", None) is None:
+        from .common import store_config
+        args.store_config = store_config(args)
+    return args.store_config
 
 
 # ----------------------------------------------------------------------------- single lookups
@@ -223,16 +247,35 @@ def single(args) -> int:
             msgs = [m for m in res["messages"] if m is not None]
         else:
             msgs = r.get_by_queue_offset(args.topic, args.queue, args.offset, args.count)
+        if not msgs:
+            what = _queue_miss(r, args) or what
     else:                                                       # time
         return _time_lookup(r, args, out, t0)
     out.write_messages(msgs)
     if not msgs:
         _nothing(what)
         return ExitCode.OK
+    _count(len(msgs))
     if cursor is not None:
         print(f"more results: rerun with --after {cursor[0]}:{cursor[1]}", file=sys.stderr)
     _timing(args, t0, len(msgs))
     return ExitCode.OK
+
+
+def _queue_miss(r, args) -> str | None:
+    """Why ``offset`` found nothing: no such topic or queue, or an offset outside the queue's bounds."""
+    queues = sorted(q for t, q in r.files.consume_queues if t == args.topic)
+    if not queues:
+        return f"no topic {args.topic!r} in this store"
+    if args.queue not in queues:
+        return f"no queue {args.queue} in topic {args.topic!r} (its queues: {', '.join(map(str, queues))})"
+    lo, hi = r.get_min_offset_in_queue(args.topic, args.queue), r.get_max_offset_in_queue(args.topic, args.queue)
+    if args.offset < lo:
+        return (f"offset {args.offset} of {args.topic}/{args.queue} is below the queue's minimum offset {lo} "
+                f"(expired); its offsets are {lo}..{hi - 1}")
+    if args.offset >= hi:
+        return f"offset {args.offset} of {args.topic}/{args.queue} is past its last offset {hi - 1}"
+    return None
 
 
 def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
@@ -317,6 +360,17 @@ def _spark():
     return spark_session("query"), True
 
 
+def _run_here(args) -> bool:
+    """range / keys without Spark (``--local``; auto: the commitlog bytes to scan are few)."""
+    if args.local == "never":
+        return False
+    if args.local == "always":
+        return True
+    from ..read.localscan import LOCAL_SCAN_BYTES, local_scan_bytes
+    begin, end = (args.begin, args.end) if args.cmd == "range" else (None, None)
+    return local_scan_bytes(args.store, begin, end, args.as_of_batch, _config(args)) <= LOCAL_SCAN_BYTES
+
+
 def compat_batch(spark, args) -> int:
     from ..io.storage import Store
     from ..table.storefiles import open_files
@@ -364,6 +418,8 @@ def range_cmd(spark, args) -> int:
     from ..read.rangescan import scan_range
     if args.end < args.begin:
         raise BadInput("--end is before --begin")
+    if spark is None:
+        return _range_here(args)
     df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
     if args.after:
         try:
@@ -375,6 +431,26 @@ def range_cmd(spark, args) -> int:
         table = df.orderBy("commitlog_offset").limit(args.limit + 1).toArrow()
     else:                                # rows come to the driver anyway: sort them here
         table = df.toArrow().sort_by("commitlog_offset")
+    more = args.limit is not None and table.num_rows > args.limit
+    if more:
+        table = table.slice(0, args.limit)
+    return _finish_table(args, table, f"messages stored in [{args.begin}, {args.end}]"
+                         + (f" in topic {args.topic!r}" if args.topic else ""),
+                         f"{table.column('commitlog_offset')[-1].as_py()}" if more and table.num_rows else None)
+
+
+def _range_here(args) -> int:
+    """``range`` in this process (``read.localscan``): the rows, order and pages of the Spark plan."""
+    import pyarrow.compute as pc
+    from ..read.localscan import scan_range_local
+    table = scan_range_local(args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
+    if args.after:
+        try:
+            after = int(args.after)
+        except ValueError:
+            raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page")
+        table = table.filter(pc.greater(table.column("commitlog_offset"), after))
+    table = table.sort_by("commitlog_offset")
     more = args.limit is not None and table.num_rows > args.limit
     if more:
         table = table.slice(0, args.limit)
@@ -395,12 +471,28 @@ def keys_cmd(spark, args) -> int:
     if missing:
         raise BadInput(f"--input {args.input}: missing column(s) {sorted(missing)} (need topic, key[, begin, end])")
     keys = keys.select([c for c in ("topic", "key", "begin", "end") if c in keys.column_names])
-    df = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args))
-    table = df.toArrow().sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
+    if spark is None:
+        from ..read.localscan import lookup_keys_here
+        table = lookup_keys_here(args.store, keys, args.as_of_batch, _config(args))
+    else:
+        table = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args)).toArrow()
+    table = table.sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
                                                              "store_timestamp", "commitlog_offset")])
     if args.limit is not None:
         table = table.slice(0, args.limit)
+    _missing_keys(keys, table)
     return _finish_table(args, table, f"any of the {keys.num_rows} keys of {args.input}", None)
+
+
+def _missing_keys(keys, table) -> None:
+    """The (topic, key) pairs of the input no message matched, on stderr (at most 20 named)."""
+    found = set(zip(table.column("query_topic").to_pylist(), table.column("query_key").to_pylist()))
+    asked = list(dict.fromkeys(zip(keys.column("topic").to_pylist(), keys.column("key").to_pylist())))
+    missing = [k for k in asked if k not in found]
+    if missing and table.num_rows:
+        shown = ", ".join(f"{t}/{k}" for t, k in missing[:20])
+        more = f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+        print(f"not found: {len(missing)} of {len(asked)} key(s): {shown}{more}", file=sys.stderr)
 
 
 def _finish_table(args, table, what, cursor) -> int:
@@ -409,7 +501,9 @@ def _finish_table(args, table, what, cursor) -> int:
     out.write_table(table)
     if table.num_rows == 0:
         _nothing(what)
-    elif cursor is not None:
+        return ExitCode.OK
+    _count(table.num_rows)
+    if cursor is not None:
         print(f"more results: rerun with --after {cursor}", file=sys.stderr)
     return ExitCode.OK
 
@@ -456,8 +550,11 @@ def answer(argv=None) -> int:
         ap.error("--limit must be at least 1")
     spark, owned = None, False
     try:
+        _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
             return int(single(args))
+        if args.cmd in ("range", "keys") and _run_here(args):
+            return int(range_cmd(None, args) if args.cmd == "range" else keys_cmd(None, args))
         spark, owned = _spark()
         if args.cmd is None:
             return int(compat_batch(spark, args))
@@ -482,7 +579,7 @@ def _report(e: BaseException, code: ExitCode) -> None:
     if code == ExitCode.BAD_INPUT:             # BadInput, ConfigError; KeyError: no such batch
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return
-    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # incl. StoreNotFound, CorruptStore
+    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # CorruptStore, a missing file
         print(f"error: query failed: {e}", file=sys.stderr)
         return
     for marker in ("storelib.io.StorePathError: ", "storelib.errors.CorruptStore: "):  # in a Spark task

@@ -18,11 +18,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .common import ExitCode, exit_code
 
+from . import common as _cli  # noqa: E402
+
 __all__ = ["main"]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="verify.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=_cli.prog("verify.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
@@ -30,23 +32,25 @@ def main(argv=None) -> int:
     ap.add_argument("--spark", action="store_true", help="run the checks as Spark tasks")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to check (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to check")
-    ap.add_argument("--config", help="broker-style .properties (stores without a manifest)")
+    ap.add_argument("--config", help="broker-style .properties for a broker's directory (default: the store's own "
+                                     "configuration, else the sizes read off its files)")
     ap.add_argument("--json", action="store_true", help="the summary as JSON")
     args = ap.parse_args(argv)
     from . import common as cli
     from ..verify import driver as verify
-    from ..errors import StoreError
-    from ..errors import UnreachablePath
+    from ..errors import ConfigError, StoreError, StoreNotFound
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
     try:
+        cfg = cli.store_config(args, say=True)    # not a store: exit 2 before anything starts
         if args.spark:
             spark = cli.spark_session("verify", reach={"--store": args.store})
-        rep = verify.verify_store(args.store, cli.config_from_args(args), deep=args.deep, spark=spark,
+        rep = verify.verify_store(args.store, cfg, deep=args.deep, spark=spark,
                                   as_of_batch=args.as_of_batch, version=args.version, threads=args.threads)
-    except (KeyError, StoreError, UnreachablePath) as e:
-        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
-        return int(exit_code(e, lookup_errors=True))
+    except (KeyError, StoreError, StoreNotFound, ConfigError, OSError) as e:
+        return cli.report(e)
+    except KeyboardInterrupt as e:
+        return cli.interrupted(e, "verify changes nothing; rerun it")
     finally:
         if spark is not None:
             spark.stop()

@@ -67,25 +67,34 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     """Ingest the rows of ``df`` into ``store`` as one batch; returns the summary dict (what
     ``jobs/ingest.py --json-summary`` writes).
 
-    ``config``: a ``.properties`` path, a dict of RocketMQ keys or a ``StoreConfig`` (default:
-    conf/store.properties, as the jobs). ``topics`` / ``queue_by``: as ``run_ingest``.
+    ``config``: a ``.properties`` path, a dict of RocketMQ keys or a ``StoreConfig`` (default: the
+    store's own, recorded with its first batch; conf/store.properties for a new store). ``topics`` / ``queue_by``: as ``run_ingest``.
     ``store_timestamp``: store time (ms) of rows without store_timestamp and born_timestamp.
     Raises what ``run_ingest`` raises; InputError for a missing column or an unusable column type
     (before the store is touched).
     """
-    cfg = store_config(config)
+    from ..runtime.sparkenv import python_for_workers
+    python_for_workers(df.sparkSession.sparkContext)     # local workers run this interpreter, not PATH's python3
+    cfg = store_config(config, store)
     source = FrameInput(df, store_timestamp)
     return ingest_batch(df.sparkSession, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
                         queue_by=queue_by, progress_interval=progress_interval)
 
 
-def store_config(config) -> StoreConfig:
+def store_config(config, store: str | None = None) -> StoreConfig:
+    """``config`` as a StoreConfig; None: the sizes ``store`` was written with (recorded with its
+    first batch) over conf/store.properties, which alone serves a new store."""
     if isinstance(config, StoreConfig):
         return config
     if isinstance(config, dict):
         return load_config(None, config)
     if config is None:
-        return load_config(DEFAULT_STORE_CONFIG if os.path.exists(DEFAULT_STORE_CONFIG) else None)
+        base = load_config(DEFAULT_STORE_CONFIG if os.path.exists(DEFAULT_STORE_CONFIG) else None)
+        if store is None:
+            return base
+        from ..table import manifest
+        from ..table.snapshots import snapshot_config
+        return snapshot_config(manifest.load_snapshot(storage.Store(store)), base)
     return load_config(os.fspath(config))
 
 

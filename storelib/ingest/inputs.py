@@ -49,6 +49,7 @@ JSONL_SCHEMA = pa.schema([
     ("reconsume_times", pa.int64()), ("prepared_transaction_offset", pa.int64()),
     ("body_b64", pa.large_string()), ("properties", pa.list_(pa.list_(pa.string()))),
     ("properties_string", pa.large_string()),
+    ("body", pa.large_string()),          # the body as UTF-8 text, for rows without body_b64
 ])
 
 INT32_FIELDS = ("queue_id", "flag", "sys_flag", "reconsume_times")
@@ -316,6 +317,20 @@ def _castable(one: pa.Array, typ) -> bool:
         return False
 
 
+def _text_bodies(decoded: pa.Array, raw: pa.Table, label, problems: list) -> pa.Array:
+    """JSON lines: a row without ``body_b64`` may give its body as UTF-8 text in ``body``; a row
+    with neither is a problem naming both fields."""
+    if "body" in raw.column_names:
+        text = single_array(raw.column("body"))
+        if text.null_count < len(text):
+            decoded = pc.if_else(pc.is_null(decoded), text.cast(pa.large_binary()), decoded)
+    if decoded.null_count:
+        for r in np.flatnonzero(np.asarray(pc.is_null(decoded)))[:20]:
+            problems.append(f"{label(int(r))}: field 'body_b64': missing (the body base64-encoded; or give it "
+                            "as UTF-8 text in 'body')")
+    return decoded
+
+
 def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
     n = raw.num_rows
@@ -326,7 +341,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
         if name == "body":
             if body_field == "body_b64":
                 src = raw.column("body_b64") if "body_b64" in raw.column_names else pa.nulls(n, pa.large_string())
-                cols[name] = b64decode_column(single_array(src), label)
+                cols[name] = _text_bodies(b64decode_column(single_array(src), label), raw, label, problems)
             else:
                 src = raw.column("body") if "body" in raw.column_names else pa.nulls(n, pa.large_binary())
                 cols[name] = as_large_binary(src)
@@ -382,7 +397,9 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
                                                                      unexpected_field_behavior="ignore",
                                                                      newlines_in_values=False))
         except pa.ArrowInvalid as e:
-            raise InputError([f"{base_name} (lines from byte {begin}): invalid JSON: {e}"]) from None
+            m = re.search(r"\s*in row (\d+)$", str(e))
+            where = label(int(m.group(1))) if m else f"{base_name} (lines from byte {begin})"
+            raise InputError([f"{where}: invalid JSON: {str(e)[:m.start()] if m else e}"]) from None
         try:
             return to_canonical(raw, label, "body_b64"), label
         except InputError as e:

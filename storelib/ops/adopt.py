@@ -137,8 +137,39 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
         else src.uri.rstrip("/") == store.uri.rstrip("/")
     if not same:
         say(f"copy {src.uri} -> {store.uri}")
-        copied = copy_store(src.uri, store.uri)
-        say(f"copied {copied} file(s)")
+        before = set(store.list_files(""))
+        try:
+            copied = copy_store(src.uri, store.uri)
+            say(f"copied {copied} file(s)")
+            return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+        except BaseException:
+            if manifest.load_snapshot(store).batch is None:     # not committed: leave no copied file behind
+                _remove_copies(store, before)
+            raise
+    return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+
+
+def _remove_copies(store: storage.Store, before: set) -> None:
+    """Delete what a failed import copied into ``store`` (files not there ``before``), and the
+    directories that leaves empty."""
+    dirs = set()
+    for rel in set(store.list_files("")) - before:
+        if rel.split("/", 1)[0] in SKIP_TOP:
+            continue
+        store.delete(rel)
+        parts = rel.split("/")[:-1]
+        dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    if store.local:
+        for d in sorted(dirs, key=lambda d: -d.count("/")):
+            try:
+                os.rmdir(os.path.join(store.root, d))
+            except OSError:
+                pass
+
+
+def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: StoreConfig, batch_id, say,
+                 t0: float, lease: writerlease.WriterLease) -> dict:
+    """Verify the broker's files now in ``store`` and commit them as the import batch."""
     if store.exists("abort"):
         raise AdoptError(f"{store.uri_of('abort')} exists: the broker did not shut down cleanly; start and "
                          "stop it once (its recovery repairs the files) before importing")

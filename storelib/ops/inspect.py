@@ -167,9 +167,12 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
     if snap is not None and snap.batch is not None:
+        # the store times still readable (an expiry removes the oldest; the batch row keeps all written)
+        firsts = [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
+        lasts = [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
         total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
                      total_messages_written=snap.batch["total_messages"],
-                     min_store_ts=snap.batch["min_store_ts"], max_store_ts=snap.batch["max_store_ts"])
+                     min_store_ts=min(firsts) if firsts else None, max_store_ts=max(lasts) if lasts else None)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
 

@@ -17,7 +17,7 @@ yields Arrow record batches. A ``topic`` filter (=, IN) on a store where every r
 consume-queue unit reads only the topic's records, found through its queues' units
 (``storelib.read.splits``; ``option("topicQueues", "false")``: walk every record instead).
 
-Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp``,
+Pruning: the options ``topic`` (comma-separated), ``beginTimestamp``, ``endTimestamp`` (epoch ms or ISO-8601),
 ``minOffset``, ``maxOffset`` (inclusive) are applied exactly by the reader: segments are pruned
 by the manifest's per-segment min/max store time, splits by offset range, records are filtered
 on their store time before decoding. The reader also implements ``DataSourceReader.pushFilters``
@@ -108,9 +108,30 @@ class _Bounds:
         return False
 
 
+_OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimestamp", "minoffset": "minOffset",
+                 "maxoffset": "maxOffset"}
+
+
 def _int_opt(options, name):
+    """An integer option; the timestamps also as ISO-8601 (UTC without an offset). A bad value is a
+    ValueError naming the option."""
     v = options.get(name)
-    return None if v is None or v == "" else int(v)
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        pass
+    shown = _OPTION_NAMES.get(name, name)
+    if name.endswith("timestamp"):
+        import datetime as dt
+        try:
+            t = dt.datetime.fromisoformat(str(v).strip().replace("Z", "+00:00"))
+            return int((t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)).timestamp() * 1000)
+        except ValueError:
+            raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected epoch milliseconds or an "
+                             f"ISO-8601 time (e.g. 2024-06-01T08:00:00Z)") from None
+    raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected an integer") from None
 
 
 class RocketMQReader(DataSourceReader):

@@ -6,6 +6,9 @@ readers do: through its extents on object stores (storelib.io.fragments), its fi
 stores. The result is byte-identical to what a RocketMQ broker keeps for the same messages, and
 every file's bytes are checked against its manifest checksum on the way. ``_rocketlake/`` is not
 exported: the directory is a plain RocketMQ store a broker can start on (``storePathRootDir``).
+Beside the files, ``rocketlake.properties`` holds the snapshot's file-shaping configuration as a
+broker's properties (``mqbroker -c`` reads these keys; with ``storePathRootDir`` for a local
+target), so a broker, ``verify`` and the readers size the files as they were written.
 
 Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
 written or published: later batches never change the bytes a snapshot's rows cover, except an
@@ -25,9 +28,23 @@ from ..format import checkpoint as ckpt
 from ..io import checksum, patches, storage
 from . import manifest, storefiles
 
-__all__ = [ "export_store"]
+__all__ = ["export_store", "PROPERTIES_NAME", "properties_text"]
 
 _CHUNK = 64 << 20
+PROPERTIES_NAME = "rocketlake.properties"
+
+
+def properties_text(config, root: str | None = None) -> str:
+    """The file-shaping configuration as a broker's .properties text (``PROPERTIES_NAME``)."""
+    lines = ["# Written by rocketlake export: the sizes these files were written with, as RocketMQ",
+             "# MessageStoreConfig keys (a broker started on this directory needs the same values)."]
+    if root is not None:
+        lines.append(f"storePathRootDir={os.path.abspath(root)}")
+    for k, v in config.file_shaping().items():
+        if isinstance(v, bool):
+            v = str(v).lower()
+        lines.append(f"{k}={v}")
+    return "\n".join(lines) + "\n"
 
 
 def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = True, snap=None,
@@ -53,6 +70,8 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     try:
         for rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
+        text = properties_text(config, out.root if out.local else None).encode()
+        work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
         if work is not out:
             if os.path.isdir(out.root):
                 os.rmdir(out.root)                 # empty (checked above)
@@ -63,7 +82,7 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
         if work is not out:
             shutil.rmtree(work.root, ignore_errors=True)
         else:
-            for rel in snap.files:
+            for rel in list(snap.files) + [PROPERTIES_NAME]:
                 out.delete(rel)
         raise
     return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],

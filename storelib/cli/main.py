@@ -1,0 +1,95 @@
+"""rocketlake: one command for every job (installed with the package as a console script).
+
+    rocketlake ingest  --store STORE --input messages.jsonl      write one batch
+    rocketlake query   --store STORE key --topic T --key K       look messages up (also range, keys, ...)
+    rocketlake inspect --store STORE stats                       what the store holds
+    rocketlake verify  --store STORE [--deep]                    check every file
+    rocketlake expire  --store STORE --reserved-hours 72         retention
+    rocketlake export  --store STORE --to DIR                    a broker-ready directory
+    rocketlake demo    [--store demo-store]                      ingest the bundled sample and look at it
+
+Spark is found as the installed pyspark and started in this process only by what needs it (a
+large ingest, the compat batch of ``query --queries``, ``--spark`` checks): its Python workers run
+this interpreter, the JVM gets the cold-job options and a quiet log4j configuration, and the master
+is ``local[*]`` unless ``--master`` says otherwise. ``--master URL`` and ``--conf KEY=VALUE``
+(repeatable) go to Spark as spark-submit would take them, before or after the command name.
+Without ``--master``, small local inputs are ingested and small stores queried in this process
+(no JVM at all). Each command's ``--help`` says the rest.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["COMMANDS", "main", "split_spark_args"]
+
+COMMANDS = {
+    "ingest": ("storelib.cli.ingest", "write one batch of messages (or import a broker's directory)"),
+    "query": ("storelib.cli.query", "look messages up: key, id, unique-key, offset, time, range, keys"),
+    "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, history"),
+    "verify": ("storelib.cli.verify", "check every file against the manifest and RocketMQ's rules"),
+    "expire": ("storelib.cli.expire", "remove expired commitlog segments (fileReservedTime)"),
+    "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),
+    "demo": ("storelib.cli.demo", "ingest the bundled 2,000-message sample and look at it"),
+}
+
+
+def split_spark_args(argv: list) -> tuple[str | None, list, list]:
+    """(--master, [--conf values], the other arguments): Spark's options wherever they stand."""
+    master, confs, rest = None, [], []
+    it = iter(argv)
+    for a in it:
+        if a in ("--master", "--conf"):
+            value = next(it, None)
+            if value is None:
+                raise SystemExit(f"rocketlake: error: {a} needs a value")
+            if a == "--master":
+                master = value
+            else:
+                confs.append(value)
+        elif a.startswith("--master="):
+            master = a.split("=", 1)[1]
+        elif a.startswith("--conf="):
+            confs.append(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+    for c in confs:
+        if "=" not in c:
+            raise SystemExit(f"rocketlake: error: --conf {c!r}: expected KEY=VALUE")
+    return master, confs, rest
+
+
+def _usage() -> str:
+    lines = ["usage: rocketlake COMMAND [--master URL] [--conf KEY=VALUE ...] [options]", "", "commands:"]
+    lines += [f"  {name:8s} {what}" for name, (_mod, what) in COMMANDS.items()]
+    lines += ["", "rocketlake COMMAND --help says more. Without --master, Spark (when needed) runs local[*]."]
+    return "\n".join(lines)
+
+
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    master, confs, rest = split_spark_args(argv)
+    cmd, args = rest[0], rest[1:]
+    if cmd not in COMMANDS:
+        print(f"rocketlake: error: unknown command {cmd!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    from ..runtime.sparkenv import prepare_in_process
+    prepare_in_process(master or "local[*]", confs)
+    os.environ["ROCKETLAKE_PROG"] = f"rocketlake {cmd}"
+    if master is None and cmd in ("ingest", "query") and not any(a == "--local" or a.startswith("--local=")
+                                                                 for a in args):
+        args = ["--local", "auto"] + args
+    import importlib
+    from . import common
+    common.on_signals()
+    try:
+        return int(importlib.import_module(COMMANDS[cmd][0]).main(args) or 0)
+    except KeyboardInterrupt as e:
+        return common.interrupted(e, "rerun the same command (a job never commits half a batch)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

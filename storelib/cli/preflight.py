@@ -1,0 +1,85 @@
+"""What an ingest or import checks before any JVM starts, and what an interrupted one says.
+
+Everything here runs in the driver's Python without Spark: the store path (``storeinfo.check_store``),
+the configuration (the store's own, or a ``--config`` that agrees with it), topics.json, that a
+local input exists, and whether the input is small enough to run in this process
+(``runtime.localrun``) instead of starting Spark.
+"""
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError, InputError
+from ..format import paths
+
+__all__ = ["LOCAL_INPUT_BYTES", "check_ingest", "check_import", "ingest_state", "small_local_input", "batch_seq"]
+
+# Inputs up to this size run in this process under ``--local auto``: encoding a few MB takes well
+# under the seconds a JVM needs to start.
+LOCAL_INPUT_BYTES = 32 << 20
+
+
+def batch_seq(store_uri: str) -> int:
+    """The version of the store's checkpoints table (-1: none): a commit moves it. Read from the
+    names in its Delta log, without deltalake (an interrupt may have broken a deltalake call)."""
+    log = os.path.join(store_uri, paths.CHECKPOINTS_DIR, "_delta_log")
+    try:
+        names = os.listdir(log)
+    except OSError:
+        return -1
+    versions = [int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()]
+    return max(versions, default=-1)
+
+
+def check_ingest(args):
+    """(config, batch seq before this run) after every check that needs no Spark."""
+    from . import common as cli
+    cfg = cli.store_config(args, writing=True, infer=False)
+    if args.topics:
+        from ..ingest.topics import Topics
+        Topics.load(args.topics, cfg.defaultTopicQueueNums)
+    if args.format in ("jsonl", "parquet", "delta") and "://" not in args.input and not os.path.exists(args.input):
+        raise InputError([f"--input {args.input}: no such file or directory"])
+    if args.partitions < 0:
+        raise InputError([f"--partitions {args.partitions}: must be >= 0"])
+    return cfg, batch_seq(args.store)
+
+
+def check_import(args):
+    """The configuration of a ``--from-store`` import: ``--config``, else the source's file sizes."""
+    from . import common as cli
+    from ..ops import storeinfo
+    import argparse
+    src = argparse.Namespace(store=args.from_store, config=args.config, as_of_batch=None)
+    kind = storeinfo.check_store(args.from_store)
+    if kind == storeinfo.StoreKind.ROCKETLAKE and os.path.abspath(args.from_store) != os.path.abspath(args.store):
+        raise ConfigError(f"{args.from_store} is a rocketlake store, not a broker's directory: export it "
+                          f"(rocketlake export) or ingest into it")
+    if os.path.abspath(args.from_store) != os.path.abspath(args.store):
+        storeinfo.check_store(args.store, writing=True, allow_nonempty=args.allow_nonempty)
+    return cli.store_config(src, infer=True, say=True)
+
+
+def small_local_input(args) -> bool:
+    """A local jsonl/Parquet input of at most LOCAL_INPUT_BYTES into a local store."""
+    if args.format not in ("jsonl", "parquet") or "://" in args.input or "://" in args.store:
+        return False
+    total = 0
+    if os.path.isfile(args.input):
+        return os.path.getsize(args.input) <= LOCAL_INPUT_BYTES
+    for dirpath, _dirs, files in os.walk(args.input):
+        total += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+        if total > LOCAL_INPUT_BYTES:
+            return False
+    return True
+
+
+def ingest_state(store_uri: str, before: int) -> str:
+    """What an interrupted ingest left: committed or not, and what to run."""
+    if "://" in store_uri:
+        return ("the batch is committed only if `rocketlake inspect --store STORE checkpoints` lists it; "
+                "rerunning the same command finishes it either way").replace("STORE", store_uri)
+    if batch_seq(store_uri) > before:
+        return "the batch was committed before the interrupt; nothing to rerun"
+    return ("nothing was committed (the store is as it was); its partial files are cleared by the next run: "
+            "rerun the same command")

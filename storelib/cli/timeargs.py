@@ -1,0 +1,54 @@
+"""Times and tables as a person types and reads them: epoch ms or ISO-8601 in, CSV out.
+
+``epoch_ms`` is an argparse type: ``1717200000000``, ``2024-06-01T00:00:00Z``,
+``2024-06-01 08:00:00+08:00`` or ``2024-06-01`` (a time without an offset is UTC, as the store
+keeps epoch ms). ``iso`` writes an epoch-ms time back in ISO-8601 (UTC, milliseconds).
+``write_csv`` writes dict rows with a header; maps and lists become JSON text in their cell.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+
+__all__ = ["epoch_ms", "iso", "write_csv"]
+
+
+def epoch_ms(text: str) -> int:
+    """argparse type: epoch milliseconds from an integer or an ISO-8601 date/time (UTC if no offset)."""
+    s = str(text).strip()
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-06-01T08:00:00Z)") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def iso(ms) -> str:
+    """An epoch-ms time as ISO-8601 UTC with milliseconds ('' for None or a negative time)."""
+    if ms is None or int(ms) < 0:
+        return ""
+    t = dt.datetime.fromtimestamp(int(ms) / 1000, dt.timezone.utc)
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def write_csv(fh, rows) -> int:
+    """Write dict rows as CSV with a header row; returns the number of rows."""
+    writer = None
+    n = 0
+    for row in rows:
+        if writer is None:
+            writer = csv.writer(fh)
+            writer.writerow(list(row))
+        writer.writerow([json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else
+                         ("" if v is None else v) for v in row.values()])
+        n += 1
+    return n

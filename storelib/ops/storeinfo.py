@@ -1,0 +1,157 @@
+"""What a path holds (a rocketlake store, a broker's directory, nothing) and the configuration to use.
+
+Every command asks two things before it does any work, and neither needs Spark:
+
+* ``check_store(uri, writing)``: a local path that is not a store is refused with one line naming
+  it (``StoreNotFound``, exit 2): a missing path or a plain file for reading, a file or a non-empty
+  directory holding neither ``_rocketlake/`` nor RocketMQ's directories for writing (unless
+  ``allow_nonempty``). Object-store URIs are not probed here (listing a bucket costs a request per
+  prefix; their readers say what is missing).
+* ``resolve_config(uri, given_path)``: the file-shaping sizes a store was written with are the
+  store's, recorded with its first batch (rocketlake stores) or in the ``rocketlake.properties``
+  an export writes beside the files; a ``--config`` that disagrees is a ``ConfigError`` naming
+  each key with the store's value and the given one. A broker's directory without either: the
+  given file, else the sizes read off the files (``storefiles.infer_config``), and ``note`` says
+  which sizes were found.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from ..errors import ConfigError, StoreNotFound
+from ..format import paths
+from ..format.config import FILE_SHAPING_KEYS, StoreConfig, load_config
+from ..format.paths import PROJECT_ROOT
+
+__all__ = ["EXPORT_PROPERTIES", "DEFAULT_CONFIG", "StoreKind", "store_kind", "check_store", "resolve_config",
+           "ResolvedConfig", "config_mismatch"]
+
+EXPORT_PROPERTIES = "rocketlake.properties"
+DEFAULT_CONFIG = os.path.join(PROJECT_ROOT, "conf", "store.properties")
+_BROKER_DIRS = ("commitlog", "consumequeue", "index")
+
+
+class StoreKind:
+    MISSING = "missing"           # nothing at the path
+    FILE = "file"                 # a plain file
+    EMPTY = "empty"               # an empty directory (a new store may be made there)
+    ROCKETLAKE = "rocketlake"     # has _rocketlake/
+    BROKER = "broker"             # RocketMQ directories, no manifest
+    OTHER = "other"               # a directory of something else
+    REMOTE = "remote"             # an object-store URI (not probed)
+
+
+def _local_root(uri: str) -> str | None:
+    if "://" not in uri:
+        return uri
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    return None
+
+
+def store_kind(uri: str) -> str:
+    root = _local_root(uri)
+    if root is None:
+        return StoreKind.REMOTE
+    if not os.path.lexists(root):
+        return StoreKind.MISSING
+    if not os.path.isdir(root):
+        return StoreKind.FILE
+    names = set(os.listdir(root))
+    if paths.META_DIR in names:
+        return StoreKind.ROCKETLAKE
+    if names & set(_BROKER_DIRS):
+        return StoreKind.BROKER
+    return StoreKind.EMPTY if not names else StoreKind.OTHER
+
+
+def check_store(uri: str, writing: bool = False, allow_nonempty: bool = False) -> str:
+    """The kind of store at ``uri``; ``StoreNotFound`` (one line, exit 2) if it is not one."""
+    kind = store_kind(uri)
+    if kind == StoreKind.FILE:
+        raise StoreNotFound(f"{uri} is a file, not a store directory")
+    if writing:
+        if kind == StoreKind.OTHER and not allow_nonempty:
+            raise StoreNotFound(f"{uri} is a non-empty directory that is not a store (no {paths.META_DIR}/, no "
+                                f"commitlog/); nothing was written: give an empty or new directory, or pass "
+                                f"--allow-nonempty to make a store beside its files")
+        return kind
+    if kind == StoreKind.MISSING:
+        raise StoreNotFound(f"{uri}: no such store (the path does not exist)")
+    if kind in (StoreKind.EMPTY, StoreKind.OTHER):
+        raise StoreNotFound(f"{uri} is not a store (no {paths.META_DIR}/ manifest and no commitlog/, "
+                            f"consumequeue/ or index/ directory)")
+    return kind
+
+
+@dataclasses.dataclass
+class ResolvedConfig:
+    config: StoreConfig
+    source: str                   # "store" (recorded), "export" (rocketlake.properties), "given", "files", "default"
+    note: str | None = None       # what a broker directory's files said, for stderr
+
+
+def config_mismatch(recorded: dict, given: StoreConfig, where: str) -> None:
+    """ConfigError naming each file-shaping key where ``given`` differs from ``recorded``."""
+    diff = [(k, recorded[k], getattr(given, k)) for k in FILE_SHAPING_KEYS
+            if k in recorded and recorded[k] != getattr(given, k)]
+    if diff:
+        raise ConfigError(f"the given configuration differs from the one {where}: "
+                          + ", ".join(f"{k} store={a!r} given={b!r}" for k, a, b in diff)
+                          + " (leave out --config: the store's own is used)")
+
+
+def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as_of_batch=None,
+                   infer: bool = True) -> ResolvedConfig:
+    """The configuration a command uses on the store at ``uri`` (the module docstring)."""
+    given = load_config(given_path) if given_path else None
+    base = given or load_config(DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    kind = kind or store_kind(uri)
+    if kind in (StoreKind.ROCKETLAKE, StoreKind.REMOTE):
+        recorded = _recorded(uri, as_of_batch)
+        if recorded is not None:
+            if given is not None:
+                config_mismatch(recorded, given, "this store was written with")
+            shaping = {k: v for k, v in recorded.items() if k in FILE_SHAPING_KEYS}
+            return ResolvedConfig(dataclasses.replace(base, **shaping), "store")
+    root = _local_root(uri)
+    exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
+    if exported and os.path.isfile(exported):
+        mine = load_config(exported)
+        if given is not None:
+            config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
+        shaping = mine.file_shaping()
+        return ResolvedConfig(dataclasses.replace(base, **shaping), "export")
+    if given is not None:
+        return ResolvedConfig(given, "given")
+    if kind == StoreKind.BROKER and infer:
+        from ..io.storage import Store
+        from ..table.storefiles import infer_config
+        try:
+            cfg = infer_config(Store(uri), base)
+        except ValueError as e:
+            raise ConfigError(f"{uri}: cannot tell the file sizes from the files ({e}); pass --config "
+                              f"with the broker's properties") from None
+        found = ", ".join(f"{k}={v}" for k, v in cfg.file_shaping().items()
+                          if k in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum",
+                                   "maxIndexNum"))
+        return ResolvedConfig(cfg, "files", f"{uri} has no recorded configuration; sizes read off its files: "
+                                            f"{found} (pass --config to use others)")
+    return ResolvedConfig(base, "default")
+
+
+def _recorded(uri: str, as_of_batch=None) -> dict | None:
+    """The file-shaping keys of the store's checkpoint row (None: nothing committed)."""
+    import json
+    from ..io.storage import Store
+    from ..table import manifest, snapcache
+    store = Store(uri)
+    cached = snapcache.load(store)              # a few small reads, no deltalake or pyarrow
+    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
+                                                                           str(cached.batch["batch_seq"]))):
+        return json.loads(cached.batch["config"])
+    snap = manifest.load_snapshot(store, as_of_batch)
+    if snap.batch is None:
+        return None
+    return json.loads(snap.batch["config"])

@@ -1,0 +1,63 @@
+"""How a Spark session of storelib is started or joined: the workers' Python, JVM options, logging.
+
+* ``python_for_workers(sc)``: PySpark starts its Python workers with ``PYSPARK_PYTHON``, else
+  ``python3`` from PATH (which lacks the venv's pyarrow and numba). Before a session starts,
+  ``PYSPARK_PYTHON`` defaults to the running interpreter; a local session joined later that still
+  has the ``python3`` default is pointed at the running interpreter too (on a cluster the
+  executors' Python is the cluster's business: ``spark.pyspark.python`` / ``PYSPARK_PYTHON``).
+* ``submit_args(master, confs)``: the ``spark-submit`` arguments of an in-process session the way
+  the Makefile's ``SUBMIT`` sets them: the cold-job JVM options (``jvm_archive``), the quiet log4j
+  configuration (``conf/log4j2.properties``), no console progress or UI; set as
+  ``PYSPARK_SUBMIT_ARGS`` before the JVM starts.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from ..format.paths import PROJECT_ROOT
+
+__all__ = ["LOG4J_CONFIG", "python_for_workers", "submit_args", "prepare_in_process"]
+
+LOG4J_CONFIG = os.path.join(PROJECT_ROOT, "conf", "log4j2.properties")
+
+
+def python_for_workers(sc=None) -> None:
+    """``PYSPARK_PYTHON`` defaults to this interpreter; a joined local context follows (above)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if sc is None or not hasattr(sc, "pythonExec"):
+        return
+    try:
+        local = str(sc.master).startswith("local")
+    except Exception:  # noqa: BLE001 - a stopped context: nothing to point anywhere
+        return
+    if local and sc.pythonExec == "python3" and os.environ.get("PYSPARK_PYTHON") == sys.executable:
+        sc.pythonExec = sys.executable
+
+
+def submit_args(master: str, confs: list | tuple = ()) -> list:
+    """``spark-submit`` options of a rocketlake job (the module docstring)."""
+    java = [f"-Dlog4j.configurationFile={LOG4J_CONFIG}"] if os.path.exists(LOG4J_CONFIG) else []
+    try:
+        from . import jvm_archive
+        java = [jvm_archive.job_options()] + java
+    except Exception:  # noqa: BLE001 - without the archive a job runs, only its JVM starts slower
+        java = ["-XX:TieredStopAtLevel=1"] + java
+    args = ["--master", master, "--conf", "spark.ui.showConsoleProgress=false", "--conf", "spark.ui.enabled=false"]
+    for c in confs:
+        args += ["--conf", c]
+    return args + ["--driver-java-options", " ".join(java)]
+
+
+def prepare_in_process(master: str, confs: list | tuple = ()) -> None:
+    """Set up the environment so the next in-process SparkSession starts as ``submit_args`` says."""
+    python_for_workers()
+    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(shlex.quote(a) for a in submit_args(master, confs)) \
+            + " pyspark-shell"
+    os.environ["ROCKETLAKE_MASTER"] = master
+    if master.startswith("local"):
+        # a host name resolving to 127.0.0.1 makes Spark warn before log4j is configured
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
