@@ -31,7 +31,8 @@ import enum
 __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
-    "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
+    "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "RepairError", "BrokerRunning",
+    "DeltaJarsMissing",
     "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
@@ -111,6 +112,12 @@ class ExpireError(RuntimeError):
 class AdoptError(RuntimeError):
     """A broker's store cannot be adopted as asked (nothing was committed)."""
 
+class RepairError(RuntimeError):
+    """A repair cannot go on as asked (nothing was changed)."""
+
+class BrokerRunning(ConcurrentWriteError):
+    """A running broker holds the store's ``lock`` file (nothing was changed)."""
+
 class DeltaJarsMissing(RuntimeError):
     """delta-spark's jars are not where ``make install`` puts them (or not on a session's classpath)."""
 
@@ -133,6 +140,7 @@ EXIT_TABLE = (
     (TopicsError, ExitCode.BAD_INPUT, False),
     (BadInput, ExitCode.BAD_INPUT, False),
     (ConcurrentWriteError, ExitCode.CONCURRENT, False),
+    (RepairError, ExitCode.BAD_INPUT, False),
     (AdoptError, ExitCode.FAILED, False),
     (ExpireError, ExitCode.FAILED, False),
     (StoreError, ExitCode.FAILED, False),
