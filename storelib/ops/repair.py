@@ -201,20 +201,53 @@ def _queue_findings(store: storage.Store, cfg: StoreConfig, d: rebuild.Dispatch)
     return out
 
 
-def _index_names(store: storage.Store, snap, n: int, files: list) -> tuple[list, list]:
-    """(names of the expected index files by position, extra names on disk past them)."""
+def _header_of(store: storage.Store, rel: str):
+    try:
+        raw = store.read(rel, 0, indexfile.HEADER_SIZE)
+    except (OSError, ValueError):
+        return None
+    return indexfile.IndexHeader.parse(raw) if len(raw) == indexfile.HEADER_SIZE else None
+
+
+def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
+    """(name of each expected index file, extra names on disk past them). Files on disk are taken
+    in name order; one whose header is the next expected file's while the current one's is not
+    means the current one is missing (it gets a name between its neighbours), so a lost file in
+    the middle does not shift every later one."""
     if snap is not None and snap.batch is not None:
-        have = sorted(r["path"] for r in snap.of_kind("index"))
-    else:
-        have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_TMP_SUFFIX))
-    names = have[:n]
-    prev = indexfile.name_millis(names[-1].rsplit("/", 1)[-1]) if names else 0
-    for b in files[len(names):]:
+        return _positional(sorted(r["path"] for r in snap.of_kind("index")), files)
+    have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_TMP_SUFFIX))
+    heads = [_header_of(store, r) for r in have]
+    names, j = [], 0
+    for i, b in enumerate(files):
+        if j < len(have):
+            nxt = files[i + 1].header if i + 1 < len(files) else None
+            lo = indexfile.name_millis(names[-1].rsplit("/", 1)[-1]) if names else 0
+            hi = indexfile.name_millis(have[j].rsplit("/", 1)[-1])
+            if heads[j] != b.header and nxt is not None and heads[j] == nxt and lo is not None and hi is not None \
+                    and hi - (lo or 0) > 1:
+                t = b.header.begin_timestamp if b.header.begin_timestamp > 0 else hi - 1
+                names.append(f"{indexfile.DIR}/{indexfile.file_name(min(max((lo or 0) + 1, t), hi - 1))}")
+                continue
+            names.append(have[j])
+            j += 1
+        else:
+            names.append(None)
+    return _positional(names, files, have[j:])
+
+
+def _positional(names: list, files: list, extra: list | None = None) -> tuple[list, list]:
+    """Names for the expected files past ``names`` (after the last one), and the extra ones."""
+    known = [n for n in names[:len(files)] if n is not None]
+    extra = names[len(files):] if extra is None else extra
+    prev = indexfile.name_millis(known[-1].rsplit("/", 1)[-1]) if known else 0
+    out = known[:]
+    for b in files[len(out):]:
         t = b.header.begin_timestamp if b.header.begin_timestamp > 0 else int(time.time() * 1000)
         ms = max((prev or 0) + 1, t)
-        names.append(f"{indexfile.DIR}/{indexfile.file_name(ms)}")
+        out.append(f"{indexfile.DIR}/{indexfile.file_name(ms)}")
         prev = ms
-    return names, have[n:]
+    return out, extra
 
 
 def _index_findings(store: storage.Store, cfg: StoreConfig, snap, d: rebuild.Dispatch, files: list) -> list:
@@ -222,7 +255,7 @@ def _index_findings(store: storage.Store, cfg: StoreConfig, snap, d: rebuild.Dis
     if d.segments and d.segments[0][1] > 0:
         return [{"kind": "index", "path": indexfile.DIR, "state": "underived",
                  "detail": f"the commitlog starts at {d.segments[0][1]}, not 0: index files left as they are"}]
-    names, extra = _index_names(store, snap, len(files), files)
+    names, extra = _index_names(store, snap, files)
     namer = _index_namer(cfg)
     for rel, b in zip(names, files):
         want = np.frombuffer(b"".join(bytes(c) for c in b.chunks()), np.uint8)
