@@ -165,16 +165,19 @@ def expected_index(d: Dispatch, cfg: StoreConfig) -> list:
     return files
 
 
-def expected_checkpoint(d: Dispatch, index_files: list, keep: ckpt.Checkpoint | None = None) -> ckpt.Checkpoint:
+def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkpoint | None = None) -> ckpt.Checkpoint:
     """The checkpoint after the dispatch of every record; the HA fields (master flushed offset,
-    confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0."""
+    confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0, and so
+    is indexMsgTimestamp when the index files are not derivable (``index_files`` None)."""
     physic = int(d.store_ts[-1]) if len(d.store_ts) else 0
     cq = np.flatnonzero(d.cq)
     logics = int(d.store_ts[cq[-1]]) if len(cq) else 0
     index_ts = 0
-    for prev in index_files[:-1]:                 # each roll records the full file's end time
+    for prev in (index_files or [])[:-1]:         # each roll records the full file's end time
         if prev.header.end_timestamp > 0:
             index_ts = prev.header.end_timestamp
+    if index_files is None and keep is not None:
+        index_ts = keep.index_msg_timestamp
     end = int(d.phys[-1]) + int(d.size[-1]) if len(d.phys) else 0
     master = confirm = 0
     if keep is not None:

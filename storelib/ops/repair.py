@@ -286,8 +286,8 @@ def plan_repair(store: storage.Store, cfg: StoreConfig, snap=None, spark=None, t
     if not segs:
         raise RepairError(f"{store.uri} holds no commitlog segments: nothing to rebuild from")
     d = _dispatch(store, segs, cfg, spark, threads)
-    files = rebuild.expected_index(d, cfg) if segs[0][1] == 0 else []
-    findings = _queue_findings(store, cfg, d) + _index_findings(store, cfg, snap, d, files)
+    files = rebuild.expected_index(d, cfg) if segs[0][1] == 0 else None
+    findings = _queue_findings(store, cfg, d) + _index_findings(store, cfg, snap, d, files or [])
     findings.append(_checkpoint_finding(store, d, files))
     return {"findings": findings, "records": int(len(d.phys)), "segments": len(segs),
             "index_entries": int(len(d.key_hash)), "queue_units": int(d.cq.sum())}
