@@ -14,7 +14,11 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
                       (ConfigError, TopicsError; an unreadable --config file); query: bad query input
                       (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
     3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
-                      expiry was left behind, rerun it (ingest, import, expire)
+                      expiry was left behind, rerun it (ingest, import, expire); repair: a running
+                      broker holds the store's lock file (BrokerRunning)
+
+jobs/repair.py: 0 nothing to repair (dry run) or repaired, 1 a dry run found files to repair, 2 a
+store that cannot be repaired as asked (RepairError).
 
 An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
 Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too

@@ -1,8 +1,9 @@
 """Repair a store's consume-queue files, index files and checkpoint from its CommitLog alone.
 
 A broker rebuilds these only for what its recovery notices, by re-dispatching the CommitLog on one
-thread. Here every segment is one task (Spark, or a thread in this process: ``ops.rebuild``), the
-files the commitlog implies are built in bulk, and each is compared with the file on disk:
+thread. Here the segments are read by tasks (Spark tasks of a run of segments each, or a thread
+per segment in this process: ``ops.rebuild``), the files the commitlog implies are built in bulk,
+and each is compared with the file on disk:
 
 * ``missing`` (no file), ``truncated`` (shorter than its file size), ``differing`` (the first
   differing unit, slot, entry or header field, what it holds and what it should hold), or
@@ -78,15 +79,20 @@ def _segments(store: storage.Store, snap) -> list:
 
 
 def _dispatch(store: storage.Store, segs: list, cfg: StoreConfig, spark, threads: int | None) -> rebuild.Dispatch:
-    """Every segment's ``rebuild.dispatch_segment``: one Spark task each, or threads here."""
+    """Every segment's ``rebuild.dispatch_segment``: Spark tasks of a run of segments each (at most
+    four per core of the cluster, in commitlog order), or threads here."""
     if spark is not None:
         uri, text = store.uri, cfg.to_json()
+        sc = spark.sparkContext
+        n = max(1, min(len(segs), 4 * sc.defaultParallelism))
+        runs = [segs[i * len(segs) // n:(i + 1) * len(segs) // n] for i in range(n)]
 
-        def task(seg):
+        def task(run):
             from storelib.io.storage import Store
             from storelib.format.config import StoreConfig as Cfg
-            return rebuild.dispatch_segment(Store(uri), seg[0], seg[1], Cfg.from_json(text))
-        parts = spark.sparkContext.parallelize(segs, max(1, len(segs))).map(task).collect()
+            st, c = Store(uri), Cfg.from_json(text)
+            return [rebuild.dispatch_segment(st, rel, base, c) for rel, base in run]
+        parts = [p for r in sc.parallelize(runs, n).map(task).collect() for p in r]
     else:
         n = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=max(1, min(n, len(segs) or 1))) as pool:
