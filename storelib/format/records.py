@@ -17,12 +17,14 @@ from .textforms import format_host, parse_properties_string
 
 __all__ = ["STORE_TIMESTAMP_POSITION", "PHYS_END", "record_head", "record_size", "is_record", "record_phys_offset",
            "pickup_store_timestamp", "earliest_probe_size", "decode_message", "decode_msg_id", "answer_message",
-           "message_keys", "TRANSACTION_MASK", "TRANSACTION_ROLLBACK", "is_rollback", "MESSAGE_COLUMNS",
+           "message_keys", "TRANSACTION_MASK", "TRANSACTION_ROLLBACK", "TRANSACTION_PREPARED_BIT", "is_queued",
+           "is_rollback", "MESSAGE_COLUMNS",
            "message_row"]
 
 # MessageSysFlag transaction bits (codec's TRANSACTION_*, which loads numba; a test checks they agree).
 TRANSACTION_MASK = 0xC
 TRANSACTION_ROLLBACK = 0xC
+TRANSACTION_PREPARED_BIT = 0x4          # PREPARED 0x4, COMMIT 0x8, ROLLBACK both
 
 # The public message columns, in order (rangescan.MESSAGE_SCHEMA's names; a test checks they agree):
 # the single lookups print them as JSON without building an Arrow table.
@@ -137,6 +139,11 @@ def message_keys(msg: dict) -> tuple[str | None, list[str]]:
     props = parse_properties_string(msg["properties_string"])
     keys = props.get("KEYS")
     return props.get("UNIQ_KEY"), [t for t in keys.split(" ") if t] if keys else []
+
+
+def is_queued(sys_flag: int) -> bool:
+    """A NOT or COMMIT record (one with a consume-queue unit; PREPARED and ROLLBACK have none)."""
+    return (sys_flag & TRANSACTION_MASK) in (0, TRANSACTION_MASK & ~TRANSACTION_PREPARED_BIT)
 
 
 def is_rollback(sys_flag: int) -> bool:
