@@ -60,15 +60,17 @@ def main(argv=None) -> int:
     finally:
         if spark is not None:
             spark.stop()
+    for note in s["commitlog"]:
+        print(f"commitlog {note}")
     for f in s["findings"]:
         if f["state"] not in ("ok",):
             print(f"{f['state']} {f['path']}: {f['detail']}".rstrip(": "))
-    short = {k: v for k, v in s.items() if k not in ("findings", "replaced", "removed")}
+    short = {k: v for k, v in s.items() if k not in ("findings", "replaced", "removed", "commitlog")}
     print("rocketlake: " + " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in short.items()),
           file=sys.stderr, flush=True)
     if args.json_summary:
         with open(args.json_summary, "w") as fh:
-            json.dump({**short, "findings": [{k: f[k] for k in ("kind", "path", "state", "detail")}
+            json.dump({**short, "commitlog": s["commitlog"], "findings": [{k: f[k] for k in ("kind", "path", "state", "detail")}
                                              for f in s["findings"]],
                        "replaced": s.get("replaced", []), "removed": s.get("removed", [])}, fh, sort_keys=True)
             fh.write("\n")

@@ -1,9 +1,11 @@
 """What a store's consume-queue files, index files and checkpoint must hold, from its CommitLog alone
 (the broker's dispatch, docs/FORMAT.md §2-§4, replayed in bulk): the expected side of ``repair``.
 
-* ``dispatch_segment`` (one task per segment, in Spark or on a thread): the records of one segment
-  (the compiled walk, ``codec.messages.record_starts``; the fields, ``decode_valid_records``
-  without bodies) and what the dispatch derives from each (``codec.messages.dispatch_of_records``:
+* ``dispatch_segment`` (one task per segment, in Spark or here; a segment's records in pieces on
+  threads): the records of one segment
+  (the compiled walk, ``codec.messages.record_starts``; the fixed fields, ``kernels.record_fields``,
+  and the topics and properties gathered in one pass, nothing else decoded) and what the dispatch
+  derives from each (``codec.messages.dispatch_of_records``:
   consume-queue eligibility, tagsCode with the delay rule, every index key's hash in dispatch
   order). The walk stops where a broker's recovery stops: a BLANK, a zero size, an unknown magic
   or a record whose parts do not fit inside it.
@@ -20,12 +22,16 @@
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import messages as codec
+from ..compute import kernels
+from ..compute.arrays import binary_from_numpy
 from ..format import checkpoint as ckpt, consumequeue, indexfile
 from ..format.config import StoreConfig
 from ..ingest.indexfile import IndexFileBuilder
@@ -36,25 +42,66 @@ __all__ = ["dispatch_segment", "Dispatch", "join_dispatch", "ExpectedQueueFile",
            "expected_index", "expected_checkpoint"]
 
 
-def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig) -> dict:
-    """The records of one commitlog segment and what the dispatch derives from each (arrays in
-    commitlog order; ``topics``: the segment's distinct topic names, ``topic`` indexes them)."""
+RANGE_RECORDS = 1 << 18          # records of a segment dispatched as one piece (pieces run on threads)
+
+
+def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig, threads: int = 1) -> list:
+    """The records of one commitlog segment and what the dispatch derives from each: pieces of
+    at most ``RANGE_RECORDS`` records in commitlog order (on ``threads`` threads), each a dict of
+    arrays (``topics``: the piece's distinct topic names, ``topic`` indexes them)."""
     fd = FileData(store, rel)
     end = min(fd.size or 0, cfg.mappedFileSizeCommitLog)
+    fd.populate(0, end)
     starts, stop, reason = codec.record_starts(fd.buf, 0, end)
-    table, ok = codec.decode_valid_records(fd.buf, base, starts, body=False)
-    cut = len(starts) if ok.all() else int(np.argmin(ok))
-    if cut < len(starts):                        # a damaged record: the data ends before it
-        stop, reason = int(starts[cut]), 3
-        table = table.slice(0, cut)
+    ranges = [(a, min(len(starts), a + RANGE_RECORDS)) for a in range(0, len(starts), RANGE_RECORDS)] or [(0, 0)]
+
+    def piece(r):
+        return _dispatch_range(fd.buf, np.asarray(starts[r[0]:r[1]], np.int64), cfg)
+    if threads > 1 and len(ranges) > 1:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            parts = list(pool.map(piece, ranges))
+    else:
+        parts = [piece(r) for r in ranges]
+    out = []
+    for (a, _), p in zip(ranges, parts):
+        out.append(p)
+        if p["cut"] is not None:                   # a damaged record: the data ends before it
+            stop, reason = int(starts[a + p["cut"]]), 3
+            break
+    for p in out:
+        p.update(rel=rel, base=base, stop=int(stop), reason=int(reason))
+    return out
+
+
+def _dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
+    f = kernels.record_fields(buf, starts)
+    bad = np.flatnonzero(f[kernels.F_OK] == 0)
+    cut = int(bad[0]) if len(bad) else None
+    if cut is not None:
+        f = f[:, :cut]
+    (tv, to), (pv, po) = kernels.gather_many(buf, f, [kernels.F_TOPIC_POS, kernels.F_PROPS_POS],
+                                             [kernels.F_TOPIC_LEN, kernels.F_PROPS_LEN])
+    table = pa.table({"topic": _text(tv, to), "properties_string": _text(pv, po),
+                      "store_timestamp": pa.array(f[kernels.F_STORETS], pa.int64()),
+                      "sys_flag": pa.array(f[kernels.F_SYSFLAG].astype(np.int32), pa.int32())})
     cq, tags, key_msg, key_hash = codec.dispatch_of_records(table, cfg)
     tenc = pc.dictionary_encode(table["topic"]).combine_chunks()
-    return {"rel": rel, "base": base, "stop": int(stop), "reason": int(reason), "n": table.num_rows,
-            "phys": table["commitlog_offset"].to_numpy(), "size": table["store_size"].to_numpy(),
+    return {"cut": cut, "n": table.num_rows,
+            "phys": f[kernels.F_PHYS].copy(), "size": f[kernels.F_SIZE].astype(np.int32),
             "topics": tenc.dictionary.to_pylist(), "topic": tenc.indices.to_numpy(zero_copy_only=False),
-            "queue_id": table["queue_id"].to_numpy(), "queue_offset": table["queue_offset"].to_numpy(),
-            "cq": np.asarray(cq, bool), "tags": tags, "store_ts": table["store_timestamp"].to_numpy(),
+            "queue_id": f[kernels.F_QUEUEID].astype(np.int32), "queue_offset": f[kernels.F_QUEUEOFFSET].copy(),
+            "cq": np.asarray(cq, bool), "tags": tags, "store_ts": f[kernels.F_STORETS].copy(),
             "key_msg": np.asarray(key_msg, np.int64), "key_hash": np.asarray(key_hash, np.int32)}
+
+
+def _text(values: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """UTF-8 strings from gathered bytes; bytes that are not UTF-8 (a damaged record) become U+FFFD
+    as Java's ``new String(bytes, UTF_8)`` makes them."""
+    raw = binary_from_numpy(values, offsets)
+    try:
+        return raw.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return pa.array([v.decode("utf-8", "replace") for v in raw.to_pylist()], pa.large_string())
 
 
 @dataclass
@@ -75,7 +122,7 @@ class Dispatch:
 
 
 def join_dispatch(parts: list) -> Dispatch:
-    """The segments' ``dispatch_segment`` results (in commitlog order) as one ``Dispatch``."""
+    """The pieces of the segments' ``dispatch_segment`` results (in commitlog order) as one ``Dispatch``."""
     topics: dict = {}
     cols = {k: [] for k in ("topic", "phys", "size", "queue_id", "queue_offset", "cq", "tags", "store_ts",
                             "key_msg", "key_hash")}
@@ -92,7 +139,12 @@ def join_dispatch(parts: list) -> Dispatch:
               "key_hash": np.int32}
     arrays = {k: (np.concatenate(v).astype(dtypes[k], copy=False) if v else np.zeros(0, dtypes[k]))
               for k, v in cols.items()}
-    segs = [(p["rel"], p["base"], p["n"], p["stop"], p["reason"]) for p in parts]
+    segs = []
+    for p in parts:                                # a segment's pieces: one entry, records summed
+        if segs and segs[-1][0] == p["rel"]:
+            segs[-1] = (p["rel"], p["base"], segs[-1][2] + p["n"], p["stop"], p["reason"])
+        else:
+            segs.append((p["rel"], p["base"], p["n"], p["stop"], p["reason"]))
     return Dispatch(topics=list(topics), segments=segs, **arrays)
 
 

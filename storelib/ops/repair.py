@@ -91,12 +91,16 @@ def _dispatch(store: storage.Store, segs: list, cfg: StoreConfig, spark, threads
             from storelib.io.storage import Store
             from storelib.format.config import StoreConfig as Cfg
             st, c = Store(uri), Cfg.from_json(text)
-            return [rebuild.dispatch_segment(st, rel, base, c) for rel, base in run]
+            return [p for rel, base in run for p in rebuild.dispatch_segment(st, rel, base, c)]
         parts = [p for r in sc.parallelize(runs, n).map(task).collect() for p in r]
     else:
         n = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=max(1, min(n, len(segs) or 1))) as pool:
-            parts = list(pool.map(lambda s: rebuild.dispatch_segment(store, s[0], s[1], cfg), segs))
+        if len(segs) >= n:                         # many segments: one thread each
+            with ThreadPoolExecutor(max_workers=n) as pool:
+                parts = [p for ps in pool.map(lambda s: rebuild.dispatch_segment(store, s[0], s[1], cfg), segs)
+                         for p in ps]
+        else:                                      # few (big) segments: each one's pieces on the threads
+            parts = [p for s in segs for p in rebuild.dispatch_segment(store, s[0], s[1], cfg, n)]
     return rebuild.join_dispatch(parts)
 
 
@@ -295,7 +299,11 @@ def plan_repair(store: storage.Store, cfg: StoreConfig, snap=None, spark=None, t
     files = rebuild.expected_index(d, cfg) if segs[0][1] == 0 else None
     findings = _queue_findings(store, cfg, d) + _index_findings(store, cfg, snap, d, files or [])
     findings.append(_checkpoint_finding(store, d, files))
-    return {"findings": findings, "records": int(len(d.phys)), "segments": len(segs),
+    notes = [f"{rel}: a damaged record at byte {stop}: nothing from there on was dispatched"
+             for rel, _, _, stop, reason in d.segments if reason == 3]
+    notes += [f"{rel}: the data ends at byte {stop} without the BLANK record that closes a segment"
+              for rel, _, _, stop, reason in d.segments[:-1] if reason == 2]
+    return {"findings": findings, "records": int(len(d.phys)), "segments": len(segs), "commitlog": notes,
             "index_entries": int(len(d.key_hash)), "queue_units": int(d.cq.sum())}
 
 
@@ -414,7 +422,8 @@ def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dic
     for f in p["findings"]:
         counts[f["state"]] = counts.get(f["state"], 0) + 1
     return {"store": store.uri, "mode": "apply" if apply else "dry-run", "rocketlake": snap is not None,
-            "records": p["records"], "segments": p["segments"], "queue_units": p["queue_units"],
+            "records": p["records"], "segments": p["segments"], "commitlog": p["commitlog"],
+            "queue_units": p["queue_units"],
             "index_entries": p["index_entries"], "counts": counts, "findings": p["findings"],
             "plan_seconds": round(time.time() - t0, 3)}
 

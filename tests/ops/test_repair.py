@@ -87,11 +87,29 @@ def _damage(store: str) -> dict:
     return want
 
 
-def test_clean_golden_store_has_nothing_to_repair(small_roll):
+def test_clean_golden_store_has_nothing_to_repair(small_roll, monkeypatch):
     s = repair_op.repair(small_roll, small_config(), quiet=True)
     assert s["records"] == 3000 and s["counts"] == {"ok": len(s["findings"])}
     kinds = {f["kind"] for f in s["findings"]}
     assert kinds == {"consumequeue", "index", "checkpoint"}
+    from storelib.ops import rebuild
+    monkeypatch.setattr(rebuild, "RANGE_RECORDS", 7)       # a segment's records in pieces on threads
+    s = repair_op.repair(small_roll, small_config(), threads=99, quiet=True)
+    assert s["records"] == 3000 and s["counts"] == {"ok": len(s["findings"])} and s["commitlog"] == []
+
+
+def test_damaged_commitlog_record_ends_the_dispatch(small_roll):
+    """A record whose TOTALSIZE no longer fits its parts: what follows it is not dispatched (a
+    broker's recovery ends the data there too); the queues' units past it are reported."""
+    seg = os.path.join(small_roll, "commitlog", sorted(os.listdir(os.path.join(small_roll, "commitlog")))[-1])
+    with open(seg, "rb") as fh:
+        head = fh.read(8)
+    first = int.from_bytes(head[:4], "big")
+    _poke(seg, first, b"\x00\x00\x00\x30")                 # the second record's TOTALSIZE: 48 bytes
+    s = repair_op.repair(small_roll, small_config(), quiet=True)
+    assert s["commitlog"] == [f"commitlog/{os.path.basename(seg)}: a damaged record at byte {first}: nothing from "
+                              "there on was dispatched"]
+    assert s["records"] < 3000 and any(f["state"] == "differing" for f in s["findings"])
 
 
 def test_damage_reported_then_repaired_byte_identical(small_roll):
