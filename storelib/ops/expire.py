@@ -167,7 +167,8 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                "bytes_freed": sum(r["file_size"] for k in ("commitlog", "consumequeue", "index") for r in p[k])}
     summary["removed"] = [r["path"] for k in ("commitlog", "consumequeue", "index") for r in p[k]]
     if rules:
-        summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"])
+        summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
+                       held_back=p["held_back"])
     n = len(summary["removed"])
     if dry_run or n == 0:
         say(f"{'dry run: would remove' if dry_run else 'nothing to remove:'} {n} file(s); min phy offset "

@@ -11,10 +11,12 @@ keep the store-wide rule:
   (the first kept file's first unit) advances, as it does when a broker removes queue files below
   its CommitLog minimum. A queue keeps its last file (as a broker does); when the rule expires all
   of it, its units pin no segment;
-* commitlog: a prefix of the segments (never the last): a segment goes when the store-wide rule
-  expires it, or when no unit of any queue's kept files points into it (a queue whose kept units
-  all point below the new minimum then starts at its maximum offset, as the broker's
-  ``correctMinOffset`` has it);
+* topics without a rule of their own: the store-wide rule (``--reserved-hours``), applied the same
+  way to their queue files (without one, they keep everything);
+* commitlog: a prefix of the segments (never the last): a segment goes once no unit of any
+  queue's kept files points into it, so a topic kept longer than the store-wide rule holds its
+  segments back (``held_back``: those bytes per topic); a queue whose kept units all point below
+  the new minimum then starts at its end, as the broker's ``correctMinOffset`` has it;
 * then, as for the store-wide rule, every queue file pointing only below the new minimum offset and
   every index file ending below it.
 """
@@ -53,20 +55,39 @@ def parse_rules(text: str | None) -> dict:
     return out
 
 
-def _newest_ts(store: storage.Store, r: dict, segs: dict, file_size: int):
-    """Store time of the record the queue file's last unit points at (None: unreadable or gone)."""
-    n = int(r["count"] or 0)
-    if n <= 0:
-        return None
-    raw = store.read(r["path"], (n - 1) * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
+def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
+    """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
+    raw = store.read(r["path"], i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
     if len(raw) < consumequeue.UNIT_SIZE:
-        return None
+        return None, None
     phys, size, _ = consumequeue.parse_unit(raw)
     seg = segs.get(phys - phys % file_size)
     if seg is None or size <= 0:
-        return None
+        return phys, None
     head = store.read(seg["path"], phys % file_size, min(size, cl.POS_BORNHOST + 64))
-    return records.pickup_store_timestamp(head)
+    return phys, records.pickup_store_timestamp(head)
+
+
+def _newest_ts(store: storage.Store, r: dict, segs: dict, file_size: int):
+    """Store time of the record the queue file's last unit points at (None: unreadable or gone)."""
+    n = int(r["count"] or 0)
+    return _unit_ts(store, r, n - 1, segs, file_size)[1] if n > 0 else None
+
+
+def _lowest_live(store: storage.Store, r: dict, segs: dict, file_size: int, cutoff: int):
+    """Commitlog offset of the file's first unit whose message is newer than ``cutoff`` (store
+    times rise with the offset, as a broker writes them: a binary search of O(log n) reads), None
+    when every message is older."""
+    lo, hi = 0, int(r["count"] or 0)
+    found = None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        phys, ts = _unit_ts(store, r, mid, segs, file_size)
+        if ts is not None and ts > cutoff:
+            found, hi = phys, mid
+        else:
+            lo = mid + 1
+    return found
 
 
 def _min_phys(r: dict):
@@ -101,16 +122,17 @@ def _queues(snap: manifest.Snapshot) -> dict:
     return {k: sorted(v, key=lambda r: r["base_offset"]) for k, v in sorted(queues.items())}
 
 
-def _topic_files(store, snap, queues: dict, rules: dict, now_ms: int, file_size: int) -> tuple[set, set, dict]:
+def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int) -> tuple[set, set, dict]:
     """(paths of queue files the topics' rules remove, paths of queues' last files whose every
     message the rule expires (kept, as a queue keeps its last file, but pinning no segment),
-    reason per path)."""
+    reason per path). ``rule_of(topic)``: its hours (None: kept for ever)."""
     segs = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
     gone, idle, reasons = set(), set(), {}
     for (topic, _qid), files in queues.items():
-        if topic not in rules:
+        hours = rule_of(topic)
+        if hours is None:
             continue
-        reserved = int(rules[topic] * HOUR_MS)
+        reserved = int(hours * HOUR_MS)
         for k, r in enumerate(files):
             ts = _newest_ts(store, r, segs, file_size)
             if ts is not None and now_ms < ts + reserved:
@@ -119,7 +141,7 @@ def _topic_files(store, snap, queues: dict, rules: dict, now_ms: int, file_size:
                 idle.add(r["path"])
                 break
             gone.add(r["path"])
-            reasons[r["path"]] = (f"topic {topic}: newest message {ts} + {rules[topic]} h <= now {now_ms}"
+            reasons[r["path"]] = (f"topic {topic}: newest message {ts} + {hours} h <= now {now_ms}"
                                   if ts is not None else f"topic {topic}: its last unit's record is gone")
     return gone, idle, reasons
 
@@ -130,21 +152,27 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
     applied, plus ``reasons`` (path -> why) and ``queue_min_offsets`` (the queues whose minimum
     offset advances: topic, queue id, old and new minimum)."""
     queues = _queues(snap)
-    gone, idle, reasons = _topic_files(store, snap, queues, rules, now_ms, file_size)
-    live = [m for files in queues.values() for r in files if r["path"] not in gone and r["path"] not in idle
-            for m in [_min_phys(r)] if m is not None]
-    live_min = min(live) if live else None
+    gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
+    lowest = {}                                    # topic -> lowest commitlog offset of a message it keeps
+    segs_at = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
+    for (topic, _), files in queues.items():
+        hours = rules.get(topic, reserved_hours)
+        kept = [r for r in files if r["path"] not in gone and r["path"] not in idle]
+        if not kept:
+            continue
+        m = _min_phys(kept[0]) if hours is None else \
+            _lowest_live(store, kept[0], segs_at, file_size, now_ms - int(hours * HOUR_MS))
+        if m is not None:
+            lowest[topic] = min(m, lowest.get(topic, m))
+    live_min = min(lowest.values()) if lowest else None
     segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
     gone_cl = []
     for r in segs[:-1]:
-        by_time = reserved_hours is not None and r["max_store_ts"] is not None and \
-            now_ms >= r["max_store_ts"] + int(reserved_hours * HOUR_MS)
-        unused = live_min is None or r["base_offset"] + r["file_size"] <= live_min
-        if not (by_time or unused):
+        if live_min is not None and r["base_offset"] + r["file_size"] > live_min:
             break
         gone_cl.append(r)
-        reasons[r["path"]] = ("newest message older than the store-wide rule" if by_time
-                              else f"no kept queue unit points into it (lowest at {live_min})")
+        reasons[r["path"]] = f"no kept queue unit points into it (the lowest at {live_min})"
+    held = _held_back(snap, segs, len(gone_cl), reserved_hours, now_ms, lowest, rules)
     kept = segs[len(gone_cl):]
     min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
     gone_cq, new_min = [], []
@@ -170,4 +198,24 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
     return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
             "previous_min_phy_offset": snap.batch["min_phy_offset"] or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours, "reasons": reasons, "queue_min_offsets": new_min,
-            "topic_rules": dict(rules)}
+            "topic_rules": dict(rules), "held_back": held}
+
+
+def _held_back(snap, segs: list, removed: int, reserved_hours, now_ms: int, lowest: dict, rules: dict) -> dict:
+    """topic with a rule -> bytes of the segments the store-wide rule alone would remove (by their
+    newest message, as ``fileReservedTime`` does) that stay because a kept unit of the topic
+    points into them."""
+    if reserved_hours is None:
+        return {}
+    reserved = int(reserved_hours * HOUR_MS)
+    wide = 0
+    for r in segs[:-1]:
+        if r["max_store_ts"] is None or now_ms < r["max_store_ts"] + reserved:
+            break
+        wide += 1
+    out = {}
+    for topic in rules:
+        low = lowest.get(topic)
+        out[topic] = sum(int(r["file_size"]) for r in segs[removed:wide]
+                         if low is not None and r["base_offset"] + r["file_size"] > low)
+    return out

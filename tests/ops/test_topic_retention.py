@@ -95,6 +95,9 @@ def test_every_topic_ruled_frees_segments_and_store_wide_rule_still_applies(tmp_
     both = retention.expire(store, 48, NOW, dry_run=True, topic_rules={"notify_sms": 1}, quiet=True)
     assert both["commitlog_removed"] == wide["commitlog_removed"] == 21
     assert set(wide["removed"]) <= set(both["removed"])
+    longer = retention.expire(store, 48, NOW, dry_run=True, topic_rules={"audit_log": 720}, quiet=True)
+    assert 0 < longer["commitlog_removed"] < 21                       # audit_log's kept messages hold segments
+    assert longer["held_back"]["audit_log"] == (21 - longer["commitlog_removed"]) * 65536
     s = retention.expire(store, None, NOW, topic_rules=dict.fromkeys(topics, 1), quiet=True, housekeeping=False)
     assert s["status"] == "committed" and s["commitlog_removed"] > 0
     r = open_store(store)
