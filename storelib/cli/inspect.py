@@ -6,7 +6,8 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
                  the manifest: one row per live file (offsets, valid bytes, counts, time range, batch)
   checkpoints    one row per committed batch (ingest / import / expire)
   history        Delta history of the manifest and checkpoints tables
-  stats          messages/bytes/offsets/times per topic and queue; broker disk vs stored (sparse) bytes
+  stats          messages/bytes/offsets/times per topic and queue, each topic's retention rule and the
+                 bytes it holds back; broker disk vs stored (sparse) bytes
   verify [--deep] [--no-spark]
                  check every file (Spark tasks: one per commitlog segment / group of consume queues /
                  index file); one line per problem "<path>@<offset>: <what>", exit status 1 if any
@@ -120,7 +121,7 @@ def cmd_stats(store, snap, args):
     print("store: " + " ".join(f"{k}={v}" for k, v in tot.items()))
     print()
     print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_ts",
-                                                 "last_store_ts")))
+                                                 "last_store_ts", "retention", "held_back_bytes")))
     print()
     print(inspection.format_table(st["queues"], ("topic", "queue_id", "messages", "bytes", "min_offset",
                                                  "max_offset", "first_store_ts", "last_store_ts")))

@@ -112,3 +112,21 @@ def test_bad_rules_are_one_line_errors(tmp_path):
     assert parse_rules(" orders=72, audit=720 ") == {"orders": 72.0, "audit": 720.0}
     res = run("expire.py", "--store", str(tmp_path), "--topic", "orders")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_stats_show_each_topics_rule_and_what_it_holds_back(tmp_path):
+    from storelib.format.config import load_config
+    from storelib.ops import inspect as inspection
+    from opshelp import SMALL
+    store = restore("expire-small", "files_before.json", str(tmp_path / "store"))
+    adopt.adopt(None, store, store, small_config(), quiet=True)
+    cfg = load_config(None, dict(SMALL, fileReservedTime=48, topicRetention="audit_log=720,notify_sms=1"))
+    st = inspection.stats(storage.Store(store), manifest.load_snapshot(storage.Store(store)), cfg, now_ms=NOW)
+    topics = {t["topic"]: t for t in st["topics"]}
+    assert topics["audit_log"]["retention"] == "720h (topic)" and topics["refund"]["retention"] == "48h (store)"
+    longer = retention.expire(store, 48, NOW, dry_run=True, topic_rules={"audit_log": 720, "notify_sms": 1},
+                              quiet=True)
+    assert topics["audit_log"]["held_back_bytes"] == longer["held_back"]["audit_log"] > 0
+    assert topics["notify_sms"]["held_back_bytes"] == 0
+    first = open_store(store).get_by_queue_offset("audit_log", 0, 0)[0]["store_timestamp"]
+    assert topics["audit_log"]["oldest_live_ts"] <= first
