@@ -21,7 +21,8 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity
+.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
+	repair-fidelity
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -89,6 +90,11 @@ SEED ?= 20261126
 fidelity: install rocketmq
 	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
 		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py
+
+# repair against RocketMQ itself: a broker serves a store whose queues, index and checkpoint repair
+# rebuilt, and the default-size set damaged and repaired (tests/e2e/test_repair_broker.py, ~4 min).
+repair-fidelity: install rocketmq
+	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked

@@ -15,8 +15,12 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
                       (ConfigError, TopicsError; an unreadable --config file); query: bad query input
                       (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
     3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
-                      expiry was left behind, rerun it (ingest, import, expire)
+                      expiry was left behind, rerun it (ingest, import, expire); repair: a running
+                      broker holds the store's lock file (BrokerRunning)
     130, 143          interrupted by SIGINT / SIGTERM (Interrupted): one line says what the store holds
+
+jobs/repair.py: 0 nothing to repair (dry run) or repaired, 1 a dry run found files to repair, 2 a
+store that cannot be repaired as asked (RepairError).
 
 An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
 Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
@@ -33,8 +37,8 @@ import enum
 __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
-    "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "DeltaJarsMissing",
-    "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
+    "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "RepairError",
+    "BrokerRunning", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
 
@@ -126,6 +130,14 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"signal {self.signum}")
 
 
+class RepairError(RuntimeError):
+    """A repair cannot go on as asked (nothing was changed)."""
+
+
+class BrokerRunning(ConcurrentWriteError):
+    """A running broker holds the store's ``lock`` file (nothing was changed)."""
+
+
 class DeltaJarsMissing(RuntimeError):
     """delta-spark's jars are not where ``make install`` puts them (or not on a session's classpath)."""
 
@@ -148,6 +160,7 @@ EXIT_TABLE = (
     (TopicsError, ExitCode.BAD_INPUT, False),
     (BadInput, ExitCode.BAD_INPUT, False),
     (ConcurrentWriteError, ExitCode.CONCURRENT, False),
+    (RepairError, ExitCode.BAD_INPUT, False),
     (AdoptError, ExitCode.FAILED, False),
     (ExpireError, ExitCode.FAILED, False),
     (StoreError, ExitCode.FAILED, False),

@@ -1,10 +1,15 @@
-"""spark-submit jobs/expire.py --store STORE --reserved-hours N [--dry-run] [--now MS]
+"""spark-submit jobs/expire.py --store STORE [--reserved-hours N] [--topic T --reserved-hours N ...]
+       [--config PROPS] [--dry-run] [--now MS]
 
 Retention like RocketMQ's fileReservedTime: removes the oldest commitlog segments whose newest
 message is at least N hours older than now (never the last segment; a prefix only), then the
 consume-queue and index files that point only below the new minimum offset; one Delta commit
 (manifest rows action=remove, a checkpoint row operation=expire), then deletes the files and
-does Delta housekeeping (checkpoint, log cleanup, vacuum). Runs on the driver only: plain
+does Delta housekeeping (checkpoint, log cleanup, vacuum). A topic's own rule (--topic T
+--reserved-hours N, repeatable, or the topicRetention map of --config, e.g. orders=72,audit=720)
+removes that topic's whole consume-queue files whose newest message is at least N hours old (its
+queues' minimum offsets advance), and segments no kept queue unit points into go as well
+(storelib.ops.topic_retention); --dry-run then also lists the new minimum offsets. Runs on the driver only: plain
 `python jobs/expire.py ...` works as well.
 Exit status (storelib.cli.common.ExitCode): 0 done (or nothing to do), 3 concurrent writer, 2 usage,
 1 anything else.
@@ -25,11 +30,42 @@ from . import common as _cli  # noqa: E402
 __all__ = ["main"]
 
 
+def _topic_pairs(argv: list) -> tuple[list, dict]:
+    """``--topic T --reserved-hours N`` pairs taken out of ``argv`` (the rest, {topic: hours}); a
+    --reserved-hours not right after a --topic is the store-wide rule."""
+    rest, rules, i = [], {}, 0
+    while i < len(argv):
+        if argv[i] == "--topic":
+            if i + 3 >= len(argv) or argv[i + 2] != "--reserved-hours":
+                raise ValueError("--topic T must be followed by --reserved-hours N")
+            try:
+                hours = float(argv[i + 3])
+            except ValueError:
+                raise ValueError(f"--topic {argv[i + 1]} --reserved-hours {argv[i + 3]!r}: not a number") from None
+            if hours < 0:
+                raise ValueError(f"--topic {argv[i + 1]}: --reserved-hours must be >= 0")
+            rules[argv[i + 1]] = hours
+            i += 4
+            continue
+        rest.append(argv[i])
+        i += 1
+    return rest, rules
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, topic_rules = _topic_pairs(argv)
+    except (ValueError, IndexError) as e:
+        print(f"error: {e if str(e) else '--topic T must be followed by --reserved-hours N'}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
     ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
-    ap.add_argument("--reserved-hours", type=float, required=True, help="RocketMQ fileReservedTime (hours)")
+    ap.add_argument("--reserved-hours", type=float,
+                    help="RocketMQ fileReservedTime (hours): the store-wide rule; after --topic T: that topic's")
+    ap.add_argument("--topic", metavar="T", help="(with --reserved-hours N right after it, repeatable) a topic's rule")
+    ap.add_argument("--config", help="store .properties: its topicRetention map (orders=72,audit=720)")
     ap.add_argument("--now", type=epoch_ms, help="reference time: epoch ms or ISO-8601 (default: the wall clock)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
@@ -37,7 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    if args.reserved_hours < 0:
+    if args.reserved_hours is not None and args.reserved_hours < 0:
         ap.error("--reserved-hours must be >= 0")
     from . import common as cli
     try:
@@ -46,8 +82,14 @@ def main(argv=None) -> int:
         return cli.report(e)
     cli.on_signals()
     try:
+        if args.config:
+            from ..format.config import load_config
+            from ..ops.topic_retention import parse_rules
+            topic_rules = {**parse_rules(load_config(args.config).extra.get("topicRetention")), **topic_rules}
+        if args.reserved_hours is None and not topic_rules:
+            ap.error("--reserved-hours is required (or a topic's rule)")
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
-                             args.vacuum_retention_hours, quiet=args.quiet)
+                             args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
     except (ExpireError, StorePathError, ConcurrentWriteError) as e:
         code = exit_code(e)
         if code == ExitCode.CONCURRENT:
@@ -59,9 +101,12 @@ def main(argv=None) -> int:
         return cli.interrupted(e, "the expiry is committed and its files deleted, or nothing changed; rerun the "
                                   "same command to finish either way")
     if args.dry_run or not args.quiet:
+        for q in s.get("queue_min_offsets", []):
+            print(f"{'would move' if args.dry_run else 'moved'} min offset of {q['topic']}/{q['queue_id']}: "
+                  f"{q['min_offset_before']} -> {q['min_offset']}")
         for p in s["removed"]:
             print(f"{'would remove' if args.dry_run else 'removed'} {p}")
-    short = {k: v for k, v in s.items() if k not in ("removed", "housekeeping")}
+    short = {k: v for k, v in s.items() if k not in ("removed", "housekeeping", "queue_min_offsets")}
     print("rocketlake: " + " ".join(f"{k}={v}" for k, v in short.items()), flush=True)
     if args.json_summary:
         with open(args.json_summary, "w") as fh:

@@ -8,7 +8,8 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
   checkpoints    one row per committed batch (ingest / import / expire)
   history        Delta history of the manifest and checkpoints tables
   stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
-                 ISO-8601 UTC, epoch ms with --json); broker disk vs stored (sparse) bytes
+                 ISO-8601 UTC, epoch ms with --json), each topic's retention rule and the bytes it holds
+                 back; broker disk vs stored (sparse) bytes
   verify [--deep] [--spark]
                  check every file (in this process; --spark: Spark tasks, one per commitlog segment /
                  group of consume queues / index file); one line per problem "<path>@<offset>: <what>",
@@ -150,7 +151,7 @@ def cmd_stats(store, snap, args):
             r[k.replace("_ts", "_time")] = iso(r[k]) if r[k] is not None else ""
     print()
     print(inspection.format_table(st["topics"], ("topic", "queues", "messages", "bytes", "first_store_time",
-                                                 "last_store_time")))
+                                                 "last_store_time", "retention", "held_back_bytes")))
     print()
     print(inspection.format_table(st["queues"], ("topic", "queue_id", "messages", "bytes", "min_offset",
                                                  "max_offset", "first_store_time", "last_store_time")))

@@ -34,7 +34,7 @@ __all__ = [
     "MESSAGE_SIZE_SLACK", "CRC32_PROPERTY_NAME", "CRC32_RESERVED_LEN", "SCHEDULE_TOPIC",
     "MESSAGE_SCHEMA", "DECODED_SCHEMA",
     # Java string hashes
-    "utf16_lengths", "java_hash", "index_key_hash",
+    "utf16_lengths", "java_hash", "index_key_hash", "dispatch_of_records",
     # encode
     "PreparedMessages", "prepare", "encode", "fill_crc_property",
     # decode
@@ -382,6 +382,30 @@ def _waits(pdata, wait_start, wait_end) -> np.ndarray:
         text = binary_from_numpy(vals, off).cast(pa.large_string())
         waits[rows] = pc.equal(pc.ascii_lower(text), "true").to_numpy(zero_copy_only=False)
     return waits
+
+
+def dispatch_of_records(table: pa.Table, config: StoreConfig) -> tuple:
+    """What the store's dispatch derives from records read back (``decode_records``' columns
+    topic, sys_flag, store_timestamp, properties_string), by the same pass the encoder uses:
+    (CQ eligibility, tagsCode, message index of every index entry in dispatch order, its key
+    hash). A DELAY that is not an int keeps the TAGS rule (the broker's parse would fail)."""
+    n = table.num_rows
+    topic = as_large_string(_col(table, "topic"))
+    props = as_large_string(_col(table, "properties_string").fill_null(""))
+    if config.enabledAppendPropCRC:
+        props = _without_crc_property(props)
+    store_ts = numeric_values(_col(table, "store_timestamp")).astype(np.int64)
+    c = _Columns(topic=topic, queue_id=np.zeros(n, np.int32), flag=np.zeros(n, np.int32),
+                 sys_flag=np.zeros(n, np.int32), store_ts=store_ts, born_ts=store_ts,
+                 reconsume=np.zeros(n, np.int32), prep_tx=np.zeros(n, np.int64), body=pa.nulls(n, pa.large_binary()),
+                 props=props)
+    tenc = pc.dictionary_encode(topic)
+    topics = _Topics(part=topic, is_v2=np.zeros(n, bool), length=np.zeros(n, np.int64), dictionary=tenc.dictionary,
+                     index=numeric_values(tenc.indices) if n else np.zeros(0, np.int64))
+    sys_flag = numeric_values(_col(table, "sys_flag")).astype(np.int32)
+    _, cq_eligible, tags_code, key_msg, key_hash = _dispatch_fields(c, topics, sys_flag, config,
+                                                                    _Problems(lambda i: f"record {i}"))
+    return cq_eligible, tags_code.astype(np.int64), key_msg, key_hash
 
 
 def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, config: StoreConfig,

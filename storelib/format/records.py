@@ -17,7 +17,7 @@ from .textforms import format_host, parse_properties_string
 
 __all__ = ["STORE_TIMESTAMP_POSITION", "PHYS_END", "record_head", "total_size_at", "record_phys_offset",
            "pickup_store_timestamp", "earliest_probe_size", "decode_message", "decode_msg_id", "answer_message",
-           "message_keys", "is_rollback", "MESSAGE_FIELDS", "MESSAGE_COLUMNS", "message_row"]
+           "message_keys", "is_queued", "is_rollback", "MESSAGE_FIELDS", "MESSAGE_COLUMNS", "message_row"]
 
 # The public message columns, in order, with their Spark SQL types: the single lookups print them as
 # JSON without building an Arrow table; ``read.rangescan`` derives its Arrow schema and Spark DDL from them.
@@ -129,6 +129,11 @@ def message_keys(msg: dict) -> tuple[str | None, list[str]]:
     props = parse_properties_string(msg["properties_string"])
     keys = props.get("KEYS")
     return props.get("UNIQ_KEY"), [t for t in keys.split(" ") if t] if keys else []
+
+
+def is_queued(sys_flag: int) -> bool:
+    """A NOT or COMMIT record (one with a consume-queue unit; PREPARED and ROLLBACK have none)."""
+    return (sys_flag & cl.TRANSACTION_MASK) in (cl.TRANSACTION_NOT, cl.TRANSACTION_COMMIT)
 
 
 def is_rollback(sys_flag: int) -> bool:

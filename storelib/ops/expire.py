@@ -30,6 +30,7 @@ from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, storage
 from ..runtime.progress import Progress
+from . import topic_retention
 
 __all__ = ["HOUR_MS", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
@@ -115,25 +116,30 @@ def delete_objects(store: storage.Store, paths: set) -> list:
     return gone
 
 
-def expire(store_uri: str, reserved_hours: float, now_ms: int | None = None, dry_run: bool = False,
+def expire(store_uri: str, reserved_hours: float | None, now_ms: int | None = None, dry_run: bool = False,
            batch_id: str | None = None, vacuum_retention_hours: int = 168, housekeeping: bool = True,
-           quiet: bool = False) -> dict:
+           quiet: bool = False, topic_rules: dict | None = None) -> dict:
+    """``reserved_hours``: the store-wide rule (None: none, with ``topic_rules`` only);
+    ``topic_rules``: {topic: hours} (``ops.topic_retention``)."""
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
+    if reserved_hours is None and not topic_rules:
+        raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
     if dry_run:
-        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None)
+        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None,
+                       topic_rules)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
     try:
         return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
-                       lease)
+                       lease, topic_rules)
     finally:
         lease.release()
 
 
 def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
-            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease) -> dict:
+            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
     snap = manifest.load_snapshot(store)
     if snap.batch is None:
@@ -148,13 +154,21 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         left = finish_pending_deletes(store, snap)
         if left:
             say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
-    p = plan_expiry(snap, reserved_hours, now)
+    if rules:
+        from ..table.snapshots import snapshot_config
+        p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
+                                              snapshot_config(snap).mappedFileSizeCommitLog)
+    else:
+        p = plan_expiry(snap, reserved_hours, now)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
                "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
                "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
                "min_phy_offset": p["min_phy_offset"],
                "bytes_freed": sum(r["file_size"] for k in ("commitlog", "consumequeue", "index") for r in p[k])}
     summary["removed"] = [r["path"] for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+    if rules:
+        summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
+                       held_back=p["held_back"])
     n = len(summary["removed"])
     if dry_run or n == 0:
         say(f"{'dry run: would remove' if dry_run else 'nothing to remove:'} {n} file(s); min phy offset "
@@ -172,11 +186,13 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     rows = []
     for kind in ("commitlog", "consumequeue", "index"):
         for r in p[kind]:
-            reason = (f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
-                      else f"points only below the new min phy offset {p['min_phy_offset']}")
+            reason = p.get("reasons", {}).get(r["path"]) or (
+                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+                else f"points only below the new min phy offset {p['min_phy_offset']}")
             rows.append(manifest.remove_row(
                 r, batch_id, seq, committed_at,
-                detail=manifest.dumps({"reason": reason, "when": now, "expired_by": "fileReservedTime",
+                detail=manifest.dumps({"reason": reason, "when": now,
+                                       "expired_by": "topicRetention" if rules else "fileReservedTime",
                                        "previous_detail": r["detail"]})))
     ck = manifest.checkpoint_row_after(
         snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,

@@ -119,11 +119,13 @@ def allocated_bytes(store: storage.Store, rel: str) -> int:
     return store.size(rel) or 0
 
 
-def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreConfig | None = None) -> dict:
+def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreConfig | None = None,
+          now_ms: int | None = None) -> dict:
     """Totals per topic/queue (messages, bytes, offsets, times) and the store's disk cost.
 
     Per queue: messages = max offset - min offset (what a consumer can still read), bytes = sum
     of the sizes in those units, store time range of the first/last readable unit.
+    Per topic also its retention rule, oldest live message and the bytes its rule holds back.
     Cost: RocketMQ broker disk (every file at full size, as mmapped files take) against what the
     storage holds (allocated blocks of the sparse files locally, object sizes on object stores).
     """
@@ -161,6 +163,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
             v = q[k]
             if v is not None and v >= 0:
                 t[k] = v if t[k] is None else fn(t[k], v)
+    _retention_columns(store, snap, cfg, topics, manifest.now_ms() if now_ms is None else now_ms)
     cost = disk_cost(store, snap, cfg, files)
     total = {"messages_readable": sum(q["messages"] for q in queues),
              "bytes_readable": sum(q["bytes"] for q in queues),
@@ -175,6 +178,23 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
                      min_store_ts=min(firsts) if firsts else None, max_store_ts=max(lasts) if lasts else None)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
+
+
+def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dict, now_ms: int) -> None:
+    """Per topic: its retention rule (``topicRetention``, else the store-wide ``fileReservedTime``),
+    the store time of its oldest live message, and (rocketlake stores) the bytes of commitlog
+    segments the store-wide rule alone would remove now that a kept message of the topic holds."""
+    from .topic_retention import parse_rules, plan_topic_expiry
+    rules = parse_rules(cfg.extra.get("topicRetention"))
+    held = {}
+    if snap is not None and snap.batch is not None and rules:
+        plan = plan_topic_expiry(store, snap, cfg.fileReservedTime, rules, now_ms, cfg.mappedFileSizeCommitLog)
+        held = plan["held_back"]
+    for t in topics.values():
+        name = t["topic"]
+        t["retention"] = f"{rules[name]:g}h (topic)" if name in rules else f"{cfg.fileReservedTime:g}h (store)"
+        t["oldest_live_ts"] = t["first_store_ts"]
+        t["held_back_bytes"] = held.get(name, 0)
 
 
 def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -> dict:

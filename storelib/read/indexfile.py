@@ -169,13 +169,16 @@ class IndexReader:
 
     # ================================================================= exact variants
     def find_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
-                    limit: int | None = None, after: tuple[int, int] | None = None) -> KeyPage:
+                    limit: int | None = None, after: tuple[int, int] | None = None, live=None) -> KeyPage:
         """Every stored message of ``topic`` whose UNIQ_KEY or one of whose KEYS tokens is ``key``.
 
         Unlike queryMessage: all index files, whole chains (no 64 cap, no stop on the rounded
         index time), each candidate re-checked against the record (topic, key, real store time in
         [begin, end]), deduplicated by commitlog offset, sorted by (store_timestamp, offset).
         ``after`` = the ``next_after`` of the previous page: only messages sorting after it.
+        ``live(msg)``: whether a found message is still in the store's queues (a record a topic's
+        retention removed from its queue stays in a shared segment, and in the index, until the
+        segment goes).
         Index entries are pruned by time only where the entry's own time bound is certain:
         timeDiff > 0 (not the first entry of a file) bounds the store time to
         [begin + diff*1000, +999]; anything else is read and checked.
@@ -191,7 +194,7 @@ class IndexReader:
                 continue
             seen.add(off)
             msg = self.commitlog.get_by_offset(off)
-            if msg is not None and _key_match(msg, topic, key, lo, hi, after):
+            if msg is not None and _key_match(msg, topic, key, lo, hi, after) and (live is None or live(msg)):
                 found.append(msg)
         found.sort(key=lambda m: (m["store_timestamp"], m["commitlog_offset"]))
         total = len(found)
@@ -227,9 +230,9 @@ class IndexReader:
                     break
                 pos = prev
 
-    def find_by_unique_key(self, topic: str, uniq_key: str) -> list[dict]:
+    def find_by_unique_key(self, topic: str, uniq_key: str, live=None) -> list[dict]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""
-        page = self.find_by_key(topic, uniq_key)
+        page = self.find_by_key(topic, uniq_key, live=live)
         return [m for m in page.messages if message_keys(m)[0] == uniq_key]
 
 

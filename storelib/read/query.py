@@ -25,7 +25,7 @@ from .commitlog import CommitLogReader
 from ..format.config import StoreConfig
 from .indexfile import IndexReader, KeyPage
 from .consumequeue import QueueReader
-from ..format.records import answer_message, decode_msg_id, earliest_probe_size
+from ..format.records import answer_message, decode_msg_id, earliest_probe_size, is_queued
 from ..table.storefiles import StoreFiles, as_store, open_files
 from ..format.textforms import format_host
 
@@ -124,12 +124,19 @@ class StoreReader:
     def find_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
                     limit: int | None = None, after: tuple[int, int] | None = None) -> KeyPage:
         """Every stored message of ``topic`` whose UNIQ_KEY or one of whose KEYS tokens is ``key``,
-        re-checked, deduplicated, sorted by (store_timestamp, offset); see ``IndexReader.find_by_key``."""
-        return self.index.find_by_key(topic, key, begin, end, limit, after)
+        re-checked, deduplicated, sorted by (store_timestamp, offset); see ``IndexReader.find_by_key``.
+        A message below its queue's minimum offset (its queue file was removed) is not returned."""
+        return self.index.find_by_key(topic, key, begin, end, limit, after, live=self.in_queue)
 
     def find_by_unique_key(self, topic: str, uniq_key: str) -> list[dict]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""
-        return self.index.find_by_unique_key(topic, uniq_key)
+        return self.index.find_by_unique_key(topic, uniq_key, live=self.in_queue)
+
+    def in_queue(self, msg: dict) -> bool:
+        """A NOT/COMMIT message at or above its queue's minimum offset (PREPARED ones have no queue)."""
+        if not is_queued(msg["sys_flag"]):
+            return True
+        return msg["queue_offset"] >= self.get_min_offset_in_queue(msg["topic"], msg["queue_id"])
 
     def get_by_offset(self, offset: int) -> dict | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""

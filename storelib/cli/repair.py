@@ -1,0 +1,78 @@
+"""jobs/repair.py --store STORE [--dry-run | --apply] [--spark] [--threads N] [--config PROPS] [--json-summary F]
+
+Rebuild every consume-queue file, every index file and the checkpoint of a store (a broker's
+directory or a rocketlake store) from its CommitLog alone, one task per CommitLog segment, and
+compare each with the file on disk: one line per file that is missing, truncated or differing
+(the first differing unit, slot, entry or header field, and what it should be). --dry-run (the
+default) writes nothing; --apply replaces only the files that differ, atomically (written beside,
+fsynced, renamed, directory fsynced); on a rocketlake store as one batch (operation repair). A
+broker directory whose lock file a running broker holds is refused. Runs in this process on
+--threads threads by default, --spark as Spark tasks.
+Exit status: 0 nothing differs (dry run) or repaired (apply), 1 a dry run found files to repair (or
+an unexpected error), 2 bad arguments or a store that cannot be repaired as asked, 3 a running
+broker or another writer holds the store.
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the tasks run their own threads)
+
+from .common import ExitCode, exit_code  # noqa: E402
+
+__all__ = ["main"]
+
+_REPAIRED = ("missing", "truncated", "differing", "extra")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="repair.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True, help="store root: a broker's storePathRootDir or a rocketlake store")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="report what differs; write nothing (the default)")
+    mode.add_argument("--apply", action="store_true", help="replace the files that differ")
+    ap.add_argument("--spark", action="store_true", help="one Spark task per commitlog segment")
+    ap.add_argument("--threads", type=int, help="threads in process (default: the processors this process may use)")
+    ap.add_argument("--config", help="broker-style .properties (a broker's directory: file sizes, delay levels)")
+    ap.add_argument("--batch-id", help="id of the repair batch on a rocketlake store (default repair-<now>-<seq>)")
+    ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        ap.error("--threads must be >= 1")
+    from . import common as cli
+    from ..errors import ConcurrentWriteError, ConfigError, RepairError, StoreError
+    from ..ops import repair as repair_op
+    spark = None
+    try:
+        cfg = cli.config_from_args(args)
+        if args.spark:
+            spark = cli.spark_session("repair")
+        s = repair_op.repair(args.store, cfg, apply=args.apply, spark=spark, threads=args.threads,
+                             batch_id=args.batch_id, quiet=args.quiet)
+    except (RepairError, ConcurrentWriteError, ConfigError, StoreError, OSError) as e:
+        code = exit_code(e)
+        print(f"error: {e}", file=sys.stderr)
+        return int(code if isinstance(e, (RepairError, ConcurrentWriteError, ConfigError, StoreError))
+                   else ExitCode.BAD_INPUT)
+    finally:
+        if spark is not None:
+            spark.stop()
+    for note in s["commitlog"]:
+        print(f"commitlog {note}")
+    for f in s["findings"]:
+        if f["state"] not in ("ok",):
+            print(f"{f['state']} {f['path']}: {f['detail']}".rstrip(": "))
+    short = {k: v for k, v in s.items() if k not in ("findings", "replaced", "removed", "commitlog")}
+    print("rocketlake: " + " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in short.items()),
+          file=sys.stderr, flush=True)
+    if args.json_summary:
+        with open(args.json_summary, "w") as fh:
+            json.dump({**short, "commitlog": s["commitlog"], "findings": [{k: f[k] for k in ("kind", "path", "state", "detail")}
+                                             for f in s["findings"]],
+                       "replaced": s.get("replaced", []), "removed": s.get("removed", [])}, fh, sort_keys=True)
+            fh.write("\n")
+    pending = sum(v for k, v in s["counts"].items() if k in _REPAIRED)
+    return int(ExitCode.FAILED if pending and not args.apply else ExitCode.OK)
