@@ -22,7 +22,7 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity
+	repair-fidelity kafka streaming bench-streaming
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -73,7 +73,7 @@ demo: install
 # tests/conftest.py decides what runs together and hands out the longest tests first.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-test: install rocketmq
+test: install rocketmq kafka
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x store) from Maven Central through mvn, pinned by
@@ -82,6 +82,21 @@ test: install rocketmq
 # Central, warn and go on (the RocketMQ tests then skip, saying why). `make check` never needs it.
 rocketmq:
 	@$(PYTHON) tests/support/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
+
+# Kafka (a KRaft broker) and Spark's Kafka source from Maven Central through mvn, pinned by
+# tests/kafka/pom-*.xml, into .cache/m2 and .cache/jars/{kafka-broker,spark-kafka}/ (git-ignored),
+# behind a stamp per set: a second run fetches nothing. RMQ_ALLOW_SKIP=1 also lets these be missing
+# (the streaming tests then skip, saying why).
+kafka:
+	@$(PYTHON) tests/support/kafkajars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: Kafka jars unavailable; the streaming tests will skip" >&2; }
+
+# The streaming tests with their long cases too (more kill points, the tailing reader under load).
+streaming: install kafka
+	ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_streaming.py tests/e2e/test_stream_source.py
+
+# Streaming latency and throughput, beside a Kafka -> Delta query of the same messages (bench/streaming.py).
+bench-streaming: install kafka
+	$(SPARK_ENV) $(PY) bench/streaming.py $(BENCH_ARGS)
 
 # The differential suite alone, with many cases: make fidelity N=5000 [N_OTHER=500] [SEED=...]
 N ?= 2000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["PROJECT_ROOT", "CONF_DIR", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "TMP_DIR",
-           "OBJECTS_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "delta_commit"]
+           "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "delta_commit"]
 
 # The checkout or installed tree that holds storelib/ and conf/.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,6 +21,7 @@ CHECKPOINTS_DIR = f"{META_DIR}/checkpoints"
 STAGING_DIR = f"{META_DIR}/staging"
 TMP_DIR = f"{META_DIR}/tmp"                 # scratch Delta tables, staging dirs being removed
 OBJECTS_DIR = f"{META_DIR}/objects"         # object stores: the immutable extents (storelib.io.fragments)
+INCOMING_DIR = f"{META_DIR}/incoming"      # rows handed to a commit (storelib.ingest.sink)
 LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.writerlease)
 SNAPSHOT_CACHE = f"{META_DIR}/snapshot-cache.json"    # storelib.table.snapcache
 

@@ -53,11 +53,11 @@ from .context import EncodeContext
 from .driver import ingest_batch
 
 __all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
-           "DEFAULT_STORE_CONFIG"]
+           "DEFAULT_STORE_CONFIG", "check_partitions", "INPUT_COLUMNS", "store_config"]
 
 DEFAULT_STORE_CONFIG = os.path.join(CONF_DIR, "store.properties")
 _REQUIRED = ("topic", "body")
-_INPUT_COLUMNS = tuple(MESSAGE_SCHEMA.names) + ("properties",)
+INPUT_COLUMNS = tuple(MESSAGE_SCHEMA.names) + ("properties",)
 _TIMESTAMP_UNITS = {"s": 1000, "ms": 1, "us": 1000, "ns": 1_000_000}   # -> ms: multiply (s) or divide
 
 
@@ -106,7 +106,7 @@ class FrameInput:
 
     def __init__(self, df, store_timestamp: int | None):
         check_frame_schema(df.schema)
-        self.df = df.select(*[c for c in df.columns if c in _INPUT_COLUMNS])
+        self.df = df.select(*[c for c in df.columns if c in INPUT_COLUMNS])
         self.default_store_ts = store_timestamp
 
     def encode(self, run, ctx: EncodeContext) -> list:
@@ -125,7 +125,7 @@ class FrameInput:
         rows = self.df.mapInArrow(task, "scan binary").collect()
         run.prog.stage(None)
         scans = sorted((pickle.loads(r.scan) for r in rows), key=lambda s: s["index"])
-        _check_partitions(scans)
+        check_partitions(scans)
         scans = [s for s in scans if s["count"]]
         for k, s in enumerate(scans):
             s["partition"], s["index"] = s["index"], k
@@ -138,7 +138,7 @@ class FrameInput:
 _ROW = re.compile(r"DataFrame partition (\d+) row #(\d+)")
 
 
-def _check_partitions(scans: list) -> None:
+def check_partitions(scans: list) -> None:
     """InputError with every partition's problems, rows numbered across the whole DataFrame."""
     if not any("errors" in s for s in scans):
         return

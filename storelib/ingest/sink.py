@@ -1,0 +1,313 @@
+"""The ``rocketlake`` data source: ``writeStream`` and ``write`` into a store, one batch each.
+
+    from storelib.ingest.sink import register
+    register(spark)
+    (df.writeStream.format("rocketlake").option("checkpointLocation", C)
+       .option("config", "conf/store.properties").start(STORE))           # every micro-batch: one batch
+    df.write.format("rocketlake").mode("append").save(STORE)               # one batch
+
+    df.writeStream.foreachBatch(rocketlake_batch_writer(STORE)).option("checkpointLocation", C).start()
+
+How a micro-batch gets in. A Python data source writer has two halves: ``write`` runs in the
+tasks (one per partition), ``commit`` once on the driver, in a Python worker Spark starts there,
+with no SparkSession (it cannot run Spark jobs). So the tasks only hand their rows over: each
+writes its partition's Arrow batches as one Arrow IPC file under ``_rocketlake/incoming/`` and
+returns the path; ``commit`` then runs the whole ingest (``driver.ingest_batch``: lease, encode,
+sequence, write, commit, crash safety, errors) on those files in its own process
+(``runtime.localrun.LocalSession``: the same stage code, tasks one after another), and removes
+them. Commitlog order is the DataFrame's partition order, then row order, as ``ingest_dataframe``.
+``foreachBatch`` with ``rocketlake_batch_writer`` runs the same ingest on Spark instead
+(``ingest_dataframe``: the encode and write stages as Spark tasks), for micro-batches too large
+for one process.
+
+Exactly once. A micro-batch's batch id is ``stream-<query id>-<micro-batch id>``: the query id is
+the one Spark keeps in ``<checkpointLocation>/metadata`` (stable across restarts), and the batch's
+input fingerprint is a digest of that id, so a micro-batch Spark runs again after a failure (its
+commit not yet in the checkpoint) is found "already committed" and writes nothing; a commit the
+failure interrupted after the Delta switch is finished, not redone. Another query writing the
+same store takes turns with this one through the writer lease: a commit waits up to
+``leaseWaitSeconds`` (default 120) for the lease, then fails naming the holder.
+
+A batch ``write`` (no micro-batch id) is identified as ``ingest_dataframe`` identifies a
+DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given, so writing the
+same rows again is a no-op.
+
+Options: ``config`` (a ``.properties`` path; default conf/store.properties), ``topics`` (a
+topics.json path), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
+of rows without store_timestamp and born_timestamp; without it such rows are an error),
+``batchId`` (batch writes), ``leaseWaitSeconds``. The rows: ``ingest_dataframe``'s columns.
+Only append: ``mode("overwrite")`` / ``outputMode("complete")`` are refused.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
+                                    WriterCommitMessage)
+
+from ..errors import ConcurrentWriteError
+from ..format.paths import INCOMING_DIR
+from ..io import storage
+from . import frame
+
+__all__ = ["RocketLakeDataSource", "register", "rocketlake_batch_writer", "stream_batch_id", "query_id_of",
+           "StagedPart", "StagedInput", "ingest_staged"]
+
+# Incoming files older than this belong to a writer that died before its commit.
+_ORPHAN_AGE_S = 24 * 3600
+
+
+@dataclass
+class StagedPart(WriterCommitMessage):
+    """What a task hands to the commit: its partition, the incoming file and its row count."""
+    partition: int
+    rel: str
+    rows: int
+
+
+def _options(options) -> dict:
+    return {str(k).lower(): v for k, v in dict(options).items()}
+
+
+def stream_batch_id(query_id: str, micro_batch: int) -> str:
+    """The rocketlake batch id of a streaming query's micro-batch."""
+    return f"stream-{query_id}-{int(micro_batch)}"
+
+
+def _stream_fingerprint(batch_id: str) -> str:
+    return hashlib.sha256(f"rocketlake-stream\0{batch_id}".encode()).hexdigest()
+
+
+def query_id_of(checkpoint: str) -> str:
+    """The id Spark keeps in ``<checkpoint>/metadata`` for the query (the same after a restart)."""
+    if checkpoint.startswith("file:"):
+        checkpoint = checkpoint[len("file:"):]
+        checkpoint = "/" + checkpoint.lstrip("/")
+    try:
+        data = storage.Store(checkpoint).read("metadata")
+    except (OSError, ValueError) as e:
+        raise ValueError(f"rocketlake sink: cannot read the query's id from {checkpoint}/metadata ({e}); "
+                         f"the streaming sink needs the query's checkpointLocation") from None
+    first = data.decode().splitlines()[0] if data else ""
+    qid = json.loads(first or "{}").get("id")
+    if not qid:
+        raise ValueError(f"rocketlake sink: {checkpoint}/metadata holds no query id")
+    return qid
+
+
+def _store_ts(opts: dict) -> int | None:
+    v = opts.get("storetimestamp")
+    if v is None or v == "":
+        return None
+    if str(v).lower() == "now":
+        return int(time.time() * 1000)
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"rocketlake sink: option storeTimestamp={v!r}: give milliseconds or 'now'") from None
+
+
+class RocketLakeDataSource(DataSource):
+    """Writes only (read a store with format ``rocketmq``)."""
+
+    @classmethod
+    def name(cls):
+        return "rocketlake"
+
+    def _check(self, schema, overwrite: bool) -> dict:
+        opts = _options(self.options)
+        if not opts.get("path"):
+            raise ValueError("rocketlake sink: give the store root: .save(STORE) / .start(STORE)")
+        if overwrite:
+            raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
+        frame.check_frame_schema(schema)
+        return opts
+
+    def writer(self, schema, overwrite: bool):
+        return _BatchWriter(self._check(schema, overwrite))
+
+    def streamWriter(self, schema, overwrite: bool):  # noqa: N802 - pyspark's name
+        opts = self._check(schema, overwrite)
+        if not opts.get("checkpointlocation"):
+            raise ValueError("rocketlake sink: give the query a checkpointLocation (its id makes "
+                             "each micro-batch's batch id; exactly-once needs it)")
+        return _StreamWriter(opts)
+
+
+class _Parts:
+    """The task half, shared by the batch and the stream writer."""
+
+    def __init__(self, opts: dict):
+        self.opts = opts
+        self.store_uri = opts["path"]
+        self.write_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+
+    def _stage(self, iterator) -> StagedPart:
+        import pyarrow as pa
+        from pyspark import TaskContext
+        tc = TaskContext.get()
+        part = tc.partitionId() if tc else 0
+        store = storage.Store(self.store_uri)
+        rel = f"{INCOMING_DIR}/{self.write_id}/part-{part:05d}-{uuid.uuid4().hex[:8]}.arrow"
+        buf, writer, rows = io.BytesIO(), None, 0
+        for batch in iterator:
+            keep = [n for n in batch.schema.names if n in frame.INPUT_COLUMNS]
+            batch = pa.RecordBatch.from_arrays([batch.column(n) for n in keep], names=keep)
+            if writer is None:
+                writer = pa.ipc.new_stream(buf, batch.schema)
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        if writer is None:
+            return StagedPart(part, "", 0)
+        writer.close()
+        store.write_file(rel, [buf.getvalue()])
+        return StagedPart(part, rel, rows)
+
+    def _discard(self, messages) -> None:
+        store = storage.Store(self.store_uri)
+        for m in messages:
+            if m is not None and m.rel:
+                try:
+                    store.delete(m.rel)
+                except OSError:
+                    pass
+
+    def _ingest(self, messages, batch_id: str | None, fingerprint: str | None) -> dict | None:
+        parts = sorted((m for m in messages if m is not None and m.rows), key=lambda m: m.partition)
+        try:
+            if not parts:
+                return None
+            return ingest_staged(self.store_uri, parts, self.opts, batch_id, fingerprint)
+        finally:
+            self._discard(messages)
+            _drop_orphans(storage.Store(self.store_uri), self.write_id)
+
+
+class _BatchWriter(_Parts, DataSourceArrowWriter):
+    def write(self, iterator):
+        return self._stage(iterator)
+
+    def commit(self, messages):
+        self._ingest(messages, self.opts.get("batchid") or None, None)
+
+    def abort(self, messages):
+        self._discard(messages)
+
+
+class _StreamWriter(_Parts, DataSourceStreamArrowWriter):
+    def write(self, iterator):
+        return self._stage(iterator)
+
+    def commit(self, messages, batchId):  # noqa: N803 - pyspark's name
+        bid = stream_batch_id(query_id_of(self.opts["checkpointlocation"]), batchId)
+        self._ingest(messages, bid, _stream_fingerprint(bid))
+
+    def abort(self, messages, batchId):  # noqa: N803
+        self._discard(messages)
+
+
+def _drop_orphans(store: storage.Store, current: str) -> None:
+    """Incoming files of writers that died before their commit, once a day old (best effort)."""
+    try:
+        for d in store.list_dirs(INCOMING_DIR):
+            if d == current or not d[:8].isdigit():
+                continue
+            if time.time() - time.mktime(time.strptime(d[:15], "%Y%m%dT%H%M%S")) > _ORPHAN_AGE_S:
+                for f in store.list_files(f"{INCOMING_DIR}/{d}"):
+                    store.delete(f)
+    except (OSError, ValueError):
+        pass
+
+
+class StagedInput:
+    """Incoming Arrow files as the input of ``driver.ingest_batch`` (the members of ``FrameInput``):
+    file k of the commit is DataFrame partition k."""
+
+    splits: list = []
+
+    def __init__(self, store_uri: str, parts: list, store_timestamp: int | None, fingerprint: str | None):
+        self.store_uri, self.parts = store_uri, parts
+        self.default_store_ts = store_timestamp
+        self.fingerprint = fingerprint
+
+    def encode(self, run, ctx: dict) -> list:
+        bctx = run.sc.broadcast(ctx)
+        store_uri = self.store_uri
+        run.prog.stage("encode", len(self.parts))
+
+        def task(item):
+            k, rel = item
+            return frame.encode_partition(bctx.value, k, _read_ipc(storage.Store(store_uri), rel))
+
+        scans = run.sc.parallelize(list(enumerate(p.rel for p in self.parts)), len(self.parts)).map(task).collect()
+        run.prog.stage(None)
+        scans = sorted(scans, key=lambda s: s["index"])
+        frame.check_partitions(scans)
+        scans = [s for s in scans if s["count"]]
+        for k, s in enumerate(scans):
+            s["partition"], s["index"] = s["index"], k
+        return scans
+
+    def fingerprint_of(self, scans: list) -> str:
+        from . import record_digest
+        if self.fingerprint:
+            return self.fingerprint
+        return record_digest.fingerprint(record_digest.combine([s["digest"] for s in scans]))
+
+
+def _read_ipc(store: storage.Store, rel: str) -> list:
+    import pyarrow as pa
+    return list(pa.ipc.open_stream(store.read(rel)))
+
+
+def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None, fingerprint: str | None) -> dict:
+    """Ingest the incoming files ``parts`` as one batch in this process; waits for the writer
+    lease up to ``leaseWaitSeconds`` (another query's commit), then raises ConcurrentWriteError."""
+    from ..runtime.localrun import LocalSession
+    from .driver import ingest_batch
+    cfg = frame.store_config(opts.get("config") or None)
+    source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
+    wait = float(opts.get("leasewaitseconds", 120))
+    deadline = time.time() + wait
+    while True:
+        try:
+            summary = ingest_batch(LocalSession(), store_uri, source, cfg, batch_id=batch_id, quiet=True,
+                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None)
+            break
+        except ConcurrentWriteError as e:
+            if time.time() >= deadline:
+                raise ConcurrentWriteError(f"rocketlake sink: waited {wait:.0f}s for the writer lease: {e}") from None
+            time.sleep(0.5)
+    print(f"rocketlake sink: batch {summary.get('batch_id')} {summary.get('status', 'committed')}: "
+          f"{summary.get('messages')} messages", file=sys.stderr)
+    return summary
+
+
+def register(spark) -> None:
+    """Register the ``rocketlake`` data source on ``spark``."""
+    spark.dataSource.register(RocketLakeDataSource)
+
+
+def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str | None = None,
+                            store_timestamp: int | None = None, checkpoint: str | None = None):
+    """A ``foreachBatch`` function: each micro-batch through ``ingest_dataframe`` (on Spark) as
+    batch ``stream-<query id>-<micro-batch id>``; a replayed micro-batch is "already committed"
+    when it encodes to the same records (else IngestError: the input of a replay changed). The
+    query id is read from Spark (or from ``checkpoint``/metadata when given)."""
+
+    def write(df, epoch_id: int) -> dict:
+        qid = query_id_of(checkpoint) if checkpoint else \
+            df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        if not qid:
+            raise ValueError("rocketlake_batch_writer: not in a streaming query (no query id); give checkpoint=")
+        return frame.ingest_dataframe(df, store, config=config, batch_id=stream_batch_id(qid, epoch_id),
+                                      topics=topics, queue_by=queue_by, store_timestamp=store_timestamp,
+                                      quiet=True)
+    return write
+
