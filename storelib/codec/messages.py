@@ -403,7 +403,7 @@ def dispatch_of_records(table: pa.Table, config: StoreConfig) -> tuple:
     topics = _Topics(part=topic, is_v2=np.zeros(n, bool), length=np.zeros(n, np.int64), dictionary=tenc.dictionary,
                      index=numeric_values(tenc.indices) if n else np.zeros(0, np.int64))
     sys_flag = numeric_values(_col(table, "sys_flag")).astype(np.int32)
-    _, cq_eligible, tags_code, key_msg, key_hash = _dispatch_fields(c, topics, sys_flag, config,
+    _, cq_eligible, tags_code, key_msg, key_hash, _ = _dispatch_fields(c, topics, sys_flag, config,
                                                                     _Problems(lambda i: f"record {i}"))
     return cq_eligible, tags_code.astype(np.int64), key_msg, key_hash
 

@@ -108,10 +108,10 @@ def test_kernels_of_a_shipped_zip_are_cached_by_source_not_by_folder(tmp_path, m
 
     def fn():
         pass
-    source = open(os.path.join(ROOT, "storelib", "kernels.py")).read()
+    source = open(os.path.join(ROOT, "storelib", "compute", "kernels.py")).read()
     a = kernelcache.SourceKeyedZipLocator.from_function(fn, zipped("app-1", source))
     b = kernelcache.SourceKeyedZipLocator.from_function(fn, zipped("app-2", source))
     c = kernelcache.SourceKeyedZipLocator.from_function(fn, zipped("app-3", source + "\n# changed\n"))
     assert a.get_cache_path() == b.get_cache_path() != c.get_cache_path()
     assert a.get_cache_path().startswith(str(tmp_path / "cache")) and a.get_source_stamp() == b.get_source_stamp()
-    assert kernelcache.SourceKeyedZipLocator.from_function(fn, os.path.join(ROOT, "storelib", "kernels.py")) is None
+    assert kernelcache.SourceKeyedZipLocator.from_function(fn, os.path.join(ROOT, "storelib", "compute", "kernels.py")) is None
