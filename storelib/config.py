@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "CQ_UNIT_SIZE", "INDEX_HEADER_SIZE", "INDEX_SLOT_SIZE", "INDEX_ENTRY_SIZE",
-           "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "ConfigError", "StoreConfig", "parse_java_properties", "load_config"]
+           "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "ConfigError", "StoreConfig",
+           "parse_java_properties", "load_config"]
 
 # The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle); the names
 # here are re-exports for the derived sizes below and for older importers.
@@ -119,7 +120,8 @@ class StoreConfig:
             raise ConfigError("maxMessageSize must be positive")
         self.delay_level_millis  # parse check
         if self.rocketmqVersion not in ROCKETMQ_LINES:
-            raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, not {self.rocketmqVersion!r}")
+            raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, "
+                              f"not {self.rocketmqVersion!r}")
         if self.rocketmqVersion == "4.9" and self.enabledAppendPropCRC:
             raise ConfigError("enabledAppendPropCRC=true needs rocketmqVersion 5: RocketMQ 4.9 has no "
                               "properties CRC")

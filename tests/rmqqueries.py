@@ -1,12 +1,13 @@
 """The 12 query types on a RocketMQ-written store: RocketMQ's own answers against rocketlake's.
 
-:func:`make_queries` picks queries for a generated case from its messages and RocketMQ's put
-results (per queue: min/max offsets, units at the ends and past them, times around the queue's
-store times with both boundaries, getMessage from several offsets; queryMessage by keys, tags'
-index keys and UNIQ_KEYs; lookMessageByOffset and viewMessageById of the first record; the
-store-wide calls), from the messages alone. The reference writer (tests/rmqwriter.py, RefWriter + Answers.java) answers them on its
-store opened again; :func:`differences` answers them with rocketlake's reader on the same store
-(``storelib.query.open_store``: the broker's view after a restart) and lists what differs.
+:func:`make_queries` picks queries for a generated case from its messages alone (they go to
+the writer with them): per queue min/max offsets, units at the ends and past them, times around
+the queue's store times with both boundaries, getMessage from several offsets; queryMessage by
+keys, UNIQ_KEYs and tags' index keys; lookMessageByOffset and viewMessageById of the first record;
+the store-wide calls. The reference writer (tests/rmqwriter.py: RefWriter and Answers.java)
+answers them on its store opened again; :func:`differences` answers them with rocketlake's reader
+on the same files (``storelib.query.open_store``: the broker's view after a restart) and lists
+what differs.
 """
 from __future__ import annotations
 
