@@ -76,7 +76,7 @@ PYTEST_ARGS ?=
 test: install rocketmq kafka
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
-# RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x store) from Maven Central through mvn, pinned by
+# RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
 # tests/rocketmq/pom-<version>.xml, into .cache/m2 and .cache/jars/rocketmq-<version>/ (git-ignored);
 # a stamp per version: a second run fetches nothing. RMQ_ALLOW_SKIP=1: without mvn or Maven
 # Central, warn and go on (the RocketMQ tests then skip, saying why). `make check` never needs it.

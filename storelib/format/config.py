@@ -113,7 +113,8 @@ class StoreConfig:
             raise ConfigError("maxMessageSize must be positive")
         self.delay_level_millis  # parse check
         if self.rocketmqVersion not in ROCKETMQ_LINES:
-            raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, not {self.rocketmqVersion!r}")
+            raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, "
+                              f"not {self.rocketmqVersion!r}")
         if self.rocketmqVersion == "4.9" and self.enabledAppendPropCRC:
             raise ConfigError("enabledAppendPropCRC=true needs rocketmqVersion 5: RocketMQ 4.9 has no "
                               "properties CRC")

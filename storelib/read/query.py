@@ -79,8 +79,24 @@ class StoreReader:
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store-wide (no topic): store time of the record at getMinPhyOffset. Per queue: of its min unit."""
         if topic is None:
+            if self.config.line_4_9:
+                return self._earliest_message_time_4_9()
             return self.pickup_store_timestamp(self.get_min_phy_offset(), earliest_probe_size(self.broker_ip_is_v6))
         return self.queues.get_earliest_message_time(topic, queue_id)
+
+    def _earliest_message_time_4_9(self) -> int:
+        """RocketMQ 4.9 reads 2 * maxMessageSize bytes at the min offset (-1 unless its file holds
+        them: a whole file but the last, whose readable end is the commit log's end) and picks
+        the first record's store time from them."""
+        log = self.commitlog
+        offset, size = log.min_offset(), 2 * self.config.maxMessageSize
+        seg = log.find(offset) if offset >= 0 else None
+        if seg is None:
+            return -1
+        readable = seg.valid if seg is log.segments[-1] else self.config.mappedFileSizeCommitLog
+        if offset - seg.base + size > readable:
+            return -1
+        return log.pickup_store_timestamp(offset, min(size, log.max_offset() - offset))
 
     # ================================================================= consume queues
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:

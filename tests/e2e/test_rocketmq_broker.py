@@ -199,3 +199,75 @@ def test_broker_serves_a_rocketlake_store(tmp_path):
         nq = check_queries(b, g)                # the store is now the golden one: its answers
     assert n == sum(len(v) for v in queues.values()) and nq > 10
     print(f"broker test: {time.time() - t0:.0f}s (first broker pass {t1 - t0:.0f}s)")
+
+
+def test_broker_4_9_serves_a_rocketmq_version_4_9_store(tmp_path):
+    """The 4.9 line's broker (4.9.7: Maven Central has no 4.9.8 broker) on a rocketmqVersion=4.9
+    store: small-roll's messages without its topics over 127 characters (4.9 has no V2 records),
+    in two batches; every queue consumed from its min offset equals the input (queue offsets in
+    order, commit-log offsets and msgIds as rocketlake's reader gives them); after the broker
+    stops, rocketlake verifies the store and appends a third batch, and a second 4.9 broker
+    serves all of it."""
+    try:
+        rmqjars.compile(rmqjars.V4_BROKER, "broker4")
+    except rmqjars.Unavailable as e:
+        pytest.skip(f"RocketMQ {rmqjars.V4_BROKER} unavailable: {e}")
+    # 4.9's servers bind every interface: the broker JVM gets a network namespace of its own
+    ns = subprocess.run(["unshare", "-rn", "sh", "-c", "ip link set lo up"], capture_output=True, text=True)
+    if ns.returncode != 0:
+        pytest.skip(f"no network namespace for the 4.9 broker (unshare -rn, ip): {ns.stderr.strip()[:200]}")
+    from storelib import verify_store
+    from storelib.format.config import load_config
+    from storelib.read.query import open_store
+    t0 = time.time()
+    g = goldenlib.resolve_set(SET)
+    cfg = {k: v for k, v in json.load(open(os.path.join(g, "config.json")))["messageStoreConfig"].items()
+           if k != "flushDiskType"}
+    props = tmp_path / "store.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {**cfg, "rocketmqVersion": "4.9"}.items()))
+    msgs = [m for m in map(json.loads, open(os.path.join(g, "messages.jsonl"), encoding="utf-8"))
+            if len(m["topic"]) <= 127][:1500]
+    store, work = str(tmp_path / "store"), str(tmp_path / "work")
+    os.makedirs(work)
+    cuts = [0, 600, 1200, len(msgs)]
+    jobs = []
+    for i in range(3):
+        inp = tmp_path / f"batch{i}.jsonl"
+        inp.write_text("".join(json.dumps(m) + "\n" for m in msgs[cuts[i]:cuts[i + 1]]), encoding="utf-8")
+        jobs.append({"store": store, "input": str(inp), "config": str(props), "batch_id": f"b{i}",
+                     "result": str(tmp_path / f"batch{i}.json")})
+    ingest(jobs[:2], work)
+
+    def served_by_4_9(n: int, name: str) -> int:
+        queues = {}
+        for m in msgs[:n]:
+            if m["sys_flag"] & 0xC in (0, 0x8):
+                queues.setdefault((m["topic"], m["queue_id"]), []).append(m)
+        broker_topics(store, {k: [None] * len(v) for k, v in queues.items()})
+        reader = open_store(store)
+        got_n = 0
+        with Broker(store, str(tmp_path / name), cfg, version=rmqjars.V4_BROKER) as b:
+            for topic in sorted({t for t, _ in queues}):
+                ranges, got, other = b.consume(topic, 1 + max(q for t, q in queues if t == topic))
+                assert [x for x in other if not x.startswith("route")] == [], (topic[:40], other[:5])
+                for q in sorted(q for t, q in queues if t == topic):
+                    exp = queues[(topic, q)]
+                    assert ranges.get(q) == (0, len(exp)), (topic[:40], q)
+                    mine = sorted((x for x in got if x["queue_id"] == q), key=lambda x: x["queue_offset"])
+                    assert len(mine) == len(exp), (topic[:40], q)
+                    for k, (x, m) in enumerate(zip(mine, exp)):
+                        phys = reader.get_commit_log_offset_in_queue(topic, q, k)
+                        check_message(x, m, {"queue_offset": k, "wrote_offset": phys,
+                                             "msg_id": reader.look_message_by_offset(phys)["msg_id"]})
+                    got_n += len(mine)
+        return got_n
+
+    served_by_4_9(cuts[2], "broker1")
+    t1 = time.time()
+    report = verify_store(store, load_config(str(props)))
+    assert report.problems == [], report.problems[:10]     # the broker's checkpoint offsets are accepted
+    ingest(jobs[2:], work)
+    assert verify_store(store, load_config(str(props)), deep=True).problems == []
+    n = served_by_4_9(len(msgs), "broker2")
+    assert n == sum(1 for m in msgs if m["sys_flag"] & 0xC in (0, 0x8))
+    print(f"4.9 broker test: {time.time() - t0:.0f}s (first broker pass {t1 - t0:.0f}s)")

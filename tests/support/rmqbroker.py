@@ -5,8 +5,11 @@
         b.query(topic, key, max_num, begin, end); b.view(topic, offset_msg_id)
 
 One JVM (its own process group) holds the name server and the broker, both on 127.0.0.1 with
-ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. Leaving the block
-sends ``quit`` (clean shutdown); whatever happens, the process group is killed afterwards.
+ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. The 4.9 line
+(src/broker4, 4.9.7's broker: Maven Central has none at 4.9.8) cannot bind to one address: its
+JVM runs in a network namespace of its own holding only the loopback interface (unshare -rn).
+Leaving the block sends ``quit`` (clean shutdown); whatever happens, the process group is
+killed afterwards.
 """
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ def parse_msg(line: str) -> dict:
 
 class Broker:
     def __init__(self, store_root: str, work: str, config: dict, version: str = rmqjars.V5):
-        self.cp = rmqjars.classpath(version, "broker")
+        self.line4 = version.startswith("4.")
+        self.cp = rmqjars.classpath(version, "broker4" if self.line4 else "broker")
         self.store_root, self.work, self.config = store_root, work, config
         self.proc = None
         self.log = os.path.join(work, "broker-jvm.log")
@@ -56,6 +60,15 @@ class Broker:
                "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
                "-cp", self.cp, "rocketlake.brokercheck.BrokerCheck", self.store_root, self.work,
                *[f"{k}={v}" for k, v in self.config.items()]]
+        if self.line4:
+            # 4.9's store frees its mapped files through jdk.internal.ref.Cleaner
+            i = cmd.index("-cp")
+            cmd[i:i] = ["--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+                        "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED"]
+            # 4.9's name server and broker bind every interface (no bind address to set): the JVM
+            # gets a network namespace of its own with only the loopback interface up, and its
+            # ports go with it
+            cmd = ["unshare", "-rn", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *cmd]
         self._err = open(self.log, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
                                      text=True, encoding="utf-8", start_new_session=True, cwd=self.work)

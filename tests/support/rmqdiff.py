@@ -1,9 +1,11 @@
-"""Differential runs: RocketMQ writes each case in one go, rocketlake in batches; compare bytes.
+"""Differential runs: RocketMQ writes each case in one go, rocketlake in batches; compare bytes,
+then rocketlake's answers on RocketMQ's store with RocketMQ's (tests/rmqqueries.py).
 
 :func:`run` takes many cases and costs one reference-writer JVM (tests/support/rmqwriter.py, several
-stores at once) and one ingest process (tests/support/rmqingest.py: most batches in process without
-Spark, a few in one Spark session, a few killed once and rerun). :func:`shrink` makes a failing case small by dropping messages, again trying
-many candidates per run. :func:`report` prints a case as a reproducer.
+stores at once, each answered after its write) and one ingest process (tests/support/rmqingest.py: most
+batches in process without Spark, a few in one Spark session, a few killed once and rerun).
+:func:`shrink` makes a failing case small by dropping messages, again trying many candidates per
+run. :func:`report` prints a case as a reproducer.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import rmqcompare  # noqa: E402
+import rmqqueries  # noqa: E402
 import rmqwriter  # noqa: E402
 from rmqcases import rocketmq_messages  # noqa: E402
 
@@ -34,17 +37,24 @@ KILL_POINTS = ("after-scan", "mid-segment-write", "mid-file-write", "before-delt
 
 
 def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4,
-        spark_every: int = 0, kill_every: int = 0) -> list[list[str]]:
+        spark_every: int = 0, kill_every: int = 0, queries: bool = True) -> list[list[str]]:
     """Problems per case ([] = every file byte-identical). rocketlake writes case i in Spark when
     ``spark_every`` divides i - 1, else in process; when ``kill_every`` divides i - 2, the last
-    batch of case i is killed once at a fault point (KILL_POINTS in turn) and run again."""
+    batch of case i is killed once at a fault point (KILL_POINTS in turn) and run again. With
+    ``queries``, rocketlake's answers on the RocketMQ-written store must also be RocketMQ's own
+    (tests/rmqqueries.py), once the files are identical."""
     os.makedirs(work, exist_ok=True)
     jobs, ingest = [], []
     for i, c in enumerate(cases):
         d = os.path.join(work, f"case{i}")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
-        jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rocketmq_messages(c), c["config"]))
+        rm = rocketmq_messages(c)
+        # RocketMQ cannot open again a store whose consume-queue files hold one unit each: its
+        # recovery (ConsumeQueue.truncateDirtyLogicFiles) loops forever on such a file
+        answerable = -(-int(c["config"].get("mappedFileSizeConsumeQueue", 6000000)) // 20) > 1
+        jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rm, c["config"],
+                                  queries=rmqqueries.make_queries(rm) if queries and answerable else None))
         with open(os.path.join(d, "store.properties"), "w") as fh:
             for k, v in {**c["config"], **c.get("rocketlake_config", {})}.items():
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
@@ -91,6 +101,17 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
             problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
         elif not problems[i]:
             problems[i] = rmqcompare.compare(job.store, os.path.join(work, f"case{i}", "rocketlake"))
+    # then RocketMQ answers the queries on its stores (opened again), and rocketlake on the same files
+    asked = [(i, job) for i, job in enumerate(jobs) if job.queries is not None and not problems[i]]
+    if asked:
+        rmqwriter.write_stores(version, [job for _, job in asked], threads=threads, answer_only=True)
+        from storelib.format.config import load_config
+        for i, job in asked:
+            if job.error:
+                problems[i].append(f"RocketMQ {version} could not answer: {job.error[:1500]}")
+            else:
+                cfg = load_config(os.path.join(work, f"case{i}", "store.properties"))
+                problems[i] = rmqqueries.differences(job.store, cfg, job.queries, job.answers)
     return problems
 
 

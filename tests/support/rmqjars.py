@@ -31,7 +31,9 @@ SRC_DIR = os.path.join(POM_DIR, "src")
 V5 = "5.3.3"
 V4 = "4.9.8"
 NEWEST = "5.5.1"
-VERSIONS = (V5, V4, NEWEST)
+# The 4.9 line's broker and name server (Maven Central has no 4.9.8 broker or name server).
+V4_BROKER = "4.9.7"
+VERSIONS = (V5, V4, NEWEST, V4_BROKER)
 
 
 class Unavailable(RuntimeError):

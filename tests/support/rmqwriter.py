@@ -44,6 +44,8 @@ class Job:
     config: dict = field(default_factory=dict)   # MessageStoreConfig keys
     results: list = field(default_factory=list)  # filled: per message (status, offset, bytes, msgId, queue offset, ts)
     error: str | None = None
+    queries: list | None = None     # tests/rmqqueries.py queries; RocketMQ answers them on the store
+    answers: str | None = None      # set: the answers.jsonl RocketMQ wrote
 
 
 def tsv_line(m: dict) -> str:
@@ -54,21 +56,34 @@ def tsv_line(m: dict) -> str:
         m.get("body_b64", ""), b64(m.get("properties_string", "")))) + "\n"
 
 
-def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float = 900) -> list[Job]:
-    """Write every job's store with RocketMQ `version`; sets job.results or job.error."""
+def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float = 900,
+                 answer_only: bool = False) -> list[Job]:
+    """Write every job's store with RocketMQ `version`, then answer its queries (if any) on it;
+    sets job.results (or job.answers) or job.error. ``answer_only``: the stores are written
+    already, RocketMQ only answers (opening a store again may change it: RocketMQ re-dispatches
+    the tail of the commit log that no consume queue holds, indexing those messages again)."""
     cp = rmqjars.classpath(version, "main")
     work = tempfile.mkdtemp(prefix="rmqwriter-")
     lines = []
     for i, job in enumerate(jobs):
         os.makedirs(job.store, exist_ok=True)
-        msgs = os.path.join(work, f"{i}.tsv")
-        with open(msgs, "w", encoding="utf-8") as fh:
-            fh.writelines(tsv_line(m) for m in job.messages)
+        msgs = "" if answer_only else os.path.join(work, f"{i}.tsv")
+        if msgs:
+            with open(msgs, "w", encoding="utf-8") as fh:
+                fh.writelines(tsv_line(m) for m in job.messages)
         cfg = os.path.join(work, f"{i}.properties")
         with open(cfg, "w", encoding="utf-8") as fh:
             for k, v in {**job.config, **FIXED, **FIXED_BY_VERSION.get(version, {})}.items():
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
-        lines.append("\t".join((str(i), os.path.abspath(job.store), msgs, cfg, os.path.join(work, f"{i}.out"))) + "\n")
+        extra = ()
+        if job.queries is not None and answer_only:
+            import rmqqueries
+            qpath = os.path.join(work, f"{i}.queries.tsv")
+            with open(qpath, "w", encoding="utf-8") as fh:
+                fh.writelines(rmqqueries.tsv(q) for q in job.queries)
+            extra = (qpath, os.path.join(job.store + ".answers.jsonl"))
+        lines.append("\t".join((str(i), os.path.abspath(job.store), msgs, cfg, os.path.join(work, f"{i}.out"),
+                                *extra)) + "\n")
     cmd = ["java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
            "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
            "-XX:+UseSerialGC", "-Xss512k", "-XX:TieredStopAtLevel=1", "-Xmx1g",
@@ -89,8 +104,11 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
     for i, job in enumerate(jobs):
         status = done.get(i)
         if status == "ok":
-            with open(os.path.join(work, f"{i}.out"), encoding="utf-8") as fh:
-                job.results = [ln.split("\t") for ln in fh.read().splitlines()]
+            if not answer_only:
+                with open(os.path.join(work, f"{i}.out"), encoding="utf-8") as fh:
+                    job.results = [ln.split("\t") for ln in fh.read().splitlines()]
+            if job.queries is not None:
+                job.answers = job.store + ".answers.jsonl"
         else:
             job.error = status or f"writer JVM exited {proc.returncode} before this job: {err[-2000:]}"
     import shutil

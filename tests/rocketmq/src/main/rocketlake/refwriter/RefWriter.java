@@ -32,7 +32,8 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * messages, one putMessage at a time, with a store clock set to each message's store_timestamp.
  *
  * <p>Jobs come on stdin, one per line, tab-separated: {@code id store messages.tsv config.properties
- * results.tsv}. Up to {@code --threads} jobs run at once (a store's clean shutdown waits seconds).
+ * results.tsv [queries.tsv answers.jsonl]} (with queries: {@link Answers} answers them on the
+ * store, opened again after the write run; an empty messages.tsv path: only answer them). Up to {@code --threads} jobs run at once (a store's clean shutdown waits seconds).
  * For each finished job one line goes to stdout: {@code done <id> ok} or {@code done <id> error <text>}.
  *
  * <p>messages.tsv, one message per line, tab-separated: topic (base64 UTF-8), queue_id, flag,
@@ -80,7 +81,12 @@ public final class RefWriter {
             running.add(pool.submit(() -> {
                 String status;
                 try {
-                    write(f[1], f[2], f[3], f[4]);
+                    if (!f[2].isEmpty()) {
+                        write(f[1], f[2], f[3], f[4]);
+                    }
+                    if (f.length > 6 && !f[5].isEmpty()) {
+                        Answers.answer(config(f[1], f[3]), f[1], f[5], f[6]);
+                    }
                     status = "ok";
                 } catch (Throwable t) {
                     StringWriter sw = new StringWriter();
@@ -100,7 +106,7 @@ public final class RefWriter {
         System.exit(0);
     }
 
-    static void write(String storeDir, String messagesPath, String configPath, String resultsPath) throws Exception {
+    static MessageStoreConfig config(String storeDir, String configPath) throws Exception {
         MessageStoreConfig cfg = new MessageStoreConfig();
         Properties props = new Properties();
         try (FileInputStream fin = new FileInputStream(configPath)) {
@@ -111,6 +117,11 @@ public final class RefWriter {
         }
         cfg.setStorePathRootDir(storeDir);
         cfg.setStorePathCommitLog(storeDir + File.separator + "commitlog");
+        return cfg;
+    }
+
+    static void write(String storeDir, String messagesPath, String configPath, String resultsPath) throws Exception {
+        MessageStoreConfig cfg = config(storeDir, configPath);
         Clock clock = new Clock();
         DefaultMessageStore store = Compat.newStore(cfg, clock);
         if (!store.load()) {

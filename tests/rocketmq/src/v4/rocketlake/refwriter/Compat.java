@@ -7,6 +7,7 @@ import org.apache.rocketmq.store.MessageExtBrokerInner;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.stats.BrokerStatsManager;
 import org.apache.rocketmq.store.ha.HAService;
 
 /** What differs between RocketMQ lines, 4.9 side: the store's constructor and its HA service. */
@@ -16,7 +17,13 @@ final class Compat {
 
     /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
     static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
-        DefaultMessageStore store = new DefaultMessageStore(cfg, null, null, new BrokerConfig()) {
+        return newStore(cfg, clock, null);
+    }
+
+    /** With broker statistics (getMessage records into them): the store the queries are asked of. */
+    static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
+        throws Exception {
+        DefaultMessageStore store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig()) {
             @Override
             public SystemClock getSystemClock() {
                 return clock != null ? clock : super.getSystemClock();
@@ -36,6 +43,11 @@ final class Compat {
         MessageExtBrokerInner inner = (MessageExtBrokerInner) m;
         inner.setPropertiesString(propertiesString);
         inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(inner.getTags()));
+    }
+
+    /** getOffsetInQueueByTime: 4.9 has no boundary. */
+    static long offsetInQueueByTime(DefaultMessageStore store, String topic, int queueId, long ts, String boundary) {
+        return store.getOffsetInQueueByTime(topic, queueId, ts);
     }
 
     static PutMessageResult put(DefaultMessageStore store, MessageExt m) {

@@ -1,6 +1,7 @@
 package rocketlake.refwriter;
 
 import java.util.concurrent.ConcurrentHashMap;
+import org.apache.rocketmq.common.BoundaryType;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.common.SystemClock;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -8,6 +9,7 @@ import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.stats.BrokerStatsManager;
 import org.apache.rocketmq.store.ha.DefaultHAService;
 
 /** What differs between RocketMQ lines, 5.x side: the store's constructor and its HA service. */
@@ -17,7 +19,13 @@ final class Compat {
 
     /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
     static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
-        DefaultMessageStore store = new DefaultMessageStore(cfg, null, null, new BrokerConfig(), new ConcurrentHashMap<>()) {
+        return newStore(cfg, clock, null);
+    }
+
+    /** With broker statistics (getMessage records into them): the store the queries are asked of. */
+    static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
+        throws Exception {
+        DefaultMessageStore store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig(), new ConcurrentHashMap<>()) {
             @Override
             public SystemClock getSystemClock() {
                 return clock != null ? clock : super.getSystemClock();
@@ -39,6 +47,11 @@ final class Compat {
         MessageExtBrokerInner inner = (MessageExtBrokerInner) m;
         inner.setPropertiesString(propertiesString);
         inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(inner.getTags()));
+    }
+
+    /** getOffsetInQueueByTime with the boundary (5.x). */
+    static long offsetInQueueByTime(DefaultMessageStore store, String topic, int queueId, long ts, String boundary) {
+        return store.getOffsetInQueueByTime(topic, queueId, ts, BoundaryType.valueOf(boundary));
     }
 
     static PutMessageResult put(DefaultMessageStore store, MessageExt m) {

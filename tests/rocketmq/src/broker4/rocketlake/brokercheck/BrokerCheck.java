@@ -1,0 +1,294 @@
+package rocketlake.brokercheck;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintWriter;
+import java.net.Inet6Address;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.nio.ByteBuffer;
+import org.apache.rocketmq.remoting.InvokeCallback;
+import org.apache.rocketmq.remoting.netty.ResponseFuture;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
+import org.apache.rocketmq.common.protocol.ResponseCode;
+import org.apache.rocketmq.common.protocol.header.QueryMessageRequestHeader;
+import org.apache.rocketmq.broker.BrokerController;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.client.impl.consumer.PullResultExt;
+import org.apache.rocketmq.client.impl.CommunicationMode;
+import org.apache.rocketmq.client.impl.factory.MQClientInstance;
+import org.apache.rocketmq.common.sysflag.PullSysFlag;
+import org.apache.rocketmq.common.protocol.header.PullMessageRequestHeader;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.namesrv.NamesrvConfig;
+import org.apache.rocketmq.namesrv.NamesrvController;
+import org.apache.rocketmq.remoting.netty.NettyClientConfig;
+import org.apache.rocketmq.remoting.netty.NettyServerConfig;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * The 4.9 line's twin of src/broker's BrokerCheck (4.9's packages and callbacks differ; its
+ * HA service is replaced by one that listens on no port). A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
+ * storePathRootDir, and a real client (DefaultMQPullConsumer) reading it.
+ *
+ * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]}. Commands come
+ * on stdin, one per line; answers go to stdout, each ending with a line {@code end}:
+ * <ul>
+ * <li>{@code consume TOPIC NQUEUES}: queues 0..NQUEUES-1 of the topic from min to max offset:
+ *     {@code queue Q MIN MAX}, then {@code msg} lines (tab-separated, text fields base64);</li>
+ * <li>{@code query TOPIC KEY MAXNUM BEGIN END}: queryMessage's messages, as {@code msg} lines;</li>
+ * <li>{@code view TOPIC OFFSET_MSG_ID}: viewMessage's message, as a {@code msg} line (or {@code error});</li>
+ * <li>{@code quit}: shut everything down.</li>
+ * </ul>
+ * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
+ * bornTimestamp, bornHost, storeTimestamp, storeHost, reconsumeTimes, preparedTransactionOffset,
+ * body, then name:value pairs of the properties (each base64).
+ */
+public final class BrokerCheck {
+    private BrokerCheck() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        String storeRoot = args[0];
+        String work = args[1];
+        PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
+
+        NamesrvConfig nsConfig = new NamesrvConfig();
+        nsConfig.setKvConfigPath(work + "/namesrv/kvConfig.json");
+        nsConfig.setConfigStorePath(work + "/namesrv/namesrv.properties");
+        NettyServerConfig nsNetty = new NettyServerConfig();
+        // 4.9's servers cannot be told an address: they bind every interface. tests/rmqbroker.py
+        // runs this JVM in a network namespace of its own that has only the loopback interface,
+        // so the usual ports are free there (4.9's broker needs a fixed one: its second server
+        // listens at listenPort - 2).
+        nsNetty.setListenPort(9876);
+        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty);
+        if (!namesrv.initialize()) {
+            throw new IllegalStateException("name server did not initialize");
+        }
+        namesrv.start();
+        String nsAddr = "127.0.0.1:" + namesrv.getRemotingServer().localListenPort();
+
+        BrokerConfig bc = new BrokerConfig();
+        bc.setBrokerName("rocketlake-broker");
+        bc.setBrokerClusterName("rocketlake");
+        bc.setBrokerIP1("127.0.0.1");
+        bc.setNamesrvAddr(nsAddr);
+        bc.setAutoCreateTopicEnable(false);
+        NettyServerConfig bNetty = new NettyServerConfig();
+        bNetty.setListenPort(10911);
+        MessageStoreConfig sc = new MessageStoreConfig();
+        sc.setStorePathRootDir(storeRoot);
+        sc.setStorePathCommitLog(storeRoot + "/commitlog");
+        sc.setHaListenPort(0);
+        for (int i = 2; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            rocketlake.brokercheck.Config.set(sc, kv[0], kv[1]);
+        }
+        BrokerController broker = new BrokerController(bc, bNetty, new NettyClientConfig(), sc);
+        if (!broker.initialize()) {
+            throw new IllegalStateException("broker did not initialize");
+        }
+        // 4.9's HA service would listen on every interface: a lone master needs none
+        Object store = broker.getMessageStore();
+        java.lang.reflect.Field ha = store.getClass().getDeclaredField("haService");
+        ha.setAccessible(true);
+        ha.set(store, new NoHAService((org.apache.rocketmq.store.DefaultMessageStore) store));
+        broker.start();
+        // wait until the broker is registered with the name server
+        for (int i = 0; i < 200 && namesrv.getRouteInfoManager().getAllClusterInfo().getBrokerAddrTable().isEmpty(); i++) {
+            Thread.sleep(50);
+        }
+
+        // Register the topic table (again, synchronously) so the name server has the routes.
+        broker.registerBrokerAll(true, false, true);
+        String brokerAddr = "127.0.0.1:" + bNetty.getListenPort();
+
+        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer("rocketlake_check");
+        consumer.setNamesrvAddr(nsAddr);
+        consumer.setInstanceName("rocketlake-check-" + java.lang.management.ManagementFactory.getRuntimeMXBean().getName().replace('@', '-'));
+        consumer.setVipChannelEnabled(false);
+        consumer.start();
+        MQClientInstance client = (MQClientInstance) field(consumer.getDefaultMQPullConsumerImpl(), "mQClientFactory");
+        out.println("ready " + nsAddr + " " + bNetty.getListenPort());
+        out.println("end");
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        try {
+            while ((line = in.readLine()) != null) {
+                String[] f = line.split("\t", -1);
+                try {
+                    if (f[0].equals("quit")) {
+                        break;
+                    } else if (f[0].equals("consume")) {
+                        consume(consumer, client, brokerAddr, f[1], Integer.parseInt(f[2]), out);
+                    } else if (f[0].equals("query")) {
+                        for (MessageExt m : query(client, brokerAddr, f)) {
+                            out.println(msg(m));
+                        }
+                    } else if (f[0].equals("view")) {
+                        // viewMessage by offset msgId: the id names the commit-log offset and the
+                        // store host recorded in the message (the input's, not this broker's);
+                        // the client's VIEW_MESSAGE_BY_ID request goes to this broker instead.
+                        long offset = MessageDecoder.decodeMessageId(f[2]).getOffset();
+                        out.println(msg(client.getMQClientAPIImpl().viewMessage(brokerAddr, offset, 10000)));
+                    }
+                } catch (Exception e) {
+                    out.println("error\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
+                }
+                out.println("end");
+            }
+        } finally {
+            consumer.shutdown();
+            broker.shutdown();
+            namesrv.shutdown();
+        }
+        out.println("stopped");
+        out.flush();
+        System.exit(0);
+    }
+
+    /**
+     * The client's QUERY_MESSAGE request (what DefaultMQPullConsumer.queryMessage sends to each
+     * broker of the topic's route), sent to this broker: the name server has no routes for the
+     * topics of a store the broker found on disk (see consume). The client-side filter that
+     * queryMessage applies (KEYS holding the key) is the caller's.
+     */
+    static List<MessageExt> query(MQClientInstance client, String brokerAddr, String[] f) throws Exception {
+        QueryMessageRequestHeader h = new QueryMessageRequestHeader();
+        h.setTopic(f[1]);
+        h.setKey(f[2]);
+        h.setMaxNum(Integer.parseInt(f[3]));
+        h.setBeginTimestamp(Long.parseLong(f[4]));
+        h.setEndTimestamp(Long.parseLong(f[5]));
+        CountDownLatch done = new CountDownLatch(1);
+        List<MessageExt> found = new ArrayList<>();
+        Throwable[] failed = new Throwable[1];
+        client.getMQClientAPIImpl().queryMessage(brokerAddr, h, 10000, new InvokeCallback() {
+            @Override
+            public void operationComplete(ResponseFuture rf) {
+                RemotingCommand response = rf.getResponseCommand();
+                if (response == null) {
+                    failed[0] = rf.getCause() != null ? rf.getCause() : new IllegalStateException("QUERY_MESSAGE: no response");
+                } else if (response.getCode() == ResponseCode.SUCCESS && response.getBody() != null) {
+                    found.addAll(MessageDecoder.decodes(ByteBuffer.wrap(response.getBody()), true));
+                } else if (response.getCode() != ResponseCode.QUERY_NOT_FOUND) {
+                    failed[0] = new IllegalStateException("QUERY_MESSAGE answered " + response.getCode() + " " + response.getRemark());
+                }
+                done.countDown();
+            }
+        }, false);
+        if (!done.await(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("QUERY_MESSAGE: no answer");
+        }
+        if (failed[0] != null) {
+            throw new IllegalStateException(failed[0]);
+        }
+        return found;
+    }
+
+    static Object field(Object target, String name) throws ReflectiveOperationException {
+        for (Class<?> c = target.getClass(); c != null; c = c.getSuperclass()) {
+            try {
+                java.lang.reflect.Field f = c.getDeclaredField(name);
+                f.setAccessible(true);
+                return f.get(target);
+            } catch (NoSuchFieldException e) {
+                // the superclass
+            }
+        }
+        throw new NoSuchFieldException(name);
+    }
+
+    /**
+     * Every queue 0..nqueues-1 of the topic, from its min offset to its max offset, through the
+     * client's own requests (GET_MIN_OFFSET, GET_MAX_OFFSET, PULL_MESSAGE; decoded as the
+     * consumer decodes them) sent to this broker. The consumer's own pull() would first look the
+     * broker up in the topic's route, and the name server has no routes for a store the broker
+     * found on disk (a "route" line says so).
+     */
+    static void consume(DefaultMQPullConsumer consumer, MQClientInstance client, String brokerAddr, String topic,
+                        int nqueues, PrintWriter out) throws Exception {
+        try {
+            consumer.fetchSubscribeMessageQueues(topic);
+        } catch (Exception e) {
+            out.println("route\t" + e.toString().replace('\n', ' ').replace('\t', ' '));
+        }
+        for (int q = 0; q < nqueues; q++) {
+            MessageQueue mq = new MessageQueue(topic, "rocketlake-broker", q);
+            long min = client.getMQClientAPIImpl().getMinOffset(brokerAddr, mq, 10000);
+            long max = client.getMQClientAPIImpl().getMaxOffset(brokerAddr, mq, 10000);
+            out.println("queue\t" + q + "\t" + min + "\t" + max);
+            long offset = min;
+            while (offset < max) {
+                PullMessageRequestHeader h = new PullMessageRequestHeader();
+                h.setConsumerGroup("rocketlake_check");
+                h.setTopic(topic);
+                h.setQueueId(q);
+                h.setQueueOffset(offset);
+                h.setMaxMsgNums(32);
+                h.setSysFlag(PullSysFlag.buildSysFlag(false, false, true, false));
+                h.setCommitOffset(0L);
+                h.setSuspendTimeoutMillis(0L);
+                h.setSubscription("*");
+                h.setSubVersion(0L);
+                h.setExpressionType("TAG");
+                PullResult r = client.getMQClientAPIImpl().pullMessage(brokerAddr, h, 10000, CommunicationMode.SYNC, null);
+                if (r.getPullStatus() != PullStatus.FOUND) {
+                    out.println("pull\t" + q + "\t" + offset + "\t" + r.getPullStatus() + "\t" + r.getNextBeginOffset());
+                    if (r.getNextBeginOffset() <= offset) {
+                        break;
+                    }
+                } else {
+                    byte[] bin = ((PullResultExt) r).getMessageBinary();
+                    for (MessageExt m : MessageDecoder.decodes(ByteBuffer.wrap(bin), true)) {
+                        out.println(msg(m));
+                    }
+                }
+                offset = r.getNextBeginOffset();
+            }
+        }
+    }
+
+    static String b64(String s) {
+        return Base64.getEncoder().encodeToString(s.getBytes(StandardCharsets.UTF_8));
+    }
+
+    static String host(SocketAddress a) {
+        InetSocketAddress s = (InetSocketAddress) a;
+        String h = s.getAddress().getHostAddress();
+        return (s.getAddress() instanceof Inet6Address ? "[" + h + "]" : h) + ":" + s.getPort();
+    }
+
+    static String msg(MessageExt m) {
+        StringBuilder b = new StringBuilder("msg");
+        Object[] fields = {b64(m.getTopic()), m.getQueueId(), m.getQueueOffset(), m.getCommitLogOffset(),
+            m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : "", m.getMsgId(), m.getFlag(), m.getSysFlag(),
+            m.getBornTimestamp(), host(m.getBornHost()), m.getStoreTimestamp(), host(m.getStoreHost()),
+            m.getReconsumeTimes(), m.getPreparedTransactionOffset(),
+            Base64.getEncoder().encodeToString(m.getBody() == null ? new byte[0] : m.getBody())};
+        for (Object o : fields) {
+            b.append('\t').append(o);
+        }
+        Map<String, String> props = new TreeMap<>(m.getProperties());
+        for (Map.Entry<String, String> e : props.entrySet()) {
+            b.append('\t').append(b64(e.getKey())).append(':').append(b64(e.getValue()));
+        }
+        return b.toString();
+    }
+}
