@@ -91,7 +91,7 @@ class FileData:
         self.rel = rel
         self.size = store.size(rel)
         self.exists = self.size is not None
-        self.local = store.os_paths            # read through the OS: mapped, bytes read counted
+        self.os_paths = store.os_paths         # read through the OS: mapped, bytes read counted
         self.path = store.path(rel)
         self.bytes_read = 0
         self._map = None
@@ -124,7 +124,7 @@ class FileData:
         sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL)."""
         end = min(end, self.size or 0)
         buf = self.buf
-        self.bytes_read += end if self.local else 0
+        self.bytes_read += end if self.os_paths else 0
         return checksum.file_checksum(lambda pos, n: buf[pos:pos + n], end, threads)
 
     def first_nonzero(self, start: int, end: int | None = None) -> int | None:
@@ -136,7 +136,7 @@ class FileData:
             step = 16 << 20
             for x in range(a, b, step):
                 chunk = self.buf[x:min(b, x + step)]
-                if self.local:
+                if self.os_paths:
                     self.bytes_read += len(chunk)
                 nz = np.flatnonzero(chunk)
                 if len(nz):
@@ -144,7 +144,7 @@ class FileData:
         return None
 
     def _data_regions(self, start: int, end: int):
-        if not self.local or not hasattr(os, "SEEK_DATA"):
+        if not self.os_paths or not hasattr(os, "SEEK_DATA"):
             yield start, end
             return
         try:

@@ -212,7 +212,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
     buffers.give(bufs)
     sha = checksum.combine(digests)
-    if fd.local:
+    if fd.os_paths:
         fd.bytes_read += valid
     facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
                  min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
