@@ -63,7 +63,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from . import encode_stage, inputs, manifest, sequencer, split_staging, storage, warmup, write_stage
+from . import encode_stage, inputs, manifest, objstore, sequencer, split_staging, storage, warmup, write_stage
 from . import topics as topics_mod
 from .commit_stage import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from .config import ConfigError, StoreConfig
@@ -194,6 +194,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
     sc = spark.sparkContext
+    if isinstance(getattr(sc, "environment", None), dict):
+        objstore.ship(sc)       # a caller's own session too (cli.spark_session's already carries them)
     prog = Progress(quiet, sc, progress_interval)
     store = storage.Store(store_uri)
     given = _safe(batch_id) if batch_id else None
