@@ -32,6 +32,7 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from storelib import inspection, storage  # noqa: E402
 from storelib.cli import ExitCode, exit_code  # noqa: E402
 from storelib.errors import StoreError  # noqa: E402
+from storelib.multihost import UnreachablePath  # noqa: E402
 
 __all__ = ["main"]
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
             cmd_stats(store, snap, args)
     # KeyError: a batch id / version the store does not have (2); StorePathError: a manifest row / file
     # leading out of the store (1); StoreError: a damaged store or Delta table, errors.CorruptStore (1).
-    except (KeyError, storage.StorePathError, StoreError) as e:
+    except (KeyError, storage.StorePathError, StoreError, UnreachablePath) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return int(exit_code(e, lookup_errors=True))
     return int(ExitCode.OK)
@@ -140,7 +141,7 @@ def cmd_verify(store, args) -> int:
     spark = None
     try:
         if not args.no_spark:
-            spark = cli.spark_session("verify")
+            spark = cli.spark_session("verify", reach={"--store": store.uri})
         rep = verify.verify_store(store.uri, cfg, deep=args.deep, spark=spark, as_of_batch=args.as_of_batch,
                                   version=args.version)
     finally:
