@@ -34,7 +34,7 @@ from ..ops import inspect as inspection
 from ..io import storage
 from .common import exit_code, ExitCode
 from .timeargs import iso
-from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError
+from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError, UnreachablePath
 from ..format import paths
 from ..table import snapshots
 
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
             cmd_stats(store, snap, args)
     # KeyError: a batch id / version the store does not have (2); StorePathError: a manifest row / file
     # leading out of the store (1); StoreError: a damaged store or Delta table, errors.CorruptStore (1).
-    except (KeyError, StorePathError, StoreError) as e:
+    except (KeyError, StorePathError, StoreError, UnreachablePath) as e:
         print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
         return int(exit_code(e, lookup_errors=True))
     return int(ExitCode.OK)
@@ -171,7 +171,7 @@ def cmd_verify(store, args) -> int:
     spark = None
     try:
         if args.spark and not args.no_spark:
-            spark = cli.spark_session("verify")
+            spark = cli.spark_session("verify", reach={"--store": store.uri})
         rep = verify.verify_store(store.uri, cfg, deep=args.deep, spark=spark, as_of_batch=args.as_of_batch,
                                   version=args.version)
     finally:

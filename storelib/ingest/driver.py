@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
 from ..table import manifest, writerlease
-from ..io import storage
+from ..io import objstore, storage
 from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
@@ -202,6 +202,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
     sc = spark.sparkContext
+    if isinstance(getattr(sc, "environment", None), dict):
+        objstore.ship(sc)       # a caller's own session too (cli.spark_session's already carries them)
     prog = Progress(quiet, sc, progress_interval)
     store = storage.Store(store_uri)
     given = _safe(batch_id) if batch_id else None

@@ -1,5 +1,6 @@
 """Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local and
-s3:// against a moto server are tested, gs:// and hdfs:// are not).
+s3:// against a moto server are tested, gs:// against a GCS emulator (files, not Delta tables),
+hdfs:// is not).
 
 Store files are written whole, sequentially, by one writer (object stores have no random
 writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused

@@ -149,13 +149,13 @@ def _parts(tmp, cluster) -> list:
     """small-roll's messages in 2 batches, uploaded to S3 (the workers cannot read the driver's disk)."""
     g = golden_set("small-roll")
     lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    uris = []
+    uploads = []
     for k, (lo, hi) in enumerate(((0, 1500), (1500, len(lines)))):
         p = tmp / f"part{k}.jsonl"
         p.write_text("".join(lines[lo:hi]), encoding="utf-8")
-        uris.append(f"s3://{BUCKET}/in/part{k}.jsonl")
-        cluster.s3("s3.upload_file(%r, %r, %r)" % (str(p), BUCKET, f"in/part{k}.jsonl"))
-    return uris
+        uploads.append((str(p), f"in/part{k}.jsonl"))
+    cluster.s3("for src, key in %r: s3.upload_file(src, %r, key)" % (uploads, BUCKET))
+    return [f"s3://{BUCKET}/{key}" for _, key in uploads]
 
 
 def _one_line_refusal(r, what):
