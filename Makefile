@@ -121,7 +121,7 @@ check: check-java $(STAMP)
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
 
-# The crash simulator at every distinct point of every operation (make test: 64 chosen points).
+# The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states).
 crash: install
 	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py
 

@@ -86,19 +86,19 @@ TOGETHER = {
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
 }
 HEAVY = {
-    "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 130,
+    "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,
     # RocketMQ in the loop (needs `make rocketmq`): per version one writer JVM (writes, then answers)
     # and one process writing the cases with rocketlake, mostly without Spark
     "test_rocketmq_differential.py::test_differential_5_3_3": 240,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 80,
     "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 80,
-    "test_rocketmq_differential.py::test_differential_4_9_8": 70,
-    "test_rocketmq_differential.py::test_differential_newest_5x": 70,
+    "test_rocketmq_differential.py::test_differential_4_9_8": 45,
+    "test_rocketmq_differential.py::test_differential_newest_5x": 50,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
-    "test_crash_sim.py::test_power_cuts_during_expire": 60,
-    "test_crash_sim.py::test_power_cuts_during_a_first_batch": 50,
-    "test_crash_sim.py::test_power_cuts_during_adopt": 45,
+    "test_crash_sim.py::test_power_cuts_during_expire": 40,
+    "test_crash_sim.py::test_power_cuts_during_a_first_batch": 35,
+    "test_crash_sim.py::test_power_cuts_during_adopt": 30,
     "test_nothing_lost.py::test_expire_and_export_racing_an_ingest": 45,
     "test_nothing_lost.py::test_an_append_never_launders_damage": 40,
     "test_nothing_lost.py::test_a_stalled_writer_never_commits_after_losing_its_lease": 35,

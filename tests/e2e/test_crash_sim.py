@@ -159,7 +159,7 @@ def test_power_cuts_during_an_appended_batch(inputs, store_a, tmp_path):
     assert out["status"] == "committed"
     before = files_state(store_a)
     n = 0
-    for label, k, returned, state in _states(fs, tmp_path, 30):
+    for label, k, returned, state in _states(fs, tmp_path, 16):
         _check_ingest(label, k, returned, state, inputs, ["A"], before, "b", "B",
                       lambda s: goldenlib.compare(golden_set("small-roll"), s))
         n += 1
@@ -169,7 +169,7 @@ def test_power_cuts_during_an_appended_batch(inputs, store_a, tmp_path):
 def test_power_cuts_during_a_first_batch(inputs, store_a, tmp_path):
     fs, out = _record(tmp_path, None, ["ingest", "{store}", inputs / "a.jsonl", inputs / "small.properties", "A"])
     want = files_state(store_a)
-    for label, k, returned, state in _states(fs, tmp_path, 10):
+    for label, k, returned, state in _states(fs, tmp_path, 6):
         _check_ingest(label, k, returned, state, inputs, [], {}, "a", "A",
                       lambda s: [] if files_state(s) == want else ["not the store of batch A"])
 
@@ -190,7 +190,7 @@ def test_power_cuts_during_expire(inputs, store_a, tmp_path):
     before = files_state(seed)
     fs, out = _record(tmp_path, seed, ["expire", "{store}", 1, now])
     assert out["status"] == "committed"
-    for label, k, returned, state in _states(fs, tmp_path, 12):
+    for label, k, returned, state in _states(fs, tmp_path, 7):
         store = os.path.join(state, "store")
         seen = _open(store)
         assert seen[:2] == ["A", "B"] and len(seen) in (2, 3), (label, seen)
@@ -217,7 +217,7 @@ def test_power_cuts_during_adopt(inputs, tmp_path):
     fs, out = _record(tmp_path, seed, ["adopt", "{store}", inputs / "small.properties"])
     assert out["status"] == "committed"
     from storelib.ops.adopt import adopt
-    for label, k, returned, state in _states(fs, tmp_path, 10):
+    for label, k, returned, state in _states(fs, tmp_path, 6):
         store = os.path.join(state, "store")
         seen = _open(store)
         assert len(seen) in (0, 1), (label, seen)
