@@ -92,8 +92,10 @@ def interrupted(e: BaseException, state: str) -> int:
 def spark_session(app: str):
     """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
     jars from ``make install``, Delta's SQL extension and catalog)."""
-    from ..runtime.sparkenv import python_for_workers
+    from ..runtime.sparkenv import apply_submit_args, python_for_workers
     python_for_workers()             # before pyspark reads PYSPARK_PYTHON
+    if not _submitted():
+        apply_submit_args()          # the rocketlake command's --master, --conf and JVM options
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     builder = SparkSession.builder.appName(f"rocketlake-{app}")

@@ -86,6 +86,17 @@ def test_spark_arguments_and_environment():
                              "--conf=c=d"]) == ("spark://h:7077", ["a=b", "c=d"], ["ingest", "--store", "s"])
     with pytest.raises(SystemExit):
         split_spark_args(["query", "--conf", "novalue"])
+    env = dict(os.environ)
+    try:
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        sparkenv.prepare_in_process("local[2]", ["spark.y=2"])
+        assert "PYSPARK_SUBMIT_ARGS" not in os.environ         # nothing costs until a session starts
+        sparkenv.apply_submit_args()
+        assert os.environ["PYSPARK_SUBMIT_ARGS"].startswith("--master 'local[2]'")
+        assert "spark.y=2" in os.environ["PYSPARK_SUBMIT_ARGS"]
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
     args = sparkenv.submit_args("local[2]", ["spark.x=1"])
     assert args[:2] == ["--master", "local[2]"] and "spark.x=1" in args
     java = args[args.index("--driver-java-options") + 1]
@@ -106,6 +117,17 @@ def test_spark_arguments_and_environment():
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+def test_lookup_loads_no_heavy_module(store):
+    """A key lookup from the shell loads neither pyarrow, numba, deltalake nor pyspark."""
+    code = ("import sys\nfrom storelib.cli.main import main\n"
+            f"rc = main(['query', '--store', {store!r}, 'key', '--topic', 'orders', '--key', 'hot-key'])\n"
+            "print('HEAVY', sorted(m for m in ('pyarrow', 'numba', 'deltalake', 'pyspark') if m in sys.modules),"
+            " file=sys.stderr)\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0 and "HEAVY []" in p.stderr, p.stderr[-2000:]
+    assert len(p.stdout.splitlines()) in (15, 30)          # one or two batches of the sample
 
 
 def test_demo_runs_without_spark(tmp_path):
