@@ -151,9 +151,13 @@ def _recorded(uri: str, as_of_batch=None) -> dict | None:
     if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
                                                                            str(cached.batch["batch_seq"]))):
         return json.loads(cached.batch["config"])
+    from ..errors import StoreError
     from ..io.storage import Store
     from ..table import manifest            # deltalake and pyarrow: only when the cache cannot answer
-    snap = manifest.load_snapshot(Store(uri), as_of_batch)
+    try:
+        snap = manifest.load_snapshot(Store(uri), as_of_batch)
+    except StoreError:
+        return None       # damaged Delta tables: the command meets them itself and says so in its way
     if snap.batch is None:
         return None
     return json.loads(snap.batch["config"])
