@@ -334,3 +334,14 @@ def test_interrupt_is_one_line(tmp_path, sig):
     assert code == 0 and ("status=committed" in out or "already" in out), err
     code, _, err = rl("verify", "--store", s)
     assert code == 0 and "problems=0" in err
+
+
+def test_data_source_times_name_the_option():
+    """`.option("beginTimestamp", ...)`: ISO-8601 or epoch ms; anything else names the option."""
+    from storelib.read.datasource import RocketMQReader
+    r = RocketMQReader({"path": "s", "beginTimestamp": "2024-06-01T00:00:00Z", "endTimestamp": "1717200000100"})
+    assert r.bounds.lo["store_timestamp"] == 1717200000000 and r.bounds.hi["store_timestamp"] == 1717200000100
+    with pytest.raises(ValueError, match="option beginTimestamp='yesterday': expected epoch milliseconds or an ISO"):
+        RocketMQReader({"path": "s", "beginTimestamp": "yesterday"})
+    with pytest.raises(ValueError, match="option minOffset='x': expected an integer"):
+        RocketMQReader({"path": "s", "minOffset": "x"})
