@@ -95,8 +95,10 @@ def spark_session(app: str, reach: dict | None = None):
     settings go with every task (``objstore.ship``). ``reach``: option name -> path the executors
     must read; on a multi-host master one on the driver's disk is refused before any task runs
     (``multihost.UnreachablePath``, the session stopped)."""
-    from ..runtime.sparkenv import python_for_workers
+    from ..runtime.sparkenv import apply_submit_args, python_for_workers
     python_for_workers()             # before pyspark reads PYSPARK_PYTHON
+    if not _submitted():
+        apply_submit_args()          # the rocketlake command's --master, --conf and JVM options
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     from .multihost import check_reachable

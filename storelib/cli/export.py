@@ -10,8 +10,6 @@ Exit status (storelib.cli.common.ExitCode): 0 done, 1 failed (damaged store, tar
 """
 import argparse
 import json
-import os
-import sys
 
 from .common import ExitCode
 

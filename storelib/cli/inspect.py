@@ -83,7 +83,7 @@ def main(argv=None) -> int:
                 not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
                                 "reads it; `stats` and `verify` work on a broker's directory too")
-    except (StoreNotFound, ConfigError, OSError) as e:
+    except (StoreNotFound, ConfigError, OSError, StoreError, KeyError) as e:
         return cli.report(e)
     store = storage.Store(args.store)
     try:

@@ -9,14 +9,13 @@ hashing release the GIL, and no JVM has to start), ``--spark`` as Spark tasks.
 import argparse
 import gc
 import os
-import sys
 
 # numpy's OpenBLAS would start a thread per core that spins after any BLAS call: verify runs its
 # own threads (set before numpy is first imported)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-from .common import ExitCode, exit_code
+from .common import ExitCode
 
 from . import common as _cli  # noqa: E402
 

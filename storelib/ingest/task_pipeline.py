@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import itertools
 import os
+import sys
 import uuid
 
 __all__ = ["RUN_ROWS", "attempt_tag", "task_cpus", "writer_threads", "in_order"]
@@ -20,11 +21,10 @@ RUN_ROWS = 200_000     # messages per unit of pipelined work (encode, read + pat
 
 
 def attempt_tag() -> str:
-    try:
+    tc = None
+    if "pyspark" in sys.modules:        # a Spark task has it loaded; a local run need not pay its import
         from pyspark import TaskContext
         tc = TaskContext.get()
-    except ImportError:
-        tc = None
     if tc is None:
         return f"local-{uuid.uuid4().hex[:8]}"
     return f"s{tc.stageId()}-p{tc.partitionId()}-a{tc.attemptNumber()}-{uuid.uuid4().hex[:6]}"
@@ -35,11 +35,10 @@ def task_cpus() -> int:
 
     Spark runs as many tasks at once as it has cores divided by this: a task that sized its pools
     by ``os.cpu_count()`` would put cpu_count threads on every core and slow every other task down."""
-    try:
+    tc = None
+    if "pyspark" in sys.modules:        # a Spark task has it loaded; a local run need not pay its import
         from pyspark import TaskContext
         tc = TaskContext.get()
-    except ImportError:
-        tc = None
     if tc is not None:
         try:
             return max(1, int(tc.cpus()))

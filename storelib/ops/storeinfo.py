@@ -144,14 +144,20 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
 def _recorded(uri: str, as_of_batch=None) -> dict | None:
     """The file-shaping keys of the store's checkpoint row (None: nothing committed)."""
     import json
-    from ..io.storage import Store
-    from ..table import manifest, snapcache
-    store = Store(uri)
+    from ..table import snapcache
+    from ..table.storefiles import as_store
+    store = as_store(uri)                       # a local path: plain os reads, no pyarrow
     cached = snapcache.load(store)              # a few small reads, no deltalake or pyarrow
     if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
                                                                            str(cached.batch["batch_seq"]))):
         return json.loads(cached.batch["config"])
-    snap = manifest.load_snapshot(store, as_of_batch)
+    from ..errors import StoreError
+    from ..io.storage import Store
+    from ..table import manifest            # deltalake and pyarrow: only when the cache cannot answer
+    try:
+        snap = manifest.load_snapshot(Store(uri), as_of_batch)
+    except StoreError:
+        return None       # damaged Delta tables: the command meets them itself and says so in its way
     if snap.batch is None:
         return None
     return json.loads(snap.batch["config"])

@@ -8,7 +8,7 @@
 * ``submit_args(master, confs)``: the ``spark-submit`` arguments of an in-process session the way
   the Makefile's ``SUBMIT`` sets them: the cold-job JVM options (``jvm_archive``), the quiet log4j
   configuration (``conf/log4j2.properties``), no console progress or UI; set as
-  ``PYSPARK_SUBMIT_ARGS`` before the JVM starts.
+  ``PYSPARK_SUBMIT_ARGS`` before the JVM starts (``prepare_in_process``, ``apply_submit_args``).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 
 from ..format.paths import PROJECT_ROOT
 
-__all__ = ["LOG4J_CONFIG", "python_for_workers", "submit_args", "prepare_in_process"]
+__all__ = ["LOG4J_CONFIG", "python_for_workers", "submit_args", "prepare_in_process", "apply_submit_args"]
 
 LOG4J_CONFIG = os.path.join(PROJECT_ROOT, "conf", "log4j2.properties")
 
@@ -37,6 +37,10 @@ def python_for_workers(sc=None) -> None:
         sc.pythonExec = sys.executable
 
 
+def _args_text(master: str, confs) -> str:
+    return " ".join(shlex.quote(a) for a in submit_args(master, confs)) + " pyspark-shell"
+
+
 def submit_args(master: str, confs: list | tuple = ()) -> list:
     """``spark-submit`` options of a rocketlake job (the module docstring)."""
     java = [f"-Dlog4j.configurationFile={LOG4J_CONFIG}"] if os.path.exists(LOG4J_CONFIG) else []
@@ -52,12 +56,22 @@ def submit_args(master: str, confs: list | tuple = ()) -> list:
 
 
 def prepare_in_process(master: str, confs: list | tuple = ()) -> None:
-    """Set up the environment so the next in-process SparkSession starts as ``submit_args`` says."""
+    """Note how the next in-process SparkSession of a command is to start (``apply_submit_args``
+    turns it into ``PYSPARK_SUBMIT_ARGS`` when the session is made: a command that never starts
+    Spark never runs ``java -version`` or imports pyspark)."""
+    import json
     python_for_workers()
-    if "PYSPARK_SUBMIT_ARGS" not in os.environ:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(shlex.quote(a) for a in submit_args(master, confs)) \
-            + " pyspark-shell"
     os.environ["ROCKETLAKE_MASTER"] = master
-    if master.startswith("local"):
+    os.environ["ROCKETLAKE_SPARK_CONFS"] = json.dumps(list(confs))
+
+
+def apply_submit_args() -> None:
+    """``PYSPARK_SUBMIT_ARGS`` from what ``prepare_in_process`` noted (unless already set)."""
+    import json
+    master = os.environ.get("ROCKETLAKE_MASTER")
+    if master and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+        confs = json.loads(os.environ.get("ROCKETLAKE_SPARK_CONFS") or "[]")
+        os.environ["PYSPARK_SUBMIT_ARGS"] = _args_text(master, confs)
+    if master and master.startswith("local"):
         # a host name resolving to 127.0.0.1 makes Spark warn before log4j is configured
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

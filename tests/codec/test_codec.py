@@ -1016,12 +1016,16 @@ def test_bad_base64(tmp_path, b64):
 def test_jsonl_missing_fields_reported_by_prepare(tmp_path):
     rows = [_json_msg() for _ in range(4)]
     del rows[2]["topic"]
-    del rows[1]["body_b64"]
     table = inputs.jsonl_to_table(_jsonl(tmp_path, rows))
     with pytest.raises(InputError) as ei:
         codec.prepare(table, StoreConfig(), LABEL)
     assert_problem(ei.value, "line 3", "topic", "missing")
-    assert_problem(ei.value, "line 2", "body", "missing")
+    # a line without a body is reported when read, naming the JSON field and its text alternative
+    del rows[1]["body_b64"]
+    with pytest.raises(InputError) as ei:
+        inputs.jsonl_to_table(_jsonl(tmp_path, rows))
+    assert_problem(ei.value, "line 2", "body_b64", "missing")
+    assert_problem(ei.value, "line 2", "body", "UTF-8 text")
 
 
 def test_jsonl_properties_string_disagrees(tmp_path):

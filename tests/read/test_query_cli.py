@@ -252,7 +252,7 @@ def test_nothing_found_vs_failure(golden_store, tmp_path):
     assert (rc, out) == (0, "") and "nothing found" in err
     # failures: exit non-zero with an error message
     rc, out, err = run_cli("id", "--store", str(tmp_path / "missing"), "C0A8000A00002A9F00000000001095D4")
-    assert rc == 1 and out == "" and "query failed" in err
+    assert rc == 2 and out == "" and "no such store" in err        # the wrong path: a usage error
     rc, out, err = run_cli("id", "--store", golden_store, "C0A8000A00002A9F")
     assert rc == 2 and "malformed message id" in err
     rc, out, err = run_cli("key", "--store", golden_store, "--topic", "t", "--key", "k", "--after", "garbage")
