@@ -6,6 +6,7 @@
     rocketlake verify  --store STORE [--deep]                    check every file
     rocketlake expire  --store STORE --reserved-hours 72         retention
     rocketlake export  --store STORE --to DIR                    a broker-ready directory
+    rocketlake repair  --store STORE [--apply]                   rebuild queues, index, checkpoint
     rocketlake demo    [--store demo-store]                      ingest the bundled sample and look at it
 
 Spark is found as the installed pyspark and started in this process only by what needs it (a
@@ -28,8 +29,9 @@ COMMANDS = {
     "query": ("storelib.cli.query", "look messages up: key, id, unique-key, offset, time, range, keys"),
     "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, history"),
     "verify": ("storelib.cli.verify", "check every file against the manifest and RocketMQ's rules"),
-    "expire": ("storelib.cli.expire", "remove expired commitlog segments (fileReservedTime)"),
+    "expire": ("storelib.cli.expire", "retention: expired commitlog segments, per-topic queue files"),
     "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),
+    "repair": ("storelib.cli.repair", "rebuild consume queues, index files and the checkpoint from the CommitLog"),
     "demo": ("storelib.cli.demo", "ingest the bundled 2,000-message sample and look at it"),
 }
 

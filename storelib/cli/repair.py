@@ -21,13 +21,15 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the 
 
 from .common import ExitCode, exit_code  # noqa: E402
 
+from . import common as cli_common
+
 __all__ = ["main"]
 
 _REPAIRED = ("missing", "truncated", "differing", "extra")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="repair.py", description=__doc__,
+    ap = argparse.ArgumentParser(prog=cli_common.prog("repair.py"), description=cli_common.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a broker's storePathRootDir or a rocketlake store")
     mode = ap.add_mutually_exclusive_group()
