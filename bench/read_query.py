@@ -15,12 +15,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pyspark.sql import SparkSession  # noqa: E402
 
 AGG = ["count(*) AS n", "sum(length(body)) AS body_bytes", "count(DISTINCT topic) AS topics"]
+_REGISTERED = set()                      # sessions the rocketmq source is registered in
 
 
 def frame(spark, kind: str, path: str):
     if kind == "rocketmq":
         from storelib.read.datasource import register
-        register(spark)
+        if id(spark) not in _REGISTERED:
+            register(spark)
+            _REGISTERED.add(id(spark))
         return spark.read.format("rocketmq").load(path)
     return spark.read.parquet(path)
 

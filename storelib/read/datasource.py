@@ -11,7 +11,7 @@ Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic,
 queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
 reconsume_times, prepared_transaction_offset, body, properties map<string,string>, tags, keys,
 uniq_key). Partitions are splits of the commitlog segments (``storelib.read.splits``: about
-``splitBytes`` each, default 64 MiB, each starting on a record start found through the consume
+``splitBytes`` each, default 256 MiB, each starting on a record start found through the consume
 queues); a task walks its split (numba), decodes vectorized (``codec.decode_records``) and
 yields Arrow record batches. A ``topic`` filter (=, IN) on a store where every record has a
 consume-queue unit reads only the topic's records, found through its queues' units

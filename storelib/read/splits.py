@@ -41,7 +41,7 @@ from ..io.checked import read_stored
 
 __all__ = ["SPLIT_BYTES", "BATCH_ROWS", "Split", "QueueUnits", "queue_plan_ok", "plan_splits", "split_messages"]
 
-SPLIT_BYTES = 64 << 20         # bytes of commitlog per split (a task)
+SPLIT_BYTES = 256 << 20        # bytes of commitlog per split (a task: each costs Spark a Python round trip)
 BATCH_ROWS = 65536             # rows per Arrow batch handed to Spark (fewer, larger batches: less per-batch cost)
 COALESCE_LOCAL = 64 << 10      # read across a gap up to this many bytes (local files)
 COALESCE_REMOTE = 1 << 20      # (object stores: a request costs about a megabyte of transfer)
