@@ -1,6 +1,6 @@
 """Streaming latency and throughput: Kafka -> rocketlake beside Kafka -> Delta, same messages, same run.
 
-    python bench/streaming.py [--rate 2000] [--seconds 60] [--triggers 1,10] [--backlog 200000]
+    python bench/streaming.py [--rate 2000] [--seconds 60] [--triggers 1,10] [--backlog 200000] [--warmup 10]
 
 For each trigger interval, in one local[2] Spark application: a Kafka broker (tests/support:
 KRaft, 127.0.0.1) gets ``--rate`` messages/s for ``--seconds`` (ConsoleProducer fed at that
@@ -128,7 +128,7 @@ def pct(v, q):
 
 
 def latency_run(spark, broker, work, trigger_s, rate, seconds):
-    topic = f"lat-{trigger_s}"
+    topic = f"lat-{trigger_s}-{int(seconds)}"
     (qa, store), (qb, table) = start_both(spark, broker, topic, work, f"{trigger_s} seconds", topic)
     th = produce_at(broker, topic, rate, seconds)
     th.join()
@@ -165,12 +165,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--triggers", default="1,10")
     ap.add_argument("--backlog", type=int, default=200_000)
+    ap.add_argument("--warmup", type=float, default=10, help="seconds of an unreported first run (JIT, "
+                    "numba in the commit worker, Delta's classes): the first query of a session pays them")
     args = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="bench-streaming-")
     results = []
     try:
         with KafkaBroker(os.path.join(work, "kafka")) as broker:
             spark = session()
+            if args.warmup:
+                latency_run(spark, broker, work, 1, args.rate, args.warmup)
             for t in (float(x) for x in args.triggers.split(",")):
                 for r in latency_run(spark, broker, work, t if t != int(t) else int(t), args.rate, args.seconds):
                     print(json.dumps(r), flush=True)
