@@ -92,7 +92,7 @@ kafka:
 
 # The streaming tests with their long cases too (more kill points, the tailing reader under load).
 streaming: install kafka
-	ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_streaming.py tests/e2e/test_stream_source.py
+	ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_streaming.py tests/read/test_stream_source.py
 
 # Streaming latency and throughput, beside a Kafka -> Delta query of the same messages (bench/streaming.py).
 bench-streaming: install kafka

@@ -7,6 +7,11 @@ pyarrow or deltalake, so the shell query path stays fast):
 * ``run_ingest(spark, store_uri, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest.driver);
 * ``ingest_dataframe(df, store, config=None, batch_id=None, ...)``: ingest a DataFrame's rows as one
   batch, exactly as the file ingest (storelib.ingest.frame);
+* ``register_sink(spark)``: the ``rocketlake`` data source, ``writeStream`` / ``write`` into a store, one
+  batch per micro-batch, exactly once (storelib.ingest.sink); ``rocketlake_batch_writer(store)``: the same
+  as a ``foreachBatch`` function running the ingest on Spark;
+* ``register_source(spark)``: ``rocketmq`` for ``read`` and ``readStream`` (tailing committed batches)
+  and the manifest / checkpoints tables (storelib.read.stream);
 * ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify.driver);
 * ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.ops.expire.expire);
 * ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.ops.adopt.adopt);
@@ -29,6 +34,9 @@ _LAZY = {
     "open_store": ("storelib.read.query", "open_store"),
     "run_ingest": ("storelib.ingest.driver", "run_ingest"),
     "ingest_dataframe": ("storelib.ingest.frame", "ingest_dataframe"),
+    "register_sink": ("storelib.ingest.sink", "register"),
+    "rocketlake_batch_writer": ("storelib.ingest.sink", "rocketlake_batch_writer"),
+    "register_source": ("storelib.read.stream", "register"),
     "verify_store": ("storelib.verify.driver", "verify_store"),
     "expire_store": ("storelib.ops.expire", "expire"),
     "adopt_store": ("storelib.ops.adopt", "adopt"),

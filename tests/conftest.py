@@ -96,6 +96,9 @@ HEAVY = {
     "test_rocketmq_differential.py::test_differential_newest_5x": 50,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
+    # a Kafka broker and three spark-submits of one streaming query (two SIGKILLed)
+    "test_streaming.py::test_kafka_stream_killed_twice_is_exactly_once": 70,
+    "test_stream_source.py": 40,        # readStream in the session: a restart, an expiry
     "test_crash_sim.py::test_power_cuts_during_expire": 40,
     "test_crash_sim.py::test_power_cuts_during_a_first_batch": 35,
     "test_crash_sim.py::test_power_cuts_during_adopt": 30,

@@ -143,10 +143,11 @@ class RocketLakeDataSource(DataSource):
 class _Parts:
     """The task half, shared by the batch and the stream writer."""
 
-    def __init__(self, opts: dict):
+    def __init__(self, opts: dict, owner: str = "write"):
         self.opts = opts
         self.store_uri = opts["path"]
-        self.write_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+        self.owner = owner
+        self.write_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{owner}-{uuid.uuid4().hex[:12]}"
 
     def _stage(self, iterator) -> StagedPart:
         import pyarrow as pa
@@ -186,7 +187,7 @@ class _Parts:
             return ingest_staged(self.store_uri, parts, self.opts, batch_id, fingerprint)
         finally:
             self._discard(messages)
-            _drop_orphans(storage.Store(self.store_uri), self.write_id)
+            _drop_orphans(storage.Store(self.store_uri), self.write_id, self.owner)
 
 
 class _BatchWriter(_Parts, DataSourceArrowWriter):
@@ -201,24 +202,29 @@ class _BatchWriter(_Parts, DataSourceArrowWriter):
 
 
 class _StreamWriter(_Parts, DataSourceStreamArrowWriter):
+    def __init__(self, opts: dict):
+        super().__init__(opts, query_id_of(opts["checkpointlocation"]))
+
     def write(self, iterator):
         return self._stage(iterator)
 
     def commit(self, messages, batchId):  # noqa: N803 - pyspark's name
-        bid = stream_batch_id(query_id_of(self.opts["checkpointlocation"]), batchId)
+        bid = stream_batch_id(self.owner, batchId)
         self._ingest(messages, bid, _stream_fingerprint(bid))
 
     def abort(self, messages, batchId):  # noqa: N803
         self._discard(messages)
 
 
-def _drop_orphans(store: storage.Store, current: str) -> None:
-    """Incoming files of writers that died before their commit, once a day old (best effort)."""
+def _drop_orphans(store: storage.Store, current: str, owner: str) -> None:
+    """Incoming files of writers that died before their commit: those of an earlier run of the
+    same streaming query at once (it has restarted), any other once a day old (best effort)."""
     try:
         for d in store.list_dirs(INCOMING_DIR):
             if d == current or not d[:8].isdigit():
                 continue
-            if time.time() - time.mktime(time.strptime(d[:15], "%Y%m%dT%H%M%S")) > _ORPHAN_AGE_S:
+            mine = owner != "write" and d[16:].rsplit("-", 1)[0] == owner
+            if mine or time.time() - time.mktime(time.strptime(d[:15], "%Y%m%dT%H%M%S")) > _ORPHAN_AGE_S:
                 for f in store.list_files(f"{INCOMING_DIR}/{d}"):
                     store.delete(f)
     except (OSError, ValueError):

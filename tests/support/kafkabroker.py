@@ -62,7 +62,7 @@ class KafkaBroker:
                      "log4j.appender.stderr.layout.ConversionPattern=%d %p %c: %m%n\n")
         return path
 
-    def _java(self, *args) -> list:
+    def java(self, *args) -> list:
         return [*_JVM, f"-Dlog4j.configuration=file:{os.path.join(self.work, 'log4j.properties')}",
                 "-cp", self.cp, *args]
 
@@ -70,13 +70,13 @@ class KafkaBroker:
         os.makedirs(self.work, exist_ok=True)
         props = self._props()
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        r = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", props),
+        r = subprocess.run(self.java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", props),
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"kafka storage format failed: {r.stdout}{r.stderr}")
         self.log = os.path.join(self.work, "broker.log")
         self._out = open(self.log, "w")
-        self.proc = subprocess.Popen(self._java("kafka.Kafka", props), stdout=self._out, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(self.java("kafka.Kafka", props), stdout=self._out, stderr=subprocess.STDOUT,
                                      start_new_session=True, cwd=self.work)
         deadline = time.time() + self.start_timeout
         while time.time() < deadline:
@@ -98,7 +98,7 @@ class KafkaBroker:
 
     def produce(self, topic: str, lines: list) -> None:
         """Each line ``key<TAB>value`` as one message of ``topic`` (created on first use)."""
-        cmd = self._java("kafka.tools.ConsoleProducer", "--bootstrap-server", self.bootstrap, "--topic", topic,
+        cmd = self.java("kafka.tools.ConsoleProducer", "--bootstrap-server", self.bootstrap, "--topic", topic,
                          "--producer-property", "acks=all", "--producer-property", "linger.ms=5",
                          "--property", "parse.key=true", "--property", "key.separator=\t")
         r = subprocess.run(cmd, input="".join(f"{ln}\n" for ln in lines), capture_output=True, text=True,

@@ -1,0 +1,177 @@
+"""``spark.readStream.format("rocketmq").load(STORE)``: tail a store's committed batches.
+
+    from storelib.read.stream import register
+    register(spark)                     # rocketmq (batch and streaming), rocketlake_manifest, ...
+    q = (spark.readStream.format("rocketmq").option("topic", "orders").load(STORE)
+           .writeStream.format("console").option("checkpointLocation", C).start())
+
+Offsets are commitlog offsets: ``{"offset": O, "batch_seq": S}`` is the end of committed batch S
+(its ``max_phy_offset``, the next record's offset). A micro-batch from offset A to B yields every
+message with A <= commitlog_offset < B, read from the snapshot of batch S (so a batch committed
+meanwhile is never half seen), in commitlog order within each segment partition, with the batch
+reader's columns (``rangescan.MESSAGE_DDL``) and its options ``topic``, ``beginTimestamp``,
+``endTimestamp`` (applied exactly by the reader, as ``storelib.read.datasource``). Filters in
+``.where(...)`` are applied by Spark (a Python stream reader gets no filter pushdown in pyspark 4.1).
+
+Options of the stream: ``startingOffsets`` = ``earliest`` (default: the first message still in
+the store), ``latest`` (only batches committed after the query starts) or a commitlog offset;
+``maxBatchesPerTrigger`` / ``maxMessagesPerTrigger``: a micro-batch takes whole committed
+batches, at least one, up to that many batches / messages (pyspark 4.1 gives a Python source no
+admission control, so this reader keeps the previous end itself: exact within a run; the first
+micro-batch after a restart that replays nothing is uncapped). ``failOnDataLoss`` (default
+true): messages expired (``ops.expire``) before the query read them fail the micro-batch naming
+the lost offsets; with ``false`` they are reported on stderr and the stream goes on.
+
+Works while another process ingests (it reads only committed snapshots; ``latestOffset`` sees a
+batch once its checkpoint row is committed). A RocketMQ broker's live store has no batches, so it
+cannot be tailed (``StoreNotFound``-style error at start): adopt it (``ops.adopt``) and tail that.
+"""
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from . import datasource
+
+__all__ = ["RocketMQStreamingDataSource", "RocketMQStreamReader", "register", "DataLossError"]
+
+
+class DataLossError(RuntimeError):
+    """Messages a stream had not read yet were expired from the store."""
+
+
+def _snapshot(path: str):
+    from ..io.storage import Store
+    from ..table import manifest
+    from ..format.paths import CHECKPOINTS_DIR
+    store = Store(path)
+    if not store.exists(CHECKPOINTS_DIR):
+        raise ValueError(f"rocketmq stream: {path} has no committed rocketlake batches to tail (a broker's "
+                         f"store: adopt it first, storelib.adopt_store)")
+    return manifest.load_snapshot(store)
+
+
+def _int_option(options: dict, name: str):
+    v = options.get(name)
+    return None if v is None or v == "" else int(v)
+
+
+def _store_config(options: dict):
+    """The store configuration the options give (``config`` path, MessageStoreConfig keys), as the
+    batch reader takes it; None: fitted to the files."""
+    import dataclasses
+    from ..format.config import StoreConfig, load_config
+    lower = {f.name.lower(): f.name for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
+    overrides = {lower[k]: v for k, v in options.items() if k in lower}
+    return load_config(options.get("config"), overrides) if options.get("config") or overrides else None
+
+
+def _end_of(batch: dict) -> dict:
+    return {"offset": int(batch["max_phy_offset"] or 0), "batch_seq": int(batch["batch_seq"])}
+
+
+class RocketMQStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict):
+        self.batch_reader = datasource.RocketMQReader(options)     # options, bounds, config
+        self.options = self.batch_reader.options
+        self.path = self.batch_reader.path
+        self.max_batches = _int_option(self.options, "maxbatchespertrigger")
+        self.max_messages = _int_option(self.options, "maxmessagespertrigger")
+        self.fail_on_loss = str(self.options.get("failondataloss", "true")).lower() != "false"
+        self.last_end = None          # the end of the latest micro-batch this reader planned
+
+    def initialOffset(self) -> dict:  # noqa: N802 - pyspark's names
+        snap = _snapshot(self.path)
+        start = str(self.options.get("startingoffsets", "earliest")).lower()
+        if snap.batch is None:
+            off = {"offset": 0, "batch_seq": 0}
+        elif start == "latest":
+            off = _end_of(snap.batch)
+        elif start == "earliest":
+            off = {"offset": int(snap.batch["min_phy_offset"] or 0), "batch_seq": 0}
+        else:
+            try:
+                off = {"offset": int(start), "batch_seq": 0}
+            except ValueError:
+                raise ValueError(f"rocketmq stream: startingOffsets={start!r}: earliest, latest or a "
+                                 f"commitlog offset") from None
+        self.last_end = off
+        return off
+
+    def latestOffset(self) -> dict:  # noqa: N802
+        snap = _snapshot(self.path)
+        if snap.batch is None:
+            return {"offset": 0, "batch_seq": 0}
+        end = _end_of(snap.batch)
+        if (self.max_batches or self.max_messages) and self.last_end is not None:
+            end = self._capped(snap.batches, self.last_end["offset"], end)
+        return end
+
+    def _capped(self, batches: list, start: int, end: dict) -> dict:
+        """The end of the last whole batch after ``start`` within the limits (at least one)."""
+        taken, msgs, last = 0, 0, None
+        for b in batches:
+            if int(b["max_phy_offset"] or 0) <= start or not b["messages"]:
+                continue
+            if last is not None and ((self.max_batches and taken + 1 > self.max_batches)
+                                     or (self.max_messages and msgs + b["messages"] > self.max_messages)):
+                break
+            taken, msgs, last = taken + 1, msgs + b["messages"], b
+        return _end_of(last) if last is not None else end
+
+    def partitions(self, start: dict, end: dict):
+        from ..table.storefiles import open_files
+        from .rangescan import prune_segments
+        self.last_end = end
+        lo, hi = int(start["offset"]), int(end["offset"])
+        if hi <= lo:
+            return []
+        b = self.batch_reader.bounds
+        if b.topics is not None and not b.topics:
+            return []
+        files, info = open_files(self.path, str(end["batch_seq"]), _store_config(self.options))
+        self._check_loss(files, lo, hi)
+        lo_b = max(lo, b.lo["commitlog_offset"] or 0)
+        hi_b = hi - 1 if b.hi["commitlog_offset"] is None else min(hi - 1, b.hi["commitlog_offset"])
+        if hi_b < lo_b:
+            return []
+        segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"], lo_b, hi_b)
+        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b)) for s in segs]
+
+    def _check_loss(self, files, lo: int, hi: int) -> None:
+        first = min((s.base for s in files.commitlog if s.valid > 0), default=hi)
+        if first <= lo:
+            return
+        msg = (f"rocketmq stream {self.path}: the messages at commitlog offsets [{lo}, {min(first, hi)}) "
+               f"were expired from the store before this query read them")
+        if self.fail_on_loss:
+            raise DataLossError(msg + " (option failOnDataLoss=false: report and go on)")
+        print(f"WARNING: {msg}; skipped (failOnDataLoss=false)", file=sys.stderr, flush=True)
+
+    def read(self, partition):
+        from ..io.storage import Store
+        from ..table.storefiles import CommitLogSegment
+        from .rangescan import segment_messages
+        rel, base, valid, lo, hi = partition.value
+        b = self.batch_reader.bounds
+        for t in segment_messages(Store(self.path), CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
+                                  b.hi["store_timestamp"], b.topics, lo, hi):
+            yield from t.to_batches()
+
+    def commit(self, end: dict) -> None:
+        self.last_end = end
+
+
+class RocketMQStreamingDataSource(datasource.RocketMQDataSource):
+    """``rocketmq`` for ``spark.read`` (storelib.read.datasource) and ``spark.readStream``."""
+
+    def streamReader(self, schema):  # noqa: N802
+        return RocketMQStreamReader(self.options)
+
+
+def register(spark) -> None:
+    """``datasource.register`` (batch formats, filter pushdown, the reuse guard), then ``rocketmq``
+    again with its streaming reader."""
+    datasource.register(spark)
+    spark.dataSource.register(RocketMQStreamingDataSource)

@@ -1,0 +1,69 @@
+"""``df.write.format("rocketlake")`` (storelib.ingest.sink) in this process's SparkSession: the same
+bytes as ``ingest_dataframe``, a rewrite of the same rows is a no-op, overwrite is refused, and a
+commit that cannot get the writer lease fails naming its holder and writes nothing."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, ROOT)
+from storelib.format.paths import META_DIR  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+def store_files(store: str) -> dict:
+    out = {}
+    for d, dirs, files in os.walk(store):
+        dirs[:] = [x for x in dirs if os.path.relpath(os.path.join(d, x), store) != META_DIR]
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(d, f), store)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def frame(spark):
+    rows = [(f"t{i % 3}", f"body {i}", 1718000000000 + i, {"KEYS": f"k{i % 7}"}) for i in range(500)]
+    return spark.createDataFrame(rows, "topic string, body string, born_timestamp long, "
+                                       "properties map<string,string>").repartition(2)
+
+
+def batches(store):
+    from storelib.io import storage
+    from storelib.table import manifest
+    return [(b["batch_id"], b["messages"]) for b in manifest.load_snapshot(storage.Store(store)).batches]
+
+
+def test_write_is_ingest_dataframe_and_idempotent(spark, tmp_path):
+    from storelib.ingest import frame as frame_ingest, sink
+    sink.register(spark)
+    df = frame(spark).cache()
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    df.write.format("rocketlake").mode("append").save(a)
+    df.write.format("rocketlake").mode("append").save(a)            # the same rows: already committed
+    frame_ingest.ingest_dataframe(df, b, quiet=True)
+    assert batches(a) == batches(b) and len(batches(a)) == 1
+    assert store_files(a) == store_files(b) and store_files(a)
+    with pytest.raises(Exception, match="append-only"):
+        df.write.format("rocketlake").mode("overwrite").save(a)
+
+
+def test_a_held_lease_is_waited_for_then_named(spark, tmp_path):
+    from storelib.ingest import sink
+    from storelib.io import storage
+    from storelib.table.writerlease import WriterLease
+    sink.register(spark)
+    store = str(tmp_path / "s")
+    other = WriterLease(storage.Store(store), "another-query")
+    other.acquire()
+    try:
+        with pytest.raises(Exception, match="waited 1s for the writer lease.*another-query"):
+            frame(spark).write.format("rocketlake").mode("append").option("leaseWaitSeconds", "1").save(store)
+    finally:
+        other.release()
+    assert not os.path.exists(os.path.join(store, META_DIR, "checkpoints"))
