@@ -82,7 +82,7 @@ def spark():
 # after them in collection order), so that no long test is left to run alone at the end. The
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
-    "test_ingest_faults.py": 250,       # 21 kill/rerun jobs sharing one base store and KILLED
+    "test_ingest_faults.py": 170,       # 14 kill/rerun jobs sharing one base store and KILLED
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
 }
 HEAVY = {
