@@ -84,9 +84,14 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
             extra = (qpath, os.path.join(job.store + ".answers.jsonl"))
         lines.append("\t".join((str(i), os.path.abspath(job.store), msgs, cfg, os.path.join(work, f"{i}.out"),
                                 *extra)) + "\n")
+    # One store starts and ends in seconds: C1 only. Many stores at once (each a DefaultMessageStore
+    # with its own services, reopened to answer the queries) run for minutes: C2 pays, and a 1 GB
+    # heap is collected over and over (the JVM then spends its time in GC).
+    jit = ["-XX:TieredStopAtLevel=1"] if threads <= 1 else []
+    heap = "1g" if threads <= 1 else "4g"
     cmd = ["java", "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
            "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-           "-XX:+UseSerialGC", "-Xss512k", "-XX:TieredStopAtLevel=1", "-Xmx1g",
+           "-XX:+UseSerialGC", "-Xss512k", *jit, f"-Xmx{heap}",
            "-Drocketmq.client.logUseSlf4j=true", "-cp", cp, MAIN, "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, cwd=work)
