@@ -16,8 +16,6 @@ import java.util.Base64;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import org.apache.rocketmq.common.SystemClock;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
@@ -68,17 +66,21 @@ public final class RefWriter {
                 threads = Integer.parseInt(args[++i]);
             }
         }
-        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        // A thread per job, at most `threads` at once: a store's thread-local buffers (the put
+        // encoders' maxMessageSize arrays) go with the thread that used it, not with a pooled
+        // thread that outlives the store and keeps them.
+        java.util.concurrent.Semaphore slots = new java.util.concurrent.Semaphore(threads);
         PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
-        List<java.util.concurrent.Future<?>> running = new ArrayList<>();
+        List<Thread> running = new ArrayList<>();
         while ((line = in.readLine()) != null) {
             if (line.isEmpty()) {
                 continue;
             }
             String[] f = line.split("\t", -1);
-            running.add(pool.submit(() -> {
+            slots.acquire();
+            Thread job = new Thread(() -> {
                 String status;
                 try {
                     if (!f[2].isEmpty()) {
@@ -96,12 +98,14 @@ public final class RefWriter {
                 synchronized (out) {
                     out.println("done " + f[0] + " " + status);
                 }
-            }));
+                slots.release();
+            });
+            job.start();
+            running.add(job);
         }
-        for (java.util.concurrent.Future<?> r : running) {
-            r.get();
+        for (Thread job : running) {
+            job.join();
         }
-        pool.shutdown();
         out.flush();
         System.exit(0);
     }
