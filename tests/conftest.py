@@ -89,11 +89,11 @@ HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,
     # RocketMQ in the loop (needs `make rocketmq`): per version one writer JVM (writes, then answers)
     # and one process writing the cases with rocketlake, mostly without Spark
-    "test_rocketmq_differential.py::test_differential_5_3_3": 240,
+    "test_rocketmq_differential.py::test_differential_5_3_3": 90,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 80,
     "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 80,
-    "test_rocketmq_differential.py::test_differential_4_9_8": 45,
-    "test_rocketmq_differential.py::test_differential_newest_5x": 50,
+    "test_rocketmq_differential.py::test_differential_4_9_8": 25,
+    "test_rocketmq_differential.py::test_differential_newest_5x": 30,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
     # a Kafka broker and three spark-submits of one streaming query (two SIGKILLed)

@@ -11,7 +11,7 @@ fault point and rerun. Then RocketMQ opens its stores again and answers the 12 q
 is shrunk and printed with its first differing file and byte (or answer).
 
     RMQ_CASES=N        cases against 5.3.3 (default 200; `make fidelity N=...`)
-    RMQ_CASES_OTHER=N  cases against 4.9.8 and against the newest 5.x (default 20 each)
+    RMQ_CASES_OTHER=N  cases against 4.9.8 and against the newest 5.x (default 40 each)
     RMQ_SEED=S         hypothesis seed (default: a fixed one, so `make test` is reproducible)
 
 rocketlake writes 4.9.8's cases with rocketmqVersion=4.9, the newest 5.x's with 5.5 (docs/FORMAT.md §12).
@@ -34,7 +34,7 @@ import rmqqueries  # noqa: E402
 import rmqwriter  # noqa: E402
 
 CASES = int(os.environ.get("RMQ_CASES", "200"))
-CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "20"))
+CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "40"))
 SEED = int(os.environ.get("RMQ_SEED", "20261126"))
 
 # rocketlake's rocketmqVersion for each RocketMQ version (docs/FORMAT.md §12)
