@@ -163,7 +163,7 @@ def test_power_cuts_during_an_appended_batch(inputs, store_a, tmp_path):
         _check_ingest(label, k, returned, state, inputs, ["A"], before, "b", "B",
                       lambda s: goldenlib.compare(golden_set("small-roll"), s))
         n += 1
-    assert n >= 30 + TORN
+    assert n >= 16 + TORN
 
 
 def test_power_cuts_during_a_first_batch(inputs, store_a, tmp_path):

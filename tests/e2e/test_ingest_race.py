@@ -83,7 +83,9 @@ import traceback
 
 import pytest
 
-import goldenlib
+# also run as a script (the reader process): the harness beside conftest
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+import goldenlib  # noqa: E402
 import s3server
 from conftest import ROOT, golden_set
 

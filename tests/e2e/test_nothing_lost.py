@@ -28,6 +28,8 @@ from storelib.table import manifest, writerlease
 from storelib.verify import driver as verify  # noqa: E402
 from storelib.format.config import load_config  # noqa: E402
 from storelib.format import paths
+from storelib.errors import LeaseLost
+from storelib.table.export import PROPERTIES_NAME
 
 pytestmark = pytest.mark.slow          # processes of their own: `make check` runs tests/ingest/test_local_store.py
 
@@ -80,13 +82,16 @@ def copy_of(store_a, tmp_path) -> str:
 
 
 def files_state(store: str) -> dict:
-    """Every store file outside ``_rocketlake/``: path -> sha256 (what a broker would load)."""
+    """Every store file outside ``_rocketlake/``: path -> sha256 (what a broker would load). An
+    export's ``rocketlake.properties`` (its configuration, beside the files) is not a store file."""
     out = {}
     for d, _, names in os.walk(store):
         rel_d = os.path.relpath(d, store)
         if rel_d.split(os.sep)[0] == "_rocketlake":
             continue
         for n in names:
+            if rel_d == "." and n == PROPERTIES_NAME:
+                continue
             p = os.path.join(d, n)
             out[os.path.relpath(p, store)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
     return out
@@ -235,9 +240,9 @@ def test_lease_check_fails_after_a_stall_or_a_takeover(tmp_path, monkeypatch):
     lease.check()                                       # fresh: fine
     real = writerlease._clocks
     monkeypatch.setattr(writerlease, "_clocks", lambda: tuple(c + writerlease.LEASE_TTL_S for c in real()))
-    with pytest.raises(manifest.LeaseLost, match="not renewed"):
+    with pytest.raises(LeaseLost, match="not renewed"):
         lease.check()
-    with pytest.raises(manifest.LeaseLost):             # and it stays lost
+    with pytest.raises(LeaseLost):             # and it stays lost
         lease.renew()
     monkeypatch.setattr(writerlease, "_clocks", real)
     lease.release()
@@ -247,7 +252,7 @@ def test_lease_check_fails_after_a_stall_or_a_takeover(tmp_path, monkeypatch):
     doc = json.loads(st.read(paths.LEASE_PATH))
     doc["token"] = other.token
     st.write_file(paths.LEASE_PATH, [json.dumps(doc).encode()])
-    with pytest.raises(manifest.LeaseLost, match="lost the writer lease"):
+    with pytest.raises(LeaseLost, match="lost the writer lease"):
         lease2.check()
 
 

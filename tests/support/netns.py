@@ -3,8 +3,8 @@
 ``Hosts(n)`` makes a control namespace (the driver, the Spark master, the S3 server) and ``n``
 worker namespaces, joined by veth pairs on a bridge inside the control namespace; every address
 (10.77.0.0/24) exists only inside them, never in the namespace the tests run in. A worker process
-also gets its own mount namespace (``worker_shell``): a private ``/tmp``, and ``/work`` (the
-checkouts) hidden but for the virtual environment, whose editable install of storelib is masked,
+also gets its own mount namespace (``worker_shell``): a private ``/tmp``, and ``/work`` and the
+checkout (wherever it lies) hidden but for the virtual environment, whose editable install of storelib is masked,
 so the worker sees nothing of the driver's disk and cannot import storelib unless it is shipped.
 """
 from __future__ import annotations
@@ -20,6 +20,11 @@ __all__ = ["unavailable", "Hosts", "CTL_IP", "worker_ip"]
 SUBNET = "10.77.0"
 CTL_IP = f"{SUBNET}.1"
 VENV = os.path.dirname(os.path.dirname(sys.executable))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _under(path: str, top: str) -> bool:
+    return os.path.abspath(path) == top or os.path.abspath(path).startswith(top.rstrip("/") + "/")
 
 
 def worker_ip(k: int) -> str:
@@ -83,16 +88,24 @@ class Hosts:
         """argv run in worker k's namespaces: its own network, /tmp and view of /work, and only ``env``."""
         pth = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(VENV, "lib")) for f in fs
                if f.startswith("__editable__") and f.endswith(".pth")]
+        # The checkout may lie anywhere (under /tmp, /work, a home): the venv is first bound to a
+        # mount point of this namespace's own, then /tmp, /work and the checkout are hidden, and the
+        # venv is bound back at its own path inside the empty tmpfs that hides it.
+        hide = ["/tmp"] + [d for d in ("/work", ROOT) if os.path.isdir(d) and not _under(d, "/tmp")
+                           and not (d == ROOT and _under(ROOT, "/work"))]
         script = "\n".join([
             "set -e",
             "mount --make-rprivate /",
-            "mount -t tmpfs tmpfs /tmp",
-            "mkdir -p /tmp/keep /tmp/home",
-            f"mount --bind {shlex.quote(VENV)} /tmp/keep",
-            "mount -t tmpfs tmpfs /work",
+            "mkdir -p /mnt",
+            "mount -t tmpfs tmpfs /mnt",
+            "mkdir -p /mnt/keep",
+            f"mount --bind {shlex.quote(VENV)} /mnt/keep",
+            *[f"mount -t tmpfs tmpfs {shlex.quote(d)}" for d in hide],
+            "mkdir -p /tmp/home",
             f"mkdir -p {shlex.quote(VENV)}",
-            f"mount --bind /tmp/keep {shlex.quote(VENV)}",
-            "umount /tmp/keep",
+            f"mount --bind /mnt/keep {shlex.quote(VENV)}",
+            "umount /mnt/keep",
+            "umount /mnt",
             *[f"mount --bind /dev/null {shlex.quote(p)}" for p in pth],
             "exec env -i " + " ".join(shlex.quote(f"{k2}={v}") for k2, v in env.items()) + " "
             + " ".join(shlex.quote(a) for a in argv),
