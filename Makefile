@@ -22,7 +22,7 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity kafka streaming bench-streaming faults
+	repair-fidelity kafka streaming bench-streaming faults long
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -120,6 +120,12 @@ check: check-java $(STAMP)
 
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
+
+# Every long variant at once: every fault point and every power-cut point, the streaming tests' long
+# cases, the default-VACUUM maintenance case, beside the rest of the suite.
+long: install rocketmq kafka
+	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
+		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points).
 faults: install
