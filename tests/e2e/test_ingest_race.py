@@ -83,8 +83,9 @@ import traceback
 
 import pytest
 
-# also run as a script (the reader process): the harness beside conftest
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support"))
+# also run as a script (the reader process): conftest and the harness, as pytest finds them
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [_TESTS, os.path.join(_TESTS, "support")]
 import goldenlib  # noqa: E402
 import s3server
 from conftest import ROOT, golden_set
