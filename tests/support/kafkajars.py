@@ -18,9 +18,9 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
+
+from mavenfetch import Unavailable, fetch_pom  # noqa: F401 (Unavailable: what callers catch)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")
@@ -30,42 +30,16 @@ SETS = ("broker", "spark-kafka")
 SPARK_KAFKA_PREFIXES = ("spark-sql-kafka-", "spark-token-provider-kafka-", "kafka-clients-", "commons-pool2-")
 
 
-class Unavailable(RuntimeError):
-    """The jars cannot be had (no mvn, no network to Maven Central): tests skip with this text."""
-
-
 def jar_dir(name: str) -> str:
     return os.path.join(CACHE, "jars", f"kafka-{name}" if name == "broker" else name)
 
 
 def fetch(name: str) -> str:
     pom = os.path.join(POM_DIR, f"pom-{name}.xml")
-    out = jar_dir(name)
-    stamp = os.path.join(out, ".stamp")
     with open(pom, "rb") as fh:
         want = hashlib.sha256(fh.read()).hexdigest()
-    if os.path.isfile(stamp) and open(stamp).read() == want:
-        return out
-    if shutil.which("mvn") is None:
-        raise Unavailable("mvn is not installed: cannot fetch Kafka's jars from Maven Central")
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    base = ["mvn", "-B", "-q", "-s", os.path.join(POM_DIR, "settings.xml"), "-f", pom,
-            f"-Dmaven.repo.local={os.path.join(CACHE, 'm2')}", "dependency:copy-dependencies",
-            f"-DoutputDirectory={tmp}"]
-    r = subprocess.run(base[:1] + ["-o"] + base[1:], capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        r = subprocess.run(base, capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise Unavailable(f"mvn could not resolve {os.path.relpath(pom, ROOT)} from Maven Central:\n"
-                          f"{(r.stdout + r.stderr)[-2000:]}")
-    shutil.rmtree(out, ignore_errors=True)
-    os.rename(tmp, out)
-    with open(stamp, "w") as fh:
-        fh.write(want)
-    return out
+    return fetch_pom(pom, jar_dir(name), want, f"Kafka {name}",
+                     ("-q", "-s", os.path.join(POM_DIR, "settings.xml")))
 
 
 def broker_classpath() -> str:

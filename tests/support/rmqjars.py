@@ -23,6 +23,8 @@ import shutil
 import subprocess
 import sys
 
+from mavenfetch import Unavailable, fetch_pom  # noqa: F401 (Unavailable: what callers catch)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")
 POM_DIR = os.path.join(ROOT, "tests", "rocketmq")
@@ -34,10 +36,6 @@ NEWEST = "5.5.1"
 # The 4.9 line's broker and name server (Maven Central has no 4.9.8 broker or name server).
 V4_BROKER = "4.9.7"
 VERSIONS = (V5, V4, NEWEST, V4_BROKER)
-
-
-class Unavailable(RuntimeError):
-    """The jars cannot be had (no mvn, no network to Maven Central): tests skip with this text."""
 
 
 def line(version: str) -> str:
@@ -63,33 +61,7 @@ def fetch(version: str, quiet: bool = True) -> str:
     pom = os.path.join(POM_DIR, f"pom-{version}.xml")
     if not os.path.isfile(pom):
         raise ValueError(f"no pinned pom for RocketMQ {version} ({pom})")
-    out = jar_dir(version)
-    stamp = os.path.join(out, ".stamp")
-    want = _sha([pom])
-    if os.path.isfile(stamp) and open(stamp).read() == want:
-        return out
-    if shutil.which("mvn") is None:
-        raise Unavailable("mvn is not installed: cannot fetch RocketMQ's jars from Maven Central")
-    tmp = out + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    base = ["mvn", "-B", "-f", pom, f"-Dmaven.repo.local={os.path.join(CACHE, 'm2')}",
-            "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]
-    if quiet:
-        base.insert(1, "-q")
-    # Offline first: a cache that already has everything needs no network.
-    r = subprocess.run(base[:1] + ["-o"] + base[1:], capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        r = subprocess.run(base, capture_output=True, text=True)
-    if r.returncode != 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tail = (r.stdout + r.stderr)[-2000:]
-        raise Unavailable(f"mvn could not resolve RocketMQ {version} from Maven Central:\n{tail}")
-    shutil.rmtree(out, ignore_errors=True)
-    os.rename(tmp, out)
-    with open(stamp, "w") as fh:
-        fh.write(want)
-    return out
+    return fetch_pom(pom, jar_dir(version), _sha([pom]), f"RocketMQ {version}", ("-q",) if quiet else ())
 
 
 def jars(version: str) -> list[str]:
