@@ -421,22 +421,14 @@ def range_cmd(spark, args) -> int:
     if spark is None:
         return _range_here(args)
     df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
-    if args.after:
-        try:
-            after = int(args.after)
-        except ValueError:
-            raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page")
+    after = _after_offset(args)
+    if after is not None:
         df = df.where(F.col("commitlog_offset") > after)
     if args.limit is not None:           # TakeOrderedAndProject: no full sort / shuffle
         table = df.orderBy("commitlog_offset").limit(args.limit + 1).toArrow()
     else:                                # rows come to the driver anyway: sort them here
         table = df.toArrow().sort_by("commitlog_offset")
-    more = args.limit is not None and table.num_rows > args.limit
-    if more:
-        table = table.slice(0, args.limit)
-    return _finish_table(args, table, f"messages stored in [{args.begin}, {args.end}]"
-                         + (f" in topic {args.topic!r}" if args.topic else ""),
-                         f"{table.column('commitlog_offset')[-1].as_py()}" if more and table.num_rows else None)
+    return _range_page(args, table)
 
 
 def _range_here(args) -> int:
@@ -444,13 +436,24 @@ def _range_here(args) -> int:
     import pyarrow.compute as pc
     from ..read.localscan import scan_range_local
     table = scan_range_local(args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
-    if args.after:
-        try:
-            after = int(args.after)
-        except ValueError:
-            raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page")
+    after = _after_offset(args)
+    if after is not None:
         table = table.filter(pc.greater(table.column("commitlog_offset"), after))
-    table = table.sort_by("commitlog_offset")
+    return _range_page(args, table.sort_by("commitlog_offset"))
+
+
+def _after_offset(args) -> int | None:
+    """``--after``: the commitlog offset the previous page ended at, or None."""
+    if not args.after:
+        return None
+    try:
+        return int(args.after)
+    except ValueError:
+        raise BadInput(f"--after {args.after!r}: expected the commitlog offset printed by the previous page") from None
+
+
+def _range_page(args, table) -> int:
+    """One page of ``range``'s rows (sorted by commitlog offset, at most ``--limit``), and its cursor."""
     more = args.limit is not None and table.num_rows > args.limit
     if more:
         table = table.slice(0, args.limit)
