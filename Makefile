@@ -22,13 +22,18 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity kafka streaming bench-streaming faults long
+	repair-fidelity kafka streaming bench-streaming faults long jvm-reader
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java fuse3 $(STAMP) $(DELTA_STAMP)
+install: check-java fuse3 $(STAMP) $(DELTA_STAMP) jvm-reader
+
+# The JVM reader of spark.read.format("rocketmq") (jvm/src), compiled with the JDK's javac against
+# pyspark's jars into a jar beside the virtualenv, keyed by its sources (storelib/runtime/jvmjar.py).
+jvm-reader: $(STAMP)
+	@$(PY) -m storelib.runtime.jvmjar --build >/dev/null
 
 # The crash simulator (tests/support/crashfs) mounts a FUSE file system through mfusepy, which needs
 # libfuse3 and fusermount3 from Debian's fuse3. Installed here when missing and we are root;

@@ -7,6 +7,14 @@
     df = spark.read.format("rocketmq").option("topic", "orders").option("beginTimestamp", 1710000000000).load(s)
     spark.read.format("rocketmq").load(s).where("topic = 'orders'")           # filters pushed to the reader
 
+Two readers, one plan. On a local store (and wherever the JVM reader can be loaded: a JDK built
+its jar, ``storelib.runtime.jvmjar``) ``register``'s ``load`` plans here and hands the splits to the
+JVM reader (``storelib.read.jvmsource``): Spark gets only the columns a query names, as column
+batches, with the pushable filters applied by the reader, and a DataFrame reads the snapshot that
+was committed when it was loaded. Elsewhere (object stores, a publish in flight,
+``option("engine", "python")``) the Python source below reads the same rows, planning at every
+query. ``option("engine", "jvm")`` makes "cannot use the JVM reader" an error.
+
 Columns: ``rangescan.MESSAGE_DDL`` (commitlog_offset, store_size, msg_id, topic, queue_id,
 queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timestamp, store_host,
 reconsume_times, prepared_transaction_offset, body, properties map<string,string>, tags, keys,
@@ -33,7 +41,7 @@ every ``spark.read.format("rocketmq").load(...)`` DataFrame carry the filter
 ``commitlog_offset >= 0`` (true of every record): every query over it then has a pushable filter,
 so every query's reader is made for its own filters.
 
-Other options: ``asOfBatch`` (batch id or sequence number of a rocketlake store), ``config``
+Other options: ``engine`` (``auto``, ``jvm``, ``python``), ``batchRows`` (rows per JVM column batch), ``asOfBatch`` (batch id or sequence number of a rocketlake store), ``config``
 (a broker-style .properties file for stores without a manifest; sizes are otherwise fitted to
 the files found), and any ``MessageStoreConfig`` key by name.
 
@@ -47,7 +55,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 
 from .schema import MESSAGE_DDL
 
-__all__ = ["RocketMQDataSource", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD"]
+__all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD",
+           "int_option"]
 
 # A filter true of every record, on every rocketmq DataFrame (see the module docstring).
 REUSE_GUARD = "commitlog_offset >= 0"
@@ -112,7 +121,7 @@ _OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimesta
                  "maxoffset": "maxOffset"}
 
 
-def _int_opt(options, name):
+def int_option(options, name):
     """An integer option; the timestamps also as ISO-8601 (UTC without an offset). A bad value is a
     ValueError naming the option."""
     v = options.get(name)
@@ -147,12 +156,12 @@ class RocketMQReader(DataSourceReader):
                              ("endtimestamp", "store_timestamp", b.upper),
                              ("minoffset", "commitlog_offset", b.lower),
                              ("maxoffset", "commitlog_offset", b.upper)):
-            v = _int_opt(self.options, opt)
+            v = int_option(self.options, opt)
             if v is not None:
                 fn(col, v)
         self.bounds = b
 
-    def _config(self):
+    def config(self):
         from ..format.config import StoreConfig, load_config
         import dataclasses
         known = {f.name for f in dataclasses.fields(StoreConfig)} - {"extra"}
@@ -168,12 +177,12 @@ class RocketMQReader(DataSourceReader):
         from ..table.storefiles import as_store, open_files
         b = self.bounds
         store = as_store(self.path)
-        files, info = open_files(store, self.options.get("asofbatch") or None, self._config())
+        files, info = open_files(store, self.options.get("asofbatch") or None, self.config())
         if b.topics is not None and not b.topics:
             return []
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
                               b.lo["commitlog_offset"], b.hi["commitlog_offset"])
-        split_bytes = _int_opt(self.options, "splitbytes") or SPLIT_BYTES
+        split_bytes = int_option(self.options, "splitbytes") or SPLIT_BYTES
         queue_plan = b.topics is not None and queue_plan_ok(files, info) \
             and str(self.options.get("topicqueues", "true")).lower() != "false"
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
@@ -188,7 +197,7 @@ class RocketMQReader(DataSourceReader):
         store = Store(self.path)
         for t in split_messages(store, sp, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
                                 b.lo["commitlog_offset"], b.hi["commitlog_offset"],
-                                coalesce_gap=_int_opt(self.options, "coalescebytes")):
+                                coalesce_gap=int_option(self.options, "coalescebytes")):
             yield from t.to_batches()
 
 
@@ -296,22 +305,66 @@ def register(spark) -> None:
 
 
 def _guard_loads() -> None:
-    """``DataFrameReader.load`` of format rocketmq returns the DataFrame with ``REUSE_GUARD``
-    (once per process; other formats are untouched)."""
+    """``DataFrameReader.load`` of format rocketmq reads through the JVM reader where it can
+    (``jvmsource``), else returns the Python source's DataFrame with ``REUSE_GUARD`` (once per
+    process; other formats are untouched). The reader's options are noted as they are set, for the
+    planner."""
     from pyspark.sql.readwriter import DataFrameReader
     if getattr(DataFrameReader, "_rocketlake_guarded", False):
         return
-    plain_format, plain_load = DataFrameReader.format, DataFrameReader.load
+    plain_format, plain_option, plain_options, plain_load = (DataFrameReader.format, DataFrameReader.option,
+                                                             DataFrameReader.options, DataFrameReader.load)
+
+    def noted(self) -> dict:
+        if getattr(self, "_rocketlake_options", None) is None:
+            self._rocketlake_options = {}
+        return self._rocketlake_options
 
     def remember_format(self, source):
         self._rocketlake_format = source
         return plain_format(self, source)
 
-    def load(self, path=None, format=None, schema=None, **options):
-        df = plain_load(self, path, format, schema, **options)
-        if str(format or getattr(self, "_rocketlake_format", "")).lower() == RocketMQDataSource.name():
-            df = df.where(REUSE_GUARD)
-        return df
+    def remember_option(self, key, value):
+        noted(self)[str(key)] = value
+        return plain_option(self, key, value)
 
-    DataFrameReader.format, DataFrameReader.load = remember_format, load
+    def remember_options(self, **options):
+        noted(self).update({str(k): v for k, v in options.items()})
+        return plain_options(self, **options)
+
+    def load(self, path=None, format=None, schema=None, **options):
+        if str(format or getattr(self, "_rocketlake_format", "")).lower() != RocketMQDataSource.name():
+            return plain_load(self, path, format, schema, **options)
+        opts = dict(noted(self), **options)
+        if path is not None:
+            opts["path"] = path
+        df = None if schema is not None else _jvm_dataframe(self._spark, opts)
+        return df if df is not None else plain_load(self, path, format, schema, **options).where(REUSE_GUARD)
+
+    DataFrameReader.format, DataFrameReader.option, DataFrameReader.options = (remember_format, remember_option,
+                                                                               remember_options)
+    DataFrameReader.load = load
     DataFrameReader._rocketlake_guarded = True
+
+
+def _jvm_dataframe(spark, options: dict):
+    """The JVM reader's DataFrame for these load options, or None where the Python source reads
+    (``option("engine", "python")``, or a store or session the JVM reader cannot serve; with
+    ``engine`` ``jvm`` that is an error instead)."""
+    from . import jvmsource
+    opts = {str(k).lower(): v for k, v in options.items()}
+    engine = str(opts.get(jvmsource.ENGINE_OPTION) or "auto").lower()
+    if engine not in ("auto", "jvm", "python"):
+        raise ValueError(f"rocketmq data source: option engine={engine!r}: expected auto, jvm or python")
+    if engine == "python":
+        return None
+    plan = None
+    if jvmsource.ensure_loadable(spark):
+        plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"))
+    if plan is None:
+        if engine == "jvm":
+            raise ValueError("rocketmq data source: engine=jvm, but the JVM reader cannot read this store here "
+                             "(an object store, a publish in flight, or no JDK to build the reader): use "
+                             "engine=auto")
+        return None
+    return jvmsource.load_jvm(spark, plan)

@@ -1,0 +1,98 @@
+"""``spark.read.format("rocketmq")`` through the JVM reader: Python plans, the JVM reads.
+
+The planner is the Python source's (``datasource``: the snapshot, segment pruning by the options'
+bounds, ``splits.plan_splits``' record-start boundaries); the plan goes to
+``org.rocketlake.spark.RocketMQSource`` (``jvm/src``, built by ``storelib.runtime.jvmjar``) as an
+option. The JVM reader then serves Spark only the columns a query names, as column batches, and
+applies the pushable filters itself (topic =/IN; =, <, <=, >, >= on store_timestamp and
+commitlog_offset): no Python worker, no Arrow conversion of twenty columns per row.
+
+What it reads: local stores whose committed files are plain files (``Store.os_paths``, no file of
+the snapshot read through a staged patch or a publish in flight). Anything else (object stores, a
+publish in flight, no JDK to build the reader, ``option("engine", "python")``) reads through the
+Python source, with the same rows.
+
+A DataFrame reads the snapshot that was committed when it was loaded (its plan is made then):
+load again to see later batches.
+"""
+from __future__ import annotations
+
+import json
+
+from .schema import MESSAGE_DDL
+
+__all__ = ["ENGINE_OPTION", "plain_files", "jvm_plan", "load_jvm", "ensure_loadable"]
+
+ENGINE_OPTION = "engine"            # "jvm" | "python" | "auto" (the default: jvm where it can)
+_JVM_BATCH_ROWS = 4096              # rows per column batch (Spark's own vectorized readers use 4096)
+
+
+def plain_files(store, rels) -> bool:
+    """Whether ``rels`` of ``store`` are plain local files the JVM reader can open (module docstring)."""
+    if not getattr(store, "os_paths", False) or getattr(store, "moved", None):
+        return False
+    assembled = getattr(store, "assembled", None) or {}
+    return not any(r in assembled for r in rels)
+
+
+def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = None) -> str | None:
+    """The JSON plan of ``reader`` (a ``datasource.RocketMQReader`` made from the load's options:
+    its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
+    (module docstring)."""
+    from .rangescan import prune_segments
+    from .splits import SPLIT_BYTES, plan_splits
+    from ..table.storefiles import as_store, open_files
+    b = reader.bounds
+    store = as_store(reader.path)
+    files, info = open_files(store, reader.options.get("asofbatch") or None, reader.config())
+    segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
+                          b.lo["commitlog_offset"], b.hi["commitlog_offset"])
+    if not plain_files(store, [s.rel for s in segs]):
+        return None
+    splits = plan_splits(store, files, segs, None, False, b.lo["commitlog_offset"], b.hi["commitlog_offset"],
+                         split_bytes or SPLIT_BYTES)
+    ts = info.seg_ts if info is not None else {}
+    rows = []
+    for s in splits:
+        lo_ts, hi_ts = ts.get(s.base) or (None, None)
+        rows.append([store.path(s.rel), s.rel, s.base, s.valid, s.start, s.stop, lo_ts, hi_ts])
+    bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
+              "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
+    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds,
+                       "batch_rows": batch_rows or _JVM_BATCH_ROWS})
+
+
+def ensure_loadable(spark) -> bool:
+    """Whether this session can load the JVM reader: on its class path already (``--jars``), or
+    added now (``ADD JAR`` of the jar ``jvmjar`` builds); the calling thread's context class
+    loader is the session's, so Spark's lookup of the source finds it."""
+    from ..runtime import jvmjar
+    jvm = spark._jvm
+    state = spark._jsparkSession.sharedState()
+    thread = jvm.java.lang.Thread.currentThread()
+    if getattr(spark, "_rocketlake_jvm_reader", None) is None:
+        ok = _class_loads(jvm, thread.getContextClassLoader())
+        if not ok:
+            jar = jvmjar.cached_jar()
+            if jar is not None:
+                spark._jsparkSession.sessionState().resourceLoader().addJar(jar)
+                ok = _class_loads(jvm, state.jarClassLoader())
+        spark._rocketlake_jvm_reader = ok
+    if spark._rocketlake_jvm_reader and not _class_loads(jvm, thread.getContextClassLoader()):
+        thread.setContextClassLoader(state.jarClassLoader())
+    return spark._rocketlake_jvm_reader
+
+
+def _class_loads(jvm, loader) -> bool:
+    from ..runtime.jvmjar import SOURCE_CLASS
+    try:
+        jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
+        return True
+    except Exception:  # noqa: BLE001 - py4j reports ClassNotFoundException as a generic error
+        return False
+
+
+def load_jvm(spark, plan: str):
+    """The DataFrame of a plan, read by the JVM reader."""
+    from ..runtime.jvmjar import SOURCE_CLASS
+    return spark.read.format(SOURCE_CLASS).option("plan", plan).option("schema", MESSAGE_DDL).load()
