@@ -360,7 +360,8 @@ def _jvm_dataframe(spark, options: dict):
         return None
     plan = None
     if jvmsource.ensure_loadable(spark):
-        plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"))
+        plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"),
+                                      int_option(opts, "coalescebytes"))
     if plan is None:
         if engine == "jvm":
             raise ValueError("rocketmq data source: engine=jvm, but the JVM reader cannot read this store here "

@@ -5,7 +5,10 @@ bounds, ``splits.plan_splits``' record-start boundaries); the plan goes to
 ``org.rocketlake.spark.RocketMQSource`` (``jvm/src``, built by ``storelib.runtime.jvmjar``) as an
 option. The JVM reader then serves Spark only the columns a query names, as column batches, and
 applies the pushable filters itself (topic =/IN; =, <, <=, >, >= on store_timestamp and
-commitlog_offset): no Python worker, no Arrow conversion of twenty columns per row.
+commitlog_offset): no Python worker, no Arrow conversion of twenty columns per row. A topic filter
+on a snapshot where every live record has one live unit (``splits.queue_plan_ok``) reads the
+topics' records through their consume queues, like the Python source's queue splits; the plan
+carries the queues' files for that.
 
 What it reads: local stores whose committed files are plain files (``Store.os_paths``, no file of
 the snapshot read through a staged patch or a publish in flight). Anything else (object stores, a
@@ -35,12 +38,13 @@ def plain_files(store, rels) -> bool:
     return not any(r in assembled for r in rels)
 
 
-def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = None) -> str | None:
+def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = None,
+             coalesce_bytes: int | None = None) -> str | None:
     """The JSON plan of ``reader`` (a ``datasource.RocketMQReader`` made from the load's options:
     its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
     (module docstring)."""
     from .rangescan import prune_segments
-    from .splits import SPLIT_BYTES, plan_splits
+    from .splits import COALESCE_LOCAL, SPLIT_BYTES, plan_splits
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
@@ -59,7 +63,25 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds,
-                       "batch_rows": batch_rows or _JVM_BATCH_ROWS})
+                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader),
+                       "coalesce_bytes": COALESCE_LOCAL if coalesce_bytes is None else coalesce_bytes})
+
+
+def _queues(store, files, info, reader) -> dict | None:
+    """topic -> [[[path, rel, valid units] of each file] of each queue], for topic filters read
+    through the queues (``splits.queue_plan_ok``); None: a topic filter walks every record."""
+    from .splits import queue_plan_ok
+    if str(reader.options.get("topicqueues", "true")).lower() == "false" or not queue_plan_ok(files, info):
+        return None
+    rels = [f.rel for fs in files.consume_queues.values() for f in fs]
+    if not plain_files(store, rels):
+        return None
+    out: dict = {}
+    for (topic, _), fs in sorted(files.consume_queues.items()):
+        live = [[store.path(f.rel), f.rel, f.units] for f in fs if f.units > 0]
+        if live:
+            out.setdefault(topic, []).append(live)
+    return out
 
 
 def ensure_loadable(spark) -> bool:

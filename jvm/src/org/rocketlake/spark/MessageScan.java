@@ -179,7 +179,8 @@ final class MessageScan implements Scan, Batch {
 
     @Override
     public String description() {
-        return "rocketmq " + plan.store + " [" + plan.splits.size() + " splits; " + bounds + "]";
+        String via = bounds.topics != null && plan.queues != null ? "; topics read through their consume queues" : "";
+        return "rocketmq " + plan.store + " [" + plan.splits.size() + " splits; " + bounds + via + "]";
     }
 
     @Override
@@ -192,7 +193,12 @@ final class MessageScan implements Scan, Batch {
         List<InputPartition> out = new ArrayList<>();
         for (Plan.Split s : plan.splits) {
             if (bounds.mayHold(s)) {
-                out.add(s);
+                Plan.QueueSplit q = plan.queueSplit(s, bounds.topics);
+                if (q == null) {
+                    out.add(s);
+                } else if (!q.queues.isEmpty()) {
+                    out.add(q);
+                }
             }
         }
         return out.toArray(new InputPartition[0]);
@@ -222,6 +228,9 @@ final class MessageScan implements Scan, Batch {
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+            if (partition instanceof Plan.QueueSplit) {
+                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows);
+            }
             return new SplitReader((Plan.Split) partition, required, bounds, batchRows);
         }
 

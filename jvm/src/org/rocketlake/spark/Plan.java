@@ -2,7 +2,9 @@ package org.rocketlake.spark;
 
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -18,12 +20,59 @@ final class Plan implements Serializable {
     final List<Split> splits;
     final Bounds bounds;
     final int batchRows;
+    // topic -> its queues, each its files in order; null when a topic filter must walk (some live
+    // record has no unit, or a unit is not a record's: storelib.read.splits.queue_plan_ok)
+    final Map<String, List<List<QueueFile>>> queues;
+    final int coalesceBytes;
 
-    private Plan(String store, List<Split> splits, Bounds bounds, int batchRows) {
+    private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
+                 Map<String, List<List<QueueFile>>> queues, int coalesceBytes) {
+        this.coalesceBytes = coalesceBytes;
         this.store = store;
         this.splits = splits;
         this.bounds = bounds;
         this.batchRows = batchRows;
+        this.queues = queues;
+    }
+
+    /** A consume-queue file: its valid units. */
+    static final class QueueFile implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final String file;
+        final String rel;
+        final long units;
+
+        QueueFile(String file, String rel, long units) {
+            this.file = file;
+            this.rel = rel;
+            this.units = units;
+        }
+    }
+
+    /** A split of a topic filter, read through the topics' queues. */
+    static final class QueueSplit implements org.apache.spark.sql.connector.read.InputPartition {
+        private static final long serialVersionUID = 1L;
+        final Split split;
+        final List<List<QueueFile>> queues;
+        final int coalesceBytes;     // read across a gap up to this many bytes
+
+        QueueSplit(Split split, List<List<QueueFile>> queues, int coalesceBytes) {
+            this.split = split;
+            this.queues = queues;
+            this.coalesceBytes = coalesceBytes;
+        }
+    }
+
+    /** The queue splits of {@code s} for {@code topics}, or null when there is no queue plan. */
+    QueueSplit queueSplit(Split s, java.util.Set<String> topics) {
+        if (queues == null || topics == null) {
+            return null;
+        }
+        List<List<QueueFile>> qs = new ArrayList<>();
+        for (String t : topics) {
+            qs.addAll(queues.getOrDefault(t, List.of()));
+        }
+        return new QueueSplit(s, qs, coalesceBytes);
     }
 
     /** One split: the records starting in [start, stop) of one segment file. */
@@ -77,7 +126,24 @@ final class Plan implements Serializable {
                 }
                 b.topicIn(t);
             }
-            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt());
+            Map<String, List<List<QueueFile>>> queues = null;
+            JsonNode jq = root.get("queues");
+            if (jq != null && !jq.isNull()) {
+                queues = new HashMap<>();
+                for (var e : (Iterable<Map.Entry<String, JsonNode>>) jq::fields) {
+                    List<List<QueueFile>> qs = new ArrayList<>();
+                    for (JsonNode q : e.getValue()) {
+                        List<QueueFile> fs = new ArrayList<>();
+                        for (JsonNode f : q) {
+                            fs.add(new QueueFile(f.get(0).asText(), f.get(1).asText(), f.get(2).asLong()));
+                        }
+                        qs.add(fs);
+                    }
+                    queues.put(e.getKey(), qs);
+                }
+            }
+            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues,
+                root.get("coalesce_bytes").asInt());
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("rocketmq source: unreadable plan: " + e.getMessage(), e);
         }
