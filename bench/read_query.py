@@ -1,6 +1,6 @@
 """One read query as a fresh process (the read section's cold figure):
 
-    spark-submit bench/read_query.py rocketmq|parquet PATH full|topic|time [ARG]
+    spark-submit bench/read_query.py rocketmq|rocketmq-python|parquet PATH full|topic|time [ARG]
 
 ``full``: count(*), sum(length(body)), count(distinct topic) over every message; ``topic``:
 the same over ``topic = ARG``; ``time``: over ``store_timestamp BETWEEN lo AND hi`` (ARG "lo,hi").
@@ -19,12 +19,15 @@ _REGISTERED = set()                      # sessions the rocketmq source is regis
 
 
 def frame(spark, kind: str, path: str):
-    if kind == "rocketmq":
+    """``rocketmq``: the source as a user loads it (the JVM reader on a local store);
+    ``rocketmq-python``: the same through the Python reader (``engine=python``)."""
+    if kind.startswith("rocketmq"):
         from storelib.read.datasource import register
         if id(spark) not in _REGISTERED:
             register(spark)
             _REGISTERED.add(id(spark))
-        return spark.read.format("rocketmq").load(path)
+        engine = "python" if kind == "rocketmq-python" else "auto"
+        return spark.read.format("rocketmq").option("engine", engine).load(path)
     return spark.read.parquet(path)
 
 

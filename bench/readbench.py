@@ -44,19 +44,21 @@ def queries(src: str) -> list:
 
 
 def bench_read_warm(res, spark, store: str, src: str, rounds: int, section: str = "read"):
-    n = None
+    """Per query: the source as users load it (the JVM reader), the Python reader of the same store
+    (``engine=python``: what every read went through before the JVM reader) and Parquet."""
+    kinds = (("rocketmq", store), ("rocketmq-python", store), ("parquet", src))
+    spark.range(1000).selectExpr("sum(id)").collect()      # the session's own first query is nobody's
     for query, arg in queries(src):
-        times = {"rocketmq": [], "parquet": []}
+        times = {k: [] for k, _ in kinds}
+        first = {}
         answers = {}
         for r in range(rounds + 1):
-            for kind, path in (("rocketmq", store), ("parquet", src)):
+            for kind, path in kinds:
                 t = time.perf_counter()
                 answers[kind] = read_query.answer(spark, kind, path, query, arg)
-                if r:                               # the first round warms both sides
-                    times[kind].append(time.perf_counter() - t)
-        if answers["rocketmq"] != answers["parquet"]:
-            raise AssertionError(f"read {query}: rocketmq {answers['rocketmq']} != parquet {answers['parquet']}")
-        n = n or answers["rocketmq"]["n"]
+                (times[kind] if r else first.setdefault(kind, [])).append(time.perf_counter() - t)
+        if len({json.dumps(a, sort_keys=True) for a in answers.values()}) != 1:
+            raise AssertionError(f"read {query}: answers differ: {answers}")
         load = os.getloadavg()[0]
         what = {"full": "full scan", "topic": f"topic = '{TOPIC}'", "time": "store-time range (a tenth)"}[query]
         res.record(section, f"{what}, {answers['rocketmq']['n']} rows: median (s)",
@@ -64,6 +66,12 @@ def bench_read_warm(res, spark, store: str, src: str, rounds: int, section: str 
                    f"baseline: Spark's Parquet reader, same messages and query; {rounds} alternated rounds "
                    f"after one warm-up; load average {load:.1f}", runs=times["rocketmq"], baseline_runs=times["parquet"])
         res.record(section, f"{what}: best (s)", min(times["rocketmq"]), min(times["parquet"]), "s")
+        res.record(section, f"{what}: first query of the session (s)", first["rocketmq"][0], first["parquet"][0], "s",
+                   "the warm-up round: the session's first query of this shape on each side")
+        res.record(section, f"{what}, Python reader (engine=python): median (s)",
+                   statistics.median(times["rocketmq-python"]), statistics.median(times["parquet"]), "s",
+                   "the reader every query used before the JVM reader, same run", runs=times["rocketmq-python"],
+                   baseline_runs=times["parquet"])
 
 
 def bench_read_cold(res, store: str, src: str, rounds: int, section: str = "read"):

@@ -43,11 +43,13 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     """The JSON plan of ``reader`` (a ``datasource.RocketMQReader`` made from the load's options:
     its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
     (module docstring)."""
-    from .rangescan import prune_segments
+    from .splits import prune_segments
     from .splits import COALESCE_LOCAL, SPLIT_BYTES, plan_splits
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
+    if not getattr(store, "os_paths", False):          # object stores: the Python source reads them
+        return None
     files, info = open_files(store, reader.options.get("asofbatch") or None, reader.config())
     segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
                           b.lo["commitlog_offset"], b.hi["commitlog_offset"])

@@ -24,6 +24,7 @@ from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
+from .splits import prune_segments  # (re-exported: its planners load no decoder)
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
@@ -135,26 +136,6 @@ def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=
                 dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
             if dec.num_rows:
                 yield message_table(dec)
-
-
-def prune_segments(files, info, begin=None, end=None, lo=None, hi=None):
-    """Segments that may hold records with store time in [begin, end] / offsets in [lo, hi]."""
-    out = []
-    for seg in files.commitlog:
-        if lo is not None and seg.base + seg.valid <= lo:
-            continue
-        if hi is not None and seg.base > hi:
-            continue
-        if seg.valid <= 0:
-            continue
-        stats = info.seg_ts.get(seg.base) if info is not None else None
-        if stats and stats[0] is not None and stats[1] is not None:
-            if begin is not None and stats[1] < begin:
-                continue
-            if end is not None and stats[0] > end:
-                continue
-        out.append(seg)
-    return out
 
 
 # ----------------------------------------------------------------------------- Spark

@@ -71,8 +71,13 @@ def _sources() -> list[str]:
 
 
 def _spark_jars() -> str:
+    """Spark's jars directory: ``$SPARK_HOME/jars`` (spark-submit sets it; its pyspark is then
+    imported from ``$SPARK_HOME/python/lib/pyspark.zip``), else beside the pyspark package."""
     import pyspark
-    return os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    home = os.environ.get("SPARK_HOME")
+    if home and os.path.isdir(os.path.join(home, "jars")):
+        return os.path.realpath(os.path.join(home, "jars"))
+    return os.path.realpath(os.path.join(os.path.dirname(pyspark.__file__), "jars"))
 
 
 def jar_path(cache_dir: str = DEFAULT_CACHE) -> str:

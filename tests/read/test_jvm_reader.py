@@ -228,3 +228,33 @@ def test_stores_read_through_python_where_the_jvm_reader_cannot(restored_golden)
         os_paths = False
         moved = {}
     assert not jvmsource.plain_files(Objects(), ["commitlog/0"])
+
+
+@pytest.mark.slow
+def test_a_spark_submit_job_reads_through_the_jvm_reader(restored_golden, tmp_path):
+    """Under spark-submit pyspark is imported from Spark's pyspark.zip: the jar is still found
+    (not rebuilt against a path inside the zip) and the query runs in the JVM."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    script = tmp_path / "q.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {ROOT!r})\n"
+        "from pyspark.sql import SparkSession\n"
+        "from storelib.read.datasource import register\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "register(spark)\n"
+        "df = spark.read.format('rocketmq').load(sys.argv[1]).where(\"topic = 'shipping'\")\n"
+        "print('PLAN', '(Python)' in df._jdf.queryExecution().executedPlan().toString())\n"
+        "print('COUNT', df.count())\n")
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    r = subprocess.run([os.path.join(os.path.dirname(sys.executable), "spark-submit"), "--master", "local[2]",
+                        "--conf", "spark.ui.enabled=false", str(script), restored_golden("small-roll")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "PLAN False" in r.stdout and "could not be built" not in r.stderr, (r.stdout, r.stderr[-3000:])
+    from conftest import GOLDEN
+    with open(os.path.join(GOLDEN, "small-roll", "messages.jsonl"), encoding="utf-8") as fh:
+        want = sum(json.loads(x)["topic"] == "shipping" for x in fh)
+    assert f"COUNT {want}" in r.stdout
