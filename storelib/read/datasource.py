@@ -172,7 +172,7 @@ class RocketMQReader(DataSourceReader):
         return None
 
     def partitions(self):
-        from .splits import prune_segments
+        from .pruning import prune_segments
         from .splits import SPLIT_BYTES, plan_splits, queue_plan_ok
         from ..table.storefiles import as_store, open_files
         b = self.bounds

@@ -43,7 +43,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     """The JSON plan of ``reader`` (a ``datasource.RocketMQReader`` made from the load's options:
     its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
     (module docstring)."""
-    from .splits import prune_segments
+    from .pruning import prune_segments
     from .splits import COALESCE_LOCAL, SPLIT_BYTES, plan_splits
     from ..table.storefiles import as_store, open_files
     b = reader.bounds

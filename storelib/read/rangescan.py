@@ -24,7 +24,7 @@ from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
-from .splits import prune_segments  # (re-exported: its planners load no decoder)
+from .pruning import prune_segments  # (re-exported)
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",

@@ -39,7 +39,7 @@ from ..io.checked import read_stored
 # The reading half (tasks) imports the decoder (codec: compiled kernels) and pyarrow where it
 # runs: planning runs in short-lived processes that need neither.
 
-__all__ = ["SPLIT_BYTES", "BATCH_ROWS", "COALESCE_LOCAL", "Split", "QueueUnits", "queue_plan_ok", "prune_segments",
+__all__ = ["SPLIT_BYTES", "BATCH_ROWS", "COALESCE_LOCAL", "Split", "QueueUnits", "queue_plan_ok",
            "plan_splits", "split_messages"]
 
 SPLIT_BYTES = 256 << 20        # bytes of commitlog per split (a task: each costs Spark a Python round trip)
@@ -138,26 +138,6 @@ def queue_plan_ok(files, info) -> bool:
 
 
 # ----------------------------------------------------------------------------- planning
-def prune_segments(files, info, begin=None, end=None, lo=None, hi=None):
-    """Segments that may hold records with store time in [begin, end] / offsets in [lo, hi]."""
-    out = []
-    for seg in files.commitlog:
-        if lo is not None and seg.base + seg.valid <= lo:
-            continue
-        if hi is not None and seg.base > hi:
-            continue
-        if seg.valid <= 0:
-            continue
-        stats = info.seg_ts.get(seg.base) if info is not None else None
-        if stats and stats[0] is not None and stats[1] is not None:
-            if begin is not None and stats[1] < begin:
-                continue
-            if end is not None and stats[0] > end:
-                continue
-        out.append(seg)
-    return out
-
-
 def _is_record_start(store, seg, pos: int) -> bool:
     rel_pos = pos - seg.base
     if rel_pos < 0 or rel_pos + cl.POS_PHYSICALOFFSET + cl.SIZE_PHYSICALOFFSET > seg.valid:

@@ -122,7 +122,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict):
         from ..table.storefiles import open_files
-        from .splits import prune_segments
+        from .pruning import prune_segments
         self.last_end = end
         lo, hi = int(start["offset"]), int(end["offset"])
         if hi <= lo:
