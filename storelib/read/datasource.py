@@ -55,8 +55,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 
 from .schema import MESSAGE_DDL
 
-__all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register", "REUSE_GUARD",
-           "int_option"]
+__all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register",
+           "register_python_sources", "REUSE_GUARD", "int_option"]
 
 # A filter true of every record, on every rocketmq DataFrame (see the module docstring).
 REUSE_GUARD = "commitlog_offset >= 0"
@@ -295,13 +295,28 @@ class CheckpointsDataSource(DataSource):
 
 
 # ---------------------------------------------------------------------------- registration
+_PYTHON_SOURCES = "_rocketlake_python_sources"     # attribute of a session whose Python sources are registered
+
+
 def register(spark) -> None:
-    """Register ``rocketmq``, ``rocketlake_manifest`` and ``rocketlake_checkpoints`` on ``spark``,
-    enable Python filter pushdown and guard rocketmq DataFrames against reader reuse."""
+    """Make ``rocketmq``, ``rocketlake_manifest`` and ``rocketlake_checkpoints`` loadable on
+    ``spark``: enable Python filter pushdown and hook ``DataFrameReader`` (the JVM reader, the reuse
+    guard). The Python data sources are registered when first needed (``register_python_sources``):
+    a session's first registration starts a Python worker (2-3 s), which a read through the JVM
+    reader never needs."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    for source in (RocketMQDataSource, ManifestDataSource, CheckpointsDataSource):
-        spark.dataSource.register(source)
     _guard_loads()
+
+
+def register_python_sources(spark, rocketmq=None) -> None:
+    """Register the Python data sources on ``spark`` now (once per session): ``rocketmq`` (the
+    given class: the stream source registers its batch-and-stream one), the manifest and the
+    checkpoints."""
+    if getattr(spark, _PYTHON_SOURCES, False):
+        return
+    for source in (rocketmq or RocketMQDataSource, ManifestDataSource, CheckpointsDataSource):
+        spark.dataSource.register(source)
+    setattr(spark, _PYTHON_SOURCES, True)
 
 
 def _guard_loads() -> None:
@@ -322,6 +337,8 @@ def _guard_loads() -> None:
 
     def remember_format(self, source):
         self._rocketlake_format = source
+        if str(source).lower() in (ManifestDataSource.name(), CheckpointsDataSource.name()):
+            register_python_sources(self._spark)
         return plain_format(self, source)
 
     def remember_option(self, key, value):
@@ -339,7 +356,10 @@ def _guard_loads() -> None:
         if path is not None:
             opts["path"] = path
         df = None if schema is not None else _jvm_dataframe(self._spark, opts)
-        return df if df is not None else plain_load(self, path, format, schema, **options).where(REUSE_GUARD)
+        if df is not None:
+            return df
+        register_python_sources(self._spark)
+        return plain_load(self, path, format, schema, **options).where(REUSE_GUARD)
 
     DataFrameReader.format, DataFrameReader.option, DataFrameReader.options = (remember_format, remember_option,
                                                                                remember_options)

@@ -174,4 +174,5 @@ def register(spark) -> None:
     """``datasource.register`` (batch formats, filter pushdown, the reuse guard), then ``rocketmq``
     again with its streaming reader."""
     datasource.register(spark)
-    spark.dataSource.register(RocketMQStreamingDataSource)
+    datasource.register_python_sources(spark, RocketMQStreamingDataSource)
+    spark.dataSource.register(RocketMQStreamingDataSource)    # over a batch-only one registered before
