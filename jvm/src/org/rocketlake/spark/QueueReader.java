@@ -3,17 +3,11 @@ package org.rocketlake.spark;
 import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Paths;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.spark.sql.connector.read.PartitionReader;
-import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
@@ -26,18 +20,10 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * to read would cover most of the split anyway (a topic spread evenly over the commitlog), the
  * split is walked instead: one sequential pass costs less than reading nearly every byte in pieces.
  */
-final class QueueReader implements PartitionReader<ColumnarBatch> {
+final class QueueReader extends BatchReader {
     private static final int MAX_RANGE = 32 << 20;    // bytes of one read at most
 
     private final Plan.QueueSplit qs;
-    private final Plan.Split split;
-    private final Bounds bounds;
-    private final byte[][] topics;
-    private final int batchRows;
-    private final RecordColumns columns;
-    private final OnHeapColumnVector[] vectors;
-    private final ColumnarBatch batch;
-    private final FileChannel channel;
     private final StructType required;
     private SplitReader walk;         // the split walked instead (see the class comment)
 
@@ -49,26 +35,9 @@ final class QueueReader implements PartitionReader<ColumnarBatch> {
     private int bufLen;
 
     QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows) {
+        super(qs.split, required, bounds, batchRows);
         this.qs = qs;
-        this.split = qs.split;
-        this.bounds = bounds;
-        this.topics = bounds.topicBytes();
-        this.batchRows = batchRows;
-        this.columns = new RecordColumns(required, split.rel, split.base);
-        this.vectors = OnHeapColumnVector.allocateColumns(batchRows, required);
-        this.batch = new ColumnarBatch(vectors);
-        this.channel = open(split.file, split.rel);
         this.required = required;
-    }
-
-    private static FileChannel open(String file, String rel) {
-        try {
-            return FileChannel.open(Paths.get(file), StandardOpenOption.READ);
-        } catch (NoSuchFileException e) {
-            throw Corrupt.at(rel, 0, "missing file");
-        } catch (IOException e) {
-            throw new UncheckedIOException("rocketmq source: cannot open " + file, e);
-        }
     }
 
     @Override
@@ -79,18 +48,16 @@ final class QueueReader implements PartitionReader<ColumnarBatch> {
                 walk = new SplitReader(split, required, bounds, batchRows);
             }
         }
-        if (walk != null) {
-            return walk.next();
-        }
-        for (OnHeapColumnVector v : vectors) {
-            v.reset();
-        }
+        return walk != null ? walk.next() : super.next();
+    }
+
+    @Override
+    int fill() throws IOException {
         int rows = 0;
         while (rows < batchRows && next < phys.length) {
             rows += record(next++, rows);
         }
-        batch.setNumRows(rows);
-        return rows > 0;
+        return rows;
     }
 
     /** The record of unit {@code k}, checked against it: 1 if it became row {@code row}. */
@@ -100,19 +67,14 @@ final class QueueReader implements PartitionReader<ColumnarBatch> {
             fill(k);
         }
         int at = (int) (p - bufStart);
-        int gotSize = SplitReader.be32(buf, at + POS_TOTALSIZE);
-        long gotPhys = SplitReader.be64(buf, at + POS_PHYSICALOFFSET);
+        int gotSize = be32(buf, at + POS_TOTALSIZE);
+        long gotPhys = be64(buf, at + POS_PHYSICALOFFSET);
         if (gotSize != size[k] || gotPhys != p) {
             throw Corrupt.at(split.rel, p - split.base, "a consume-queue unit says a record of " + size[k]
                 + " bytes starts here; the record there says offset " + gotPhys + ", " + gotSize + " bytes");
         }
-        if (bounds.beginTs != null || bounds.endTs != null) {
-            int sysFlag = SplitReader.be32(buf, at + POS_SYSFLAG);
-            int bh = (sysFlag & FLAG_BORNHOST_V6) != 0 ? HOST_V6_SIZE : HOST_V4_SIZE;
-            long ts = SplitReader.be64(buf, at + POS_BORNHOST + bh + REL_STORETIMESTAMP);
-            if ((bounds.beginTs != null && ts < bounds.beginTs) || (bounds.endTs != null && ts > bounds.endTs)) {
-                return 0;
-            }
+        if (!inTime(buf, at)) {
+            return 0;
         }
         return columns.put(buf, at, p - split.base, topics, vectors, row) ? 1 : 0;
     }
@@ -214,8 +176,7 @@ final class QueueReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public void close() throws IOException {
-        channel.close();
-        batch.close();
+        super.close();
         if (walk != null) {
             walk.close();
         }
@@ -243,7 +204,7 @@ final class QueueReader implements PartitionReader<ColumnarBatch> {
 
         private FileChannel channel(int f) {
             if (open[f] == null) {
-                open[f] = QueueReader.open(files.get(f).file, files.get(f).rel);
+                open[f] = BatchReader.open(files.get(f).file, files.get(f).rel);
             }
             return open[f];
         }

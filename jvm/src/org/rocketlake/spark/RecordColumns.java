@@ -71,7 +71,7 @@ final class RecordColumns {
     /** Decodes the record at {@code at} into row {@code row} if its topic is one of {@code topics}
      *  (null: any); false if it is not. A record whose parts do not fit inside it is corrupt. */
     boolean put(byte[] b, int at, long segPos, byte[][] topics, OnHeapColumnVector[] out, int row) {
-        int size = SplitReader.be32(b, at + POS_TOTALSIZE);
+        int size = BatchReader.be32(b, at + POS_TOTALSIZE);
         if (!layout(b, at, size)) {
             throw Corrupt.at(rel, segPos, "damaged record (TOTALSIZE " + size + "): its fields do not fit inside it");
         }
@@ -94,17 +94,17 @@ final class RecordColumns {
             return false;
         }
         int end = at + size;
-        sysFlag = SplitReader.be32(b, at + POS_SYSFLAG);
+        sysFlag = BatchReader.be32(b, at + POS_SYSFLAG);
         bornHostLen = (sysFlag & FLAG_BORNHOST_V6) != 0 ? HOST_V6_SIZE : HOST_V4_SIZE;
         storeHostLen = (sysFlag & FLAG_STOREHOST_V6) != 0 ? HOST_V6_SIZE : HOST_V4_SIZE;
-        int tl = SplitReader.be32(b, at + POS_MAGIC) == MAGIC_V2 ? TOPIC_LENGTH_SIZE_V2 : TOPIC_LENGTH_SIZE_V1;
+        int tl = BatchReader.be32(b, at + POS_MAGIC) == MAGIC_V2 ? TOPIC_LENGTH_SIZE_V2 : TOPIC_LENGTH_SIZE_V1;
         int p = at + POS_BORNHOST + bornHostLen;
         storeHostAt = p + REL_STOREHOST;
         p = storeHostAt + storeHostLen;
         if (p + REL_BODY > end) {
             return false;
         }
-        bodyLen = SplitReader.be32(b, p + REL_BODYLENGTH);
+        bodyLen = BatchReader.be32(b, p + REL_BODYLENGTH);
         bodyAt = p + REL_BODY;
         if (bodyLen < 0 || (long) bodyAt + bodyLen + tl > end) {
             return false;
@@ -144,23 +144,23 @@ final class RecordColumns {
 
     private void put(Col c, byte[] b, int at, int size, WritableColumnVector v, int row) {
         switch (c) {
-            case COMMITLOG_OFFSET: v.putLong(row, SplitReader.be64(b, at + POS_PHYSICALOFFSET)); break;
+            case COMMITLOG_OFFSET: v.putLong(row, BatchReader.be64(b, at + POS_PHYSICALOFFSET)); break;
             case STORE_SIZE: v.putInt(row, size); break;
             case MSG_ID: v.putByteArray(row, scratch, 0, msgId(b, at)); break;
             case TOPIC: putText(v, row, b, topicAt, topicLen); break;
-            case QUEUE_ID: v.putInt(row, SplitReader.be32(b, at + POS_QUEUEID)); break;
-            case QUEUE_OFFSET: v.putLong(row, SplitReader.be64(b, at + POS_QUEUEOFFSET)); break;
-            case FLAG: v.putInt(row, SplitReader.be32(b, at + POS_FLAG)); break;
+            case QUEUE_ID: v.putInt(row, BatchReader.be32(b, at + POS_QUEUEID)); break;
+            case QUEUE_OFFSET: v.putLong(row, BatchReader.be64(b, at + POS_QUEUEOFFSET)); break;
+            case FLAG: v.putInt(row, BatchReader.be32(b, at + POS_FLAG)); break;
             case SYS_FLAG: v.putInt(row, sysFlag); break;
-            case BODY_CRC: v.putInt(row, SplitReader.be32(b, at + POS_BODYCRC)); break;
-            case BORN_TIMESTAMP: v.putLong(row, SplitReader.be64(b, at + POS_BORNTIMESTAMP)); break;
+            case BODY_CRC: v.putInt(row, BatchReader.be32(b, at + POS_BODYCRC)); break;
+            case BORN_TIMESTAMP: v.putLong(row, BatchReader.be64(b, at + POS_BORNTIMESTAMP)); break;
             case BORN_HOST: bornHosts.put(v, row, b, at + POS_BORNHOST, bornHostLen); break;
             case STORE_TIMESTAMP:
-                v.putLong(row, SplitReader.be64(b, at + POS_BORNHOST + bornHostLen + REL_STORETIMESTAMP)); break;
+                v.putLong(row, BatchReader.be64(b, at + POS_BORNHOST + bornHostLen + REL_STORETIMESTAMP)); break;
             case STORE_HOST: storeHosts.put(v, row, b, storeHostAt, storeHostLen); break;
-            case RECONSUME_TIMES: v.putInt(row, SplitReader.be32(b, storeHostAt + storeHostLen + REL_RECONSUMETIMES)); break;
+            case RECONSUME_TIMES: v.putInt(row, BatchReader.be32(b, storeHostAt + storeHostLen + REL_RECONSUMETIMES)); break;
             case PREPARED_TRANSACTION_OFFSET:
-                v.putLong(row, SplitReader.be64(b, storeHostAt + storeHostLen + REL_PREPARED_TX_OFFSET)); break;
+                v.putLong(row, BatchReader.be64(b, storeHostAt + storeHostLen + REL_PREPARED_TX_OFFSET)); break;
             case BODY: v.putByteArray(row, b, bodyAt, bodyLen); break;
             case PROPERTIES: putMap(v, row); break;
             case TAGS: putProperty(v, row, PROPERTY_TAGS); break;
@@ -314,7 +314,7 @@ final class RecordColumns {
 
         private static String format(byte[] b, int at, int n) {
             int addr = n - HOST_PORT_SIZE;
-            int port = SplitReader.be32(b, at + addr);
+            int port = BatchReader.be32(b, at + addr);
             StringBuilder sb = new StringBuilder(48);
             if (addr == 4) {
                 sb.append(b[at] & 0xff).append('.').append(b[at + 1] & 0xff).append('.')
