@@ -199,7 +199,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
-    return dict(version.facts(stats["new"], digests), **{
+    return dict(version.facts(stats["new"], digests, blocks.tail()), **{
         "kind": "commitlog", "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
@@ -285,7 +285,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     phys = [x for x in (prior.get("min_phys"), prior.get("max_phys")) if x is not None]
     if len(u["phys"]):
         phys += [int(u["phys"].min()), int(u["phys"].max())]
-    return dict(version.facts(len(body), digests), **{
+    return dict(version.facts(len(body), digests, blocks.tail()), **{
         "kind": "consumequeue", "path": rel, "topic": plan["topic"],
         "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
