@@ -159,6 +159,8 @@ def _file_detail(r: dict, **extra) -> str:
     d = dict(extra, blocks=r["blocks"])
     if r.get("tail") is not None:
         d["tail"] = r["tail"]
+    if r.get("head") is not None:
+        d["head"] = r["head"]
     if r.get("extents") is not None:
         d["extents"] = r["extents"]
     if r.get("patch"):

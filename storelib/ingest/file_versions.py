@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from ..errors import ContinuedFileDamaged, IngestError
-from ..io import checksum, fragments, patches, shastate
+from ..io import checksum, fragments, headpages, patches, shastate
 from .context import WriteContext
 
 __all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
@@ -63,7 +63,8 @@ class FileVersion:
             self.mode = "object"
             self.write_rel = fragments.object_rel(ctx.batch_id, ctx.attempt, tag, rel, part)
             if self.prior is not None:
-                store.map_file(rel, self.prior["file_size"], fragments.extents_from_detail(self.prior["extents"]))
+                store.map_file(rel, self.prior["file_size"], headpages.version_extents(
+                    dict(self.prior.get("detail") or {}, extents=self.prior["extents"])))
         elif start:
             self.mode = "patch"
             self.write_rel = f"{ctx.staging}/files/{tag}/{rel}.{part}.patch"
@@ -173,6 +174,10 @@ class FileVersion:
             return
         total = self.file_size if self.mode == "whole" else None
         self.store.write_file(self.write_rel, chunks, total, durable=self.durable)
+
+    def written_objects(self, new_bytes: int) -> list:
+        """``[(object, length)]`` that ``write_stream`` wrote (object stores)."""
+        return getattr(self, "_objects", [(self.write_rel, new_bytes)])
 
     def facts(self, new_bytes: int, digests: list, tail: dict | None = None) -> dict:
         """The commit's facts of a version written by ``write_stream`` (``new_bytes`` from

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..codec import messages as codec
 from ..format import commitlog, consumequeue, indexfile
-from . import encode as encode_stage, file_versions, sequencer, split_staging, topics as topics_mod
+from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
 from ..compute import grouping, kernels
 from ..io import patches, storage
 from ..format.config import StoreConfig
@@ -338,7 +338,10 @@ class _IndexFileWrite:
         # a new file's name is given at the commit (creation order): stage it under its ordinal
         rel = f"{indexfile.DIR}/ordinal-{plan['ordinal']:06d}"
         version = FileVersion(self.ctx, self.store, rel, 0, self.cfg.index_file_size, self.tag, "file")
-        facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
+        if version.mode == "object":           # a paged head (storelib.ingest.paged_index)
+            facts = paged_index.write_new(version, builder, self.cfg, lambda cs: _faulty_chunks(cs, "mid-file-write"))
+        else:
+            facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
         return dict(facts, **_index_facts(self.cfg, plan, builder), path=None)
 
 
@@ -349,6 +352,11 @@ def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
     header = indexfile.IndexHeader(**ctx.committed[rel]["detail"]["header"])
     start = indexfile.entry_offset(header.index_count, cfg)
     version = FileVersion(ctx, store, rel, start, cfg.index_file_size, tag, "entries")
+    if paged_index.is_paged(version.prior):             # only the pages the batch's keys touch
+        paged = paged_index.PagedHead(version, cfg)
+        builder = paged.builder(header)
+        builder.paged = paged
+        return builder, version
     raw = version.read_committed(indexfile.slot_offset(0), cfg.maxHashSlotNum * indexfile.SLOT_SIZE)
     slots = patches.settle_slots(store, rel, cfg, indexfile.decode_slots(raw), header.index_count)
     return IndexFileBuilder.for_append(cfg, header, slots), version
@@ -358,6 +366,9 @@ def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, p
     """A committed index file continued: new entries after the committed ones, then the changed
     slot heads and the header (a patch, applied in that order; storelib.io.patches), or on object
     stores an object with the new entries and the new head (storelib.io.fragments)."""
+    if getattr(builder, "paged", None) is not None:
+        fault("mid-file-write")
+        return dict(builder.paged.finish(builder), **_index_facts(cfg, plan, builder), path=version.rel)
     start = version.start
     entries = builder.new_entries()
     if version.mode == "object":
