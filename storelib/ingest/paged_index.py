@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import IngestError
+from ..errors import ContinuedFileDamaged, IngestError
 from ..format import indexfile
 from ..io import checksum, fragments, headpages, shastate
 from .file_versions import OBJECT_PART_SIZE, FileVersion
@@ -131,8 +131,8 @@ class PagedHead:
         if whole:
             v.store.write_objects(lambda k: layer_rel, [head], OBJECT_PART_SIZE)
             hm = headpages.HeadMap.whole(self.H, layer_rel, headpages.head_sum(head))
-            if hm.total != total:
-                raise IngestError(f"{v.rel}: the head's sum from its pages does not match the whole head's")
+            if hm.total != total:          # the committed head is not what its row's sum says
+                raise ContinuedFileDamaged(v.rel, 0, "the committed head's bytes do not match its manifest row's sum")
         elif len(changed):
             v.store.write_objects(lambda k: layer_rel, [b"".join(new[int(j)] for j in changed)], OBJECT_PART_SIZE)
             hm = self.map.with_layer(layer_rel, changed, total)
