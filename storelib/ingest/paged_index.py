@@ -25,6 +25,8 @@ from .indexfile import IndexFileBuilder
 __all__ = ["is_paged", "write_new", "PagedHead"]
 
 _READERS = 16           # concurrent range GETs for the touched pages (each a round trip)
+_GAP = 2                # pages: runs with one page between them are read as one
+_MAX_RUNS = 2048        # more runs than this (a large batch): one read of their whole span
 
 
 def is_paged(prior: dict | None) -> bool:
@@ -82,32 +84,39 @@ class PagedHead:
         self._load(pages[~self.loaded[pages]])
 
     def _load(self, pages: np.ndarray) -> None:
+        """Read ``pages`` (not loaded yet) into the slot table, in runs of pages; runs less than
+        ``_GAP`` pages apart are read as one, and past ``_MAX_RUNS`` runs (a large batch) the
+        whole span is one read: each read is a round trip, which costs more than a few KB."""
         if not len(pages):
             return
         P = headpages.PAGE
         pages = np.sort(pages)
-        brk = np.flatnonzero(np.diff(pages) != 1) + 1
+        brk = np.flatnonzero(np.diff(pages) > _GAP) + 1
         runs = [(int(r[0]), int(r[-1]) + 1) for r in np.split(pages, brk)]
+        if len(runs) > _MAX_RUNS:
+            runs = [(runs[0][0], runs[-1][1])]
 
         def read(run):
-            a, b = run
-            lo, hi = a * P, min(self.H, b * P)
-            return run, self.version.read_committed(lo, hi - lo)
-        with ThreadPoolExecutor(max_workers=min(_READERS, len(runs))) as pool:
-            got = list(pool.map(read, runs))
-        for (a, b), data in got:
-            lo, hi = a * P, min(self.H, b * P)
+            lo, hi = run[0] * P, min(self.H, run[1] * P)
+            data = self.version.read_committed(lo, hi - lo)
             if len(data) != hi - lo:
                 raise IngestError(f"{self.version.rel}: {len(data)} bytes of its head at {lo}, {hi - lo} expected")
+            return lo, data
+        with ThreadPoolExecutor(max_workers=min(_READERS, len(runs))) as pool:
+            got = list(pool.map(read, runs))
+        want = np.zeros(self.map.pages, bool)
+        want[pages] = True
+        want &= ~self.loaded                     # never overwrite a loaded page: the kernel may have changed it
+        for lo, data in got:
             self.bytes_read += len(data)
-            for j in range(a, b):
-                self.old[j] = data[j * P - lo:min(self.H, (j + 1) * P) - lo]
-            s0 = max(0, (lo - indexfile.HEADER_SIZE) // indexfile.SLOT_SIZE)
-            s1 = min(self.cfg.maxHashSlotNum, (hi - indexfile.HEADER_SIZE) // indexfile.SLOT_SIZE)
-            if s1 > s0:
-                at = indexfile.slot_offset(s0) - lo
-                self.slots[s0:s1] = indexfile.decode_slots(data, s1 - s0, at)
-        self.loaded[pages] = True
+            for j in np.flatnonzero(want[lo // P:lo // P + -(-len(data) // P)]) + lo // P:
+                a, b = int(j) * P, min(self.H, (int(j) + 1) * P)
+                self.old[int(j)] = data[a - lo:b - lo]
+                s0 = max(0, (a - indexfile.HEADER_SIZE) // indexfile.SLOT_SIZE)
+                s1 = min(self.cfg.maxHashSlotNum, (b - indexfile.HEADER_SIZE) // indexfile.SLOT_SIZE)
+                if s1 > s0:
+                    self.slots[s0:s1] = indexfile.decode_slots(data, s1 - s0, indexfile.slot_offset(s0) - lo)
+        self.loaded |= want
 
     def builder(self, header: indexfile.IndexHeader) -> IndexFileBuilder:
         b = IndexFileBuilder.for_append(self.cfg, header, self.slots)
