@@ -6,9 +6,11 @@ it (one layer), sums the head by pages, and hashes the entries in 16 MiB blocks 
 (``PagedHead``) reads only the head pages its keys' slots lie in (page 0, the header's, always),
 before ``kernels.index_put`` touches them (``IndexFileBuilder.before_put``); at the end it
 uploads the pages it changed as one object (a new layer), its entries as another, and updates
-the head sum from the old and new bytes of the changed pages. No byte of the committed head it
-did not touch, and no committed entry, is read or uploaded again. Rows whose head is not paged
-(stores written before) are continued whole (storelib.ingest.write).
+the head sum from the old and new bytes of the changed pages. Of the committed head it reads
+only those pages (and single pages between two of them, read in the same request; a batch
+touching so many runs of pages that the requests would cost more reads their whole span), of the
+committed entries nothing; it uploads only what changed. Rows whose head is not paged (stores
+written before) are continued whole (storelib.ingest.write).
 """
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ pages it did not touch. The file's checksum is then sha256(sum as 32 bytes || d0
 di the digests of 16 MiB blocks of the entries, counted from the head's end (``file_checksum``);
 verify and export compute the same from the bytes. Any one wrong byte changes the sum.
 
-A map of more than ``MAX_LAYERS`` layers is folded: the batch uploads the whole head as one new
-layer (every ``MAX_LAYERS`` batches at most), so rows and readers' range requests stay bounded.
+A batch that finds ``MAX_LAYERS`` layers in the row folds them: it reads the whole head and
+uploads it as one new layer (once every ``MAX_LAYERS`` batches at most), so rows and readers'
+range requests stay bounded. Layers no page points into any more leave the map.
 """
 from __future__ import annotations
 
