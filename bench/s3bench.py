@@ -5,7 +5,9 @@ through the proxy, which classifies it:
   uploaded    PUT object / UploadPart bodies (x-amz-decoded-content-length when aws-chunked)
   copied      CopyObject / UploadPartCopy: the source object's size (or the copied range)
   downloaded  GET response bodies
-and counts requests by kind. Figures are per byte of valid records the job added."""
+and counts requests by kind. Figures are per byte of valid records the job added. With
+S3BENCH_LOG=<file> every request is also logged there (method, kind, bytes, Range, path): what
+each GET, HEAD and PUT was for."""
 from __future__ import annotations
 
 import http.client
@@ -130,6 +132,10 @@ def make_handler(upstream: tuple, counts: Counts):
             data = r.read()
             # counted before the reply goes out, so a client that has its answer sees it counted
             counts.add(kind, request, len(data) if kind == "downloaded" else n)
+            if os.environ.get("S3BENCH_LOG"):
+                with open(os.environ["S3BENCH_LOG"], "a") as fh:
+                    fh.write(f"{self.command}\t{request}\t{len(data) if kind == 'downloaded' else n}\t"
+                             f"{self.headers.get('Range', '')}\t{self.path}\n")
             if not head:
                 self.send_header("Content-Length", str(len(data)))
             self.end_headers()

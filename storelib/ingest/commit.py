@@ -153,9 +153,14 @@ def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: by
 
 
 def _file_detail(r: dict, **extra) -> str:
-    """A written file's row detail: its block digests, its extents (object stores), the patch that
+    """A written file's row detail: its block digests (and the running state of the last,
+    unfinished one: ``tail``), its extents (object stores), the patch that
     continues it in place (local stores: applied at publish, from the staged file), ``extra``."""
     d = dict(extra, blocks=r["blocks"])
+    if r.get("tail") is not None:
+        d["tail"] = r["tail"]
+    if r.get("head") is not None:
+        d["head"] = r["head"]
     if r.get("extents") is not None:
         d["extents"] = r["extents"]
     if r.get("patch"):

@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from ..errors import ContinuedFileDamaged, IngestError
-from ..io import checksum, fragments, patches
+from ..io import checksum, fragments, headpages, patches, shastate
 from .context import WriteContext
 
 __all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
@@ -63,7 +63,8 @@ class FileVersion:
             self.mode = "object"
             self.write_rel = fragments.object_rel(ctx.batch_id, ctx.attempt, tag, rel, part)
             if self.prior is not None:
-                store.map_file(rel, self.prior["file_size"], fragments.extents_from_detail(self.prior["extents"]))
+                store.map_file(rel, self.prior["file_size"], headpages.version_extents(
+                    dict(self.prior.get("detail") or {}, extents=self.prior["extents"])))
         elif start:
             self.mode = "patch"
             self.write_rel = f"{ctx.staging}/files/{tag}/{rel}.{part}.patch"
@@ -87,10 +88,35 @@ class FileVersion:
 
     # -- files written in order from ``start`` (commitlog segments, consume queues)
     def hasher(self) -> checksum.BlockHasher:
+        state = self.resume_state()
+        if state is not None:
+            return checksum.BlockHasher(self.start, self.known_blocks(self.start), state=state)
         b0 = self.start - self.start % checksum.BLOCK_SIZE
         head = self.read_committed(b0, self.start - b0)
         self._check_block(b0 // checksum.BLOCK_SIZE, head)
         return checksum.BlockHasher(self.start, self.known_blocks(self.start), head)
+
+    def resume_state(self) -> tuple | None:
+        """Object stores: the running digest state of the committed last block (its row's
+        ``tail``), when this version continues right at the committed end; then nothing of that
+        block is read back. Its committed bytes are not checked here, but neither does the new
+        checksum cover them as they are now: it is computed from the state of the bytes that
+        were committed, so damage to them stays for verify to find. Local stores read the block
+        back (cheap there) and check it (``ContinuedFileDamaged``)."""
+        if self.mode != "object" or self.prior is None or self.start != self.prior["valid_bytes"] \
+                or not self.start % checksum.BLOCK_SIZE:
+            return None
+        tail = (self.prior.get("detail") or {}).get("tail")
+        if tail is None or not shastate.AVAILABLE:
+            return None
+        try:
+            state = shastate.state_from_detail(tail)
+        except ValueError as e:
+            raise IngestError(f"{self.rel}: its manifest row's digest state: {e}") from None
+        if state[1] + len(state[2]) != self.start % checksum.BLOCK_SIZE:
+            raise IngestError(f"{self.rel}: its manifest row's digest state covers {state[1] + len(state[2])} bytes "
+                              f"of its last block, the row's valid bytes {self.start % checksum.BLOCK_SIZE}")
+        return state
 
     # -- the committed bytes a continued version builds on
     def _check_size(self) -> None:
@@ -149,11 +175,16 @@ class FileVersion:
         total = self.file_size if self.mode == "whole" else None
         self.store.write_file(self.write_rel, chunks, total, durable=self.durable)
 
-    def facts(self, new_bytes: int, digests: list) -> dict:
+    def written_objects(self, new_bytes: int) -> list:
+        """``[(object, length)]`` that ``write_stream`` wrote (object stores)."""
+        return getattr(self, "_objects", [(self.write_rel, new_bytes)])
+
+    def facts(self, new_bytes: int, digests: list, tail: dict | None = None) -> dict:
         """The commit's facts of a version written by ``write_stream`` (``new_bytes`` from
-        ``start``; ``digests``: its block digests)."""
+        ``start``; ``digests``: its block digests; ``tail``: the running state of its unfinished
+        last block, ``BlockHasher.tail``)."""
         out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
-               "checksum": checksum.combine(digests)}
+               "checksum": checksum.combine(digests), "tail": tail if self.mode == "object" else None}
         if self.mode == "whole":
             out["staged_path"] = self.write_rel
         elif self.mode == "patch":
@@ -202,9 +233,11 @@ class FileVersion:
             self._check_blocks(known, dirty)
             self.check_zero_tail(max(p + memoryview(d).nbytes for p, d, phase in parts
                                      if phase == patches.PHASE_APPEND))
-        digests = checksum.rehash_blocks(read_new, valid, known, dirty)
+        tail: list = []
+        state = self.resume_state() if known else None
+        digests = checksum.rehash_blocks(read_new, valid, known, dirty, state, tail if self.mode == "object" else None)
         out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
-               "checksum": checksum.combine(digests)}
+               "checksum": checksum.combine(digests), "tail": tail[0] if tail else None}
         if self.mode == "patch":
             out["patch"] = {"path": self.rel, "staged": self.write_rel,
                             "extents": patches.stage_patch(self.store, self.write_rel, parts, self.durable)}
@@ -237,7 +270,7 @@ class FileVersion:
                 yield c
         self.write_stream(hashed())
         _, digests = h.finish()
-        return self.facts(written, digests)
+        return self.facts(written, digests, h.tail())
 
 
 def _stream_extents(parts: list, objects: list) -> list:

@@ -33,6 +33,8 @@ class IndexFileBuilder:
         first = entries if entries is not None else np.zeros(ENTRY_SIZE, dtype=np.uint8)
         self.blocks = [first]
         self.kept = 0          # entries of a committed file not held here (``for_append``)
+        # called with each run's key hashes before they are put (a paged head loads their slots' pages)
+        self.before_put = None
         assert len(first) == header.index_count * ENTRY_SIZE and header.index_count <= config.maxIndexNum
 
     @classmethod
@@ -69,6 +71,8 @@ class IndexFileBuilder:
             return
         if m > self.room():
             raise ValueError("index file overflow")
+        if self.before_put is not None:
+            self.before_put(key_hash)
         h = self.header
         ic0 = h.index_count
         store_ts = np.asarray(store_ts, np.int64)

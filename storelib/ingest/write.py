@@ -22,7 +22,7 @@ import numpy as np
 
 from ..codec import messages as codec
 from ..format import commitlog, consumequeue, indexfile
-from . import encode as encode_stage, file_versions, sequencer, split_staging, topics as topics_mod
+from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
 from ..compute import grouping, kernels
 from ..io import patches, storage
 from ..format.config import StoreConfig
@@ -199,7 +199,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
-    return dict(version.facts(stats["new"], digests), **{
+    return dict(version.facts(stats["new"], digests, blocks.tail()), **{
         "kind": "commitlog", "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
@@ -285,7 +285,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     phys = [x for x in (prior.get("min_phys"), prior.get("max_phys")) if x is not None]
     if len(u["phys"]):
         phys += [int(u["phys"].min()), int(u["phys"].max())]
-    return dict(version.facts(len(body), digests), **{
+    return dict(version.facts(len(body), digests, blocks.tail()), **{
         "kind": "consumequeue", "path": rel, "topic": plan["topic"],
         "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
@@ -338,7 +338,10 @@ class _IndexFileWrite:
         # a new file's name is given at the commit (creation order): stage it under its ordinal
         rel = f"{indexfile.DIR}/ordinal-{plan['ordinal']:06d}"
         version = FileVersion(self.ctx, self.store, rel, 0, self.cfg.index_file_size, self.tag, "file")
-        facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
+        if version.mode == "object":           # a paged head (storelib.ingest.paged_index)
+            facts = paged_index.write_new(version, builder, self.cfg, lambda cs: _faulty_chunks(cs, "mid-file-write"))
+        else:
+            facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
         return dict(facts, **_index_facts(self.cfg, plan, builder), path=None)
 
 
@@ -349,6 +352,11 @@ def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
     header = indexfile.IndexHeader(**ctx.committed[rel]["detail"]["header"])
     start = indexfile.entry_offset(header.index_count, cfg)
     version = FileVersion(ctx, store, rel, start, cfg.index_file_size, tag, "entries")
+    if paged_index.is_paged(version.prior):             # only the pages the batch's keys touch
+        paged = paged_index.PagedHead(version, cfg)
+        builder = paged.builder(header)
+        builder.paged = paged
+        return builder, version
     raw = version.read_committed(indexfile.slot_offset(0), cfg.maxHashSlotNum * indexfile.SLOT_SIZE)
     slots = patches.settle_slots(store, rel, cfg, indexfile.decode_slots(raw), header.index_count)
     return IndexFileBuilder.for_append(cfg, header, slots), version
@@ -358,6 +366,9 @@ def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, p
     """A committed index file continued: new entries after the committed ones, then the changed
     slot heads and the header (a patch, applied in that order; storelib.io.patches), or on object
     stores an object with the new entries and the new head (storelib.io.fragments)."""
+    if getattr(builder, "paged", None) is not None:
+        fault("mid-file-write")
+        return dict(builder.paged.finish(builder), **_index_facts(cfg, plan, builder), path=version.rel)
     start = version.start
     entries = builder.new_entries()
     if version.mode == "object":

@@ -5,13 +5,17 @@ sha256 digest of block ``i`` of the file's bytes ``[0, valid_bytes)`` (blocks of
 bytes; the last one may be short; an empty file has no blocks). The row's ``detail`` keeps the
 block digests (``blocks``, hex), so a batch that appends to a file, or changes a few bytes in
 place (an index file's slot heads and header), hashes again only the blocks it touched: a small
-batch into a 1 GiB segment reads back at most one block, not the gigabyte before it. A reader
+batch into a 1 GiB segment reads back at most one block, not the gigabyte before it; on object
+stores a row also keeps the running state of its unfinished last block (``tail``,
+storelib.io.shastate), so an append there reads back nothing of it. A reader
 checks a file by hashing its blocks (in parallel: hashlib releases the GIL) and combining them.
 """
 from __future__ import annotations
 
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
+
+from . import shastate
 
 __all__ = ["BLOCK_SIZE", "block_digest", "block_digests", "combine", "checksum_of_bytes", "BlockHasher", "rehash_blocks", "hash_blocks",
            "file_checksum", "digests_from_detail", "digests_to_detail"]
@@ -61,17 +65,34 @@ class BlockHasher:
 
     ``known``: digests of the blocks before ``start``'s block (from the previous row); when
     ``start`` is not on a block boundary, ``head`` holds the file's bytes from that block's start
-    up to ``start`` (read back once: at most one block)."""
+    up to ``start`` (read back once: at most one block), or ``state`` the running state of that
+    block after them (``shastate``: what the previous row's ``tail`` kept; nothing is read)."""
 
-    def __init__(self, start: int = 0, known: list | None = None, head: bytes = b""):
+    def __init__(self, start: int = 0, known: list | None = None, head: bytes = b"", state: tuple | None = None):
         first = start // BLOCK_SIZE
-        if len(head) != start - first * BLOCK_SIZE:
-            raise ValueError(f"head of {len(head)} bytes for start {start}")
+        fill = state[1] + len(state[2]) if state is not None else len(head)
+        if fill != start - first * BLOCK_SIZE:
+            raise ValueError(f"head of {fill} bytes for start {start}")
         if first and (known is None or len(known) < first):
             raise ValueError(f"{len(known or [])} known block digests, {first} needed before offset {start}")
         self.digests = list((known or [])[:first])
-        self._block = hashlib.sha256(head)
-        self._fill = len(head)
+        self._block = shastate.Sha256(state) if state is not None else self._new()
+        if head:
+            self._block.update(head)
+        self._fill = fill
+
+    @staticmethod
+    def _new():
+        # a state that can be written down (``tail``) where libcrypto is there; hashlib otherwise
+        return shastate.Sha256() if shastate.AVAILABLE else hashlib.sha256()
+
+    def tail(self) -> dict | None:
+        """The running state of the unfinished last block (``shastate.state_to_detail``), from
+        which a later ``BlockHasher(start, known, state=...)`` continues without its bytes; None
+        when the bytes end on a block boundary or the state cannot be had."""
+        if not self._fill or not hasattr(self._block, "state"):
+            return None
+        return shastate.state_to_detail(self._block.state())
 
     def update(self, data) -> None:
         mv = memoryview(data).cast("B")
@@ -82,7 +103,7 @@ class BlockHasher:
             mv = mv[take:]
             if self._fill == BLOCK_SIZE:
                 self.digests.append(self._block.digest())
-                self._block, self._fill = hashlib.sha256(), 0
+                self._block, self._fill = self._new(), 0
 
     def finish(self) -> tuple[str, list]:
         """(checksum, raw block digests) of everything hashed so far."""
@@ -103,21 +124,45 @@ def hash_blocks(read_at, first: int, last: int, threads: int = 1) -> list:
         return [d for ds in pool.map(pair, pairs) for d in ds]
 
 
-def rehash_blocks(read_at, valid: int, known: list, dirty: list) -> list:
+def rehash_blocks(read_at, valid: int, known: list, dirty: list, state: tuple | None = None,
+                  tail: list | None = None) -> list:
     """Block digests of a file changed in place: ``known`` are the digests before the change
     (of the previous valid length), ``dirty`` the byte ranges ``(lo, hi)`` written since. Only
     blocks that overlap a dirty range, or that the previous digests did not cover whole, are read
-    back and hashed again."""
+    back and hashed again. ``state``: the running state (``shastate``) of the previous version's
+    unfinished last block; a block it covers is hashed on from it (only its bytes past the
+    state read) when no dirty range reaches into what the state covers. ``tail``: a list that
+    receives the new version's ``BlockHasher.tail`` (or None)."""
     n = -(-valid // BLOCK_SIZE)
     out = list(known[:n])
     stale = {i for lo, hi in dirty if hi > lo for i in range(lo // BLOCK_SIZE, -(-hi // BLOCK_SIZE))}
     stale.update(range(len(out), n))
     out += [b""] * (n - len(out))
+    resume = None
+    if state is not None:
+        i = len(known) - 1                             # the block the state is of: the last known, partial one
+        covered = i * BLOCK_SIZE + state[1] + len(state[2])
+        if i >= 0 and not any(lo < covered and hi > i * BLOCK_SIZE for lo, hi in dirty if hi > lo):
+            resume = (i, covered)
+    last = n - 1 if valid % BLOCK_SIZE else None      # the new version's unfinished block
+    if tail is not None:
+        tail.append(None)
 
     def clip(pos, k):
         return read_at(pos, min(k, valid - pos))
     for i in sorted(s for s in stale if s < n):
-        out[i] = hash_blocks(clip, i, i + 1)[0]
+        resumed = resume is not None and resume[0] == i
+        if not resumed and (tail is None or i != last or not shastate.AVAILABLE):
+            out[i] = hash_blocks(clip, i, i + 1)[0]
+            continue
+        pos = resume[1] if resumed else i * BLOCK_SIZE
+        h = BlockHasher(pos, out[:i], state=state if resumed else None)
+        end = min(valid, (i + 1) * BLOCK_SIZE)
+        for p in range(pos, end, 8 << 20):
+            h.update(read_at(p, min(8 << 20, end - p)))
+        out[i] = h.finish()[1][i]
+        if tail is not None and i == last:
+            tail[0] = h.tail()
     return out
 
 

@@ -9,12 +9,13 @@ file's manifest row lists where every byte of the file version lives (``detail.e
 
 Bytes of ``[0, file_size)`` that no extent covers are zeros (a RocketMQ file's unwritten tail).
 A commitlog segment or consume queue continued by a batch keeps its earlier extents and gains
-one; an index file gains one extent for its new entries and a new head (header and slot table,
-which the batch changes in place in a broker's file) that replaces the earlier head.
+one; an index file gains one extent for its new entries, and its head (header and slot table,
+which the batch changes in place in a broker's file) is kept by pages (storelib.io.headpages:
+the batch uploads the pages it changed).
 
 Why fragments rather than rewriting (or sealing) whole files: every record byte is uploaded
-exactly once, and a batch of 1,000 messages uploads about what it adds (plus one index head:
-40 + 4 * maxHashSlotNum bytes). Readers assemble a file from its extents with range reads, which
+exactly once, and a batch of 1,000 messages uploads about what it adds (plus the index head
+pages it changed). Readers assemble a file from its extents with range reads, which
 they need anyway; ``jobs/export.py`` materializes a broker-ready directory, byte-identical to
 RocketMQ's, for whoever needs the files themselves. Keys unique to an attempt mean that a
 writer that loses a race, or dies, never touches a committed object: its objects are simply
@@ -22,6 +23,7 @@ not listed by any committed manifest row, and the next writer deletes them.
 """
 from __future__ import annotations
 
+import bisect
 from typing import NamedTuple
 from ..format.paths import OBJECTS_DIR
 
@@ -119,7 +121,8 @@ class AssembledFile:
 
     def __init__(self, file_size: int, extents: list, read_object):
         self.file_size = file_size
-        self.extents = [Extent(*e) for e in extents]
+        self.extents = sorted(Extent(*e) for e in extents)
+        self._starts = [e.file_pos for e in self.extents]
         self._read_object = read_object
 
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
@@ -127,16 +130,37 @@ class AssembledFile:
         if end <= offset:
             return b""
         out = bytearray(end - offset)
-        for e in self.extents:
+        # a paged index head has thousands of extents: start at the last one beginning at or before offset
+        k = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        groups: dict = {}
+        for e in self.extents[k:]:
+            if e.file_pos >= end:
+                break
             a, b = max(offset, e.file_pos), min(end, e.file_pos + e.length)
-            if a >= b:
+            if a < b:
+                groups.setdefault(e.object_rel, []).append((a, b, e.object_pos + a - e.file_pos))
+        for rel, pieces in groups.items():
+            lo = min(p for _, _, p in pieces)
+            hi = max(p + b - a for a, b, p in pieces)
+            need = sum(b - a for a, b, _ in pieces)
+            # many pieces of one object (head pages): one range read of their span, when it is not
+            # much more than they are; else a read each
+            if len(pieces) > 1 and hi - lo <= 2 * need + (1 << 20):
+                span = self._read_object(rel, lo, hi - lo)
+                self._check(rel, lo, hi - lo, span)
+                for a, b, p in pieces:
+                    out[a - offset:b - offset] = span[p - lo:p - lo + b - a]
                 continue
-            data = self._read_object(e.object_rel, e.object_pos + a - e.file_pos, b - a)
-            if len(data) != b - a:
-                raise OSError(f"object {e.object_rel}: expected {b - a} bytes at {e.object_pos + a - e.file_pos}, "
-                              f"read {len(data)}")
-            out[a - offset:b - offset] = data
+            for a, b, p in pieces:
+                data = self._read_object(rel, p, b - a)
+                self._check(rel, p, b - a, data)
+                out[a - offset:b - offset] = data
         return bytes(out)
+
+    @staticmethod
+    def _check(rel: str, pos: int, n: int, data) -> None:
+        if len(data) != n:
+            raise OSError(f"object {rel}: expected {n} bytes at {pos}, read {len(data)}")
 
     def read_at(self, nbytes: int, offset: int) -> bytes:
         return self.read(offset, nbytes)

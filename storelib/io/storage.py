@@ -172,6 +172,7 @@ class Store:
         # rel -> (file_size, extents) of files assembled from objects (object stores: see
         # storelib.io.fragments); reads of such a file go through its extents.
         self.assembled: dict = {}
+        self._assembled_files: dict = {}      # rel -> (the extents mapped, their AssembledFile)
         # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
         # patch not yet applied (map_patched)
         self.patched: dict = {}
@@ -329,7 +330,12 @@ class Store:
 
     def _assembled(self, rel: str):
         size, extents = self.assembled[rel]
-        return AssembledFile(size, extents, self._read_object)
+        # built once per mapping (a paged index head has thousands of extents to sort)
+        cached = self._assembled_files.get(rel)
+        if cached is None or cached[0] is not extents:
+            cached = (extents, AssembledFile(size, extents, self._read_object))
+            self._assembled_files[rel] = cached
+        return cached[1]
 
     def _read_object(self, rel: str, offset: int, length: int) -> bytes:
         try:

@@ -28,7 +28,7 @@ from ..format import paths
 from ..table import deltacommit, manifest, snapcache, writerlease
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
-from ..io import fragments, storage
+from ..io import fragments, headpages, storage
 from ..runtime.progress import Progress
 from . import topic_retention
 
@@ -106,7 +106,7 @@ def delete_objects(store: storage.Store, paths: set) -> list:
     for r in manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)):
         if r["action"] == "add" and r["path"] in paths and '"extents"' in (r["detail"] or ""):
             try:
-                extents = fragments.extents_from_detail(json.loads(r["detail"])["extents"])
+                extents = headpages.version_extents(json.loads(r["detail"]))
             except (ValueError, KeyError, TypeError):
                 continue                    # a damaged row names nothing we may delete
             objects.update(e.object_rel for e in extents)

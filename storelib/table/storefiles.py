@@ -39,7 +39,7 @@ from ..io import patches
 from . import snapcache
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
-from ..io.fragments import extents_from_detail
+from ..io.headpages import version_extents
 from ..format.indexfile import IndexHeader
 from ..io.localstore import open_local
 from ..format.names import OFFSET_FILE_NAME
@@ -403,7 +403,7 @@ def _row_extents(row: dict) -> list | None:
     if '"extents"' not in (row.get("detail") or ""):
         return None
     try:
-        return extents_from_detail(json.loads(row["detail"])["extents"])
+        return version_extents(json.loads(row["detail"]))
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptStore(row["path"], 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
 

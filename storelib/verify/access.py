@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..compute import arrays, kernels
-from ..io import checksum, storage
+from ..io import checksum, headpages, storage
 from ..codec import messages as codec, properties
 from ..format import commitlog as cl
 from ..format.config import StoreConfig
@@ -119,12 +119,15 @@ class FileData:
             except (OSError, ValueError):        # an older kernel: the reads fault the pages in
                 return
 
-    def checksum(self, end: int, threads: int = 1) -> tuple[str, list]:
+    def checksum(self, end: int, threads: int = 1, head_len: int | None = None) -> tuple[str, list]:
         """The manifest checksum of bytes [0, end) (``checksum.file_checksum``: sha256 over the
-        sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL)."""
+        sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL).
+        ``head_len``: an index file whose row pages its head (``headpages.checksum_of``)."""
         end = min(end, self.size or 0)
         buf = self.buf
         self.bytes_read += end if self.os_paths else 0
+        if head_len is not None:
+            return headpages.checksum_of(lambda pos, n: buf[pos:pos + n], head_len, end, threads)
         return checksum.file_checksum(lambda pos, n: buf[pos:pos + n], end, threads)
 
     def first_nonzero(self, start: int, end: int | None = None) -> int | None:

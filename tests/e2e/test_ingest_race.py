@@ -229,7 +229,7 @@ def state_main(uri: str, out: str) -> int:
     """Committed batches, manifest rows, live files vs their checksums, leftovers: as JSON."""
     sys.path.insert(0, ROOT)
     from storelib.io import checksum
-    from storelib.io import fragments
+    from storelib.io import headpages
     from storelib.table import manifest
     from storelib.format import paths
     from storelib.io import storage
@@ -249,7 +249,9 @@ def state_main(uri: str, out: str) -> int:
     referenced = set()
     for r in rows:
         if r["action"] == "add" and attempts.get(r["batch_id"], "-") == r["attempt_id"] and "extents" in (r["detail"] or ""):
-            referenced.update(e[2] for e in json.loads(r["detail"])["extents"])
+            d = json.loads(r["detail"])
+            referenced.update(e[2] for e in d["extents"])
+            referenced.update(d.get("head", {}).get("layers", []))       # paged index heads (io.headpages)
     objects = {p for p in infos if p.startswith(paths.OBJECTS_DIR + "/")}
     bad, missing = [], []
     for path, r in sorted(snap.files.items()):
@@ -258,7 +260,11 @@ def state_main(uri: str, out: str) -> int:
             if any(e[2] not in objects for e in extents):
                 missing.append(path)
                 continue
-            st.map_file(path, r["file_size"], fragments.extents_from_detail(extents))
+            detail = json.loads(r["detail"])
+            if any(o not in objects for o in detail.get("head", {}).get("layers", [])):
+                missing.append(path)
+                continue
+            st.map_file(path, r["file_size"], headpages.version_extents(detail))
         else:
             info = infos.get(path)
             if info is None:
@@ -267,7 +273,11 @@ def state_main(uri: str, out: str) -> int:
             if info.size != r["file_size"]:
                 bad.append(f"{path}: size {info.size}, manifest {r['file_size']}")
                 continue
-        if checksum.checksum_of_bytes(st.read(path, 0, r["valid_bytes"])) != r["checksum"]:
+        data = st.read(path, 0, r["valid_bytes"])
+        head = json.loads(r["detail"] or "{}").get("head")
+        sha = headpages.checksum_of(lambda p, n: data[p:p + n], head["len"], len(data))[0] if head \
+            else checksum.checksum_of_bytes(data)
+        if sha != r["checksum"]:
             bad.append(f"{path}: checksum differs from the manifest's")
     on_disk = [p for p in infos if not p.startswith(paths.META_DIR + "/")]
     meta = [p for p in infos if p.startswith(paths.META_DIR + "/")
