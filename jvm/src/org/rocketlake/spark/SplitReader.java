@@ -3,32 +3,41 @@ package org.rocketlake.spark;
 import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
 
 import org.apache.spark.sql.types.StructType;
 
 /**
  * Walks one split's records (the rule of storelib.compute.kernels' walk: stop at a BLANK record,
  * a TOTALSIZE <= 0, an unknown magic or a record running past the split) and decodes the ones
- * inside the bounds into column batches. The split is read in large chunks into one heap buffer
- * (a record is always whole in it), never a call per record.
+ * inside the bounds into column batches. The split is memory-mapped: the walk reads only the
+ * record headers where they lie, and only a record inside the bounds is copied (once, into a
+ * scratch buffer the columns are decoded from); reading the split into the heap instead cost two
+ * copies of every byte (page cache to a direct buffer to the heap), the largest part of a scan.
  */
 final class SplitReader extends BatchReader {
-    private static final int CHUNK = 8 << 20;
-
-    private byte[] buf = new byte[0];
-    private long bufStart;          // commitlog offset of buf[0]
-    private int bufLen;
-    private long pos;               // commitlog offset of the next record
+    private final MappedByteBuffer map;   // the split's bytes: [start, stop), as far as the file goes
+    private final long mapEnd;              // commitlog offset just past the mapped bytes
+    private byte[] record = new byte[1 << 12];
+    private long pos;                       // commitlog offset of the next record
     private boolean done;
 
     SplitReader(Plan.Split split, StructType required, Bounds bounds, int batchRows) {
         super(split, required, bounds, batchRows);
         this.pos = split.start;
+        long fileSize;
+        try {
+            fileSize = channel.size();
+            this.mapEnd = Math.max(split.start, Math.min(split.stop, split.base + fileSize));
+            this.map = channel.map(FileChannel.MapMode.READ_ONLY, split.start - split.base, mapEnd - split.start);
+        } catch (IOException e) {
+            throw Corrupt.at(split.rel, split.start - split.base, "cannot be read (" + e + ")");
+        }
     }
 
     @Override
-    int fill() throws IOException {
+    int fill() {
         int rows = 0;
         while (rows < batchRows && !done) {
             rows += step(rows);
@@ -37,28 +46,40 @@ final class SplitReader extends BatchReader {
     }
 
     /** Reads the record at {@code pos}: 1 if it became row {@code row}, else 0. */
-    private int step(int row) throws IOException {
+    private int step(int row) {
         long stop = split.stop;
-        if (stop - pos < BLANK_SIZE || !have(pos, BLANK_SIZE)) {
+        if (stop - pos < BLANK_SIZE || pos + BLANK_SIZE > mapEnd) {
             return finish();
         }
-        int at = (int) (pos - bufStart);
-        int size = be32(buf, at + POS_TOTALSIZE);
-        int magic = be32(buf, at + POS_MAGIC);
+        int at = (int) (pos - split.start);
+        int size = map.getInt(at + POS_TOTALSIZE);
+        int magic = map.getInt(at + POS_MAGIC);
         if (magic == BLANK_MAGIC || size <= 0 || (magic != MAGIC_V1 && magic != MAGIC_V2) || pos + size > stop) {
             return finish();
         }
-        if (!have(pos, size)) {
+        if (pos + size > mapEnd) {
             throw Corrupt.at(split.rel, pos - split.base, "file ends inside a record of " + size + " bytes");
         }
-        at = (int) (pos - bufStart);
         long recordAt = pos;
         pos += size;
-        if ((bounds.lo != null && recordAt < bounds.lo) || (bounds.hi != null && recordAt > bounds.hi)
-            || !inTime(buf, at)) {
+        if ((bounds.lo != null && recordAt < bounds.lo) || (bounds.hi != null && recordAt > bounds.hi)) {
             return 0;
         }
-        return columns.put(buf, at, recordAt - split.base, topics, vectors, row) ? 1 : 0;
+        if (bounds.beginTs != null || bounds.endTs != null) {
+            int bh = (map.getInt(at + POS_SYSFLAG) & FLAG_BORNHOST_V6) != 0 ? HOST_V6_SIZE : HOST_V4_SIZE;
+            if (at + POS_BORNHOST + bh + REL_STORETIMESTAMP + 8 > map.limit()) {
+                throw Corrupt.at(split.rel, recordAt - split.base, "damaged record (TOTALSIZE " + size + ")");
+            }
+            long ts = map.getLong(at + POS_BORNHOST + bh + REL_STORETIMESTAMP);
+            if ((bounds.beginTs != null && ts < bounds.beginTs) || (bounds.endTs != null && ts > bounds.endTs)) {
+                return 0;
+            }
+        }
+        if (record.length < size) {
+            record = new byte[Math.max(size, 2 * record.length)];
+        }
+        map.get(at, record, 0, size);
+        return columns.put(record, 0, recordAt - split.base, topics, vectors, row) ? 1 : 0;
     }
 
     private int finish() {
@@ -70,26 +91,4 @@ final class SplitReader extends BatchReader {
         return 0;
     }
 
-    /** Whether [at, at + n) of the segment is in {@code buf} (refilling it from {@code at}); false
-     *  only when the file ends first. */
-    private boolean have(long at, int n) throws IOException {
-        if (at >= bufStart && at + n <= bufStart + bufLen) {
-            return true;
-        }
-        long fileEnd = split.base + split.valid;
-        int want = (int) Math.min(Math.max((long) CHUNK, n), Math.max(n, fileEnd - at));
-        if (buf.length < want) {
-            buf = new byte[want];
-        }
-        ByteBuffer bb = ByteBuffer.wrap(buf, 0, want);
-        long filePos = at - split.base;
-        while (bb.hasRemaining()) {
-            if (channel.read(bb, filePos + bb.position()) < 0) {
-                break;
-            }
-        }
-        bufStart = at;
-        bufLen = bb.position();
-        return n <= bufLen;
-    }
 }
