@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.install-stamp
+SUBMIT_HOOK := $(VENV)/.submit-hook-stamp
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY))
 # A cold ingest's JVM mostly waits on Python: C1 only and Spark's class-data archive, built by
 # install (storelib/runtime/jvm_archive.py); without the archive, C1 only.
@@ -28,7 +29,7 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java fuse3 $(STAMP) $(DELTA_STAMP) jvm-reader
+install: check-java fuse3 $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader
 
 # The JVM reader of spark.read.format("rocketmq") (jvm/src), compiled with the JDK's javac against
 # pyspark's jars into a jar beside the virtualenv, keyed by its sources (storelib/runtime/jvmjar.py).
@@ -56,6 +57,12 @@ $(DELTA_STAMP): conf/jars/delta/pom.xml
 	|| mvn -B -q -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
 		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
+	@touch $@
+
+# A plain `spark-submit jobs/ingest.py` gets the cold-job JVM options through the spark-env.sh
+# hook written into the venv's pyspark (storelib/runtime/submit_hook.py); rewritten when it changes.
+$(SUBMIT_HOOK): $(STAMP) storelib/runtime/submit_hook.py storelib/runtime/jvm_archive.py
+	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build >/dev/null
 	@touch $@
 
 $(STAMP): requirements.txt pyproject.toml

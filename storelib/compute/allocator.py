@@ -21,7 +21,7 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["tune"]
+__all__ = ["tune", "release"]
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -29,11 +29,12 @@ M_ARENA_MAX = -8
 KEEP_BYTES = 1 << 30
 
 _done = False
+_libc = None            # set by tune(): looked up once (find_library forks a child)
 
 
 def tune() -> bool:
     """Apply the settings above once per process; returns whether malloc was tuned."""
-    global _done
+    global _done, _libc
     if _done:
         return True
     _done = True
@@ -46,8 +47,17 @@ def tune() -> bool:
     except (OSError, AttributeError):
         return False
     del gnu
+    _libc = libc
     ok = bool(mallopt(M_MMAP_THRESHOLD, KEEP_BYTES)) & bool(mallopt(M_TRIM_THRESHOLD, KEEP_BYTES)) \
         & bool(mallopt(M_ARENA_MAX, 1))
     import pyarrow as pa
     pa.set_memory_pool(pa.system_memory_pool())
     return ok
+
+
+def release() -> bool:
+    """Give the heap's free pages back to the OS (glibc ``malloc_trim``): a task's buffers, kept
+    for its own next batch, would otherwise stay mapped while the worker runs other tasks."""
+    if not _done or os.environ.get("ROCKETLAKE_MALLOC_TUNING", "1") == "0":
+        return False
+    return bool(_libc.malloc_trim(0)) if _libc is not None else False

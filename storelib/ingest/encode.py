@@ -36,6 +36,7 @@ from ..io import storage
 from ..errors import IngestError, InputError
 from ..runtime.faults import fault
 from .context import EncodeContext
+from ..compute import allocator
 from ..compute.arrays import numeric_values
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
@@ -111,7 +112,10 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
         table, label = inputs.read_split(split)
     except InputError as e:
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-    return encode_table(ctx, split.index, table, label)
+    out = encode_table(ctx, split.index, table, label)
+    del table
+    allocator.release()       # the worker's next task starts from what it needs, not this split's peak
+    return out
 
 
 def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:

@@ -118,23 +118,46 @@ def plan_splits(path: str, fmt: str, target_splits: int = 0, split_bytes: int = 
                 if bounds[k] < bounds[k + 1]:
                     out.append(Split(len(out), f, fmt, bounds[k], bounds[k + 1], 1 if k == 0 else 0))
         return out
-    rows = []
+    groups = []
     for f in files:
         fs, p = storage.filesystem(f)
         with fs.open_input_file(p) as fh:
-            rows.append(pq.ParquetFile(fh).metadata.num_rows)
-    total = max(1, sum(rows))
-    for f, nrows in zip(files, rows):
+            md = pq.ParquetFile(fh).metadata
+            groups.append([md.row_group(g).num_rows for g in range(md.num_row_groups)])
+    total = max(1, sum(sum(g) for g in groups))
+    for f, group_rows in zip(files, groups):
+        nrows = sum(group_rows)
         if nrows == 0:
             continue
-        parts = max(1, -(-nrows // 1_000_000))
+        parts = max(1, -(-nrows // PARQUET_SPLIT_ROWS))
         if target_splits:
             parts = max(parts, round(target_splits * nrows / total) or 1)
-        parts = min(parts, nrows)
-        bounds = [nrows * k // parts for k in range(parts + 1)]
-        for k in range(parts):
+        bounds = _parquet_bounds(nrows, min(parts, nrows), group_rows)
+        for k in range(len(bounds) - 1):
             out.append(Split(len(out), f, "parquet", bounds[k], bounds[k + 1]))
     return out
+
+
+# Rows of a Parquet split at most (about: a split is whole row groups when they fit). An encode
+# task holds its split decoded, its canonical form and per-message arrays, ~2 KB a message of
+# 256-byte bodies: two tasks of 300k rows and the processes around them stay under 3 GB.
+PARQUET_SPLIT_ROWS = 300_000
+
+
+def _parquet_bounds(nrows: int, parts: int, group_rows: list) -> list:
+    """Row bounds of ``parts`` splits (or a few more): at row-group boundaries when no group is
+    much larger than a split, so a split decodes only its own groups (a bound inside a group
+    decodes the group twice, once for each split holding part of it); else even row ranges."""
+    size = -(-nrows // parts)
+    if not group_rows or max(group_rows) > size + size // 4:
+        return [nrows * k // parts for k in range(parts + 1)]
+    bounds, row = [0], 0
+    for g in group_rows:
+        if row > bounds[-1] and row + g - bounds[-1] > size:
+            bounds.append(row)
+        row += g
+    bounds.append(nrows)
+    return bounds
 
 
 # ---------------------------------------------------------------------------- reading

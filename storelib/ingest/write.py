@@ -23,7 +23,7 @@ import numpy as np
 from ..codec import messages as codec
 from ..format import commitlog, consumequeue, indexfile
 from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
-from ..compute import grouping, kernels
+from ..compute import allocator, grouping, kernels
 from ..io import patches, storage
 from ..format.config import StoreConfig
 from ..runtime.faults import fault
@@ -101,6 +101,8 @@ def run_write_task(ctx: WriteContext, task: tuple):
     except ContinuedFileDamaged as e:
         # Deterministic: a retry would find the same damage. The driver stops the batch with it.
         yield {"kind": "damaged", "path": e.path, "offset": e.offset, "what": e.what}
+    finally:
+        allocator.release()
 
 
 def write_segments(ctx: WriteContext, segs: list):

@@ -18,7 +18,8 @@ driver's CPU 13.4 s with the default JVM, 6.3 s with these options). So:
 
 The tests' JVMs use the same options (tests/conftest.py): they are short-lived, like a cold job.
 
-    python -m storelib.runtime.jvm_archive --build      # build if missing; print the options
+    python -m storelib.runtime.jvm_archive --build      # build if missing, install the spark-submit
+                                                        # hook (storelib.runtime.submit_hook); print the options
     python -m storelib.runtime.jvm_archive              # print the options (the archive only if built)
 """
 from __future__ import annotations
@@ -129,6 +130,11 @@ def main(argv=None) -> int:
         return 0
     if args.build and cached_archive(args.cache) is None:
         print("warning: no class-data archive (java missing, or the build failed); C1 only", file=sys.stderr)
+    if args.build:
+        from . import submit_hook
+        if submit_hook.install(job_options(args.cache)) is None:
+            print(f"note: {submit_hook.hook_path()} is not rocketlake's: a plain spark-submit jobs/ingest.py "
+                  "starts with Spark's default JVM options", file=sys.stderr)
     print(job_options(args.cache))
     return 0
 

@@ -260,3 +260,21 @@ def test_canonical_to_parquet_input_round_trip(tmp_path):
     path = str(tmp_path / "x.parquet")
     pq.write_table(inputs.canonical_to_parquet_input(full), path, row_group_size=4)
     assert inputs.read_all(path, "parquet").equals(full)
+
+
+def test_parquet_splits_follow_row_groups_and_the_row_cap(tmp_path, monkeypatch):
+    """A split is whole row groups when they fit (it decodes only its own), and at most about
+    PARQUET_SPLIT_ROWS rows (an encode task's memory grows with its rows)."""
+    full = canonical_rows(100)
+    path = str(tmp_path / "p.parquet")
+    pq.write_table(inputs.canonical_to_parquet_input(full), path, row_group_size=7)
+    monkeypatch.setattr(inputs, "PARQUET_SPLIT_ROWS", 20)
+    splits = inputs.plan_splits(path, "parquet", target_splits=2)
+    assert [s.start for s in splits] == [0, 14, 28, 42, 56, 70, 84]
+    assert max(s.end - s.start for s in splits) <= 20
+    assert read_splits(splits).equals(full)
+    # groups much larger than a split: even row ranges inside them
+    pq.write_table(inputs.canonical_to_parquet_input(full), path, row_group_size=60)
+    splits = inputs.plan_splits(path, "parquet", target_splits=2)
+    assert [s.end - s.start for s in splits] == [20] * 5
+    assert read_splits(splits).equals(full)

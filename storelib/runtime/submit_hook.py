@@ -1,0 +1,76 @@
+"""The cold-job JVM options for a plain ``spark-submit jobs/ingest.py``, through ``spark-env.sh``.
+
+``spark-submit`` starts the driver's JVM before any of our Python runs, so the options of
+``storelib.runtime.jvm_archive`` (C1 only, the class-data archive) cannot be applied by the job
+itself: without them a cold 2M-message ingest spends ~7 s more JVM CPU (C2 compiler threads, class
+loading while the SparkContext starts) on two cores the encode tasks need. Spark's launcher
+sources ``$SPARK_CONF_DIR/spark-env.sh`` (default ``$SPARK_HOME/conf``) before it builds the java
+command line, with spark-submit's arguments as the positional parameters, and puts
+``SPARK_SUBMIT_OPTS`` on the driver's JVM. ``make install`` writes such a file into the
+virtualenv's pyspark (``install``): it adds the options only when one of the arguments is this
+checkout's ``jobs/ingest.py``; every other application of that ``spark-submit`` (a Parquet copy,
+SQL over the ``rocketmq`` source, whose work is in the JVM and gains from C2) starts as before.
+
+A ``spark-env.sh`` that we did not write is never replaced (``install`` says so and returns None);
+with ``SPARK_CONF_DIR`` pointing elsewhere, or another Spark installation (a cluster's), the job
+starts with Spark's defaults and gets the options from ``--driver-java-options`` or
+``SPARK_SUBMIT_OPTS`` (``python -m storelib.runtime.jvm_archive`` prints them).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+
+from ..format.paths import PROJECT_ROOT
+
+__all__ = ["MARKER", "HOOKED_JOBS", "hook_text", "hook_path", "install"]
+
+MARKER = "# rocketlake submit hook"
+# the jobs whose JVM mostly schedules Python tasks (storelib.runtime.jvm_archive)
+HOOKED_JOBS = (os.path.join(PROJECT_ROOT, "jobs", "ingest.py"),)
+
+
+def hook_text(options: str, jobs=HOOKED_JOBS) -> str:
+    """The ``spark-env.sh`` body: ``options`` appended to ``SPARK_SUBMIT_OPTS`` when an argument
+    names one of ``jobs`` (compared by real path). It runs under ``set -a`` (every variable it
+    sets is exported), so it unsets its own."""
+    cases = " | ".join(shlex.quote(os.path.realpath(j)) for j in jobs)
+    return f"""{MARKER}: written by `make install` (storelib/runtime/submit_hook.py), rewritten by each install.
+# spark-submit sources this with its arguments; a rocketlake ingest's driver JVM gets the cold-job
+# options (C1 only, the class-data archive), every other application Spark's defaults.
+__rl_opts={shlex.quote(options)}
+for __rl_arg in "$@"; do
+  case "$__rl_arg" in
+    *.py)
+      case "$(realpath -- "$__rl_arg" 2>/dev/null)" in
+        {cases}) SPARK_SUBMIT_OPTS="${{SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }}$__rl_opts"; break ;;
+      esac ;;
+  esac
+done
+unset __rl_arg __rl_opts
+"""
+
+
+def hook_path(spark_home: str | None = None) -> str:
+    """Where spark-submit of the installed pyspark looks for ``spark-env.sh`` (unless
+    ``SPARK_CONF_DIR`` says otherwise)."""
+    if spark_home is None:
+        import pyspark
+        spark_home = os.path.dirname(os.path.abspath(pyspark.__file__))
+    return os.path.join(spark_home, "conf", "spark-env.sh")
+
+
+def install(options: str, spark_home: str | None = None) -> str | None:
+    """Write the hook (``hook_text``) as pyspark's ``conf/spark-env.sh``; the path, or None when a
+    ``spark-env.sh`` not written by us is there (left as it is)."""
+    path = hook_path(spark_home)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            if not fh.read().startswith(MARKER):
+                return None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(hook_text(options))
+    os.replace(tmp, path)
+    return path

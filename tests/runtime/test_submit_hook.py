@@ -1,0 +1,64 @@
+"""The spark-env.sh hook that gives a plain ``spark-submit jobs/ingest.py`` the cold-job JVM options
+(storelib.runtime.submit_hook), sourced by bash the way Spark's launcher sources it."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from storelib.format.paths import PROJECT_ROOT
+from storelib.runtime import jvm_archive, submit_hook
+
+
+def _opts_after(hook: str, *args: str, cwd: str = PROJECT_ROOT, env_opts: str | None = None) -> tuple[str, str]:
+    """(SPARK_SUBMIT_OPTS, the hook's leftover variables) after sourcing ``hook`` as load-spark-env.sh
+    does (``set -a``), with spark-class's arguments."""
+    script = f'set -a; . {hook}; set +a; printf "%s\\n" "$SPARK_SUBMIT_OPTS"; compgen -v __rl_ || true'
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    if env_opts is not None:
+        env["SPARK_SUBMIT_OPTS"] = env_opts
+    r = subprocess.run(["bash", "-c", script, "spark-class", "org.apache.spark.deploy.SparkSubmit", *args],
+                       cwd=cwd, env=env, capture_output=True, text=True, check=True)
+    first, _, rest = r.stdout.partition("\n")
+    return first, rest.strip()
+
+
+def test_hook_adds_the_options_to_ingest_only(tmp_path):
+    hook = tmp_path / "spark-env.sh"
+    hook.write_text(submit_hook.hook_text("-XX:TieredStopAtLevel=1 -Xlog:cds*=off"))
+    # relative (as the README runs it, from the checkout), absolute, after other options
+    opts, left = _opts_after(str(hook), "--master", "local[2]", "--py-files", "x.py", "jobs/ingest.py", "--store", "s")
+    assert opts == "-XX:TieredStopAtLevel=1 -Xlog:cds*=off" and left == ""
+    opts, _ = _opts_after(str(hook), os.path.join(PROJECT_ROOT, "jobs", "ingest.py"), cwd=str(tmp_path),
+                          env_opts="-Dkeep=1")
+    assert opts == "-Dkeep=1 -XX:TieredStopAtLevel=1 -Xlog:cds*=off"
+    # any other application keeps Spark's defaults (or the caller's own)
+    for other in ("bench/parquet_copy.py", "jobs/query.py", "pyspark-shell"):
+        assert _opts_after(str(hook), "--master", "local[2]", other)[0] == ""
+    assert _opts_after(str(hook), str(tmp_path / "ingest.py"), cwd=str(tmp_path), env_opts="-Dx=1")[0] == "-Dx=1"
+
+
+def test_install_never_replaces_a_foreign_spark_env(tmp_path):
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-env.sh").write_text("export SPARK_WORKER_CORES=3\n")
+    assert submit_hook.install("-XX:TieredStopAtLevel=1", spark_home=str(tmp_path)) is None
+    assert (conf / "spark-env.sh").read_text() == "export SPARK_WORKER_CORES=3\n"
+    (conf / "spark-env.sh").unlink()
+    path = submit_hook.install("-XX:TieredStopAtLevel=1", spark_home=str(tmp_path))
+    assert path == str(conf / "spark-env.sh") and open(path).read().startswith(submit_hook.MARKER)
+    assert submit_hook.install("-Xint", spark_home=str(tmp_path)) == path       # ours: rewritten
+    assert "-Xint" in open(path).read()
+
+
+def test_installed_hook_gives_plain_spark_submit_the_fast_path():
+    """What `make install` left in this virtualenv's pyspark: a plain `spark-submit jobs/ingest.py`
+    starts its driver's JVM with the cold-job options."""
+    pytest.importorskip("pyspark")
+    path = submit_hook.hook_path()
+    if os.environ.get("SPARK_CONF_DIR") or not os.path.exists(path):
+        pytest.skip(f"no hook at {path} (make install writes it) or SPARK_CONF_DIR set")
+    opts, _ = _opts_after(path, "--master", "local[2]", "jobs/ingest.py", "--store", "s")
+    assert opts.split()[0] == jvm_archive.C1_ONLY
+    assert _opts_after(path, "--master", "local[2]", "bench/parquet_copy.py", "a", "b")[0] == ""
