@@ -149,33 +149,37 @@ def _copy(restored_golden, tmp_path, name="small-roll"):
     return store
 
 
+def _changed(restored_golden, tmp_path, n, change):
+    """A copy of small-roll whose first segment's n-th record went through ``change(buf, pos,
+    decoded record)``: (store, the segment's name, the record's position)."""
+    from storelib.codec.messages import decode_one
+    store = _copy(restored_golden, tmp_path)
+    path, rel = _segment_of(store)
+    buf = bytearray(open(path, "rb").read())
+    pos = _record_at(buf, n)
+    change(buf, pos, decode_one(bytes(buf), pos))
+    with open(path, "wb") as fh:
+        fh.write(bytes(buf))
+    return store, rel, pos
+
+
 def test_text_that_is_not_utf8_reads_like_java(spark, restored_golden, tmp_path):
     """A topic and a properties string with a byte that is not UTF-8: replaced (U+FFFD) alike."""
-    store = _copy(restored_golden, tmp_path)
-    path, _ = _segment_of(store)
-    buf = bytearray(open(path, "rb").read())
-    from storelib.codec.messages import decode_one
-    pos = _record_at(buf, 3)
-    r = decode_one(bytes(buf), pos)
-    topic_at = bytes(buf).index(r["topic"].encode(), pos)
-    buf[topic_at + 1] = 0xFF
-    props_at = bytes(buf).index(r["properties_string"].encode()[:8], topic_at)
-    buf[props_at + 2] = 0xC3                  # a lead byte without its continuation
-    open(path, "wb").write(bytes(buf))
+    def change(buf, pos, r):
+        topic_at = bytes(buf).index(r["topic"].encode(), pos)
+        buf[topic_at + 1] = 0xFF
+        props_at = bytes(buf).index(r["properties_string"].encode()[:8], topic_at)
+        buf[props_at + 2] = 0xC3              # a lead byte without its continuation
+    store, _, pos = _changed(restored_golden, tmp_path, 3, change)
     rows = _same(spark, store, f"commitlog_offset = {pos}")
     assert "\ufffd" in rows[0]["topic"]
 
 
 def test_damaged_record_is_an_error_naming_its_place(spark, restored_golden, tmp_path):
-    store = _copy(restored_golden, tmp_path)
-    path, rel = _segment_of(store)
-    buf = bytearray(open(path, "rb").read())
-    pos = _record_at(buf, 5)
-    from storelib.codec.messages import decode_one
-    r = decode_one(bytes(buf), pos)
-    body_len_at = pos + cl.bodylength_offset(r["sys_flag"])
-    buf[body_len_at:body_len_at + 4] = (10 ** 6).to_bytes(4, "big")       # a body longer than its record
-    open(path, "wb").write(bytes(buf))
+    def change(buf, pos, r):
+        at = pos + cl.bodylength_offset(r["sys_flag"])
+        buf[at:at + 4] = (10 ** 6).to_bytes(4, "big")       # a body longer than its record
+    store, rel, pos = _changed(restored_golden, tmp_path, 5, change)
     for engine in ("jvm", "python"):
         with pytest.raises(Exception) as e:
             _read(spark, store, engine).count()
