@@ -65,7 +65,11 @@ public final class BrokerCheck {
     public static void main(String[] args) throws Exception {
         String storeRoot = args[0];
         String work = args[1];
-        PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
+        // The answers alone go to stdout; whatever else prints there (logging without a configuration:
+        // the broker's stats once a minute) goes to stderr, so no log text can land inside an answer line.
+        java.io.PrintStream answers = System.out;
+        System.setOut(System.err);
+        PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(answers, StandardCharsets.UTF_8), true);
 
         NamesrvConfig nsConfig = new NamesrvConfig();
         nsConfig.setKvConfigPath(work + "/namesrv/kvConfig.json");
