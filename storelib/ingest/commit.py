@@ -32,7 +32,7 @@ import shutil
 import time
 
 from ..format import checkpoint as ckpt, indexfile, paths
-from ..table import deltacommit, manifest, snapcache, writerlease
+from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from ..format.config import StoreConfig
@@ -198,11 +198,16 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
     min_off = kept["min_offset"] if kept else r["first_new_offset"]
     mins = [x for x in (r["min_ts"], kept["min_store_ts"] if kept else None) if x is not None]
     maxs = [x for x in (r["max_ts"], kept["max_store_ts"] if kept else None) if x is not None]
+    zones = zonemap.from_detail(r.get("zones"))
+    if kept:                # the prefix's map, cut at the bytes kept (a repair may have shortened it)
+        old_zones = zonemap.of_row(kept)
+        zones = zonemap.merge(old_zones.clip(r["kept_bytes"]) if old_zones is not None else None, zones)
+    extra = {"zones": zonemap.to_detail(zones)} if zones is not None else {}
     return manifest.file_row(
         "commitlog", r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
         valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
         max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
-        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r), **key)
+        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r, **extra), **key)
 
 
 def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: sequencer.BatchPlan,

@@ -25,6 +25,7 @@ from ..format import commitlog, consumequeue, indexfile
 from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
 from ..compute import allocator, grouping, kernels
 from ..io import patches, storage
+from ..table import zonemap
 from ..format.config import StoreConfig
 from ..runtime.faults import fault
 from .context import WriteContext
@@ -147,7 +148,8 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
     blocks = version.hasher()
-    stats = {"count": 0, "min_ts": None, "max_ts": None, "new": 0}
+    stats = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
+    zone = zonemap.zone_bytes(F)
 
     def patched(si: int, ps: PlacedSplit, r0: int, r1: int, release: str | None):
         lo = int(ps.starts[r0])
@@ -169,6 +171,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
                 raise IngestError(f"{rel}: split {piece['split']} row {r0} placed at {int(ps.phys[r0])}, "
                                   f"the plan says {piece['phys_start']}")
             stats["count"] += r1 - r0
+            stats["zones"].append(zonemap.build(zone, ps.phys[r0:r1] - seg["base_offset"], ps.ts[r0:r1]))
             lo, hi = int(ps.ts[r0:r1].min()), int(ps.ts[r0:r1].max())
             stats["min_ts"] = lo if stats["min_ts"] is None else min(stats["min_ts"], lo)
             stats["max_ts"] = hi if stats["max_ts"] is None else max(stats["max_ts"], hi)
@@ -205,7 +208,8 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
         "kind": "commitlog", "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
-        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"]})
+        "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
+        "zones": zonemap.to_detail(zonemap.merge(zonemap.build(zone, [], []), *stats["zones"]))})
 
 
 def write_file_group(ctx: WriteContext, group: dict):

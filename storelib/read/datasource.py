@@ -186,7 +186,8 @@ class RocketMQReader(DataSourceReader):
         queue_plan = b.topics is not None and queue_plan_ok(files, info) \
             and str(self.options.get("topicqueues", "true")).lower() != "false"
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
-                             b.hi["commitlog_offset"], split_bytes)
+                             b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
+                             b.hi["store_timestamp"])
         return [InputPartition(tuple(s)) for s in splits]
 
     def read(self, partition):

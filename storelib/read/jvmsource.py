@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from .schema import MESSAGE_DDL
 
 __all__ = ["ENGINE_OPTION", "plain_files", "jvm_plan", "load_jvm", "ensure_loadable"]
@@ -55,18 +57,32 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
                           b.lo["commitlog_offset"], b.hi["commitlog_offset"])
     if not plain_files(store, [s.rel for s in segs]):
         return None
+    begin, end = b.lo["store_timestamp"], b.hi["store_timestamp"]
     splits = plan_splits(store, files, segs, None, False, b.lo["commitlog_offset"], b.hi["commitlog_offset"],
-                         split_bytes or SPLIT_BYTES)
-    ts = info.seg_ts if info is not None else {}
-    rows = []
-    for s in splits:
-        lo_ts, hi_ts = ts.get(s.base) or (None, None)
-        rows.append([store.path(s.rel), s.rel, s.base, s.valid, s.start, s.stop, lo_ts, hi_ts])
+                         split_bytes or SPLIT_BYTES, info, begin, end)
+    rows = [[store.path(s.rel), s.rel, s.base, s.valid, s.start, s.stop] + _split_times(info, s) for s in splits]
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds,
                        "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader),
                        "coalesce_bytes": COALESCE_LOCAL if coalesce_bytes is None else coalesce_bytes})
+
+
+def _split_times(info, s) -> list:
+    """[min_ts, max_ts, zones] of a split: its zones' time range and [[first record start, min_ts,
+    max_ts] per zone] (``table.zonemap``: the JVM narrows the split to the zones a pushed time
+    filter meets) when it starts on a zone start; else the segment's range and no zones."""
+    zm = info.zones(s.base) if info is not None else None
+    if zm is not None:
+        zm = zm.clip(s.valid)
+        k0 = int(np.searchsorted(zm.pos, s.start - s.base, "left"))
+        k1 = int(np.searchsorted(zm.pos, s.stop - s.base, "left"))
+        if k1 > k0 and int(zm.pos[k0]) == s.start - s.base:
+            zones = [[s.base + int(p), int(lo), int(hi)]
+                     for p, lo, hi in zip(zm.pos[k0:k1], zm.min_ts[k0:k1], zm.max_ts[k0:k1])]
+            return [int(zm.min_ts[k0:k1].min()), int(zm.max_ts[k0:k1].max()), zones]
+    lo_ts, hi_ts = (info.seg_ts.get(s.base) if info is not None else None) or (None, None)
+    return [lo_ts, hi_ts, None]
 
 
 def _queues(store, files, info, reader) -> dict | None:

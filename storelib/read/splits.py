@@ -173,10 +173,11 @@ def _record_boundaries(store, seg, targets: list, queues: list) -> list:
 
 
 def plan_splits(store, files, segs, topics=None, queue_plan: bool = False, lo=None, hi=None,
-                split_bytes: int = SPLIT_BYTES) -> list[Split]:
+                split_bytes: int = SPLIT_BYTES, info=None, begin=None, end=None) -> list[Split]:
     """The splits of ``segs`` (already pruned): queue splits for ``topics`` when ``queue_plan``,
     else walk splits. ``lo``/``hi``: inclusive commitlog-offset bounds; splits wholly outside
-    them are left out."""
+    them are left out. A segment with a zone map (``info.zones``, ``table.zonemap``) is cut on
+    zone starts, and only its runs of zones meeting store time [``begin``, ``end``] are read."""
     split_bytes = max(1, int(split_bytes))
     out = []
     qsel = None
@@ -187,22 +188,50 @@ def plan_splits(store, files, segs, topics=None, queue_plan: bool = False, lo=No
             return []
     dense = None
     for seg in segs:
-        k = -(-seg.valid // split_bytes)
-        targets = [seg.base + (seg.valid * i) // k for i in range(1, k)]
-        if qsel is not None:
-            bounds = sorted(set(targets))
-        elif targets:
-            if dense is None:
-                ranked = sorted(files.consume_queues.values(), key=lambda fs: -sum(f.units for f in fs))
-                dense = [QueueUnits(store, fs) for fs in ranked[:_SEARCH_QUEUES]]
-            bounds = _record_boundaries(store, seg, targets, dense)
+        zoned = _zoned_edges(store, seg, info, begin, end, split_bytes)
+        if zoned is not None:
+            runs = zoned
         else:
-            bounds = []
-        edges = [seg.base] + bounds + [seg.base + seg.valid]
-        for a, b in zip(edges, edges[1:]):
-            if (lo is not None and b <= lo) or (hi is not None and a > hi):
-                continue
-            out.append(Split(seg.rel, seg.base, seg.valid, a, b, qsel))
+            k = -(-seg.valid // split_bytes)
+            targets = [seg.base + (seg.valid * i) // k for i in range(1, k)]
+            if qsel is not None:
+                bounds = sorted(set(targets))
+            elif targets:
+                if dense is None:
+                    ranked = sorted(files.consume_queues.values(), key=lambda fs: -sum(f.units for f in fs))
+                    dense = [QueueUnits(store, fs) for fs in ranked[:_SEARCH_QUEUES]]
+                bounds = _record_boundaries(store, seg, targets, dense)
+            else:
+                bounds = []
+            runs = [[seg.base] + bounds + [seg.base + seg.valid]]
+        for edges in runs:
+            for a, b in zip(edges, edges[1:]):
+                if (lo is not None and b <= lo) or (hi is not None and a > hi):
+                    continue
+                out.append(Split(seg.rel, seg.base, seg.valid, a, b, qsel))
+    return out
+
+
+def _zoned_edges(store, seg, info, begin, end, split_bytes: int) -> list | None:
+    """Per run of zones meeting [begin, end]: its split edges (absolute offsets, zone starts,
+    about ``split_bytes`` apart); None: the segment has no usable zone map."""
+    zm = info.zones(seg.base) if info is not None and hasattr(info, "zones") else None
+    if zm is None:
+        return None
+    zm = zm.clip(seg.valid)
+    if not len(zm.pos) or int(zm.pos[0]) != 0:
+        return None
+    out, checked = [], {}
+    for a, b, _, _ in zm.runs(seg.valid, begin, end):
+        k = -(-(b - a) // split_bytes)
+        cuts = {zm.aligned(seg.valid, a + ((b - a) * i) // k) for i in range(1, k)}
+        edges = [a] + sorted(c for c in cuts if c is not None and a < c < b) + [b]
+        for e in edges:
+            if e not in checked:
+                checked[e] = e == 0 or e == seg.valid or _is_record_start(store, seg, seg.base + e)
+            if not checked[e]:
+                return None           # the file disagrees with the map: plan as if there were none
+        out.append([seg.base + e for e in edges])
     return out
 
 

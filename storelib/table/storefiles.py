@@ -252,6 +252,15 @@ class SnapshotInfo:
     seg_ts: dict = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
     source: str = "scan"                           # "manifest" | "scan"
     seg_count: dict = field(default_factory=dict)  # segment base offset -> records (manifest only)
+    seg_rows: dict = field(default_factory=dict)   # segment base offset -> its manifest row (manifest only)
+    zone_maps: dict = field(default_factory=dict, repr=False)   # parsed on first use (``zones``)
+
+    def zones(self, base: int):
+        """The segment's zone map (``table.zonemap``), None if its row has none."""
+        from .zonemap import of_row
+        if base not in self.zone_maps:
+            self.zone_maps[base] = of_row(self.seg_rows.get(base))
+        return self.zone_maps[base]
 
     @property
     def batch_id(self):
@@ -447,11 +456,12 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     def where(row) -> str:
         return reading_path(store, row, staged)
 
-    segs, seg_ts, seg_count = [], {}, {}
+    segs, seg_ts, seg_count, seg_rows = [], {}, {}, {}
     for r in snap.of_kind("commitlog"):
         segs.append(CommitLogSegment(where(r), int(r["base_offset"]), int(r["valid_bytes"])))
         seg_ts[int(r["base_offset"])] = (r.get("min_store_ts"), r.get("max_store_ts"))
         seg_count[int(r["base_offset"])] = r.get("count")
+        seg_rows[int(r["base_offset"])] = r
     cqs: dict = {}
     for r in snap.of_kind("consumequeue"):
         cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
@@ -462,7 +472,8 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
         hdr = IndexHeader(**{k: h[k] for k in _HEADER_KEYS})
         index.append(IndexFileRef(where(r), hdr.index_count, hdr))
     files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
-    return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count)
+    return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count,
+                               seg_rows=seg_rows)
 
 
 def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None = None):

@@ -262,3 +262,37 @@ def test_a_spark_submit_job_reads_through_the_jvm_reader(restored_golden, tmp_pa
     with open(os.path.join(GOLDEN, "small-roll", "messages.jsonl"), encoding="utf-8") as fh:
         want = sum(json.loads(x)["topic"] == "shipping" for x in fh)
     assert f"COUNT {want}" in r.stdout
+
+
+def test_store_time_prunes_inside_segments(spark, tmp_path):
+    """A pushed store-time filter narrows each split to its runs of zones that may hold matching
+    records (zone maps, storelib.table.zonemap): fewer, smaller tasks, and exactly the rows of a
+    full read filtered afterwards, on both readers."""
+    from conftest import GOLDEN
+    from storelib.format.config import StoreConfig
+    from zoned_store import BASE_TS, zoned_store
+    store = zoned_store(tmp_path, os.path.join(GOLDEN, "small-roll", "messages.jsonl"),
+                        StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600,
+                                    maxHashSlotNum=64, maxIndexNum=256))
+    cols = ["commitlog_offset", "store_timestamp", "topic"]
+    whole = _rows(_read(spark, store, "jvm", cols=cols))
+    full = _read(spark, store, "jvm", cols=cols).rdd.getNumPartitions()
+    for lo, width, where_topic in ((3 * 10**5, 10**5, ""), (0, 4 * 10**5, " AND topic = 'shipping'"),
+                                   (19 * 10**5, 10**4, "")):
+        b, e = BASE_TS + lo, BASE_TS + lo + width
+        where = f"store_timestamp >= {b} AND store_timestamp <= {e}" + where_topic
+        want = [r for r in whole if b <= r["store_timestamp"] <= e
+                and (not where_topic or r["topic"] == "shipping")]
+        q = _read(spark, store, "jvm", where, cols)
+        assert _rows(q) == want == _same(spark, store, where, cols) and want, where
+        assert q.rdd.getNumPartitions() < full / 2, where
+    # a zone start that is not a record start is an error, not missing rows
+    from storelib.read import jvmsource
+    from storelib.read.datasource import RocketMQReader
+    plan = json.loads(jvmsource.jvm_plan(RocketMQReader({"path": store}), split_bytes=8000))
+    zones = next(r for r in plan["splits"] if r[8] and len(r[8]) > 1)[8]
+    zones[0][1:] = [0, 0]                           # the zone before: outside the range below
+    zones[1][0] += 3
+    df = jvmsource.load_jvm(spark, json.dumps(plan))
+    with pytest.raises(Exception, match="no record starts here"):
+        df.where(f"store_timestamp >= {zones[1][1]} AND store_timestamp <= {zones[1][2]}").count()

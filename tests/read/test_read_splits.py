@@ -16,6 +16,7 @@ from storelib.format.config import StoreConfig
 from storelib.errors import CorruptStore
 from storelib.io.storage import Store
 from storelib.table.storefiles import as_store, open_files
+from zoned_store import BASE_TS
 
 SMALL = os.path.join(GOLDEN, "small-roll")
 TINY = StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600, maxHashSlotNum=64,
@@ -133,3 +134,50 @@ def test_a_split_off_the_record_boundaries_is_an_error(stores):
     # the segment's last split ends where the records end (a broker's recovery), not at an error
     last = splits.Split(seg.rel, seg.base, seg.valid, plan[-1].start, seg.base + seg.valid)
     assert sum(t.num_rows for t in splits.split_messages(st, last)) > 0
+
+
+@pytest.fixture(scope="module")
+def zoned(tmp_path_factory):
+    """(store, whole walk): times in clusters out of order, two batches (support/zoned_store.py)."""
+    from zoned_store import zoned_store
+    store = zoned_store(tmp_path_factory.mktemp("zoned"), os.path.join(SMALL, "messages.jsonl"), TINY)
+    return store, _whole(store).combine_chunks()
+
+
+def test_zone_maps_cut_and_prune_splits_without_losing_a_record(zoned):
+    """Segments with zone maps split on zone starts; a store-time range reads only the runs of
+    zones that may hold its records, inside segments, and gets exactly the walk's rows (walk and
+    queue splits); a map the file disagrees with is not used."""
+    store, whole = zoned
+    sto = as_store(store)
+    files, info = open_files(sto)
+    assert all(info.zones(s.base) is not None for s in files.commitlog)
+    ts = whole.column("store_timestamp").to_numpy()
+    everything = splits.plan_splits(sto, files, files.commitlog, split_bytes=20000, info=info)
+    assert _read(store, everything).equals(whole)
+    assert len(everything) > len(files.commitlog)
+    all_bytes = sum(s.stop - s.start for s in everything)
+    rng = np.random.default_rng(3)
+    fewer = 0
+    for _ in range(25):
+        begin = BASE_TS + int(rng.integers(-2 * 10**5, 21 * 10**5))
+        end = begin + int(rng.integers(0, 3 * 10**5))
+        want = whole.filter(pa.array((ts >= begin) & (ts <= end))).combine_chunks()
+        plan = splits.plan_splits(sto, files, files.commitlog, split_bytes=20000, info=info, begin=begin, end=end)
+        assert _read(store, plan, begin=begin, end=end).equals(want), (begin, end)
+        fewer += sum(s.stop - s.start for s in plan) < all_bytes / 2
+        topics = {"shipping", "audit_log"}
+        qplan = splits.plan_splits(sto, files, files.commitlog, topics, True, split_bytes=20000, info=info,
+                                   begin=begin, end=end)
+        qwant = want.filter(pc.is_in(want.column("topic"), pa.array(sorted(topics)))).combine_chunks()
+        assert _read(store, qplan, topics=topics, begin=begin, end=end).equals(qwant)
+    assert fewer >= 15                     # most ranges read less than half the store
+    # a map whose zone start is not a record start (the manifest and the file disagree)
+    seg = next(s for s in files.commitlog if len(info.zones(s.base).pos) > 2)
+    zm = info.zones(seg.base)
+    info.zone_maps[seg.base] = zm._replace(pos=np.concatenate([zm.pos[:1], zm.pos[1:] + 3]))
+    plan = splits.plan_splits(sto, files, [seg], split_bytes=2000, info=info)
+    assert all((s.start - seg.base) not in (zm.pos[1:] + 3).tolist() for s in plan)
+    want = whole.filter(pa.array((whole.column("commitlog_offset").to_numpy() >= seg.base) &
+                                 (whole.column("commitlog_offset").to_numpy() < seg.base + seg.valid)))
+    assert _read(store, plan).equals(want.combine_chunks())

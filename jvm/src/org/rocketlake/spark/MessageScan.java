@@ -191,13 +191,15 @@ final class MessageScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         List<InputPartition> out = new ArrayList<>();
-        for (Plan.Split s : plan.splits) {
-            if (bounds.mayHold(s)) {
-                Plan.QueueSplit q = plan.queueSplit(s, bounds.topics);
-                if (q == null) {
-                    out.add(s);
-                } else if (!q.queues.isEmpty()) {
-                    out.add(q);
+        for (Plan.Split whole : plan.splits) {
+            for (Plan.Split s : whole.narrow(bounds.beginTs, bounds.endTs)) {
+                if (bounds.mayHold(s)) {
+                    Plan.QueueSplit q = plan.queueSplit(s, bounds.topics);
+                    if (q == null) {
+                        out.add(s);
+                    } else if (!q.queues.isEmpty()) {
+                        out.add(q);
+                    }
                 }
             }
         }

@@ -84,10 +84,16 @@ final class Plan implements Serializable {
         final long valid;       // its valid bytes
         final long start;
         final long stop;
-        final Long minTs;       // the segment's store-time range (manifest), null if unknown
+        final Long minTs;       // the split's store-time range (manifest), null if unknown
         final Long maxTs;
+        // The split's zones (storelib.table.zonemap), null if it has none: zone k's records are those
+        // starting in [zoneStart[k], zoneStart[k + 1]) (the last zone's: up to stop).
+        final long[] zoneStart;
+        final long[] zoneMinTs;
+        final long[] zoneMaxTs;
 
-        Split(String file, String rel, long base, long valid, long start, long stop, Long minTs, Long maxTs) {
+        Split(String file, String rel, long base, long valid, long start, long stop, Long minTs, Long maxTs,
+              long[] zoneStart, long[] zoneMinTs, long[] zoneMaxTs) {
             this.file = file;
             this.rel = rel;
             this.base = base;
@@ -96,6 +102,43 @@ final class Plan implements Serializable {
             this.stop = stop;
             this.minTs = minTs;
             this.maxTs = maxTs;
+            this.zoneStart = zoneStart;
+            this.zoneMinTs = zoneMinTs;
+            this.zoneMaxTs = zoneMaxTs;
+        }
+
+        /** The split cut down to its runs of zones whose time range meets [begin, end] (itself
+         *  when it has no zones or no time bound is given). */
+        List<Split> narrow(Long begin, Long end) {
+            if (zoneStart == null || (begin == null && end == null)) {
+                return List.of(this);
+            }
+            List<Split> out = new ArrayList<>();
+            int n = zoneStart.length;
+            for (int k = 0; k < n; ) {
+                if (!meets(k, begin, end)) {
+                    k++;
+                    continue;
+                }
+                int j = k;
+                long lo = zoneMinTs[k];
+                long hi = zoneMaxTs[k];
+                while (j + 1 < n && meets(j + 1, begin, end)) {
+                    j++;
+                    lo = Math.min(lo, zoneMinTs[j]);
+                    hi = Math.max(hi, zoneMaxTs[j]);
+                }
+                long runStop = j + 1 < n ? zoneStart[j + 1] : stop;
+                out.add(new Split(file, rel, base, valid, zoneStart[k], runStop, lo, hi,
+                    java.util.Arrays.copyOfRange(zoneStart, k, j + 1), java.util.Arrays.copyOfRange(zoneMinTs, k, j + 1),
+                    java.util.Arrays.copyOfRange(zoneMaxTs, k, j + 1)));
+                k = j + 1;
+            }
+            return out;
+        }
+
+        private boolean meets(int k, Long begin, Long end) {
+            return !((begin != null && zoneMaxTs[k] < begin) || (end != null && zoneMinTs[k] > end));
         }
 
         /** The segment's last split walks on like a broker's recovery; the others must end at stop. */
@@ -109,8 +152,19 @@ final class Plan implements Serializable {
             JsonNode root = new ObjectMapper().readTree(json);
             List<Split> splits = new ArrayList<>();
             for (JsonNode s : root.get("splits")) {
+                JsonNode z = s.get(8);
+                long[][] zones = null;
+                if (z != null && !z.isNull()) {
+                    zones = new long[3][z.size()];
+                    for (int k = 0; k < z.size(); k++) {
+                        for (int c = 0; c < 3; c++) {
+                            zones[c][k] = z.get(k).get(c).asLong();
+                        }
+                    }
+                }
                 splits.add(new Split(s.get(0).asText(), s.get(1).asText(), s.get(2).asLong(), s.get(3).asLong(),
-                    s.get(4).asLong(), s.get(5).asLong(), optLong(s.get(6)), optLong(s.get(7))));
+                    s.get(4).asLong(), s.get(5).asLong(), optLong(s.get(6)), optLong(s.get(7)),
+                    zones == null ? null : zones[0], zones == null ? null : zones[1], zones == null ? null : zones[2]));
             }
             Bounds b = new Bounds();
             JsonNode jb = root.get("bounds");

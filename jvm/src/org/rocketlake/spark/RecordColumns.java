@@ -178,7 +178,7 @@ final class RecordColumns {
             scratch[n++] = HEX[x >>> 4];
             scratch[n++] = HEX[x & 15];
         }
-        for (int i = 0; i < 8; i++) {
+        for (int i = 0; i < SIZE_PHYSICALOFFSET; i++) {
             int x = b[at + POS_PHYSICALOFFSET + i] & 0xff;
             scratch[n++] = HEX[x >>> 4];
             scratch[n++] = HEX[x & 15];

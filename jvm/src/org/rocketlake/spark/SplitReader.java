@@ -54,6 +54,9 @@ final class SplitReader extends BatchReader {
         int at = (int) (pos - split.start);
         int size = map.getInt(at + POS_TOTALSIZE);
         int magic = map.getInt(at + POS_MAGIC);
+        if (pos == split.start) {
+            startsRecord(at, size, magic);
+        }
         if (magic == BLANK_MAGIC || size <= 0 || (magic != MAGIC_V1 && magic != MAGIC_V2) || pos + size > stop) {
             return finish();
         }
@@ -67,7 +70,7 @@ final class SplitReader extends BatchReader {
         }
         if (bounds.beginTs != null || bounds.endTs != null) {
             int bh = (map.getInt(at + POS_SYSFLAG) & FLAG_BORNHOST_V6) != 0 ? HOST_V6_SIZE : HOST_V4_SIZE;
-            if (at + POS_BORNHOST + bh + REL_STORETIMESTAMP + 8 > map.limit()) {
+            if (at + POS_BORNHOST + bh + REL_STORETIMESTAMP + SIZE_STORETIMESTAMP > map.limit()) {
                 throw Corrupt.at(split.rel, recordAt - split.base, "damaged record (TOTALSIZE " + size + ")");
             }
             long ts = map.getLong(at + POS_BORNHOST + bh + REL_STORETIMESTAMP);
@@ -80,6 +83,18 @@ final class SplitReader extends BatchReader {
         }
         map.get(at, record, 0, size);
         return columns.put(record, 0, recordAt - split.base, topics, vectors, row) ? 1 : 0;
+    }
+
+    /** A split starts on a record (the plan's boundaries come from consume-queue units or zone
+     *  maps, both checked here): a split of nothing there would read as no rows. */
+    private void startsRecord(int at, int size, int magic) {
+        boolean ok = (magic == MAGIC_V1 || magic == MAGIC_V2) && size > 0
+            && at + POS_PHYSICALOFFSET + SIZE_PHYSICALOFFSET <= map.limit()
+            && map.getLong(at + POS_PHYSICALOFFSET) == pos;
+        if (!ok) {
+            throw Corrupt.at(split.rel, pos - split.base, "no record starts here (size " + size + ", magic "
+                + Integer.toHexString(magic) + "), where the plan starts a split");
+        }
     }
 
     private int finish() {
