@@ -118,7 +118,7 @@ HEAVY = {
     "test_fuzz_readers.py": 50,
     "test_keylookup.py::test_batch_lookup_100k_keys_equals_per_key": 45,    # both plans
     "test_datasource.py": 52,           # incl. splits and topic queues under Spark (~7 s)
-    "test_jvm_reader.py": 45,           # the JVM reader against the Python one (each read twice)
+    "test_jvm_reader.py": 52,           # the JVM reader against the Python one (each read twice)
     "test_ingest_cluster.py::test_ingest_on_a_standalone_cluster_is_golden": 23,  # runs where namespaces cannot
     "test_cluster_multihost.py::test_multihost_ingest_shares_nothing_but_s3": 110,   # + its module fixture
     "test_durability.py::test_batch_is_on_stable_storage_before_its_commit": 23,
