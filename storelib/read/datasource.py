@@ -379,10 +379,11 @@ def _jvm_dataframe(spark, options: dict):
         raise ValueError(f"rocketmq data source: option engine={engine!r}: expected auto, jvm or python")
     if engine == "python":
         return None
-    plan = None
-    if jvmsource.ensure_loadable(spark):
-        plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"),
-                                      int_option(opts, "coalescebytes"))
+    # planned first: a store the JVM reader does not read (an object store) costs the session no jar
+    plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"),
+                              int_option(opts, "coalescebytes"))
+    if plan is not None and not jvmsource.ensure_loadable(spark):
+        plan = None
     if plan is None:
         if engine == "jvm":
             raise ValueError("rocketmq data source: engine=jvm, but the JVM reader cannot read this store here "
