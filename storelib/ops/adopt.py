@@ -221,7 +221,8 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
         rows.append(manifest.file_row(
             "commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
             valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
-            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"], **key))
+            min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"],
+            detail=manifest.dumps({"zones": f["zones"]}) if f.get("zones") else None, **key))
     queue_next: dict = {}
     for f in cqs:
         rows.append(manifest.file_row(

@@ -23,6 +23,7 @@ from ..io import checksum
 from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
+from ..table import zonemap
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 
@@ -210,6 +211,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
+    zones = _zone_map(fd.buf, starts, scan, good, F) if len(starts) and not msgs else None
     buffers.give(bufs)
     sha = checksum.combine(digests)
     if fd.os_paths:
@@ -217,11 +219,24 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     facts.update(file_size=fd.size, valid_bytes=valid, count=len(starts), end=base + stop,
                  min_offset=base + int(starts[0]) if len(starts) else None, max_offset=base + stop,
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
-                 checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1)
+                 checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1, zones=zones)
     if m is not None:
         _against_manifest(rel, m, fd, valid, sha, len(starts), stop, rec, out)
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
             "record_bytes": rec["bytes"]}
+
+
+def _zone_map(buf, starts, scan, good, F: int) -> dict:
+    """The zone map (``table.zonemap``) an adopt writes into the segment's row. The fast scan keeps
+    the store times of its sound records; the others (checked by the slow path, found sound) are
+    read where their flags put them."""
+    s = np.asarray(starts, np.int64)
+    ts = np.array(scan[0]["store_ts"][:len(s)], np.int64)
+    other = np.flatnonzero(~good[:len(s)])
+    if len(other):
+        flags = codec.gather_int(buf, s[other] + cl.POS_SYSFLAG, cl.SIZE_SYSFLAG)
+        ts[other] = codec.gather_int(buf, s[other] + cl.storetimestamp_offset(flags), cl.SIZE_STORETIMESTAMP)
+    return zonemap.to_detail(zonemap.build(zonemap.zone_bytes(F), s, ts))
 
 
 def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, last: bool, out: list) -> int:

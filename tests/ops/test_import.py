@@ -86,6 +86,28 @@ def test_import_copies_into_another_dir(tmp_path):
     assert mismatches(inspection.snapshot_reader(dst), "small-roll") == []
     again = adopt.adopt(None, dst, dst, small_config(), quiet=True)
     assert again["status"] == "already-committed"
+    _zone_maps_prune_alike(dst)
+
+
+def _zone_maps_prune_alike(store):
+    """An adopted broker store's segments get zone maps (from the verify scan): a store-time range
+    plans fewer bytes and reads exactly the rows of a whole walk."""
+    import numpy as np
+    import pyarrow as pa
+    from storelib.read import rangescan, splits
+    from storelib.table.storefiles import as_store, open_files
+    sto = as_store(store)
+    files, info = open_files(sto)
+    assert all(info.zones(s.base) is not None for s in files.commitlog)
+    whole = pa.concat_tables([t for s in files.commitlog for t in rangescan.segment_messages(sto, s)])
+    ts = np.sort(whole.column("store_timestamp").to_numpy())
+    begin, end = int(ts[len(ts) // 3]), int(ts[len(ts) // 3 + 200])
+    plan = splits.plan_splits(sto, files, files.commitlog, split_bytes=16000, info=info, begin=begin, end=end)
+    got = pa.concat_tables([rangescan.empty_messages()] + [t for sp in plan
+                                                           for t in splits.split_messages(sto, sp, begin, end)])
+    t = whole.column("store_timestamp").to_numpy()
+    assert got.combine_chunks().equals(whole.filter(pa.array((t >= begin) & (t <= end))).combine_chunks())
+    assert 0 < sum(sp.stop - sp.start for sp in plan) < sum(s.valid for s in files.commitlog) / 3
 
 
 def test_import_refuses_a_damaged_store(tmp_path):
