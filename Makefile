@@ -139,9 +139,11 @@ long: install rocketmq kafka
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
-# SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points).
+# SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
+# of a batch continuing a store on S3 (make test: 1 of 13).
 faults: install
-	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_ingest_faults.py
+	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states).
 crash: install

@@ -122,6 +122,7 @@ HEAVY = {
     "test_ingest_cluster.py::test_ingest_on_a_standalone_cluster_is_golden": 23,  # runs where namespaces cannot
     "test_cluster_multihost.py::test_multihost_ingest_shares_nothing_but_s3": 110,   # + its module fixture
     "test_durability.py::test_batch_is_on_stable_storage_before_its_commit": 23,
+    "test_s3_kills.py": 35,             # one kill and rerun on the S3 server (make faults: 13)
 }
 SLOW_DEFAULT = 15                        # a slow test not in HEAVY: a spark-submit or two
 
