@@ -33,9 +33,9 @@ class ContextSession:
                              "it was started with a SparkContext only (storelib.runtime.sparkcontext)")
 
 
-def context_session(app: str, master: str | None = None) -> ContextSession:
+def context_session(app: str, master: str | None = None, starting=None) -> ContextSession:
     """Start (or join) the process's ``SparkContext`` named ``app``; ``master`` unless spark-submit
-    gave one (None: spark-submit's, or Spark's default)."""
+    gave one (None: spark-submit's, or Spark's default); ``starting()`` is called just before."""
     from .pysparkpath import DAEMON_CONF, WORKER_DAEMON, prefer_installed_pyspark
     prefer_installed_pyspark()
     from pyspark import SparkConf, SparkContext
@@ -45,6 +45,8 @@ def context_session(app: str, master: str | None = None) -> ContextSession:
         conf.setMaster(master)
     if str(conf.get("spark.master", "local[*]")).startswith("local") and not conf.contains(DAEMON_CONF):
         conf.set(DAEMON_CONF, WORKER_DAEMON)
+    if starting:
+        starting()
     sc = SparkContext.getOrCreate(conf)
     install_exception_handler()
     return ContextSession(sc)
