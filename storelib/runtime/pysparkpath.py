@@ -6,8 +6,10 @@ Python's zip importer writes none, so every such process compiles PySpark's sour
 half a second of one core for the driver and again for each worker daemon, before either does
 anything. When that zip is the one inside the installed ``pyspark`` package that this interpreter
 would import anyway (the pip-installed Spark whose ``spark-submit`` ran us), its sources are the
-same files, already compiled in ``__pycache__``: ``prefer_installed_pyspark()`` moves the zip
-behind the installed package. A zip of another Spark installation (a cluster's) stays first,
+same files, already compiled in ``__pycache__``: ``prefer_installed_pyspark()`` takes the zip off
+``sys.path`` (and drops its cached zip importer: every Spark task calls
+``importlib.invalidate_caches()``, which makes a zip importer parse the zip's whole directory of
+1,300 entries again, in Python). A zip of another Spark installation (a cluster's) stays first,
 untouched, as does everything when ``pyspark`` is already imported.
 
 ``WORKER_DAEMON``: the module local Python workers start with (``spark.python.daemon.module``),
@@ -25,8 +27,7 @@ DAEMON_CONF = "spark.python.daemon.module"
 
 
 def prefer_installed_pyspark() -> bool:
-    """Move the installed pyspark package's own ``pyspark.zip`` behind the package on ``sys.path``;
-    True if it moved."""
+    """Take the installed pyspark package's own ``pyspark.zip`` off ``sys.path``; True if it was there."""
     if "pyspark" in sys.modules:
         return False
     zips = [p for p in sys.path if os.path.basename(p) == "pyspark.zip"]
@@ -41,5 +42,7 @@ def prefer_installed_pyspark() -> bool:
     mine = [p for p in zips if os.path.realpath(p) == own]
     if not mine:
         return False
-    sys.path[:] = [p for p in sys.path if p not in mine] + mine
+    sys.path[:] = [p for p in sys.path if p not in mine]
+    for p in mine:
+        sys.path_importer_cache.pop(p, None)
     return True
