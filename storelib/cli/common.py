@@ -89,13 +89,18 @@ def interrupted(e: BaseException, state: str) -> int:
     return 128 + signum
 
 
-def spark_session(app: str, reach: dict | None = None):
+def spark_session(app: str, reach: dict | None = None, sql: bool = True, starting=None):
     """The job's SparkSession, with Delta Lake (``delta_spark.configure_delta``: delta-spark's
     jars from ``make install``, Delta's SQL extension and catalog). The driver's object-store
     settings go with every task (``objstore.ship``). ``reach``: option name -> path the executors
     must read; on a multi-host master one on the driver's disk is refused before any task runs
-    (``multihost.UnreachablePath``, the session stopped)."""
+    (``multihost.UnreachablePath``, the session stopped). ``sql=False``: a job that only runs
+    Python tasks gets the SparkContext alone (``runtime.sparkcontext.ContextSession``: no SQL
+    session, no Delta jars; a cold start is seconds shorter). ``starting()``: called as the JVM
+    starts the application, the driver's Python then only waiting on it."""
     from ..runtime.sparkenv import apply_submit_args, python_for_workers
+    from ..runtime.pysparkpath import prefer_installed_pyspark
+    prefer_installed_pyspark()       # before pyspark's first import: compiled, not from spark-submit's zip
     python_for_workers()             # before pyspark reads PYSPARK_PYTHON
     if not _submitted():
         apply_submit_args()          # the rocketlake command's --master, --conf and JVM options
@@ -106,8 +111,9 @@ def spark_session(app: str, reach: dict | None = None):
         check_reachable(_submitted_master(), reach)        # before the application even starts
         reach = None
     builder = SparkSession.builder.appName(f"rocketlake-{app}")
-    if not _submitted():
-        builder = builder.master(os.environ.get("ROCKETLAKE_MASTER", "local[*]"))
+    master = None if _submitted() else os.environ.get("ROCKETLAKE_MASTER", "local[*]")
+    if master:
+        builder = builder.master(master)
     # SIGINT / SIGTERM wait while the session starts (PySpark installs a SIGINT handler that calls
     # into the JVM, on_signals replaces it) and arrive as errors.Interrupted once it has.
     import signal
@@ -117,7 +123,14 @@ def spark_session(app: str, reach: dict | None = None):
     except (AttributeError, ValueError):
         mask = None
     try:
-        spark = configure_delta(builder).getOrCreate()
+        if sql:
+            builder = configure_delta(builder)
+            if starting:
+                starting()
+            spark = builder.getOrCreate()
+        else:
+            from ..runtime.sparkcontext import context_session
+            spark = context_session(f"rocketlake-{app}", master, starting)
         python_for_workers(spark.sparkContext)
         spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
         from ..io import objstore
@@ -188,16 +201,18 @@ _WRITER_MESSAGES = {
 
 
 def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, state=None,
-            session=None) -> int:
+            session=None, sql=True) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
-    ``preload``: modules the body needs, imported while the SparkSession starts; ``warm``: modules
+    ``preload``: modules the body needs, imported while the JVM starts the SparkSession (not before:
+    the GIL would make the driver's own way to the JVM wait for them); ``warm``: modules
     the job's tasks need, imported in the executors' Python workers by a warm-up job while the
     body starts (``storelib.runtime.warmup``; the body joins it with ``warmup.wait_workers``).
     ``reach``: option name -> path the executors read (``spark_session``), checked before any task
     runs; ``config``: the job's configuration if already resolved (``store_config``); ``state()``:
     the line an interrupted job prints (what the store holds, what to run); ``session``: a stand-in
-    for Spark (``runtime.localrun.LocalSession``) to run the body in this process."""
+    for Spark (``runtime.localrun.LocalSession``) to run the body in this process; ``sql=False``: the
+    body uses only ``spark.sparkContext`` (``spark_session``)."""
     from ..compute import allocator
     from ..runtime import warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
@@ -211,11 +226,12 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     try:
         if session is not None:
             return body(session, cfg)
-        loading = warmup.preload(preload)
-        spark = spark_session(app, reach)
+        loading = []
+        spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
-        loading.wait()
+        for started in loading or [warmup.preload(preload)]:
+            started.wait()
         return body(spark, cfg)
     except KeyboardInterrupt as e:
         try:

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         session = LocalSession()
     return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
                        session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
-                       reach={"--store": args.store, "--input": args.input})
+                       reach={"--store": args.store, "--input": args.input}, sql=False)
 
 
 def _import(args) -> int:

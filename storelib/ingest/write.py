@@ -94,6 +94,7 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
 def run_write_task(ctx: WriteContext, task: tuple):
     """Stage 3 task: ("segments", [segment payloads]) or ("files", {"cq": [...], "index": [...]})."""
     kind, payload = task
+    allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:
         if kind == "segments":
             yield from write_segments(ctx, payload)

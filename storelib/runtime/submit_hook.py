@@ -11,6 +11,15 @@ virtualenv's pyspark (``install``): it adds the options only when one of the arg
 checkout's ``jobs/ingest.py``; every other application of that ``spark-submit`` (a Parquet copy,
 SQL over the ``rocketmq`` source, whose work is in the JVM and gains from C2) starts as before.
 
+The same hook keeps the class-data archive usable. The launcher puts ``$SPARK_CONF_DIR`` on the
+driver's class path, and a JVM maps a class-data archive only when every directory on its class
+path is missing or empty, as it was when the archive was dumped: a conf directory holding
+``spark-env.sh`` would turn the archive off for every JVM of this pyspark (the ingest's, the
+``rocketlake`` command's, the tests'). While that directory holds nothing but this hook (nothing
+else there for Spark to read), the hook points ``SPARK_CONF_DIR`` at a directory that does not
+exist (``NO_CONF``). An ingest's launcher JVM (``org.apache.spark.launcher.Main``, which only
+builds the java command) also starts with C1 and the serial collector (``LAUNCHER_OPTS``).
+
 A ``spark-env.sh`` that we did not write is never replaced (``install`` says so and returns None);
 with ``SPARK_CONF_DIR`` pointing elsewhere, or another Spark installation (a cluster's), the job
 starts with Spark's defaults and gets the options from ``--driver-java-options`` or
@@ -23,11 +32,13 @@ import shlex
 
 from ..format.paths import PROJECT_ROOT
 
-__all__ = ["MARKER", "HOOKED_JOBS", "hook_text", "hook_path", "install"]
+__all__ = ["MARKER", "HOOKED_JOBS", "NO_CONF", "LAUNCHER_OPTS", "hook_text", "hook_path", "install"]
 
 MARKER = "# rocketlake submit hook"
 # the jobs whose JVM mostly schedules Python tasks (storelib.runtime.jvm_archive)
 HOOKED_JOBS = (os.path.join(PROJECT_ROOT, "jobs", "ingest.py"),)
+NO_CONF = ".rocketlake-no-conf"        # under the conf directory; never created
+LAUNCHER_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def hook_text(options: str, jobs=HOOKED_JOBS) -> str:
@@ -43,11 +54,22 @@ for __rl_arg in "$@"; do
   case "$__rl_arg" in
     *.py)
       case "$(realpath -- "$__rl_arg" 2>/dev/null)" in
-        {cases}) SPARK_SUBMIT_OPTS="${{SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }}$__rl_opts"; break ;;
+        {cases}) SPARK_SUBMIT_OPTS="${{SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }}$__rl_opts"
+          SPARK_LAUNCHER_OPTS="${{SPARK_LAUNCHER_OPTS:+$SPARK_LAUNCHER_OPTS }}{LAUNCHER_OPTS}"; break ;;
       esac ;;
   esac
 done
-unset __rl_arg __rl_opts
+# A conf directory on the class path that is not empty turns the class-data archive off; while
+# this file is all it holds, the launcher gets a conf directory that does not exist.
+__rl_only=1
+for __rl_arg in "$SPARK_CONF_DIR"/* "$SPARK_CONF_DIR"/.[!.]*; do
+  case "${{__rl_arg##*/}}" in
+    spark-env.sh | '*' | '.[!.]*') ;;
+    *) __rl_only=0 ;;
+  esac
+done
+if [ "$__rl_only" = 1 ] && [ -n "$SPARK_CONF_DIR" ]; then SPARK_CONF_DIR="$SPARK_CONF_DIR/{NO_CONF}"; fi
+unset __rl_arg __rl_opts __rl_only
 """
 
 

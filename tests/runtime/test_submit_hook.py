@@ -62,3 +62,33 @@ def test_installed_hook_gives_plain_spark_submit_the_fast_path():
     opts, _ = _opts_after(path, "--master", "local[2]", "jobs/ingest.py", "--store", "s")
     assert opts.split()[0] == jvm_archive.C1_ONLY
     assert _opts_after(path, "--master", "local[2]", "bench/parquet_copy.py", "a", "b")[0] == ""
+
+
+def _env_after(hook: str, conf_dir: str, *args: str) -> dict:
+    """SPARK_CONF_DIR and SPARK_LAUNCHER_OPTS after sourcing ``hook`` as load-spark-env.sh does."""
+    script = f'set -a; . {hook}; set +a; printf "%s\\n%s\\n" "$SPARK_CONF_DIR" "$SPARK_LAUNCHER_OPTS"'
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_LAUNCHER_OPTS", "SPARK_SUBMIT_OPTS")}
+    env["SPARK_CONF_DIR"] = conf_dir
+    r = subprocess.run(["bash", "-c", script, "spark-class", "org.apache.spark.deploy.SparkSubmit", *args],
+                       cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, check=True)
+    conf, launcher = r.stdout.split("\n")[:2]
+    return {"conf": conf, "launcher": launcher}
+
+
+def test_a_conf_dir_holding_only_the_hook_leaves_the_class_path(tmp_path):
+    """The conf directory goes on the driver's class path, where a non-empty directory turns the
+    class-data archive off: while it holds only the hook, the launcher is pointed past it; a
+    directory with anything else of Spark's in it is used as it is."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    hook = conf / "spark-env.sh"
+    hook.write_text(submit_hook.hook_text("-XX:TieredStopAtLevel=1"))
+    got = _env_after(str(hook), str(conf), "--master", "local[2]", "bench/parquet_copy.py", "a", "b")
+    assert got == {"conf": str(conf / submit_hook.NO_CONF), "launcher": ""}
+    assert not (conf / submit_hook.NO_CONF).exists()
+    got = _env_after(str(hook), str(conf), "--master", "local[2]", "jobs/ingest.py", "--store", "s")
+    assert got == {"conf": str(conf / submit_hook.NO_CONF), "launcher": submit_hook.LAUNCHER_OPTS}
+    for other in ("spark-defaults.conf", ".hidden-setting"):
+        (conf / other).write_text("spark.ui.enabled false\n")
+        assert _env_after(str(hook), str(conf), "jobs/ingest.py")["conf"] == str(conf)
+        (conf / other).unlink()

@@ -58,7 +58,7 @@ def _run(body, spark, args, load_config) -> int:
     """cli.run_job without creating/stopping the session (one session serves every job)."""
     from storelib.cli import common as cli
     real_session = cli.spark_session
-    cli.spark_session = lambda app, reach=None: _NoStop(spark)
+    cli.spark_session = lambda app, reach=None, **_options: _NoStop(spark)
     try:
         return cli.run_job("ingest", args, body)
     finally:
