@@ -20,8 +20,11 @@ final class Compat {
         return newStore(cfg, clock, null);
     }
 
-    /** With broker statistics (getMessage records into them): the store the queries are asked of. */
-    static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
+    /** With broker statistics (getMessage records into them): the store the queries are asked of.
+     *  One store is built at a time: the writer builds several at once, and RocketMQ 5's
+     *  StoreStatsService fills a static TreeMap in its constructor (concurrent builds can corrupt
+     *  it and fail with a NullPointerException inside TreeMap). */
+    static synchronized DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
         throws Exception {
         DefaultMessageStore store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig()) {
             @Override
