@@ -380,8 +380,7 @@ def _jvm_dataframe(spark, options: dict):
     if engine == "python":
         return None
     # planned first: a store the JVM reader does not read (an object store) costs the session no jar
-    plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"),
-                              int_option(opts, "coalescebytes"))
+    plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"))
     if plan is not None and not jvmsource.ensure_loadable(spark):
         plan = None
     if plan is None:

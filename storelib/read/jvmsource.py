@@ -8,7 +8,8 @@ applies the pushable filters itself (topic =/IN; =, <, <=, >, >= on store_timest
 commitlog_offset): no Python worker, no Arrow conversion of twenty columns per row. A topic filter
 on a snapshot where every live record has one live unit (``splits.queue_plan_ok``) reads the
 topics' records through their consume queues, like the Python source's queue splits; the plan
-carries the queues' files for that.
+carries the queues' files for that. Each split carries its zones (``table.zonemap``): a store-time
+filter pushed after ``load()`` narrows the split to the zones whose time range meets it.
 
 What it reads: local stores whose committed files are plain files (``Store.os_paths``, no file of
 the snapshot read through a staged patch or a publish in flight). Anything else (object stores, a
@@ -40,13 +41,12 @@ def plain_files(store, rels) -> bool:
     return not any(r in assembled for r in rels)
 
 
-def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = None,
-             coalesce_bytes: int | None = None) -> str | None:
+def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = None) -> str | None:
     """The JSON plan of ``reader`` (a ``datasource.RocketMQReader`` made from the load's options:
     its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
     (module docstring)."""
     from .pruning import prune_segments
-    from .splits import COALESCE_LOCAL, SPLIT_BYTES, plan_splits
+    from .splits import SPLIT_BYTES, plan_splits
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
@@ -64,8 +64,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds,
-                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader),
-                       "coalesce_bytes": COALESCE_LOCAL if coalesce_bytes is None else coalesce_bytes})
+                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader)})
 
 
 def _split_times(info, s) -> list:

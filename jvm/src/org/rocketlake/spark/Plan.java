@@ -23,11 +23,9 @@ final class Plan implements Serializable {
     // topic -> its queues, each its files in order; null when a topic filter must walk (some live
     // record has no unit, or a unit is not a record's: storelib.read.splits.queue_plan_ok)
     final Map<String, List<List<QueueFile>>> queues;
-    final int coalesceBytes;
 
     private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
-                 Map<String, List<List<QueueFile>>> queues, int coalesceBytes) {
-        this.coalesceBytes = coalesceBytes;
+                 Map<String, List<List<QueueFile>>> queues) {
         this.store = store;
         this.splits = splits;
         this.bounds = bounds;
@@ -54,12 +52,10 @@ final class Plan implements Serializable {
         private static final long serialVersionUID = 1L;
         final Split split;
         final List<List<QueueFile>> queues;
-        final int coalesceBytes;     // read across a gap up to this many bytes
 
-        QueueSplit(Split split, List<List<QueueFile>> queues, int coalesceBytes) {
+        QueueSplit(Split split, List<List<QueueFile>> queues) {
             this.split = split;
             this.queues = queues;
-            this.coalesceBytes = coalesceBytes;
         }
     }
 
@@ -72,7 +68,7 @@ final class Plan implements Serializable {
         for (String t : topics) {
             qs.addAll(queues.getOrDefault(t, List.of()));
         }
-        return new QueueSplit(s, qs, coalesceBytes);
+        return new QueueSplit(s, qs);
     }
 
     /** One split: the records starting in [start, stop) of one segment file. */
@@ -196,8 +192,7 @@ final class Plan implements Serializable {
                     queues.put(e.getKey(), qs);
                 }
             }
-            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues,
-                root.get("coalesce_bytes").asInt());
+            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("rocketmq source: unreadable plan: " + e.getMessage(), e);
         }

@@ -4,55 +4,42 @@ import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.util.ArrayList;
 import java.util.List;
 
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * A topic filter's split, read through the topics' consume queues (storelib.read.splits' queue
- * splits): the units pointing into [start, stop) say where the topic's records are, so only their
- * bytes are read, in ranges coalesced across small gaps. Every record is checked against its unit
+ * splits): the units pointing into [start, stop) say where the topic's records are, so only those
+ * records are read, from the split's bytes memory-mapped (a page holding none of them is never
+ * touched, and no other record's header is parsed). Every record is checked against its unit
  * (PHYSICALOFFSET and TOTALSIZE) and its topic; rows come in commitlog order, as a walk gives them.
- * Planned only for snapshots where every live record has exactly one live unit. When the ranges
- * to read would cover most of the split anyway (a topic spread evenly over the commitlog), the
- * split is walked instead: one sequential pass costs less than reading nearly every byte in pieces.
+ * Planned only for snapshots where every live record has exactly one live unit.
  */
 final class QueueReader extends BatchReader {
-    private static final int MAX_RANGE = 32 << 20;    // bytes of one read at most
-
     private final Plan.QueueSplit qs;
-    private final StructType required;
-    private SplitReader walk;         // the split walked instead (see the class comment)
 
     private long[] phys;
     private int[] size;
     private int next;                 // the next unit to read
-    private byte[] buf = new byte[0];
-    private long bufStart;
-    private int bufLen;
+    private MappedByteBuffer map;     // [mapStart, the last unit's record end) of the segment
+    private long mapStart;
+    private byte[] buf = new byte[1 << 12];
 
     QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows) {
         super(qs.split, required, bounds, batchRows);
         this.qs = qs;
-        this.required = required;
-    }
-
-    @Override
-    public boolean next() throws IOException {
-        if (phys == null) {
-            units();
-            if (coalescedBytes() * 2 > split.stop - split.start) {
-                walk = new SplitReader(split, required, bounds, batchRows);
-            }
-        }
-        return walk != null ? walk.next() : super.next();
     }
 
     @Override
     int fill() throws IOException {
+        if (phys == null) {
+            units();
+            mapUnits();
+        }
         int rows = 0;
         while (rows < batchRows && next < phys.length) {
             rows += record(next++, rows);
@@ -61,61 +48,37 @@ final class QueueReader extends BatchReader {
     }
 
     /** The record of unit {@code k}, checked against it: 1 if it became row {@code row}. */
-    private int record(int k, int row) throws IOException {
+    private int record(int k, int row) {
         long p = phys[k];
-        if (p < bufStart || p + size[k] > bufStart + bufLen) {
-            fill(k);
+        if (buf.length < size[k]) {
+            buf = new byte[Math.max(size[k], 2 * buf.length)];
         }
-        int at = (int) (p - bufStart);
-        int gotSize = be32(buf, at + POS_TOTALSIZE);
-        long gotPhys = be64(buf, at + POS_PHYSICALOFFSET);
+        map.get((int) (p - mapStart), buf, 0, size[k]);
+        int gotSize = be32(buf, POS_TOTALSIZE);
+        long gotPhys = be64(buf, POS_PHYSICALOFFSET);
         if (gotSize != size[k] || gotPhys != p) {
             throw Corrupt.at(split.rel, p - split.base, "a consume-queue unit says a record of " + size[k]
                 + " bytes starts here; the record there says offset " + gotPhys + ", " + gotSize + " bytes");
         }
-        if (!inTime(buf, at)) {
+        if (!inTime(buf, 0)) {
             return 0;
         }
-        return columns.put(buf, at, p - split.base, topics, vectors, row) ? 1 : 0;
+        return columns.put(buf, 0, p - split.base, topics, vectors, row) ? 1 : 0;
     }
 
-    /** The end of the coalesced range that starts with unit {@code k}. */
-    private long rangeEnd(int k) {
-        long r1 = phys[k] + size[k];
-        for (int j = k + 1; j < phys.length && phys[j] - r1 <= qs.coalesceBytes && phys[j] + size[j] - phys[k] <= MAX_RANGE; j++) {
-            r1 = phys[j] + size[j];
+    /** Maps the bytes from the first unit's record to the last one's end. */
+    private void mapUnits() throws IOException {
+        if (phys.length == 0) {
+            return;
         }
-        return r1;
-    }
-
-    private long coalescedBytes() {
-        long total = 0;
-        for (int k = 0; k < phys.length; ) {
-            long end = rangeEnd(k);
-            total += end - phys[k];
-            while (k < phys.length && phys[k] < end) {
-                k++;
-            }
+        mapStart = phys[0];
+        long end = phys[phys.length - 1] + size[phys.length - 1];
+        long fileEnd = split.base + channel.size();
+        if (end > fileEnd) {
+            throw Corrupt.at(split.rel, fileEnd - split.base, "file ends before the records its consume-queue "
+                + "units point at");
         }
-        return total;
-    }
-
-    /** Reads the coalesced range of records from unit {@code k} on into {@code buf}. */
-    private void fill(int k) throws IOException {
-        long r0 = phys[k];
-        int n = (int) (rangeEnd(k) - r0);
-        if (buf.length < n) {
-            buf = new byte[Math.max(n, 1 << 20)];
-        }
-        ByteBuffer bb = ByteBuffer.wrap(buf, 0, n);
-        while (bb.hasRemaining()) {
-            if (channel.read(bb, r0 - split.base + bb.position()) < 0) {
-                throw Corrupt.at(split.rel, r0 - split.base + bb.position(), "file ends before the records its "
-                    + "consume-queue units point at");
-            }
-        }
-        bufStart = r0;
-        bufLen = n;
+        map = channel.map(FileChannel.MapMode.READ_ONLY, mapStart - split.base, end - mapStart);
     }
 
     /** The units of the split's queues pointing into [start, stop) (and the offset bounds), merged
@@ -166,19 +129,6 @@ final class QueueReader extends BatchReader {
             phys[out] = ps.get(best)[at[best]];
             size[out] = ss.get(best)[at[best]];
             at[best]++;
-        }
-    }
-
-    @Override
-    public ColumnarBatch get() {
-        return walk != null ? walk.get() : batch;
-    }
-
-    @Override
-    public void close() throws IOException {
-        super.close();
-        if (walk != null) {
-            walk.close();
         }
     }
 
