@@ -102,7 +102,7 @@ def test_topic_filter_through_the_queues(spark, tmp_path):
     run_ingest(LocalSession(), store, str(src), "jsonl", StoreConfig(mappedFileSizeCommitLog=65536,
                mappedFileSizeConsumeQueue=600, maxHashSlotNum=64, maxIndexNum=256), quiet=True)
     where = "topic IN ('shipping', 'audit_log') AND commitlog_offset > 30000"
-    q = _read(spark, store, "jvm", where, splitBytes=24000, coalesceBytes=0)     # read record by record
+    q = _read(spark, store, "jvm", where, splitBytes=24000)
     assert "topics read through their consume queues" in q._jdf.queryExecution().executedPlan().toString()
     got = _rows(q)
     assert got == _rows(_read(spark, store, "jvm", where, topicQueues="false")) == \
@@ -114,7 +114,7 @@ def test_topic_filter_through_the_queues(spark, tmp_path):
     raw[0:8] = (int.from_bytes(raw[0:8], "big") + 4).to_bytes(8, "big")
     open(f, "wb").write(bytes(raw))
     with pytest.raises(Exception, match="a consume-queue unit says a record of"):
-        _read(spark, store, "jvm", "topic = 'shipping'", coalesceBytes=0).count()
+        _read(spark, store, "jvm", "topic = 'shipping'").count()
 
 
 def test_only_named_columns_are_read(spark, restored_golden):
