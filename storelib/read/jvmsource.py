@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-
 from .schema import MESSAGE_DDL
 
 __all__ = ["ENGINE_OPTION", "plain_files", "jvm_plan", "load_jvm", "ensure_loadable"]
@@ -73,13 +71,10 @@ def _split_times(info, s) -> list:
     filter meets) when it starts on a zone start; else the segment's range and no zones."""
     zm = info.zones(s.base) if info is not None else None
     if zm is not None:
-        zm = zm.clip(s.valid)
-        k0 = int(np.searchsorted(zm.pos, s.start - s.base, "left"))
-        k1 = int(np.searchsorted(zm.pos, s.stop - s.base, "left"))
-        if k1 > k0 and int(zm.pos[k0]) == s.start - s.base:
-            zones = [[s.base + int(p), int(lo), int(hi)]
-                     for p, lo, hi in zip(zm.pos[k0:k1], zm.min_ts[k0:k1], zm.max_ts[k0:k1])]
-            return [int(zm.min_ts[k0:k1].min()), int(zm.max_ts[k0:k1].max()), zones]
+        zm = zm.clip(s.valid).within(s.start - s.base, s.stop - s.base)
+        if len(zm.pos) and int(zm.pos[0]) == s.start - s.base:
+            zones = [[s.base + int(p), int(lo), int(hi)] for p, lo, hi in zip(zm.pos, zm.min_ts, zm.max_ts)]
+            return [int(zm.min_ts.min()), int(zm.max_ts.max()), zones]
     lo_ts, hi_ts = (info.seg_ts.get(s.base) if info is not None else None) or (None, None)
     return [lo_ts, hi_ts, None]
 

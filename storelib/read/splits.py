@@ -215,7 +215,7 @@ def plan_splits(store, files, segs, topics=None, queue_plan: bool = False, lo=No
 def _zoned_edges(store, seg, info, begin, end, split_bytes: int) -> list | None:
     """Per run of zones meeting [begin, end]: its split edges (absolute offsets, zone starts,
     about ``split_bytes`` apart); None: the segment has no usable zone map."""
-    zm = info.zones(seg.base) if info is not None and hasattr(info, "zones") else None
+    zm = info.zones(seg.base) if info is not None else None
     if zm is None:
         return None
     zm = zm.clip(seg.valid)

@@ -58,29 +58,27 @@ class ZoneMap(NamedTuple):
             ok &= self.min_ts <= end
         return ok
 
-    def runs(self, valid: int, begin=None, end=None, start: int = 0, stop: int | None = None) -> list:
+    def within(self, start: int, stop: int) -> "ZoneMap":
+        """The zones whose first record starts in [start, stop)."""
+        k0, k1 = np.searchsorted(self.pos, [start, stop], "left")
+        return ZoneMap(self.bytes, self.pos[k0:k1], self.min_ts[k0:k1], self.max_ts[k0:k1])
+
+    def runs(self, valid: int, begin=None, end=None) -> list:
         """[(a, b, min_ts, max_ts)]: segment-relative record-start ranges of the maximal runs of
-        zones meeting [begin, end], inside [start, stop) (both zone starts or the valid end)."""
+        zones meeting [begin, end] (a and b: zone starts, or b the valid end)."""
         zm = self.clip(valid)
-        stop = valid if stop is None else stop
-        sel = (zm.pos >= start) & (zm.pos < stop)
-        idx = np.flatnonzero(sel)
-        if not len(idx):
-            return []
-        ok = zm.meets(begin, end)[idx]
+        ok = zm.meets(begin, end)
         out = []
         k = 0
-        while k < len(idx):
+        while k < len(ok):
             if not ok[k]:
                 k += 1
                 continue
             j = k
-            while j + 1 < len(idx) and ok[j + 1]:
+            while j + 1 < len(ok) and ok[j + 1]:
                 j += 1
-            i0, i1 = idx[k], idx[j]
-            b = int(zm.pos[i1 + 1]) if i1 + 1 < len(zm.pos) else valid
-            out.append((int(zm.pos[i0]), min(b, stop), int(zm.min_ts[i0:i1 + 1].min()),
-                        int(zm.max_ts[i0:i1 + 1].max())))
+            b = int(zm.pos[j + 1]) if j + 1 < len(zm.pos) else valid
+            out.append((int(zm.pos[k]), b, int(zm.min_ts[k:j + 1].min()), int(zm.max_ts[k:j + 1].max())))
             k = j + 1
         return out
 
@@ -91,15 +89,19 @@ class ZoneMap(NamedTuple):
         return int(zm.pos[k]) if k < len(zm.pos) else None
 
 
+def _grouped(zone: int, pos: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> ZoneMap:
+    """The map of entries at ascending positions ``pos`` with time ranges [lo, hi], one per zone."""
+    if not len(pos):
+        return ZoneMap(zone, pos, lo, hi)
+    z = pos // zone
+    cut = np.concatenate([[0], np.flatnonzero(z[1:] != z[:-1]) + 1])
+    return ZoneMap(zone, pos[cut], np.minimum.reduceat(lo, cut), np.maximum.reduceat(hi, cut))
+
+
 def build(zone: int, rel_pos: np.ndarray, ts: np.ndarray) -> ZoneMap:
     """The map of records starting at ``rel_pos`` (segment-relative, ascending) with store times ``ts``."""
-    rel_pos = np.asarray(rel_pos, np.int64)
     ts = np.asarray(ts, np.int64)
-    if not len(rel_pos):
-        return ZoneMap(zone, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
-    z = rel_pos // zone
-    cut = np.concatenate([[0], np.flatnonzero(z[1:] != z[:-1]) + 1])
-    return ZoneMap(zone, rel_pos[cut], np.minimum.reduceat(ts, cut), np.maximum.reduceat(ts, cut))
+    return _grouped(zone, np.asarray(rel_pos, np.int64), ts, ts)
 
 
 def merge(*maps: ZoneMap | None) -> ZoneMap | None:
@@ -113,12 +115,7 @@ def merge(*maps: ZoneMap | None) -> ZoneMap | None:
     lo = np.concatenate([m.min_ts for m in maps])
     hi = np.concatenate([m.max_ts for m in maps])
     order = np.argsort(pos, kind="stable")
-    pos, lo, hi = pos[order], lo[order], hi[order]
-    if not len(pos):
-        return ZoneMap(zone, pos, lo, hi)
-    z = pos // zone
-    cut = np.concatenate([[0], np.flatnonzero(z[1:] != z[:-1]) + 1])
-    return ZoneMap(zone, pos[cut], np.minimum.reduceat(lo, cut), np.maximum.reduceat(hi, cut))
+    return _grouped(zone, pos[order], lo[order], hi[order])
 
 
 def to_detail(m: ZoneMap) -> dict:

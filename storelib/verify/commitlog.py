@@ -211,7 +211,8 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import check_targets
             check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
-    zones = _zone_map(fd.buf, starts, scan, good, F) if len(starts) and not msgs else None
+    # a segment without a manifest row (an adopt's scan): the zone map its new row gets
+    zones = _zone_map(fd.buf, starts, scan, good, F) if m is None and len(starts) and not msgs else None
     buffers.give(bufs)
     sha = checksum.combine(digests)
     if fd.os_paths:
