@@ -8,6 +8,7 @@
     rocketlake export  --store STORE --to DIR                    a broker-ready directory
     rocketlake repair  --store STORE [--apply]                   rebuild queues, index, checkpoint
     rocketlake demo    [--store demo-store]                      ingest the bundled sample and look at it
+    rocketlake ui      --store STORE [--port 8040]               a web page over the store (read only)
 
 Spark is found as the installed pyspark and started in this process only by what needs it (a
 large ingest, the compat batch of ``query --queries``, ``--spark`` checks): its Python workers run
@@ -33,6 +34,7 @@ COMMANDS = {
     "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),
     "repair": ("storelib.cli.repair", "rebuild consume queues, index files and the checkpoint from the CommitLog"),
     "demo": ("storelib.cli.demo", "ingest the bundled 2,000-message sample and look at it"),
+    "ui": ("storelib.ui.command", "a local, read-only web page over one store (batches, topics, messages)"),
 }
 
 
