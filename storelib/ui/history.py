@@ -60,7 +60,7 @@ def queue_series(reader, snap: manifest.Snapshot | None, topic: str, queue_id: i
                 per_batch.append({"batch": f"{b['batch_seq']}: {b['batch_id']}", "operation": b["operation"],
                                   "next_offset": q["max_offset"]})
     n = hi - lo
-    offsets = sorted({lo + (n - 1) * i // max(1, SAMPLES - 1) for i in range(min(n, SAMPLES))}) if n > 0 else []
+    offsets = range(lo, hi) if n <= SAMPLES else sorted({lo + (n - 1) * i // (SAMPLES - 1) for i in range(SAMPLES)})
     sampled = []
     for off in offsets:
         ts = reader.get_message_store_timestamp(topic, queue_id, off)
