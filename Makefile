@@ -29,7 +29,7 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java fuse3 $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader
+install: check-java fuse3 chromium $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader
 
 # The JVM reader of spark.read.format("rocketmq") (jvm/src), compiled with the JDK's javac against
 # pyspark's jars into a jar beside the virtualenv, keyed by its sources (storelib/runtime/jvmjar.py).
@@ -48,6 +48,24 @@ fuse3:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq fuse3 >/dev/null 2>&1; } || \
 		echo "warning: could not install fuse3; the tests under tests/support/crashfs will skip" >&2; \
 	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/support/crashfs will skip" >&2; fi
+
+# The store browser's tests (tests/ui) drive Debian's Chromium headless through its chromedriver
+# (Selenium from requirements.txt); a browser fetched by a Python or npm package cannot be had.
+# Installed here when missing and we are root; never fatal: without them tests/ui skips and says why.
+.PHONY: chromium ui-screenshots
+chromium:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver for tests/ui"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; } || \
+		echo "warning: could not install chromium; the tests under tests/ui will skip" >&2; \
+	else echo "note: chromium / chromedriver are missing and cannot be installed here; tests/ui will skip" >&2; fi
+
+# The README's pictures of `rocketlake ui` (docs/ui/*.png), taken by tests/ui in headless Chromium.
+ui-screenshots: install
+	ROCKETLAKE_UI_SCREENSHOTS=$(abspath docs/ui) $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/ui
 
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }

@@ -84,6 +84,7 @@ def spark():
 TOGETHER = {
     "test_ingest_faults.py": 170,       # 14 kill/rerun jobs sharing one base store and KILLED
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
+    "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
 }
 HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,

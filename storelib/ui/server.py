@@ -32,7 +32,7 @@ from . import history, lookup
 from .health import Health
 from .storeview import StoreView, as_int, error_line, http_status
 
-__all__ = ["create_app", "plotly_js_dir", "PAGES"]
+__all__ = ["create_app", "Pages", "plotly_js_dir", "PAGES"]
 
 PAGES = (("batches", "Batches"), ("topics", "Topics and queues"), ("find", "Find a message"),
          ("segments", "Segments"), ("health", "Health"))
@@ -50,166 +50,161 @@ def plotly_js_dir() -> str | None:
 
 def create_app(store_uri: str, config_path: str | None = None) -> Flask:
     app = Flask("storelib.ui", root_path=HERE, static_folder="static", template_folder="templates")
-    app.config.update(SEND_FILE_MAX_AGE_DEFAULT=3600, JSON_SORT_KEYS=False)
-    view = StoreView(store_uri, config_path)
-    health = Health()
-    app.extensions["rocketlake"] = {"view": view, "health": health}
+    app.config.update(SEND_FILE_MAX_AGE_DEFAULT=3600)
+    pages = Pages(StoreView(store_uri, config_path), Health())
+    app.extensions["rocketlake"] = pages
+    for rule, name, methods in (("/", "batches", None), ("/topics", "topics", None), ("/queue", "queue", None),
+                                ("/find", "find", None), ("/find.csv", "find_csv", None),
+                                ("/message", "message", None), ("/message/body", "message_body", None),
+                                ("/segments", "segments", None), ("/health", "health_page", None),
+                                ("/health/verify", "health_verify", ["POST"]),
+                                ("/vendor/plotly.min.js", "plotly_js", None)):
+        app.add_url_rule(rule, name, getattr(pages, name), methods=methods or ["GET"])
+    app.add_template_filter(lambda ms: iso(ms) if ms is not None else "", "iso")
+    app.add_template_filter(_keep_cr, "cr")
+    return app
 
+
+class Pages:
+    """The pages over one store; each request reads the store afresh (``StoreView``)."""
+
+    def __init__(self, view: StoreView, health: Health):
+        self.view, self.health = view, health
+
+    @staticmethod
     def as_of():
         return (request.args.get("batch") or "").strip() or None
 
-    def page(template: str, name: str, status: int = 200, **kw):
+    def page(self, template: str, name: str, status: int = 200, **kw):
         kw.setdefault("error", None)
-        batches = kw.pop("nav_batches", None)
-        if batches is None:
-            try:
-                batches = view.snapshot().batches
-            except Exception:  # noqa: BLE001 - the page's own error says why
-                batches = []
-        return render_template(template, page=name, pages=PAGES, store=store_uri, as_of=as_of(),
+        try:
+            batches = self.view.snapshot().batches
+        except Exception:  # noqa: BLE001 - the page's own error says why
+            batches = []
+        return render_template(template, page=name, pages=PAGES, store=self.view.uri, as_of=self.as_of(),
                                nav_batches=batches, **kw), status
 
-    def failed(template: str, name: str, e: Exception, lookup_line: bool = False, **kw):
-        return page(template, name, http_status(e), error=error_line(e, lookup_line), **kw)
+    def failed(self, template: str, name: str, e: Exception, lookup_line: bool = False, **kw):
+        return self.page(template, name, http_status(e), error=error_line(e, lookup_line), **kw)
 
-    @app.get("/")
-    def batches():
+    def batches(self):
         try:
-            cfg = view.config(as_of())
-            snap = view.snapshot(as_of())
-            rows = history.batches(view.store, snap) if snap.batch is not None else []
-            return page("batches.html", "batches", rows=rows, broker=snap.batch is None,
-                        file_size=cfg.mappedFileSizeCommitLog)
+            self.view.config(self.as_of())
+            snap = self.view.snapshot(self.as_of())
+            rows = history.batches(self.view.store, snap) if snap.batch is not None else []
+            return self.page("batches.html", "batches", rows=rows, broker=snap.batch is None)
         except Exception as e:  # noqa: BLE001 - every failure is one line on the page
-            return failed("batches.html", "batches", e, rows=[], broker=False)
+            return self.failed("batches.html", "batches", e, rows=[], broker=False)
 
-    @app.get("/topics")
-    def topics():
+    def topics(self):
         try:
-            cfg = view.config(as_of())
-            snap = view.snapshot(as_of())
-            st = inspection.stats(view.store, snap, cfg)
-            return page("topics.html", "topics", stats=st)
+            cfg = self.view.config(self.as_of())
+            st = inspection.stats(self.view.store, self.view.snapshot(self.as_of()), cfg)
+            return self.page("topics.html", "topics", stats=st)
         except Exception as e:  # noqa: BLE001
-            return failed("topics.html", "topics", e, stats=None)
+            return self.failed("topics.html", "topics", e, stats=None)
 
-    @app.get("/queue")
-    def queue():
+    def queue(self):
         try:
-            topic = request.args.get("topic") or ""
-            qid = as_int(request.args, "queue")
-            cfg = view.config(as_of())
-            snap = view.snapshot(as_of())
-            reader = view.reader(as_of(), cfg)
+            topic, qid = request.args.get("topic") or "", as_int(request.args, "queue")
+            cfg = self.view.config(self.as_of())
+            snap = self.view.snapshot(self.as_of())
+            reader = self.view.reader(self.as_of(), cfg)
             if (topic, qid) not in reader.files.consume_queues:
                 raise BadInput(f"no queue {topic}/{qid} in this batch of the store")
-            return page("queue.html", "topics", series=history.queue_series(reader, snap, topic, qid))
+            return self.page("queue.html", "topics", series=history.queue_series(reader, snap, topic, qid))
         except Exception as e:  # noqa: BLE001
-            return failed("queue.html", "topics", e, series=None)
+            return self.failed("queue.html", "topics", e, series=None)
 
-    def run_find():
+    def run_find(self):
         q = lookup.Query.from_params(request.args)
-        cfg = view.config(as_of())
-        return q, lookup.find(view.reader(as_of(), cfg), q, store_uri, as_of(), cfg)
+        cfg = self.view.config(self.as_of())
+        return q, lookup.find(self.view.reader(self.as_of(), cfg), q, self.view.uri, self.as_of(), cfg)
 
-    @app.get("/find")
-    def find():
-        if not request.args.get("mode"):
-            return page("find.html", "find", q=None, found=None, rows=[], argv=None, params={})
+    def find(self):
         params = request.args.to_dict()
+        if not params.get("mode"):
+            return self.page("find.html", "find", q=None, found=None, rows=[], argv=None, params={})
         try:
-            q, found = run_find()
-            return page("find.html", "find", q=q, found=found, rows=lookup.display_rows(found),
-                        argv=q.argv(store_uri, as_of()), params=params)
+            q, found = self.run_find()
+            return self.page("find.html", "find", q=q, found=found, rows=lookup.display_rows(found),
+                             argv=q.argv(self.view.uri, self.as_of()), params=params)
         except Exception as e:  # noqa: BLE001
-            return failed("find.html", "find", e, lookup_line=True, q=None, found=None, rows=[], argv=None,
-                          params=params)
+            return self.failed("find.html", "find", e, lookup_line=True, q=None, found=None, rows=[], argv=None,
+                               params=params)
 
-    @app.get("/find.csv")
-    def find_csv():
+    def find_csv(self):
         try:
-            q, found = run_find()
+            q, found = self.run_find()
         except Exception as e:  # noqa: BLE001
             return Response(error_line(e, True) + "\n", http_status(e), mimetype="text/plain")
         return Response(lookup.csv_text(found, q.body_as), mimetype="text/csv",
                         headers={"Content-Disposition": f"attachment; filename=rocketlake-{q.mode}.csv"})
 
-    def one_message():
+    def one_message(self):
         offset = as_int(request.args, "offset", minimum=0)
-        m = view.reader(as_of()).get_by_offset(offset)
+        m = self.view.reader(self.as_of()).get_by_offset(offset)
         if m is None:
             raise BadInput(f"nothing found: no message starts at commitlog offset {offset} in this batch")
         return m
 
-    @app.get("/message")
-    def message():
+    def message(self):
         try:
-            m = lookup.message_fields(one_message())
-            return page("message.html", "find", m=m, hex=lookup.hex_dump(m["body"]), hex_limit=lookup.HEX_LIMIT,
-                        body_b64=base64.b64encode(m["body"]).decode() if len(m["body"]) <= 1 << 20 else None)
+            m = lookup.message_fields(self.one_message())
+            b64 = base64.b64encode(m["body"]).decode() if len(m["body"]) <= 1 << 20 else None
+            return self.page("message.html", "find", m=m, hex=lookup.hex_dump(m["body"]),
+                             hex_limit=lookup.HEX_LIMIT, body_b64=b64)
         except Exception as e:  # noqa: BLE001
-            return failed("message.html", "find", e, lookup_line=True, m=None)
+            return self.failed("message.html", "find", e, lookup_line=True, m=None)
 
-    @app.get("/message/body")
-    def message_body():
+    def message_body(self):
         try:
-            m = one_message()
+            m = self.one_message()
         except Exception as e:  # noqa: BLE001
             return Response(error_line(e, True) + "\n", http_status(e), mimetype="text/plain")
         return Response(bytes(m["body"]), mimetype="application/octet-stream",
                         headers={"Content-Disposition": f"attachment; filename={m['msg_id']}.body"})
 
-    @app.get("/segments")
-    def segments():
+    def segments(self):
         try:
-            cfg = view.config(as_of())
-            snap = view.snapshot(as_of())
+            cfg = self.view.config(self.as_of())
+            snap = self.view.snapshot(self.as_of())
             if snap.batch is not None:
-                rows = inspection.segment_rows(snap, "commitlog")
-                files = inspection.segment_rows(snap)
+                rows, files = inspection.segment_rows(snap, "commitlog"), inspection.segment_rows(snap)
             else:
-                reader = view.reader(None, cfg)
                 rows = [{"path": s.rel, "base_offset": s.base, "valid_bytes": s.valid}
-                        for s in reader.files.commitlog]
+                        for s in self.view.reader(None, cfg).files.commitlog]
                 files = []
-            return page("segments.html", "segments",
-                        segments=history.segment_map(snap, rows, cfg.mappedFileSizeCommitLog), files=files)
+            return self.page("segments.html", "segments", files=files,
+                             segments=history.segment_map(snap, rows, cfg.mappedFileSizeCommitLog))
         except Exception as e:  # noqa: BLE001
-            return failed("segments.html", "segments", e, segments=[], files=[])
+            return self.failed("segments.html", "segments", e, segments=[], files=[])
 
-    @app.get("/health")
-    def health_page():
+    def health_page(self):
         try:
-            view.config()
-            files = sorted(view.snapshot().files)
+            self.view.config()
+            files = sorted(self.view.snapshot().files)
         except Exception as e:  # noqa: BLE001
-            return failed("health.html", "health", e, last=health.last, files=[])
-        return page("health.html", "health", last=health.last, files=files)
+            return self.failed("health.html", "health", e, last=self.health.last, files=[])
+        return self.page("health.html", "health", last=self.health.last, files=files)
 
-    @app.post("/health/verify")
-    def health_verify():
+    def health_verify(self):
         try:
             rel = request.form.get("file")
             if rel is not None:
-                health.verify_file(view, rel)
+                self.health.verify_file(self.view, rel)
             else:
-                health.verify_store(view, as_of())
+                self.health.verify_store(self.view, self.as_of())
         except Exception as e:  # noqa: BLE001
-            return failed("health.html", "health", e, last=health.last, files=[])
-        return redirect(url_for("health_page", batch=as_of()), 303)
+            return self.failed("health.html", "health", e, last=self.health.last, files=[])
+        return redirect(url_for("health_page", batch=self.as_of()), 303)
 
-    @app.get("/vendor/plotly.min.js")
+    @staticmethod
     def plotly_js():
         d = plotly_js_dir()
         if d is None:
             abort(404)
         return send_from_directory(d, "plotly.min.js", mimetype="text/javascript", max_age=86400)
-
-    app.add_template_filter(lambda ms: iso(ms) if ms is not None else "", "iso")
-    app.add_template_filter(_keep_cr, "cr")
-
-    return app
-
 
 def _keep_cr(text) -> Markup:
     """Text escaped for HTML with its carriage returns as character references (an HTML parser

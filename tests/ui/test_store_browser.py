@@ -331,9 +331,9 @@ def test_the_quick_verify_of_one_file(browser, srv, ui_store, ui_server, tmp_pat
     with open(os.path.join(copy, rel), "r+b") as fh:
         fh.seek(8)
         fh.write(b"\x7f\xff\xff\xff")            # a unit's size
-    r = cli("verify", "--store", copy, check=False)
-    want = [x for x in r.stdout.decode().splitlines() if x.startswith(rel)]
-    assert r.returncode == 1 and want
+    code, out, _err = run_cli("verify", "--store", copy)
+    want = [x for x in out.splitlines() if x.startswith(rel)]
+    assert code == 1 and want
     s = ui_server(copy)
     open_page(browser, s.url + "/health")
     Select(browser.find_element(By.ID, "verify-file")).select_by_visible_text(rel)
