@@ -51,6 +51,7 @@ fuse3:
 
 # The store browser's tests (tests/ui) drive Debian's Chromium headless through its chromedriver
 # (Selenium from requirements.txt); a browser fetched by a Python or npm package cannot be had.
+# fonts-wqy-zenhei: the screenshots show the test store's Chinese keys and tags as characters.
 # Installed here when missing and we are root; never fatal: without them tests/ui skips and says why.
 .PHONY: chromium ui-screenshots
 chromium:
@@ -58,8 +59,8 @@ chromium:
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "installing chromium and chromium-driver for tests/ui"; \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || \
-		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1; } || \
+		apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null 2>&1; } || \
 		echo "warning: could not install chromium; the tests under tests/ui will skip" >&2; \
 	else echo "note: chromium / chromedriver are missing and cannot be installed here; tests/ui will skip" >&2; fi
 

@@ -231,6 +231,7 @@ def test_a_message_body_and_properties_are_byte_exact(browser, srv, ui_store, sh
         assert fields[k] == str(want[k]), k
     status, data = fetch(browser, browser.find_element(By.ID, "download").get_attribute("href"))
     assert status == 200 and data == body
+    browser.execute_script("document.getElementById('properties').scrollIntoView()")
     shot(name)
 
 

@@ -17,6 +17,7 @@ function plot(id, traces, layout) {
     el.textContent = "plotly.js is not installed (pip install the pinned plotly of requirements.txt)";
     return;
   }
+  if (layout.height) el.style.height = layout.height + "px";
   Plotly.newPlot(el, traces, Object.assign({}, LAYOUT, layout), CONFIG).then(() => { el.dataset.ready = "1"; });
 }
 
@@ -67,7 +68,8 @@ function segmentMap() {
   plot("segment-map", traces, { title: { text: "which batch wrote which bytes of each segment" }, barmode: "overlay",
        xaxis: { title: { text: "byte offset in the segment" }, range: [0, segs[0].file_size] },
        yaxis: { autorange: "reversed", type: "category", automargin: true },
-       margin: { l: 190, r: 30, t: 40, b: 50 }, height: Math.max(260, 120 + 40 * segs.length) });
+       margin: { l: 190, r: 30, t: 40, b: 50 }, legend: { orientation: "h", y: -0.35 },
+       height: Math.max(300, 160 + 45 * segs.length) });
   const zx = [], lo = [], hi = [], names = [];
   segs.forEach(s => s.zones.forEach(z => { zx.push(s.base_offset + z.start); lo.push(z.min_store_time); hi.push(z.max_store_time); names.push(s.path); }));
   if (zx.length) {
