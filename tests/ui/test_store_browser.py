@@ -378,6 +378,29 @@ def test_a_batch_appended_while_open_shows_on_refresh(browser, ui_server, ui_sto
     shot("segments")
 
 
+def test_nothing_but_reads_and_nothing_from_elsewhere(ui_store):
+    """Through the application itself (no browser): no method but GET (and the verify's POST), no
+    static path leading out of its folder, every script and stylesheet served by the server."""
+    from storelib.ui.server import create_app, plotly_js_dir
+    client = create_app(ui_store).test_client()
+    for path in ("/", "/topics", "/find", "/segments", "/health"):
+        r = client.get(path)
+        assert r.status_code == 200
+        refs = re.findall(r'(?:src|href)="([^"]+)"', r.get_data(as_text=True))
+        assert refs and all(x.startswith(("/", "#", "?")) for x in refs), refs
+        assert client.post(path).status_code == 405 and client.put(path).status_code == 405
+        assert client.delete(path).status_code == 405
+    for path in ("/static/../server.py", "/static/%2e%2e/server.py", "/static/..%2fserver.py",
+                 "/vendor/../server.py"):
+        assert client.get(path).status_code == 404, path
+    r = client.get("/vendor/plotly.min.js")
+    assert r.status_code == 200 and r.get_data() == open(os.path.join(plotly_js_dir(), "plotly.min.js"), "rb").read()
+    r.close()
+    r = client.get("/", query_string={"batch": "2"})
+    assert 'id="asof-note"' in r.get_data(as_text=True)
+
+
+
 def test_the_server_wrote_nothing(srv, ui_store):
     """Last: every test above left the store's files exactly as they were."""
     assert tree_state(ui_store) == srv.before
