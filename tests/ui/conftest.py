@@ -76,19 +76,6 @@ def ui_store(tmp_path_factory) -> str:
     return store
 
 
-def cli(*args, check: bool = True) -> subprocess.CompletedProcess:
-    """``rocketlake ARGS`` as a user runs it."""
-    r = subprocess.run([sys.executable, "-m", "storelib.cli.main", *args], cwd=ROOT, env=ENV,
-                       capture_output=True, timeout=120)
-    if check:
-        assert r.returncode == 0, r.stderr.decode(errors="replace")
-    return r
-
-
-def cli_json(*args) -> list:
-    return [json.loads(x) for x in cli(*args).stdout.decode().splitlines() if x.strip()]
-
-
 class Server:
     def __init__(self, store: str):
         self.store = store

@@ -22,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BINARY_BODY, ROOT, TEXT_BODY, Server, cli, ingest
+from conftest import BINARY_BODY, ROOT, TEXT_BODY, Server, ingest
 
 pytestmark = pytest.mark.slow         # starts a server and a browser
 
@@ -33,9 +33,10 @@ WebDriverWait = pytest.importorskip("selenium.webdriver.support.ui").WebDriverWa
 
 # ----------------------------------------------------------------------------- helpers
 def run_cli(module: str, *argv) -> tuple[int, str, str]:
-    """``rocketlake query|inspect ARGS`` in this process: (exit status, stdout, stderr)."""
+    """``rocketlake query|inspect|verify ARGS`` (``ui.command``: ``rocketlake ui``) in this process:
+    (exit status, stdout, stderr)."""
     import importlib
-    mod = importlib.import_module(f"storelib.cli.{module}")
+    mod = importlib.import_module(f"storelib.{module}" if "." in module else f"storelib.cli.{module}")
     if module == "query":
         argv = ("--local", "always") + argv
     out, err = io.StringIO(), io.StringIO()
@@ -113,6 +114,17 @@ def srv(ui_store):
     before = tree_state(ui_store)
     s = Server(ui_store)
     s.before = before
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def spare(ui_store, tmp_path_factory):
+    """A copy of the store under its own ``rocketlake ui``, for the tests that spoil a store: the
+    quick verify damages a queue file of it, then the error test moves it away (in that order)."""
+    copy = str(tmp_path_factory.mktemp("ui-spare") / "store")
+    shutil.copytree(ui_store, copy)
+    s = Server(copy)
     yield s
     s.stop()
 
@@ -269,7 +281,31 @@ def test_csv_export_equals_the_cli_csv(browser, srv, ui_store, tmp_path):
         assert status == 200 and got == want and want.count(b"\n") > 1, params
 
 
-def test_errors_are_the_cli_one_line(browser, srv, ui_store, ui_server, tmp_path, shot):
+def test_the_quick_verify_of_one_file(browser, srv, spare, shot):
+    open_page(browser, srv.url + "/health")
+    Select(browser.find_element(By.ID, "verify-file")).select_by_visible_text("commitlog/00000000000000262144")
+    browser.find_element(By.ID, "verify-file-button").click()
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "last-verify"))
+    assert text_of(browser, "#verify-status") == "ok"
+    assert "files=1" in text_of(browser, "#verify-summary")
+    shot("health")
+    # a damaged queue file of a copy: FAILED, the problem line rocketlake verify prints for it
+    rel = "consumequeue/orders/1/00000000000000000000"
+    with open(os.path.join(spare.store, rel), "r+b") as fh:
+        fh.seek(8)
+        fh.write(b"\x7f\xff\xff\xff")            # a unit's size
+    code, out, _err = run_cli("verify", "--store", spare.store)
+    want = [x for x in out.splitlines() if x.startswith(rel)]
+    assert code == 1 and want
+    open_page(browser, spare.url + "/health")
+    Select(browser.find_element(By.ID, "verify-file")).select_by_visible_text(rel)
+    browser.find_element(By.ID, "verify-file-button").click()
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "last-verify"))
+    assert text_of(browser, "#verify-status") == "FAILED"
+    assert set(want) <= set(text_of(browser, "#verify-problems").splitlines())
+
+
+def test_errors_are_the_cli_one_line(browser, srv, ui_store, spare, shot):
     # a batch the store does not have
     open_page(browser, srv.url + "/find?" + urllib.parse.urlencode(
         {"mode": "key", "topic": "orders", "key": "x", "batch": "no-such"}))
@@ -283,20 +319,18 @@ def test_errors_are_the_cli_one_line(browser, srv, ui_store, ui_server, tmp_path
     WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "error"))
     assert "contains a '..' component" in text_of(browser, "#error")
     # a store path that stops being a store while the page is open
-    copy = str(tmp_path / "moved")
-    shutil.copytree(ui_store, copy)
-    s = ui_server(copy)
-    open_page(browser, s.url + "/")
+    copy = spare.store
+    open_page(browser, spare.url + "/")
     assert not browser.find_elements(By.ID, "error")
     os.rename(copy, copy + ".gone")
-    open_page(browser, s.url + "/")
+    open_page(browser, spare.url + "/")
     assert text_of(browser, "#error") == cli_line("inspect", "--store", copy, "stats")
     shot("error")
-    open_page(browser, s.url + "/find?mode=key&topic=orders&key=hot-key")
+    open_page(browser, spare.url + "/find?mode=key&topic=orders&key=hot-key")
     assert text_of(browser, "#error") == cli_line("query", "--store", copy, "key", "--topic", "orders", "--key", "k")
     # and the command refuses it before anything listens, with the same line (exit 2)
-    r = cli("ui", "--store", copy, "--port", "0", check=False)
-    assert r.returncode == 2 and r.stderr.decode().strip() == cli_line("inspect", "--store", copy, "stats")
+    assert cli_line("ui.command", "--store", copy, "--port", "0") == cli_line("inspect", "--store", copy, "stats")
+    assert run_cli("ui.command", "--store", copy, "--port", "0")[0] == 2
 
 
 def test_concurrent_requests(srv):
@@ -317,33 +351,6 @@ def test_concurrent_requests(srv):
     assert len(set(h for _, h in got[paths[4]])) == 1
 
 
-def test_the_quick_verify_of_one_file(browser, srv, ui_store, ui_server, tmp_path, shot):
-    open_page(browser, srv.url + "/health")
-    Select(browser.find_element(By.ID, "verify-file")).select_by_visible_text("commitlog/00000000000000262144")
-    browser.find_element(By.ID, "verify-file-button").click()
-    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "last-verify"))
-    assert text_of(browser, "#verify-status") == "ok"
-    assert "files=1" in text_of(browser, "#verify-summary")
-    shot("health")
-    # a damaged queue file of a copy: FAILED, the problem line rocketlake verify prints for it
-    copy = str(tmp_path / "damaged")
-    shutil.copytree(ui_store, copy)
-    rel = "consumequeue/orders/1/00000000000000000000"
-    with open(os.path.join(copy, rel), "r+b") as fh:
-        fh.seek(8)
-        fh.write(b"\x7f\xff\xff\xff")            # a unit's size
-    code, out, _err = run_cli("verify", "--store", copy)
-    want = [x for x in out.splitlines() if x.startswith(rel)]
-    assert code == 1 and want
-    s = ui_server(copy)
-    open_page(browser, s.url + "/health")
-    Select(browser.find_element(By.ID, "verify-file")).select_by_visible_text(rel)
-    browser.find_element(By.ID, "verify-file-button").click()
-    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.ID, "last-verify"))
-    assert text_of(browser, "#verify-status") == "FAILED"
-    assert set(want) <= set(text_of(browser, "#verify-problems").splitlines())
-
-
 def test_a_batch_appended_while_open_shows_on_refresh(browser, ui_server, ui_store, tmp_path, shot):
     copy = str(tmp_path / "growing")
     shutil.copytree(ui_store, copy)
@@ -357,6 +364,7 @@ def test_a_batch_appended_while_open_shows_on_refresh(browser, ui_server, ui_sto
             with urllib.request.urlopen(s.url + "/topics", timeout=120) as r:
                 page = r.read().decode()
             seen.append(int(re.search(r"(\d+) readable messages", page).group(1)))
+            stop.wait(0.05)
     t = threading.Thread(target=poll)
     t.start()
     try:
