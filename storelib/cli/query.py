@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 from . import common as _cli  # noqa: E402
 
-__all__ = ["Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+__all__ = ["Output", "build_parser", "parse_after", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
 I64_MAX = 2**63 - 1
 
@@ -206,7 +206,8 @@ def _open(args):
     return open_store(args.store, args.as_of_batch, _config(args))
 
 
-def _parse_after(text: str | None) -> tuple[int, int] | None:
+def parse_after(text: str | None) -> tuple[int, int] | None:
+    """A key / unique-key page's ``--after STORE_TIMESTAMP:COMMITLOG_OFFSET`` (None: the first page)."""
     if not text:
         return None
     try:
@@ -293,11 +294,11 @@ def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
             res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
         msgs = res["messages"]
     elif args.cmd == "key":
-        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, _parse_after(args.after))
+        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, parse_after(args.after))
         msgs, cursor = page.messages, page.next_after
     else:
         msgs = r.find_by_unique_key(args.topic, args.key)
-        after = _parse_after(args.after)
+        after = parse_after(args.after)
         if after:
             msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
         if args.limit is not None and len(msgs) > args.limit:

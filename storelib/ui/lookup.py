@@ -14,7 +14,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from ..cli.query import Output
+from ..cli.query import Output, parse_after
 from ..cli.timeargs import epoch_ms, iso
 from ..errors import BadInput
 from ..format.records import decode_msg_id, message_row
@@ -121,11 +121,11 @@ class Found:
 def find(reader, q: Query, store_uri: str, as_of, config) -> Found:
     """The page ``rocketlake query`` prints for ``q`` (exact mode, its paging)."""
     if q.mode == "key":
-        page = reader.find_by_key(q.topic, q.key, q.begin, q.end, q.limit, _key_after(q.after))
+        page = reader.find_by_key(q.topic, q.key, q.begin, q.end, q.limit, parse_after(q.after))
         return Found(page.messages, None, _cursor(page.next_after),
                      f"key {q.key!r} in topic {q.topic!r}")
     if q.mode == "unique-key":
-        msgs, after = reader.find_by_unique_key(q.topic, q.key), _key_after(q.after)
+        msgs, after = reader.find_by_unique_key(q.topic, q.key), parse_after(q.after)
         if after:
             msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
         cursor = None
@@ -164,17 +164,6 @@ def _range(q: Query, store_uri: str, as_of, config) -> Found:
         cursor = str(table.column("commitlog_offset")[-1].as_py()) if table.num_rows else None
     return Found(None, table, cursor, f"messages stored in [{q.begin}, {q.end}]"
                  + (f" in topic {q.topic!r}" if q.topic else ""))
-
-
-def _key_after(text: str | None):
-    if not text:
-        return None
-    try:
-        ts, off = text.split(":")
-        return int(ts), int(off)
-    except ValueError:
-        raise BadInput(f"--after {text!r}: expected STORE_TIMESTAMP:COMMITLOG_OFFSET as printed by the previous page") \
-            from None
 
 
 def _cursor(after) -> str | None:
