@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import html
 import io
 import json
 import os
@@ -407,6 +408,26 @@ def test_nothing_but_reads_and_nothing_from_elsewhere(ui_store):
     r = client.get("/", query_string={"batch": "2"})
     assert 'id="asof-note"' in r.get_data(as_text=True)
 
+
+
+def test_a_damaged_store_shows_the_cli_line(ui_store, tmp_path):
+    """A Delta log file turned to garbage: each page says what the command line says (through the
+    application, no browser: the lines are the same text the pages above show)."""
+    from storelib.ui.server import create_app
+    copy = str(tmp_path / "damaged")
+    shutil.copytree(ui_store, copy)
+    with open(os.path.join(copy, "_rocketlake", "checkpoints", "_delta_log", "00000000000000000001.json"), "w") as fh:
+        fh.write("garbage{\n")
+    client = create_app(copy).test_client()
+
+    def line(path):
+        r = client.get(path)
+        assert r.status_code == 500
+        return html.unescape(re.search(r'id="error">([^<]*)<', r.get_data(as_text=True)).group(1))
+    assert line("/") == line("/topics") == cli_line("inspect", "--store", copy, "stats")
+    assert "00000000000000000001.json" in line("/")
+    assert line("/find?mode=key&topic=orders&key=hot-key") == cli_line("query", "--store", copy, "key", "--topic",
+                                                                        "orders", "--key", "hot-key")
 
 
 def test_the_server_wrote_nothing(srv, ui_store):
