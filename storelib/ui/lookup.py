@@ -18,6 +18,7 @@ from ..cli.query import Output, parse_after
 from ..cli.timeargs import epoch_ms, iso
 from ..errors import BadInput
 from ..format.records import decode_msg_id, message_row
+from ..io.storage import Store
 from .storeview import as_int
 
 __all__ = ["MODES", "Query", "Found", "find", "display_rows", "csv_text", "hex_dump", "message_fields",
@@ -147,21 +148,36 @@ def find(reader, q: Query, store_uri: str, as_of, config) -> Found:
 
 
 def _range(q: Query, store_uri: str, as_of, config) -> Found:
-    """``query range`` in this process: rows sorted by commitlog offset, after ``--after``, a page of ``--limit``."""
-    import pyarrow.compute as pc
-    from ..read.localscan import scan_range_local
-    table = scan_range_local(store_uri, q.begin, q.end, q.topic, as_of, config)
-    if q.after:
-        try:
-            after = int(q.after)
-        except ValueError:
-            raise BadInput(f"--after {q.after!r}: expected the commitlog offset printed by the previous page") from None
-        table = table.filter(pc.greater(table.column("commitlog_offset"), after))
-    table = table.sort_by("commitlog_offset")
+    """``query range`` in this process: the rows of [begin, end] (and topic) in commitlog order,
+    after ``--after``, a page of ``--limit``. The segments are read in order and the scan stops
+    once the page is full, so a page of a big store reads only what it shows (the command reads
+    the whole range, then sorts it: the same rows)."""
+    import pyarrow as pa
+    from ..read.rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
+    from ..table.storefiles import open_files
+    try:
+        after = int(q.after) if q.after else None
+    except ValueError:
+        raise BadInput(f"--after {q.after!r}: expected the commitlog offset printed by the previous page") from None
+    store = Store(store_uri)
+    files, info = open_files(store, as_of, config)
+    topics = {q.topic} if q.topic else None
+    parts, rows = [], 0
+    for seg in sorted(prune_segments(files, info, q.begin, q.end), key=lambda s: s.base):
+        if after is not None and seg.base + seg.valid <= after + 1:
+            continue
+        for t in segment_messages(store, seg, q.begin, q.end, topics, lo=None if after is None else after + 1):
+            parts.append(t)
+            rows += t.num_rows
+            if q.limit is not None and rows > q.limit:
+                break
+        if q.limit is not None and rows > q.limit:
+            break
+    table = pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
     cursor = None
     if q.limit is not None and table.num_rows > q.limit:
         table = table.slice(0, q.limit)
-        cursor = str(table.column("commitlog_offset")[-1].as_py()) if table.num_rows else None
+        cursor = str(table.column("commitlog_offset")[-1].as_py())
     return Found(None, table, cursor, f"messages stored in [{q.begin}, {q.end}]"
                  + (f" in topic {q.topic!r}" if q.topic else ""))
 
