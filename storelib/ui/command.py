@@ -36,8 +36,10 @@ def main(argv=None) -> int:
 def serve(store: str, host: str, port: int, config: str | None = None, ready=None) -> int:
     """Serve the pages until interrupted (``ready(url)``: called once the socket listens)."""
     from werkzeug.serving import make_server
-    from .server import create_app
-    server = make_server(host, port, create_app(store, config), threaded=True)
+    from .server import create_app, loopback_hosts
+    app = create_app(store, config)
+    server = make_server(host, port, app, threaded=True)
+    app.config["ROCKETLAKE_HOSTS"] = loopback_hosts(host, server.server_port)
     url = f"http://{host if ':' not in host else '[' + host + ']'}:{server.server_port}/"
     print(f"rocketlake ui: {store} at {url} (read only; Ctrl-C stops)", file=sys.stderr, flush=True)
     if ready is not None:

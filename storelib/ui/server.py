@@ -21,7 +21,8 @@ import base64
 import importlib.util
 import os
 
-from flask import Flask, Response, abort, redirect, render_template, request, send_from_directory, url_for
+from flask import (Flask, Response, abort, current_app, redirect, render_template, request, send_from_directory,
+                   url_for)
 
 from markupsafe import Markup, escape
 
@@ -32,7 +33,7 @@ from . import history, lookup
 from .health import Health
 from .storeview import StoreView, as_int, error_line, http_status
 
-__all__ = ["create_app", "Pages", "plotly_js_dir", "PAGES"]
+__all__ = ["create_app", "Pages", "loopback_hosts", "plotly_js_dir", "PAGES"]
 
 PAGES = (("batches", "Batches"), ("topics", "Topics and queues"), ("find", "Find a message"),
          ("segments", "Segments"), ("health", "Health"))
@@ -62,7 +63,29 @@ def create_app(store_uri: str, config_path: str | None = None) -> Flask:
         app.add_url_rule(rule, name, getattr(pages, name), methods=methods or ["GET"])
     app.add_template_filter(lambda ms: iso(ms) if ms is not None else "", "iso")
     app.add_template_filter(_keep_cr, "cr")
+    app.before_request(_same_site)
     return app
+
+
+def loopback_hosts(host: str, port: int) -> set | None:
+    """The Host headers a server bound to a loopback address answers (None: any, for a server a
+    user bound to another address on purpose)."""
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+
+
+def _same_site():
+    """A request through another name for this machine (a web page of elsewhere whose name was
+    pointed here) is refused, as is a POST from another site's page (the store is read only
+    either way; this keeps other sites from reading it or running verifies)."""
+    hosts = current_app.config.get("ROCKETLAKE_HOSTS")
+    if hosts is not None and request.host not in hosts:
+        return Response(f"error: Host {request.host!r} is not this server's address\n", 400, mimetype="text/plain")
+    origin = request.headers.get("Origin")
+    if request.method == "POST" and origin is not None and origin.rstrip("/") != request.host_url.rstrip("/"):
+        return Response(f"error: a form of {origin} cannot post to this server\n", 403, mimetype="text/plain")
+    return None
 
 
 class Pages:

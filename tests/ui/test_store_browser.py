@@ -407,6 +407,14 @@ def test_nothing_but_reads_and_nothing_from_elsewhere(ui_store):
     r.close()
     r = client.get("/", query_string={"batch": "2"})
     assert 'id="asof-note"' in r.get_data(as_text=True)
+    # bound to 127.0.0.1: another name pointed at this machine is refused, and so is another site's form
+    from storelib.ui.server import loopback_hosts
+    client.application.config["ROCKETLAKE_HOSTS"] = loopback_hosts("127.0.0.1", 8040)
+    assert client.get("/", headers={"Host": "localhost:8040"}).status_code == 200
+    r = client.get("/", headers={"Host": "evil.example:8040"})
+    assert r.status_code == 400 and r.get_data(as_text=True).startswith("error: Host 'evil.example:8040'")
+    r = client.post("/health/verify", headers={"Host": "127.0.0.1:8040", "Origin": "http://evil.example"})
+    assert r.status_code == 403
 
 
 
