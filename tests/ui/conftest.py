@@ -12,19 +12,19 @@
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import os
 import shutil
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-ENV = {**os.environ, "PYTHONPATH": ROOT}
 
 BINARY_BODY = bytes(range(256)) + b"\r\n\x00\xff\xfe"
 TEXT_BODY = "订单 4711 ✓ — émoji 🚀\r\nzweite Zeile\ttab \u00a0nbsp \ufeffbom".encode("utf-8")
@@ -80,13 +80,19 @@ class Server:
     def __init__(self, store: str):
         self.store = store
         self.proc = subprocess.Popen(["nice", "-n", "5", sys.executable, "-m", "storelib.cli.main", "ui", "--store",
-                                      store, "--port", "0"], cwd=ROOT, env=ENV, stderr=subprocess.PIPE, text=True)
-        t0 = time.time()
-        line = self.proc.stderr.readline()
-        self.started = time.time() - t0
-        if " at http" not in line:
+                                      store, "--port", "0"], cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                                     stderr=subprocess.PIPE, text=True)
+        seen = []
+        for line in self.proc.stderr:           # the line saying where it listens (after any warning)
+            seen.append(line)
+            if line.startswith("rocketlake ui: ") and " at http" in line:
+                break
+        else:
             self.stop()
-            raise AssertionError(f"rocketlake ui did not start: {line}")
+            raise AssertionError(f"rocketlake ui did not start: {''.join(seen)[-3000:]}")
+        self.log = collections.deque(maxlen=200)     # its request log, read on so the pipe never fills
+        self.reader = threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True)
+        self.reader.start()
         self.url = line.split(" at ", 1)[1].split(" ", 1)[0].rstrip("/")
 
     def stop(self):
@@ -97,6 +103,8 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if getattr(self, "reader", None) is not None:
+            self.reader.join(10)
         self.proc.stderr.close()
 
 
