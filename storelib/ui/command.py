@@ -9,9 +9,12 @@ before anything listens, with the line every command prints for it (exit 2).
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 
 from ..cli import common as cli
+from ..errors import ExitCode
 
 __all__ = ["main", "serve"]
 
@@ -38,9 +41,16 @@ def serve(store: str, host: str, port: int, config: str | None = None, ready=Non
     from werkzeug.serving import make_server
     from .server import create_app, loopback_hosts
     app = create_app(store, config)
-    server = make_server(host, port, app, threaded=True)
-    app.config["ROCKETLAKE_HOSTS"] = loopback_hosts(host, server.server_port)
-    url = f"http://{host if ':' not in host else '[' + host + ']'}:{server.server_port}/"
+    try:                        # bound here: a port in use is our one line, not werkzeug's exit
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except (OSError, OverflowError) as e:       # in use, not an address of this machine, out of range
+        why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
+        print(f"error: cannot listen on {host}:{port}: {why}", file=sys.stderr)
+        return int(ExitCode.BAD_INPUT)
+    with sock:
+        server = make_server(host, sock.getsockname()[1], app, threaded=True, fd=sock.fileno())
+    app.config["ROCKETLAKE_HOSTS"] = loopback_hosts(host, server.port)
+    url = f"http://{host if ':' not in host else '[' + host + ']'}:{server.port}/"
     print(f"rocketlake ui: {store} at {url} (read only; Ctrl-C stops)", file=sys.stderr, flush=True)
     if ready is not None:
         ready(url)

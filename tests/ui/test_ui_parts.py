@@ -84,3 +84,15 @@ def test_the_spans_each_batch_appended():
     assert [(p["batch_id"], p["start"], p["end"]) for p in seg[0]["spans"]] == [("b1", 1000, 4096)]
     assert [(p["batch_id"], p["start"], p["end"]) for p in seg[1]["spans"]] == \
         [("b1", 0, 904), ("b2", 904, 4096)]
+
+
+def test_a_port_in_use_is_one_line(capsys):
+    import socket
+    from storelib.ui import command
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert command.serve("unused-store", "127.0.0.1", port) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
