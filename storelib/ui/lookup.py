@@ -22,10 +22,11 @@ from ..io.storage import Store
 from .storeview import as_int
 
 __all__ = ["MODES", "Query", "Found", "find", "display_rows", "csv_text", "hex_dump", "message_fields",
-           "HEX_LIMIT"]
+           "HEX_LIMIT", "PAGE_ROWS"]
 
 MODES = ("key", "id", "unique-key", "offset", "range")
 HEX_LIMIT = 64 << 10            # a body's hex dump on the page: its first 64 KiB (the download has all)
+PAGE_ROWS = 1000                # rows a result page shows at most (a browser stays usable)
 
 
 @dataclass
@@ -67,6 +68,16 @@ class Query:
             if mode == "range" and q.end < q.begin:
                 raise BadInput("--end is before --begin")
         return q
+
+    def cap(self) -> bool:
+        """Page at most ``PAGE_ROWS`` rows (the paged modes; ``offset``'s count); True if that cut it."""
+        if self.mode in ("key", "unique-key", "range") and (self.limit is None or self.limit > PAGE_ROWS):
+            self.limit = PAGE_ROWS
+            return True
+        if self.mode == "offset" and self.count > PAGE_ROWS:
+            self.count = PAGE_ROWS
+            return True
+        return False
 
     def argv(self, store: str, as_of=None) -> list:
         """The ``rocketlake query`` arguments that print this page (with ``--output X.csv``: its CSV)."""

@@ -139,26 +139,29 @@ class Pages:
         except Exception as e:  # noqa: BLE001
             return self.failed("queue.html", "topics", e, series=None)
 
-    def run_find(self):
+    def run_find(self, page: bool = False):
+        """The lookup the form asks; ``page``: at most ``lookup.PAGE_ROWS`` rows (the CSV has no cap)."""
         q = lookup.Query.from_params(request.args)
+        capped = page and q.cap()
         cfg = self.view.config(self.as_of())
-        return q, lookup.find(self.view.reader(self.as_of(), cfg), q, self.view.uri, self.as_of(), cfg)
+        return q, lookup.find(self.view.reader(self.as_of(), cfg), q, self.view.uri, self.as_of(), cfg), capped
 
     def find(self):
         params = request.args.to_dict()
         if not params.get("mode"):
             return self.page("find.html", "find", q=None, found=None, rows=[], argv=None, params={})
         try:
-            q, found = self.run_find()
+            q, found, capped = self.run_find(page=True)
             return self.page("find.html", "find", q=q, found=found, rows=lookup.display_rows(found),
-                             argv=q.argv(self.view.uri, self.as_of()), params=params)
+                             argv=q.argv(self.view.uri, self.as_of()), params=params,
+                             capped=lookup.PAGE_ROWS if capped else None)
         except Exception as e:  # noqa: BLE001
             return self.failed("find.html", "find", e, lookup_line=True, q=None, found=None, rows=[], argv=None,
                                params=params)
 
     def find_csv(self):
         try:
-            q, found = self.run_find()
+            q, found, _ = self.run_find()
         except Exception as e:  # noqa: BLE001
             return Response(error_line(e, True) + "\n", http_status(e), mimetype="text/plain")
         return Response(lookup.csv_text(found, q.body_as), mimetype="text/csv",

@@ -96,3 +96,12 @@ def test_a_port_in_use_is_one_line(capsys):
         assert command.serve("unused-store", "127.0.0.1", port) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+def test_a_page_shows_at_most_page_rows():
+    q = lookup.Query.from_params({"mode": "key", "topic": "t", "key": "k"})
+    assert q.cap() and q.limit == lookup.PAGE_ROWS
+    q = lookup.Query.from_params({"mode": "key", "topic": "t", "key": "k", "limit": "20"})
+    assert not q.cap() and q.limit == 20
+    q = lookup.Query.from_params({"mode": "offset", "topic": "t", "queue": "0", "offset": "0", "count": "5000"})
+    assert q.cap() and q.count == lookup.PAGE_ROWS
