@@ -438,6 +438,27 @@ def test_a_damaged_store_shows_the_cli_line(ui_store, tmp_path):
                                                                         "orders", "--key", "hot-key")
 
 
+def test_a_brokers_directory(restored_golden):
+    """A store RocketMQ itself wrote (no manifest): shown as a broker sees it after a restart; its
+    queues and a key lookup are the command line's (through the application, no browser)."""
+    from storelib.ui.server import create_app
+    store = restored_golden("small-roll")
+    client = create_app(store).test_client()
+    page = client.get("/").get_data(as_text=True)
+    assert 'id="broker"' in page and 'class="batch"' not in page
+    st = json.loads(run_cli("inspect", "--store", store, "--json", "stats")[1])
+    page = client.get("/topics").get_data(as_text=True)
+    got = re.findall(r'class="queue" data-topic="([^"]+)" data-queue="(\d+)">.*?class="num max-offset">(\d+)<', page, re.S)
+    assert {(t, int(q)): int(m) for t, q, m in got} == {(q["topic"], q["queue_id"]): q["max_offset"] for q in st["queues"]}
+    assert client.get("/segments").status_code == 200
+    topic, key = next((m["topic"], m["keys"].split()[0]) for m in cli_rows("query", "--store", store, "range", "--begin",
+                                                                            "0", "--end", "9999999999999", "--limit", "50")
+                      if m["keys"])
+    want = [m["commitlog_offset"] for m in cli_rows("query", "--store", store, "key", "--topic", topic, "--key", key)]
+    page = client.get("/find", query_string={"mode": "key", "topic": topic, "key": key}).get_data(as_text=True)
+    assert [int(x) for x in re.findall(r'class="result" data-offset="(\d+)"', page)] == want and want
+
+
 def test_the_server_wrote_nothing(srv, ui_store):
     """Last: every test above left the store's files exactly as they were."""
     assert tree_state(ui_store) == srv.before
