@@ -14,12 +14,11 @@ import threading
 import time
 
 from ..cli.timeargs import iso
-from ..errors import BadInput
 from ..verify import driver
 from ..verify.commitlog import ScanBuffers
 from .storeview import checked_rel
 
-__all__ = ["Health"]
+__all__ = ["Health", "files"]
 
 
 class Health:
@@ -36,30 +35,37 @@ class Health:
             return self._keep("the whole store", as_of, [str(p) for p in rep.found], rep.summary())
 
     def verify_file(self, view, rel: str) -> dict:
-        """Check one file of the latest batch (``rel``: one of its manifest's files)."""
+        """Check one file of the latest batch (``rel``: one of ``files(view)``)."""
         cfg = view.config()
         snap = view.snapshot()
-        if snap.batch is None:
-            raise BadInput("a quick verify checks a file of a rocketlake batch; this store has no manifest "
-                           "(verify the whole store)")
-        checked_rel(rel, snap.files)
+        checked_rel(rel, files(view, snap, cfg))
         t0 = time.time()
         with self._lock:
-            ctx, tasks, problems = driver.plan(view.store, cfg, snap, deep=False)
+            ctx, tasks, problems = driver.plan(view.store, cfg, snap if snap.batch is not None else None, deep=False)
             task = _task_of(tasks, rel)
             local = dataclasses.replace(ctx, local_store=view.store, threads=1, scan_buffers=ScanBuffers())
             result = driver.run_task(local, task) if task is not None else {"problems": []}
-            files = [rel] if task is None or task["kind"] != "queues" else \
+            checked = [rel] if task is None or task["kind"] != "queues" else \
                 [f["path"] for q in task["queues"] for f in q["files"]]
-            found = sorted({str(p) for p in list(problems) + list(result["problems"]) if p.path in files})
-            summary = {"status": "ok" if not found else "FAILED", "problems": len(found), "files": len(files),
-                       "checked": ", ".join(files), "seconds": round(time.time() - t0, 3)}
-            return self._keep(f"file {rel}", snap.batch["batch_id"], found, summary)
+            found = sorted({str(p) for p in list(problems) + list(result["problems"]) if p.path in checked})
+            summary = {"status": "ok" if not found else "FAILED", "problems": len(found), "files": len(checked),
+                       "checked": ", ".join(checked), "seconds": round(time.time() - t0, 3)}
+            return self._keep(f"file {rel}", snap.batch["batch_id"] if snap.batch else None, found, summary)
 
     def _keep(self, what: str, as_of, problems: list, summary: dict) -> dict:
         self.last = {"what": what, "as_of": as_of, "when": iso(int(time.time() * 1000)), "problems": problems,
                      "summary": summary, "ok": not problems}
         return self.last
+
+
+def files(view, snap, cfg) -> list:
+    """The files a quick verify may check: the latest batch's (a broker's directory: the files a
+    broker's recovery reads)."""
+    if snap.batch is not None:
+        return sorted(snap.files)
+    f = view.reader(None, cfg).files
+    return sorted([s.rel for s in f.commitlog] + [c.rel for fs in f.consume_queues.values() for c in fs]
+                  + [i.rel for i in f.index])
 
 
 def _task_of(tasks: list, rel: str) -> dict | None:

@@ -30,7 +30,7 @@ from ..cli.timeargs import iso
 from ..errors import BadInput
 from ..ops import inspect as inspection
 from . import history, lookup
-from .health import Health
+from .health import Health, files as health_files
 from .storeview import StoreView, as_int, error_line, http_status
 
 __all__ = ["create_app", "Pages", "loopback_hosts", "plotly_js_dir", "PAGES"]
@@ -208,8 +208,7 @@ class Pages:
 
     def health_page(self):
         try:
-            self.view.config()
-            files = sorted(self.view.snapshot().files)
+            files = health_files(self.view, self.view.snapshot(), self.view.config())
         except Exception as e:  # noqa: BLE001
             return self.failed("health.html", "health", e, last=self.health.last, files=[])
         return self.page("health.html", "health", last=self.health.last, files=files)

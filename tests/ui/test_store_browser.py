@@ -457,6 +457,11 @@ def test_a_brokers_directory(restored_golden):
     want = [m["commitlog_offset"] for m in cli_rows("query", "--store", store, "key", "--topic", topic, "--key", key)]
     page = client.get("/find", query_string={"mode": "key", "topic": topic, "key": key}).get_data(as_text=True)
     assert [int(x) for x in re.findall(r'class="result" data-offset="(\d+)"', page)] == want and want
+    # a quick verify of one of its files, as the broker's recovery sees them
+    page = client.get("/health").get_data(as_text=True)
+    rel = re.search(r"<option>(consumequeue/[^<]+)</option>", page).group(1)
+    page = client.post("/health/verify", data={"file": rel}, follow_redirects=True).get_data(as_text=True)
+    assert 'id="verify-status">ok<' in page and rel in page
 
 
 def test_the_server_wrote_nothing(srv, ui_store):
