@@ -49,7 +49,8 @@ an earlier snapshot take from their own manifest rows). A reader trusts only wha
 manifest rows say: ``valid_bytes`` of a segment / consume queue file, the header of an index file.
 Batch ids are idempotency keys: a committed id with the same input fingerprint is a no-op
 ("already-committed", exit 0), with other input an
-error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
+error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``). An
+input without a message commits nothing (status "nothing-to-commit", exit 0).
 
 Inputs: ``run_ingest`` takes files (``FileInput``: fingerprint of the files, known before the
 lease); ``storelib.ingest.frame`` a DataFrame, whose fingerprint is the digest of what its encode
@@ -233,6 +234,9 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
+        if not any(s.get("count") for s in scans):
+            drop_staging(store, run.staging)
+            return _nothing_to_commit(run, given)
         if fingerprint is None:
             encoded_in = run.staging
             done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
@@ -264,6 +268,13 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         if not committed:
             _remove_empty_meta(store, new_dirs)
     return summary
+
+
+def _nothing_to_commit(run: _Run, given: str | None) -> dict:
+    """An input without a message commits nothing: no batch claims files it did not write, and
+    the store (a new one too: ``_remove_empty_meta``) stays as it was."""
+    run.prog.warn("the input holds no messages: nothing to commit, the store is unchanged")
+    return dict({"batch_id": given} if given else {}, status="nothing-to-commit", messages=0)
 
 
 def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,

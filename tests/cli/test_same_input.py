@@ -1,0 +1,144 @@
+"""What a store remembers of its batches: the same input is one batch whatever its path, an empty
+input commits nothing.
+
+Same input (README "What counts as the same input"): a batch's default id comes from the input's
+content, never its name, so the same file as ``./x``, by its absolute path, from the parent
+directory, through a symlink or as a copy under another name is "already-committed"; a directory
+is its files' contents in input order; a Delta table its table id and data files.
+
+Every command runs in this process (``rl``: small inputs never start a JVM).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+
+from conftest import ROOT
+from test_first_hour import DEMO_CONF, SAMPLE, one_line_error, rl
+
+from storelib.ingest import encode, inputs
+from storelib.io import storage
+from storelib.table import manifest
+
+
+def _lines(n: int, skip: int = 0) -> str:
+    with open(SAMPLE, encoding="utf-8") as fh:
+        return "".join(fh.readlines()[skip:skip + n])
+
+
+def _summary(out: str) -> dict:
+    line = [x for x in out.splitlines() if x.startswith("rocketlake: ")][-1]
+    return dict(kv.split("=", 1) for kv in line[len("rocketlake: "):].split())
+
+
+def _batches(store: str) -> list:
+    return [(b["batch_id"], b["messages"]) for b in manifest.load_snapshot(storage.Store(store)).batches]
+
+
+def _identity(path: str, fmt: str = "jsonl") -> str:
+    return encode.input_fingerprint(path, fmt, inputs.plan_splits(path, fmt, 3, split_bytes=4096))
+
+
+def test_same_file_by_any_path_is_one_batch(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "batch1.jsonl").write_text(_lines(300), encoding="utf-8")
+    shutil.copy(work / "batch1.jsonl", work / "renamed-copy.jsonl")
+    os.symlink("batch1.jsonl", work / "link.jsonl")
+    store = str(tmp_path / "store")
+    code, out, err = rl("ingest", "--store", store, "--input", "batch1.jsonl", "--config", DEMO_CONF, "--quiet",
+                        cwd=work)
+    assert code == 0 and _summary(out)["status"] == "committed", err
+    first = _summary(out)["batch_id"]
+    for spelling, cwd in (("./batch1.jsonl", work), (str(work / "batch1.jsonl"), work),
+                          ("work/batch1.jsonl", tmp_path), ("link.jsonl", work), ("renamed-copy.jsonl", work)):
+        code, out, err = rl("ingest", "--store", store, "--input", spelling, "--quiet", cwd=cwd)
+        assert code == 0, err
+        got = _summary(out)
+        assert (got["status"], got["batch_id"], got["messages"]) == ("already-committed", first, "300"), spelling
+    assert _batches(store) == [(first, 300)]
+    # other bytes are another batch, even under the first one's name
+    (work / "batch1.jsonl").unlink()
+    (work / "batch1.jsonl").write_text(_lines(200, skip=300), encoding="utf-8")
+    code, out, err = rl("ingest", "--store", store, "--input", "batch1.jsonl", "--quiet", cwd=work)
+    assert code == 0 and _summary(out)["status"] == "committed" and _summary(out)["batch_id"] != first, err
+    assert [m for _, m in _batches(store)] == [300, 200]
+
+
+def test_identity_is_content_for_directories_and_delta(tmp_path, monkeypatch):
+    a = tmp_path / "a"
+    a.mkdir()
+    (a / "1.jsonl").write_text(_lines(40), encoding="utf-8")
+    (a / "2.jsonl").write_text(_lines(40, skip=40), encoding="utf-8")
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copy(a / "1.jsonl", b / "x-first.jsonl")           # other names, same contents in the same order
+    shutil.copy(a / "2.jsonl", b / "y-second.jsonl")
+    os.symlink(a, tmp_path / "link")
+    ident = _identity(str(a))
+    assert _identity(str(b)) == ident and _identity(str(tmp_path / "link")) == ident
+    monkeypatch.chdir(tmp_path)
+    assert _identity("a") == ident and _identity("./a/") == ident
+    # the same files in the other order, or one byte changed, are other input
+    shutil.copy(a / "2.jsonl", tmp_path / "c-1.jsonl")
+    c = tmp_path / "c"
+    c.mkdir()
+    shutil.copy(a / "2.jsonl", c / "1.jsonl")
+    shutil.copy(a / "1.jsonl", c / "2.jsonl")
+    assert _identity(str(c)) != ident
+    (b / "y-second.jsonl").write_text(_lines(40, skip=41), encoding="utf-8")
+    assert _identity(str(b)) != ident
+    # large files are hashed whole, in blocks: a change past the first block is seen
+    monkeypatch.setattr(encode, "IDENTITY_BLOCK", 1000)
+    big = tmp_path / "big.jsonl"
+    big.write_text(_lines(100), encoding="utf-8")
+    before = _identity(str(big))
+    data = bytearray(big.read_bytes())
+    data[-10] ^= 1
+    big.write_bytes(bytes(data))
+    assert _identity(str(big)) != before
+    # Delta: a copy of the table is the same input; another version with other files is not
+    import deltalake
+    dt = str(tmp_path / "dt")
+    rows = inputs.canonical_to_parquet_input(inputs.jsonl_to_table(str(a / "1.jsonl")))
+    deltalake.write_deltalake(dt, rows)
+    shutil.copytree(dt, tmp_path / "dt-copy")
+    assert _identity(dt, "delta") == _identity(str(tmp_path / "dt-copy"), "delta")
+    deltalake.write_deltalake(dt, rows, mode="append")
+    assert _identity(dt, "delta") != _identity(str(tmp_path / "dt-copy"), "delta")
+
+
+# --------------------------------------------------------------------------- an empty input
+def _tree(path: str) -> dict:
+    out = {}
+    for d, _, files in os.walk(path):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, path)] = open(p, "rb").read()
+    return out
+
+
+def test_empty_input_commits_nothing(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    pa_rows = inputs.canonical_to_parquet_input(inputs.jsonl_to_table(SAMPLE)).slice(0, 0)
+    import pyarrow.parquet as pq
+    pq.write_table(pa_rows, tmp_path / "none.parquet")
+    new = str(tmp_path / "new-store")
+    for name, fmt in (("empty.jsonl", "jsonl"), ("blank.jsonl", "jsonl"), ("none.parquet", "parquet")):
+        code, out, err = rl("ingest", "--store", new, "--input", tmp_path / name, "--format", fmt,
+                            "--config", DEMO_CONF, "--quiet")
+        assert code == 0, err
+        assert _summary(out) == {"status": "nothing-to-commit", "messages": "0"}, out
+        assert "no messages: nothing to commit" in err and len(err.strip().splitlines()) == 1, err
+        assert not os.path.exists(new), name          # a new store is not even created
+    store = str(tmp_path / "store")
+    code, out, err = rl("ingest", "--store", store, "--input", SAMPLE, "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    before = _tree(store)
+    code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "empty.jsonl", "--batch-id", "E")
+    assert code == 0 and _summary(out) == {"batch_id": "E", "status": "nothing-to-commit", "messages": "0"}, out
+    assert _tree(store) == before and [m for _, m in _batches(store)] == [2000]
