@@ -170,14 +170,26 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
     if snap is not None and snap.batch is not None:
-        # the store times still readable (an expiry removes the oldest; the batch row keeps all written)
-        firsts = [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
-        lasts = [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
+        # The store times still stored (an expiry removes the oldest; the batch row keeps all
+        # written): the range of the live segments' records, whatever order batches came in (a
+        # queue's first and last message need not be its oldest and newest).
+        lo, hi = _live_store_times(snap, topics)
         total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
-                     total_messages_written=snap.batch["total_messages"],
-                     min_store_ts=min(firsts) if firsts else None, max_store_ts=max(lasts) if lasts else None)
+                     total_messages_written=snap.batch["total_messages"], min_store_ts=lo, max_store_ts=hi)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
+
+
+def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
+    """(min, max) store time of the live commitlog segments' records (their manifest rows); the
+    queues' first/last readable messages for segments whose rows lack them."""
+    segs = snap.of_kind("commitlog")
+    lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
+    highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
+    if len(lows) < len(segs) or len(highs) < len(segs):
+        lows += [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
+        highs += [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
+    return (min(lows) if lows else None), (max(highs) if highs else None)
 
 
 def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dict, now_ms: int) -> None:

@@ -1,5 +1,6 @@
 """What a store remembers of its batches: the same input is one batch whatever its path, an empty
-input commits nothing.
+input commits nothing, the store's time range is its messages' whatever order batches came in,
+and its topics' queue counts hold for every later batch.
 
 Same input (README "What counts as the same input"): a batch's default id comes from the input's
 content, never its name, so the same file as ``./x``, by its absolute path, from the parent
@@ -142,3 +143,28 @@ def test_empty_input_commits_nothing(tmp_path):
     code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "empty.jsonl", "--batch-id", "E")
     assert code == 0 and _summary(out) == {"batch_id": "E", "status": "nothing-to-commit", "messages": "0"}, out
     assert _tree(store) == before and [m for _, m in _batches(store)] == [2000]
+
+
+# --------------------------------------------------------------------------- the store's times
+def _with_times(n: int, skip: int, shift: int) -> str:
+    rows = [json.loads(x) for x in _lines(n, skip).splitlines()]
+    for r in rows:
+        r["store_timestamp"] += shift
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_stats_times_are_the_stores_after_an_older_batch(tmp_path):
+    (tmp_path / "new.jsonl").write_text(_with_times(300, 0, 86_400_000), encoding="utf-8")
+    (tmp_path / "old.jsonl").write_text(_with_times(300, 300, -86_400_000), encoding="utf-8")
+    times = [json.loads(x)["store_timestamp"] for f in ("new.jsonl", "old.jsonl")
+             for x in (tmp_path / f).read_text().splitlines()]
+    store = str(tmp_path / "store")
+    for f in ("new.jsonl", "old.jsonl"):
+        code, out, err = rl("ingest", "--store", store, "--input", tmp_path / f, "--config", DEMO_CONF, "--quiet")
+        assert code == 0, err
+    code, out, err = rl("inspect", "--store", store, "--json", "stats")
+    total = json.loads(out)["total"]
+    assert (total["min_store_ts"], total["max_store_ts"]) == (min(times), max(times))
+    code, out, err = rl("inspect", "--store", store, "stats")
+    line = next(x for x in out.splitlines() if x.startswith("store: "))
+    assert f"min_store_ts={min(times)}(" in line and f"max_store_ts={max(times)}(" in line
