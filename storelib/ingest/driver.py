@@ -81,7 +81,8 @@ from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
 
-__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config"]
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
+           "resolve_topics"]
 
 
 # ---------------------------------------------------------------------------- the store as found
@@ -128,12 +129,24 @@ def _safe(batch_id: str) -> str:
     return batch_id
 
 
-def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics":
+def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics | None":
+    """The topic config given (a topics.json path or ``Topics``), None if none was."""
     if isinstance(topics, topics_mod.Topics):
         return topics
-    if topics:
-        return topics_mod.Topics.load(topics, config.defaultTopicQueueNums)
-    return topics_mod.Topics.default(config.defaultTopicQueueNums)
+    return topics_mod.Topics.load(topics, config.defaultTopicQueueNums) if topics else None
+
+
+def resolve_topics(snap: manifest.Snapshot, given, config: StoreConfig, update: bool = False) -> tuple:
+    """(the batch's topic config, {topic: [recorded, given]} it changes): the store's recorded one
+    (``Topics.to_dict``), updated by ``given`` where it agrees (``Topics.agree``: TopicsError
+    naming each topic that disagrees, unless ``update``); a store that recorded none takes the
+    given one, else conf/topics.json, else the default for every topic."""
+    rec = snap.last_detail("topics")
+    if given is not None:
+        return given.agree(rec, update)
+    if rec:
+        return topics_mod.Topics.from_dict(rec, config.defaultTopicQueueNums, "recorded by the store"), {}
+    return topics_mod.Topics.default(config.defaultTopicQueueNums), {}
 
 
 # ---------------------------------------------------------------------------- run_ingest
@@ -158,18 +171,21 @@ class _Run:
 def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
                batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
                split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
-               store_timestamp: int | None = None, progress_interval: float = 5.0) -> dict:
+               store_timestamp: int | None = None, progress_interval: float = 5.0,
+               update_topics: bool = False) -> dict:
     """Ingest one batch; returns the summary dict.
 
     Raises InputError/ConfigError/IngestError, ``ConcurrentWriteError`` when another
     writer holds the store (or committed first). ``topics``: a topics.json path or ``Topics``
-    (default conf/topics.json if present); ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
+    (default: the one the store recorded, else conf/topics.json if present; ``resolve_topics``);
+    ``update_topics``: ``topics`` may change the queue counts the store recorded;
+    ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
     """
     t0 = time.time()
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
     return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, t0=t0)
+                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics)
 
 
 class FileInput:
@@ -198,7 +214,7 @@ PENDING_BATCH_ID = "pending-id"
 
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
                  quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
-                 t0: float | None = None) -> dict:
+                 t0: float | None = None, update_topics: bool = False) -> dict:
     """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
@@ -210,10 +226,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     given = _safe(batch_id) if batch_id else None
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
-    tcfg = _load_topics(topics, config)
-    for w in tcfg.warnings():
-        prog.warn(w)
-    run = _Run(sc, store, config, prog, source.splits, tcfg, batch_id, fingerprint, t0)
+    given_topics = _load_topics(topics, config)        # TopicsError before the lease
+    run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0)
     lease = writerlease.WriterLease(store, batch_id)
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
@@ -227,7 +241,10 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             committed = True
             return done
         state = _start_attempt(run, snap)
-        prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
+        tcfg, topic_changes = resolve_topics(snap, given_topics, config, update_topics)
+        for w in tcfg.warnings():
+            prog.warn(w)
+        run.tcfg = tcfg
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
                             queue_by=queue_by, default_store_ts=source.default_store_ts)
@@ -244,7 +261,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
                 drop_staging(store, run.staging)      # what this attempt staged under a given id
                 committed = True
                 return done
-        rr_starts, rr_after = encode_stage.round_robin_starts(scans, prev_detail.get("round_robin", {}))
+        rr_starts, rr_after = encode_stage.round_robin_starts(scans, snap.last_detail("round_robin") or {})
         summaries = encode_stage.split_summaries(scans, tcfg, rr_starts)
         prog.say(f"encode done: {sum(s.count for s in summaries)} messages, "
                  f"{sum(s.total_bytes for s in summaries)} record bytes")
@@ -254,8 +271,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         fault("after-files-staged")
         # 4. commit
         summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
-                               run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after},
-                               lease=lease)
+                               run.staging, t0, prog, attempt=run.attempt, lease=lease,
+                               detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
         committed = True
     except BaseException:
         _abandon(run)
@@ -268,6 +285,18 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         if not committed:
             _remove_empty_meta(store, new_dirs)
     return summary
+
+
+def _topic_detail(snap: manifest.Snapshot, tcfg: "topics_mod.Topics", changes: dict, scans: list,
+                  rr_after: dict) -> dict:
+    """What the batch records of its topics: round-robin positions after it, the topic config with
+    every topic the config placed messages of so far, and the queue counts it changed."""
+    placed = set((snap.last_detail("topics") or {}).get("placed", ()))
+    placed.update(t for s in scans for t in s.get("placed_topics", ()))
+    out = {"round_robin": rr_after, "topics": tcfg.to_dict(placed)}
+    if changes:
+        out["topic_changes"] = changes
+    return out
 
 
 def _nothing_to_commit(run: _Run, given: str | None) -> dict:

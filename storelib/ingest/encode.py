@@ -226,6 +226,7 @@ def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
         "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "placed_topics": filled.placed,
         "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
         "entries": int(entries.sum()),
         "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,

@@ -20,7 +20,7 @@ from ..table.snapshots import resolve_snapshot, snapshot_config
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
-           "CHECKPOINT_COLUMNS", "checkpoint_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
+           "CHECKPOINT_COLUMNS", "checkpoint_rows", "TOPIC_COLUMNS", "topic_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
            "to_json_lines", "allocated_bytes", "stats", "disk_cost", "read_unit"]
 
 
@@ -64,6 +64,33 @@ def checkpoint_rows(snap: manifest.Snapshot) -> list:
         r["queues"] = len(b["queue_offsets"] or [])
         out.append(r)
     return out
+
+
+TOPIC_COLUMNS = ("topic", "read_queue_nums", "write_queue_nums", "perm", "placed", "set_by_batch")
+
+
+def topic_rows(snap: manifest.Snapshot) -> list:
+    """The topic config the store recorded (what a batch without --topics uses): per topic its
+    queue numbers, whether messages were placed by them (round robin / --queue-by: a --topics
+    that disagrees is refused) and the batch that set its writeQueueNums (its first, or the last
+    --update-topics that changed it); the default for unlisted topics as ``*``."""
+    rec = snap.last_detail("topics")
+    if not rec:
+        return []
+    set_by: dict = {}
+    for b in snap.batches:
+        detail = json.loads(b["detail"] or "{}")
+        for name in list((detail.get("topics") or {}).get("topics", {})):
+            set_by.setdefault(name, b["batch_id"])
+        for name in detail.get("topic_changes") or {}:
+            set_by[name] = b["batch_id"]
+    placed = set(rec.get("placed", ()))
+    rows = [{"topic": name, "read_queue_nums": r, "write_queue_nums": w, "perm": perm,
+             "placed": "yes" if name in placed else "no", "set_by_batch": set_by.get(name)}
+            for name, (r, w, perm) in sorted(rec["topics"].items())]
+    rows.append({"topic": "*", "read_queue_nums": rec["default"], "write_queue_nums": rec["default"],
+                 "perm": None, "placed": None, "set_by_batch": None})
+    return rows
 
 
 HISTORY_COLUMNS = ("table", "version", "timestamp", "operation", "rocketlake_operation", "batch_id")

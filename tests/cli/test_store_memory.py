@@ -168,3 +168,76 @@ def test_stats_times_are_the_stores_after_an_older_batch(tmp_path):
     code, out, err = rl("inspect", "--store", store, "stats")
     line = next(x for x in out.splitlines() if x.startswith("store: "))
     assert f"min_store_ts={min(times)}(" in line and f"max_store_ts={max(times)}(" in line
+
+
+# --------------------------------------------------------------------------- the store's topics
+def _topics_json(path, counts: dict) -> str:
+    doc = {"topicConfigTable": {t: {"topicName": t, "readQueueNums": n, "writeQueueNums": n, "perm": 6}
+                                for t, n in counts.items()}}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return str(path)
+
+
+def _unplaced(n: int, skip: int) -> str:
+    """Sample rows without queue_id: the topic config places them (round robin)."""
+    rows = [json.loads(x) for x in _lines(n, skip).splitlines()]
+    for r in rows:
+        del r["queue_id"]
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _store_bytes(store: str) -> dict:
+    return {k: v for k, v in _tree(store).items() if not k.startswith("_rocketlake")}
+
+
+CONFIGURED = {"orders": 5, "payments": 6, "refund": 7, "shipping": 8, "unused": 3}
+
+
+def test_store_keeps_its_topic_config(tmp_path):
+    for k in range(3):
+        (tmp_path / f"b{k}.jsonl").write_text(_unplaced(250, 250 * k), encoding="utf-8")
+    topics = _topics_json(tmp_path / "topics.json", CONFIGURED)
+    # the reference: every batch given the topic config, as a broker configured so places them
+    ref = str(tmp_path / "ref")
+    for k in range(2):
+        code, out, err = rl("ingest", "--store", ref, "--input", tmp_path / f"b{k}.jsonl", "--config", DEMO_CONF,
+                            "--topics", topics, "--quiet")
+        assert code == 0, err
+    store = str(tmp_path / "store")
+    code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "b0.jsonl", "--config", DEMO_CONF,
+                        "--topics", topics, "--quiet")
+    assert code == 0, err
+    code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "b1.jsonl", "--quiet")   # no --topics
+    assert code == 0, err
+    assert _store_bytes(store) == _store_bytes(ref)
+    code, out, _ = rl("inspect", "--store", store, "--json", "topics")
+    shown = {r["topic"]: r for r in map(json.loads, out.splitlines())}
+    assert {t: shown[t]["write_queue_nums"] for t in CONFIGURED} == CONFIGURED
+    assert shown["audit_log"]["write_queue_nums"] == 4 and shown["audit_log"]["placed"] == "yes"  # as auto-created
+    assert shown["unused"]["placed"] == "no" and shown["*"]["write_queue_nums"] == 4
+    # a --topics that disagrees on placed topics: exit 2 naming each, nothing written
+    before = _tree(store)
+    changed = _topics_json(tmp_path / "changed.json", dict(CONFIGURED, orders=4, refund=2, unused=9))
+    code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "b2.jsonl", "--topics", changed)
+    line = one_line_error(err)
+    assert code == 2 and "topic 'orders' writeQueueNums store=5 given=4" in line, err
+    assert "topic 'refund' writeQueueNums store=7 given=2" in line and "'unused'" not in line and "--update-topics" in line
+    assert _tree(store) == before
+    code, _, err = rl("ingest", "--store", store, "--input", tmp_path / "b2.jsonl", "--update-topics")
+    assert code == 2 and "--update-topics needs --topics" in err
+    # an explicit change is recorded with its batch and used by the next
+    code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "b2.jsonl", "--topics", changed,
+                        "--update-topics", "--quiet")
+    assert code == 0, err
+    seq = _summary(out)["batch_id"]
+    code, out, _ = rl("inspect", "--store", store, "--json", "topics")
+    shown = {r["topic"]: r for r in map(json.loads, out.splitlines())}
+    assert (shown["orders"]["write_queue_nums"], shown["orders"]["set_by_batch"]) == (4, seq)
+    assert shown["unused"]["write_queue_nums"] == 9 and shown["payments"]["set_by_batch"] != seq
+    code, out, _ = rl("inspect", "--store", store, "topics")
+    assert out.splitlines()[0].split() == ["topic", "read_queue_nums", "write_queue_nums", "perm", "placed",
+                                           "set_by_batch"]
+    # orders' messages of the last batch went to its 4 queues only
+    code, out, _ = rl("inspect", "--store", store, "--json", "stats")
+    queues = {(q["topic"], q["queue_id"]) for q in json.loads(out)["queues"]}
+    assert {q for t, q in queues if t == "orders"} == set(range(5))
