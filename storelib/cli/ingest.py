@@ -111,6 +111,6 @@ def ingest_frame(spark, cfg, args) -> int:
         df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
                                queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
-                               update_topics=args.update_topics)
+                               update_topics=bool(getattr(args, "update_topics", False)))
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)
