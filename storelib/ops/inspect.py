@@ -73,17 +73,15 @@ def topic_rows(snap: manifest.Snapshot) -> list:
     """The topic config the store recorded (what a batch without --topics uses): per topic its
     queue numbers, whether messages were placed by them (round robin / --queue-by: a --topics
     that disagrees is refused) and the batch that set its writeQueueNums (its first, or the last
-    --update-topics that changed it); the default for unlisted topics as ``*``."""
+    batch that changed it); the default for unlisted topics as ``*``."""
     rec = snap.last_detail("topics")
     if not rec:
         return []
-    set_by: dict = {}
+    set_by, last = {}, {}
     for b in snap.batches:
-        detail = json.loads(b["detail"] or "{}")
-        for name in list((detail.get("topics") or {}).get("topics", {})):
-            set_by.setdefault(name, b["batch_id"])
-        for name in detail.get("topic_changes") or {}:
-            set_by[name] = b["batch_id"]
+        for name, value in ((json.loads(b["detail"] or "{}").get("topics") or {}).get("topics") or {}).items():
+            if last.get(name) != value[1]:
+                set_by[name], last[name] = b["batch_id"], value[1]
     placed = set(rec.get("placed", ()))
     rows = [{"topic": name, "read_queue_nums": r, "write_queue_nums": w, "perm": perm,
              "placed": "yes" if name in placed else "no", "set_by_batch": set_by.get(name)}
