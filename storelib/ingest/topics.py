@@ -82,8 +82,17 @@ class Topics:
             return cls({}, default_queue_nums, None)
         try:
             with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
+                text = fh.read()
         except (OSError, ValueError) as e:
+            raise TopicsError(f"{path}: cannot read topics config ({e})") from None
+        return cls.parse(text, path, default_queue_nums)
+
+    @classmethod
+    def parse(cls, text, path: str, default_queue_nums: int = 4) -> "Topics":
+        """A topics.json's text (``path`` names it in errors)."""
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
             raise TopicsError(f"{path}: cannot read topics config ({e})") from None
         tct = doc.get("topicConfigTable") if isinstance(doc, dict) else None
         if not isinstance(tct, dict):
