@@ -81,6 +81,9 @@ def main(argv=None) -> int:
     if args.local == "always" or (args.local == "auto" and small_local_input(args)):
         from ..runtime.localrun import LocalSession
         session = LocalSession()
+    else:
+        from ..ingest.identity import prefetch
+        prefetch(args.input, args.format)           # the input's identity is hashed while Spark starts
     return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
                        session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
                        reach={"--store": args.store, "--input": args.input}, sql=False)

@@ -76,7 +76,8 @@ from .commit import commit_batch, drop_staging, finish_pending_publish, is_commi
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, WriteContext
-from .encode import default_store_timestamp, encode_split, input_fingerprint
+from .encode import default_store_timestamp, encode_split
+from .identity import input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task

@@ -16,17 +16,15 @@ It returns a small summary; the driver checks them (``check_scans``: bad input s
 before any store file is written), places the round-robin rows (``round_robin_starts``) and
 turns them into the sequencer's ``SplitSummary`` (``split_summaries``).
 
-Also here: what identifies the input (``input_fingerprint``), the batch's default store time
-(``default_store_timestamp``) and ``reencode_rows``, which encodes rows again exactly as
-``encode_split`` staged them (for a stage-3 attempt that finds them already released).
+Also here: the batch's default store time (``default_store_timestamp``) and ``reencode_rows``,
+which encodes rows again exactly as ``encode_split`` staged them (for a stage-3 attempt that finds
+them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow.compute as pc
@@ -41,78 +39,12 @@ from ..compute.arrays import numeric_values
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
 __all__ = [
-    "input_fingerprint", "file_digests", "delta_identity", "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
+    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
 
 # ---------------------------------------------------------------------------- the input
-# Input files are hashed in blocks of this many bytes, on up to IDENTITY_THREADS threads
-# (hashlib releases the GIL): sha256 runs at ~1.5 GB/s a core with SHA-NI.
-IDENTITY_BLOCK = 64 << 20
-IDENTITY_THREADS = 2
-
-
-def input_fingerprint(path: str, fmt: str, splits: list) -> str:
-    """Identity of the input: its content, never its name (the README's "What counts as the same
-    input"), so another spelling of its path, a symlink or a copy of the same bytes is the same
-    batch. The format, then per input file in input order its size and the digest of its bytes
-    (``file_digests``); a Delta table: its table id and data files (``delta_identity``)."""
-    h = hashlib.sha256(f"rocketlake-input-v2\0{fmt}\0".encode())
-    files = list(dict.fromkeys(s.path for s in splits))     # input order
-    if fmt == "delta":
-        h.update(delta_identity(path, files).encode())
-        return h.hexdigest()
-    for f, (size, digest) in zip(files, file_digests(files)):
-        h.update(f"{size}\0{digest}\0".encode())
-    return h.hexdigest()
-
-
-def file_digests(files: list) -> list:
-    """(size, digest) of each file: the sha256 of its size and of the sha256 of each
-    IDENTITY_BLOCK-byte block of its bytes, the blocks of every file hashed on a few threads."""
-    sizes, blocks = [], []
-    for k, f in enumerate(files):
-        fs, p = storage.filesystem(f)
-        size = fs.get_file_info(p).size or 0
-        sizes.append(size)
-        blocks += [(k, off, min(IDENTITY_BLOCK, size - off)) for off in range(0, size, IDENTITY_BLOCK)]
-
-    def block(item):
-        k, off, n = item
-        fs, p = storage.filesystem(files[k])
-        h = hashlib.sha256()
-        with fs.open_input_file(p) as fh:
-            fh.seek(off)
-            while n > 0:
-                data = fh.read(min(n, 8 << 20))
-                if not data:
-                    raise IngestError(f"{files[k]}: changed while it was read (shorter than {sizes[k]} bytes)")
-                h.update(data)
-                n -= len(data)
-        return k, h.digest()
-
-    per_file = [hashlib.sha256(f"{size}\0".encode()) for size in sizes]
-    with ThreadPoolExecutor(max_workers=max(1, min(IDENTITY_THREADS, len(blocks)))) as pool:
-        for k, digest in pool.map(block, blocks):      # in order: a file's blocks one after another
-            per_file[k].update(digest)
-    return [(size, h.hexdigest()) for size, h in zip(sizes, per_file)]
-
-
-def delta_identity(path: str, files: list) -> str:
-    """A Delta table's identity: its id (``metaData.id``, which a copy of the table keeps) and the
-    data files read (``files``, as the splits name them), relative to the table: names Delta gave
-    them, never the user's spelling of the table's path."""
-    from deltalake import DeltaTable
-    try:
-        dt = DeltaTable(path, storage_options=storage.delta_storage_options(path))
-    except Exception as e:  # noqa: BLE001 - deltalake raises several types
-        raise InputError([f"{path}: not a readable Delta table ({e})"]) from None
-    root = urlparse(dt.table_uri).path.rstrip("/") + "/"
-    rel = [p[len(root):] if p.startswith(root) else p for p in (urlparse(f).path for f in files)]
-    return json.dumps({"table": dt.metadata().id, "files": rel})
-
-
 def default_store_timestamp(splits: list) -> int | None:
     """The batch's store time for rows without store_timestamp and born_timestamp: the newest
     modification time of the input files, in ms (fixed for a given input, so reruns agree)."""

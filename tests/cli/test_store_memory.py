@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 from test_first_hour import DEMO_CONF, SAMPLE, one_line_error, rl
 
-from storelib.ingest import encode, inputs
+from storelib.ingest import identity, inputs
 from storelib.io import storage
 from storelib.table import manifest
 
@@ -37,7 +38,7 @@ def _batches(store: str) -> list:
 
 
 def _identity(path: str, fmt: str = "jsonl") -> str:
-    return encode.input_fingerprint(path, fmt, inputs.plan_splits(path, fmt, 3, split_bytes=4096))
+    return identity.input_fingerprint(path, fmt, inputs.plan_splits(path, fmt, 3, split_bytes=4096))
 
 
 def test_same_file_by_any_path_is_one_batch(tmp_path):
@@ -90,7 +91,7 @@ def test_identity_is_content_for_directories_and_delta(tmp_path, monkeypatch):
     (b / "y-second.jsonl").write_text(_lines(40, skip=41), encoding="utf-8")
     assert _identity(str(b)) != ident
     # large files are hashed whole, in blocks: a change past the first block is seen
-    monkeypatch.setattr(encode, "IDENTITY_BLOCK", 1000)
+    monkeypatch.setattr(identity, "IDENTITY_BLOCK", 1000)
     big = tmp_path / "big.jsonl"
     big.write_text(_lines(100), encoding="utf-8")
     before = _identity(str(big))
@@ -107,6 +108,25 @@ def test_identity_is_content_for_directories_and_delta(tmp_path, monkeypatch):
     assert _identity(dt, "delta") == _identity(str(tmp_path / "dt-copy"), "delta")
     deltalake.write_deltalake(dt, rows, mode="append")
     assert _identity(dt, "delta") != _identity(str(tmp_path / "dt-copy"), "delta")
+
+
+
+def test_identity_hashed_while_spark_starts_is_used_once(tmp_path, monkeypatch):
+    """``rocketlake ingest`` hashes the input while its JVM starts (``identity.prefetch``); the
+    ingest takes that digest unless the file changed since (then it hashes it again)."""
+    f = tmp_path / "x.jsonl"
+    f.write_text(_lines(50), encoding="utf-8")
+    want = _identity(str(f))
+    calls = []
+    real = identity.file_digests
+    monkeypatch.setattr(identity, "file_digests", lambda files: calls.append(list(files)) or real(files))
+    identity.prefetch(str(f), "jsonl")
+    assert _identity(str(f)) == want and calls == [[str(f)]]
+    identity.prefetch(str(f), "jsonl")
+    while len(calls) < 2:
+        time.sleep(0.01)
+    f.write_text(_lines(50, skip=1), encoding="utf-8")
+    assert _identity(str(f)) != want and len(calls) == 3
 
 
 # --------------------------------------------------------------------------- an empty input

@@ -180,7 +180,7 @@ def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):
 def test_object_input_identity_is_its_content(s3_env, tmp_path, monkeypatch):
     """An s3:// input is the same input as a local copy of its bytes, under any key (its bytes are
     streamed through the hash once, on the driver); other bytes are another input."""
-    from storelib.ingest import encode, inputs
+    from storelib.ingest import identity, inputs
     env, s3 = s3_env
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -192,7 +192,7 @@ def test_object_input_identity_is_its_content(s3_env, tmp_path, monkeypatch):
     s3.put_object(Bucket=BUCKET, Key="in/other.jsonl", Body=data[:-200])
 
     def ident(p):
-        return encode.input_fingerprint(p, "jsonl", inputs.plan_splits(p, "jsonl", 2))
+        return identity.input_fingerprint(p, "jsonl", inputs.plan_splits(p, "jsonl", 2))
     want = ident(str(local))
     assert ident(f"s3://{BUCKET}/in/a.jsonl") == want
     assert ident(f"s3://{BUCKET}/in/dir/") == want
