@@ -166,7 +166,8 @@ class Topics:
             raise TopicsError(f"--topics{where} disagrees with the queue counts this store's messages were placed "
                               "by: " + ", ".join(f"topic {k!r} writeQueueNums store={a} given={b}"
                                                  for k, (a, b) in changes.items())
-                              + "; give --update-topics to change them (recorded with the batch)")
+                              + "; give --update-topics (ingest_dataframe: update_topics=True; the sink: option "
+                                "updateTopics) to change them, recorded with the batch")
         return Topics({**old.table, **self.table}, self.default_queue_nums, self.source), changes
 
 
