@@ -77,7 +77,7 @@ from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, WriteContext
 from .encode import default_store_timestamp, encode_split
-from .identity import input_fingerprint
+from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
@@ -167,6 +167,7 @@ class _Run:
     staging: str | None = None
     snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
+    earlier: object = None                  # () -> the identity earlier versions gave the input, if any
 
 
 def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
@@ -207,6 +208,10 @@ class FileInput:
     def fingerprint_of(self, scans: list) -> str:
         return self.fingerprint
 
+    def earlier_fingerprint(self) -> str:
+        """The identity earlier versions gave this input (``identity.earlier_fingerprint``)."""
+        return earlier_fingerprint(self.input_path, self.fmt, self.splits)
+
 
 # The staging name of a batch whose id is derived from what its encode stage produced: its
 # split records are staged here; its files are staged under the real id once it is known.
@@ -228,7 +233,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     given_topics = _load_topics(topics, config)        # TopicsError before the lease
-    run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0)
+    run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
+               earlier=getattr(source, "earlier_fingerprint", None))
     lease = writerlease.WriterLease(store, batch_id)
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
@@ -333,18 +339,28 @@ def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | N
 
 def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
     """A rerun of a committed batch id: finish its publish if a crash left it unfinished, and
-    return the "already-committed" summary (IngestError if the input differs); else None."""
+    return the "already-committed" summary (IngestError if the input differs); else None.
+
+    A batch an earlier version committed carries the identity it gave the input
+    (``identity.earlier_fingerprint``): the same id with that identity is this input too, and
+    without a given id a batch with it is found by its fingerprint."""
     prior = [b for b in snap.batches if b["batch_id"] == run.batch_id]
+    # (batches of this version record their topic config: none -> an earlier version's)
+    older = any(b["operation"] == "ingest" and "topics" not in json.loads(b["detail"] or "{}") for b in snap.batches)
+    earlier = run.earlier() if run.earlier is not None and older else None
+    if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
+        prior = [b for b in snap.batches if b["operation"] == "ingest" and b["input_fingerprint"] == earlier]
     if not prior:
         return None
     finish_pending_publish(run.store, snap)
-    if prior[-1]["input_fingerprint"] != run.fingerprint:
+    if prior[-1]["input_fingerprint"] not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
-    run.prog.say(f"batch {run.batch_id} is already committed (seq {prior[-1]['batch_seq']}): nothing to do")
-    return {"batch_id": run.batch_id, "status": "already-committed", "batch_seq": prior[-1]["batch_seq"],
-            "messages": prior[-1]["messages"]}
+    done = prior[-1]
+    run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
+    return {"batch_id": done["batch_id"], "status": "already-committed", "batch_seq": done["batch_seq"],
+            "messages": done["messages"]}
 
 
 def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:

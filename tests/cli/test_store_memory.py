@@ -266,3 +266,24 @@ def test_store_keeps_its_topic_config(tmp_path):
     code, out, _ = rl("inspect", "--store", store, "--json", "stats")
     queues = {(q["topic"], q["queue_id"]) for q in json.loads(out)["queues"]}
     assert {q for t, q in queues if t == "orders"} == set(range(5))
+
+
+def test_batches_of_earlier_versions_are_recognised(tmp_path, monkeypatch):
+    """A batch committed before content identity (its fingerprint: the path as spelled, sizes,
+    content hash) is found again by the same command: not a second copy after an upgrade."""
+    from storelib.ingest import driver
+    (tmp_path / "a.jsonl").write_text(_lines(100), encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(_lines(100, skip=100), encoding="utf-8")
+    store = str(tmp_path / "store")
+    with monkeypatch.context() as m:              # what earlier versions committed
+        m.setattr(driver, "input_fingerprint", identity.earlier_fingerprint)
+        m.setattr(driver, "_topic_detail", lambda snap, tcfg, changes, scans, rr: {"round_robin": rr})
+        for args in (("--input", "a.jsonl"), ("--input", "b.jsonl", "--batch-id", "B")):
+            code, out, err = rl("ingest", "--store", store, *args, "--config", DEMO_CONF, "--quiet", cwd=tmp_path)
+            assert code == 0 and _summary(out)["status"] == "committed", err
+    first = _batches(store)[0][0]
+    for args, want in ((("--input", "a.jsonl"), first), (("--input", "b.jsonl", "--batch-id", "B"), "B")):
+        code, out, err = rl("ingest", "--store", store, *args, "--quiet", cwd=tmp_path)
+        assert code == 0 and (_summary(out)["status"], _summary(out)["batch_id"]) == ("already-committed", want), \
+            out + err
+    assert [m for _, m in _batches(store)] == [100, 100]
