@@ -286,3 +286,20 @@ def test_batches_of_earlier_versions_are_recognised(tmp_path, monkeypatch):
         assert code == 0 and (_summary(out)["status"], _summary(out)["batch_id"]) == ("already-committed", want), \
             out + err
     assert [m for _, m in _batches(store)] == [100, 100]
+
+
+def test_round_robin_continues_after_an_expiry(tmp_path):
+    """An expiry records no round-robin positions: the next batch continues from the last ingest's."""
+    (tmp_path / "a.jsonl").write_text(_unplaced(1800, 0), encoding="utf-8")    # two segments and more
+    (tmp_path / "b.jsonl").write_text(_unplaced(200, 1800), encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", tmp_path / "a.jsonl", "--config", DEMO_CONF, "--quiet")[0] == 0
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
+    assert code == 0 and "commitlog_removed=0" not in out, out + err
+    assert rl("ingest", "--store", store, "--input", tmp_path / "b.jsonl", "--quiet")[0] == 0
+    seen: dict = {}
+    for f in ("a.jsonl", "b.jsonl"):
+        for x in (tmp_path / f).read_text().splitlines():
+            t = json.loads(x)["topic"]
+            seen[t] = seen.get(t, 0) + 1
+    assert manifest.load_snapshot(storage.Store(store)).last_detail("round_robin") == seen
