@@ -293,7 +293,8 @@ def ingest(spark, cfg, args) -> int:
     summary = run_ingest(spark, args.store, args.input, args.format, cfg, batch_id=args.batch_id,
                          target_splits=args.partitions, quiet=args.quiet,
                          topics=getattr(args, "topics", None), queue_by=getattr(args, "queue_by", None),
-                         store_timestamp=getattr(args, "store_timestamp", None))
+                         store_timestamp=getattr(args, "store_timestamp", None),
+                         update_topics=bool(getattr(args, "update_topics", False)))
     emit_summary(summary, args.json_summary)
     return int(ExitCode.OK)
 

@@ -2,7 +2,7 @@
        spark-submit jobs/ingest.py --store STORE --format table --input TABLE_NAME
        spark-submit jobs/ingest.py --store STORE --format sql --input "SELECT ..."
                              [--config FILE.properties] [--batch-id ID] [--topics topics.json]
-                             [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
+                             [--update-topics] [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
        spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
 
 table / sql: the rows of a catalog table or of a query's result, through
@@ -37,7 +37,11 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
     ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "
-                                     "(default: conf/topics.json if present)")
+                                     "(default: the queue counts the store recorded with its batches; for a new "
+                                     "store conf/topics.json if present)")
+    ap.add_argument("--update-topics", action="store_true",
+                    help="--topics may change the queue count of a topic the store already placed messages by "
+                         "(as mqadmin updateTopic; recorded with the batch); without it that is an error")
     ap.add_argument("--queue-by", metavar="NAME",
                     help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
                          "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
@@ -56,6 +60,8 @@ def main(argv=None) -> int:
         ap.error(f"--input given {len(args.input)} times ({', '.join(args.input)}): give one file or directory "
                  "(a directory ingests every file in it)")
     args.input = args.input[0] if args.input else None
+    if args.update_topics and not args.topics:
+        ap.error("--update-topics needs --topics (the new queue counts)")
     if args.from_store:
         if args.input:
             ap.error("--input and --from-store exclude each other")
@@ -75,6 +81,9 @@ def main(argv=None) -> int:
     if args.local == "always" or (args.local == "auto" and small_local_input(args)):
         from ..runtime.localrun import LocalSession
         session = LocalSession()
+    else:
+        from ..ingest.identity import prefetch
+        prefetch(args.input, args.format)           # the input's identity is hashed while Spark starts
     return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
                        session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
                        reach={"--store": args.store, "--input": args.input}, sql=False)
@@ -104,6 +113,7 @@ def ingest_frame(spark, cfg, args) -> int:
     if args.partitions:
         df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
-                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet)
+                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
+                               update_topics=bool(getattr(args, "update_topics", False)))
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)

@@ -6,6 +6,8 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
                  the manifest: one row per live file (offsets, valid bytes, counts, time range, batch);
                  a consume queue's max_offset is the next offset (exclusive), as in stats
   checkpoints    one row per committed batch (ingest / import / expire)
+  topics         the topic config the store recorded with its batches (queue numbers per topic; a
+                 later ingest without --topics uses it, a --topics that disagrees is refused)
   history        Delta history of the manifest and checkpoints tables
   stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
                  ISO-8601 UTC, epoch ms with --json), each topic's retention rule and the bytes it holds
@@ -59,6 +61,7 @@ def main(argv=None) -> int:
     sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
     sp.add_argument("--topic")
     sub.add_parser("checkpoints")
+    sub.add_parser("topics")
     sub.add_parser("history")
     sub.add_parser("stats")
     vp = sub.add_parser("verify")
@@ -68,7 +71,7 @@ def main(argv=None) -> int:
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
     # options after the command are accepted too: `segments --json`
-    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "topics", "history", "stats")):
         p.add_argument("--json", action="store_true", dest="json_sub")
         p.add_argument("--as-of-batch", dest="as_of_batch_sub")
         p.add_argument("--version", type=int, dest="version_sub")
@@ -79,7 +82,7 @@ def main(argv=None) -> int:
     from . import common as cli
     try:
         args.store_config = cli.store_config(args)      # not a store: one line, exit 2
-        if args.command in ("segments", "checkpoints", "history") and \
+        if args.command in ("segments", "checkpoints", "topics", "history") and \
                 not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
                                 "reads it; `stats` and `verify` work on a broker's directory too")
@@ -101,6 +104,8 @@ def main(argv=None) -> int:
         elif args.command == "checkpoints":
             cols = inspection.CHECKPOINT_COLUMNS
             _emit(inspection.checkpoint_rows(snap), None if args.json else cols, args.json, "no committed batch")
+        elif args.command == "topics":
+            _emit(inspection.topic_rows(snap), inspection.TOPIC_COLUMNS, args.json, "no topic config recorded")
         elif args.command == "history":
             _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
         elif args.command == "stats":

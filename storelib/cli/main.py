@@ -28,7 +28,7 @@ __all__ = ["COMMANDS", "main", "split_spark_args"]
 COMMANDS = {
     "ingest": ("storelib.cli.ingest", "write one batch of messages (or import a broker's directory)"),
     "query": ("storelib.cli.query", "look messages up: key, id, unique-key, offset, time, range, keys"),
-    "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, history"),
+    "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, topics, history"),
     "verify": ("storelib.cli.verify", "check every file against the manifest and RocketMQ's rules"),
     "expire": ("storelib.cli.expire", "retention: expired commitlog segments, per-topic queue files"),
     "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),

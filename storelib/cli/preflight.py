@@ -37,7 +37,13 @@ def check_ingest(args):
     cfg = cli.store_config(args, writing=True, infer=False)
     if args.topics:
         from ..ingest.topics import Topics
-        Topics.load(args.topics, cfg.defaultTopicQueueNums)
+        given = Topics.load(args.topics, cfg.defaultTopicQueueNums)
+        if os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+            # a --topics the store's queue counts disagree with: exit 2 before any JVM starts
+            from ..io import storage
+            from ..table import manifest
+            given.agree(manifest.load_snapshot(storage.Store(args.store)).last_detail("topics"),
+                        bool(getattr(args, "update_topics", False)))
     if args.format in ("jsonl", "parquet", "delta") and "://" not in args.input and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
     if args.partitions < 0:

@@ -16,13 +16,12 @@ It returns a small summary; the driver checks them (``check_scans``: bad input s
 before any store file is written), places the round-robin rows (``round_robin_starts``) and
 turns them into the sequencer's ``SplitSummary`` (``split_summaries``).
 
-Also here: what identifies the input (``input_fingerprint``), the batch's default store time
-(``default_store_timestamp``) and ``reencode_rows``, which encodes rows again exactly as
-``encode_split`` staged them (for a stage-3 attempt that finds them already released).
+Also here: the batch's default store time (``default_store_timestamp``) and ``reencode_rows``,
+which encodes rows again exactly as ``encode_split`` staged them (for a stage-3 attempt that finds
+them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -40,27 +39,12 @@ from ..compute.arrays import numeric_values
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
 __all__ = [
-    "input_fingerprint", "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
+    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
 
 # ---------------------------------------------------------------------------- the input
-def input_fingerprint(path: str, fmt: str, splits: list) -> str:
-    """Identity of the input: files, sizes and modification times (content hash for small files)."""
-    h = hashlib.sha256(fmt.encode())
-    for f in sorted({s.path for s in splits}):
-        fs, p = storage.filesystem(f)
-        info = fs.get_file_info(p)
-        h.update(f"{f}\0{info.size}\0".encode())
-        if info.size is not None and info.size <= (64 << 20):
-            with fs.open_input_file(p) as fh:
-                h.update(hashlib.sha256(fh.read()).digest())
-        else:
-            h.update(str(info.mtime_ns).encode())
-    return h.hexdigest()
-
-
 def default_store_timestamp(splits: list) -> int | None:
     """The batch's store time for rows without store_timestamp and born_timestamp: the newest
     modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
@@ -174,6 +158,7 @@ def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
         "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "placed_topics": filled.placed,
         "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
         "entries": int(entries.sum()),
         "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,

@@ -33,7 +33,8 @@ DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given,
 same rows again is a no-op.
 
 Options: ``config`` (a ``.properties`` path; default conf/store.properties), ``topics`` (a
-topics.json path), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
+topics.json path; default: the queue counts the store recorded), ``updateTopics`` (``true``:
+``topics`` may change them, as ``--update-topics``), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
 of rows without store_timestamp and born_timestamp; without it such rows are an error),
 ``batchId`` (batch writes), ``leaseWaitSeconds``. The rows: ``ingest_dataframe``'s columns.
 Only append: ``mode("overwrite")`` / ``outputMode("complete")`` are refused.
@@ -284,7 +285,8 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     while True:
         try:
             summary = ingest_batch(LocalSession(), store_uri, source, cfg, batch_id=batch_id, quiet=True,
-                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None)
+                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None,
+                                   update_topics=str(opts.get("updatetopics", "")).lower() == "true")
             break
         except ConcurrentWriteError as e:
             if time.time() >= deadline:

@@ -112,6 +112,15 @@ class Snapshot:
     def batch_seq(self) -> int:
         return self.batch["batch_seq"] if self.batch else 0
 
+    def last_detail(self, key: str):
+        """``detail[key]`` of the last committed batch whose checkpoint row has it (an ingest's
+        round-robin positions and topic config: an expiry, a repair or an import records none)."""
+        for b in reversed(self.batches):
+            value = json.loads(b["detail"] or "{}").get(key)
+            if value is not None:
+                return value
+        return None
+
     def of_kind(self, kind: str) -> list:
         return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
 
