@@ -329,7 +329,8 @@ def ingest(spark, cfg, args) -> int:
     summary = run_ingest(spark, args.store, args.input, args.format, cfg, batch_id=args.batch_id,
                          target_splits=args.partitions, quiet=args.quiet,
                          topics=getattr(args, "topics", None), queue_by=getattr(args, "queue_by", None),
-                         store_timestamp=getattr(args, "store_timestamp", None))
+                         store_timestamp=getattr(args, "store_timestamp", None),
+                         allow_empty_body=getattr(args, "allow_empty_body", None))
     emit_summary(summary, args.json_summary)
     return int(ExitCode.OK)
 

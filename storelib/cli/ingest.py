@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--store-timestamp", type=epoch_ms, metavar="TIME",
                     help="store time (epoch ms or ISO-8601) for rows without store_timestamp and born_timestamp "
                          "(default: the newest modification time of the input files)")
+    ap.add_argument("--allow-empty-body", action="store_true", default=None,
+                    help="write messages whose body is empty (refused by default, also allowed by "
+                         "ROCKETLAKE_ALLOW_EMPTY_BODY=1: RocketMQ's producers refuse them and a proxy serving them fails)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and the summary still print)")
     ap.add_argument("--allow-nonempty", action="store_true",
@@ -104,6 +107,7 @@ def ingest_frame(spark, cfg, args) -> int:
     if args.partitions:
         df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
-                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet)
+                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
+                               allow_empty_body=args.allow_empty_body)
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)

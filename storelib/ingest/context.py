@@ -29,6 +29,7 @@ class EncodeContext:
     splits: tuple = ()                  # the input splits (``Split.to_dict``); none for a DataFrame
     queue_by: str | None = None         # the sharding-key column, if any (storelib.ingest.topics)
     default_store_ts: int | None = None
+    allow_empty_body: bool = False      # write rows whose body is empty (RocketMQ's producers refuse them)
 
 
 @dataclass(frozen=True)

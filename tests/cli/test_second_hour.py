@@ -69,3 +69,41 @@ def test_sigterm_after_commit_finishes_and_exits_0(tmp_path, point):
     code, vout, verr = rl("verify", "--store", store)
     assert code == 0, vout + verr
     assert not [d for d in os.listdir(os.path.join(store, "_rocketlake")) if "staging" in d]
+
+
+# --------------------------------------------------------------------------- item 8: empty bodies
+def test_empty_body_refused_unless_allowed(tmp_path, monkeypatch):
+    monkeypatch.delenv("ROCKETLAKE_ALLOW_EMPTY_BODY", raising=False)
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(body=b"a"), _line(body=b""), _line(body=b"c")])
+    store = str(tmp_path / "store")
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet")
+    assert code == 2, err
+    assert f"{src} line 2: field 'body_b64': empty body" in err and "--allow-empty-body" in err
+    assert "line 1" not in err and "line 3" not in err
+    assert not os.path.exists(os.path.join(store, "commitlog"))
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet", "--allow-empty-body")
+    assert code == 0 and "messages=3" in out, err
+
+
+def test_empty_body_refused_by_the_python_api(tmp_path, monkeypatch):
+    from storelib.errors import InputError
+    from storelib.format.config import load_config
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    monkeypatch.delenv("ROCKETLAKE_ALLOW_EMPTY_BODY", raising=False)
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(body=b"")] * 25)
+    with pytest.raises(InputError) as e:
+        run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(None), quiet=True)
+    assert e.value.total == 25 and "more" in str(e.value).splitlines()[-1], str(e.value)
+    assert f"{src} line 1: field 'body_b64': empty body" in str(e.value)
+    monkeypatch.setenv("ROCKETLAKE_ALLOW_EMPTY_BODY", "1")
+    assert run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(None), quiet=True)["messages"] == 25
+
+
+def test_large_body_reported_once(tmp_path):
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(), _line(body=b"x" * (5 << 20))])
+    code, _out, err = rl("ingest", "--store", str(tmp_path / "store"), "--input", src, "--quiet")
+    assert code == 2
+    said = [x for x in err.splitlines() if "line 2" in x]
+    assert len(said) == 1 and "exceeds maxMessageSize 4194304" in said[0], err
+    assert "1 bad input row problem(s)" in err
