@@ -419,10 +419,11 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
                                    parse_options=pajson.ParseOptions(explicit_schema=JSONL_SCHEMA,
                                                                      unexpected_field_behavior="ignore",
                                                                      newlines_in_values=False))
-        except pa.ArrowInvalid as e:
-            m = re.search(r"\s*in row (\d+)$", str(e))
-            where = label(int(m.group(1))) if m else f"{base_name} (lines from byte {begin})"
-            raise InputError([f"{where}: invalid JSON: {str(e)[:m.start()] if m else e}"]) from None
+        except pa.ArrowInvalid:
+            # A row the vectorized reader cannot convert (or an ISO-8601 time, properties as an
+            # object): the split's lines one by one, every bad row named (ingest.jsonrows).
+            from .jsonrows import read_rows
+            raw = read_rows(data, JSONL_SCHEMA, label)
         try:
             return to_canonical(raw, label, "body_b64"), label
         except InputError as e:

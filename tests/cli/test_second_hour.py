@@ -45,8 +45,9 @@ def _child_env() -> dict:
 @pytest.mark.parametrize("point", ["after-commit-before-publish", "after-publish-before-cleanup"])
 def test_sigterm_after_commit_finishes_and_exits_0(tmp_path, point):
     store, gate = str(tmp_path / "store"), str(tmp_path / "gate")
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(body=bytes([65 + i])) for i in range(20)])
     env = dict(_child_env(), ROCKETLAKE_HOLD=f"{point}:{gate}")
-    p = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "ingest", "--store", store, "--input", SAMPLE,
+    p = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "ingest", "--store", store, "--input", src,
                           "--config", DEMO_CONF, "--quiet"], env=env, cwd=str(tmp_path),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -62,7 +63,7 @@ def test_sigterm_after_commit_finishes_and_exits_0(tmp_path, point):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0, (out, err)
-    assert "status=committed" in out and "messages=2000" in out
+    assert "status=committed" in out and "messages=20" in out
     lines = [x for x in err.splitlines() if x.strip()]
     assert lines == ["SIGTERM arrived after the batch was committed: the job finished it first (nothing to rerun)"], err
     # finished means published and cleaned: the store verifies and no staging is left behind
@@ -81,7 +82,8 @@ def test_empty_body_refused_unless_allowed(tmp_path, monkeypatch):
     assert f"{src} line 2: field 'body_b64': empty body" in err and "--allow-empty-body" in err
     assert "line 1" not in err and "line 3" not in err
     assert not os.path.exists(os.path.join(store, "commitlog"))
-    code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet", "--allow-empty-body")
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet", "--allow-empty-body",
+                        "--config", DEMO_CONF)
     assert code == 0 and "messages=3" in out, err
 
 
@@ -93,11 +95,12 @@ def test_empty_body_refused_by_the_python_api(tmp_path, monkeypatch):
     monkeypatch.delenv("ROCKETLAKE_ALLOW_EMPTY_BODY", raising=False)
     src = _write_jsonl(tmp_path / "in.jsonl", [_line(body=b"")] * 25)
     with pytest.raises(InputError) as e:
-        run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(None), quiet=True)
+        run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(DEMO_CONF), quiet=True)
     assert e.value.total == 25 and "more" in str(e.value).splitlines()[-1], str(e.value)
     assert f"{src} line 1: field 'body_b64': empty body" in str(e.value)
     monkeypatch.setenv("ROCKETLAKE_ALLOW_EMPTY_BODY", "1")
-    assert run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(None), quiet=True)["messages"] == 25
+    assert run_ingest(LocalSession(), str(tmp_path / "s"), src, "jsonl", load_config(DEMO_CONF),
+                      quiet=True)["messages"] == 25
 
 
 def test_large_body_reported_once(tmp_path):
@@ -107,3 +110,60 @@ def test_large_body_reported_once(tmp_path):
     said = [x for x in err.splitlines() if "line 2" in x]
     assert len(said) == 1 and "exceeds maxMessageSize 4194304" in said[0], err
     assert "1 bad input row problem(s)" in err
+
+
+# --------------------------------------------------------------------------- item 9: every bad row
+def test_every_bad_row_in_the_words_of_the_input_schema(tmp_path):
+    rows = [_line() for _ in range(12)]
+    rows[3]["queue_id"] = "3"
+    rows[4]["store_timestamp"] = "yesterday"
+    rows[5]["topic"] = 5
+    rows[6]["properties"] = "KEYS=a"
+    rows[7]["flag"] = 1.5
+    rows[9] = '{"topic": "t", oops}'
+    rows[11] = "[1, 2]"
+    src = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    code, out, err = rl("ingest", "--store", str(tmp_path / "store"), "--input", src, "--quiet", "--partitions", "3")
+    assert code == 2 and out == ""
+    want = {4: "field 'queue_id': expected an integer (int32), got a string \"3\"",
+            5: "field 'store_timestamp': expected epoch milliseconds or an ISO-8601 time",
+            6: "field 'topic': expected a string, got a number 5",
+            7: "field 'properties': expected [name, value] pairs or an object",
+            8: "field 'flag': expected an integer (int32), got a number 1.5",
+            10: "invalid JSON", 12: "expected a JSON object, got an array"}
+    assert "7 bad input row problem(s)" in err, err
+    for line, what in want.items():
+        assert f"{src} line {line}: {what}" in err, (line, err)
+    assert "Column(" not in err and "changed from" not in err
+    assert not os.path.exists(str(tmp_path / "store" / "commitlog"))
+
+
+def test_bad_rows_past_the_limit_are_counted(tmp_path):
+    rows = [_line(queue_id="x") for _ in range(30)]
+    src = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    code, _out, err = rl("ingest", "--store", str(tmp_path / "store"), "--input", src, "--quiet")
+    assert code == 2 and "30 bad input row problem(s)" in err and err.rstrip().endswith("... 10 more"), err
+    assert f"{src} line 20: field 'queue_id'" in err and f"{src} line 21:" not in err
+
+
+def test_iso_store_timestamp_and_properties_object_as_pairs_and_ms(tmp_path):
+    """The same messages given with ISO-8601 times and properties objects are the same bytes as
+    with epoch ms and [name, value] pairs."""
+    plain = [_line(body=bytes([65 + i]), store_timestamp=1717200000000 + i, born_timestamp=1717199999000,
+                   properties=[["TAGS", "a"], ["KEYS", f"k{i}"]]) for i in range(6)]
+    fancy = [dict(r) for r in plain]
+    for i, r in enumerate(fancy):
+        r["store_timestamp"] = f"2024-06-01T00:00:00.00{i}Z"
+        r["born_timestamp"] = "2024-05-31 23:59:59+00:00"
+        r["properties"] = {"TAGS": "a", "KEYS": f"k{i}"}
+    a = _write_jsonl(tmp_path / "a.jsonl", plain)
+    b = _write_jsonl(tmp_path / "b.jsonl", fancy)
+    for name, src in (("sa", a), ("sb", b)):
+        code, out, err = rl("ingest", "--store", str(tmp_path / name), "--input", src, "--quiet",
+                            "--batch-id", "one", "--config", DEMO_CONF)
+        assert code == 0, err
+    for sub in ("commitlog", "consumequeue/t/0"):
+        da, db = tmp_path / "sa" / sub, tmp_path / "sb" / sub
+        assert sorted(os.listdir(da)) == sorted(os.listdir(db))
+        for f in os.listdir(da):
+            assert (da / f).read_bytes() == (db / f).read_bytes(), f
