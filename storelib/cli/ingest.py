@@ -1,4 +1,4 @@
-"""spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
+"""spark-submit jobs/ingest.py --store STORE --input PATH [--format jsonl|parquet|delta]
        spark-submit jobs/ingest.py --store STORE --format table --input TABLE_NAME
        spark-submit jobs/ingest.py --store STORE --format sql --input "SELECT ..."
                              [--config FILE.properties] [--batch-id ID] [--topics topics.json]
@@ -30,7 +30,10 @@ def main(argv=None) -> int:
                     help="input file or directory; --format table: a table name; --format sql: a query")
     ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
                                          "= --store adopts in place, else its files are copied first)")
-    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"], default="jsonl")
+    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"],
+                    help="the input's format (default: inferred and said: a directory with _delta_log/ is delta, "
+                         "a file starting with Parquet's magic or a directory of .parquet files is parquet, "
+                         "else jsonl)")
     ap.add_argument("--config", help="broker-style .properties file (default: the store's own, recorded with its "
                                      "first batch; for a new store conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")

@@ -8,6 +8,7 @@ local input exists, and whether the input is small enough to run in this process
 from __future__ import annotations
 
 import os
+import sys
 
 from ..errors import ConfigError, InputError
 from ..format import paths
@@ -38,8 +39,16 @@ def check_ingest(args):
     if args.topics:
         from ..ingest.topics import Topics
         Topics.load(args.topics, cfg.defaultTopicQueueNums)
-    if args.format in ("jsonl", "parquet", "delta") and "://" not in args.input and not os.path.exists(args.input):
+    if args.format in (None, "jsonl", "parquet", "delta") and "://" not in args.input \
+            and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
+    from ..ingest.inputs import check_format, detect_format
+    if args.format is None:
+        args.format, why = detect_format(args.input)
+        if not args.quiet:
+            print(f"input format: {args.format} ({why}; --format to choose)", file=sys.stderr, flush=True)
+    else:
+        check_format(args.input, args.format)
     if args.partitions < 0:
         raise InputError([f"--partitions {args.partitions}: must be >= 0"])
     return cfg, batch_seq(args.store)

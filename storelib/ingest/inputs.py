@@ -36,7 +36,7 @@ from ..codec.properties import (PAIR_NAME_EMPTY, PAIR_NAME_SOH, PAIR_NAME_STX, P
                                  second_or_empty)
 from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
-__all__ = ["FORMATS", "JSONL_SCHEMA", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
+__all__ = ["FORMATS", "JSONL_SCHEMA", "detect_format", "check_format", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
            "read_split", "resolve_line_labels", "jsonl_to_table", "canonical_to_parquet_input", "read_all",
            "split_from_dict"]
 
@@ -86,14 +86,68 @@ def list_input_files(path: str, fmt: str) -> list[str]:
         raise InputError([f"{path}: input not found"])
     if info.type == storage.FileType.File:
         return [path]
-    suffixes = {"jsonl": (".jsonl", ".json", ".jsonl.gz", ".json.gz"), "parquet": (".parquet",)}[fmt]
-    sel = storage.FileSelector(root, recursive=True)
-    files = sorted(f.path for f in fs.get_file_info(sel)
-                   if f.type == storage.FileType.File and f.path.endswith(suffixes)
-                   and not os.path.basename(f.path).startswith(("_", ".")))
+    if fs.get_file_info(storage.join(root, DELTA_LOG)).type == storage.FileType.Directory:
+        raise InputError([f"{path}: a Delta table: its current version is --format delta (or leave --format out); "
+                          f"as {fmt} its log and its removed files would be read too"])
+    files = _data_files(fs, root, SUFFIXES[fmt])
     if not files:
         raise InputError([f"{path}: no {fmt} files found"])
     return [storage.rejoin(path, root, f) for f in files]
+
+
+SUFFIXES = {"jsonl": (".jsonl", ".json", ".jsonl.gz", ".json.gz"), "parquet": (".parquet",)}
+DELTA_LOG = "_delta_log"
+PARQUET_MAGIC = b"PAR1"
+
+
+def _data_files(fs, root: str, suffixes: tuple) -> list:
+    """Files under ``root`` ending in ``suffixes``, sorted; none in or under a directory whose name
+    starts with "_" or "." (Spark's and Delta's metadata: ``_delta_log/``, ``_SUCCESS``, ``.crc``)."""
+    sel = storage.FileSelector(root, recursive=True)
+    out = []
+    for f in fs.get_file_info(sel):
+        rel = os.path.relpath(f.path, root) if f.path.startswith(root) else f.path
+        if f.type == storage.FileType.File and f.path.endswith(suffixes) \
+                and not any(part.startswith(("_", ".")) for part in rel.replace("\\", "/").split("/")):
+            out.append(f.path)
+    return sorted(out)
+
+
+def detect_format(path: str) -> tuple[str, str]:
+    """(format, why) of an input given without --format: a directory holding ``_delta_log/`` is a
+    Delta table; a file starting with Parquet's magic, or a directory of ``.parquet`` files, is
+    Parquet; anything else is JSON lines (``.jsonl`` / ``.json``, ``.gz`` too)."""
+    fs, root = storage.filesystem(path)
+    info = fs.get_file_info(root)
+    if info.type == storage.FileType.NotFound:
+        raise InputError([f"--input {path}: no such file or directory"])
+    if info.type == storage.FileType.Directory:
+        if fs.get_file_info(storage.join(root, DELTA_LOG)).type == storage.FileType.Directory:
+            return "delta", f"a directory with {DELTA_LOG}/"
+        parquet, jsonl = _data_files(fs, root, SUFFIXES["parquet"]), _data_files(fs, root, SUFFIXES["jsonl"])
+        if parquet and jsonl:
+            raise InputError([f"--input {path}: holds both .parquet and JSON lines files: give --format "
+                              f"(or one directory per format)"])
+        if parquet:
+            return "parquet", "a directory of .parquet files"
+        return "jsonl", "a directory of .jsonl/.json files"
+    with fs.open_input_file(root) as fh:
+        head = fh.read(4)
+    if head == PARQUET_MAGIC:
+        return "parquet", "the file starts with Parquet's magic bytes"
+    return "jsonl", "not Parquet" + (" (.jsonl)" if path.endswith(SUFFIXES["jsonl"]) else "")
+
+
+def check_format(path: str, fmt: str) -> None:
+    """An explicit --format jsonl for a Parquet file is refused before its bytes are read as lines."""
+    if fmt != "jsonl":
+        return
+    fs, root = storage.filesystem(path)
+    if fs.get_file_info(root).type == storage.FileType.File:
+        with fs.open_input_file(root) as fh:
+            if fh.read(4) == PARQUET_MAGIC:
+                raise InputError([f"--input {path}: a Parquet file, not JSON lines: --format parquet "
+                                  f"(or leave --format out)"])
 
 
 def plan_splits(path: str, fmt: str, target_splits: int = 0, split_bytes: int = 128 << 20) -> list[Split]:

@@ -167,3 +167,28 @@ def test_iso_store_timestamp_and_properties_object_as_pairs_and_ms(tmp_path):
         assert sorted(os.listdir(da)) == sorted(os.listdir(db))
         for f in os.listdir(da):
             assert (da / f).read_bytes() == (db / f).read_bytes(), f
+
+
+# --------------------------------------------------------------------------- item 10: the input format
+def test_input_format_inferred_and_said(tmp_path):
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+    from storelib.ingest.inputs import canonical_to_parquet_input, read_all
+    table = canonical_to_parquet_input(read_all(SAMPLE, "jsonl").slice(0, 30))
+    pq.write_table(table.slice(0, 10), str(tmp_path / "more.data"))        # no .parquet: the magic tells
+    write_deltalake(str(tmp_path / "delta"), table.slice(10, 10))
+    jdir = tmp_path / "jdir"
+    (jdir / "_spark_metadata").mkdir(parents=True)
+    (jdir / "_spark_metadata" / "0.json").write_text('{"version": 1}\n')
+    _write_jsonl(jdir / "part-0.jsonl", [_line(body=b"j")])
+    store = str(tmp_path / "store")
+    for src, fmt, n in ((tmp_path / "more.data", "parquet", 10), (tmp_path / "delta", "delta", 10), (jdir, "jsonl", 1)):
+        code, out, err = rl("ingest", "--store", store, "--input", src, "--config", DEMO_CONF, "--local", "always")
+        assert code == 0 and f"messages={n} " in out, err
+        assert f"input format: {fmt} (" in err, err
+    # an explicit format that cannot be right is one line, before any byte is read as input
+    for src, fmt, hint in ((tmp_path / "more.data", "jsonl", "--format parquet"),
+                           (tmp_path / "delta", "parquet", "--format delta"),
+                           (tmp_path / "delta", "jsonl", "--format delta")):
+        code, out, err = rl("ingest", "--store", store, "--input", src, "--format", fmt, "--quiet")
+        assert code == 2 and hint in err and err.count("\n") <= 3, err
