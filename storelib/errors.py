@@ -129,7 +129,7 @@ def _rows_counted(problems: list) -> int:
     return n
 
 class BadInput(ValueError):
-    """A query's arguments are malformed (exit 2)."""
+    """A command's arguments are malformed: a query's, an export's target that is not empty (exit 2)."""
 
 class ExpireError(RuntimeError):
     """An expiry cannot go on (nothing was changed)."""

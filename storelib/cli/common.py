@@ -200,7 +200,7 @@ _WRITER_MESSAGES = {
     "StorePathError": "{e}",
     "StoreNotFound": "{e}",
     "ExpireError": "{e}",
-    "StoreError": "the store is damaged, nothing was written: {e} (run jobs/inspect.py verify)",
+    "StoreError": "the store is damaged, nothing was written: {e} (rocketlake verify --store STORE names every problem)",
 }
 
 

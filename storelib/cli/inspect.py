@@ -48,7 +48,8 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
     ap = argparse.ArgumentParser(prog=_cli.prog("inspect.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
+    ap.add_argument("--store", help="store root: a local path or s3://, gs://, hdfs:// URI (before or after the "
+                                     "command)")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to look at")
     ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
@@ -67,12 +68,18 @@ def main(argv=None) -> int:
     vp.add_argument("--no-spark", action="store_true", help=argparse.SUPPRESS)      # the default; kept for scripts
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
-    # options after the command are accepted too: `segments --json`
+    # options after the command are accepted too: `segments --json`, `stats --store S`
     for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+        p.add_argument("--store", dest="store_sub", help=argparse.SUPPRESS)
+        p.add_argument("--config", dest="config_sub", help=argparse.SUPPRESS)
         p.add_argument("--json", action="store_true", dest="json_sub")
         p.add_argument("--as-of-batch", dest="as_of_batch_sub")
         p.add_argument("--version", type=int, dest="version_sub")
     args = ap.parse_args(argv)
+    args.store = args.store_sub or args.store
+    args.config = args.config_sub or args.config
+    if not args.store:
+        ap.error("the following arguments are required: --store")
     args.json = args.json or args.json_sub
     args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
     args.version = args.version_sub if args.version_sub is not None else args.version

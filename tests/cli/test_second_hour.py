@@ -192,3 +192,49 @@ def test_input_format_inferred_and_said(tmp_path):
                            (tmp_path / "delta", "jsonl", "--format delta")):
         code, out, err = rl("ingest", "--store", store, "--input", src, "--format", fmt, "--quiet")
         assert code == 2 and hint in err and err.count("\n") <= 3, err
+
+
+# --------------------------------------------------------------------------- items 11, 12: a command line
+def test_export_into_a_non_empty_directory_is_a_bad_argument(tmp_path):
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    code, out, err = rl("export", "--store", store, "--to", target)
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "is not empty" in line and "rocketlake export" in line
+    assert "damaged" not in line and "jobs/" not in line
+    assert os.listdir(target) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("argv", [
+    ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
+    ("repair",)])
+def test_a_missing_config_file_is_exit_2(tmp_path, argv):
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    code, _out, err = rl(*argv, "--store", store, "--config", str(tmp_path / "nosuch.properties"))
+    assert code == 2 and "nosuch.properties" in one_line_error(err) and "Traceback" not in err
+
+
+def test_store_after_the_subcommand_version_and_no_arguments(tmp_path):
+    import storelib
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]), "--store", store,
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    for argv in (("inspect", "stats", "--store", store), ("inspect", "--store", store, "stats"),
+                 ("inspect", "checkpoints", "--json", "--store", store),
+                 ("query", "range", "--begin", "0", "--end", "2030-01-01", "--store", store), ("verify", "--store", store)):
+        code, out, err = rl(*argv)
+        assert code == 0 and (out or err), (argv, err)
+    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    assert f'version = "{storelib.__version__}"' in text
+    code, out, _ = rl("--version")
+    assert code == 0 and out.strip() == f"rocketlake {storelib.__version__}"
+    code, out, err = rl()
+    assert code == 2 and out == "" and err.startswith("usage: rocketlake COMMAND")
+    code, out, err = rl("--master", "local[1]")
+    assert code == 2 and "a command is required" in err
