@@ -238,3 +238,17 @@ def test_store_after_the_subcommand_version_and_no_arguments(tmp_path):
     assert code == 2 and out == "" and err.startswith("usage: rocketlake COMMAND")
     code, out, err = rl("--master", "local[1]")
     assert code == 2 and "a command is required" in err
+
+
+# --------------------------------------------------------------------------- item 14: register needs a catalog
+def test_register_refuses_the_in_memory_catalog(tmp_path):
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    work = tmp_path / "cwd"
+    work.mkdir()
+    code, out, err = rl("inspect", "--store", store, "register", "--database", "d", cwd=str(work))
+    line = one_line_error(err)
+    assert code == 2 and out == ""
+    assert "in-memory catalog" in line and "spark.sql.catalogImplementation=hive" in line
+    assert os.listdir(work) == []               # no ./spark-warehouse/, no metastore_db/
