@@ -135,7 +135,8 @@ def detect_format(path: str) -> tuple[str, str]:
         head = fh.read(4)
     if head == PARQUET_MAGIC:
         return "parquet", "the file starts with Parquet's magic bytes"
-    return "jsonl", "not Parquet" + (" (.jsonl)" if path.endswith(SUFFIXES["jsonl"]) else "")
+    suffix = next((s for s in SUFFIXES["jsonl"] if path.endswith(s)), None)
+    return "jsonl", f"a {suffix} file" if suffix else "not a Parquet file"
 
 
 def check_format(path: str, fmt: str) -> None:

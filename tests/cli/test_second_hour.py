@@ -252,3 +252,42 @@ def test_register_refuses_the_in_memory_catalog(tmp_path):
     assert code == 2 and out == ""
     assert "in-memory catalog" in line and "spark.sql.catalogImplementation=hive" in line
     assert os.listdir(work) == []               # no ./spark-warehouse/, no metastore_db/
+
+
+# --------------------------------------------------------------------------- item 17: what a user reads
+def test_query_words_a_user_sees(tmp_path):
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line(), _line()]),
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    code, out, _ = rl("query", "--help")
+    assert code == 0 and not any(w in out for w in ("golden", "StoreReader", "rangescan", "scan_range"))
+    code, out, err = rl("query", "--store", store, "id", "ZZZ")
+    line = one_line_error(err)
+    assert code == 2 and "fromhex" not in line and "32 hex characters" in line
+    csv_path = tmp_path / "all.csv"
+    code, _out, err = rl("query", "--store", store, "range", "--begin", "2024-01-01", "--end", "2025-01-01",
+                         "--output", csv_path)
+    assert code == 0, err
+    data = csv_path.read_bytes()
+    assert data.count(b"\n") == 3 and b"\r" not in data
+
+
+def test_docs_say_what_a_user_sees():
+    import re
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    texts = re.findall(r"```text\n(.*?)```", readme, re.S)
+    first = next(t for t in texts if "as seq 1" in t)
+    committed = re.search(r"committed batch (\S+) as seq 1", first).group(1)
+    assert f"batch_id={committed} batch_seq=1 " in first
+    stats = next(t for t in texts if t.startswith("store: "))
+    assert f"batch_id={committed} " not in stats            # the store's latest batch is the second one
+    assert "retention" in stats and "held_back_bytes" in stats
+    rows = {ln.split()[0]: ln.split() for ln in stats.splitlines()
+            if ln.split() and ln.split()[0] in ("commitlog", "consumequeue", "index", "checkpoint", "total")}
+    assert sum(int(rows[k][1]) for k in ("commitlog", "consumequeue", "index", "checkpoint")) == int(rows["total"][1])
+    assert ".venv/` takes about" in readme
+    streaming = open(os.path.join(ROOT, "docs", "STREAMING.md"), encoding="utf-8").read()
+    assert 'README "Input schema"' not in streaming and "DESIGN.md#input-schema" in streaming
+    assert "availableNow" in streaming and "processingTime" in streaming
+    ops = open(os.path.join(ROOT, "docs", "OPERATIONS.md"), encoding="utf-8").read()
+    assert not re.search(r"(^|\$ |`)python jobs/", ops, re.M)
