@@ -8,7 +8,6 @@ local input exists, and whether the input is small enough to run in this process
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import ConfigError, InputError
 from ..format import paths
@@ -45,8 +44,8 @@ def check_ingest(args):
     from ..ingest.inputs import check_format, detect_format
     if args.format is None:
         args.format, why = detect_format(args.input)
-        if not args.quiet:
-            print(f"input format: {args.format} ({why}; --format to choose)", file=sys.stderr, flush=True)
+        from ..runtime.progress import Progress
+        Progress(args.quiet).say(f"input format: {args.format} ({why}; --format to choose)")
     else:
         check_format(args.input, args.format)
     if args.partitions < 0:
