@@ -74,7 +74,7 @@ from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
-from .context import EncodeContext, WriteContext
+from .context import EncodeContext, WriteContext, empty_bodies_allowed
 from .encode import default_store_timestamp, encode_split, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
@@ -232,7 +232,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
                             queue_by=queue_by, default_store_ts=source.default_store_ts,
-                            allow_empty_body=encode_stage.empty_bodies_allowed(allow_empty_body))
+                            allow_empty_body=empty_bodies_allowed(allow_empty_body))
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -121,15 +120,6 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
 
 
 EMPTY_BODY_SHOWN = 5
-ALLOW_EMPTY_BODY_ENV = "ROCKETLAKE_ALLOW_EMPTY_BODY"
-
-
-def empty_bodies_allowed(given: bool | None) -> bool:
-    """``allow_empty_body`` as given, else the environment's ``ROCKETLAKE_ALLOW_EMPTY_BODY=1`` (a
-    deployment whose inputs are a broker's stored messages, which may hold empty bodies)."""
-    if given is not None:
-        return bool(given)
-    return os.environ.get(ALLOW_EMPTY_BODY_ENV, "") in ("1", "true")
 
 
 def empty_body_problems(table, label, field: str = "body") -> tuple[list, int]:

@@ -291,3 +291,31 @@ def test_docs_say_what_a_user_sees():
     assert "availableNow" in streaming and "processingTime" in streaming
     ops = open(os.path.join(ROOT, "docs", "OPERATIONS.md"), encoding="utf-8").read()
     assert not re.search(r"(^|\$ |`)python jobs/", ops, re.M)
+
+
+# --------------------------------------------------------------------------- item 15: a first run is not a compile
+@pytest.mark.slow
+def test_install_compiles_the_kernels_a_first_command_needs(tmp_path):
+    """`make install` runs storelib.cli.warmcache; after it a first `verify --deep` and `query range`
+    in a fresh process load every kernel from numba's cache and compile none."""
+    from storelib.cli import warmcache
+    make = open(os.path.join(ROOT, "Makefile")).read()
+    assert re_install_needs(make, "$(KERNELS_STAMP)") and "-m storelib.cli.warmcache" in make
+    steps = warmcache.warm()
+    assert [s for s in steps if s[1] != 0] == [], steps
+    store = str(tmp_path / "store")
+    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line(), _line()]),
+              "--config", DEMO_CONF, "--quiet")[0] == 0
+    env = dict(_child_env(), NUMBA_DEBUG_CACHE="1")
+    for argv in (("verify", "--store", store, "--deep"), ("query", "--store", store, "range", "--begin", "0",
+                                                         "--end", "2100-01-01")):
+        r = subprocess.run([sys.executable, "-m", "storelib.cli.main", *argv], env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        saved = [x for x in (r.stdout + r.stderr).splitlines() if x.startswith("[cache] data saved")]
+        assert saved == [], (argv, saved)
+
+
+def re_install_needs(makefile: str, target: str) -> bool:
+    line = next(x for x in makefile.splitlines() if x.startswith("install:"))
+    return target in line.split()
