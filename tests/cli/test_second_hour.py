@@ -319,3 +319,23 @@ def test_install_compiles_the_kernels_a_first_command_needs(tmp_path):
 def re_install_needs(makefile: str, target: str) -> bool:
     line = next(x for x in makefile.splitlines() if x.startswith("install:"))
     return target in line.split()
+
+
+# --------------------------------------------------------------------------- item 16: one progress display
+def test_no_polling_line_into_sparks_own_progress_bar(capsys):
+    """ingest_dataframe in a user's session: Spark draws its progress bar; ours would be drawn into
+    it, so the polling line stays off (stage lines still print)."""
+    from types import SimpleNamespace
+    from storelib.runtime.progress import Progress
+
+    def context(bar: bool):
+        option = SimpleNamespace(isDefined=lambda: bar)
+        return SimpleNamespace(_jsc=SimpleNamespace(sc=lambda: SimpleNamespace(progressBar=lambda: option)))
+    for bar in (True, False):
+        p = Progress(False, context(bar), interval=0.05)
+        p.stage("encode", 2)
+        assert (p._thread is None) is bar
+        p.stage(None)
+    p = Progress(False, context(True))
+    p.say("committed batch b as seq 1")
+    assert "committed batch b as seq 1" in capsys.readouterr().err
