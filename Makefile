@@ -59,9 +59,9 @@ fuse3:
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
 	rm -rf $(DELTA_JARS).tmp
-	mvn -B -q $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
-		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) \
-	|| mvn -B -q -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+	mvn -B -q -Dstyle.color=never $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) >/dev/null 2>&1 \
+	|| mvn -B -q -Dstyle.color=never -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
 		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@
