@@ -16,11 +16,10 @@ import os
 import shlex
 import sys
 
-from ..format.paths import PROJECT_ROOT
+from ..format.paths import LOG4J_CONFIG
 
 __all__ = ["LOG4J_CONFIG", "python_for_workers", "submit_args", "prepare_in_process", "apply_submit_args"]
 
-LOG4J_CONFIG = os.path.join(PROJECT_ROOT, "conf", "log4j2.properties")
 
 
 def python_for_workers(sc=None) -> None:

@@ -38,8 +38,7 @@ from __future__ import annotations
 import os
 import shlex
 
-from ..format.paths import PROJECT_ROOT
-from .sparkenv import LOG4J_CONFIG
+from ..format.paths import LOG4J_CONFIG, PROJECT_ROOT
 
 __all__ = ["MARKER", "HOOKED_JOBS", "NO_CONF", "LAUNCHER_OPTS", "hook_text", "hook_path", "install"]
 

@@ -36,6 +36,16 @@ def _write_jsonl(path, rows) -> str:
     return str(path)
 
 
+def _small_store(tmp_path, messages: int = 1) -> str:
+    """A store of ``messages`` messages (the demo's small files), ingested by `rocketlake ingest`."""
+    store = str(tmp_path / "store")
+    code, _out, err = rl("ingest", "--store", store, "--input",
+                         _write_jsonl(tmp_path / "in.jsonl", [_line() for _ in range(messages)]),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    return store
+
+
 def _child_env() -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return env
@@ -196,9 +206,7 @@ def test_input_format_inferred_and_said(tmp_path):
 
 # --------------------------------------------------------------------------- items 11, 12: a command line
 def test_export_into_a_non_empty_directory_is_a_bad_argument(tmp_path):
-    store = str(tmp_path / "store")
-    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
-              "--config", DEMO_CONF, "--quiet")[0] == 0
+    store = _small_store(tmp_path)
     target = tmp_path / "target"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
@@ -213,9 +221,7 @@ def test_export_into_a_non_empty_directory_is_a_bad_argument(tmp_path):
     ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
     ("repair",)])
 def test_a_missing_config_file_is_exit_2(tmp_path, argv):
-    store = str(tmp_path / "store")
-    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
-              "--config", DEMO_CONF, "--quiet")[0] == 0
+    store = _small_store(tmp_path)
     code, _out, err = rl(*argv, "--store", store, "--config", str(tmp_path / "nosuch.properties"))
     assert code == 2 and "nosuch.properties" in one_line_error(err) and "Traceback" not in err
 
@@ -242,9 +248,7 @@ def test_store_after_the_subcommand_version_and_no_arguments(tmp_path):
 
 # --------------------------------------------------------------------------- item 14: register needs a catalog
 def test_register_refuses_the_in_memory_catalog(tmp_path):
-    store = str(tmp_path / "store")
-    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line()]),
-              "--config", DEMO_CONF, "--quiet")[0] == 0
+    store = _small_store(tmp_path)
     work = tmp_path / "cwd"
     work.mkdir()
     code, out, err = rl("inspect", "--store", store, "register", "--database", "d", cwd=str(work))
@@ -256,9 +260,7 @@ def test_register_refuses_the_in_memory_catalog(tmp_path):
 
 # --------------------------------------------------------------------------- item 17: what a user reads
 def test_query_words_a_user_sees(tmp_path):
-    store = str(tmp_path / "store")
-    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line(), _line()]),
-              "--config", DEMO_CONF, "--quiet")[0] == 0
+    store = _small_store(tmp_path, 2)
     code, out, _ = rl("query", "--help")
     assert code == 0 and not any(w in out for w in ("golden", "StoreReader", "rangescan", "scan_range"))
     code, out, err = rl("query", "--store", store, "id", "ZZZ")
@@ -303,9 +305,7 @@ def test_install_compiles_the_kernels_a_first_command_needs(tmp_path):
     assert re_install_needs(make, "$(KERNELS_STAMP)") and "-m storelib.cli.warmcache" in make
     steps = warmcache.warm()
     assert [s for s in steps if s[1] != 0] == [], steps
-    store = str(tmp_path / "store")
-    assert rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", [_line(), _line()]),
-              "--config", DEMO_CONF, "--quiet")[0] == 0
+    store = _small_store(tmp_path, 2)
     env = dict(_child_env(), NUMBA_DEBUG_CACHE="1")
     for argv in (("verify", "--store", store, "--deep"), ("query", "--store", store, "range", "--begin", "0",
                                                          "--end", "2100-01-01")):
