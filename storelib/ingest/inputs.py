@@ -409,6 +409,29 @@ def _text_bodies(decoded: pa.Array, raw: pa.Table, label, problems: list) -> pa.
     return decoded
 
 
+def _times_from_text(src: pa.Array, name: str, label, problems: list) -> pa.Array:
+    """A time column given as text (Parquet, Delta, a DataFrame): ISO-8601 with a zone, cast in one
+    pass; only if that fails, value by value (``format.times``: epoch ms, a date, no zone = UTC),
+    each bad value a problem."""
+    try:
+        return pc.cast(src, pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    from ..format.times import TIME_FORMS, time_ms
+    out, bad = [], []
+    for r, v in enumerate(src.to_pylist()):
+        try:
+            out.append(None if v is None else time_ms(v))
+        except ValueError:
+            out.append(None)
+            bad.append(r)
+    for r in bad[:10]:
+        problems.append(f"{label(r)}: field '{name}': expected {TIME_FORMS}, got {src[r].as_py()!r}")
+    if len(bad) > 10:
+        problems.append(f"... field '{name}': {len(bad) - 10} more row(s) with the same problem")
+    return pa.array(out, pa.int64())
+
+
 def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
     n = raw.num_rows
@@ -434,6 +457,10 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
             continue
         src = raw.column(name)
         src = single_array(src)
+        if name in ("store_timestamp", "born_timestamp") and \
+                (pa.types.is_string(src.type) or pa.types.is_large_string(src.type)):
+            cols[name] = _times_from_text(src, name, label, problems)
+            continue
         try:
             if pa.types.is_integer(field.type) and pa.types.is_integer(src.type) and field.type == pa.int32():
                 v = numeric_values(src)

@@ -339,3 +339,22 @@ def test_no_polling_line_into_sparks_own_progress_bar(capsys):
     p = Progress(False, context(True))
     p.say("committed batch b as seq 1")
     assert "committed batch b as seq 1" in capsys.readouterr().err
+
+
+def test_parquet_store_timestamp_as_iso_text(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    body = [b"a", b"b", b"c"]
+    ms = [1717200000000, 1717200000005, 1717228800000]
+    text = ["2024-06-01T00:00:00Z", "2024-06-01T00:00:00.005Z", "2024-06-01 16:00:00+08:00"]
+    for name, ts in (("ms", pa.array(ms, pa.int64())), ("iso", pa.array(text))):
+        pq.write_table(pa.table({"topic": ["t"] * 3, "queue_id": pa.array([0] * 3, pa.int32()), "body": body,
+                                 "store_timestamp": ts}), str(tmp_path / f"{name}.parquet"))
+        code, _out, err = rl("ingest", "--store", str(tmp_path / name), "--input", tmp_path / f"{name}.parquet",
+                             "--config", DEMO_CONF, "--quiet", "--batch-id", "one")
+        assert code == 0, err
+    for f in os.listdir(tmp_path / "ms" / "commitlog"):
+        assert (tmp_path / "ms" / "commitlog" / f).read_bytes() == (tmp_path / "iso" / "commitlog" / f).read_bytes()
+    pq.write_table(pa.table({"topic": ["t"], "body": [b"x"], "store_timestamp": ["noon"]}), str(tmp_path / "bad.parquet"))
+    code, _out, err = rl("ingest", "--store", str(tmp_path / "bad"), "--input", tmp_path / "bad.parquet", "--quiet")
+    assert code == 2 and "row 0: field 'store_timestamp': expected epoch milliseconds or an ISO-8601 time" in err, err
