@@ -108,6 +108,8 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
     python_for_workers()             # before pyspark reads PYSPARK_PYTHON
     if not _submitted():
         apply_submit_args()          # the rocketlake command's --master, --conf and JVM options
+        from ..runtime.sparkenv import quiet_jvm_boot
+        quiet_jvm_boot()             # no "Using incubator modules" line from the JVM's boot
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     from .multihost import check_reachable
