@@ -68,9 +68,9 @@ def on_signals() -> None:
 
     def _raise(signum, _frame):
         from ..runtime import interrupts
-        if interrupts.deferring():          # the batch is committed: finish it, then say so (exit 0)
-            interrupts.record(signum)
-            return
+        if interrupts.deferring() and interrupts.pending() is None:
+            interrupts.record(signum)       # the batch is committed: finish it, then say so (exit 0)
+            return                          # (a second signal ends the job now; the next run finishes it)
         import logging
         logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
         raise Interrupted(signum)
@@ -284,8 +284,8 @@ def _interrupted_exit(e: BaseException, state) -> None:
     from ..runtime import interrupts
     if interrupts.deferring():
         name = {2: "SIGINT", 15: "SIGTERM"}.get(getattr(e, "signum", 2), "the interrupt")
-        print(f"{name} arrived after the batch was committed: the batch is in the store (nothing to rerun)",
-              file=sys.stderr, flush=True)
+        print(f"{name} arrived after the batch was committed: the batch is in the store; rerunning the same "
+              f"command finishes publishing its files, if anything was left", file=sys.stderr, flush=True)
         code = 0
     else:
         try:

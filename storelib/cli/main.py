@@ -97,6 +97,8 @@ def main(argv: list | None = None) -> int:
         args = ["--local", "auto"] + args
     import importlib
     from . import common
+    from ..runtime import interrupts
+    interrupts.reset()          # a command run earlier in this process (tests call main()) left nothing
     common.on_signals()
     try:
         return int(importlib.import_module(COMMANDS[cmd][0]).main(args) or 0)

@@ -5,8 +5,10 @@ interrupted job says one line and leaves nothing uncommitted. Once the batch's c
 that would be wrong: the batch is in the store, publishing its files and clearing its staging
 are what is left, and a scheduler would record a failure for work that succeeded. The commit
 calls ``committed()``; from then on the handler calls ``record(signum)`` instead of raising, and
-the job, once finished, reports the signal with ``pending()`` and exits 0. ``reset()`` starts a
-job (the same process may run several, e.g. tests calling ``main()``).
+the job, once finished, reports the signal with ``pending()`` and exits 0. A second signal is
+raised as before (a job stuck after its commit can still be stopped; the batch stays committed
+and a rerun finishes publishing it). ``reset()`` starts a job (the same process may run several,
+e.g. tests calling ``main()``).
 """
 from __future__ import annotations
 

@@ -358,3 +358,28 @@ def test_parquet_store_timestamp_as_iso_text(tmp_path):
     pq.write_table(pa.table({"topic": ["t"], "body": [b"x"], "store_timestamp": ["noon"]}), str(tmp_path / "bad.parquet"))
     code, _out, err = rl("ingest", "--store", str(tmp_path / "bad"), "--input", tmp_path / "bad.parquet", "--quiet")
     assert code == 2 and "row 0: field 'store_timestamp': expected epoch milliseconds or an ISO-8601 time" in err, err
+
+
+def test_a_second_signal_after_the_commit_ends_the_job_committed(tmp_path):
+    store, gate = str(tmp_path / "store"), str(tmp_path / "gate")
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(body=bytes([65 + i])) for i in range(5)])
+    env = dict(_child_env(), ROCKETLAKE_HOLD=f"after-publish-before-cleanup:{gate}")
+    p = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "ingest", "--store", store, "--input", src,
+                          "--config", DEMO_CONF, "--quiet"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(gate + ".reached") and p.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGTERM)               # the gate stays shut: the job is stuck after its commit
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "SIGTERM arrived after the batch was committed: the batch is in the store" in err
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet")       # the rerun finishes it
+    assert code == 0 and "already" in out + err, out + err
+    assert rl("verify", "--store", store)[0] == 0
