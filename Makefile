@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.install-stamp
+KERNELS_STAMP := $(VENV)/.kernels-warm
 SUBMIT_HOOK := $(VENV)/.submit-hook-stamp
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY))
 # A cold ingest's JVM mostly waits on Python: C1 only and Spark's class-data archive, built by
@@ -29,7 +30,13 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java fuse3 chromium $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader
+install: check-java fuse3 chromium $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
+
+# numba compiles storelib's kernels on first use and caches them: compiled here, once per change of
+# the sources, instead of in a user's first command (storelib/cli/warmcache.py).
+$(KERNELS_STAMP): $(STAMP) $(shell find storelib -name '*.py' 2>/dev/null)
+	@$(PY) -m storelib.cli.warmcache || echo "note: the kernels above compile on first use instead" >&2
+	@touch $@
 
 # The JVM reader of spark.read.format("rocketmq") (jvm/src), compiled with the JDK's javac against
 # pyspark's jars into a jar beside the virtualenv, keyed by its sources (storelib/runtime/jvmjar.py).
@@ -71,9 +78,9 @@ ui-screenshots: install
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
 	rm -rf $(DELTA_JARS).tmp
-	mvn -B -q $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
-		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) \
-	|| mvn -B -q -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+	mvn -B -q -Dstyle.color=never $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) >/dev/null 2>&1 \
+	|| mvn -B -q -Dstyle.color=never -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
 		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@

@@ -106,15 +106,30 @@ class TopicsError(ValueError):
 class InputError(ValueError):
     """Bad input: each problem names the row (source and row number) and the field."""
 
+    SHOWN = 20
+
     def __init__(self, problems: list[str], total: int | None = None):
+        # A problem "... <what>: N more row(s) ..." stands for N rows it does not list.
         self.problems = problems
-        self.total = total if total is not None else len(problems)
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... {self.total - 20} more" if self.total > 20 else ""
-        super().__init__(f"{self.total} bad input row problem(s):\n  {shown}{more}")
+        counted = _rows_counted(problems)
+        self.total = total if total is not None else counted
+        shown = problems[:self.SHOWN]
+        rest = self.total - _rows_counted(shown)
+        more = f"\n  ... {rest} more" if rest > 0 else ""
+        super().__init__(f"{self.total} bad input row problem(s):\n  " + "\n  ".join(shown) + more)
+
+
+def _rows_counted(problems: list) -> int:
+    """Rows the problems stand for: one each, N for a summary line "... <what> N more ..."."""
+    n = 0
+    for p in problems:
+        words = p.split() if p.startswith("... ") else ()
+        counts = [int(w) for w, nxt in zip(words, words[1:]) if w.isdigit() and nxt == "more"]
+        n += counts[0] if counts else 1
+    return n
 
 class BadInput(ValueError):
-    """A query's arguments are malformed (exit 2)."""
+    """A command's arguments are malformed: a query's, an export's target that is not empty (exit 2)."""
 
 class ExpireError(RuntimeError):
     """An expiry cannot go on (nothing was changed)."""

@@ -1,4 +1,4 @@
-"""spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
+"""spark-submit jobs/ingest.py --store STORE --input PATH [--format jsonl|parquet|delta]
        spark-submit jobs/ingest.py --store STORE --format table --input TABLE_NAME
        spark-submit jobs/ingest.py --store STORE --format sql --input "SELECT ..."
                              [--config FILE.properties] [--batch-id ID] [--topics topics.json]
@@ -30,7 +30,10 @@ def main(argv=None) -> int:
                     help="input file or directory; --format table: a table name; --format sql: a query")
     ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
                                          "= --store adopts in place, else its files are copied first)")
-    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"], default="jsonl")
+    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"],
+                    help="the input's format (default: inferred and said: a directory with _delta_log/ is delta, "
+                         "a file starting with Parquet's magic or a directory of .parquet files is parquet, "
+                         "else jsonl)")
     ap.add_argument("--config", help="broker-style .properties file (default: the store's own, recorded with its "
                                      "first batch; for a new store conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
@@ -48,6 +51,9 @@ def main(argv=None) -> int:
     ap.add_argument("--store-timestamp", type=epoch_ms, metavar="TIME",
                     help="store time (epoch ms or ISO-8601) for rows without store_timestamp and born_timestamp "
                          "(default: the newest modification time of the input files)")
+    ap.add_argument("--allow-empty-body", action="store_true", default=None,
+                    help="write messages whose body is empty (refused by default, also allowed by "
+                         "ROCKETLAKE_ALLOW_EMPTY_BODY=1: RocketMQ's producers refuse them and a proxy serving them fails)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and the summary still print)")
     ap.add_argument("--allow-nonempty", action="store_true",
@@ -114,6 +120,7 @@ def ingest_frame(spark, cfg, args) -> int:
         df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
                                queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
-                               update_topics=bool(getattr(args, "update_topics", False)))
+                               update_topics=bool(getattr(args, "update_topics", False)),
+                               allow_empty_body=args.allow_empty_body)
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)

@@ -64,7 +64,8 @@ def split_spark_args(argv: list) -> tuple[str | None, list, list]:
 
 
 def _usage() -> str:
-    lines = ["usage: rocketlake COMMAND [--master URL] [--conf KEY=VALUE ...] [options]", "", "commands:"]
+    lines = ["usage: rocketlake COMMAND [--master URL] [--conf KEY=VALUE ...] [options]",
+             "       rocketlake --version", "", "commands:"]
     lines += [f"  {name:8s} {what}" for name, (_mod, what) in COMMANDS.items()]
     lines += ["", "rocketlake COMMAND --help says more. Without --master, Spark (when needed) runs local[*]."]
     return "\n".join(lines)
@@ -72,10 +73,20 @@ def _usage() -> str:
 
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        print(_usage(), file=sys.stderr)            # a command is required, as argparse would say
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("--version", "-V", "version"):
+        import storelib
+        print(f"rocketlake {storelib.__version__}")
+        return 0
     master, confs, rest = split_spark_args(argv)
+    if not rest:
+        print(f"rocketlake: error: a command is required\n\n{_usage()}", file=sys.stderr)
+        return 2
     cmd, args = rest[0], rest[1:]
     if cmd not in COMMANDS:
         print(f"rocketlake: error: unknown command {cmd!r}\n\n{_usage()}", file=sys.stderr)
@@ -88,6 +99,8 @@ def main(argv: list | None = None) -> int:
         args = ["--local", "auto"] + args
     import importlib
     from . import common
+    from ..runtime import interrupts
+    interrupts.reset()          # a command run earlier in this process (tests call main()) left nothing
     common.on_signals()
     try:
         return int(importlib.import_module(COMMANDS[cmd][0]).main(args) or 0)

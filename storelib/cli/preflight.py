@@ -44,8 +44,16 @@ def check_ingest(args):
             from ..table import manifest
             given.agree(manifest.load_snapshot(storage.Store(args.store)).last_detail("topics"),
                         bool(getattr(args, "update_topics", False)))
-    if args.format in ("jsonl", "parquet", "delta") and "://" not in args.input and not os.path.exists(args.input):
+    if args.format in (None, "jsonl", "parquet", "delta") and "://" not in args.input \
+            and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
+    from ..ingest.inputs import check_format, detect_format
+    if args.format is None:
+        args.format, why = detect_format(args.input)
+        from ..runtime.progress import Progress
+        Progress(args.quiet).say(f"input format: {args.format} ({why}; --format to choose)")
+    else:
+        check_format(args.input, args.format)
     if args.partitions < 0:
         raise InputError([f"--partitions {args.partitions}: must be >= 0"])
     return cfg, batch_seq(args.store)

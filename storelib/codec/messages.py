@@ -339,7 +339,9 @@ def _record_sizes(body_len, topic_len, stored_prop_len, born_v6, store_v6, confi
              + topic_len + cl.SIZE_PROPERTIESLENGTH + stored_prop_len).astype(np.int64)
     limit = config.maxMessageSize + MESSAGE_SIZE_SLACK if config.maxMessageSize <= 2**31 - 1 - MESSAGE_SIZE_SLACK \
         else 2**31 - 1
-    problems.flag_rows(sizes > limit, "body", lambda r: f"record of {sizes[r]} bytes exceeds {limit}")
+    # a body over maxMessageSize is reported as such (_part_lengths), not again as its record
+    problems.flag_rows((sizes > limit) & (body_len <= config.maxMessageSize), "body",
+                       lambda r: f"record of {sizes[r]} bytes exceeds {limit}")
     problems.flag_rows(~cl.fits(0, sizes, config.mappedFileSizeCommitLog), "body",
                        lambda r: f"record of {sizes[r]} bytes cannot fit a commitlog file of "
                                  f"{config.mappedFileSizeCommitLog} bytes (needs size + {cl.MIN_BLANK})")

@@ -38,6 +38,7 @@ from . import sequencer
 from ..format.config import StoreConfig
 from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
+from ..runtime import interrupts
 
 __all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
@@ -70,6 +71,7 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
         store.sync_tree(staging)
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
+    interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)

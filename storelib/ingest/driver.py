@@ -75,7 +75,7 @@ from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
-from .context import EncodeContext, WriteContext
+from .context import EncodeContext, WriteContext, empty_bodies_allowed
 from .encode import default_store_timestamp, encode_split
 from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
@@ -174,7 +174,7 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
                batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
                split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
                store_timestamp: int | None = None, progress_interval: float = 5.0,
-               update_topics: bool = False) -> dict:
+               update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
     """Ingest one batch; returns the summary dict.
 
     Raises InputError/ConfigError/IngestError, ``ConcurrentWriteError`` when another
@@ -187,7 +187,8 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
     return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics)
+                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics,
+                        allow_empty_body=allow_empty_body)
 
 
 class FileInput:
@@ -220,7 +221,7 @@ PENDING_BATCH_ID = "pending-id"
 
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
                  quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
-                 t0: float | None = None, update_topics: bool = False) -> dict:
+                 t0: float | None = None, update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
     """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
@@ -254,7 +255,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         run.tcfg = tcfg
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
-                            queue_by=queue_by, default_store_ts=source.default_store_ts)
+                            queue_by=queue_by, default_store_ts=source.default_store_ts,
+                            allow_empty_body=empty_bodies_allowed(allow_empty_body))
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")

@@ -35,7 +35,7 @@ from ..io import storage
 from ..errors import IngestError, InputError
 from ..runtime.faults import fault
 from .context import EncodeContext
-from ..compute.arrays import numeric_values
+from ..compute.arrays import binary_lengths, numeric_values, valid_mask
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
 __all__ = [
@@ -95,7 +95,7 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
         table, label = inputs.read_split(split)
     except InputError as e:
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-    out = encode_table(ctx, split.index, table, label)
+    out = encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body")
     del table
     # The freed heap stays mapped for the worker's next split, which needs as much again: handing
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
@@ -103,16 +103,37 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     return out
 
 
-def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
+EMPTY_BODY_SHOWN = 5
+
+
+def empty_body_problems(table, label, field: str = "body") -> tuple[list, int]:
+    """The rows whose body is empty (the first few, then a count): RocketMQ's producer refuses them
+    (``Validators.checkMessage``: "the message body length is zero"), and a proxy serving such a
+    store fails every receive. ``allow_empty_body`` (``--allow-empty-body``) writes them anyway."""
+    body = table.column("body")
+    empty = (binary_lengths(body) == 0) & valid_mask(body)
+    rows = np.flatnonzero(empty)
+    out = [f"{label(int(r))}: field '{field}': empty body (RocketMQ's producers refuse a message whose body "
+           f"length is zero; --allow-empty-body writes it anyway)" for r in rows[:EMPTY_BODY_SHOWN]]
+    if len(rows) > EMPTY_BODY_SHOWN:
+        out.append(f"... field '{field}': {len(rows) - EMPTY_BODY_SHOWN} more row(s) with an empty body")
+    return out, len(rows)
+
+
+def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str = "body") -> dict:
     """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
     ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.ingest.frame).
-    ``label(i)`` names row i in error messages."""
+    ``label(i)`` names row i in error messages, ``body_field`` the input's body field."""
     cfg, tcfg = ctx.config, ctx.topics
+    empty, n_empty = ([], 0) if ctx.allow_empty_body else empty_body_problems(table, label, body_field)
     try:
         filled = topics_mod.fill(table, tcfg, ctx.queue_by, None, ctx.default_store_ts, label)
         pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
-        return {"index": index, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
+        return {"index": index, "errors": empty + e.problems, "error_total": n_empty + e.total,
+                "rows": table.num_rows}
+    if empty:
+        return {"index": index, "errors": empty, "error_total": n_empty, "rows": table.num_rows}
     codes, keys = _queue_keys(pm)
     rr = filled.rr_topic >= 0
     # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
