@@ -5,7 +5,8 @@ zeroed): small-roll's messages ingested as batches A and B (a rocketlake store),
 in place (an adopted broker store) and small-roll's broker directory itself (no manifest). An
 uninterrupted ``repair --apply`` gives RocketMQ's small-roll store byte for byte on each.
 
-* Power cuts (the crash simulator, tests/support/crashfs; test_crash_sim's recording and choice of
+* Power cuts (`make test`: the rocketlake and the adopted store at a few points; `make crash`: all
+  three at every point; the crash simulator, tests/support/crashfs; test_crash_sim's recording and choice of
   points): after every cut the store opens; until the repair's switch its files are exactly the
   damaged ones and its batches the earlier ones; once the run returned the repair batch is visible;
   a committed repair reads clean (verify --deep, its files read through the staging while the
@@ -15,7 +16,8 @@ uninterrupted ``repair --apply`` gives RocketMQ's small-roll store byte for byte
   test` kills at ``KILL_SAMPLED``, ``ROCKETLAKE_FAULTS=all`` (`make faults`) at every point.
 * A repair stopped (SIGSTOP) after staging its files for longer than its lease while an ingest
   commits: it exits 3, commits nothing, and every file the ingest committed is intact.
-* A repair and an ingest racing with leases off (``ROCKETLAKE_LEASE_TTL=0``), both held just before
+* A repair and an ingest racing with leases off (`make test`: the ingest released first; `make long`:
+  either way) (``ROCKETLAKE_LEASE_TTL=0``), both held just before
   their Delta commit and released together: exactly one commits, the other exits 3 and leaves no
   trace; a rerun of the loser converges.
 """
@@ -52,6 +54,9 @@ KILL_POINTS_BROKER = ("mid-publish", "after-publish-before-cleanup")
 KILL_SAMPLED = (("ingested", "between-delta-tables"), ("adopted", "after-commit-before-publish"),
                 ("ingested", "mid-publish"), ("broker", "mid-publish"))
 ALL_KILLS = os.environ.get("ROCKETLAKE_FAULTS") == "all"
+LONG = ALL_POINTS or bool(os.environ.get("ROCKETLAKE_LONG"))
+# `make test`: the rocketlake and the adopted store at a few points; `make crash` / `make long`: all three at every point
+CUT_CASES = [("ingested", 8), ("adopted", 5), ("broker", 4)] if LONG else [("ingested", 4), ("adopted", 2)]
 no_crashfs = pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
 
 
@@ -114,7 +119,7 @@ def _args(kind: str, inputs) -> list:
 
 
 @no_crashfs
-@pytest.mark.parametrize("kind,most", [("ingested", 8), ("adopted", 5), ("broker", 4)])
+@pytest.mark.parametrize("kind,most", CUT_CASES)
 def test_power_cuts_during_repair(kind, most, inputs, seeds, tmp_path):
     seed = seeds[kind]
     before = repairstores.files_state(seed)
@@ -228,7 +233,7 @@ def test_a_repair_stalled_past_its_lease_changes_nothing(inputs, tmp_path):
     _rerun("ingested", store, "after the stall")
 
 
-@pytest.mark.parametrize("winner", ["repair", "ingest"])
+@pytest.mark.parametrize("winner", ["repair", "ingest"] if LONG else ["ingest"])
 def test_repair_racing_an_ingest(inputs, tmp_path, winner):
     """Leases off: both pass the lease, stage, and wait before their Delta commit; the one
     released first commits, the other must then lose the conditional commit (exit 3) without a

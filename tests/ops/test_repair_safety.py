@@ -150,11 +150,13 @@ def test_a_commitlog_that_does_not_verify_is_refused(store, damage, tmp_path):
     with pytest.raises(RepairRefused) as e:
         repair_op.repair(store, apply=True, quiet=True)
     assert e.value.path == "commitlog/" + os.path.basename(seg) and e.value.offset == at, str(e.value)
-    res = run("repair.py", "--store", store, "--apply")
-    assert res.returncode == 3, res.stderr
-    assert f"commitlog/{os.path.basename(seg)}@{at}" in res.stderr and "nothing was changed" in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
-    assert run("repair.py", "--store", store).returncode == 3           # the dry run says so too
+    if damage == "magic":                                              # (the command line once)
+        res = run("repair.py", "--store", store, "--apply")
+        assert res.returncode == 3, res.stderr
+        assert f"commitlog/{os.path.basename(seg)}@{at}" in res.stderr and "nothing was changed" in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+    with pytest.raises(RepairRefused):
+        repair_op.repair(store, quiet=True)                             # the dry run says so too
     assert repairstores.files_state(store) == before and _batches(store) == batches
 
 
