@@ -64,6 +64,7 @@ from ..runtime.progress import Progress
 from ..table import manifest, snapcache, storefiles, writerlease
 from ..verify import commitlog as verify_commitlog
 from . import rebuild
+from .expire import finish_pending
 
 __all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair", "write_exclusive"]
 
@@ -591,7 +592,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             if apply:
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
-                snap = _finish_pending(store, manifest.load_snapshot(store), cfg, say)
+                snap = finish_pending(store, manifest.load_snapshot(store), say, cfg)
         else:
             from ..table.storefiles import infer_config
             cfg = infer_config(store, config)
@@ -615,19 +616,6 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             lease.release()
         if lock_fd is not None:
             os.close(lock_fd)
-
-
-def _finish_pending(store: storage.Store, snap, cfg: StoreConfig, say):
-    """A rocketlake store under the lease: the publish of a committed batch a crash cut short, and
-    the deletes of a committed expiry, finished first (as ingest, expire and adopt do)."""
-    from .expire import finish_pending_deletes
-    if commit_stage.finish_pending_publish(store, snap, cfg):
-        say("finished the publish of a committed batch a crash had interrupted")
-        snap = manifest.load_snapshot(store)
-    left = finish_pending_deletes(store, snap)
-    if left:
-        say(f"deleted {len(left)} file(s) an expiry had committed as removed")
-    return snap
 
 
 def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dict:

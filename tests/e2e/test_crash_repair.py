@@ -43,6 +43,7 @@ from storelib.ops import repair as repair_op
 from storelib.table import manifest
 from storelib.verify import driver as verify
 from test_crash_sim import ALL_POINTS, TORN, _record, _states
+from test_nothing_lost import _wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -178,15 +179,6 @@ def test_kill_at_each_fault_point_then_rerun(kind, point, inputs, seeds, tmp_pat
         assert not [p for p in verify.verify_store(store, small_config(), deep=True, threads=1).problems
                     if "repair" in str(p) or paths.META_DIR in str(p)]
     _rerun(kind, store, point)
-
-
-def _wait_for(path: str, proc, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        if proc.poll() is not None:
-            raise AssertionError(f"the process ended first: {proc.communicate()[1][-2000:]}")
-        assert time.time() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 def _partial(inputs, tmp_path) -> str:

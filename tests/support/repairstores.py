@@ -55,13 +55,17 @@ def adopted(golden_store: str, out: str) -> str:
 
 
 def files_state(store: str) -> dict:
-    """Every store file outside ``_rocketlake/``: path -> sha256."""
+    """Every store file outside ``_rocketlake/``: path -> sha256 (what a broker would load). An
+    export's ``rocketlake.properties`` (its configuration, beside the files) is not a store file."""
+    from storelib.table.export import PROPERTIES_NAME
     out = {}
     for d, _, names in os.walk(store):
         rel_d = os.path.relpath(d, store)
         if rel_d.split(os.sep)[0] == "_rocketlake":
             continue
         for n in names:
+            if rel_d == "." and n == PROPERTIES_NAME:
+                continue
             p = os.path.join(d, n)
             with open(p, "rb") as fh:
                 out[os.path.relpath(p, store)] = hashlib.sha256(fh.read()).hexdigest()
