@@ -7,8 +7,9 @@
   and the topics and properties gathered in one pass, nothing else decoded) and what the dispatch
   derives from each (``codec.messages.dispatch_of_records``:
   consume-queue eligibility, tagsCode with the delay rule, every index key's hash in dispatch
-  order). The walk stops where a broker's recovery stops: a BLANK, a zero size, an unknown magic
-  or a record whose parts do not fit inside it.
+  order). The walk stops where a broker's recovery stops: a BLANK, a zero size, an unknown magic,
+  a record whose parts do not fit inside it or whose body's crc32 is not its BODYCRC
+  (``checkCRCOnRecover``, on by default).
 * ``Dispatch``: the segments' results joined in commitlog order (topics by name across segments).
 * ``expected_queues``: per (topic, queue id, file) the units, placed by queue offset
   (``consumequeue``'s layout); the units below a queue's first derivable offset (their records
@@ -31,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import messages as codec
-from ..compute import kernels
+from ..compute import crc32, kernels
 from ..compute.arrays import binary_from_numpy
 from ..format import checkpoint as ckpt, consumequeue, indexfile
 from ..format.config import StoreConfig
@@ -103,7 +104,12 @@ def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig
 
 def _dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
     f = kernels.record_fields(buf, starts)
-    bad = np.flatnonzero(f[kernels.F_OK] == 0)
+    ok = f[kernels.F_OK] != 0
+    if ok.any():               # a body whose crc32 is not its BODYCRC ends the data (checkCRCOnRecover)
+        lo = np.where(ok, f[kernels.F_BODY_POS], 0)
+        crc = crc32.crc32_slices(buf, lo, lo + np.where(ok, f[kernels.F_BODY_LEN], 0)).astype(np.int64) & 0x7FFFFFFF
+        ok &= crc == (f[kernels.F_BODYCRC].astype(np.int64) & 0x7FFFFFFF)
+    bad = np.flatnonzero(~ok)
     cut = int(bad[0]) if len(bad) else None
     if cut is not None:
         f = f[:, :cut]

@@ -149,7 +149,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
                                         else f"missing: the manifest says {valid} valid bytes")
         stop, reason = ends.get(rel, (valid, 0))
         if reason in (2, 3) and stop < valid:
-            return name, stop, ("a damaged record (its fields do not fit it)" if reason == 3 else
+            return name, stop, ("a damaged record (its fields do not fit it, or its body is not its BODYCRC's)" if reason == 3 else
                                 f"a zero size or an unknown magic: the records end here, before the {valid} valid bytes")
         sha, digests = fd.checksum(valid)
         if sha == row["checksum"]:

@@ -161,8 +161,9 @@ def test_a_commitlog_that_does_not_verify_is_refused(store, damage, tmp_path):
 
 
 def test_broker_directory_derives_up_to_the_first_damaged_record(restored_golden, tmp_path):
-    """No manifest: the records before the damaged one are derived, and the summary and the
-    progress lines say where it stopped."""
+    """No manifest: the records before the damaged one are derived (a magic flipped ends the data,
+    as does a body that is not its BODYCRC's: a broker's recovery checks it), and the summary and
+    the progress lines say where it stopped."""
     store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
     seg = _first_segment(store)
     at = _second_record(seg)
@@ -172,6 +173,17 @@ def test_broker_directory_derives_up_to_the_first_damaged_record(restored_golden
     res = run("repair.py", "--store", store, "--config", small_properties(tmp_path))
     assert res.returncode == 1
     assert f"commitlog commitlog/{os.path.basename(seg)}: the data ends at byte {at}" in res.stdout
+    shutil.rmtree(store)
+    store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
+    last = os.path.join(store, "commitlog", sorted(os.listdir(os.path.join(store, "commitlog")))[-1])
+    with open(last, "r+b") as fh:
+        fh.seek(_second_record(last) + 120)
+        b = fh.read(1)
+        fh.seek(-1, 1)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    s = repair_op.repair(store, small_config(), quiet=True)
+    assert s["commitlog"] == [f"commitlog/{os.path.basename(last)}: a damaged record at byte {_second_record(last)}: "
+                              "nothing from there on was dispatched"]
 
 
 # ---------------------------------------------------------------------------- item 3: planted files
