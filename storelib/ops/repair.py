@@ -389,6 +389,8 @@ def _committed_checkpoint(view: _View, fd):
 
 
 def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
+    if not view.holds(ckpt.FILE_NAME):
+        return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
     ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
     want = np.frombuffer(ck.to_bytes(), np.uint8)
