@@ -609,6 +609,11 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         for note in p["commitlog"]:
             say(f"commitlog {note}")
         summary = _summary(p, store, snap, apply, t0)
+        if snap is not None and not apply:
+            summary["pending_publish"] = [b["batch_id"] for b in commit_stage.pending_publishes(store, snap)]
+            for b in summary["pending_publish"]:
+                say(f"batch {b} is committed but its publish is unfinished: its files were read from its staging; "
+                    "--apply finishes the publish first")
         if apply:
             summary.update(_apply(store, snap, p["findings"], lease, batch_id, t0, say))
         summary["seconds"] = round(time.time() - t0, 3)

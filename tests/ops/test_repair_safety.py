@@ -268,7 +268,7 @@ def test_repair_of_a_store_whose_publish_is_pending(inputs, tmp_path):
     assert r.returncode == -9, r.stderr[-2000:]
     assert storage.Store(store).exists(paths.STAGING_DIR) and _batches(store) == ["A", "B"]
     s = repair_op.repair(store, quiet=True)
-    assert _damaging(s) == [], _damaging(s)
+    assert _damaging(s) == [] and s["pending_publish"] == ["B"], _damaging(s)
     a_only = [r["path"] for r in manifest.load_snapshot(storage.Store(store)).of_kind("consumequeue")
               if r["batch_id"] == "A"][0]
     os.remove(os.path.join(store, a_only))
