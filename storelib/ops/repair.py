@@ -440,6 +440,17 @@ def write_exclusive(path: str, data, file_size: int, durable: bool = True) -> No
             storage.fsync_fd(fh.fileno())
 
 
+def _no_links(store: storage.Store, rel: str) -> None:
+    """``RepairError`` when a directory on the way to ``rel`` (repair's own, under ``_rocketlake/``)
+    is a link: what repair writes there would land somewhere else in the store."""
+    parts = rel.split("/")
+    for k in range(1, len(parts) + 1):
+        here = store.path("/".join(parts[:k]))
+        if os.path.islink(here):
+            raise RepairError(f"{here} is a link (nobody should have put one there) on the way to where repair "
+                              "writes: stopped; no committed file was changed")
+
+
 def _make_dirs(folder: str) -> list:
     """Create ``folder`` (and its parents); the parents whose entries changed (to fsync)."""
     made, d = [], folder
@@ -520,6 +531,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
     durable = json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
     try:
+        _no_links(store, staging)
         for f in changed:
             path = store.path(_staged(staging, f))
             _make_dirs(os.path.dirname(path))
@@ -648,7 +660,9 @@ def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | No
     extra = [f for f in findings if f["state"] == "extra"]
     _clear_broker_tmp(store)
     if changed:
-        tmp_dir = store.path(f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        tmp_rel = f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        _no_links(store, tmp_rel)
+        tmp_dir = store.path(tmp_rel)
         synced = _make_dirs(os.path.dirname(tmp_dir))
         os.mkdir(tmp_dir)                          # (a name nobody else uses: FileExistsError otherwise)
         storage.sync_dirs(synced + [os.path.dirname(tmp_dir)])

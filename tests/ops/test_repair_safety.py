@@ -214,6 +214,23 @@ def test_temporary_files_are_created_exclusively(tmp_path):
     assert (tmp_path / "new").read_bytes() == b"x" * 10 + bytes(10)
 
 
+def test_a_link_on_the_way_to_repairs_own_directories_stops_the_run(restored_golden, tmp_path):
+    """``_rocketlake/tmp`` planted as a link to a directory of the store: repair stops before it
+    writes anything there."""
+    store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
+    cq = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)[1]
+    os.remove(cq)
+    os.makedirs(os.path.join(store, paths.META_DIR))
+    os.symlink(os.path.join(store, "commitlog"), os.path.join(store, paths.TMP_DIR))
+    before = repairstores.files_state(store)
+    with pytest.raises(RepairError, match="is a link"):
+        repair_op.repair(store, small_config(), apply=True, quiet=True)
+    assert repairstores.files_state(store) == before
+    os.remove(os.path.join(store, paths.TMP_DIR))
+    repair_op.repair(store, small_config(), apply=True, quiet=True)
+    assert goldenlib.compare(golden_set("small-roll"), store) == []
+
+
 def test_a_planted_broker_temporary_directory_stops_nothing_and_is_cleared(restored_golden, tmp_path):
     """What a killed repair left under _rocketlake/tmp/ (and a legacy ``.repair-tmp`` beside a
     queue file) is removed by the next run, and neither is something verify reports."""
