@@ -181,19 +181,20 @@ def test_kill_at_each_fault_point_then_rerun(kind, point, inputs, seeds, tmp_pat
     _rerun(kind, store, point)
 
 
-def _partial(inputs, tmp_path) -> str:
+@pytest.fixture(scope="module")
+def partial(inputs, tmp_path_factory):
     """A store of batch A with a file gone that batch B does not continue (a full index file)."""
-    store = str(tmp_path / "store")
+    store = str(tmp_path_factory.mktemp("crash-repair-partial") / "store")
     repairstores.ingest(store, inputs, "p0", "A")
     idx = sorted(os.listdir(os.path.join(store, "index")))
-    os.remove(os.path.join(store, "index", idx[0]))        # a full index file: no later batch touches it
+    os.remove(os.path.join(store, "index", idx[0]))
     return store
 
 
-def test_a_repair_stalled_past_its_lease_changes_nothing(inputs, tmp_path):
+def test_a_repair_stalled_past_its_lease_changes_nothing(inputs, partial, tmp_path):
     """Repair stops (SIGSTOP) with its files staged, past its lease; B is ingested and commits;
     on SIGCONT the repair exits 3 and commits nothing, B's files are intact; a rerun repairs."""
-    store = _partial(inputs, tmp_path)
+    store = shutil.copytree(partial, str(tmp_path / "store"))
     env = dict(os.environ, ROCKETLAKE_LEASE_TTL="4")
     gate = str(tmp_path / "gate")
     w = subprocess.Popen([sys.executable, RUNNER, "repair", store],
@@ -226,11 +227,11 @@ def test_a_repair_stalled_past_its_lease_changes_nothing(inputs, tmp_path):
 
 
 @pytest.mark.parametrize("winner", ["repair", "ingest"] if LONG else ["ingest"])
-def test_repair_racing_an_ingest(inputs, tmp_path, winner):
+def test_repair_racing_an_ingest(inputs, partial, tmp_path, winner):
     """Leases off: both pass the lease, stage, and wait before their Delta commit; the one
     released first commits, the other must then lose the conditional commit (exit 3) without a
     trace; its rerun converges to RocketMQ's store."""
-    store = _partial(inputs, tmp_path)
+    store = shutil.copytree(partial, str(tmp_path / "store"))
     env = dict(os.environ, ROCKETLAKE_LEASE_TTL="0")
     gates = {w: str(tmp_path / f"gate-{w}") for w in ("repair", "ingest")}
     procs = {
