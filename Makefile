@@ -140,7 +140,7 @@ long: install rocketmq kafka
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
-# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 14).
+# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py

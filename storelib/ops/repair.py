@@ -607,6 +607,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
                 snap = finish_pending(store, manifest.load_snapshot(store), say, cfg)
+                fault("after-lease")
         else:
             from ..table.storefiles import infer_config
             cfg = infer_config(store, config)

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.slow
 
 RUNNER = os.path.join(os.path.dirname(repairstores.__file__), "local_ingest.py")
 CUT = 1513
-KILL_POINTS_ROCKETLAKE = ("after-files-staged", "before-delta-commit", "between-delta-tables",
+KILL_POINTS_ROCKETLAKE = ("after-lease", "after-files-staged", "before-delta-commit", "between-delta-tables",
                           "after-commit-before-publish", "mid-publish", "after-publish-before-cleanup")
 KILL_POINTS_BROKER = ("mid-publish", "after-publish-before-cleanup")
 KILL_SAMPLED = (("ingested", "between-delta-tables"), ("adopted", "after-commit-before-publish"),
