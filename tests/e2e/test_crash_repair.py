@@ -148,6 +148,7 @@ def test_power_cuts_during_repair(kind, most, inputs, seeds, tmp_path):
         _rerun(kind, store, label)
         shutil.rmtree(state)
         n += 1
+    print(f"repair power cuts, {kind} store: {n} states ({len(fs.cut_points(distinct=True))} distinct points)")
     assert n >= min(most, 3) + TORN or ALL_POINTS
 
 
