@@ -166,14 +166,16 @@ long: install rocketmq kafka
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
-# of a batch continuing a store on S3 (make test: 1 of 13).
+# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py
 
-# The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states).
+# The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
+# repair's on three stores too (make test: a few points on two).
 crash: install
-	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py
+	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py \
+		tests/e2e/test_crash_repair.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

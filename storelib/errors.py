@@ -20,7 +20,8 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
     130, 143          interrupted by SIGINT / SIGTERM (Interrupted): one line says what the store holds
 
 jobs/repair.py: 0 nothing to repair (dry run) or repaired, 1 a dry run found files to repair, 2 a
-store that cannot be repaired as asked (RepairError).
+store that cannot be repaired as asked (RepairError), 3 a running broker or another writer, or a
+CommitLog that does not verify against its manifest rows (RepairRefused: file and offset named).
 
 An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
 Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
@@ -38,6 +39,7 @@ __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "RepairError",
+    "RepairRefused",
     "BrokerRunning", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
@@ -149,6 +151,11 @@ class RepairError(RuntimeError):
     """A repair cannot go on as asked (nothing was changed)."""
 
 
+class RepairRefused(CorruptStore):
+    """A rocketlake store's CommitLog does not verify against its manifest rows: repair derives
+    nothing from it and changes nothing (exit 3)."""
+
+
 class BrokerRunning(ConcurrentWriteError):
     """A running broker holds the store's ``lock`` file (nothing was changed)."""
 
@@ -175,6 +182,7 @@ EXIT_TABLE = (
     (TopicsError, ExitCode.BAD_INPUT, False),
     (BadInput, ExitCode.BAD_INPUT, False),
     (ConcurrentWriteError, ExitCode.CONCURRENT, False),
+    (RepairRefused, ExitCode.CONCURRENT, False),
     (RepairError, ExitCode.BAD_INPUT, False),
     (AdoptError, ExitCode.FAILED, False),
     (ExpireError, ExitCode.FAILED, False),

@@ -31,6 +31,8 @@ import os
 import shutil
 import time
 
+import numpy as np
+
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
 from ..io import checksum, fragments, patches, storage
@@ -120,8 +122,9 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
     prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
                               snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
-    waited = [s.last_wait_store_ts for s in summaries if s.last_wait_store_ts is not None]
-    physic = waited[-1] if waited else prev_ck.physic_msg_timestamp
+    waited = np.array([s.last_wait_store_ts or 0 for s in summaries], np.int64)     # each split's, in order
+    physic = ckpt.physic_msg_timestamp(waited, np.array([s.last_wait_store_ts is not None for s in summaries]),
+                                       prev_ck.physic_msg_timestamp)
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp

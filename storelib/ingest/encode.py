@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from . import inputs, sequencer, split_facts, split_staging, topics as topics_mod
+from ..format import checkpoint as ckpt
 from ..io import storage
 from ..errors import IngestError, InputError
 from ..runtime.faults import fault
@@ -172,7 +173,6 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
                                                          rr_queue_nums))
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
-    wait_rows = np.flatnonzero(pm.waits)
     ts = pm.store_timestamp
     return {
         "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
@@ -186,7 +186,7 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
         "first_store_ts": int(ts[0]) if pm.n else None,
         "last_store_ts": int(ts[-1]) if pm.n else 0,
         "last_cq_store_ts": int(ts[cq_rows[-1]]) if len(cq_rows) else None,
-        "last_wait_store_ts": int(ts[wait_rows[-1]]) if len(wait_rows) else None,
+        "last_wait_store_ts": ckpt.physic_msg_timestamp(ts, pm.waits, None),
         "min_store_ts": int(ts.min()) if pm.n else None,
         "max_store_ts": int(ts.max()) if pm.n else None,
     }
