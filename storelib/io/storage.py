@@ -37,7 +37,7 @@ from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
-           "remove_dir_if_empty"]
+           "remove_dir_if_empty", "delete_tree"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -577,7 +577,7 @@ class Store:
             if self.local:
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                self.fs.delete_dir(path)
+                delete_tree(self.fs, path)
         else:
             self.fs.delete_file(path)
 
@@ -586,6 +586,26 @@ class Store:
             os.makedirs(self.path(rel), exist_ok=True)
         else:
             self.fs.create_dir(self.path(rel), recursive=True)
+
+
+def delete_tree(fs: pafs.FileSystem, path: str) -> None:
+    """Remove a directory of an object store and everything under it. pyarrow removes the objects
+    in bulk (``DeleteObjects``); a server that refuses that request for want of a checksum it
+    knows (S3Proxy 4.0: "Missing required header for this request: Content-Md5") gets one
+    ``DeleteObject`` per object, deepest first, directory markers last."""
+    try:
+        fs.delete_dir(path)
+        return
+    except OSError as e:
+        if "DeleteObjects" not in str(e):
+            raise
+    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+    for f in sorted(infos, key=lambda i: (i.type == FileType.Directory, -i.path.count("/"))):
+        if f.type == FileType.File:
+            fs.delete_file(f.path)
+        elif f.type == FileType.Directory:
+            fs.delete_dir(f.path)
+    fs.delete_dir(path)
 
 
 def _missing_dirs(path: str) -> list[str]:

@@ -44,6 +44,12 @@ def export(uri: str, to, env):
 
 
 def test_ingest_to_s3_is_golden(s3_env, tmp_path):
+    golden_two_batches(s3_env, tmp_path)
+
+
+def golden_two_batches(s3_env, tmp_path, bucket: str = BUCKET):
+    """small-roll in two spark-submit batches into ``s3://<bucket>/stores/small`` on the server of
+    ``s3_env`` (moto here, S3Proxy in test_s3proxy.py): byte-identical export, verify, rerun."""
     env, s3 = s3_env
     g = golden_set("small-roll")
     props = tmp_path / "small.properties"
@@ -54,7 +60,7 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
         p = tmp_path / f"part{k}.jsonl"
         p.write_text("".join(lines[lo:hi]), encoding="utf-8")
         parts.append(str(p))
-    uri = f"s3://{BUCKET}/stores/small"
+    uri = f"s3://{bucket}/stores/small"
     for k, part in enumerate(parts):
         r = submit(["--store", uri, "--input", part, "--config", str(props), "--batch-id", f"s3-{k}",
                     "--json-summary", str(tmp_path / f"s{k}.json")], env)
@@ -64,7 +70,7 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     # Delta tables and _rocketlake/objects/ is in the bucket. jobs/export.py materializes the
     # broker's directory, which is byte-identical to the golden set.
     keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="stores/small/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="stores/small/"):
         keys += [o["Key"] for o in page.get("Contents", [])]
     assert any(k.startswith("stores/small/_rocketlake/checkpoints/_delta_log/") for k in keys)
     assert not [k for k in keys if "/_rocketlake/staging/" in k or k.endswith("writer.lock")]
