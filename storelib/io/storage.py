@@ -1,6 +1,6 @@
-"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local and
-s3:// against a moto server are tested, gs:// against a GCS emulator (files, not Delta tables),
-hdfs:// is not).
+"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local, s3://
+against moto and S3Proxy, hdfs:// against Hadoop's mini cluster are tested, gs:// against a GCS
+emulator (files, not Delta tables)).
 
 Store files are written whole, sequentially, by one writer (object stores have no random
 writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused
@@ -61,6 +61,9 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("gs://") and objstore.gcs_settings().get("STORAGE_EMULATOR_HOST"):
         u = urlparse(uri)
         return _gcs(), (u.netloc + u.path).rstrip("/")
+    if uri.startswith("hdfs://"):
+        u = urlparse(uri)
+        return _hdfs(u.hostname, u.port), u.path.rstrip("/") or "/"
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path.rstrip("/")
 
@@ -101,6 +104,18 @@ def _gcs() -> pafs.FileSystem:
         fs = _fs_cache[key] = pafs.GcsFileSystem(anonymous=True, endpoint_override=ep.netloc or ep.path,
                                                  scheme=ep.scheme or "http",
                                                  project_id=st.get("GOOGLE_CLOUD_PROJECT") or None)
+    return fs
+
+
+def _hdfs(host: str | None, port: int | None) -> pafs.FileSystem:
+    """HDFS through ``hdfs-native`` (a Rust client speaking the NameNode and DataNode protocols: no
+    JVM, no libhdfs), behind pyarrow's file system interface. The name node is the URI's
+    ``host:port``; ``hdfs:///path`` uses ``fs.defaultFS`` of ``$HADOOP_CONF_DIR`` on each host."""
+    key = ("hdfs", os.getpid(), host, port)
+    fs = _fs_cache.get(key)
+    if fs is None:
+        from hdfs_native.fsspec import HdfsFileSystem
+        fs = _fs_cache[key] = pafs.PyFileSystem(pafs.FSSpecHandler(HdfsFileSystem(host=host, port=port)))
     return fs
 
 
@@ -327,6 +342,22 @@ class Store:
         the piece is read from the file itself."""
         self.map_file(rel, file_size, patches.overlay_extents(rel, file_size, patch))
         self.patched[patch["staged"]] = (rel, [(e[2], e[0], e[1]) for e in patch["extents"]])
+
+    def mappings(self, rels=None) -> dict:
+        """What this store reads through other names (files assembled from objects, patches not
+        yet applied, staged files the publish moves), for ``rels`` (None: all), as plain data: a
+        Spark task opening the same store URI applies it (``apply_mappings``) and reads the same
+        bytes as the driver that planned it."""
+        keep = set(self.assembled) if rels is None else set(rels) & set(self.assembled)
+        return {"assembled": {r: self.assembled[r] for r in keep},
+                "patched": {k: v for k, v in self.patched.items() if v[0] in keep}, "moved": dict(self.moved)}
+
+    def apply_mappings(self, got: dict | None) -> "Store":
+        if got:
+            self.assembled.update(got["assembled"])
+            self.patched.update(got["patched"])
+            self.moved.update(got["moved"])
+        return self
 
     def _assembled(self, rel: str):
         size, extents = self.assembled[rel]
