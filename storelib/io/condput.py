@@ -15,6 +15,10 @@ and the probe object is deleted. Anything else (the second ``PUT`` succeeds, or 
 answers the header with ``501 NotImplemented`` / ``400``) raises ``UnsafeObjectStore`` (exit 2)
 naming the endpoint and what to do, before anything of the batch is written.
 
+A ``gs://`` store is refused the same way (exit 2): its Delta tables would go through deltalake's
+GCS client, which no test here can run (the GCS emulator lacks the API it uses), so ``gs://`` is
+for inputs only.
+
 Not probed: stores whose Delta commits do not rely on the server's conditional put, because the
 user chose another guard: ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (no protection between concurrent
 writers beyond the writer lease) or a DynamoDB lock (``AWS_S3_LOCKING_PROVIDER``), see
@@ -117,7 +121,11 @@ def _named(server: str) -> str:
 def require_conditional_put(uri: str) -> None:
     """Raise ``UnsafeObjectStore`` unless the store at ``uri`` is safe for concurrent Delta commits
     (module docstring). Once per process, endpoint and bucket; a no-op for stores that are not
-    on S3 or that use another guard."""
+    on S3 or that use another guard; a ``gs://`` store is refused."""
+    if uri.startswith("gs://"):
+        raise UnsafeObjectStore(
+            f"{uri}: a store on gs:// is not supported (its Delta tables on GCS are untested); gs:// URIs are "
+            f"read as --input only. Put the store on a local path, s3:// or hdfs://")
     if not needs_probe(uri):
         return
     settings = objstore.s3_settings()
