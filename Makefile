@@ -85,7 +85,7 @@ demo: install
 # tests/conftest.py decides what runs together and hands out the longest tests first.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-test: install rocketmq kafka s3proxy
+test: install rocketmq kafka s3proxy hdfs
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
@@ -115,8 +115,8 @@ hdfs:
 	@$(PYTHON) tests/support/hdfscluster.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: the HDFS mini cluster is unavailable; its tests will skip" >&2; }
 
 # Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
-# (tests/e2e/test_hdfs.py, only here and in make long), and on S3Proxy all three race rounds and
-# every kill point (make test: one of each), beside moto's.
+# (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
+# all three race rounds and every kill point (make test: one of each), beside moto's.
 backends: install s3proxy hdfs
 	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py
 

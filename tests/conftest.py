@@ -84,7 +84,7 @@ def spark():
 TOGETHER = {
     "test_ingest_faults.py": 170,       # 14 kill/rerun jobs sharing one base store and KILLED
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
-    "test_hdfs.py": 300,                # make backends / make long: one HDFS mini cluster and store for all
+    "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
     "test_s3proxy.py": 140,             # one S3Proxy for all: golden ingest, a race round, a kill, the refusals
 }
 HEAVY = {

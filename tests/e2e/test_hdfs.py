@@ -1,6 +1,7 @@
 """hdfs:// stores and inputs on Hadoop's own mini cluster (tests/support/hdfscluster.py: a NameNode
 and a DataNode on 127.0.0.1, `make hdfs`), through hdfs-native (files) and deltalake's HDFS
-object store (the Delta tables).
+object store (the Delta tables). `make test`: the store's file operations and the Delta commit
+race on the cluster; `make backends` (ROCKETLAKE_BACKENDS=1): the store's tests below too.
 
 One store for the module, built by its fixture: batch A (small-roll's first 1700 messages,
 spark-submit, input on local disk), then batch B killed at a fault point between the two Delta
@@ -23,11 +24,12 @@ import pytest
 import goldenlib
 from conftest import ROOT, golden_set
 
+pytestmark = pytest.mark.slow
 # Every file closed on HDFS waits ~0.5 s for its DataNode pipeline (a batch of small-roll writes
-# ~200 files): the module takes ~5 minutes, so it runs in `make backends` (and `make long`).
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not (os.environ.get("ROCKETLAKE_BACKENDS") or os.environ.get("ROCKETLAKE_LONG")),
-                                 reason="HDFS mini cluster tests: make backends (ROCKETLAKE_BACKENDS=1)")]
+# ~200 files): the store's tests take ~5 minutes, so they run in `make backends` (and `make long`);
+# `make test` runs the cluster, the store's file operations and the Delta commit race.
+store_tests = pytest.mark.skipif(not (os.environ.get("ROCKETLAKE_BACKENDS") or os.environ.get("ROCKETLAKE_LONG")),
+                                 reason="the HDFS store's tests: make backends (ROCKETLAKE_BACKENDS=1)")
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
@@ -59,14 +61,21 @@ def _snapshot(uri: str):
 
 
 @pytest.fixture(scope="module")
-def hdfs_store(tmp_path_factory):
-    """(name node URL, store URI, work dir) of the module's store: A, B killed, B rerun."""
+def namenode():
+    """``hdfs://127.0.0.1:<port>`` of the module's mini cluster."""
     import hdfscluster
     from mavenfetch import Unavailable
     try:
         hdfscluster.jars()
     except Unavailable as e:
         pytest.skip(f"the HDFS mini cluster is unavailable: {e}")
+    with hdfscluster.cluster() as nn:
+        yield nn
+
+
+@pytest.fixture(scope="module")
+def hdfs_store(namenode, tmp_path_factory):
+    """(name node URL, store URI, work dir) of the module's store: A, B killed, B rerun."""
     tmp = tmp_path_factory.mktemp("hdfs")
     g = golden_set("small-roll")
     props = tmp / "small.properties"
@@ -75,30 +84,31 @@ def hdfs_store(tmp_path_factory):
     (tmp / "a.jsonl").write_text("".join(lines[:CUT]), encoding="utf-8")
     b_local = tmp / "b.jsonl"
     b_local.write_text("".join(lines[CUT:]), encoding="utf-8")
-    with hdfscluster.cluster() as nn:
-        uri = f"{nn}/warehouse/stores/small"
-        r = _spark_submit("ingest.py", ["--store", uri, "--input", str(tmp / "a.jsonl"), "--config", str(props),
-                                        "--batch-id", "A"])
-        assert r.returncode == 0, r.stderr[-4000:]
-        snap_a, files_a = _snapshot(uri)
-        assert [b["batch_id"] for b in snap_a.batches] == ["A"]
-        # B dies between the manifest's commit and the checkpoint's: A stays the store, file for file
-        r = _run([os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", uri, str(b_local), str(props),
-                  "B"], {"ROCKETLAKE_FAULT": "between-delta-tables", "ROCKETLAKE_FAULT_SKIP": "0"})
-        assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
-        snap, files = _snapshot(uri)
-        assert snap.batch["batch_id"] == "A" and files == files_a
-        # the rerun: a Spark job whose input is on hdfs://
-        from storelib.io import storage
-        st = storage.Store(f"{nn}/warehouse/inputs")
-        st.write_file("b.jsonl", [b_local.read_bytes()])
-        r = _spark_submit("ingest.py", ["--store", uri, "--input", f"{nn}/warehouse/inputs/b.jsonl", "--config",
-                                        str(props), "--batch-id", "B", "--json-summary", str(tmp / "b.json")])
-        assert r.returncode == 0, r.stderr[-4000:]
-        assert json.loads((tmp / "b.json").read_text())["status"] == "committed"
-        yield nn, uri, tmp
+    nn = namenode
+    uri = f"{nn}/warehouse/stores/small"
+    r = _spark_submit("ingest.py", ["--store", uri, "--input", str(tmp / "a.jsonl"), "--config", str(props),
+                                    "--batch-id", "A"])
+    assert r.returncode == 0, r.stderr[-4000:]
+    snap_a, files_a = _snapshot(uri)
+    assert [b["batch_id"] for b in snap_a.batches] == ["A"]
+    # B dies between the manifest's commit and the checkpoint's: A stays the store, file for file
+    r = _run([os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", uri, str(b_local), str(props),
+              "B"], {"ROCKETLAKE_FAULT": "between-delta-tables", "ROCKETLAKE_FAULT_SKIP": "0"})
+    assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
+    snap, files = _snapshot(uri)
+    assert snap.batch["batch_id"] == "A" and files == files_a
+    # the rerun: a Spark job whose input is on hdfs://
+    from storelib.io import storage
+    st = storage.Store(f"{nn}/warehouse/inputs")
+    st.write_file("b.jsonl", [b_local.read_bytes()])
+    r = _spark_submit("ingest.py", ["--store", uri, "--input", f"{nn}/warehouse/inputs/b.jsonl", "--config",
+                                    str(props), "--batch-id", "B", "--json-summary", str(tmp / "b.json")])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert json.loads((tmp / "b.json").read_text())["status"] == "committed"
+    yield nn, uri, tmp
 
 
+@store_tests
 def test_hdfs_store_is_golden_after_a_kill_and_rerun(hdfs_store):
     nn, uri, tmp = hdfs_store
     snap, _ = _snapshot(uri)
@@ -120,6 +130,7 @@ def test_hdfs_store_is_golden_after_a_kill_and_rerun(hdfs_store):
     assert r.returncode == 0 and "status=ok problems=0" in r.stdout + r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
 
 
+@store_tests
 def test_golden_queries_on_hdfs_answer_as_rocketmq(hdfs_store):
     """keys, queue offsets, times, message ids, ... : RocketMQ's answers, byte for byte."""
     nn, uri, tmp = hdfs_store
@@ -133,6 +144,7 @@ def test_golden_queries_on_hdfs_answer_as_rocketmq(hdfs_store):
     assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
 
 
+@store_tests
 def test_spark_reads_an_hdfs_store(hdfs_store, spark):
     nn, uri, tmp = hdfs_store
     from storelib.read.datasource import register
@@ -143,6 +155,7 @@ def test_spark_reads_an_hdfs_store(hdfs_store, spark):
     assert got == sorted(p["wrote_offset"] for p in puts)
 
 
+@store_tests
 def test_verify_finds_a_flipped_byte_on_hdfs(hdfs_store):
     nn, uri, tmp = hdfs_store
     from storelib.io import storage
@@ -163,14 +176,38 @@ def test_verify_finds_a_flipped_byte_on_hdfs(hdfs_store):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
-def test_two_delta_commits_of_one_version_on_hdfs_one_wins(hdfs_store):
+def test_store_files_on_hdfs(namenode):
+    """The file operations a store makes, through hdfs-native: whole files with zero tails, files
+    as bounded objects read back through their extents, listings, a tree removed."""
+    from storelib.io import fragments, storage
+    st = storage.Store(f"{namenode}/warehouse/files")
+    assert st.objects and not st.atomic_rename and not st.os_paths
+    data = os.urandom(5000)
+    assert st.write_file("commitlog/00000000000000000000", [data[:100], data[100:]], 8192, durable=True) == 8192
+    assert st.size("commitlog/00000000000000000000") == 8192
+    assert st.read("commitlog/00000000000000000000", 4990, 20) == data[4990:] + bytes(10)
+    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/x.{k}", (data[i:i + 700] for i in range(0, 5000, 700)),
+                            2048)
+    assert [n for _, n in objs] == [2048, 2048, 904]
+    ext, pos = [], 0
+    for rel, n in objs:
+        ext.append([pos, n, rel, 0])
+        pos += n
+    st.map_file("index/x", 6000, fragments.extents_from_detail(ext))
+    assert st.read("index/x", 0, 6000) == data + bytes(1000)
+    assert st.list_files("_rocketlake") == sorted(r for r, _ in objs)
+    assert st.list_dirs("") == ["_rocketlake", "commitlog"]
+    st.delete("_rocketlake")
+    assert not st.exists("_rocketlake") and st.exists("commitlog/00000000000000000000")
+
+
+def test_two_delta_commits_of_one_version_on_hdfs_one_wins(namenode):
     """What the commit relies on (docs/DESIGN.md): deltalake creates the log file of version N at
     the NameNode only if it is absent; the second writer of version N fails."""
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake, CommitProperties
     from deltalake.exceptions import CommitFailedError
-    nn, uri, tmp = hdfs_store
-    table = f"{nn}/warehouse/race-table"
+    table = f"{namenode}/warehouse/race-table"
     write_deltalake(table, pa.table({"x": [0]}))
     one, two = DeltaTable(table), DeltaTable(table)
     props = CommitProperties(max_commit_retries=0)
@@ -181,6 +218,7 @@ def test_two_delta_commits_of_one_version_on_hdfs_one_wins(hdfs_store):
     assert sorted(DeltaTable(table).to_pyarrow_table()["x"].to_pylist()) == [0, 1]
 
 
+@store_tests
 def test_expire_on_hdfs(hdfs_store):
     """Runs last: expiry removes whole old segments; the store still verifies."""
     nn, uri, tmp = hdfs_store
