@@ -546,7 +546,8 @@ def delete_tree(fs: pafs.FileSystem, path: str) -> None:
     """Remove a directory of an object store and everything under it. pyarrow removes the objects
     in bulk (``DeleteObjects``); a server that refuses that request for want of a checksum it
     knows (S3Proxy 4.0: "Missing required header for this request: Content-Md5") gets one
-    ``DeleteObject`` per object, deepest first, directory markers last."""
+    ``DeleteObject`` per object, deepest first, directory markers last. An object another writer
+    removed meanwhile (a racing writer clearing its own attempt) is gone as asked."""
     try:
         fs.delete_dir(path)
         return
@@ -554,12 +555,16 @@ def delete_tree(fs: pafs.FileSystem, path: str) -> None:
         if "DeleteObjects" not in str(e):
             raise
     infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
-    for f in sorted(infos, key=lambda i: (i.type == FileType.Directory, -i.path.count("/"))):
-        if f.type == FileType.File:
-            fs.delete_file(f.path)
-        elif f.type == FileType.Directory:
-            fs.delete_dir(f.path)
-    fs.delete_dir(path)
+    for f in sorted(infos, key=lambda i: (i.type == FileType.Directory, -i.path.count("/"))) + [None]:
+        try:
+            if f is None:
+                fs.delete_dir(path)
+            elif f.type == FileType.File:
+                fs.delete_file(f.path)
+            elif f.type == FileType.Directory:
+                fs.delete_dir(f.path)
+        except FileNotFoundError:
+            pass
 
 
 def _missing_dirs(path: str) -> list[str]:
