@@ -24,6 +24,8 @@ import pytest
 import goldenlib
 from conftest import ROOT, golden_set
 
+import test_ingest_s3 as ingest_cases
+
 pytestmark = pytest.mark.slow
 # Every file closed on HDFS waits ~0.5 s for its DataNode pipeline (a batch of small-roll writes
 # ~200 files): the store's tests take ~5 minutes, so they run in `make backends` (and `make long`);
@@ -179,21 +181,14 @@ def test_verify_finds_a_flipped_byte_on_hdfs(hdfs_store):
 def test_store_files_on_hdfs(namenode):
     """The file operations a store makes, through hdfs-native: whole files with zero tails, files
     as bounded objects read back through their extents, listings, a tree removed."""
-    from storelib.io import fragments, storage
+    from storelib.io import storage
     st = storage.Store(f"{namenode}/warehouse/files")
     assert st.objects and not st.atomic_rename and not st.os_paths
     data = os.urandom(5000)
     assert st.write_file("commitlog/00000000000000000000", [data[:100], data[100:]], 8192, durable=True) == 8192
     assert st.size("commitlog/00000000000000000000") == 8192
     assert st.read("commitlog/00000000000000000000", 4990, 20) == data[4990:] + bytes(10)
-    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/x.{k}", (data[i:i + 700] for i in range(0, 5000, 700)),
-                            2048)
-    assert [n for _, n in objs] == [2048, 2048, 904]
-    ext, pos = [], 0
-    for rel, n in objs:
-        ext.append([pos, n, rel, 0])
-        pos += n
-    st.map_file("index/x", 6000, fragments.extents_from_detail(ext))
+    objs = ingest_cases.write_mapped(st, "index/x", data, 0, 6000)
     assert st.read("index/x", 0, 6000) == data + bytes(1000)
     assert st.list_files("_rocketlake") == sorted(r for r, _ in objs)
     assert st.list_dirs("") == ["_rocketlake", "commitlog"]

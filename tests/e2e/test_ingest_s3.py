@@ -124,22 +124,29 @@ def test_object_store_files_are_written_as_bounded_objects(s3_env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)          # this process reaches the module's moto server (and only this test)
     sys.path.insert(0, ROOT)
-    from storelib.io import fragments
     from storelib.io import storage
     st = storage.Store(f"s3://{BUCKET}/stores/parts")
     data = os.urandom(5000)
-    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/t/commitlog/x.records.{k}",
-                            (data[i:i + 700] for i in range(0, len(data), 700)), 2048)
-    assert [n for _, n in objs] == [2048, 2048, 904]
-    ext, pos = [], 100
-    for rel, n in objs:
-        ext.append([pos, n, rel, 0])
-        pos += n
-    st.map_file("commitlog/x", 8000, fragments.extents_from_detail(ext))
+    write_mapped(st, "commitlog/x", data, 100, 8000)
     assert st.read("commitlog/x", 0, 8000) == bytes(100) + data + bytes(2900)
     assert bytes(st.read_array("commitlog/x", 1000, 3000)) == data[900:3900]
     with st.open_reader("commitlog/x") as fh:
         assert fh.read_at(10, 95) == bytes(5) + data[:5] and fh.size() == 8000
+
+
+def write_mapped(st, rel: str, data: bytes, start: int, file_size: int) -> list:
+    """``data`` written as objects of at most 2048 bytes (in 700-byte chunks), then ``rel`` mapped
+    as a ``file_size``-byte file holding it at ``start``; the objects written."""
+    from storelib.io import fragments
+    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/t/{rel}.records.{k}",
+                            (data[i:i + 700] for i in range(0, len(data), 700)), 2048)
+    assert [n for _, n in objs] == [2048, 2048, len(data) - 4096]
+    ext, pos = [], start
+    for r, n in objs:
+        ext.append([pos, n, r, 0])
+        pos += n
+    st.map_file(rel, file_size, fragments.extents_from_detail(ext))
+    return objs
 
 
 def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):
