@@ -24,7 +24,7 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity kafka streaming bench-streaming faults long jvm-reader
+	repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -111,7 +111,7 @@ demo: install
 # tests/conftest.py decides what runs together and hands out the longest tests first.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-test: install rocketmq kafka
+test: install rocketmq kafka s3proxy hdfs
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
@@ -127,6 +127,24 @@ rocketmq:
 # (the streaming tests then skip, saying why).
 kafka:
 	@$(PYTHON) tests/support/kafkajars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: Kafka jars unavailable; the streaming tests will skip" >&2; }
+
+# S3Proxy (a real S3-compatible server, Apache-2.0) from Maven Central through mvn, pinned by
+# tests/s3proxy/pom-<version>.xml (4.0.0 honours conditional puts, 2.6.0 does not), into .cache/m2 and
+# .cache/jars/s3proxy-<version>/ (git-ignored), behind a stamp. RMQ_ALLOW_SKIP=1: its tests then skip.
+s3proxy:
+	@$(PYTHON) tests/support/s3server.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: S3Proxy jars unavailable; its tests will skip" >&2; }
+
+# Hadoop's HDFS mini cluster (hadoop-client-minicluster of pyspark's Hadoop line) from Maven Central,
+# pinned by tests/hdfs/pom-minicluster.xml, into .cache/jars/hdfs-minicluster/, and its launcher
+# (tests/hdfs/HdfsMini.java) compiled by javac beside it.
+hdfs:
+	@$(PYTHON) tests/support/hdfscluster.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: the HDFS mini cluster is unavailable; its tests will skip" >&2; }
+
+# Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
+# (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
+# all three race rounds and every kill point (make test: one of each), beside moto's.
+backends: install s3proxy hdfs
+	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py
 
 # The streaming tests with their long cases too (more kill points, the tailing reader under load).
 streaming: install kafka
@@ -161,7 +179,7 @@ test-fast: install
 
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
 # cases, the default-VACUUM maintenance case, beside the rest of the suite.
-long: install rocketmq kafka
+long: install rocketmq kafka s3proxy hdfs
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 

@@ -38,8 +38,8 @@ import enum
 __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
-    "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "RepairError",
-    "RepairRefused",
+    "UnreachablePath", "UnsafeObjectStore", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError",
+    "RepairError", "RepairRefused",
     "BrokerRunning", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
 ]
 
@@ -100,6 +100,10 @@ class ConfigError(ValueError):
 
 class UnreachablePath(ConfigError):
     """A path on the driver's disk given to a job whose executors run on other hosts."""
+
+class UnsafeObjectStore(ConfigError):
+    """An object store whose server does not honour conditional puts (``If-None-Match: *``), on
+    which a Delta commit could not stop a second writer (storelib.io.condput): refused (exit 2)."""
 
 
 class TopicsError(ValueError):

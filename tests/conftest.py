@@ -89,6 +89,8 @@ TOGETHER = {
     "test_ingest_faults.py": 170,       # 14 kill/rerun jobs sharing one base store and KILLED
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
     "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
+    "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
+    "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
 }
 HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,

@@ -393,6 +393,7 @@ def compat_batch(spark, args) -> int:
     files, info = open_files(store, args.as_of_batch, _config(args))
     sc = spark.sparkContext
     b_files = sc.broadcast(files)
+    b_view = sc.broadcast(store.mappings())        # object stores: files assembled from objects
     uri = store.uri
     n_parts = max(1, min(len(queries), 4 * sc.defaultParallelism))
 
@@ -400,7 +401,7 @@ def compat_batch(spark, args) -> int:
         from storelib.read.query import StoreReader
         from storelib.io.storage import Store as _Store
         f = b_files.value
-        reader = StoreReader(_Store(uri), f.config, f)
+        reader = StoreReader(_Store(uri).apply_mappings(b_view.value), f.config, f)
         for qid, i, ln in items:
             a = reader.answer(json.loads(ln))
             yield (i, json.dumps(a, ensure_ascii=False, separators=(",", ":")))

@@ -500,6 +500,6 @@ def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
             sel = storage.FileSelector(d, recursive=True, allow_not_found=True)
             if any(f.type == storage.FileType.File for f in store.fs.get_file_info(sel)):
                 return
-            store.fs.delete_dir(d)
+            storage.delete_tree(store.fs, d)
     except Exception:  # noqa: BLE001 - best effort: a non-empty directory stays, the next ingest reuses it
         pass

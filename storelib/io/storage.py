@@ -1,6 +1,6 @@
-"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local and
-s3:// against a moto server are tested, gs:// against a GCS emulator (files, not Delta tables),
-hdfs:// is not).
+"""Storage: local paths and any ``pyarrow.fs`` URI (s3://, gs://, hdfs://, file://; local, s3://
+against moto and S3Proxy, hdfs:// against Hadoop's mini cluster are tested, gs:// against a GCS
+emulator (files, not Delta tables)).
 
 Store files are written whole, sequentially, by one writer (object stores have no random
 writes). Zero tails are sparse on local disks (``ftruncate``) and streamed from one reused
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -30,6 +29,7 @@ from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for ca
 
 from ..errors import StoreError, StorePathError
 from . import objstore
+from .filesystems import filesystem, is_local, local_path
 from . import patches
 from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
@@ -37,71 +37,9 @@ from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
-           "remove_dir_if_empty"]
+           "remove_dir_if_empty", "delete_tree"]
 
 ZERO_BLOCK = bytes(8 << 20)
-
-
-def is_local(uri: str) -> bool:
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
-
-
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """(filesystem, path inside it) for a local path or URI."""
-    if is_local(uri):
-        return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
-    if uri.startswith("s3://"):
-        u = urlparse(uri)
-        return _s3(), (u.netloc + u.path).rstrip("/")
-    if uri.startswith("gs://") and objstore.gcs_settings().get("STORAGE_EMULATOR_HOST"):
-        u = urlparse(uri)
-        return _gcs(), (u.netloc + u.path).rstrip("/")
-    fs, path = pafs.FileSystem.from_uri(uri)
-    return fs, path.rstrip("/")
-
-
-# (scheme, pid, settings) -> file system: one client per process and settings (a forked child
-# makes its own).
-_fs_cache: dict = {}
-
-
-def _s3() -> pafs.FileSystem:
-    """The S3 file system of this process's settings (``objstore``: on executors, the driver's)."""
-    st = objstore.s3_settings()
-    key = ("s3", os.getpid()) + tuple(sorted(st.items()))
-    fs = _fs_cache.get(key)
-    if fs is None:
-        kw = {}
-        endpoint = st.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            ep = urlparse(endpoint)
-            kw["endpoint_override"] = ep.netloc or ep.path
-            kw["scheme"] = ep.scheme or "http"
-        if st.get("AWS_REGION"):
-            kw["region"] = st["AWS_REGION"]
-        if st.get("AWS_ACCESS_KEY_ID") and st.get("AWS_SECRET_ACCESS_KEY"):
-            kw.update(access_key=st["AWS_ACCESS_KEY_ID"], secret_key=st["AWS_SECRET_ACCESS_KEY"],
-                      session_token=st.get("AWS_SESSION_TOKEN") or None)
-        fs = _fs_cache[key] = pafs.S3FileSystem(**kw)
-    return fs
-
-
-def _gcs() -> pafs.FileSystem:
-    """GCS through an emulator (``STORAGE_EMULATOR_HOST``): anonymous, at its scheme and address."""
-    st = objstore.gcs_settings()
-    key = ("gs", os.getpid()) + tuple(sorted(st.items()))
-    fs = _fs_cache.get(key)
-    if fs is None:
-        ep = urlparse(st["STORAGE_EMULATOR_HOST"])
-        fs = _fs_cache[key] = pafs.GcsFileSystem(anonymous=True, endpoint_override=ep.netloc or ep.path,
-                                                 scheme=ep.scheme or "http",
-                                                 project_id=st.get("GOOGLE_CLOUD_PROJECT") or None)
-    return fs
 
 
 def join(uri: str, *parts: str) -> str:
@@ -327,6 +265,22 @@ class Store:
         the piece is read from the file itself."""
         self.map_file(rel, file_size, patches.overlay_extents(rel, file_size, patch))
         self.patched[patch["staged"]] = (rel, [(e[2], e[0], e[1]) for e in patch["extents"]])
+
+    def mappings(self, rels=None) -> dict:
+        """What this store reads through other names (files assembled from objects, patches not
+        yet applied, staged files the publish moves), for ``rels`` (None: all), as plain data: a
+        Spark task opening the same store URI applies it (``apply_mappings``) and reads the same
+        bytes as the driver that planned it."""
+        keep = set(self.assembled) if rels is None else set(rels) & set(self.assembled)
+        return {"assembled": {r: self.assembled[r] for r in keep},
+                "patched": {k: v for k, v in self.patched.items() if v[0] in keep}, "moved": dict(self.moved)}
+
+    def apply_mappings(self, got: dict | None) -> "Store":
+        if got:
+            self.assembled.update(got["assembled"])
+            self.patched.update(got["patched"])
+            self.moved.update(got["moved"])
+        return self
 
     def _assembled(self, rel: str):
         size, extents = self.assembled[rel]
@@ -577,7 +531,7 @@ class Store:
             if self.local:
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                self.fs.delete_dir(path)
+                delete_tree(self.fs, path)
         else:
             self.fs.delete_file(path)
 
@@ -586,6 +540,31 @@ class Store:
             os.makedirs(self.path(rel), exist_ok=True)
         else:
             self.fs.create_dir(self.path(rel), recursive=True)
+
+
+def delete_tree(fs: pafs.FileSystem, path: str) -> None:
+    """Remove a directory of an object store and everything under it. pyarrow removes the objects
+    in bulk (``DeleteObjects``); a server that refuses that request for want of a checksum it
+    knows (S3Proxy 4.0: "Missing required header for this request: Content-Md5") gets one
+    ``DeleteObject`` per object, deepest first, directory markers last. An object another writer
+    removed meanwhile (a racing writer clearing its own attempt) is gone as asked."""
+    try:
+        fs.delete_dir(path)
+        return
+    except OSError as e:
+        if "DeleteObjects" not in str(e):
+            raise
+    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
+    for f in sorted(infos, key=lambda i: (i.type == FileType.Directory, -i.path.count("/"))) + [None]:
+        try:
+            if f is None:
+                fs.delete_dir(path)
+            elif f.type == FileType.File:
+                fs.delete_file(f.path)
+            elif f.type == FileType.Directory:
+                fs.delete_dir(f.path)
+        except FileNotFoundError:
+            pass
 
 
 def _missing_dirs(path: str) -> list[str]:

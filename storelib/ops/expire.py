@@ -109,14 +109,14 @@ def finish_pending(store: storage.Store, snap: manifest.Snapshot, say, config=No
     return snap
 
 
-def delete_objects(store: storage.Store, paths: set) -> list:
-    """Object stores: delete every object that ever held bytes of the files ``paths`` (the
+def delete_objects(store: storage.Store, files: set) -> list:
+    """Object stores: delete every object that ever held bytes of the files ``files`` (the
     extents of all their manifest rows, superseded index heads included); those still there."""
-    if not paths:
+    if not files:
         return []
     objects = set()
     for r in manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)):
-        if r["action"] == "add" and r["path"] in paths and '"extents"' in (r["detail"] or ""):
+        if r["action"] == "add" and r["path"] in files and '"extents"' in (r["detail"] or ""):
             try:
                 extents = headpages.version_extents(json.loads(r["detail"]))
             except (ValueError, KeyError, TypeError):

@@ -64,6 +64,14 @@ REUSE_GUARD = "commitlog_offset >= 0"
 _INT_COLS = ("store_timestamp", "commitlog_offset")
 
 
+def _split_rels(split) -> set:
+    """The store files a split reads: its segment and the consume-queue files of its queues."""
+    rels = {split.rel}
+    for queue in split.queues or ():
+        rels.update(f[0] for f in queue)
+    return rels
+
+
 class _Bounds:
     """Inclusive [lo, hi] on an integer column; topic set."""
 
@@ -188,14 +196,18 @@ class RocketMQReader(DataSourceReader):
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
                              b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
                              b.hi["store_timestamp"])
-        return [InputPartition(tuple(s)) for s in splits]
+        # object stores: the task reads each file through the objects the driver mapped it to
+        view = getattr(store, "mappings", None)
+        return [InputPartition((tuple(s), view(_split_rels(s)) if view and not store.os_paths else None))
+                for s in splits]
 
     def read(self, partition):
         from .splits import Split, split_messages
         from ..io.storage import Store
-        sp = Split(*partition.value)
+        split, view = partition.value
+        sp = Split(*split)
         b = self.bounds
-        store = Store(self.path)
+        store = Store(self.path).apply_mappings(view)
         for t in split_messages(store, sp, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
                                 b.lo["commitlog_offset"], b.hi["commitlog_offset"],
                                 coalesce_gap=int_option(self.options, "coalescebytes")):

@@ -15,7 +15,7 @@ import uuid
 
 from ..errors import ConcurrentWriteError, LeaseLost
 from ..format.paths import LEASE_PATH, META_DIR
-from ..io import storage
+from ..io import condput, storage
 from .manifest import now_ms
 
 __all__ = ["LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease"]
@@ -77,6 +77,8 @@ class WriterLease:
         return now_ms() - int(holder.get("renewed_ms", 0)) > LEASE_TTL_S * 1000
 
     def acquire(self) -> None:
+        # a server that ignores conditional puts is refused before anything is written (exit 2)
+        condput.require_conditional_put(self.store.uri)
         for _ in range(3):
             if self._create():
                 self.held = True

@@ -44,6 +44,12 @@ def export(uri: str, to, env):
 
 
 def test_ingest_to_s3_is_golden(s3_env, tmp_path):
+    golden_two_batches(s3_env, tmp_path)
+
+
+def golden_two_batches(s3_env, tmp_path, bucket: str = BUCKET):
+    """small-roll in two spark-submit batches into ``s3://<bucket>/stores/small`` on the server of
+    ``s3_env`` (moto here, S3Proxy in test_s3proxy.py): byte-identical export, verify, rerun."""
     env, s3 = s3_env
     g = golden_set("small-roll")
     props = tmp_path / "small.properties"
@@ -54,7 +60,7 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
         p = tmp_path / f"part{k}.jsonl"
         p.write_text("".join(lines[lo:hi]), encoding="utf-8")
         parts.append(str(p))
-    uri = f"s3://{BUCKET}/stores/small"
+    uri = f"s3://{bucket}/stores/small"
     for k, part in enumerate(parts):
         r = submit(["--store", uri, "--input", part, "--config", str(props), "--batch-id", f"s3-{k}",
                     "--json-summary", str(tmp_path / f"s{k}.json")], env)
@@ -64,7 +70,7 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     # Delta tables and _rocketlake/objects/ is in the bucket. jobs/export.py materializes the
     # broker's directory, which is byte-identical to the golden set.
     keys = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="stores/small/"):
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="stores/small/"):
         keys += [o["Key"] for o in page.get("Contents", [])]
     assert any(k.startswith("stores/small/_rocketlake/checkpoints/_delta_log/") for k in keys)
     assert not [k for k in keys if "/_rocketlake/staging/" in k or k.endswith("writer.lock")]
@@ -118,22 +124,29 @@ def test_object_store_files_are_written_as_bounded_objects(s3_env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)          # this process reaches the module's moto server (and only this test)
     sys.path.insert(0, ROOT)
-    from storelib.io import fragments
     from storelib.io import storage
     st = storage.Store(f"s3://{BUCKET}/stores/parts")
     data = os.urandom(5000)
-    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/t/commitlog/x.records.{k}",
-                            (data[i:i + 700] for i in range(0, len(data), 700)), 2048)
-    assert [n for _, n in objs] == [2048, 2048, 904]
-    ext, pos = [], 100
-    for rel, n in objs:
-        ext.append([pos, n, rel, 0])
-        pos += n
-    st.map_file("commitlog/x", 8000, fragments.extents_from_detail(ext))
+    write_mapped(st, "commitlog/x", data, 100, 8000)
     assert st.read("commitlog/x", 0, 8000) == bytes(100) + data + bytes(2900)
     assert bytes(st.read_array("commitlog/x", 1000, 3000)) == data[900:3900]
     with st.open_reader("commitlog/x") as fh:
         assert fh.read_at(10, 95) == bytes(5) + data[:5] and fh.size() == 8000
+
+
+def write_mapped(st, rel: str, data: bytes, start: int, file_size: int) -> list:
+    """``data`` written as objects of at most 2048 bytes (in 700-byte chunks), then ``rel`` mapped
+    as a ``file_size``-byte file holding it at ``start``; the objects written."""
+    from storelib.io import fragments
+    objs = st.write_objects(lambda k: f"_rocketlake/objects/b/a/t/{rel}.records.{k}",
+                            (data[i:i + 700] for i in range(0, len(data), 700)), 2048)
+    assert [n for _, n in objs] == [2048, 2048, len(data) - 4096]
+    ext, pos = [], start
+    for r, n in objs:
+        ext.append([pos, n, r, 0])
+        pos += n
+    st.map_file(rel, file_size, fragments.extents_from_detail(ext))
+    return objs
 
 
 def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):

@@ -16,6 +16,7 @@ Delta table's or named by a row of a committed batch (an extent, a paged head's 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -48,14 +49,20 @@ POST_COMMIT = ("after-commit-before-publish", "after-publish-before-cleanup")
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """(env, client, golden dir, B's messages file, properties file) with batch A in ``base/``."""
-    tmp = tmp_path_factory.mktemp("s3kills")
+    with base_store(tmp_path_factory.mktemp("s3kills"), s3server.moto) as got:
+        yield got
+
+
+@contextlib.contextmanager
+def base_store(tmp, server):
+    """``s3``'s tuple on the server ``server(BUCKET)`` starts (moto here, S3Proxy in test_s3proxy.py)."""
     g = golden_set("small-roll")
     props = tmp / "small.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
     lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
     (tmp / "a.jsonl").write_text("".join(lines[:CUT]), encoding="utf-8")
     (tmp / "b.jsonl").write_text("".join(lines[CUT:]), encoding="utf-8")
-    with s3server.moto(BUCKET) as (env, client):
+    with server(BUCKET) as (env, client):
         r = _ingest(env, "base", str(tmp / "a.jsonl"), str(props), "A")
         assert r.returncode == 0, r.stderr[-3000:]
         yield env, client, g, str(tmp / "b.jsonl"), str(props)
@@ -119,6 +126,11 @@ def test_every_object_store_point_is_a_fault_point():
 
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_kill_then_rerun_on_s3(s3, point, tmp_path, monkeypatch):
+    kill_then_rerun(s3, point, tmp_path, monkeypatch)
+
+
+def kill_then_rerun(s3, point, tmp_path, monkeypatch):
+    """Batch B killed at ``point`` on a copy of ``base/``, then rerun (the module docstring)."""
     env, client, g, b_src, props = s3
     prefix = f"kill-{point}"
     _copy(client, "base", prefix)

@@ -1,0 +1,145 @@
+"""The conditional-put probe: a writer refuses an S3 server that does not honour ``If-None-Match: *``.
+
+On an object store the Delta commit that makes a batch visible is delta-rs' put-if-absent of the
+table's next log file (``AWS_CONDITIONAL_PUT=etag``: ``PUT`` with ``If-None-Match: *``). A server
+that ignores the header overwrites the log file instead: two racing writers would then both
+"commit" version N, one silently replacing the other's batch. A server that does not implement
+it fails every commit. So before a writer takes the store's lease (``WriterLease.acquire``) it
+asks the server once per process and bucket:
+
+1. ``PUT <store>/_rocketlake/probe-<random>`` with ``If-None-Match: *`` must succeed;
+2. the same ``PUT`` again must fail with ``412 Precondition Failed`` (or ``409``: a conflicting
+   conditional write in flight);
+
+and the probe object is deleted. Anything else (the second ``PUT`` succeeds, or the server
+answers the header with ``501 NotImplemented`` / ``400``) raises ``UnsafeObjectStore`` (exit 2)
+naming the endpoint and what to do, before anything of the batch is written.
+
+A ``gs://`` store is refused the same way (exit 2): its Delta tables would go through deltalake's
+GCS client, which no test here can run (the GCS emulator lacks the API it uses), so ``gs://`` is
+for inputs only.
+
+Not probed: stores whose Delta commits do not rely on the server's conditional put, because the
+user chose another guard: ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (no protection between concurrent
+writers beyond the writer lease) or a DynamoDB lock (``AWS_S3_LOCKING_PROVIDER``), see
+``storage.delta_storage_options``.
+"""
+from __future__ import annotations
+
+import uuid
+from urllib.parse import urlparse
+
+from ..errors import UnsafeObjectStore
+from . import objstore
+
+__all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "probe"]
+
+PROBE_PREFIX = "_rocketlake/probe-"
+# (endpoint, bucket) this process found honouring conditional puts
+_honoured: set = set()
+# what a server answers a conditional PUT it cannot evaluate
+_UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest", "501", "400")
+_TAKEN = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+
+
+def needs_probe(uri: str) -> bool:
+    """Whether the Delta commits of the store at ``uri`` rely on the server's conditional put."""
+    if not uri.startswith("s3://"):
+        return False
+    from .storage import delta_storage_options
+    return delta_storage_options(uri).get("AWS_CONDITIONAL_PUT") == "etag"
+
+
+def _client(settings: dict):
+    import botocore.session
+    from botocore.config import Config
+    kw = {}
+    if settings.get("AWS_ENDPOINT_URL"):
+        kw["endpoint_url"] = settings["AWS_ENDPOINT_URL"]
+    if settings.get("AWS_ACCESS_KEY_ID") and settings.get("AWS_SECRET_ACCESS_KEY"):
+        kw.update(aws_access_key_id=settings["AWS_ACCESS_KEY_ID"],
+                  aws_secret_access_key=settings["AWS_SECRET_ACCESS_KEY"],
+                  aws_session_token=settings.get("AWS_SESSION_TOKEN") or None)
+    # path-style addressing at a custom endpoint, as pyarrow and delta-rs use it
+    cfg = Config(s3={"addressing_style": "path"} if "endpoint_url" in kw else {},
+                 retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=10, read_timeout=30)
+    return botocore.session.get_session().create_client(
+        "s3", region_name=settings.get("AWS_REGION") or "us-east-1", config=cfg, **kw)
+
+
+def _code(err) -> tuple[str, str, str]:
+    """(error code, HTTP status, Server header) of a botocore ClientError."""
+    resp = getattr(err, "response", {}) or {}
+    meta = resp.get("ResponseMetadata", {})
+    return (str(resp.get("Error", {}).get("Code", "")), str(meta.get("HTTPStatusCode", "")),
+            str((meta.get("HTTPHeaders") or {}).get("server", "")))
+
+
+def probe(uri: str) -> tuple[bool, str]:
+    """Ask the S3 server of the store at ``uri`` whether it honours ``If-None-Match: *`` on PUT:
+    (honoured, what it did). The probe object is deleted again."""
+    from botocore.exceptions import ClientError
+    settings = objstore.s3_settings()
+    u = urlparse(uri)
+    bucket, prefix = u.netloc, u.path.strip("/")
+    key = (prefix + "/" if prefix else "") + PROBE_PREFIX + uuid.uuid4().hex
+    s3 = _client(settings)
+    server = ""
+    try:
+        try:
+            r = s3.put_object(Bucket=bucket, Key=key, Body=b"1", IfNoneMatch="*")
+            server = (r.get("ResponseMetadata", {}).get("HTTPHeaders") or {}).get("server", "")
+        except ClientError as e:
+            code, status, server = _code(e)
+            if code in _UNSUPPORTED or status in _UNSUPPORTED:
+                return False, (f"it answered a PUT with If-None-Match: * with {status} {code} (conditional writes "
+                               f"not implemented){_named(server)}")
+            raise
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=b"2", IfNoneMatch="*")
+        except ClientError as e:
+            code, status, server = _code(e)
+            if code in _TAKEN or status in _TAKEN:
+                return True, f"a second conditional PUT of one key was refused ({status} {code})"
+            if code in _UNSUPPORTED or status in _UNSUPPORTED:
+                return False, (f"it answered the second PUT with If-None-Match: * with {status} {code}"
+                               f"{_named(server)}")
+            raise
+        return False, (f"it ignored If-None-Match: * (a second conditional PUT of one key succeeded and replaced "
+                       f"the object){_named(server)}")
+    finally:
+        try:
+            s3.delete_object(Bucket=bucket, Key=key)
+        except ClientError:
+            pass
+
+
+def _named(server: str) -> str:
+    return f"; the server calls itself {server!r}" if server else ""
+
+
+def require_conditional_put(uri: str) -> None:
+    """Raise ``UnsafeObjectStore`` unless the store at ``uri`` is safe for concurrent Delta commits
+    (module docstring). Once per process, endpoint and bucket; a no-op for stores that are not
+    on S3 or that use another guard; a ``gs://`` store is refused."""
+    if uri.startswith("gs://"):
+        raise UnsafeObjectStore(
+            f"{uri}: a store on gs:// is not supported (its Delta tables on GCS are untested); gs:// URIs are "
+            f"read as --input only. Put the store on a local path, s3:// or hdfs://")
+    if not needs_probe(uri):
+        return
+    settings = objstore.s3_settings()
+    endpoint = settings.get("AWS_ENDPOINT_URL") or "AWS S3"
+    bucket = urlparse(uri).netloc
+    if (endpoint, bucket) in _honoured:
+        return
+    ok, what = probe(uri)
+    if not ok:
+        raise UnsafeObjectStore(
+            f"the S3 server at {endpoint} (bucket {bucket}) does not honour conditional puts: {what}. "
+            f"A Delta commit there could not stop a second writer from committing the same table version, "
+            f"so rocketlake refuses to write {uri}. Use a server that honours If-None-Match: * on PUT "
+            f"(AWS S3; S3Proxy 4.0 or newer on its filesystem-nio2 backend), or choose another guard: a "
+            f"DynamoDB lock (AWS_S3_LOCKING_PROVIDER=dynamodb, DELTA_DYNAMO_TABLE_NAME) or, if you make sure "
+            f"that only one writer ever runs, ROCKETLAKE_S3_UNSAFE_RENAME=1")
+    _honoured.add((endpoint, bucket))

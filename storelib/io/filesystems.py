@@ -1,0 +1,91 @@
+"""Which file system serves a store or input URI: local paths, ``s3://`` (pyarrow's S3 client with
+``storelib.io.objstore``'s settings), ``gs://`` (a GCS emulator when ``STORAGE_EMULATOR_HOST`` is
+set), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anything else
+``pyarrow.fs.FileSystem.from_uri`` opens. One client per process and settings."""
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from . import objstore
+
+__all__ = ["is_local", "local_path", "filesystem"]
+
+
+def is_local(uri: str) -> bool:
+    scheme = urlparse(uri).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def local_path(uri: str) -> str:
+    return urlparse(uri).path if uri.startswith("file://") else uri
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path or URI."""
+    if is_local(uri):
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    if uri.startswith("s3://"):
+        u = urlparse(uri)
+        return _s3(), (u.netloc + u.path).rstrip("/")
+    if uri.startswith("gs://") and objstore.gcs_settings().get("STORAGE_EMULATOR_HOST"):
+        u = urlparse(uri)
+        return _gcs(), (u.netloc + u.path).rstrip("/")
+    if uri.startswith("hdfs://"):
+        u = urlparse(uri)
+        return _hdfs(u.hostname, u.port), u.path.rstrip("/") or "/"
+    fs, path = pafs.FileSystem.from_uri(uri)
+    return fs, path.rstrip("/")
+
+
+# (scheme, pid, settings) -> file system: one client per process and settings (a forked child
+# makes its own).
+_fs_cache: dict = {}
+
+
+def _s3() -> pafs.FileSystem:
+    """The S3 file system of this process's settings (``objstore``: on executors, the driver's)."""
+    st = objstore.s3_settings()
+    key = ("s3", os.getpid()) + tuple(sorted(st.items()))
+    fs = _fs_cache.get(key)
+    if fs is None:
+        kw = {}
+        endpoint = st.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            ep = urlparse(endpoint)
+            kw["endpoint_override"] = ep.netloc or ep.path
+            kw["scheme"] = ep.scheme or "http"
+        if st.get("AWS_REGION"):
+            kw["region"] = st["AWS_REGION"]
+        if st.get("AWS_ACCESS_KEY_ID") and st.get("AWS_SECRET_ACCESS_KEY"):
+            kw.update(access_key=st["AWS_ACCESS_KEY_ID"], secret_key=st["AWS_SECRET_ACCESS_KEY"],
+                      session_token=st.get("AWS_SESSION_TOKEN") or None)
+        fs = _fs_cache[key] = pafs.S3FileSystem(**kw)
+    return fs
+
+
+def _gcs() -> pafs.FileSystem:
+    """GCS through an emulator (``STORAGE_EMULATOR_HOST``): anonymous, at its scheme and address."""
+    st = objstore.gcs_settings()
+    key = ("gs", os.getpid()) + tuple(sorted(st.items()))
+    fs = _fs_cache.get(key)
+    if fs is None:
+        ep = urlparse(st["STORAGE_EMULATOR_HOST"])
+        fs = _fs_cache[key] = pafs.GcsFileSystem(anonymous=True, endpoint_override=ep.netloc or ep.path,
+                                                 scheme=ep.scheme or "http",
+                                                 project_id=st.get("GOOGLE_CLOUD_PROJECT") or None)
+    return fs
+
+
+def _hdfs(host: str | None, port: int | None) -> pafs.FileSystem:
+    """HDFS through ``hdfs-native`` (a Rust client speaking the NameNode and DataNode protocols: no
+    JVM, no libhdfs), behind pyarrow's file system interface. The name node is the URI's
+    ``host:port``; ``hdfs:///path`` uses ``fs.defaultFS`` of ``$HADOOP_CONF_DIR`` on each host."""
+    key = ("hdfs", os.getpid(), host, port)
+    fs = _fs_cache.get(key)
+    if fs is None:
+        from hdfs_native.fsspec import HdfsFileSystem
+        fs = _fs_cache[key] = pafs.PyFileSystem(pafs.FSSpecHandler(HdfsFileSystem(host=host, port=port)))
+    return fs

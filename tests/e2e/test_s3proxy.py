@@ -1,0 +1,150 @@
+"""A real S3-compatible server beside moto: S3Proxy (tests/support/s3server.py, `make s3proxy`).
+
+One S3Proxy 4.0.0 (filesystem-nio2 backend, SigV4 keys) on 127.0.0.1 serves the module:
+
+* the conditional-put probe (storelib.io.condput) finds that it honours ``If-None-Match: *``;
+* small-roll in two spark-submit batches is byte-identical to RocketMQ's once exported
+  (test_ingest_s3.golden_two_batches, as on moto);
+* two writers racing on one store: exactly one commits, the other exits 3 and leaves nothing
+  (test_ingest_race; `make test`: one round where the Delta commit decides, `make backends`:
+  the three rounds of the moto test, the store then byte-identical to RocketMQ's);
+* a batch SIGKILLed at a fault point, then rerun (test_s3_kills; `make test`: its sampled point,
+  `make backends` and `make faults`: every point).
+
+And S3Proxy 2.6.0, which predates conditional writes, is refused by every writer with exit 2 and a
+line naming the server and what to do, and nothing is left in its bucket: configured to ignore
+unknown headers it overwrites an object on a second ``If-None-Match: *`` PUT (two writers would
+both commit); as shipped it answers ``501 NotImplemented`` (every Delta commit would fail; `make
+backends` only).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+import s3server
+from conftest import ROOT
+
+import test_ingest_race as race_cases
+import test_ingest_s3 as ingest_cases
+import test_s3_kills as kill_cases
+
+pytestmark = pytest.mark.slow
+
+PY = sys.executable
+LONG = bool(os.environ.get("ROCKETLAKE_BACKENDS") or os.environ.get("ROCKETLAKE_LONG"))
+KILL_POINTS = kill_cases.POINTS if LONG else kill_cases.KILL_POINTS
+BUCKET = "rocketlake-s3proxy"
+
+
+def _jars_or_skip(version: str) -> None:
+    from mavenfetch import Unavailable
+    try:
+        s3server.s3proxy_jars(version)
+    except Unavailable as e:
+        pytest.skip(f"S3Proxy {version} unavailable: {e}")
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    """(env, client) of the module's S3Proxy 4.0.0, with ``BUCKET`` created."""
+    _jars_or_skip(s3server.S3PROXY)
+    with s3server.s3proxy(BUCKET) as env_s3:
+        yield env_s3
+
+
+@contextlib.contextmanager
+def _bucket_on(proxy, bucket: str):
+    """The module's server as a ``server(bucket)`` factory: another bucket on it."""
+    proxy[1].create_bucket(Bucket=bucket)
+    yield proxy
+
+
+def _in_process(env, monkeypatch):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    sys.path.insert(0, ROOT)
+
+
+def test_s3proxy_honours_conditional_puts(proxy, monkeypatch):
+    env, s3 = proxy
+    _in_process(env, monkeypatch)
+    from storelib.io import condput
+    uri = f"s3://{BUCKET}/probe/store"
+    ok, what = condput.probe(uri)
+    assert ok, what
+    assert "412" in what
+    condput.require_conditional_put(uri)
+    # the probe leaves nothing behind
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix="probe/").get("KeyCount", 0) == 0
+    # another guard chosen by the user: nothing to probe
+    monkeypatch.setenv("ROCKETLAKE_S3_UNSAFE_RENAME", "1")
+    assert not condput.needs_probe(uri)
+    assert not condput.needs_probe("/tmp/local/store") and not condput.needs_probe("gs://b/store")
+
+
+def test_ingest_to_s3proxy_is_golden(proxy, tmp_path):
+    ingest_cases.golden_two_batches(proxy, tmp_path, BUCKET)
+
+
+def test_racing_ingests_on_s3proxy(proxy, tmp_path):
+    env, s3 = proxy
+    bucket = race_cases.BUCKET
+    s3.create_bucket(Bucket=bucket)
+    race = race_cases.Race(tmp_path, f"s3://{bucket}/stores/race", env, (1000, 2000))
+    # make test: two ids with the same content planned on one snapshot, released together at the
+    # Delta commit (leases off): the server's conditional put alone decides
+    rounds = race_cases.S3_ROUNDS if LONG else [(("b0", "b0-twin"), (0, 0), "commit")]
+    race_cases.run_rounds(race, rounds)
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="stores/race/")
+            for o in page.get("Contents", [])]
+    assert not [k for k in keys if "/_rocketlake/staging/" in k or k.endswith("writer.lock")
+                or condput_key(k)], keys[:20]
+    if LONG:
+        local = tmp_path / "export"
+        r = ingest_cases.export(race.uri, local, env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert race_cases.goldenlib.compare(race_cases.golden_set("small-roll"), str(local)) == []
+
+
+def condput_key(key: str) -> bool:
+    return "/_rocketlake/probe-" in key
+
+
+@pytest.fixture(scope="module")
+def kill_base(proxy, tmp_path_factory):
+    with kill_cases.base_store(tmp_path_factory.mktemp("s3proxy-kills"),
+                               lambda bucket: _bucket_on(proxy, bucket)) as got:
+        yield got
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill_then_rerun_on_s3proxy(kill_base, point, tmp_path, monkeypatch):
+    kill_cases.kill_then_rerun(kill_base, point, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("ignore", [True, pytest.param(False, marks=pytest.mark.skipif(
+    not LONG, reason="make backends: the 501 server (make test: the one that ignores the header)"))],
+    ids=["ignores-the-header", "not-implemented"])
+def test_a_server_without_conditional_puts_is_refused(ignore, tmp_path):
+    """Every writer (ingest through spark-submit, expire, import) exits 2 before writing anything."""
+    _jars_or_skip(s3server.S3PROXY_OLD)
+    small = tmp_path / "m.jsonl"
+    small.write_text('{"topic": "T", "body": "x"}\n')
+    with s3server.s3proxy(BUCKET, s3server.S3PROXY_OLD, ignore_unknown_headers=ignore) as (env, s3):
+        uri = f"s3://{BUCKET}/stores/unsafe"
+        r = ingest_cases.submit(["--store", uri, "--input", str(small), "--batch-id", "b0"], env)
+        out = r.stdout + r.stderr
+        assert r.returncode == 2, (r.returncode, out[-3000:])
+        what = "ignored If-None-Match: *" if ignore else "501 NotImplemented"
+        assert "does not honour conditional puts" in out and what in out and env["AWS_ENDPOINT_URL"] in out, \
+            out[-3000:]
+        assert "ROCKETLAKE_S3_UNSAFE_RENAME=1" in out and "Traceback" not in out, out[-3000:]
+        r = subprocess.run([PY, os.path.join(ROOT, "jobs", "expire.py"), "--store", uri, "--reserved-hours", "1"],
+                           env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "does not honour conditional puts" in r.stderr, (r.returncode, r.stderr[-2000:])
+        assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
