@@ -360,6 +360,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         raise MirrorError(f"{store.uri}: the mirror cannot live inside the broker's directory {broker.root}")
     lease = writerlease.WriterLease(store, "mirror")
     fresh_meta = not store.exists(paths.META_DIR)
+    fresh_root = store.os_paths and not os.path.exists(store.root)
     lease.acquire()
     committed = False
     try:
@@ -419,8 +420,11 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         return dict(out, **base, to=end, lag_ms=lag)
     finally:
         lease.release()
-        if not committed and fresh_meta:
-            storage.remove_dir_if_empty(store, paths.META_DIR)
+        if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
+            try:
+                os.rmdir(store.root)         # a refused first cycle into a new directory leaves none
+            except OSError:
+                pass
 
 
 def _summary(d: rebuild.Dispatch, queue_next: dict) -> sequencer.SplitSummary:

@@ -1,0 +1,201 @@
+"""mirror: a broker's store (the small-roll golden set, written by RocketMQ 5.3.3's own store) grown
+in steps by moving its checkpoint's physicMsgTimestamp (the safe point) and deleting its oldest
+segments as its retention does; the mirror's cycles must rebuild RocketMQ's store byte for byte
+(goldenlib.compare), verify, never touch the broker's directory, and stop with exit 3 and the
+mirror unchanged on every kind of divergence. No Spark, no JVM: the real broker run is
+tests/e2e/test_mirror.py."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+import goldenlib
+from conftest import golden_set
+from storelib.cli import mirror as mirror_cli
+from storelib.codec import messages as codec
+from storelib.compute import kernels
+from storelib.ops import mirror
+from storelib.table import manifest
+from storelib.io import storage
+from storelib.verify import driver as verify
+
+SET = "small-roll"
+
+
+def _records(broker: str) -> tuple:
+    """(commitlog offset, end, store timestamp) of every record, in order."""
+    b = mirror.BrokerFiles(broker)
+    phys, ends, ts = [], [], []
+    for base, rel in b.segments():
+        buf = np.frombuffer(b.read(rel, 0, 1 << 20), np.uint8)
+        st, _, _ = codec.record_starts(buf, 0, len(buf))
+        f = kernels.record_fields(buf, np.asarray(st, np.int64))
+        phys += (base + np.asarray(st)).tolist()
+        ends += (base + np.asarray(st) + f[kernels.F_SIZE]).tolist()
+        ts += f[kernels.F_STORETS].tolist()
+    return np.array(phys), np.array(ends), np.array(ts)
+
+
+def set_safe(broker: str, t: int) -> None:
+    """The broker's checkpoint says a record stored at ``t`` was flushed."""
+    path = os.path.join(broker, "checkpoint")
+    raw = bytearray(open(path, "rb").read())
+    raw[0:8] = struct.pack(">q", t)
+    with open(path, "wb") as fh:
+        fh.write(bytes(raw))
+
+
+def tree(root: str, skip=("_rocketlake",)) -> dict:
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if os.path.relpath(os.path.join(d, x), root) not in skip]
+        for f in files:
+            p = os.path.join(d, f)
+            st = os.stat(p)
+            out[os.path.relpath(p, root)] = (hashlib.sha256(open(p, "rb").read()).hexdigest(), st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(scope="module")
+def golden_store(tmp_path_factory):
+    return goldenlib.restore(golden_set(SET), str(tmp_path_factory.mktemp("golden")))
+
+
+@pytest.fixture
+def broker(golden_store, tmp_path):
+    d = str(tmp_path / "broker")
+    shutil.copytree(golden_store, d)
+    return d
+
+
+def test_cycles_rebuild_the_brokers_store_byte_for_byte(broker, tmp_path):
+    """Four cycles, the broker deleting its 20 oldest segments after the second: each batch ends
+    at the last record stored before the safe point, the mirror keeps what the broker deleted, and
+    the result is RocketMQ's store byte for byte (CommitLog, every consume queue, every index
+    file, the checkpoint) and verifies; the broker's directory is left as it was."""
+    store = str(tmp_path / "mirror")
+    phys, ends, ts = _records(broker)
+    cuts = [int(ts[700]), int(ts[1500]), int(ts[2400]), int(ts.max()) + 1]
+    for k, t in enumerate(cuts):
+        if k == 2:
+            for base, rel in mirror.BrokerFiles(broker).segments()[:20]:
+                os.remove(os.path.join(broker, rel))
+        set_safe(broker, t)
+        before = tree(broker)
+        s = mirror.mirror_broker(broker, store, quiet=True)
+        assert tree(broker) == before                 # read only: not a byte, not an mtime, no new file
+        bad = np.flatnonzero((ts <= 0) | (ts >= t))
+        want_end = int(ends[bad[0] - 1]) if len(bad) else int(ends[-1])
+        assert s["status"] == "committed" and s["to"] == want_end, (k, s)
+    assert goldenlib.compare(golden_set(SET), store) == []
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert [b["batch_seq"] for b in snap.batches] == [1, 2, 3, 4]
+    assert snap.batch["total_messages"] == len(phys)
+    rep = verify.verify_store(store, None, deep=True)
+    assert not rep.problems, rep.problems[:5]
+    again = mirror.mirror_broker(broker, store, quiet=True)
+    assert again["status"] == "nothing-new"
+
+
+def test_safe_point_is_a_prefix_of_whole_records(broker):
+    """Records at or after the first one stored at or after physicMsgTimestamp wait (store
+    times can step back: the prefix stops at the first unsafe record), a torn tail (a record
+    whose bytes are not all there yet) is never taken, and a BLANK comes only with a safe record
+    of the next segment."""
+    b = mirror.BrokerFiles(broker)
+    phys, ends, ts = _records(broker)
+    F = 65536
+    for k in (1, 57, 600, 2999):
+        pieces = mirror.safe_records(b, 0, int(ts[k]), F)
+        got = np.concatenate([p.base + p.pos + p.starts for p in pieces]) if pieces else np.zeros(0)
+        first_bad = int(np.flatnonzero(ts >= ts[k])[0])
+        assert np.array_equal(got, phys[:first_bad])
+        # a BLANK with a piece only when that piece's segment follows a closed one
+        for p in pieces:
+            assert (len(p.blank) == 8) == (p.base > 0 and p.pos == 0)
+    assert mirror.safe_records(b, 0, 0, F) == []
+    # a torn record: the tail of the newest record is not written yet
+    last_base, last_rel = b.segments()[-1]
+    path = os.path.join(broker, last_rel)
+    raw = bytearray(open(path, "rb").read())
+    a, e = int(phys[-1]) - last_base, int(ends[-1]) - last_base
+    raw[a + 60:e] = bytes(e - a - 60)
+    open(path, "wb").write(bytes(raw))
+    pieces = mirror.safe_records(b, 0, int(ts.max()) + 1, F)
+    assert pieces[-1].base + pieces[-1].pos + pieces[-1].end <= int(phys[-1])
+
+
+def _damage(broker: str, how: str, mirror_end: int) -> None:
+    b = mirror.BrokerFiles(broker)
+    segs = b.segments()
+    F = 65536
+    if how == "another-broker":                  # same sizes, another first record
+        p = os.path.join(broker, segs[0][1])
+        raw = bytearray(open(p, "rb").read())
+        raw[200] ^= 0xFF
+        open(p, "wb").write(bytes(raw))
+    elif how == "truncated-tail":                # recovery cut the tail under the mirror's end
+        base = (mirror_end - 1) // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        cut = max(0, mirror_end - base - 300)
+        raw[cut:] = bytes(len(raw) - cut)
+        open(p, "wb").write(bytes(raw))
+        for s, rel in segs:
+            if s > base:
+                os.remove(os.path.join(broker, rel))
+    elif how == "replaced-file":                 # one segment under the mirror's end replaced
+        base = (mirror_end - 1) // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        raw[mirror_end - base - 10] ^= 0x55
+        open(p, "wb").write(bytes(raw))
+    elif how == "deleted-before-copied":         # retention ran past what the mirror holds
+        for s, rel in segs:
+            if s <= mirror_end + F:
+                os.remove(os.path.join(broker, rel))
+
+
+@pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "deleted-before-copied"])
+def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, capsys, how):
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    end = manifest.load_snapshot(storage.Store(store)).batch["max_phy_offset"]
+    set_safe(broker, int(ts.max()) + 1)
+    _damage(broker, how, end)
+    before = tree(store, skip=())
+    capsys.readouterr()
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offset" in err[0] and ("new mirror" in err[0] or "new store" in err[0]), err
+    assert tree(store, skip=()) == before
+
+
+def test_a_mirror_starts_at_the_brokers_first_record(broker, tmp_path, capsys):
+    """A broker that already deleted its first segment, a store that is not a mirror, a path
+    that is no broker store: exit 2, nothing written."""
+    os.remove(os.path.join(broker, mirror.BrokerFiles(broker).segments()[0][1]))
+    store = str(tmp_path / "m")
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 2
+    assert "starts at 65536" in capsys.readouterr().err
+    assert not os.path.exists(store)
+    assert mirror_cli.main(["--from", str(tmp_path), "--store", store, "--quiet"]) == 2
+    assert not os.path.exists(store)
+
+
+def test_once_catches_up_in_bounded_batches(broker, tmp_path, capsys):
+    store = str(tmp_path / "m")
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet", "--max-batch-mb", "1"]) == 0
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert len(snap.batches) >= 4                # 3.6 MB of records, at most about 1 MiB a batch
+    _, ends, ts = _records(broker)
+    first_unsafe = int(np.flatnonzero(ts >= mirror.BrokerFiles(broker).physic_timestamp())[0])
+    assert snap.batch["max_phy_offset"] == ends[first_unsafe - 1]
+    assert capsys.readouterr().out.count("rocketlake: ") == len(snap.batches)    # the last batch was a short one
