@@ -41,7 +41,7 @@ def main(argv=None) -> int:
         ap.error("--max-batch-mb must be >= 1")
     from ..ops.mirror import mirror_broker
     try:
-        cfg = cli_common.config_from_args(args)
+        cfg = cli_common.config_from_args(args) if args.config else None
     except Exception as e:  # noqa: BLE001 - a bad --config: one line
         return cli_common.report(e)
     try:

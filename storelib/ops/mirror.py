@@ -85,6 +85,13 @@ class BrokerFiles:
         finally:
             os.close(fd)
 
+    def shaped(self) -> bool:
+        """Whether a consume-queue file and an index file exist (``infer_config`` reads their sizes)."""
+        cq = os.path.join(self.root, "consumequeue")
+        has_cq = os.path.isdir(cq) and any(files for _, _, files in os.walk(cq))
+        idx = os.path.join(self.root, "index")
+        return has_cq and os.path.isdir(idx) and bool(os.listdir(idx))
+
     def physic_timestamp(self) -> int:
         """The checkpoint's physicMsgTimestamp (0 without a checkpoint file)."""
         raw = self.read(ckpt.FILE_NAME, 0, ckpt.LAYOUT_SIZE)
@@ -367,6 +374,10 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         snap = manifest.load_snapshot(store)
         if snap.batch is None:
             check_store_root(store, snap)
+            if config is None and not broker.shaped():
+                prog.say("waiting for the broker's first consume-queue and index files (their sizes shape the "
+                         "mirror's; or pass the broker's properties as config)")
+                return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
             cfg = infer_config(storage.Store(broker.root), config)
             ident = _identity(broker)
         else:
