@@ -22,7 +22,7 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
+.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-scale bench-table clean check-java rocketmq fidelity \
 	repair-fidelity kafka streaming bench-streaming faults long jvm-reader
 
 check-java:
@@ -122,6 +122,11 @@ fidelity: install rocketmq
 # rebuilt, and the default-size set damaged and repaired (tests/e2e/test_repair_broker.py, ~4 min).
 repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
+
+# A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
+# restore on a broker (tests/e2e/test_mirror.py, ~4 min; ROCKETLAKE_MIRROR_SECONDS per sending phase).
+mirror: install rocketmq
+	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror.py
 
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked

@@ -374,9 +374,9 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         snap = manifest.load_snapshot(store)
         if snap.batch is None:
             check_store_root(store, snap)
-            if config is None and not broker.shaped():
-                prog.say("waiting for the broker's first consume-queue and index files (their sizes shape the "
-                         "mirror's; or pass the broker's properties as config)")
+            if not broker.segments() or config is None and not broker.shaped():
+                prog.say("waiting for the broker's first CommitLog segment, consume-queue and index files (their "
+                         "sizes shape the mirror's; or pass the broker's properties as config)")
                 return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
             cfg = infer_config(storage.Store(broker.root), config)
             ident = _identity(broker)
