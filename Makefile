@@ -124,9 +124,9 @@ repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
-# restore on a broker (tests/e2e/test_mirror.py, ~4 min; ROCKETLAKE_MIRROR_SECONDS per sending phase).
+# restore on a broker (tests/e2e/test_mirror_broker.py, ~4 min; ROCKETLAKE_MIRROR_SECONDS per sending phase).
 mirror: install rocketmq
-	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror.py
+	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py
 
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked
@@ -148,11 +148,11 @@ long: install rocketmq kafka
 # of a batch continuing a store on S3 (make test: 1 of 13).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_mirror_crash.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states).
 crash: install
-	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py
+	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py tests/e2e/test_mirror_crash.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

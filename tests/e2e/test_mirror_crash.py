@@ -20,7 +20,7 @@ import goldenlib
 from conftest import ROOT, golden_set
 from crashfs.availability import unavailable_reason
 from test_crash_sim import TORN, _record, _states
-from test_mirror import _records, set_safe
+from mirrorhelp import records as _records, set_safe
 from test_nothing_lost import files_state
 
 from storelib.format import paths
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 # The points a mirror cycle passes, with how often to let each pass first (a later file).
 POINTS = {"after-segment-write": 1, "mid-file-write": 3, "after-files-staged": 0, "before-delta-commit": 0,
-          "between-delta-tables": 0, "after-commit-before-publish": 0, "mid-apply": 2, "mid-publish": 4,
+          "between-delta-tables": 0, "after-commit-before-publish": 0, "mid-apply": 0, "mid-publish": 4,
           "after-publish-before-cleanup": 0}
 
 
@@ -56,7 +56,7 @@ def _batches(store: str) -> list:
 
 
 def _finish(store: str, broker: str, label) -> None:
-    assert verify.verify_store(store, None, deep=True, threads=1).problems == [], label
+    assert verify.verify_store(store, None, deep=False, threads=1).problems == [], label
     out = mirror.mirror_broker(broker, store, quiet=True)
     assert out["status"] == ("nothing-new" if len(_batches(store)) == 2 and out["status"] != "committed"
                              else "committed"), (label, out)
@@ -66,7 +66,13 @@ def _finish(store: str, broker: str, label) -> None:
     assert verify.verify_store(store, None, deep=True, threads=1).problems == [], label
 
 
-@pytest.mark.parametrize("point", list(POINTS))
+# make test: a point before the switch, the switch itself, one in the publish; every one with
+# ROCKETLAKE_FAULTS=all (make faults).
+SAMPLED = ("mid-file-write", "between-delta-tables", "mid-publish")
+KILL_POINTS = list(POINTS) if os.environ.get("ROCKETLAKE_FAULTS") == "all" else list(SAMPLED)
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
 def test_kill_at(first_batch, tmp_path, point):
     broker, seed = first_batch
     store = str(tmp_path / "mirror")
@@ -93,7 +99,7 @@ def test_power_cuts_during_a_mirror_cycle(first_batch, tmp_path):
     assert out["status"] == "committed"
     before, first = files_state(seed), _batches(seed)
     n = 0
-    for label, k, returned, state in _states(fs, tmp_path, 12):
+    for label, k, returned, state in _states(fs, tmp_path, 6):
         store = os.path.join(state, "store")
         seen = _batches(store)
         assert seen in (first, first + [out["batch_id"]]), (label, seen)
@@ -104,4 +110,4 @@ def test_power_cuts_during_a_mirror_cycle(first_batch, tmp_path):
         _finish(store, broker, label)
         shutil.rmtree(state)
         n += 1
-    assert n >= 12 + TORN
+    assert n >= 6 + TORN

@@ -3,51 +3,26 @@ in steps by moving its checkpoint's physicMsgTimestamp (the safe point) and dele
 segments as its retention does; the mirror's cycles must rebuild RocketMQ's store byte for byte
 (goldenlib.compare), verify, never touch the broker's directory, and stop with exit 3 and the
 mirror unchanged on every kind of divergence. No Spark, no JVM: the real broker run is
-tests/e2e/test_mirror.py."""
+tests/e2e/test_mirror_broker.py."""
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
-import struct
 
 import numpy as np
 import pytest
 
 import goldenlib
 from conftest import golden_set
+from mirrorhelp import records as _records, set_safe
 from storelib.cli import mirror as mirror_cli
-from storelib.codec import messages as codec
-from storelib.compute import kernels
 from storelib.ops import mirror
 from storelib.table import manifest
 from storelib.io import storage
 from storelib.verify import driver as verify
 
 SET = "small-roll"
-
-
-def _records(broker: str) -> tuple:
-    """(commitlog offset, end, store timestamp) of every record, in order."""
-    b = mirror.BrokerFiles(broker)
-    phys, ends, ts = [], [], []
-    for base, rel in b.segments():
-        buf = np.frombuffer(b.read(rel, 0, 1 << 20), np.uint8)
-        st, _, _ = codec.record_starts(buf, 0, len(buf))
-        f = kernels.record_fields(buf, np.asarray(st, np.int64))
-        phys += (base + np.asarray(st)).tolist()
-        ends += (base + np.asarray(st) + f[kernels.F_SIZE]).tolist()
-        ts += f[kernels.F_STORETS].tolist()
-    return np.array(phys), np.array(ends), np.array(ts)
-
-
-def set_safe(broker: str, t: int) -> None:
-    """The broker's checkpoint says a record stored at ``t`` was flushed."""
-    path = os.path.join(broker, "checkpoint")
-    raw = bytearray(open(path, "rb").read())
-    raw[0:8] = struct.pack(">q", t)
-    with open(path, "wb") as fh:
-        fh.write(bytes(raw))
 
 
 def tree(root: str, skip=("_rocketlake",)) -> dict:
