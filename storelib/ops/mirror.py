@@ -396,37 +396,10 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             prog.say(f"nothing new below the safe point (physicMsgTimestamp {safe_ts}) from offset {start}")
             return dict(base, status="nothing-new", messages=0, to=start, seconds=round(time.time() - t0, 3))
         d = _dispatch(pieces, cfg, broker)
-        n = len(d.phys)
         end = int(d.phys[-1]) + int(d.size[-1])
-        batch_id = f"mirror-{start:020d}-{end:020d}"
-        lease.batch_id = batch_id
-        attempt = uuid.uuid4().hex[:12]
-        b = _Batch(store, snap, state, cfg, batch_id, attempt)
-        try:
-            results = b.segments(pieces, d)
-            queue_next = dict(state.queue_next)
-            cq, cq_plans = b.queues(d, queue_next)
-            idx, idx_plans = b.index(d)
-            results += cq + idx
-            fault("after-files-staged")
-            summary = _summary(d, queue_next)
-            plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == "commitlog"], cq_files=cq_plans,
-                                       index_files=idx_plans, messages=n, total_bytes=int(d.size.sum(dtype=np.int64)),
-                                       entries=len(d.key_hash), next_phys=end, queue_next=queue_next,
-                                       index_entry_starts=[p.first_entry for p in idx_plans])
-            fingerprint = hashlib.sha256(json.dumps([ident, start, end, results[0]["checksum"]]).encode()).hexdigest()
-            detail = {"mirror": {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts,
-                                 "source": broker.root}}
-            out = commit_batch(store, snap, state, plan, [summary], results, cfg, batch_id, fingerprint, b.staging,
-                               t0, prog, attempt=attempt, detail_extra=detail, lease=lease)
-            committed = True
-        except BaseException:
-            if not committed:
-                try:
-                    undo_attempt(store, b.staging, batch_id, attempt)
-                except Exception:  # noqa: BLE001 - the next writer removes what is left
-                    pass
-            raise
+        mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root}
+        out = _commit(store, snap, state, cfg, pieces, d, mirror_detail, t0, prog, lease)
+        committed = True
         lag = int(time.time() * 1000) - int(d.store_ts[-1])
         return dict(out, **base, to=end, lag_ms=lag)
     finally:
@@ -438,7 +411,42 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                 pass
 
 
-def _summary(d: rebuild.Dispatch, queue_next: dict) -> sequencer.SplitSummary:
+def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispatch, mirror_detail: dict, t0: float,
+            prog, lease) -> dict:
+    """Stage the batch's file versions and commit them (``commit_batch``); an attempt that does
+    not commit is undone."""
+    start, end = mirror_detail["from"], mirror_detail["to"]
+    batch_id = f"mirror-{start:020d}-{end:020d}"
+    attempt = uuid.uuid4().hex[:12]
+    b = _Batch(store, snap, state, cfg, batch_id, attempt)
+    committed = False
+    try:
+        results = b.segments(pieces, d)
+        queue_next = dict(state.queue_next)
+        cq, cq_plans = b.queues(d, queue_next)
+        idx, idx_plans = b.index(d)
+        results += cq + idx
+        fault("after-files-staged")
+        plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == "commitlog"], cq_files=cq_plans,
+                                   index_files=idx_plans, messages=len(d.phys),
+                                   total_bytes=int(d.size.sum(dtype=np.int64)), entries=len(d.key_hash),
+                                   next_phys=end, queue_next=queue_next,
+                                   index_entry_starts=[p.first_entry for p in idx_plans])
+        fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
+                                     .encode()).hexdigest()
+        out = commit_batch(store, snap, state, plan, [_summary(d)], results, cfg, batch_id, fingerprint, b.staging,
+                           t0, prog, attempt=attempt, detail_extra={"mirror": mirror_detail}, lease=lease)
+        committed = True
+        return out
+    finally:
+        if not committed:
+            try:
+                undo_attempt(store, b.staging, batch_id, attempt)
+            except Exception:  # noqa: BLE001 - the next writer removes what is left
+                pass
+
+
+def _summary(d: rebuild.Dispatch) -> sequencer.SplitSummary:
     ts = d.store_ts
     cq = np.flatnonzero(d.cq)
     counts: dict = {}
