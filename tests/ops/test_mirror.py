@@ -174,3 +174,37 @@ def test_once_catches_up_in_bounded_batches(broker, tmp_path, capsys):
     first_unsafe = int(np.flatnonzero(ts >= mirror.BrokerFiles(broker).physic_timestamp())[0])
     assert snap.batch["max_phy_offset"] == ends[first_unsafe - 1]
     assert capsys.readouterr().out.count("rocketlake: ") == len(snap.batches)    # the last batch was a short one
+
+
+@pytest.mark.spark
+def test_spark_reads_and_tails_the_mirror_while_it_runs(spark, broker, golden_store, tmp_path):
+    """``readStream.format("rocketmq")`` over the mirror while its cycles commit: every message once,
+    in commitlog order per micro-batch; ``read.format("rocketmq")`` of the mirror is the broker's store's."""
+    from storelib.read import datasource, stream
+    datasource.register(spark)
+    stream.register(spark)
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    seen = []
+
+    def each(df, epoch):
+        seen.extend(sorted((r.commitlog_offset, r.topic, bytes(r.body))
+                           for r in df.select("commitlog_offset", "topic", "body").collect()))
+    cuts = [int(ts[900]), int(ts[2100]), int(ts.max()) + 1]
+    set_safe(broker, cuts[0])
+    mirror.mirror_broker(broker, store, quiet=True)
+    q = (spark.readStream.format("rocketmq").load(store).writeStream.foreachBatch(each)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+    try:
+        q.processAllAvailable()
+        for t in cuts[1:]:
+            set_safe(broker, t)
+            assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+            q.processAllAvailable()
+    finally:
+        q.stop()
+
+    def batch(path):
+        return sorted((r.commitlog_offset, r.topic, bytes(r.body)) for r in
+                      spark.read.format("rocketmq").load(path).select("commitlog_offset", "topic", "body").collect())
+    assert seen == batch(store) == batch(golden_store) and len(seen) == 3000
