@@ -124,9 +124,11 @@ repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
-# restore on a broker (tests/e2e/test_mirror_broker.py, ~4 min; ROCKETLAKE_MIRROR_SECONDS per sending phase).
+# restore on a broker (tests/e2e/test_mirror_broker.py, ~5 min; ROCKETLAKE_MIRROR_SECONDS per sending phase),
+# and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
 mirror: install rocketmq
-	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py
+	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py \
+		tests/e2e/test_mirror_s3.py
 
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked

@@ -46,7 +46,7 @@ from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
 from ..table.snapshots import snapshot_config
-from ..table.storefiles import infer_config
+from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 
 __all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "MAX_BATCH"]
@@ -211,17 +211,23 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
                              "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
                              "start a new mirror for what the broker writes from now on")
     if len(have):
-        mine = store.read(last["path"], lo, valid - lo)
+        mine = _committed(store, last, lo, valid - lo)
         if have != mine:
             d = next(i for i in range(len(mine)) if have[i] != mine[i])
             raise MirrorDiverged(f"{broker.root}: CommitLog offset {int(last['base_offset']) + lo + d} differs from "
                                  f"what the mirror committed there: {what}")
     oldest_base, oldest_rel = segs[0]
-    if 0 < oldest_base < end:
+    row = snap.files.get(oldest_rel)
+    if 0 < oldest_base < end and row is not None:
         theirs = broker.first_record(oldest_rel)
-        if theirs and store.read(oldest_rel, 0, len(theirs)) != theirs:
+        if theirs and _committed(store, row, 0, len(theirs)) != theirs:
             raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {oldest_base} differs from what "
                                  f"the mirror committed there: {what}")
+
+
+def _committed(store: storage.Store, row: dict, pos: int, n: int) -> bytes:
+    """Bytes of the committed version of ``row``'s file (object stores: assembled from its extents)."""
+    return store.read(reading_path(store, row, set()), pos, n)
 
 
 # ---------------------------------------------------------------------------- one batch
