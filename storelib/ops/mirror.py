@@ -455,10 +455,8 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
 def _summary(d: rebuild.Dispatch) -> sequencer.SplitSummary:
     ts = d.store_ts
     cq = np.flatnonzero(d.cq)
-    counts: dict = {}
-    for t, q in zip(d.topic[cq].tolist(), d.queue_id[cq].tolist()):
-        k = (d.topics[t], q)
-        counts[k] = counts.get(k, 0) + 1
+    pair, n = np.unique(d.topic[cq].astype(np.int64) << 32 | d.queue_id[cq].astype(np.int64), return_counts=True)
+    counts = {(d.topics[int(k >> 32)], int(k & 0xFFFFFFFF)): int(c) for k, c in zip(pair.tolist(), n.tolist())}
     return sequencer.SplitSummary(
         index=0, count=len(d.phys), total_bytes=int(d.size.sum(dtype=np.int64)), queue_counts=counts,
         entries=len(d.key_hash), last_entry_row=int(d.key_msg[-1]) if len(d.key_hash) else -1,
