@@ -208,3 +208,21 @@ def test_spark_reads_and_tails_the_mirror_while_it_runs(spark, broker, golden_st
         return sorted((r.commitlog_offset, r.topic, bytes(r.body)) for r in
                       spark.read.format("rocketmq").load(path).select("commitlog_offset", "topic", "body").collect())
     assert seen == batch(store) == batch(golden_store) and len(seen) == 3000
+
+
+def test_the_mirrors_own_expire_then_more_cycles(broker, tmp_path):
+    """The mirror's retention is its own: expire removes its old segments (the broker still has
+    them), and the next cycles go on from where the mirror ended; verify finds nothing wrong."""
+    from storelib.ops.expire import expire
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1800]))
+    mirror.mirror_broker(broker, store, quiet=True)
+    e = expire(store, 1, now_ms=int(ts.max()) + 2 * 3600 * 1000, quiet=True)
+    assert e["status"] == "committed" and e["commitlog_removed"] > 10
+    set_safe(broker, int(ts.max()) + 1)
+    s = mirror.mirror_broker(broker, store, quiet=True)
+    assert s["status"] == "committed" and s["messages"] == 3000 - 1800
+    assert not verify.verify_store(store, None, deep=True).problems
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert snap.batch["min_phy_offset"] > 0 and [b["batch_seq"] for b in snap.batches] == [1, 2, 3]
