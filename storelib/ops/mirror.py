@@ -49,9 +49,10 @@ from ..table.snapshots import snapshot_config
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 
-__all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "MAX_BATCH"]
+__all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "FIRST_WINDOW", "MAX_BATCH"]
 
 WINDOW = 32 << 20               # bytes of a broker segment read at a time
+FIRST_WINDOW = 1 << 20          # ... the first time in a cycle
 MAX_BATCH = 512 << 20           # record bytes one cycle copies at most (the rest: the next cycle)
 _TAIL_CHECK = 4096              # committed bytes compared with the broker's before each cycle
 
@@ -122,13 +123,16 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
     segs = dict(broker.segments())
     pieces: list = []
     pos, total, blank = start, 0, b""
+    window = FIRST_WINDOW                        # a cycle that adds little reads little
     while total < limit:
         base = pos // file_size * file_size
         rel = segs.get(base)
         if rel is None:
             break
         off = pos - base
-        raw = broker.read(rel, off, min(WINDOW, file_size - off))
+        want = min(window, file_size - off)
+        raw = broker.read(rel, off, want)
+        window = WINDOW
         buf = np.frombuffer(raw, np.uint8)
         starts, stop, reason = codec.record_starts(buf, 0, len(buf))
         take = len(starts)
@@ -148,7 +152,7 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
             blank = bytes(raw[stop:stop + commitlog.BLANK_SIZE])
             pos = base + file_size
             continue
-        if reason == 2 and len(raw) == WINDOW and stop > 0 and off + len(raw) < file_size:
+        if reason == 2 and len(raw) == want and off + len(raw) < file_size and (stop > 0 or want < WINDOW):
             pos = base + off + stop               # a record runs past the window: read on from it
             continue
         if reason == 0 and stop > 0 and off + len(raw) < file_size:

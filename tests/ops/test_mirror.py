@@ -226,3 +226,16 @@ def test_the_mirrors_own_expire_then_more_cycles(broker, tmp_path):
     assert not verify.verify_store(store, None, deep=True).problems
     snap = manifest.load_snapshot(storage.Store(store))
     assert snap.batch["min_phy_offset"] > 0 and [b["batch_seq"] for b in snap.batches] == [1, 2, 3]
+
+
+def test_records_longer_than_the_first_window(broker, monkeypatch):
+    """A cycle reads a small window first, then larger ones: a record running past it (here every
+    record, with a 100-byte first window) is read whole all the same."""
+    monkeypatch.setattr(mirror, "FIRST_WINDOW", 100)
+    monkeypatch.setattr(mirror, "WINDOW", 61000)       # the largest record: 60,206 bytes
+    b = mirror.BrokerFiles(broker)
+    phys, _, ts = _records(broker)
+    pieces = mirror.safe_records(b, 0, int(ts.max()) + 1, 65536)
+    got = np.concatenate([p.base + p.pos + p.starts for p in pieces])
+    first_unsafe = int(np.flatnonzero(ts >= ts.max() + 1)[0]) if (ts >= ts.max() + 1).any() else len(ts)
+    assert np.array_equal(got, phys[:first_unsafe])
