@@ -389,7 +389,8 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                          "sizes shape the mirror's; or pass the broker's properties as config)")
                 return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
             cfg = infer_config(storage.Store(broker.root), config)
-            ident = _identity(broker)
+            ident = None                         # read once its first record is safe (final)
+            _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
         else:
             cfg = snapshot_config(snap, config)
             ident = _mirror_identity(snap, store)
@@ -405,6 +406,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             committed = snap.batch is not None
             prog.say(f"nothing new below the safe point (physicMsgTimestamp {safe_ts}) from offset {start}")
             return dict(base, status="nothing-new", messages=0, to=start, seconds=round(time.time() - t0, 3))
+        ident = ident or _identity(broker)
         d = _dispatch(pieces, cfg, broker)
         end = int(d.phys[-1]) + int(d.size[-1])
         mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root}
