@@ -72,18 +72,23 @@ SAMPLED = ("mid-file-write", "between-delta-tables", "mid-publish")
 KILL_POINTS = list(POINTS) if os.environ.get("ROCKETLAKE_FAULTS") == "all" else list(SAMPLED)
 
 
+def _cycle_killed_at(point: str, broker: str, store: str, marker) -> None:
+    """``rocketlake mirror --once`` in a process of its own, SIGKILLed at ``point``."""
+    faults = {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_SKIP": str(POINTS[point]),
+              "ROCKETLAKE_FAULT_MARKER": str(marker)}
+    cmd = [sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker, "--store", store, "--once"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ROOT, **faults},
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == -9 and marker.read_text().startswith(point), (r.returncode, r.stderr[-2000:])
+
+
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_kill_at(first_batch, tmp_path, point):
     broker, seed = first_batch
     store = str(tmp_path / "mirror")
     shutil.copytree(seed, store)
     before, first = files_state(store), _batches(store)
-    marker = tmp_path / "marker"
-    env = dict(os.environ, PYTHONPATH=ROOT, ROCKETLAKE_FAULT=point, ROCKETLAKE_FAULT_SKIP=str(POINTS[point]),
-               ROCKETLAKE_FAULT_MARKER=str(marker))
-    r = subprocess.run([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker, "--store", store,
-                        "--once", "--quiet"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert r.returncode == -9 and marker.read_text().startswith(point), (r.returncode, r.stderr[-2000:])
+    _cycle_killed_at(point, broker, store, tmp_path / "marker")
     seen = _batches(store)
     if point in POST_COMMIT_POINTS:
         assert len(seen) == 2 and seen[0] == first[0], seen
