@@ -8,7 +8,7 @@ entries, and commits them as one batch, as an ingest commits. The broker's direc
 mirror until `rocketlake expire` removes it. --once runs cycles until the mirror has caught up,
 then exits; --every SECONDS runs a cycle every SECONDS until interrupted (SIGINT/SIGTERM end it
 between cycles or abandon the one running: a cycle never commits half a batch).
-Exit status: 0 done (or interrupted between cycles: 130/143), 1 failed (a damaged broker record,
+Exit status: 0 done, 130/143 interrupted (SIGINT/SIGTERM), 1 failed (a damaged broker record,
 an unexpected error), 2 bad arguments (not a broker directory, a store that is no mirror, a
 broker whose CommitLog no longer starts at 0 on the first cycle), 3 the broker's CommitLog no
 longer matches what the mirror committed, or another writer holds the store.
