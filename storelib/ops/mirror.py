@@ -210,7 +210,11 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
     valid = int(last["valid_bytes"])
     lo = max(0, valid - _TAIL_CHECK)
     have = broker.read(last["path"], lo, valid - lo)
-    if segs[-1][0] < int(last["base_offset"]) or (len(have) and len(have) < valid - lo):
+    if not have and segs[-1][0] > int(last["base_offset"]):
+        raise MirrorDiverged(f"{broker.root}: the broker has no {last['path']} (CommitLog offset "
+                             f"{int(last['base_offset'])}), where the mirror ends, but older and newer segments: "
+                             f"{what}")
+    if segs[-1][0] < int(last["base_offset"]) or len(have) < valid - lo:
         raise MirrorDiverged(f"{broker.root}: the broker's CommitLog ends before offset {end}, where the mirror "
                              "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
                              "start a new mirror for what the broker writes from now on")

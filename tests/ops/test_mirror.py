@@ -130,13 +130,16 @@ def _damage(broker: str, how: str, mirror_end: int) -> None:
         raw = bytearray(open(p, "rb").read())
         raw[mirror_end - base - 10] ^= 0x55
         open(p, "wb").write(bytes(raw))
+    elif how == "segment-gone":                  # the segment under the mirror's end, alone, is gone
+        os.remove(os.path.join(broker, f"commitlog/{(mirror_end - 1) // F * F:020d}"))
     elif how == "deleted-before-copied":         # retention ran past what the mirror holds
         for s, rel in segs:
             if s <= mirror_end + F:
                 os.remove(os.path.join(broker, rel))
 
 
-@pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "deleted-before-copied"])
+@pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "segment-gone",
+                                 "deleted-before-copied"])
 def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, capsys, how):
     store = str(tmp_path / "mirror")
     _, _, ts = _records(broker)
