@@ -5,6 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.install-stamp
+KERNELS_STAMP := $(VENV)/.kernels-warm
 SUBMIT_HOOK := $(VENV)/.submit-hook-stamp
 SPARK_ENV := PYSPARK_PYTHON=$(abspath $(PY)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY))
 # A cold ingest's JVM mostly waits on Python: C1 only and Spark's class-data archive, built by
@@ -29,7 +30,13 @@ check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
 	@java -version 2>&1 | head -1 | grep -Eq '"(17|1[89]|2[0-9])' || { echo "error: Java 17 or newer is required, found: $$(java -version 2>&1 | head -1)" >&2; exit 1; }
 
-install: check-java fuse3 $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader
+install: check-java fuse3 chromium $(STAMP) $(DELTA_STAMP) $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
+
+# numba compiles storelib's kernels on first use and caches them: compiled here, once per change of
+# the sources, instead of in a user's first command (storelib/cli/warmcache.py).
+$(KERNELS_STAMP): $(STAMP) $(shell find storelib -name '*.py' 2>/dev/null)
+	@$(PY) -m storelib.cli.warmcache || echo "note: the kernels above compile on first use instead" >&2
+	@touch $@
 
 # The JVM reader of spark.read.format("rocketmq") (jvm/src), compiled with the JDK's javac against
 # pyspark's jars into a jar beside the virtualenv, keyed by its sources (storelib/runtime/jvmjar.py).
@@ -49,12 +56,31 @@ fuse3:
 		echo "warning: could not install fuse3; the tests under tests/support/crashfs will skip" >&2; \
 	else echo "note: fuse3 (libfuse3) is missing and cannot be installed here; tests/support/crashfs will skip" >&2; fi
 
+# The store browser's tests (tests/ui) drive Debian's Chromium headless through its chromedriver
+# (Selenium from requirements.txt); a browser fetched by a Python or npm package cannot be had.
+# fonts-wqy-zenhei: the screenshots show the test store's Chinese keys and tags as characters.
+# Installed here when missing and we are root; never fatal: without them tests/ui skips and says why.
+.PHONY: chromium ui-screenshots
+chromium:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver for tests/ui"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium chromium-driver fonts-wqy-zenhei >/dev/null 2>&1; } || \
+		echo "warning: could not install chromium; the tests under tests/ui will skip" >&2; \
+	else echo "note: chromium / chromedriver are missing and cannot be installed here; tests/ui will skip" >&2; fi
+
+# The README's pictures of `rocketlake ui` (docs/ui/*.png), taken by tests/ui in headless Chromium.
+ui-screenshots: install
+	ROCKETLAKE_UI_SCREENSHOTS=$(abspath docs/ui) $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/ui
+
 $(DELTA_STAMP): conf/jars/delta/pom.xml
 	@command -v mvn >/dev/null 2>&1 || { echo "error: Maven (mvn) is required to fetch delta-spark's jars" >&2; exit 1; }
 	rm -rf $(DELTA_JARS).tmp
-	mvn -B -q $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
-		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) \
-	|| mvn -B -q -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+	mvn -B -q -Dstyle.color=never $(if $(wildcard $(DELTA_STAMP)),-o) -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
+		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp) >/dev/null 2>&1 \
+	|| mvn -B -q -Dstyle.color=never -f conf/jars/delta/pom.xml -Dmaven.repo.local=$(M2) \
 		dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(DELTA_JARS).tmp)
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@
@@ -147,14 +173,17 @@ long: install rocketmq kafka
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
-# of a batch continuing a store on S3 (make test: 1 of 13).
+# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_mirror_crash.py
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_mirror_crash.py
 
-# The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states).
+# The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
+# repair's on three stores too (make test: a few points on two).
 crash: install
-	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py tests/e2e/test_mirror_crash.py
+	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py \
+		tests/e2e/test_crash_repair.py tests/e2e/test_mirror_crash.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

@@ -24,6 +24,7 @@ pyarrow or deltalake, so the shell query path stays fast):
   ``AdoptError``.
 
 Exit statuses of the jobs: ``storelib.errors.ExitCode`` and ``EXIT_TABLE``.
+``storelib.__version__``: the version in pyproject.toml (its one source), as ``rocketlake --version`` says it.
 """
 from __future__ import annotations
 
@@ -60,9 +61,27 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
+def _version() -> str:
+    """pyproject.toml's version: read from the checkout storelib runs from, else from the installed
+    package's metadata (which setuptools took from the same file)."""
+    import os
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    if os.path.exists(pyproject):
+        import tomllib
+        with open(pyproject, "rb") as fh:
+            project = tomllib.load(fh).get("project", {})
+        if project.get("name") == "rocketlake" and project.get("version"):
+            return project["version"]
+    from importlib.metadata import version
+    return version("rocketlake")
+
+
 def __getattr__(name: str):
     # Only the public names: anything else must raise AttributeError, so that
     # ``from storelib import <submodule>`` goes on to import the submodule.
+    if name == "__version__":
+        globals()[name] = _version()
+        return globals()[name]
     try:
         module, attr = _LAZY[name]
     except KeyError:

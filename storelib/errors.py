@@ -21,7 +21,8 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
     130, 143          interrupted by SIGINT / SIGTERM (Interrupted): one line says what the store holds
 
 jobs/repair.py: 0 nothing to repair (dry run) or repaired, 1 a dry run found files to repair, 2 a
-store that cannot be repaired as asked (RepairError).
+store that cannot be repaired as asked (RepairError), 3 a running broker or another writer, or a
+CommitLog that does not verify against its manifest rows (RepairRefused: file and offset named).
 
 An error raised inside a Spark task reaches the driver as a Py4J error whose text holds the
 Python traceback: InputError (2), IngestError and StorePathError (1) are recognized there too
@@ -39,7 +40,9 @@ __all__ = [
     "StoreError", "CorruptStore", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError", "RepairError",
-    "BrokerRunning", "MirrorDiverged", "MirrorError", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
+    "RepairRefused",
+    "BrokerRunning", "MirrorDiverged", "MirrorError", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE",
+    "exit_code", "task_error",
 ]
 
 
@@ -107,15 +110,30 @@ class TopicsError(ValueError):
 class InputError(ValueError):
     """Bad input: each problem names the row (source and row number) and the field."""
 
+    SHOWN = 20
+
     def __init__(self, problems: list[str], total: int | None = None):
+        # A problem "... <what>: N more row(s) ..." stands for N rows it does not list.
         self.problems = problems
-        self.total = total if total is not None else len(problems)
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... {self.total - 20} more" if self.total > 20 else ""
-        super().__init__(f"{self.total} bad input row problem(s):\n  {shown}{more}")
+        counted = _rows_counted(problems)
+        self.total = total if total is not None else counted
+        shown = problems[:self.SHOWN]
+        rest = self.total - _rows_counted(shown)
+        more = f"\n  ... {rest} more" if rest > 0 else ""
+        super().__init__(f"{self.total} bad input row problem(s):\n  " + "\n  ".join(shown) + more)
+
+
+def _rows_counted(problems: list) -> int:
+    """Rows the problems stand for: one each, N for a summary line "... <what> N more ..."."""
+    n = 0
+    for p in problems:
+        words = p.split() if p.startswith("... ") else ()
+        counts = [int(w) for w, nxt in zip(words, words[1:]) if w.isdigit() and nxt == "more"]
+        n += counts[0] if counts else 1
+    return n
 
 class BadInput(ValueError):
-    """A query's arguments are malformed (exit 2)."""
+    """A command's arguments are malformed: a query's, an export's target that is not empty (exit 2)."""
 
 class ExpireError(RuntimeError):
     """An expiry cannot go on (nothing was changed)."""
@@ -133,6 +151,11 @@ class Interrupted(KeyboardInterrupt):
 
 class RepairError(RuntimeError):
     """A repair cannot go on as asked (nothing was changed)."""
+
+
+class RepairRefused(CorruptStore):
+    """A rocketlake store's CommitLog does not verify against its manifest rows: repair derives
+    nothing from it and changes nothing (exit 3)."""
 
 
 class BrokerRunning(ConcurrentWriteError):
@@ -172,6 +195,7 @@ EXIT_TABLE = (
     (ConcurrentWriteError, ExitCode.CONCURRENT, False),
     (MirrorDiverged, ExitCode.CONCURRENT, False),
     (MirrorError, ExitCode.BAD_INPUT, False),
+    (RepairRefused, ExitCode.CONCURRENT, False),
     (RepairError, ExitCode.BAD_INPUT, False),
     (AdoptError, ExitCode.FAILED, False),
     (ExpireError, ExitCode.FAILED, False),

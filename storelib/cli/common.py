@@ -67,6 +67,10 @@ def on_signals() -> None:
     from ..errors import Interrupted
 
     def _raise(signum, _frame):
+        from ..runtime import interrupts
+        if interrupts.deferring() and interrupts.pending() is None:
+            interrupts.record(signum)       # the batch is committed: finish it, then say so (exit 0)
+            return                          # (a second signal ends the job now; the next run finishes it)
         import logging
         logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
         raise Interrupted(signum)
@@ -104,6 +108,8 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
     python_for_workers()             # before pyspark reads PYSPARK_PYTHON
     if not _submitted():
         apply_submit_args()          # the rocketlake command's --master, --conf and JVM options
+        from ..runtime.sparkenv import quiet_jvm_boot
+        quiet_jvm_boot()             # no "Using incubator modules" line from the JVM's boot
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
     from .multihost import check_reachable
@@ -196,7 +202,7 @@ _WRITER_MESSAGES = {
     "StorePathError": "{e}",
     "StoreNotFound": "{e}",
     "ExpireError": "{e}",
-    "StoreError": "the store is damaged, nothing was written: {e} (run jobs/inspect.py verify)",
+    "StoreError": "the store is damaged, nothing was written: {e} (rocketlake verify --store STORE names every problem)",
 }
 
 
@@ -214,8 +220,9 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     for Spark (``runtime.localrun.LocalSession``) to run the body in this process; ``sql=False``: the
     body uses only ``spark.sparkContext`` (``spark_session``)."""
     from ..compute import allocator
-    from ..runtime import warmup
+    from ..runtime import interrupts, warmup
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
+    interrupts.reset()
     on_signals()
     try:
         cfg = config if config is not None else config_from_args(args)
@@ -225,23 +232,17 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     spark = None
     try:
         if session is not None:
-            return body(session, cfg)
-        loading = []
-        spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
-        if warm:
-            warmup.warm_workers(spark.sparkContext, warm)
-        for started in loading or [warmup.preload(preload)]:
-            started.wait()
-        return body(spark, cfg)
+            code = body(session, cfg)
+        else:
+            loading = []
+            spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
+            if warm:
+                warmup.warm_workers(spark.sparkContext, warm)
+            for started in loading or [warmup.preload(preload)]:
+                started.wait()
+            code = body(spark, cfg)
     except KeyboardInterrupt as e:
-        try:
-            line = state() if state else "nothing was committed by this run; rerun the same command"
-        except Exception:  # noqa: BLE001 - the one line prints whatever the store says
-            line = "rerun the same command"
-        code = interrupted(e, line)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(code)          # no Spark shutdown noise; the JVM ends when its stdin closes
+        _interrupted_exit(e, state)
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
         cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
         wrapped = task_error(e) if cls is None else None
@@ -256,8 +257,45 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         return int(exit_code(e))
     finally:
         if spark is not None:
-            warmup.wait_workers(spark.sparkContext, timeout=10)
-            spark.stop()
+            try:
+                warmup.wait_workers(spark.sparkContext, timeout=10)
+                spark.stop()
+            except KeyboardInterrupt as e:      # while Spark shuts down: the job's work is done or not
+                _interrupted_exit(e, state)
+    return _after_commit_signal(code)
+
+
+def _after_commit_signal(code: int) -> int:
+    """A job that finished although SIGINT / SIGTERM arrived after its commit (``runtime.interrupts``)
+    says so and keeps its status: the batch is committed and published."""
+    from ..runtime import interrupts
+    signum = interrupts.pending()
+    interrupts.reset()
+    if signum is not None:
+        name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+        print(f"{name} arrived after the batch was committed: the job finished it first (nothing to rerun)",
+              file=sys.stderr, flush=True)
+    return code
+
+
+def _interrupted_exit(e: BaseException, state) -> None:
+    """End an interrupted job now: its one line and 128 + signal; exit 0 when the interrupt came
+    after the commit (``state()`` reads what the store holds, ``runtime.interrupts`` what this run did)."""
+    from ..runtime import interrupts
+    if interrupts.deferring():
+        name = {2: "SIGINT", 15: "SIGTERM"}.get(getattr(e, "signum", 2), "the interrupt")
+        print(f"{name} arrived after the batch was committed: the batch is in the store; rerunning the same "
+              f"command finishes publishing its files, if anything was left", file=sys.stderr, flush=True)
+        code = 0
+    else:
+        try:
+            line = state() if state else "nothing was committed by this run; rerun the same command"
+        except Exception:  # noqa: BLE001 - the one line prints whatever the store says
+            line = "rerun the same command"
+        code = interrupted(e, line)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(code)          # no Spark shutdown noise; the JVM ends when its stdin closes
 
 
 def report(e: BaseException) -> int:
@@ -293,7 +331,9 @@ def ingest(spark, cfg, args) -> int:
     summary = run_ingest(spark, args.store, args.input, args.format, cfg, batch_id=args.batch_id,
                          target_splits=args.partitions, quiet=args.quiet,
                          topics=getattr(args, "topics", None), queue_by=getattr(args, "queue_by", None),
-                         store_timestamp=getattr(args, "store_timestamp", None))
+                         store_timestamp=getattr(args, "store_timestamp", None),
+                         update_topics=bool(getattr(args, "update_topics", False)),
+                         allow_empty_body=getattr(args, "allow_empty_body", None))
     emit_summary(summary, args.json_summary)
     return int(ExitCode.OK)
 

@@ -22,7 +22,7 @@ import sys
 from ..ops import expire as retention
 from .common import exit_code, ExitCode
 from .timeargs import epoch_ms
-from ..errors import ConcurrentWriteError, ExpireError, StorePathError
+from ..errors import ConcurrentWriteError, ConfigError, ExpireError, StorePathError
 
 
 from . import common as _cli  # noqa: E402
@@ -90,6 +90,8 @@ def main(argv=None) -> int:
             ap.error("--reserved-hours is required (or a topic's rule)")
         s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
                              args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
+    except ConfigError as e:                 # an unreadable --config (or its topicRetention rules)
+        return cli.report(e)
     except (ExpireError, StorePathError, ConcurrentWriteError) as e:
         code = exit_code(e)
         if code == ExitCode.CONCURRENT:

@@ -6,7 +6,7 @@ with, as a broker's properties; no _rocketlake/), byte-identical to a RocketMQ b
 for the same messages, every file checked against its manifest checksum. On object stores, where
 rocketlake keeps files as per-batch fragments (storelib.io.fragments), this is how a broker gets its
 files. DIR must be empty or absent. Runs on the driver only (no Spark).
-Exit status (storelib.cli.common.ExitCode): 0 done, 1 failed (damaged store, target not empty), 2 usage.
+Exit status (storelib.cli.common.ExitCode): 0 done, 1 failed (damaged store), 2 usage (target not empty).
 """
 import argparse
 import json

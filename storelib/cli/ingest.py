@@ -1,8 +1,8 @@
-"""spark-submit jobs/ingest.py --store STORE --input PATH --format jsonl|parquet|delta
+"""spark-submit jobs/ingest.py --store STORE --input PATH [--format jsonl|parquet|delta]
        spark-submit jobs/ingest.py --store STORE --format table --input TABLE_NAME
        spark-submit jobs/ingest.py --store STORE --format sql --input "SELECT ..."
                              [--config FILE.properties] [--batch-id ID] [--topics topics.json]
-                             [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
+                             [--update-topics] [--queue-by NAME] [--store-timestamp MS] [--json-summary FILE]
        spark-submit jobs/ingest.py --store STORE --from-store BROKER_STORE_DIR [--config FILE.properties]
 
 table / sql: the rows of a catalog table or of a query's result, through
@@ -30,20 +30,30 @@ def main(argv=None) -> int:
                     help="input file or directory; --format table: a table name; --format sql: a query")
     ap.add_argument("--from-store", help="adopt this RocketMQ store directory (verified, not rewritten; "
                                          "= --store adopts in place, else its files are copied first)")
-    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"], default="jsonl")
+    ap.add_argument("--format", choices=["jsonl", "parquet", "delta", "table", "sql"],
+                    help="the input's format (default: inferred and said: a directory with _delta_log/ is delta, "
+                         "a file starting with Parquet's magic or a directory of .parquet files is parquet, "
+                         "else jsonl)")
     ap.add_argument("--config", help="broker-style .properties file (default: the store's own, recorded with its "
                                      "first batch; for a new store conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
     ap.add_argument("--partitions", type=int, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
     ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "
-                                     "(default: conf/topics.json if present)")
+                                     "(default: the queue counts the store recorded with its batches; for a new "
+                                     "store conf/topics.json if present)")
+    ap.add_argument("--update-topics", action="store_true",
+                    help="--topics may change the queue count of a topic the store already placed messages by "
+                         "(as mqadmin updateTopic; recorded with the batch); without it that is an error")
     ap.add_argument("--queue-by", metavar="NAME",
                     help="rows without queue_id: queue = abs(javaHash(value) %% writeQueueNums) of this property "
                          "or field (RocketMQ SelectMessageQueueByHash); default: round robin per topic")
     ap.add_argument("--store-timestamp", type=epoch_ms, metavar="TIME",
                     help="store time (epoch ms or ISO-8601) for rows without store_timestamp and born_timestamp "
                          "(default: the newest modification time of the input files)")
+    ap.add_argument("--allow-empty-body", action="store_true", default=None,
+                    help="write messages whose body is empty (refused by default, also allowed by "
+                         "ROCKETLAKE_ALLOW_EMPTY_BODY=1: RocketMQ's producers refuse them and a proxy serving them fails)")
     ap.add_argument("--json-summary", help="also write the one-line summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and the summary still print)")
     ap.add_argument("--allow-nonempty", action="store_true",
@@ -56,6 +66,8 @@ def main(argv=None) -> int:
         ap.error(f"--input given {len(args.input)} times ({', '.join(args.input)}): give one file or directory "
                  "(a directory ingests every file in it)")
     args.input = args.input[0] if args.input else None
+    if args.update_topics and not args.topics:
+        ap.error("--update-topics needs --topics (the new queue counts)")
     if args.from_store:
         if args.input:
             ap.error("--input and --from-store exclude each other")
@@ -75,6 +87,9 @@ def main(argv=None) -> int:
     if args.local == "always" or (args.local == "auto" and small_local_input(args)):
         from ..runtime.localrun import LocalSession
         session = LocalSession()
+    else:
+        from ..ingest.identity import prefetch
+        prefetch(args.input, args.format)           # the input's identity is hashed while Spark starts
     return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
                        session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
                        reach={"--store": args.store, "--input": args.input}, sql=False)
@@ -104,6 +119,8 @@ def ingest_frame(spark, cfg, args) -> int:
     if args.partitions:
         df = df.coalesce(args.partitions)          # fewer tasks; coalesce keeps the rows' order
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
-                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet)
+                               queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
+                               update_topics=bool(getattr(args, "update_topics", False)),
+                               allow_empty_body=args.allow_empty_body)
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)

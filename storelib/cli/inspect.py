@@ -6,6 +6,8 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
                  the manifest: one row per live file (offsets, valid bytes, counts, time range, batch);
                  a consume queue's max_offset is the next offset (exclusive), as in stats
   checkpoints    one row per committed batch (ingest / import / expire)
+  topics         the topic config the store recorded with its batches (queue numbers per topic; a
+                 later ingest without --topics uses it, a --topics that disagrees is refused)
   history        Delta history of the manifest and checkpoints tables
   stats          messages/bytes/offsets/times per topic and queue (what is still readable; times in
                  ISO-8601 UTC, epoch ms with --json), each topic's retention rule and the bytes it holds
@@ -48,7 +50,8 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)      # `inspect.py ... | head` ends quietly
     ap = argparse.ArgumentParser(prog=_cli.prog("inspect.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
+    ap.add_argument("--store", help="store root: a local path or s3://, gs://, hdfs:// URI (before or after the "
+                                     "command)")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to look at (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to look at")
     ap.add_argument("--json", action="store_true", help="JSON lines instead of a table")
@@ -59,6 +62,7 @@ def main(argv=None) -> int:
     sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
     sp.add_argument("--topic")
     sub.add_parser("checkpoints")
+    sub.add_parser("topics")
     sub.add_parser("history")
     sub.add_parser("stats")
     vp = sub.add_parser("verify")
@@ -67,19 +71,25 @@ def main(argv=None) -> int:
     vp.add_argument("--no-spark", action="store_true", help=argparse.SUPPRESS)      # the default; kept for scripts
     rp = sub.add_parser("register")
     rp.add_argument("--database", required=True, help="catalog database to create the tables in")
-    # options after the command are accepted too: `segments --json`
-    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "history", "stats")):
+    # options after the command are accepted too: `segments --json`, `stats --store S`
+    for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "topics", "history", "stats")):
+        p.add_argument("--store", dest="store_sub", help=argparse.SUPPRESS)
+        p.add_argument("--config", dest="config_sub", help=argparse.SUPPRESS)
         p.add_argument("--json", action="store_true", dest="json_sub")
         p.add_argument("--as-of-batch", dest="as_of_batch_sub")
         p.add_argument("--version", type=int, dest="version_sub")
     args = ap.parse_args(argv)
+    args.store = args.store_sub or args.store
+    args.config = args.config_sub or args.config
+    if not args.store:
+        ap.error("the following arguments are required: --store")
     args.json = args.json or args.json_sub
     args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
     args.version = args.version_sub if args.version_sub is not None else args.version
     from . import common as cli
     try:
         args.store_config = cli.store_config(args)      # not a store: one line, exit 2
-        if args.command in ("segments", "checkpoints", "history") and \
+        if args.command in ("segments", "checkpoints", "topics", "history") and \
                 not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
                                 "reads it; `stats` and `verify` work on a broker's directory too")
@@ -101,6 +111,8 @@ def main(argv=None) -> int:
         elif args.command == "checkpoints":
             cols = inspection.CHECKPOINT_COLUMNS
             _emit(inspection.checkpoint_rows(snap), None if args.json else cols, args.json, "no committed batch")
+        elif args.command == "topics":
+            _emit(inspection.topic_rows(snap), inspection.TOPIC_COLUMNS, args.json, "no topic config recorded")
         elif args.command == "history":
             _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
         elif args.command == "stats":
@@ -181,14 +193,55 @@ def cmd_verify(store, args) -> int:
     return int(ExitCode.OK if rep.ok else ExitCode.FAILED)        # verify: problems found = 1
 
 
+def _no_persistent_catalog() -> int:
+    print("error: register needs a persistent catalog: Spark's in-memory catalog forgets the tables when this "
+          "process ends; pass --conf spark.sql.catalogImplementation=hive (with a Hive metastore: hive-site.xml or "
+          "--conf spark.hadoop.hive.metastore.uris=thrift://HOST:9083), or call "
+          "storelib.table.delta_spark.register_tables(spark, STORE, DATABASE) in your own Spark session",
+          file=sys.stderr)
+    return int(ExitCode.BAD_INPUT)
+
+
+def _catalog_without_spark() -> str | None:
+    """spark.sql.catalogImplementation as the session about to start will have it, read from the
+    command's --conf, PYSPARK_SUBMIT_ARGS and spark-defaults.conf (None under spark-submit: its JVM
+    has the answer). Spark's own default is "in-memory"."""
+    import shlex
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    key = "spark.sql.catalogImplementation"
+    found = None
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (os.path.join(os.environ["SPARK_HOME"], "conf")
+                                                    if os.environ.get("SPARK_HOME") else None)
+    defaults = os.path.join(conf_dir, "spark-defaults.conf") if conf_dir else None
+    if defaults and os.path.exists(defaults):
+        with open(defaults, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.strip().replace("=", " ", 1).split(None, 1)
+                if len(parts) == 2 and parts[0] == key:
+                    found = parts[1].strip()
+    given = json.loads(os.environ.get("ROCKETLAKE_SPARK_CONFS") or "[]")
+    words = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    given += [b for a, b in zip(words, words[1:]) if a == "--conf"]
+    for c in given:
+        k, _, v = c.partition("=")
+        if k.strip() == key:
+            found = v.strip()
+    return found or "in-memory"
+
+
 def cmd_register(store, args) -> int:
     from . import common as cli
     from ..table import delta_spark
     if store.local and not store.exists("_rocketlake/checkpoints/_delta_log"):
         print(f"error: {store.uri} has no rocketlake checkpoints table (nothing committed)", file=sys.stderr)
         return int(ExitCode.FAILED)
+    if _catalog_without_spark() == "in-memory":
+        return _no_persistent_catalog()
     spark = cli.spark_session("register")
     try:
+        if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
+            return _no_persistent_catalog()         # before any catalog call: no ./spark-warehouse/
         names = delta_spark.register_tables(spark, store.uri, args.database)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

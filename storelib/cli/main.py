@@ -9,6 +9,7 @@
     rocketlake repair  --store STORE [--apply]                   rebuild queues, index, checkpoint
     rocketlake mirror  --from BROKER_DIR --store STORE [--every S]  back up a running broker
     rocketlake demo    [--store demo-store]                      ingest the bundled sample and look at it
+    rocketlake ui      --store STORE [--port 8040]               a web page over the store (read only)
 
 Spark is found as the installed pyspark and started in this process only by what needs it (a
 large ingest, the compat batch of ``query --queries``, ``--spark`` checks): its Python workers run
@@ -28,13 +29,14 @@ __all__ = ["COMMANDS", "main", "split_spark_args"]
 COMMANDS = {
     "ingest": ("storelib.cli.ingest", "write one batch of messages (or import a broker's directory)"),
     "query": ("storelib.cli.query", "look messages up: key, id, unique-key, offset, time, range, keys"),
-    "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, history"),
+    "inspect": ("storelib.cli.inspect", "what the store holds: stats, segments, checkpoints, topics, history"),
     "verify": ("storelib.cli.verify", "check every file against the manifest and RocketMQ's rules"),
     "expire": ("storelib.cli.expire", "retention: expired commitlog segments, per-topic queue files"),
     "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),
     "mirror": ("storelib.cli.mirror", "copy a running broker's new records into the store, once or every N seconds"),
     "repair": ("storelib.cli.repair", "rebuild consume queues, index files and the checkpoint from the CommitLog"),
     "demo": ("storelib.cli.demo", "ingest the bundled 2,000-message sample and look at it"),
+    "ui": ("storelib.ui.command", "a local, read-only web page over one store (batches, topics, messages)"),
 }
 
 
@@ -64,7 +66,8 @@ def split_spark_args(argv: list) -> tuple[str | None, list, list]:
 
 
 def _usage() -> str:
-    lines = ["usage: rocketlake COMMAND [--master URL] [--conf KEY=VALUE ...] [options]", "", "commands:"]
+    lines = ["usage: rocketlake COMMAND [--master URL] [--conf KEY=VALUE ...] [options]",
+             "       rocketlake --version", "", "commands:"]
     lines += [f"  {name:8s} {what}" for name, (_mod, what) in COMMANDS.items()]
     lines += ["", "rocketlake COMMAND --help says more. Without --master, Spark (when needed) runs local[*]."]
     return "\n".join(lines)
@@ -72,10 +75,20 @@ def _usage() -> str:
 
 def main(argv: list | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        print(_usage(), file=sys.stderr)            # a command is required, as argparse would say
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("--version", "-V", "version"):
+        import storelib
+        print(f"rocketlake {storelib.__version__}")
+        return 0
     master, confs, rest = split_spark_args(argv)
+    if not rest:
+        print(f"rocketlake: error: a command is required\n\n{_usage()}", file=sys.stderr)
+        return 2
     cmd, args = rest[0], rest[1:]
     if cmd not in COMMANDS:
         print(f"rocketlake: error: unknown command {cmd!r}\n\n{_usage()}", file=sys.stderr)
@@ -88,6 +101,8 @@ def main(argv: list | None = None) -> int:
         args = ["--local", "auto"] + args
     import importlib
     from . import common
+    from ..runtime import interrupts
+    interrupts.reset()          # a command run earlier in this process (tests call main()) left nothing
     common.on_signals()
     try:
         return int(importlib.import_module(COMMANDS[cmd][0]).main(args) or 0)

@@ -37,9 +37,23 @@ def check_ingest(args):
     cfg = cli.store_config(args, writing=True, infer=False)
     if args.topics:
         from ..ingest.topics import Topics
-        Topics.load(args.topics, cfg.defaultTopicQueueNums)
-    if args.format in ("jsonl", "parquet", "delta") and "://" not in args.input and not os.path.exists(args.input):
+        given = Topics.load(args.topics, cfg.defaultTopicQueueNums)
+        if os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+            # a --topics the store's queue counts disagree with: exit 2 before any JVM starts
+            from ..io import storage
+            from ..table import manifest
+            given.agree(manifest.load_snapshot(storage.Store(args.store)).last_detail("topics"),
+                        bool(getattr(args, "update_topics", False)))
+    if args.format in (None, "jsonl", "parquet", "delta") and "://" not in args.input \
+            and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
+    from ..ingest.inputs import check_format, detect_format
+    if args.format is None:
+        args.format, why = detect_format(args.input)
+        from ..runtime.progress import Progress
+        Progress(args.quiet).say(f"input format: {args.format} ({why}; --format to choose)")
+    else:
+        check_format(args.input, args.format)
     if args.partitions < 0:
         raise InputError([f"--partitions {args.partitions}: must be >= 0"])
     return cfg, batch_seq(args.store)

@@ -1,14 +1,15 @@
-"""The query job behind ``jobs/query.py``: RocketMQ-compatible batch answers and human lookups.
+"""rocketlake query: look messages up in a store, one by one or many at once (RocketMQ-compatible answers).
 
 Modes:
 
-* compat batch (Spark): ``--store S --queries Q.jsonl --output A.jsonl`` answers every golden
-  query line (``StoreReader.answer``) in one Spark job (query lines spread over tasks, each task
-  opens a ``StoreReader`` over the same snapshot) and writes answers.jsonl byte-for-byte in the
-  golden format, ordered by qid.
+* many lookups at once (Spark): ``--store S --queries Q.jsonl --output A.jsonl`` answers a file
+  of queries, one JSON object per line ({"qid": ..., "type": "queryMessage", "topic": ..., ...}:
+  RocketMQ's MessageStore calls by name, docs/FORMAT.md "queries.jsonl"), as RocketMQ's own store
+  answers them, in one Spark job; answers are JSON lines ordered by qid.
 * single lookups (no Spark, also fine under spark-submit): ``key``, ``id``, ``unique-key``,
   ``offset``, ``time``.
-* distributed (Spark): ``range`` (``rangescan.scan_range``) and ``keys`` (``keylookup``).
+* scans (Spark for large stores): ``range`` (every message stored in a time range, optionally of
+  one topic) and ``keys`` (a Parquet file of topic/key pairs looked up at once).
 
 Exact by default; ``--rocketmq-compat`` answers what a broker would. Exit status (the table every
 job shares): 0 = done (found or nothing found; "nothing
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 from . import common as _cli  # noqa: E402
 
-__all__ = ["Output", "build_parser", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
+__all__ = ["Output", "build_parser", "parse_after", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 
 I64_MAX = 2**63 - 1
 
@@ -151,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=_cli.prog("query.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ap, False)
-    ap.add_argument("--queries", help="golden queries.jsonl to answer (compat batch mode, Spark)")
+    ap.add_argument("--queries", help="a JSON lines file of queries to answer as RocketMQ's store does (with --output; Spark)")
 
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     p = sub.add_parser("key", help="messages by key (UNIQ_KEY or a KEYS token)")
@@ -206,7 +207,8 @@ def _open(args):
     return open_store(args.store, args.as_of_batch, _config(args))
 
 
-def _parse_after(text: str | None) -> tuple[int, int] | None:
+def parse_after(text: str | None) -> tuple[int, int] | None:
+    """A key / unique-key page's ``--after STORE_TIMESTAMP:COMMITLOG_OFFSET`` (None: the first page)."""
     if not text:
         return None
     try:
@@ -229,8 +231,10 @@ def single(args) -> int:
         try:
             from ..format.records import decode_msg_id
             decode_msg_id(args.msg_id)
-        except ValueError as e:
-            raise BadInput(f"malformed message id {args.msg_id!r}: {e}")
+        except ValueError:
+            raise BadInput(f"malformed message id {args.msg_id!r}: a message id is 32 hex characters (an IPv4 "
+                           f"store host, port and commitlog offset; 56 for an IPv6 host), as "
+                           f"`rocketlake query key` prints it in msg_id") from None
         if args.rocketmq_compat:
             _, _, m = r.view_message_by_id(args.msg_id)
         else:
@@ -293,11 +297,11 @@ def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
             res["messages"] = [m for m in res["messages"] if message_keys(m)[0] == args.key]
         msgs = res["messages"]
     elif args.cmd == "key":
-        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, _parse_after(args.after))
+        page = r.find_by_key(args.topic, args.key, args.begin, args.end, args.limit, parse_after(args.after))
         msgs, cursor = page.messages, page.next_after
     else:
         msgs = r.find_by_unique_key(args.topic, args.key)
-        after = _parse_after(args.after)
+        after = parse_after(args.after)
         if after:
             msgs = [m for m in msgs if (m["store_timestamp"], m["commitlog_offset"]) > after]
         if args.limit is not None and len(msgs) > args.limit:

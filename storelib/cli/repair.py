@@ -8,9 +8,15 @@ default) writes nothing; --apply replaces only the files that differ, atomically
 fsynced, renamed, directory fsynced); on a rocketlake store as one batch (operation repair). A
 broker directory whose lock file a running broker holds is refused. Runs in this process on
 --threads threads by default, --spark as Spark tasks.
+On a rocketlake store only the files of the committed snapshot are derived (never one an expiry
+removed), from a CommitLog that verifies against its manifest rows; a broker's directory is derived
+from its records up to the first damaged one (a "commitlog" line says where), and a size its files
+cannot tell (no queue or index file left) must come from --config.
 Exit status: 0 nothing differs (dry run) or repaired (apply), 1 a dry run found files to repair (or
-an unexpected error), 2 bad arguments or a store that cannot be repaired as asked, 3 a running
-broker or another writer holds the store.
+an unexpected error), 2 bad arguments or a store that cannot be repaired as asked (a broker's
+directory whose sizes need --config), 3 a running broker or another writer holds the store, or a
+rocketlake store's CommitLog does not verify against its manifest (file and offset named; nothing
+changed).
 """
 import argparse
 import json
@@ -53,7 +59,7 @@ def main(argv=None) -> int:
         if args.spark:
             spark = cli.spark_session("repair")
         s = repair_op.repair(args.store, cfg, apply=args.apply, spark=spark, threads=args.threads,
-                             batch_id=args.batch_id, quiet=args.quiet)
+                             batch_id=args.batch_id, quiet=args.quiet, sizes_given=bool(args.config))
     except (RepairError, ConcurrentWriteError, ConfigError, StoreError, OSError) as e:
         code = exit_code(e)
         print(f"error: {e}", file=sys.stderr)

@@ -12,24 +12,17 @@ import csv
 import datetime as dt
 import json
 
+from ..format.times import TIME_FORMS, time_ms
+
 __all__ = ["epoch_ms", "iso", "write_csv"]
 
 
 def epoch_ms(text: str) -> int:
     """argparse type: epoch milliseconds from an integer or an ISO-8601 date/time (UTC if no offset)."""
-    s = str(text).strip()
     try:
-        return int(s)
+        return time_ms(text)
     except ValueError:
-        pass
-    try:
-        t = dt.datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-06-01T08:00:00Z)") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.timezone.utc)
-    return int(t.timestamp() * 1000)
+        raise argparse.ArgumentTypeError(f"{text!r} is neither {TIME_FORMS.replace(' or ', ' nor ', 1)}") from None
 
 
 def iso(ms) -> str:
@@ -46,7 +39,7 @@ def write_csv(fh, rows) -> int:
     n = 0
     for row in rows:
         if writer is None:
-            writer = csv.writer(fh)
+            writer = csv.writer(fh, lineterminator="\n")      # LF, as every other line we print
             writer.writerow(list(row))
         writer.writerow([json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else
                          ("" if v is None else v) for v in row.values()])

@@ -339,7 +339,9 @@ def _record_sizes(body_len, topic_len, stored_prop_len, born_v6, store_v6, confi
              + topic_len + cl.SIZE_PROPERTIESLENGTH + stored_prop_len).astype(np.int64)
     limit = config.maxMessageSize + MESSAGE_SIZE_SLACK if config.maxMessageSize <= 2**31 - 1 - MESSAGE_SIZE_SLACK \
         else 2**31 - 1
-    problems.flag_rows(sizes > limit, "body", lambda r: f"record of {sizes[r]} bytes exceeds {limit}")
+    # a body over maxMessageSize is reported as such (_part_lengths), not again as its record
+    problems.flag_rows((sizes > limit) & (body_len <= config.maxMessageSize), "body",
+                       lambda r: f"record of {sizes[r]} bytes exceeds {limit}")
     problems.flag_rows(~cl.fits(0, sizes, config.mappedFileSizeCommitLog), "body",
                        lambda r: f"record of {sizes[r]} bytes cannot fit a commitlog file of "
                                  f"{config.mappedFileSizeCommitLog} bytes (needs size + {cl.MIN_BLANK})")
@@ -388,7 +390,8 @@ def dispatch_of_records(table: pa.Table, config: StoreConfig) -> tuple:
     """What the store's dispatch derives from records read back (``decode_records``' columns
     topic, sys_flag, store_timestamp, properties_string), by the same pass the encoder uses:
     (CQ eligibility, tagsCode, message index of every index entry in dispatch order, its key
-    hash). A DELAY that is not an int keeps the TAGS rule (the broker's parse would fail)."""
+    hash, whether the put waited for its flush). A DELAY that is not an int keeps the TAGS rule
+    (the broker's parse would fail)."""
     n = table.num_rows
     topic = as_large_string(_col(table, "topic"))
     props = as_large_string(_col(table, "properties_string").fill_null(""))
@@ -403,9 +406,9 @@ def dispatch_of_records(table: pa.Table, config: StoreConfig) -> tuple:
     topics = _Topics(part=topic, is_v2=np.zeros(n, bool), length=np.zeros(n, np.int64), dictionary=tenc.dictionary,
                      index=numeric_values(tenc.indices) if n else np.zeros(0, np.int64))
     sys_flag = numeric_values(_col(table, "sys_flag")).astype(np.int32)
-    _, cq_eligible, tags_code, key_msg, key_hash, _ = _dispatch_fields(c, topics, sys_flag, config,
-                                                                    _Problems(lambda i: f"record {i}"))
-    return cq_eligible, tags_code.astype(np.int64), key_msg, key_hash
+    _, cq_eligible, tags_code, key_msg, key_hash, waits = _dispatch_fields(c, topics, sys_flag, config,
+                                                                        _Problems(lambda i: f"record {i}"))
+    return cq_eligible, tags_code.astype(np.int64), key_msg, key_hash, waits
 
 
 def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, config: StoreConfig,

@@ -12,7 +12,8 @@ newest 5.x line (5.5, ``rocketmqVersion=5.5``) has a sixth (``LAYOUT_SIZE_5_5`` 
                                                          consume queue; 0 in the other lines
 
 Names defined here: ``FILE_NAME``, ``FILE_SIZE``, the ``POS_*`` offsets, ``LAYOUT_SIZE``,
-``LAYOUT_SIZE_5_5``, ``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``).
+``LAYOUT_SIZE_5_5``, ``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``), and the rule of
+``physicMsgTimestamp`` (``physic_msg_timestamp``), which ingest and repair both follow.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from dataclasses import dataclass, asdict
 
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
            "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
-           "LAYOUT_SIZE_5_5", "Checkpoint"]
+           "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp"]
 
 FILE_NAME = "checkpoint"
 FILE_SIZE = 4096
@@ -63,3 +64,12 @@ class Checkpoint:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def physic_msg_timestamp(store_ts, waits, previous: int | None = 0):
+    """physicMsgTimestamp after the puts ``store_ts`` (arrays in put order): only a put that waits
+    for its flush (``WAIT`` absent or true, ``Message.isWaitStoreMsgOK``) hands its store time to
+    the group commit that sets it, so it is the store time of the last put that waited, else
+    ``previous`` (what it was before these puts)."""
+    waited = waits.nonzero()[0]
+    return int(store_ts[waited[-1]]) if len(waited) else previous

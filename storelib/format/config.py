@@ -182,8 +182,13 @@ def load_config(path: str | None = None, overrides: dict | None = None) -> Store
     """Defaults, then the properties file, then explicit overrides (all by RocketMQ key name)."""
     values: dict = {}
     if path:
-        with open(path, encoding="utf-8") as fh:
-            values.update(parse_java_properties(fh.read()))
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as e:     # a bad --config is a bad argument (exit 2)
+            raise ConfigError(f"{path}: cannot read it as a .properties file "
+                              f"({getattr(e, 'strerror', None) or e})") from None
+        values.update(parse_java_properties(text))
     if overrides:
         values.update({k: str(v) for k, v in overrides.items()})
     base = StoreConfig()

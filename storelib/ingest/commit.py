@@ -31,6 +31,8 @@ import os
 import shutil
 import time
 
+import numpy as np
+
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
 from ..io import checksum, fragments, patches, storage
@@ -38,6 +40,7 @@ from . import sequencer
 from ..format.config import StoreConfig
 from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
+from ..runtime import interrupts
 
 __all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
@@ -70,6 +73,7 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
         store.sync_tree(staging)
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
+    interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch_id} as seq {seq}")
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)
@@ -118,8 +122,9 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
     prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
                               snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
-    waited = [s.last_wait_store_ts for s in summaries if s.last_wait_store_ts is not None]
-    physic = waited[-1] if waited else prev_ck.physic_msg_timestamp
+    waited = np.array([s.last_wait_store_ts or 0 for s in summaries], np.int64)     # each split's, in order
+    physic = ckpt.physic_msg_timestamp(waited, np.array([s.last_wait_store_ts is not None for s in summaries]),
+                                       prev_ck.physic_msg_timestamp)
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp

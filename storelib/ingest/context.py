@@ -11,12 +11,23 @@ broadcast once, so the tasks never parse the configuration or the topics again.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 
 from ..format.config import StoreConfig
 from .topics import Topics
 
-__all__ = ["EncodeContext", "WriteContext"]
+__all__ = ["ALLOW_EMPTY_BODY_ENV", "EncodeContext", "WriteContext", "empty_bodies_allowed"]
+
+ALLOW_EMPTY_BODY_ENV = "ROCKETLAKE_ALLOW_EMPTY_BODY"
+
+
+def empty_bodies_allowed(given: bool | None = None) -> bool:
+    """``allow_empty_body`` as given, else the environment's ``ROCKETLAKE_ALLOW_EMPTY_BODY=1`` (a
+    deployment whose inputs are a broker's stored messages, which may hold empty bodies)."""
+    if given is not None:
+        return bool(given)
+    return os.environ.get(ALLOW_EMPTY_BODY_ENV, "") in ("1", "true")
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class EncodeContext:
     splits: tuple = ()                  # the input splits (``Split.to_dict``); none for a DataFrame
     queue_by: str | None = None         # the sharding-key column, if any (storelib.ingest.topics)
     default_store_ts: int | None = None
+    # write rows whose body is empty (RocketMQ's producers refuse them); default: the environment's
+    allow_empty_body: bool = field(default_factory=empty_bodies_allowed)
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ an earlier snapshot take from their own manifest rows). A reader trusts only wha
 manifest rows say: ``valid_bytes`` of a segment / consume queue file, the header of an index file.
 Batch ids are idempotency keys: a committed id with the same input fingerprint is a no-op
 ("already-committed", exit 0), with other input an
-error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``).
+error. The default id is derived from the input's fingerprint (``auto-<sha256 prefix>``). An
+input without a message commits nothing (status "nothing-to-commit", exit 0).
 
 Inputs: ``run_ingest`` takes files (``FileInput``: fingerprint of the files, known before the
 lease); ``storelib.ingest.frame`` a DataFrame, whose fingerprint is the digest of what its encode
@@ -74,13 +75,15 @@ from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
-from .context import EncodeContext, WriteContext
-from .encode import default_store_timestamp, encode_split, input_fingerprint
+from .context import EncodeContext, WriteContext, empty_bodies_allowed
+from .encode import default_store_timestamp, encode_split
+from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
 
-__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config"]
+__all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
+           "resolve_topics"]
 
 
 # ---------------------------------------------------------------------------- the store as found
@@ -127,12 +130,24 @@ def _safe(batch_id: str) -> str:
     return batch_id
 
 
-def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics":
+def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics | None":
+    """The topic config given (a topics.json path or ``Topics``), None if none was."""
     if isinstance(topics, topics_mod.Topics):
         return topics
-    if topics:
-        return topics_mod.Topics.load(topics, config.defaultTopicQueueNums)
-    return topics_mod.Topics.default(config.defaultTopicQueueNums)
+    return topics_mod.Topics.load(topics, config.defaultTopicQueueNums) if topics else None
+
+
+def resolve_topics(snap: manifest.Snapshot, given, config: StoreConfig, update: bool = False) -> tuple:
+    """(the batch's topic config, {topic: [recorded, given]} it changes): the store's recorded one
+    (``Topics.to_dict``), updated by ``given`` where it agrees (``Topics.agree``: TopicsError
+    naming each topic that disagrees, unless ``update``); a store that recorded none takes the
+    given one, else conf/topics.json, else the default for every topic."""
+    rec = snap.last_detail("topics")
+    if given is not None:
+        return given.agree(rec, update)
+    if rec:
+        return topics_mod.Topics.from_dict(rec, config.defaultTopicQueueNums, "recorded by the store"), {}
+    return topics_mod.Topics.default(config.defaultTopicQueueNums), {}
 
 
 # ---------------------------------------------------------------------------- run_ingest
@@ -152,23 +167,28 @@ class _Run:
     staging: str | None = None
     snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
+    earlier: object = None                  # () -> the identity earlier versions gave the input, if any
 
 
 def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
                batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
                split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
-               store_timestamp: int | None = None, progress_interval: float = 5.0) -> dict:
+               store_timestamp: int | None = None, progress_interval: float = 5.0,
+               update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
     """Ingest one batch; returns the summary dict.
 
     Raises InputError/ConfigError/IngestError, ``ConcurrentWriteError`` when another
     writer holds the store (or committed first). ``topics``: a topics.json path or ``Topics``
-    (default conf/topics.json if present); ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
+    (default: the one the store recorded, else conf/topics.json if present; ``resolve_topics``);
+    ``update_topics``: ``topics`` may change the queue counts the store recorded;
+    ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
     """
     t0 = time.time()
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
     return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, t0=t0)
+                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics,
+                        allow_empty_body=allow_empty_body)
 
 
 class FileInput:
@@ -189,6 +209,10 @@ class FileInput:
     def fingerprint_of(self, scans: list) -> str:
         return self.fingerprint
 
+    def earlier_fingerprint(self) -> str:
+        """The identity earlier versions gave this input (``identity.earlier_fingerprint``)."""
+        return earlier_fingerprint(self.input_path, self.fmt, self.splits)
+
 
 # The staging name of a batch whose id is derived from what its encode stage produced: its
 # split records are staged here; its files are staged under the real id once it is known.
@@ -197,7 +221,7 @@ PENDING_BATCH_ID = "pending-id"
 
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
                  quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
-                 t0: float | None = None) -> dict:
+                 t0: float | None = None, update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
     """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
     of the module docstring. Returns the summary dict (``run_ingest``)."""
     t0 = t0 or time.time()
@@ -209,10 +233,9 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     given = _safe(batch_id) if batch_id else None
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
-    tcfg = _load_topics(topics, config)
-    for w in tcfg.warnings():
-        prog.warn(w)
-    run = _Run(sc, store, config, prog, source.splits, tcfg, batch_id, fingerprint, t0)
+    given_topics = _load_topics(topics, config)        # TopicsError before the lease
+    run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
+               earlier=getattr(source, "earlier_fingerprint", None))
     lease = writerlease.WriterLease(store, batch_id)
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
@@ -226,13 +249,20 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             committed = True
             return done
         state = _start_attempt(run, snap)
-        prev_detail = json.loads(snap.batch["detail"] or "{}") if snap.batch else {}
+        tcfg, topic_changes = resolve_topics(snap, given_topics, config, update_topics)
+        for w in tcfg.warnings():
+            prog.warn(w)
+        run.tcfg = tcfg
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
-                            queue_by=queue_by, default_store_ts=source.default_store_ts)
+                            queue_by=queue_by, default_store_ts=source.default_store_ts,
+                            allow_empty_body=empty_bodies_allowed(allow_empty_body))
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
+        if not any(s.get("count") for s in scans):
+            drop_staging(store, run.staging)
+            return _nothing_to_commit(run, given)
         if fingerprint is None:
             encoded_in = run.staging
             done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
@@ -240,7 +270,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
                 drop_staging(store, run.staging)      # what this attempt staged under a given id
                 committed = True
                 return done
-        rr_starts, rr_after = encode_stage.round_robin_starts(scans, prev_detail.get("round_robin", {}))
+        rr_starts, rr_after = encode_stage.round_robin_starts(scans, snap.last_detail("round_robin") or {})
         summaries = encode_stage.split_summaries(scans, tcfg, rr_starts)
         prog.say(f"encode done: {sum(s.count for s in summaries)} messages, "
                  f"{sum(s.total_bytes for s in summaries)} record bytes")
@@ -250,8 +280,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         fault("after-files-staged")
         # 4. commit
         summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
-                               run.staging, t0, prog, attempt=run.attempt, detail_extra={"round_robin": rr_after},
-                               lease=lease)
+                               run.staging, t0, prog, attempt=run.attempt, lease=lease,
+                               detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
         committed = True
     except BaseException:
         _abandon(run)
@@ -264,6 +294,25 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         if not committed:
             _remove_empty_meta(store, new_dirs)
     return summary
+
+
+def _topic_detail(snap: manifest.Snapshot, tcfg: "topics_mod.Topics", changes: dict, scans: list,
+                  rr_after: dict) -> dict:
+    """What the batch records of its topics: round-robin positions after it, the topic config with
+    every topic the config placed messages of so far, and the queue counts it changed."""
+    placed = set((snap.last_detail("topics") or {}).get("placed", ()))
+    placed.update(t for s in scans for t in s.get("placed_topics", ()))
+    out = {"round_robin": rr_after, "topics": tcfg.to_dict(placed)}
+    if changes:
+        out["topic_changes"] = changes
+    return out
+
+
+def _nothing_to_commit(run: _Run, given: str | None) -> dict:
+    """An input without a message commits nothing: no batch claims files it did not write, and
+    the store (a new one too: ``_remove_empty_meta``) stays as it was."""
+    run.prog.warn("the input holds no messages: nothing to commit, the store is unchanged")
+    return dict({"batch_id": given} if given else {}, status="nothing-to-commit", messages=0)
 
 
 def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
@@ -292,18 +341,28 @@ def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | N
 
 def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
     """A rerun of a committed batch id: finish its publish if a crash left it unfinished, and
-    return the "already-committed" summary (IngestError if the input differs); else None."""
+    return the "already-committed" summary (IngestError if the input differs); else None.
+
+    A batch an earlier version committed carries the identity it gave the input
+    (``identity.earlier_fingerprint``): the same id with that identity is this input too, and
+    without a given id a batch with it is found by its fingerprint."""
     prior = [b for b in snap.batches if b["batch_id"] == run.batch_id]
+    # (batches of this version record their topic config: none -> an earlier version's)
+    older = any(b["operation"] == "ingest" and "topics" not in json.loads(b["detail"] or "{}") for b in snap.batches)
+    earlier = run.earlier() if run.earlier is not None and older else None
+    if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
+        prior = [b for b in snap.batches if b["operation"] == "ingest" and b["input_fingerprint"] == earlier]
     if not prior:
         return None
     finish_pending_publish(run.store, snap)
-    if prior[-1]["input_fingerprint"] != run.fingerprint:
+    if prior[-1]["input_fingerprint"] not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
-    run.prog.say(f"batch {run.batch_id} is already committed (seq {prior[-1]['batch_seq']}): nothing to do")
-    return {"batch_id": run.batch_id, "status": "already-committed", "batch_seq": prior[-1]["batch_seq"],
-            "messages": prior[-1]["messages"]}
+    done = prior[-1]
+    run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
+    return {"batch_id": done["batch_id"], "status": "already-committed", "batch_seq": done["batch_seq"],
+            "messages": done["messages"]}
 
 
 def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:

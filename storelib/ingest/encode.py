@@ -16,13 +16,12 @@ It returns a small summary; the driver checks them (``check_scans``: bad input s
 before any store file is written), places the round-robin rows (``round_robin_starts``) and
 turns them into the sequencer's ``SplitSummary`` (``split_summaries``).
 
-Also here: what identifies the input (``input_fingerprint``), the batch's default store time
-(``default_store_timestamp``) and ``reencode_rows``, which encodes rows again exactly as
-``encode_split`` staged them (for a stage-3 attempt that finds them already released).
+Also here: the batch's default store time (``default_store_timestamp``) and ``reencode_rows``,
+which encodes rows again exactly as ``encode_split`` staged them (for a stage-3 attempt that finds
+them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 from concurrent.futures import ThreadPoolExecutor
@@ -32,35 +31,21 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from . import inputs, sequencer, split_facts, split_staging, topics as topics_mod
+from ..format import checkpoint as ckpt
 from ..io import storage
 from ..errors import IngestError, InputError
 from ..runtime.faults import fault
 from .context import EncodeContext
-from ..compute.arrays import numeric_values
+from ..compute.arrays import binary_lengths, numeric_values, valid_mask
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 
 __all__ = [
-    "input_fingerprint", "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
+    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
 
 # ---------------------------------------------------------------------------- the input
-def input_fingerprint(path: str, fmt: str, splits: list) -> str:
-    """Identity of the input: files, sizes and modification times (content hash for small files)."""
-    h = hashlib.sha256(fmt.encode())
-    for f in sorted({s.path for s in splits}):
-        fs, p = storage.filesystem(f)
-        info = fs.get_file_info(p)
-        h.update(f"{f}\0{info.size}\0".encode())
-        if info.size is not None and info.size <= (64 << 20):
-            with fs.open_input_file(p) as fh:
-                h.update(hashlib.sha256(fh.read()).digest())
-        else:
-            h.update(str(info.mtime_ns).encode())
-    return h.hexdigest()
-
-
 def default_store_timestamp(splits: list) -> int | None:
     """The batch's store time for rows without store_timestamp and born_timestamp: the newest
     modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
@@ -111,7 +96,7 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
         table, label = inputs.read_split(split)
     except InputError as e:
         return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-    out = encode_table(ctx, split.index, table, label)
+    out = encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body")
     del table
     # The freed heap stays mapped for the worker's next split, which needs as much again: handing
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
@@ -119,16 +104,37 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     return out
 
 
-def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
+EMPTY_BODY_SHOWN = 5
+
+
+def empty_body_problems(table, label, field: str = "body") -> tuple[list, int]:
+    """The rows whose body is empty (the first few, then a count): RocketMQ's producer refuses them
+    (``Validators.checkMessage``: "the message body length is zero"), and a proxy serving such a
+    store fails every receive. ``allow_empty_body`` (``--allow-empty-body``) writes them anyway."""
+    body = table.column("body")
+    empty = (binary_lengths(body) == 0) & valid_mask(body)
+    rows = np.flatnonzero(empty)
+    out = [f"{label(int(r))}: field '{field}': empty body (RocketMQ's producers refuse a message whose body "
+           f"length is zero; --allow-empty-body writes it anyway)" for r in rows[:EMPTY_BODY_SHOWN]]
+    if len(rows) > EMPTY_BODY_SHOWN:
+        out.append(f"... field '{field}': {len(rows) - EMPTY_BODY_SHOWN} more row(s) with an empty body")
+    return out, len(rows)
+
+
+def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str = "body") -> dict:
     """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
     ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.ingest.frame).
-    ``label(i)`` names row i in error messages."""
+    ``label(i)`` names row i in error messages, ``body_field`` the input's body field."""
     cfg, tcfg = ctx.config, ctx.topics
+    empty, n_empty = ([], 0) if ctx.allow_empty_body else empty_body_problems(table, label, body_field)
     try:
         filled = topics_mod.fill(table, tcfg, ctx.queue_by, None, ctx.default_store_ts, label)
         pm = codec.prepare(filled.table, cfg, label)
     except InputError as e:
-        return {"index": index, "errors": e.problems, "error_total": e.total, "rows": table.num_rows}
+        return {"index": index, "errors": empty + e.problems, "error_total": n_empty + e.total,
+                "rows": table.num_rows}
+    if empty:
+        return {"index": index, "errors": empty, "error_total": n_empty, "rows": table.num_rows}
     codes, keys = _queue_keys(pm)
     rr = filled.rr_topic >= 0
     # Round-robin rows get their queue on the driver (it needs the counts of the splits before):
@@ -167,20 +173,20 @@ def encode_table(ctx: EncodeContext, index: int, table, label) -> dict:
                                                          rr_queue_nums))
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
-    wait_rows = np.flatnonzero(pm.waits)
     ts = pm.store_timestamp
     return {
         "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
         "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
+        "placed_topics": filled.placed,
         "rr_residues": topics_mod.residue_counts(tcfg, filled, pm.cq_eligible),
         "entries": int(entries.sum()),
         "last_entry_row": int(with_entries[-1]) if len(with_entries) else -1,
         "first_store_ts": int(ts[0]) if pm.n else None,
         "last_store_ts": int(ts[-1]) if pm.n else 0,
         "last_cq_store_ts": int(ts[cq_rows[-1]]) if len(cq_rows) else None,
-        "last_wait_store_ts": int(ts[wait_rows[-1]]) if len(wait_rows) else None,
+        "last_wait_store_ts": ckpt.physic_msg_timestamp(ts, pm.waits, None),
         "min_store_ts": int(ts.min()) if pm.n else None,
         "max_store_ts": int(ts.max()) if pm.n else None,
     }

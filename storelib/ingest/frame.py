@@ -63,13 +63,17 @@ _TIMESTAMP_UNITS = {"s": 1000, "ms": 1, "us": 1000, "ns": 1_000_000}   # -> ms: 
 
 def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, topics=None,
                      queue_by: str | None = None, store_timestamp: int | None = None, quiet: bool = False,
-                     progress_interval: float = 5.0) -> dict:
+                     progress_interval: float = 5.0, update_topics: bool = False,
+                     allow_empty_body: bool | None = None) -> dict:
     """Ingest the rows of ``df`` into ``store`` as one batch; returns the summary dict (what
     ``jobs/ingest.py --json-summary`` writes).
 
     ``config``: a ``.properties`` path, a dict of RocketMQ keys or a ``StoreConfig`` (default: the
-    store's own, recorded with its first batch; conf/store.properties for a new store). ``topics`` / ``queue_by``: as ``run_ingest``.
+    store's own, recorded with its first batch; conf/store.properties for a new store). ``topics`` /
+    ``queue_by`` / ``update_topics``: as ``run_ingest``.
     ``store_timestamp``: store time (ms) of rows without store_timestamp and born_timestamp.
+    ``allow_empty_body``: write rows with an empty body (refused by default, as RocketMQ's producers do;
+    None: ``ROCKETLAKE_ALLOW_EMPTY_BODY=1`` allows them).
     Raises what ``run_ingest`` raises; InputError for a missing column or an unusable column type
     (before the store is touched).
     """
@@ -78,7 +82,8 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     cfg = store_config(config, store)
     source = FrameInput(df, store_timestamp)
     return ingest_batch(df.sparkSession, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval)
+                        queue_by=queue_by, progress_interval=progress_interval, update_topics=update_topics,
+                        allow_empty_body=allow_empty_body)
 
 
 def store_config(config, store: str | None = None) -> StoreConfig:

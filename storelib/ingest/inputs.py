@@ -36,7 +36,7 @@ from ..codec.properties import (PAIR_NAME_EMPTY, PAIR_NAME_SOH, PAIR_NAME_STX, P
                                  second_or_empty)
 from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
-__all__ = ["FORMATS", "JSONL_SCHEMA", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
+__all__ = ["FORMATS", "JSONL_SCHEMA", "detect_format", "check_format", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
            "read_split", "resolve_line_labels", "jsonl_to_table", "canonical_to_parquet_input", "read_all",
            "split_from_dict"]
 
@@ -86,14 +86,69 @@ def list_input_files(path: str, fmt: str) -> list[str]:
         raise InputError([f"{path}: input not found"])
     if info.type == storage.FileType.File:
         return [path]
-    suffixes = {"jsonl": (".jsonl", ".json", ".jsonl.gz", ".json.gz"), "parquet": (".parquet",)}[fmt]
-    sel = storage.FileSelector(root, recursive=True)
-    files = sorted(f.path for f in fs.get_file_info(sel)
-                   if f.type == storage.FileType.File and f.path.endswith(suffixes)
-                   and not os.path.basename(f.path).startswith(("_", ".")))
+    if fs.get_file_info(storage.join(root, DELTA_LOG)).type == storage.FileType.Directory:
+        raise InputError([f"{path}: a Delta table: its current version is --format delta (or leave --format out); "
+                          f"as {fmt} its log and its removed files would be read too"])
+    files = _data_files(fs, root, SUFFIXES[fmt])
     if not files:
         raise InputError([f"{path}: no {fmt} files found"])
     return [storage.rejoin(path, root, f) for f in files]
+
+
+SUFFIXES = {"jsonl": (".jsonl", ".json", ".jsonl.gz", ".json.gz"), "parquet": (".parquet",)}
+DELTA_LOG = "_delta_log"
+PARQUET_MAGIC = b"PAR1"
+
+
+def _data_files(fs, root: str, suffixes: tuple) -> list:
+    """Files under ``root`` ending in ``suffixes``, sorted; none in or under a directory whose name
+    starts with "_" or "." (Spark's and Delta's metadata: ``_delta_log/``, ``_SUCCESS``, ``.crc``)."""
+    sel = storage.FileSelector(root, recursive=True)
+    out = []
+    for f in fs.get_file_info(sel):
+        rel = os.path.relpath(f.path, root) if f.path.startswith(root) else f.path
+        if f.type == storage.FileType.File and f.path.endswith(suffixes) \
+                and not any(part.startswith(("_", ".")) for part in rel.replace("\\", "/").split("/")):
+            out.append(f.path)
+    return sorted(out)
+
+
+def detect_format(path: str) -> tuple[str, str]:
+    """(format, why) of an input given without --format: a directory holding ``_delta_log/`` is a
+    Delta table; a file starting with Parquet's magic, or a directory of ``.parquet`` files, is
+    Parquet; anything else is JSON lines (``.jsonl`` / ``.json``, ``.gz`` too)."""
+    fs, root = storage.filesystem(path)
+    info = fs.get_file_info(root)
+    if info.type == storage.FileType.NotFound:
+        raise InputError([f"--input {path}: no such file or directory"])
+    if info.type == storage.FileType.Directory:
+        if fs.get_file_info(storage.join(root, DELTA_LOG)).type == storage.FileType.Directory:
+            return "delta", f"a directory with {DELTA_LOG}/"
+        parquet, jsonl = _data_files(fs, root, SUFFIXES["parquet"]), _data_files(fs, root, SUFFIXES["jsonl"])
+        if parquet and jsonl:
+            raise InputError([f"--input {path}: holds both .parquet and JSON lines files: give --format "
+                              f"(or one directory per format)"])
+        if parquet:
+            return "parquet", "a directory of .parquet files"
+        return "jsonl", "a directory of .jsonl/.json files"
+    with fs.open_input_file(root) as fh:
+        head = fh.read(4)
+    if head == PARQUET_MAGIC:
+        return "parquet", "the file starts with Parquet's magic bytes"
+    suffix = next((s for s in SUFFIXES["jsonl"] if path.endswith(s)), None)
+    return "jsonl", f"a {suffix} file" if suffix else "not a Parquet file"
+
+
+def check_format(path: str, fmt: str) -> None:
+    """An explicit --format jsonl for a Parquet file is refused before its bytes are read as lines."""
+    if fmt != "jsonl":
+        return
+    fs, root = storage.filesystem(path)
+    if fs.get_file_info(root).type == storage.FileType.File:
+        with fs.open_input_file(root) as fh:
+            if fh.read(4) == PARQUET_MAGIC:
+                raise InputError([f"--input {path}: a Parquet file, not JSON lines: --format parquet "
+                                  f"(or leave --format out)"])
 
 
 def plan_splits(path: str, fmt: str, target_splits: int = 0, split_bytes: int = 128 << 20) -> list[Split]:
@@ -354,6 +409,29 @@ def _text_bodies(decoded: pa.Array, raw: pa.Table, label, problems: list) -> pa.
     return decoded
 
 
+def _times_from_text(src: pa.Array, name: str, label, problems: list) -> pa.Array:
+    """A time column given as text (Parquet, Delta, a DataFrame): ISO-8601 with a zone, cast in one
+    pass; only if that fails, value by value (``format.times``: epoch ms, a date, no zone = UTC),
+    each bad value a problem."""
+    try:
+        return pc.cast(src, pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    from ..format.times import TIME_FORMS, time_ms
+    out, bad = [], []
+    for r, v in enumerate(src.to_pylist()):
+        try:
+            out.append(None if v is None else time_ms(v))
+        except ValueError:
+            out.append(None)
+            bad.append(r)
+    for r in bad[:10]:
+        problems.append(f"{label(r)}: field '{name}': expected {TIME_FORMS}, got {src[r].as_py()!r}")
+    if len(bad) > 10:
+        problems.append(f"... field '{name}': {len(bad) - 10} more row(s) with the same problem")
+    return pa.array(out, pa.int64())
+
+
 def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
     n = raw.num_rows
@@ -379,6 +457,10 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
             continue
         src = raw.column(name)
         src = single_array(src)
+        if name in ("store_timestamp", "born_timestamp") and \
+                (pa.types.is_string(src.type) or pa.types.is_large_string(src.type)):
+            cols[name] = _times_from_text(src, name, label, problems)
+            continue
         try:
             if pa.types.is_integer(field.type) and pa.types.is_integer(src.type) and field.type == pa.int32():
                 v = numeric_values(src)
@@ -419,10 +501,11 @@ def read_split(split: Split) -> tuple[pa.Table, "callable"]:
                                    parse_options=pajson.ParseOptions(explicit_schema=JSONL_SCHEMA,
                                                                      unexpected_field_behavior="ignore",
                                                                      newlines_in_values=False))
-        except pa.ArrowInvalid as e:
-            m = re.search(r"\s*in row (\d+)$", str(e))
-            where = label(int(m.group(1))) if m else f"{base_name} (lines from byte {begin})"
-            raise InputError([f"{where}: invalid JSON: {str(e)[:m.start()] if m else e}"]) from None
+        except pa.ArrowInvalid:
+            # A row the vectorized reader cannot convert (or an ISO-8601 time, properties as an
+            # object): the split's lines one by one, every bad row named (ingest.jsonrows).
+            from .jsonrows import read_rows
+            raw = read_rows(data, JSONL_SCHEMA, label)
         try:
             return to_canonical(raw, label, "body_b64"), label
         except InputError as e:

@@ -1,7 +1,7 @@
 """An order-independent digest of a batch's encoded records: the identity of a DataFrame's batch.
 
-A file input is identified by its files before anything is read (storelib.ingest.encode
-``input_fingerprint``). A DataFrame has no such identity: the same rows may come from another plan,
+A file input is identified by its files' contents before anything is encoded
+(storelib.ingest.identity). A DataFrame has no such identity: the same rows may come from another plan,
 in other partitions, in another order (a shuffle without a sort). What identifies the batch is the
 messages it encodes to, so its fingerprint is a digest of the **multiset** of its encoded records
 (with placeholder placement: they are the same whatever the store already holds): each record

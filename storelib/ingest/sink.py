@@ -33,9 +33,11 @@ DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given,
 same rows again is a no-op.
 
 Options: ``config`` (a ``.properties`` path; default conf/store.properties), ``topics`` (a
-topics.json path), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
+topics.json path; default: the queue counts the store recorded), ``updateTopics`` (``true``:
+``topics`` may change them, as ``--update-topics``), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
 of rows without store_timestamp and born_timestamp; without it such rows are an error),
-``batchId`` (batch writes), ``leaseWaitSeconds``. The rows: ``ingest_dataframe``'s columns.
+``batchId`` (batch writes), ``leaseWaitSeconds``, ``allowEmptyBody`` (``true``: write rows whose body
+is empty, which RocketMQ's producers refuse; refused by default). The rows: ``ingest_dataframe``'s columns.
 Only append: ``mode("overwrite")`` / ``outputMode("complete")`` are refused.
 """
 from __future__ import annotations
@@ -284,7 +286,10 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     while True:
         try:
             summary = ingest_batch(LocalSession(), store_uri, source, cfg, batch_id=batch_id, quiet=True,
-                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None)
+                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None,
+                                   update_topics=str(opts.get("updatetopics", "")).lower() == "true",
+                                   allow_empty_body=None if "allowemptybody" not in opts
+                                   else str(opts["allowemptybody"]).lower() == "true")
             break
         except ConcurrentWriteError as e:
             if time.time() >= deadline:
@@ -301,7 +306,8 @@ def register(spark) -> None:
 
 
 def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str | None = None,
-                            store_timestamp: int | None = None, checkpoint: str | None = None):
+                            store_timestamp: int | None = None, checkpoint: str | None = None,
+                            allow_empty_body: bool | None = None):
     """A ``foreachBatch`` function: each micro-batch through ``ingest_dataframe`` (on Spark) as
     batch ``stream-<query id>-<micro-batch id>``; a replayed micro-batch is "already committed"
     when it encodes to the same records (else IngestError: the input of a replay changed). The
@@ -314,6 +320,6 @@ def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str 
             raise ValueError("rocketlake_batch_writer: not in a streaming query (no query id); give checkpoint=")
         return frame.ingest_dataframe(df, store, config=config, batch_id=stream_batch_id(qid, epoch_id),
                                       topics=topics, queue_by=queue_by, store_timestamp=store_timestamp,
-                                      quiet=True)
+                                      quiet=True, allow_empty_body=allow_empty_body)
     return write
 

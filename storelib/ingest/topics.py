@@ -82,8 +82,17 @@ class Topics:
             return cls({}, default_queue_nums, None)
         try:
             with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
+                text = fh.read()
         except (OSError, ValueError) as e:
+            raise TopicsError(f"{path}: cannot read topics config ({e})") from None
+        return cls.parse(text, path, default_queue_nums)
+
+    @classmethod
+    def parse(cls, text, path: str, default_queue_nums: int = 4) -> "Topics":
+        """A topics.json's text (``path`` names it in errors)."""
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
             raise TopicsError(f"{path}: cannot read topics config ({e})") from None
         tct = doc.get("topicConfigTable") if isinstance(doc, dict) else None
         if not isinstance(tct, dict):
@@ -123,13 +132,43 @@ class Topics:
                 f"queues {t.read_queue_nums}..{t.write_queue_nums - 1} get messages no consumer reads"
                 for t in self.table.values() if t.read_queue_nums < t.write_queue_nums]
 
-    def to_dict(self) -> dict:
-        return {"default": self.default_queue_nums,
-                "write": {k: v.write_queue_nums for k, v in sorted(self.table.items())}}
+    def to_dict(self, placed=()) -> dict:
+        """What a batch records of the topic config it used (its checkpoint row's
+        ``detail.topics``): each topic's [read, write, perm] queue numbers and ``placed``, the
+        topics whose messages got their queue from it (round robin or ``--queue-by``) in this
+        batch or an earlier one; those of them not listed get the default they were placed with,
+        as a broker persists the topics it auto-creates."""
+        table = dict(self.table)
+        for name in placed:
+            table.setdefault(name, TopicConfig(name, self.default_queue_nums, self.default_queue_nums))
+        return {"default": self.default_queue_nums, "placed": sorted(set(placed)),
+                "topics": {k: [t.read_queue_nums, t.write_queue_nums, t.perm] for k, t in sorted(table.items())}}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Topics":
-        return cls({k: TopicConfig(k, w, w) for k, w in d["write"].items()}, d["default"])
+    def from_dict(cls, d: dict, default_queue_nums: int | None = None, source: str | None = None) -> "Topics":
+        table = {k: TopicConfig(k, r, w, perm) for k, (r, w, perm) in d["topics"].items()}
+        return cls(table, d["default"] if default_queue_nums is None else default_queue_nums, source)
+
+    def agree(self, recorded: dict | None, update: bool = False) -> tuple["Topics", dict]:
+        """This (given) topic config over the one a store recorded (``to_dict``): (the recorded
+        topics updated by these, {topic: [recorded, given] writeQueueNums} changed). A topic whose
+        messages were placed by its recorded writeQueueNums and that is given another is a
+        TopicsError naming every such topic, unless ``update`` (mqadmin updateTopic: the batch
+        records the change). Topics without placed messages take the given numbers."""
+        if not recorded:
+            return self, {}
+        old = Topics.from_dict(recorded)
+        placed = set(recorded.get("placed", ()))
+        changes = {k: [old.table[k].write_queue_nums, t.write_queue_nums] for k, t in sorted(self.table.items())
+                   if k in placed and k in old.table and old.table[k].write_queue_nums != t.write_queue_nums}
+        if changes and not update:
+            where = f" ({self.source})" if self.source else ""
+            raise TopicsError(f"--topics{where} disagrees with the queue counts this store's messages were placed "
+                              "by: " + ", ".join(f"topic {k!r} writeQueueNums store={a} given={b}"
+                                                 for k, (a, b) in changes.items())
+                              + "; give --update-topics (ingest_dataframe: update_topics=True; the sink: option "
+                                "updateTopics) to change them, recorded with the batch")
+        return Topics({**old.table, **self.table}, self.default_queue_nums, self.source), changes
 
 
 @dataclass
@@ -139,6 +178,7 @@ class Filled:
     rr_topic: np.ndarray            # int32 per row: index into rr_topics, -1 if not round robin
     rr_rank: np.ndarray             # int64 per row: rank among the split's round-robin rows of its topic
     rr_total: dict                  # topic -> round-robin rows in the split
+    placed: list = field(default_factory=list)   # topics with rows whose queue the topic config chose
 
 
 def _col(table: pa.Table, name: str):
@@ -176,6 +216,7 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
     rr_rank = np.zeros(n, np.int64)
     rr_topics: list = []
     rr_total: dict = {}
+    placed: list = []
     if missing_ts.any():
         born = _col(table, "born_timestamp")
         filled = pc.coalesce(tcol, born)
@@ -197,6 +238,7 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
         nq = np.asarray([topics.write_queue_nums(t) for t in names], np.int64)[tidx]
         q = numeric_values(qcol.fill_null(0)).astype(np.int64)
         rows = np.flatnonzero(missing_q)
+        placed = [names[i] for i in np.unique(tidx[rows])]
         if queue_by:
             vals = _sharding_values(table, queue_by)
             none = ~valid_mask(vals) & missing_q
@@ -229,7 +271,7 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
                 q[rows] = 0
         cols["queue_id"] = pa.array(q.astype(np.int32), pa.int32())
     out = pa.table(cols, schema=table.schema)
-    return Filled(out, rr_topics, rr_topic, rr_rank, rr_total)
+    return Filled(out, rr_topics, rr_topic, rr_rank, rr_total, placed)
 
 
 def rr_queue_counts(topics: Topics, rr_topics: list, rr_elig_by_residue: list, start: dict) -> dict:

@@ -15,6 +15,7 @@ first copied (sparse where the source is sparse) into ``--store``.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 
@@ -184,6 +185,7 @@ def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: 
                          f"{shown}{more}")
     say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
     rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
+    _record_broker_topics(src, ck_row, config)
     if config.durable:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
@@ -201,6 +203,21 @@ def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: 
             "consumequeue_files": counts.get("consumequeue", 0), "index_files": counts.get("index", 0),
             "min_phy_offset": ck_row["min_phy_offset"], "max_phy_offset": ck_row["max_phy_offset"],
             "seconds": round(time.time() - t0, 3)}
+
+
+def _record_broker_topics(src: storage.Store, ck_row: dict, config: StoreConfig) -> None:
+    """The broker's own topic config (``config/topics.json`` under its storePathRootDir), recorded
+    with the import as an ingest records its --topics: later batches place messages as that
+    broker does (storelib.ingest.driver ``resolve_topics``); its topics with queues in the store
+    count as placed. A topics.json that cannot be read is a TopicsError (nothing imported)."""
+    from ..ingest.topics import Topics
+    if not src.exists(paths.BROKER_TOPICS):
+        return
+    tcfg = Topics.parse(src.read(paths.BROKER_TOPICS), src.uri_of(paths.BROKER_TOPICS), config.defaultTopicQueueNums)
+    have = {q["topic"] for q in ck_row["queue_offsets"] or []}
+    detail = json.loads(ck_row["detail"] or "{}")
+    detail["topics"] = tcfg.to_dict(sorted(have & set(tcfg.table)))
+    ck_row["detail"] = manifest.dumps(detail)
 
 
 def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):

@@ -32,7 +32,7 @@ from ..io import fragments, headpages, storage
 from ..runtime.progress import Progress
 from . import topic_retention
 
-__all__ = ["HOUR_MS", "plan_expiry", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
@@ -97,6 +97,18 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     return left
 
 
+def finish_pending(store: storage.Store, snap: manifest.Snapshot, say, config=None) -> manifest.Snapshot:
+    """A writer holding the lease first finishes what a crash cut short: the publish of a committed
+    batch, then the deletes of a committed expiry; returns the snapshot to go on from."""
+    if commit_stage.finish_pending_publish(store, snap, config):
+        say("finished the publish of a committed batch a crash had interrupted")
+        snap = manifest.load_snapshot(store)
+    left = finish_pending_deletes(store, snap)
+    if left:
+        say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
+    return snap
+
+
 def delete_objects(store: storage.Store, paths: set) -> list:
     """Object stores: delete every object that ever held bytes of the files ``paths`` (the
     extents of all their manifest rows, superseded index heads included); those still there."""
@@ -148,12 +160,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:
-        if commit_stage.finish_pending_publish(store, snap, None):
-            say("finished the publish of a committed batch a crash had interrupted")
-            snap = manifest.load_snapshot(store)
-        left = finish_pending_deletes(store, snap)
-        if left:
-            say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
+        snap = finish_pending(store, snap, say)
     if rules:
         from ..table.snapshots import snapshot_config
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,

@@ -20,7 +20,7 @@ from ..table.snapshots import resolve_snapshot, snapshot_config
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
-           "CHECKPOINT_COLUMNS", "checkpoint_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
+           "CHECKPOINT_COLUMNS", "checkpoint_rows", "TOPIC_COLUMNS", "topic_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
            "to_json_lines", "allocated_bytes", "stats", "disk_cost", "read_unit"]
 
 
@@ -64,6 +64,31 @@ def checkpoint_rows(snap: manifest.Snapshot) -> list:
         r["queues"] = len(b["queue_offsets"] or [])
         out.append(r)
     return out
+
+
+TOPIC_COLUMNS = ("topic", "read_queue_nums", "write_queue_nums", "perm", "placed", "set_by_batch")
+
+
+def topic_rows(snap: manifest.Snapshot) -> list:
+    """The topic config the store recorded (what a batch without --topics uses): per topic its
+    queue numbers, whether messages were placed by them (round robin / --queue-by: a --topics
+    that disagrees is refused) and the batch that set its writeQueueNums (its first, or the last
+    batch that changed it); the default for unlisted topics as ``*``."""
+    rec = snap.last_detail("topics")
+    if not rec:
+        return []
+    set_by, last = {}, {}
+    for b in snap.batches:
+        for name, value in ((json.loads(b["detail"] or "{}").get("topics") or {}).get("topics") or {}).items():
+            if last.get(name) != value[1]:
+                set_by[name], last[name] = b["batch_id"], value[1]
+    placed = set(rec.get("placed", ()))
+    rows = [{"topic": name, "read_queue_nums": r, "write_queue_nums": w, "perm": perm,
+             "placed": "yes" if name in placed else "no", "set_by_batch": set_by.get(name)}
+            for name, (r, w, perm) in sorted(rec["topics"].items())]
+    rows.append({"topic": "*", "read_queue_nums": rec["default"], "write_queue_nums": rec["default"],
+                 "perm": None, "placed": None, "set_by_batch": None})
+    return rows
 
 
 HISTORY_COLUMNS = ("table", "version", "timestamp", "operation", "rocketlake_operation", "batch_id")
@@ -170,14 +195,26 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
     if snap is not None and snap.batch is not None:
-        # the store times still readable (an expiry removes the oldest; the batch row keeps all written)
-        firsts = [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
-        lasts = [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
+        # The store times still stored (an expiry removes the oldest; the batch row keeps all
+        # written): the range of the live segments' records, whatever order batches came in (a
+        # queue's first and last message need not be its oldest and newest).
+        lo, hi = _live_store_times(snap, topics)
         total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
-                     total_messages_written=snap.batch["total_messages"],
-                     min_store_ts=min(firsts) if firsts else None, max_store_ts=max(lasts) if lasts else None)
+                     total_messages_written=snap.batch["total_messages"], min_store_ts=lo, max_store_ts=hi)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
+
+
+def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
+    """(min, max) store time of the live commitlog segments' records (their manifest rows); the
+    queues' first/last readable messages for segments whose rows lack them."""
+    segs = snap.of_kind("commitlog")
+    lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
+    highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
+    if len(lows) < len(segs) or len(highs) < len(segs):
+        lows += [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
+        highs += [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
+    return (min(lows) if lows else None), (max(highs) if highs else None)
 
 
 def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dict, now_ms: int) -> None:

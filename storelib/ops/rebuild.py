@@ -7,8 +7,9 @@
   and the topics and properties gathered in one pass, nothing else decoded) and what the dispatch
   derives from each (``codec.messages.dispatch_of_records``:
   consume-queue eligibility, tagsCode with the delay rule, every index key's hash in dispatch
-  order). The walk stops where a broker's recovery stops: a BLANK, a zero size, an unknown magic
-  or a record whose parts do not fit inside it.
+  order). The walk stops where a broker's recovery stops: a BLANK, a zero size, an unknown magic,
+  a record whose parts do not fit inside it or whose body's crc32 is not its BODYCRC
+  (``checkCRCOnRecover``, on by default).
 * ``Dispatch``: the segments' results joined in commitlog order (topics by name across segments).
 * ``expected_queues``: per (topic, queue id, file) the units, placed by queue offset
   (``consumequeue``'s layout); the units below a queue's first derivable offset (their records
@@ -17,8 +18,9 @@
   filled by the compiled ``putKey`` replay; a file holds ``maxIndexNum - 1`` entries, a new file
   inherits the previous one's end values, and the message dispatched after a file filled up
   creates one more (possibly empty) file.
-* ``expected_checkpoint``: store time of the last record, of the last record with a queue unit,
-  the end time of the last index file that was rolled over.
+* ``expected_checkpoint``: store time of the last put that waited for its flush (ingest's rule,
+  ``format.checkpoint.physic_msg_timestamp``), of the last record with a queue unit, the end time
+  of the last index file that was rolled over.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import messages as codec
-from ..compute import kernels
+from ..compute import crc32, kernels
 from ..compute.arrays import binary_from_numpy
 from ..format import checkpoint as ckpt, consumequeue, indexfile
 from ..format.config import StoreConfig
@@ -38,19 +40,46 @@ from ..ingest.indexfile import IndexFileBuilder
 from ..io import storage
 from ..verify.access import FileData
 
-__all__ = ["dispatch_segment", "dispatch_range", "Dispatch", "join_dispatch", "ExpectedQueueFile", "expected_queues",
-           "expected_index", "expected_checkpoint"]
+__all__ = ["file_data", "dispatch_segment", "dispatch_range", "Dispatch", "join_dispatch", "ExpectedQueueFile",
+           "expected_queues", "expected_index", "expected_checkpoint"]
 
 
 RANGE_RECORDS = 1 << 18          # records of a segment dispatched as one piece (pieces run on threads)
 
 
-def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig, threads: int = 1) -> list:
+def file_data(store: storage.Store, rel: str) -> FileData:
+    """``FileData`` of a store file as readers see it: a file a committed batch still publishes
+    (``Store.map_patched``: its in-place patch not yet applied) is read through its mapping."""
+    if rel in getattr(store, "assembled", {}):
+        return FileData(_Mapped(store), rel)
+    return FileData(store, rel)
+
+
+class _Mapped:
+    """The store seen through its mappings only (no memory map of the file on disk)."""
+    os_paths = False
+
+    def __init__(self, store: storage.Store):
+        self._store = store
+
+    def size(self, rel: str):
+        return self._store.size(rel)
+
+    def path(self, rel: str) -> str:
+        return self._store.path(rel)
+
+    def read(self, rel: str, offset: int = 0, length: int | None = None) -> bytes:
+        return self._store.read(rel, offset, length)
+
+
+def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig, threads: int = 1,
+                     valid: int | None = None) -> list:
     """The records of one commitlog segment and what the dispatch derives from each: pieces of
     at most ``RANGE_RECORDS`` records in commitlog order (on ``threads`` threads), each a dict of
-    arrays (``topics``: the piece's distinct topic names, ``topic`` indexes them)."""
-    fd = FileData(store, rel)
-    end = min(fd.size or 0, cfg.mappedFileSizeCommitLog)
+    arrays (``topics``: the piece's distinct topic names, ``topic`` indexes them). ``valid``: the
+    segment's committed bytes (a manifest row's): nothing past them is read."""
+    fd = file_data(store, rel)
+    end = min(fd.size or 0, cfg.mappedFileSizeCommitLog, cfg.mappedFileSizeCommitLog if valid is None else valid)
     fd.populate(0, end)
     starts, stop, reason = codec.record_starts(fd.buf, 0, end)
     ranges = [(a, min(len(starts), a + RANGE_RECORDS)) for a in range(0, len(starts), RANGE_RECORDS)] or [(0, 0)]
@@ -76,7 +105,12 @@ def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig
 def dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
     """The dispatch facts of the records at ``starts`` in ``buf`` (``cut``: the first damaged one)."""
     f = kernels.record_fields(buf, starts)
-    bad = np.flatnonzero(f[kernels.F_OK] == 0)
+    ok = f[kernels.F_OK] != 0
+    if ok.any():               # a body whose crc32 is not its BODYCRC ends the data (checkCRCOnRecover)
+        lo = np.where(ok, f[kernels.F_BODY_POS], 0)
+        crc = crc32.crc32_slices(buf, lo, lo + np.where(ok, f[kernels.F_BODY_LEN], 0)).astype(np.int64) & 0x7FFFFFFF
+        ok &= crc == (f[kernels.F_BODYCRC].astype(np.int64) & 0x7FFFFFFF)
+    bad = np.flatnonzero(~ok)
     cut = int(bad[0]) if len(bad) else None
     if cut is not None:
         f = f[:, :cut]
@@ -85,13 +119,14 @@ def dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dic
     table = pa.table({"topic": _text(tv, to), "properties_string": _text(pv, po),
                       "store_timestamp": pa.array(f[kernels.F_STORETS], pa.int64()),
                       "sys_flag": pa.array(f[kernels.F_SYSFLAG].astype(np.int32), pa.int32())})
-    cq, tags, key_msg, key_hash = codec.dispatch_of_records(table, cfg)
-    tenc = pc.dictionary_encode(table["topic"]).combine_chunks()
+    cq, tags, key_msg, key_hash, waits = codec.dispatch_of_records(table, cfg)
+    tenc = pc.dictionary_encode(table["topic"].combine_chunks())    # (a chunked one fails without records)
     return {"cut": cut, "n": table.num_rows,
             "phys": f[kernels.F_PHYS].copy(), "size": f[kernels.F_SIZE].astype(np.int32),
             "topics": tenc.dictionary.to_pylist(), "topic": tenc.indices.to_numpy(zero_copy_only=False),
             "queue_id": f[kernels.F_QUEUEID].astype(np.int32), "queue_offset": f[kernels.F_QUEUEOFFSET].copy(),
-            "cq": np.asarray(cq, bool), "tags": tags, "store_ts": f[kernels.F_STORETS].copy(),
+            "cq": np.asarray(cq, bool), "waits": np.asarray(waits, bool), "tags": tags,
+            "store_ts": f[kernels.F_STORETS].copy(),
             "key_msg": np.asarray(key_msg, np.int64), "key_hash": np.asarray(key_hash, np.int32)}
 
 
@@ -115,6 +150,7 @@ class Dispatch:
     queue_id: np.ndarray
     queue_offset: np.ndarray
     cq: np.ndarray
+    waits: np.ndarray            # the put waited for its flush (sets the checkpoint's physicMsgTimestamp)
     tags: np.ndarray
     store_ts: np.ndarray
     key_msg: np.ndarray          # message (row) of every index entry, in dispatch order
@@ -125,18 +161,18 @@ class Dispatch:
 def join_dispatch(parts: list) -> Dispatch:
     """The pieces of the segments' ``dispatch_segment`` results (in commitlog order) as one ``Dispatch``."""
     topics: dict = {}
-    cols = {k: [] for k in ("topic", "phys", "size", "queue_id", "queue_offset", "cq", "tags", "store_ts",
+    cols = {k: [] for k in ("topic", "phys", "size", "queue_id", "queue_offset", "cq", "waits", "tags", "store_ts",
                             "key_msg", "key_hash")}
     row0 = 0
     for p in parts:
         remap = np.array([topics.setdefault(t, len(topics)) for t in p["topics"]], np.int64)
         cols["topic"].append(remap[p["topic"]] if len(remap) else np.zeros(0, np.int64))
-        for k in ("phys", "size", "queue_id", "queue_offset", "cq", "tags", "store_ts", "key_hash"):
+        for k in ("phys", "size", "queue_id", "queue_offset", "cq", "waits", "tags", "store_ts", "key_hash"):
             cols[k].append(p[k])
         cols["key_msg"].append(p["key_msg"] + row0)
         row0 += p["n"]
     dtypes = {"topic": np.int64, "phys": np.int64, "size": np.int32, "queue_id": np.int32,
-              "queue_offset": np.int64, "cq": bool, "tags": np.int64, "store_ts": np.int64, "key_msg": np.int64,
+              "queue_offset": np.int64, "cq": bool, "waits": bool, "tags": np.int64, "store_ts": np.int64, "key_msg": np.int64,
               "key_hash": np.int32}
     arrays = {k: (np.concatenate(v).astype(dtypes[k], copy=False) if v else np.zeros(0, dtypes[k]))
               for k, v in cols.items()}
@@ -219,10 +255,12 @@ def expected_index(d: Dispatch, cfg: StoreConfig) -> list:
 
 
 def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkpoint | None = None) -> ckpt.Checkpoint:
-    """The checkpoint after the dispatch of every record; the HA fields (master flushed offset,
-    confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0, and so
-    is indexMsgTimestamp when the index files are not derivable (``index_files`` None)."""
-    physic = int(d.store_ts[-1]) if len(d.store_ts) else 0
+    """The checkpoint after the dispatch of every record: physicMsgTimestamp by ingest's rule
+    (``checkpoint.physic_msg_timestamp``: the last put that waited; without one, the value
+    ``keep`` holds, whose put may have gone with expired segments); the HA fields (master flushed
+    offset, confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0,
+    and so is indexMsgTimestamp when the index files are not derivable (``index_files`` None)."""
+    physic = ckpt.physic_msg_timestamp(d.store_ts, d.waits, keep.physic_msg_timestamp if keep is not None else 0)
     cq = np.flatnonzero(d.cq)
     logics = int(d.store_ts[cq[-1]]) if len(cq) else 0
     index_ts = 0

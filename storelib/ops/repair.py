@@ -14,37 +14,63 @@ and each is compared with the file on disk:
 * index files are compared by position (a broker names them by the wall clock); a missing one is
   named after its neighbours so that name order stays creation order.
 
-``apply`` replaces only the files that differ (and removes extra index files): each is written
-beside its final path, fsynced, renamed over it, and its directory fsynced; the others keep their
-inode and mtime. A broker directory whose ``lock`` a running broker holds (RocketMQ holds an
-exclusive ``fcntl`` lock on ``<storePathRootDir>/lock``) is refused, and the lock is held for the
-whole run so that no broker starts meanwhile. On a rocketlake store the replacements are one batch
-(operation ``repair``) under the writer lease: a manifest row per replaced file with its new facts
-and a checkpoint row copying the previous one, so snapshots and ``verify`` see the repaired files.
+On a rocketlake store repair derives only what the committed snapshot holds: the segments of
+its manifest rows up to their valid bytes (read where readers read them: a committed batch whose
+publish is unfinished through its staged files), and only files that have a row (a queue or index
+file an expiry removed, per topic or store-wide, is never written again, though its records may
+still be in the commitlog). The commitlog must verify against its rows first (valid bytes,
+checksums): a damaged one is refused (``RepairRefused``, naming the file and offset) and nothing
+changes. A broker's directory has no rows: the dispatch stops at the first damaged record, as a
+broker's recovery does, and the summary says where (``commitlog``).
+
+``apply`` replaces only the files that differ (and, in a broker's directory, removes extra index
+files); the others keep their inode and mtime. Every file repair writes is created exclusively
+(``O_CREAT|O_EXCL|O_NOFOLLOW``: a file or link already at that name stops the run) in a directory
+of its own, never beside the store's files, fsynced, then renamed over its path.
+
+* A rocketlake store: under the writer lease, a pending publish (and a committed expiry's pending
+  deletes) is finished first; the new versions are staged under
+  ``_rocketlake/staging/<batch>/<attempt>/``, the lease checked, the batch committed (operation
+  ``repair``: a manifest row per replaced file, a checkpoint row whose checkpoint-file timestamps
+  are the new file's), and only then published (the ingest's ``publish``: a crash after the
+  commit is finished by the next writer). No committed byte changes before the commit, so a
+  repair that stalls past its lease changes nothing. Nothing to replace: no batch.
+* A broker's directory: a running broker's lock on ``<storePathRootDir>/lock`` (RocketMQ holds an
+  exclusive ``fcntl`` lock on it) is refused, and the lock is held for the whole run so that no
+  broker starts meanwhile; each file is written under ``_rocketlake/tmp/repair-*`` (where neither a
+  broker nor verify looks; a killed run's leftovers are removed by the next one), renamed over its
+  path, its directory fsynced. Sizes the files cannot tell (no queue file, no index file left)
+  must come from a ``--config`` (``sizes_given``), never from RocketMQ's defaults in silence.
 """
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import shutil
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import BrokerRunning, RepairError
+from ..errors import BrokerRunning, RepairError, RepairRefused
 from ..format import checkpoint as ckpt, commitlog, consumequeue, indexfile, paths
 from ..format.config import StoreConfig
+from ..ingest import commit as commit_stage
 from ..io import checksum, storage
+from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import manifest, snapcache, writerlease
-from ..verify.access import FileData
+from ..table import manifest, snapcache, storefiles, writerlease
+from ..verify import commitlog as verify_commitlog
 from . import rebuild
+from .expire import finish_pending
 
-__all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair"]
+__all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair", "write_exclusive"]
 
 LOCK_FILE = "lock"
-_TMP_SUFFIX = ".repair-tmp"
+_LEGACY_TMP_SUFFIX = ".repair-tmp"          # where an earlier repair wrote beside the file (removed on apply)
+_TMP_PREFIX = "repair-"                     # _rocketlake/tmp/repair-<token>/: a broker directory's temporary files
 
 
 def hold_broker_lock(store: storage.Store):
@@ -66,22 +92,26 @@ def hold_broker_lock(store: storage.Store):
 
 
 def _segments(store: storage.Store, snap) -> list:
-    """(rel, base) of the commitlog segments, in offset order."""
+    """(rel read, base, valid bytes, manifest row) of the commitlog segments, in offset order: a
+    rocketlake store's rows (read where readers read them, up to their valid bytes), else the
+    segments on disk (valid and row None)."""
     if snap is not None and snap.batch is not None:
-        return [(r["path"], int(r["base_offset"])) for r in
-                sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])]
+        staged = storefiles.staging_batches(store)
+        return [(storefiles.reading_path(store, r, staged), int(r["base_offset"]), int(r["valid_bytes"]), r)
+                for r in sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])]
     out = []
     for rel in store.list_files(commitlog.DIR, recursive=False):
         name = rel.rsplit("/", 1)[-1]
         if len(name) == 20 and name.isdigit():
-            out.append((rel, int(name)))
+            out.append((rel, int(name), None, None))
     return sorted(out, key=lambda s: s[1])
 
 
 def _dispatch(store: storage.Store, segs: list, cfg: StoreConfig, spark, threads: int | None) -> rebuild.Dispatch:
     """Every segment's ``rebuild.dispatch_segment``: Spark tasks of a run of segments each (at most
     four per core of the cluster, in commitlog order), or threads here."""
-    if spark is not None:
+    segs = [s[:3] for s in segs]
+    if spark is not None and not store.assembled:     # (a file read through a mapping: read here)
         uri, text = store.uri, cfg.to_json()
         sc = spark.sparkContext
         n = max(1, min(len(segs), 4 * sc.defaultParallelism))
@@ -91,17 +121,51 @@ def _dispatch(store: storage.Store, segs: list, cfg: StoreConfig, spark, threads
             from storelib.io.storage import Store
             from storelib.format.config import StoreConfig as Cfg
             st, c = Store(uri), Cfg.from_json(text)
-            return [p for rel, base in run for p in rebuild.dispatch_segment(st, rel, base, c)]
+            return [p for rel, base, valid in run for p in rebuild.dispatch_segment(st, rel, base, c, valid=valid)]
         parts = [p for r in sc.parallelize(runs, n).map(task).collect() for p in r]
     else:
         n = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
         if len(segs) >= n:                         # many segments: one thread each
             with ThreadPoolExecutor(max_workers=n) as pool:
-                parts = [p for ps in pool.map(lambda s: rebuild.dispatch_segment(store, s[0], s[1], cfg), segs)
-                         for p in ps]
+                parts = [p for ps in pool.map(lambda s: rebuild.dispatch_segment(store, s[0], s[1], cfg, valid=s[2]),
+                                              segs) for p in ps]
         else:                                      # few (big) segments: each one's pieces on the threads
-            parts = [p for s in segs for p in rebuild.dispatch_segment(store, s[0], s[1], cfg, n)]
+            parts = [p for s in segs for p in rebuild.dispatch_segment(store, s[0], s[1], cfg, n, valid=s[2])]
     return rebuild.join_dispatch(parts)
+
+
+def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
+    """(path, offset, what) of the first commitlog segment that does not hold its manifest row's
+    version (missing, shorter than its valid bytes, a damaged record, other bytes than its
+    checksum's), None when every one does."""
+    ends = {rel: (stop, reason) for rel, _, _, stop, reason in d.segments}
+    for rel, base, valid, row in segs:
+        if row is None:
+            continue
+        name = row["path"]
+        fd = rebuild.file_data(store, rel)
+        if not fd.exists or fd.size < valid:
+            return name, fd.size or 0, (f"{fd.size} bytes, the manifest says {valid} valid bytes" if fd.exists
+                                        else f"missing: the manifest says {valid} valid bytes")
+        stop, reason = ends.get(rel, (valid, 0))
+        if reason in (2, 3) and stop < valid:
+            return name, stop, ("a damaged record (its fields do not fit it, or its body is not its BODYCRC's)" if reason == 3 else
+                                f"a zero size or an unknown magic: the records end here, before the {valid} valid bytes")
+        sha, digests = fd.checksum(valid)
+        if sha == row["checksum"]:
+            continue
+        buf = fd.buf[:valid]
+        starts, _, _ = rebuild.codec.record_starts(buf, 0, valid)
+        found: list = []
+        verify_commitlog.check_records(buf, starts, base, name, True, found)
+        if found:
+            return name, found[0].offset, found[0].what
+        known = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+        i = next((k for k, g in enumerate(digests) if k >= len(known) or known[k] != g), 0)
+        return name, i * checksum.BLOCK_SIZE, (f"bytes [{i * checksum.BLOCK_SIZE}, "
+                                               f"{min(valid, (i + 1) * checksum.BLOCK_SIZE)}) differ from the "
+                                               f"manifest's checksum (batch {row['batch_id']})")
+    return None
 
 
 # ---------------------------------------------------------------------------- comparing
@@ -111,7 +175,7 @@ def _first_diff(have: np.ndarray, want: np.ndarray) -> int | None:
     return int(d[0]) if len(d) else None
 
 
-def _judge(fd: FileData, want: np.ndarray, file_size: int, name_at) -> tuple:
+def _judge(fd, want: np.ndarray, file_size: int, name_at) -> tuple:
     """(state, detail) of a file against its expected valid bytes ``want`` (zeros after, up to
     ``file_size``); ``name_at(offset, have, want)`` names what lies at a differing byte."""
     if not fd.exists:
@@ -186,12 +250,40 @@ def _name_checkpoint(d: int, have: np.ndarray, want: np.ndarray) -> str:
 
 
 # ---------------------------------------------------------------------------- the plan
-def _queue_findings(store: storage.Store, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
+class _View:
+    """The store as repair compares it: a rocketlake store's files where readers read them (a
+    committed batch's files whose publish is unfinished: their staged copies), and which files the
+    committed snapshot holds (``listed``; None: a broker's directory, every derivable file)."""
+
+    def __init__(self, store: storage.Store, snap):
+        self.store = store
+        self.snap = snap
+        self.listed = None
+        self._where: dict = {}
+        if snap is not None:
+            staged = storefiles.staging_batches(store)
+            self.listed = set(snap.files)
+            self._where = {rel: storefiles.reading_path(store, r, staged) for rel, r in snap.files.items()}
+
+    def file(self, rel: str):
+        return rebuild.file_data(self.store, self._where.get(rel, rel))
+
+    def holds(self, rel: str) -> bool:
+        return self.listed is None or rel in self.listed
+
+
+_UNLISTED = "derivable from the commitlog, but not in the committed snapshot (an expiry removed it): not written"
+
+
+def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     out = []
     expected = rebuild.expected_queues(d, cfg)
     for rel in sorted(expected):
+        if not view.holds(rel):
+            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            continue
         e = expected[rel]
-        fd = FileData(store, rel)
+        fd = view.file(rel)
         want = e.units.copy()
         note = ""
         if e.known_from:
@@ -204,7 +296,10 @@ def _queue_findings(store: storage.Store, cfg: StoreConfig, d: rebuild.Dispatch)
             note += f"; {e.holes} unit(s) inside the queue have no record"
         out.append({"kind": "consumequeue", "path": rel, "state": state, "detail": detail + note,
                     "data": want, "valid": len(want), "count": e.n_units, "file_size": cfg.cq_file_size})
-    on_disk = [r for r in store.list_files(consumequeue.DIR) if not r.endswith(_TMP_SUFFIX)]
+    if view.listed is None:
+        on_disk = [r for r in view.store.list_files(consumequeue.DIR) if not r.endswith(_LEGACY_TMP_SUFFIX)]
+    else:
+        on_disk = [r["path"] for r in view.snap.of_kind("consumequeue")]
     for rel in sorted(set(on_disk) - set(expected)):
         out.append({"kind": "consumequeue", "path": rel, "state": "underived",
                     "detail": "no record of the commitlog lands in this file: left as it is"})
@@ -226,7 +321,7 @@ def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
     the middle does not shift every later one."""
     if snap is not None and snap.batch is not None:
         return _positional(sorted(r["path"] for r in snap.of_kind("index")), files)
-    have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_TMP_SUFFIX))
+    have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX))
     heads = [_header_of(store, r) for r in have]
     names, j = [], 0
     for i, b in enumerate(files):
@@ -260,16 +355,19 @@ def _positional(names: list, files: list, extra: list | None = None) -> tuple[li
     return out, extra
 
 
-def _index_findings(store: storage.Store, cfg: StoreConfig, snap, d: rebuild.Dispatch, files: list) -> list:
+def _index_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch, files: list) -> list:
     out = []
     if d.segments and d.segments[0][1] > 0:
         return [{"kind": "index", "path": indexfile.DIR, "state": "underived",
                  "detail": f"the commitlog starts at {d.segments[0][1]}, not 0: index files left as they are"}]
-    names, extra = _index_names(store, snap, files)
+    names, extra = _index_names(view.store, view.snap, files)
     namer = _index_namer(cfg)
     for rel, b in zip(names, files):
+        if not view.holds(rel):
+            out.append({"kind": "index", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            continue
         want = np.frombuffer(b"".join(bytes(c) for c in b.chunks()), np.uint8)
-        state, detail = _judge(FileData(store, rel), want, cfg.index_file_size, namer)
+        state, detail = _judge(view.file(rel), want, cfg.index_file_size, namer)
         out.append({"kind": "index", "path": rel, "state": state, "detail": detail, "data": want,
                     "valid": len(want), "count": b.header.index_count - 1, "file_size": cfg.index_file_size,
                     "header": b.header.to_dict()})
@@ -279,10 +377,22 @@ def _index_findings(store: storage.Store, cfg: StoreConfig, snap, d: rebuild.Dis
     return out
 
 
-def _checkpoint_finding(store: storage.Store, d: rebuild.Dispatch, files: list) -> dict:
-    fd = FileData(store, ckpt.FILE_NAME)
-    keep = ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
-    ck = rebuild.expected_checkpoint(d, files, keep)
+def _committed_checkpoint(view: _View, fd):
+    """What the checkpoint holds besides what the commitlog implies (HA offsets, timestamps whose
+    records are gone): a rocketlake store's committed row (the file may be the damaged part), a
+    broker's file."""
+    row = view.snap.files.get(ckpt.FILE_NAME) if view.snap is not None else None
+    if row is not None:
+        d = json.loads(row.get("detail") or "{}")
+        return ckpt.Checkpoint(**{k: int(d.get(k) or 0) for k in ckpt.Checkpoint.__dataclass_fields__})
+    return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
+
+
+def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
+    if not view.holds(ckpt.FILE_NAME):
+        return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
+    fd = view.file(ckpt.FILE_NAME)
+    ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
     want = np.frombuffer(ck.to_bytes(), np.uint8)
     state, detail = _judge(fd, want, ckpt.FILE_SIZE, _name_checkpoint)
     return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
@@ -291,16 +401,21 @@ def _checkpoint_finding(store: storage.Store, d: rebuild.Dispatch, files: list) 
 
 def plan_repair(store: storage.Store, cfg: StoreConfig, snap=None, spark=None, threads: int | None = None) -> dict:
     """Every derived file compared with the disk: ``findings`` (one dict per file: kind, path,
-    state, detail; the expected bytes in ``data``), the segments' walk and the record count."""
+    state, detail; the expected bytes in ``data``), the segments' walk and the record count.
+    ``RepairRefused`` when a rocketlake store's commitlog does not verify against its rows."""
     segs = _segments(store, snap)
     if not segs:
         raise RepairError(f"{store.uri} holds no commitlog segments: nothing to rebuild from")
+    view = _View(store, snap)
     d = _dispatch(store, segs, cfg, spark, threads)
+    damage = _commitlog_damage(store, segs, d)
+    if damage is not None:
+        raise RepairRefused(damage[0], damage[1], f"{damage[2]}: the commitlog does not verify against its manifest "
+                                                  "rows, so nothing can be derived from it; nothing was changed")
     files = rebuild.expected_index(d, cfg) if segs[0][1] == 0 else None
-    findings = _queue_findings(store, cfg, d) + _index_findings(store, cfg, snap, d, files or [])
-    findings.append(_checkpoint_finding(store, d, files))
-    notes = [f"{rel}: a damaged record at byte {stop}: nothing from there on was dispatched"
-             for rel, _, _, stop, reason in d.segments if reason == 3]
+    findings = _queue_findings(view, cfg, d) + _index_findings(view, cfg, d, files or [])
+    findings.append(_checkpoint_finding(view, d, files))
+    notes = [f"{rel}: a damaged record at byte {stop}: nothing from there on was dispatched" for rel, _, _, stop, reason in d.segments if reason == 3]
     notes += [f"{rel}: the data ends at byte {stop} without the BLANK record that closes a segment"
               for rel, _, _, stop, reason in d.segments[:-1] if reason == 2]
     return {"findings": findings, "records": int(len(d.phys)), "segments": len(segs), "commitlog": notes,
@@ -308,35 +423,81 @@ def plan_repair(store: storage.Store, cfg: StoreConfig, snap=None, spark=None, t
 
 
 # ---------------------------------------------------------------------------- applying
-def _replace(store: storage.Store, f: dict) -> None:
-    """The file of finding ``f`` rewritten beside its path, fsynced, renamed over it, its directory
-    fsynced (and the directories created for it)."""
-    path = store.path(f["path"])
-    folder = os.path.dirname(path)
-    made = []
-    d = folder
+def write_exclusive(path: str, data, file_size: int, durable: bool = True) -> None:
+    """Create ``path`` exclusively (``O_CREAT|O_EXCL|O_NOFOLLOW``: never an existing file, never
+    through a link planted at its name) with ``data`` and a zero (sparse) tail up to
+    ``file_size``, fsynced with ``durable``. ``RepairError`` when something is already there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except FileExistsError:
+        raise RepairError(f"{path} already exists (a file or link nobody should have put there) where repair was "
+                          "about to write: stopped; no committed file was changed") from None
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(memoryview(data))
+        fh.truncate(file_size)                     # the zero tail stays a hole, as a broker's is
+        fh.flush()
+        if durable:
+            storage.fsync_fd(fh.fileno())
+
+
+def _no_links(store: storage.Store, rel: str) -> None:
+    """``RepairError`` when a directory on the way to ``rel`` (repair's own, under ``_rocketlake/``)
+    is a link: what repair writes there would land somewhere else in the store."""
+    parts = rel.split("/")
+    for k in range(1, len(parts) + 1):
+        here = store.path("/".join(parts[:k]))
+        if os.path.islink(here):
+            raise RepairError(f"{here} is a link (nobody should have put one there) on the way to where repair "
+                              "writes: stopped; no committed file was changed")
+
+
+def _make_dirs(folder: str) -> list:
+    """Create ``folder`` (and its parents); the parents whose entries changed (to fsync)."""
+    made, d = [], folder
     while not os.path.isdir(d):
         made.append(d)
         d = os.path.dirname(d)
     os.makedirs(folder, exist_ok=True)
-    tmp = path + _TMP_SUFFIX
-    with open(tmp, "wb") as fh:
-        fh.write(memoryview(f["data"]))
-        fh.truncate(f["file_size"])                # the zero tail stays a hole, as a broker's is
-        fh.flush()
-        storage.fsync_fd(fh.fileno())
+    return [os.path.dirname(m) for m in made]
+
+
+def _clear_broker_tmp(store: storage.Store) -> None:
+    """What a killed repair of a broker's directory left: its temporary directories under
+    ``_rocketlake/tmp/``, and files an earlier repair wrote beside their target (``<file>.repair-tmp``)."""
+    tmp = store.path(paths.TMP_DIR)
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        for name in os.listdir(tmp):
+            if name.startswith(_TMP_PREFIX):
+                shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+        storage.remove_dir_if_empty(store, paths.TMP_DIR)
+        storage.remove_dir_if_empty(store, paths.META_DIR)
+    for sub in (consumequeue.DIR, indexfile.DIR, ""):
+        for rel in store.list_files(sub, recursive=bool(sub)):
+            if rel.endswith(_LEGACY_TMP_SUFFIX):
+                os.unlink(store.path(rel))
+
+
+def _replace_in_place(store: storage.Store, f: dict, tmp_dir: str, n: int) -> None:
+    """A broker directory's file of finding ``f``: written exclusively under ``tmp_dir``, fsynced,
+    renamed over its path, the directories fsynced."""
+    path = store.path(f["path"])
+    folder = os.path.dirname(path)
+    synced = _make_dirs(folder)
+    tmp = os.path.join(tmp_dir, f"{n:06d}")
+    write_exclusive(tmp, f["data"], f["file_size"])
     os.replace(tmp, path)
-    storage.sync_dirs([folder] + [os.path.dirname(m) for m in made])
+    storage.sync_dirs([folder, tmp_dir] + synced)
 
 
-def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int) -> list:
+def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int, staging: str, attempt: str) -> list:
     rows = []
     for f in changed:
-        prev = snap.files.get(f["path"])
-        if prev is None:
-            continue
+        prev = snap.files[f["path"]]
         data = f["data"][:f["valid"]]
         detail = json.loads(prev["detail"] or "{}")
+        detail.pop("patch", None)                  # (the new version is a whole staged file)
+        detail.pop("tail", None)
+        detail.pop("head", None)
         if "blocks" in detail:
             blocks = [data[i:i + checksum.BLOCK_SIZE] for i in range(0, len(data), checksum.BLOCK_SIZE)]
             detail["blocks"] = checksum.digests_to_detail(checksum.block_digests(blocks))
@@ -344,7 +505,8 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int) -> li
             detail["header"] = f["header"]
         if f["kind"] == "checkpoint":
             detail.update(f["checkpoint"])
-        row = manifest.file_row(prev["kind"], prev["path"], batch_id, seq, now, **{
+        row = manifest.file_row(prev["kind"], prev["path"], batch_id, seq, now, staged_path=_staged(staging, f),
+                                attempt_id=attempt, **{
             k: prev[k] for k in ("topic", "queue_id", "base_offset", "file_size", "min_offset", "max_offset",
                                  "min_store_ts", "max_store_ts")})
         row.update(valid_bytes=f["valid"], count=f["count"], checksum=checksum.checksum_of_bytes(data),
@@ -353,19 +515,51 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int) -> li
     return rows
 
 
-def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | None, t0: float) -> dict:
-    """The repair batch of a rocketlake store: a row per replaced file, a checkpoint row after."""
+def _staged(staging: str, f: dict) -> str:
+    return f"{staging}/files/{f['path']}"
+
+
+def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | None, t0: float, say) -> dict:
+    """The repair batch of a rocketlake store: its files staged, a row per replaced file and a
+    checkpoint row committed (the lease checked before each commit), then published."""
     now = manifest.now_ms()
     seq = snap.batch_seq + 1
     batch_id = batch_id or f"repair-{now}-{seq}"
-    rows = _manifest_rows(snap, changed, batch_id, seq, now)
-    ck = manifest.checkpoint_row_after(
-        snap.batch, batch_id=batch_id, batch_seq=seq, operation="repair", committed_at=now,
-        input_fingerprint=f"repair:{len(changed)}@{now}", messages=0, bytes=0, index_entries=0,
-        wall_time_ms=int((time.time() - t0) * 1000),
-        detail=manifest.dumps({"replaced": [f["path"] for f in changed]}))
+    if any(b["batch_id"] == batch_id for b in snap.batches):
+        raise RepairError(f"batch id {batch_id!r} is already committed in {store.uri}: give a repair a new one")
+    attempt = uuid.uuid4().hex[:12]
+    staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
     durable = json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
-    manifest.commit(store, snap.versions, rows, ck, durable=durable, lease=lease)
+    try:
+        _no_links(store, staging)
+        for f in changed:
+            path = store.path(_staged(staging, f))
+            _make_dirs(os.path.dirname(path))
+            write_exclusive(path, f["data"], f["file_size"], durable)
+        if durable:
+            store.sync_tree(staging)
+        fault("after-files-staged")
+        rows = _manifest_rows(snap, changed, batch_id, seq, now, staging, attempt)
+        ck_file = next((f["checkpoint"] for f in changed if f["kind"] == "checkpoint"), None)
+        stamps = {k: ck_file[k] for k in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp")} \
+            if ck_file else {}
+        ck = manifest.checkpoint_row_after(
+            snap.batch, batch_id=batch_id, batch_seq=seq, operation="repair", committed_at=now,
+            input_fingerprint=f"repair:{len(changed)}@{now}", messages=0, bytes=0, index_entries=0,
+            wall_time_ms=int((time.time() - t0) * 1000), attempt_id=attempt,
+            detail=manifest.dumps({"replaced": [f["path"] for f in changed]}), **stamps)
+        fault("before-delta-commit")
+        manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
+    except BaseException:
+        if not commit_stage.is_committed(store, batch_id, attempt):
+            commit_stage.undo_attempt(store, staging, batch_id, attempt)
+        raise
+    say(f"committed repair batch {batch_id} (seq {seq})")
+    fault("after-commit-before-publish")
+    commit_stage.publish(store, rows, durable=durable)
+    fault("after-publish-before-cleanup")
+    commit_stage.drop_staging(store, staging, durable=durable)
+    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
     snapcache.refresh(store)
     return {"batch_id": batch_id, "batch_seq": seq}
 
@@ -377,10 +571,24 @@ def _load_snapshot(store: storage.Store):
     return snap if snap.batch is not None else None
 
 
+def _unreadable_sizes(store: storage.Store) -> list:
+    """The file kinds whose size a broker's directory cannot tell (no such file left)."""
+    out = []
+    if not [r for r in store.list_files(consumequeue.DIR) if not r.endswith(_LEGACY_TMP_SUFFIX)]:
+        out.append("consume-queue files (mappedFileSizeConsumeQueue)")
+    if not [r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX)]:
+        out.append("index files (maxHashSlotNum, maxIndexNum)")
+    return out
+
+
 def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = False, spark=None,
-           threads: int | None = None, batch_id: str | None = None, quiet: bool = False) -> dict:
+           threads: int | None = None, batch_id: str | None = None, quiet: bool = False,
+           sizes_given: bool = True) -> dict:
     """Compare (and with ``apply`` replace) every file the commitlog implies; the summary has a
-    finding per file (``findings``: kind, path, state, detail) and counts per state."""
+    finding per file (``findings``: kind, path, state, detail) and counts per state.
+    ``sizes_given``: ``config``'s file sizes were given (a --config); without them, a broker's
+    directory whose files cannot tell a size is refused (RepairError) rather than repaired with
+    RocketMQ's defaults."""
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store_uri)
@@ -398,14 +606,27 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             if apply:
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
-                snap = manifest.load_snapshot(store)
+                snap = finish_pending(store, manifest.load_snapshot(store), say, cfg)
+                fault("after-lease")
         else:
             from ..table.storefiles import infer_config
             cfg = infer_config(store, config)
+            unknown = [] if sizes_given else _unreadable_sizes(store)
+            if unknown:
+                raise RepairError(f"{store.uri}: no {' and no '.join(unknown)} left to read their sizes off: pass "
+                                  "--config with the broker's sizes (RocketMQ's defaults are not assumed); nothing "
+                                  "was changed")
         p = plan_repair(store, cfg, snap, spark, threads)
         say(f"derived {p['queue_units']} unit(s) and {p['index_entries']} index entries from {p['records']} "
             f"record(s) in {p['segments']} segment(s) ({time.time() - t0:.1f}s)")
+        for note in p["commitlog"]:
+            say(f"commitlog {note}")
         summary = _summary(p, store, snap, apply, t0)
+        if snap is not None and not apply:
+            summary["pending_publish"] = [b["batch_id"] for b in commit_stage.pending_publishes(store, snap)]
+            for b in summary["pending_publish"]:
+                say(f"batch {b} is committed but its publish is unfinished: its files were read from its staging; "
+                    "--apply finishes the publish first")
         if apply:
             summary.update(_apply(store, snap, p["findings"], lease, batch_id, t0, say))
         summary["seconds"] = round(time.time() - t0, 3)
@@ -430,17 +651,31 @@ def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dic
 
 def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | None, t0: float, say) -> dict:
     changed = [f for f in findings if f["state"] in ("missing", "truncated", "differing")]
-    # (a rocketlake store's extra index files are its manifest's: reported, never deleted here)
-    extra = [f for f in findings if f["state"] == "extra"] if snap is None else []
-    for f in changed:
-        _replace(store, f)
+    out = {"replaced": [f["path"] for f in changed], "removed": []}
+    if snap is not None:
+        # (a rocketlake store's extra index files are its manifest's: reported, never deleted here)
+        if changed:
+            out.update(_commit(store, snap, changed, lease, batch_id, t0, say))
+        say(f"replaced {len(changed)} file(s)")
+        return out
+    extra = [f for f in findings if f["state"] == "extra"]
+    _clear_broker_tmp(store)
+    if changed:
+        tmp_rel = f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        _no_links(store, tmp_rel)
+        tmp_dir = store.path(tmp_rel)
+        synced = _make_dirs(os.path.dirname(tmp_dir))
+        os.mkdir(tmp_dir)                          # (a name nobody else uses: FileExistsError otherwise)
+        storage.sync_dirs(synced + [os.path.dirname(tmp_dir)])
+        for n, f in enumerate(changed):
+            _replace_in_place(store, f, tmp_dir, n)
+            fault("mid-publish")
+        fault("after-publish-before-cleanup")
+        _clear_broker_tmp(store)
     for f in extra:
         store.delete(f["path"])
     if extra:
         storage.sync_dirs([os.path.dirname(store.path(extra[0]["path"]))])
-    out = {"replaced": [f["path"] for f in changed], "removed": [f["path"] for f in extra]}
+    out["removed"] = [f["path"] for f in extra]
     say(f"replaced {len(changed)} file(s), removed {len(extra)}")
-    if snap is not None and changed:
-        out.update(_commit(store, snap, changed, lease, batch_id, t0))
-        say(f"committed repair batch {out['batch_id']} (seq {out['batch_seq']})")
     return out

@@ -12,6 +12,15 @@ import time
 __all__ = ["Progress"]
 
 
+def _spark_shows_progress(sc) -> bool:
+    """Spark draws its own progress bar on this context (``spark.ui.showConsoleProgress``, on in a
+    user's interactive or plain-python session): our polling line would be drawn into it."""
+    try:
+        return bool(sc._jsc.sc().progressBar().isDefined())
+    except Exception:  # noqa: BLE001 - no JVM (LocalSession), or a Spark without it: ours then
+        return False
+
+
 class Progress:
     """Driver-side progress: stage lines, and while a Spark job runs a line every ``interval``
     seconds from a polling thread (``sc.statusTracker()``, no listener): tasks done of total,
@@ -46,7 +55,7 @@ class Progress:
             return
         self._stage = dict(info, name=name, tasks=tasks)
         self._stage_t0 = time.time()
-        if self.sc is None or self.quiet:
+        if self.sc is None or self.quiet or _spark_shows_progress(self.sc):
             return
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="rocketlake-progress", daemon=True)

@@ -16,11 +16,15 @@ import os
 import shlex
 import sys
 
-from ..format.paths import PROJECT_ROOT
+from ..format.paths import LOG4J_CONFIG
 
-__all__ = ["LOG4J_CONFIG", "python_for_workers", "submit_args", "prepare_in_process", "apply_submit_args"]
+__all__ = ["LOG4J_CONFIG", "JVM_BOOT_NOISE", "python_for_workers", "submit_args", "prepare_in_process",
+           "apply_submit_args", "quiet_jvm_boot"]
 
-LOG4J_CONFIG = os.path.join(PROJECT_ROOT, "conf", "log4j2.properties")
+# What the JVM prints on its stderr before log4j runs and no rocketlake user can act on: Spark's
+# launcher always adds --add-modules=jdk.incubator.vector (JavaModuleOptions), and the JVM says so.
+JVM_BOOT_NOISE = (b"WARNING: Using incubator modules:",)
+
 
 
 def python_for_workers(sc=None) -> None:
@@ -75,3 +79,42 @@ def apply_submit_args() -> None:
     if master and master.startswith("local"):
         # a host name resolving to 127.0.0.1 makes Spark warn before log4j is configured
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+def quiet_jvm_boot() -> None:
+    """The in-process JVM's stderr through a pipe that drops ``JVM_BOOT_NOISE`` lines and passes
+    every other line on to this process's stderr (fd 2), as it comes. Wraps pyspark's
+    ``launch_gateway`` for the next gateway this process starts (a no-op once one runs, or under
+    spark-submit, whose JVM is this process's parent)."""
+    import threading
+    try:
+        from pyspark.core import context as ctx_mod
+    except ImportError:                  # an older pyspark layout
+        from pyspark import context as ctx_mod
+    launch = ctx_mod.launch_gateway
+    if getattr(launch, "rocketlake_quiet", False) or getattr(ctx_mod.SparkContext, "_gateway", None):
+        return
+
+    def relay(fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            for line in iter(pipe.readline, b""):
+                if not line.startswith(JVM_BOOT_NOISE):
+                    try:
+                        os.write(2, line)
+                    except OSError:
+                        pass
+
+    def quiet_launch(conf=None, popen_kwargs=None):
+        kw = dict(popen_kwargs or {})
+        if "stderr" in kw:
+            return launch(conf, kw)
+        r, w = os.pipe()
+        threading.Thread(target=relay, args=(r,), daemon=True, name="rocketlake-jvm-stderr").start()
+        kw["stderr"] = w
+        try:
+            return launch(conf, kw)
+        finally:
+            os.close(w)                  # the JVM holds its own copy
+
+    quiet_launch.rocketlake_quiet = True
+    ctx_mod.launch_gateway = quiet_launch

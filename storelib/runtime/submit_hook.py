@@ -20,6 +20,14 @@ else there for Spark to read), the hook points ``SPARK_CONF_DIR`` at a directory
 exist (``NO_CONF``). An ingest's launcher JVM (``org.apache.spark.launcher.Main``, which only
 builds the java command) also starts with C1 and the serial collector (``LAUNCHER_OPTS``).
 
+Every job of this checkout's ``jobs/`` also gets what the ``rocketlake`` command gives its
+in-process Spark (``runtime.sparkenv``): the quiet log4j configuration (``conf/log4j2.properties``:
+warnings and errors, not the 40-odd INFO lines of Spark's default profile) unless the caller set
+one (``SPARK_SUBMIT_OPTS`` or a ``log4j2.properties`` in the conf directory), and, for a local
+master (``--master local...``, or none given and no other conf), ``SPARK_LOCAL_IP=127.0.0.1``
+unless set: a host name resolving to a loopback address otherwise makes Spark warn before log4j
+is configured.
+
 A ``spark-env.sh`` that we did not write is never replaced (``install`` says so and returns None);
 with ``SPARK_CONF_DIR`` pointing elsewhere, or another Spark installation (a cluster's), the job
 starts with Spark's defaults and gets the options from ``--driver-java-options`` or
@@ -30,18 +38,19 @@ from __future__ import annotations
 import os
 import shlex
 
-from ..format.paths import PROJECT_ROOT
+from ..format.paths import LOG4J_CONFIG, PROJECT_ROOT
 
 __all__ = ["MARKER", "HOOKED_JOBS", "NO_CONF", "LAUNCHER_OPTS", "hook_text", "hook_path", "install"]
 
 MARKER = "# rocketlake submit hook"
 # the jobs whose JVM mostly schedules Python tasks (storelib.runtime.jvm_archive)
 HOOKED_JOBS = (os.path.join(PROJECT_ROOT, "jobs", "ingest.py"),)
+JOBS_DIR = os.path.join(PROJECT_ROOT, "jobs")         # every job here gets the quiet log4j configuration
 NO_CONF = ".rocketlake-no-conf"        # under the conf directory; never created
 LAUNCHER_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def hook_text(options: str, jobs=HOOKED_JOBS) -> str:
+def hook_text(options: str, jobs=HOOKED_JOBS, jobs_dir: str = JOBS_DIR, log4j: str = LOG4J_CONFIG) -> str:
     """The ``spark-env.sh`` body: ``options`` appended to ``SPARK_SUBMIT_OPTS`` when an argument
     names one of ``jobs`` (compared by real path). It runs under ``set -a`` (every variable it
     sets is exported), so it unsets its own."""
@@ -68,8 +77,28 @@ for __rl_arg in "$SPARK_CONF_DIR"/* "$SPARK_CONF_DIR"/.[!.]*; do
     *) __rl_only=0 ;;
   esac
 done
+# Every job of this checkout: the quiet log4j configuration and, for a local master, a local IP
+# (unless the caller chose them).
+__rl_ours=0; __rl_local=$__rl_only; __rl_prev=
+for __rl_arg in "$@"; do
+  case "$__rl_prev" in --master) case "$__rl_arg" in local*) __rl_local=1 ;; *) __rl_local=0 ;; esac ;; esac
+  case "$__rl_arg" in
+    --master=local*) __rl_local=1 ;;
+    --master=*) __rl_local=0 ;;
+    *.py) case "$(realpath -- "$__rl_arg" 2>/dev/null)" in {shlex.quote(os.path.realpath(jobs_dir))}/*) __rl_ours=1 ;; esac ;;
+  esac
+  __rl_prev=$__rl_arg
+done
+if [ "$__rl_ours" = 1 ]; then
+  case "$SPARK_SUBMIT_OPTS" in
+    *log4j.configurationFile*) ;;
+    *) [ -f "$SPARK_CONF_DIR/log4j2.properties" ] || \
+         SPARK_SUBMIT_OPTS="${{SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }}-Dlog4j.configurationFile={shlex.quote(log4j)}" ;;
+  esac
+  if [ "$__rl_local" = 1 ] && [ -z "$SPARK_LOCAL_IP" ]; then SPARK_LOCAL_IP=127.0.0.1; fi
+fi
 if [ "$__rl_only" = 1 ] && [ -n "$SPARK_CONF_DIR" ]; then SPARK_CONF_DIR="$SPARK_CONF_DIR/{NO_CONF}"; fi
-unset __rl_arg __rl_opts __rl_only
+unset __rl_arg __rl_opts __rl_only __rl_ours __rl_local __rl_prev
 """
 
 

@@ -23,7 +23,7 @@ import os
 import shutil
 import uuid
 
-from ..errors import ExportError
+from ..errors import BadInput, ExportError
 from ..format import checkpoint as ckpt
 from ..io import checksum, headpages, patches, storage
 from . import manifest, storefiles
@@ -56,7 +56,8 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     store = storage.Store(store_uri)
     out = storage.Store(target)
     if out.list_files(""):
-        raise ExportError(f"{target} is not empty: export writes into an empty directory only (nothing was written)")
+        raise BadInput(f"--to {target} is not empty: rocketlake export writes into an empty or absent directory "
+                       "only (nothing was written)")
     snap = snap if snap is not None else manifest.load_snapshot(store, as_of_batch)
     if snap.batch is None:
         raise ExportError(f"{store_uri} has no committed batch to export")

@@ -112,6 +112,15 @@ class Snapshot:
     def batch_seq(self) -> int:
         return self.batch["batch_seq"] if self.batch else 0
 
+    def last_detail(self, key: str):
+        """``detail[key]`` of the last committed batch whose checkpoint row has it (an ingest's
+        round-robin positions and topic config: an expiry, a repair or an import records none)."""
+        for b in reversed(self.batches):
+            value = json.loads(b["detail"] or "{}").get(key)
+            if value is not None:
+                return value
+        return None
+
     def of_kind(self, kind: str) -> list:
         return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
 
@@ -202,8 +211,10 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
             and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
     rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
     # Every batch commits manifest rows before its checkpoint row: none means a lost manifest commit.
+    # Except a repair batch of an earlier repair that committed none (it found only files without a
+    # row to replace): it changed no file of the snapshot, and is read as such.
     with_rows = {r["batch_seq"] for r in rows}
-    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows]
+    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows and b["operation"] != "repair"]
     if lost:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
                                                            f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "

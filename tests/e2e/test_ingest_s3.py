@@ -175,3 +175,25 @@ def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     diffs = goldenlib.compare(g, str(local))
     assert diffs == [], diffs[:20]
+
+
+def test_object_input_identity_is_its_content(s3_env, tmp_path, monkeypatch):
+    """An s3:// input is the same input as a local copy of its bytes, under any key (its bytes are
+    streamed through the hash once, on the driver); other bytes are another input."""
+    from storelib.ingest import identity, inputs
+    env, s3 = s3_env
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    data = open(os.path.join(golden_set("small-roll"), "messages.jsonl"), "rb").read()
+    local = tmp_path / "local.jsonl"
+    local.write_bytes(data)
+    s3.put_object(Bucket=BUCKET, Key="in/a.jsonl", Body=data)
+    s3.put_object(Bucket=BUCKET, Key="in/dir/renamed.jsonl", Body=data)
+    s3.put_object(Bucket=BUCKET, Key="in/other.jsonl", Body=data[:-200])
+
+    def ident(p):
+        return identity.input_fingerprint(p, "jsonl", inputs.plan_splits(p, "jsonl", 2))
+    want = ident(str(local))
+    assert ident(f"s3://{BUCKET}/in/a.jsonl") == want
+    assert ident(f"s3://{BUCKET}/in/dir/") == want
+    assert ident(f"s3://{BUCKET}/in/other.jsonl") != want

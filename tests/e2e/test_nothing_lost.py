@@ -7,7 +7,6 @@ RocketMQ's small-roll store byte for byte.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ import time
 import pytest
 
 import goldenlib
+from repairstores import files_state
 from conftest import golden_set, ROOT
 
 sys.path.insert(0, ROOT)
@@ -29,7 +29,6 @@ from storelib.verify import driver as verify  # noqa: E402
 from storelib.format.config import load_config  # noqa: E402
 from storelib.format import paths
 from storelib.errors import LeaseLost
-from storelib.table.export import PROPERTIES_NAME
 
 pytestmark = pytest.mark.slow          # processes of their own: `make check` runs tests/ingest/test_local_store.py
 
@@ -79,22 +78,6 @@ def copy_of(store_a, tmp_path) -> str:
     store = str(tmp_path / "store")
     shutil.copytree(store_a, store)
     return store
-
-
-def files_state(store: str) -> dict:
-    """Every store file outside ``_rocketlake/``: path -> sha256 (what a broker would load). An
-    export's ``rocketlake.properties`` (its configuration, beside the files) is not a store file."""
-    out = {}
-    for d, _, names in os.walk(store):
-        rel_d = os.path.relpath(d, store)
-        if rel_d.split(os.sep)[0] == "_rocketlake":
-            continue
-        for n in names:
-            if rel_d == "." and n == PROPERTIES_NAME:
-                continue
-            p = os.path.join(d, n)
-            out[os.path.relpath(p, store)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
-    return out
 
 
 def batches(store: str) -> list:

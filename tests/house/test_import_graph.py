@@ -3,7 +3,8 @@
 * the wings import in one direction only (``DIRECTION``): ``errors`` and ``format`` import nothing
   heavy; ``compute`` over ``format``; ``io`` and ``codec`` over those; ``table`` over ``io``;
   ``read``, ``ingest`` and ``verify`` never import each other; ``ops`` over them; ``cli`` over
-  everything; ``jobs/`` over ``cli`` only;
+  everything; ``ui`` over ``cli`` (``rocketlake ui`` is registered by module name); ``jobs/`` over
+  ``cli`` only;
 * no import cycle between modules, counting module-level and function-local imports;
 * the cheap layers (``errors``, ``format``) import no third-party package but numpy at module level;
 * no module longer than ``MAX_MODULE_LINES`` lines, no function longer than ``MAX_FUNCTION_LINES``;
@@ -38,6 +39,9 @@ DIRECTION = {
     "verify": {"errors", "format", "compute", "io", "codec", "table", "runtime"},
     "ops": {"errors", "format", "compute", "io", "codec", "table", "runtime", "read", "ingest", "verify"},
     "cli": {"errors", "format", "compute", "io", "codec", "table", "runtime", "read", "ingest", "verify", "ops"},
+    # the store browser: the command line's own answers, CSV and one-line errors on a web page
+    "ui": {"errors", "format", "compute", "io", "codec", "table", "runtime", "read", "ingest", "verify", "ops",
+           "cli"},
 }
 CHEAP = ("errors", "format")
 CHEAP_THIRD_PARTY = {"numpy"}

@@ -67,3 +67,25 @@ def test_a_held_lease_is_waited_for_then_named(spark, tmp_path):
     finally:
         other.release()
     assert not os.path.exists(os.path.join(store, META_DIR, "checkpoints"))
+
+
+def test_empty_frames_commit_nothing(spark, tmp_path):
+    """An empty DataFrame, micro-batch or write commits no batch (and creates no store); the next
+    micro-batch with rows commits as usual."""
+    from storelib.ingest import frame as frame_ingest, sink
+    sink.register(spark)
+    empty = frame(spark).limit(0)
+    store = str(tmp_path / "s")
+    assert frame_ingest.ingest_dataframe(empty, store, quiet=True) == {"status": "nothing-to-commit", "messages": 0}
+    write = sink.rocketlake_batch_writer(store, store_timestamp=1718000000000, checkpoint=None)
+    spark.sparkContext.setLocalProperty("sql.streaming.queryId", "q-empty")
+    try:
+        got = write(empty, 0)
+        assert got["status"] == "nothing-to-commit" and got["batch_id"] == "stream-q-empty-0"
+        empty.write.format("rocketlake").mode("append").save(store)
+        assert not os.path.exists(store)
+        assert write(frame(spark), 1)["status"] == "committed"
+        assert write(empty, 2)["status"] == "nothing-to-commit"
+    finally:
+        spark.sparkContext.setLocalProperty("sql.streaming.queryId", None)
+    assert batches(store) == [("stream-q-empty-1", 500)]

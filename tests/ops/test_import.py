@@ -124,3 +124,28 @@ def test_import_default_size(tmp_path):
     s = adopt.adopt(None, store, store, load_config(None), quiet=True)
     assert s["messages"] == 20000 and s["segments"] == 1
     assert mismatches(inspection.snapshot_reader(store), "default-size") == []
+
+
+def test_import_records_the_brokers_topic_config(tmp_path):
+    """The broker's config/topics.json is recorded with the import: a later batch without --topics
+    places messages by it, a --topics that disagrees on one of its topics is refused."""
+    from storelib.ingest.topics import Topics
+    src = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    topics = sorted({p.split("/")[1] for p in storage.Store(src).list_files("consumequeue")})[:2]
+    os.makedirs(os.path.join(src, "config"))
+    table = {t: {"topicName": t, "readQueueNums": 6, "writeQueueNums": 6, "perm": 6} for t in topics}
+    table["not-in-store"] = {"topicName": "not-in-store", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+    with open(os.path.join(src, "config", "topics.json"), "w") as fh:
+        json.dump({"topicConfigTable": table}, fh)
+    dst = str(tmp_path / "lake")
+    assert adopt.adopt(None, dst, src, small_config(), quiet=True)["status"] == "committed"
+    snap = manifest.load_snapshot(storage.Store(dst))
+    rec = snap.last_detail("topics")
+    assert rec["placed"] == topics and rec["topics"]["not-in-store"] == [2, 2, 6]
+    tcfg, changes = ingest.resolve_topics(snap, None, small_config())
+    assert [tcfg.write_queue_nums(t) for t in topics] == [6, 6] and changes == {}
+    other = Topics.parse(json.dumps({"topicConfigTable": {topics[0]: {"writeQueueNums": 3}}}), "t.json")
+    with pytest.raises(errors.TopicsError, match=f"topic '{topics[0]}' writeQueueNums store=6 given=3"):
+        ingest.resolve_topics(snap, other, small_config())
+    tcfg, changes = ingest.resolve_topics(snap, other, small_config(), update=True)
+    assert changes == {topics[0]: [6, 3]} and tcfg.write_queue_nums(topics[1]) == 6

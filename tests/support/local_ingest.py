@@ -4,6 +4,7 @@ fast end-to-end path, also under fault points and the crash simulator.
     python tests/support/local_ingest.py ingest STORE INPUT CONFIG BATCH_ID   # exit status as jobs/ingest.py
     python tests/support/local_ingest.py expire STORE HOURS NOW_MS
     python tests/support/local_ingest.py adopt STORE CONFIG                    # a broker's directory, in place
+    python tests/support/local_ingest.py repair STORE [CONFIG]                 # repair --apply (CONFIG: a broker's)
     python tests/support/local_ingest.py mirror STORE BROKER_DIR               # one mirror cycle
 
 Prints the summary as one JSON line on stdout; errors on stderr.
@@ -36,6 +37,10 @@ def main(argv: list) -> int:
             from storelib.ops.adopt import adopt
             store, config = argv[1:3]
             out = adopt(None, store, store, load_config(config), quiet=True)
+        elif argv[0] == "repair":
+            from storelib.ops.repair import repair
+            out = repair(argv[1], load_config(argv[2]) if len(argv) > 2 else None, apply=True, threads=1, quiet=True)
+            out.pop("findings", None)
         elif argv[0] == "mirror":
             from storelib.ops.mirror import mirror_broker
             out = mirror_broker(argv[2], argv[1], quiet=True)
