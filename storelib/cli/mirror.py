@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     if args.max_batch_mb < 1:
         ap.error("--max-batch-mb must be >= 1")
     from ..ops.mirror import mirror_broker
+    from ..runtime import interrupts
     try:
         cfg = cli_common.config_from_args(args) if args.config else None
     except Exception as e:  # noqa: BLE001 - a bad --config: one line
@@ -48,8 +49,15 @@ def main(argv=None) -> int:
         while True:
             started = time.time()
             while True:                  # catch up: batches until one finds nothing new
+                interrupts.reset()       # a signal before this cycle's commit abandons the cycle
                 s = mirror_broker(args.broker, args.store, cfg, quiet=args.quiet, max_bytes=args.max_batch_mb << 20)
                 print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
+                signum = interrupts.pending()
+                if signum is not None:   # ... after it: the batch was finished first; stop here
+                    name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+                    print(f"{name} arrived after batch {s['batch_id']} was committed: it is in the mirror; "
+                          "stopped", file=sys.stderr, flush=True)
+                    return 0
                 if s["status"] != "committed" or s["to"] - s["from"] < (args.max_batch_mb << 20) // 2:
                     break
             if args.every is None:
