@@ -23,7 +23,7 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
+.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-scale bench-table clean check-java rocketmq fidelity \
 	repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends
 
 check-java:
@@ -167,6 +167,13 @@ fidelity: install rocketmq
 repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
+# A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
+# restore on a broker (tests/e2e/test_mirror_broker.py, ~5 min; ROCKETLAKE_MIRROR_SECONDS per sending phase),
+# and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
+mirror: install rocketmq
+	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py \
+		tests/e2e/test_mirror_s3.py
+
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked
 # slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
@@ -187,13 +194,14 @@ long: install rocketmq kafka s3proxy hdfs
 # of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_mirror_crash.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).
 crash: install
 	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py \
-		tests/e2e/test_crash_repair.py
+		tests/e2e/test_crash_repair.py tests/e2e/test_mirror_crash.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install

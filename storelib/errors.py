@@ -16,7 +16,8 @@ and ``exit_code``. This module imports nothing, so every entry point can use the
                       (BadInput); query and inspect: a batch id / version the store does not have (KeyError)
     3     CONCURRENT  another writer committed first (ConcurrentWriteError): nothing of this batch or
                       expiry was left behind, rerun it (ingest, import, expire); repair: a running
-                      broker holds the store's lock file (BrokerRunning)
+                      broker holds the store's lock file (BrokerRunning); mirror: the broker's CommitLog
+                      no longer matches what the mirror committed (MirrorDiverged)
     130, 143          interrupted by SIGINT / SIGTERM (Interrupted): one line says what the store holds
 
 jobs/repair.py: 0 nothing to repair (dry run) or repaired, 1 a dry run found files to repair, 2 a
@@ -40,7 +41,8 @@ __all__ = [
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "UnsafeObjectStore", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError",
     "RepairError", "RepairRefused",
-    "BrokerRunning", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE", "exit_code", "task_error",
+    "BrokerRunning", "MirrorDiverged", "MirrorError", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE",
+    "exit_code", "task_error",
 ]
 
 
@@ -164,6 +166,15 @@ class BrokerRunning(ConcurrentWriteError):
     """A running broker holds the store's ``lock`` file (nothing was changed)."""
 
 
+class MirrorDiverged(RuntimeError):
+    """The broker's CommitLog no longer holds what a mirror committed from it (another store, a
+    truncated tail, replaced files, or segments it deleted before the mirror copied them)."""
+
+
+class MirrorError(ValueError):
+    """A mirror cycle that cannot start: not a broker store directory, a store that is no mirror."""
+
+
 class DeltaJarsMissing(RuntimeError):
     """delta-spark's jars are not where ``make install`` puts them (or not on a session's classpath)."""
 
@@ -186,6 +197,8 @@ EXIT_TABLE = (
     (TopicsError, ExitCode.BAD_INPUT, False),
     (BadInput, ExitCode.BAD_INPUT, False),
     (ConcurrentWriteError, ExitCode.CONCURRENT, False),
+    (MirrorDiverged, ExitCode.CONCURRENT, False),
+    (MirrorError, ExitCode.BAD_INPUT, False),
     (RepairRefused, ExitCode.CONCURRENT, False),
     (RepairError, ExitCode.BAD_INPUT, False),
     (AdoptError, ExitCode.FAILED, False),

@@ -7,6 +7,7 @@
     rocketlake expire  --store STORE --reserved-hours 72         retention
     rocketlake export  --store STORE --to DIR                    a broker-ready directory
     rocketlake repair  --store STORE [--apply]                   rebuild queues, index, checkpoint
+    rocketlake mirror  --from BROKER_DIR --store STORE [--every S]  back up a running broker
     rocketlake demo    [--store demo-store]                      ingest the bundled sample and look at it
     rocketlake ui      --store STORE [--port 8040]               a web page over the store (read only)
 
@@ -32,6 +33,7 @@ COMMANDS = {
     "verify": ("storelib.cli.verify", "check every file against the manifest and RocketMQ's rules"),
     "expire": ("storelib.cli.expire", "retention: expired commitlog segments, per-topic queue files"),
     "export": ("storelib.cli.export", "write a broker-ready RocketMQ store directory"),
+    "mirror": ("storelib.cli.mirror", "copy a running broker's new records into the store, once or every N seconds"),
     "repair": ("storelib.cli.repair", "rebuild consume queues, index files and the checkpoint from the CommitLog"),
     "demo": ("storelib.cli.demo", "ingest the bundled 2,000-message sample and look at it"),
     "ui": ("storelib.ui.command", "a local, read-only web page over one store (batches, topics, messages)"),

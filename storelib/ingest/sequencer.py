@@ -307,3 +307,8 @@ def _plan_index_files(state: StoreState, entries: int, messages: int, last_entry
     if entries > 0 and full_after and last_entry_msg < messages - 1:
         files.append(IndexFilePlan(len(files), entries, 0, None, None, True, True))
     return files
+
+
+# The index files of a batch placed elsewhere (a mirror's records come placed by their broker).
+plan_index_files = _plan_index_files
+__all__ += ["plan_index_files"]

@@ -500,3 +500,9 @@ def write_tasks(plan: sequencer.BatchPlan, summaries: list, parallelism: int, fi
     jobs = _file_jobs(plan, summaries)
     file_bytes = sum(w for _, _, w in jobs)
     return seg_tasks, _file_groups(jobs, max(parallelism - len(seg_tasks), file_bytes // (256 << 20)))
+
+
+# Files of a batch whose records a broker placed (storelib.ops.mirror): the same writers.
+write_cq_file = _write_cq_file
+IndexFileWrite = _IndexFileWrite
+__all__ += ["write_cq_file", "IndexFileWrite"]

@@ -40,8 +40,8 @@ from ..ingest.indexfile import IndexFileBuilder
 from ..io import storage
 from ..verify.access import FileData
 
-__all__ = ["file_data", "dispatch_segment", "Dispatch", "join_dispatch", "ExpectedQueueFile", "expected_queues",
-           "expected_index", "expected_checkpoint"]
+__all__ = ["file_data", "dispatch_segment", "dispatch_range", "Dispatch", "join_dispatch", "ExpectedQueueFile",
+           "expected_queues", "expected_index", "expected_checkpoint"]
 
 
 RANGE_RECORDS = 1 << 18          # records of a segment dispatched as one piece (pieces run on threads)
@@ -85,7 +85,7 @@ def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig
     ranges = [(a, min(len(starts), a + RANGE_RECORDS)) for a in range(0, len(starts), RANGE_RECORDS)] or [(0, 0)]
 
     def piece(r):
-        return _dispatch_range(fd.buf, np.asarray(starts[r[0]:r[1]], np.int64), cfg)
+        return dispatch_range(fd.buf, np.asarray(starts[r[0]:r[1]], np.int64), cfg)
     if threads > 1 and len(ranges) > 1:
         with ThreadPoolExecutor(max_workers=threads) as pool:
             parts = list(pool.map(piece, ranges))
@@ -102,7 +102,8 @@ def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig
     return out
 
 
-def _dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
+def dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
+    """The dispatch facts of the records at ``starts`` in ``buf`` (``cut``: the first damaged one)."""
     f = kernels.record_fields(buf, starts)
     ok = f[kernels.F_OK] != 0
     if ok.any():               # a body whose crc32 is not its BODYCRC ends the data (checkCRCOnRecover)

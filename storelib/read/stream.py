@@ -67,6 +67,21 @@ def _store_config(options: dict):
     return load_config(options.get("config"), overrides) if options.get("config") or overrides else None
 
 
+def _published(path: str, batches: list) -> list:
+    """The committed batches up to the first whose publish is unfinished (its staging directory is
+    still there): a micro-batch planned on one could be read by its tasks after the publish moved or
+    patched its files under them (the tasks open the store afresh, without the planner's view)."""
+    from ..io.storage import Store
+    from ..table.storefiles import staging_batches
+    staged = staging_batches(Store(path))
+    out = []
+    for b in batches:
+        if b["batch_id"] in staged:
+            break
+        out.append(b)
+    return out
+
+
 def _end_of(batch: dict) -> dict:
     return {"offset": int(batch["max_phy_offset"] or 0), "batch_seq": int(batch["batch_seq"])}
 
@@ -101,11 +116,12 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def latestOffset(self) -> dict:  # noqa: N802
         snap = _snapshot(self.path)
-        if snap.batch is None:
+        published = _published(self.path, snap.batches)
+        if not published:
             return {"offset": 0, "batch_seq": 0}
-        end = _end_of(snap.batch)
+        end = _end_of(published[-1])
         if (self.max_batches or self.max_messages) and self.last_end is not None:
-            end = self._capped(snap.batches, self.last_end["offset"], end)
+            end = self._capped(published, self.last_end["offset"], end)
         return end
 
     def _capped(self, batches: list, start: int, end: dict) -> dict:

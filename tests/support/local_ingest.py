@@ -5,6 +5,7 @@ fast end-to-end path, also under fault points and the crash simulator.
     python tests/support/local_ingest.py expire STORE HOURS NOW_MS
     python tests/support/local_ingest.py adopt STORE CONFIG                    # a broker's directory, in place
     python tests/support/local_ingest.py repair STORE [CONFIG]                 # repair --apply (CONFIG: a broker's)
+    python tests/support/local_ingest.py mirror STORE BROKER_DIR               # one mirror cycle
 
 Prints the summary as one JSON line on stdout; errors on stderr.
 """
@@ -40,6 +41,9 @@ def main(argv: list) -> int:
             from storelib.ops.repair import repair
             out = repair(argv[1], load_config(argv[2]) if len(argv) > 2 else None, apply=True, threads=1, quiet=True)
             out.pop("findings", None)
+        elif argv[0] == "mirror":
+            from storelib.ops.mirror import mirror_broker
+            out = mirror_broker(argv[2], argv[1], quiet=True)
         else:
             print(f"unknown command {argv[0]!r}", file=sys.stderr)
             return 2

@@ -22,7 +22,7 @@ import threading
 import rmqjars
 
 TIMEOUT = 120
-ANSWERS = {"ready", "queue", "msg", "pull", "error", "route"}
+ANSWERS = {"ready", "queue", "msg", "pull", "error", "route", "produced"}
 
 
 def _b64(s: str) -> str:

@@ -126,12 +126,22 @@ public final class BrokerCheck {
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
+        Producing producing = null;
         try {
             while ((line = in.readLine()) != null) {
                 String[] f = line.split("\t", -1);
                 try {
                     if (f[0].equals("quit")) {
                         break;
+                    } else if (f[0].equals("topics")) {
+                        Producing.createTopics(broker, f[1].split(","), Integer.parseInt(f[2]));
+                        out.println("produced\ttopics");
+                    } else if (f[0].equals("produce")) {
+                        producing = new Producing(nsAddr, f[1], Double.parseDouble(f[2]), Long.parseLong(f[3]), f[4].split(","));
+                        producing.begin();
+                        out.println("produced\tstarted");
+                    } else if (f[0].equals("stopproduce")) {
+                        out.println("produced\t" + producing.end());
                     } else if (f[0].equals("consume")) {
                         consume(consumer, client, brokerAddr, f[1], Integer.parseInt(f[2]), out);
                     } else if (f[0].equals("query")) {

@@ -1,0 +1,10 @@
+"""spark-submit entry point of storelib.cli.mirror (its --help says what it does)."""
+import os
+import sys
+
+# The checkout's storelib; jobs/ leaves sys.path (jobs/inspect.py would shadow the stdlib module).
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from storelib.cli.mirror import main  # noqa: E402
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,475 @@
+"""Mirror a running broker's store into a rocketlake store: one batch per cycle (``mirror_broker``).
+
+A cycle copies the CommitLog records the broker added since the mirror's last batch, up to the
+**safe point** (docs/DESIGN.md, "Mirroring a running broker"): whole records only, in CommitLog
+order, each with a store time strictly before the broker's checkpoint ``physicMsgTimestamp``
+(the store time of a record the broker had flushed when it wrote that value), so no record a
+broker's recovery or a power cut could take back is ever copied. A BLANK record that closes a
+segment is copied with the first safe record of the next segment.
+
+The records' bytes are copied as they are; their consume-queue units and index entries are
+derived from them as ``repair`` derives them (``ops.rebuild.dispatch_range``), continuing the
+mirror's own files, so they come out byte-identical to the broker's for the same records; the
+batch is staged and committed by the ingest's own machinery (``ingest.file_versions``,
+``ingest.write``'s consume-queue and index writers, ``ingest.commit.commit_batch``): kill points,
+the writer lease, publish and its redo are the ingest's.
+
+The broker's directory is only read (``os.pread`` of files opened read-only: no lock, no
+``abort`` file, no mapping). What the broker deletes later stays in the mirror until the mirror's
+own ``expire``. Divergence is never silent (``MirrorDiverged``, exit 3): the first batch records
+the broker store's identity (its first record's digest); each cycle checks it, and the broker's
+bytes under the mirror's last committed ones, before copying anything.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+import uuid
+
+import numpy as np
+
+from ..codec import messages as codec
+from ..compute import kernels
+from ..errors import CorruptStore, MirrorDiverged, MirrorError
+from ..format import checkpoint as ckpt, commitlog, paths
+from ..format.config import StoreConfig
+from ..ingest import sequencer, write as write_stage
+from ..ingest.commit import commit_batch, finish_pending_publish, undo_attempt
+from ..ingest.context import WriteContext
+from ..ingest.driver import check_store_root, store_state
+from ..ingest.file_versions import FileVersion, committed_facts
+from ..io import storage
+from ..runtime.faults import fault
+from ..runtime.progress import Progress
+from ..table import manifest, writerlease, zonemap
+from ..table.snapshots import snapshot_config
+from ..table.storefiles import infer_config, reading_path
+from . import rebuild
+
+__all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "FIRST_WINDOW", "MAX_BATCH"]
+
+WINDOW = 32 << 20               # bytes of a broker segment read at a time
+FIRST_WINDOW = 1 << 20          # ... the first time in a cycle
+MAX_BATCH = 512 << 20           # record bytes one cycle copies at most (the rest: the next cycle)
+_TAIL_CHECK = 4096              # committed bytes compared with the broker's before each cycle
+
+
+class BrokerFiles:
+    """A broker's store directory, read only: segment names and sizes, ``pread`` of a file."""
+
+    def __init__(self, root: str):
+        if "://" in root and not root.startswith("file://"):
+            raise MirrorError(f"{root}: mirror reads a broker's store from a local directory only")
+        self.root = os.path.abspath(storage.local_path(root) if root.startswith("file://") else root)
+        if not os.path.isdir(os.path.join(self.root, commitlog.DIR)):
+            raise MirrorError(f"{self.root} is not a broker's store directory (no {commitlog.DIR}/)")
+
+    def segments(self) -> list:
+        """(base offset, rel path) of the CommitLog segments, in offset order."""
+        out = []
+        for name in os.listdir(os.path.join(self.root, commitlog.DIR)):
+            if len(name) == 20 and name.isdigit():
+                out.append((int(name), f"{commitlog.DIR}/{name}"))
+        return sorted(out)
+
+    def read(self, rel: str, pos: int, n: int) -> bytes:
+        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone)."""
+        try:
+            fd = os.open(os.path.join(self.root, rel), os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        try:
+            return os.pread(fd, n, pos)
+        finally:
+            os.close(fd)
+
+    def shaped(self) -> bool:
+        """Whether a consume-queue file and an index file exist (``infer_config`` reads their sizes)."""
+        cq = os.path.join(self.root, "consumequeue")
+        has_cq = os.path.isdir(cq) and any(files for _, _, files in os.walk(cq))
+        idx = os.path.join(self.root, "index")
+        return has_cq and os.path.isdir(idx) and bool(os.listdir(idx))
+
+    def physic_timestamp(self) -> int:
+        """The checkpoint's physicMsgTimestamp (0 without a checkpoint file)."""
+        raw = self.read(ckpt.FILE_NAME, 0, ckpt.LAYOUT_SIZE)
+        return ckpt.Checkpoint.from_bytes(raw).physic_msg_timestamp if len(raw) == ckpt.LAYOUT_SIZE else 0
+
+    def first_record(self, rel: str) -> bytes:
+        head = self.read(rel, 0, 8)
+        if len(head) < 8:
+            return b""
+        size = int.from_bytes(head[:4], "big", signed=True)
+        return self.read(rel, 0, size) if 0 < size <= 64 << 20 else head
+
+
+@dataclasses.dataclass
+class _Piece:
+    base: int                    # segment base offset
+    pos: int                     # position of buf[0] in the segment
+    buf: np.ndarray
+    starts: np.ndarray           # record starts in buf (the safe ones)
+    end: int                     # position in buf after the last safe record
+    blank: bytes = b""           # the BLANK record closing the segment (with the next segment's records)
+
+
+def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH) -> list:
+    """The pieces of whole records from CommitLog offset ``start`` on whose store times are all
+    in (0, ``safe_ts``), in order, at most about ``limit`` bytes; a segment's BLANK record comes
+    with the first piece of the next segment (and is left out when no safe record follows)."""
+    segs = dict(broker.segments())
+    pieces: list = []
+    pos, total, blank = start, 0, b""
+    window = FIRST_WINDOW                        # a cycle that adds little reads little
+    while total < limit:
+        base = pos // file_size * file_size
+        rel = segs.get(base)
+        if rel is None:
+            break
+        off = pos - base
+        want = min(window, file_size - off)
+        raw = broker.read(rel, off, want)
+        window = WINDOW
+        buf = np.frombuffer(raw, np.uint8)
+        starts, stop, reason = codec.record_starts(buf, 0, len(buf))
+        take = len(starts)
+        if take:
+            ts = kernels.record_fields(buf, np.asarray(starts, np.int64))[kernels.F_STORETS]
+            bad = np.flatnonzero((ts <= 0) | (ts >= safe_ts))
+            take = int(bad[0]) if len(bad) else take
+        if take:
+            end = int(starts[take - 1]) + int.from_bytes(raw[starts[take - 1]:starts[take - 1] + 4], "big")
+            pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank))
+            blank, total = b"", total + end
+        elif blank:
+            break                                # nothing safe after the BLANK yet: it waits too
+        if take < len(starts):
+            break
+        if reason == 1:                          # BLANK: the segment is closed, the next one follows
+            blank = bytes(raw[stop:stop + commitlog.BLANK_SIZE])
+            pos = base + file_size
+            continue
+        if reason == 2 and len(raw) == want and off + len(raw) < file_size and (stop > 0 or want < WINDOW):
+            pos = base + off + stop               # a record runs past the window: read on from it
+            continue
+        if reason == 0 and stop > 0 and off + len(raw) < file_size:
+            pos = base + off + stop
+            continue
+        break
+    return pieces
+
+
+# ---------------------------------------------------------------------------- identity and divergence
+def _identity(broker: BrokerFiles) -> dict:
+    segs = broker.segments()
+    if not segs:
+        raise MirrorError(f"{broker.root} holds no CommitLog segment yet: nothing to mirror")
+    base, rel = segs[0]
+    if base != 0:
+        raise MirrorError(f"{broker.root}: the broker's CommitLog starts at {base}, not 0 (it has deleted older "
+                          "segments): a mirror starts with the broker's first record; adopt a stopped copy "
+                          "(rocketlake ingest --from-store) to keep what it still holds")
+    first = broker.first_record(rel)
+    return {"source": broker.root, "first_segment": rel.rsplit("/", 1)[-1],
+            "first_record_sha256": hashlib.sha256(first).hexdigest()}
+
+
+def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
+    for b in snap.batches:
+        m = json.loads(b.get("detail") or "{}").get("mirror")
+        if m:
+            return m["identity"]
+    raise MirrorError(f"{store.uri} is a rocketlake store but not a mirror (its first batch records no broker): "
+                      "mirror into a new store")
+
+
+def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, ident: dict, end: int) -> None:
+    """MirrorDiverged unless the broker's CommitLog still holds what the mirror committed where
+    both hold it: its first record (if still there), the bytes under the mirror's end, and the
+    first record of its oldest segment."""
+    segs = broker.segments()
+    first = f"{commitlog.DIR}/{ident['first_segment']}"
+    what = "it is another broker's store or its files were replaced: mirror it into a new store"
+    if any(rel == first for _, rel in segs):
+        if hashlib.sha256(broker.first_record(first)).hexdigest() != ident["first_record_sha256"]:
+            raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset 0 is not the one this mirror "
+                                 f"started from: {what}")
+    rows = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    if not rows:
+        return
+    if not segs or segs[0][0] > end:
+        lo = segs[0][0] if segs else None
+        raise MirrorDiverged(f"{broker.root}: the mirror ends at CommitLog offset {end}, the broker's CommitLog "
+                             + (f"now starts at {lo}: it deleted records the mirror never copied; start a new mirror "
+                                "(or raise the broker's fileReservedTime and mirror more often)" if lo is not None
+                                else "holds no segment: " + what))
+    last = rows[-1]
+    valid = int(last["valid_bytes"])
+    lo = max(0, valid - _TAIL_CHECK)
+    have = broker.read(last["path"], lo, valid - lo)
+    if not have and segs[-1][0] > int(last["base_offset"]):
+        raise MirrorDiverged(f"{broker.root}: the broker has no {last['path']} (CommitLog offset "
+                             f"{int(last['base_offset'])}), where the mirror ends, but older and newer segments: "
+                             f"{what}")
+    if segs[-1][0] < int(last["base_offset"]) or len(have) < valid - lo:
+        raise MirrorDiverged(f"{broker.root}: the broker's CommitLog ends before offset {end}, where the mirror "
+                             "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
+                             "start a new mirror for what the broker writes from now on")
+    if len(have):
+        mine = _committed(store, last, lo, valid - lo)
+        if have != mine:
+            d = next(i for i in range(len(mine)) if have[i] != mine[i])
+            raise MirrorDiverged(f"{broker.root}: CommitLog offset {int(last['base_offset']) + lo + d} differs from "
+                                 f"what the mirror committed there: {what}")
+    oldest_base, oldest_rel = segs[0]
+    row = snap.files.get(oldest_rel)
+    if 0 < oldest_base < end and row is not None:
+        theirs = broker.first_record(oldest_rel)
+        if theirs and _committed(store, row, 0, len(theirs)) != theirs:
+            raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {oldest_base} differs from what "
+                                 f"the mirror committed there: {what}")
+
+
+def _committed(store: storage.Store, row: dict, pos: int, n: int) -> bytes:
+    """Bytes of the committed version of ``row``'s file (object stores: assembled from its extents)."""
+    return store.read(reading_path(store, row, set()), pos, n)
+
+
+# ---------------------------------------------------------------------------- one batch
+class _Batch:
+    """What one cycle stages: its file versions and the plan/summary ``commit_batch`` takes."""
+
+    def __init__(self, store, snap, state, cfg: StoreConfig, batch_id: str, attempt: str):
+        self.store, self.snap, self.state, self.cfg = store, snap, state, cfg
+        self.staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
+        committed = {r["path"]: committed_facts(r) for r in snap.files.values()
+                     if r["kind"] in ("commitlog", "consumequeue", "index")} if snap.batch else {}
+        for facts in committed.values():
+            facts["detail"] = facts["detail"] or {}
+        self.ctx = WriteContext(store=store.uri, config=cfg, topics=None, staging=self.staging, committed=committed,
+                                objects=store.objects, batch_id=batch_id, attempt=attempt, durable=cfg.durable)
+        self.tag = "mirror"
+
+    def segments(self, pieces: list, d: rebuild.Dispatch) -> list:
+        """Facts of the segment versions: each segment's new records (a BLANK that closes a
+        segment goes to that segment, after its committed or new records)."""
+        F = self.cfg.mappedFileSizeCommitLog
+        groups: dict = {}
+        row = 0
+        for p in pieces:
+            if p.blank:
+                g = groups.setdefault(p.base - F, {"start": self._open_end(p.base - F), "chunks": [], "rows": [row, row]})
+                g["chunks"].append(p.blank)
+            g = groups.setdefault(p.base, {"start": p.pos, "chunks": [], "rows": [row, row]})
+            g["chunks"].append(p.buf[:p.end].tobytes())
+            row += len(p.starts)
+            g["rows"][1] = row
+        return [self._segment(base, g["start"], g["chunks"], d, *g["rows"]) for base, g in groups.items()]
+
+    def _open_end(self, base: int) -> int:
+        """Valid bytes of the mirror's committed segment at ``base`` (one the batch closes)."""
+        r = self.snap.files.get(commitlog.rel_path(base)) if self.snap.batch else None
+        return int(r["valid_bytes"]) if r else 0
+
+    def _segment(self, base: int, start: int, chunks: list, d: rebuild.Dispatch, r0: int, r1: int) -> dict:
+        F = self.cfg.mappedFileSizeCommitLog
+        rel = commitlog.rel_path(base)
+        version = FileVersion(self.ctx, self.store, rel, start, F, self.tag, "records")
+        blocks = version.hasher()
+        for c in chunks:
+            blocks.update(c)
+        new = sum(len(c) for c in chunks)
+        version.write_stream(iter(chunks))
+        fault("after-segment-write")
+        _, digests = blocks.finish()
+        phys, ts = d.phys[r0:r1], d.store_ts[r0:r1]
+        has = r1 > r0
+        zones = zonemap.build(zonemap.zone_bytes(F), phys - base, ts)
+        end = int(phys[-1]) + int(d.size[r1 - 1]) if has else base + start
+        return dict(version.facts(new, digests, blocks.tail()), **{
+            "kind": "commitlog", "path": rel, "base_offset": base, "file_size": F, "valid_bytes": start + new,
+            "count_new": r1 - r0, "first_new_offset": int(phys[0]) if has else None, "end_offset": end,
+            "min_ts": int(ts.min()) if has else None, "max_ts": int(ts.max()) if has else None,
+            "kept_bytes": start, "zones": zonemap.to_detail(zones)})
+
+    def queues(self, d: rebuild.Dispatch, queue_next: dict) -> tuple:
+        """(facts, plans) of the consume-queue files the records' units continue or create."""
+        U = self.cfg.cq_units_per_file
+        m = np.flatnonzero(d.cq)
+        out, plans = [], []
+        if not len(m):
+            return out, plans
+        t, q = d.topic[m], d.queue_id[m]
+        order = np.lexsort((q, t))               # stable: commitlog order within a queue
+        m, t, q = m[order], t[order], q[order]
+        cut = np.flatnonzero((np.diff(t) != 0) | (np.diff(q) != 0)) + 1
+        for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(m)]])):
+            rows = m[a:b]
+            key = (d.topics[int(t[a])], int(q[a]))
+            first = queue_next.get(key, 0)
+            offs = d.queue_offset[rows]
+            if offs[0] != first or not np.array_equal(offs, np.arange(first, first + len(rows))):
+                k = int(np.flatnonzero(offs != np.arange(first, first + len(rows)))[0])
+                raise MirrorDiverged(f"queue {key[0]}/{key[1]}: the record at CommitLog offset {int(d.phys[rows[k]])} "
+                                     f"has queue offset {int(offs[k])}, the mirror's queue continues at {first + k}: "
+                                     "the broker's queues no longer follow the mirror's; start a new mirror")
+            hi = first + len(rows)
+            for f in range(first // U, (hi - 1) // U + 1):
+                lo_u, hi_u = max(first, f * U), min(hi, (f + 1) * U)
+                sel = rows[lo_u - first:hi_u - first]
+                plan = {"topic": key[0], "queue_id": key[1], "file_start_unit": f * U,
+                        "kept_units": lo_u - f * U, "first_unit": lo_u, "count": hi_u - lo_u}
+                units = {"qoff": d.queue_offset[sel], "phys": d.phys[sel], "size": d.size[sel].astype(np.int32),
+                         "tags": d.tags[sel]}
+                out.append(write_stage.write_cq_file(self.ctx, self.cfg, self.store, plan, units, self.tag))
+                plans.append(plan)
+            queue_next[key] = hi
+        return out, plans
+
+    def index(self, d: rebuild.Dispatch) -> tuple:
+        """(facts, plans) of the index files the records' keys continue or create."""
+        n, entries = len(d.phys), len(d.key_hash)
+        last_entry = int(d.key_msg[-1]) if entries else -1
+        plans = sequencer.plan_index_files(self.state, entries, n, last_entry, self.cfg)
+        out = []
+        for p in plans:
+            w = write_stage.IndexFileWrite(self.ctx, self.cfg, self.store, dataclasses.asdict(p), self.tag)
+            if p.needs_pred:
+                m = int(d.key_msg[p.first_entry - 1])
+                w.pred = (int(d.phys[m]), int(d.store_ts[m]))
+            if p.count:
+                a, b = p.first_entry, p.first_entry + p.count
+                m = d.key_msg[a:b]
+                w.add(a, d.key_hash[a:b], d.phys[m], d.store_ts[m])
+            out.append(w.finish())
+        return out, plans
+
+
+def _dispatch(pieces: list, cfg: StoreConfig, broker: BrokerFiles) -> rebuild.Dispatch:
+    parts = []
+    for p in pieces:
+        part = rebuild.dispatch_range(p.buf, p.starts, cfg)
+        at = p.base + p.pos + p.starts
+        rel = commitlog.rel_path(p.base)
+        if part["cut"] is not None:
+            raise CorruptStore(os.path.join(broker.root, rel), p.pos + int(p.starts[part["cut"]]),
+                               "a damaged record before the broker's safe point: nothing was mirrored")
+        bad = np.flatnonzero(part["phys"] != at)
+        if len(bad):
+            k = int(bad[0])
+            raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {int(at[k])} says it is at "
+                                 f"{int(part['phys'][k])}: the broker's files were replaced or damaged; nothing was "
+                                 "mirrored")
+        part.update(rel=rel, base=p.base, stop=p.pos + p.end, reason=0)
+        parts.append(part)
+    return rebuild.join_dispatch(parts)
+
+
+def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = None, quiet: bool = False,
+                  max_bytes: int = MAX_BATCH) -> dict:
+    """One mirror cycle: the broker's records past the mirror's end, up to the safe point, as one
+    committed batch of ``store_uri``; the summary (``status`` ``committed`` or ``nothing-new``)."""
+    t0 = time.time()
+    prog = Progress(quiet)
+    broker = BrokerFiles(broker_dir)
+    store = storage.Store(store_uri)
+    if store.os_paths and os.path.abspath(store.root).startswith(broker.root + os.sep) \
+            or store.os_paths and os.path.abspath(store.root) == broker.root:
+        raise MirrorError(f"{store.uri}: the mirror cannot live inside the broker's directory {broker.root}")
+    lease = writerlease.WriterLease(store, "mirror")
+    fresh_meta = not store.exists(paths.META_DIR)
+    fresh_root = store.os_paths and not os.path.exists(store.root)
+    lease.acquire()
+    committed = False
+    try:
+        snap = manifest.load_snapshot(store)
+        if snap.batch is None:
+            check_store_root(store, snap)
+            if not broker.segments() or config is None and not broker.shaped():
+                prog.say("waiting for the broker's first CommitLog segment, consume-queue and index files (their "
+                         "sizes shape the mirror's; or pass the broker's properties as config)")
+                return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
+            cfg = infer_config(storage.Store(broker.root), config)
+            ident = None                         # read once its first record is safe (final)
+            _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
+        else:
+            cfg = snapshot_config(snap, config)
+            ident = _mirror_identity(snap, store)
+            finish_pending_publish(store, snap, cfg)
+        state = store_state(snap)
+        start = state.next_phys
+        if snap.batch is not None:
+            _check_broker(broker, store, snap, ident, start)
+        safe_ts = broker.physic_timestamp()
+        pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes)
+        base = {"from": start, "safe_timestamp": safe_ts, "source": broker.root}
+        if not pieces:
+            committed = snap.batch is not None
+            prog.say(f"nothing new below the safe point (physicMsgTimestamp {safe_ts}) from offset {start}")
+            return dict(base, status="nothing-new", messages=0, to=start, seconds=round(time.time() - t0, 3))
+        ident = ident or _identity(broker)
+        d = _dispatch(pieces, cfg, broker)
+        end = int(d.phys[-1]) + int(d.size[-1])
+        mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root}
+        out = _commit(store, snap, state, cfg, pieces, d, mirror_detail, t0, prog, lease)
+        committed = True
+        lag = int(time.time() * 1000) - int(d.store_ts[-1])
+        return dict(out, **base, to=end, lag_ms=lag)
+    finally:
+        lease.release()
+        if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
+            try:
+                os.rmdir(store.root)         # a refused first cycle into a new directory leaves none
+            except OSError:
+                pass
+
+
+def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispatch, mirror_detail: dict, t0: float,
+            prog, lease) -> dict:
+    """Stage the batch's file versions and commit them (``commit_batch``); an attempt that does
+    not commit is undone."""
+    start, end = mirror_detail["from"], mirror_detail["to"]
+    batch_id = f"mirror-{start:020d}-{end:020d}"
+    attempt = uuid.uuid4().hex[:12]
+    b = _Batch(store, snap, state, cfg, batch_id, attempt)
+    committed = False
+    try:
+        results = b.segments(pieces, d)
+        queue_next = dict(state.queue_next)
+        cq, cq_plans = b.queues(d, queue_next)
+        idx, idx_plans = b.index(d)
+        results += cq + idx
+        fault("after-files-staged")
+        plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == "commitlog"], cq_files=cq_plans,
+                                   index_files=idx_plans, messages=len(d.phys),
+                                   total_bytes=int(d.size.sum(dtype=np.int64)), entries=len(d.key_hash),
+                                   next_phys=end, queue_next=queue_next,
+                                   index_entry_starts=[p.first_entry for p in idx_plans])
+        fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
+                                     .encode()).hexdigest()
+        out = commit_batch(store, snap, state, plan, [_summary(d)], results, cfg, batch_id, fingerprint, b.staging,
+                           t0, prog, attempt=attempt, detail_extra={"mirror": mirror_detail}, lease=lease)
+        committed = True
+        return out
+    finally:
+        if not committed:
+            try:
+                undo_attempt(store, b.staging, batch_id, attempt)
+            except Exception:  # noqa: BLE001 - the next writer removes what is left
+                pass
+
+
+def _summary(d: rebuild.Dispatch) -> sequencer.SplitSummary:
+    ts = d.store_ts
+    cq = np.flatnonzero(d.cq)
+    pair, n = np.unique(d.topic[cq].astype(np.int64) << 32 | d.queue_id[cq].astype(np.int64), return_counts=True)
+    counts = {(d.topics[int(k >> 32)], int(k & 0xFFFFFFFF)): int(c) for k, c in zip(pair.tolist(), n.tolist())}
+    return sequencer.SplitSummary(
+        index=0, count=len(d.phys), total_bytes=int(d.size.sum(dtype=np.int64)), queue_counts=counts,
+        entries=len(d.key_hash), last_entry_row=int(d.key_msg[-1]) if len(d.key_hash) else -1,
+        last_store_ts=int(ts[-1]), last_cq_store_ts=int(ts[cq[-1]]) if len(cq) else None,
+        last_wait_store_ts=int(ts[-1]), min_store_ts=int(ts.min()), max_store_ts=int(ts.max()),
+        first_store_ts=int(ts[0]))

@@ -1,0 +1,244 @@
+"""mirror: a broker's store (the small-roll golden set, written by RocketMQ 5.3.3's own store) grown
+in steps by moving its checkpoint's physicMsgTimestamp (the safe point) and deleting its oldest
+segments as its retention does; the mirror's cycles must rebuild RocketMQ's store byte for byte
+(goldenlib.compare), verify, never touch the broker's directory, and stop with exit 3 and the
+mirror unchanged on every kind of divergence. No Spark, no JVM: the real broker run is
+tests/e2e/test_mirror_broker.py."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import goldenlib
+from conftest import golden_set
+from mirrorhelp import records as _records, set_safe
+from storelib.cli import mirror as mirror_cli
+from storelib.ops import mirror
+from storelib.table import manifest
+from storelib.io import storage
+from storelib.verify import driver as verify
+
+SET = "small-roll"
+
+
+def tree(root: str, skip=("_rocketlake",)) -> dict:
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if os.path.relpath(os.path.join(d, x), root) not in skip]
+        for f in files:
+            p = os.path.join(d, f)
+            st = os.stat(p)
+            out[os.path.relpath(p, root)] = (hashlib.sha256(open(p, "rb").read()).hexdigest(), st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(scope="module")
+def golden_store(tmp_path_factory):
+    return goldenlib.restore(golden_set(SET), str(tmp_path_factory.mktemp("golden")))
+
+
+@pytest.fixture
+def broker(golden_store, tmp_path):
+    d = str(tmp_path / "broker")
+    shutil.copytree(golden_store, d)
+    return d
+
+
+def test_cycles_rebuild_the_brokers_store_byte_for_byte(broker, tmp_path):
+    """Four cycles, the broker deleting its 20 oldest segments after the second: each batch ends
+    at the last record stored before the safe point, the mirror keeps what the broker deleted, and
+    the result is RocketMQ's store byte for byte (CommitLog, every consume queue, every index
+    file, the checkpoint) and verifies; the broker's directory is left as it was."""
+    store = str(tmp_path / "mirror")
+    phys, ends, ts = _records(broker)
+    cuts = [int(ts[700]), int(ts[1500]), int(ts[2400]), int(ts.max()) + 1]
+    for k, t in enumerate(cuts):
+        if k == 2:
+            for base, rel in mirror.BrokerFiles(broker).segments()[:20]:
+                os.remove(os.path.join(broker, rel))
+        set_safe(broker, t)
+        before = tree(broker)
+        s = mirror.mirror_broker(broker, store, quiet=True)
+        assert tree(broker) == before                 # read only: not a byte, not an mtime, no new file
+        bad = np.flatnonzero((ts <= 0) | (ts >= t))
+        want_end = int(ends[bad[0] - 1]) if len(bad) else int(ends[-1])
+        assert s["status"] == "committed" and s["to"] == want_end, (k, s)
+    assert goldenlib.compare(golden_set(SET), store) == []
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert [b["batch_seq"] for b in snap.batches] == [1, 2, 3, 4]
+    assert snap.batch["total_messages"] == len(phys)
+    rep = verify.verify_store(store, None, deep=True)
+    assert not rep.problems, rep.problems[:5]
+    again = mirror.mirror_broker(broker, store, quiet=True)
+    assert again["status"] == "nothing-new"
+
+
+def test_safe_point_is_a_prefix_of_whole_records(broker):
+    """Records at or after the first one stored at or after physicMsgTimestamp wait (store
+    times can step back: the prefix stops at the first unsafe record), a torn tail (a record
+    whose bytes are not all there yet) is never taken, and a BLANK comes only with a safe record
+    of the next segment."""
+    b = mirror.BrokerFiles(broker)
+    phys, ends, ts = _records(broker)
+    F = 65536
+    for k in (1, 57, 600, 2999):
+        pieces = mirror.safe_records(b, 0, int(ts[k]), F)
+        got = np.concatenate([p.base + p.pos + p.starts for p in pieces]) if pieces else np.zeros(0)
+        first_bad = int(np.flatnonzero(ts >= ts[k])[0])
+        assert np.array_equal(got, phys[:first_bad])
+        # a BLANK with a piece only when that piece's segment follows a closed one
+        for p in pieces:
+            assert (len(p.blank) == 8) == (p.base > 0 and p.pos == 0)
+    assert mirror.safe_records(b, 0, 0, F) == []
+    # a torn record: the tail of the newest record is not written yet
+    last_base, last_rel = b.segments()[-1]
+    path = os.path.join(broker, last_rel)
+    raw = bytearray(open(path, "rb").read())
+    a, e = int(phys[-1]) - last_base, int(ends[-1]) - last_base
+    raw[a + 60:e] = bytes(e - a - 60)
+    open(path, "wb").write(bytes(raw))
+    pieces = mirror.safe_records(b, 0, int(ts.max()) + 1, F)
+    assert pieces[-1].base + pieces[-1].pos + pieces[-1].end <= int(phys[-1])
+
+
+def _damage(broker: str, how: str, mirror_end: int) -> None:
+    b = mirror.BrokerFiles(broker)
+    segs = b.segments()
+    F = 65536
+    if how == "another-broker":                  # same sizes, another first record
+        p = os.path.join(broker, segs[0][1])
+        raw = bytearray(open(p, "rb").read())
+        raw[200] ^= 0xFF
+        open(p, "wb").write(bytes(raw))
+    elif how == "truncated-tail":                # recovery cut the tail under the mirror's end
+        base = (mirror_end - 1) // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        cut = max(0, mirror_end - base - 300)
+        raw[cut:] = bytes(len(raw) - cut)
+        open(p, "wb").write(bytes(raw))
+        for s, rel in segs:
+            if s > base:
+                os.remove(os.path.join(broker, rel))
+    elif how == "replaced-file":                 # one segment under the mirror's end replaced
+        base = (mirror_end - 1) // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        raw[mirror_end - base - 10] ^= 0x55
+        open(p, "wb").write(bytes(raw))
+    elif how == "segment-gone":                  # the segment under the mirror's end, alone, is gone
+        os.remove(os.path.join(broker, f"commitlog/{(mirror_end - 1) // F * F:020d}"))
+    elif how == "deleted-before-copied":         # retention ran past what the mirror holds
+        for s, rel in segs:
+            if s <= mirror_end + F:
+                os.remove(os.path.join(broker, rel))
+
+
+@pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "segment-gone",
+                                 "deleted-before-copied"])
+def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, capsys, how):
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    end = manifest.load_snapshot(storage.Store(store)).batch["max_phy_offset"]
+    set_safe(broker, int(ts.max()) + 1)
+    _damage(broker, how, end)
+    before = tree(store, skip=())
+    capsys.readouterr()
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offset" in err[0] and ("new mirror" in err[0] or "new store" in err[0]), err
+    assert tree(store, skip=()) == before
+
+
+def test_a_mirror_starts_at_the_brokers_first_record(broker, tmp_path, capsys):
+    """A broker that already deleted its first segment, a store that is not a mirror, a path
+    that is no broker store: exit 2, nothing written."""
+    os.remove(os.path.join(broker, mirror.BrokerFiles(broker).segments()[0][1]))
+    store = str(tmp_path / "m")
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 2
+    assert "starts at 65536" in capsys.readouterr().err
+    assert not os.path.exists(store)
+    assert mirror_cli.main(["--from", str(tmp_path), "--store", store, "--quiet"]) == 2
+    assert not os.path.exists(store)
+
+
+def test_once_catches_up_in_bounded_batches(broker, tmp_path, capsys):
+    store = str(tmp_path / "m")
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet", "--max-batch-mb", "1"]) == 0
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert len(snap.batches) >= 4                # 3.6 MB of records, at most about 1 MiB a batch
+    _, ends, ts = _records(broker)
+    first_unsafe = int(np.flatnonzero(ts >= mirror.BrokerFiles(broker).physic_timestamp())[0])
+    assert snap.batch["max_phy_offset"] == ends[first_unsafe - 1]
+    assert capsys.readouterr().out.count("rocketlake: ") == len(snap.batches)    # the last batch was a short one
+
+
+@pytest.mark.spark
+def test_spark_reads_and_tails_the_mirror_while_it_runs(spark, broker, golden_store, tmp_path):
+    """``readStream.format("rocketmq")`` over the mirror while its cycles commit: every message once,
+    in commitlog order per micro-batch; ``read.format("rocketmq")`` of the mirror is the broker's store's."""
+    from storelib.read import datasource, stream
+    datasource.register(spark)
+    stream.register(spark)
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    seen = []
+
+    def each(df, epoch):
+        seen.extend(sorted((r.commitlog_offset, r.topic, bytes(r.body))
+                           for r in df.select("commitlog_offset", "topic", "body").collect()))
+    cuts = [int(ts[1400]), int(ts.max()) + 1]
+    set_safe(broker, cuts[0])
+    mirror.mirror_broker(broker, store, quiet=True)
+    q = (spark.readStream.format("rocketmq").load(store).writeStream.foreachBatch(each)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start())
+    try:
+        q.processAllAvailable()
+        for t in cuts[1:]:
+            set_safe(broker, t)
+            assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+            q.processAllAvailable()
+    finally:
+        q.stop()
+
+    def batch(path):
+        return sorted((r.commitlog_offset, r.topic, bytes(r.body)) for r in
+                      spark.read.format("rocketmq").load(path).select("commitlog_offset", "topic", "body").collect())
+    assert seen == batch(store) == batch(golden_store) and len(seen) == 3000
+
+
+def test_the_mirrors_own_expire_then_more_cycles(broker, tmp_path):
+    """The mirror's retention is its own: expire removes its old segments (the broker still has
+    them), and the next cycles go on from where the mirror ended; verify finds nothing wrong."""
+    from storelib.ops.expire import expire
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1800]))
+    mirror.mirror_broker(broker, store, quiet=True)
+    e = expire(store, 1, now_ms=int(ts.max()) + 2 * 3600 * 1000, quiet=True)
+    assert e["status"] == "committed" and e["commitlog_removed"] > 10
+    set_safe(broker, int(ts.max()) + 1)
+    s = mirror.mirror_broker(broker, store, quiet=True)
+    assert s["status"] == "committed" and s["messages"] == 3000 - 1800
+    assert not verify.verify_store(store, None, deep=True).problems
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert snap.batch["min_phy_offset"] > 0 and [b["batch_seq"] for b in snap.batches] == [1, 2, 3]
+
+
+def test_records_longer_than_the_first_window(broker, monkeypatch):
+    """A cycle reads a small window first, then larger ones: a record running past it (here every
+    record, with a 100-byte first window) is read whole all the same."""
+    monkeypatch.setattr(mirror, "FIRST_WINDOW", 100)
+    monkeypatch.setattr(mirror, "WINDOW", 61000)       # the largest record: 60,206 bytes
+    b = mirror.BrokerFiles(broker)
+    phys, _, ts = _records(broker)
+    pieces = mirror.safe_records(b, 0, int(ts.max()) + 1, 65536)
+    got = np.concatenate([p.base + p.pos + p.starts for p in pieces])
+    first_unsafe = int(np.flatnonzero(ts >= ts.max() + 1)[0]) if (ts >= ts.max() + 1).any() else len(ts)
+    assert np.array_equal(got, phys[:first_unsafe])
