@@ -36,7 +36,7 @@ from .common import exit_code, ExitCode
 from .timeargs import iso
 from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError, UnreachablePath
 from ..format import paths
-from ..table import snapshots
+from ..table import rowcheck, snapshots
 
 from . import common as _cli  # noqa: E402
 
@@ -93,6 +93,7 @@ def main(argv=None) -> int:
             return cmd_register(store, args)
         snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
         if args.command == "segments":
+            rowcheck.check_snapshot(snap)
             rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
             cols = inspection.SEGMENT_COLUMNS
             if args.kind == "commitlog":

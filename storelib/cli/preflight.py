@@ -35,6 +35,10 @@ def check_ingest(args):
     """(config, batch seq before this run) after every check that needs no Spark."""
     from . import common as cli
     cfg = cli.store_config(args, writing=True, infer=False)
+    if "://" not in args.store and os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+        from ..table import rowcheck
+        from ..table.storefiles import as_store
+        rowcheck.check_latest(as_store(args.store))      # before any JVM: never appends to rows verify rejects
     if args.topics:
         from ..ingest.topics import Topics
         Topics.load(args.topics, cfg.defaultTopicQueueNums)

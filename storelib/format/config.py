@@ -150,6 +150,9 @@ class StoreConfig:
         return cls(**json.loads(text)).validate()
 
 
+JAVA_INT_MIN, JAVA_INT_MAX = -2**31, 2**31 - 1
+
+
 def parse_java_properties(text: str) -> dict:
     """Minimal Java .properties reader: ``key=value`` / ``key: value`` / ``key value``, # and ! comments."""
     out = {}
@@ -172,9 +175,12 @@ def _coerce(name: str, value: str, default):
         return low == "true"
     if isinstance(default, int):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if not JAVA_INT_MIN <= number <= JAVA_INT_MAX:      # each is a Java int in RocketMQ's MessageStoreConfig
+            raise ConfigError(f"{name}: {value} is out of range (RocketMQ takes an int, at most {JAVA_INT_MAX})")
+        return number
     return value
 
 
@@ -183,9 +189,18 @@ def load_config(path: str | None = None, overrides: dict | None = None) -> Store
     values: dict = {}
     if path:
         with open(path, encoding="utf-8") as fh:
-            values.update(parse_java_properties(fh.read()))
+            try:
+                values.update(parse_java_properties(fh.read()))
+                if not overrides:
+                    return _from_values(values)
+            except ConfigError as e:        # the one line names the file to fix
+                raise ConfigError(f"{path}: {e}") from None
     if overrides:
         values.update({k: str(v) for k, v in overrides.items()})
+    return _from_values(values)
+
+
+def _from_values(values: dict) -> StoreConfig:
     base = StoreConfig()
     known = {f.name: getattr(base, f.name) for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
     kwargs, extra = {}, {}

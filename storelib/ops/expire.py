@@ -25,7 +25,7 @@ import json
 import time
 
 from ..format import paths
-from ..table import deltacommit, manifest, snapcache, writerlease
+from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, headpages, storage
@@ -145,6 +145,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
+    rowcheck.check_snapshot(snap)            # never builds on rows verify rejects
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:

@@ -37,7 +37,7 @@ from ..format import checkpoint as ckpt, commitlog, consumequeue, indexfile, pat
 from ..format.config import StoreConfig
 from ..io import checksum, storage
 from ..runtime.progress import Progress
-from ..table import manifest, snapcache, writerlease
+from ..table import manifest, rowcheck, snapcache, writerlease
 from ..verify.access import FileData
 from . import rebuild
 
@@ -392,6 +392,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     lease = None
     try:
         snap = _load_snapshot(store)
+        rowcheck.check_snapshot(snap)        # never rebuilds from rows verify rejects
         if snap is not None:
             from ..table.snapshots import snapshot_config
             cfg = snapshot_config(snap, config)

@@ -26,32 +26,44 @@ import json
 
 import numpy as np
 
-from ..errors import ExpireError
+from ..errors import ConfigError
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
 
-__all__ = ["parse_rules", "plan_topic_expiry"]
+__all__ = ["parse_rules", "plan_topic_expiry", "retention_hours", "MAX_HOURS"]
 
 HOUR_MS = 3600 * 1000
+MAX_HOURS = 10**9          # 114,000 years: any retention, and hours * HOUR_MS stays a 64-bit time
+
+
+def retention_hours(text) -> float:
+    """``text`` as a retention in hours: a finite number in [0, MAX_HOURS]; ValueError saying what
+    is wrong otherwise (nan, inf, 1e308, negative, not a number)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not a number of hours") from None
+    if not 0 <= value <= MAX_HOURS:          # (False for nan)
+        raise ValueError(f"{text!r} hours: expected a number from 0 to {MAX_HOURS}")
+    return value
 
 
 def parse_rules(text: str | None) -> dict:
-    """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ExpireError on
-    anything else."""
+    """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ConfigError (a bad
+    configuration value, exit 2) on anything else."""
     out = {}
     for part in (text or "").split(","):
         part = part.strip()
         if not part:
             continue
         topic, sep, hours = part.rpartition("=")
+        if not sep or not topic.strip():
+            raise ConfigError(f"topicRetention entry {part!r}: expected topic=hours, e.g. orders=72")
         try:
-            value = float(hours)
-        except ValueError:
-            value = -1.0
-        if not sep or not topic.strip() or value < 0:
-            raise ExpireError(f"topicRetention entry {part!r}: expected topic=hours (hours >= 0)")
-        out[topic.strip()] = value
+            out[topic.strip()] = retention_hours(hours)
+        except ValueError as e:
+            raise ConfigError(f"topicRetention entry {part!r}: {e}") from None
     return out
 
 

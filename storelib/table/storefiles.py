@@ -15,7 +15,7 @@ build one:
   A committed batch whose publish was interrupted still has ``_rocketlake/staging/<batch_id>/``:
   its files are read from their ``staged_path`` where that still exists (the final file may be
   missing or an older, shorter version of the same name). Rows readers cannot use raise
-  ``CorruptStore`` naming the file (``check_rows``).
+  ``CorruptStore`` naming the file (``table.rowcheck``).
 * stores without a manifest (a RocketMQ broker's directory): ``StoreFiles.scan``, a broker's view
   after a normal restart (``load()`` + ``recoverNormally`` + ``truncateDirtyLogicFiles``). The
   file-shaping configuration is checked against the file sizes found and inferred from them
@@ -50,7 +50,7 @@ if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported whe
     from ..io.storage import Store
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
-           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem",
            "recovered_end"]
 
 _WALK_CHUNK = 1 << 20
@@ -387,14 +387,6 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
     return None
 
 
-def check_rows(snap: manifest.Snapshot, cfg: StoreConfig) -> None:
-    """``CorruptStore`` naming the file of the first manifest row readers cannot use."""
-    for r in sorted(snap.files.values(), key=lambda r: r["path"]):
-        p = row_problem(r, cfg)
-        if p:
-            raise CorruptStore(r["path"], 0, f"{p} (batch {r.get('batch_id')})")
-
-
 def as_store(store):
     """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
     (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
@@ -449,8 +441,9 @@ def reading_path(store, row: dict, staged: set) -> str:
 
 def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
     """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
+    from .rowcheck import check_snapshot
     cfg = config_of_batch(snap.batch, config)
-    check_rows(snap, cfg)
+    check_snapshot(snap, cfg)
     staged = staging_batches(store)
 
     def where(row) -> str:
