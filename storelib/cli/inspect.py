@@ -167,7 +167,7 @@ def cmd_stats(store, snap, args):
 
 def cmd_verify(store, args) -> int:
     from . import common as cli
-    from ..verify import driver as verify
+    from ..ops import deepverify as verify
     cfg = _config(args)
     spark = None
     try:

@@ -18,13 +18,12 @@ import pyarrow as pa
 import pytest
 
 from conftest import ROOT
+from opshelp import small_config
 from storelib.errors import CorruptStore
-from storelib.format.config import load_config
 from storelib.io import storage
 from storelib.table import manifest, rowcheck
 from storelib.table.storefiles import config_of_batch
 
-DEMO = os.path.join(ROOT, "conf", "demo.properties")
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
 NOW = 1717200000002 + 30 * 86400_000           # a month after the sample's store times
 
@@ -40,7 +39,7 @@ def _lines(src: str, out: str, start: int, n: int) -> str:
 def _ingest(store: str, path: str) -> dict:
     from storelib.ingest.driver import run_ingest
     from storelib.runtime.localrun import LocalSession
-    return run_ingest(LocalSession(), store, path, "jsonl", load_config(DEMO), quiet=True)
+    return run_ingest(LocalSession(), store, path, "jsonl", small_config(), quiet=True)
 
 
 def tree_digest(store: str) -> dict:
@@ -77,7 +76,8 @@ def edit_rows(store: str, pick, **changes) -> dict:
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    """Two batches of the sample (1,000 messages each) in demo-sized files: 2 segments, 32 queues."""
+    """Two batches of the sample (1,000 messages each) in small files (64 KiB segments, 30-unit
+    queue files, 255-entry index files): 8 segments, 32 queues of 2 or 3 files, 17 index files."""
     tmp = tmp_path_factory.mktemp("opscheck")
     store = str(tmp / "base")
     _ingest(store, _lines(SAMPLE, str(tmp / "a.jsonl"), 0, 1000))
@@ -156,7 +156,7 @@ def _op_repair(store, tmp, base_tmp):
 
 def _op_adopt(store, tmp, base_tmp):
     from storelib.ops.adopt import adopt
-    return adopt(None, store, store, load_config(DEMO), quiet=True)
+    return adopt(None, store, store, small_config(), quiet=True)
 
 
 OPS = {"ingest": _op_ingest, "expire": _op_expire, "expire-topic": _op_expire_topic, "export": _op_export,
@@ -261,8 +261,8 @@ def test_each_structural_check(base, case):
         snap.files[segs[0]["path"]] = dict(segs[0], valid_bytes=1000)
         where, words = segs[0]["path"], "beyond its valid end"
     elif case == "last-segment-short":
-        snap.files[segs[1]["path"]] = dict(segs[1], valid_bytes=segs[1]["valid_bytes"] - 8)
-        where, words = segs[1]["path"], "max_phy_offset"
+        snap.files[segs[-1]["path"]] = dict(segs[-1], valid_bytes=segs[-1]["valid_bytes"] - 8)
+        where, words = segs[-1]["path"], "max_phy_offset"
     elif case == "queue-file-missing":
         files = [r for r in snap.of_kind("consumequeue") if (r["topic"], r["queue_id"]) == (q0["topic"], q0["queue_id"])]
         third = dict(files[-1], base_offset=files[-1]["base_offset"] + cfg.cq_file_size,
