@@ -6,14 +6,19 @@ CommitLog implies.
 
 A rocketlake store's files are checked against their manifest rows (sha256 of the valid bytes),
 which is stronger: nothing is added there. The checkpoint file is left to verify's own check.
+In an export (``rocketlake.properties`` beside the files) a queue may start after offset 0 while
+the CommitLog still holds its older records: a topic's own retention removed its oldest queue
+files (``ops.topic_retention``), so queue files below a queue's first file are not missing there.
 """
 from __future__ import annotations
 
 import time
 
 from ..errors import RepairError
+from ..format import consumequeue
 from ..format.config import StoreConfig
 from ..io import storage
+from ..table.export import PROPERTIES_NAME
 from ..verify import driver as verify
 from ..verify.access import problem
 
@@ -30,9 +35,28 @@ def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: i
         p = plan_repair(storage.Store(store_uri), config, None, spark, threads)
     except RepairError:                      # no segments: verify says what is missing
         return []
+    store = storage.Store(store_uri)
+    first = _first_queue_files(store) if store.exists(PROPERTIES_NAME) else {}
     return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']} (as the CommitLog implies; "
                                   f"`rocketlake repair` rewrites it)")
-            for f in p["findings"] if f["kind"] in ("consumequeue", "index") and f["state"] in _STATES]
+            for f in p["findings"] if f["kind"] in ("consumequeue", "index") and f["state"] in _STATES
+            and not (f["state"] == "missing" and _below_first(f["path"], first))]
+
+
+def _first_queue_files(store: storage.Store) -> dict:
+    """(topic dir, queue dir) -> the base offset of the queue's first file on disk."""
+    out: dict = {}
+    for rel in store.list_files(consumequeue.DIR):
+        parts = rel.split("/")
+        if len(parts) == 4 and parts[3].isdigit():
+            key = (parts[1], parts[2])
+            out[key] = min(out.get(key, int(parts[3])), int(parts[3]))
+    return out
+
+
+def _below_first(rel: str, first: dict) -> bool:
+    parts = rel.split("/")
+    return len(parts) == 4 and parts[3].isdigit() and int(parts[3]) < first.get((parts[1], parts[2]), -1)
 
 
 def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool = False, spark=None,
