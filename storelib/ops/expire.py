@@ -29,6 +29,7 @@ from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, headpages, storage
+from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
 
@@ -131,6 +132,7 @@ def expire(store_uri: str, reserved_hours: float | None, now_ms: int | None = No
                        topic_rules)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
+    fault("after-lease")
     try:
         return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
                        lease, topic_rules)
@@ -204,14 +206,19 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r["path"])       # StorePathError before the commit: never delete outside the store
-    manifest.commit(store, snap.versions, rows, ck, durable=durable, lease=lease)
+    fault("before-delta-commit")
+    manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
-    for r in rows:
+    fault("after-commit-before-publish")
+    for i, r in enumerate(rows):
+        if i == len(rows) // 2:
+            fault("mid-delete")
         store.delete(r["path"])
     if store.objects:
         delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+    fault("after-publish-before-cleanup")
     commit_stage.clear_dead_attempts(store, snap.batches + [ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
