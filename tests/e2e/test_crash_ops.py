@@ -33,7 +33,7 @@ from storelib.io import storage
 from storelib.runtime.faults import DRIVER_POINTS, EXPIRE_POINTS
 
 from test_crash_sim import TORN, _deep, _in_process_ingest, _open, _record, _states, inputs, store_a  # noqa: F401
-from test_nothing_lost import files_state
+from test_nothing_lost import _wait_for, files_state
 
 pytestmark = [pytest.mark.slow]
 needs_crashfs = pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
@@ -177,15 +177,6 @@ def test_sink_commit_killed(inputs, store_a, tmp_path, point):  # noqa: F811
 
 
 # ----------------------------------------------------------------------------- racing and stalled writers
-def _wait_for(path: str, proc, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        if proc.poll() is not None:
-            raise AssertionError(f"the writer ended first: {proc.communicate()[1][-2000:]}")
-        assert time.time() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_topic_expire_and_an_ingest_take_turns(inputs, two_batches, tmp_path):  # noqa: F811
     """A per-topic expiry while an ingest holds the lease is refused (exit 3) and changes nothing;
     an ingest while a per-topic expiry holds it likewise; each finishes afterwards."""
