@@ -186,17 +186,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
     batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
-    rows = []
-    for kind in ("commitlog", "consumequeue", "index"):
-        for r in p[kind]:
-            reason = p.get("reasons", {}).get(r["path"]) or (
-                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
-                else f"points only below the new min phy offset {p['min_phy_offset']}")
-            rows.append(manifest.remove_row(
-                r, batch_id, seq, committed_at,
-                detail=manifest.dumps({"reason": reason, "when": now,
-                                       "expired_by": "topicRetention" if rules else "fileReservedTime",
-                                       "previous_detail": r["detail"]})))
+    rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules))
     ck = manifest.checkpoint_row_after(
         snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
@@ -226,6 +216,23 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
+
+
+def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,
+                 by_topic: bool) -> list:
+    """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
+    rows = []
+    for kind in ("commitlog", "consumequeue", "index"):
+        for r in p[kind]:
+            reason = p.get("reasons", {}).get(r["path"]) or (
+                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+                else f"points only below the new min phy offset {p['min_phy_offset']}")
+            rows.append(manifest.remove_row(
+                r, batch_id, seq, committed_at,
+                detail=manifest.dumps({"reason": reason, "when": now,
+                                       "expired_by": "topicRetention" if by_topic else "fileReservedTime",
+                                       "previous_detail": r["detail"]})))
+    return rows
 
 
 def _durable(snap: manifest.Snapshot) -> bool:

@@ -4,8 +4,8 @@ reports of the rows without reading a file.
 
 From the rows alone (no file is opened, so it runs before every query):
 
-* every live row is one readers can use (``storefiles.row_problem``: kind, path in its kind's
-  directory, name = base offset, sizes within the kind's file size, sha256, index header);
+* every live row is one readers can use (``row_problem``: kind, path in its kind's directory,
+  name = base offset, sizes within the kind's file size, sha256, index header);
 * no batch names one path in two ``add`` rows that disagree (``manifest.Snapshot.duplicates``);
 * commitlog segments contiguous (each starts one file size after the previous one), the first at
   the checkpoint row's min physical offset, the last ending at its max physical offset; a
@@ -23,21 +23,78 @@ one-line refusal before it changes anything.
 from __future__ import annotations
 
 import json
+import re
 
 from ..errors import CorruptStore
-from ..format import consumequeue, indexfile
+from ..format import checkpoint, commitlog, consumequeue, indexfile
 from ..format.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from ..format.config import StoreConfig
+from ..format.names import OFFSET_FILE_NAME
+from ..format.paths import STAGING_DIR
 
-__all__ = ["snapshot_problems", "usable_rows", "check_snapshot", "check_latest", "segment_gaps"]
+__all__ = ["snapshot_problems", "usable_rows", "row_problem", "check_snapshot", "segment_gaps", "HEADER_KEYS"]
 
 _UNIT = consumequeue.UNIT_SIZE
 _PREFIX = {"commitlog": "commitlog/", "consumequeue": "consumequeue/", "index": "index/", "checkpoint": "checkpoint"}
 
 
+HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
+               "index_count")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def row_problem(r: dict, cfg: StoreConfig) -> str | None:
+    """What is wrong with a live manifest row (``None``: a row readers can use). Its path is
+    already known to stay inside the store (``manifest.check_row_paths``)."""
+    kind, path = r.get("kind"), r.get("path")
+    limits = {"commitlog": cfg.mappedFileSizeCommitLog, "consumequeue": cfg.cq_file_size,
+              "index": cfg.index_file_size, "checkpoint": checkpoint.FILE_SIZE}
+    if kind not in limits:
+        return f"manifest row of unknown kind {kind!r}"
+    parts = path.split("/")
+    if kind == "checkpoint":
+        ok = path == checkpoint.FILE_NAME
+    elif kind == "commitlog":
+        ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(OFFSET_FILE_NAME.match(parts[1]))
+    elif kind == "consumequeue":
+        ok = (len(parts) == 4 and parts[0] == consumequeue.DIR and parts[1] == r.get("topic")
+              and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(OFFSET_FILE_NAME.match(parts[3])))
+    else:
+        ok = len(parts) == 2 and parts[0] == indexfile.DIR
+    if not ok:
+        return (f"manifest row of kind {kind} (topic {r.get('topic')!r}, queue {r.get('queue_id')!r}) names a path "
+                "outside its directory")
+    sp = r.get("staged_path")
+    if sp is not None and not sp.startswith(STAGING_DIR + "/"):
+        return f"manifest row's staged_path {sp!r} is not under {STAGING_DIR}/"
+    for col, lo, hi in (("valid_bytes", 0, limits[kind]), ("file_size", 0, 1 << 62), ("count", 0, 1 << 62)):
+        v = r.get(col)
+        if not _is_int(v) or not lo <= v <= hi:
+            return f"manifest {col} {v!r} outside [{lo}, {hi}]"
+    if not (isinstance(r.get("checksum"), str) and re.fullmatch(r"[0-9a-f]{64}", r["checksum"])):
+        return f"manifest checksum {r.get('checksum')!r} is not a sha256"
+    if kind in ("commitlog", "consumequeue"):
+        b = r.get("base_offset")
+        if not _is_int(b) or b != int(parts[-1]):
+            return f"manifest base_offset {b!r} does not match the name"
+    if kind == "index":
+        try:
+            h = json.loads(r.get("detail") or "")["header"]
+            bad = not all(_is_int(h[k]) for k in HEADER_KEYS)
+        except (ValueError, TypeError, KeyError):
+            bad = True
+        if bad:
+            return f"manifest detail {r.get('detail')!r} holds no index header"
+        if not 1 <= h["index_count"] <= cfg.maxIndexNum:
+            return f"manifest index header indexCount {h['index_count']} outside [1, {cfg.maxIndexNum}]"
+    return None
+
+
 def usable_rows(snap, cfg: StoreConfig) -> tuple[dict, list]:
     """(path -> row of the live rows readers can use, problems of the others)."""
-    from .storefiles import row_problem
     rows, problems = {}, []
     for path, r in sorted(snap.files.items()):
         p = row_problem(r, cfg)
@@ -87,25 +144,14 @@ def check_snapshot(snap, cfg: StoreConfig | None = None) -> None:
     if snap is None or snap.batch is None:
         return
     if cfg is None:
-        from .storefiles import config_of_batch
-        cfg = config_of_batch(snap.batch)
+        from .snapshots import snapshot_config
+        cfg = snapshot_config(snap)
     problems = snapshot_problems(snap, cfg)
     if problems:
         path, offset, what = problems[0]
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise CorruptStore(path, offset, f"{what}{more} (refused before any change; `rocketlake verify` lists "
                                          f"every problem)")
-
-
-def check_latest(store) -> None:
-    """``check_snapshot`` of the store's latest committed snapshot (from the snapshot cache when it
-    is current: no deltalake), for a command to refuse before it starts any work."""
-    from . import snapcache
-    snap = snapcache.load(store)
-    if snap is None:
-        from . import manifest
-        snap = manifest.load_snapshot(store)
-    check_snapshot(snap)
 
 
 def _of_kind(rows: dict, kind: str) -> list:

@@ -86,8 +86,8 @@ def refresh(store) -> bool:
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
-        from .storefiles import config_of_batch
-        if snapshot_problems(snap, config_of_batch(snap.batch)):
+        from .snapshots import snapshot_config
+        if snapshot_problems(snap, snapshot_config(snap)):
             return False                     # readers read the Delta tables and refuse the rows
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}

@@ -31,11 +31,15 @@ def _remove_index(d):
         os.remove(os.path.join(d, "index", f))
 
 
-def _queue_file(d, k=0):
+def _all_queue_files(d) -> list:
     out = []
     for dp, _, fs in os.walk(os.path.join(d, "consumequeue")):
         out += [os.path.join(dp, f) for f in fs]
-    return sorted(out)[k]
+    return sorted(out)
+
+
+def _queue_file(d, k=0):
+    return _all_queue_files(d)[k]
 
 
 def _truncate_queue(d):
@@ -43,8 +47,24 @@ def _truncate_queue(d):
         fh.truncate(40)
 
 
+def _queue_files(d) -> dict:
+    """queue directory -> its files, in offset order."""
+    out: dict = {}
+    for f in _all_queue_files(d):
+        out.setdefault(os.path.dirname(f), []).append(f)
+    return out
+
+
 def _remove_queue(d):
-    os.remove(_queue_file(d, 5))
+    """The second file of a queue (an export's queue may start late, never have a hole)."""
+    os.remove(next(fs[1] for _, fs in sorted(_queue_files(d).items()) if len(fs) > 1))
+
+
+def _remove_first_queue_file_of_a_broker_directory(d):
+    """A broker's directory (no rocketlake.properties): a queue's first file gone while the
+    CommitLog still holds its records is damage."""
+    os.remove(os.path.join(d, "rocketlake.properties"))
+    os.remove(next(fs[0] for _, fs in sorted(_queue_files(d).items()) if len(fs) > 1))
 
 
 def _zero_unit(d):
@@ -61,7 +81,8 @@ def _slot(d):
 
 
 DAMAGES = {"index-removed": _remove_index, "queue-truncated": _truncate_queue, "queue-removed": _remove_queue,
-           "queue-unit-zeroed": _zero_unit, "index-slot-cleared": _slot}
+           "queue-unit-zeroed": _zero_unit, "index-slot-cleared": _slot,
+           "broker-first-queue-file-removed": _remove_first_queue_file_of_a_broker_directory}
 
 
 def test_clean_export_is_clean(exported):
