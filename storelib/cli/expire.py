@@ -23,7 +23,7 @@ from ..ops import expire as retention
 from .common import exit_code, ExitCode
 from .timeargs import epoch_ms
 from ..errors import ConcurrentWriteError, ConfigError, ExpireError, StoreError
-from ..ops.topic_retention import retention_hours
+from ..format.config import retention_hours
 
 
 from . import common as _cli  # noqa: E402

@@ -26,47 +26,14 @@ import json
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..format.config import parse_topic_retention as parse_rules   # the topicRetention map, checked with the config
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
 
-__all__ = ["parse_rules", "plan_topic_expiry", "retention_hours", "MAX_HOURS"]
+__all__ = ["parse_rules", "plan_topic_expiry"]
 
 HOUR_MS = 3600 * 1000
-MAX_HOURS = 10**9          # 114,000 years: any retention, and hours * HOUR_MS stays a 64-bit time
-
-
-def retention_hours(text) -> float:
-    """``text`` as a retention in hours: a finite number in [0, MAX_HOURS]; ValueError saying what
-    is wrong otherwise (nan, inf, 1e308, negative, not a number)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ValueError(f"{text!r} is not a number of hours") from None
-    if not 0 <= value <= MAX_HOURS:          # (False for nan)
-        raise ValueError(f"{text!r} hours: expected a number from 0 to {MAX_HOURS}")
-    return value
-
-
-def parse_rules(text: str | None) -> dict:
-    """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ConfigError (a bad
-    configuration value, exit 2) on anything else."""
-    out = {}
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        topic, sep, hours = part.rpartition("=")
-        if not sep or not topic.strip():
-            raise ConfigError(f"topicRetention entry {part!r}: expected topic=hours, e.g. orders=72")
-        try:
-            out[topic.strip()] = retention_hours(hours)
-        except ValueError as e:
-            raise ConfigError(f"topicRetention entry {part!r}: {e}") from None
-    return out
-
-
 def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
     """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
     raw = store.read(r["path"], i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)

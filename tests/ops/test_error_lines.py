@@ -130,3 +130,18 @@ def test_edited_properties_of_an_export(cli, base, tmp_path):  # noqa: F811
     for argv in (["verify", "--store", out], ["query", "range", "--store", out, "--begin", "0", "--end", str(NOW)]):
         code, lines = cli(argv)
         _one_line(code, lines, 2, props, "mappedFileSizeCommitLog=131072", "65536")
+
+
+@pytest.mark.parametrize("command", ["ingest", "verify", "query"])
+def test_topic_retention_is_checked_by_every_command(cli, base, store, tmp_path, command):  # noqa: F811
+    """``topicRetention=orders`` (no hours) in a --config is an error wherever the file is read,
+    not only under expire."""
+    props = tmp_path / "ret.properties"
+    props.write_text("topicRetention=orders\n")
+    argv = {"ingest": ["ingest", "--store", store, "--input", str(base[0] / "c.jsonl")],
+            "verify": ["verify", "--store", store],
+            "query": ["query", "range", "--store", store, "--begin", "0", "--end", str(NOW)]}[command]
+    before = tree_digest(store)
+    code, lines = cli(argv + ["--config", str(props)])
+    _one_line(code, lines, 2, str(props), "topicRetention entry 'orders'")
+    assert tree_digest(store) == before
