@@ -24,7 +24,7 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash mirror bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends
+	repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -183,6 +183,12 @@ check: check-java $(STAMP)
 
 test-fast: install
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) -m "not slow" tests
+
+# Thousands of random sequences of store operations (ingest, append, expire store-wide and per
+# topic, repair after damage, export, verify) against the model of the readable messages
+# (ROCKETLAKE_OPS_SEQUENCES of them, default 2000; `make test` runs a few, `make long` these too).
+ops-sequences: install
+	ROCKETLAKE_LONG=1 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/ops/test_ops_sequences.py
 
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
 # cases, the default-VACUUM maintenance case, beside the rest of the suite.

@@ -22,7 +22,8 @@ import sys
 from ..ops import expire as retention
 from .common import exit_code, ExitCode
 from .timeargs import epoch_ms
-from ..errors import ConcurrentWriteError, ConfigError, ExpireError, StorePathError, UnsafeObjectStore
+from ..errors import ConcurrentWriteError, ConfigError, ExpireError, StoreError
+from ..format.config import retention_hours
 
 
 from . import common as _cli  # noqa: E402
@@ -39,17 +40,21 @@ def _topic_pairs(argv: list) -> tuple[list, dict]:
             if i + 3 >= len(argv) or argv[i + 2] != "--reserved-hours":
                 raise ValueError("--topic T must be followed by --reserved-hours N")
             try:
-                hours = float(argv[i + 3])
-            except ValueError:
-                raise ValueError(f"--topic {argv[i + 1]} --reserved-hours {argv[i + 3]!r}: not a number") from None
-            if hours < 0:
-                raise ValueError(f"--topic {argv[i + 1]}: --reserved-hours must be >= 0")
-            rules[argv[i + 1]] = hours
+                rules[argv[i + 1]] = retention_hours(argv[i + 3])
+            except ValueError as e:
+                raise ValueError(f"--topic {argv[i + 1]} --reserved-hours: {e}") from None
             i += 4
             continue
         rest.append(argv[i])
         i += 1
     return rest, rules
+
+
+def _hours_arg(text: str) -> float:
+    try:
+        return retention_hours(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv=None) -> int:
@@ -62,7 +67,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
-    ap.add_argument("--reserved-hours", type=float,
+    ap.add_argument("--reserved-hours", type=_hours_arg,
                     help="RocketMQ fileReservedTime (hours): the store-wide rule; after --topic T: that topic's")
     ap.add_argument("--topic", metavar="T", help="(with --reserved-hours N right after it, repeatable) a topic's rule")
     ap.add_argument("--config", help="store .properties: its topicRetention map (orders=72,audit=720)")
@@ -73,8 +78,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    if args.reserved_hours is not None and args.reserved_hours < 0:
-        ap.error("--reserved-hours must be >= 0")
     from . import common as cli
     try:
         cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=None))
@@ -92,7 +95,8 @@ def main(argv=None) -> int:
                              args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
     except ConfigError as e:                 # an unreadable --config, its topicRetention rules, an unsafe object store
         return cli.report(e)
-    except (ExpireError, StorePathError, ConcurrentWriteError) as e:
+    # StoreError: a damaged store or Delta table (CorruptStore), a path leading out (StorePathError)
+    except (ExpireError, StoreError, ConcurrentWriteError) as e:
         code = exit_code(e)
         if code == ExitCode.CONCURRENT:
             print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)

@@ -38,7 +38,7 @@ from .common import exit_code, ExitCode
 from .timeargs import iso
 from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError, UnreachablePath
 from ..format import paths
-from ..table import snapshots
+from ..table import rowcheck, snapshots
 
 from . import common as _cli  # noqa: E402
 
@@ -103,6 +103,7 @@ def main(argv=None) -> int:
             return cmd_register(store, args)
         snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
         if args.command == "segments":
+            rowcheck.check_snapshot(snap)
             rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
             cols = inspection.SEGMENT_COLUMNS
             if args.kind == "commitlog":
@@ -178,7 +179,7 @@ def cmd_stats(store, snap, args):
 
 def cmd_verify(store, args) -> int:
     from . import common as cli
-    from ..verify import driver as verify
+    from ..ops import deepverify as verify
     cfg = _config(args)
     spark = None
     try:

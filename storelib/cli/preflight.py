@@ -35,6 +35,11 @@ def check_ingest(args):
     """(config, batch seq before this run) after every check that needs no Spark."""
     from . import common as cli
     cfg = cli.store_config(args, writing=True, infer=False)
+    if "://" not in args.store and os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+        from ..io.storage import Store
+        from ..table import manifest, rowcheck, snapcache
+        store = Store(args.store)               # before any JVM: never appends to rows verify rejects
+        rowcheck.check_snapshot(snapcache.load(store) or manifest.load_snapshot(store))
     if args.topics:
         from ..ingest.topics import Topics
         given = Topics.load(args.topics, cfg.defaultTopicQueueNums)

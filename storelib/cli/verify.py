@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="the summary as JSON")
     args = ap.parse_args(argv)
     from . import common as cli
-    from ..verify import driver as verify
+    from ..ops import deepverify as verify
     from ..errors import ConfigError, StoreError, StoreNotFound
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 __all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "StoreConfig",
-           "parse_java_properties", "load_config"]
+           "parse_java_properties", "load_config", "retention_hours", "parse_topic_retention", "MAX_HOURS"]
 
 # The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle).
 from ..errors import ConfigError
@@ -120,6 +120,7 @@ class StoreConfig:
                               "properties CRC")
         if self.flushDiskType not in ("SYNC_FLUSH", "ASYNC_FLUSH"):
             raise ConfigError(f"flushDiskType must be SYNC_FLUSH or ASYNC_FLUSH, not {self.flushDiskType!r}")
+        parse_topic_retention(self.extra.get("topicRetention"))     # every command, not only expire
         return self
 
     @property
@@ -150,6 +151,40 @@ class StoreConfig:
         return cls(**json.loads(text)).validate()
 
 
+JAVA_INT_MIN, JAVA_INT_MAX = -2**31, 2**31 - 1
+MAX_HOURS = 10**9          # 114,000 years: any retention, and hours * 3,600,000 stays a 64-bit time
+
+
+def retention_hours(text) -> float:
+    """``text`` as a retention in hours: a finite number in [0, MAX_HOURS]; ValueError saying what
+    is wrong otherwise (nan, inf, 1e308, negative, not a number)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{text!r} is not a number of hours") from None
+    if not 0 <= value <= MAX_HOURS:          # (False for nan)
+        raise ValueError(f"{text!r} hours: expected a number from 0 to {MAX_HOURS}")
+    return value
+
+
+def parse_topic_retention(text: str | None) -> dict:
+    """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ConfigError (a bad
+    configuration value, exit 2) on anything else."""
+    out = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        topic, sep, hours = part.rpartition("=")
+        if not sep or not topic.strip():
+            raise ConfigError(f"topicRetention entry {part!r}: expected topic=hours, e.g. orders=72")
+        try:
+            out[topic.strip()] = retention_hours(hours)
+        except ValueError as e:
+            raise ConfigError(f"topicRetention entry {part!r}: {e}") from None
+    return out
+
+
 def parse_java_properties(text: str) -> dict:
     """Minimal Java .properties reader: ``key=value`` / ``key: value`` / ``key value``, # and ! comments."""
     out = {}
@@ -172,9 +207,12 @@ def _coerce(name: str, value: str, default):
         return low == "true"
     if isinstance(default, int):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if not JAVA_INT_MIN <= number <= JAVA_INT_MAX:      # each is a Java int in RocketMQ's MessageStoreConfig
+            raise ConfigError(f"{name}: {value} is out of range (RocketMQ takes an int, at most {JAVA_INT_MAX})")
+        return number
     return value
 
 
@@ -188,9 +226,18 @@ def load_config(path: str | None = None, overrides: dict | None = None) -> Store
         except (OSError, UnicodeDecodeError) as e:     # a bad --config is a bad argument (exit 2)
             raise ConfigError(f"{path}: cannot read it as a .properties file "
                               f"({getattr(e, 'strerror', None) or e})") from None
-        values.update(parse_java_properties(text))
+        try:
+            values.update(parse_java_properties(text))
+            if not overrides:
+                return _from_values(values)
+        except ConfigError as e:        # the one line names the file to fix
+            raise ConfigError(f"{path}: {e}") from None
     if overrides:
         values.update({k: str(v) for k, v in overrides.items()})
+    return _from_values(values)
+
+
+def _from_values(values: dict) -> StoreConfig:
     base = StoreConfig()
     known = {f.name: getattr(base, f.name) for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
     kwargs, extra = {}, {}

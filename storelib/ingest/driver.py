@@ -69,7 +69,7 @@ from dataclasses import dataclass
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
-from ..table import manifest, writerlease
+from ..table import manifest, rowcheck, writerlease
 from ..io import objstore, storage
 from ..runtime import warmup
 from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
@@ -244,6 +244,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
         snap = manifest.load_snapshot(store)
+        rowcheck.check_snapshot(snap)        # never appends to rows verify rejects
         done = _already_committed(run, snap) if fingerprint else None
         if done is not None:
             committed = True

@@ -20,7 +20,7 @@ import os
 import time
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
-from ..table import manifest, snapcache, writerlease
+from ..table import manifest, rowcheck, snapcache, writerlease
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
 from ..verify import driver as verify
@@ -125,6 +125,7 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
            lease: writerlease.WriterLease) -> dict:
     """``adopt`` once the lease is held."""
     snap = manifest.load_snapshot(store)
+    rowcheck.check_snapshot(snap)
     if snap.batch is not None:
         first = snap.batches[0]
         if first["operation"] == "import" and (batch_id is None or first["batch_id"] == batch_id):

@@ -25,10 +25,11 @@ import json
 import time
 
 from ..format import paths
-from ..table import deltacommit, manifest, snapcache, writerlease
+from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, headpages, storage
+from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
 
@@ -143,6 +144,7 @@ def expire(store_uri: str, reserved_hours: float | None, now_ms: int | None = No
                        topic_rules)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
+    fault("after-lease")
     try:
         return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
                        lease, topic_rules)
@@ -157,6 +159,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
+    rowcheck.check_snapshot(snap)            # never builds on rows verify rejects
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:
@@ -190,17 +193,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
     batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
-    rows = []
-    for kind in ("commitlog", "consumequeue", "index"):
-        for r in p[kind]:
-            reason = p.get("reasons", {}).get(r["path"]) or (
-                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
-                else f"points only below the new min phy offset {p['min_phy_offset']}")
-            rows.append(manifest.remove_row(
-                r, batch_id, seq, committed_at,
-                detail=manifest.dumps({"reason": reason, "when": now,
-                                       "expired_by": "topicRetention" if rules else "fileReservedTime",
-                                       "previous_detail": r["detail"]})))
+    rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules))
     ck = manifest.checkpoint_row_after(
         snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
@@ -210,14 +203,19 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r["path"])       # StorePathError before the commit: never delete outside the store
-    manifest.commit(store, snap.versions, rows, ck, durable=durable, lease=lease)
+    fault("before-delta-commit")
+    manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
-    for r in rows:
+    fault("after-commit-before-publish")
+    for i, r in enumerate(rows):
+        if i == len(rows) // 2:
+            fault("mid-delete")
         store.delete(r["path"])
     if store.objects:
         delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+    fault("after-publish-before-cleanup")
     commit_stage.clear_dead_attempts(store, snap.batches + [ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
@@ -225,6 +223,23 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
+
+
+def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,
+                 by_topic: bool) -> list:
+    """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
+    rows = []
+    for kind in ("commitlog", "consumequeue", "index"):
+        for r in p[kind]:
+            reason = p.get("reasons", {}).get(r["path"]) or (
+                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+                else f"points only below the new min phy offset {p['min_phy_offset']}")
+            rows.append(manifest.remove_row(
+                r, batch_id, seq, committed_at,
+                detail=manifest.dumps({"reason": reason, "when": now,
+                                       "expired_by": "topicRetention" if by_topic else "fileReservedTime",
+                                       "previous_detail": r["detail"]})))
+    return rows
 
 
 def _durable(snap: manifest.Snapshot) -> bool:

@@ -61,7 +61,7 @@ from ..ingest import commit as commit_stage
 from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import manifest, snapcache, storefiles, writerlease
+from ..table import manifest, rowcheck, snapcache, storefiles, writerlease
 from ..verify import commitlog as verify_commitlog
 from . import rebuild
 from .expire import finish_pending
@@ -600,6 +600,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     lease = None
     try:
         snap = _load_snapshot(store)
+        rowcheck.check_snapshot(snap)        # never rebuilds from rows verify rejects
         if snap is not None:
             from ..table.snapshots import snapshot_config
             cfg = snapshot_config(snap, config)

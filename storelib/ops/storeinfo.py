@@ -119,6 +119,7 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
     exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
     if exported and os.path.isfile(exported):
         mine = load_config(exported)
+        _check_exported(uri, exported, mine)
         if given is not None:
             config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
         shaping = mine.file_shaping()
@@ -139,6 +140,21 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
         return ResolvedConfig(cfg, "files", f"{uri} has no recorded configuration; sizes read off its files: "
                                             f"{found} (pass --config to use others)")
     return ResolvedConfig(base, "default")
+
+
+def _check_exported(uri: str, exported: str, mine) -> None:
+    """The sizes an exported directory's properties file gives must be the ones its files have
+    (a hand edit would make every file look damaged): ConfigError naming the file otherwise."""
+    from ..io.storage import Store
+    from ..table.storefiles import infer_config
+    try:
+        found = infer_config(Store(uri), mine).file_shaping()
+    except ValueError:                   # index files fitting no ratio: verify names them
+        return
+    diff = [f"{k}={v} (the files have {found[k]})" for k, v in mine.file_shaping().items() if found[k] != v]
+    if diff:
+        raise ConfigError(f"{exported} says {', '.join(diff)}: restore the values export wrote, or remove "
+                          f"the file (the sizes are then read off the files)")
 
 
 def _recorded(uri: str, as_of_batch=None) -> dict | None:

@@ -26,7 +26,7 @@ import json
 
 import numpy as np
 
-from ..errors import ExpireError
+from ..format.config import parse_topic_retention as parse_rules   # the topicRetention map, checked with the config
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
@@ -34,27 +34,6 @@ from ..table import manifest
 __all__ = ["parse_rules", "plan_topic_expiry"]
 
 HOUR_MS = 3600 * 1000
-
-
-def parse_rules(text: str | None) -> dict:
-    """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ExpireError on
-    anything else."""
-    out = {}
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        topic, sep, hours = part.rpartition("=")
-        try:
-            value = float(hours)
-        except ValueError:
-            value = -1.0
-        if not sep or not topic.strip() or value < 0:
-            raise ExpireError(f"topicRetention entry {part!r}: expected topic=hours (hours >= 0)")
-        out[topic.strip()] = value
-    return out
-
-
 def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
     """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
     raw = store.read(r["path"], i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)

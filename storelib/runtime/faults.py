@@ -26,6 +26,9 @@ Points (in the order an ingest passes them):
             deleted: a retry must encode them again),
             after-segment-write (a segment staged, not yet reported to the driver),
             mid-file-write (half of a consume queue / index file written)
+  expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
+            mid-delete (half of the removed files deleted), after-publish-before-cleanup
+            (``EXPIRE_POINTS``)
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import os
 import signal
 import time
 
-__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "fault"]
+__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -42,6 +45,8 @@ DRIVER_POINTS = (
 EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-records-released",
                    "after-segment-write", "mid-file-write")
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
+EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
+                 "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.
 POST_COMMIT_POINTS = ("after-commit-before-publish", "mid-apply", "mid-publish", "after-publish-before-cleanup")
 

@@ -26,7 +26,7 @@ import uuid
 from ..errors import BadInput, ExportError
 from ..format import checkpoint as ckpt
 from ..io import checksum, headpages, patches, storage
-from . import manifest, storefiles
+from . import manifest, rowcheck, storefiles
 
 __all__ = ["export_store", "PROPERTIES_NAME", "properties_text"]
 
@@ -61,6 +61,8 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     snap = snap if snap is not None else manifest.load_snapshot(store, as_of_batch)
     if snap.batch is None:
         raise ExportError(f"{store_uri} has no committed batch to export")
+    if check:
+        rowcheck.check_snapshot(snap)
     config = storefiles.config_of_batch(snap.batch)
     work = out
     if out.atomic_rename:

@@ -107,6 +107,8 @@ class Snapshot:
     removed: dict = field(default_factory=dict)  # path -> remove row of files a committed expiry
                                                  # removed (a crash may leave them on disk until the
                                                  # next expiry deletes them)
+    duplicates: list = field(default_factory=list)  # paths one batch adds twice with different facts
+                                                    # (table.rowcheck refuses such a snapshot)
 
     @property
     def batch_seq(self) -> int:
@@ -221,16 +223,27 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
                                                            f"a commit of the manifest table is missing")
     removed: dict = {}
     expiries = {b["batch_id"] for b in batches_visible if b["operation"] == "expire"}
+    added: dict = {}
+    duplicates: list = []
     for r in rows:
         check_row_paths(r)
         if r["action"] == "add":
+            facts = _facts(r)
+            if added.setdefault((r["batch_seq"], r["path"]), facts) != facts:
+                duplicates.append(r["path"])
             files[r["path"]] = r
             removed.pop(r["path"], None)
         else:
             files.pop(r["path"], None)
             if r["batch_id"] in expiries:
                 removed[r["path"]] = r
-    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed)
+    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates)
+
+
+def _facts(row: dict) -> tuple:
+    """What a manifest row says of its file (not when or by which attempt it was written): a rerun
+    writing the same row again is no duplicate."""
+    return tuple(v for k, v in sorted(row.items()) if k not in ("committed_at", "attempt_id", "staged_path"))
 
 
 def _table_rows(store: storage.Store, rel: str) -> tuple:

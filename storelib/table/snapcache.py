@@ -85,6 +85,10 @@ def refresh(store) -> bool:
         snap = manifest.load_snapshot(store)
         if snap.batch is None or snap.versions is None:
             return False
+        from .rowcheck import snapshot_problems
+        from .snapshots import snapshot_config
+        if snapshot_problems(snap, snapshot_config(snap)):
+            return False                     # readers read the Delta tables and refuse the rows
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
         data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))

@@ -15,7 +15,7 @@ build one:
   A committed batch whose publish was interrupted still has ``_rocketlake/staging/<batch_id>/``:
   its files are read from their ``staged_path`` where that still exists (the final file may be
   missing or an older, shorter version of the same name). Rows readers cannot use raise
-  ``CorruptStore`` naming the file (``check_rows``).
+  ``CorruptStore`` naming the file (``table.rowcheck``).
 * stores without a manifest (a RocketMQ broker's directory): ``StoreFiles.scan``, a broker's view
   after a normal restart (``load()`` + ``recoverNormally`` + ``truncateDirtyLogicFiles``). The
   file-shaping configuration is checked against the file sizes found and inferred from them
@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass, field
 from typing import NamedTuple, TYPE_CHECKING
 
 from ..errors import CorruptStore, StoreNotFound
-from ..format import checkpoint, commitlog, consumequeue, indexfile, records
+from ..format import commitlog, consumequeue, indexfile, records
 from ..io import patches
 from . import snapcache
 from ..format.config import StoreConfig
@@ -50,7 +49,7 @@ if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported whe
     from ..io.storage import Store
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
-           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config", "row_problem", "check_rows",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config",
            "recovered_end"]
 
 _WALK_CHUNK = 1 << 20
@@ -332,69 +331,6 @@ def staging_batches(store: Store) -> set:
         return set()
 
 
-_HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
-                "index_count")
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def row_problem(r: dict, cfg: StoreConfig) -> str | None:
-    """What is wrong with a live manifest row (``None``: a row readers can use). Its path is
-    already known to stay inside the store (``manifest.check_row_paths``)."""
-    kind, path = r.get("kind"), r.get("path")
-    limits = {"commitlog": cfg.mappedFileSizeCommitLog, "consumequeue": cfg.cq_file_size,
-              "index": cfg.index_file_size, "checkpoint": checkpoint.FILE_SIZE}
-    if kind not in limits:
-        return f"manifest row of unknown kind {kind!r}"
-    parts = path.split("/")
-    if kind == "checkpoint":
-        ok = path == checkpoint.FILE_NAME
-    elif kind == "commitlog":
-        ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(OFFSET_FILE_NAME.match(parts[1]))
-    elif kind == "consumequeue":
-        ok = (len(parts) == 4 and parts[0] == consumequeue.DIR and parts[1] == r.get("topic")
-              and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(OFFSET_FILE_NAME.match(parts[3])))
-    else:
-        ok = len(parts) == 2 and parts[0] == indexfile.DIR
-    if not ok:
-        return (f"manifest row of kind {kind} (topic {r.get('topic')!r}, queue {r.get('queue_id')!r}) names a path "
-                "outside its directory")
-    sp = r.get("staged_path")
-    if sp is not None and not sp.startswith(STAGING_DIR + "/"):
-        return f"manifest row's staged_path {sp!r} is not under {STAGING_DIR}/"
-    for col, lo, hi in (("valid_bytes", 0, limits[kind]), ("file_size", 0, 1 << 62), ("count", 0, 1 << 62)):
-        v = r.get(col)
-        if not _is_int(v) or not lo <= v <= hi:
-            return f"manifest {col} {v!r} outside [{lo}, {hi}]"
-    if not (isinstance(r.get("checksum"), str) and re.fullmatch(r"[0-9a-f]{64}", r["checksum"])):
-        return f"manifest checksum {r.get('checksum')!r} is not a sha256"
-    if kind in ("commitlog", "consumequeue"):
-        b = r.get("base_offset")
-        if not _is_int(b) or b != int(parts[-1]):
-            return f"manifest base_offset {b!r} does not match the name"
-    if kind == "index":
-        try:
-            h = json.loads(r.get("detail") or "")["header"]
-            bad = not all(_is_int(h[k]) for k in _HEADER_KEYS)
-        except (ValueError, TypeError, KeyError):
-            bad = True
-        if bad:
-            return f"manifest detail {r.get('detail')!r} holds no index header"
-        if not 1 <= h["index_count"] <= cfg.maxIndexNum:
-            return f"manifest index header indexCount {h['index_count']} outside [1, {cfg.maxIndexNum}]"
-    return None
-
-
-def check_rows(snap: manifest.Snapshot, cfg: StoreConfig) -> None:
-    """``CorruptStore`` naming the file of the first manifest row readers cannot use."""
-    for r in sorted(snap.files.values(), key=lambda r: r["path"]):
-        p = row_problem(r, cfg)
-        if p:
-            raise CorruptStore(r["path"], 0, f"{p} (batch {r.get('batch_id')})")
-
-
 def as_store(store):
     """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
     (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
@@ -449,8 +385,9 @@ def reading_path(store, row: dict, staged: set) -> str:
 
 def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
     """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
+    from .rowcheck import HEADER_KEYS, check_snapshot
     cfg = config_of_batch(snap.batch, config)
-    check_rows(snap, cfg)
+    check_snapshot(snap, cfg)
     staged = staging_batches(store)
 
     def where(row) -> str:
@@ -469,7 +406,7 @@ def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConf
     index = []
     for r in snap.of_kind("index"):          # sorted by path = by name = RocketMQ's load order
         h = json.loads(r["detail"])["header"]
-        hdr = IndexHeader(**{k: h[k] for k in _HEADER_KEYS})
+        hdr = IndexHeader(**{k: h[k] for k in HEADER_KEYS})
         index.append(IndexFileRef(where(r), hdr.index_count, hdr))
     files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
     return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count,

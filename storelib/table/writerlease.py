@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 
-from ..errors import ConcurrentWriteError, LeaseLost
+from ..errors import ConcurrentWriteError, CorruptStore, LeaseLost
 from ..format.paths import LEASE_PATH, META_DIR
 from ..io import condput, storage
 from .manifest import now_ms
@@ -57,7 +57,11 @@ class WriterLease:
 
     def read(self) -> dict | None:
         """The lease file's content; None without one, ``{}`` for one that cannot be read (a
-        writer died writing it, or a power cut left it empty): stale."""
+        writer died writing it, or a power cut left it empty): stale. Something no writer
+        leaves there (a directory, JSON whose fields have other types) is ``CorruptStore``
+        naming the file: nobody's lease, so not one to take over either."""
+        if self.store.os_paths and os.path.isdir(self.store.path(LEASE_PATH)):
+            raise CorruptStore(LEASE_PATH, 0, f"is a directory, not a writer lease: {_REMOVE}")
         try:
             data = self.store.read(LEASE_PATH)
         except OSError:
@@ -66,7 +70,13 @@ class WriterLease:
             doc = json.loads(data.decode())
         except ValueError:
             return {}
-        return doc if isinstance(doc, dict) else {}
+        if not isinstance(doc, dict):
+            return {}
+        wrong = [f"{k} {doc[k]!r}" for k, t in _FIELDS.items() if k in doc and not _typed(doc[k], t)]
+        if wrong:
+            raise CorruptStore(LEASE_PATH, 0, f"writer lease with {', '.join(wrong)} (not what a writer writes): "
+                                              f"{_REMOVE}")
+        return doc
 
     @staticmethod
     def is_stale(holder: dict | None) -> bool:
@@ -226,6 +236,15 @@ class WriterLease:
                 storage.remove_dir_if_empty(self.store, META_DIR)     # if the lease was all there was in it
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
+
+
+# The fields a writer writes into its lease, with their types.
+_FIELDS = {"batch_id": str, "host": str, "pid": int, "token": str, "started_ms": int, "renewed_ms": int}
+_REMOVE = "if no rocketlake writer is running on this store, remove it and rerun (nothing was changed)"
+
+
+def _typed(value, t) -> bool:
+    return isinstance(value, t) and not isinstance(value, bool)
 
 
 def _clocks() -> tuple:

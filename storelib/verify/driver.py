@@ -52,7 +52,7 @@ import numpy as np
 
 from ..format import checkpoint as ckpt, consumequeue, paths
 from ..io import checksum, storage
-from ..table import deltalog, manifest
+from ..table import deltalog, manifest, rowcheck
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
@@ -193,16 +193,11 @@ def _row_header(r: dict | None) -> dict | None:
 
 def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list, size_of):
     """(commitlog, queues, index, segments, min_phy, max_phy) the manifest names; problems of its rows."""
-    # rows readers cannot use (garbage values) are reported and left out of the checks below
-    from ..table.storefiles import row_problem
+    # rows readers cannot use (garbage values) are reported and left out of the checks below; the
+    # structural checks of the rows (table.rowcheck) are the ones every operation makes first
     F = config.mappedFileSizeCommitLog
-    rows = {}
-    for path, r in sorted(snap.files.items()):
-        p = row_problem(r, config)
-        if p:
-            problems.append(problem(path, 0, f"{p} (batch {r.get('batch_id')})"))
-        else:
-            rows[path] = r
+    rows, _ = rowcheck.usable_rows(snap, config)
+    problems += [problem(*p) for p in rowcheck.snapshot_problems(snap, config)]
 
     def of_kind(kind):
         return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
@@ -222,48 +217,10 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
                                             f"{snap.batch['batch_id']})"))
-    _check_row_paths(rows, problems)
     segments = [(p, b, F if i < len(cl) - 1 else v) for i, (p, b, v, _) in enumerate(cl)]
     max_phy = cl[-1][1] + cl[-1][2] if cl else 0
     min_phy = cl[0][1] if cl else 0
-    _check_batch_totals(snap.batch, cl, cqs, min_phy, max_phy, problems)
     return cl, cqs, idx, segments, min_phy, max_phy
-
-
-def _check_row_paths(rows: dict, problems: list) -> None:
-    """Every manifest row's path lies in its kind's directory; a segment's name is its base offset."""
-    for r in rows.values():
-        kind, path = r["kind"], r["path"]
-        prefix = {"commitlog": "commitlog/", "consumequeue": "consumequeue/", "index": "index/",
-                  "checkpoint": "checkpoint"}.get(kind)
-        if prefix is None or not path.startswith(prefix):
-            problems.append(problem(path, 0, f"manifest row of kind {kind!r} names a path outside its directory"))
-        if kind == "commitlog" and path.rsplit("/", 1)[-1] != f"{r['base_offset']:020d}":
-            problems.append(problem(path, 0, f"manifest base_offset {r['base_offset']} does not match the name"))
-
-
-def _check_batch_totals(b: dict, cl: list, cqs: dict, min_phy: int, max_phy: int, problems: list) -> None:
-    """The checkpoint row's min/max physical offsets and queue max offsets against the manifest's files."""
-    if b["max_phy_offset"] != max_phy:
-        problems.append(problem(cl[-1][0] if cl else "commitlog", max_phy - (cl[-1][1] if cl else 0),
-                                f"checkpoint table max_phy_offset {b['max_phy_offset']}, "
-                                f"last segment ends at {max_phy}"))
-    if (b["min_phy_offset"] or 0) != min_phy:
-        problems.append(problem(cl[0][0] if cl else "commitlog", 0,
-                                f"checkpoint table min_phy_offset {b['min_phy_offset']}, first segment "
-                                f"starts at {min_phy}"))
-    qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
-    for key, fs in cqs.items():
-        last = max(fs, key=lambda x: x[1])
-        end = last[1] // consumequeue.UNIT_SIZE + last[2]["valid_bytes"] // consumequeue.UNIT_SIZE
-        if qmax.get(key) != end:
-            problems.append(problem(last[0], last[2]["valid_bytes"],
-                                    f"queue {key[0]}/{key[1]} ends at offset {end}, checkpoint table says "
-                                    f"{qmax.get(key)}"))
-    for key in set(qmax) - set(cqs):
-        problems.append(problem(f"consumequeue/{key[0]}/{key[1]}", 0,
-                                f"checkpoint table lists queue max offset {qmax[key]} but the manifest has "
-                                "no file of it"))
 
 
 def _plan_from_disk(store: storage.Store, config: StoreConfig, disk_cl: list, disk_cq: list, disk_idx: list,
@@ -296,10 +253,7 @@ def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
     for rel, _ in idx:
         if not INDEX_FILE_NAME.match(rel.rsplit("/", 1)[-1]):
             problems.append(problem(rel, 0, "index file name is not yyyyMMddHHmmssSSS"))
-    for i in range(1, len(cl)):
-        if cl[i][1] != cl[i - 1][1] + F:
-            problems.append(problem(cl[i][0], 0, f"gap: the previous segment starts at {cl[i - 1][1]}, this one "
-                                                 f"should start at {cl[i - 1][1] + F} (segment missing)"))
+    problems += [problem(*p) for p in rowcheck.segment_gaps([(p, b) for p, b, _, _ in cl], F)]
     for p, b, _, _ in cl:
         if b % F:
             problems.append(problem(p, 0, f"segment start {b} is not a multiple of the file size {F}"))

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import GOLDEN
 from opshelp import restore, run, small_config, small_properties
-from storelib.errors import ExpireError
+from storelib.errors import ConfigError
 from storelib.format.records import message_keys
 from storelib.io import storage
 from storelib.ops import adopt, expire as retention
@@ -107,7 +107,7 @@ def test_every_topic_ruled_frees_segments_and_store_wide_rule_still_applies(tmp_
 
 
 def test_bad_rules_are_one_line_errors(tmp_path):
-    with pytest.raises(ExpireError):
+    with pytest.raises(ConfigError):         # a bad configuration value: exit 2
         parse_rules("orders=seventy")
     assert parse_rules(" orders=72, audit=720 ") == {"orders": 72.0, "audit": 720.0}
     res = run("expire.py", "--store", str(tmp_path), "--topic", "orders")

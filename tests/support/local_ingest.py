@@ -2,7 +2,8 @@
 fast end-to-end path, also under fault points and the crash simulator.
 
     python tests/support/local_ingest.py ingest STORE INPUT CONFIG BATCH_ID   # exit status as jobs/ingest.py
-    python tests/support/local_ingest.py expire STORE HOURS NOW_MS
+    python tests/support/local_ingest.py expire STORE HOURS NOW_MS [TOPIC=HOURS,...]   # HOURS "-": none
+    python tests/support/local_ingest.py sink STORE INPUT CONFIG QUERY MICRO_BATCH     # the streaming sink's commit
     python tests/support/local_ingest.py adopt STORE CONFIG                    # a broker's directory, in place
     python tests/support/local_ingest.py repair STORE [CONFIG]                 # repair --apply (CONFIG: a broker's)
     python tests/support/local_ingest.py mirror STORE BROKER_DIR               # one mirror cycle
@@ -19,6 +20,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 
+def sink_commit(store: str, path: str, config: str, query: str, micro_batch: str) -> dict:
+    """Micro-batch ``micro_batch`` of streaming query ``query`` through the ``rocketlake`` sink as
+    Spark runs it, without Spark: each half of the input staged as one task's part under
+    ``_rocketlake/incoming/``, then the writer's commit (``ingest_staged``) on the driver."""
+    from storelib.codec.messages import MESSAGE_SCHEMA
+    from storelib.ingest.sink import _Parts, _stream_fingerprint, stream_batch_id
+    from storelib.ingest.inputs import jsonl_to_table
+    table = jsonl_to_table(path).select(MESSAGE_SCHEMA.names)
+    half = table.num_rows // 2
+    writer = _Parts({"path": store, "config": config}, owner=query)
+    parts = [writer._stage(iter(t.to_batches())) for t in (table.slice(0, half), table.slice(half))]
+    for k, p in enumerate(parts):
+        parts[k] = type(p)(k, p.rel, p.rows)
+    bid = stream_batch_id(query, int(micro_batch))
+    out = writer._ingest(parts, bid, _stream_fingerprint(bid))
+    return out if out is not None else {"status": "empty"}
+
+
 def main(argv: list) -> int:
     from storelib.cli import common as cli
     from storelib.format.config import load_config
@@ -29,10 +48,14 @@ def main(argv: list) -> int:
             store, path, config, batch = argv[1:5]
             fmt = "parquet" if path.endswith(".parquet") else "jsonl"
             out = run_ingest(LocalSession(), store, path, fmt, load_config(config), batch_id=batch, quiet=True)
+        elif argv[0] == "sink":
+            out = sink_commit(*argv[1:6])
         elif argv[0] == "expire":
             from storelib.ops.expire import expire
+            from storelib.ops.topic_retention import parse_rules
             store, hours, now = argv[1:4]
-            out = expire(store, float(hours), now_ms=int(now), quiet=True)
+            rules = parse_rules(argv[4]) if len(argv) > 4 else None
+            out = expire(store, None if hours == "-" else float(hours), now_ms=int(now), quiet=True, topic_rules=rules)
         elif argv[0] == "adopt":
             from storelib.ops.adopt import adopt
             store, config = argv[1:3]
