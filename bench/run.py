@@ -25,6 +25,9 @@ Sections:
                wall time, bytes written (device counters and the process tree's /proc io)
   s3           ingest of --s3-n messages into a local moto S3 server, then a 1,000-message
                batch: bytes uploaded / copied / downloaded per record byte (counting proxy)
+  anchor       the same messages (--anchor-n, each size) written by RocketMQ 5.3.3's own
+               DefaultMessageStore in one JVM (ASYNC_FLUSH, no network) vs `rocketlake ingest` (cold,
+               alternated): msgs/s each, where each spends its time, stores checked byte-identical
   scale        (make bench-scale; not in the default run) the 10M figures: cold ingest vs
                Parquet copy at 10M, peak memory of the tree, driver memory at 2M vs 10M, shell
                lookups on the 10M store
@@ -304,7 +307,7 @@ def bench_scale(res, workdir: str, n_small: int, n_big: int, rounds: int, lookup
     cold.bench_lookup_cold(res, big["store"], big["src"], lookup_keys, section="scale")
 
 
-SECTIONS = "disk,codec,ingest,read,lookup,batch,verify,incremental,s3"
+SECTIONS = "disk,codec,ingest,read,lookup,batch,verify,incremental,s3,anchor"
 
 
 def parse_args():
@@ -315,6 +318,7 @@ def parse_args():
     ap.add_argument("--s3-n", type=int, default=2_000_000, help="messages of the S3 ingest")
     ap.add_argument("--s3-config", default=None, help="store.properties for the S3 store (default sizes)")
     ap.add_argument("--scale-n", type=int, default=10_000_000)
+    ap.add_argument("--anchor-n", default="2000000,10000000", help="anchor section: message counts, comma-separated")
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of every cold figure")
     ap.add_argument("--shell-keys", type=int, default=7, help="fresh-process lookups (each a key)")
     ap.add_argument("--only", default=SECTIONS)
@@ -327,7 +331,7 @@ def parse_args():
     if a.smoke:
         a.n, a.lookup_n, a.batch_keys, a.codec_n, a.disk_size = 20_000, 40_000, 2_000, 20_000, 16 << 20
         a.s3_n, a.scale_n, a.shell_keys = min(a.s3_n, 5_000), min(a.scale_n, 40_000), min(a.shell_keys, 2)
-        a.rounds = min(a.rounds, 1)
+        a.rounds, a.anchor_n = min(a.rounds, 1), "5000"
     return a
 
 
@@ -355,6 +359,10 @@ def run_sections(a, only: set, workdir: str):
         import s3bench
         s3bench.bench_s3(RES, workdir, cold.ensure_input(workdir, a.s3_n), a.s3_n,
                          cold.small_batch(workdir, 1000, 99), a.s3_config)
+    if "anchor" in only:
+        import anchor
+        for n in (int(x) for x in a.anchor_n.split(",")):
+            anchor.bench_anchor(RES, workdir, cold.ensure_input(workdir, n), n, a.rounds)
     if "scale" in only:
         bench_scale(RES, workdir, a.n, a.scale_n, a.rounds, a.shell_keys)
     spark = spark_session() if only & {"ingest", "lookup", "batch", "verify"} else None
@@ -386,7 +394,7 @@ def main():
         run_sections(a, only, workdir)
     finally:
         path = RES.save(a.results, {"n": a.n, "lookup_n": a.lookup_n, "batch_keys": a.batch_keys,
-                                    "s3_n": a.s3_n, "scale_n": a.scale_n, "rounds": a.rounds,
+                                    "s3_n": a.s3_n, "scale_n": a.scale_n, "anchor_n": a.anchor_n, "rounds": a.rounds,
                                     "smoke": a.smoke, "sections": sorted(only)}, sys.argv[1:])
         print(f"total {time.time() - t0:.0f}s; results in {path}; work dir {workdir}")
         if not a.workdir:
