@@ -101,7 +101,8 @@ def rocketlake_command() -> list:
 def ingest_argv(store: str, src: str, summary: str, eventlog: str) -> list:
     return [*rocketlake_command(), "ingest", "--store", store, "--input", src, "--format", "parquet", "--quiet",
             "--json-summary", summary, "--conf", "spark.eventLog.enabled=true",
-            "--conf", f"spark.eventLog.dir=file://{eventlog}"]
+            "--conf", f"spark.eventLog.dir=file://{eventlog}", "--conf", "spark.eventLog.rolling.enabled=false",
+            "--conf", "spark.eventLog.compress=false"]
 
 
 def jvm_phases(stdout: str) -> dict:
@@ -112,7 +113,7 @@ def jvm_phases(stdout: str) -> dict:
 def spark_phases(eventlog_dir: str) -> dict:
     """From Spark's event log of one application: its start and end (ms since the epoch) and per
     stage its name, wall time (submission to completion) and summed task run time."""
-    files = [f for f in glob.glob(os.path.join(eventlog_dir, "*")) if os.path.isfile(f)]
+    files = [f for f in glob.glob(os.path.join(eventlog_dir, "**", "*"), recursive=True) if os.path.isfile(f)]
     if len(files) != 1:
         raise RuntimeError(f"expected one Spark event log in {eventlog_dir}, found {files}")
     app, stages, task_ms = {}, [], {}

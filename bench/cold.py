@@ -126,6 +126,7 @@ def bench_lookup_cold(res, store: str, src: str, n_keys: int, section: str = "lo
                float(np.median(base)) * 1000, "ms", note, mode="cold", runs=ours, baseline_runs=base)
     res.record(section, "shell lookup, fresh process: best (ms)", min(ours) * 1000, min(base) * 1000, "ms",
                "", mode="cold")
+    return {"median_ms": float(np.median(ours)) * 1000, "baseline_median_ms": float(np.median(base)) * 1000}
 
 
 def bench_verify_cold(res, store: str, record_bytes: int, rounds: int, section: str = "verify"):
