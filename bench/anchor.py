@@ -164,8 +164,8 @@ def rocketlake_phases(wall: float, job_s: float, eventlog_dir: str) -> list:
     app_s = (sp["app_end_ms"] - sp["app_start_ms"]) / 1000 if sp["app_end_ms"] else None
     out.append(("Spark application, driver outside every stage (planning, commit)",
                 app_s - _union_s(sp["stages"]) if app_s else None))
-    return out + [(f"stage {s['id']} {s['name']} ({s['tasks']} tasks, {s['task_s']:.1f} task-s)", s["wall_s"])
-                  for s in sp["stages"]]
+    return out + [(f"stage {s['id']} {s['name'].replace(ROOT + os.sep, '')} ({s['tasks']} tasks, "
+                   f"{s['task_s']:.1f} task-s)", s["wall_s"]) for s in sp["stages"]]
 
 
 def compare_stores(want: str, got: str) -> tuple[list, str]:
