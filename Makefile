@@ -22,7 +22,7 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash bench bench-scale bench-table clean check-java rocketmq fidelity \
+.PHONY: install fuse3 demo test test-fast check crash bench bench-anchor bench-scale bench-table clean check-java rocketmq fidelity \
 	repair-fidelity kafka streaming bench-streaming faults long jvm-reader
 
 check-java:
@@ -169,9 +169,14 @@ crash: install
 	CRASH_POINTS=0 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/e2e/test_crash_sim.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
-bench: install
+bench: install rocketmq
 	$(SPARK_ENV) $(PY) bench/run.py $(BENCH_ARGS)
 
+# RocketMQ's own store writer against rocketlake ingest, same messages (BENCH_ARGS="--anchor-n 2000000").
+bench-anchor: install rocketmq
+	$(SPARK_ENV) $(PY) bench/run.py --only anchor $(BENCH_ARGS)
+
+# Growth at 2M, 10M, 50M (BENCH_ARGS="--scale-sizes ..."): redraws docs/bench-scale.png.
 bench-scale: install
 	$(SPARK_ENV) $(PY) bench/run.py --only scale $(BENCH_ARGS)
 
