@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -98,6 +99,18 @@ def sample_keys(src: str, n_keys: int, seed: int = 3) -> list:
     topics = pq.read_table(first, columns=["topic"]).column(0)
     rows = np.random.default_rng(seed).choice(len(topics), n_keys, replace=False)
     return [(topics[int(i)].as_py(), f"order-{int(i)}") for i in rows]
+
+
+def key_lookup_latencies(reader, keys: list, want: list) -> list:
+    """Seconds of each in-process ``find_by_key`` on an open store, every count checked."""
+    lat = []
+    for (topic, key), expected in zip(keys, want):
+        t = time.perf_counter()
+        got = reader.find_by_key(topic, key).total
+        lat.append(time.perf_counter() - t)
+        if got != expected:
+            raise AssertionError(f"find_by_key {topic}/{key}: {got} messages, expected {expected}")
+    return lat
 
 
 def bench_lookup_cold(res, store: str, src: str, n_keys: int, section: str = "lookup"):

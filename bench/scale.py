@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
-import time
 
 import numpy as np
 
@@ -37,14 +36,7 @@ def lookup_p50_ms(store: str, src: str, n_keys: int = 200) -> float:
     from storelib.read import query
     reader = query.open_store(store)
     keys = cold.sample_keys(src, n_keys)
-    want = cold.expected_key_counts(src, keys)
-    lat = []
-    for (topic, key), expected in zip(keys, want):
-        t = time.perf_counter()
-        got = reader.find_by_key(topic, key).total
-        lat.append(time.perf_counter() - t)
-        if got != expected:
-            raise AssertionError(f"find_by_key {topic}/{key}: {got} messages, expected {expected}")
+    lat = cold.key_lookup_latencies(reader, keys, cold.expected_key_counts(src, keys))
     return float(np.percentile(lat, 50)) * 1000
 
 
