@@ -110,7 +110,7 @@ def plot(points: list, path: str) -> str:
         title += "\nHARNESS CHECK AT SMALL SIZES: not results"
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
