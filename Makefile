@@ -23,8 +23,8 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-scale bench-table clean check-java rocketmq fidelity \
-	repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
+.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table clean check-java rocketmq \
+	fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -210,9 +210,14 @@ crash: install
 		tests/e2e/test_crash_repair.py tests/e2e/test_mirror_crash.py
 
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
-bench: install
+bench: install rocketmq
 	$(SPARK_ENV) $(PY) bench/run.py $(BENCH_ARGS)
 
+# RocketMQ's own store writer against rocketlake ingest, same messages (BENCH_ARGS="--anchor-n 2000000").
+bench-anchor: install rocketmq
+	$(SPARK_ENV) $(PY) bench/run.py --only anchor $(BENCH_ARGS)
+
+# Growth at 2M, 10M, 50M (BENCH_ARGS="--scale-sizes ..."): redraws docs/bench-scale.png.
 bench-scale: install
 	$(SPARK_ENV) $(PY) bench/run.py --only scale $(BENCH_ARGS)
 

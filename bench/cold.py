@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -100,6 +101,18 @@ def sample_keys(src: str, n_keys: int, seed: int = 3) -> list:
     return [(topics[int(i)].as_py(), f"order-{int(i)}") for i in rows]
 
 
+def key_lookup_latencies(reader, keys: list, want: list) -> list:
+    """Seconds of each in-process ``find_by_key`` on an open store, every count checked."""
+    lat = []
+    for (topic, key), expected in zip(keys, want):
+        t = time.perf_counter()
+        got = reader.find_by_key(topic, key).total
+        lat.append(time.perf_counter() - t)
+        if got != expected:
+            raise AssertionError(f"find_by_key {topic}/{key}: {got} messages, expected {expected}")
+    return lat
+
+
 def bench_lookup_cold(res, store: str, src: str, n_keys: int, section: str = "lookup"):
     """``python jobs/query.py --store S key --topic T --key K``, a fresh process per key, vs a
     fresh Python process finding the same key in the Parquet input with pyarrow."""
@@ -126,6 +139,7 @@ def bench_lookup_cold(res, store: str, src: str, n_keys: int, section: str = "lo
                float(np.median(base)) * 1000, "ms", note, mode="cold", runs=ours, baseline_runs=base)
     res.record(section, "shell lookup, fresh process: best (ms)", min(ours) * 1000, min(base) * 1000, "ms",
                "", mode="cold")
+    return {"median_ms": float(np.median(ours)) * 1000, "baseline_median_ms": float(np.median(base)) * 1000}
 
 
 def bench_verify_cold(res, store: str, record_bytes: int, rounds: int, section: str = "verify"):

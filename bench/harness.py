@@ -174,7 +174,7 @@ def run_process(argv: list, env: dict | None = None, workdir: str | None = None,
 def check_rc(run: dict, what: str):
     if run["rc"] != 0:
         raise RuntimeError(f"{what} failed (exit {run['rc']}): {' '.join(map(str, run['argv']))}\n"
-                           f"{run['stderr'][-3000:]}")
+                           f"{run['stderr'][-3000:]}\nstdout: {run['stdout'][-1000:]}")
 
 
 def alternate(rounds: int, steps: dict, before=None) -> dict:

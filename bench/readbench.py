@@ -75,7 +75,9 @@ def bench_read_warm(res, spark, store: str, src: str, rounds: int, section: str 
 
 
 def bench_read_cold(res, store: str, src: str, rounds: int, section: str = "read"):
+    """Per query its median wall time, ours and Parquet's: {query: (ours, parquet)}."""
     script = os.path.join(ROOT, "bench", "read_query.py")
+    out = {}
     for query, arg in queries(src):
         extra = [arg] if arg else []
         runs = alternate(rounds, {"rocketmq": spark_submit(script, "rocketmq", store, query, *extra),
@@ -84,6 +86,7 @@ def bench_read_cold(res, store: str, src: str, rounds: int, section: str = "read
         if got["rocketmq"] != got["parquet"]:
             raise AssertionError(f"cold read {query}: {got}")
         o, b = stats(runs["rocketmq"]), stats(runs["parquet"])
+        out[query] = (o["median"], b["median"])
         res.record(section, f"{query} read, spark-submit: median wall (s)", o["median"], b["median"], "s",
                    f"a fresh process per query (start-up included), {rounds} alternated rounds; load average "
                    f"{os.getloadavg()[0]:.1f}", mode="cold", runs=o["all"], baseline_runs=b["all"])
@@ -93,3 +96,4 @@ def bench_read_cold(res, store: str, src: str, rounds: int, section: str = "read
                    statistics.median(firsts["parquet"]), "s", "the same processes: load and query, timed after a "
                    "trivial query (the session's start and first query are nobody's)", mode="cold",
                    runs=firsts["rocketmq"], baseline_runs=firsts["parquet"])
+    return out

@@ -25,9 +25,13 @@ Sections:
                wall time, bytes written (device counters and the process tree's /proc io)
   s3           ingest of --s3-n messages into a local moto S3 server, then a 1,000-message
                batch: bytes uploaded / copied / downloaded per record byte (counting proxy)
-  scale        (make bench-scale; not in the default run) the 10M figures: cold ingest vs
-               Parquet copy at 10M, peak memory of the tree, driver memory at 2M vs 10M, shell
-               lookups on the 10M store
+  anchor       the same messages (--anchor-n, each size) written by RocketMQ 5.3.3's own
+               DefaultMessageStore in one JVM (ASYNC_FLUSH, no network) vs `rocketlake ingest` (cold,
+               alternated): msgs/s each, where each spends its time, stores checked byte-identical
+  scale        (make bench-scale; not in the default run) growth, per --scale-sizes (2M, 10M,
+               50M): cold ingest vs Parquet copy (s per million msgs, driver and tree peak RSS),
+               the cold reads vs Parquet, key lookups; spreads across sizes; the figure
+               --scale-plot (docs/bench-scale.png, shown in docs/PERFORMANCE.md)
 
 Each run writes bench/results/<UTC time>-<commit>.json (kept in git, the history) and
 bench/results/latest.json; ``python bench/table.py`` puts the latest into docs/PERFORMANCE.md.
@@ -195,13 +199,8 @@ def bench_lookup(spark, workdir: str, n: int):
     reader = query.open_store(store)
     keys = cold.sample_keys(src, 300 if n > 100_000 else 30)
     want = cold.expected_key_counts(src, keys)
-    lat_exact, lat_compat = [], []
-    for (topic, k), expected in zip(keys, want):
-        t = time.perf_counter()
-        hits = reader.find_by_key(topic, k).total
-        lat_exact.append(time.perf_counter() - t)
-        if hits != expected:
-            raise AssertionError(f"find_by_key {topic}/{k}: {hits} messages, expected {expected}")
+    lat_exact, lat_compat = cold.key_lookup_latencies(reader, keys, want), []
+    for topic, k in keys:
         t = time.perf_counter()
         reader.query_message(topic, k, 64, 0, 2**63 - 1)
         lat_compat.append(time.perf_counter() - t)
@@ -291,20 +290,7 @@ def bench_verify(spark, store: str):
            f"baseline: reading the same {total / 1e9:.1f} GB")
 
 
-def bench_scale(res, workdir: str, n_small: int, n_big: int, rounds: int, lookup_keys: int):
-    """The 10M section: cold ingest vs Parquet copy at 10M; the driver's memory at 2M vs 10M;
-    shell lookups on the 10M store."""
-    small = cold.bench_ingest_cold(res, workdir, n_small, 1, section="scale")
-    big = cold.bench_ingest_cold(res, workdir, n_big, rounds, section="scale")
-    for kind in ("python_driver", "jvm"):
-        at_small = max(r["peak_rss_by_kind"].get(kind, 0) for r in small["runs"]["ours"]) / 1e9
-        at_big = max(r["peak_rss_by_kind"].get(kind, 0) for r in big["runs"]["ours"]) / 1e9
-        res.record("scale", f"ingest peak RSS of the {kind} at {n_big} vs {n_small} msgs (GB)", at_big, at_small,
-                   "GB", "flat = ratio near 1 (local[2]: the JVM holds the executors too)", mode="cold")
-    cold.bench_lookup_cold(res, big["store"], big["src"], lookup_keys, section="scale")
-
-
-SECTIONS = "disk,codec,ingest,read,lookup,batch,verify,incremental,s3"
+SECTIONS = "disk,codec,ingest,read,lookup,batch,verify,incremental,s3,anchor"
 
 
 def parse_args():
@@ -314,7 +300,11 @@ def parse_args():
     ap.add_argument("--batch-keys", type=int, default=1_000_000, help="distinct (topic, key) pairs")
     ap.add_argument("--s3-n", type=int, default=2_000_000, help="messages of the S3 ingest")
     ap.add_argument("--s3-config", default=None, help="store.properties for the S3 store (default sizes)")
-    ap.add_argument("--scale-n", type=int, default=10_000_000)
+    ap.add_argument("--scale-sizes", default="2000000,10000000,50000000",
+                    help="scale section: message counts, comma-separated")
+    ap.add_argument("--scale-plot", default=os.path.join(ROOT, "docs", "bench-scale.png"),
+                    help="the scale section's figure (the default also rewrites docs/PERFORMANCE.md's block)")
+    ap.add_argument("--anchor-n", default="2000000,10000000", help="anchor section: message counts, comma-separated")
     ap.add_argument("--rounds", type=int, default=2, help="alternated rounds of every cold figure")
     ap.add_argument("--shell-keys", type=int, default=7, help="fresh-process lookups (each a key)")
     ap.add_argument("--only", default=SECTIONS)
@@ -326,8 +316,9 @@ def parse_args():
     a.codec_n, a.disk_size = 1_000_000, 1 << 30
     if a.smoke:
         a.n, a.lookup_n, a.batch_keys, a.codec_n, a.disk_size = 20_000, 40_000, 2_000, 20_000, 16 << 20
-        a.s3_n, a.scale_n, a.shell_keys = min(a.s3_n, 5_000), min(a.scale_n, 40_000), min(a.shell_keys, 2)
-        a.rounds = min(a.rounds, 1)
+        a.s3_n, a.scale_sizes, a.shell_keys = min(a.s3_n, 5_000), "20000,40000", min(a.shell_keys, 2)
+        a.scale_plot = os.path.join(a.workdir or tempfile.gettempdir(), "bench-scale-smoke.png")
+        a.rounds, a.anchor_n = min(a.rounds, 1), "5000"
     return a
 
 
@@ -355,8 +346,14 @@ def run_sections(a, only: set, workdir: str):
         import s3bench
         s3bench.bench_s3(RES, workdir, cold.ensure_input(workdir, a.s3_n), a.s3_n,
                          cold.small_batch(workdir, 1000, 99), a.s3_config)
+    if "anchor" in only:
+        import anchor
+        for n in (int(x) for x in a.anchor_n.split(",")):
+            anchor.bench_anchor(RES, workdir, cold.ensure_input(workdir, n), n, a.rounds)
     if "scale" in only:
-        bench_scale(RES, workdir, a.n, a.scale_n, a.rounds, a.shell_keys)
+        import scale
+        scale.bench_scale(RES, workdir, [int(x) for x in a.scale_sizes.split(",")], a.rounds, a.shell_keys,
+                          a.scale_plot)
     spark = spark_session() if only & {"ingest", "lookup", "batch", "verify"} else None
     if "ingest" in only:
         bench_ingest(spark, workdir, a.n, disk_mbs)
@@ -386,7 +383,7 @@ def main():
         run_sections(a, only, workdir)
     finally:
         path = RES.save(a.results, {"n": a.n, "lookup_n": a.lookup_n, "batch_keys": a.batch_keys,
-                                    "s3_n": a.s3_n, "scale_n": a.scale_n, "rounds": a.rounds,
+                                    "s3_n": a.s3_n, "scale_sizes": a.scale_sizes, "anchor_n": a.anchor_n, "rounds": a.rounds,
                                     "smoke": a.smoke, "sections": sorted(only)}, sys.argv[1:])
         print(f"total {time.time() - t0:.0f}s; results in {path}; work dir {workdir}")
         if not a.workdir:

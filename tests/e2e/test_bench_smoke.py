@@ -95,3 +95,64 @@ def test_bench_smoke_runs_the_cold_sections(tmp_path):
         up = rows[("s3", f"{what}: uploaded per record byte")]
         assert up["value"] >= 1.0 and up["bytes"] >= up["record_bytes"] > 0     # every record byte went up
         assert rows[("s3", f"{what}: downloaded per record byte")]["value"] >= 0
+
+
+def _event_log(path, events):
+    path.mkdir(parents=True)
+    (path / "app-1").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_anchor_phases_from_spark_event_log_and_jvm_timers(tmp_path):
+    """Stages overlapping in time count once in the driver-only figure; the JVM's phase line parses."""
+    import anchor
+    stage = lambda i, a, b: {"Event": "SparkListenerStageCompleted", "Stage Info": {
+        "Stage ID": i, "Stage Name": f"collect at {ROOT}/storelib/x.py:{i}", "Number of Tasks": 2,
+        "Submission Time": a, "Completion Time": b}}
+    task = lambda i, ms: {"Event": "SparkListenerTaskEnd", "Stage ID": i, "Task Metrics": {"Executor Run Time": ms}}
+    _event_log(tmp_path / "log", [{"Event": "SparkListenerApplicationStart", "Timestamp": 1000}, task(0, 1500),
+                                  task(0, 500), stage(0, 2000, 4000), task(1, 700), stage(1, 3000, 5000),
+                                  {"Event": "SparkListenerApplicationEnd", "Timestamp": 11000}])
+    phases = dict(anchor.rocketlake_phases(14.0, 12.5, str(tmp_path / "log")))
+    assert phases["process start-up and exit (imports, Spark start, outside the job)"] == 1.5
+    assert phases["Spark application, driver outside every stage (planning, commit)"] == 10 - 3
+    assert phases["stage 0 collect at storelib/x.py:0 (2 tasks, 2.0 task-s)"] == 2.0
+    assert phases["stage 1 collect at storelib/x.py:1 (2 tasks, 0.7 task-s)"] == 2.0
+    (tmp_path / "empty").mkdir()
+    assert len(anchor.rocketlake_phases(3.0, 2.0, str(tmp_path / "empty"))) == 3      # in process: no Spark
+    got = anchor.jvm_phases("x\nphases messages=5 open_s=1.000 parse_s=0.500 put_s=2.000 dispatch_wait_s=0.010 "
+                            "shutdown_s=3.000\n")
+    assert got == {"messages": 5, "open_s": 1.0, "parse_s": 0.5, "put_s": 2.0, "dispatch_wait_s": 0.01,
+                   "shutdown_s": 3.0}
+
+
+def test_anchor_refuses_stores_that_differ(tmp_path):
+    """Only the checkpoint's first field (physicMsgTimestamp: the flush type's) may differ."""
+    import anchor
+    for name, phys, data in (("rmq", 1, b"\x01" * 64), ("ours", 2, b"\x01" * 64), ("bad", 2, b"\x01" * 63 + b"\x02")):
+        (tmp_path / name / "commitlog").mkdir(parents=True)
+        (tmp_path / name / "commitlog" / "00000000000000000000").write_bytes(data)
+        (tmp_path / name / "checkpoint").write_bytes(phys.to_bytes(8, "big") + b"\x07" * 16)
+    diffs, note = anchor.compare_stores(str(tmp_path / "rmq"), str(tmp_path / "ours"))
+    assert diffs == ["differs: checkpoint: first difference at byte 7"] and "physicMsgTimestamp 2 vs" in note
+    with pytest.raises(AssertionError, match="commitlog/00000000000000000000"):
+        anchor.compare_stores(str(tmp_path / "rmq"), str(tmp_path / "bad"))
+
+
+def test_scale_figure_and_docs_block(tmp_path):
+    """The growth figure is a PNG that says when it is only a harness check; the doc block is rewritten."""
+    import scale
+    points = [{"n": n, "ingest_s": n / 1e5, "copy_s": n / 5e4, "ingest_s_per_m": 10.0, "driver_rss_gb": 0.26,
+               "tree_rss_gb": 1.2, "load_avg": 1.0, "lookup_p50_ms": 1.5,
+               "reads": {"full": (4.0, 5.0), "topic": (2.0, 4.0), "time": (1.0, 3.0)}} for n in (100_000, 200_000)]
+    png = scale.plot(points, str(tmp_path / "fig.png"))
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    doc = tmp_path / "P.md"
+    doc.write_text(f"a\n{scale.BEGIN}\n(regenerated)\n{scale.END}\nb\n")
+    scale.update_docs(points, png, str(doc))
+    text = doc.read_text()
+    assert "(regenerated)" not in text and "![time against messages" in text and "(fig.png)" in text
+    assert "| 200,000 | 10.00 (20.00) | 0.26 | 1.20 | 0.80x / 0.50x / 0.33x | 1.50 | 1.0 |" in text
+    assert text.endswith(f"{scale.END}\nb\n")
+    assert scale.spread([2.0, 2.2, 2.1]) == pytest.approx(1.1)
+    real = open(os.path.join(ROOT, "docs", "PERFORMANCE.md")).read()
+    assert real.count(scale.BEGIN) == 1 and real.count(scale.END) == 1
