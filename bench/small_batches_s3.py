@@ -1,0 +1,146 @@
+"""Bytes uploaded per small batch into a store on S3, batch after batch (issue 40 item 2).
+
+A store of ``--store-n`` messages (default file sizes: one index file whose paged head is 20 MB)
+is written to a moto S3 server, then ``--batches`` consecutive batches of ``--batch-n`` messages
+continue it, each in this process without Spark (storelib.runtime.localrun: the same write and
+commit code as a Spark job). Every request goes through the counting proxy of bench/s3bench.py;
+per batch: bytes uploaded (S3 PUT / UploadPart bodies, the Delta commits included), the batch's
+record bytes, and the index head pages its keys changed (counted in ``PagedHead.finish``).
+The goal: p50 and max of uploaded <= 2 x record bytes + changed head pages x 512.
+
+    python bench/small_batches_s3.py                      # 100k-message store, 80 batches
+    python bench/small_batches_s3.py --full               # 2M-message store, 200 batches
+    python bench/small_batches_s3.py --baseline-src DIR   # also the code in DIR (e.g. main), same run
+
+With ``--baseline-src`` the same measurement runs first with DIR's storelib (a child process
+with DIR first on its path), then with this tree's; both tables are printed, and the figures are
+saved as JSON under bench/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _measure(store_n: int, batches: int, batch_n: int, workdir: str) -> dict:
+    import numpy as np
+    import pyarrow.parquet as pq
+    import storelib                                        # noqa: F401 - first: the tree under test
+    from storelib.format.config import StoreConfig
+    from storelib.ingest import paged_index
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests", "support")]
+    import datagen
+    from s3bench import CountingProxy
+    from s3server import moto
+
+    changed: list = []
+    finish = paged_index.PagedHead.finish
+
+    def counted(self, builder):
+        from storelib.format import indexfile
+        P = 512
+        head = builder.header.to_bytes(self.cfg.line_4_9) + indexfile.encode_slots(builder.slots)
+        changed.append(sum(head[j * P:(j + 1) * P] != self.old[int(j)] for j in np.flatnonzero(self.loaded)))
+        return finish(self, builder)
+    paged_index.PagedHead.finish = counted
+
+    def part(n, seed, start_ms):
+        d = os.path.join(workdir, f"in-{seed}")
+        os.makedirs(d, exist_ok=True)
+        pq.write_table(datagen.generate(n, 256, seed, start_ms=start_ms), os.path.join(d, "part-00000.parquet"))
+        return d
+
+    cfg, rows = StoreConfig(), []
+    with moto("bench") as (env, _s3), CountingProxy(env["AWS_ENDPOINT_URL"]) as proxy:
+        os.environ.update(env, AWS_ENDPOINT_URL=proxy.url)
+        uri = "s3://bench/store"
+        t = time.time()
+        run_ingest(LocalSession(), uri, part(store_n, 7, 1717200000000), "parquet", cfg, batch_id="base", quiet=True)
+        base_s = time.time() - t
+        for i in range(batches):
+            src = part(batch_n, 1000 + i, 1817200000000 + i * 10_000_000)
+            changed.clear()
+            proxy.counts.reset()
+            t = time.time()
+            out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
+            c = proxy.counts.snapshot()
+            rows.append({"uploaded": c["bytes"]["uploaded"], "downloaded": c["bytes"]["downloaded"],
+                         "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
+                         "requests": sum(c["requests"].values()), "wall_s": time.time() - t})
+    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "batches": rows}
+
+
+def summarize(res: dict) -> dict:
+    import numpy as np
+    b = res["batches"]
+    up = np.array([r["uploaded"] for r in b], float)
+    allow = np.array([2 * r["record_bytes"] + 512 * r["changed_pages"] for r in b], float)
+    rec = np.array([r["record_bytes"] for r in b], float)
+    worst = int(np.argmax(up / allow))
+    return {"p50_uploaded": float(np.median(up)), "max_uploaded": float(up.max()), "argmax": int(up.argmax()),
+            "p50_record": float(np.median(rec)), "p50_allow": float(np.median(allow)),
+            "p50_per_allow": float(np.median(up / allow)), "max_per_allow": float((up / allow).max()),
+            "worst": worst, "p50_downloaded": float(np.median([r["downloaded"] for r in b])),
+            "max_downloaded": float(max(r["downloaded"] for r in b)),
+            "p50_wall_s": float(np.median([r["wall_s"] for r in b])), "n": len(b)}
+
+
+def _table(name: str, s: dict) -> str:
+    mb = 1e6
+    return (f"{name}: {s['n']} batches; uploaded p50 {s['p50_uploaded'] / mb:.3f} MB, max {s['max_uploaded'] / mb:.3f} MB "
+            f"(batch {s['argmax']}); record bytes p50 {s['p50_record'] / mb:.3f} MB; allowance (2 x records + changed "
+            f"pages) p50 {s['p50_allow'] / mb:.3f} MB; uploaded / allowance p50 {s['p50_per_allow']:.2f}, max "
+            f"{s['max_per_allow']:.2f} (batch {s['worst']}); downloaded p50 {s['p50_downloaded'] / mb:.3f} MB, max "
+            f"{s['max_downloaded'] / mb:.3f} MB; wall p50 {s['p50_wall_s']:.1f} s")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store-n", type=int, default=100_000)
+    ap.add_argument("--batches", type=int, default=80)
+    ap.add_argument("--batch-n", type=int, default=1000)
+    ap.add_argument("--full", action="store_true", help="the issue's size: 2M-message store, 200 batches")
+    ap.add_argument("--baseline-src", default=None, help="a source tree (e.g. `git archive main`) measured first")
+    ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
+    a = ap.parse_args(argv)
+    if a.full:
+        a.store_n, a.batches = 2_000_000, 200
+    args = ["--store-n", str(a.store_n), "--batches", str(a.batches), "--batch-n", str(a.batch_n)]
+    if a.json_out:
+        with tempfile.TemporaryDirectory(prefix="smallbatch-") as wd:
+            res = _measure(a.store_n, a.batches, a.batch_n, wd)
+        with open(a.json_out, "w") as fh:
+            json.dump(res, fh)
+        return 0
+    root = os.path.dirname(HERE)
+    runs = ([("baseline", a.baseline_src)] if a.baseline_src else []) + [("this tree", root)]
+    out = {"load_avg_start": os.getloadavg()[0], "args": args}
+    for name, src in runs:
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json-out", f.name], env=env,
+                           check=True)
+            res = json.load(open(f.name))
+        res["summary"] = summarize(res)
+        out[name] = res
+        print(_table(name, res["summary"]), flush=True)
+    out["load_avg_end"] = os.getloadavg()[0]
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    path = os.path.join(HERE, "results", time.strftime("small-batches-s3-%Y-%m-%dT%H%M%S.json", time.gmtime()))
+    with open(path, "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
