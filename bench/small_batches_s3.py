@@ -3,9 +3,10 @@
 A store of ``--store-n`` messages (default file sizes: one index file whose paged head is 20 MB)
 is written to a moto S3 server, then ``--batches`` consecutive batches of ``--batch-n`` messages
 continue it, each in this process without Spark (storelib.runtime.localrun: the same write and
-commit code as a Spark job). Every request goes through the counting proxy of bench/s3bench.py;
-per batch: bytes uploaded (S3 PUT / UploadPart bodies, the Delta commits included), the batch's
-record bytes, and the index head pages its keys changed (counted in ``PagedHead.finish``).
+commit code as a Spark job). Per batch: bytes uploaded (the objects new or replaced on the
+server between two listings, the Delta commits included; with ``--proxy``, the S3 PUT /
+UploadPart bodies the counting proxy of bench/s3bench.py sees), the batch's record bytes, and
+the index head pages its keys changed (counted in ``PagedHead.finish``).
 The goal: p50 and max of uploaded <= 2 x record bytes + changed head pages x 512.
 
     python bench/small_batches_s3.py                      # 100k-message store, 80 batches
@@ -29,7 +30,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _measure(store_n: int, batches: int, batch_n: int, workdir: str) -> dict:
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
     import storelib                                        # noqa: F401 - first: the tree under test
@@ -59,9 +68,20 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str) -> dict:
         pq.write_table(datagen.generate(n, 256, seed, start_ms=start_ms), os.path.join(d, "part-00000.parquet"))
         return d
 
+    def listing(s3) -> dict:
+        out = {}
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench"):
+            out.update({o["Key"]: (o["ETag"], o["Size"]) for o in page.get("Contents", [])})
+        return out
+
+    def stored_delta(a: dict, b: dict) -> int:
+        """Bytes of the objects new or replaced between two listings: what was uploaded, counted
+        on the server (no proxy in the way)."""
+        return sum(v[1] for k, v in b.items() if a.get(k) != v)
+
     cfg, rows = StoreConfig(), []
-    with moto("bench") as (env, _s3), CountingProxy(env["AWS_ENDPOINT_URL"]) as proxy:
-        os.environ.update(env, AWS_ENDPOINT_URL=proxy.url)
+    with moto("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
+        os.environ.update(env, **({"AWS_ENDPOINT_URL": proxy.url} if proxy_on else {}))
         uri = "s3://bench/store"
         t = time.time()
         run_ingest(LocalSession(), uri, part(store_n, 7, 1717200000000), "parquet", cfg, batch_id="base", quiet=True)
@@ -69,13 +89,19 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str) -> dict:
         for i in range(batches):
             src = part(batch_n, 1000 + i, 1817200000000 + i * 10_000_000)
             changed.clear()
-            proxy.counts.reset()
+            before = listing(s3)
+            if proxy_on:
+                proxy.counts.reset()
             t = time.time()
             out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
-            c = proxy.counts.snapshot()
-            rows.append({"uploaded": c["bytes"]["uploaded"], "downloaded": c["bytes"]["downloaded"],
+            wall = time.time() - t
+            c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
+            stored = stored_delta(before, listing(s3))
+            print(f"batch {i}: stored {stored / 1e6:.3f} MB, {wall:.1f} s", file=sys.stderr, flush=True)
+            rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored,
+                         "downloaded": c["bytes"]["downloaded"],
                          "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
-                         "requests": sum(c["requests"].values()), "wall_s": time.time() - t})
+                         "requests": sum(c["requests"].values()), "wall_s": wall})
     return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "batches": rows}
 
 
@@ -185,16 +211,18 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-n", type=int, default=1000)
     ap.add_argument("--full", action="store_true", help="the issue's size: 2M-message store, 200 batches")
     ap.add_argument("--baseline-src", default=None, help="a source tree (e.g. `git archive main`) measured first")
+    ap.add_argument("--proxy", action="store_true", help="count through the proxy of bench/s3bench.py")
     ap.add_argument("--head-only", action="store_true", help="the index head's uploads alone (local disk, fast)")
     ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
     a = ap.parse_args(argv)
     if a.full:
         a.store_n, a.batches = 2_000_000, 200
     args = ["--store-n", str(a.store_n), "--batches", str(a.batches), "--batch-n", str(a.batch_n)]
-    args += ["--head-only"] if a.head_only else []
+    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else [])
     if a.json_out:
         with tempfile.TemporaryDirectory(prefix="smallbatch-") as wd:
-            res = (_measure_head if a.head_only else _measure)(a.store_n, a.batches, a.batch_n, wd)
+            res = (_measure_head(a.store_n, a.batches, a.batch_n, wd) if a.head_only
+                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy))
         with open(a.json_out, "w") as fh:
             json.dump(res, fh)
         return 0
