@@ -78,7 +78,6 @@ class PagedHead:
         self.old: dict = {}                     # page -> its committed bytes
         self.slots = np.zeros(cfg.maxHashSlotNum, np.int32)
         self.bytes_read = 0
-        self.pages_written = 0
         self._load(np.array([0], np.int64))
 
     def before_put(self, key_hash: np.ndarray) -> None:
@@ -142,7 +141,6 @@ class PagedHead:
         moved = np.union1d(changed, window)
         layer_rel = f"{v.write_rel}.pages"
         v.store.write_objects(lambda k: layer_rel, [b"".join(new[int(j)] for j in moved)], OBJECT_PART_SIZE)
-        self.pages_written = len(moved)
         hm = self.map.with_layer(layer_rel, moved, total)
         entries = builder.new_entries()
         hasher = self._entry_hasher()
