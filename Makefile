@@ -23,8 +23,8 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table clean check-java rocketmq \
-	fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
+.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches clean check-java \
+	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -223,6 +223,11 @@ bench-scale: install
 
 bench-table:
 	$(PY) bench/table.py
+
+# Bytes uploaded per 1,000-message batch into a store on S3, batch after batch (bench/small_batches_s3.py):
+# BENCH_ARGS=--full for the 2M-message store and 200 batches, --baseline-src DIR for another tree beside it.
+bench-small-batches: install
+	$(PY) bench/small_batches_s3.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse  # keeps .cache/ (jars)

@@ -5,11 +5,12 @@ it (one layer), sums the head by pages, and hashes the entries in 16 MiB blocks 
 (with the running state of the last one: ``detail.tail``). A batch that continues such a file
 (``PagedHead``) reads only the head pages its keys' slots lie in (page 0, the header's, always),
 before ``kernels.index_put`` touches them (``IndexFileBuilder.before_put``); at the end it
-uploads the pages it changed as one object (a new layer), its entries as another, and updates
-the head sum from the old and new bytes of the changed pages. Of the committed head it reads
-only those pages (and single pages between two of them, read in the same request; a batch
-touching so many runs of pages that the requests would cost more reads their whole span), of the
-committed entries nothing; it uploads only what changed. Rows whose head is not paged (stores
+uploads the pages it changed and the row's window of pages (``headpages.HeadMap.window``, which
+bounds the layers without any batch rewriting the whole head) as one object (a new layer), its
+entries as another, and updates the head sum from the old and new bytes of the changed pages.
+Of the committed head it reads only those pages and the window (and single pages between two of
+them, read in the same request; a batch touching so many runs of pages that the requests would
+cost more reads their whole span), of the committed entries nothing. Rows whose head is not paged (stores
 written before) are continued whole (storelib.ingest.write).
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import ContinuedFileDamaged, IngestError
+from ..errors import IngestError
 from ..format import indexfile
 from ..io import checksum, fragments, headpages, shastate
 from .file_versions import OBJECT_PART_SIZE, FileVersion
@@ -126,29 +127,21 @@ class PagedHead:
         return b
 
     def finish(self, builder: IndexFileBuilder) -> dict:
-        """Upload the changed pages (a new layer: or the whole head, past ``MAX_LAYERS``) and the
-        new entries; the commit's facts."""
+        """Upload the changed pages and the row's window of pages (``HeadMap.window``: read back
+        as they are) as one new layer, and the new entries; the commit's facts."""
         v, P = self.version, headpages.PAGE
-        if len(self.map.layers) >= headpages.MAX_LAYERS:
-            self._load(np.flatnonzero(~self.loaded))           # fold: the whole head as one new layer
+        window = self.map.window()
+        self._load(window[~self.loaded[window]])
         head = builder.header.to_bytes(self.cfg.line_4_9) + indexfile.encode_slots(builder.slots)
         loaded = np.flatnonzero(self.loaded)
         new = {int(j): head[j * P:min(self.H, (j + 1) * P)] for j in loaded}
         changed = np.array([j for j in loaded if new[int(j)] != self.old[int(j)]], np.int64)
-        whole = len(self.map.layers) >= headpages.MAX_LAYERS
         total = headpages.update_sum(self.map.total, changed.tolist(), [self.old[int(j)] for j in changed],
                                      [new[int(j)] for j in changed])
+        moved = np.union1d(changed, window)
         layer_rel = f"{v.write_rel}.pages"
-        if whole:
-            v.store.write_objects(lambda k: layer_rel, [head], OBJECT_PART_SIZE)
-            hm = headpages.HeadMap.whole(self.H, layer_rel, headpages.head_sum(head))
-            if hm.total != total:          # the committed head is not what its row's sum says
-                raise ContinuedFileDamaged(v.rel, 0, "the committed head's bytes do not match its manifest row's sum")
-        elif len(changed):
-            v.store.write_objects(lambda k: layer_rel, [b"".join(new[int(j)] for j in changed)], OBJECT_PART_SIZE)
-            hm = self.map.with_layer(layer_rel, changed, total)
-        else:
-            hm = self.map
+        v.store.write_objects(lambda k: layer_rel, [b"".join(new[int(j)] for j in moved)], OBJECT_PART_SIZE)
+        hm = self.map.with_layer(layer_rel, moved, total)
         entries = builder.new_entries()
         hasher = self._entry_hasher()
         hasher.update(entries)

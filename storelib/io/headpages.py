@@ -18,9 +18,13 @@ pages it did not touch. The file's checksum is then sha256(sum as 32 bytes || d0
 di the digests of 16 MiB blocks of the entries, counted from the head's end (``file_checksum``);
 verify and export compute the same from the bytes. Any one wrong byte changes the sum.
 
-A batch that finds ``MAX_LAYERS`` layers in the row folds them: it reads the whole head and
-uploads it as one new layer (once every ``MAX_LAYERS`` batches at most), so rows and readers'
-range requests stay bounded. Layers no page points into any more leave the map.
+Layers stay bounded with no batch paying for it all at once: every batch also rewrites a window
+of ``ceil(pages / SWEEP)`` consecutive pages from the row's cursor (``next``, wrapping at the
+head's end) into its layer, read back and uploaded as they are. So every page is rewritten at
+least once every ``SWEEP`` batches, a layer no page points into any more leaves the map, and a
+row holds at most ``SWEEP + 1`` layers; each batch uploads its changed pages plus ``H / SWEEP``
+bytes (156 KB of a 20 MB head), and the window lands in its layer as one run, which also joins
+the pages of a head cut up by many small batches back into long extents for readers.
 """
 from __future__ import annotations
 
@@ -34,11 +38,11 @@ from ..format.paths import OBJECTS_DIR
 from . import checksum
 from .fragments import Extent, extents_from_detail
 
-__all__ = ["PAGE", "MAX_LAYERS", "HeadMap", "version_extents", "head_sum", "page_sums", "update_sum", "file_checksum",
+__all__ = ["PAGE", "SWEEP", "HeadMap", "version_extents", "head_sum", "page_sums", "update_sum", "file_checksum",
            "pages_of_slots", "checksum_of"]
 
 PAGE = 512
-MAX_LAYERS = 64
+SWEEP = 128             # batches in which the window passes over the whole head once
 _MOD = 1 << 256
 
 
@@ -77,10 +81,12 @@ def pages_of_slots(slot_index: np.ndarray, slot_at) -> np.ndarray:
 
 class HeadMap:
     """Where every page of a head lives: ``layers`` (object keys), ``layer[j]`` and ``pos[j]``
-    (the page is at byte ``pos[j] * PAGE`` of object ``layers[layer[j]]``); ``total``: the sum."""
+    (the page is at byte ``pos[j] * PAGE`` of object ``layers[layer[j]]``); ``total``: the sum;
+    ``next``: the first page of the next batch's window."""
 
-    def __init__(self, head_len: int, layers: list, layer: np.ndarray, pos: np.ndarray, total: int):
+    def __init__(self, head_len: int, layers: list, layer: np.ndarray, pos: np.ndarray, total: int, next: int = 0):
         self.head_len, self.layers, self.layer, self.pos, self.total = head_len, list(layers), layer, pos, total
+        self.next = next
 
     @property
     def pages(self) -> int:
@@ -92,8 +98,14 @@ class HeadMap:
         n = -(-head_len // PAGE)
         return cls(head_len, [obj], np.zeros(n, np.uint16), np.arange(n, dtype=np.uint32), total)
 
+    def window(self) -> np.ndarray:
+        """The pages the next batch rewrites as they are (``ceil(pages / SWEEP)`` from ``next``, wrapping)."""
+        n = self.pages
+        return np.unique((self.next + np.arange(-(-n // SWEEP), dtype=np.int64)) % n)
+
     def with_layer(self, obj: str, pages: np.ndarray, total: int) -> "HeadMap":
-        """This map with ``pages`` (ascending) now in ``obj``, back to back from its byte 0."""
+        """This map with ``pages`` (ascending: the batch's changed pages and its window) now in
+        ``obj``, back to back from its byte 0, and the window moved on."""
         layer, pos = self.layer.copy(), self.pos.copy()
         layer[pages] = len(self.layers)
         pos[pages] = np.arange(len(pages), dtype=np.uint32)
@@ -103,7 +115,9 @@ class HeadMap:
             renum = np.zeros(len(layers), np.uint16)
             renum[used] = np.arange(len(used), dtype=np.uint16)
             layer, layers = renum[layer], [layers[k] for k in used]
-        return HeadMap(self.head_len, layers, layer, pos, total)
+        if len(layers) > np.iinfo(np.uint16).max:
+            raise ValueError(f"an index head in {len(layers)} layers")
+        return HeadMap(self.head_len, layers, layer, pos, total, (self.next + -(-self.pages // SWEEP)) % self.pages)
 
     def page_len(self, j: int) -> int:
         return min(PAGE, self.head_len - j * PAGE)
@@ -127,7 +141,8 @@ class HeadMap:
         steps = np.diff(self.pos.astype(np.int64), prepend=0).astype("<i4")
         raw = self.layer.astype("<u2").tobytes() + steps.tobytes()
         return {"page": PAGE, "len": self.head_len, "layers": self.layers,
-                "map": base64.b64encode(zlib.compress(raw, 6)).decode("ascii"), "sum": f"{self.total:064x}"}
+                "map": base64.b64encode(zlib.compress(raw, 6)).decode("ascii"), "sum": f"{self.total:064x}",
+                "next": self.next}
 
     @classmethod
     def from_detail(cls, value) -> "HeadMap":
@@ -153,9 +168,12 @@ class HeadMap:
             total = int(value["sum"], 16)
             if total >= _MOD:
                 raise ValueError("sum out of range")
+            nxt = value.get("next", 0)               # rows written before the window: from page 0
+            if not isinstance(nxt, int) or not 0 <= nxt < n:
+                raise ValueError(f"window at page {nxt!r} of {n}")
         except (KeyError, TypeError, zlib.error, ValueError, AttributeError) as e:
             raise ValueError(f"index head map: {e}") from None
-        return cls(value["len"], layers, layer, pos, total)
+        return cls(value["len"], layers, layer, pos, total, nxt)
 
 
 def version_extents(detail: dict) -> list:

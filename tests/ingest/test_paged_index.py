@@ -1,7 +1,8 @@
 """Index files on object stores with paged heads (storelib.io.headpages, storelib.ingest.paged_index),
 without Spark: a file built by one batch and continued by several small ones reads back
 byte-identical to the same entries put in one go, its checksum is its bytes', and each small
-batch reads and uploads only the head pages its keys touch, not the whole head."""
+batch reads and uploads only the head pages its keys touch and its window of the head
+(``headpages.SWEEP``), never the whole head, while its row's layers stay bounded."""
 from __future__ import annotations
 
 import json
@@ -59,8 +60,11 @@ def test_small_batches_touch_only_their_pages_and_read_back_whole(tmp_path, monk
     v = FileVersion(_ctx(st, {}, 0), st, REL, 0, CFG.index_file_size, "t", "file")
     facts = paged_index.write_new(v, first, CFG)
     row = _row(facts, first)
-    monkeypatch.setattr(headpages, "MAX_LAYERS", 4)
-    for i in range(1, 7):
+    write_new_obj = json.loads(row["detail"])["head"]["layers"][0]
+    monkeypatch.setattr(headpages, "SWEEP", 4, raising=False)
+    W = -(-(-(-H // headpages.PAGE)) // 4)               # the window: a quarter of the head's pages
+    uploads = []
+    for i in range(1, 10):
         header = ix.IndexHeader(**json.loads(row["detail"])["header"])
         committed = {REL: committed_facts(row)}
         v = FileVersion(_ctx(st, committed, i), st, REL, ix.entry_offset(header.index_count, CFG),
@@ -75,14 +79,14 @@ def test_small_batches_touch_only_their_pages_and_read_back_whole(tmp_path, monk
         facts = ph.finish(b)
         up = _object_bytes(st) - before
         row = _row(facts, b)
-        folded = len(json.loads(row["detail"])["head"]["layers"]) == 1
-        if not folded and not span:
-            # 300 keys: at most 301 pages of 512 bytes written, and read with the single pages
-            # between two touched ones (one read for both), of a 800 KB head
-            assert ph.bytes_read <= 2 * 302 * headpages.PAGE and up <= 302 * headpages.PAGE + 300 * ix.ENTRY_SIZE, \
-                (i, ph.bytes_read, up)
-        elif folded:
-            assert i == 4 and up >= H                      # every MAX_LAYERS batches: the whole head again
+        layers = json.loads(row["detail"])["head"]["layers"]
+        assert len(layers) <= 4 + 1 and (i < 4 or write_new_obj not in layers), (i, layers)
+        uploads.append(up)
+        if not span:
+            # 300 keys: at most 301 pages of 512 bytes changed, and read with the single pages
+            # between two touched ones (one read for both), of a 800 KB head; plus the window
+            assert ph.bytes_read <= 2 * 302 * headpages.PAGE + W * headpages.PAGE, (i, ph.bytes_read)
+        assert up <= (302 + W) * headpages.PAGE + 300 * ix.ENTRY_SIZE, (i, up)
         reader = storage.Store(str(tmp_path / "s"))
         reader.map_file(REL, CFG.index_file_size, headpages.version_extents(json.loads(row["detail"])))
         got = reader.read(REL, 0, row["valid_bytes"])
@@ -93,11 +97,13 @@ def test_small_batches_touch_only_their_pages_and_read_back_whole(tmp_path, monk
         bad = bytearray(got)
         bad[H // 2] ^= 1                                  # one wrong byte anywhere in the head is seen
         assert headpages.checksum_of(lambda p, n: bad[p:p + n], H, len(bad))[0] != sha
+    assert max(uploads) < H / 2, uploads                   # no batch uploads the whole head again
 
 
 @pytest.mark.parametrize("damage", [
     lambda h: h.update(layers=["/etc/passwd"]), lambda h: h.update(map="not base64!"),
-    lambda h: h.update(len=h["len"] * 2), lambda h: h.update(sum="f" * 65), lambda h: h.update(page=4096)])
+    lambda h: h.update(len=h["len"] * 2), lambda h: h.update(sum="f" * 65), lambda h: h.update(page=4096),
+    lambda h: h.update(next=-1), lambda h: h.update(next=10**9)])
 def test_a_damaged_head_map_is_refused(damage):
     hm = headpages.HeadMap.whole(H, "_rocketlake/objects/b/a/t/x", 5)
     d = hm.to_detail()

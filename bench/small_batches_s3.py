@@ -1,0 +1,252 @@
+"""Bytes uploaded per small batch into a store on S3, batch after batch (issue 40 item 2).
+
+A store of ``--store-n`` messages (default file sizes: one index file whose paged head is 20 MB)
+is written to a moto S3 server, then ``--batches`` consecutive batches of ``--batch-n`` messages
+continue it, each in this process without Spark (storelib.runtime.localrun: the same write and
+commit code as a Spark job). Per batch: bytes uploaded (the objects new or replaced on the
+server between two listings, the Delta commits included; with ``--proxy``, the S3 PUT /
+UploadPart bodies the counting proxy of bench/s3bench.py sees), the batch's record bytes, and
+the index head pages its keys changed (counted in ``PagedHead.finish``).
+The goal: p50 and max of uploaded <= 2 x record bytes + changed head pages x 512.
+
+    python bench/small_batches_s3.py                      # 100k-message store, 80 batches
+    python bench/small_batches_s3.py --full               # 2M-message store, 200 batches
+    python bench/small_batches_s3.py --baseline-src DIR   # also the code in DIR (e.g. main), same run
+
+With ``--baseline-src`` the same measurement runs first with DIR's storelib (a child process
+with DIR first on its path), then with this tree's; both tables are printed, and the figures are
+saved as JSON under bench/results/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *a):
+        return False
+
+
+def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False) -> dict:
+    import numpy as np
+    import pyarrow.parquet as pq
+    import storelib                                        # noqa: F401 - first: the tree under test
+    from storelib.format.config import StoreConfig
+    from storelib.ingest import paged_index
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests", "support")]
+    import datagen
+    from s3bench import CountingProxy
+    from s3server import moto
+
+    changed: list = []
+    finish = paged_index.PagedHead.finish
+
+    def counted(self, builder):
+        from storelib.format import indexfile
+        P = 512
+        head = builder.header.to_bytes(self.cfg.line_4_9) + indexfile.encode_slots(builder.slots)
+        changed.append(sum(head[j * P:(j + 1) * P] != self.old[int(j)] for j in np.flatnonzero(self.loaded)))
+        return finish(self, builder)
+    paged_index.PagedHead.finish = counted
+
+    def part(n, seed, start_ms):
+        d = os.path.join(workdir, f"in-{seed}")
+        os.makedirs(d, exist_ok=True)
+        pq.write_table(datagen.generate(n, 256, seed, start_ms=start_ms), os.path.join(d, "part-00000.parquet"))
+        return d
+
+    def listing(s3) -> dict:
+        out = {}
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench"):
+            out.update({o["Key"]: (o["ETag"], o["Size"]) for o in page.get("Contents", [])})
+        return out
+
+    def stored_delta(a: dict, b: dict) -> int:
+        """Bytes of the objects new or replaced between two listings: what was uploaded, counted
+        on the server (no proxy in the way)."""
+        return sum(v[1] for k, v in b.items() if a.get(k) != v)
+
+    cfg, rows = StoreConfig(), []
+    with moto("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
+        os.environ.update(env, **({"AWS_ENDPOINT_URL": proxy.url} if proxy_on else {}))
+        uri = "s3://bench/store"
+        t = time.time()
+        run_ingest(LocalSession(), uri, part(store_n, 7, 1717200000000), "parquet", cfg, batch_id="base", quiet=True)
+        base_s = time.time() - t
+        for i in range(batches):
+            src = part(batch_n, 1000 + i, 1817200000000 + i * 10_000_000)
+            changed.clear()
+            before = listing(s3)
+            if proxy_on:
+                proxy.counts.reset()
+            t = time.time()
+            out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
+            wall = time.time() - t
+            c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
+            stored = stored_delta(before, listing(s3))
+            print(f"batch {i}: stored {stored / 1e6:.3f} MB, {wall:.1f} s", file=sys.stderr, flush=True)
+            rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored,
+                         "downloaded": c["bytes"]["downloaded"],
+                         "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
+                         "requests": sum(c["requests"].values()), "wall_s": wall})
+    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "batches": rows}
+
+
+def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_per_msg: float = 2.05) -> dict:
+    """The index head alone (``--head-only``), on a local disk: the objects one index file's
+    batches upload (what they upload to S3 too: the same ``write_objects``), with no commitlog,
+    consume queue or Delta commit around them. ``keys_per_msg``: the bench input's (UNIQ_KEY, KEYS,
+    5% a second key)."""
+    import json as _json
+
+    import numpy as np
+    from storelib.format import indexfile as ix
+    from storelib.format.config import StoreConfig
+    from storelib.ingest import paged_index
+    from storelib.ingest.context import WriteContext
+    from storelib.ingest.file_versions import FileVersion, committed_facts
+    from storelib.ingest.indexfile import IndexFileBuilder
+    from storelib.ingest.topics import Topics
+    from storelib.io import storage
+
+    cfg, rel = StoreConfig(), "index/bench-000000"
+    st = storage.Store(os.path.join(workdir, "store"))
+    rng = np.random.default_rng(7)
+    t0 = [1_700_000_000_000]
+
+    def keys(n):
+        t0[0] += 10 * n
+        return (rng.integers(-2**31, 2**31 - 1, n).astype(np.int32), np.arange(n, dtype=np.int64) * 410,
+                t0[0] + np.arange(n, dtype=np.int64) * 10)
+
+    def ctx(i, committed):
+        return WriteContext(store=st.uri, config=cfg, topics=Topics(), staging="unused", committed=committed,
+                            objects=True, batch_id=f"b{i}", attempt="a", durable=False)
+
+    def objects():
+        """Bytes of the store's objects: (head page layers, merged extents, the rest)."""
+        out = [0, 0, 0]
+        for d, _, fs in os.walk(os.path.join(st.root, "_rocketlake")):
+            for f in fs:
+                out[0 if f.endswith(".pages") else 1 if ".merged" in f else 2] += os.path.getsize(os.path.join(d, f))
+        return np.array(out)
+
+    def row(facts, b):
+        detail = {k: facts[k] for k in ("blocks", "extents", "tail", "head") if facts.get(k) is not None}
+        detail["header"] = b.header.to_dict()
+        return {"valid_bytes": b.valid_bytes(), "file_size": cfg.index_file_size, "detail": _json.dumps(detail)}
+
+    b = IndexFileBuilder(cfg, ix.IndexHeader())
+    b.put_keys(*keys(int(store_n * keys_per_msg)))
+    r = row(paged_index.write_new(FileVersion(ctx(0, {}), st, rel, 0, cfg.index_file_size, "t", "file"), b, cfg), b)
+    rows = []
+    for i in range(1, batches + 1):
+        header = ix.IndexHeader(**_json.loads(r["detail"])["header"])
+        v = FileVersion(ctx(i, {rel: committed_facts(r)}), st, rel, ix.entry_offset(header.index_count, cfg),
+                        cfg.index_file_size, "t", "entries")
+        ph = paged_index.PagedHead(v, cfg)
+        b = ph.builder(header)
+        b.put_keys(*keys(int(batch_n * keys_per_msg)))
+        loaded = np.flatnonzero(ph.loaded)
+        head = b.header.to_bytes(cfg.line_4_9) + ix.encode_slots(b.slots)
+        changed = sum(head[j * 512:(j + 1) * 512] != ph.old[int(j)] for j in loaded)
+        before = objects()
+        r = row(ph.finish(b), b)
+        up = objects() - before
+        rows.append({"uploaded": int(up.sum()), "head_uploaded": int(up[0]), "merged_uploaded": int(up[1]), "downloaded": ph.bytes_read, "changed_pages": int(changed),
+                     "record_bytes": batch_n * 410, "layers": len(_json.loads(r["detail"])["head"]["layers"]),
+                     "detail_bytes": len(r["detail"]), "requests": 0, "wall_s": 0.0})
+    return {"store_n": store_n, "batch_n": batch_n, "head_only": True, "batches": rows}
+
+
+def summarize(res: dict) -> dict:
+    import numpy as np
+    b = res["batches"]
+    up = np.array([r["uploaded"] for r in b], float)
+    allow = np.array([2 * r["record_bytes"] + 512 * r["changed_pages"] for r in b], float)
+    rec = np.array([r["record_bytes"] for r in b], float)
+    worst = int(np.argmax(up / allow))
+    return {"p50_uploaded": float(np.median(up)), "max_uploaded": float(up.max()), "argmax": int(up.argmax()),
+            "p50_record": float(np.median(rec)), "p50_allow": float(np.median(allow)),
+            "p50_per_allow": float(np.median(up / allow)), "max_per_allow": float((up / allow).max()),
+            "worst": worst, "p50_downloaded": float(np.median([r["downloaded"] for r in b])),
+            "max_downloaded": float(max(r["downloaded"] for r in b)),
+            "p50_wall_s": float(np.median([r["wall_s"] for r in b])), "n": len(b),
+            "p50_changed": float(np.median([512 * r["changed_pages"] for r in b])),
+            **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("head_uploaded", "merged_uploaded")
+                for q, f in (("p50", np.median), ("max", np.max))} if "head_uploaded" in b[0] else {}),
+            "max_layers": max(r.get("layers", 0) for r in b), "max_detail": max(r.get("detail_bytes", 0) for r in b)}
+
+
+def _table(name: str, s: dict) -> str:
+    mb = 1e6
+    return (f"{name}: {s['n']} batches; uploaded p50 {s['p50_uploaded'] / mb:.3f} MB, max {s['max_uploaded'] / mb:.3f} MB "
+            f"(batch {s['argmax']}); record bytes p50 {s['p50_record'] / mb:.3f} MB; allowance (2 x records + changed "
+            f"pages) p50 {s['p50_allow'] / mb:.3f} MB; uploaded / allowance p50 {s['p50_per_allow']:.2f}, max "
+            f"{s['max_per_allow']:.2f} (batch {s['worst']}); downloaded p50 {s['p50_downloaded'] / mb:.3f} MB, max "
+            f"{s['max_downloaded'] / mb:.3f} MB; changed head pages p50 {s['p50_changed'] / mb:.3f} MB; wall p50 "
+            f"{s['p50_wall_s']:.1f} s" + (f"; of which head page layers p50 {s['p50_head_uploaded'] / mb:.3f} MB, max "
+                                          f"{s['max_head_uploaded'] / mb:.3f} MB; merged extents max "
+                                          f"{s['max_merged_uploaded'] / mb:.3f} MB" if "p50_head_uploaded" in s else "") + (f"; layers max {s['max_layers']}, row detail max {s['max_detail']} bytes"
+                                          if s["max_layers"] else ""))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store-n", type=int, default=100_000)
+    ap.add_argument("--batches", type=int, default=80)
+    ap.add_argument("--batch-n", type=int, default=1000)
+    ap.add_argument("--full", action="store_true", help="the issue's size: 2M-message store, 200 batches")
+    ap.add_argument("--baseline-src", default=None, help="a source tree (e.g. `git archive main`) measured first")
+    ap.add_argument("--proxy", action="store_true", help="count through the proxy of bench/s3bench.py")
+    ap.add_argument("--head-only", action="store_true", help="the index head's uploads alone (local disk, fast)")
+    ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
+    a = ap.parse_args(argv)
+    if a.full:
+        a.store_n, a.batches = 2_000_000, 200
+    args = ["--store-n", str(a.store_n), "--batches", str(a.batches), "--batch-n", str(a.batch_n)]
+    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else [])
+    if a.json_out:
+        with tempfile.TemporaryDirectory(prefix="smallbatch-") as wd:
+            res = (_measure_head(a.store_n, a.batches, a.batch_n, wd) if a.head_only
+                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy))
+        with open(a.json_out, "w") as fh:
+            json.dump(res, fh)
+        return 0
+    root = os.path.dirname(HERE)
+    runs = ([("baseline", a.baseline_src)] if a.baseline_src else []) + [("this tree", root)]
+    out = {"load_avg_start": os.getloadavg()[0], "args": args}
+    for name, src in runs:
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json-out", f.name], env=env,
+                           check=True)
+            res = json.load(open(f.name))
+        res["summary"] = summarize(res)
+        out[name] = res
+        print(_table(name, res["summary"]), flush=True)
+    out["load_avg_end"] = os.getloadavg()[0]
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    kind = "head" if a.head_only else "s3"
+    path = os.path.join(HERE, "results", time.strftime(f"small-batches-{kind}-%Y-%m-%dT%H%M%S.json", time.gmtime()))
+    with open(path, "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
