@@ -361,7 +361,8 @@ class Race:
         self.reader = None
 
     def _env(self, extra: dict) -> dict:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETLAKE_") or k == "ROCKETLAKE_SHARED"}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETLAKE_")
+               or k in ("ROCKETLAKE_SHARED", "ROCKETLAKE_ALLOW_EMPTY_BODY")}
         env.update(PYSPARK_PYTHON=PY, PYSPARK_DRIVER_PYTHON=PY, **self.env, **extra)
         return env
 
