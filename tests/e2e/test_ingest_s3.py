@@ -81,7 +81,7 @@ def golden_two_batches(s3_env, tmp_path, bucket: str = BUCKET):
     diffs = goldenlib.compare(g, str(local))
     assert diffs == [], diffs[:20]
     r = export(uri, local, env)
-    assert r.returncode == 1 and "not empty" in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert r.returncode == 2 and "not empty" in r.stderr, (r.returncode, r.stderr[-2000:])   # a bad argument
     # verify reads each file through the objects its manifest row lists
     r = subprocess.run([PY, os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"],
                        env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
