@@ -275,6 +275,25 @@ class _View:
 _UNLISTED = "derivable from the commitlog, but not in the committed snapshot (an expiry removed it): not written"
 
 
+def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.ndarray) -> str:
+    """Why a rocketlake store's queue file cannot be restored ('' when it can): its units below
+    ``e.known_from`` point at records an expiry deleted, so only the file holds them; with them as
+    found, the file must be its manifest row's version (sha256 of the valid bytes), or the head
+    is damaged and nothing can derive it. (A broker keeps such units: its consume queue's min
+    offset is found by the first unit at or past the commitlog's min offset, so every unit's
+    position must stay as committed; zeros there end a broker's recovery of the queue.)"""
+    row = view.snap.files.get(rel) if view.snap is not None else None
+    if row is None:
+        return ""
+    valid = int(row["valid_bytes"])
+    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row["checksum"]:
+        return ""
+    return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
+            f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
+            "differs): they cannot be derived. Restore the file from a copy of the store (a backup or an export) "
+            "and rerun repair; nothing was changed")
+
+
 def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     out = []
     expected = rebuild.expected_queues(d, cfg)
@@ -291,6 +310,10 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
             have = fd.buf[:k]
             want[:len(have)] = have
             note = f"; units below {e.known_from} kept as found (their records are gone)"
+            lost = _lost_head(view, rel, e, want)
+            if lost:
+                out.append({"kind": "consumequeue", "path": rel, "state": "unrestorable", "detail": lost})
+                continue
         state, detail = _judge(fd, want, cfg.cq_file_size, _name_unit)
         if e.holes:
             note += f"; {e.holes} unit(s) inside the queue have no record"
@@ -651,6 +674,10 @@ def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dic
 
 
 def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | None, t0: float, say) -> dict:
+    lost = [f for f in findings if f["state"] == "unrestorable"]
+    if lost:
+        more = f" (and {len(lost) - 1} more file(s) like it)" if len(lost) > 1 else ""
+        raise RepairRefused(lost[0]["path"], 0, lost[0]["detail"] + more)
     changed = [f for f in findings if f["state"] in ("missing", "truncated", "differing")]
     out = {"replaced": [f["path"] for f in changed], "removed": []}
     if snap is not None:
