@@ -9,8 +9,11 @@ and each is compared with the file on disk:
   differing unit, slot, entry or header field, what it holds and what it should hold), or
   ``extra`` (an index file past the ones the commitlog implies); the rest are ``ok``;
 * consume-queue units below a queue's first derivable offset (their records went with expired
-  segments) are taken as the file holds them; index files are rebuilt only from a commitlog that
-  still starts at offset 0 (an index file's entries depend on every earlier file's);
+  segments) are taken as the file holds them; on a rocketlake store the file must then be its
+  manifest row's version, or those units are damaged and underivable: ``unrestorable`` (``--apply``
+  refuses the run, ``RepairRefused``: restore the file from a copy); index files are rebuilt
+  only from a commitlog that still starts at offset 0 (an index file's entries depend on every
+  earlier file's);
 * index files are compared by position (a broker names them by the wall clock); a missing one is
   named after its neighbours so that name order stays creation order.
 
@@ -18,7 +21,9 @@ On a rocketlake store repair derives only what the committed snapshot holds: the
 its manifest rows up to their valid bytes (read where readers read them: a committed batch whose
 publish is unfinished through its staged files), and only files that have a row (a queue or index
 file an expiry removed, per topic or store-wide, is never written again, though its records may
-still be in the commitlog). The commitlog must verify against its rows first (valid bytes,
+still be in the commitlog); in an export, only a queue's files from the start its
+``rocketlake.properties`` records on (``table.export.recorded_queue_starts``: older ones a
+retention rule removed). The commitlog must verify against its rows first (valid bytes,
 checksums): a damaged one is refused (``RepairRefused``, naming the file and offset) and nothing
 changes. A broker's directory has no rows: the dispatch stops at the first damaged record, as a
 broker's recovery does, and the summary says where (``commitlog``).
@@ -61,7 +66,7 @@ from ..ingest import commit as commit_stage
 from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import manifest, rowcheck, snapcache, storefiles, writerlease
+from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
 from ..verify import commitlog as verify_commitlog
 from . import rebuild
 from .expire import finish_pending
@@ -260,19 +265,31 @@ class _View:
         self.snap = snap
         self.listed = None
         self._where: dict = {}
+        self.starts = None                 # an export's queue starts (table.export.recorded_queue_starts)
         if snap is not None:
             staged = storefiles.staging_batches(store)
             self.listed = set(snap.files)
             self._where = {rel: storefiles.reading_path(store, r, staged) for rel, r in snap.files.items()}
+        else:
+            self.starts = export.recorded_queue_starts(store)
 
     def file(self, rel: str):
         return rebuild.file_data(self.store, self._where.get(rel, rel))
 
     def holds(self, rel: str) -> bool:
+        if self.starts is not None and rel.startswith(consumequeue.DIR + "/"):
+            parts = rel.split("/")         # (an export: a queue's files from its recorded start on)
+            start = self.starts.get(f"{parts[1]}/{parts[2]}")
+            return start is not None and int(parts[3]) // consumequeue.UNIT_SIZE >= start
         return self.listed is None or rel in self.listed
+
+    def unlisted(self) -> str:
+        return _UNLISTED if self.starts is None else _BEFORE_START
 
 
 _UNLISTED = "derivable from the commitlog, but not in the committed snapshot (an expiry removed it): not written"
+_BEFORE_START = ("derivable from the commitlog, but before the queue's first file the export recorded (a retention "
+                 "rule removed it): not written")
 
 
 def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.ndarray) -> str:
@@ -299,7 +316,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     expected = rebuild.expected_queues(d, cfg)
     for rel in sorted(expected):
         if not view.holds(rel):
-            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": view.unlisted()})
             continue
         e = expected[rel]
         fd = view.file(rel)
