@@ -27,7 +27,7 @@ from ..verify.access import problem
 
 __all__ = ["verify_store", "derived_problems"]
 
-_STATES = ("missing", "truncated", "differing", "extra")
+_STATES = ("missing", "truncated", "differing", "extra", "unrestorable")
 
 
 def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: int | None = None) -> list:
@@ -43,8 +43,8 @@ def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: i
     # one written before they were recorded: a queue's first file on disk is taken as its start)
     old_export = store.exists(PROPERTIES_NAME) and recorded_queue_starts(store) is None
     first = _first_queue_files(store) if old_export else {}
-    return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']} (as the CommitLog implies; "
-                                  f"`rocketlake repair` rewrites it)")
+    return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']}" + (
+                "" if f["state"] == "unrestorable" else " (as the CommitLog implies; `rocketlake repair` rewrites it)"))
             for f in p["findings"] if f["kind"] in ("consumequeue", "index") and f["state"] in _STATES
             and not (f["state"] == "missing" and _below_first(f["path"], first))]
 

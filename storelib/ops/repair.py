@@ -292,23 +292,29 @@ _BEFORE_START = ("derivable from the commitlog, but before the queue's first fil
                  "rule removed it): not written")
 
 
-def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.ndarray) -> str:
-    """Why a rocketlake store's queue file cannot be restored ('' when it can): its units below
-    ``e.known_from`` point at records an expiry deleted, so only the file holds them; with them as
-    found, the file must be its manifest row's version (sha256 of the valid bytes), or the head
-    is damaged and nothing can derive it. (A broker keeps such units: its consume queue's min
-    offset is found by the first unit at or past the commitlog's min offset, so every unit's
-    position must stay as committed; zeros there end a broker's recovery of the queue.)"""
+def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.ndarray, have: np.ndarray) -> str:
+    """Why a queue file cannot be restored ('' when it can): its units below ``e.known_from``
+    point at records an expiry deleted, so only the file holds them. On a rocketlake store the
+    file with them as found must be its manifest row's version (sha256 of the valid bytes); in a
+    directory without a manifest each of them must be there and be a unit (size > 0). Otherwise
+    the head is damaged and nothing can derive it. (A broker keeps such units: its consume queue's
+    min offset is the first unit at or past the commitlog's min offset, so every unit stays where
+    it was written; a zero unit ends a broker's recovery of the queue there.)"""
     row = view.snap.files.get(rel) if view.snap is not None else None
+    fix = ("they cannot be derived. Restore the file from a copy of the store (a backup or an export) and rerun "
+           "repair; nothing was changed")
     if row is None:
-        return ""
+        units = have[:len(have) - len(have) % consumequeue.UNIT_SIZE].view(consumequeue.UNIT_DTYPE)
+        if len(units) == e.known_from and (units["size"] > 0).all():
+            return ""
+        return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds "
+                f"them, and {len(units)} of them are there ({int((units['size'] <= 0).sum())} zero): {fix}")
     valid = int(row["valid_bytes"])
     if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row["checksum"]:
         return ""
     return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
             f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
-            "differs): they cannot be derived. Restore the file from a copy of the store (a backup or an export) "
-            "and rerun repair; nothing was changed")
+            f"differs): {fix}")
 
 
 def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
@@ -327,7 +333,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
             have = fd.buf[:k]
             want[:len(have)] = have
             note = f"; units below {e.known_from} kept as found (their records are gone)"
-            lost = _lost_head(view, rel, e, want)
+            lost = _lost_head(view, rel, e, want, have)
             if lost:
                 out.append({"kind": "consumequeue", "path": rel, "state": "unrestorable", "detail": lost})
                 continue

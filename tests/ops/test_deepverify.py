@@ -12,7 +12,7 @@ import pytest
 
 import repairstores
 from conftest import ROOT
-from storelib.errors import ConfigError, exit_code
+from storelib.errors import ConfigError, RepairRefused, exit_code
 from storelib.io import storage
 from storelib.ops import deepverify, expire as expire_op
 from storelib.ops.repair import repair
@@ -185,3 +185,48 @@ def test_export_queue_starts_edited_by_hand(retained_export, tmp_path):
     with pytest.raises(ConfigError) as e:
         repair(d, quiet=True)
     assert props in str(e.value) and QUEUE_STARTS_KEY in str(e.value) and exit_code(e.value) == 2
+
+
+@pytest.fixture(scope="module")
+def expired_export(base, tmp_path_factory):  # noqa: F811
+    """The demo store after a store-wide expiry removed its first segments, exported: some queue
+    files start with units whose records are gone."""
+    _, store = base
+    tmp = tmp_path_factory.mktemp("expired")
+    work = shutil.copytree(store, str(tmp / "store"))
+    segs = sorted(manifest.load_snapshot(storage.Store(work)).of_kind("commitlog"), key=lambda r: r["base_offset"])
+    r = expire_op.expire(work, 1, now_ms=segs[2]["max_store_ts"] + 3600 * 1000 + 1, quiet=True)
+    assert r["status"] == "committed" and 0 < r["commitlog_removed"] < len(segs) - 1
+    out = str(tmp / "export")
+    export_store(work, out)
+    return out, r["min_phy_offset"]
+
+
+def _half_expired(d, min_phy: int) -> str:
+    for f in _all_queue_files(d):
+        raw = open(f, "rb").read()
+        first, last = 0, max(i for i in range(0, len(raw), 20) if raw[i + 8:i + 12] != bytes(4))
+        if int.from_bytes(raw[first:first + 8], "big") < min_phy <= int.from_bytes(raw[last:last + 8], "big"):
+            return f
+    raise AssertionError("no queue file straddles the min phy offset")
+
+
+@pytest.mark.parametrize("how", ["delete", "zero-first-unit"])
+def test_an_export_queue_file_damaged_where_its_records_expired(expired_export, tmp_path, how):
+    """In a directory without a manifest too, units whose records an expiry deleted are only in
+    their file: damaged there, verify --deep names the file and repair --apply refuses it (exit 3),
+    changing nothing, where it used to write zeros a broker's recovery stops at."""
+    d = shutil.copytree(expired_export[0], str(tmp_path / "dmg"))
+    victim = _half_expired(d, expired_export[1])
+    rel = os.path.relpath(victim, d)
+    if how == "delete":
+        os.remove(victim)
+    else:
+        with open(victim, "r+b") as fh:
+            fh.write(bytes(20))
+    problems = deepverify.verify_store(d, deep=True).problems
+    assert any(p.startswith(rel + "@") and "unrestorable" in p for p in problems), problems[:8]
+    before = repairstores.files_state(d)
+    with pytest.raises(RepairRefused) as e:
+        repair(d, apply=True, quiet=True)
+    assert e.value.path == rel and exit_code(e.value) == 3 and repairstores.files_state(d) == before
