@@ -15,7 +15,8 @@ a copy the store needs no repair.
 
 A seeded generator: ``make test`` runs a few sequences (SEEDS), ``ROCKETLAKE_LONG=1`` (``make
 long``, ``make ops-sequences``) thousands (``ROCKETLAKE_OPS_SEQUENCES``, default 2000). A failing
-sequence prints its seed and steps; rerun one with ``ROCKETLAKE_OPS_SEED=<seed>``.
+sequence prints its seed and steps; rerun one with ``ROCKETLAKE_OPS_SEED=<seed>``;
+``ROCKETLAKE_OPS_LOG=<file>`` appends every passing sequence's steps to a file.
 """
 from __future__ import annotations
 
@@ -232,5 +233,8 @@ def test_operation_sequence(tmp_path, seed):
     seq = Sequence(seed, tmp_path)
     try:
         seq.run(STEPS)
+        if os.environ.get("ROCKETLAKE_OPS_LOG"):          # (each sequence's steps, one JSON line)
+            with open(os.environ["ROCKETLAKE_OPS_LOG"], "a") as fh:
+                fh.write(json.dumps({"seed": seed, "steps": seq.log}) + "\n")
     except BaseException as e:
         raise AssertionError(f"seed {seed}, steps {seq.log} + the failing one: {type(e).__name__}: {e}") from e
