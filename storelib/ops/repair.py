@@ -67,7 +67,7 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..verify import commitlog as verify_commitlog
+from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
 from .expire import finish_pending
 
@@ -320,11 +320,29 @@ def _positional(names: list, files: list, extra: list | None = None) -> tuple[li
     return out, extra
 
 
+def _underived_index(view: _View, start: int) -> list:
+    """Index files when the commitlog no longer starts at 0 (an index file's entries depend on
+    every earlier file's): left as they are; on a rocketlake store each must then be its manifest
+    row's version, or it is damaged and nothing can derive it (``unrestorable``)."""
+    out = [{"kind": "index", "path": indexfile.DIR, "state": "underived",
+            "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
+    for row in sorted(view.snap.of_kind("index") if view.snap is not None else [], key=lambda r: r["path"]):
+        fd, valid = view.file(row["path"]), int(row["valid_bytes"])
+        if fd.exists and fd.size == int(row["file_size"]) and \
+                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row["checksum"]:
+            continue
+        out.append({"kind": "index", "path": row["path"], "state": "unrestorable",
+                    "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
+                              "index files cannot be derived, and this one is not its manifest row's version "
+                              f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
+                              "an export) and rerun repair; nothing was changed"})
+    return out
+
+
 def _index_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch, files: list) -> list:
     out = []
     if d.segments and d.segments[0][1] > 0:
-        return [{"kind": "index", "path": indexfile.DIR, "state": "underived",
-                 "detail": f"the commitlog starts at {d.segments[0][1]}, not 0: index files left as they are"}]
+        return _underived_index(view, d.segments[0][1])
     names, extra = _index_names(view.store, view.snap, files)
     namer = filediff.index_namer(cfg)
     for rel, b in zip(names, files):

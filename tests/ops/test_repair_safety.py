@@ -172,6 +172,25 @@ def test_a_queue_file_whose_head_records_expired(store, how, tmp_path):
     assert _damaging(s) == [] and s["replaced"] == [] and _batches(store) == batches and _deep(store) == []
 
 
+def test_an_index_file_after_the_first_segment_expired(store, tmp_path):
+    """Once an expiry deleted the commitlog's first segment, index files are not derivable: a damaged
+    one is refused (exit 3, named), nothing changes, and restored from a copy the store is whole."""
+    expire_op.expire(store, 3.5, now_ms=_newest(store) + 2 * HOUR, quiet=True)
+    rel = sorted(r["path"] for r in manifest.load_snapshot(storage.Store(store)).of_kind("index"))[-1]
+    path = os.path.join(store, rel)
+    good = shutil.copy(path, str(tmp_path / "copy"))
+    os.truncate(path, 1000)
+    damaged, batches = repairstores.files_state(store), _batches(store)
+    assert [f["state"] for f in repair_op.repair(store, quiet=True)["findings"] if f["path"] == rel] == ["unrestorable"]
+    with pytest.raises(RepairRefused) as e:
+        repair_op.repair(store, apply=True, quiet=True)
+    assert exit_code(e.value) == 3 and e.value.path == rel
+    assert repairstores.files_state(store) == damaged and _batches(store) == batches
+    shutil.copy(good, path)
+    s = repair_op.repair(store, apply=True, quiet=True)
+    assert _damaging(s) == [] and s["replaced"] == [] and _deep(store) == []
+
+
 # ---------------------------------------------------------------------------- item 2: damaged commitlog
 def _first_segment(store: str) -> str:
     return os.path.join(store, "commitlog", sorted(os.listdir(os.path.join(store, "commitlog")))[0])
