@@ -16,7 +16,8 @@ Exit status: 0 nothing differs (dry run) or repaired (apply), 1 a dry run found 
 an unexpected error), 2 bad arguments or a store that cannot be repaired as asked (a broker's
 directory whose sizes need --config), 3 a running broker or another writer holds the store, or a
 rocketlake store's CommitLog does not verify against its manifest (file and offset named; nothing
-changed).
+changed), or a queue file's units whose records an expiry deleted are damaged ("unrestorable": only
+a copy of the file can restore them; nothing changed).
 """
 import argparse
 import json
@@ -31,7 +32,7 @@ from . import common as cli_common
 
 __all__ = ["main"]
 
-_REPAIRED = ("missing", "truncated", "differing", "extra")
+_REPAIRED = ("missing", "truncated", "differing", "extra", "unrestorable")   # (unrestorable: --apply refuses)
 
 
 def main(argv=None) -> int:

@@ -8,7 +8,10 @@ A rocketlake store's files are checked against their manifest rows (sha256 of th
 which is stronger: nothing is added there. The checkpoint file is left to verify's own check.
 In an export (``rocketlake.properties`` beside the files) a queue may start after offset 0 while
 the CommitLog still holds its older records: a topic's own retention removed its oldest queue
-files (``ops.topic_retention``), so queue files below a queue's first file are not missing there.
+files (``ops.topic_retention``). The export records where each queue's first file starts
+(``table.export.QUEUE_STARTS_KEY``), so files before that are not missing there while a lost first
+file is; in an export written before that was recorded, a queue's first file on disk is taken as
+its start.
 """
 from __future__ import annotations
 
@@ -18,13 +21,13 @@ from ..errors import RepairError
 from ..format import consumequeue
 from ..format.config import StoreConfig
 from ..io import storage
-from ..table.export import PROPERTIES_NAME
+from ..table.export import PROPERTIES_NAME, recorded_queue_starts
 from ..verify import driver as verify
 from ..verify.access import problem
 
 __all__ = ["verify_store", "derived_problems"]
 
-_STATES = ("missing", "truncated", "differing", "extra")
+_STATES = ("missing", "truncated", "differing", "extra", "unrestorable")
 
 
 def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: int | None = None) -> list:
@@ -36,9 +39,12 @@ def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: i
     except RepairError:                      # no segments: verify says what is missing
         return []
     store = storage.Store(store_uri)
-    first = _first_queue_files(store) if store.exists(PROPERTIES_NAME) else {}
-    return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']} (as the CommitLog implies; "
-                                  f"`rocketlake repair` rewrites it)")
+    # (an export that recorded its queue starts: repair's plan leaves the files before them out;
+    # one written before they were recorded: a queue's first file on disk is taken as its start)
+    old_export = store.exists(PROPERTIES_NAME) and recorded_queue_starts(store) is None
+    first = _first_queue_files(store) if old_export else {}
+    return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']}" + (
+                "" if f["state"] == "unrestorable" else " (as the CommitLog implies; `rocketlake repair` rewrites it)"))
             for f in p["findings"] if f["kind"] in ("consumequeue", "index") and f["state"] in _STATES
             and not (f["state"] == "missing" and _below_first(f["path"], first))]
 

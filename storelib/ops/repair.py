@@ -9,8 +9,11 @@ and each is compared with the file on disk:
   differing unit, slot, entry or header field, what it holds and what it should hold), or
   ``extra`` (an index file past the ones the commitlog implies); the rest are ``ok``;
 * consume-queue units below a queue's first derivable offset (their records went with expired
-  segments) are taken as the file holds them; index files are rebuilt only from a commitlog that
-  still starts at offset 0 (an index file's entries depend on every earlier file's);
+  segments) are taken as the file holds them; on a rocketlake store the file must then be its
+  manifest row's version, or those units are damaged and underivable: ``unrestorable`` (``--apply``
+  refuses the run, ``RepairRefused``: restore the file from a copy); index files are rebuilt
+  only from a commitlog that still starts at offset 0 (an index file's entries depend on every
+  earlier file's);
 * index files are compared by position (a broker names them by the wall clock); a missing one is
   named after its neighbours so that name order stays creation order.
 
@@ -18,7 +21,9 @@ On a rocketlake store repair derives only what the committed snapshot holds: the
 its manifest rows up to their valid bytes (read where readers read them: a committed batch whose
 publish is unfinished through its staged files), and only files that have a row (a queue or index
 file an expiry removed, per topic or store-wide, is never written again, though its records may
-still be in the commitlog). The commitlog must verify against its rows first (valid bytes,
+still be in the commitlog); in an export, only a queue's files from the start its
+``rocketlake.properties`` records on (``table.export.recorded_queue_starts``: older ones a
+retention rule removed). The commitlog must verify against its rows first (valid bytes,
 checksums): a damaged one is refused (``RepairRefused``, naming the file and offset) and nothing
 changes. A broker's directory has no rows: the dispatch stops at the first damaged record, as a
 broker's recovery does, and the summary says where (``commitlog``).
@@ -61,9 +66,9 @@ from ..ingest import commit as commit_stage
 from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import manifest, rowcheck, snapcache, storefiles, writerlease
-from ..verify import commitlog as verify_commitlog
-from . import rebuild
+from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
+from ..verify import commitlog as verify_commitlog, indexfile as verify_index
+from . import filediff, rebuild
 from .expire import finish_pending
 
 __all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair", "write_exclusive"]
@@ -168,87 +173,6 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
     return None
 
 
-# ---------------------------------------------------------------------------- comparing
-def _first_diff(have: np.ndarray, want: np.ndarray) -> int | None:
-    n = min(len(have), len(want))
-    d = np.flatnonzero(have[:n] != want[:n])
-    return int(d[0]) if len(d) else None
-
-
-def _judge(fd, want: np.ndarray, file_size: int, name_at) -> tuple:
-    """(state, detail) of a file against its expected valid bytes ``want`` (zeros after, up to
-    ``file_size``); ``name_at(offset, have, want)`` names what lies at a differing byte."""
-    if not fd.exists:
-        return "missing", f"should be {file_size} bytes"
-    d = _first_diff(fd.buf, want)
-    if d is not None:
-        return "differing", name_at(d, fd.buf, want)
-    nz = fd.first_nonzero(len(want), file_size)
-    if nz is not None:
-        return "differing", name_at(nz, fd.buf, np.zeros(nz + 64, np.uint8) if len(want) <= nz else want)
-    if fd.size < file_size:
-        intact = "all data present" if fd.size >= len(want) else f"data ends at byte {fd.size} of {len(want)}"
-        return "truncated", f"{fd.size} of {file_size} bytes ({intact})"
-    if fd.size > file_size:
-        return "differing", f"{fd.size} bytes, longer than the file size {file_size}"
-    return "ok", ""
-
-
-def _unit_text(buf: np.ndarray, u: int) -> str:
-    raw = bytes(buf[u * consumequeue.UNIT_SIZE:(u + 1) * consumequeue.UNIT_SIZE])
-    if len(raw) < consumequeue.UNIT_SIZE:
-        return "(past the end)"
-    p, s, t = consumequeue.parse_unit(raw)
-    return f"(phys {p}, size {s}, tags {t})"
-
-
-def _name_unit(d: int, have: np.ndarray, want: np.ndarray) -> str:
-    u = d // consumequeue.UNIT_SIZE
-    return f"unit {u} (byte {d}) is {_unit_text(have, u)}, should be {_unit_text(want, u)}"
-
-
-def _index_namer(cfg: StoreConfig):
-    ent_at = indexfile.entries_offset(cfg)
-    fields = ["begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset", "hash_slot_count",
-              "index_count"]
-
-    def name(d: int, have: np.ndarray, want: np.ndarray) -> str:
-        if d < indexfile.HEADER_SIZE:
-            h_have = indexfile.IndexHeader.parse(bytes(have[:indexfile.HEADER_SIZE]).ljust(indexfile.HEADER_SIZE, b"\0"))
-            h_want = indexfile.IndexHeader.parse(bytes(want[:indexfile.HEADER_SIZE]).ljust(indexfile.HEADER_SIZE, b"\0"))
-            f = fields[min(5, d // 8 if d < 32 else 4 + (d - 32) // 4)]
-            return f"header {f} is {getattr(h_have, f)}, should be {getattr(h_want, f)}"
-        if d < ent_at:
-            s = (d - indexfile.HEADER_SIZE) // indexfile.SLOT_SIZE
-            at = indexfile.slot_offset(s)
-
-            def slot(b):
-                return indexfile.parse_slot(bytes(b[at:at + 4])) if len(b) >= at + 4 else 0
-            return f"slot {s} is {slot(have)}, should be {slot(want)}"
-        p = (d - ent_at) // indexfile.ENTRY_SIZE
-        at = ent_at + p * indexfile.ENTRY_SIZE
-
-        def entry(b):
-            raw = bytes(b[at:at + indexfile.ENTRY_SIZE])
-            if len(raw) < indexfile.ENTRY_SIZE:
-                return "(none)"
-            h, ph, td, prev = indexfile.parse_entry(raw)
-            return f"(hash {h}, phys {ph}, timeDiff {td}, prevPos {prev})"
-        return f"entry {p} is {entry(have)}, should be {entry(want)}"
-    return name
-
-
-def _name_checkpoint(d: int, have: np.ndarray, want: np.ndarray) -> str:
-    names = ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
-             "confirmPhyOffset"]
-    if d >= ckpt.LAYOUT_SIZE:
-        return f"byte {d} is not zero"
-    a = ckpt.Checkpoint.from_bytes(bytes(have[:ckpt.LAYOUT_SIZE]).ljust(ckpt.LAYOUT_SIZE, b"\0"))
-    b = ckpt.Checkpoint.from_bytes(bytes(want[:ckpt.LAYOUT_SIZE]))
-    k = d // 8
-    return f"{names[k]} is {list(a.to_dict().values())[k]}, should be {list(b.to_dict().values())[k]}"
-
-
 # ---------------------------------------------------------------------------- the plan
 class _View:
     """The store as repair compares it: a rocketlake store's files where readers read them (a
@@ -260,19 +184,56 @@ class _View:
         self.snap = snap
         self.listed = None
         self._where: dict = {}
+        self.starts = None                 # an export's queue starts (table.export.recorded_queue_starts)
         if snap is not None:
             staged = storefiles.staging_batches(store)
             self.listed = set(snap.files)
             self._where = {rel: storefiles.reading_path(store, r, staged) for rel, r in snap.files.items()}
+        else:
+            self.starts = export.recorded_queue_starts(store)
 
     def file(self, rel: str):
         return rebuild.file_data(self.store, self._where.get(rel, rel))
 
     def holds(self, rel: str) -> bool:
+        if self.starts is not None and rel.startswith(consumequeue.DIR + "/"):
+            parts = rel.split("/")         # (an export: a queue's files from its recorded start on)
+            start = self.starts.get(f"{parts[1]}/{parts[2]}")
+            return start is not None and int(parts[3]) // consumequeue.UNIT_SIZE >= start
         return self.listed is None or rel in self.listed
+
+    def unlisted(self) -> str:
+        return _UNLISTED if self.starts is None else _BEFORE_START
 
 
 _UNLISTED = "derivable from the commitlog, but not in the committed snapshot (an expiry removed it): not written"
+_BEFORE_START = ("derivable from the commitlog, but before the queue's first file the export recorded (a retention "
+                 "rule removed it): not written")
+
+
+def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.ndarray, have: np.ndarray) -> str:
+    """Why a queue file cannot be restored ('' when it can): its units below ``e.known_from``
+    point at records an expiry deleted, so only the file holds them. On a rocketlake store the
+    file with them as found must be its manifest row's version (sha256 of the valid bytes); in a
+    directory without a manifest each of them must be there and be a unit (size > 0). Otherwise
+    the head is damaged and nothing can derive it. (A broker keeps such units: its consume queue's
+    min offset is the first unit at or past the commitlog's min offset, so every unit stays where
+    it was written; a zero unit ends a broker's recovery of the queue there.)"""
+    row = view.snap.files.get(rel) if view.snap is not None else None
+    fix = ("they cannot be derived. Restore the file from a copy of the store (a backup or an export) and rerun "
+           "repair; nothing was changed")
+    if row is None:
+        units = have[:len(have) - len(have) % consumequeue.UNIT_SIZE].view(consumequeue.UNIT_DTYPE)
+        if len(units) == e.known_from and (units["size"] > 0).all():
+            return ""
+        return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds "
+                f"them, and {len(units)} of them are there ({int((units['size'] <= 0).sum())} zero): {fix}")
+    valid = int(row["valid_bytes"])
+    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row["checksum"]:
+        return ""
+    return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
+            f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
+            f"differs): {fix}")
 
 
 def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
@@ -280,7 +241,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     expected = rebuild.expected_queues(d, cfg)
     for rel in sorted(expected):
         if not view.holds(rel):
-            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": view.unlisted()})
             continue
         e = expected[rel]
         fd = view.file(rel)
@@ -291,7 +252,11 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
             have = fd.buf[:k]
             want[:len(have)] = have
             note = f"; units below {e.known_from} kept as found (their records are gone)"
-        state, detail = _judge(fd, want, cfg.cq_file_size, _name_unit)
+            lost = _lost_head(view, rel, e, want, have)
+            if lost:
+                out.append({"kind": "consumequeue", "path": rel, "state": "unrestorable", "detail": lost})
+                continue
+        state, detail = filediff.judge(fd, want, cfg.cq_file_size, filediff.name_unit)
         if e.holes:
             note += f"; {e.holes} unit(s) inside the queue have no record"
         out.append({"kind": "consumequeue", "path": rel, "state": state, "detail": detail + note,
@@ -355,19 +320,37 @@ def _positional(names: list, files: list, extra: list | None = None) -> tuple[li
     return out, extra
 
 
+def _underived_index(view: _View, start: int) -> list:
+    """Index files when the commitlog no longer starts at 0 (an index file's entries depend on
+    every earlier file's): left as they are; on a rocketlake store each must then be its manifest
+    row's version, or it is damaged and nothing can derive it (``unrestorable``)."""
+    out = [{"kind": "index", "path": indexfile.DIR, "state": "underived",
+            "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
+    for row in sorted(view.snap.of_kind("index") if view.snap is not None else [], key=lambda r: r["path"]):
+        fd, valid = view.file(row["path"]), int(row["valid_bytes"])
+        if fd.exists and fd.size == int(row["file_size"]) and \
+                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row["checksum"]:
+            continue
+        out.append({"kind": "index", "path": row["path"], "state": "unrestorable",
+                    "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
+                              "index files cannot be derived, and this one is not its manifest row's version "
+                              f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
+                              "an export) and rerun repair; nothing was changed"})
+    return out
+
+
 def _index_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch, files: list) -> list:
     out = []
     if d.segments and d.segments[0][1] > 0:
-        return [{"kind": "index", "path": indexfile.DIR, "state": "underived",
-                 "detail": f"the commitlog starts at {d.segments[0][1]}, not 0: index files left as they are"}]
+        return _underived_index(view, d.segments[0][1])
     names, extra = _index_names(view.store, view.snap, files)
-    namer = _index_namer(cfg)
+    namer = filediff.index_namer(cfg)
     for rel, b in zip(names, files):
         if not view.holds(rel):
             out.append({"kind": "index", "path": rel, "state": "unlisted", "detail": _UNLISTED})
             continue
         want = np.frombuffer(b"".join(bytes(c) for c in b.chunks()), np.uint8)
-        state, detail = _judge(view.file(rel), want, cfg.index_file_size, namer)
+        state, detail = filediff.judge(view.file(rel), want, cfg.index_file_size, namer)
         out.append({"kind": "index", "path": rel, "state": state, "detail": detail, "data": want,
                     "valid": len(want), "count": b.header.index_count - 1, "file_size": cfg.index_file_size,
                     "header": b.header.to_dict()})
@@ -394,7 +377,7 @@ def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
     fd = view.file(ckpt.FILE_NAME)
     ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
     want = np.frombuffer(ck.to_bytes(), np.uint8)
-    state, detail = _judge(fd, want, ckpt.FILE_SIZE, _name_checkpoint)
+    state, detail = filediff.judge(fd, want, ckpt.FILE_SIZE, filediff.name_checkpoint)
     return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
             "valid": ckpt.FILE_SIZE, "count": 0, "file_size": ckpt.FILE_SIZE, "checkpoint": ck.to_dict()}
 
@@ -651,6 +634,10 @@ def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dic
 
 
 def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | None, t0: float, say) -> dict:
+    lost = [f for f in findings if f["state"] == "unrestorable"]
+    if lost:
+        more = f" (and {len(lost) - 1} more file(s) like it)" if len(lost) > 1 else ""
+        raise RepairRefused(lost[0]["path"], 0, lost[0]["detail"] + more)
     changed = [f for f in findings if f["state"] in ("missing", "truncated", "differing")]
     out = {"replaced": [f["path"] for f in changed], "removed": []}
     if snap is not None:

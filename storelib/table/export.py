@@ -8,7 +8,8 @@ every file's bytes are checked against its manifest checksum on the way. ``_rock
 exported: the directory is a plain RocketMQ store a broker can start on (``storePathRootDir``).
 Beside the files, ``rocketlake.properties`` holds the snapshot's file-shaping configuration as a
 broker's properties (``mqbroker -c`` reads these keys; with ``storePathRootDir`` for a local
-target), so a broker, ``verify`` and the readers size the files as they were written.
+target), so a broker, ``verify`` and the readers size the files as they were written, and where
+each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores).
 
 Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
 written or published: later batches never change the bytes a snapshot's rows cover, except an
@@ -23,19 +24,27 @@ import os
 import shutil
 import uuid
 
-from ..errors import BadInput, ExportError
-from ..format import checkpoint as ckpt
+from ..errors import BadInput, ConfigError, ExportError
+from ..format import checkpoint as ckpt, consumequeue
+from ..format.config import parse_java_properties
 from ..io import checksum, headpages, patches, storage
 from . import manifest, rowcheck, storefiles
 
-__all__ = ["export_store", "PROPERTIES_NAME", "properties_text"]
+__all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
+           "recorded_queue_starts"]
 
 _CHUNK = 64 << 20
 PROPERTIES_NAME = "rocketlake.properties"
+# Each queue's first exported file, as the queue offset it starts at ({"topic/queueId": offset}): a
+# topic's own retention removes a queue's oldest files while the CommitLog keeps their records, so
+# only this tells such a queue from one whose first file was lost (verify --deep, repair). A broker
+# ignores a key that is no MessageStoreConfig field.
+QUEUE_STARTS_KEY = "rocketlakeQueueStarts"
 
 
-def properties_text(config, root: str | None = None) -> str:
-    """The file-shaping configuration as a broker's .properties text (``PROPERTIES_NAME``)."""
+def properties_text(config, root: str | None = None, queue_starts: dict | None = None) -> str:
+    """The file-shaping configuration as a broker's .properties text (``PROPERTIES_NAME``), with
+    ``queue_starts`` (``queue_starts_of``) under ``QUEUE_STARTS_KEY``."""
     lines = ["# Written by rocketlake export: the sizes these files were written with, as RocketMQ",
              "# MessageStoreConfig keys (a broker started on this directory needs the same values)."]
     if root is not None:
@@ -44,7 +53,45 @@ def properties_text(config, root: str | None = None) -> str:
         if isinstance(v, bool):
             v = str(v).lower()
         lines.append(f"{k}={v}")
+    if queue_starts is not None:
+        lines.append("# The queue offset each queue's first file starts at (older files: removed by retention).")
+        lines.append(f"{QUEUE_STARTS_KEY}={json.dumps(queue_starts, sort_keys=True, separators=(',', ':'), ensure_ascii=False)}")
     return "\n".join(lines) + "\n"
+
+
+def queue_starts_of(rels) -> dict:
+    """{"topic/queueId": queue offset of its first file} of the consume-queue files ``rels``."""
+    out: dict = {}
+    for rel in rels:
+        parts = rel.split("/")
+        if len(parts) == 4 and parts[3].isdigit():
+            key, start = f"{parts[1]}/{parts[2]}", int(parts[3]) // consumequeue.UNIT_SIZE
+            out[key] = min(out.get(key, start), start)
+    return out
+
+
+def recorded_queue_starts(store: storage.Store) -> dict | None:
+    """The queue starts an export recorded in its ``PROPERTIES_NAME`` (None: not an export, or one
+    written before they were recorded); ``ConfigError`` naming the file when they do not parse."""
+    if not store.local or not os.path.isfile(store.path(PROPERTIES_NAME)):
+        return None
+    with open(store.path(PROPERTIES_NAME), encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    try:
+        value = parse_java_properties(text).get(QUEUE_STARTS_KEY)
+    except ConfigError:
+        return None                        # (the configuration's own reader names the file)
+    if value is None:
+        return None
+    try:
+        starts = json.loads(value)
+        if not (isinstance(starts, dict) and all(isinstance(v, int) and v >= 0 for v in starts.values())):
+            raise ValueError("not a map of queue to offset")
+    except ValueError as e:
+        raise ConfigError(f"{store.path(PROPERTIES_NAME)}: {QUEUE_STARTS_KEY} is not what export wrote ({e}): "
+                          "restore it, or remove the line (then a queue's first file on disk is taken as its "
+                          "start)") from None
+    return starts
 
 
 def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = True, snap=None,
@@ -73,7 +120,8 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     try:
         for rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
-        text = properties_text(config, out.root if out.local else None).encode()
+        starts = queue_starts_of(r["path"] for r in snap.of_kind("consumequeue"))
+        text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
         if work is not out:
             if os.path.isdir(out.root):

@@ -15,7 +15,7 @@ from ..format.config import StoreConfig
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
 
-__all__ = ["verify_index", "deep_index"]
+__all__ = ["verify_index", "deep_index", "paged_head_len"]
 
 ENTRY_DTYPE = indexfile.ENTRY_DTYPE
 INT_MAX = indexfile.INT_MAX
@@ -74,7 +74,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     nz = fd.first_nonzero(tail, fd.size)
     if nz is not None:
         out.append(problem(rel, nz, f"non-zero byte after the last entry ({tail})"))
-    sha, digests = fd.checksum(valid, head_len=_paged_head_len(m))
+    sha, digests = fd.checksum(valid, head_len=paged_head_len(m))
     if m is not None:
         _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
     if ctx.deep and n > 1:
@@ -93,7 +93,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
 
 
-def _paged_head_len(m: dict | None) -> int | None:
+def paged_head_len(m: dict | None) -> int | None:
     """The head length of a row whose checksum takes its head by pages (storelib.io.headpages)."""
     if m is None:
         return None

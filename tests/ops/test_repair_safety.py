@@ -18,8 +18,8 @@ import goldenlib
 import repairstores
 from conftest import golden_set
 from opshelp import run, small_config, small_properties
-from storelib.errors import RepairError, RepairRefused
-from storelib.format import commitlog as cl, paths
+from storelib.errors import RepairError, RepairRefused, exit_code
+from storelib.format import commitlog as cl, consumequeue as cq, paths
 from storelib.io import storage
 from storelib.ops import expire as expire_op, repair as repair_op
 from storelib.table import manifest
@@ -120,6 +120,75 @@ def test_a_repair_batch_without_rows_is_read_as_changing_nothing(store):
     s = repair_op.repair(store, apply=True, quiet=True)
     assert _damaging(s) == [] and not os.path.exists(os.path.join(store, gone))
     assert _deep(store) == []
+
+
+def _half_expired_queue(store: str) -> tuple:
+    """After a store-wide expiry: (path, first derivable unit) of a queue file whose first units point
+    at deleted segments and whose later ones at kept records."""
+    snap = manifest.load_snapshot(storage.Store(store))
+    min_phy = snap.batch["min_phy_offset"]
+    for row in sorted(snap.of_kind("consumequeue"), key=lambda r: r["path"]):
+        with open(os.path.join(store, row["path"]), "rb") as fh:
+            raw = fh.read(row["valid_bytes"])
+        phys = [cq.parse_unit(raw[i:i + cq.UNIT_SIZE])[0] for i in range(0, len(raw), cq.UNIT_SIZE)]
+        if phys[0] < min_phy <= phys[-1]:
+            return row["path"], next(k for k, p in enumerate(phys) if p >= min_phy)
+    raise AssertionError("no queue file straddles the new min phy offset")
+
+
+@pytest.mark.parametrize("how", ["delete", "zero-head-unit", "truncate-into-head", "zero-kept-unit"])
+def test_a_queue_file_whose_head_records_expired(store, how, tmp_path):
+    """A store-wide expiry keeps a queue file whose first units point at deleted segments (a broker
+    keeps them too: its min offset is the first unit at or past the commitlog's). Damaged there, only
+    the file held those units: repair --apply refuses (exit 3, the file named, what to do), changes
+    nothing, and once the file is restored from a copy it repairs nothing more. Damaged only where the
+    kept records are, it is restored to the manifest's version."""
+    expire_op.expire(store, 3.5, now_ms=_newest(store) + 2 * HOUR, quiet=True)
+    rel, known = _half_expired_queue(store)
+    path = os.path.join(store, rel)
+    good = shutil.copy(path, str(tmp_path / "copy"))
+    want, batches = repairstores.files_state(store), _batches(store)
+    if how == "delete":
+        os.remove(path)
+    elif how == "truncate-into-head":
+        os.truncate(path, (known // 2) * cq.UNIT_SIZE)
+    else:
+        with open(path, "r+b") as fh:
+            fh.seek((0 if how == "zero-head-unit" else known) * cq.UNIT_SIZE)
+            fh.write(bytes(cq.UNIT_SIZE))
+    if how == "zero-kept-unit":
+        s = repair_op.repair(store, apply=True, quiet=True)
+        assert s["replaced"] == [rel] and repairstores.files_state(store) == want and _deep(store) == []
+        return
+    damaged = repairstores.files_state(store)
+    dry = repair_op.repair(store, quiet=True)
+    assert [f["state"] for f in dry["findings"] if f["path"] == rel] == ["unrestorable"]
+    with pytest.raises(RepairRefused) as e:
+        repair_op.repair(store, apply=True, quiet=True)
+    assert exit_code(e.value) == 3 and e.value.path == rel and "Restore the file from a copy" in str(e.value)
+    assert repairstores.files_state(store) == damaged and _batches(store) == batches
+    shutil.copy(good, path)
+    s = repair_op.repair(store, apply=True, quiet=True)
+    assert _damaging(s) == [] and s["replaced"] == [] and _batches(store) == batches and _deep(store) == []
+
+
+def test_an_index_file_after_the_first_segment_expired(store, tmp_path):
+    """Once an expiry deleted the commitlog's first segment, index files are not derivable: a damaged
+    one is refused (exit 3, named), nothing changes, and restored from a copy the store is whole."""
+    expire_op.expire(store, 3.5, now_ms=_newest(store) + 2 * HOUR, quiet=True)
+    rel = sorted(r["path"] for r in manifest.load_snapshot(storage.Store(store)).of_kind("index"))[-1]
+    path = os.path.join(store, rel)
+    good = shutil.copy(path, str(tmp_path / "copy"))
+    os.truncate(path, 1000)
+    damaged, batches = repairstores.files_state(store), _batches(store)
+    assert [f["state"] for f in repair_op.repair(store, quiet=True)["findings"] if f["path"] == rel] == ["unrestorable"]
+    with pytest.raises(RepairRefused) as e:
+        repair_op.repair(store, apply=True, quiet=True)
+    assert exit_code(e.value) == 3 and e.value.path == rel
+    assert repairstores.files_state(store) == damaged and _batches(store) == batches
+    shutil.copy(good, path)
+    s = repair_op.repair(store, apply=True, quiet=True)
+    assert _damaging(s) == [] and s["replaced"] == [] and _deep(store) == []
 
 
 # ---------------------------------------------------------------------------- item 2: damaged commitlog
