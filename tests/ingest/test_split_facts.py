@@ -108,7 +108,7 @@ def test_chunked_detail_equals_whole_split(tmp_path_factory, w):
     qkey = np.asarray([(-2 if kind == "rr" else v) if e else -1 for (kind, v), e in zip(rows, eligible)], np.int32)
     meta = {"qkeys": np.array(json.dumps(keys)), "qkey": qkey, "queue_id": np.zeros(n, np.int32),
             "rr_topic": rr_topic, "rr_rank": rr_rank, "rr_topics": np.array(json.dumps(rr_topics))}
-    tcfg = topics_mod.Topics.from_dict({"default": 4, "write": dict(zip(rr_topics, rr_nq))})
+    tcfg = topics_mod.Topics.from_dict({"default": 4, "topics": {t: [q, q, 6] for t, q in zip(rr_topics, rr_nq)}})
     rr_start = dict(zip(rr_topics, starts))
     qcode, final_keys, _ = encode_stage.final_queues(meta, rr_start, tcfg)
     whole = WholeSplit(sizes, qcode, final_keys, entries)
@@ -161,7 +161,7 @@ def test_encoded_splits_plan_as_the_whole_split_computation(tmp_path, monkeypatc
     cfg = StoreConfig(mappedFileSizeCommitLog=65536, maxIndexNum=256, maxHashSlotNum=64)
     src = _round_robin_input(tmp_path)
     splits = inputs.plan_splits(src, "jsonl", 3, 1 << 20)
-    tcfg = topics_mod.Topics.from_dict({"default": 4, "write": {"order_events": 5, "user-login": 3}})
+    tcfg = topics_mod.Topics.from_dict({"default": 4, "topics": {"order_events": [5, 5, 6], "user-login": [3, 3, 6]}})
     ctx = EncodeContext(store=str(tmp_path / "store"), config=cfg, topics=tcfg, staging="_rocketlake/staging/t/a",
                         splits=tuple(s.to_dict() for s in splits), default_store_ts=1)
     st_ = storage.Store(ctx.store)
