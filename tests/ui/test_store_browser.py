@@ -23,7 +23,8 @@ import urllib.request
 
 import pytest
 
-from conftest import BINARY_BODY, ROOT, TEXT_BODY, Server, ingest
+from uibrowser import BINARY_BODY, ROOT, TEXT_BODY, Server, ingest
+from uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
 
 pytestmark = pytest.mark.slow         # starts a server and a browser
 

@@ -14,7 +14,8 @@ import urllib.request
 import pytest
 
 import s3server
-from conftest import ROOT, SPECIAL, Server, _special_lines, ingest
+from uibrowser import ROOT, SPECIAL, Server, _special_lines, ingest
+from uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
 
 # an S3 server, writes through it and `rocketlake ui`: about 40 s, so `make long` (ROCKETLAKE_LONG=1)
 pytestmark = [pytest.mark.slow,
