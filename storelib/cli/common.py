@@ -1,17 +1,19 @@
 """What the thin ``jobs/`` entry points share: Spark session, config, exit codes, summaries.
 
-Exit statuses: ``storelib.errors`` (``ExitCode``, ``EXIT_TABLE``, ``exit_code``).
+Exit statuses: ``storelib.errors`` (``ExitCode``, ``exit_code``); the one line an error ends a
+command with: ``storelib.cli.failures``.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
-import traceback
 
 from ..format.paths import PROJECT_ROOT
 from ..format.config import load_config
-from ..errors import ConfigError, EXIT_TABLE, ExitCode, exit_code, task_error
+from ..errors import ExitCode, exit_code
+from . import failures
+from .failures import guarded, worded
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
@@ -190,22 +192,6 @@ def _ship_code(spark) -> None:
     spark.sparkContext.addPyFile(path)
 
 
-# What a writer job prints for the errors it expects (name of an EXIT_TABLE class -> message).
-_WRITER_MESSAGES = {
-    "InputError": "bad input, nothing was written:\n{e}",
-    "ConfigError": "configuration: {e}",
-    "UnreachablePath": "{e}",
-    "TopicsError": "configuration: {e}",
-    "ConcurrentWriteError": "concurrent writer: {e}; this batch left nothing behind, rerun it",
-    "IngestError": "{e}",
-    "AdoptError": "{e}",
-    "StorePathError": "{e}",
-    "StoreNotFound": "{e}",
-    "ExpireError": "{e}",
-    "StoreError": "the store is damaged, nothing was written: {e} (rocketlake verify --store STORE names every problem)",
-}
-
-
 def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, state=None,
             session=None, sql=True) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
@@ -224,37 +210,23 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     interrupts.reset()
     on_signals()
-    try:
-        cfg = config if config is not None else config_from_args(args)
-    except (ConfigError, OSError) as e:       # an unreadable or invalid --config file
-        print(f"error: configuration: {e}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
     spark = None
-    try:
+
+    def job() -> int:
+        nonlocal spark
+        with worded(failures.CONFIG):         # an unreadable or invalid --config file
+            cfg = config if config is not None else config_from_args(args)
         if session is not None:
-            code = body(session, cfg)
-        else:
-            loading = []
-            spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
-            if warm:
-                warmup.warm_workers(spark.sparkContext, warm)
-            for started in loading or [warmup.preload(preload)]:
-                started.wait()
-            code = body(spark, cfg)
-    except KeyboardInterrupt as e:
-        _interrupted_exit(e, state)
-    except Exception as e:  # noqa: BLE001 - a job must end with a clear message
-        cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
-        wrapped = task_error(e) if cls is None else None
-        if cls is not None and cls.__name__ in _WRITER_MESSAGES:
-            msg = _WRITER_MESSAGES.get(type(e).__name__) or _WRITER_MESSAGES[cls.__name__]
-            print("error: " + msg.format(e=e), file=sys.stderr)
-        elif wrapped:
-            print(f"error: {wrapped[1]}", file=sys.stderr)
-        else:
-            traceback.print_exc()
-            print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return int(exit_code(e))
+            return body(session, cfg)
+        loading = []
+        spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
+        if warm:
+            warmup.warm_workers(spark.sparkContext, warm)
+        for started in loading or [warmup.preload(preload)]:
+            started.wait()
+        return body(spark, cfg)
+    try:
+        code = guarded(job, failures.WRITER, interrupted=lambda e: _interrupted_exit(e, state))
     finally:
         if spark is not None:
             try:
@@ -299,16 +271,9 @@ def _interrupted_exit(e: BaseException, state) -> None:
 
 
 def report(e: BaseException) -> int:
-    """Print the one line of an error a job expects (``_WRITER_MESSAGES``), else the error's class and
-    text, both on stderr without a traceback; returns the exit status (``exit_code``)."""
-    cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
-    if cls is not None and cls.__name__ in _WRITER_MESSAGES:
-        print("error: " + _WRITER_MESSAGES[cls.__name__].format(e=e), file=sys.stderr)
-    elif isinstance(e, OSError):
-        print(f"error: {e.strerror or e}: {e.filename}" if e.filename else f"error: {e}", file=sys.stderr)
-    else:
-        print(f"error: {e}", file=sys.stderr)
-    return int(exit_code(e, lookup_errors=True))
+    """Print the one line of an error met before a command's work starts (``failures.CHECK``);
+    returns its exit status."""
+    return failures.fail(e, failures.CHECK)
 
 
 def emit_summary(summary: dict, json_path: str | None) -> None:

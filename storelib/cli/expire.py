@@ -20,9 +20,10 @@ import sys
 
 
 from ..ops import expire as retention
-from .common import exit_code, ExitCode
+from .common import ExitCode
+from .failures import CHECK, EXPIRE, guarded, worded
 from .timeargs import epoch_ms
-from ..errors import ConcurrentWriteError, ConfigError, ExpireError, StoreError
+from ..errors import BadInput
 from ..format.config import retention_hours
 
 
@@ -38,11 +39,11 @@ def _topic_pairs(argv: list) -> tuple[list, dict]:
     while i < len(argv):
         if argv[i] == "--topic":
             if i + 3 >= len(argv) or argv[i + 2] != "--reserved-hours":
-                raise ValueError("--topic T must be followed by --reserved-hours N")
+                raise BadInput("--topic T must be followed by --reserved-hours N")
             try:
                 rules[argv[i + 1]] = retention_hours(argv[i + 3])
             except ValueError as e:
-                raise ValueError(f"--topic {argv[i + 1]} --reserved-hours: {e}") from None
+                raise BadInput(f"--topic {argv[i + 1]} --reserved-hours: {e}") from None
             i += 4
             continue
         rest.append(argv[i])
@@ -59,11 +60,14 @@ def _hours_arg(text: str) -> float:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
+    return guarded(lambda: _expire(argv), EXPIRE, interrupted=lambda e: _cli.interrupted(
+        e, "the expiry is committed and its files deleted, or nothing changed; rerun the same command to finish "
+           "either way"))
+
+
+def _expire(argv: list) -> int:
+    with worded(CHECK):
         argv, topic_rules = _topic_pairs(argv)
-    except (ValueError, IndexError) as e:
-        print(f"error: {e if str(e) else '--topic T must be followed by --reserved-hours N'}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
     ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
@@ -79,33 +83,17 @@ def main(argv=None) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     from . import common as cli
-    try:
+    with worded(CHECK):                      # not a store: one line, exit 2
         cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=None))
-    except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
-        return cli.report(e)
     cli.on_signals()
-    try:
-        if args.config:
-            from ..format.config import load_config
-            from ..ops.topic_retention import parse_rules
-            topic_rules = {**parse_rules(load_config(args.config).extra.get("topicRetention")), **topic_rules}
-        if args.reserved_hours is None and not topic_rules:
-            ap.error("--reserved-hours is required (or a topic's rule)")
-        s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
-                             args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
-    except ConfigError as e:                 # an unreadable --config, its topicRetention rules, an unsafe object store
-        return cli.report(e)
-    # StoreError: a damaged store or Delta table (CorruptStore), a path leading out (StorePathError)
-    except (ExpireError, StoreError, ConcurrentWriteError) as e:
-        code = exit_code(e)
-        if code == ExitCode.CONCURRENT:
-            print(f"error: concurrent writer: {e}; nothing was removed, rerun", file=sys.stderr)
-        else:
-            print(f"error: {e}", file=sys.stderr)
-        return int(code)
-    except KeyboardInterrupt as e:
-        return cli.interrupted(e, "the expiry is committed and its files deleted, or nothing changed; rerun the "
-                                  "same command to finish either way")
+    if args.config:                          # an unreadable --config, its topicRetention rules
+        from ..format.config import load_config
+        from ..ops.topic_retention import parse_rules
+        topic_rules = {**parse_rules(load_config(args.config).extra.get("topicRetention")), **topic_rules}
+    if args.reserved_hours is None and not topic_rules:
+        ap.error("--reserved-hours is required (or a topic's rule)")
+    s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
+                         args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
     if args.dry_run or not args.quiet:
         for q in s.get("queue_min_offsets", []):
             print(f"{'would move' if args.dry_run else 'moved'} min offset of {q['topic']}/{q['queue_id']}: "

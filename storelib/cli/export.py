@@ -12,6 +12,7 @@ import argparse
 import json
 
 from .common import ExitCode
+from .failures import CHECK, guarded
 
 
 from . import common as _cli  # noqa: E402
@@ -27,18 +28,15 @@ def main(argv=None) -> int:
     ap.add_argument("--as-of-batch", help="batch id or sequence number (default: the latest)")
     ap.add_argument("--no-fsync", action="store_true", help="do not fsync the exported files")
     args = ap.parse_args(argv)
+    return guarded(lambda: _export(args), CHECK, interrupted=lambda e: _cli.interrupted(
+        e, f"nothing was exported ({args.to} is left as it was); rerun the same command"))
+
+
+def _export(args) -> int:
     from ..table import export
     from . import common as cli
-    try:
-        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))
-    except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
-        return cli.report(e)
+    cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))  # a store?
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
-    try:
-        s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
-    except (KeyError, Exception) as e:  # noqa: BLE001 - one exit-code table for every job
-        return cli.report(e)
-    except KeyboardInterrupt as e:
-        return cli.interrupted(e, f"nothing was exported ({args.to} is left as it was); rerun the same command")
+    s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
     print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
     return int(ExitCode.OK)

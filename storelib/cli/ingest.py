@@ -15,6 +15,7 @@ committed), 2 bad input or configuration, 3 concurrent writer, 1 anything else.
 import argparse
 
 from . import common as cli
+from .failures import CHECK, guarded
 from .timeargs import epoch_ms
 
 
@@ -71,14 +72,15 @@ def main(argv=None) -> int:
     if args.from_store:
         if args.input:
             ap.error("--input and --from-store exclude each other")
-        return _import(args)
+        return guarded(lambda: _import(args), CHECK)
     if not args.input:
         ap.error("--input is required")
+    return guarded(lambda: _ingest(args), CHECK)     # run_job words the job's own errors
+
+
+def _ingest(args) -> int:
     from .preflight import check_ingest, ingest_state, small_local_input
-    try:
-        cfg, before = check_ingest(args)
-    except Exception as e:  # noqa: BLE001 - a bad argument is one line, exit 2, before any JVM starts
-        return cli.report(e)
+    cfg, before = check_ingest(args)        # a bad argument is one line, exit 2, before any JVM starts
     state = lambda: ingest_state(args.store, before)  # noqa: E731
     if args.format in ("table", "sql"):
         return cli.run_job("ingest", args, lambda spark, c: ingest_frame(spark, c, args), config=cfg, state=state,
@@ -98,10 +100,7 @@ def main(argv=None) -> int:
 def _import(args) -> int:
     """--from-store: the sizes come from --config, else the source's own files (said on stderr)."""
     from .preflight import check_import
-    try:
-        cfg = check_import(args)
-    except Exception as e:  # noqa: BLE001 - one line, exit 2, before any JVM starts
-        return cli.report(e)
+    cfg = check_import(args)                # one line, exit 2, before any JVM starts
     session = None
     if args.local != "never":           # the checks run on this process's threads instead of Spark tasks
         from ..runtime.localrun import LocalSession

@@ -34,9 +34,10 @@ import sys
 
 from ..ops import inspect as inspection
 from ..io import storage
-from .common import exit_code, ExitCode
+from .common import ExitCode
+from .failures import CHECK, INSPECT, guarded, worded
 from .timeargs import iso
-from ..errors import ConfigError, StoreError, StoreNotFound, StorePathError, UnreachablePath
+from ..errors import BadInput, StoreError, StoreNotFound
 from ..format import paths
 from ..table import rowcheck, snapshots
 
@@ -86,43 +87,39 @@ def main(argv=None) -> int:
     args.json = args.json or args.json_sub
     args.as_of_batch = args.as_of_batch_sub or args.as_of_batch
     args.version = args.version_sub if args.version_sub is not None else args.version
+    return guarded(lambda: _inspect(args), INSPECT)
+
+
+def _inspect(args) -> int:
     from . import common as cli
-    try:
+    with worded(CHECK):
         args.store_config = cli.store_config(args)      # not a store: one line, exit 2
         if args.command in ("segments", "checkpoints", "topics", "history") and \
                 not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
                                 "reads it; `stats` and `verify` work on a broker's directory too")
-    except (StoreNotFound, ConfigError, OSError, StoreError, KeyError) as e:
-        return cli.report(e)
     store = storage.Store(args.store)
-    try:
-        if args.command == "verify":
-            return cmd_verify(store, args)
-        if args.command == "register":
-            return cmd_register(store, args)
-        snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
-        if args.command == "segments":
-            rowcheck.check_snapshot(snap)
-            rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
-            cols = inspection.SEGMENT_COLUMNS
-            if args.kind == "commitlog":
-                cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
-            _emit(rows, cols, args.json, "no live files" if snap.batch else "no rocketlake manifest")
-        elif args.command == "checkpoints":
-            cols = inspection.CHECKPOINT_COLUMNS
-            _emit(inspection.checkpoint_rows(snap), None if args.json else cols, args.json, "no committed batch")
-        elif args.command == "topics":
-            _emit(inspection.topic_rows(snap), inspection.TOPIC_COLUMNS, args.json, "no topic config recorded")
-        elif args.command == "history":
-            _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
-        elif args.command == "stats":
-            cmd_stats(store, snap, args)
-    # KeyError: a batch id / version the store does not have (2); StorePathError: a manifest row / file
-    # leading out of the store (1); StoreError: a damaged store or Delta table, errors.CorruptStore (1).
-    except (KeyError, StorePathError, StoreError, UnreachablePath) as e:
-        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
-        return int(exit_code(e, lookup_errors=True))
+    if args.command == "verify":
+        return cmd_verify(store, args)
+    if args.command == "register":
+        return cmd_register(store, args)
+    snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
+    if args.command == "segments":
+        rowcheck.check_snapshot(snap)
+        rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
+        cols = inspection.SEGMENT_COLUMNS
+        if args.kind == "commitlog":
+            cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
+        _emit(rows, cols, args.json, "no live files" if snap.batch else "no rocketlake manifest")
+    elif args.command == "checkpoints":
+        cols = inspection.CHECKPOINT_COLUMNS
+        _emit(inspection.checkpoint_rows(snap), None if args.json else cols, args.json, "no committed batch")
+    elif args.command == "topics":
+        _emit(inspection.topic_rows(snap), inspection.TOPIC_COLUMNS, args.json, "no topic config recorded")
+    elif args.command == "history":
+        _emit(inspection.history_rows(store, args.version), inspection.HISTORY_COLUMNS, args.json, "no history")
+    elif args.command == "stats":
+        cmd_stats(store, snap, args)
     return int(ExitCode.OK)
 
 
@@ -235,8 +232,7 @@ def cmd_register(store, args) -> int:
     from . import common as cli
     from ..table import delta_spark
     if store.local and not store.exists("_rocketlake/checkpoints/_delta_log"):
-        print(f"error: {store.uri} has no rocketlake checkpoints table (nothing committed)", file=sys.stderr)
-        return int(ExitCode.FAILED)
+        raise StoreError(f"{store.uri} has no rocketlake checkpoints table (nothing committed)")
     if _catalog_without_spark() == "in-memory":
         return _no_persistent_catalog()
     spark = cli.spark_session("register")
@@ -244,9 +240,8 @@ def cmd_register(store, args) -> int:
         if spark.conf.get("spark.sql.catalogImplementation", "in-memory") == "in-memory":
             return _no_persistent_catalog()         # before any catalog call: no ./spark-warehouse/
         names = delta_spark.register_tables(spark, store.uri, args.database)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
+    except ValueError as e:               # a database name Spark cannot take
+        raise BadInput(str(e)) from e
     finally:
         spark.stop()
     for name in names:

@@ -19,6 +19,7 @@ import sys
 import time
 
 from . import common as cli_common
+from .failures import CHECK, guarded
 
 __all__ = ["main"]
 
@@ -39,35 +40,32 @@ def main(argv=None) -> int:
         ap.error("--every must be > 0")
     if args.max_batch_mb < 1:
         ap.error("--max-batch-mb must be >= 1")
+    return guarded(lambda: _cycles(args), CHECK, interrupted=lambda e: cli_common.interrupted(
+        e, f"every committed mirror batch of {args.store} is intact; rerun the same command to go on"))
+
+
+def _cycles(args) -> int:
+    """Mirror cycles: until caught up (--once), or one every --every seconds."""
     from ..ops.mirror import mirror_broker
     from ..runtime import interrupts
-    try:
-        cfg = cli_common.config_from_args(args) if args.config else None
-    except Exception as e:  # noqa: BLE001 - a bad --config: one line
-        return cli_common.report(e)
-    try:
-        while True:
-            started = time.time()
-            while True:                  # catch up: batches until one finds nothing new
-                interrupts.reset()       # a signal before this cycle's commit abandons the cycle
-                s = mirror_broker(args.broker, args.store, cfg, quiet=args.quiet, max_bytes=args.max_batch_mb << 20)
-                print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
-                signum = interrupts.pending()
-                if signum is not None:   # ... after it: the batch was finished first; stop here
-                    name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
-                    print(f"{name} arrived after batch {s['batch_id']} was committed: it is in the mirror; "
-                          "stopped", file=sys.stderr, flush=True)
-                    return 0
-                if s["status"] != "committed" or s["to"] - s["from"] < (args.max_batch_mb << 20) // 2:
-                    break
-            if args.every is None:
+    cfg = cli_common.config_from_args(args) if args.config else None
+    while True:
+        started = time.time()
+        while True:                  # catch up: batches until one finds nothing new
+            interrupts.reset()       # a signal before this cycle's commit abandons the cycle
+            s = mirror_broker(args.broker, args.store, cfg, quiet=args.quiet, max_bytes=args.max_batch_mb << 20)
+            print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
+            signum = interrupts.pending()
+            if signum is not None:   # ... after it: the batch was finished first; stop here
+                name = {2: "SIGINT", 15: "SIGTERM"}.get(signum, f"signal {signum}")
+                print(f"{name} arrived after batch {s['batch_id']} was committed: it is in the mirror; "
+                      "stopped", file=sys.stderr, flush=True)
                 return 0
-            time.sleep(max(0.0, args.every - (time.time() - started)))
-    except KeyboardInterrupt as e:
-        return cli_common.interrupted(e, f"every committed mirror batch of {args.store} is intact; "
-                                         "rerun the same command to go on")
-    except Exception as e:  # noqa: BLE001 - one exit-code table for every job
-        return cli_common.report(e)
+            if s["status"] != "committed" or s["to"] - s["from"] < (args.max_batch_mb << 20) // 2:
+                break
+        if args.every is None:
+            return 0
+        time.sleep(max(0.0, args.every - (time.time() - started)))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import BadInput, StorePathError
-from .common import ExitCode, exit_code, spark_session
+from ..errors import BadInput
+from .common import ExitCode, spark_session
+from .failures import QUERY, guarded
 from .timeargs import write_csv
 
 if TYPE_CHECKING:
@@ -557,7 +558,9 @@ def answer(argv=None) -> int:
     if args.limit is not None and args.limit < 1:
         ap.error("--limit must be at least 1")
     spark, owned = None, False
-    try:
+
+    def run() -> int:
+        nonlocal spark, owned
         _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
             return int(single(args))
@@ -569,31 +572,12 @@ def answer(argv=None) -> int:
         if args.cmd == "range":
             return int(range_cmd(spark, args))
         return int(keys_cmd(spark, args))
-    except BrokenPipeError:
-        raise                 # the reader of stdout has gone (`| head`): jobs/query.py ends quietly
-    except Exception as e:  # noqa: BLE001 - a query must end with a clear message
-        code = exit_code(e, lookup_errors=True)
-        _report(e, code)
-        return int(code)
+    try:
+        # a failed query: one line naming the bad input, the batch the store does not have, the
+        # damaged file or the path refused (also from a Spark task); a traceback only for the unexpected
+        return guarded(run, QUERY)
     finally:
         if spark is not None and owned:
             spark.stop()
 
 
-def _report(e: BaseException, code: ExitCode) -> None:
-    """The error a failed query prints on stderr: one line naming the bad input, the batch the
-    store does not have, the damaged file or the path refused; a traceback only for the unexpected."""
-    from ..errors import StoreError
-    if code == ExitCode.BAD_INPUT:             # BadInput, ConfigError; KeyError: no such batch
-        print(f"error: {e.args[0] if isinstance(e, KeyError) and e.args else e}", file=sys.stderr)
-        return
-    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):   # CorruptStore, a missing file
-        print(f"error: query failed: {e}", file=sys.stderr)
-        return
-    for marker in ("storelib.io.StorePathError: ", "storelib.errors.CorruptStore: "):  # in a Spark task
-        if marker in str(e):
-            print(f"error: query failed: {str(e).split(marker, 1)[1].splitlines()[0]}", file=sys.stderr)
-            return
-    import traceback
-    traceback.print_exc()
-    print(f"error: query failed: {type(e).__name__}: {e}", file=sys.stderr)

@@ -26,7 +26,8 @@ import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the tasks run their own threads)
 
-from .common import ExitCode, exit_code  # noqa: E402
+from .common import ExitCode  # noqa: E402
+from .failures import REPAIR, guarded  # noqa: E402
 
 from . import common as cli_common
 
@@ -52,23 +53,25 @@ def main(argv=None) -> int:
     if args.threads is not None and args.threads < 1:
         ap.error("--threads must be >= 1")
     from . import common as cli
-    from ..errors import ConcurrentWriteError, ConfigError, RepairError, StoreError
     from ..ops import repair as repair_op
     spark = None
-    try:
+
+    def run() -> dict:
+        nonlocal spark
         cfg = cli.config_from_args(args)
         if args.spark:
             spark = cli.spark_session("repair")
-        s = repair_op.repair(args.store, cfg, apply=args.apply, spark=spark, threads=args.threads,
-                             batch_id=args.batch_id, quiet=args.quiet, sizes_given=bool(args.config))
-    except (RepairError, ConcurrentWriteError, ConfigError, StoreError, OSError) as e:
-        code = exit_code(e)
-        print(f"error: {e}", file=sys.stderr)
-        return int(code if isinstance(e, (RepairError, ConcurrentWriteError, ConfigError, StoreError))
-                   else ExitCode.BAD_INPUT)
+        return repair_op.repair(args.store, cfg, apply=args.apply, spark=spark, threads=args.threads,
+                                batch_id=args.batch_id, quiet=args.quiet, sizes_given=bool(args.config))
+    try:
+        return guarded(lambda: _emit(args, run()), REPAIR)
     finally:
         if spark is not None:
             spark.stop()
+
+
+def _emit(args, s: dict) -> int:
+    """Print what the repair found (stdout), its summary (stderr); the exit status."""
     for note in s["commitlog"]:
         print(f"commitlog {note}")
     for f in s["findings"]:

@@ -16,6 +16,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 from .common import ExitCode
+from .failures import VERIFY, guarded
 
 from . import common as _cli  # noqa: E402
 
@@ -37,21 +38,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from . import common as cli
     from ..ops import deepverify as verify
-    from ..errors import ConfigError, StoreError, StoreNotFound
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
-    try:
+
+    def run() -> int:
+        nonlocal spark
         cfg = cli.store_config(args, say=True)    # not a store: exit 2 before anything starts
         if args.spark:
             spark = cli.spark_session("verify", reach={"--store": args.store})
         rep = verify.verify_store(args.store, cfg, deep=args.deep, spark=spark,
                                   as_of_batch=args.as_of_batch, version=args.version, threads=args.threads)
-    except (KeyError, StoreError, StoreNotFound, ConfigError, OSError) as e:
-        return cli.report(e)
-    except KeyboardInterrupt as e:
-        return cli.interrupted(e, "verify changes nothing; rerun it")
+        rep.emit(args.json)
+        return int(ExitCode.OK if rep.ok else ExitCode.FAILED)
+    try:
+        return guarded(run, VERIFY, interrupted=lambda e: cli.interrupted(e, "verify changes nothing; rerun it"))
     finally:
         if spark is not None:
             spark.stop()
-    rep.emit(args.json)
-    return int(ExitCode.OK if rep.ok else ExitCode.FAILED)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, StoreError, StorePathError
+from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
 from . import deltacommit, deltalog
 from ..format import names
 from ..io import storage
@@ -196,7 +196,7 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
     if as_of_batch is not None:
         sel = [b for b in batches if b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)]
         if not sel:
-            raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+            raise NoSuchBatch(f"no committed batch {as_of_batch!r} in {store.uri}")
         upto = sel[-1]["batch_seq"]
         batches_visible = [b for b in batches if b["batch_seq"] <= upto]
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from ..errors import NoSuchBatch
 from ..format import paths
 from ..format.config import FILE_SHAPING_KEYS, StoreConfig
 from ..io import storage
@@ -21,10 +22,10 @@ def resolve_snapshot(store: storage.Store, as_of_batch=None, version: int | None
     if version is not None:
         dt = manifest.open_table(store, paths.CHECKPOINTS_DIR, version)
         if dt is None:
-            raise KeyError(f"{store.uri} has no checkpoints table")
+            raise NoSuchBatch(f"{store.uri} has no checkpoints table")
         rows = manifest.read_rows(dt)
         if not rows:
-            raise KeyError(f"checkpoints table version {version} holds no batch")
+            raise NoSuchBatch(f"checkpoints table version {version} holds no batch")
         seq = max(r["batch_seq"] for r in rows)
         if as_of_batch is not None:
             seq = min(seq, _batch_seq(rows, as_of_batch))
@@ -36,7 +37,7 @@ def _batch_seq(rows, as_of_batch) -> int:
     for r in rows:
         if r["batch_id"] == str(as_of_batch) or str(r["batch_seq"]) == str(as_of_batch):
             return r["batch_seq"]
-    raise KeyError(f"no committed batch {as_of_batch!r}")
+    raise NoSuchBatch(f"no committed batch {as_of_batch!r}")
 
 
 def snapshot_config(snap: manifest.Snapshot, base: StoreConfig | None = None) -> StoreConfig:

@@ -32,7 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import NamedTuple, TYPE_CHECKING
 
-from ..errors import CorruptStore, StoreNotFound
+from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
 from ..format import commitlog, consumequeue, indexfile, records
 from ..io import patches
 from . import snapcache
@@ -433,12 +433,12 @@ def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None 
             # active exception").
             if not any(b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)
                        for b in snap.batches):
-                raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+                raise NoSuchBatch(f"no committed batch {as_of_batch!r} in {store.uri}")
             snap = manifest.load_snapshot(store, as_of_batch)
     if snap is not None and snap.batch is not None:
         return files_from_snapshot(store, snap, config)
     if as_of_batch is not None:
-        raise KeyError(f"{store.uri} has no committed rocketlake batches (no manifest): "
+        raise NoSuchBatch(f"{store.uri} has no committed rocketlake batches (no manifest): "
                        f"--as-of-batch {as_of_batch!r} cannot be served")
     if not (any(store.exists(d) for d in (commitlog.DIR, consumequeue.DIR, indexfile.DIR))):
         raise StoreNotFound(f"{store.uri}: no RocketMQ store here (no commitlog/, consumequeue/, index/ "

@@ -14,6 +14,7 @@ import socket
 import sys
 
 from ..cli import common as cli
+from ..cli.failures import CHECK, guarded
 from ..errors import ExitCode
 
 __all__ = ["main", "serve"]
@@ -29,11 +30,11 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     args = ap.parse_args(argv)
     args.as_of_batch = None
-    try:
+
+    def run() -> int:
         cli.store_config(args)                  # not a store: one line, exit 2, nothing listens
-    except Exception as e:  # noqa: BLE001 - the command line's one line
-        return cli.report(e)
-    return serve(args.store, args.host, args.port, args.config)
+        return serve(args.store, args.host, args.port, args.config)
+    return guarded(run, CHECK)
 
 
 def serve(store: str, host: str, port: int, config: str | None = None, ready=None) -> int:

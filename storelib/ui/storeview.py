@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from ..cli import failures
 from ..cli.common import store_config
-from ..errors import BadInput, ConfigError, ExitCode, StoreError, StorePathError, exit_code
+from ..errors import BadInput, ExitCode, StorePathError, exit_code
 from ..format.names import rel_path_problem
 from ..io import storage
 from ..table import manifest
@@ -47,24 +48,16 @@ class StoreView:
 
 
 def error_line(e: BaseException, lookup: bool = False) -> str:
-    """The one line the command line prints for ``e``: ``rocketlake query``'s (``lookup``) or
-    ``rocketlake inspect``'s. A batch the store does not have, a bad argument, a path that is not a
-    store: ``error: <what>``; a damaged store or a path leading out of it: the lookup says
-    ``error: query failed: <what>``."""
-    if isinstance(e, KeyError):
-        return f"error: {e.args[0] if e.args else e}"
-    if isinstance(e, ConfigError) and not lookup:
-        return f"error: configuration: {e}"
-    if exit_code(e, lookup_errors=True) == ExitCode.BAD_INPUT:
-        return f"error: {e}"
-    if isinstance(e, (FileNotFoundError, StorePathError, StoreError)):
-        return f"error: query failed: {e}" if lookup else f"error: {e}"
-    return f"error: query failed: {type(e).__name__}: {e}" if lookup else f"error: {type(e).__name__}: {e}"
+    """The one line the command line prints for ``e`` (``cli.failures``): ``rocketlake query``'s
+    (``lookup``) or ``rocketlake inspect``'s. A batch the store does not have, a bad argument, a
+    path that is not a store: ``error: <what>``; a damaged store or a path leading out of it: the
+    lookup says ``error: query failed: <what>``."""
+    return failures.line(e, failures.QUERY if lookup else failures.INSPECT)[1]
 
 
 def http_status(e: BaseException) -> int:
     """400 for what the request asked (a bad argument, a batch the store lacks), 500 for the store."""
-    return 400 if exit_code(e, lookup_errors=True) == ExitCode.BAD_INPUT else 500
+    return 400 if exit_code(e) == ExitCode.BAD_INPUT else 500
 
 
 def as_int(params, name: str, default=None, minimum: int | None = None):

@@ -96,10 +96,16 @@ def test_exit_codes():
              (CorruptStore("commitlog/0", 1, "x"), 1), (RuntimeError("x"), 1), (KeyError("x"), 1)]
     for exc, code in cases:
         assert cli.exit_code(exc) == code, exc
-    assert cli.exit_code(KeyError("no such batch"), lookup_errors=True) == 2
-    # Raised inside a Spark task: the Py4J error's text holds the Python traceback.
-    wrapped = RuntimeError("An error occurred while calling o1.collect.\nTraceback (most recent call last):\n"
-                           "storelib.errors.InputError: 1 bad input row problem(s):\n  f line 3: x\n\n  at ...")
+    assert cli.exit_code(errors_mod.NoSuchBatch("no such batch")) == 2
+    assert str(errors_mod.NoSuchBatch("no such batch")) == "no such batch"
+    # Raised inside a Spark task: the Py4J error's text holds the Python traceback, with the note
+    # that names the class (tests/cli/test_task_errors.py raises each class in a real task).
+    import traceback
+    text = "".join(traceback.format_exception(InputError(["f line 3: x"])))
+    wrapped = RuntimeError(f"An error occurred while calling o1.collect.\n{text}\n\tat ...")
     assert cli.exit_code(wrapped) == 2
-    assert errors_mod.task_error(wrapped) == (2, "storelib.errors.InputError: 1 bad input row problem(s):\n  f line 3: x")
+    assert errors_mod.task_error(wrapped) == (2, "1 bad input row problem(s):\n  f line 3: x")
+    assert isinstance(errors_mod.from_task(wrapped), InputError)
+    # A module path in the text is not a class: only the note is.
     assert cli.exit_code(RuntimeError("...\nstorelib.errors.StorePathError: nope\n\n")) == 1
+    assert errors_mod.from_task(RuntimeError("...\nstorelib.errors.InputError: nope\n\n")) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from storelib.errors import BadInput, CorruptStore, StoreNotFound, StorePathError
+from storelib.errors import BadInput, CorruptStore, NoSuchBatch, StoreNotFound, StorePathError
 from storelib.table.manifest import Snapshot
 from storelib.ui import history, lookup
 from storelib.ui.storeview import checked_rel, error_line
@@ -63,7 +63,7 @@ def test_a_file_the_batch_does_not_have_is_refused():
 
 
 def test_error_lines():
-    assert error_line(KeyError("no committed batch 'x' in S")) == "error: no committed batch 'x' in S"
+    assert error_line(NoSuchBatch("no committed batch 'x' in S")) == "error: no committed batch 'x' in S"
     assert error_line(StoreNotFound("S: no such store")) == "error: S: no such store"
     bad = CorruptStore("commitlog/0", 12, "bad magic")
     assert error_line(bad, True) == f"error: query failed: {bad}" and error_line(bad) == f"error: {bad}"
