@@ -16,8 +16,8 @@ from typing import Iterable, TYPE_CHECKING
 from .commitlog import CommitLogReader
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
-from ..format.indexfile import (ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot,
-                        slot_offset)
+from ..format.indexfile import ENTRY_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot, slot_offset
+from .indexchain import entry_time_bounds, ref_header, visible_count, walk_chain
 from ..format.javahash import index_key_hash
 from ..format.records import decode_message, is_rollback, message_keys
 
@@ -55,19 +55,12 @@ class IndexReader:
         """Header of index file ``i``: the snapshot's, else read from the file (once)."""
         h = self._headers.get(i)
         if h is None:
-            ref = self.refs[i]
-            h = ref.header or IndexHeader.parse(self._read(i, 0, HEADER_SIZE))
-            self._headers[i] = h
+            h = self._headers[i] = ref_header(self.store, self.refs[i])
         return h
 
     def limit(self, i: int) -> tuple[int, bool]:
-        """(indexCount to use, snapshot mode)."""
-        ref = self.refs[i]
-        if ref.index_count is not None:
-            return ref.index_count, True
-        if ref.header is not None:
-            return ref.header.index_count, True
-        return self.header(i).index_count, False
+        """(indexCount to use, snapshot mode): ``indexchain.visible_count``."""
+        return visible_count(self.refs[i], lambda: self.header(i))
 
     def slot_value(self, i: int, key_hash: int) -> int:
         """The slot of ``key_hash`` in file ``i``: position of the newest entry of its chain."""
@@ -211,24 +204,13 @@ class IndexReader:
             count, snapshot = self.limit(i)
             if count <= 1:
                 continue
-            pos = self.slot_value(i, key_hash)
-            steps = 0
-            while 0 < pos < self.config.maxIndexNum and steps < self.config.maxIndexNum:
-                steps += 1
-                khash, phy, tdiff, prev = self.entry(i, pos)
-                if pos < count and khash == key_hash:
-                    if pos > 1 and tdiff > 0:
-                        t0 = h.begin_timestamp + tdiff * 1000
-                        may = t0 <= hi and t0 + 999 >= lo
-                    elif pos > 1:                    # timeDiff 0: store time < begin + 1000
-                        may = lo < h.begin_timestamp + 1000
-                    else:
-                        may = True
-                    if may:
+            chain = walk_chain(self.slot_value(i, key_hash), lambda pos, i=i: self.entry(i, pos), count,
+                               self.config.maxIndexNum)
+            for pos, khash, phy, tdiff in chain:
+                if khash == key_hash:
+                    t_lo, t_hi = entry_time_bounds(pos, tdiff, h.begin_timestamp)
+                    if t_lo <= hi and t_hi >= lo:
                         yield phy
-                if prev >= pos:
-                    break
-                pos = prev
 
     def find_by_unique_key(self, topic: str, uniq_key: str, live=None) -> list[dict]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""

@@ -47,11 +47,11 @@ from ..codec import messages as codec
 from ..format import commitlog as cl, indexfile
 from ..compute.arrays import single_array, sorted_unique
 from ..io.checked import open_stored, read_stored, read_stored_at
+from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible_count, walk_chain
 from .keylookup_rows import LIGHT_DDL, light_table, mapped_segment, with_message_columns
 from ..codec.properties import parse_properties
 from .rangescan import MESSAGE_DDL, message_table
 
-I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 __all__ = ["QUERY_DDL", "RESULT_DDL", "BROADCAST_LIMIT", "key_hashes", "index_candidates", "check_candidates",
            "lookup_range", "lookup_keys", "lookup_keys_local"]
 
@@ -78,24 +78,10 @@ def _add_hash(batches):
 
 
 # ----------------------------------------------------------------------------- step 2: index
-def _entry_bounds(pos: np.ndarray, tdiff: np.ndarray, begin_ts: int):
-    """Store-time interval an entry's timeDiff guarantees (docs/FORMAT.md §3.3)."""
-    t0 = begin_ts + tdiff.astype(np.int64) * 1000
-    lo = np.full(len(pos), I64_MIN, np.int64)
-    hi = np.full(len(pos), I64_MAX, np.int64)
-    later = pos > 1
-    pos_diff = later & (tdiff > 0)
-    lo[pos_diff] = t0[pos_diff]
-    hi[pos_diff] = t0[pos_diff] + 999
-    zero = later & (tdiff == 0)
-    hi[zero] = begin_ts + 999
-    return lo, hi
-
-
 def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
     """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
-    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, indexfile.HEADER_SIZE))
-    count = ref.index_count if ref.index_count is not None else header.index_count
+    header = ref_header(store, ref)
+    count, _snapshot = visible_count(ref, lambda: header)
     entries_at = indexfile.entries_offset(config)
     empty = pa.RecordBatch.from_pydict({"key_hash": pa.array([], pa.int32()), "phy": pa.array([], pa.int64()),
                                         "t_lo": pa.array([], pa.int64()), "t_hi": pa.array([], pa.int64())})
@@ -110,7 +96,7 @@ def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
         pos = np.arange(len(rec), dtype=np.int64)
         sel = (pos >= 1) & np.isin(rec["hash"], hashes)
         kh, phy, td, pos = rec["hash"][sel], rec["phys"][sel], rec["time_diff"][sel], pos[sel]
-    lo, hi = _entry_bounds(pos, td, header.begin_timestamp)
+    lo, hi = entry_time_bounds(pos, td, header.begin_timestamp)
     return pa.RecordBatch.from_pydict({"key_hash": pa.array(kh.astype(np.int32), pa.int32()),
                                        "phy": pa.array(phy.astype(np.int64), pa.int64()),
                                        "t_lo": pa.array(lo, pa.int64()), "t_hi": pa.array(hi, pa.int64())})
@@ -127,20 +113,15 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
     out_kh, out_phy, out_td, out_pos = [], [], [], []
     with open_stored(store, rel) as fh:
         for slot in needed:
-            pos = indexfile.parse_slot(read_stored_at(fh, rel, indexfile.SLOT_SIZE, indexfile.slot_offset(int(slot))))
-            steps = 0
-            while 0 < pos < config.maxIndexNum and steps < config.maxIndexNum:
-                steps += 1
-                kh, phy, td, prev = indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE,
-                                                                  entries_at + pos * indexfile.ENTRY_SIZE))
-                if pos < count and kh in want:
+            first = indexfile.parse_slot(read_stored_at(fh, rel, indexfile.SLOT_SIZE, indexfile.slot_offset(int(slot))))
+            entry_at = lambda pos: indexfile.parse_entry(read_stored_at(  # noqa: E731
+                fh, rel, indexfile.ENTRY_SIZE, entries_at + pos * indexfile.ENTRY_SIZE))
+            for pos, kh, phy, td in walk_chain(first, entry_at, count, config.maxIndexNum):
+                if kh in want:
                     out_kh.append(kh)
                     out_phy.append(phy)
                     out_td.append(td)
                     out_pos.append(pos)
-                if prev >= pos:
-                    break
-                pos = prev
     return (np.array(out_kh, np.int32), np.array(out_phy, np.int64), np.array(out_td, np.int32),
             np.array(out_pos, np.int64))
 
@@ -371,8 +352,8 @@ def _index_entries(store, config, ref, lo: int, hi: int, query_hashes: np.ndarra
     """(phy, t_lo, t_hi, q_first, q_end) of the entries of one index file pointing into [lo, hi)
     whose keyHash is one of ``query_hashes`` (sorted, duplicates allowed; ``hash_filter`` is
     their ``_hash_filter``): queries ``q_first[i]:q_end[i]`` carry entry i's hash."""
-    header = ref.header or indexfile.IndexHeader.parse(read_stored(store, ref.rel, 0, indexfile.HEADER_SIZE))
-    count = ref.index_count if ref.index_count is not None else header.index_count
+    header = ref_header(store, ref)
+    count, _snapshot = visible_count(ref, lambda: header)
     if count <= 1 or not len(query_hashes):
         return None
     # Entries are appended in commitlog order, between the header's begin and end offsets (a
@@ -392,7 +373,7 @@ def _index_entries(store, config, ref, lo: int, hi: int, query_hashes: np.ndarra
     hit = query_hashes[np.minimum(q_first, len(query_hashes) - 1)] == kh
     at, pos, kh, q_first = at[hit], pos[hit], kh[hit], q_first[hit]
     q_end = np.searchsorted(query_hashes, kh, side="right")
-    t_lo, t_hi = _entry_bounds(pos, rec["time_diff"][at], header.begin_timestamp)
+    t_lo, t_hi = entry_time_bounds(pos, rec["time_diff"][at], header.begin_timestamp)
     return phy[at].astype(np.int64), t_lo, t_hi, q_first, q_end
 
 

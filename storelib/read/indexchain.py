@@ -1,0 +1,68 @@
+"""The rules both index readers follow (``read.indexfile``: one key at a time; ``read.keylookup``:
+many keys in a Spark job): which header and entry count of an index file a snapshot sees, the walk
+of one hash slot's chain, and the store-time interval an entry's timeDiff guarantees
+(docs/FORMAT.md §3.3). Layout: ``storelib.format.indexfile``.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterator
+
+import numpy as np
+
+from ..format.indexfile import HEADER_SIZE, IndexHeader
+from ..io.checked import read_stored
+
+if TYPE_CHECKING:
+    from ..io.storage import Store
+    from ..table.storefiles import IndexFileRef
+
+__all__ = ["I64_MIN", "I64_MAX", "ref_header", "visible_count", "walk_chain", "entry_time_bounds"]
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+
+
+def ref_header(store: Store, ref: IndexFileRef) -> IndexHeader:
+    """The header of index file ``ref``: the snapshot's, else read from the file."""
+    return ref.header or IndexHeader.parse(read_stored(store, ref.rel, 0, HEADER_SIZE))
+
+
+def visible_count(ref: IndexFileRef, file_header: Callable[[], IndexHeader]) -> tuple[int, bool]:
+    """(indexCount a reader uses, whether a snapshot fixed it): the snapshot's limit, else the
+    header the snapshot recorded, else the file's own header (``file_header()``: a broker's
+    directory)."""
+    if ref.index_count is not None:
+        return ref.index_count, True
+    if ref.header is not None:
+        return ref.header.index_count, True
+    return file_header().index_count, False
+
+
+def walk_chain(first: int, entry_at: Callable[[int], tuple[int, int, int, int]], count: int,
+               max_index_num: int) -> Iterator[tuple[int, int, int, int]]:
+    """(pos, keyHash, phyOffset, timeDiff) of every entry on the chain that starts at slot value
+    ``first``, newest first. ``entry_at(pos)``: (keyHash, phyOffset, timeDiff, prevPos). Entries at
+    positions >= ``count`` were written after the snapshot: skipped, their chain followed. A chain
+    ends at a position out of the file, at a link that does not point backwards (a broker's
+    always do), or after ``max_index_num`` steps, so a damaged chain cannot cycle."""
+    pos, steps = first, 0
+    while 0 < pos < max_index_num and steps < max_index_num:
+        steps += 1
+        key_hash, phy, time_diff, prev = entry_at(pos)
+        if pos < count:
+            yield pos, key_hash, phy, time_diff
+        if prev >= pos:
+            break
+        pos = prev
+
+
+def entry_time_bounds(pos, time_diff, begin_timestamp: int):
+    """(lo, hi) store-time interval an entry's timeDiff guarantees (arrays or scalars): timeDiff > 0
+    (not a file's first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below
+    begin + 1000; the first entry (pos 1) is unbounded."""
+    pos = np.asarray(pos, np.int64)
+    time_diff = np.asarray(time_diff, np.int64)
+    t0 = begin_timestamp + time_diff * 1000
+    later = pos > 1
+    lo = np.where(later & (time_diff > 0), t0, I64_MIN)
+    hi = np.where(later & (time_diff > 0), t0 + 999, np.where(later & (time_diff == 0), begin_timestamp + 999, I64_MAX))
+    return lo, hi
