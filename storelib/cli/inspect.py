@@ -95,7 +95,8 @@ def _inspect(args) -> int:
     with worded(CHECK):
         args.store_config = cli.store_config(args)      # not a store: one line, exit 2
         if args.command in ("segments", "checkpoints", "topics", "history") and \
-                not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
+                paths.is_local(args.store) and \
+                not os.path.isdir(os.path.join(paths.local_path(args.store), paths.META_DIR)):
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
                                 "reads it; `stats` and `verify` work on a broker's directory too")
     store = storage.Store(args.store)

@@ -35,7 +35,7 @@ def check_ingest(args):
     """(config, batch seq before this run) after every check that needs no Spark."""
     from . import common as cli
     cfg = cli.store_config(args, writing=True, infer=False)
-    if "://" not in args.store and os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+    if paths.is_local(args.store) and os.path.isdir(os.path.join(paths.local_path(args.store), paths.CHECKPOINTS_DIR)):
         from ..io.storage import Store
         from ..table import manifest, rowcheck, snapcache
         store = Store(args.store)               # before any JVM: never appends to rows verify rejects
@@ -49,7 +49,7 @@ def check_ingest(args):
             from ..table import manifest
             given.agree(manifest.load_snapshot(storage.Store(args.store)).last_detail("topics"),
                         bool(getattr(args, "update_topics", False)))
-    if args.format in (None, "jsonl", "parquet", "delta") and "://" not in args.input \
+    if args.format in (None, "jsonl", "parquet", "delta") and paths.is_local(args.input) \
             and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
     from ..ingest.inputs import check_format, detect_format
@@ -81,7 +81,7 @@ def check_import(args):
 
 def small_local_input(args) -> bool:
     """A local jsonl/Parquet input of at most LOCAL_INPUT_BYTES into a local store."""
-    if args.format not in ("jsonl", "parquet") or "://" in args.input or "://" in args.store:
+    if args.format not in ("jsonl", "parquet") or not paths.is_local(args.input) or not paths.is_local(args.store):
         return False
     total = 0
     if os.path.isfile(args.input):
@@ -95,7 +95,7 @@ def small_local_input(args) -> bool:
 
 def ingest_state(store_uri: str, before: int) -> str:
     """What an interrupted ingest left: committed or not, and what to run."""
-    if "://" in store_uri:
+    if not paths.is_local(store_uri):
         return ("the batch is committed only if `rocketlake inspect --store STORE checkpoints` lists it; "
                 "rerunning the same command finishes it either way").replace("STORE", store_uri)
     if batch_seq(store_uri) > before:

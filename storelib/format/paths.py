@@ -1,15 +1,22 @@
-"""Where rocketlake keeps its own files under a store root (docs/FORMAT.md §11.2).
+"""Where rocketlake keeps its own files under a store root (docs/FORMAT.md §11.2), the names of a
+broker's own directories and files there, and whether a store URI is local (``is_local``).
 
-Every path under ``_rocketlake/`` is named here and nowhere else, and so is the project root (where
+Every path under ``_rocketlake/`` is named here and nowhere else, so is every directory and file
+name RocketMQ gives the parts of a store (``commitlog``, ``consumequeue``, ``index``, ``config``,
+``checkpoint``, ``abort``, ``lock``: the format modules' ``DIR`` / ``FILE_NAME`` are these), and so is the project root (where
 ``conf/`` lives). A leaf module (stdlib only), so the shell lookup path takes these names without
 loading pyarrow or deltalake.
 """
 from __future__ import annotations
 
 import os
+import re
+from urllib.parse import urlparse
 
-__all__ = ["PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR",
-           "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "BROKER_TOPICS", "delta_commit"]
+__all__ = ["is_local", "local_path", "local_root", "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR",
+           "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "BROKER_TOPICS", "delta_commit",
+           "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
+           "LOCK_FILE", "BROKER_DIRS"]
 
 # The checkout or installed tree that holds storelib/ and conf/.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,8 +32,37 @@ OBJECTS_DIR = f"{META_DIR}/objects"         # object stores: the immutable exten
 INCOMING_DIR = f"{META_DIR}/incoming"      # rows handed to a commit (storelib.ingest.sink)
 LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.writerlease)
 SNAPSHOT_CACHE = f"{META_DIR}/snapshot-cache.json"    # storelib.table.snapcache
-# A broker keeps its topic table here under its storePathRootDir (read by an import: storelib.ops.adopt).
-BROKER_TOPICS = "config/topics.json"
+# A broker's storePathRootDir, as RocketMQ names its parts (StorePathConfigHelper).
+COMMITLOG_DIR = "commitlog"
+CONSUMEQUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"                        # present while a broker runs (or after it crashed)
+LOCK_FILE = "lock"                          # a running broker holds its file lock
+BROKER_DIRS = (COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR)
+# A broker keeps its topic table here (read by an import: storelib.ops.adopt).
+BROKER_TOPICS = f"{CONFIG_DIR}/topics.json"
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+
+
+def is_local(uri: str) -> bool:
+    """The one test of locality: a path or a ``file://`` URI is local; ``s3://``, ``gs://``,
+    ``hdfs://`` and any other ``scheme://`` are not."""
+    head, sep, _rest = uri.partition("://")
+    return not sep or not _SCHEME.fullmatch(head) or head.lower() == "file"
+
+
+def local_path(uri: str) -> str:
+    """The file system path of a local ``uri`` (a ``file://`` URI's path)."""
+    return urlparse(uri).path if uri.lower().startswith("file://") else uri
+
+
+def local_root(uri: str) -> str | None:
+    """The file system path of ``uri`` if it is local (``is_local``), else None."""
+    return local_path(uri) if is_local(uri) else None
 
 
 def delta_commit(table: str, version: int) -> str:

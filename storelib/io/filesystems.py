@@ -10,17 +10,9 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from . import objstore
+from ..format.paths import is_local, local_path
 
 __all__ = ["is_local", "local_path", "filesystem"]
-
-
-def is_local(uri: str) -> bool:
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
-
-
-def local_path(uri: str) -> str:
-    return urlparse(uri).path if uri.startswith("file://") else uri
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:

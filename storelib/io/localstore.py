@@ -19,6 +19,8 @@ import os
 import re
 import stat
 
+from ..format.paths import is_local, local_path
+
 __all__ = ["LocalStore", "open_local", "is_plain_path"]
 
 # A store-relative path made of plain names only: what storage.Store.path accepts without doubt
@@ -32,15 +34,10 @@ def is_plain_path(rel) -> bool:
     return isinstance(rel, str) and _PLAIN.fullmatch(rel) is not None
 
 
-def _is_local(uri: str) -> bool:
-    head = uri.split("://", 1)[0] if "://" in uri else ""
-    return head in ("", "file")
-
-
 def open_local(uri):
     """A ``LocalStore`` for a local path or file:// URI; None for anything else (a ``Store``
     object, s3://, ...: the caller uses ``storage.Store``)."""
-    if isinstance(uri, str) and _is_local(uri):
+    if isinstance(uri, str) and is_local(uri):
         return LocalStore(uri)
     return None
 
@@ -55,8 +52,7 @@ class LocalStore:
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri != "/" else uri
-        path = self.uri[len("file://"):] if self.uri.startswith("file://") else self.uri
-        self.root = os.path.abspath(path)
+        self.root = os.path.abspath(local_path(self.uri))
         self.moved: dict = {}
         self._paths: dict = {}
         self._real_root: str | None = None

@@ -61,9 +61,9 @@ class BrokerFiles:
     """A broker's store directory, read only: segment names and sizes, ``pread`` of a file."""
 
     def __init__(self, root: str):
-        if "://" in root and not root.startswith("file://"):
+        if not paths.is_local(root):
             raise MirrorError(f"{root}: mirror reads a broker's store from a local directory only")
-        self.root = os.path.abspath(storage.local_path(root) if root.startswith("file://") else root)
+        self.root = os.path.abspath(paths.local_path(root))
         if not os.path.isdir(os.path.join(self.root, commitlog.DIR)):
             raise MirrorError(f"{self.root} is not a broker's store directory (no {commitlog.DIR}/)")
 
@@ -88,9 +88,9 @@ class BrokerFiles:
 
     def shaped(self) -> bool:
         """Whether a consume-queue file and an index file exist (``infer_config`` reads their sizes)."""
-        cq = os.path.join(self.root, "consumequeue")
+        cq = os.path.join(self.root, paths.CONSUMEQUEUE_DIR)
         has_cq = os.path.isdir(cq) and any(files for _, _, files in os.walk(cq))
-        idx = os.path.join(self.root, "index")
+        idx = os.path.join(self.root, paths.INDEX_DIR)
         return has_cq and os.path.isdir(idx) and bool(os.listdir(idx))
 
     def physic_timestamp(self) -> int:

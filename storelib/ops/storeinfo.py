@@ -29,7 +29,6 @@ __all__ = ["EXPORT_PROPERTIES", "DEFAULT_CONFIG", "StoreKind", "store_kind", "ch
 
 EXPORT_PROPERTIES = "rocketlake.properties"
 DEFAULT_CONFIG = os.path.join(PROJECT_ROOT, "conf", "store.properties")
-_BROKER_DIRS = ("commitlog", "consumequeue", "index")
 
 
 class StoreKind:
@@ -42,16 +41,8 @@ class StoreKind:
     REMOTE = "remote"             # an object-store URI (not probed)
 
 
-def _local_root(uri: str) -> str | None:
-    if "://" not in uri:
-        return uri
-    if uri.startswith("file://"):
-        return uri[len("file://"):]
-    return None
-
-
 def store_kind(uri: str) -> str:
-    root = _local_root(uri)
+    root = paths.local_root(uri)
     if root is None:
         return StoreKind.REMOTE
     if not os.path.lexists(root):
@@ -61,7 +52,7 @@ def store_kind(uri: str) -> str:
     names = set(os.listdir(root))
     if paths.META_DIR in names:
         return StoreKind.ROCKETLAKE
-    if names & set(_BROKER_DIRS):
+    if names & set(paths.BROKER_DIRS):
         return StoreKind.BROKER
     return StoreKind.EMPTY if not names else StoreKind.OTHER
 
@@ -115,7 +106,7 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
                 config_mismatch(recorded, given, "this store was written with")
             shaping = {k: v for k, v in recorded.items() if k in FILE_SHAPING_KEYS}
             return ResolvedConfig(dataclasses.replace(base, **shaping), "store")
-    root = _local_root(uri)
+    root = paths.local_root(uri)
     exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
     if exported and os.path.isfile(exported):
         mine = load_config(exported)

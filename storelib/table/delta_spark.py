@@ -118,10 +118,11 @@ def ensure_delta(spark) -> None:
 # ---------------------------------------------------------------------------- the store's tables in SQL
 def table_location(store_uri: str, table: str) -> str:
     """Where ``table`` (``manifest`` / ``checkpoints``) of the store lives, for Spark."""
-    from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR
+    from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, local_root
     rel = {"manifest": MANIFEST_DIR, "checkpoints": CHECKPOINTS_DIR}[table]
-    if "://" not in store_uri:
-        store_uri = os.path.abspath(store_uri)
+    root = local_root(store_uri)
+    if root is not None:
+        store_uri = os.path.abspath(root)
     return store_uri.rstrip("/") + "/" + rel
 
 
