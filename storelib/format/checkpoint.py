@@ -20,11 +20,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, asdict
 
+from .paths import CHECKPOINT_FILE
+
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
            "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
            "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp"]
 
-FILE_NAME = "checkpoint"
+FILE_NAME = CHECKPOINT_FILE
 FILE_SIZE = 4096
 POS_PHYSIC_MSG_TIMESTAMP = 0
 POS_LOGICS_MSG_TIMESTAMP = 8

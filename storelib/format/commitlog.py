@@ -82,6 +82,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .paths import COMMITLOG_DIR
+
 __all__ = [
     # segments
     "DIR", "file_name", "rel_path",
@@ -114,7 +116,7 @@ __all__ = [
     "parse_msg_id",
 ]
 
-DIR = "commitlog"
+DIR = COMMITLOG_DIR
 
 # ---------------------------------------------------------------------------- magic codes, SYSFLAG bits
 MAGIC_V1 = -626843481          # 0xDAA320A7: 1-byte TOPICLENGTH

@@ -32,12 +32,13 @@ import numpy as np
 
 from ..errors import StorePathError
 from .names import topic_problem
+from .paths import CONSUMEQUEUE_DIR
 
 __all__ = ["DIR", "UNIT_SIZE", "UNIT_PHYSICALOFFSET", "UNIT_TOTALSIZE", "UNIT_TAGSCODE", "UNIT_DTYPE",
            "FILLER_SIZE", "rel_path", "pack_unit", "parse_unit", "encode_units", "decode_units", "unit_in_use",
            "valid_units", "unit_position"]
 
-DIR = "consumequeue"
+DIR = CONSUMEQUEUE_DIR
 UNIT_SIZE = 20
 UNIT_PHYSICALOFFSET = 0
 UNIT_TOTALSIZE = 8

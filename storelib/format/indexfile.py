@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .paths import INDEX_DIR
+
 if TYPE_CHECKING:
     from .config import StoreConfig
 
@@ -53,7 +55,7 @@ __all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "HEADER_BEGIN_TIMESTAMP", "HEADER_EN
            "entry_offset", "file_size", "pack_entry", "parse_entry", "parse_slot", "encode_slots", "decode_slots",
            "decode_entries", "file_name", "name_millis"]
 
-DIR = "index"
+DIR = INDEX_DIR
 INT_MAX = 2**31 - 1
 
 # header

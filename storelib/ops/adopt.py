@@ -45,7 +45,7 @@ def check_source(src: storage.Store) -> list:
             if problem:
                 raise StorePathError(f"store path {rel!r} {problem}")
             src.path(rel)                  # a symlink (file or directory) resolving outside
-        for topic in src.list_dirs("consumequeue"):
+        for topic in src.list_dirs(paths.CONSUMEQUEUE_DIR):
             problem = names.topic_problem(topic)
             if problem:
                 raise AdoptError(f"{src.uri} cannot be adopted: directory consumequeue/{topic!r} is not a topic "
@@ -172,10 +172,10 @@ def _remove_copies(store: storage.Store, before: set) -> None:
 def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: StoreConfig, batch_id, say,
                  t0: float, lease: writerlease.WriterLease) -> dict:
     """Verify the broker's files now in ``store`` and commit them as the import batch."""
-    if store.exists("abort"):
-        raise AdoptError(f"{store.uri_of('abort')} exists: the broker did not shut down cleanly; start and "
+    if store.exists(paths.ABORT_FILE):
+        raise AdoptError(f"{store.uri_of(paths.ABORT_FILE)} exists: the broker did not shut down cleanly; start and "
                          "stop it once (its recovery repairs the files) before importing")
-    if not store.list_files("commitlog"):
+    if not store.list_files(paths.COMMITLOG_DIR):
         raise AdoptError(f"{store.uri} holds no commitlog files")
     say("verify (structural)")
     rep = verify.verify_store(store.uri, config, deep=False, spark=spark, use_manifest=False)

@@ -256,8 +256,8 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
                 add("consumequeue", f.rel, cfg.cq_file_size)
         for ref in files.index:
             add("index", ref.rel, cfg.index_file_size)
-        if store.exists("checkpoint"):
-            add("checkpoint", "checkpoint", 4096)
+        if store.exists(paths.CHECKPOINT_FILE):
+            add("checkpoint", paths.CHECKPOINT_FILE, 4096)
     meta = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
             "valid_bytes": 0}
     for rel in store.list_files(paths.META_DIR):

@@ -73,7 +73,7 @@ from .expire import finish_pending
 
 __all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair", "write_exclusive"]
 
-LOCK_FILE = "lock"
+LOCK_FILE = paths.LOCK_FILE
 _LEGACY_TMP_SUFFIX = ".repair-tmp"          # where an earlier repair wrote beside the file (removed on apply)
 _TMP_PREFIX = "repair-"                     # _rocketlake/tmp/repair-<token>/: a broker directory's temporary files
 
