@@ -20,6 +20,7 @@ import re
 import stat
 
 from ..format.paths import is_local, local_path
+from .protocol import Capabilities
 
 __all__ = ["LocalStore", "open_local", "is_plain_path"]
 
@@ -34,7 +35,7 @@ def is_plain_path(rel) -> bool:
     return isinstance(rel, str) and _PLAIN.fullmatch(rel) is not None
 
 
-def open_local(uri):
+def open_local(uri) -> LocalStore | None:
     """A ``LocalStore`` for a local path or file:// URI; None for anything else (a ``Store``
     object, s3://, ...: the caller uses ``storage.Store``)."""
     if isinstance(uri, str) and is_local(uri):
@@ -42,13 +43,11 @@ def open_local(uri):
     return None
 
 
-class LocalStore:
-    """The read side of ``storage.Store`` for a local store root (see the module doc)."""
+class LocalStore(Capabilities):
+    """The read side of ``storage.Store`` for a local store root (see the module doc); a
+    ``protocol.Store``."""
 
     local = True
-    os_paths = True             # the capabilities of storage.Store, for a local directory
-    atomic_rename = True
-    objects = False
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri != "/" else uri

@@ -33,6 +33,7 @@ from .filesystems import filesystem, is_local, local_path
 from . import patches
 from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
+from .protocol import Capabilities
 from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
@@ -91,11 +92,12 @@ def delta_storage_options(uri: str) -> dict | None:
 _PATH_CACHE_MAX = 1 << 17
 
 
-class Store:
+class Store(Capabilities):
     """A store root (RocketMQ ``storePathRootDir``) on some file system.
 
     Every access to a store file goes through ``path(rel)``, which refuses paths leading out of
-    the store (``StorePathError``)."""
+    the store (``StorePathError``). A ``protocol.Store``; its capability flags (``os_paths``,
+    ``atomic_rename``, ``objects``) follow from ``local`` (``protocol.Capabilities``)."""
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
@@ -114,23 +116,6 @@ class Store:
         # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
         # patch not yet applied (map_patched)
         self.patched: dict = {}
-
-    # -- what callers may rely on, by name (a local directory has the first two, an object store the third)
-    @property
-    def os_paths(self) -> bool:
-        """Files are reached with the OS's own calls (open, mmap, stat, rmdir) at ``path(rel)``."""
-        return self.local
-
-    @property
-    def atomic_rename(self) -> bool:
-        """A rename and an exclusive create are atomic: a file is built aside, then moved into place."""
-        return self.local
-
-    @property
-    def objects(self) -> bool:
-        """Files are immutable objects: a new version of a file is new objects (storelib.io.fragments),
-        and what a batch wrote is found by its object prefix."""
-        return not self.local
 
     # -- paths
     def path(self, rel: str) -> str:
