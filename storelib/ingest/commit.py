@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,17 +43,32 @@ from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
 from ..runtime import interrupts
 
-__all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
+__all__ = ["StagedBatch", "commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
 
 
-def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer.StoreState,
-                 plan: sequencer.BatchPlan, summaries: list, results: list, config: StoreConfig, batch_id: str,
-                 fingerprint: str, staging: str, t0: float, prog, attempt: str | None = None,
-                 detail_extra: dict | None = None, lease: writerlease.WriterLease | None = None) -> dict:
-    """Commit and publish the batch whose files the write stage staged (``results``: their facts);
-    returns the batch's summary. ``prog``: a ``progress.Progress``; ``lease``: the writer's lease,
-    checked before each commit."""
+@dataclass(frozen=True)
+class StagedBatch:
+    """A batch whose files the write stage staged, as ``commit_batch`` takes it."""
+    snap: manifest.Snapshot           # the committed snapshot it continues
+    state: sequencer.StoreState       # that snapshot's state (``driver.store_state``)
+    plan: sequencer.BatchPlan
+    summaries: list                   # the encode stage's split summaries
+    results: list                     # the staged files' facts (the write tasks')
+    batch_id: str
+    fingerprint: str
+    staging: str                      # where this attempt staged them
+    attempt: str | None = None
+    detail_extra: dict | None = None  # more of the checkpoint row's detail (topics, mirror)
+
+
+def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, t0: float, prog,
+                 lease: writerlease.WriterLease | None = None) -> dict:
+    """Commit and publish ``batch``; returns the batch's summary. ``prog``: a
+    ``progress.Progress``; ``lease``: the writer's lease, checked before each commit."""
+    snap, state, plan, summaries, results = batch.snap, batch.state, batch.plan, batch.summaries, batch.results
+    batch_id, fingerprint, staging, attempt = batch.batch_id, batch.fingerprint, batch.staging, batch.attempt
+    detail_extra = batch.detail_extra
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
     segs, cqs, idxs = _written_files(plan, results)

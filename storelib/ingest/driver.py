@@ -65,14 +65,14 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
 from ..table import manifest, rowcheck, writerlease
 from ..io import objstore, storage
 from ..runtime import warmup
-from .commit import commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
+from .commit import StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, WriteContext, empty_bodies_allowed
@@ -151,9 +151,11 @@ def resolve_topics(snap: manifest.Snapshot, given, config: StoreConfig, update: 
 
 
 # ---------------------------------------------------------------------------- run_ingest
-@dataclass
+@dataclass(frozen=True)
 class _Run:
-    """What the steps of one ``run_ingest`` share."""
+    """What the steps of one ``run_ingest`` attempt share. Immutable: a step that learns more (the
+    attempt's staging, the batch id an input's encoded records identify) returns a new value
+    (``dataclasses.replace``), which the driver holds from then on."""
     sc: object                    # SparkContext
     store: storage.Store
     config: StoreConfig
@@ -163,7 +165,7 @@ class _Run:
     batch_id: str
     fingerprint: str
     t0: float
-    attempt: str | None = None    # set once this attempt starts staging files
+    attempt: str | None = None    # once this attempt starts staging files (``_start_attempt``)
     staging: str | None = None
     snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
@@ -249,11 +251,11 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         if done is not None:
             committed = True
             return done
-        state = _start_attempt(run, snap)
+        run, state = _start_attempt(run, snap)
         tcfg, topic_changes = resolve_topics(snap, given_topics, config, update_topics)
         for w in tcfg.warnings():
             prog.warn(w)
-        run.tcfg = tcfg
+        run = replace(run, tcfg=tcfg)
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
                             queue_by=queue_by, default_store_ts=source.default_store_ts,
@@ -266,7 +268,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             return _nothing_to_commit(run, given)
         if fingerprint is None:
             encoded_in = run.staging
-            done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
+            run, done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
             if done is not None:
                 drop_staging(store, run.staging)      # what this attempt staged under a given id
                 committed = True
@@ -280,9 +282,9 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         results = _write(run, ctx, plan, scans, summaries, rr_starts)
         fault("after-files-staged")
         # 4. commit
-        summary = commit_batch(store, snap, state, plan, summaries, results, config, run.batch_id, run.fingerprint,
-                               run.staging, t0, prog, attempt=run.attempt, lease=lease,
-                               detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
+        staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, run.staging,
+                             attempt=run.attempt, detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
+        summary = commit_batch(store, staged, config, t0, prog, lease=lease)
         committed = True
     except BaseException:
         _abandon(run)
@@ -317,16 +319,17 @@ def _nothing_to_commit(run: _Run, given: str | None) -> dict:
 
 
 def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
-              given: str | None) -> dict | None:
+              given: str | None) -> tuple[_Run, dict | None]:
     """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
     unless given) and the already-committed check, now that the fingerprint is known. The files
     are then staged under the real id (a publish a crash interrupts is found by it): the write
-    stage's context takes ``run.staging``."""
-    run.fingerprint = fingerprint
+    stage's context takes ``run.staging``. Returns the run that knows them, and the summary of a
+    batch already committed (else None)."""
+    run = replace(run, fingerprint=fingerprint)
     if given is None:
-        run.batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
-        run.staging = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
-    return _already_committed(run, snap)
+        batch_id = lease.batch_id = f"auto-{fingerprint[:16]}"
+        run = replace(run, batch_id=batch_id, staging=f"{paths.STAGING_DIR}/{batch_id}/{run.attempt}")
+    return run, _already_committed(run, snap)
 
 
 def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | None) -> None:
@@ -366,19 +369,18 @@ def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
             "messages": done["messages"]}
 
 
-def _start_attempt(run: _Run, snap: manifest.Snapshot) -> sequencer.StoreState:
+def _start_attempt(run: _Run, snap: manifest.Snapshot) -> tuple[_Run, sequencer.StoreState]:
     """Finish a dead run's publish, check the store and the configuration, and name this attempt's
-    staging directory; the state the batch continues. (What dead attempts staged is never read;
+    staging directory: the run of this attempt, and the state the batch continues. (What dead attempts staged is never read;
     it is removed once this batch has committed: storelib.ingest.commit.)"""
     finish_pending_publish(run.store, snap, run.config)
     check_store_root(run.store, snap)
     check_config(snap, run.config)
     state = store_state(snap)
-    run.snap = snap
-    run.attempt = uuid.uuid4().hex[:12]
-    run.staging = f"{paths.STAGING_DIR}/{run.batch_id}/{run.attempt}"
-    run.local_staging = split_staging.local_staging_dir(run.sc, run.store, run.attempt)
-    return state
+    attempt = uuid.uuid4().hex[:12]
+    run = replace(run, snap=snap, attempt=attempt, staging=f"{paths.STAGING_DIR}/{run.batch_id}/{attempt}",
+                  local_staging=split_staging.local_staging_dir(run.sc, run.store, attempt))
+    return run, state
 
 
 def _encode(run: _Run, ctx: EncodeContext, input_path: str, fmt: str) -> list:

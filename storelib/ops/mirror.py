@@ -37,7 +37,7 @@ from ..errors import CorruptStore, MirrorDiverged, MirrorError
 from ..format import checkpoint as ckpt, commitlog, paths
 from ..format.config import StoreConfig
 from ..ingest import sequencer, write as write_stage
-from ..ingest.commit import commit_batch, finish_pending_publish, undo_attempt
+from ..ingest.commit import StagedBatch, commit_batch, finish_pending_publish, undo_attempt
 from ..ingest.context import WriteContext
 from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
@@ -450,8 +450,9 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
                                    index_entry_starts=[p.first_entry for p in idx_plans])
         fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
                                      .encode()).hexdigest()
-        out = commit_batch(store, snap, state, plan, [_summary(d)], results, cfg, batch_id, fingerprint, b.staging,
-                           t0, prog, attempt=attempt, detail_extra={"mirror": mirror_detail}, lease=lease)
+        staged = StagedBatch(snap, state, plan, [_summary(d)], results, batch_id, fingerprint, b.staging,
+                             attempt=attempt, detail_extra={"mirror": mirror_detail})
+        out = commit_batch(store, staged, cfg, t0, prog, lease=lease)
         committed = True
         return out
     finally:
