@@ -46,7 +46,7 @@ class EncodeContext:
 
 @dataclass(frozen=True)
 class WriteContext(EncodeContext):
-    split_places: dict = field(default_factory=dict)    # str(split index) -> its placement (write.split_places)
+    split_places: dict = field(default_factory=dict)    # split index -> its placement (write.split_places)
     committed: dict = field(default_factory=dict)       # rel -> committed facts of a continued file
     objects: bool = False               # an object store: file versions are new objects
     batch_id: str = ""

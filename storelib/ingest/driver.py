@@ -405,7 +405,7 @@ def _plan(run: _Run, state: sequencer.StoreState, scans: list, summaries: list,
     plan_paths = {r["index"]: r["plan_path"] for r in scans if r.get("count")}
     staged = split_staging.staging_store(run.local_staging, run.store)
     plan = sequencer.plan_batch(
-        state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(str(i))),
+        state, summaries, lambda i: encode_stage.read_detail(staged, plan_paths[i], rr_starts.get(i)),
         run.config)
     fault("after-plan")
     run.prog.say(f"plan: {len(plan.segments)} commitlog segment(s), {len(plan.cq_files)} consume queue "

@@ -281,7 +281,7 @@ def split_summaries(scans: list, tcfg: "topics_mod.Topics", rr_starts: dict) -> 
     for r in scans:
         qc = {(t, q): c for t, q, c in r["queue_counts"]}
         for k, c in topics_mod.rr_queue_counts(tcfg, r.get("rr_topics", []), r.get("rr_residues", []),
-                                               rr_starts[str(r["index"])]).items():
+                                               rr_starts[r["index"]]).items():
             qc[k] = qc.get(k, 0) + c
         summaries.append(sequencer.SplitSummary(
             index=r["index"], count=r["count"], total_bytes=r["total_bytes"],
@@ -298,7 +298,7 @@ def round_robin_starts(scans: list, prev: dict) -> tuple[dict, dict]:
     pos = dict(prev)
     starts = {}
     for r in scans:
-        starts[str(r["index"])] = {t: pos.get(t, 0) for t in r.get("rr_topics", [])}
+        starts[r["index"]] = {t: pos.get(t, 0) for t in r.get("rr_topics", [])}
         for t, c in zip(r.get("rr_topics", []), r.get("rr_total", [])):
             pos[t] = pos.get(t, 0) + c
     return starts, pos

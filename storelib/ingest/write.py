@@ -119,13 +119,13 @@ def write_segments(ctx: WriteContext, segs: list):
     # a third of its speed once a few GB are dirty), and a deleted file's dirty pages are dropped
     # unwritten. A retried attempt that finds them gone encodes those rows again from the input.
     last_use = {si: k for k, si in enumerate(uses)
-                if uses.count(si) == len(ctx.split_places[str(si)]["pieces"])}
+                if uses.count(si) == len(ctx.split_places[si]["pieces"])}
 
     def get(si: int, use: int) -> PlacedSplit:
         for old in [s for s in placed if s not in uses[use:]]:
             del placed[old]              # splits of earlier segments of this task are done with
         if si not in placed:
-            placed[si] = place_split(splits, ctx.split_places[str(si)], tcfg)
+            placed[si] = place_split(splits, ctx.split_places[si], tcfg)
         return placed[si]
 
     use = 0
@@ -230,7 +230,7 @@ def write_file_group(ctx: WriteContext, group: dict):
     needed = {s for f in cqs + idxs for s in f["sources"]} | {f["pred_source"] for f in idxs
                                                              if f["pred_source"] is not None}
     for si in sorted(needed):
-        ps = place_split(splits, ctx.split_places[str(si)], tcfg)
+        ps = place_split(splits, ctx.split_places[si], tcfg)
         for i, f in enumerate(cqs):
             if si in f["sources"]:
                 p = f["plan"]
@@ -427,8 +427,8 @@ def split_places(scans: list, plan: sequencer.BatchPlan, rr_starts: dict) -> dic
         if not r["count"]:
             continue
         b = plan.split_bases[r["index"]]
-        out[str(r["index"])] = {
-            "meta": r["meta_path"], "records": r["records_path"], "rr_start": rr_starts.get(str(r["index"]), {}),
+        out[r["index"]] = {
+            "meta": r["meta_path"], "records": r["records_path"], "rr_start": rr_starts.get(r["index"], {}),
             "queue_base": [[t, q, o] for (t, q), o in b.queue_base.items()], "entry_base": b.entry_base,
             "pieces": pieces[r["index"]]}
     return out

@@ -171,7 +171,7 @@ def test_encoded_splits_plan_as_the_whole_split_computation(tmp_path, monkeypatc
     whole = {}
     for r in scans:
         meta = encode_stage.load_split_facts(st_, r["meta_path"])
-        qcode, keys, _ = encode_stage.final_queues(meta, rr_starts[str(r["index"])], tcfg)
+        qcode, keys, _ = encode_stage.final_queues(meta, rr_starts[r["index"]], tcfg)
         whole[r["index"]] = WholeSplit(meta["sizes"], qcode, keys, meta["entries"])
         rr_prepared = (meta["rr_topic"] >= 0) & (meta["qkey"] == -1)
         assert rr_prepared.any() and (meta["qkey"] == -2).any() and (meta["qkey"] == -1).sum() > rr_prepared.sum()
@@ -179,7 +179,7 @@ def test_encoded_splits_plan_as_the_whole_split_computation(tmp_path, monkeypatc
     state = sequencer.StoreState(next_phys=3 * 65536 + 40000, queue_next={("order_events", 1): 11, ("user-login", 2): 5})
     ref = sequencer.plan_batch(state, summaries, whole.__getitem__, cfg)
     got = sequencer.plan_batch(state, summaries,
-                               lambda i: encode_stage.read_detail(st_, paths[i], rr_starts.get(str(i))), cfg)
+                               lambda i: encode_stage.read_detail(st_, paths[i], rr_starts.get(i)), cfg)
     assert asdict(got) == asdict(ref)
     _check_pieces(got, whole, state, summaries)
     pieces = Counter(p.split for seg in got.segments for p in seg.pieces)
