@@ -5,12 +5,14 @@ on a damaged store fails with the words ``verify`` reports.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import CorruptStore
 
 __all__ = ["read_stored", "open_stored", "read_stored_at"]
 
 
-def read_stored(store, rel: str, offset: int, length: int) -> bytes:
+def read_stored(store: Any, rel: str, offset: int, length: int) -> bytes:
     """``store.read(rel, offset, length)`` of bytes a reader was told exist (by the manifest or a
     broker's listing): a missing, unreadable or short file raises ``CorruptStore``."""
     try:
@@ -22,7 +24,7 @@ def read_stored(store, rel: str, offset: int, length: int) -> bytes:
     return _whole(data, rel, offset, length)
 
 
-def open_stored(store, rel: str):
+def open_stored(store: Any, rel: str) -> Any:
     """``store.open_reader(rel)`` of a file a reader was told exists: missing raises ``CorruptStore``."""
     try:
         return store.open_reader(rel)
@@ -32,7 +34,7 @@ def open_stored(store, rel: str):
         raise CorruptStore(rel, 0, f"cannot be read ({type(e).__name__}: {e})") from None
 
 
-def read_stored_at(fh, rel: str, length: int, offset: int) -> bytes:
+def read_stored_at(fh: Any, rel: str, length: int, offset: int) -> bytes:
     """``fh.read_at(length, offset)`` of an ``open_reader`` handle, exactly (else ``CorruptStore``)."""
     try:
         data = fh.read_at(length, offset)

@@ -31,14 +31,15 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 try:
     import fcntl
 except ImportError:          # not POSIX: no O_DIRECT either
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct",
            "read_exact"]
@@ -59,11 +60,11 @@ class _Writer:
 
     def __init__(self, fd: int):
         self.fd = fd
-        self.bufs = [mmap.mmap(-1, BUFFER_SIZE), None]      # page aligned; the second when needed
-        self.pending = [None, None]
+        self.bufs: list[Any] = [mmap.mmap(-1, BUFFER_SIZE), None]     # page aligned; the second when needed
+        self.pending: list[Future[None] | None] = [None, None]
         self.cur, self.fill, self.pos = 0, 0, 0
         self.direct = True
-        self.pool = None
+        self.pool: ThreadPoolExecutor | None = None
 
     def _buffered(self) -> None:
         """Go on through the page cache (a file system that refuses O_DIRECT writes, or a file
@@ -71,7 +72,7 @@ class _Writer:
         self.direct = False
         fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) & ~_O_DIRECT)
 
-    def _pwrite_all(self, buf, n: int, pos: int) -> None:
+    def _pwrite_all(self, buf: Any, n: int, pos: int) -> None:
         mv = memoryview(buf)[:n]
         try:
             while len(mv):
@@ -94,11 +95,12 @@ class _Writer:
         self.pos += n
         self.cur ^= 1
         self.fill = 0
-        if self.pending[self.cur] is not None:     # the other buffer's write must be done first
-            self.pending[self.cur].result()
+        other = self.pending[self.cur]
+        if other is not None:                      # the other buffer's write must be done first
+            other.result()
             self.pending[self.cur] = None
 
-    def write(self, data) -> None:
+    def write(self, data: Any) -> None:
         mv = memoryview(data).cast("B")
         try:
             while len(mv):
@@ -136,7 +138,8 @@ class _Writer:
                 b.close()
 
 
-def write_direct(path: str, chunks, total_size: int | None = None, fsync=None) -> int | None:
+def write_direct(path: str, chunks: Iterable[Any], total_size: int | None = None,
+                 fsync: Callable[[int], object] | None = None) -> int | None:
     """Write ``chunks`` as the whole file ``path`` with O_DIRECT, then cut it to the bytes given
     and extend it sparsely to ``total_size``, then call ``fsync(fd)`` (if given); returns the
     bytes given, or None (nothing written) when this file system does not open files with
@@ -187,7 +190,7 @@ def read_direct(path: str, offset: int, length: int) -> np.ndarray | None:
         got = 0
         while got < span:
             try:
-                k = os.preadv(fd, [buf[got:]], a + got)
+                k = os.preadv(fd, [buf[got:]], a + got)  # type: ignore[list-item]
             except OSError as e:
                 if e.errno == errno.EINVAL and got == 0:
                     return None       # opened, but refused at the read (some file systems)

@@ -34,7 +34,7 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 # (scheme, pid, settings) -> file system: one client per process and settings (a forked child
 # makes its own).
-_fs_cache: dict = {}
+_fs_cache: dict[tuple[object, ...], pafs.FileSystem] = {}
 
 
 def _s3() -> pafs.FileSystem:

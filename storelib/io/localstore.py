@@ -19,8 +19,13 @@ import os
 import re
 import stat
 
+from typing import TYPE_CHECKING, Any
+
 from ..format.paths import is_local, local_path
 from .protocol import Capabilities
+
+if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
+    from .storage import Store
 
 __all__ = ["LocalStore", "open_local", "is_plain_path"]
 
@@ -29,13 +34,13 @@ __all__ = ["LocalStore", "open_local", "is_plain_path"]
 _PLAIN = re.compile(r"(?:(?!\.\.?(?:/|$))[A-Za-z0-9_%|=+.\-]+/)*(?!\.\.?$)[A-Za-z0-9_%|=+.\-]+", re.ASCII)
 
 
-def is_plain_path(rel) -> bool:
+def is_plain_path(rel: object) -> bool:
     """``rel`` is a store-relative path of plain names (a strict subset of what
     ``storage.Store.path`` accepts lexically; symlinks are checked when it is used)."""
     return isinstance(rel, str) and _PLAIN.fullmatch(rel) is not None
 
 
-def open_local(uri) -> LocalStore | None:
+def open_local(uri: object) -> LocalStore | None:
     """A ``LocalStore`` for a local path or file:// URI; None for anything else (a ``Store``
     object, s3://, ...: the caller uses ``storage.Store``)."""
     if isinstance(uri, str) and is_local(uri):
@@ -52,22 +57,22 @@ class LocalStore(Capabilities):
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri != "/" else uri
         self.root = os.path.abspath(local_path(self.uri))
-        self.moved: dict = {}
-        self._paths: dict = {}
+        self.moved: dict[str, str] = {}
+        self._paths: dict[str, str] = {}
         self._real_root: str | None = None
-        self._full = None
+        self._full: Store | None = None
 
     # -- the storage.Store behind everything not served here
     @property
-    def full(self):
+    def full(self) -> Store:
         """The ``storage.Store`` over the same root (imports pyarrow: first use only)."""
         if self._full is None:
-            from .storage import Store
-            self._full = Store(self.uri)
+            from .storage import Store as FullStore
+            self._full = FullStore(self.uri)
             self._full.moved = self.moved            # one view of a publish in flight
         return self._full
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_full", "_paths", "_real_root", "moved"):
             raise AttributeError(name)
         return getattr(self.full, name)

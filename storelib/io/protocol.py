@@ -40,7 +40,7 @@ class Store(Protocol):
 
     uri: str
     local: bool
-    moved: dict          # staged rel -> final rel of files a publish in flight moves
+    moved: dict[str, str]  # staged rel -> final rel of files a publish in flight moves
 
     @property
     def os_paths(self) -> bool: ...

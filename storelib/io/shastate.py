@@ -17,10 +17,15 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import hashlib
+from typing import Any
 
 import numpy as np
 
 __all__ = ["AVAILABLE", "Sha256", "state_to_detail", "state_from_detail"]
+
+
+# (eight chaining words, bytes hashed into them, bytes of the unfinished 64-byte block)
+State = tuple[tuple[int, ...], int, bytes]
 
 
 class _Ctx(ctypes.Structure):
@@ -29,7 +34,7 @@ class _Ctx(ctypes.Structure):
                 ("data", ctypes.c_uint8 * 64), ("num", ctypes.c_uint32), ("md_len", ctypes.c_uint32)]
 
 
-def _load():
+def _load() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("crypto")
     if not name:
         return None
@@ -52,7 +57,7 @@ def _load():
 
 
 class _Sha256Lib:
-    def __init__(self, lib, state: tuple | None = None):
+    def __init__(self, lib: ctypes.CDLL, state: State | None = None):
         self._lib, self._ctx = lib, _Ctx()
         lib.SHA256_Init(ctypes.byref(self._ctx))
         if state is not None:
@@ -66,14 +71,14 @@ class _Sha256Lib:
             ctypes.memmove(self._ctx.data, rest, len(rest))
             self._ctx.num = len(rest)
 
-    def update(self, data) -> None:
+    def update(self, data: Any) -> None:            # any buffer (bytes, memoryview, numpy array)
         mv = memoryview(data).cast("B")
         if not mv.nbytes:
             return
         arr = np.frombuffer(mv, dtype=np.uint8)          # read-only buffers too, without a copy
         self._lib.SHA256_Update(ctypes.byref(self._ctx), arr.ctypes.data, mv.nbytes)
 
-    def state(self) -> tuple:
+    def state(self) -> State:
         """(eight chaining words, bytes hashed into them, bytes of the unfinished 64-byte block)."""
         total = ((self._ctx.Nh << 32) | self._ctx.Nl) // 8
         num = self._ctx.num
@@ -91,19 +96,19 @@ _LIB = _load()
 AVAILABLE = _LIB is not None
 
 
-def Sha256(state: tuple | None = None):
+def Sha256(state: State | None = None) -> _Sha256Lib:
     """A SHA-256 hasher (``update``, ``digest``, ``state``), from ``state`` if given."""
     if _LIB is None:
         raise RuntimeError("SHA-256 states need OpenSSL's libcrypto, which could not be loaded")
     return _Sha256Lib(_LIB, state)
 
 
-def state_to_detail(state: tuple) -> dict:
+def state_to_detail(state: State) -> dict[str, object]:
     words, done, rest = state
     return {"h": b"".join(int(w).to_bytes(4, "big") for w in words).hex(), "done": int(done), "rest": rest.hex()}
 
 
-def state_from_detail(value) -> tuple:
+def state_from_detail(value: object) -> State:
     """A state from a manifest row's ``detail``, checked for shape (ValueError otherwise)."""
     if not isinstance(value, dict) or not isinstance(value.get("h"), str) or not isinstance(value.get("done"), int) \
             or not isinstance(value.get("rest"), str):
