@@ -1,7 +1,8 @@
 """Every error class of storelib, and the exit status of every job that ends with one.
 
 Exit status of every job: ``ExitCode`` (the codes), ``EXIT_TABLE`` (which class means which code)
-and ``exit_code``. This module imports nothing, so every entry point can use the table.
+and ``exit_code``. This module imports nothing of storelib (stdlib only), so every entry point can
+use the table.
 
     code  ExitCode    jobs/ingest.py       jobs/expire.py       jobs/query.py        jobs/inspect.py
                       (ingest, import)
