@@ -42,7 +42,8 @@ import enum
 import json
 
 __all__ = [
-    "RocketlakeError", "StoreError", "CorruptStore", "NoSuchBatch", "IngestError", "AlreadyCommitted", "StorePathError", "StoreNotFound",
+    "RocketlakeError", "StoreError", "CorruptStore", "NoSuchBatch", "IngestError", "AlreadyCommitted", "StorePathError",
+    "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "UnsafeObjectStore", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError",
     "RepairError", "RepairRefused",

@@ -17,7 +17,7 @@ from .failures import guarded, worded
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "report", "prog", "help_doc", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
@@ -268,12 +268,6 @@ def _interrupted_exit(e: BaseException, state) -> None:
     sys.stderr.flush()
     sys.stdout.flush()
     os._exit(code)          # no Spark shutdown noise; the JVM ends when its stdin closes
-
-
-def report(e: BaseException) -> int:
-    """Print the one line of an error met before a command's work starts (``failures.CHECK``);
-    returns its exit status."""
-    return failures.fail(e, failures.CHECK)
 
 
 def emit_summary(summary: dict, json_path: str | None) -> None:

@@ -69,7 +69,8 @@ CONFIG = Voice(by_class=_frozen({"ConfigError": "configuration: {e}"}),
 CHECK = dataclasses.replace(WRITER, other=_frozen({"OSError": (_oserror, int(ExitCode.FAILED))}),
                             unexpected="{e}", traceback=False)
 VERIFY = dataclasses.replace(CHECK, unexpected="{name}: {e}", traceback=True)
-QUERY = Voice(by_status=_frozen({int(ExitCode.FAILED): "query failed: {e}", int(ExitCode.CONCURRENT): "query failed: {e}"}),
+QUERY = Voice(by_status=_frozen({int(ExitCode.FAILED): "query failed: {e}",
+                                 int(ExitCode.CONCURRENT): "query failed: {e}"}),
               other=_frozen({"FileNotFoundError": ("query failed: {e}", int(ExitCode.FAILED))}),
               unexpected="query failed: {name}: {e}")
 INSPECT = Voice(by_class=_frozen({"ConfigError": "configuration: {e}", "UnreachablePath": "{e}"}),

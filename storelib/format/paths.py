@@ -3,8 +3,8 @@ broker's own directories and files there, and whether a store URI is local (``is
 
 Every path under ``_rocketlake/`` is named here and nowhere else, so is every directory and file
 name RocketMQ gives the parts of a store (``commitlog``, ``consumequeue``, ``index``, ``config``,
-``checkpoint``, ``abort``, ``lock``: the format modules' ``DIR`` / ``FILE_NAME`` are these), and so is the project root (where
-``conf/`` lives). A leaf module (stdlib only), so the shell lookup path takes these names without
+``checkpoint``, ``abort``, ``lock``: the format modules' ``DIR`` / ``FILE_NAME`` are these), and
+so is the project root (where ``conf/`` lives). A leaf module (stdlib only), so the shell lookup path takes these names without
 loading pyarrow or deltalake.
 """
 from __future__ import annotations
@@ -13,7 +13,8 @@ import os
 import re
 from urllib.parse import urlparse
 
-__all__ = ["is_local", "local_path", "local_root", "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR",
+__all__ = ["is_local", "local_path", "local_root",
+           "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR",
            "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
            "LOCK_FILE", "BROKER_DIRS"]

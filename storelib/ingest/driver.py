@@ -283,7 +283,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         fault("after-files-staged")
         # 4. commit
         staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, run.staging,
-                             attempt=run.attempt, detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
+                             attempt=run.attempt,
+                             detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
         summary = commit_batch(store, staged, config, t0, prog, lease=lease)
         committed = True
     except BaseException:
