@@ -66,21 +66,19 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
                  lease: writerlease.WriterLease | None = None) -> dict:
     """Commit and publish ``batch``; returns the batch's summary. ``prog``: a
     ``progress.Progress``; ``lease``: the writer's lease, checked before each commit."""
-    snap, state, plan, summaries, results = batch.snap, batch.state, batch.plan, batch.summaries, batch.results
-    batch_id, fingerprint, staging, attempt = batch.batch_id, batch.fingerprint, batch.staging, batch.attempt
-    detail_extra = batch.detail_extra
+    snap, state, plan, summaries, staging = batch.snap, batch.state, batch.plan, batch.summaries, batch.staging
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
-    segs, cqs, idxs = _written_files(plan, results)
+    segs, cqs, idxs = _written_files(plan, batch.results)
     _name_index_files(snap, summaries, idxs, now)
     ck = _checkpoint(snap, state, summaries, idxs, cqs if config.line_5_5 else None)
     ck_bytes = ck.to_bytes()
-    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now, attempt_id=attempt)
+    key = dict(batch_id=batch.batch_id, batch_seq=seq, committed_at=now, attempt_id=batch.attempt)
     rows = _file_rows(snap, segs, cqs, idxs, key)
-    rows.append(_checkpoint_file_row(store, ck, ck_bytes, staging, batch_id, attempt, config, key))
+    rows.append(_checkpoint_file_row(store, batch, ck, ck_bytes, config, key))
     detail = dict({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)},
-                  **(detail_extra or {}))
-    checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
+                  **(batch.detail_extra or {}))
+    checkpoint_row = _checkpoint_row(batch, ck, config, t0, key, detail)
     # Every file of the batch is staged on stable storage by now (the write tasks and the
     # checkpoint write fsync'd them: flushDiskType=SYNC_FLUSH), and so is every directory that
     # leads to them (a directory some task created without fsync included), so the switch below
@@ -90,14 +88,14 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
     interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
-    prog.say(f"committed batch {batch_id} as seq {seq}")
+    prog.say(f"committed batch {batch.batch_id} as seq {seq}")
     fault("after-commit-before-publish")
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging, durable=config.durable)
     clear_dead_attempts(store, snap.batches + [checkpoint_row])
     snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
-    return _summary(plan, batch_id, seq, len(segs), len(cqs), len(idxs), t0, prog)
+    return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 
 
 def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
@@ -157,15 +155,15 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     return ckpt.Checkpoint(physic, logics, index_ts, logics_physical_offset=max(new) if new else prev_lpo)
 
 
-def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: bytes, staging: str, batch_id: str,
-                         attempt: str | None, config: StoreConfig, key: dict) -> dict:
+def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Checkpoint, ck_bytes: bytes,
+                         config: StoreConfig, key: dict) -> dict:
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
     detail = ck.to_dict()
     if store.atomic_rename:
-        where = f"{staging}/files/driver/{ckpt.FILE_NAME}"
+        where = f"{batch.staging}/files/driver/{ckpt.FILE_NAME}"
     else:
-        where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
+        where = fragments.object_rel(batch.batch_id, batch.attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
     return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
@@ -231,10 +229,10 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
         max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r, **extra), **key)
 
 
-def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: sequencer.BatchPlan,
-                    summaries: list, ck: ckpt.Checkpoint, config: StoreConfig, fingerprint: str, t0: float,
-                    key: dict, detail: dict) -> dict:
+def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig, t0: float, key: dict,
+                    detail: dict) -> dict:
     """The batch's checkpoints-table row (operation ``ingest``): the store's state after it."""
+    snap, state, plan, summaries, fingerprint = batch.snap, batch.state, batch.plan, batch.summaries, batch.fingerprint
     wall = int((time.time() - t0) * 1000)
     mins = [s.min_store_ts for s in summaries if s.min_store_ts is not None]
     maxs = [s.max_store_ts for s in summaries if s.max_store_ts is not None]
@@ -252,8 +250,9 @@ def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: 
         wall_time_ms=wall, config=manifest.dumps(config.file_shaping()), detail=manifest.dumps(detail), **key)
 
 
-def _summary(plan: sequencer.BatchPlan, batch_id: str, seq: int, segments: int, cq_files: int, index_files: int,
-             t0: float, prog) -> dict:
+def _summary(batch: StagedBatch, seq: int, files: tuple[int, int, int], t0: float, prog) -> dict:
+    """The committed batch's summary; ``files``: its (segments, consume-queue files, index files)."""
+    plan, batch_id, (segments, cq_files, index_files) = batch.plan, batch.batch_id, files
     elapsed = time.time() - t0
     summary = {
         "batch_id": batch_id, "batch_seq": seq, "status": "committed", "messages": plan.messages,
