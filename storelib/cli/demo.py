@@ -14,6 +14,7 @@ from ..table import manifest
 from ..read import query
 from ..io import storage
 from .common import ExitCode
+from .failures import INSPECT, guarded
 from ..format.config import load_config
 from ..format import paths
 
@@ -30,6 +31,11 @@ def main(argv=None) -> int:
     ap.add_argument("--summary", help="the ingest's --json-summary file to print")
     a = ap.parse_args(argv)
     a.summary = a.summary or f"{a.store.rstrip('/')}.summary.json"
+    return guarded(lambda: _demo(a), INSPECT)
+
+
+def _demo(a) -> int:
+    """Make the store if absent, then print what it holds."""
     if not os.path.isdir(os.path.join(a.store, paths.META_DIR)):
         from . import ingest
         code = ingest.main(["--store", a.store, "--input", os.path.join(paths.PROJECT_ROOT, "samples", "messages.jsonl"),
