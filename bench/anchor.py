@@ -70,7 +70,8 @@ def messages_tsv(src: str, path: str) -> str:
     if os.path.exists(path):
         return path
     from storelib.ingest import inputs
-    b64 = lambda b: base64.b64encode(b).decode()
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         for f in sorted(glob.glob(os.path.join(src, "*.parquet"))):
@@ -182,7 +183,8 @@ def compare_stores(want: str, got: str) -> tuple[list, str]:
         bad.append("differs: checkpoint beyond physicMsgTimestamp")
     if bad:
         raise AssertionError(f"the two stores differ, the comparison would not be fair: {bad}")
-    phys = lambda c: int.from_bytes(c[:8], "big")
+    def phys(c: bytes) -> int:
+        return int.from_bytes(c[:8], "big")
     note = "checkpoint equal" if cw == cg else (
         f"checkpoint physicMsgTimestamp {phys(cg)} vs RocketMQ's {phys(cw)} (the flush types: ours SYNC_FLUSH, "
         "the default; the broker's ASYNC_FLUSH)")

@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
     try:
         s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
-    except (KeyError, Exception) as e:  # noqa: BLE001 - one exit-code table for every job
+    except (KeyError, Exception) as e:  # one exit-code table for every job
         return cli.report(e)
     except KeyboardInterrupt as e:
         return cli.interrupted(e, f"nothing was exported ({args.to} is left as it was); rerun the same command")

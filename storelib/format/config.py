@@ -111,7 +111,7 @@ class StoreConfig:
             raise ConfigError("index file larger than 2 GiB: lower maxHashSlotNum/maxIndexNum")
         if self.maxMessageSize < 1:
             raise ConfigError("maxMessageSize must be positive")
-        self.delay_level_millis  # parse check
+        _ = self.delay_level_millis  # parses messageDelayLevel: raises ConfigError when it is bad
         if self.rocketmqVersion not in ROCKETMQ_LINES:
             raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, "
                               f"not {self.rocketmqVersion!r}")

@@ -262,7 +262,7 @@ def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
 def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     """One task per segment and per index file, one per ``queues_per_task`` queues (a queue's files together)."""
     tasks = []
-    for i, (p, b, v, r) in enumerate(cl):
+    for i, (p, b, _v, r) in enumerate(cl):
         tasks.append({"kind": "commitlog", "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
     for p, r in idx:
         tasks.append({"kind": "index", "path": p, "manifest": r})

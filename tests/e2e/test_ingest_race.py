@@ -275,7 +275,7 @@ def state_main(uri: str, out: str) -> int:
                 continue
         data = st.read(path, 0, r["valid_bytes"])
         head = json.loads(r["detail"] or "{}").get("head")
-        sha = headpages.checksum_of(lambda p, n: data[p:p + n], head["len"], len(data))[0] if head \
+        sha = headpages.checksum_of(lambda p, n, data=data: data[p:p + n], head["len"], len(data))[0] if head \
             else checksum.checksum_of_bytes(data)
         if sha != r["checksum"]:
             bad.append(f"{path}: checksum differs from the manifest's")
@@ -397,7 +397,7 @@ class Race:
               for n, (b, p) in enumerate(zip(ids, parts))]
         try:
             for point in points:
-                self._wait(ws, lambda w: w.exited() or w.reached(point), f"{point} or exit")
+                self._wait(ws, lambda w, point=point: w.exited() or w.reached(point), f"{point} or exit")
                 if mode == "ordered" and point == "before-delta-commit" and not any(w.exited() for w in ws):
                     first, second = ws
                     first.release(point)
@@ -459,7 +459,7 @@ class Race:
         except subprocess.TimeoutExpired:
             os.killpg(self.reader.pid, signal.SIGKILL)
             self.reader.wait()
-            raise AssertionError("the reader hangs")
+            raise AssertionError("the reader hangs") from None
         assert self.reader.returncode == 0 and self.reader_out.exists(), err[-3000:]
         return json.loads(self.reader_out.read_text())
 

@@ -79,7 +79,7 @@ def check(version: str, line: str, n: int, tmp_path, expected=None) -> None:
         # A second write whose only difference is the known race (``expected``) counts as that.
         flaky = [(c, p) for (c, p), q in zip(failing, again) if not q or (expected and expected(c, q))]
         failing = [(c, q) for (c, _), q in zip(failing, again) if q and not (expected and expected(c, q))]
-        for c, p in flaky:
+        for _c, p in flaky:
             print(f"RocketMQ {version}: not repeated on a second write: {p[0]}")
     if failing:
         kinds = sorted({p[0].rsplit(": first difference", 1)[0] for _, p in failing})

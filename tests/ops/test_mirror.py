@@ -58,7 +58,7 @@ def test_cycles_rebuild_the_brokers_store_byte_for_byte(broker, tmp_path):
     cuts = [int(ts[700]), int(ts[1500]), int(ts[2400]), int(ts.max()) + 1]
     for k, t in enumerate(cuts):
         if k == 2:
-            for base, rel in mirror.BrokerFiles(broker).segments()[:20]:
+            for _base, rel in mirror.BrokerFiles(broker).segments()[:20]:
                 os.remove(os.path.join(broker, rel))
         set_safe(broker, t)
         before = tree(broker)

@@ -20,7 +20,7 @@ import hashlib
 import os
 import sys
 
-from mavenfetch import Unavailable, fetch_pom  # noqa: F401 (Unavailable: what callers catch)
+from mavenfetch import Unavailable, fetch_pom  # Unavailable: what callers catch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")

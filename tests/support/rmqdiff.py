@@ -96,7 +96,7 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
         if r["rc"] > 0:
             problems[job["case"]].append(f"rocketlake refused {os.path.basename(job['input'])} "
                                          f"(exit {r['rc']}): {r.get('error')}")
-    for i, (c, job) in enumerate(zip(cases, jobs)):
+    for i, (_c, job) in enumerate(zip(cases, jobs)):
         if job.error:
             problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
         elif not problems[i]:

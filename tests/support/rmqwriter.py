@@ -49,7 +49,9 @@ class Job:
 
 
 def tsv_line(m: dict) -> str:
-    b64 = lambda s: base64.b64encode(s.encode("utf-8")).decode()
+    def b64(s: str) -> str:
+        return base64.b64encode(s.encode("utf-8")).decode()
+
     return "\t".join(str(x) for x in (
         b64(m["topic"]), m["queue_id"], m["flag"], m["sys_flag"], m["born_timestamp"], m["store_timestamp"],
         m["born_host"], m["store_host"], m.get("reconsume_times", 0), m.get("prepared_transaction_offset", 0),

@@ -67,7 +67,7 @@ def open_page(browser, url: str, plots: tuple = ()) -> None:
     WebDriverWait(browser, 60).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
     for p in plots:
         WebDriverWait(browser, 60).until(
-            lambda d: d.execute_script(f"return document.getElementById('{p}').dataset.ready === '1'"))
+            lambda d, p=p: d.execute_script(f"return document.getElementById('{p}').dataset.ready === '1'"))
 
 
 def text_of(browser, css: str) -> str:
