@@ -91,10 +91,10 @@ $(SUBMIT_HOOK): $(STAMP) storelib/runtime/submit_hook.py storelib/runtime/jvm_ar
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build >/dev/null
 	@touch $@
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build
 	@touch $(STAMP)
@@ -177,8 +177,11 @@ mirror: install rocketmq
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked
 # slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
+# First the linter and the type checker (ruff, mypy: configured in pyproject.toml).
 CHECK_DIRS := $(filter-out tests/e2e/,$(sort $(dir $(wildcard tests/*/test_*.py))))
 check: check-java $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_DIRS)
 
 test-fast: install
