@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import harness  # noqa: E402
 import s3bench  # noqa: E402
 import table  # noqa: E402
-from s3server import moto  # noqa: E402
+from support.s3server import moto  # noqa: E402
 
 MB = 1 << 20
 

@@ -83,11 +83,10 @@ import traceback
 
 import pytest
 
-# also run as a script (the reader process): conftest and the harness, as pytest finds them
-_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [_TESTS, os.path.join(_TESTS, "support")]
-import goldenlib  # noqa: E402
-import s3server
+# also run as a script (the reader process): it imports conftest and the helpers as pytest does, through
+# the PYTHONPATH tests/conftest.py gives every child process
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 PY = sys.executable
@@ -188,7 +187,6 @@ def observe(uri: str, model: dict, light: bool = False) -> int:
 def reader_main(uri: str, model_path: str, stop: str, out: str, interval: str = "0.2", light: str = "") -> int:
     """Query the store in a loop (every ``interval`` s) until ``stop`` exists; write what was
     seen to ``out`` (and the latest prefix to ``out``.progress as it goes)."""
-    sys.path.insert(0, ROOT)
     model = json.load(open(model_path))
     model["queues"] = [tuple(q) for q in model["queues"]]
     seen, problems, n, busy = [], [], 0, 0.0
@@ -227,7 +225,6 @@ def reader_main(uri: str, model_path: str, stop: str, out: str, interval: str = 
 
 def state_main(uri: str, out: str) -> int:
     """Committed batches, manifest rows, live files vs their checksums, leftovers: as JSON."""
-    sys.path.insert(0, ROOT)
     from storelib.io import checksum
     from storelib.io import headpages
     from storelib.table import manifest
@@ -522,7 +519,6 @@ def run_rounds(race: Race, rounds: list) -> None:
 def test_reads_follow_a_staged_file_the_publish_moved(tmp_path):
     """A reader given a staged copy (its batch's publish was unfinished when it opened the
     snapshot) still reads it after the publish moved it to its final name (Store.moved)."""
-    sys.path.insert(0, ROOT)
     from storelib.io import storage
     st = storage.Store(str(tmp_path / "store"))
     staged, final = "_rocketlake/staging/b/a/files/t/commitlog/00000000000000000000", "commitlog/00000000000000000000"

@@ -25,13 +25,13 @@ import time
 
 import pytest
 
-SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-import goldenlib  # noqa: E402
-import rmqcases  # noqa: E402
-import rmqdiff  # noqa: E402
-import rmqjars  # noqa: E402
-import rmqqueries  # noqa: E402
-import rmqwriter  # noqa: E402
+from support import goldenlib
+from support import rmqcases
+from support import rmqdiff
+from support import rmqjars
+from support import rmqqueries
+from support import rmqwriter
+
 
 CASES = int(os.environ.get("RMQ_CASES", "200"))
 CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "40"))

@@ -12,8 +12,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from importgraph import MODULES as ALL_MODULES, PACKAGES, path_of  # noqa: E402
+from house.importgraph import MODULES as ALL_MODULES, PACKAGES, path_of  # noqa: E402
 
 MODULES = [m for m in ALL_MODULES if m != "__init__" and m not in PACKAGES]
 HEAVY = ("pyspark", "numba", "deltalake")

@@ -13,9 +13,9 @@ import shutil
 import numpy as np
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
-from mirrorhelp import records as _records, set_safe
+from support.mirrorhelp import records as _records, set_safe
 from storelib.cli import mirror as mirror_cli
 from storelib.ops import mirror
 from storelib.table import manifest

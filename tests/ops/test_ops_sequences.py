@@ -29,7 +29,7 @@ import shutil
 
 import pytest
 
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib.errors import RepairRefused
 from storelib.format import consumequeue
 from storelib.io import storage

@@ -38,7 +38,7 @@ import pytest
 from hypothesis import event, given, HealthCheck, Phase, settings, strategies as st
 
 from conftest import ROOT
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.codec import messages as codec
 from storelib import errors

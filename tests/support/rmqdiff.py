@@ -16,13 +16,13 @@ import subprocess
 import sys
 import time
 
+from support import rmqcompare
+from support import rmqqueries
+from support import rmqwriter
+from support.rmqcases import rocketmq_messages
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-import rmqcompare  # noqa: E402
-import rmqqueries  # noqa: E402
-import rmqwriter  # noqa: E402
-from rmqcases import rocketmq_messages  # noqa: E402
 
 
 def _jsonl(path: str, messages: list[dict]) -> None:

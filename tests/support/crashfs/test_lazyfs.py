@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from crashfs import LazyFS, unavailable_reason
+from support.crashfs import LazyFS, unavailable_reason
 
 _REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
