@@ -179,8 +179,10 @@ def counts(checkout: str) -> dict:
             c["max_function_lines"] = max(c["max_function_lines"], (span, f"{rel}:{fn.lineno} {fn.name}"))
     c["row_json_loads_modules"] = len(json_modules)
     tests = os.path.join(checkout, "tests")
-    c["sys_path_insert_tests"] = sum(len(re.findall(r"sys\.path\.insert\(", _parse(p)[1]))
-                                     for p in _py_files(tests)) if os.path.isdir(tests) else 0
+    texts = [_parse(p)[1] for p in _py_files(tests)] if os.path.isdir(tests) else []
+    c["sys_path_insert_tests"] = sum(len(re.findall(r"sys\.path\.insert\(", t)) for t in texts)
+    c["sys_path_edits_tests"] = sum(len(re.findall(r"sys\.path\.(?:insert|append|extend)\(|sys\.path\[[^]]*\]\s*=", t))
+                                    for t in texts)
     c["returns_pct"] = round(100 * c["returns_hinted"] / max(c["functions"], 1), 1)
     c["params_pct"] = round(100 * c["params_hinted"] / max(c["params"], 1), 1)
     return c
@@ -197,6 +199,7 @@ LABELS = [
     ("params_pct", "% of parameters annotated (storelib; self/cls excepted)"),
     ("functions", "  functions (defs) in storelib"),
     ("sys_path_insert_tests", "sys.path.insert( in tests/ (code and code strings)"),
+    ("sys_path_edits_tests", "  ... any sys.path edit in tests/ (insert, append, extend, sys.path[...] =)"),
     ("functions_ge8_params", f"functions with >= {MANY_PARAMS} parameters (storelib)"),
     ("catch_and_print", "except handlers that print to stderr themselves (storelib)"),
     ("except_broad", "except handlers catching Exception/BaseException/bare (storelib)"),
