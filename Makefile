@@ -91,10 +91,10 @@ $(SUBMIT_HOOK): $(STAMP) storelib/runtime/submit_hook.py storelib/runtime/jvm_ar
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build >/dev/null
 	@touch $@
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build
 	@touch $(STAMP)
@@ -119,26 +119,26 @@ test: install rocketmq kafka s3proxy hdfs
 # a stamp per version: a second run fetches nothing. RMQ_ALLOW_SKIP=1: without mvn or Maven
 # Central, warn and go on (the RocketMQ tests then skip, saying why). `make check` never needs it.
 rocketmq:
-	@$(PYTHON) tests/support/rmqjars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
+	@PYTHONPATH=tests $(PYTHON) -m support.rmqjars fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: RocketMQ jars unavailable; its tests will skip" >&2; }
 
 # Kafka (a KRaft broker) and Spark's Kafka source from Maven Central through mvn, pinned by
 # tests/kafka/pom-*.xml, into .cache/m2 and .cache/jars/{kafka-broker,spark-kafka}/ (git-ignored),
 # behind a stamp per set: a second run fetches nothing. RMQ_ALLOW_SKIP=1 also lets these be missing
 # (the streaming tests then skip, saying why).
 kafka:
-	@$(PYTHON) tests/support/kafkajars.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: Kafka jars unavailable; the streaming tests will skip" >&2; }
+	@PYTHONPATH=tests $(PYTHON) -m support.kafkajars fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: Kafka jars unavailable; the streaming tests will skip" >&2; }
 
 # S3Proxy (a real S3-compatible server, Apache-2.0) from Maven Central through mvn, pinned by
 # tests/s3proxy/pom-<version>.xml (4.0.0 honours conditional puts, 2.6.0 does not), into .cache/m2 and
 # .cache/jars/s3proxy-<version>/ (git-ignored), behind a stamp. RMQ_ALLOW_SKIP=1: its tests then skip.
 s3proxy:
-	@$(PYTHON) tests/support/s3server.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: S3Proxy jars unavailable; its tests will skip" >&2; }
+	@PYTHONPATH=tests $(PYTHON) -m support.s3server fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: S3Proxy jars unavailable; its tests will skip" >&2; }
 
 # Hadoop's HDFS mini cluster (hadoop-client-minicluster of pyspark's Hadoop line) from Maven Central,
 # pinned by tests/hdfs/pom-minicluster.xml, into .cache/jars/hdfs-minicluster/, and its launcher
 # (tests/hdfs/HdfsMini.java) compiled by javac beside it.
 hdfs:
-	@$(PYTHON) tests/support/hdfscluster.py fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: the HDFS mini cluster is unavailable; its tests will skip" >&2; }
+	@PYTHONPATH=tests $(PYTHON) -m support.hdfscluster fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: the HDFS mini cluster is unavailable; its tests will skip" >&2; }
 
 # Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
 # (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
@@ -177,8 +177,11 @@ mirror: install rocketmq
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked
 # slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
+# First the linter and the type checker (ruff, mypy: configured in pyproject.toml).
 CHECK_DIRS := $(filter-out tests/e2e/,$(sort $(dir $(wildcard tests/*/test_*.py))))
 check: check-java $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_DIRS)
 
 test-fast: install

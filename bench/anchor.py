@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from harness import PY, ROOT, alternate, stats
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 VERSION = "5.3.3"
 JAVA_SRC = os.path.join(ROOT, "bench", "rocketmq", "BenchWriter.java")
@@ -44,7 +44,7 @@ JVM_OPTS = ["-Xms2g", "-Xmx2g", "--add-opens", "java.base/java.nio=ALL-UNNAMED",
 
 def classpath() -> str:
     """BenchWriter compiled against RocketMQ 5.3.3's jars and the reference writer's classes."""
-    import rmqjars
+    from support import rmqjars
     cp = rmqjars.classpath(VERSION, "main")
     out = os.path.join(rmqjars.CACHE, "classes", f"bench-anchor-{VERSION}")
     with open(JAVA_SRC, "rb") as fh:
@@ -70,7 +70,8 @@ def messages_tsv(src: str, path: str) -> str:
     if os.path.exists(path):
         return path
     from storelib.ingest import inputs
-    b64 = lambda b: base64.b64encode(b).decode()
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode()
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as out:
         for f in sorted(glob.glob(os.path.join(src, "*.parquet"))):
@@ -173,7 +174,7 @@ def compare_stores(want: str, got: str) -> tuple[list, str]:
     AssertionError on any), and a note on the checkpoint: its first field (physicMsgTimestamp) is
     where the flush types differ (an ASYNC_FLUSH broker stamps the last flush's message, a
     SYNC_FLUSH writer the last message); the other fields must be equal."""
-    import rmqcompare
+    from support import rmqcompare
     diffs = rmqcompare.compare(want, got)
     bad = [d for d in diffs if not d.startswith("differs: checkpoint:")]
     with open(os.path.join(want, "checkpoint"), "rb") as a, open(os.path.join(got, "checkpoint"), "rb") as b:
@@ -182,7 +183,8 @@ def compare_stores(want: str, got: str) -> tuple[list, str]:
         bad.append("differs: checkpoint beyond physicMsgTimestamp")
     if bad:
         raise AssertionError(f"the two stores differ, the comparison would not be fair: {bad}")
-    phys = lambda c: int.from_bytes(c[:8], "big")
+    def phys(c: bytes) -> int:
+        return int.from_bytes(c[:8], "big")
     note = "checkpoint equal" if cw == cg else (
         f"checkpoint physicMsgTimestamp {phys(cg)} vs RocketMQ's {phys(cw)} (the flush types: ours SYNC_FLUSH, "
         "the default; the broker's ASYNC_FLUSH)")

@@ -46,7 +46,7 @@ def zip_storelib(folder: str) -> str:
 
 def main(argv) -> int:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import goldenlib
+    from support import goldenlib
     g = os.path.join(goldenlib.golden_root(), "small-roll")
     inp = argv[0] if argv else os.path.join(g, "messages.jsonl")
     tmp = tempfile.mkdtemp(prefix="rocketlake-kcache-")

@@ -55,8 +55,8 @@ def main() -> int:
     t = time.time()
     run_ingest(LocalSession(), broker, os.path.join(a.work, "in"), "parquet", cfg, batch_id="b", quiet=True)
     ingest_s = time.time() - t
-    sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
-    from mirrorhelp import records
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from support.mirrorhelp import records
     _, ends, ts = records(broker)
     cut = int(len(ts) * 0.99)
     t_cut = int(np.sort(ts)[cut])

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import ROOT, job_env, run_process
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", "trailer"}
 
@@ -179,7 +179,7 @@ def bench_s3(res, workdir: str, src: str, n: int, batch_src: str, config: str | 
              section: str = "s3"):
     """A cold ingest of ``src`` (n messages) into s3://bench/store through the proxy, then a
     small batch into the same store; bytes moved per record byte for each."""
-    from s3server import moto
+    from support.s3server import moto
     from cold import ingest_argv
     summary = os.path.join(workdir, "summary-s3.json")
     extra = ["--config", config] if config else []

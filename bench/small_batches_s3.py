@@ -46,10 +46,10 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
     from storelib.ingest import paged_index
     from storelib.ingest.driver import run_ingest
     from storelib.runtime.localrun import LocalSession
-    sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests", "support")]
+    sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     import datagen
     from s3bench import CountingProxy
-    from s3server import moto
+    from support.s3server import moto
 
     changed: list = []
     finish = paged_index.PagedHead.finish

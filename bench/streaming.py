@@ -29,10 +29,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-import kafkajars  # noqa: E402
-from kafkabroker import KafkaBroker  # noqa: E402
+from support import kafkajars  # noqa: E402
+from support.kafkabroker import KafkaBroker  # noqa: E402
 
 
 def session():

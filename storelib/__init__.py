@@ -1,10 +1,11 @@
 """rocketlake: write and read Apache RocketMQ's on-disk store format in batch (Spark).
 
-The public API, imported on first use (``import storelib`` itself loads no pyspark, numba,
+Every public function names the store it works on ``store`` (a local path or a URI). The public API,
+imported on first use (``import storelib`` itself loads no pyspark, numba,
 pyarrow or deltalake, so the shell query path stays fast):
 
-* ``open_store(uri, as_of_batch=None, config=None)``: a reader of a store (storelib.read.query);
-* ``run_ingest(spark, store_uri, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest.driver);
+* ``open_store(store, as_of_batch=None, config=None)``: a reader of a store (storelib.read.query);
+* ``run_ingest(spark, store, input_path, fmt, config, ...)``: ingest one batch (storelib.ingest.driver);
 * ``ingest_dataframe(df, store, config=None, batch_id=None, ...)``: ingest a DataFrame's rows as one
   batch, exactly as the file ingest (storelib.ingest.frame);
 * ``register_sink(spark)``: the ``rocketlake`` data source, ``writeStream`` / ``write`` into a store, one
@@ -12,9 +13,9 @@ pyarrow or deltalake, so the shell query path stays fast):
   as a ``foreachBatch`` function running the ingest on Spark;
 * ``register_source(spark)``: ``rocketmq`` for ``read`` and ``readStream`` (tailing committed batches)
   and the manifest / checkpoints tables (storelib.read.stream);
-* ``verify_store(store_uri, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify.driver);
-* ``expire_store(store_uri, reserved_hours, ...)``: retention like fileReservedTime (storelib.ops.expire.expire);
-* ``adopt_store(spark, store_uri, source_uri, config, ...)``: adopt a broker's store (storelib.ops.adopt.adopt);
+* ``verify_store(store, config=None, deep=False, spark=None, ...)``: check every file (storelib.verify.driver);
+* ``expire_store(store, reserved_hours, ...)``: retention like fileReservedTime (storelib.ops.expire.expire);
+* ``adopt_store(spark, store, source_uri, config, ...)``: adopt a broker's store (storelib.ops.adopt.adopt);
 * ``configure_delta(builder)``: delta-spark's jars, SQL extension and catalog on a user's own
   ``SparkSession.builder`` (storelib.table.delta_spark; the store's Delta tables in Spark SQL);
 * ``StoreConfig`` / ``load_config``: the store configuration (storelib.format.config);

@@ -6,15 +6,18 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
-import goldenlib  # noqa: E402
+from storelib.runtime import jvm_archive
+from support import goldenlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# pytest imports storelib from this checkout and the helpers as the package ``support`` (tests/support;
+# pyproject.toml's pythonpath: the checkout and tests/). Every process a test starts (spark-submit jobs,
+# their Python workers, the scripts under tests/support) imports them the same way.
+os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"),
+                                            *filter(None, [os.environ.get("PYTHONPATH")])])
 # The golden sets, uncompressed: the repository's tests/golden/<set>.tar.xz unpacked once into
 # tests/golden/.cache/, or $ROCKETLAKE_SHARED/golden as it is when ROCKETLAKE_SHARED is set.
 GOLDEN = goldenlib.golden_root()
-sys.path.insert(0, ROOT)
-from storelib.runtime import jvm_archive  # noqa: E402
 # Every JVM the tests start (spark-submit, SparkSession, ingest_runner) is short-lived and mostly
 # moves bytes between Python processes, like a cold ingest: they get a cold job's options
 # (storelib.runtime.jvm_archive: C1 only, and the class-data archive once pytest_configure has it). A

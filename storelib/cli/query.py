@@ -216,7 +216,7 @@ def parse_after(text: str | None) -> tuple[int, int] | None:
         ts, off = text.split(":")
         return int(ts), int(off)
     except ValueError:
-        raise BadInput(f"--after {text!r}: expected STORE_TIMESTAMP:COMMITLOG_OFFSET as printed by the previous page")
+        raise BadInput(f"--after {text!r}: expected STORE_TIMESTAMP:COMMITLOG_OFFSET as printed by the previous page") from None
 
 
 def single(args) -> int:
@@ -388,7 +388,7 @@ def compat_batch(spark, args) -> int:
         try:
             q = json.loads(ln)
         except json.JSONDecodeError as e:
-            raise BadInput(f"{args.queries}:{i + 1}: not JSON ({e})")
+            raise BadInput(f"{args.queries}:{i + 1}: not JSON ({e})") from None
         queries.append((q.get("qid", i), i, ln))
     store = Store(args.store)
     files, info = open_files(store, args.as_of_batch, _config(args))
@@ -403,7 +403,7 @@ def compat_batch(spark, args) -> int:
         from storelib.io.storage import Store as _Store
         f = b_files.value
         reader = StoreReader(_Store(uri).apply_mappings(b_view.value), f.config, f)
-        for qid, i, ln in items:
+        for _qid, i, ln in items:
             a = reader.answer(json.loads(ln))
             yield (i, json.dumps(a, ensure_ascii=False, separators=(",", ":")))
 
@@ -411,7 +411,7 @@ def compat_batch(spark, args) -> int:
     order = sorted(queries, key=lambda q: (q[0] if isinstance(q[0], (int, float)) else float("inf"), q[1]))
     tmp = args.output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        for qid, i, _ in order:
+        for _qid, i, _ in order:
             fh.write(got[i] + "\n")
     os.replace(tmp, args.output)
     print(f"rocketlake: answered {len(queries)} queries of {args.queries} on {args.store} "
@@ -475,7 +475,7 @@ def keys_cmd(spark, args) -> int:
     try:
         keys = pq.read_table(args.input)
     except (OSError, pa.ArrowInvalid) as e:
-        raise BadInput(f"--input {args.input}: cannot read Parquet ({e})")
+        raise BadInput(f"--input {args.input}: cannot read Parquet ({e})") from None
     missing = {"topic", "key"} - set(keys.column_names)
     if missing:
         raise BadInput(f"--input {args.input}: missing column(s) {sorted(missing)} (need topic, key[, begin, end])")

@@ -25,6 +25,7 @@ __all__ = ["parse_host", "HostColumn", "host_column", "host_strings"]
 
 def parse_host(text: str) -> tuple[bytes, bool]:
     """'a.b.c.d:port' or '[v6]:port' -> (address bytes + int32 port, is_ipv6)."""
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address
     if text.startswith("["):
         close = text.find("]")
         if close < 0 or text[close + 1:close + 2] != ":":

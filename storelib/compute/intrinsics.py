@@ -51,8 +51,9 @@ def x86_features(*names: str) -> bool:
     the host's."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
-    if config.CPU_FEATURES is not None:
-        enabled = set(config.CPU_FEATURES.split(","))
+    features = config.CPU_FEATURES  # type: ignore[attr-defined]  # numba.config sets it from the environment
+    if features is not None:
+        enabled = set(features.split(","))
         return all(f"+{name}" in enabled for name in names)
     try:
         host = llvm.get_host_cpu_features()

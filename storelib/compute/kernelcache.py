@@ -32,7 +32,8 @@ ENV = "ROCKETLAKE_KERNEL_CACHE"
 
 
 def cache_root() -> str:
-    return (config.CACHE_DIR or os.environ.get(ENV)
+    numba_dir = config.CACHE_DIR  # type: ignore[attr-defined]  # numba.config sets it from the environment
+    return (numba_dir or os.environ.get(ENV)
             or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                             "rocketlake", "kernels"))
 

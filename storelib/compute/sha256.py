@@ -57,7 +57,8 @@ __all__ = ["HAVE_SHA_NI", "digest_pair"]
 
 def _primes(n: int) -> list:
     """The first n primes."""
-    out, k = [], 2
+    out: list[int] = []
+    k = 2
     while len(out) < n:
         if all(k % p for p in out if p * p <= k):
             out.append(k)

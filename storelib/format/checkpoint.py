@@ -18,9 +18,14 @@ Names defined here: ``FILE_NAME``, ``FILE_SIZE``, the ``POS_*`` offsets, ``LAYOU
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 from dataclasses import dataclass, asdict
 
 from .paths import CHECKPOINT_FILE
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
            "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
@@ -64,11 +69,12 @@ class Checkpoint:
             return cls(*struct.unpack_from(">qqqqq", data, 0))
         return cls(*_LAYOUT.unpack_from(data, 0))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
 
-def physic_msg_timestamp(store_ts, waits, previous: int | None = 0):
+def physic_msg_timestamp(store_ts: npt.NDArray[np.int64], waits: npt.NDArray[np.bool_],
+                         previous: int | None = 0) -> int | None:
     """physicMsgTimestamp after the puts ``store_ts`` (arrays in put order): only a put that waits
     for its flush (``WAIT`` absent or true, ``Message.isWaitStoreMsgOK``) hands its store time to
     the group commit that sets it, so it is the store time of the last put that waited, else

@@ -78,9 +78,10 @@ Names defined here:
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar, cast, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from .paths import COMMITLOG_DIR
 
@@ -192,6 +193,13 @@ MIN_RECORD_SIZE = RECORD_OVERHEAD + 2 * HOST_V4_SIZE + TOPIC_LENGTH_SIZE_V1 + SI
 BLANK_SIZE = SIZE_TOTALSIZE + SIZE_MAGIC    # 8: what a BLANK record writes (and a walk reads per record)
 MIN_BLANK = 8                  # RocketMQ's END_FILE_MIN_BLANK_LENGTH: room a record must leave behind it
 
+# The field helpers take one value or a numpy array of them (a batch of records) and answer in kind.
+Array = npt.NDArray[Any]
+# What the parsers read: bytes, or a numpy uint8 array (both hold the buffer protocol; numpy's stubs do
+# not say so to struct, hence the ignores on its unpack_from calls).
+Buffer = bytes | bytearray | memoryview | Array
+IntOrArray = TypeVar("IntOrArray", int, Array)
+
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _SIZE_MAGIC = struct.Struct(">ii")
@@ -211,14 +219,14 @@ def rel_path(base_offset: int) -> str:
     return f"{DIR}/{file_name(base_offset)}"
 
 
-def is_record_start(size, magic, pos, limit):
+def is_record_start(size: IntOrArray, magic: IntOrArray, pos: IntOrArray, limit: int) -> Any:
     """A record starts at ``pos`` as a broker's recovery walk reads it: a message magic and a TOTALSIZE
     > 0 that ends by ``limit`` (a BLANK record, zeros or garbage end the data). Ints or numpy arrays;
     the compiled walk (``compute.kernels.walk_records``) applies the same rule."""
     return ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (size > 0) & (pos + size <= limit)
 
 
-def fits(pos, size, file_size):
+def fits(pos: IntOrArray, size: IntOrArray, file_size: int) -> Any:
     """A record of ``size`` bytes may be appended at ``pos``: ``size + MIN_BLANK <= file_size - pos``."""
     return size + MIN_BLANK <= file_size - pos
 
@@ -228,74 +236,81 @@ def blank_record(pos: int, file_size: int) -> bytes:
     return _SIZE_MAGIC.pack(file_size - pos, BLANK_MAGIC)
 
 
-def parse_blank(buf, pos: int = 0) -> int | None:
+def parse_blank(buf: Buffer, pos: int = 0) -> int | None:
     """The length field of the BLANK record at ``pos``, or None if there is none."""
     size, magic = parse_size_magic(buf, pos)
     return size if magic == BLANK_MAGIC else None
 
 
 # ---------------------------------------------------------------------------- variable parts
-def host_size(is_v6):
+@overload
+def host_size(is_v6: bool) -> int: ...
+@overload
+def host_size(is_v6: Array) -> Array: ...
+def host_size(is_v6: bool | Array) -> int | Array:
     """HOST_V6_SIZE where ``is_v6`` else HOST_V4_SIZE (bool or bool array)."""
-    return np.where(is_v6, HOST_V6_SIZE, HOST_V4_SIZE) if isinstance(is_v6, np.ndarray) \
+    return cast(Array, np.where(is_v6, HOST_V6_SIZE, HOST_V4_SIZE)) if isinstance(is_v6, np.ndarray) \
         else (HOST_V6_SIZE if is_v6 else HOST_V4_SIZE)
 
 
-def born_host_size(sysflag):
+def born_host_size(sysflag: IntOrArray) -> IntOrArray:
     """Size of BORNHOST for a SYSFLAG value (int or int array)."""
-    return host_size((np.asarray(sysflag) & FLAG_BORNHOST_V6) != 0 if isinstance(sysflag, np.ndarray)
-                     else bool(sysflag & FLAG_BORNHOST_V6))
+    if isinstance(sysflag, np.ndarray):
+        return host_size(cast(Array, (sysflag & FLAG_BORNHOST_V6) != 0))
+    return host_size(bool(sysflag & FLAG_BORNHOST_V6))
 
 
-def store_host_size(sysflag):
+def store_host_size(sysflag: IntOrArray) -> IntOrArray:
     """Size of STOREHOST for a SYSFLAG value (int or int array)."""
-    return host_size((np.asarray(sysflag) & FLAG_STOREHOST_V6) != 0 if isinstance(sysflag, np.ndarray)
-                     else bool(sysflag & FLAG_STOREHOST_V6))
+    if isinstance(sysflag, np.ndarray):
+        return host_size(cast(Array, (sysflag & FLAG_STOREHOST_V6) != 0))
+    return host_size(bool(sysflag & FLAG_STOREHOST_V6))
 
 
-def topic_length_size(magic):
+def topic_length_size(magic: IntOrArray) -> IntOrArray:
     """Size of TOPICLENGTH for a MAGICCODE: 2 for MAGIC_V2, else 1 (int or int array)."""
     if isinstance(magic, np.ndarray):
         return np.where(magic == MAGIC_V2, TOPIC_LENGTH_SIZE_V2, TOPIC_LENGTH_SIZE_V1)
     return TOPIC_LENGTH_SIZE_V2 if magic == MAGIC_V2 else TOPIC_LENGTH_SIZE_V1
 
 
-def storetimestamp_offset(sysflag):
+def storetimestamp_offset(sysflag: IntOrArray) -> IntOrArray:
     """Offset of STORETIMESTAMP in a record with this SYSFLAG (MessageDecoder's constant 56 is the IPv4 case)."""
     return POS_BORNHOST + born_host_size(sysflag) + REL_STORETIMESTAMP
 
 
-def storehost_offset(sysflag):
+def storehost_offset(sysflag: IntOrArray) -> IntOrArray:
     return POS_BORNHOST + born_host_size(sysflag) + REL_STOREHOST
 
 
-def _after_storehost(sysflag):
+def _after_storehost(sysflag: IntOrArray) -> IntOrArray:
     return storehost_offset(sysflag) + store_host_size(sysflag)
 
 
-def reconsumetimes_offset(sysflag):
+def reconsumetimes_offset(sysflag: IntOrArray) -> IntOrArray:
     return _after_storehost(sysflag) + REL_RECONSUMETIMES
 
 
-def prepared_tx_offset_offset(sysflag):
+def prepared_tx_offset_offset(sysflag: IntOrArray) -> IntOrArray:
     return _after_storehost(sysflag) + REL_PREPARED_TX_OFFSET
 
 
-def bodylength_offset(sysflag):
+def bodylength_offset(sysflag: IntOrArray) -> IntOrArray:
     return _after_storehost(sysflag) + REL_BODYLENGTH
 
 
-def body_offset(sysflag):
+def body_offset(sysflag: IntOrArray) -> IntOrArray:
     return _after_storehost(sysflag) + REL_BODY
 
 
-def record_size(body_len, topic_len, props_len, born_v6=False, store_v6=False, v2=False):
+def record_size(body_len: IntOrArray, topic_len: IntOrArray, props_len: IntOrArray, born_v6: bool | Array = False,
+                store_v6: bool | Array = False, v2: bool | Array = False) -> IntOrArray:
     """TOTALSIZE (MessageExtEncoder.calMsgLength); ``topic_len`` without the TOPICLENGTH field.
     Works on ints and numpy arrays alike."""
     t = np.where(v2, TOPIC_LENGTH_SIZE_V2, TOPIC_LENGTH_SIZE_V1) if isinstance(v2, np.ndarray) \
         else (TOPIC_LENGTH_SIZE_V2 if v2 else TOPIC_LENGTH_SIZE_V1)
-    return (RECORD_OVERHEAD + host_size(born_v6) + host_size(store_v6) + body_len + t + topic_len
-            + SIZE_PROPERTIESLENGTH + props_len)
+    return cast(IntOrArray, RECORD_OVERHEAD + host_size(born_v6) + host_size(store_v6) + body_len + t + topic_len
+                + SIZE_PROPERTIESLENGTH + props_len)
 
 
 # ---------------------------------------------------------------------------- pack / parse
@@ -312,28 +327,31 @@ class FixedHeader(NamedTuple):
     born_timestamp: int
 
 
-def parse_fixed(buf, pos: int = 0) -> FixedHeader:
+def parse_fixed(buf: Buffer, pos: int = 0) -> FixedHeader:
     """The fixed part of the record at ``pos`` (struct.error if fewer than FIXED_SIZE bytes)."""
-    return FixedHeader(*_FIXED.unpack_from(buf, pos))
+    return FixedHeader(*_FIXED.unpack_from(buf, pos))  # type: ignore[arg-type]
 
 
 def pack_fixed(h: FixedHeader) -> bytes:
     return _FIXED.pack(*h)
 
 
-def parse_size_magic(buf, pos: int = 0) -> tuple[int, int]:
+def parse_size_magic(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """(TOTALSIZE, MAGICCODE) at ``pos``: what a segment walk reads (BLANK_SIZE bytes)."""
-    return _SIZE_MAGIC.unpack_from(buf, pos)
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)  # type: ignore[arg-type]
+    return size, magic
 
 
-def parse_i32(buf, pos: int = 0) -> int:
+def parse_i32(buf: Buffer, pos: int = 0) -> int:
     """A big-endian int32 field of a record (e.g. at ``POS_SYSFLAG``)."""
-    return _I32.unpack_from(buf, pos)[0]
+    value: int = _I32.unpack_from(buf, pos)[0]  # type: ignore[arg-type]
+    return value
 
 
-def parse_i64(buf, pos: int = 0) -> int:
+def parse_i64(buf: Buffer, pos: int = 0) -> int:
     """A big-endian int64 field of a record (e.g. at ``POS_PHYSICALOFFSET`` or ``storetimestamp_offset``)."""
-    return _I64.unpack_from(buf, pos)[0]
+    value: int = _I64.unpack_from(buf, pos)[0]  # type: ignore[arg-type]
+    return value
 
 
 def pack_topic_length(length: int, v2: bool) -> bytes:
@@ -353,12 +371,31 @@ def unpack_host(raw: bytes) -> tuple[bytes, int]:
 
 # One record's fields as stored (hosts packed, topic and properties as raw UTF-8): the fixed
 # header's fields, then the rest in record order.
-Record = NamedTuple("Record", [*FixedHeader.__annotations__.items(), ("born_host", bytes), ("store_timestamp", int),
-                               ("store_host", bytes), ("reconsume_times", int), ("prepared_transaction_offset", int),
-                               ("body", bytes), ("topic", bytes), ("properties", bytes)])
+class Record(NamedTuple):
+    """One record's fields: FixedHeader's (the same names, in the same order), then the rest."""
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    store_timestamp: int
+    store_host: bytes
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: bytes
+    properties: bytes
 
 
-def parse_record(buf, pos: int = 0) -> Record | None:
+assert Record._fields[:len(FixedHeader._fields)] == FixedHeader._fields
+
+
+def parse_record(buf: Buffer, pos: int = 0) -> Record | None:
     """The record at ``buf[pos:]`` decoded the way ``MessageDecoder.decode(buffer, readBody=true,
     deCompressBody=false)`` does; None where Java's decoder throws (unknown magic, buffer underflow,
     negative topic length). ``buf`` should end where the record ends. A BODYLENGTH <= 0 gives an
@@ -385,7 +422,7 @@ def parse_record(buf, pos: int = 0) -> Record | None:
             return None
         store_host = bytes(buf[p:p + sl])
         p += sl
-        reconsume, prep, body_len = _AFTER_STOREHOST.unpack_from(buf, p)
+        reconsume, prep, body_len = _AFTER_STOREHOST.unpack_from(buf, p)  # type: ignore[arg-type]
         p += REL_BODY
         body = b""
         if body_len > 0:
@@ -393,13 +430,13 @@ def parse_record(buf, pos: int = 0) -> Record | None:
                 return None
             body = bytes(buf[p:p + body_len])
             p += body_len
-        (tlen,) = (_I16 if tl == TOPIC_LENGTH_SIZE_V2 else _I8).unpack_from(buf, p)
+        (tlen,) = (_I16 if tl == TOPIC_LENGTH_SIZE_V2 else _I8).unpack_from(buf, p)  # type: ignore[arg-type]
         p += tl
         if tlen < 0 or p + tlen > n:
             return None
         topic = bytes(buf[p:p + tlen])
         p += tlen
-        (plen,) = _I16.unpack_from(buf, p)
+        (plen,) = _I16.unpack_from(buf, p)  # type: ignore[arg-type]
         p += SIZE_PROPERTIESLENGTH
         props = b""
         if plen > 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from typing import Any
 from dataclasses import dataclass, field
 
 __all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "StoreConfig",
@@ -63,7 +64,7 @@ class StoreConfig:
     flushDiskType: str = "SYNC_FLUSH"
     # Which RocketMQ line the files and the readers' answers match (ROCKETMQ_LINES).
     rocketmqVersion: str = DEFAULT_ROCKETMQ_LINE
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
 
     # ----------------------------------------------------------------- derived
     @property
@@ -111,7 +112,7 @@ class StoreConfig:
             raise ConfigError("index file larger than 2 GiB: lower maxHashSlotNum/maxIndexNum")
         if self.maxMessageSize < 1:
             raise ConfigError("maxMessageSize must be positive")
-        self.delay_level_millis  # parse check
+        _ = self.delay_level_millis  # parses messageDelayLevel: raises ConfigError when it is bad
         if self.rocketmqVersion not in ROCKETMQ_LINES:
             raise ConfigError(f"rocketmqVersion must be one of {', '.join(ROCKETMQ_LINES)}, "
                               f"not {self.rocketmqVersion!r}")
@@ -138,7 +139,7 @@ class StoreConfig:
         """Files are fsync'd before a batch is committed (flushDiskType=SYNC_FLUSH)."""
         return self.flushDiskType == "SYNC_FLUSH"
 
-    def file_shaping(self) -> dict:
+    def file_shaping(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in FILE_SHAPING_KEYS}
 
     def to_json(self) -> str:
@@ -155,11 +156,11 @@ JAVA_INT_MIN, JAVA_INT_MAX = -2**31, 2**31 - 1
 MAX_HOURS = 10**9          # 114,000 years: any retention, and hours * 3,600,000 stays a 64-bit time
 
 
-def retention_hours(text) -> float:
+def retention_hours(text: object) -> float:
     """``text`` as a retention in hours: a finite number in [0, MAX_HOURS]; ValueError saying what
     is wrong otherwise (nan, inf, 1e308, negative, not a number)."""
     try:
-        value = float(text)
+        value = float(text)  # type: ignore[arg-type]  # anything: float() says what it cannot take
     except (TypeError, ValueError):
         raise ValueError(f"{text!r} is not a number of hours") from None
     if not 0 <= value <= MAX_HOURS:          # (False for nan)
@@ -167,7 +168,7 @@ def retention_hours(text) -> float:
     return value
 
 
-def parse_topic_retention(text: str | None) -> dict:
+def parse_topic_retention(text: str | None) -> dict[str, float]:
     """``topic=hours,topic=hours`` (the ``topicRetention`` key) -> {topic: hours}; ConfigError (a bad
     configuration value, exit 2) on anything else."""
     out = {}
@@ -185,7 +186,7 @@ def parse_topic_retention(text: str | None) -> dict:
     return out
 
 
-def parse_java_properties(text: str) -> dict:
+def parse_java_properties(text: str) -> dict[str, str]:
     """Minimal Java .properties reader: ``key=value`` / ``key: value`` / ``key value``, # and ! comments."""
     out = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -199,7 +200,7 @@ def parse_java_properties(text: str) -> dict:
     return out
 
 
-def _coerce(name: str, value: str, default):
+def _coerce(name: str, value: str, default: object) -> str | int | bool:
     if isinstance(default, bool):
         low = value.lower()
         if low not in ("true", "false"):
@@ -216,9 +217,9 @@ def _coerce(name: str, value: str, default):
     return value
 
 
-def load_config(path: str | None = None, overrides: dict | None = None) -> StoreConfig:
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> StoreConfig:
     """Defaults, then the properties file, then explicit overrides (all by RocketMQ key name)."""
-    values: dict = {}
+    values: dict[str, str] = {}
     if path:
         try:
             with open(path, encoding="utf-8") as fh:
@@ -237,10 +238,11 @@ def load_config(path: str | None = None, overrides: dict | None = None) -> Store
     return _from_values(values)
 
 
-def _from_values(values: dict) -> StoreConfig:
+def _from_values(values: dict[str, str]) -> StoreConfig:
     base = StoreConfig()
     known = {f.name: getattr(base, f.name) for f in dataclasses.fields(StoreConfig) if f.name != "extra"}
-    kwargs, extra = {}, {}
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, str] = {}
     for k, v in values.items():
         if k in known:
             kwargs[k] = _coerce(k, v, known[k])

@@ -27,8 +27,12 @@ This module is a leaf (numpy only at import time): ``config`` takes ``UNIT_SIZE`
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+from .commitlog import Buffer, IntOrArray
 
 from ..errors import StorePathError
 from .names import topic_problem
@@ -70,9 +74,10 @@ def pack_unit(phys: int, size: int, tags: int) -> bytes:
     return _UNIT.pack(phys, size, tags)
 
 
-def parse_unit(buf, pos: int = 0) -> tuple[int, int, int]:
+def parse_unit(buf: Buffer, pos: int = 0) -> tuple[int, int, int]:
     """(phys, size, tagsCode) of the unit at byte ``pos`` of ``buf`` (struct.error when short)."""
-    return _UNIT.unpack_from(buf, pos)
+    phys, size, tags = _UNIT.unpack_from(buf, pos)  # type: ignore[arg-type]
+    return phys, size, tags
 
 
 def encode_units(phys: np.ndarray, size: np.ndarray, tags: np.ndarray) -> np.ndarray:
@@ -84,19 +89,20 @@ def encode_units(phys: np.ndarray, size: np.ndarray, tags: np.ndarray) -> np.nda
     return units.view(np.uint8)
 
 
-def decode_units(buf) -> np.ndarray:
+def decode_units(buf: Buffer) -> np.ndarray:
     """Structured view (phys, size, tags) of the whole units in ``buf``."""
     arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
     n = len(arr) // UNIT_SIZE
     return arr[: n * UNIT_SIZE].view(UNIT_DTYPE)
 
 
-def unit_in_use(phys, size):
+def unit_in_use(phys: IntOrArray, size: IntOrArray) -> Any:
     """The unit holds a message: ``phys >= 0 and size > 0`` (ints or arrays)."""
     return (phys >= 0) & (size > 0)
 
 
-def valid_units(source, n: int | None = None, exact: bool = True) -> int:
+def valid_units(source: Buffer | Callable[[int], tuple[int, int, int] | None], n: int | None = None,
+                exact: bool = True) -> int:
     """How many units at the start of a consume-queue file hold messages: the index of the first
     unit failing ``unit_in_use`` (RocketMQ's recovery walk), at most ``n``.
 

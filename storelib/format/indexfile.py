@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from .commitlog import Buffer
 from .paths import INDEX_DIR
 
 if TYPE_CHECKING:
@@ -117,7 +118,10 @@ class IndexHeader(NamedTuple):
         h = cls(*_HEADER.unpack_from(data, 0))
         return h._replace(index_count=1) if h.index_count == 0 else h
 
-    from_bytes = parse
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "IndexHeader":
+        """``parse``'s other name."""
+        return cls.parse(data)
 
     @classmethod
     def inherited(cls, end_phy_offset: int, end_timestamp: int) -> "IndexHeader":
@@ -129,7 +133,7 @@ class IndexHeader(NamedTuple):
             h = h._replace(begin_timestamp=end_timestamp, end_timestamp=end_timestamp)
         return h
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, int]:
         return dict(self._asdict())
 
 
@@ -156,28 +160,30 @@ def pack_entry(key_hash: int, phy_offset: int, time_diff: int, prev_pos: int) ->
     return _ENTRY.pack(key_hash, phy_offset, time_diff, prev_pos)
 
 
-def parse_entry(buf, pos: int = 0) -> tuple[int, int, int, int]:
+def parse_entry(buf: Buffer, pos: int = 0) -> tuple[int, int, int, int]:
     """(keyHash, phyOffset, timeDiff, prevPos) of the entry at byte ``pos`` of ``buf``."""
-    return _ENTRY.unpack_from(buf, pos)
+    key_hash, phy, time_diff, prev = _ENTRY.unpack_from(buf, pos)  # type: ignore[arg-type]
+    return key_hash, phy, time_diff, prev
 
 
-def parse_slot(buf, pos: int = 0) -> int:
+def parse_slot(buf: Buffer, pos: int = 0) -> int:
     """The slot value (entry position) at byte ``pos`` of ``buf``."""
-    return _SLOT.unpack_from(buf, pos)[0]
+    value: int = _SLOT.unpack_from(buf, pos)[0]  # type: ignore[arg-type]
+    return value
 
 
 def encode_slots(slots: np.ndarray) -> bytes:
     return np.asarray(slots).astype(SLOT_DTYPE).tobytes()
 
 
-def decode_slots(buf, count: int | None = None, offset: int = 0) -> np.ndarray:
+def decode_slots(buf: Buffer, count: int | None = None, offset: int = 0) -> np.ndarray:
     """Slot values (native int32) of ``count`` slots at byte ``offset`` of ``buf``."""
     arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
     n = (len(arr) - offset) // SLOT_SIZE if count is None else count
     return arr[offset:offset + n * SLOT_SIZE].view(SLOT_DTYPE).astype(np.int32)
 
 
-def decode_entries(buf, count: int | None = None, offset: int = 0) -> np.ndarray:
+def decode_entries(buf: Buffer, count: int | None = None, offset: int = 0) -> np.ndarray:
     """Structured view (hash, phys, time_diff, prev) of ``count`` entries at byte ``offset`` of ``buf``."""
     arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
     n = (len(arr) - offset) // ENTRY_SIZE if count is None else count

@@ -15,6 +15,8 @@ stores (``Store.path``).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import re
 
 __all__ = ["OFFSET_FILE_NAME", "INDEX_FILE_NAME", "TOPIC_CHARS", "TOPIC_PATTERN", "TOPIC_MAX_BYTES", "topic_problem", "topic_problems", "check_topic",
@@ -35,7 +37,7 @@ def _short(text: str, limit: int = 60) -> str:
     return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} characters)"
 
 
-def topic_problem(topic) -> str | None:
+def topic_problem(topic: object) -> str | None:
     """Why ``topic`` cannot name a topic directory, or None if it can."""
     if topic is None:
         return "missing (required)"
@@ -62,7 +64,7 @@ def topic_problem(topic) -> str | None:
     return None
 
 
-def topic_problems(values) -> dict:
+def topic_problems(values: Iterable[str | None]) -> dict[int, str]:
     """{position: problem} for the invalid entries of ``values`` (an Arrow string array, meant
     for the distinct topics of a column; nulls are skipped: the caller reports missing values).
     Vectorized: only the entries that fail the pattern or the length are looked at one by one.
@@ -76,7 +78,7 @@ def topic_problems(values) -> dict:
                  pc.less_equal(pc.binary_length(arr), TOPIC_MAX_BYTES))
     bad = pc.and_(pc.invert(pc.fill_null(ok, True)), arr.is_valid())
     idx = pc.indices_nonzero(bad).to_pylist() if pc.any(bad).as_py() else []
-    out = {}
+    out: dict[int, str] = {}
     for i in idx:
         p = topic_problem(arr[i].as_py())
         if p:
@@ -84,15 +86,16 @@ def topic_problems(values) -> dict:
     return out
 
 
-def check_topic(topic, where: str = "") -> str:
+def check_topic(topic: object, where: str = "") -> str:
     """``topic`` if it is a valid topic directory name, else ValueError naming ``where``."""
     p = topic_problem(topic)
     if p:
         raise ValueError(f"{where}: {p}" if where else p)
+    assert isinstance(topic, str)          # topic_problem said so
     return topic
 
 
-def rel_path_problem(rel) -> str | None:
+def rel_path_problem(rel: object) -> str | None:
     """Why ``rel`` is not a path inside a store root, lexically (symlinks: ``Store.path``)."""
     if not isinstance(rel, str):
         return f"is not a string ({type(rel).__name__})"

@@ -10,8 +10,10 @@ the Spark readers use is ``codec.decode_records``.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from . import commitlog as cl
+from .commitlog import Buffer
 # Plain-Python text forms: hosts/properties load numba and pyarrow, which the shell lookup avoids.
 from .textforms import format_host, parse_properties_string
 
@@ -35,28 +37,28 @@ PHYS_END = cl.POS_PHYSICALOFFSET + cl.SIZE_PHYSICALOFFSET     # the header up to
 
 
 # ----------------------------------------------------------------------------- header peeks
-def record_head(buf, pos: int = 0) -> tuple[int, int] | None:
+def record_head(buf: Buffer, pos: int = 0) -> tuple[int, int] | None:
     """(TOTALSIZE, MAGICCODE) of the record at ``pos``; None if ``buf`` ends before them."""
     if pos < 0 or pos + cl.BLANK_SIZE > len(buf):
         return None
     return cl.parse_size_magic(buf, pos)
 
 
-def total_size_at(buf, pos: int = 0) -> int | None:
+def total_size_at(buf: Buffer, pos: int = 0) -> int | None:
     """TOTALSIZE of the record at ``pos`` (Java's ``getInt(0)``); None if ``buf`` is too short."""
     if pos + cl.POS_TOTALSIZE + cl.SIZE_TOTALSIZE > len(buf):
         return None
     return cl.parse_i32(buf, pos + cl.POS_TOTALSIZE)
 
 
-def record_phys_offset(buf, pos: int = 0) -> int | None:
+def record_phys_offset(buf: Buffer, pos: int = 0) -> int | None:
     """PHYSICALOFFSET of the record at ``pos``; None if ``buf`` is too short."""
     if pos + PHYS_END > len(buf):
         return None
     return cl.parse_i64(buf, pos + cl.POS_PHYSICALOFFSET)
 
 
-def pickup_store_timestamp(raw) -> int | None:
+def pickup_store_timestamp(raw: Buffer) -> int | None:
     """The store timestamp in a record's bytes (CommitLog.pickupStoreTimestamp's reads: SYSFLAG,
     then the timestamp after the born host); None where Java throws (too few bytes)."""
     if cl.POS_SYSFLAG + cl.SIZE_SYSFLAG > len(raw):
@@ -73,7 +75,7 @@ def earliest_probe_size(store_host_v6: bool) -> int:
 
 
 # ----------------------------------------------------------------------------- whole record
-def decode_message(buf: bytes) -> dict | None:
+def decode_message(buf: bytes | bytearray | memoryview) -> dict[str, Any] | None:
     """MessageDecoder.decode(buffer, readBody=true, deCompressBody=false) of one record, as a dict.
 
     ``buf`` is exactly the record's bytes (the SelectMappedBufferResult). None where Java's
@@ -109,7 +111,7 @@ def decode_msg_id(msg_id: str) -> tuple[bytes, int]:
 
 
 # ----------------------------------------------------------------------------- answers
-def answer_message(msg: dict, with_properties_string: bool) -> dict:
+def answer_message(msg: dict[str, Any], with_properties_string: bool) -> dict[str, Any]:
     """A decoded message in the golden answers' form (docs/FORMAT.md §7.2)."""
     out = {k: msg[k] for k in ("commitlog_offset", "store_size", "msg_id", "topic", "queue_id",
                                "queue_offset", "flag", "sys_flag", "body_crc", "born_timestamp",
@@ -124,7 +126,7 @@ def answer_message(msg: dict, with_properties_string: bool) -> dict:
     return out
 
 
-def message_keys(msg: dict) -> tuple[str | None, list[str]]:
+def message_keys(msg: dict[str, Any]) -> tuple[str | None, list[str]]:
     """(UNIQ_KEY, non-empty KEYS tokens) as the index dispatch reads them."""
     props = parse_properties_string(msg["properties_string"])
     keys = props.get("KEYS")
@@ -141,7 +143,7 @@ def is_rollback(sys_flag: int) -> bool:
     return (sys_flag & cl.TRANSACTION_MASK) == cl.TRANSACTION_ROLLBACK
 
 
-def message_row(msg: dict) -> dict:
+def message_row(msg: dict[str, Any]) -> dict[str, Any]:
     """A ``decode_message`` dict as a row of the public message columns (``MESSAGE_COLUMNS``):
     properties as a dict, TAGS/KEYS/UNIQ_KEY pulled out, fields it lacks None."""
     p = parse_properties_string(msg["properties_string"])

@@ -26,10 +26,10 @@ def format_host(raw: bytes) -> str:
     return "[" + ":".join(f"{g:x}" for g in groups) + f"]:{port}"
 
 
-def parse_properties_string(props: str) -> dict:
+def parse_properties_string(props: str) -> dict[str, str]:
     """MessageDecoder.string2messageProperties for one string: split on U+0002; a segment counts
     when its first U+0001 leaves a non-empty name and value; a later duplicate name wins."""
-    out = {}
+    out: dict[str, str] = {}
     i, n = 0, len(props)
     while i < n:
         j = props.find(PROPERTY_SEP, i)

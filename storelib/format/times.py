@@ -13,7 +13,7 @@ __all__ = ["TIME_FORMS", "time_ms"]
 TIME_FORMS = "epoch milliseconds or an ISO-8601 time (e.g. 2024-06-01T08:00:00Z)"
 
 
-def time_ms(text) -> int:
+def time_ms(text: object) -> int:
     """Epoch ms of ``1717200000000``, ``2024-06-01T00:00:00Z``, ``2024-06-01 08:00:00+08:00`` or
     ``2024-06-01``; ValueError for anything else."""
     s = str(text).strip()

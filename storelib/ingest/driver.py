@@ -172,7 +172,7 @@ class _Run:
     earlier: object = None                  # () -> the identity earlier versions gave the input, if any
 
 
-def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreConfig,
+def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig,
                batch_id: str | None = None, target_splits: int = 0, quiet: bool = False,
                split_bytes: int = 128 << 20, topics=None, queue_by: str | None = None,
                store_timestamp: int | None = None, progress_interval: float = 5.0,
@@ -188,7 +188,7 @@ def run_ingest(spark, store_uri: str, input_path: str, fmt: str, config: StoreCo
     t0 = time.time()
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
-    return ingest_batch(spark, store_uri, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
+    return ingest_batch(spark, store, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
                         queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics,
                         allow_empty_body=allow_empty_body)
 

@@ -134,7 +134,7 @@ class RocketLakeDataSource(DataSource):
     def writer(self, schema, overwrite: bool):
         return _BatchWriter(self._check(schema, overwrite))
 
-    def streamWriter(self, schema, overwrite: bool):  # noqa: N802 - pyspark's name
+    def streamWriter(self, schema, overwrite: bool):  # pyspark's name
         opts = self._check(schema, overwrite)
         if not opts.get("checkpointlocation"):
             raise ValueError("rocketlake sink: give the query a checkpointLocation (its id makes "
@@ -210,7 +210,7 @@ class _StreamWriter(_Parts, DataSourceStreamArrowWriter):
     def write(self, iterator):
         return self._stage(iterator)
 
-    def commit(self, messages, batchId):  # noqa: N803 - pyspark's name
+    def commit(self, messages, batchId):  # pyspark's name
         bid = stream_batch_id(self.owner, batchId)
         self._ingest(messages, bid, _stream_fingerprint(bid))
 

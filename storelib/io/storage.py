@@ -25,7 +25,7 @@ import shutil
 
 import numpy as np
 import pyarrow.fs as pafs
-from pyarrow.fs import FileSelector, FileType  # noqa: F401  (re-exported for callers)
+from pyarrow.fs import FileSelector, FileType  # re-exported for callers
 
 from ..errors import StoreError, StorePathError
 from . import objstore

@@ -102,11 +102,11 @@ def _sparse_copy(src: str, dst: str, size: int) -> None:
         fo.truncate(size)
 
 
-def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id: str | None = None,
+def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None = None,
           quiet: bool = False) -> dict:
     t0 = time.time()
     say = Progress(quiet).say
-    store = storage.Store(store_uri)
+    store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     fresh = store.os_paths and not os.path.exists(store.root)
     lease = writerlease.WriterLease(store, batch_id or "import")
     lease.acquire()          # ConcurrentWriteError: another writer holds the store

@@ -129,14 +129,14 @@ def delete_objects(store: storage.Store, files: set) -> list:
     return gone
 
 
-def expire(store_uri: str, reserved_hours: float | None, now_ms: int | None = None, dry_run: bool = False,
+def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int | None = None, dry_run: bool = False,
            batch_id: str | None = None, vacuum_retention_hours: int = 168, housekeeping: bool = True,
            quiet: bool = False, topic_rules: dict | None = None) -> dict:
     """``reserved_hours``: the store-wide rule (None: none, with ``topic_rules`` only);
     ``topic_rules``: {topic: hours} (``ops.topic_retention``)."""
     t0 = time.time()
     say = Progress(quiet).say
-    store = storage.Store(store_uri)
+    store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
     if dry_run:

@@ -477,7 +477,7 @@ class QueueReader:
                 per = self.file_size // UNIT_SIZE
                 q = q + per - q % per
                 continue
-            for uq, phy, size, _ in units:
+            for _uq, phy, _size, _ in units:
                 msg = self.commitlog.get_by_offset(phy)
                 if msg is not None:
                     out.append(msg)

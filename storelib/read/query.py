@@ -222,7 +222,7 @@ _RESULT_QUERIES = {
 }
 
 
-def open_store(uri: str, as_of_batch=None, config: StoreConfig | None = None) -> StoreReader:
+def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | None = None) -> StoreReader:
     """A ``StoreReader`` over one committed batch of a store (local path or pyarrow.fs URI).
 
     rocketlake stores: the latest committed batch, or ``as_of_batch`` (batch id or sequence
@@ -231,7 +231,7 @@ def open_store(uri: str, as_of_batch=None, config: StoreConfig | None = None) ->
     ``config`` (default: RocketMQ defaults) fitted to the file sizes found. ``reader.snapshot``
     tells which (``storefiles.SnapshotInfo``).
     """
-    store = as_store(uri)
+    store = as_store(store)
     files, info = open_files(store, as_of_batch, config)
     reader = StoreReader(store, files.config, files)
     reader.snapshot = info

@@ -96,7 +96,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.fail_on_loss = str(self.options.get("failondataloss", "true")).lower() != "false"
         self.last_end = None          # the end of the latest micro-batch this reader planned
 
-    def initialOffset(self) -> dict:  # noqa: N802 - pyspark's names
+    def initialOffset(self) -> dict:  # pyspark's names
         snap = _snapshot(self.path)
         start = str(self.options.get("startingoffsets", "earliest")).lower()
         if snap.batch is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 __all__ = ["committed", "deferring", "record", "pending", "reset"]
 
-_state = {"defer": False, "signum": None}
+_state: dict[str, bool | int | None] = {"defer": False, "signum": None}
 
 
 def reset() -> None:

@@ -113,7 +113,9 @@ def _workload() -> None:
     df = spark.createDataFrame(pa.table({"k": list(range(100)), "v": [str(i) for i in range(100)]}))
     df.mapInArrow(lambda it: it, df.schema).groupBy("k").count().toArrow()
     spark.range(1000).selectExpr("id % 7 AS g").groupBy("g").count().collect()
-    print(spark._jvm.java.lang.ProcessHandle.current().pid(), flush=True)     # for build() to wait on
+    jvm = spark._jvm
+    assert jvm is not None                        # a classic (JVM) session
+    print(jvm.java.lang.ProcessHandle.current().pid(), flush=True)     # for build() to wait on
     spark.stop()
 
 

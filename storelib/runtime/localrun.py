@@ -29,7 +29,7 @@ class _Dataset:
     def map(self, fn) -> "_Dataset":
         return _Dataset([fn(x) for x in self._items])
 
-    def flatMap(self, fn) -> "_Dataset":  # noqa: N802 - Spark's name
+    def flatMap(self, fn) -> "_Dataset":  # Spark's name
         return _Dataset([y for x in self._items for y in fn(x)])
 
     def foreachPartition(self, fn) -> None:  # noqa: N802

@@ -6,6 +6,7 @@ Used by ingest, adopt (``--from-store``) and expire.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 
@@ -31,10 +32,10 @@ class Progress:
         self.quiet = quiet
         self.sc = sc
         self.interval = interval
-        self._stage = None
+        self._stage: dict | None = None
         self._stage_t0 = 0.0
-        self._stop = None
-        self._thread = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
 
     def say(self, msg: str) -> None:
         if not self.quiet:
@@ -45,8 +46,7 @@ class Progress:
 
     def stage(self, name: str | None, tasks: int = 0, **info) -> None:
         """Start (name) or end (None) a Spark stage of the ingest; polling runs in between."""
-        import threading
-        if self._thread is not None:
+        if self._thread is not None and self._stop is not None:
             self._stop.set()
             self._thread.join(timeout=10)
             self._thread = None
@@ -57,12 +57,12 @@ class Progress:
         self._stage_t0 = time.time()
         if self.sc is None or self.quiet or _spark_shows_progress(self.sc):
             return
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="rocketlake-progress", daemon=True)
+        self._stop = stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, args=(stop,), name="rocketlake-progress", daemon=True)
         self._thread.start()
 
-    def _poll(self) -> None:
-        while not self._stop.wait(min(self.interval, 5.0)):
+    def _poll(self, stop: threading.Event) -> None:
+        while not stop.wait(min(self.interval, 5.0)):
             if not self.quiet:
                 try:
                     self.say(self.line())
@@ -70,7 +70,7 @@ class Progress:
                     pass
 
     def line(self) -> str:
-        st = self._stage or {}
+        st: dict = self._stage or {}
         tracker = self.sc.statusTracker()
         done = total = 0
         stages = []

@@ -116,5 +116,5 @@ def quiet_jvm_boot() -> None:
         finally:
             os.close(w)                  # the JVM holds its own copy
 
-    quiet_launch.rocketlake_quiet = True
+    quiet_launch.rocketlake_quiet = True  # type: ignore[attr-defined]  # marks the wrapper as ours
     ctx_mod.launch_gateway = quiet_launch

@@ -118,7 +118,7 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     n_bytes = 0
     staged = storefiles.staging_batches(store)
     try:
-        for rel, row in sorted(snap.files.items()):
+        for _rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
         starts = queue_starts_of(r["path"] for r in snap.of_kind("consumequeue"))
         text = properties_text(config, out.root if out.local else None, starts).encode()

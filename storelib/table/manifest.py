@@ -312,7 +312,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
         if lease is not None:
             lease.check()
 
-        def write(target, hooks=None):
+        def write(target, hooks=None, table=table):
             # schema_mode="merge": tables written before a column was added get it (nulls before)
             kw = {} if hooks is None else {"post_commithook_properties": hooks}
             if isinstance(target, str):
@@ -342,7 +342,7 @@ def _commit_object_store(store: storage.Store, rel: str, version: int | None, wr
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
     try:
         write(_table_uri(store, rel) if dt is None else dt)
-    except Exception as e:  # noqa: BLE001 - table creation races surface as several errors
+    except Exception as e:  # table creation races surface as several errors
         from deltalake.exceptions import CommitFailedError
         if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
                                                      or "version" in str(e).lower()):

@@ -262,7 +262,7 @@ def _check_names_and_gaps(cl: list, idx: list, F: int, problems: list) -> None:
 def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     """One task per segment and per index file, one per ``queues_per_task`` queues (a queue's files together)."""
     tasks = []
-    for i, (p, b, v, r) in enumerate(cl):
+    for i, (p, b, _v, r) in enumerate(cl):
         tasks.append({"kind": "commitlog", "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
     for p, r in idx:
         tasks.append({"kind": "index", "path": p, "manifest": r})
@@ -335,14 +335,14 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     return out
 
 
-def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool = False, spark=None,
+def verify_store(store: str | storage.Store, config: StoreConfig | None = None, deep: bool = False, spark=None,
                  as_of_batch=None, version: int | None = None, snap=None, use_manifest: bool = True,
                  threads: int | None = None) -> Report:
     """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
     (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
     from ..table.snapshots import resolve_snapshot, snapshot_config
     t0 = time.time()
-    store = storage.Store(store_uri)
+    store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     meta: list = []                          # the Delta tables' own damage
     unreadable = False
     if use_manifest:

@@ -149,7 +149,7 @@ def index_summary(data: np.ndarray, ent_at: int, n: int, slots: np.ndarray, nslo
         _index_summary(data, np.int64(ent_at), np.int64(n), np.asarray(slots, np.int64), np.int64(nslots), last,
                        np.int64(min_phy), np.int64(seg_size), np.asarray(seg_bases, np.int64), out)
     v = out.tolist()
-    return IndexSummary(*v[:5], bool(v[5]), *v[6:])
+    return IndexSummary(v[0], v[1], v[2], v[3], v[4], bool(v[5]), v[6], v[7])
 
 
 @njit(cache=True, nogil=True)

@@ -290,7 +290,7 @@ def units_by_records(starts: np.ndarray, base: int, recs: np.ndarray, files: lis
     _units_by_records(recs, np.asarray(starts, np.int64), np.int64(base), units, f_topic, f_qid, f_lo, f_hi, f_at,
                       np.empty(len(files), np.int64), table, matched, bad)
     out = []
-    for k, (_, a, b, _, _, _) in enumerate(files):
+    for k, (_, a, _b, _, _, _) in enumerate(files):
         lo, hi = f_at[k], f_at[k] + sizes[k]
         out.append(np.flatnonzero(bad[lo:hi]) + a if matched[lo:hi].all() else None)
     return out

@@ -780,7 +780,8 @@ def test_b64decode_column_matches_base64(values, cut):
 
 
 # ============================================================================ bad input
-LABEL = (lambda i: f"in.jsonl line {i + 1}")
+def LABEL(i: int) -> str:
+    return f"in.jsonl line {i + 1}"
 
 
 def assert_problem(exc: InputError, row_label: str, field: str, *words):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from guardpage import guarded_page
+from support.guardpage import guarded_page
 from numba import njit
 
 from storelib.compute import crc32

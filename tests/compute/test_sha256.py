@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from guardpage import guarded_page
+from support.guardpage import guarded_page
 
 from storelib.compute import sha256
 

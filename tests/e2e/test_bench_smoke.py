@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import harness  # noqa: E402
 import s3bench  # noqa: E402
 import table  # noqa: E402
-from s3server import moto  # noqa: E402
+from support.s3server import moto  # noqa: E402
 
 MB = 1 << 20
 
@@ -105,10 +105,13 @@ def _event_log(path, events):
 def test_anchor_phases_from_spark_event_log_and_jvm_timers(tmp_path):
     """Stages overlapping in time count once in the driver-only figure; the JVM's phase line parses."""
     import anchor
-    stage = lambda i, a, b: {"Event": "SparkListenerStageCompleted", "Stage Info": {
-        "Stage ID": i, "Stage Name": f"collect at {ROOT}/storelib/x.py:{i}", "Number of Tasks": 2,
-        "Submission Time": a, "Completion Time": b}}
-    task = lambda i, ms: {"Event": "SparkListenerTaskEnd", "Stage ID": i, "Task Metrics": {"Executor Run Time": ms}}
+    def stage(i, a, b):
+        return {"Event": "SparkListenerStageCompleted", "Stage Info": {
+            "Stage ID": i, "Stage Name": f"collect at {ROOT}/storelib/x.py:{i}", "Number of Tasks": 2,
+            "Submission Time": a, "Completion Time": b}}
+
+    def task(i, ms):
+        return {"Event": "SparkListenerTaskEnd", "Stage ID": i, "Task Metrics": {"Executor Run Time": ms}}
     _event_log(tmp_path / "log", [{"Event": "SparkListenerApplicationStart", "Timestamp": 1000}, task(0, 1500),
                                   task(0, 500), stage(0, 2000, 4000), task(1, 700), stage(1, 3000, 5000),
                                   {"Event": "SparkListenerApplicationEnd", "Timestamp": 11000}])

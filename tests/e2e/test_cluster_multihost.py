@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-import goldenlib
-import netns
+from support import goldenlib
+from support import netns
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow

@@ -26,9 +26,9 @@ import time
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
-from crashfs.availability import unavailable_reason
+from support.crashfs.availability import unavailable_reason
 from storelib.io import storage
 from storelib.runtime.faults import DRIVER_POINTS, EXPIRE_POINTS
 
@@ -83,8 +83,7 @@ def two_batches(inputs, store_a, tmp_path_factory):  # noqa: F811
 
 
 def _sink(base, store: str) -> dict:
-    sys.path.insert(0, os.path.dirname(RUNNER))
-    from local_ingest import sink_commit
+    from support.local_ingest import sink_commit
     return sink_commit(store, str(base / "b.jsonl"), str(base / "small.properties"), QUERY, str(MICRO_BATCH))
 
 

@@ -32,11 +32,11 @@ import time
 
 import pytest
 
-import goldenlib
-import repairstores
+from support import goldenlib
+from support import repairstores
 from conftest import golden_set
-from crashfs.availability import unavailable_reason
-from opshelp import small_config
+from support.crashfs.availability import unavailable_reason
+from support.opshelp import small_config
 from storelib.format import paths
 from storelib.io import storage
 from storelib.ops import repair as repair_op

@@ -28,11 +28,10 @@ import sys
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
-from crashfs.availability import unavailable_reason
+from support.crashfs.availability import unavailable_reason
 
-sys.path.insert(0, ROOT)
 from storelib.table import manifest
 from storelib.io import storage
 from storelib.verify import driver as verify  # noqa: E402
@@ -79,7 +78,7 @@ def _record(tmp_path, seed_store: str | None, args: list, record_writes: bool = 
     """Run ``tests/support/local_ingest.py ARGS`` (``{store}`` stands for the store on the mount) once on
     the crash simulator over a copy of ``seed_store`` (None: an empty directory); the recorded
     file system, after the run, and the run's result."""
-    from crashfs import LazyFS
+    from support.crashfs import LazyFS
     backing = tmp_path / "backing"
     backing.mkdir()
     if seed_store is not None:

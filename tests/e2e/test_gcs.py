@@ -14,8 +14,8 @@ import urllib.request
 
 import pytest
 
-import goldenlib
-import s3server
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 PY = sys.executable
@@ -60,7 +60,6 @@ def gcs():
 
 def test_store_files_on_gs(gcs, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs["STORAGE_EMULATOR_HOST"])
-    sys.path.insert(0, ROOT)
     from storelib.io import fragments
     from storelib.io import storage
     st = storage.Store(f"gs://{BUCKET}/stores/files")

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
 
 import test_ingest_s3 as ingest_cases
@@ -55,7 +55,6 @@ def _run(args: list, env_extra: dict | None = None, timeout: int = 300):
 
 
 def _snapshot(uri: str):
-    sys.path.insert(0, ROOT)
     from storelib.io import storage
     from storelib.table import manifest
     snap = manifest.load_snapshot(storage.Store(uri))
@@ -65,8 +64,8 @@ def _snapshot(uri: str):
 @pytest.fixture(scope="module")
 def namenode():
     """``hdfs://127.0.0.1:<port>`` of the module's mini cluster."""
-    import hdfscluster
-    from mavenfetch import Unavailable
+    from support import hdfscluster
+    from support.mavenfetch import Unavailable
     try:
         hdfscluster.jars()
     except Unavailable as e:

@@ -17,8 +17,8 @@ import urllib.request
 
 import pytest
 
-import goldenlib
-import netns
+from support import goldenlib
+from support import netns
 from conftest import GOLDEN, ROOT, golden_set
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(netns.unavailable() is None,

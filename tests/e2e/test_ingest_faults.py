@@ -32,10 +32,9 @@ import time
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set, ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.io import checksum, storage
 from storelib.ingest import commit as commit_stage
 from storelib.runtime import faults

@@ -83,11 +83,10 @@ import traceback
 
 import pytest
 
-# also run as a script (the reader process): conftest and the harness, as pytest finds them
-_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [_TESTS, os.path.join(_TESTS, "support")]
-import goldenlib  # noqa: E402
-import s3server
+# also run as a script (the reader process): it imports conftest and the helpers as pytest does, through
+# the PYTHONPATH tests/conftest.py gives every child process
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 PY = sys.executable
@@ -188,7 +187,6 @@ def observe(uri: str, model: dict, light: bool = False) -> int:
 def reader_main(uri: str, model_path: str, stop: str, out: str, interval: str = "0.2", light: str = "") -> int:
     """Query the store in a loop (every ``interval`` s) until ``stop`` exists; write what was
     seen to ``out`` (and the latest prefix to ``out``.progress as it goes)."""
-    sys.path.insert(0, ROOT)
     model = json.load(open(model_path))
     model["queues"] = [tuple(q) for q in model["queues"]]
     seen, problems, n, busy = [], [], 0, 0.0
@@ -227,7 +225,6 @@ def reader_main(uri: str, model_path: str, stop: str, out: str, interval: str = 
 
 def state_main(uri: str, out: str) -> int:
     """Committed batches, manifest rows, live files vs their checksums, leftovers: as JSON."""
-    sys.path.insert(0, ROOT)
     from storelib.io import checksum
     from storelib.io import headpages
     from storelib.table import manifest
@@ -275,7 +272,7 @@ def state_main(uri: str, out: str) -> int:
                 continue
         data = st.read(path, 0, r["valid_bytes"])
         head = json.loads(r["detail"] or "{}").get("head")
-        sha = headpages.checksum_of(lambda p, n: data[p:p + n], head["len"], len(data))[0] if head \
+        sha = headpages.checksum_of(lambda p, n, data=data: data[p:p + n], head["len"], len(data))[0] if head \
             else checksum.checksum_of_bytes(data)
         if sha != r["checksum"]:
             bad.append(f"{path}: checksum differs from the manifest's")
@@ -397,7 +394,7 @@ class Race:
               for n, (b, p) in enumerate(zip(ids, parts))]
         try:
             for point in points:
-                self._wait(ws, lambda w: w.exited() or w.reached(point), f"{point} or exit")
+                self._wait(ws, lambda w, point=point: w.exited() or w.reached(point), f"{point} or exit")
                 if mode == "ordered" and point == "before-delta-commit" and not any(w.exited() for w in ws):
                     first, second = ws
                     first.release(point)
@@ -459,7 +456,7 @@ class Race:
         except subprocess.TimeoutExpired:
             os.killpg(self.reader.pid, signal.SIGKILL)
             self.reader.wait()
-            raise AssertionError("the reader hangs")
+            raise AssertionError("the reader hangs") from None
         assert self.reader.returncode == 0 and self.reader_out.exists(), err[-3000:]
         return json.loads(self.reader_out.read_text())
 
@@ -522,7 +519,6 @@ def run_rounds(race: Race, rounds: list) -> None:
 def test_reads_follow_a_staged_file_the_publish_moved(tmp_path):
     """A reader given a staged copy (its batch's publish was unfinished when it opened the
     snapshot) still reads it after the publish moved it to its final name (Store.moved)."""
-    sys.path.insert(0, ROOT)
     from storelib.io import storage
     st = storage.Store(str(tmp_path / "store"))
     staged, final = "_rocketlake/staging/b/a/files/t/commitlog/00000000000000000000", "commitlog/00000000000000000000"

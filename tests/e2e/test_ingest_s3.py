@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-import goldenlib
-import s3server
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
@@ -87,10 +87,10 @@ def golden_two_batches(s3_env, tmp_path, bucket: str = BUCKET):
                        env=dict(os.environ, **env), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "status=ok problems=0 files=230" in r.stdout + r.stderr, r.stderr[-2000:]
     # The manifest reads over s3:// (deltalake + pyarrow.fs), in a clean process.
-    code = ("import sys, json; sys.path.insert(0, %r); from storelib.table import manifest; from storelib.io import storage; "
+    code = ("import json; from storelib.table import manifest; from storelib.io import storage; "
             "s = manifest.load_snapshot(storage.Store(%r)); "
             "print(json.dumps({'batches': [b['batch_id'] for b in s.batches], 'files': len(s.files), "
-            "'max': s.batch['max_phy_offset']}))") % (ROOT, uri)
+            "'max': s.batch['max_phy_offset']}))") % (uri,)
     out = subprocess.run([PY, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -123,7 +123,6 @@ def test_object_store_files_are_written_as_bounded_objects(s3_env, monkeypatch):
     env, _ = s3_env
     for k, v in env.items():
         monkeypatch.setenv(k, v)          # this process reaches the module's moto server (and only this test)
-    sys.path.insert(0, ROOT)
     from storelib.io import storage
     st = storage.Store(f"s3://{BUCKET}/stores/parts")
     data = os.urandom(5000)
@@ -154,7 +153,6 @@ def test_default_sizes_on_s3_take_several_batches(s3_env, tmp_path):
     server: two batches upload only what they add (no object holds a zero tail or a copy), a key
     lookup answers over s3://, and the exported directory is byte-identical to RocketMQ's."""
     env, s3 = s3_env
-    sys.path.insert(0, ROOT)
     from storelib.ingest import file_versions
     from storelib.ingest import inputs
     g = golden_set("default-size")

@@ -35,8 +35,7 @@ import numpy as np
 import pytest
 
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-sys.path.insert(0, SUPPORT)
-from rmqbroker import Broker  # noqa: E402
+from support.rmqbroker import Broker  # noqa: E402
 
 from storelib.codec import messages as codec  # noqa: E402
 from storelib.format import consumequeue, indexfile  # noqa: E402

@@ -16,11 +16,11 @@ import sys
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
-from crashfs.availability import unavailable_reason
+from support.crashfs.availability import unavailable_reason
 from test_crash_sim import TORN, _record, _states
-from mirrorhelp import records as _records, set_safe
+from support.mirrorhelp import records as _records, set_safe
 from test_nothing_lost import files_state
 
 from storelib.format import paths

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-import goldenlib
-import s3server
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
-from mirrorhelp import records, set_safe
+from support.mirrorhelp import records, set_safe
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not os.environ.get("ROCKETLAKE_MIRROR"), reason="make mirror (ROCKETLAKE_MIRROR=1)")]

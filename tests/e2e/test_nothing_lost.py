@@ -17,11 +17,10 @@ import time
 
 import pytest
 
-import goldenlib
-from repairstores import files_state
+from support import goldenlib
+from support.repairstores import files_state
 from conftest import golden_set, ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.io import checksum, storage
 from storelib.ingest import commit as commit_stage
 from storelib.table import manifest, writerlease

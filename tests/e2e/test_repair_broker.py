@@ -18,12 +18,11 @@ import sys
 
 import pytest
 
-SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-sys.path.insert(0, SUPPORT)
-import goldenlib  # noqa: E402
-import rmqjars  # noqa: E402
-from opshelp import run, small_properties  # noqa: E402
-from rmqbroker import Broker  # noqa: E402
+from support import goldenlib
+from support import rmqjars
+from support.opshelp import run, small_properties
+from support.rmqbroker import Broker
+
 from test_rocketmq_broker import broker_topics, check_queries, consume_all, expected  # noqa: E402
 
 # Two minutes of a broker JVM, plus the default-size set (2 GB sparse): `make repair-fidelity`.

@@ -25,11 +25,12 @@ import zlib
 
 import pytest
 
+from support import goldenlib
+from support import rmqcompare
+from support import rmqjars
+from support.rmqbroker import Broker
+
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-import goldenlib  # noqa: E402
-import rmqcompare  # noqa: E402
-import rmqjars  # noqa: E402
-from rmqbroker import Broker  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SET = "small-roll"

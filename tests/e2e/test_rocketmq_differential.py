@@ -25,13 +25,13 @@ import time
 
 import pytest
 
-SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
-import goldenlib  # noqa: E402
-import rmqcases  # noqa: E402
-import rmqdiff  # noqa: E402
-import rmqjars  # noqa: E402
-import rmqqueries  # noqa: E402
-import rmqwriter  # noqa: E402
+from support import goldenlib
+from support import rmqcases
+from support import rmqdiff
+from support import rmqjars
+from support import rmqqueries
+from support import rmqwriter
+
 
 CASES = int(os.environ.get("RMQ_CASES", "200"))
 CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "40"))
@@ -79,7 +79,7 @@ def check(version: str, line: str, n: int, tmp_path, expected=None) -> None:
         # A second write whose only difference is the known race (``expected``) counts as that.
         flaky = [(c, p) for (c, p), q in zip(failing, again) if not q or (expected and expected(c, q))]
         failing = [(c, q) for (c, _), q in zip(failing, again) if q and not (expected and expected(c, q))]
-        for c, p in flaky:
+        for _c, p in flaky:
             print(f"RocketMQ {version}: not repeated on a second write: {p[0]}")
     if failing:
         kinds = sorted({p[0].rsplit(": first difference", 1)[0] for _, p in failing})

@@ -13,7 +13,6 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.format import checkpoint as ckpt, indexfile
 from storelib.cli import common as cli
 from storelib.verify import driver as verify  # noqa: E402

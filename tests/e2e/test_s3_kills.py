@@ -24,8 +24,8 @@ import sys
 
 import pytest
 
-import goldenlib
-import s3server
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
@@ -91,7 +91,6 @@ def _keys(client, prefix):
 def _in_process(env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    sys.path.insert(0, ROOT)
 
 
 def _snapshot(prefix, as_of=None):
@@ -119,7 +118,6 @@ def _named_objects(snap) -> set:
 
 
 def test_every_object_store_point_is_a_fault_point():
-    sys.path.insert(0, ROOT)
     from storelib.runtime import faults
     assert set(POINTS) <= set(faults.POINTS) and set(SAMPLED) <= set(POINTS)
 

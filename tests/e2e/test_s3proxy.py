@@ -26,7 +26,7 @@ import sys
 
 import pytest
 
-import s3server
+from support import s3server
 from conftest import ROOT
 
 import test_ingest_race as race_cases
@@ -42,7 +42,7 @@ BUCKET = "rocketlake-s3proxy"
 
 
 def _jars_or_skip(version: str) -> None:
-    from mavenfetch import Unavailable
+    from support.mavenfetch import Unavailable
     try:
         s3server.s3proxy_jars(version)
     except Unavailable as e:
@@ -67,7 +67,6 @@ def _bucket_on(proxy, bucket: str):
 def _in_process(env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    sys.path.insert(0, ROOT)
 
 
 def test_s3proxy_honours_conditional_puts(proxy, monkeypatch):

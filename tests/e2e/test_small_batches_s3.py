@@ -9,8 +9,8 @@ import os
 import subprocess
 import sys
 
-import goldenlib
-import s3server
+from support import goldenlib
+from support import s3server
 from conftest import ROOT, golden_set
 
 PY = sys.executable
@@ -41,7 +41,6 @@ def test_export_stays_golden_after_several_small_batches(tmp_path, monkeypatch):
         assert goldenlib.compare(g, str(out)) == []
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        sys.path.insert(0, ROOT)
         from storelib.table import manifest
         from storelib.io import storage
         from storelib.verify import driver as verify

@@ -31,9 +31,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
-sys.path.insert(0, ROOT)
-import kafkajars  # noqa: E402
+from support import kafkajars
 from storelib.format.paths import META_DIR  # noqa: E402
 from storelib.io import storage  # noqa: E402
 from storelib.table import manifest  # noqa: E402
@@ -61,7 +59,7 @@ def broker(tmp_path_factory):
         kafkajars.broker_classpath()
     except kafkajars.Unavailable as e:
         pytest.skip(f"Kafka jars unavailable ({e}); `make kafka` fetches them")
-    from kafkabroker import KafkaBroker
+    from support.kafkabroker import KafkaBroker
     with KafkaBroker(str(tmp_path_factory.mktemp("kafka"))) as k:
         k.produce(TOPIC, [f"key-{i % 97}\tmessage {i} " + "x" * (i % 50) for i in range(N)])
         yield k

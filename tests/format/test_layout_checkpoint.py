@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
 from storelib.format import checkpoint as ckpt
 

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
 from storelib.format import consumequeue as cq
 

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
 from storelib.format import indexfile as ix
 from storelib.ingest.indexfile import IndexFileBuilder

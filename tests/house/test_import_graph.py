@@ -17,10 +17,8 @@ import os
 
 import pytest
 
-import sys
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from importgraph import (IMPORTS, MODULES, PACKAGES, PKG, ROOT, Imports, path_of, run_nodes, tree,
-                         wing_of)
+from house.importgraph import (IMPORTS, MODULES, PACKAGES, PKG, ROOT, Imports, path_of, run_nodes, tree,
+                              wing_of)
 
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80

@@ -12,8 +12,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from importgraph import MODULES as ALL_MODULES, PACKAGES, path_of  # noqa: E402
+from house.importgraph import MODULES as ALL_MODULES, PACKAGES, path_of  # noqa: E402
 
 MODULES = [m for m in ALL_MODULES if m != "__init__" and m not in PACKAGES]
 HEAVY = ("pyspark", "numba", "deltalake")
@@ -109,3 +108,26 @@ def test_exit_codes():
     # A module path in the text is not a class: only the note is.
     assert cli.exit_code(RuntimeError("...\nstorelib.errors.StorePathError: nope\n\n")) == 1
     assert errors_mod.from_task(RuntimeError("...\nstorelib.errors.InputError: nope\n\n")) is None
+
+
+def test_public_functions_name_the_store_store():
+    """One name for the store a public function works on: ``store`` (not ``store_uri``, not ``uri``),
+    read from the sources (nothing imported)."""
+    import storelib
+    lazy = ast.literal_eval(next(
+        n.value for n in ast.parse(open(path_of("__init__"), encoding="utf-8").read()).body
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in n.targets)))
+    takes_store = set()
+    for public, (module, name) in lazy.items():
+        with open(os.path.join(ROOT, *module.split(".")) + ".py", encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if fn is None:                   # a class or a constant
+            continue
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+        assert not {"store_uri", "uri", "store_path"} & set(params), (public, params)
+        if "store" in params:
+            takes_store.add(public)
+    assert takes_store >= {"open_store", "run_ingest", "ingest_dataframe", "rocketlake_batch_writer",
+                           "verify_store", "expire_store", "adopt_store"}, takes_store
+    assert set(lazy) == set(storelib.__all__)

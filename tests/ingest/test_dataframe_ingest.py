@@ -9,7 +9,7 @@ import os
 import pyarrow as pa
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
 from test_golden_ingest import golden_properties, spark_submit, tree
 

@@ -148,11 +148,11 @@ def test_segment_tail_is_cut(tmp_path):
 
 # ---------------------------------------------------------------------------- object-store extents
 def test_overlay_keeps_what_new_extents_do_not_cover():
-    O = paths.OBJECTS_DIR
-    prior = [[0, 100, f"{O}/a", 0], [100, 50, f"{O}/b", 0]]
-    new = [[0, 40, f"{O}/head", 0], [150, 10, f"{O}/c", 0]]
-    assert fragments.overlay(prior, new) == [(0, 40, f"{O}/head", 0), (40, 60, f"{O}/a", 40),
-                                             (100, 50, f"{O}/b", 0), (150, 10, f"{O}/c", 0)]
+    objs = paths.OBJECTS_DIR
+    prior = [[0, 100, f"{objs}/a", 0], [100, 50, f"{objs}/b", 0]]
+    new = [[0, 40, f"{objs}/head", 0], [150, 10, f"{objs}/c", 0]]
+    assert fragments.overlay(prior, new) == [(0, 40, f"{objs}/head", 0), (40, 60, f"{objs}/a", 40),
+                                             (100, 50, f"{objs}/b", 0), (150, 10, f"{objs}/c", 0)]
 
 
 @pytest.mark.parametrize("bad", [
@@ -166,10 +166,10 @@ def test_damaged_extents_are_refused(bad):
 
 def test_a_file_assembles_from_objects_and_never_reads_outside_the_store(tmp_path):
     st = storage.Store(str(tmp_path / "s"))
-    O = paths.OBJECTS_DIR
-    st.write_file(f"{O}/b/a/t/x.1", [b"hello"])
-    st.write_file(f"{O}/b/a/t/x.2", [b"--world"])
-    st.map_file("commitlog/x", 20, [[2, 5, f"{O}/b/a/t/x.1", 0], [10, 5, f"{O}/b/a/t/x.2", 2]])
+    objs = paths.OBJECTS_DIR
+    st.write_file(f"{objs}/b/a/t/x.1", [b"hello"])
+    st.write_file(f"{objs}/b/a/t/x.2", [b"--world"])
+    st.map_file("commitlog/x", 20, [[2, 5, f"{objs}/b/a/t/x.1", 0], [10, 5, f"{objs}/b/a/t/x.2", 2]])
     assert st.read("commitlog/x") == b"\0\0hello\0\0\0world\0\0\0\0\0"
     assert st.size("commitlog/x") == 20 and st.exists("commitlog/x")
     with pytest.raises(errors.StorePathError):

@@ -15,10 +15,9 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
 
-sys.path.insert(0, ROOT)
 from storelib.ingest import inputs
 from storelib.table import manifest
 from storelib.io import storage  # noqa: E402

@@ -22,9 +22,8 @@ import pyarrow as pa
 import pytest
 
 from conftest import golden_set, ROOT
-from opshelp import run, small_config, small_properties
+from support.opshelp import run, small_config, small_properties
 
-sys.path.insert(0, ROOT)
 from storelib.ops import adopt, expire as retention
 from storelib.codec import messages as codec
 from storelib.format import consumequeue, names, paths

@@ -13,10 +13,9 @@ import sys
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set, ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.io import checksum, storage
 from storelib.codec import messages as codec
 from storelib.table import manifest

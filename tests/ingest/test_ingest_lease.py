@@ -10,7 +10,6 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.table import manifest, writerlease
 from storelib.io import storage  # noqa: E402
 from storelib.table.writerlease import WriterLease  # noqa: E402

@@ -8,10 +8,9 @@ import json
 import os
 import sys
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT, golden_set
 
-sys.path.insert(0, ROOT)
 from storelib.table import manifest
 from storelib.io import storage
 from storelib.verify import driver as verify  # noqa: E402

@@ -62,7 +62,8 @@ def test_small_batches_touch_only_their_pages_and_read_back_whole(tmp_path, monk
     row = _row(facts, first)
     write_new_obj = json.loads(row["detail"])["head"]["layers"][0]
     monkeypatch.setattr(headpages, "SWEEP", 4, raising=False)
-    W = -(-(-(-H // headpages.PAGE)) // 4)               # the window: a quarter of the head's pages
+    pages = -(-H // headpages.PAGE)
+    W = -(-pages // 4)                                   # the window: a quarter of the head's pages
     uploads = []
     for i in range(1, 10):
         header = ix.IndexHeader(**json.loads(row["detail"])["header"])
@@ -92,11 +93,11 @@ def test_small_batches_touch_only_their_pages_and_read_back_whole(tmp_path, monk
         got = reader.read(REL, 0, row["valid_bytes"])
         want = b"".join(bytes(c) for c in ref.chunks())
         assert got == want[:row["valid_bytes"]] and len(want) == row["valid_bytes"]
-        sha, _ = headpages.checksum_of(lambda p, n: got[p:p + n], H, len(got))
+        sha, _ = headpages.checksum_of(lambda p, n, got=got: got[p:p + n], H, len(got))
         assert sha == facts["checksum"]
         bad = bytearray(got)
         bad[H // 2] ^= 1                                  # one wrong byte anywhere in the head is seen
-        assert headpages.checksum_of(lambda p, n: bad[p:p + n], H, len(bad))[0] != sha
+        assert headpages.checksum_of(lambda p, n, bad=bad: bad[p:p + n], H, len(bad))[0] != sha
     assert max(uploads) < H / 2, uploads                   # no batch uploads the whole head again
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.format.paths import META_DIR  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -28,9 +28,8 @@ import sys
 import pytest
 
 from conftest import ROOT, golden_set
-from goldenlib import compare
+from support.goldenlib import compare
 
-sys.path.insert(0, ROOT)
 from storelib.table import manifest
 from storelib.io import storage  # noqa: E402
 from storelib.format import paths

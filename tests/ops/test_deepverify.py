@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import repairstores
+from support import repairstores
 from conftest import ROOT
 from storelib.errors import ConfigError, RepairRefused, exit_code
 from storelib.io import storage

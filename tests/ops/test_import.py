@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from opshelp import mismatches, restore, run, small_config, small_properties, write_messages
+from support.opshelp import mismatches, restore, run, small_config, small_properties, write_messages
 from storelib import errors
 from storelib.ops import adopt, inspect as inspection
 from storelib.ingest import driver as ingest

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from opshelp import restore, run, small_config
+from support.opshelp import restore, run, small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.io import storage
 from storelib.table import snapshots

@@ -13,9 +13,9 @@ import shutil
 import numpy as np
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
-from mirrorhelp import records as _records, set_safe
+from support.mirrorhelp import records as _records, set_safe
 from storelib.cli import mirror as mirror_cli
 from storelib.ops import mirror
 from storelib.table import manifest
@@ -58,7 +58,7 @@ def test_cycles_rebuild_the_brokers_store_byte_for_byte(broker, tmp_path):
     cuts = [int(ts[700]), int(ts[1500]), int(ts[2400]), int(ts.max()) + 1]
     for k, t in enumerate(cuts):
         if k == 2:
-            for base, rel in mirror.BrokerFiles(broker).segments()[:20]:
+            for _base, rel in mirror.BrokerFiles(broker).segments()[:20]:
                 os.remove(os.path.join(broker, rel))
         set_safe(broker, t)
         before = tree(broker)

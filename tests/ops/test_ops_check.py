@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import ROOT
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib.errors import CorruptStore
 from storelib.io import storage
 from storelib.table import manifest, rowcheck

@@ -29,7 +29,7 @@ import shutil
 
 import pytest
 
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib.errors import RepairRefused
 from storelib.format import consumequeue
 from storelib.io import storage
@@ -94,7 +94,7 @@ class Sequence:
         min_phy = summary["min_phy_offset"]
         qmin = {(q["topic"], q["queue_id"]): q["min_offset"] for q in summary.get("queue_min_offsets", [])}
         gone = []
-        for key, (body, ts) in list(self.model.items()):
+        for key, (_body, ts) in list(self.model.items()):
             phys = self.phys.get(key)
             if (phys is not None and phys < min_phy) or key[2] < qmin.get(key[:2], 0):
                 gone.append((key, ts))

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
-from opshelp import run, small_config, small_properties
+from support.opshelp import run, small_config, small_properties
 from storelib.errors import BrokerRunning
 from storelib.io import storage
 from storelib.ops import adopt, repair as repair_op
@@ -192,7 +192,7 @@ def test_refuses_a_store_a_running_broker_locks(small_roll, tmp_path):
 def test_expired_store_keeps_what_it_cannot_derive(tmp_path):
     """expire-small after RocketMQ's own expiry: the commitlog starts at 21 segments in, so the
     queues' first units have no record left; index files are left as they are."""
-    from opshelp import restore
+    from support.opshelp import restore
     store = restore("expire-small", "files_after.json", str(tmp_path / "store"))
     s = repair_op.repair(store, small_config(), quiet=True)
     assert not [f for f in s["findings"] if f["state"] in DAMAGE_STATES], s["counts"]

@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 
-import goldenlib
-import repairstores
+from support import goldenlib
+from support import repairstores
 from conftest import golden_set
-from opshelp import run, small_config, small_properties
+from support.opshelp import run, small_config, small_properties
 from storelib.errors import RepairError, RepairRefused, exit_code
 from storelib.format import commitlog as cl, consumequeue as cq, paths
 from storelib.io import storage

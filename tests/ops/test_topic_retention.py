@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import GOLDEN
-from opshelp import restore, run, small_config, small_properties
+from support.opshelp import restore, run, small_config, small_properties
 from storelib.errors import ConfigError
 from storelib.format.records import message_keys
 from storelib.io import storage
@@ -117,7 +117,7 @@ def test_bad_rules_are_one_line_errors(tmp_path):
 def test_stats_show_each_topics_rule_and_what_it_holds_back(tmp_path):
     from storelib.format.config import load_config
     from storelib.ops import inspect as inspection
-    from opshelp import SMALL
+    from support.opshelp import SMALL
     store = restore("expire-small", "files_before.json", str(tmp_path / "store"))
     adopt.adopt(None, store, store, small_config(), quiet=True)
     cfg = load_config(None, dict(SMALL, fileReservedTime=48, topicRetention="audit_log=720,notify_sms=1"))

@@ -38,7 +38,7 @@ import pytest
 from hypothesis import event, given, HealthCheck, Phase, settings, strategies as st
 
 from conftest import ROOT
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.codec import messages as codec
 from storelib import errors
@@ -134,7 +134,7 @@ def call(name: str, fn, *args, **kw):
         check_clean(e)
         event(f"{name}: {type(e).__name__}")
         return None
-    except Exception as e:  # noqa: BLE001 - the property under test
+    except Exception as e:  # the property under test
         raise AssertionError(f"{name} ended in a raw {type(e).__name__}: {e}") from e
 
 
@@ -645,7 +645,7 @@ def test_fuzzed_index_file(bases, data):
     pick = data.draw(st.integers(0, 10**6), label="pick")
     msgs = [msgs[(pick + 31 * k) % len(msgs)] for k in range(3)] if msgs else []
     probes = []                     # keys of the damaged slots that match no entry: whole chains are walked
-    for kind, i, v in ops:
+    for kind, i, _v in ops:
         slot = i if kind in ("slot", "cycle") else _entry_slot(b, ref.rel, i)
         if msgs and slot is not None:
             probes.append(dict(msgs[0], uniq_key=_probe_key(msgs[0]["topic"], slot, cfg.maxHashSlotNum), keys=None))

@@ -244,7 +244,6 @@ def test_a_spark_submit_job_reads_through_the_jvm_reader(restored_golden, tmp_pa
     script = tmp_path / "q.py"
     script.write_text(
         "import sys\n"
-        f"sys.path.insert(0, {ROOT!r})\n"
         "from pyspark.sql import SparkSession\n"
         "from storelib.read.datasource import register\n"
         "spark = SparkSession.builder.getOrCreate()\n"
@@ -270,7 +269,7 @@ def test_store_time_prunes_inside_segments(spark, tmp_path):
     full read filtered afterwards, on both readers."""
     from conftest import GOLDEN
     from storelib.format.config import StoreConfig
-    from zoned_store import BASE_TS, zoned_store
+    from support.zoned_store import BASE_TS, zoned_store
     store = zoned_store(tmp_path, os.path.join(GOLDEN, "small-roll", "messages.jsonl"),
                         StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600,
                                     maxHashSlotNum=64, maxIndexNum=256))

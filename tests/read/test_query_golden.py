@@ -9,7 +9,7 @@ import struct
 import pyarrow as pa
 import pytest
 
-from opshelp import restore  # golden stores from any file listing
+from support.opshelp import restore  # golden stores from any file listing
 from conftest import GOLDEN
 from storelib.codec.messages import decode_one, java_hash
 from storelib.format.textforms import parse_properties_string

@@ -16,7 +16,7 @@ from storelib.format.config import StoreConfig
 from storelib.errors import CorruptStore
 from storelib.io.storage import Store
 from storelib.table.storefiles import as_store, open_files
-from zoned_store import BASE_TS
+from support.zoned_store import BASE_TS
 
 SMALL = os.path.join(GOLDEN, "small-roll")
 TINY = StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600, maxHashSlotNum=64,
@@ -139,7 +139,7 @@ def test_a_split_off_the_record_boundaries_is_an_error(stores):
 @pytest.fixture(scope="module")
 def zoned(tmp_path_factory):
     """(store, whole walk): times in clusters out of order, two batches (support/zoned_store.py)."""
-    from zoned_store import zoned_store
+    from support.zoned_store import zoned_store
     store = zoned_store(tmp_path_factory.mktemp("zoned"), os.path.join(SMALL, "messages.jsonl"), TINY)
     return store, _whole(store).combine_chunks()
 

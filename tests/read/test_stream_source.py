@@ -12,7 +12,6 @@ import pytest
 
 from conftest import ROOT, golden_set
 
-sys.path.insert(0, ROOT)
 from storelib.format.config import load_config  # noqa: E402
 
 pytestmark = pytest.mark.spark

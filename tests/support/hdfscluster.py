@@ -7,7 +7,7 @@ there by the JDK's javac. ``cluster()`` starts one NameNode and one DataNode in 
 ``hdfs://127.0.0.1:<port>``; on exit the JVM's standard input is closed (it shuts the cluster down)
 and its process group is killed.
 
-    python tests/support/hdfscluster.py fetch
+    PYTHONPATH=tests python -m support.hdfscluster fetch
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ LAUNCHER = os.path.join(ROOT, ".cache", "jars", "hdfs-minicluster-launcher")
 def jars() -> str:
     """The directory holding the mini cluster's jars and its compiled launcher (fetched and built
     on first use); ``mavenfetch.Unavailable`` when they cannot be had."""
-    from mavenfetch import Unavailable, fetch_pom
+    from support.mavenfetch import Unavailable, fetch_pom
     pom = os.path.join(HERE, "pom-minicluster.xml")
     src = os.path.join(HERE, "HdfsMini.java")
     want = hashlib.sha256(open(pom, "rb").read()).hexdigest()
@@ -92,8 +92,7 @@ def cluster(timeout: float = 120):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from mavenfetch import Unavailable
+    from support.mavenfetch import Unavailable
     if sys.argv[1:] != ["fetch"]:
         print(__doc__)
         sys.exit(2)

@@ -16,7 +16,6 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 
 def main(path: str) -> int:
@@ -35,7 +34,7 @@ def main(path: str) -> int:
     for job in spec["jobs"]:
         summary = {}
 
-        def body(spark_, cfg, job=job):
+        def body(spark_, cfg, job=job, summary=summary):
             from storelib.ingest.driver import run_ingest
             summary.update(run_ingest(spark_, job["store"], job["input"], job.get("format", "jsonl"), cfg,
                                       batch_id=job.get("batch_id"), target_splits=job.get("partitions", 0),

@@ -18,7 +18,7 @@ import subprocess
 import time
 import uuid
 
-import kafkajars
+from support import kafkajars
 
 __all__ = ["KafkaBroker", "free_port"]
 

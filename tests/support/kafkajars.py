@@ -8,8 +8,8 @@ into ``.cache/m2``, their jars copied to ``.cache/jars/kafka-broker/`` and
 ``.cache/jars/spark-kafka/`` (git-ignored). A stamp there (the pom's sha256) makes a second run
 fetch nothing; without a stamp mvn tries offline first.
 
-    python tests/support/kafkajars.py fetch        # both sets
-    python tests/support/kafkajars.py spark-jars   # the comma list for spark.jars
+    PYTHONPATH=tests python -m support.kafkajars fetch        # both sets
+    PYTHONPATH=tests python -m support.kafkajars spark-jars   # the comma list for spark.jars
 
 Nothing here is needed by ``make check``.
 """
@@ -20,7 +20,7 @@ import hashlib
 import os
 import sys
 
-from mavenfetch import Unavailable, fetch_pom  # noqa: F401 (Unavailable: what callers catch)
+from support.mavenfetch import Unavailable, fetch_pom  # Unavailable: what callers catch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")

@@ -17,7 +17,6 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, ROOT)
 
 
 def sink_commit(store: str, path: str, config: str, query: str, micro_batch: str) -> dict:

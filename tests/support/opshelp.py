@@ -7,10 +7,9 @@ import shutil
 import subprocess
 import sys
 
-import goldenlib
+from support import goldenlib
 from conftest import GOLDEN, ROOT, golden_set
 
-sys.path.insert(0, ROOT)
 from storelib.format.config import load_config  # noqa: E402
 
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,

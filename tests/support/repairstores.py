@@ -14,7 +14,7 @@ import os
 import shutil
 
 from conftest import golden_set
-from opshelp import SMALL, small_config
+from support.opshelp import SMALL, small_config
 from storelib.format.config import load_config
 
 

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 
-import rmqjars
+from support import rmqjars
 
 TIMEOUT = 120
 ANSWERS = {"ready", "queue", "msg", "pull", "error", "route", "produced"}

@@ -89,7 +89,7 @@ def case(draw, line: str = "5"):
     n = draw(st.integers(1, 40 if tiny else 12))
     rnd = random.Random(draw(st.integers(0, 2**32)))
     messages = []
-    for i in range(n):
+    for _ in range(n):
         m = {}
         kind = draw(st.integers(0, 19))
         delayed = line == "5" and kind == 0

@@ -16,13 +16,13 @@ import subprocess
 import sys
 import time
 
+from support import rmqcompare
+from support import rmqqueries
+from support import rmqwriter
+from support.rmqcases import rocketmq_messages
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-import rmqcompare  # noqa: E402
-import rmqqueries  # noqa: E402
-import rmqwriter  # noqa: E402
-from rmqcases import rocketmq_messages  # noqa: E402
 
 
 def _jsonl(path: str, messages: list[dict]) -> None:
@@ -96,7 +96,7 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
         if r["rc"] > 0:
             problems[job["case"]].append(f"rocketlake refused {os.path.basename(job['input'])} "
                                          f"(exit {r['rc']}): {r.get('error')}")
-    for i, (c, job) in enumerate(zip(cases, jobs)):
+    for i, (_c, job) in enumerate(zip(cases, jobs)):
         if job.error:
             problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
         elif not problems[i]:

@@ -9,8 +9,8 @@ mvn runs offline (``-o``) first. ``compile(version, what)`` compiles ``tests/roc
 (plus the line-specific sources) with javac into ``.cache/classes/<what>-<version>/``, again
 behind a stamp (the sources' sha256).
 
-    python tests/support/rmqjars.py fetch [VERSION ...]      # default: every pinned version
-    python tests/support/rmqjars.py classpath VERSION WHAT   # fetch + compile, print the classpath
+    PYTHONPATH=tests python -m support.rmqjars fetch [VERSION ...]      # default: every pinned version
+    PYTHONPATH=tests python -m support.rmqjars classpath VERSION WHAT   # fetch + compile, print the classpath
 
 ``.cache/`` is git-ignored. Nothing here is needed by ``make check``.
 """
@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 
-from mavenfetch import Unavailable, fetch_pom  # noqa: F401 (Unavailable: what callers catch)
+from support.mavenfetch import Unavailable, fetch_pom  # Unavailable: what callers catch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")

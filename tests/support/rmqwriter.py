@@ -7,7 +7,7 @@ message, with the store clock set to the message's ``store_timestamp`` (so STORE
 input's), waiting until the reput thread has dispatched it (consume queue, index), and a clean
 ``shutdown()`` at the end. One JVM writes many stores, several at once.
 
-    python tests/support/rmqwriter.py write SET_OR_MESSAGES.jsonl CONFIG OUT_STORE [--version 5.3.3]
+    PYTHONPATH=tests python -m support.rmqwriter write SET_OR_MESSAGES.jsonl CONFIG OUT_STORE [--version 5.3.3]
 
 MESSAGES.jsonl is the golden format (tests/golden/README.md); CONFIG a .properties file or a
 golden config.json (its messageStoreConfig). A golden set name (small-roll) takes both from the set.
@@ -23,9 +23,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from support import rmqjars
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import rmqjars  # noqa: E402
 
 MAIN = "rocketlake.refwriter.RefWriter"
 # The store's shaping keys a job may set, and what the writer always adds (SYNC_FLUSH keeps the
@@ -49,7 +49,9 @@ class Job:
 
 
 def tsv_line(m: dict) -> str:
-    b64 = lambda s: base64.b64encode(s.encode("utf-8")).decode()
+    def b64(s: str) -> str:
+        return base64.b64encode(s.encode("utf-8")).decode()
+
     return "\t".join(str(x) for x in (
         b64(m["topic"]), m["queue_id"], m["flag"], m["sys_flag"], m["born_timestamp"], m["store_timestamp"],
         m["born_host"], m["store_host"], m.get("reconsume_times", 0), m.get("prepared_transaction_offset", 0),
@@ -77,7 +79,7 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
         extra = ()
         if job.queries is not None and answer_only:
-            import rmqqueries
+            from support import rmqqueries
             qpath = os.path.join(work, f"{i}.queries.tsv")
             with open(qpath, "w", encoding="utf-8") as fh:
                 fh.writelines(rmqqueries.tsv(q) for q in job.queries)
@@ -150,7 +152,7 @@ def main(argv: list[str]) -> int:
     if len(args) == 3 and args[0] == "write" or len(args) == 4 and args[0] == "write":
         src = args[1]
         if len(args) == 3:                     # a golden set: its messages and config
-            import goldenlib
+            from support import goldenlib
             d = goldenlib.resolve_set(src)
             msgs = os.path.join(d, "messages.jsonl")
             msgs = msgs if os.path.exists(msgs) else msgs + ".gz"

@@ -12,7 +12,7 @@ group killed) when the ``with`` block ends:
   or, with ``ignore_unknown_headers``, ignores the header and overwrites the object (a server
   that would let two writers both commit).
 
-    python tests/support/s3server.py fetch     # both S3Proxy versions
+    PYTHONPATH=tests python -m support.s3server fetch     # both S3Proxy versions
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def moto(bucket: str):
 def s3proxy_jars(version: str = S3PROXY) -> str:
     """The directory of S3Proxy ``version``'s jars (fetched by mvn on first use);
     ``mavenfetch.Unavailable`` when they cannot be had."""
-    from mavenfetch import fetch_pom
+    from support.mavenfetch import fetch_pom
     pom = os.path.join(POM_DIR, f"pom-{version}.xml")
     with open(pom, "rb") as fh:
         want = hashlib.sha256(fh.read()).hexdigest()
@@ -155,7 +155,7 @@ def s3proxy(bucket: str, version: str = S3PROXY, ignore_unknown_headers: bool = 
 
 def main(argv: list) -> int:
     if argv[1:] == ["fetch"]:
-        from mavenfetch import Unavailable
+        from support.mavenfetch import Unavailable
         try:
             for v in (S3PROXY, S3PROXY_OLD):
                 d = s3proxy_jars(v)
@@ -169,5 +169,4 @@ def main(argv: list) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.exit(main(sys.argv))

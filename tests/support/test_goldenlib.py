@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import golden_set
 
 SET = "small-roll"

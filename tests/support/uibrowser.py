@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -158,3 +160,16 @@ def shot(browser, tmp_path):
             shutil.copy(path, os.path.join(docs, f"{name}.png"))
         return path
     return take
+
+
+def run_cli(module: str, *argv) -> tuple[int, str, str]:
+    """``rocketlake query|inspect|verify ARGS`` (``ui.command``: ``rocketlake ui``) in this process:
+    (exit status, stdout, stderr)."""
+    import importlib
+    mod = importlib.import_module(f"storelib.{module}" if "." in module else f"storelib.cli.{module}")
+    if module == "query":
+        argv = ("--local", "always") + argv
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = mod.main(list(argv))
+    return int(code or 0), out.getvalue(), err.getvalue()

@@ -23,11 +23,10 @@ import time
 
 import pytest
 
-import goldenlib
+from support import goldenlib
 from conftest import ROOT
-from opshelp import small_config, small_properties, SUBMIT
+from support.opshelp import small_config, small_properties, SUBMIT
 
-sys.path.insert(0, ROOT)
 from storelib.table import delta_spark, manifest, snapcache
 from storelib.ops import expire as retention
 from storelib.io import storage
@@ -315,7 +314,7 @@ def test_register_makes_catalog_tables_another_spark_process_reads(base, tmp_pat
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["rl.manifest", "rl.checkpoints", "rl.committed_files", "rl.live_files"]
-    reader = (f"import sys, json; sys.path.insert(0, {ROOT!r})\n"
+    reader = ("import json\n"
               "from pyspark.sql import SparkSession\n"
               "from storelib.table.delta_spark import configure_delta\n"
               "s = configure_delta(SparkSession.builder.master('local[1]')).getOrCreate()\n"

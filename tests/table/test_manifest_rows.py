@@ -9,7 +9,6 @@ import sys
 
 from conftest import ROOT
 
-sys.path.insert(0, ROOT)
 from storelib.table import manifest
 from storelib.io import storage  # noqa: E402
 from storelib.format import paths

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import ROOT
-from opshelp import small_config
+from support.opshelp import small_config
 from storelib import errors
 from storelib.ops import adopt
 from storelib.codec import hosts, messages as codec, properties

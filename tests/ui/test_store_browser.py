@@ -23,8 +23,8 @@ import urllib.request
 
 import pytest
 
-from uibrowser import BINARY_BODY, ROOT, TEXT_BODY, Server, ingest
-from uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
+from support.uibrowser import BINARY_BODY, ROOT, TEXT_BODY, Server, ingest, run_cli
+from support.uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
 
 pytestmark = pytest.mark.slow         # starts a server and a browser
 
@@ -34,19 +34,6 @@ WebDriverWait = pytest.importorskip("selenium.webdriver.support.ui").WebDriverWa
 
 
 # ----------------------------------------------------------------------------- helpers
-def run_cli(module: str, *argv) -> tuple[int, str, str]:
-    """``rocketlake query|inspect|verify ARGS`` (``ui.command``: ``rocketlake ui``) in this process:
-    (exit status, stdout, stderr)."""
-    import importlib
-    mod = importlib.import_module(f"storelib.{module}" if "." in module else f"storelib.cli.{module}")
-    if module == "query":
-        argv = ("--local", "always") + argv
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = mod.main(list(argv))
-    return int(code or 0), out.getvalue(), err.getvalue()
-
-
 def cli_rows(module: str, *argv) -> list:
     code, out, err = run_cli(module, *argv)
     assert code == 0, err
@@ -67,7 +54,7 @@ def open_page(browser, url: str, plots: tuple = ()) -> None:
     WebDriverWait(browser, 60).until(lambda d: d.execute_script("return document.body.dataset.ready === '1'"))
     for p in plots:
         WebDriverWait(browser, 60).until(
-            lambda d: d.execute_script(f"return document.getElementById('{p}').dataset.ready === '1'"))
+            lambda d, p=p: d.execute_script(f"return document.getElementById('{p}').dataset.ready === '1'"))
 
 
 def text_of(browser, css: str) -> str:

@@ -13,9 +13,9 @@ import urllib.request
 
 import pytest
 
-import s3server
-from uibrowser import ROOT, SPECIAL, Server, _special_lines, ingest
-from uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
+from support import s3server
+from support.uibrowser import ROOT, SPECIAL, Server, _special_lines, ingest
+from support.uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
 
 # an S3 server, writes through it and `rocketlake ui`: about 40 s, so `make long` (ROCKETLAKE_LONG=1)
 pytestmark = [pytest.mark.slow,
@@ -32,8 +32,7 @@ def get(url: str) -> tuple[int, bytes]:
 
 
 def test_the_pages_over_a_store_on_s3(tmp_path, monkeypatch):
-    sys.path.insert(0, os.path.join(ROOT, "tests", "ui"))
-    from test_store_browser import run_cli
+    from support.uibrowser import run_cli
     uri = f"s3://{BUCKET}/store"
     with s3server.moto(BUCKET) as (env, _s3):
         for k, v in env.items():

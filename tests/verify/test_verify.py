@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import GOLDEN
-from opshelp import copy_store, restore, small_config, write_messages, run
+from support.opshelp import copy_store, restore, small_config, write_messages, run
 from storelib.compute import kernels
 from storelib.table import manifest
 from storelib.verify import driver as verify

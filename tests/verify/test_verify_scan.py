@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from opshelp import restore
+from support.opshelp import restore
 from storelib.io import checksum
 from storelib.codec import messages as codec, properties
 from storelib.compute import crc32, kernels

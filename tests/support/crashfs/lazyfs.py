@@ -226,7 +226,7 @@ class LazyFS:
         return self.recording.events
 
     def event(self, n: int) -> Event:
-        self.events
+        _ = self.events  # reloads the live trace
         return self.recording.event(n)
 
     @property
@@ -245,15 +245,15 @@ class LazyFS:
         return None
 
     def cut_points(self, kinds: tuple[str, ...] = CUT_KINDS, **kw) -> list[int]:
-        self.events
+        _ = self.events  # reloads the live trace
         return self.recording.cut_points(kinds, **kw)
 
     def durable_state(self, k: int) -> DurableState:
-        self.events
+        _ = self.events  # reloads the live trace
         return self.recording.durable_state(k)
 
     def crash_state(self, k: int, dest: str | os.PathLike) -> str:
-        self.events
+        _ = self.events  # reloads the live trace
         return self.recording.crash_state(k, os.fspath(dest))
 
     def crash_states(self, dest_root: str | os.PathLike, kinds: tuple[str, ...] = CUT_KINDS, **cut_kw):
@@ -263,5 +263,5 @@ class LazyFS:
             yield self.event(k), self.crash_state(k, os.path.join(os.fspath(dest_root), f"crash-{k:05d}"))
 
     def crash_state_random(self, k: int, dest: str | os.PathLike, seed: int, keep: float = 0.5) -> str:
-        self.events
+        _ = self.events  # reloads the live trace
         return self.recording.crash_state_random(k, os.fspath(dest), seed, keep)

@@ -114,7 +114,7 @@ class Recorder:
         """Event 0: everything in the backing directory at mount is durable."""
         dirs, files = {}, {}
         root = self.id_of(os.lstat(self.backing))
-        for here, subdirs, _names in os.walk(self.backing):
+        for here, _subdirs, _names in os.walk(self.backing):
             entries = self._entries(here)
             dirs[self.id_of(os.lstat(here))] = entries
             for name, ent in entries.items():
