@@ -63,7 +63,7 @@ class ExitCode(enum.IntEnum):
 # A line a root error adds to its traceback (a note): the only channel out of a Spark task's Python
 # worker is its traceback text, which the driver receives inside a Py4J / PythonException error.
 TASK_MARKER = "rocketlake-error "
-_CLASSES: dict[str, type] = {}
+_CLASSES: dict[str, type[RocketlakeError]] = {}
 
 
 class RocketlakeError(Exception):
@@ -73,11 +73,11 @@ class RocketlakeError(Exception):
 
     exit_status: ExitCode = ExitCode.FAILED
 
-    def __init_subclass__(cls, **kw):
+    def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
         _CLASSES[cls.__name__] = cls
 
-    def __init__(self, *args):
+    def __init__(self, *args: object) -> None:
         super().__init__(*args)
         self.add_note(TASK_MARKER + json.dumps({"class": type(self).__name__, "line": self.line()}))
 
@@ -96,7 +96,7 @@ class CorruptStore(StoreError):
     """A store file or one of the ``_rocketlake`` Delta tables is damaged (truncated, missing,
     garbage) or the manifest names something a store cannot hold."""
 
-    def __init__(self, path: str, offset: int | None, what: str):
+    def __init__(self, path: str, offset: int | None, what: str) -> None:
         self.path = path
         self.offset = int(offset or 0)
         self.what = what
@@ -133,7 +133,7 @@ class NoSuchBatch(RocketlakeError, KeyError):
 class ContinuedFileDamaged(CorruptStore):
     """A committed file a batch continues is not what the manifest says it is."""
 
-    def __init__(self, path: str, offset: int, what: str):
+    def __init__(self, path: str, offset: int, what: str) -> None:
         super().__init__(path, offset, f"{what}; the batch would build on damaged committed bytes, so nothing was "
                                        "committed (run verify --deep on the store)")
 
@@ -172,7 +172,7 @@ class InputError(RocketlakeError, ValueError):
 
     SHOWN = 20
 
-    def __init__(self, problems: list[str], total: int | None = None):
+    def __init__(self, problems: list[str], total: int | None = None) -> None:
         # A problem "... <what>: N more row(s) ..." stands for N rows it does not list.
         self.problems = problems
         counted = _rows_counted(problems)
@@ -205,7 +205,7 @@ class AdoptError(RocketlakeError, RuntimeError):
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM reached a job (exit 128 + the signal's number: 130, 143)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int) -> None:
         self.signum = int(signum)
         super().__init__(f"signal {self.signum}")
 

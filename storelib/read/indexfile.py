@@ -9,6 +9,7 @@ Layout: ``storelib.format.indexfile``; key hash: ``storelib.format.javahash``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, TYPE_CHECKING
 
@@ -204,7 +205,7 @@ class IndexReader:
             count, snapshot = self.limit(i)
             if count <= 1:
                 continue
-            chain = walk_chain(self.slot_value(i, key_hash), lambda pos, i=i: self.entry(i, pos), count,
+            chain = walk_chain(self.slot_value(i, key_hash), functools.partial(self.entry, i), count,
                                self.config.maxIndexNum)
             for pos, khash, phy, tdiff in chain:
                 if khash == key_hash:
