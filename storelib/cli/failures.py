@@ -91,7 +91,7 @@ def _words(e: BaseException, voice: Voice) -> tuple[int, str, bool]:
         named = (voice.by_class[c.__name__] for c in type(err).__mro__
                  if issubclass(c, RocketlakeError) and c.__name__ in voice.by_class)
         found: Template | None = next(named, None)
-        template: Template = found or voice.by_status.get(int(err.exit_status), "{e}")
+        template: Template = found if found is not None else voice.by_status.get(int(err.exit_status), "{e}")
         return int(err.exit_status), "error: " + _say(template, err, err.line()), True
     for c in type(e).__mro__:
         if c.__name__ in voice.other:
