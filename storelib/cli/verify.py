@@ -41,11 +41,12 @@ def main(argv=None) -> int:
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them
     spark = None
     try:
-        cfg = cli.store_config(args, say=True)    # not a store: exit 2 before anything starts
+        res = cli.store_snapshot(args, say=True)    # not a store: exit 2 before anything starts
         if args.spark:
             spark = cli.spark_session("verify", reach={"--store": args.store})
-        rep = verify.verify_store(args.store, cfg, deep=args.deep, spark=spark,
-                                  as_of_batch=args.as_of_batch, version=args.version, threads=args.threads)
+        rep = verify.verify_store(args.store, res.config, deep=args.deep, spark=spark,
+                                  as_of_batch=args.as_of_batch, version=args.version, threads=args.threads,
+                                  snap=res.snapshot)
     except (KeyError, StoreError, StoreNotFound, ConfigError, OSError) as e:
         return cli.report(e)
     except KeyboardInterrupt as e:

@@ -26,7 +26,6 @@ can then no longer succeed (the tables moved on), so nothing a committed row nee
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -35,6 +34,8 @@ import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
+from ..table.rows import ManifestRow
+from ..table.snapshots import open_snapshot
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from ..format.config import StoreConfig
@@ -79,7 +80,7 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging, durable=config.durable)
-    clear_dead_attempts(store, snap.batches + [checkpoint_row])
+    clear_dead_attempts(store, [*snap.batches, checkpoint_row])
     snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
     return _summary(plan, batch_id, seq, len(segs), len(cqs), len(idxs), t0, prog)
 
@@ -136,7 +137,7 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     if cqs is None:
         return ckpt.Checkpoint(physic, logics, index_ts)
     prev_row = snap.files.get(ckpt.FILE_NAME) if snap.batch else None
-    prev_lpo = json.loads(prev_row.get("detail") or "{}").get("logics_physical_offset", 0) if prev_row else 0
+    prev_lpo = prev_row.detail.get("logics_physical_offset", 0) if prev_row else 0
     new = [r["max_phys"] for r in cqs if r.get("max_phys") is not None]
     return ckpt.Checkpoint(physic, logics, index_ts, logics_physical_offset=max(new) if new else prev_lpo)
 
@@ -233,7 +234,7 @@ def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: 
         physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
         index_msg_timestamp=ck.index_msg_timestamp,
         min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
-        wall_time_ms=wall, config=manifest.dumps(config.file_shaping()), detail=manifest.dumps(detail), **key)
+        wall_time_ms=wall, config=manifest.config_column(config), detail=manifest.dumps(detail), **key)
 
 
 def _summary(plan: sequencer.BatchPlan, batch_id: str, seq: int, segments: int, cq_files: int, index_files: int,
@@ -293,7 +294,7 @@ def _check_published(store: storage.Store, row: dict) -> None:
     """A row whose staged copy or patch is gone: its file must hold the row's version (size, and
     the digest of its last checksum block), else ``CorruptStore``."""
     size, valid = store.size(row["path"]), int(row.get("valid_bytes") or 0)
-    blocks = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+    blocks = checksum.digests_from_detail(ManifestRow.of(row).detail.get("blocks"))
     ok = size is not None and size >= valid
     if ok and blocks and valid:
         i = (valid - 1) // checksum.BLOCK_SIZE
@@ -363,7 +364,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
 def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
     """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
     may have committed it while this attempt lost)?"""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
                for b in snap.batches)
 

@@ -15,12 +15,13 @@ first copied (sparse where the source is sparse) into ``--store``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
+from ..table.rows import BatchRow
+from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
 from ..verify import driver as verify
@@ -124,7 +125,7 @@ def adopt(spark, store_uri: str, source_uri: str, config: StoreConfig, batch_id:
 def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
            lease: writerlease.WriterLease) -> dict:
     """``adopt`` once the lease is held."""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     rowcheck.check_snapshot(snap)
     if snap.batch is not None:
         first = snap.batches[0]
@@ -145,7 +146,7 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
             say(f"copied {copied} file(s)")
             return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
         except BaseException:
-            if manifest.load_snapshot(store).batch is None:     # not committed: leave no copied file behind
+            if open_snapshot(store, history=True).batch is None:   # not committed: leave no copied file behind
                 _remove_copies(store, before)
             raise
     return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
@@ -216,7 +217,7 @@ def _record_broker_topics(src: storage.Store, ck_row: dict, config: StoreConfig)
         return
     tcfg = Topics.parse(src.read(paths.BROKER_TOPICS), src.uri_of(paths.BROKER_TOPICS), config.defaultTopicQueueNums)
     have = {q["topic"] for q in ck_row["queue_offsets"] or []}
-    detail = json.loads(ck_row["detail"] or "{}")
+    detail = dict(BatchRow(ck_row).detail)
     detail["topics"] = tcfg.to_dict(sorted(have & set(tcfg.table)))
     ck_row["detail"] = manifest.dumps(detail)
 
@@ -272,7 +273,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
         physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
         index_msg_timestamp=ck.index_msg_timestamp,
         min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
-        wall_time_ms=0, config=manifest.dumps(config.file_shaping()),
+        wall_time_ms=0, config=manifest.config_column(config),
         detail=manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
                                "index_files": len(idxs),
                                "confirm_phy_offset": ck.confirm_phy_offset}), **key)

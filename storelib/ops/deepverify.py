@@ -71,7 +71,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     ``derived_problems``."""
     t0 = time.time()
     if config is None:                       # as the commands resolve it (an export's properties file)
-        from .storeinfo import resolve_config
+        from ..table.storeinfo import resolve_config
         config = resolve_config(store_uri, None).config
     rep = verify.verify_store(store_uri, config, deep=deep, spark=spark, threads=threads, **kw)
     if deep and not rep.manifest:

@@ -21,11 +21,12 @@ a checkpoint, expired log cleanup and a vacuum.
 """
 from __future__ import annotations
 
-import json
 import time
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
+from ..table.rows import manifest_rows
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, headpages, storage
@@ -39,7 +40,7 @@ __all__ = ["HOUR_MS", "plan_expiry", "finish_pending", "finish_pending_deletes",
 HOUR_MS = 3600 * 1000
 
 
-def plan_expiry(snap: manifest.Snapshot, reserved_hours: float, now_ms: int) -> dict:
+def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict:
     segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
     reserved = int(reserved_hours * HOUR_MS)
     gone_cl = []
@@ -75,12 +76,12 @@ def plan_expiry(snap: manifest.Snapshot, reserved_hours: float, now_ms: int) -> 
 def _last_unit_phys(r: dict):
     """Commitlog offset of the file's last unit (units ascend, so the file's max)."""
     try:
-        return json.loads(r["detail"] or "{}").get("max_phys")
+        return r.max_phys
     except ValueError:
         return None
 
 
-def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> list:
+def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
     """Files a committed expiry removed that are still there (the run died before deleting)."""
     live = set(snap.files)
     removed = set()
@@ -98,12 +99,12 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     return left
 
 
-def finish_pending(store: storage.Store, snap: manifest.Snapshot, say, config=None) -> manifest.Snapshot:
+def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None) -> StoreSnapshot:
     """A writer holding the lease first finishes what a crash cut short: the publish of a committed
     batch, then the deletes of a committed expiry; returns the snapshot to go on from."""
     if commit_stage.finish_pending_publish(store, snap, config):
         say("finished the publish of a committed batch a crash had interrupted")
-        snap = manifest.load_snapshot(store)
+        snap = open_snapshot(store, history=True)
     left = finish_pending_deletes(store, snap)
     if left:
         say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
@@ -116,10 +117,10 @@ def delete_objects(store: storage.Store, files: set) -> list:
     if not files:
         return []
     objects = set()
-    for r in manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)):
-        if r["action"] == "add" and r["path"] in files and '"extents"' in (r["detail"] or ""):
+    for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
+        if r.action == "add" and r.path in files and r.has_detail("extents"):
             try:
-                extents = headpages.version_extents(json.loads(r["detail"]))
+                extents = headpages.version_extents(dict(r.detail))
             except (ValueError, KeyError, TypeError):
                 continue                    # a damaged row names nothing we may delete
             objects.update(e.object_rel for e in extents)
@@ -155,7 +156,7 @@ def expire(store_uri: str, reserved_hours: float | None, now_ms: int | None = No
 def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
             vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
@@ -165,9 +166,8 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     if not dry_run:
         snap = finish_pending(store, snap, say)
     if rules:
-        from ..table.snapshots import snapshot_config
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
-                                              snapshot_config(snap).mappedFileSizeCommitLog)
+                                              snap.config.mappedFileSizeCommitLog)
     else:
         p = plan_expiry(snap, reserved_hours, now)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
@@ -216,7 +216,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         delete_objects(store, {r["path"] for r in rows})
     _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
     fault("after-publish-before-cleanup")
-    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
+    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
         summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
@@ -242,10 +242,10 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
     return rows
 
 
-def _durable(snap: manifest.Snapshot) -> bool:
-    """The store's flushDiskType, as its batches record it (SYNC_FLUSH unless it says otherwise)."""
+def _durable(snap: StoreSnapshot) -> bool:
+    """The store's flushDiskType, as its latest batch records it (SYNC_FLUSH unless it says otherwise)."""
     try:
-        return json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+        return snap.batch.durable
     except ValueError:
         return True
 

@@ -16,7 +16,7 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.snapshots import resolve_snapshot, snapshot_config
+from ..table.snapshots import open_snapshot, recorded_config
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
@@ -29,11 +29,10 @@ def snapshot_reader(store_uri: str, as_of_batch=None, version: int | None = None
                     base_config: StoreConfig | None = None) -> StoreReader:
     """A ``StoreReader`` over a committed snapshot (a broker's scan for a store without a manifest)."""
     store = storage.Store(store_uri)
-    snap = resolve_snapshot(store, as_of_batch, version)
+    snap = open_snapshot(store, as_of_batch, version, base_config)
     if snap.batch is None:
-        cfg = base_config or StoreConfig()
-        return StoreReader(store, cfg)
-    cfg = snapshot_config(snap, base_config)
+        return StoreReader(store, snap.config)
+    cfg = snap.config
     return StoreReader(store, cfg, files_from_snapshot(store, snap, cfg)[0])
 
 
@@ -79,7 +78,7 @@ def topic_rows(snap: manifest.Snapshot) -> list:
         return []
     set_by, last = {}, {}
     for b in snap.batches:
-        for name, value in ((json.loads(b["detail"] or "{}").get("topics") or {}).get("topics") or {}).items():
+        for name, value in ((b.detail.get("topics") or {}).get("topics") or {}).items():
             if last.get(name) != value[1]:
                 set_by[name], last[name] = b["batch_id"], value[1]
     placed = set(rec.get("placed", ()))
@@ -155,7 +154,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
     storage holds (allocated blocks of the sparse files locally, object sizes on object stores).
     """
     if snap is not None and snap.batch is not None:
-        cfg = snapshot_config(snap, config)
+        cfg = recorded_config(snap.batch, config)
         files = files_from_snapshot(store, snap, cfg)[0]
     else:
         cfg = config or StoreConfig()

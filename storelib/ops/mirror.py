@@ -45,7 +45,7 @@ from ..io import storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
-from ..table.snapshots import snapshot_config
+from ..table.snapshots import open_snapshot, recorded_config
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 
@@ -179,7 +179,7 @@ def _identity(broker: BrokerFiles) -> dict:
 
 def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
     for b in snap.batches:
-        m = json.loads(b.get("detail") or "{}").get("mirror")
+        m = b.detail.get("mirror")
         if m:
             return m["identity"]
     raise MirrorError(f"{store.uri} is a rocketlake store but not a mirror (its first batch records no broker): "
@@ -385,7 +385,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     lease.acquire()
     committed = False
     try:
-        snap = manifest.load_snapshot(store)
+        snap = open_snapshot(store, history=True)
         if snap.batch is None:
             check_store_root(store, snap)
             if not broker.segments() or config is None and not broker.shaped():
@@ -396,7 +396,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             ident = None                         # read once its first record is safe (final)
             _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
         else:
-            cfg = snapshot_config(snap, config)
+            cfg = recorded_config(snap.batch, config)
             ident = _mirror_identity(snap, store)
             finish_pending_publish(store, snap, cfg)
         state = store_state(snap)

@@ -50,7 +50,6 @@ of its own, never beside the store's files, fsynced, then renamed over its path.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import time
@@ -67,6 +66,7 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
+from ..table.snapshots import open_snapshot, recorded_config
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
 from .expire import finish_pending
@@ -165,7 +165,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
         verify_commitlog.check_records(buf, starts, base, name, True, found)
         if found:
             return name, found[0].offset, found[0].what
-        known = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+        known = checksum.digests_from_detail(row.detail.get("blocks"))
         i = next((k for k, g in enumerate(digests) if k >= len(known) or known[k] != g), 0)
         return name, i * checksum.BLOCK_SIZE, (f"bytes [{i * checksum.BLOCK_SIZE}, "
                                                f"{min(valid, (i + 1) * checksum.BLOCK_SIZE)}) differ from the "
@@ -366,7 +366,7 @@ def _committed_checkpoint(view: _View, fd):
     broker's file."""
     row = view.snap.files.get(ckpt.FILE_NAME) if view.snap is not None else None
     if row is not None:
-        d = json.loads(row.get("detail") or "{}")
+        d = row.detail
         return ckpt.Checkpoint(**{k: int(d.get(k) or 0) for k in ckpt.Checkpoint.__dataclass_fields__})
     return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
 
@@ -477,7 +477,7 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int, stagi
     for f in changed:
         prev = snap.files[f["path"]]
         data = f["data"][:f["valid"]]
-        detail = json.loads(prev["detail"] or "{}")
+        detail = dict(prev.detail)                 # (a copy: the row's own stays as committed)
         detail.pop("patch", None)                  # (the new version is a whole staged file)
         detail.pop("tail", None)
         detail.pop("head", None)
@@ -512,7 +512,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
         raise RepairError(f"batch id {batch_id!r} is already committed in {store.uri}: give a repair a new one")
     attempt = uuid.uuid4().hex[:12]
     staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
-    durable = json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+    durable = snap.batch.durable
     try:
         _no_links(store, staging)
         for f in changed:
@@ -542,7 +542,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     commit_stage.publish(store, rows, durable=durable)
     fault("after-publish-before-cleanup")
     commit_stage.drop_staging(store, staging, durable=durable)
-    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
+    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     snapcache.refresh(store)
     return {"batch_id": batch_id, "batch_seq": seq}
 
@@ -550,7 +550,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
 def _load_snapshot(store: storage.Store):
     if not store.exists(f"{paths.MANIFEST_DIR}/_delta_log") and not store.exists(paths.CHECKPOINTS_DIR):
         return None
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     return snap if snap.batch is not None else None
 
 
@@ -585,12 +585,11 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         snap = _load_snapshot(store)
         rowcheck.check_snapshot(snap)        # never rebuilds from rows verify rejects
         if snap is not None:
-            from ..table.snapshots import snapshot_config
-            cfg = snapshot_config(snap, config)
+            cfg = recorded_config(snap.batch, config)
             if apply:
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
-                snap = finish_pending(store, manifest.load_snapshot(store), say, cfg)
+                snap = finish_pending(store, open_snapshot(store, history=True), say, cfg)   # as of the lease
                 fault("after-lease")
         else:
             from ..table.storefiles import infer_config

@@ -22,7 +22,6 @@ keep the store-wide rule:
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from ..format.config import parse_topic_retention as parse_rules   # the topicRe
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
+from ..table.rows import ManifestRow
 
 __all__ = ["parse_rules", "plan_topic_expiry"]
 
@@ -69,16 +69,16 @@ def _lowest_live(store: storage.Store, r: dict, segs: dict, file_size: int, cuto
     return found
 
 
-def _min_phys(r: dict):
+def _min_phys(r: ManifestRow):
     try:
-        return json.loads(r["detail"] or "{}").get("min_phys")
+        return r.min_phys
     except ValueError:
         return None
 
 
-def _max_phys(r: dict):
+def _max_phys(r: ManifestRow):
     try:
-        return json.loads(r["detail"] or "{}").get("max_phys")
+        return r.max_phys
     except ValueError:
         return None
 

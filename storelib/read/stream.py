@@ -43,13 +43,13 @@ class DataLossError(RuntimeError):
 
 def _snapshot(path: str):
     from ..io.storage import Store
-    from ..table import manifest
+    from ..table.snapshots import open_snapshot
     from ..format.paths import CHECKPOINTS_DIR
     store = Store(path)
     if not store.exists(CHECKPOINTS_DIR):
         raise ValueError(f"rocketmq stream: {path} has no committed rocketlake batches to tail (a broker's "
                          f"store: adopt it first, storelib.adopt_store)")
-    return manifest.load_snapshot(store)
+    return open_snapshot(store, history=True)
 
 
 def _int_option(options: dict, name: str):

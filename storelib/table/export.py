@@ -28,7 +28,8 @@ from ..errors import BadInput, ConfigError, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import parse_java_properties
 from ..io import checksum, headpages, patches, storage
-from . import manifest, rowcheck, storefiles
+from . import rowcheck, storefiles
+from .snapshots import open_snapshot
 
 __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
            "recorded_queue_starts"]
@@ -105,12 +106,12 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     if out.list_files(""):
         raise BadInput(f"--to {target} is not empty: rocketlake export writes into an empty or absent directory "
                        "only (nothing was written)")
-    snap = snap if snap is not None else manifest.load_snapshot(store, as_of_batch)
+    snap = snap if snap is not None else open_snapshot(store, as_of_batch)
     if snap.batch is None:
         raise ExportError(f"{store_uri} has no committed batch to export")
     if check:
         rowcheck.check_snapshot(snap)
-    config = storefiles.config_of_batch(snap.batch)
+    config = snap.config
     work = out
     if out.atomic_rename:
         work = storage.Store(os.path.join(os.path.dirname(os.path.abspath(out.root)),

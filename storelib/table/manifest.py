@@ -24,17 +24,20 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, StoreError, StorePathError
 from . import deltacommit, deltalog
+from .rows import RECORDED_KEYS, BatchRow, ManifestRow, batch_rows, manifest_rows
+from ..format.config import StoreConfig
 from ..format import names
 from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps",
+    "Tables", "read_tables", "snapshot_of", "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -100,31 +103,31 @@ class TableVersions:
 @dataclass
 class Snapshot:
     """The store as of one committed batch: its checkpoint row and its live files."""
-    batch: dict | None                       # checkpoint row (None: nothing committed)
-    files: dict = field(default_factory=dict)  # path -> manifest row (action add, latest version)
+    batch: BatchRow | None                                    # None: nothing committed
+    files: dict[str, ManifestRow] = field(default_factory=dict)  # path -> add row (latest version)
     versions: TableVersions | None = None
-    batches: list = field(default_factory=list)  # every committed checkpoint row, in order
-    removed: dict = field(default_factory=dict)  # path -> remove row of files a committed expiry
-                                                 # removed (a crash may leave them on disk until the
-                                                 # next expiry deletes them)
-    duplicates: list = field(default_factory=list)  # paths one batch adds twice with different facts
-                                                    # (table.rowcheck refuses such a snapshot)
+    batches: list[BatchRow] = field(default_factory=list)    # every committed batch row, in order
+    removed: dict[str, ManifestRow] = field(default_factory=dict)  # path -> remove row of files a
+                                                 # committed expiry removed (a crash may leave them on
+                                                 # disk until the next expiry deletes them)
+    duplicates: list[str] = field(default_factory=list)  # paths one batch adds twice with different
+                                                         # facts (table.rowcheck refuses such a snapshot)
 
     @property
     def batch_seq(self) -> int:
-        return self.batch["batch_seq"] if self.batch else 0
+        return self.batch.batch_seq if self.batch else 0
 
-    def last_detail(self, key: str):
+    def last_detail(self, key: str) -> Any:
         """``detail[key]`` of the last committed batch whose checkpoint row has it (an ingest's
         round-robin positions and topic config: an expiry, a repair or an import records none)."""
         for b in reversed(self.batches):
-            value = json.loads(b["detail"] or "{}").get(key)
+            value = b.detail.get(key)
             if value is not None:
                 return value
         return None
 
-    def of_kind(self, kind: str) -> list:
-        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+    def of_kind(self, kind: str) -> list[ManifestRow]:
+        return sorted((r for r in self.files.values() if r.kind == kind), key=lambda r: r.path)
 
 
 def _table_uri(store: storage.Store, rel: str) -> str:
@@ -182,21 +185,43 @@ def _check_table_files(dt, uris: list) -> list:
     return uris
 
 
+@dataclass(frozen=True)
+class Tables:
+    """Both Delta tables as read once: their versions, every checkpoint row (in batch order) and
+    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them)."""
+    uri: str
+    versions: TableVersions
+    batches: tuple[BatchRow, ...]
+    rows: tuple[ManifestRow, ...]
+
+
+def read_tables(store: storage.Store) -> Tables:
+    """Read both tables (one Parquet read each). A damaged Delta table raises
+    ``errors.CorruptStore`` naming the damaged log file."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
+    batches = sorted(batch_rows(ck_rows), key=lambda r: r.batch_seq)
+    if batches and mf_version is None:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
+                                                           "committed batch(es), the manifest table does not exist")
+    return Tables(store.uri, TableVersions(mf_version, ck_version), tuple(batches), tuple(manifest_rows(mf_rows)))
+
+
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
     """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
 
     A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
-    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
-    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
-    versions = TableVersions(mf_version, ck_version)
-    batches = sorted(ck_rows, key=lambda r: r["batch_seq"])
-    if batches and mf_version is None:
-        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
-                                                           "committed batch(es), the manifest table does not exist")
+    return snapshot_of(read_tables(store), as_of_batch)
+
+
+def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapshot:
+    """The committed snapshot of ``tables`` as of its latest batch (or ``as_of_batch``);
+    ``KeyError`` naming the store when no committed batch is ``as_of_batch``."""
+    versions, batches, mf_rows = tables.versions, list(tables.batches), tables.rows
     if as_of_batch is not None:
-        sel = [b for b in batches if b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)]
+        sel = [b for b in batches if b.matches(as_of_batch)]
         if not sel:
-            raise KeyError(f"no committed batch {as_of_batch!r} in {store.uri}")
+            raise KeyError(f"no committed batch {as_of_batch!r} in {tables.uri}")
         upto = sel[-1]["batch_seq"]
         batches_visible = [b for b in batches if b["batch_seq"] <= upto]
     else:
@@ -406,6 +431,12 @@ def remove_row(live: dict, batch_id: str, batch_seq: int, committed_at: int, det
     row.update(batch_id=batch_id, batch_seq=batch_seq, action="remove", staged_path=None,
                committed_at=committed_at, detail=detail, attempt_id=None)
     return row
+
+
+def config_column(config: StoreConfig) -> str:
+    """A batch row's ``config``: every key a later operation reads of it (``rows.RECORDED_KEYS``:
+    the file-shaping keys readers overlay, ``flushDiskType`` expire and repair follow)."""
+    return dumps({k: getattr(config, k) for k in RECORDED_KEYS})
 
 
 def checkpoint_row(**columns) -> dict:

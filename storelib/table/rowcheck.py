@@ -144,8 +144,8 @@ def check_snapshot(snap, cfg: StoreConfig | None = None) -> None:
     if snap is None or snap.batch is None:
         return
     if cfg is None:
-        from .snapshots import snapshot_config
-        cfg = snapshot_config(snap)
+        from .snapshots import recorded_config
+        cfg = recorded_config(snap.batch)
     problems = snapshot_problems(snap, cfg)
     if problems:
         path, offset, what = problems[0]

@@ -34,8 +34,10 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from .deltalog import CHECKPOINT, COMMIT
+from .rows import BatchRow, ManifestRow
 from ..io.localstore import is_plain_path
 from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, delta_commit
 
@@ -46,23 +48,12 @@ VERSION = 1
 _TABLES = (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR))
 
 
-@dataclass
+@dataclass(frozen=True)
 class CachedSnapshot:
-    """What ``storefiles.files_from_snapshot`` needs of a ``manifest.Snapshot``: the latest batch."""
-    batch: dict
-    files: dict = field(default_factory=dict)      # path -> manifest row
-    tables: dict = field(default_factory=dict)     # table name -> {"version", "files": [[name, sha256]]}
-
-    @property
-    def batches(self) -> list:
-        return [self.batch]
-
-    @property
-    def batch_seq(self) -> int:
-        return self.batch["batch_seq"]
-
-    def of_kind(self, kind: str) -> list:
-        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+    """What the cache holds: the latest batch and its live files (``snapshots.open_snapshot``)."""
+    batch: BatchRow
+    files: dict[str, ManifestRow] = field(default_factory=dict)   # path -> manifest row
+    tables: dict[str, Any] = field(default_factory=dict)   # table name -> {"version", "files": [[name, sha256]]}
 
 
 # ----------------------------------------------------------------------------- writing
@@ -86,8 +77,8 @@ def refresh(store) -> bool:
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
-        from .snapshots import snapshot_config
-        if snapshot_problems(snap, snapshot_config(snap)):
+        from .snapshots import recorded_config
+        if snapshot_problems(snap, recorded_config(snap.batch)):
             return False                     # readers read the Delta tables and refuse the rows
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
@@ -189,7 +180,7 @@ def load(store) -> CachedSnapshot | None:
     for name, rel in _TABLES:
         if not _current(store, rel, tables.get(name)):
             return None
-    files = {r["path"]: r for r in rows}
+    files = {r["path"]: ManifestRow(r) for r in rows}
     if len(files) != len(rows):
         return None
-    return CachedSnapshot(batch=batch, files=files, tables=tables)
+    return CachedSnapshot(batch=BatchRow(batch), files=files, tables=tables)

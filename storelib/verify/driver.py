@@ -53,6 +53,7 @@ import numpy as np
 from ..format import checkpoint as ckpt, consumequeue, paths
 from ..io import checksum, storage
 from ..table import deltalog, manifest, rowcheck
+from ..table.rows import BatchRow, ManifestRow
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
@@ -180,12 +181,12 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
     return ctx, tasks, problems
 
 
-def _row_header(r: dict | None) -> dict | None:
+def _row_header(r: ManifestRow | None) -> dict | None:
     """The index header a manifest row committed (the snapshot's view of the file), if any."""
     if r is None:
         return None
     try:
-        h = json.loads(r.get("detail") or "{}").get("header")
+        h = r.detail.get("header")
     except ValueError:
         return None
     return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
@@ -276,12 +277,12 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     return tasks
 
 
-def _checkpoint_changes(rel: str, data: bytes, row: dict, batch: dict) -> list:
+def _checkpoint_changes(rel: str, data: bytes, row: ManifestRow, batch: BatchRow) -> list:
     """The checkpoint's bytes are not the ones the manifest recorded: fine when only what a
     RocketMQ broker writes into it on a store it opened and shut down cleanly differs, its
     masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
     offset]; anything else is a problem."""
-    detail = json.loads(row.get("detail") or "{}")
+    detail = row.detail
     mine = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
     c = ckpt.Checkpoint.from_bytes(data)
     cap = batch.get("max_phy_offset") or 0
@@ -310,7 +311,7 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    line = json.loads(snap.batch["config"] or "{}").get("rocketmqVersion") if has_manifest else None
+    line = snap.batch.rocketmq_line if has_manifest else None
     layout = ckpt.LAYOUT_SIZE_5_5 if line == "5.5" else ckpt.LAYOUT_SIZE
     nz = np.flatnonzero(np.frombuffer(data[layout:], dtype=np.uint8))
     if len(nz):
@@ -340,7 +341,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
                  threads: int | None = None) -> Report:
     """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
     (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
-    from ..table.snapshots import resolve_snapshot, snapshot_config
+    from ..table.snapshots import open_snapshot, recorded_config
     t0 = time.time()
     store = storage.Store(store_uri)
     meta: list = []                          # the Delta tables' own damage
@@ -353,7 +354,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
                 meta.append(problem(f"{table}/_delta_log", 0, f"cannot be read: {e}"))
         if snap is None:
             try:
-                snap = resolve_snapshot(store, as_of_batch, version)
+                snap = open_snapshot(store, as_of_batch, version)
             except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
                 line = Problem(e.path, e.offset, e.what) if isinstance(e, CorruptStore) \
                     else problem(paths.MANIFEST_DIR, 0, str(e))
@@ -364,7 +365,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     if has_manifest and store.os_paths and _rebuilt(store, snap, as_of_batch is not None or version is not None):
         return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
     if has_manifest:
-        cfg = snapshot_config(snap, config)
+        cfg = recorded_config(snap.batch, config)
     elif unreadable:
         from ..table.storefiles import infer_config
         try:
@@ -427,12 +428,7 @@ def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
     """Must ``snap``'s files be rebuilt before they are checked: an earlier snapshot than the
     latest (``pinned``: one asked for), or one with a publish still unfinished?"""
     from ..table.storefiles import staging_batches
-    if any(b["batch_id"] in staging_batches(store) for b in snap.batches[-1:]):
-        return True
-    if not pinned:
-        return False
-    latest = manifest.load_snapshot(store)
-    return latest.batch is not None and latest.batch["batch_seq"] != snap.batch["batch_seq"]
+    return snap.batch.batch_id in staging_batches(store) or (pinned and snap.pinned)
 
 
 def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:

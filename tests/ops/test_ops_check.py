@@ -22,7 +22,7 @@ from opshelp import small_config
 from storelib.errors import CorruptStore
 from storelib.io import storage
 from storelib.table import manifest, rowcheck
-from storelib.table.storefiles import config_of_batch
+from storelib.table.snapshots import open_snapshot
 
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
 NOW = 1717200000002 + 30 * 86400_000           # a month after the sample's store times
@@ -227,8 +227,8 @@ def test_command_lines_refuse_with_one_line(damaged, tmp_path):
 
 # ----------------------------------------------------------------------------- the checks, one by one
 def _snap(store: str):
-    snap = manifest.load_snapshot(storage.Store(store))
-    return snap, config_of_batch(snap.batch)
+    snap = open_snapshot(storage.Store(store), history=True)
+    return snap, snap.config
 
 
 def _named(problems: list, path: str, words: str) -> bool:
