@@ -88,8 +88,7 @@ def main(argv=None) -> int:
     args.version = args.version_sub if args.version_sub is not None else args.version
     from . import common as cli
     try:
-        resolved = cli.store_snapshot(args, history=True)      # not a store: one line, exit 2
-        args.store_config = resolved.config
+        args.store_config = (resolved := cli.store_snapshot(args, history=True)).config   # not a store: exit 2
         if args.command in ("segments", "checkpoints", "topics", "history") and \
                 not os.path.isdir(os.path.join(args.store, paths.META_DIR)) and "://" not in args.store:
             raise StoreNotFound(f"{args.store} has no rocketlake manifest ({paths.META_DIR}/): {args.command} "
@@ -102,8 +101,8 @@ def main(argv=None) -> int:
             return cmd_verify(store, args)
         if args.command == "register":
             return cmd_register(store, args)
-        # (None: damaged Delta tables, which opening them again names)
-        snap = resolved.snapshot or snapshots.open_snapshot(store, args.as_of_batch, args.version, history=True)
+        snap = resolved.snapshot or snapshots.open_snapshot(    # (None: damaged tables, named here)
+            store, args.as_of_batch, args.version, history=True)
         if args.command == "segments":
             rowcheck.check_snapshot(snap)
             rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
-from ..table import manifest, rowcheck, writerlease
+from ..table import rowcheck, writerlease
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import objstore, storage
 from ..runtime import warmup

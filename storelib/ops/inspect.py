@@ -16,7 +16,8 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.snapshots import open_snapshot, recorded_config
+from ..table.rows import recorded_config
+from ..table.snapshots import open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",

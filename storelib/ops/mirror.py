@@ -45,7 +45,8 @@ from ..io import storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
-from ..table.snapshots import open_snapshot, recorded_config
+from ..table.rows import recorded_config
+from ..table.snapshots import open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 

@@ -66,7 +66,8 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..table.snapshots import open_snapshot, recorded_config
+from ..table.rows import recorded_config
+from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
 from .expire import finish_pending

@@ -144,7 +144,7 @@ def check_snapshot(snap, cfg: StoreConfig | None = None) -> None:
     if snap is None or snap.batch is None:
         return
     if cfg is None:
-        from .snapshots import recorded_config
+        from .rows import recorded_config
         cfg = recorded_config(snap.batch)
     problems = snapshot_problems(snap, cfg)
     if problems:

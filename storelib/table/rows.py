@@ -12,15 +12,16 @@ row before any reader relies on it).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from enum import StrEnum
 from typing import Any, Iterable, Mapping, NoReturn, Self, TypedDict
 
-from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS
+from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
 from ..format.indexfile import IndexHeader
 
 __all__ = ["FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
-           "manifest_rows", "batch_rows"]
+           "manifest_rows", "batch_rows", "recorded_config", "overlay"]
 
 
 class FileKind(StrEnum):
@@ -289,3 +290,17 @@ def manifest_rows(rows: Iterable[Mapping[str, Any]]) -> list[ManifestRow]:
 
 def batch_rows(rows: Iterable[Mapping[str, Any]]) -> list[BatchRow]:
     return [BatchRow.of(r) for r in rows]
+
+
+def recorded_config(batch: BatchRow | None, base: StoreConfig | None = None) -> StoreConfig:
+    """``base`` (default: RocketMQ's defaults) with the file-shaping keys ``batch`` recorded. Only
+    file-shaping keys: what else a batch records (``RECORDED_KEYS``: ``flushDiskType``) is that
+    batch's own, read from its row (``BatchRow.durable``)."""
+    return overlay(base or StoreConfig(), batch.config if batch is not None else {})
+
+
+def overlay(base: StoreConfig, recorded: Mapping[str, Any]) -> StoreConfig:
+    """``base`` with the file-shaping keys of ``recorded`` (a batch's config, an export's
+    properties): the one place a store's own sizes go over a command's configuration."""
+    shaping = {k: recorded[k] for k in FILE_SHAPING_KEYS if k in recorded}
+    return dataclasses.replace(base, **shaping) if shaping else base

@@ -77,7 +77,7 @@ def refresh(store) -> bool:
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
-        from .snapshots import recorded_config
+        from .rows import recorded_config
         if snapshot_problems(snap, recorded_config(snap.batch)):
             return False                     # readers read the Delta tables and refuse the rows
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}

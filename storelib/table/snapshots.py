@@ -11,7 +11,8 @@ opening it again. The rules that decide which snapshot live here, each once:
   reads, no deltalake) when it is sound and current and serves the batch asked for, else the
   Delta tables, read once whichever batch is asked for;
 * its configuration: the base configuration (``format.config.default_config`` or what the
-  command was given) with the file-shaping keys the batch recorded over it (``recorded_config``).
+  command was given) with the file-shaping keys the batch recorded over it
+  (``rows.recorded_config``).
 """
 from __future__ import annotations
 
@@ -21,14 +22,15 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..format import paths
-from ..format.config import FILE_SHAPING_KEYS, StoreConfig
-from .rows import BatchRow, ManifestRow
+from ..format.config import StoreConfig
+from ..io.localstore import open_local
+from .rows import BatchRow, ManifestRow, recorded_config
 
 if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
     from . import manifest
     from ..io.storage import Store
 
-__all__ = ["StoreSnapshot", "open_snapshot", "recorded_config", "overlay", "no_such_batch"]
+__all__ = ["StoreSnapshot", "open_snapshot", "as_store", "no_such_batch"]
 
 _NO_FILES: Mapping[str, ManifestRow] = MappingProxyType({})
 
@@ -86,18 +88,16 @@ class StoreSnapshot:
         return dataclasses.replace(self, config=recorded_config(self.batch, base))
 
 
-def recorded_config(batch: BatchRow | None, base: StoreConfig | None = None) -> StoreConfig:
-    """``base`` (default: RocketMQ's defaults) with the file-shaping keys ``batch`` recorded: the
-    one overlay of a store's own configuration. Only file-shaping keys: what else a batch records
-    (``rows.RECORDED_KEYS``: ``flushDiskType``) is that batch's own, read from its row."""
-    return overlay(base or StoreConfig(), batch.config if batch is not None else {})
-
-
-def overlay(base: StoreConfig, recorded: Mapping[str, Any]) -> StoreConfig:
-    """``base`` with the file-shaping keys of ``recorded`` (a batch's config, an export's
-    properties): the one place a store's own sizes go over a command's configuration."""
-    shaping = {k: recorded[k] for k in FILE_SHAPING_KEYS if k in recorded}
-    return dataclasses.replace(base, **shaping) if shaping else base
+def as_store(store: Store | str) -> Store:
+    """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
+    (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
+    if not isinstance(store, str):
+        return store
+    local = open_local(store)
+    if local is not None:
+        return local
+    from ..io.storage import Store
+    return Store(store)
 
 
 def no_such_batch(what: str, where: str) -> KeyError:
@@ -115,7 +115,6 @@ def open_snapshot(store: Store | str, as_of_batch: str | int | None = None, vers
     table versions and every batch). A store without a manifest (a broker's directory) gives
     ``source == "none"``. No committed batch of that name: ``KeyError``; damaged Delta tables:
     ``CorruptStore``."""
-    from .storefiles import as_store
     store = as_store(store)
     if version is None and not history:
         from . import snapcache

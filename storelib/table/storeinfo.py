@@ -26,7 +26,8 @@ from typing import Any, Mapping
 from ..errors import ConfigError, StoreError, StoreNotFound
 from ..format import paths
 from ..format.config import FILE_SHAPING_KEYS, StoreConfig, default_config, load_config
-from .snapshots import StoreSnapshot, open_snapshot, overlay
+from .rows import overlay
+from .snapshots import StoreSnapshot, open_snapshot
 
 __all__ = ["EXPORT_PROPERTIES", "StoreKind", "store_kind", "check_store", "resolve_config",
            "ResolvedConfig", "config_mismatch"]

@@ -341,7 +341,8 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
                  threads: int | None = None) -> Report:
     """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
     (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
-    from ..table.snapshots import open_snapshot, recorded_config
+    from ..table.rows import recorded_config
+    from ..table.snapshots import open_snapshot
     t0 = time.time()
     store = storage.Store(store_uri)
     meta: list = []                          # the Delta tables' own damage
