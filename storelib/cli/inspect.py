@@ -41,6 +41,7 @@ from ..format import paths
 from ..table import rowcheck, snapshots
 
 from . import common as _cli  # noqa: E402
+from ..table.rows import FileKind
 
 __all__ = ["main"]
 
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
 def _exclusive(row: dict) -> dict:
     """A consume-queue file's max_offset as stats and RocketMQ's getMaxOffsetInQueue give it: the
     next offset (exclusive); the manifest keeps the file's last unit (inclusive)."""
-    if row.get("kind") == "consumequeue" and row.get("max_offset") is not None and row.get("count"):
+    if row.get("kind") == FileKind.CONSUMEQUEUE and row.get("max_offset") is not None and row.get("count"):
         return dict(row, max_offset=row["max_offset"] + 1)
     return row
 

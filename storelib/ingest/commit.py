@@ -34,7 +34,7 @@ import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
-from ..table.rows import ManifestRow
+from ..table.rows import FileKind, ManifestRow
 from ..table.snapshots import open_snapshot
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
@@ -92,9 +92,9 @@ def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
     damaged = [r for r in results if r["kind"] == "damaged"]
     if damaged:
         raise CorruptStore(damaged[0]["path"], damaged[0]["offset"], damaged[0]["what"])
-    segs = [r for r in results if r["kind"] == "commitlog"]
-    cqs = [r for r in results if r["kind"] == "consumequeue"]
-    idxs = sorted((r for r in results if r["kind"] == "index"), key=lambda r: r["ordinal"])
+    segs = [r for r in results if r["kind"] == FileKind.COMMITLOG]
+    cqs = [r for r in results if r["kind"] == FileKind.CONSUMEQUEUE]
+    idxs = sorted((r for r in results if r["kind"] == FileKind.INDEX), key=lambda r: r["ordinal"])
     if len(segs) != len(plan.segments) or len(cqs) != len(plan.cq_files) or len(idxs) != len(plan.index_files):
         raise IngestError(f"incomplete write stage: {len(segs)}/{len(plan.segments)} segments, "
                           f"{len(cqs)}/{len(plan.cq_files)} consume queue files, "
@@ -104,7 +104,7 @@ def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
 
 def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now: int) -> None:
     """Index file names: creation order, strictly increasing (RocketMQ loads them sorted by name)."""
-    existing_idx = snap.of_kind("index")
+    existing_idx = snap.of_kind(FileKind.INDEX)
     prev_ms = indexfile.name_millis(existing_idx[-1]["path"].split("/")[-1]) if existing_idx else 0
     prev_ms = prev_ms or 0
     first_ts = next((s.first_store_ts for s in summaries if s.count), None) or now
@@ -153,7 +153,7 @@ def _checkpoint_file_row(store: storage.Store, ck: ckpt.Checkpoint, ck_bytes: by
         where = fragments.object_rel(batch_id, attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
-    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
+    return manifest.file_row(FileKind.CHECKPOINT, ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
                              file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
                              checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
 
@@ -177,11 +177,11 @@ def _file_detail(r: dict, **extra) -> str:
 def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: dict) -> list:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
-    prev_seg = {r["path"]: r for r in snap.of_kind("commitlog")}
+    prev_seg = {r["path"]: r for r in snap.of_kind(FileKind.COMMITLOG)}
     rows = [_segment_row(r, prev_seg.get(r["path"]), key) for r in segs]
     for r in cqs:
         rows.append(manifest.file_row(
-            "consumequeue", r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
+            FileKind.CONSUMEQUEUE, r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
             base_offset=r["base_offset"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=r["min_offset"], max_offset=r["max_offset"],
             checksum=r["checksum"], detail=_file_detail(r, min_phys=r["min_phys"], max_phys=r["max_phys"]),
@@ -189,7 +189,7 @@ def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: 
     for r in idxs:
         h = r["header"]
         rows.append(manifest.file_row(
-            "index", r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
+            FileKind.INDEX, r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"],
             min_store_ts=h["begin_timestamp"], max_store_ts=h["end_timestamp"], checksum=r["checksum"],
             detail=_file_detail(r, header=h), **key))
@@ -210,7 +210,7 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
         zones = zonemap.merge(old_zones.clip(r["kept_bytes"]) if old_zones is not None else None, zones)
     extra = {"zones": zonemap.to_detail(zones)} if zones is not None else {}
     return manifest.file_row(
-        "commitlog", r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
+        FileKind.COMMITLOG, r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
         valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
         max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
         max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r, **extra), **key)

@@ -20,7 +20,7 @@ import time
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
-from ..table.rows import BatchRow
+from ..table.rows import BatchRow, FileKind
 from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
@@ -224,10 +224,10 @@ def _record_broker_topics(src: storage.Store, ck_row: dict, config: StoreConfig)
 
 def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):
     now = manifest.now_ms()
-    segs = sorted((f for f in facts if f["kind"] == "commitlog"), key=lambda f: f["base_offset"])
-    cqs = sorted((f for f in facts if f["kind"] == "consumequeue"),
+    segs = sorted((f for f in facts if f["kind"] == FileKind.COMMITLOG), key=lambda f: f["base_offset"])
+    cqs = sorted((f for f in facts if f["kind"] == FileKind.CONSUMEQUEUE),
                  key=lambda f: (f["topic"], f["queue_id"], f["base_offset"]))
-    idxs = sorted((f for f in facts if f["kind"] == "index"), key=lambda f: f["path"].rsplit("/", 1)[-1])
+    idxs = sorted((f for f in facts if f["kind"] == FileKind.INDEX), key=lambda f: f["path"].rsplit("/", 1)[-1])
     fp = hashlib.sha256(source.encode())
     for f in segs + cqs + idxs:
         fp.update(f"{f['path']}\0{f['valid_bytes']}\0{f['checksum']}\0".encode())
@@ -238,14 +238,14 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     rows = []
     for f in segs:
         rows.append(manifest.file_row(
-            "commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
+            FileKind.COMMITLOG, f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
             valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
             min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"],
             detail=manifest.dumps({"zones": f["zones"]}) if f.get("zones") else None, **key))
     queue_next: dict = {}
     for f in cqs:
         rows.append(manifest.file_row(
-            "consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
+            FileKind.CONSUMEQUEUE, f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
             file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
             max_offset=f["max_offset"], checksum=f["checksum"],
             detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}), **key))
@@ -253,12 +253,12 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     for f in idxs:
         h = f["header"]
         rows.append(manifest.file_row(
-            "index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
+            FileKind.INDEX, f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
             min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"], min_store_ts=h["begin_timestamp"],
             max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}), **key))
     data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
     ck = ckpt.Checkpoint.from_bytes(data)
-    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
+    rows.append(manifest.file_row(FileKind.CHECKPOINT, ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
                                   checksum=checksum.checksum_of_bytes(data), detail=manifest.dumps(ck.to_dict()),
                                   **key))
     mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]

@@ -25,7 +25,7 @@ import time
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
-from ..table.rows import manifest_rows
+from ..table.rows import FileKind, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -41,7 +41,7 @@ HOUR_MS = 3600 * 1000
 
 
 def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict:
-    segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     reserved = int(reserved_hours * HOUR_MS)
     gone_cl = []
     for r in segs[:-1]:
@@ -53,7 +53,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
     min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
     gone_cq = []
     queues: dict = {}
-    for r in snap.of_kind("consumequeue"):
+    for r in snap.of_kind(FileKind.CONSUMEQUEUE):
         queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
     for key in sorted(queues):
         files = sorted(queues[key], key=lambda r: r["base_offset"])
@@ -63,7 +63,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
                 break
             gone_cq.append(r)
     gone_idx = []
-    idx = sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r["path"].rsplit("/", 1)[-1])
     for r in idx[:-1]:
         if r["max_offset"] is None or r["max_offset"] >= min_offset:
             break
@@ -214,7 +214,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         store.delete(r["path"])
     if store.objects:
         delete_objects(store, {r["path"] for r in rows})
-    _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+    _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE])
     fault("after-publish-before-cleanup")
     commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
@@ -229,10 +229,10 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
                  by_topic: bool) -> list:
     """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
     rows = []
-    for kind in ("commitlog", "consumequeue", "index"):
+    for kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX):
         for r in p[kind]:
             reason = p.get("reasons", {}).get(r["path"]) or (
-                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
                 else f"points only below the new min phy offset {p['min_phy_offset']}")
             rows.append(manifest.remove_row(
                 r, batch_id, seq, committed_at,

@@ -16,7 +16,7 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.rows import recorded_config
+from ..table.rows import FileKind, recorded_config
 from ..table.snapshots import open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
@@ -208,7 +208,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
 def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
     """(min, max) store time of the live commitlog segments' records (their manifest rows); the
     queues' first/last readable messages for segments whose rows lack them."""
-    segs = snap.of_kind("commitlog")
+    segs = snap.of_kind(FileKind.COMMITLOG)
     lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
     highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
     if len(lows) < len(segs) or len(highs) < len(segs):
@@ -263,7 +263,7 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
     for rel in store.list_files(paths.META_DIR):
         meta["files"] += 1
         meta["stored_bytes"] += allocated_bytes(store, rel)
-    rows = [by_kind[k] for k in ("commitlog", "consumequeue", "index", "checkpoint") if k in by_kind]
+    rows = [by_kind[k] for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX, FileKind.CHECKPOINT) if k in by_kind]
     tot = {"kind": "total", "files": sum(r["files"] for r in rows),
            "broker_bytes": sum(r["broker_bytes"] for r in rows),
            "stored_bytes": sum(r["stored_bytes"] for r in rows) + meta["stored_bytes"],

@@ -66,7 +66,7 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..table.rows import recorded_config
+from ..table.rows import FileKind, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
@@ -104,7 +104,7 @@ def _segments(store: storage.Store, snap) -> list:
     if snap is not None and snap.batch is not None:
         staged = storefiles.staging_batches(store)
         return [(storefiles.reading_path(store, r, staged), int(r["base_offset"]), int(r["valid_bytes"]), r)
-                for r in sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])]
+                for r in sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])]
     out = []
     for rel in store.list_files(commitlog.DIR, recursive=False):
         name = rel.rsplit("/", 1)[-1]
@@ -242,7 +242,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     expected = rebuild.expected_queues(d, cfg)
     for rel in sorted(expected):
         if not view.holds(rel):
-            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": view.unlisted()})
+            out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "unlisted", "detail": view.unlisted()})
             continue
         e = expected[rel]
         fd = view.file(rel)
@@ -255,19 +255,19 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
             note = f"; units below {e.known_from} kept as found (their records are gone)"
             lost = _lost_head(view, rel, e, want, have)
             if lost:
-                out.append({"kind": "consumequeue", "path": rel, "state": "unrestorable", "detail": lost})
+                out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "unrestorable", "detail": lost})
                 continue
         state, detail = filediff.judge(fd, want, cfg.cq_file_size, filediff.name_unit)
         if e.holes:
             note += f"; {e.holes} unit(s) inside the queue have no record"
-        out.append({"kind": "consumequeue", "path": rel, "state": state, "detail": detail + note,
+        out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": state, "detail": detail + note,
                     "data": want, "valid": len(want), "count": e.n_units, "file_size": cfg.cq_file_size})
     if view.listed is None:
         on_disk = [r for r in view.store.list_files(consumequeue.DIR) if not r.endswith(_LEGACY_TMP_SUFFIX)]
     else:
-        on_disk = [r["path"] for r in view.snap.of_kind("consumequeue")]
+        on_disk = [r["path"] for r in view.snap.of_kind(FileKind.CONSUMEQUEUE)]
     for rel in sorted(set(on_disk) - set(expected)):
-        out.append({"kind": "consumequeue", "path": rel, "state": "underived",
+        out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "underived",
                     "detail": "no record of the commitlog lands in this file: left as it is"})
     return out
 
@@ -286,7 +286,7 @@ def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
     means the current one is missing (it gets a name between its neighbours), so a lost file in
     the middle does not shift every later one."""
     if snap is not None and snap.batch is not None:
-        return _positional(sorted(r["path"] for r in snap.of_kind("index")), files)
+        return _positional(sorted(r["path"] for r in snap.of_kind(FileKind.INDEX)), files)
     have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX))
     heads = [_header_of(store, r) for r in have]
     names, j = [], 0
@@ -325,14 +325,14 @@ def _underived_index(view: _View, start: int) -> list:
     """Index files when the commitlog no longer starts at 0 (an index file's entries depend on
     every earlier file's): left as they are; on a rocketlake store each must then be its manifest
     row's version, or it is damaged and nothing can derive it (``unrestorable``)."""
-    out = [{"kind": "index", "path": indexfile.DIR, "state": "underived",
+    out = [{"kind": FileKind.INDEX, "path": indexfile.DIR, "state": "underived",
             "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
-    for row in sorted(view.snap.of_kind("index") if view.snap is not None else [], key=lambda r: r["path"]):
+    for row in sorted(view.snap.of_kind(FileKind.INDEX) if view.snap is not None else [], key=lambda r: r["path"]):
         fd, valid = view.file(row["path"]), int(row["valid_bytes"])
         if fd.exists and fd.size == int(row["file_size"]) and \
                 fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row["checksum"]:
             continue
-        out.append({"kind": "index", "path": row["path"], "state": "unrestorable",
+        out.append({"kind": FileKind.INDEX, "path": row["path"], "state": "unrestorable",
                     "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
                               "index files cannot be derived, and this one is not its manifest row's version "
                               f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
@@ -348,15 +348,15 @@ def _index_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch, files: l
     namer = filediff.index_namer(cfg)
     for rel, b in zip(names, files):
         if not view.holds(rel):
-            out.append({"kind": "index", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            out.append({"kind": FileKind.INDEX, "path": rel, "state": "unlisted", "detail": _UNLISTED})
             continue
         want = np.frombuffer(b"".join(bytes(c) for c in b.chunks()), np.uint8)
         state, detail = filediff.judge(view.file(rel), want, cfg.index_file_size, namer)
-        out.append({"kind": "index", "path": rel, "state": state, "detail": detail, "data": want,
+        out.append({"kind": FileKind.INDEX, "path": rel, "state": state, "detail": detail, "data": want,
                     "valid": len(want), "count": b.header.index_count - 1, "file_size": cfg.index_file_size,
                     "header": b.header.to_dict()})
     for rel in extra:
-        out.append({"kind": "index", "path": rel, "state": "extra",
+        out.append({"kind": FileKind.INDEX, "path": rel, "state": "extra",
                     "detail": "past the index files the commitlog implies: removed on apply"})
     return out
 
@@ -374,12 +374,12 @@ def _committed_checkpoint(view: _View, fd):
 
 def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
     if not view.holds(ckpt.FILE_NAME):
-        return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
+        return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
     ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
     want = np.frombuffer(ck.to_bytes(), np.uint8)
     state, detail = filediff.judge(fd, want, ckpt.FILE_SIZE, filediff.name_checkpoint)
-    return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
+    return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
             "valid": ckpt.FILE_SIZE, "count": 0, "file_size": ckpt.FILE_SIZE, "checkpoint": ck.to_dict()}
 
 
@@ -524,7 +524,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
             store.sync_tree(staging)
         fault("after-files-staged")
         rows = _manifest_rows(snap, changed, batch_id, seq, now, staging, attempt)
-        ck_file = next((f["checkpoint"] for f in changed if f["kind"] == "checkpoint"), None)
+        ck_file = next((f["checkpoint"] for f in changed if f["kind"] == FileKind.CHECKPOINT), None)
         stamps = {k: ck_file[k] for k in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp")} \
             if ck_file else {}
         ck = manifest.checkpoint_row_after(

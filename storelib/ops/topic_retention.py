@@ -29,7 +29,7 @@ from ..format.config import parse_topic_retention as parse_rules   # the topicRe
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
-from ..table.rows import ManifestRow
+from ..table.rows import FileKind, ManifestRow
 
 __all__ = ["parse_rules", "plan_topic_expiry"]
 
@@ -96,7 +96,7 @@ def _first_live(store: storage.Store, r: dict, min_offset: int) -> int:
 
 def _queues(snap: manifest.Snapshot) -> dict:
     queues: dict = {}
-    for r in snap.of_kind("consumequeue"):
+    for r in snap.of_kind(FileKind.CONSUMEQUEUE):
         queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
     return {k: sorted(v, key=lambda r: r["base_offset"]) for k, v in sorted(queues.items())}
 
@@ -105,7 +105,7 @@ def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int
     """(paths of queue files the topics' rules remove, paths of queues' last files whose every
     message the rule expires (kept, as a queue keeps its last file, but pinning no segment),
     reason per path). ``rule_of(topic)``: its hours (None: kept for ever)."""
-    segs = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
+    segs = {r["base_offset"]: r for r in snap.of_kind(FileKind.COMMITLOG)}
     gone, idle, reasons = set(), set(), {}
     for (topic, _qid), files in queues.items():
         hours = rule_of(topic)
@@ -133,7 +133,7 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
     queues = _queues(snap)
     gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
     lowest = {}                                    # topic -> lowest commitlog offset of a message it keeps
-    segs_at = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
+    segs_at = {r["base_offset"]: r for r in snap.of_kind(FileKind.COMMITLOG)}
     for (topic, _), files in queues.items():
         hours = rules.get(topic, reserved_hours)
         kept = [r for r in files if r["path"] not in gone and r["path"] not in idle]
@@ -144,7 +144,7 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         if m is not None:
             lowest[topic] = min(m, lowest.get(topic, m))
     live_min = min(lowest.values()) if lowest else None
-    segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     gone_cl = []
     for r in segs[:-1]:
         if live_min is not None and r["base_offset"] + r["file_size"] > live_min:
@@ -168,7 +168,7 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         if new != files[0]["min_offset"]:
             new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": files[0]["min_offset"],
                             "min_offset": new})
-    idx = sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r["path"].rsplit("/", 1)[-1])
     gone_idx = []
     for r in idx[:-1]:
         if r["max_offset"] is None or r["max_offset"] >= min_offset:

@@ -30,6 +30,7 @@ from ..format.config import parse_java_properties
 from ..io import checksum, headpages, patches, storage
 from . import rowcheck, storefiles
 from .snapshots import open_snapshot
+from .rows import FileKind
 
 __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
            "recorded_queue_starts"]
@@ -121,7 +122,7 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     try:
         for rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
-        starts = queue_starts_of(r["path"] for r in snap.of_kind("consumequeue"))
+        starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
         if work is not out:
@@ -150,7 +151,7 @@ def _export_file(store: storage.Store, out: storage.Store, row: dict, config, du
     rel = storefiles.reading_path(store, row, staged)
     first = _rebuilt_head(store, dict(row, path=rel), detail, config)
     hasher = checksum.BlockHasher()
-    paged = row["kind"] == "index" and "head" in detail      # its head is summed by pages (io.headpages)
+    paged = row["kind"] == FileKind.INDEX and "head" in detail      # its head is summed by pages (io.headpages)
 
     def chunks():
         if first:

@@ -31,6 +31,7 @@ from ..format.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from ..format.config import StoreConfig
 from ..format.names import OFFSET_FILE_NAME
 from ..format.paths import STAGING_DIR
+from .rows import FileKind
 
 __all__ = ["snapshot_problems", "usable_rows", "row_problem", "check_snapshot", "segment_gaps", "HEADER_KEYS"]
 
@@ -76,7 +77,7 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
             return f"manifest {col} {v!r} outside [{lo}, {hi}]"
     if not (isinstance(r.get("checksum"), str) and re.fullmatch(r"[0-9a-f]{64}", r["checksum"])):
         return f"manifest checksum {r.get('checksum')!r} is not a sha256"
-    if kind in ("commitlog", "consumequeue"):
+    if kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE):
         b = r.get("base_offset")
         if not _is_int(b) or b != int(parts[-1]):
             return f"manifest base_offset {b!r} does not match the name"
@@ -160,7 +161,7 @@ def _of_kind(rows: dict, kind: str) -> list:
 
 def _commitlog(rows: dict, batch: dict, cfg: StoreConfig) -> list:
     out = []
-    segs = sorted(_of_kind(rows, "commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(_of_kind(rows, FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     F = cfg.mappedFileSizeCommitLog
     out += segment_gaps([(r["path"], r["base_offset"]) for r in segs], F)
     for r in segs:
@@ -186,7 +187,7 @@ def _queues(rows: dict, batch: dict, cfg: StoreConfig) -> list:
     out = []
     size = cfg.cq_file_size
     cqs: dict = {}
-    for r in _of_kind(rows, "consumequeue"):
+    for r in _of_kind(rows, FileKind.CONSUMEQUEUE):
         cqs.setdefault((r["topic"], r["queue_id"]), []).append(r)
     qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (batch["queue_offsets"] or [])}
     for key, fs in sorted(cqs.items()):
@@ -219,7 +220,7 @@ def _queues(rows: dict, batch: dict, cfg: StoreConfig) -> list:
 def _index(rows: dict, cfg: StoreConfig) -> list:
     out = []
     head = indexfile.entries_offset(cfg)
-    for r in _of_kind(rows, "index"):
+    for r in _of_kind(rows, FileKind.INDEX):
         ic = json.loads(r["detail"])["header"]["index_count"]
         want = head + ic * indexfile.ENTRY_SIZE
         if r["valid_bytes"] != want or r["count"] != ic - 1:

@@ -53,7 +53,7 @@ import numpy as np
 from ..format import checkpoint as ckpt, consumequeue, paths
 from ..io import checksum, storage
 from ..table import deltalog, manifest, rowcheck
-from ..table.rows import BatchRow, ManifestRow
+from ..table.rows import BatchRow, FileKind, ManifestRow
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
@@ -203,12 +203,12 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     def of_kind(kind):
         return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
 
-    segs = sorted(of_kind("commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     cl = [(r["path"], r["base_offset"], r["valid_bytes"], r) for r in segs]
     cqs: dict = {}
-    for r in of_kind("consumequeue"):
+    for r in of_kind(FileKind.CONSUMEQUEUE):
         cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
-    idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
+    idx = [(r["path"], r) for r in sorted(of_kind(FileKind.INDEX), key=lambda r: r["path"].rsplit("/", 1)[-1])]
     known = set(snap.files)
     pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
     for rel in on_disk:
@@ -264,9 +264,9 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     """One task per segment and per index file, one per ``queues_per_task`` queues (a queue's files together)."""
     tasks = []
     for i, (p, b, v, r) in enumerate(cl):
-        tasks.append({"kind": "commitlog", "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
+        tasks.append({"kind": FileKind.COMMITLOG, "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
     for p, r in idx:
-        tasks.append({"kind": "index", "path": p, "manifest": r})
+        tasks.append({"kind": FileKind.INDEX, "path": p, "manifest": r})
     qlist = []
     for (topic, qid), fs in sorted(cqs.items()):
         fs = sorted(fs, key=lambda x: x[1])
@@ -460,7 +460,7 @@ def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int |
         threads = _processors()
     if threads <= 1 or len(tasks) <= 1:
         return [run_task(ctx, t) for t in tasks]
-    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != "index", -_weight(tasks[i], cfg)))
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != FileKind.INDEX, -_weight(tasks[i], cfg)))
     with ThreadPoolExecutor(max_workers=threads) as pool:
         done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
     return [done[i] for i in range(len(tasks))]

@@ -14,6 +14,7 @@ from ..format import indexfile
 from ..format.config import StoreConfig
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
+from ..table.rows import FileKind
 
 __all__ = ["verify_index", "deep_index", "paged_head_len"]
 
@@ -28,7 +29,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     m = t.get("manifest")
     out: list = []
     fd = FileData(store, rel)
-    facts = {"kind": "index", "path": rel}
+    facts = {"kind": FileKind.INDEX, "path": rel}
     if not fd.exists:
         return {"problems": [problem(rel, 0, "missing file")], "facts": facts, "bytes_read": 0, "logical_bytes": 0}
     full = cfg.index_file_size
