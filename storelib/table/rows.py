@@ -173,7 +173,7 @@ class ManifestRow(_Row):
         return int(self.get("valid_bytes") or 0)
 
     @property
-    def count(self) -> int | None:       # type: ignore[override]  (dict.count does not exist; a column)
+    def count(self) -> int | None:       # (the column: a dict has no count method)
         return self.get("count")
 
     @property
@@ -271,7 +271,7 @@ class BatchRow(_Row):
     def durable(self) -> bool:
         """The batch's files were made durable before its commit (``flushDiskType`` SYNC_FLUSH,
         which a batch that recorded none had)."""
-        return self.config.get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+        return bool(self.config.get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH")
 
     @property
     def rocketmq_line(self) -> str:

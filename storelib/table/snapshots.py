@@ -93,7 +93,7 @@ def as_store(store: Store | str) -> Store:
     (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
     if not isinstance(store, str):
         return store
-    local = open_local(store)
+    local: Store | None = open_local(store)    # type: ignore[no-untyped-call]
     if local is not None:
         return local
     from ..io.storage import Store

@@ -46,6 +46,7 @@ from ..format.paths import STAGING_DIR
 
 if TYPE_CHECKING:    # storage loads pyarrow: imported where needed, not on the shell path
     from ..io.storage import Store
+    from .zonemap import ZoneMap
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
            "open_files", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
@@ -87,14 +88,15 @@ class StoreFiles:
     consume_queues: dict[tuple[str, int], list[ConsumeQueueFile]] = field(default_factory=dict)
     index: list[IndexFileRef] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.commitlog = sorted((CommitLogSegment(*s) for s in self.commitlog), key=lambda s: s.base)
         self.consume_queues = {(t, int(q)): sorted((ConsumeQueueFile(*f) for f in fs), key=lambda f: f.base)
                                for (t, q), fs in self.consume_queues.items()}
         self.index = [IndexFileRef(*((r,) if isinstance(r, str) else r)) for r in self.index]
 
     @classmethod
-    def from_snapshot(cls, store: Store | str, as_of_batch=None, config: StoreConfig | None = None) -> "StoreFiles":
+    def from_snapshot(cls, store: Store | str, as_of_batch: str | int | None = None,
+                      config: StoreConfig | None = None) -> "StoreFiles":
         """The files of one committed rocketlake batch (latest by default); ``scan`` without a manifest."""
         return open_files(store, as_of_batch, config)[0]
 
@@ -148,7 +150,7 @@ def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], l
     return cqs
 
 
-def _recover_commitlog(store: Store, fsize: int, cqs: dict, index: list[IndexFileRef]) -> list[CommitLogSegment]:
+def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: list[IndexFileRef]) -> list[CommitLogSegment]:
     """Commitlog segments, the last one's valid length found by a walk from the newest record
     start the consume queues / the newest index file name that checks out (else from 0)."""
     segs = [CommitLogSegment(r, int(r.rsplit("/", 1)[-1]), fsize) for r in _numbered(store, commitlog.DIR)]
@@ -186,7 +188,7 @@ def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
 def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
     """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
     rule), found by a binary search over single-unit range reads: units are written in order."""
-    def unit(i: int):
+    def unit(i: int) -> tuple[int, int, int] | None:
         raw = store.read(rel, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
         return consumequeue.parse_unit(raw) if len(raw) == consumequeue.UNIT_SIZE else None
 
@@ -214,10 +216,17 @@ def _verified_record_end(store: Store, rel: str, pos: int, phy: int, fsize: int)
     raw = store.read(rel, pos, records.PHYS_END)
     if len(raw) < records.PHYS_END:
         return None
-    size, magic = records.record_head(raw)
-    if not commitlog.is_record_start(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
+    head = records.record_head(raw)
+    if head is None:
+        return None
+    size, magic = head
+    if not _record_start(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
         return None
     return pos + size
+
+
+def _record_start(size: int, magic: int, pos: int, fsize: int) -> bool:
+    return bool(commitlog.is_record_start(size, magic, pos, fsize))  # type: ignore[no-untyped-call]
 
 
 def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
@@ -233,7 +242,7 @@ def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
             if head is None:
                 break
         size, magic = head
-        if not commitlog.is_record_start(size, magic, pos, fsize):
+        if not _record_start(size, magic, pos, fsize):
             break                          # BLANK (end of this file), zero or garbage: end of data
         pos += size
     return pos
@@ -243,13 +252,13 @@ def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
 @dataclass
 class SnapshotInfo:
     batch: BatchRow | None = None                  # checkpoint row (None: no manifest)
-    seg_ts: dict = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
+    seg_ts: dict[Any, Any] = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
     source: str = "scan"                           # "manifest" | "scan"
-    seg_count: dict = field(default_factory=dict)  # segment base offset -> records (manifest only)
-    seg_rows: dict = field(default_factory=dict)   # segment base offset -> its manifest row (manifest only)
-    zone_maps: dict = field(default_factory=dict, repr=False)   # parsed on first use (``zones``)
+    seg_count: dict[Any, Any] = field(default_factory=dict)  # segment base offset -> records (manifest only)
+    seg_rows: dict[Any, Any] = field(default_factory=dict)   # segment base offset -> its manifest row (manifest only)
+    zone_maps: dict[int, ZoneMap | None] = field(default_factory=dict, repr=False)   # parsed on first use (``zones``)
 
-    def zones(self, base: int):
+    def zones(self, base: int) -> ZoneMap | None:
         """The segment's zone map (``table.zonemap``), None if its row has none."""
         from .zonemap import of_row
         if base not in self.zone_maps:
@@ -273,7 +282,7 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     ``maxIndexNum = 4 * maxHashSlotNum`` is assumed (pass a --config otherwise).
     """
     config = config or StoreConfig()
-    changes = {}
+    changes: dict[str, Any] = {}
     # The most common size of each kind (a damaged file, truncated or grown, does not decide).
     segs = [r for r in store.list_files(commitlog.DIR, recursive=False) if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])]
     if segs:
@@ -301,9 +310,9 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     return dataclasses.replace(config, **changes) if changes else config
 
 
-def _common_size(store: Store, rels: list) -> int | None:
+def _common_size(store: Store, rels: list[Any]) -> int | None:
     """The most frequent non-zero size among ``rels`` (ties: the larger); None without one."""
-    counts: dict = {}
+    counts: dict[Any, Any] = {}
     for r in rels:
         s = store.size(r)
         if s:
@@ -311,7 +320,7 @@ def _common_size(store: Store, rels: list) -> int | None:
     return max(counts, key=lambda s: (counts[s], s)) if counts else None
 
 
-def staging_batches(store: Store) -> set:
+def staging_batches(store: Store) -> set[Any]:
     """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
     try:
         return set(store.list_dirs(STAGING_DIR))

@@ -154,7 +154,7 @@ def _unrecorded(uri: str, given: StoreConfig | None, base: StoreConfig, kind: st
     return ResolvedConfig(base, "default")
 
 
-def _check_exported(uri: str, exported: str, mine) -> None:
+def _check_exported(uri: str, exported: str, mine: StoreConfig) -> None:
     """The sizes an exported directory's properties file gives must be the ones its files have
     (a hand edit would make every file look damaged): ConfigError naming the file otherwise."""
     from ..io.storage import Store

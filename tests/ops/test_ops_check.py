@@ -227,8 +227,10 @@ def test_command_lines_refuse_with_one_line(damaged, tmp_path):
 
 # ----------------------------------------------------------------------------- the checks, one by one
 def _snap(store: str):
-    snap = open_snapshot(storage.Store(store), history=True)
-    return snap, snap.config
+    """The snapshot as the Delta tables give it, to damage by hand (an opened snapshot is
+    immutable), and its configuration."""
+    snap = manifest.load_snapshot(storage.Store(store))
+    return snap, open_snapshot(storage.Store(store), history=True).config
 
 
 def _named(problems: list, path: str, words: str) -> bool:
