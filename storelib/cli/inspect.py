@@ -60,7 +60,7 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("segments")
-    sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
+    sp.add_argument("--kind", choices=[k.value for k in FileKind])
     sp.add_argument("--topic")
     sub.add_parser("checkpoints")
     sub.add_parser("topics")
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
             rowcheck.check_snapshot(snap)
             rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
             cols = inspection.SEGMENT_COLUMNS
-            if args.kind == "commitlog":
+            if args.kind == FileKind.COMMITLOG:
                 cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
             _emit(rows, cols, args.json, "no live files" if snap.batch else "no rocketlake manifest")
         elif args.command == "checkpoints":

@@ -485,9 +485,9 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int, stagi
         if "blocks" in detail:
             blocks = [data[i:i + checksum.BLOCK_SIZE] for i in range(0, len(data), checksum.BLOCK_SIZE)]
             detail["blocks"] = checksum.digests_to_detail(checksum.block_digests(blocks))
-        if f["kind"] == "index":
+        if f["kind"] == FileKind.INDEX:
             detail["header"] = f["header"]
-        if f["kind"] == "checkpoint":
+        if f["kind"] == FileKind.CHECKPOINT:
             detail.update(f["checkpoint"])
         row = manifest.file_row(prev["kind"], prev["path"], batch_id, seq, now, staged_path=_staged(staging, f),
                                 attempt_id=attempt, **{

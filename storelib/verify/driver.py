@@ -70,7 +70,7 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
     t0 = time.time()
     kind = t["kind"]
     try:
-        if kind == "commitlog":
+        if kind == FileKind.COMMITLOG:
             r = verify_segment(ctx, t)
         elif kind == "queues":
             r = verify_queues(ctx, t)
@@ -86,9 +86,9 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
 
 
 def _weight(t: dict, cfg: StoreConfig) -> int:
-    if t["kind"] == "commitlog":
+    if t["kind"] == FileKind.COMMITLOG:
         return cfg.mappedFileSizeCommitLog
-    if t["kind"] == "index":
+    if t["kind"] == FileKind.INDEX:
         return cfg.index_file_size
     return sum(len(q["files"]) for q in t["queues"]) * cfg.cq_file_size
 
