@@ -25,7 +25,7 @@ import time
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
-from ..table.rows import FileKind, manifest_rows
+from ..table.rows import FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -41,35 +41,35 @@ HOUR_MS = 3600 * 1000
 
 
 def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict:
-    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
+    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
     reserved = int(reserved_hours * HOUR_MS)
     gone_cl = []
     for r in segs[:-1]:
-        newest = r["max_store_ts"]
+        newest = r.max_store_ts
         if newest is None or now_ms < newest + reserved:
             break
         gone_cl.append(r)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
+    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
     gone_cq = []
     queues: dict = {}
     for r in snap.of_kind(FileKind.CONSUMEQUEUE):
-        queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
+        queues.setdefault((r.topic, r.queue_id), []).append(r)
     for key in sorted(queues):
-        files = sorted(queues[key], key=lambda r: r["base_offset"])
+        files = sorted(queues[key], key=lambda r: r.base_offset)
         for r in files[:-1]:
             last_phys = _last_unit_phys(r)
             if last_phys is None or last_phys >= min_offset:
                 break
             gone_cq.append(r)
     gone_idx = []
-    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])
     for r in idx[:-1]:
-        if r["max_offset"] is None or r["max_offset"] >= min_offset:
+        if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
     return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch["min_phy_offset"] or 0, "now_ms": now_ms,
+            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours}
 
 
@@ -86,11 +86,11 @@ def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
     live = set(snap.files)
     removed = set()
     dt = manifest.open_table(store, paths.MANIFEST_DIR)
-    committed = {b["batch_id"]: b["batch_seq"] for b in snap.batches}
-    for r in manifest.read_rows(dt):
-        if r["action"] == "remove" and committed.get(r["batch_id"]) == r["batch_seq"]:
+    committed = {b.batch_id: b.batch_seq for b in snap.batches}
+    for r in manifest_rows(manifest.read_rows(dt)):
+        if r.action == "remove" and committed.get(r.batch_id) == r.batch_seq:
             manifest.check_row_paths(r)     # never delete outside the store
-            removed.add(r["path"])
+            removed.add(r.path)
     left = sorted(p for p in removed - live if store.exists(p))
     for p in left:
         store.delete(p)
@@ -174,8 +174,8 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
                "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
                "min_phy_offset": p["min_phy_offset"],
-               "bytes_freed": sum(r["file_size"] for k in ("commitlog", "consumequeue", "index") for r in p[k])}
-    summary["removed"] = [r["path"] for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+               "bytes_freed": sum(r.file_size for k in ("commitlog", "consumequeue", "index") for r in p[k])}
+    summary["removed"] = [r.path for k in ("commitlog", "consumequeue", "index") for r in p[k]]
     if rules:
         summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
                        held_back=p["held_back"])
@@ -189,7 +189,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
     seq = snap.batch_seq + 1
-    if batch_id is not None and any(b["batch_id"] == batch_id for b in snap.batches):
+    if batch_id is not None and any(b.batch_id == batch_id for b in snap.batches):
         raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
     batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
@@ -202,7 +202,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                                "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
-        store.path(r["path"])       # StorePathError before the commit: never delete outside the store
+        store.path(r.path)       # StorePathError before the commit: never delete outside the store
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
@@ -211,10 +211,10 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     for i, r in enumerate(rows):
         if i == len(rows) // 2:
             fault("mid-delete")
-        store.delete(r["path"])
+        store.delete(r.path)
     if store.objects:
-        delete_objects(store, {r["path"] for r in rows})
-    _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE])
+        delete_objects(store, {r.path for r in rows})
+    _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
     fault("after-publish-before-cleanup")
     commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
@@ -226,20 +226,20 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
 
 
 def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,
-                 by_topic: bool) -> list:
+                 by_topic: bool) -> list[ManifestRow]:
     """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
     rows = []
     for kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX):
         for r in p[kind]:
-            reason = p.get("reasons", {}).get(r["path"]) or (
-                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
+            reason = p.get("reasons", {}).get(r.path) or (
+                f"newest message {r.max_store_ts} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
                 else f"points only below the new min phy offset {p['min_phy_offset']}")
             rows.append(manifest.remove_row(
                 r, batch_id, seq, committed_at,
                 detail=manifest.dumps({"reason": reason, "when": now,
                                        "expired_by": "topicRetention" if by_topic else "fileReservedTime",
-                                       "previous_detail": r["detail"]})))
-    return rows
+                                       "previous_detail": r.get("detail")})))
+    return manifest_rows(rows)
 
 
 def _durable(snap: StoreSnapshot) -> bool:
