@@ -92,15 +92,15 @@ def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
     if snap.batch is None:
         return sequencer.StoreState()
     b = snap.batch
-    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
+    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in b.queue_offsets}
     idx = snap.of_kind(FileKind.INDEX)
     tail = None
     if idx:
         last = idx[-1]
-        header = last.detail["header"]
+        header = dict(last.detail["header"])       # (a copy: the row's own stays as committed)
         tail = sequencer.IndexTail(last.path, header, header["index_count"] >= b.config["maxIndexNum"])
-    return sequencer.StoreState(next_phys=b["max_phy_offset"], queue_next=queue_next, index_tail=tail,
-                                index_files=len(idx), messages=b["total_messages"])
+    return sequencer.StoreState(next_phys=b.max_phy_offset, queue_next=queue_next, index_tail=tail,
+                                index_files=len(idx), messages=b.total_messages)
 
 
 def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
@@ -348,22 +348,22 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     A batch an earlier version committed carries the identity it gave the input
     (``identity.earlier_fingerprint``): the same id with that identity is this input too, and
     without a given id a batch with it is found by its fingerprint."""
-    prior = [b for b in snap.batches if b["batch_id"] == run.batch_id]
+    prior = [b for b in snap.batches if b.batch_id == run.batch_id]
     # (batches of this version record their topic config: none -> an earlier version's)
     older = any(b.operation == "ingest" and "topics" not in b.detail for b in snap.batches)
     earlier = run.earlier() if run.earlier is not None and older else None
     if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
-        prior = [b for b in snap.batches if b["operation"] == "ingest" and b["input_fingerprint"] == earlier]
+        prior = [b for b in snap.batches if b.operation == "ingest" and b.input_fingerprint == earlier]
     if not prior:
         return None
     finish_pending_publish(run.store, snap)
-    if prior[-1]["input_fingerprint"] not in (run.fingerprint, earlier):
+    if prior[-1].input_fingerprint not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
     done = prior[-1]
     run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
-    return {"batch_id": done["batch_id"], "status": "already-committed", "batch_seq": done["batch_seq"],
+    return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
             "messages": done["messages"]}
 
 

@@ -197,27 +197,28 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     # rows readers cannot use (garbage values) are reported and left out of the checks below; the
     # structural checks of the rows (table.rowcheck) are the ones every operation makes first
     F = config.mappedFileSizeCommitLog
-    rows, _ = rowcheck.usable_rows(snap, config)
+    usable, _ = rowcheck.usable_rows(snap, config)
+    rows = {p: ManifestRow.of(r) for p, r in usable.items()}
     problems += [problem(*p) for p in rowcheck.snapshot_problems(snap, config)]
 
     def of_kind(kind):
-        return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
+        return sorted((r for r in rows.values() if r.kind == kind), key=lambda r: r.path)
 
-    segs = sorted(of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
-    cl = [(r["path"], r["base_offset"], r["valid_bytes"], r) for r in segs]
+    segs = sorted(of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
+    cl = [(r.path, r.base_offset, r.valid_bytes, r) for r in segs]
     cqs: dict = {}
     for r in of_kind(FileKind.CONSUMEQUEUE):
-        cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
-    idx = [(r["path"], r) for r in sorted(of_kind(FileKind.INDEX), key=lambda r: r["path"].rsplit("/", 1)[-1])]
+        cqs.setdefault((r.topic, r.queue_id), []).append((r.path, r.base_offset, r))
+    idx = [(r.path, r) for r in sorted(of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])]
     known = set(snap.files)
     pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
     for rel in on_disk:
         gone = pending_delete.get(rel)
-        if gone is not None and size_of(rel) == gone["file_size"]:
+        if gone is not None and size_of(rel) == ManifestRow.of(gone).file_size:
             continue
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
-                                            f"{snap.batch['batch_id']})"))
+                                            f"{snap.batch.batch_id})"))
     segments = [(p, b, F if i < len(cl) - 1 else v) for i, (p, b, v, _) in enumerate(cl)]
     max_phy = cl[-1][1] + cl[-1][2] if cl else 0
     min_phy = cl[0][1] if cl else 0
