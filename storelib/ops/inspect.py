@@ -1,6 +1,6 @@
 """Looking at a store: the manifest as tables, checkpoints, Delta history, totals and disk cost.
 
-Everything here reads the Delta tables (``manifest.load_snapshot``) and, for ``stats``, a few
+Everything here reads an opened snapshot (``table.snapshots.open_snapshot``) and, for ``stats``, a few
 bytes of the consume-queue files; nothing starts Spark. ``storefiles.files_from_snapshot`` turns
 a snapshot into the ``storefiles.StoreFiles`` a ``StoreReader`` answers from, so queries on a
 snapshot see exactly the files (and valid lengths) that batch committed, expired files included.

@@ -267,7 +267,7 @@ class _TableReader(DataSourceReader):
 
 
 def _live_files(snap) -> list:
-    return sorted(snap.files.values(), key=lambda r: (r["kind"], r["path"]))
+    return sorted(snap.files.values(), key=lambda r: (r.kind, r.path))
 
 
 def _committed_batches(snap) -> list:
