@@ -30,12 +30,12 @@ def main(argv=None) -> int:
     from ..table import export
     from . import common as cli
     try:
-        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))
+        res = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))
     except Exception as e:  # noqa: BLE001 - not a store: one line, exit 2
         return cli.report(e)
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
     try:
-        s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync)
+        s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot)
     except (KeyError, Exception) as e:  # noqa: BLE001 - one exit-code table for every job
         return cli.report(e)
     except KeyboardInterrupt as e:

@@ -32,7 +32,7 @@ from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
 from . import rowcheck, storefiles
 from .snapshots import StoreSnapshot, open_snapshot
-from .rows import FileKind, ManifestRow
+from .rows import FileKind, ManifestRow, recorded_config
 
 __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
            "recorded_queue_starts"]
@@ -114,7 +114,7 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         raise ExportError(f"{store_uri} has no committed batch to export")
     if check:
         rowcheck.check_snapshot(snap)
-    config = snap.config
+    config = recorded_config(snap.batch)           # the store's own sizes over RocketMQ's defaults
     work = out
     if out.atomic_rename:
         work = storage.Store(os.path.join(os.path.dirname(os.path.abspath(out.root)),
