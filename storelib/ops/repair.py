@@ -66,7 +66,7 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..table.rows import FileKind, recorded_config
+from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
@@ -103,8 +103,8 @@ def _segments(store: storage.Store, snap) -> list:
     segments on disk (valid and row None)."""
     if snap is not None and snap.batch is not None:
         staged = storefiles.staging_batches(store)
-        return [(storefiles.reading_path(store, r, staged), int(r["base_offset"]), int(r["valid_bytes"]), r)
-                for r in sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])]
+        rows = sorted(manifest_rows(snap.of_kind(FileKind.COMMITLOG)), key=lambda r: r.base_offset)
+        return [(storefiles.reading_path(store, r, staged), r.base_offset, r.valid_bytes, r) for r in rows]
     out = []
     for rel in store.list_files(commitlog.DIR, recursive=False):
         name = rel.rsplit("/", 1)[-1]
@@ -148,7 +148,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
     for rel, base, valid, row in segs:
         if row is None:
             continue
-        name = row["path"]
+        name = row.path
         fd = rebuild.file_data(store, rel)
         if not fd.exists or fd.size < valid:
             return name, fd.size or 0, (f"{fd.size} bytes, the manifest says {valid} valid bytes" if fd.exists
@@ -158,7 +158,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
             return name, stop, ("a damaged record (its fields do not fit it, or its body is not its BODYCRC's)" if reason == 3 else
                                 f"a zero size or an unknown magic: the records end here, before the {valid} valid bytes")
         sha, digests = fd.checksum(valid)
-        if sha == row["checksum"]:
+        if sha == row.checksum:
             continue
         buf = fd.buf[:valid]
         starts, _, _ = rebuild.codec.record_starts(buf, 0, valid)
@@ -221,6 +221,7 @@ def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.nda
     min offset is the first unit at or past the commitlog's min offset, so every unit stays where
     it was written; a zero unit ends a broker's recovery of the queue there.)"""
     row = view.snap.files.get(rel) if view.snap is not None else None
+    row = ManifestRow.of(row) if row is not None else None
     fix = ("they cannot be derived. Restore the file from a copy of the store (a backup or an export) and rerun "
            "repair; nothing was changed")
     if row is None:
@@ -229,8 +230,8 @@ def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.nda
             return ""
         return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds "
                 f"them, and {len(units)} of them are there ({int((units['size'] <= 0).sum())} zero): {fix}")
-    valid = int(row["valid_bytes"])
-    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row["checksum"]:
+    valid = row.valid_bytes
+    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row.checksum:
         return ""
     return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
             f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
@@ -327,12 +328,13 @@ def _underived_index(view: _View, start: int) -> list:
     row's version, or it is damaged and nothing can derive it (``unrestorable``)."""
     out = [{"kind": FileKind.INDEX, "path": indexfile.DIR, "state": "underived",
             "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
-    for row in sorted(view.snap.of_kind(FileKind.INDEX) if view.snap is not None else [], key=lambda r: r["path"]):
-        fd, valid = view.file(row["path"]), int(row["valid_bytes"])
-        if fd.exists and fd.size == int(row["file_size"]) and \
-                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row["checksum"]:
+    for row in manifest_rows(sorted(view.snap.of_kind(FileKind.INDEX) if view.snap is not None else [],
+                                    key=lambda r: r["path"])):
+        fd, valid = view.file(row.path), row.valid_bytes
+        if fd.exists and fd.size == row.file_size and \
+                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row.checksum:
             continue
-        out.append({"kind": FileKind.INDEX, "path": row["path"], "state": "unrestorable",
+        out.append({"kind": FileKind.INDEX, "path": row.path, "state": "unrestorable",
                     "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
                               "index files cannot be derived, and this one is not its manifest row's version "
                               f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
@@ -489,7 +491,7 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int, stagi
             detail["header"] = f["header"]
         if f["kind"] == FileKind.CHECKPOINT:
             detail.update(f["checkpoint"])
-        row = manifest.file_row(prev["kind"], prev["path"], batch_id, seq, now, staged_path=_staged(staging, f),
+        row = manifest.file_row(prev.kind, prev.path, batch_id, seq, now, staged_path=_staged(staging, f),
                                 attempt_id=attempt, **{
             k: prev[k] for k in ("topic", "queue_id", "base_offset", "file_size", "min_offset", "max_offset",
                                  "min_store_ts", "max_store_ts")})
@@ -509,7 +511,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     now = manifest.now_ms()
     seq = snap.batch_seq + 1
     batch_id = batch_id or f"repair-{now}-{seq}"
-    if any(b["batch_id"] == batch_id for b in snap.batches):
+    if any(b.batch_id == batch_id for b in snap.batches):
         raise RepairError(f"batch id {batch_id!r} is already committed in {store.uri}: give a repair a new one")
     attempt = uuid.uuid4().hex[:12]
     staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
