@@ -28,8 +28,7 @@ TOPIC = "orders"
 def reusable_store(workdir: str, n: int) -> str | None:
     """``store-cold-<n>`` of an earlier run in ``workdir`` (--workdir) if it holds exactly the n
     messages of the bench input (one ingest, nothing added since), else None."""
-    from storelib.table.snapshots import as_store
-    from storelib.table.storefiles import open_files
+    from storelib.table.storefiles import as_store, open_files
     store = os.path.join(workdir, f"store-cold-{n}")
     if not os.path.isdir(os.path.join(store, "_rocketlake")):
         return None

@@ -41,8 +41,9 @@ def check_ingest(args):
     if "://" not in args.store and os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
         from ..table import rowcheck
         from ..table.snapshots import open_snapshot
+        from ..table.storefiles import as_store
         if snap is None:                        # damaged Delta tables: CorruptStore, one line
-            snap = open_snapshot(args.store, history=bool(args.topics))
+            snap = open_snapshot(as_store(args.store), history=bool(args.topics))
         rowcheck.check_snapshot(snap)           # before any JVM: never appends to rows verify rejects
     if args.topics:
         from ..ingest.topics import Topics

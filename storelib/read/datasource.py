@@ -182,8 +182,7 @@ class RocketMQReader(DataSourceReader):
     def partitions(self):
         from .pruning import prune_segments
         from .splits import SPLIT_BYTES, plan_splits, queue_plan_ok
-        from ..table.snapshots import as_store
-        from ..table.storefiles import open_files
+        from ..table.storefiles import as_store, open_files
         b = self.bounds
         store = as_store(self.path)
         files, info = open_files(store, self.options.get("asofbatch") or None, self.config())

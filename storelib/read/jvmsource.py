@@ -45,8 +45,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     (module docstring)."""
     from .pruning import prune_segments
     from .splits import SPLIT_BYTES, plan_splits
-    from ..table.snapshots import as_store
-    from ..table.storefiles import open_files
+    from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
     if not getattr(store, "os_paths", False):          # object stores: the Python source reads them

@@ -26,8 +26,7 @@ from ..format.config import StoreConfig
 from .indexfile import IndexReader, KeyPage
 from .consumequeue import QueueReader
 from ..format.records import answer_message, decode_msg_id, earliest_probe_size, is_queued
-from ..table.snapshots import as_store
-from ..table.storefiles import StoreFiles, open_files
+from ..table.storefiles import StoreFiles, as_store, open_files
 from ..format.textforms import format_host
 
 if TYPE_CHECKING:                # storage loads pyarrow: a local store is read without it (localstore)

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..format import paths
 from ..format.config import StoreConfig
-from ..io.localstore import open_local
 from .rows import BatchRow, ManifestRow, recorded_config
 
 if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
     from . import manifest
     from ..io.storage import Store
 
-__all__ = ["StoreSnapshot", "open_snapshot", "as_store", "no_such_batch"]
+__all__ = ["StoreSnapshot", "open_snapshot", "no_such_batch"]
 
 _NO_FILES: Mapping[str, ManifestRow] = MappingProxyType({})
 
@@ -88,24 +87,12 @@ class StoreSnapshot:
         return dataclasses.replace(self, config=recorded_config(self.batch, base))
 
 
-def as_store(store: Store | str) -> Store:
-    """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
-    (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
-    if not isinstance(store, str):
-        return store
-    local: Store | None = open_local(store)    # type: ignore[no-untyped-call]
-    if local is not None:
-        return local
-    from ..io.storage import Store
-    return Store(store)
-
-
 def no_such_batch(what: str, where: str) -> KeyError:
     """The error for an ``--as-of-batch`` / ``--version`` that names no committed batch."""
     return KeyError(f"no committed batch {what} in {where}")
 
 
-def open_snapshot(store: Store | str, as_of_batch: str | int | None = None, version: int | None = None,
+def open_snapshot(store: Store, as_of_batch: str | int | None = None, version: int | None = None,
                   base: StoreConfig | None = None, history: bool = False) -> StoreSnapshot:
     """The committed snapshot of ``store`` as of its latest batch, ``as_of_batch`` (a batch id or
     sequence number) or ``version`` (a checkpoints-table version; with ``as_of_batch``, the
@@ -115,7 +102,6 @@ def open_snapshot(store: Store | str, as_of_batch: str | int | None = None, vers
     table versions and every batch). A store without a manifest (a broker's directory) gives
     ``source == "none"``. No committed batch of that name: ``KeyError``; damaged Delta tables:
     ``CorruptStore``."""
-    store = as_store(store)
     if version is None and not history:
         from . import snapcache
         cached = snapcache.load(store)

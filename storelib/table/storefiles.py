@@ -36,10 +36,11 @@ from ..format import commitlog, consumequeue, indexfile, records
 from ..io import patches
 from .rows import BatchRow, FileKind, ManifestRow
 from .rows import recorded_config
-from .snapshots import StoreSnapshot, as_store, open_snapshot
+from .snapshots import StoreSnapshot, open_snapshot
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..io.headpages import version_extents
+from ..io.localstore import open_local
 from ..format.indexfile import IndexHeader
 from ..format.names import OFFSET_FILE_NAME
 from ..format.paths import STAGING_DIR
@@ -49,7 +50,7 @@ if TYPE_CHECKING:    # storage loads pyarrow: imported where needed, not on the 
     from .zonemap import ZoneMap
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
-           "open_files", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
            "recovered_end"]
 
 _WALK_CHUNK = 1 << 20
@@ -326,6 +327,18 @@ def staging_batches(store: Store) -> set[Any]:
         return set(store.list_dirs(STAGING_DIR))
     except OSError:
         return set()
+
+
+def as_store(store: Store | str) -> Store:
+    """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
+    (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
+    if not isinstance(store, str):
+        return store
+    local: Store | None = open_local(store)    # type: ignore[no-untyped-call]
+    if local is not None:
+        return local
+    from ..io.storage import Store
+    return Store(store)
 
 
 def _row_extents(row: ManifestRow) -> list[Any] | None:

@@ -174,6 +174,7 @@ def _snapshot(uri: str, as_of_batch: str | int | None, version: int | None, base
     """The store's snapshot (None: its Delta tables are damaged, which the command meets itself and
     says so in its way); ``KeyError`` for a batch it does not have."""
     try:
-        return open_snapshot(uri, as_of_batch, version, base, history)
+        from .storefiles import as_store
+        return open_snapshot(as_store(uri), as_of_batch, version, base, history)
     except StoreError:
         return None

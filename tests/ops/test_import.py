@@ -95,8 +95,7 @@ def _zone_maps_prune_alike(store):
     import numpy as np
     import pyarrow as pa
     from storelib.read import rangescan, splits
-    from storelib.table.snapshots import as_store
-    from storelib.table.storefiles import open_files
+    from storelib.table.storefiles import as_store, open_files
     sto = as_store(store)
     files, info = open_files(sto)
     assert all(info.zones(s.base) is not None for s in files.commitlog)

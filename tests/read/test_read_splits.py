@@ -15,8 +15,7 @@ from storelib.read import rangescan, splits
 from storelib.format.config import StoreConfig
 from storelib.errors import CorruptStore
 from storelib.io.storage import Store
-from storelib.table.snapshots import as_store
-from storelib.table.storefiles import open_files
+from storelib.table.storefiles import as_store, open_files
 from zoned_store import BASE_TS
 
 SMALL = os.path.join(GOLDEN, "small-roll")

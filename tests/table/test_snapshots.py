@@ -145,7 +145,8 @@ def test_a_batch_records_the_flush_type_that_expire_and_repair_follow(inputs, tm
 def test_rows_are_typed_read_only_and_parse_their_json_once(two_batches):
     from storelib.table.rows import BatchRow, FileKind, ManifestRow
     from storelib.table.snapshots import open_snapshot
-    snap = open_snapshot(two_batches, history=True)
+    store = storage.Store(two_batches)
+    snap = open_snapshot(store, history=True)
     assert snap.source == "delta" and [b.batch_id for b in snap.batches] == ["b1", "b2"]
     idx = snap.of_kind(FileKind.INDEX)[0]
     assert isinstance(idx, ManifestRow) and idx.kind == "index" == FileKind.INDEX
@@ -159,13 +160,13 @@ def test_rows_are_typed_read_only_and_parse_their_json_once(two_batches):
     assert old.durable and old.rocketmq_line == "5"       # a batch of an older version: its defaults
     assert old.matches("b2") and old.matches(2) and old.matches("2") and not old.matches("b1")
     # --version and --as-of-batch: the earlier of the two
-    assert open_snapshot(two_batches, "b1").batch_id == "b1"
-    assert open_snapshot(two_batches, version=0).batch_id == "b1"
-    assert open_snapshot(two_batches, "b1", version=1).batch_id == "b1"
+    assert open_snapshot(store, "b1").batch_id == "b1"
+    assert open_snapshot(store, version=0).batch_id == "b1"
+    assert open_snapshot(store, "b1", version=1).batch_id == "b1"
     with pytest.raises(KeyError, match="no committed batch 'nope'"):
-        open_snapshot(two_batches, "nope")
+        open_snapshot(store, "nope")
     # the cache and the Delta tables give the same snapshot
-    cached = open_snapshot(two_batches)
+    cached = open_snapshot(store)
     assert cached.source == "cache" and dict(cached.files) == dict(snap.files) and cached.batch == snap.batch
     assert cached.config == snap.config and cached.latest == snap.latest == snap.batch and not snap.pinned
-    assert open_snapshot(two_batches, "b1").pinned
+    assert open_snapshot(store, "b1").pinned
