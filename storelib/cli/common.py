@@ -10,18 +10,17 @@ import os
 import sys
 
 from ..format.paths import PROJECT_ROOT
-from ..format.config import load_config
+from ..format.config import DEFAULT_CONFIG, default_config, load_config
 from ..errors import ExitCode, exit_code
 from . import failures
 from .failures import guarded, worded
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "prog", "help_doc", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
-DEFAULT_CONFIG = os.path.join(ROOT, "conf", "store.properties")
 
 
 def prog(script: str) -> str:
@@ -40,23 +39,34 @@ def help_doc(doc: str) -> str:
 
 
 def config_from_args(args):
-    path = getattr(args, "config", None) or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
-    return load_config(path)
+    path = getattr(args, "config", None)
+    return load_config(path) if path else default_config()
 
 
 def store_config(args, writing: bool = False, infer: bool = True, say: bool = False):
-    """The configuration for ``args.store`` (``storelib.ops.storeinfo.resolve_config``: the store's
-    recorded sizes, a --config that disagrees is a ConfigError); first refuses a path that is not
-    a store (``check_store``). No Spark: a command calls it before its JVM starts. ``say``: print
-    which sizes a broker's directory was found to have (verify, import)."""
-    from ..ops import storeinfo
+    """The configuration for ``args.store`` (``store_snapshot(...).config``)."""
+    return store_snapshot(args, writing, infer, say).config
+
+
+def store_snapshot(args, writing: bool = False, infer: bool = True, say: bool = False, history: bool = False):
+    """The configuration for ``args.store`` and the snapshot it came from
+    (``storelib.table.storeinfo.resolve_config``: the store's recorded sizes, a --config that
+    disagrees is a ConfigError; ``.snapshot``: the batch of ``args.as_of_batch`` / ``args.version``,
+    opened once, for the command to hand on); first refuses a path that is not a store
+    (``check_store``). No Spark: a command calls it before its JVM starts. ``say``: print which
+    sizes a broker's directory was found to have (verify, import). ``history``: the snapshot with
+    every batch (from the Delta tables)."""
+    from ..table import storeinfo
     kind = storeinfo.check_store(args.store, writing=writing,
                                  allow_nonempty=bool(getattr(args, "allow_nonempty", False)))
+    version = getattr(args, "version", None)
     res = storeinfo.resolve_config(args.store, getattr(args, "config", None), kind,
-                                   getattr(args, "as_of_batch", None) if not writing else None, infer=infer)
+                                   getattr(args, "as_of_batch", None) if not writing else None, infer=infer,
+                                   version=version if isinstance(version, int) and not writing else None,
+                                   history=history)
     if res.note and say:
         print(f"note: {res.note}", file=sys.stderr)
-    return res.config
+    return res
 
 
 def on_signals() -> None:

@@ -10,7 +10,7 @@ import json
 import os
 
 
-from ..table import manifest
+from ..table.snapshots import open_snapshot
 from ..read import query
 from ..io import storage
 from .common import ExitCode
@@ -50,13 +50,13 @@ def _demo(a) -> int:
         print(f"\ningest: {s['messages']} messages, {s['segments']} commitlog segment(s), "
               f"{s['record_bytes']} record bytes, {s['index_entries']} index entries in {s['seconds']} s "
               f"({s['msgs_per_s']} msgs/s)")
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store)
     kinds = {}
     for r in snap.files.values():
-        kinds.setdefault(r["kind"], [0, 0])
-        kinds[r["kind"]][0] += 1
-        kinds[r["kind"]][1] += r["valid_bytes"]
-    print(f"manifest (batch {snap.batch['batch_id']}, seq {snap.batch_seq}):")
+        kinds.setdefault(r.kind, [0, 0])
+        kinds[r.kind][0] += 1
+        kinds[r.kind][1] += r.valid_bytes
+    print(f"manifest (batch {snap.batch_id}, seq {snap.batch_seq}):")
     for k, (n, b) in sorted(kinds.items()):
         print(f"  {k:13s} {n:4d} file(s), {b:10d} valid bytes")
     reader = query.open_store(a.store, None, cfg)

@@ -42,6 +42,7 @@ from ..format import paths
 from ..table import rowcheck, snapshots
 
 from . import common as _cli  # noqa: E402
+from ..table.rows import FileKind
 
 __all__ = ["main"]
 
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("segments")
-    sp.add_argument("--kind", choices=["commitlog", "consumequeue", "index", "checkpoint"])
+    sp.add_argument("--kind", choices=[k.value for k in FileKind])
     sp.add_argument("--topic")
     sub.add_parser("checkpoints")
     sub.add_parser("topics")
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
 def _inspect(args) -> int:
     from . import common as cli
     with worded(CHECK):
-        args.store_config = cli.store_config(args)      # not a store: one line, exit 2
+        args.store_config = (resolved := cli.store_snapshot(args, history=True)).config   # not a store: exit 2
         if args.command in ("segments", "checkpoints", "topics", "history") and \
                 paths.is_local(args.store) and \
                 not os.path.isdir(os.path.join(paths.local_path(args.store), paths.META_DIR)):
@@ -104,12 +105,13 @@ def _inspect(args) -> int:
         return cmd_verify(store, args)
     if args.command == "register":
         return cmd_register(store, args)
-    snap = snapshots.resolve_snapshot(store, args.as_of_batch, args.version)
+    snap = resolved.snapshot or snapshots.open_snapshot(    # (None: damaged tables, named here)
+        store, args.as_of_batch, args.version, history=True)
     if args.command == "segments":
         rowcheck.check_snapshot(snap)
         rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]
         cols = inspection.SEGMENT_COLUMNS
-        if args.kind == "commitlog":
+        if args.kind == FileKind.COMMITLOG:
             cols = tuple(c for c in cols if c not in ("topic", "queue_id"))
         _emit(rows, cols, args.json, "no live files" if snap.batch else "no rocketlake manifest")
     elif args.command == "checkpoints":
@@ -127,7 +129,7 @@ def _inspect(args) -> int:
 def _exclusive(row: dict) -> dict:
     """A consume-queue file's max_offset as stats and RocketMQ's getMaxOffsetInQueue give it: the
     next offset (exclusive); the manifest keeps the file's last unit (inclusive)."""
-    if row.get("kind") == "consumequeue" and row.get("max_offset") is not None and row.get("count"):
+    if row.get("kind") == FileKind.CONSUMEQUEUE and row.get("max_offset") is not None and row.get("count"):
         return dict(row, max_offset=row["max_offset"] + 1)
     return row
 

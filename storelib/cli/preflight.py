@@ -34,21 +34,23 @@ def batch_seq(store_uri: str) -> int:
 def check_ingest(args):
     """(config, batch seq before this run) after every check that needs no Spark."""
     from . import common as cli
-    cfg = cli.store_config(args, writing=True, infer=False)
+    # one snapshot for every check; with --topics, every batch (the topic config is the last one
+    # a batch recorded)
+    res = cli.store_snapshot(args, writing=True, infer=False, history=bool(args.topics))
+    cfg, snap = res.config, res.snapshot
     if paths.is_local(args.store) and os.path.isdir(os.path.join(paths.local_path(args.store), paths.CHECKPOINTS_DIR)):
-        from ..io.storage import Store
-        from ..table import manifest, rowcheck, snapcache
-        store = Store(args.store)               # before any JVM: never appends to rows verify rejects
-        rowcheck.check_snapshot(snapcache.load(store) or manifest.load_snapshot(store))
+        from ..table import rowcheck
+        from ..table.snapshots import open_snapshot
+        from ..table.storefiles import as_store
+        if snap is None:                        # damaged Delta tables: CorruptStore, one line
+            snap = open_snapshot(as_store(args.store), history=bool(args.topics))
+        rowcheck.check_snapshot(snap)           # before any JVM: never appends to rows verify rejects
     if args.topics:
         from ..ingest.topics import Topics
         given = Topics.load(args.topics, cfg.defaultTopicQueueNums)
-        if os.path.isdir(os.path.join(args.store, paths.CHECKPOINTS_DIR)):
+        if snap is not None and paths.is_local(args.store):
             # a --topics the store's queue counts disagree with: exit 2 before any JVM starts
-            from ..io import storage
-            from ..table import manifest
-            given.agree(manifest.load_snapshot(storage.Store(args.store)).last_detail("topics"),
-                        bool(getattr(args, "update_topics", False)))
+            given.agree(snap.last_detail("topics"), bool(getattr(args, "update_topics", False)))
     if args.format in (None, "jsonl", "parquet", "delta") and paths.is_local(args.input) \
             and not os.path.exists(args.input):
         raise InputError([f"--input {args.input}: no such file or directory"])
@@ -67,7 +69,7 @@ def check_ingest(args):
 def check_import(args):
     """The configuration of a ``--from-store`` import: ``--config``, else the source's file sizes."""
     from . import common as cli
-    from ..ops import storeinfo
+    from ..table import storeinfo
     import argparse
     src = argparse.Namespace(store=args.from_store, config=args.config, as_of_batch=None)
     kind = storeinfo.check_store(args.from_store)

@@ -194,18 +194,27 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _resolved(args):
+    """The store's configuration and snapshot (``common.store_snapshot``), opened once before the
+    query runs and handed to every read of it."""
+    if getattr(args, "resolved", None) is None:
+        from .common import store_snapshot
+        args.resolved = store_snapshot(args)
+    return args.resolved
+
+
 def _config(args):
-    """The store's configuration (``common.store_config``, resolved once before the query runs)."""
-    if getattr(args, "store_config", None) is None:
-        from .common import store_config
-        args.store_config = store_config(args)
-    return args.store_config
+    return _resolved(args).config
+
+
+def _snapshot(args):
+    return _resolved(args).snapshot
 
 
 # ----------------------------------------------------------------------------- single lookups
 def _open(args):
     from ..read.query import open_store
-    return open_store(args.store, args.as_of_batch, _config(args))
+    return open_store(args.store, args.as_of_batch, _config(args), _snapshot(args))
 
 
 def parse_after(text: str | None) -> tuple[int, int] | None:
@@ -373,7 +382,7 @@ def _run_here(args) -> bool:
         return True
     from ..read.localscan import LOCAL_SCAN_BYTES, local_scan_bytes
     begin, end = (args.begin, args.end) if args.cmd == "range" else (None, None)
-    return local_scan_bytes(args.store, begin, end, args.as_of_batch, _config(args)) <= LOCAL_SCAN_BYTES
+    return local_scan_bytes(args.store, begin, end, args.as_of_batch, _config(args), _snapshot(args)) <= LOCAL_SCAN_BYTES
 
 
 def compat_batch(spark, args) -> int:
@@ -391,7 +400,7 @@ def compat_batch(spark, args) -> int:
             raise BadInput(f"{args.queries}:{i + 1}: not JSON ({e})") from None
         queries.append((q.get("qid", i), i, ln))
     store = Store(args.store)
-    files, info = open_files(store, args.as_of_batch, _config(args))
+    files, info = open_files(store, args.as_of_batch, _config(args), _snapshot(args))
     sc = spark.sparkContext
     b_files = sc.broadcast(files)
     b_view = sc.broadcast(store.mappings())        # object stores: files assembled from objects
@@ -426,7 +435,8 @@ def range_cmd(spark, args) -> int:
         raise BadInput("--end is before --begin")
     if spark is None:
         return _range_here(args)
-    df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
+    df = scan_range(spark, args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args),
+                    _snapshot(args))
     after = _after_offset(args)
     if after is not None:
         df = df.where(F.col("commitlog_offset") > after)
@@ -441,7 +451,8 @@ def _range_here(args) -> int:
     """``range`` in this process (``read.localscan``): the rows, order and pages of the Spark plan."""
     import pyarrow.compute as pc
     from ..read.localscan import scan_range_local
-    table = scan_range_local(args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args))
+    table = scan_range_local(args.store, args.begin, args.end, args.topic, args.as_of_batch, _config(args),
+                             _snapshot(args))
     after = _after_offset(args)
     if after is not None:
         table = table.filter(pc.greater(table.column("commitlog_offset"), after))
@@ -482,9 +493,10 @@ def keys_cmd(spark, args) -> int:
     keys = keys.select([c for c in ("topic", "key", "begin", "end") if c in keys.column_names])
     if spark is None:
         from ..read.localscan import lookup_keys_here
-        table = lookup_keys_here(args.store, keys, args.as_of_batch, _config(args))
+        table = lookup_keys_here(args.store, keys, args.as_of_batch, _config(args), _snapshot(args))
     else:
-        table = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args)).toArrow()
+        table = lookup_keys(spark, args.store, keys, args.as_of_batch, _config(args),
+                            snapshot=_snapshot(args)).toArrow()
     table = table.sort_by([(c, "ascending") for c in ("query_topic", "query_key", "query_begin", "query_end",
                                                              "store_timestamp", "commitlog_offset")])
     if args.limit is not None:

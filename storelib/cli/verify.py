@@ -43,11 +43,12 @@ def main(argv=None) -> int:
 
     def run() -> int:
         nonlocal spark
-        cfg = cli.store_config(args, say=True)    # not a store: exit 2 before anything starts
+        res = cli.store_snapshot(args, say=True)    # not a store: exit 2 before anything starts
         if args.spark:
             spark = cli.spark_session("verify", reach={"--store": args.store})
-        rep = verify.verify_store(args.store, cfg, deep=args.deep, spark=spark,
-                                  as_of_batch=args.as_of_batch, version=args.version, threads=args.threads)
+        rep = verify.verify_store(args.store, res.config, deep=args.deep, spark=spark,
+                                  as_of_batch=args.as_of_batch, version=args.version, threads=args.threads,
+                                  snap=res.snapshot)
         rep.emit(args.json)
         return int(ExitCode.OK if rep.ok else ExitCode.FAILED)
     try:

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from typing import Any
 from dataclasses import dataclass, field
 
-__all__ = ["DEFAULT_MESSAGE_DELAY_LEVEL", "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "StoreConfig",
+__all__ = ["DEFAULT_CONFIG", "default_config", "DEFAULT_MESSAGE_DELAY_LEVEL", "FILE_SHAPING_KEYS", "ROCKETMQ_LINES", "DEFAULT_ROCKETMQ_LINE", "StoreConfig",
            "parse_java_properties", "load_config", "retention_hours", "parse_topic_retention", "MAX_HOURS"]
 
 # The file layouts own their sizes (consumequeue.py, indexfile.py: leaf modules, no cycle).
 from ..errors import ConfigError
 from . import consumequeue, indexfile
+from .paths import PROJECT_ROOT
+
+# The configuration a command starts from when it is given none (the store's recorded file-shaping
+# keys go over it): the project's documented properties file.
+DEFAULT_CONFIG = os.path.join(PROJECT_ROOT, "conf", "store.properties")
 
 # RocketMQ 5.3.3 defaults (MessageStoreConfig.java).
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -249,3 +255,8 @@ def _from_values(values: dict[str, str]) -> StoreConfig:
         else:
             extra[k] = v
     return StoreConfig(**kwargs, extra=extra).validate()
+
+
+def default_config() -> StoreConfig:
+    """``DEFAULT_CONFIG`` loaded (RocketMQ's defaults where the file is absent)."""
+    return load_config(DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)

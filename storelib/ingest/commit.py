@@ -26,7 +26,6 @@ can then no longer succeed (the tables moved on), so nothing a committed row nee
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -36,6 +35,8 @@ import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
+from ..table.rows import FileKind, ManifestRow
+from ..table.snapshots import open_snapshot
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from ..format.config import StoreConfig
@@ -93,7 +94,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging, durable=config.durable)
-    clear_dead_attempts(store, snap.batches + [checkpoint_row])
+    clear_dead_attempts(store, [*snap.batches, checkpoint_row])
     snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
     return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 
@@ -105,9 +106,9 @@ def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
     damaged = [r for r in results if r["kind"] == "damaged"]
     if damaged:
         raise CorruptStore(damaged[0]["path"], damaged[0]["offset"], damaged[0]["what"])
-    segs = [r for r in results if r["kind"] == "commitlog"]
-    cqs = [r for r in results if r["kind"] == "consumequeue"]
-    idxs = sorted((r for r in results if r["kind"] == "index"), key=lambda r: r["ordinal"])
+    segs = [r for r in results if r["kind"] == FileKind.COMMITLOG]
+    cqs = [r for r in results if r["kind"] == FileKind.CONSUMEQUEUE]
+    idxs = sorted((r for r in results if r["kind"] == FileKind.INDEX), key=lambda r: r["ordinal"])
     if len(segs) != len(plan.segments) or len(cqs) != len(plan.cq_files) or len(idxs) != len(plan.index_files):
         raise IngestError(f"incomplete write stage: {len(segs)}/{len(plan.segments)} segments, "
                           f"{len(cqs)}/{len(plan.cq_files)} consume queue files, "
@@ -117,7 +118,7 @@ def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
 
 def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now: int) -> None:
     """Index file names: creation order, strictly increasing (RocketMQ loads them sorted by name)."""
-    existing_idx = snap.of_kind("index")
+    existing_idx = snap.of_kind(FileKind.INDEX)
     prev_ms = indexfile.name_millis(existing_idx[-1]["path"].split("/")[-1]) if existing_idx else 0
     prev_ms = prev_ms or 0
     first_ts = next((s.first_store_ts for s in summaries if s.count), None) or now
@@ -150,7 +151,7 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     if cqs is None:
         return ckpt.Checkpoint(physic, logics, index_ts)
     prev_row = snap.files.get(ckpt.FILE_NAME) if snap.batch else None
-    prev_lpo = json.loads(prev_row.get("detail") or "{}").get("logics_physical_offset", 0) if prev_row else 0
+    prev_lpo = prev_row.detail.get("logics_physical_offset", 0) if prev_row else 0
     new = [r["max_phys"] for r in cqs if r.get("max_phys") is not None]
     return ckpt.Checkpoint(physic, logics, index_ts, logics_physical_offset=max(new) if new else prev_lpo)
 
@@ -166,7 +167,7 @@ def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Chec
         where = fragments.object_rel(batch.batch_id, batch.attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
-    return manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
+    return manifest.file_row(FileKind.CHECKPOINT, ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
                              file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
                              checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
 
@@ -190,11 +191,11 @@ def _file_detail(r: dict, **extra) -> str:
 def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: dict) -> list:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
-    prev_seg = {r["path"]: r for r in snap.of_kind("commitlog")}
+    prev_seg = {r["path"]: r for r in snap.of_kind(FileKind.COMMITLOG)}
     rows = [_segment_row(r, prev_seg.get(r["path"]), key) for r in segs]
     for r in cqs:
         rows.append(manifest.file_row(
-            "consumequeue", r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
+            FileKind.CONSUMEQUEUE, r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
             base_offset=r["base_offset"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=r["min_offset"], max_offset=r["max_offset"],
             checksum=r["checksum"], detail=_file_detail(r, min_phys=r["min_phys"], max_phys=r["max_phys"]),
@@ -202,7 +203,7 @@ def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: 
     for r in idxs:
         h = r["header"]
         rows.append(manifest.file_row(
-            "index", r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
+            FileKind.INDEX, r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
             count=r["count"], min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"],
             min_store_ts=h["begin_timestamp"], max_store_ts=h["end_timestamp"], checksum=r["checksum"],
             detail=_file_detail(r, header=h), **key))
@@ -223,7 +224,7 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
         zones = zonemap.merge(old_zones.clip(r["kept_bytes"]) if old_zones is not None else None, zones)
     extra = {"zones": zonemap.to_detail(zones)} if zones is not None else {}
     return manifest.file_row(
-        "commitlog", r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
+        FileKind.COMMITLOG, r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
         valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
         max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
         max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r, **extra), **key)
@@ -247,7 +248,7 @@ def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig
         physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
         index_msg_timestamp=ck.index_msg_timestamp,
         min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
-        wall_time_ms=wall, config=manifest.dumps(config.file_shaping()), detail=manifest.dumps(detail), **key)
+        wall_time_ms=wall, config=manifest.config_column(config), detail=manifest.dumps(detail), **key)
 
 
 def _summary(batch: StagedBatch, seq: int, files: tuple[int, int, int], t0: float, prog) -> dict:
@@ -308,7 +309,7 @@ def _check_published(store: storage.Store, row: dict) -> None:
     """A row whose staged copy or patch is gone: its file must hold the row's version (size, and
     the digest of its last checksum block), else ``CorruptStore``."""
     size, valid = store.size(row["path"]), int(row.get("valid_bytes") or 0)
-    blocks = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+    blocks = checksum.digests_from_detail(ManifestRow.of(row).detail.get("blocks"))
     ok = size is not None and size >= valid
     if ok and blocks and valid:
         i = (valid - 1) // checksum.BLOCK_SIZE
@@ -378,7 +379,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
 def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
     """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
     may have committed it while this attempt lost)?"""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
                for b in snap.batches)
 

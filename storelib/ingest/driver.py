@@ -60,7 +60,6 @@ tasks encoded (storelib.ingest.record_digest), so ``ingest_batch`` names its spl
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import time
@@ -69,7 +68,8 @@ from dataclasses import dataclass, replace
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
-from ..table import manifest, rowcheck, writerlease
+from ..table import rowcheck, writerlease
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import objstore, storage
 from ..runtime import warmup
 from .commit import StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
@@ -81,28 +81,29 @@ from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
+from ..table.rows import FileKind
 
 __all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
            "resolve_topics"]
 
 
 # ---------------------------------------------------------------------------- the store as found
-def store_state(snap: manifest.Snapshot) -> sequencer.StoreState:
+def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
     if snap.batch is None:
         return sequencer.StoreState()
     b = snap.batch
-    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (b["queue_offsets"] or [])}
-    idx = snap.of_kind("index")
+    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in b.queue_offsets}
+    idx = snap.of_kind(FileKind.INDEX)
     tail = None
     if idx:
         last = idx[-1]
-        header = json.loads(last["detail"])["header"]
-        tail = sequencer.IndexTail(last["path"], header, header["index_count"] >= json.loads(b["config"])["maxIndexNum"])
-    return sequencer.StoreState(next_phys=b["max_phy_offset"], queue_next=queue_next, index_tail=tail,
-                                index_files=len(idx), messages=b["total_messages"])
+        header = dict(last.detail["header"])       # (a copy: the row's own stays as committed)
+        tail = sequencer.IndexTail(last.path, header, header["index_count"] >= b.config["maxIndexNum"])
+    return sequencer.StoreState(next_phys=b.max_phy_offset, queue_next=queue_next, index_tail=tail,
+                                index_files=len(idx), messages=b.total_messages)
 
 
-def check_store_root(store: storage.Store, snap: manifest.Snapshot) -> None:
+def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
     """A store without our tables must not already hold RocketMQ files (import those instead)."""
     if snap.batch is not None:
         return
@@ -112,11 +113,11 @@ def check_store_root(store: storage.Store, snap: manifest.Snapshot) -> None:
                               f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
 
 
-def check_config(snap: manifest.Snapshot, config: StoreConfig) -> None:
+def check_config(snap: StoreSnapshot, config: StoreConfig) -> None:
     if snap.batch is None:
         return
     # a store written before rocketmqVersion was recorded is a "5" store
-    stored = {"rocketmqVersion": DEFAULT_ROCKETMQ_LINE, **json.loads(snap.batch["config"])}
+    stored = {"rocketmqVersion": DEFAULT_ROCKETMQ_LINE, **snap.batch.config}
     mine = config.file_shaping()
     diff = {k: (stored.get(k), v) for k, v in mine.items() if stored.get(k) != v}
     if diff:
@@ -137,7 +138,7 @@ def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics | None":
     return topics_mod.Topics.load(topics, config.defaultTopicQueueNums) if topics else None
 
 
-def resolve_topics(snap: manifest.Snapshot, given, config: StoreConfig, update: bool = False) -> tuple:
+def resolve_topics(snap: StoreSnapshot, given, config: StoreConfig, update: bool = False) -> tuple:
     """(the batch's topic config, {topic: [recorded, given]} it changes): the store's recorded one
     (``Topics.to_dict``), updated by ``given`` where it agrees (``Topics.agree``: TopicsError
     naming each topic that disagrees, unless ``update``); a store that recorded none takes the
@@ -167,7 +168,7 @@ class _Run:
     t0: float
     attempt: str | None = None    # once this attempt starts staging files (``_start_attempt``)
     staging: str | None = None
-    snap: manifest.Snapshot | None = None   # the committed snapshot this attempt continues
+    snap: StoreSnapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
     earlier: object = None                  # () -> the identity earlier versions gave the input, if any
 
@@ -245,7 +246,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     committed = False
     encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
-        snap = manifest.load_snapshot(store)
+        snap = open_snapshot(store, history=True)   # as of the lease: every batch, the tables' versions
         rowcheck.check_snapshot(snap)        # never appends to rows verify rejects
         done = _already_committed(run, snap) if fingerprint else None
         if done is not None:
@@ -300,7 +301,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
     return summary
 
 
-def _topic_detail(snap: manifest.Snapshot, tcfg: "topics_mod.Topics", changes: dict, scans: list,
+def _topic_detail(snap: StoreSnapshot, tcfg: "topics_mod.Topics", changes: dict, scans: list,
                   rr_after: dict) -> dict:
     """What the batch records of its topics: round-robin positions after it, the topic config with
     every topic the config placed messages of so far, and the queue counts it changed."""
@@ -319,7 +320,7 @@ def _nothing_to_commit(run: _Run, given: str | None) -> dict:
     return dict({"batch_id": given} if given else {}, status="nothing-to-commit", messages=0)
 
 
-def _identify(run: _Run, snap: manifest.Snapshot, lease: writerlease.WriterLease, fingerprint: str,
+def _identify(run: _Run, snap: StoreSnapshot, lease: writerlease.WriterLease, fingerprint: str,
               given: str | None) -> tuple[_Run, dict | None]:
     """An input identified by what its encode stage produced: the batch id (``auto-<fingerprint>``
     unless given) and the already-committed check, now that the fingerprint is known. The files
@@ -344,33 +345,33 @@ def _drop_encoded(store: storage.Store, encoded_in: str | None, staging: str | N
         pass
 
 
-def _already_committed(run: _Run, snap: manifest.Snapshot) -> dict | None:
+def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     """A rerun of a committed batch id: finish its publish if a crash left it unfinished, and
     return the "already-committed" summary (IngestError if the input differs); else None.
 
     A batch an earlier version committed carries the identity it gave the input
     (``identity.earlier_fingerprint``): the same id with that identity is this input too, and
     without a given id a batch with it is found by its fingerprint."""
-    prior = [b for b in snap.batches if b["batch_id"] == run.batch_id]
+    prior = [b for b in snap.batches if b.batch_id == run.batch_id]
     # (batches of this version record their topic config: none -> an earlier version's)
-    older = any(b["operation"] == "ingest" and "topics" not in json.loads(b["detail"] or "{}") for b in snap.batches)
+    older = any(b.operation == "ingest" and "topics" not in b.detail for b in snap.batches)
     earlier = run.earlier() if run.earlier is not None and older else None
     if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
-        prior = [b for b in snap.batches if b["operation"] == "ingest" and b["input_fingerprint"] == earlier]
+        prior = [b for b in snap.batches if b.operation == "ingest" and b.input_fingerprint == earlier]
     if not prior:
         return None
     finish_pending_publish(run.store, snap)
-    if prior[-1]["input_fingerprint"] not in (run.fingerprint, earlier):
+    if prior[-1].input_fingerprint not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
     done = prior[-1]
     run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
-    return {"batch_id": done["batch_id"], "status": "already-committed", "batch_seq": done["batch_seq"],
+    return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
             "messages": done["messages"]}
 
 
-def _start_attempt(run: _Run, snap: manifest.Snapshot) -> tuple[_Run, sequencer.StoreState]:
+def _start_attempt(run: _Run, snap: StoreSnapshot) -> tuple[_Run, sequencer.StoreState]:
     """Finish a dead run's publish, check the store and the configuration, and name this attempt's
     staging directory: the run of this attempt, and the state the batch continues. (What dead attempts staged is never read;
     it is removed once this batch has committed: storelib.ingest.commit.)"""

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import ContinuedFileDamaged, IngestError
 from ..io import checksum, fragments, headpages, patches, shastate
 from .context import WriteContext
+from ..table.rows import ManifestRow
 
 __all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
 
@@ -38,11 +39,11 @@ __all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
 OBJECT_PART_SIZE = 128 << 20
 
 
-def committed_facts(row: dict) -> dict:
+def committed_facts(row: ManifestRow) -> dict:
     """What a write task needs of a continued file's live manifest row (driver side)."""
-    import json
-    detail = json.loads(row["detail"] or "{}")
-    return {"valid_bytes": row["valid_bytes"], "file_size": row["file_size"], "blocks": detail.get("blocks"),
+    row = ManifestRow.of(row)
+    detail = dict(row.detail)         # (a copy: the row's own stays as committed)
+    return {"valid_bytes": row.valid_bytes, "file_size": row.file_size, "blocks": detail.get("blocks"),
             "extents": detail.get("extents"), "detail": detail}
 
 

@@ -42,20 +42,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..format.paths import CONF_DIR
 from . import encode as encode_stage, inputs, record_digest, split_staging
 from ..io import storage
 from ..codec.messages import MESSAGE_SCHEMA
 from ..errors import InputError
-from ..format.config import load_config, StoreConfig
+from ..format.config import default_config, load_config, StoreConfig
 from ..runtime.faults import fault
 from .context import EncodeContext
 from .driver import ingest_batch
 
 __all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
-           "DEFAULT_STORE_CONFIG", "check_partitions", "INPUT_COLUMNS", "store_config"]
+           "check_partitions", "INPUT_COLUMNS", "store_config"]
 
-DEFAULT_STORE_CONFIG = os.path.join(CONF_DIR, "store.properties")
 _REQUIRED = ("topic", "body")
 INPUT_COLUMNS = tuple(MESSAGE_SCHEMA.names) + ("properties",)
 _TIMESTAMP_UNITS = {"s": 1000, "ms": 1, "us": 1000, "ns": 1_000_000}   # -> ms: multiply (s) or divide
@@ -94,12 +92,11 @@ def store_config(config, store: str | None = None) -> StoreConfig:
     if isinstance(config, dict):
         return load_config(None, config)
     if config is None:
-        base = load_config(DEFAULT_STORE_CONFIG if os.path.exists(DEFAULT_STORE_CONFIG) else None)
+        base = default_config()
         if store is None:
             return base
-        from ..table import manifest
-        from ..table.snapshots import snapshot_config
-        return snapshot_config(manifest.load_snapshot(storage.Store(store)), base)
+        from ..table.snapshots import open_snapshot
+        return open_snapshot(storage.Store(store), base=base).config
     return load_config(os.fspath(config))
 
 

@@ -33,6 +33,7 @@ from .file_versions import FileVersion
 from ..errors import ContinuedFileDamaged, IngestError
 from .indexfile import IndexFileBuilder
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
+from ..table.rows import FileKind
 
 __all__ = [
     "PlacedSplit", "place_split", "run_write_task", "write_segments", "write_segment", "write_file_group",
@@ -206,7 +207,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
     return dict(version.facts(stats["new"], digests, blocks.tail()), **{
-        "kind": "commitlog", "path": rel, "base_offset": seg["base_offset"],
+        "kind": FileKind.COMMITLOG, "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
@@ -293,7 +294,7 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     if len(u["phys"]):
         phys += [int(u["phys"].min()), int(u["phys"].max())]
     return dict(version.facts(len(body), digests, blocks.tail()), **{
-        "kind": "consumequeue", "path": rel, "topic": plan["topic"],
+        "kind": FileKind.CONSUMEQUEUE, "path": rel, "topic": plan["topic"],
         "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
         "count": plan["kept_units"] + plan["count"],
@@ -393,7 +394,7 @@ def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, p
 
 
 def _index_facts(cfg, plan, builder) -> dict:
-    return {"kind": "index", "ordinal": plan["ordinal"], "file_size": cfg.index_file_size,
+    return {"kind": FileKind.INDEX, "ordinal": plan["ordinal"], "file_size": cfg.index_file_size,
             "valid_bytes": builder.valid_bytes(), "count": builder.header.index_count - 1,
             "header": builder.header.to_dict(), "roll": plan["roll"]}
 

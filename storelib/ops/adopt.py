@@ -15,12 +15,13 @@ first copied (sparse where the source is sparse) into ``--store``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
+from ..table.rows import BatchRow, FileKind
+from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
 from ..verify import driver as verify
@@ -124,7 +125,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
 def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
            lease: writerlease.WriterLease) -> dict:
     """``adopt`` once the lease is held."""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     rowcheck.check_snapshot(snap)
     if snap.batch is not None:
         first = snap.batches[0]
@@ -145,7 +146,7 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
             say(f"copied {copied} file(s)")
             return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
         except BaseException:
-            if manifest.load_snapshot(store).batch is None:     # not committed: leave no copied file behind
+            if open_snapshot(store, history=True).batch is None:   # not committed: leave no copied file behind
                 _remove_copies(store, before)
             raise
     return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
@@ -216,17 +217,17 @@ def _record_broker_topics(src: storage.Store, ck_row: dict, config: StoreConfig)
         return
     tcfg = Topics.parse(src.read(paths.BROKER_TOPICS), src.uri_of(paths.BROKER_TOPICS), config.defaultTopicQueueNums)
     have = {q["topic"] for q in ck_row["queue_offsets"] or []}
-    detail = json.loads(ck_row["detail"] or "{}")
+    detail = dict(BatchRow(ck_row).detail)
     detail["topics"] = tcfg.to_dict(sorted(have & set(tcfg.table)))
     ck_row["detail"] = manifest.dumps(detail)
 
 
 def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):
     now = manifest.now_ms()
-    segs = sorted((f for f in facts if f["kind"] == "commitlog"), key=lambda f: f["base_offset"])
-    cqs = sorted((f for f in facts if f["kind"] == "consumequeue"),
+    segs = sorted((f for f in facts if f["kind"] == FileKind.COMMITLOG), key=lambda f: f["base_offset"])
+    cqs = sorted((f for f in facts if f["kind"] == FileKind.CONSUMEQUEUE),
                  key=lambda f: (f["topic"], f["queue_id"], f["base_offset"]))
-    idxs = sorted((f for f in facts if f["kind"] == "index"), key=lambda f: f["path"].rsplit("/", 1)[-1])
+    idxs = sorted((f for f in facts if f["kind"] == FileKind.INDEX), key=lambda f: f["path"].rsplit("/", 1)[-1])
     fp = hashlib.sha256(source.encode())
     for f in segs + cqs + idxs:
         fp.update(f"{f['path']}\0{f['valid_bytes']}\0{f['checksum']}\0".encode())
@@ -237,14 +238,14 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     rows = []
     for f in segs:
         rows.append(manifest.file_row(
-            "commitlog", f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
+            FileKind.COMMITLOG, f["path"], base_offset=f["base_offset"], file_size=f["file_size"],
             valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"], max_offset=f["max_offset"],
             min_store_ts=f["min_store_ts"], max_store_ts=f["max_store_ts"], checksum=f["checksum"],
             detail=manifest.dumps({"zones": f["zones"]}) if f.get("zones") else None, **key))
     queue_next: dict = {}
     for f in cqs:
         rows.append(manifest.file_row(
-            "consumequeue", f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
+            FileKind.CONSUMEQUEUE, f["path"], topic=f["topic"], queue_id=f["queue_id"], base_offset=f["base_offset"],
             file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"], min_offset=f["min_offset"],
             max_offset=f["max_offset"], checksum=f["checksum"],
             detail=manifest.dumps({"min_phys": f["min_phys"], "max_phys": f["max_phys"]}), **key))
@@ -252,12 +253,12 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     for f in idxs:
         h = f["header"]
         rows.append(manifest.file_row(
-            "index", f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
+            FileKind.INDEX, f["path"], file_size=f["file_size"], valid_bytes=f["valid_bytes"], count=f["count"],
             min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"], min_store_ts=h["begin_timestamp"],
             max_store_ts=h["end_timestamp"], checksum=f["checksum"], detail=manifest.dumps({"header": h}), **key))
     data = store.read(ckpt.FILE_NAME) if store.exists(ckpt.FILE_NAME) else ckpt.Checkpoint().to_bytes()
     ck = ckpt.Checkpoint.from_bytes(data)
-    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
+    rows.append(manifest.file_row(FileKind.CHECKPOINT, ckpt.FILE_NAME, file_size=len(data), valid_bytes=len(data), count=0,
                                   checksum=checksum.checksum_of_bytes(data), detail=manifest.dumps(ck.to_dict()),
                                   **key))
     mins = [f["min_store_ts"] for f in segs if f["min_store_ts"] is not None]
@@ -272,7 +273,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
         physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
         index_msg_timestamp=ck.index_msg_timestamp,
         min_store_ts=min(mins) if mins else None, max_store_ts=max(maxs) if maxs else None,
-        wall_time_ms=0, config=manifest.dumps(config.file_shaping()),
+        wall_time_ms=0, config=manifest.config_column(config),
         detail=manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
                                "index_files": len(idxs),
                                "confirm_phy_offset": ck.confirm_phy_offset}), **key)

@@ -24,6 +24,7 @@ from ..io import storage
 from ..table.export import PROPERTIES_NAME, recorded_queue_starts
 from ..verify import driver as verify
 from ..verify.access import problem
+from ..table.rows import FileKind
 
 __all__ = ["verify_store", "derived_problems"]
 
@@ -45,7 +46,7 @@ def derived_problems(store_uri: str, config: StoreConfig, spark=None, threads: i
     first = _first_queue_files(store) if old_export else {}
     return [problem(f["path"], 0, f"{f['state']} {f['kind']} file: {f['detail']}" + (
                 "" if f["state"] == "unrestorable" else " (as the CommitLog implies; `rocketlake repair` rewrites it)"))
-            for f in p["findings"] if f["kind"] in ("consumequeue", "index") and f["state"] in _STATES
+            for f in p["findings"] if f["kind"] in (FileKind.CONSUMEQUEUE, FileKind.INDEX) and f["state"] in _STATES
             and not (f["state"] == "missing" and _below_first(f["path"], first))]
 
 
@@ -71,7 +72,7 @@ def verify_store(store_uri: str, config: StoreConfig | None = None, deep: bool =
     ``derived_problems``."""
     t0 = time.time()
     if config is None:                       # as the commands resolve it (an export's properties file)
-        from .storeinfo import resolve_config
+        from ..table.storeinfo import resolve_config
         config = resolve_config(store_uri, None).config
     rep = verify.verify_store(store_uri, config, deep=deep, spark=spark, threads=threads, **kw)
     if deep and not rep.manifest:

@@ -21,11 +21,12 @@ a checkpoint, expired log cleanup and a vacuum.
 """
 from __future__ import annotations
 
-import json
 import time
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
+from ..table.rows import FileKind, ManifestRow, manifest_rows
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import fragments, headpages, storage
@@ -39,57 +40,57 @@ __all__ = ["HOUR_MS", "plan_expiry", "finish_pending", "finish_pending_deletes",
 HOUR_MS = 3600 * 1000
 
 
-def plan_expiry(snap: manifest.Snapshot, reserved_hours: float, now_ms: int) -> dict:
-    segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict:
+    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
     reserved = int(reserved_hours * HOUR_MS)
     gone_cl = []
     for r in segs[:-1]:
-        newest = r["max_store_ts"]
+        newest = r.max_store_ts
         if newest is None or now_ms < newest + reserved:
             break
         gone_cl.append(r)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
+    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
     gone_cq = []
     queues: dict = {}
-    for r in snap.of_kind("consumequeue"):
-        queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
+    for r in snap.of_kind(FileKind.CONSUMEQUEUE):
+        queues.setdefault((r.topic, r.queue_id), []).append(r)
     for key in sorted(queues):
-        files = sorted(queues[key], key=lambda r: r["base_offset"])
+        files = sorted(queues[key], key=lambda r: r.base_offset)
         for r in files[:-1]:
             last_phys = _last_unit_phys(r)
             if last_phys is None or last_phys >= min_offset:
                 break
             gone_cq.append(r)
     gone_idx = []
-    idx = sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])
     for r in idx[:-1]:
-        if r["max_offset"] is None or r["max_offset"] >= min_offset:
+        if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
     return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch["min_phy_offset"] or 0, "now_ms": now_ms,
+            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours}
 
 
 def _last_unit_phys(r: dict):
     """Commitlog offset of the file's last unit (units ascend, so the file's max)."""
     try:
-        return json.loads(r["detail"] or "{}").get("max_phys")
+        return r.max_phys
     except ValueError:
         return None
 
 
-def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> list:
+def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
     """Files a committed expiry removed that are still there (the run died before deleting)."""
     live = set(snap.files)
     removed = set()
     dt = manifest.open_table(store, paths.MANIFEST_DIR)
-    committed = {b["batch_id"]: b["batch_seq"] for b in snap.batches}
-    for r in manifest.read_rows(dt):
-        if r["action"] == "remove" and committed.get(r["batch_id"]) == r["batch_seq"]:
+    committed = {b.batch_id: b.batch_seq for b in snap.batches}
+    for r in manifest_rows(manifest.read_rows(dt)):
+        if r.action == "remove" and committed.get(r.batch_id) == r.batch_seq:
             manifest.check_row_paths(r)     # never delete outside the store
-            removed.add(r["path"])
+            removed.add(r.path)
     left = sorted(p for p in removed - live if store.exists(p))
     for p in left:
         store.delete(p)
@@ -98,12 +99,12 @@ def finish_pending_deletes(store: storage.Store, snap: manifest.Snapshot) -> lis
     return left
 
 
-def finish_pending(store: storage.Store, snap: manifest.Snapshot, say, config=None) -> manifest.Snapshot:
+def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None) -> StoreSnapshot:
     """A writer holding the lease first finishes what a crash cut short: the publish of a committed
     batch, then the deletes of a committed expiry; returns the snapshot to go on from."""
     if commit_stage.finish_pending_publish(store, snap, config):
         say("finished the publish of a committed batch a crash had interrupted")
-        snap = manifest.load_snapshot(store)
+        snap = open_snapshot(store, history=True)
     left = finish_pending_deletes(store, snap)
     if left:
         say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
@@ -116,10 +117,10 @@ def delete_objects(store: storage.Store, files: set) -> list:
     if not files:
         return []
     objects = set()
-    for r in manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)):
-        if r["action"] == "add" and r["path"] in files and '"extents"' in (r["detail"] or ""):
+    for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
+        if r.action == "add" and r.path in files and r.has_detail("extents"):
             try:
-                extents = headpages.version_extents(json.loads(r["detail"]))
+                extents = headpages.version_extents(dict(r.detail))
             except (ValueError, KeyError, TypeError):
                 continue                    # a damaged row names nothing we may delete
             objects.update(e.object_rel for e in extents)
@@ -155,7 +156,7 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
 def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
             vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
@@ -165,17 +166,16 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     if not dry_run:
         snap = finish_pending(store, snap, say)
     if rules:
-        from ..table.snapshots import snapshot_config
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
-                                              snapshot_config(snap).mappedFileSizeCommitLog)
+                                              snap.config.mappedFileSizeCommitLog)
     else:
         p = plan_expiry(snap, reserved_hours, now)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
                "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
                "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
                "min_phy_offset": p["min_phy_offset"],
-               "bytes_freed": sum(r["file_size"] for k in ("commitlog", "consumequeue", "index") for r in p[k])}
-    summary["removed"] = [r["path"] for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+               "bytes_freed": sum(r.file_size for k in ("commitlog", "consumequeue", "index") for r in p[k])}
+    summary["removed"] = [r.path for k in ("commitlog", "consumequeue", "index") for r in p[k]]
     if rules:
         summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
                        held_back=p["held_back"])
@@ -189,7 +189,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
     seq = snap.batch_seq + 1
-    if batch_id is not None and any(b["batch_id"] == batch_id for b in snap.batches):
+    if batch_id is not None and any(b.batch_id == batch_id for b in snap.batches):
         raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
     batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
@@ -202,7 +202,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
                                "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
-        store.path(r["path"])       # StorePathError before the commit: never delete outside the store
+        store.path(r.path)       # StorePathError before the commit: never delete outside the store
     fault("before-delta-commit")
     manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
@@ -211,12 +211,12 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     for i, r in enumerate(rows):
         if i == len(rows) // 2:
             fault("mid-delete")
-        store.delete(r["path"])
+        store.delete(r.path)
     if store.objects:
-        delete_objects(store, {r["path"] for r in rows})
-    _remove_empty_dirs(store, [r["path"] for r in rows if r["kind"] == "consumequeue"])
+        delete_objects(store, {r.path for r in rows})
+    _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
     fault("after-publish-before-cleanup")
-    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
+    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
         summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
@@ -226,26 +226,26 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
 
 
 def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,
-                 by_topic: bool) -> list:
+                 by_topic: bool) -> list[ManifestRow]:
     """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
     rows = []
-    for kind in ("commitlog", "consumequeue", "index"):
+    for kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX):
         for r in p[kind]:
-            reason = p.get("reasons", {}).get(r["path"]) or (
-                f"newest message {r['max_store_ts']} + {reserved_hours} h <= now {now}" if kind == "commitlog"
+            reason = p.get("reasons", {}).get(r.path) or (
+                f"newest message {r.max_store_ts} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
                 else f"points only below the new min phy offset {p['min_phy_offset']}")
             rows.append(manifest.remove_row(
                 r, batch_id, seq, committed_at,
                 detail=manifest.dumps({"reason": reason, "when": now,
                                        "expired_by": "topicRetention" if by_topic else "fileReservedTime",
-                                       "previous_detail": r["detail"]})))
-    return rows
+                                       "previous_detail": r.get("detail")})))
+    return manifest_rows(rows)
 
 
-def _durable(snap: manifest.Snapshot) -> bool:
-    """The store's flushDiskType, as its batches record it (SYNC_FLUSH unless it says otherwise)."""
+def _durable(snap: StoreSnapshot) -> bool:
+    """The store's flushDiskType, as its latest batch records it (SYNC_FLUSH unless it says otherwise)."""
     try:
-        return json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+        return snap.batch.durable
     except ValueError:
         return True
 

@@ -1,6 +1,6 @@
 """Looking at a store: the manifest as tables, checkpoints, Delta history, totals and disk cost.
 
-Everything here reads the Delta tables (``manifest.load_snapshot``) and, for ``stats``, a few
+Everything here reads an opened snapshot (``table.snapshots.open_snapshot``) and, for ``stats``, a few
 bytes of the consume-queue files; nothing starts Spark. ``storefiles.files_from_snapshot`` turns
 a snapshot into the ``storefiles.StoreFiles`` a ``StoreReader`` answers from, so queries on a
 snapshot see exactly the files (and valid lengths) that batch committed, expired files included.
@@ -16,7 +16,8 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.snapshots import resolve_snapshot, snapshot_config
+from ..table.rows import FileKind, recorded_config
+from ..table.snapshots import open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
@@ -29,11 +30,10 @@ def snapshot_reader(store_uri: str, as_of_batch=None, version: int | None = None
                     base_config: StoreConfig | None = None) -> StoreReader:
     """A ``StoreReader`` over a committed snapshot (a broker's scan for a store without a manifest)."""
     store = storage.Store(store_uri)
-    snap = resolve_snapshot(store, as_of_batch, version)
+    snap = open_snapshot(store, as_of_batch, version, base_config)
     if snap.batch is None:
-        cfg = base_config or StoreConfig()
-        return StoreReader(store, cfg)
-    cfg = snapshot_config(snap, base_config)
+        return StoreReader(store, snap.config)
+    cfg = snap.config
     return StoreReader(store, cfg, files_from_snapshot(store, snap, cfg)[0])
 
 
@@ -79,7 +79,7 @@ def topic_rows(snap: manifest.Snapshot) -> list:
         return []
     set_by, last = {}, {}
     for b in snap.batches:
-        for name, value in ((json.loads(b["detail"] or "{}").get("topics") or {}).get("topics") or {}).items():
+        for name, value in ((b.detail.get("topics") or {}).get("topics") or {}).items():
             if last.get(name) != value[1]:
                 set_by[name], last[name] = b["batch_id"], value[1]
     placed = set(rec.get("placed", ()))
@@ -155,7 +155,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
     storage holds (allocated blocks of the sparse files locally, object sizes on object stores).
     """
     if snap is not None and snap.batch is not None:
-        cfg = snapshot_config(snap, config)
+        cfg = recorded_config(snap.batch, config)
         files = files_from_snapshot(store, snap, cfg)[0]
     else:
         cfg = config or StoreConfig()
@@ -208,7 +208,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
 def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
     """(min, max) store time of the live commitlog segments' records (their manifest rows); the
     queues' first/last readable messages for segments whose rows lack them."""
-    segs = snap.of_kind("commitlog")
+    segs = snap.of_kind(FileKind.COMMITLOG)
     lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
     highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
     if len(lows) < len(segs) or len(highs) < len(segs):
@@ -263,7 +263,7 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
     for rel in store.list_files(paths.META_DIR):
         meta["files"] += 1
         meta["stored_bytes"] += allocated_bytes(store, rel)
-    rows = [by_kind[k] for k in ("commitlog", "consumequeue", "index", "checkpoint") if k in by_kind]
+    rows = [by_kind[k] for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX, FileKind.CHECKPOINT) if k in by_kind]
     tot = {"kind": "total", "files": sum(r["files"] for r in rows),
            "broker_bytes": sum(r["broker_bytes"] for r in rows),
            "stored_bytes": sum(r["stored_bytes"] for r in rows) + meta["stored_bytes"],

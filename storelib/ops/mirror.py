@@ -45,7 +45,8 @@ from ..io import storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
-from ..table.snapshots import snapshot_config
+from ..table.rows import FileKind, recorded_config
+from ..table.snapshots import open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 
@@ -179,7 +180,7 @@ def _identity(broker: BrokerFiles) -> dict:
 
 def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
     for b in snap.batches:
-        m = json.loads(b.get("detail") or "{}").get("mirror")
+        m = b.detail.get("mirror")
         if m:
             return m["identity"]
     raise MirrorError(f"{store.uri} is a rocketlake store but not a mirror (its first batch records no broker): "
@@ -197,7 +198,7 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
         if hashlib.sha256(broker.first_record(first)).hexdigest() != ident["first_record_sha256"]:
             raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset 0 is not the one this mirror "
                                  f"started from: {what}")
-    rows = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    rows = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     if not rows:
         return
     if not segs or segs[0][0] > end:
@@ -246,7 +247,7 @@ class _Batch:
         self.store, self.snap, self.state, self.cfg = store, snap, state, cfg
         self.staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
         committed = {r["path"]: committed_facts(r) for r in snap.files.values()
-                     if r["kind"] in ("commitlog", "consumequeue", "index")} if snap.batch else {}
+                     if r["kind"] in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX)} if snap.batch else {}
         for facts in committed.values():
             facts["detail"] = facts["detail"] or {}
         self.ctx = WriteContext(store=store.uri, config=cfg, topics=None, staging=self.staging, committed=committed,
@@ -290,7 +291,7 @@ class _Batch:
         zones = zonemap.build(zonemap.zone_bytes(F), phys - base, ts)
         end = int(phys[-1]) + int(d.size[r1 - 1]) if has else base + start
         return dict(version.facts(new, digests, blocks.tail()), **{
-            "kind": "commitlog", "path": rel, "base_offset": base, "file_size": F, "valid_bytes": start + new,
+            "kind": FileKind.COMMITLOG, "path": rel, "base_offset": base, "file_size": F, "valid_bytes": start + new,
             "count_new": r1 - r0, "first_new_offset": int(phys[0]) if has else None, "end_offset": end,
             "min_ts": int(ts.min()) if has else None, "max_ts": int(ts.max()) if has else None,
             "kept_bytes": start, "zones": zonemap.to_detail(zones)})
@@ -385,7 +386,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     lease.acquire()
     committed = False
     try:
-        snap = manifest.load_snapshot(store)
+        snap = open_snapshot(store, history=True)
         if snap.batch is None:
             check_store_root(store, snap)
             if not broker.segments() or config is None and not broker.shaped():
@@ -396,7 +397,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             ident = None                         # read once its first record is safe (final)
             _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
         else:
-            cfg = snapshot_config(snap, config)
+            cfg = recorded_config(snap.batch, config)
             ident = _mirror_identity(snap, store)
             finish_pending_publish(store, snap, cfg)
         state = store_state(snap)
@@ -443,7 +444,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
         idx, idx_plans = b.index(d)
         results += cq + idx
         fault("after-files-staged")
-        plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == "commitlog"], cq_files=cq_plans,
+        plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == FileKind.COMMITLOG], cq_files=cq_plans,
                                    index_files=idx_plans, messages=len(d.phys),
                                    total_bytes=int(d.size.sum(dtype=np.int64)), entries=len(d.key_hash),
                                    next_phys=end, queue_next=queue_next,

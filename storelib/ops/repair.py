@@ -50,7 +50,6 @@ of its own, never beside the store's files, fsynced, then renamed over its path.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import time
@@ -67,6 +66,8 @@ from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
+from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
+from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
 from .expire import finish_pending
@@ -102,8 +103,8 @@ def _segments(store: storage.Store, snap) -> list:
     segments on disk (valid and row None)."""
     if snap is not None and snap.batch is not None:
         staged = storefiles.staging_batches(store)
-        return [(storefiles.reading_path(store, r, staged), int(r["base_offset"]), int(r["valid_bytes"]), r)
-                for r in sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])]
+        rows = sorted(manifest_rows(snap.of_kind(FileKind.COMMITLOG)), key=lambda r: r.base_offset)
+        return [(storefiles.reading_path(store, r, staged), r.base_offset, r.valid_bytes, r) for r in rows]
     out = []
     for rel in store.list_files(commitlog.DIR, recursive=False):
         name = rel.rsplit("/", 1)[-1]
@@ -147,7 +148,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
     for rel, base, valid, row in segs:
         if row is None:
             continue
-        name = row["path"]
+        name = row.path
         fd = rebuild.file_data(store, rel)
         if not fd.exists or fd.size < valid:
             return name, fd.size or 0, (f"{fd.size} bytes, the manifest says {valid} valid bytes" if fd.exists
@@ -157,7 +158,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
             return name, stop, ("a damaged record (its fields do not fit it, or its body is not its BODYCRC's)" if reason == 3 else
                                 f"a zero size or an unknown magic: the records end here, before the {valid} valid bytes")
         sha, digests = fd.checksum(valid)
-        if sha == row["checksum"]:
+        if sha == row.checksum:
             continue
         buf = fd.buf[:valid]
         starts, _, _ = rebuild.codec.record_starts(buf, 0, valid)
@@ -165,7 +166,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
         verify_commitlog.check_records(buf, starts, base, name, True, found)
         if found:
             return name, found[0].offset, found[0].what
-        known = checksum.digests_from_detail(json.loads(row.get("detail") or "{}").get("blocks"))
+        known = checksum.digests_from_detail(row.detail.get("blocks"))
         i = next((k for k, g in enumerate(digests) if k >= len(known) or known[k] != g), 0)
         return name, i * checksum.BLOCK_SIZE, (f"bytes [{i * checksum.BLOCK_SIZE}, "
                                                f"{min(valid, (i + 1) * checksum.BLOCK_SIZE)}) differ from the "
@@ -220,6 +221,7 @@ def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.nda
     min offset is the first unit at or past the commitlog's min offset, so every unit stays where
     it was written; a zero unit ends a broker's recovery of the queue there.)"""
     row = view.snap.files.get(rel) if view.snap is not None else None
+    row = ManifestRow.of(row) if row is not None else None
     fix = ("they cannot be derived. Restore the file from a copy of the store (a backup or an export) and rerun "
            "repair; nothing was changed")
     if row is None:
@@ -228,8 +230,8 @@ def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.nda
             return ""
         return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds "
                 f"them, and {len(units)} of them are there ({int((units['size'] <= 0).sum())} zero): {fix}")
-    valid = int(row["valid_bytes"])
-    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row["checksum"]:
+    valid = row.valid_bytes
+    if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row.checksum:
         return ""
     return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
             f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
@@ -241,7 +243,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     expected = rebuild.expected_queues(d, cfg)
     for rel in sorted(expected):
         if not view.holds(rel):
-            out.append({"kind": "consumequeue", "path": rel, "state": "unlisted", "detail": view.unlisted()})
+            out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "unlisted", "detail": view.unlisted()})
             continue
         e = expected[rel]
         fd = view.file(rel)
@@ -254,19 +256,19 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
             note = f"; units below {e.known_from} kept as found (their records are gone)"
             lost = _lost_head(view, rel, e, want, have)
             if lost:
-                out.append({"kind": "consumequeue", "path": rel, "state": "unrestorable", "detail": lost})
+                out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "unrestorable", "detail": lost})
                 continue
         state, detail = filediff.judge(fd, want, cfg.cq_file_size, filediff.name_unit)
         if e.holes:
             note += f"; {e.holes} unit(s) inside the queue have no record"
-        out.append({"kind": "consumequeue", "path": rel, "state": state, "detail": detail + note,
+        out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": state, "detail": detail + note,
                     "data": want, "valid": len(want), "count": e.n_units, "file_size": cfg.cq_file_size})
     if view.listed is None:
         on_disk = [r for r in view.store.list_files(consumequeue.DIR) if not r.endswith(_LEGACY_TMP_SUFFIX)]
     else:
-        on_disk = [r["path"] for r in view.snap.of_kind("consumequeue")]
+        on_disk = [r["path"] for r in view.snap.of_kind(FileKind.CONSUMEQUEUE)]
     for rel in sorted(set(on_disk) - set(expected)):
-        out.append({"kind": "consumequeue", "path": rel, "state": "underived",
+        out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "underived",
                     "detail": "no record of the commitlog lands in this file: left as it is"})
     return out
 
@@ -285,7 +287,7 @@ def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
     means the current one is missing (it gets a name between its neighbours), so a lost file in
     the middle does not shift every later one."""
     if snap is not None and snap.batch is not None:
-        return _positional(sorted(r["path"] for r in snap.of_kind("index")), files)
+        return _positional(sorted(r["path"] for r in snap.of_kind(FileKind.INDEX)), files)
     have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX))
     heads = [_header_of(store, r) for r in have]
     names, j = [], 0
@@ -324,14 +326,15 @@ def _underived_index(view: _View, start: int) -> list:
     """Index files when the commitlog no longer starts at 0 (an index file's entries depend on
     every earlier file's): left as they are; on a rocketlake store each must then be its manifest
     row's version, or it is damaged and nothing can derive it (``unrestorable``)."""
-    out = [{"kind": "index", "path": indexfile.DIR, "state": "underived",
+    out = [{"kind": FileKind.INDEX, "path": indexfile.DIR, "state": "underived",
             "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
-    for row in sorted(view.snap.of_kind("index") if view.snap is not None else [], key=lambda r: r["path"]):
-        fd, valid = view.file(row["path"]), int(row["valid_bytes"])
-        if fd.exists and fd.size == int(row["file_size"]) and \
-                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row["checksum"]:
+    for row in manifest_rows(sorted(view.snap.of_kind(FileKind.INDEX) if view.snap is not None else [],
+                                    key=lambda r: r["path"])):
+        fd, valid = view.file(row.path), row.valid_bytes
+        if fd.exists and fd.size == row.file_size and \
+                fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row.checksum:
             continue
-        out.append({"kind": "index", "path": row["path"], "state": "unrestorable",
+        out.append({"kind": FileKind.INDEX, "path": row.path, "state": "unrestorable",
                     "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
                               "index files cannot be derived, and this one is not its manifest row's version "
                               f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
@@ -347,15 +350,15 @@ def _index_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch, files: l
     namer = filediff.index_namer(cfg)
     for rel, b in zip(names, files):
         if not view.holds(rel):
-            out.append({"kind": "index", "path": rel, "state": "unlisted", "detail": _UNLISTED})
+            out.append({"kind": FileKind.INDEX, "path": rel, "state": "unlisted", "detail": _UNLISTED})
             continue
         want = np.frombuffer(b"".join(bytes(c) for c in b.chunks()), np.uint8)
         state, detail = filediff.judge(view.file(rel), want, cfg.index_file_size, namer)
-        out.append({"kind": "index", "path": rel, "state": state, "detail": detail, "data": want,
+        out.append({"kind": FileKind.INDEX, "path": rel, "state": state, "detail": detail, "data": want,
                     "valid": len(want), "count": b.header.index_count - 1, "file_size": cfg.index_file_size,
                     "header": b.header.to_dict()})
     for rel in extra:
-        out.append({"kind": "index", "path": rel, "state": "extra",
+        out.append({"kind": FileKind.INDEX, "path": rel, "state": "extra",
                     "detail": "past the index files the commitlog implies: removed on apply"})
     return out
 
@@ -366,19 +369,19 @@ def _committed_checkpoint(view: _View, fd):
     broker's file."""
     row = view.snap.files.get(ckpt.FILE_NAME) if view.snap is not None else None
     if row is not None:
-        d = json.loads(row.get("detail") or "{}")
+        d = row.detail
         return ckpt.Checkpoint(**{k: int(d.get(k) or 0) for k in ckpt.Checkpoint.__dataclass_fields__})
     return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
 
 
 def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
     if not view.holds(ckpt.FILE_NAME):
-        return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
+        return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
     ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
     want = np.frombuffer(ck.to_bytes(), np.uint8)
     state, detail = filediff.judge(fd, want, ckpt.FILE_SIZE, filediff.name_checkpoint)
-    return {"kind": "checkpoint", "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
+    return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
             "valid": ckpt.FILE_SIZE, "count": 0, "file_size": ckpt.FILE_SIZE, "checkpoint": ck.to_dict()}
 
 
@@ -477,18 +480,18 @@ def _manifest_rows(snap, changed: list, batch_id: str, seq: int, now: int, stagi
     for f in changed:
         prev = snap.files[f["path"]]
         data = f["data"][:f["valid"]]
-        detail = json.loads(prev["detail"] or "{}")
+        detail = dict(prev.detail)                 # (a copy: the row's own stays as committed)
         detail.pop("patch", None)                  # (the new version is a whole staged file)
         detail.pop("tail", None)
         detail.pop("head", None)
         if "blocks" in detail:
             blocks = [data[i:i + checksum.BLOCK_SIZE] for i in range(0, len(data), checksum.BLOCK_SIZE)]
             detail["blocks"] = checksum.digests_to_detail(checksum.block_digests(blocks))
-        if f["kind"] == "index":
+        if f["kind"] == FileKind.INDEX:
             detail["header"] = f["header"]
-        if f["kind"] == "checkpoint":
+        if f["kind"] == FileKind.CHECKPOINT:
             detail.update(f["checkpoint"])
-        row = manifest.file_row(prev["kind"], prev["path"], batch_id, seq, now, staged_path=_staged(staging, f),
+        row = manifest.file_row(prev.kind, prev.path, batch_id, seq, now, staged_path=_staged(staging, f),
                                 attempt_id=attempt, **{
             k: prev[k] for k in ("topic", "queue_id", "base_offset", "file_size", "min_offset", "max_offset",
                                  "min_store_ts", "max_store_ts")})
@@ -508,11 +511,11 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     now = manifest.now_ms()
     seq = snap.batch_seq + 1
     batch_id = batch_id or f"repair-{now}-{seq}"
-    if any(b["batch_id"] == batch_id for b in snap.batches):
+    if any(b.batch_id == batch_id for b in snap.batches):
         raise RepairError(f"batch id {batch_id!r} is already committed in {store.uri}: give a repair a new one")
     attempt = uuid.uuid4().hex[:12]
     staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
-    durable = json.loads(snap.batch["config"] or "{}").get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH"
+    durable = snap.batch.durable
     try:
         _no_links(store, staging)
         for f in changed:
@@ -523,7 +526,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
             store.sync_tree(staging)
         fault("after-files-staged")
         rows = _manifest_rows(snap, changed, batch_id, seq, now, staging, attempt)
-        ck_file = next((f["checkpoint"] for f in changed if f["kind"] == "checkpoint"), None)
+        ck_file = next((f["checkpoint"] for f in changed if f["kind"] == FileKind.CHECKPOINT), None)
         stamps = {k: ck_file[k] for k in ("physic_msg_timestamp", "logics_msg_timestamp", "index_msg_timestamp")} \
             if ck_file else {}
         ck = manifest.checkpoint_row_after(
@@ -542,7 +545,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     commit_stage.publish(store, rows, durable=durable)
     fault("after-publish-before-cleanup")
     commit_stage.drop_staging(store, staging, durable=durable)
-    commit_stage.clear_dead_attempts(store, snap.batches + [ck])
+    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
     snapcache.refresh(store)
     return {"batch_id": batch_id, "batch_seq": seq}
 
@@ -550,7 +553,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
 def _load_snapshot(store: storage.Store):
     if not store.exists(f"{paths.MANIFEST_DIR}/_delta_log") and not store.exists(paths.CHECKPOINTS_DIR):
         return None
-    snap = manifest.load_snapshot(store)
+    snap = open_snapshot(store, history=True)
     return snap if snap.batch is not None else None
 
 
@@ -585,12 +588,11 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         snap = _load_snapshot(store)
         rowcheck.check_snapshot(snap)        # never rebuilds from rows verify rejects
         if snap is not None:
-            from ..table.snapshots import snapshot_config
-            cfg = snapshot_config(snap, config)
+            cfg = recorded_config(snap.batch, config)
             if apply:
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
-                snap = finish_pending(store, manifest.load_snapshot(store), say, cfg)
+                snap = finish_pending(store, open_snapshot(store, history=True), say, cfg)   # as of the lease
                 fault("after-lease")
         else:
             from ..table.storefiles import infer_config

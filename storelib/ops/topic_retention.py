@@ -22,7 +22,6 @@ keep the store-wide rule:
 """
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
@@ -30,26 +29,27 @@ from ..format.config import parse_topic_retention as parse_rules   # the topicRe
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
 from ..table import manifest
+from ..table.rows import FileKind, ManifestRow
 
 __all__ = ["parse_rules", "plan_topic_expiry"]
 
 HOUR_MS = 3600 * 1000
 def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
     """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
-    raw = store.read(r["path"], i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
+    raw = store.read(r.path, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
     if len(raw) < consumequeue.UNIT_SIZE:
         return None, None
     phys, size, _ = consumequeue.parse_unit(raw)
     seg = segs.get(phys - phys % file_size)
     if seg is None or size <= 0:
         return phys, None
-    head = store.read(seg["path"], phys % file_size, min(size, cl.POS_BORNHOST + 64))
+    head = store.read(seg.path, phys % file_size, min(size, cl.POS_BORNHOST + 64))
     return phys, records.pickup_store_timestamp(head)
 
 
 def _newest_ts(store: storage.Store, r: dict, segs: dict, file_size: int):
     """Store time of the record the queue file's last unit points at (None: unreadable or gone)."""
-    n = int(r["count"] or 0)
+    n = int(r.count or 0)
     return _unit_ts(store, r, n - 1, segs, file_size)[1] if n > 0 else None
 
 
@@ -57,7 +57,7 @@ def _lowest_live(store: storage.Store, r: dict, segs: dict, file_size: int, cuto
     """Commitlog offset of the file's first unit whose message is newer than ``cutoff`` (store
     times rise with the offset, as a broker writes them: a binary search of O(log n) reads), None
     when every message is older."""
-    lo, hi = 0, int(r["count"] or 0)
+    lo, hi = 0, int(r.count or 0)
     found = None
     while lo < hi:
         mid = (lo + hi) // 2
@@ -69,16 +69,16 @@ def _lowest_live(store: storage.Store, r: dict, segs: dict, file_size: int, cuto
     return found
 
 
-def _min_phys(r: dict):
+def _min_phys(r: ManifestRow):
     try:
-        return json.loads(r["detail"] or "{}").get("min_phys")
+        return r.min_phys
     except ValueError:
         return None
 
 
-def _max_phys(r: dict):
+def _max_phys(r: ManifestRow):
     try:
-        return json.loads(r["detail"] or "{}").get("max_phys")
+        return r.max_phys
     except ValueError:
         return None
 
@@ -86,26 +86,26 @@ def _max_phys(r: dict):
 def _first_live(store: storage.Store, r: dict, min_offset: int) -> int:
     """The queue offset of the file's first unit pointing at or above ``min_offset`` (the file's
     end when none does): the queue's minimum once the segments below go (``correctMinOffset``)."""
-    first = int(r["base_offset"]) // consumequeue.UNIT_SIZE
+    first = int(r.base_offset) // consumequeue.UNIT_SIZE
     if (_min_phys(r) or 0) >= min_offset:
-        return r["min_offset"] if r["min_offset"] is not None else first
-    n = int(r["count"] or 0)
-    units = consumequeue.decode_units(store.read(r["path"], 0, n * consumequeue.UNIT_SIZE))
+        return r.min_offset if r.min_offset is not None else first
+    n = int(r.count or 0)
+    units = consumequeue.decode_units(store.read(r.path, 0, n * consumequeue.UNIT_SIZE))
     return first + int(np.searchsorted(units["phys"].astype(np.int64), min_offset))
 
 
 def _queues(snap: manifest.Snapshot) -> dict:
     queues: dict = {}
-    for r in snap.of_kind("consumequeue"):
-        queues.setdefault((r["topic"], r["queue_id"]), []).append(r)
-    return {k: sorted(v, key=lambda r: r["base_offset"]) for k, v in sorted(queues.items())}
+    for r in snap.of_kind(FileKind.CONSUMEQUEUE):
+        queues.setdefault((r.topic, r.queue_id), []).append(r)
+    return {k: sorted(v, key=lambda r: r.base_offset) for k, v in sorted(queues.items())}
 
 
 def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int) -> tuple[set, set, dict]:
     """(paths of queue files the topics' rules remove, paths of queues' last files whose every
     message the rule expires (kept, as a queue keeps its last file, but pinning no segment),
     reason per path). ``rule_of(topic)``: its hours (None: kept for ever)."""
-    segs = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
+    segs = {r.base_offset: r for r in snap.of_kind(FileKind.COMMITLOG)}
     gone, idle, reasons = set(), set(), {}
     for (topic, _qid), files in queues.items():
         hours = rule_of(topic)
@@ -117,10 +117,10 @@ def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int
             if ts is not None and now_ms < ts + reserved:
                 break
             if k == len(files) - 1:
-                idle.add(r["path"])
+                idle.add(r.path)
                 break
-            gone.add(r["path"])
-            reasons[r["path"]] = (f"topic {topic}: newest message {ts} + {hours} h <= now {now_ms}"
+            gone.add(r.path)
+            reasons[r.path] = (f"topic {topic}: newest message {ts} + {hours} h <= now {now_ms}"
                                   if ts is not None else f"topic {topic}: its last unit's record is gone")
     return gone, idle, reasons
 
@@ -133,10 +133,10 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
     queues = _queues(snap)
     gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
     lowest = {}                                    # topic -> lowest commitlog offset of a message it keeps
-    segs_at = {r["base_offset"]: r for r in snap.of_kind("commitlog")}
+    segs_at = {r.base_offset: r for r in snap.of_kind(FileKind.COMMITLOG)}
     for (topic, _), files in queues.items():
         hours = rules.get(topic, reserved_hours)
-        kept = [r for r in files if r["path"] not in gone and r["path"] not in idle]
+        kept = [r for r in files if r.path not in gone and r.path not in idle]
         if not kept:
             continue
         m = _min_phys(kept[0]) if hours is None else \
@@ -144,38 +144,38 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         if m is not None:
             lowest[topic] = min(m, lowest.get(topic, m))
     live_min = min(lowest.values()) if lowest else None
-    segs = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
     gone_cl = []
     for r in segs[:-1]:
-        if live_min is not None and r["base_offset"] + r["file_size"] > live_min:
+        if live_min is not None and r.base_offset + r.file_size > live_min:
             break
         gone_cl.append(r)
-        reasons[r["path"]] = f"no kept queue unit points into it (the lowest at {live_min})"
+        reasons[r.path] = f"no kept queue unit points into it (the lowest at {live_min})"
     held = _held_back(snap, segs, len(gone_cl), reserved_hours, now_ms, lowest, rules)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0]["base_offset"] if kept else (snap.batch["min_phy_offset"] or 0)
+    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
     gone_cq, new_min = [], []
     for (topic, qid), files in queues.items():
         first_kept = None
         for k, r in enumerate(files):
             below = k < len(files) - 1 and (_max_phys(r) is None or _max_phys(r) < min_offset)
-            if r["path"] in gone or below:
+            if r.path in gone or below:
                 gone_cq.append(r)
-                reasons.setdefault(r["path"], f"points only below the new min phy offset {min_offset}")
+                reasons.setdefault(r.path, f"points only below the new min phy offset {min_offset}")
             elif first_kept is None:
                 first_kept = r
         new = _first_live(store, first_kept, min_offset) if first_kept else None
-        if new != files[0]["min_offset"]:
-            new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": files[0]["min_offset"],
+        if new != files[0].min_offset:
+            new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": files[0].min_offset,
                             "min_offset": new})
-    idx = sorted(snap.of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])
+    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])
     gone_idx = []
     for r in idx[:-1]:
-        if r["max_offset"] is None or r["max_offset"] >= min_offset:
+        if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
     return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch["min_phy_offset"] or 0, "now_ms": now_ms,
+            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours, "reasons": reasons, "queue_min_offsets": new_min,
             "topic_rules": dict(rules), "held_back": held}
 
@@ -189,12 +189,12 @@ def _held_back(snap, segs: list, removed: int, reserved_hours, now_ms: int, lowe
     reserved = int(reserved_hours * HOUR_MS)
     wide = 0
     for r in segs[:-1]:
-        if r["max_store_ts"] is None or now_ms < r["max_store_ts"] + reserved:
+        if r.max_store_ts is None or now_ms < r.max_store_ts + reserved:
             break
         wide += 1
     out = {}
     for topic in rules:
         low = lowest.get(topic)
-        out[topic] = sum(int(r["file_size"]) for r in segs[removed:wide]
-                         if low is not None and r["base_offset"] + r["file_size"] > low)
+        out[topic] = sum(int(r.file_size) for r in segs[removed:wide]
+                         if low is not None and r.base_offset + r.file_size > low)
     return out

@@ -259,14 +259,14 @@ class _TableReader(DataSourceReader):
 
     def read(self, partition):
         import pyarrow as pa
-        from ..table import manifest
+        from ..table.snapshots import open_snapshot
         from ..io import storage
-        snap = manifest.load_snapshot(storage.Store(self.path), self.as_of)
+        snap = open_snapshot(storage.Store(self.path), self.as_of, history=True)
         yield from pa.Table.from_pylist(self.rows_of(snap), schema=self.arrow_schema).to_batches()
 
 
 def _live_files(snap) -> list:
-    return sorted(snap.files.values(), key=lambda r: (r["kind"], r["path"]))
+    return sorted(snap.files.values(), key=lambda r: (r.kind, r.path))
 
 
 def _committed_batches(snap) -> list:

@@ -477,7 +477,7 @@ BROADCAST_LIMIT = 5_000_000     # distinct queries sent to every task (about 40 
 
 
 def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None,
-                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False):
+                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False, snapshot=None):
     """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
 
     ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
@@ -493,7 +493,7 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)
-    files, info = open_files(store, as_of_batch, config)
+    files, info = open_files(store, as_of_batch, config, snapshot)
     cfg = files.config
     uri = store.uri
     sc = spark.sparkContext
@@ -588,12 +588,12 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions, lazy: bool =
     return with_message_columns(light, uri, files.commitlog, files.config.mappedFileSizeCommitLog)
 
 
-def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:
+def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None, snapshot=None) -> pa.Table:
     """The same lookup without Spark (one process), for small key sets and tests."""
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)
-    files, info = open_files(store, as_of_batch, config)
+    files, info = open_files(store, as_of_batch, config, snapshot)
     n = keys.num_rows
     q = pa.table({"topic": keys.column("topic").cast(pa.string()), "key": keys.column("key").cast(pa.string()),
                   "begin": keys.column("begin").cast(pa.int64()) if "begin" in keys.column_names else pa.nulls(n, pa.int64()),

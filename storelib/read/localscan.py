@@ -15,36 +15,38 @@ __all__ = ["LOCAL_SCAN_BYTES", "local_scan_bytes", "scan_range_local", "lookup_k
 LOCAL_SCAN_BYTES = 256 << 20
 
 
-def _open(store_uri: str, as_of_batch, config):
+def _open(store_uri: str, as_of_batch, config, snapshot=None):
     from ..io.storage import Store
     from ..table.storefiles import open_files
     store = Store(store_uri)
-    files, info = open_files(store, as_of_batch, config)
+    files, info = open_files(store, as_of_batch, config, snapshot)
     return store, files, info
 
 
-def local_scan_bytes(store_uri: str, begin=None, end=None, as_of_batch=None, config=None) -> int:
-    """Valid commitlog bytes of the segments a range scan of [begin, end] reads."""
+def local_scan_bytes(store_uri: str, begin=None, end=None, as_of_batch=None, config=None, snapshot=None) -> int:
+    """Valid commitlog bytes of the segments a range scan of [begin, end] reads (``snapshot``: the
+    one the command opened, ``table.snapshots.open_snapshot``; else opened here)."""
     from .rangescan import prune_segments
-    _store, files, info = _open(store_uri, as_of_batch, config)
+    _store, files, info = _open(store_uri, as_of_batch, config, snapshot)
     return sum(int(s.valid) for s in prune_segments(files, info, begin, end))
 
 
-def scan_range_local(store_uri: str, begin=None, end=None, topic=None, as_of_batch=None, config=None) -> pa.Table:
+def scan_range_local(store_uri: str, begin=None, end=None, topic=None, as_of_batch=None, config=None,
+                     snapshot=None) -> pa.Table:
     """The rows ``rangescan.scan_range`` returns (MESSAGE_SCHEMA), in commitlog order."""
     from .rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
-    store, files, info = _open(store_uri, as_of_batch, config)
+    store, files, info = _open(store_uri, as_of_batch, config, snapshot)
     topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
     parts = [t for seg in prune_segments(files, info, begin, end)
              for t in segment_messages(store, seg, begin, end, topics)]
     return pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
 
 
-def lookup_keys_here(store_uri: str, keys: pa.Table, as_of_batch=None, config=None) -> pa.Table:
+def lookup_keys_here(store_uri: str, keys: pa.Table, as_of_batch=None, config=None, snapshot=None) -> pa.Table:
     """The rows ``keylookup.lookup_keys`` returns, computed in this process."""
     from .keylookup import lookup_keys_local
     from .rangescan import MESSAGE_SCHEMA
-    out = lookup_keys_local(store_uri, keys, as_of_batch, config)
+    out = lookup_keys_local(store_uri, keys, as_of_batch, config, snapshot)
     if out is not None:
         return out
     query_cols = [("query_topic", pa.string()), ("query_key", pa.string()), ("query_begin", pa.int64()),

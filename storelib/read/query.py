@@ -222,17 +222,18 @@ _RESULT_QUERIES = {
 }
 
 
-def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | None = None) -> StoreReader:
+def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | None = None, snapshot=None) -> StoreReader:
     """A ``StoreReader`` over one committed batch of a store (local path or pyarrow.fs URI).
 
     rocketlake stores: the latest committed batch, or ``as_of_batch`` (batch id or sequence
     number); the file-shaping configuration comes from the store's own checkpoint row.
     Stores without a manifest (a broker's directory): the broker's view after a restart, with
     ``config`` (default: RocketMQ defaults) fitted to the file sizes found. ``reader.snapshot``
-    tells which (``storefiles.SnapshotInfo``).
+    tells which (``storefiles.SnapshotInfo``). ``snapshot``: the one the command opened
+    (``table.snapshots.open_snapshot``), else opened here.
     """
     store = as_store(store)
-    files, info = open_files(store, as_of_batch, config)
+    files, info = open_files(store, as_of_batch, config, snapshot)
     reader = StoreReader(store, files.config, files)
     reader.snapshot = info
     return reader

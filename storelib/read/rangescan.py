@@ -140,7 +140,7 @@ def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=
 
 # ----------------------------------------------------------------------------- Spark
 def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None = None,
-               topic: str | list | None = None, as_of_batch=None, config=None):
+               topic: str | list | None = None, as_of_batch=None, config=None, snapshot=None):
     """DataFrame (MESSAGE_DDL) of every message with begin <= store_timestamp <= end (and topic).
 
     One task per commitlog segment that survives pruning; rows in commitlog order per task.
@@ -148,7 +148,7 @@ def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None 
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)
-    files, info = open_files(store, as_of_batch, config)
+    files, info = open_files(store, as_of_batch, config, snapshot)
     segs = prune_segments(files, info, begin, end)
     topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
     uri = store.uri

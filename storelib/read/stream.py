@@ -43,13 +43,13 @@ class DataLossError(RuntimeError):
 
 def _snapshot(path: str):
     from ..io.storage import Store
-    from ..table import manifest
+    from ..table.snapshots import open_snapshot
     from ..format.paths import CHECKPOINTS_DIR
     store = Store(path)
     if not store.exists(CHECKPOINTS_DIR):
         raise ValueError(f"rocketmq stream: {path} has no committed rocketlake batches to tail (a broker's "
                          f"store: adopt it first, storelib.adopt_store)")
-    return manifest.load_snapshot(store)
+    return open_snapshot(store, history=True)
 
 
 def _int_option(options: dict, name: str):
@@ -76,14 +76,14 @@ def _published(path: str, batches: list) -> list:
     staged = staging_batches(Store(path))
     out = []
     for b in batches:
-        if b["batch_id"] in staged:
+        if b.batch_id in staged:
             break
         out.append(b)
     return out
 
 
 def _end_of(batch: dict) -> dict:
-    return {"offset": int(batch["max_phy_offset"] or 0), "batch_seq": int(batch["batch_seq"])}
+    return {"offset": batch.max_phy_offset, "batch_seq": batch.batch_seq}
 
 
 class RocketMQStreamReader(DataSourceStreamReader):
@@ -104,7 +104,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         elif start == "latest":
             off = _end_of(snap.batch)
         elif start == "earliest":
-            off = {"offset": int(snap.batch["min_phy_offset"] or 0), "batch_seq": 0}
+            off = {"offset": snap.batch.min_phy_offset, "batch_seq": 0}
         else:
             try:
                 off = {"offset": int(start), "batch_seq": 0}
@@ -128,12 +128,12 @@ class RocketMQStreamReader(DataSourceStreamReader):
         """The end of the last whole batch after ``start`` within the limits (at least one)."""
         taken, msgs, last = 0, 0, None
         for b in batches:
-            if int(b["max_phy_offset"] or 0) <= start or not b["messages"]:
+            if b.max_phy_offset <= start or not b.messages:
                 continue
             if last is not None and ((self.max_batches and taken + 1 > self.max_batches)
-                                     or (self.max_messages and msgs + b["messages"] > self.max_messages)):
+                                     or (self.max_messages and msgs + b.messages > self.max_messages)):
                 break
-            taken, msgs, last = taken + 1, msgs + b["messages"], b
+            taken, msgs, last = taken + 1, msgs + b.messages, b
         return _end_of(last) if last is not None else end
 
     def partitions(self, start: dict, end: dict):

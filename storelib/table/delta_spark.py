@@ -26,6 +26,8 @@ Which library does what (README "Delta Lake"): the driver's commits stay on ``de
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 import sys
 from ..errors import DeltaJarsMissing
@@ -46,7 +48,7 @@ def jars_dir() -> str:
     return os.environ.get(JARS_ENV) or os.path.join(_ROOT, ".cache", "jars", "delta-spark")
 
 
-def jars() -> list:
+def jars() -> list[Any]:
     """Absolute paths of delta-spark's jars, sorted; ``DeltaJarsMissing`` when there are none."""
     d = jars_dir()
     found = sorted(os.path.join(d, n) for n in os.listdir(d) if n.endswith(".jar")) if os.path.isdir(d) else []
@@ -56,7 +58,7 @@ def jars() -> list:
     return found
 
 
-def delta_conf(existing_jars: str | None = None) -> dict:
+def delta_conf(existing_jars: str | None = None) -> dict[Any, Any]:
     """The Spark settings ``configure_delta`` applies (``spark.jars``: ``existing_jars`` first)."""
     paths = [p for p in (existing_jars or "").split(",") if p]
     paths += [j for j in jars() if j not in paths]
@@ -64,7 +66,7 @@ def delta_conf(existing_jars: str | None = None) -> dict:
             "spark.sql.catalog.spark_catalog": CATALOG}
 
 
-def configure_delta(builder):
+def configure_delta(builder: Any) -> Any:
     """``builder`` (a ``SparkSession.Builder``) with delta-spark's jars, SQL extension and catalog.
 
     Keeps jars and extensions the builder already has (``spark.jars``, ``spark.sql.extensions``
@@ -80,7 +82,7 @@ def configure_delta(builder):
     return builder
 
 
-def _loadable(jvm) -> bool:
+def _loadable(jvm: Any) -> bool:
     try:
         jvm.org.apache.spark.util.Utils.classForName(EXTENSION, True, False)
         return True
@@ -92,7 +94,7 @@ def _attach_to_driver() -> None:
     """Add the jars to the running driver's class loader unless Delta's classes load already."""
     from pyspark import SparkContext
     SparkContext._ensure_initialized()
-    jvm = SparkContext._jvm
+    jvm: Any = SparkContext._jvm
     if _loadable(jvm):
         return
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
@@ -104,7 +106,7 @@ def _attach_to_driver() -> None:
         loader.addURL(jvm.java.io.File(path).toURI().toURL())
 
 
-def ensure_delta(spark) -> None:
+def ensure_delta(spark: Any) -> None:
     """``DeltaJarsMissing`` unless ``spark`` can run Delta SQL (classes loadable, extension set)."""
     if not _loadable(spark._jvm):
         raise DeltaJarsMissing("Delta's classes are not on this Spark driver's classpath: create the session "
@@ -149,7 +151,7 @@ def _sql_string(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def register_tables(spark, store_uri: str, database: str) -> list:
+def register_tables(spark: Any, store_uri: str, database: str) -> list[Any]:
     """Catalog tables over a store: ``database.manifest`` and ``database.checkpoints`` (external
     Delta tables at the store's paths: dropping them leaves the store alone), and the views
     ``database.committed_files`` (``committed_rows_sql``) and ``database.live_files``
@@ -178,8 +180,8 @@ def register_tables(spark, store_uri: str, database: str) -> list:
     return out
 
 
-def _main(argv) -> int:
-    if argv[:1] == ["--jars"]:
+def _main(argv: list[str] | None) -> int:
+    if (argv or [])[:1] == ["--jars"]:
         print(",".join(jars()))
         return 0
     print("usage: python -m storelib.table.delta_spark --jars   (the jars' paths, comma-separated)", file=sys.stderr)

@@ -25,6 +25,8 @@ writes there directly (``manifest.commit``).
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import errno
 import json
 import os
@@ -46,7 +48,7 @@ CHECKPOINT_INTERVAL = 100
 _LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d{10}\.\d{10})?\.parquet)$")
 
 
-def _log_files(log_dir: str, upto: int | None) -> list:
+def _log_files(log_dir: str, upto: int | None) -> list[Any]:
     """Names of the commits and checkpoints in ``log_dir`` up to version ``upto`` (all if None)."""
     try:
         names = os.listdir(log_dir)
@@ -60,9 +62,9 @@ def _log_files(log_dir: str, upto: int | None) -> list:
     return sorted(out)
 
 
-def _scratch(store, table_rel: str, version: int | None) -> str:
+def _scratch(store: Any, table_rel: str, version: int | None) -> str:
     """A scratch copy of the table's log as of ``version`` (None: an empty directory)."""
-    root = store.path(f"{TMP_DIR}/{uuid.uuid4().hex}")
+    root: str = store.path(f"{TMP_DIR}/{uuid.uuid4().hex}")
     log = os.path.join(root, "_delta_log")
     os.makedirs(log)
     if version is not None:
@@ -104,7 +106,7 @@ def _move_in(src: str, dst: str, durable: bool) -> None:
     os.rename(src, dst)
 
 
-def commit_local(store, table_rel: str, version: int | None, write, durable: bool) -> int:
+def commit_local(store: Any, table_rel: str, version: int | None, write: Callable[..., None], durable: bool) -> int:
     """Commit one version of the local Delta table at ``table_rel`` on top of ``version`` (None:
     create the table). ``write(table_or_uri, post_commithook_properties)`` makes delta-rs write it
     (into a scratch table). Returns the new version; ``LocalCommitConflict`` if another writer
@@ -120,7 +122,7 @@ def commit_local(store, table_rel: str, version: int | None, write, durable: boo
         if version is None:
             write(scratch, hooks)
         else:
-            dt = DeltaTable(scratch)
+            dt: Any = DeltaTable(scratch)
             if dt.version() != version:
                 raise LocalCommitConflict(f"{table_rel}: its log is at version {dt.version()}, not {version}")
             write(dt, hooks)
@@ -188,7 +190,7 @@ def _create_table(scratch: str, real: str, durable: bool) -> None:
         storage.sync_dirs([os.path.dirname(real)])
 
 
-def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
+def checkpoint_local(store: Any, table_rel: str, durable: bool) -> int | None:
     """A Delta checkpoint of the table's latest version, made durable before ``_last_checkpoint``
     names it (and before any log cleanup may rely on it). Returns its version (None: no table)."""
     from deltalake import DeltaTable
@@ -201,7 +203,7 @@ def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
         return version
     scratch = _scratch(store, table_rel, version)
     try:
-        dt = DeltaTable(scratch)
+        dt: Any = DeltaTable(scratch)
         dt.create_checkpoint()
         dt = None
         name = f"{version:020d}.checkpoint.parquet"
@@ -223,7 +225,7 @@ def checkpoint_local(store, table_rel: str, durable: bool) -> int | None:
         _drop(scratch)
 
 
-def clear_scratch(store) -> None:
+def clear_scratch(store: Any) -> None:
     """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
     if store.os_paths:
         shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)

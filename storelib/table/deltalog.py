@@ -15,6 +15,8 @@ the first damaged log file (or the log directory).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import re
 
@@ -28,7 +30,7 @@ ACTIONS = {"commitInfo", "protocol", "metaData", "add", "remove", "txn", "cdc", 
            "checkpointMetadata", "sidecar"}
 
 
-def log_problems(store, table: str) -> list:
+def log_problems(store: Any, table: str) -> list[Any]:
     """(path, offset, what) of every damaged file of ``table``'s Delta log (``[]`` when sound or
     when there is no table: no ``_delta_log`` directory)."""
     log = f"{table}/_delta_log"
@@ -37,7 +39,7 @@ def log_problems(store, table: str) -> list:
     names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
     commits = {int(m.group(1)): n for n in names for m in [COMMIT.match(n)] if m}
     checkpoints = {int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m}
-    out: list = []
+    out: list[Any] = []
     if not commits and not checkpoints:
         if not names:
             out.append((log, 0, "Delta log without any commit (its commit files were deleted)"))
@@ -65,12 +67,12 @@ def log_problems(store, table: str) -> list:
     return out
 
 
-def _commit_problems(store, rel: str, first: bool) -> list:
+def _commit_problems(store: Any, rel: str, first: bool) -> list[Any]:
     data = store.read(rel)
     if not data.strip():
         return [(rel, 0, f"empty Delta commit ({len(data)} bytes)")]
-    counts: dict = {}
-    metrics: dict = {}
+    counts: dict[Any, Any] = {}
+    metrics: dict[Any, Any] = {}
     at = 0
     lines = data.split(b"\n")
     if lines[-1] == b"":                  # a newline after the last action is allowed
@@ -105,7 +107,7 @@ def _commit_problems(store, rel: str, first: bool) -> list:
     return out
 
 
-def corrupt(store, table: str, error: BaseException) -> CorruptStore:
+def corrupt(store: Any, table: str, error: BaseException) -> CorruptStore:
     """``CorruptStore`` for a Delta table that could not be read: its first damaged log file, or
     the log directory with the reader's error (one line)."""
     try:

@@ -19,6 +19,8 @@ it and renamed into place when every file checked out: a failed export leaves no
 """
 from __future__ import annotations
 
+from typing import Any, Iterable, Iterator, Mapping
+
 import json
 import os
 import shutil
@@ -26,9 +28,11 @@ import uuid
 
 from ..errors import BadInput, ConfigError, ExportError
 from ..format import checkpoint as ckpt, consumequeue
-from ..format.config import parse_java_properties
+from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
-from . import manifest, rowcheck, storefiles
+from . import rowcheck, storefiles
+from .snapshots import StoreSnapshot, open_snapshot
+from .rows import FileKind, ManifestRow, recorded_config
 
 __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
            "recorded_queue_starts"]
@@ -42,7 +46,7 @@ PROPERTIES_NAME = "rocketlake.properties"
 QUEUE_STARTS_KEY = "rocketlakeQueueStarts"
 
 
-def properties_text(config, root: str | None = None, queue_starts: dict | None = None) -> str:
+def properties_text(config: StoreConfig, root: str | None = None, queue_starts: dict[Any, Any] | None = None) -> str:
     """The file-shaping configuration as a broker's .properties text (``PROPERTIES_NAME``), with
     ``queue_starts`` (``queue_starts_of``) under ``QUEUE_STARTS_KEY``."""
     lines = ["# Written by rocketlake export: the sizes these files were written with, as RocketMQ",
@@ -59,9 +63,9 @@ def properties_text(config, root: str | None = None, queue_starts: dict | None =
     return "\n".join(lines) + "\n"
 
 
-def queue_starts_of(rels) -> dict:
+def queue_starts_of(rels: Iterable[str]) -> dict[Any, Any]:
     """{"topic/queueId": queue offset of its first file} of the consume-queue files ``rels``."""
-    out: dict = {}
+    out: dict[Any, Any] = {}
     for rel in rels:
         parts = rel.split("/")
         if len(parts) == 4 and parts[3].isdigit():
@@ -70,7 +74,7 @@ def queue_starts_of(rels) -> dict:
     return out
 
 
-def recorded_queue_starts(store: storage.Store) -> dict | None:
+def recorded_queue_starts(store: storage.Store) -> dict[Any, Any] | None:
     """The queue starts an export recorded in its ``PROPERTIES_NAME`` (None: not an export, or one
     written before they were recorded); ``ConfigError`` naming the file when they do not parse."""
     if not store.local or not os.path.isfile(store.path(PROPERTIES_NAME)):
@@ -94,8 +98,8 @@ def recorded_queue_starts(store: storage.Store) -> dict | None:
     return starts
 
 
-def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = True, snap=None,
-                 check: bool = True) -> dict:
+def export_store(store_uri: str, target: str, as_of_batch: str | int | None = None, durable: bool = True,
+                 snap: StoreSnapshot | None = None, check: bool = True) -> dict[str, Any]:
     """Export the latest committed snapshot (or ``as_of_batch``, or ``snap``) of ``store_uri`` to
     ``target`` (a local directory or any store URI), which must be empty or absent; returns a
     summary. ``check=False``: files whose bytes do not match their checksum are exported as they
@@ -105,12 +109,12 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     if out.list_files(""):
         raise BadInput(f"--to {target} is not empty: rocketlake export writes into an empty or absent directory "
                        "only (nothing was written)")
-    snap = snap if snap is not None else manifest.load_snapshot(store, as_of_batch)
+    snap = snap if snap is not None else open_snapshot(store, as_of_batch)
     if snap.batch is None:
         raise ExportError(f"{store_uri} has no committed batch to export")
     if check:
         rowcheck.check_snapshot(snap)
-    config = storefiles.config_of_batch(snap.batch)
+    config = recorded_config(snap.batch)           # the store's own sizes over RocketMQ's defaults
     work = out
     if out.atomic_rename:
         work = storage.Store(os.path.join(os.path.dirname(os.path.abspath(out.root)),
@@ -120,7 +124,7 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
     try:
         for _rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
-        starts = queue_starts_of(r["path"] for r in snap.of_kind("consumequeue"))
+        starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
         if work is not out:
@@ -140,18 +144,18 @@ def export_store(store_uri: str, target: str, as_of_batch=None, durable: bool = 
             "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes}
 
 
-def _export_file(store: storage.Store, out: storage.Store, row: dict, config, durable: bool, check: bool,
-                 staged: set) -> int:
+def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,
+                 check: bool, staged: set[Any]) -> int:
     """One file of the snapshot, read as readers read it (``storefiles.reading_path``: through
     its extents, or its staged copy or patch while its batch's publish is unfinished)."""
     valid = int(row["valid_bytes"])
-    detail = json.loads(row.get("detail") or "{}")
+    detail = row.detail
     rel = storefiles.reading_path(store, row, staged)
     first = _rebuilt_head(store, dict(row, path=rel), detail, config)
     hasher = checksum.BlockHasher()
-    paged = row["kind"] == "index" and "head" in detail      # its head is summed by pages (io.headpages)
+    paged = row["kind"] == FileKind.INDEX and "head" in detail      # its head is summed by pages (io.headpages)
 
-    def chunks():
+    def chunks() -> Iterator[bytes]:
         if first:
             if not paged:
                 hasher.update(first)
@@ -173,12 +177,12 @@ def _export_file(store: storage.Store, out: storage.Store, row: dict, config, du
     return valid
 
 
-def _rebuilt_head(store: storage.Store, row: dict, detail: dict, config) -> bytes:
+def _rebuilt_head(store: storage.Store, row: dict[Any, Any], detail: Mapping[str, Any], config: StoreConfig) -> bytes:
     """The first bytes of the row's file version that a later batch may have changed since: an
     index file's header and slot table, the whole checkpoint file (b"" for other files)."""
-    if row["kind"] == "index":
+    if row["kind"] == FileKind.INDEX:
         return patches.index_head_as_of(store, row, config)[:int(row["valid_bytes"])]
-    if row["kind"] == "checkpoint":
+    if row["kind"] == FileKind.CHECKPOINT:
         try:
             data = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
         except (KeyError, TypeError, ValueError):

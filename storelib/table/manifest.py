@@ -24,17 +24,20 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
 from . import deltacommit, deltalog
+from .rows import RECORDED_KEYS, BatchRow, ManifestRow, batch_rows, manifest_rows
+from ..format.config import StoreConfig
 from ..format import names
 from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps",
+    "Tables", "read_tables", "snapshot_of", "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -100,38 +103,38 @@ class TableVersions:
 @dataclass
 class Snapshot:
     """The store as of one committed batch: its checkpoint row and its live files."""
-    batch: dict | None                       # checkpoint row (None: nothing committed)
-    files: dict = field(default_factory=dict)  # path -> manifest row (action add, latest version)
+    batch: BatchRow | None                                    # None: nothing committed
+    files: dict[str, ManifestRow] = field(default_factory=dict)  # path -> add row (latest version)
     versions: TableVersions | None = None
-    batches: list = field(default_factory=list)  # every committed checkpoint row, in order
-    removed: dict = field(default_factory=dict)  # path -> remove row of files a committed expiry
-                                                 # removed (a crash may leave them on disk until the
-                                                 # next expiry deletes them)
-    duplicates: list = field(default_factory=list)  # paths one batch adds twice with different facts
-                                                    # (table.rowcheck refuses such a snapshot)
+    batches: list[BatchRow] = field(default_factory=list)    # every committed batch row, in order
+    removed: dict[str, ManifestRow] = field(default_factory=dict)  # path -> remove row of files a
+                                                 # committed expiry removed (a crash may leave them on
+                                                 # disk until the next expiry deletes them)
+    duplicates: list[str] = field(default_factory=list)  # paths one batch adds twice with different
+                                                         # facts (table.rowcheck refuses such a snapshot)
 
     @property
     def batch_seq(self) -> int:
-        return self.batch["batch_seq"] if self.batch else 0
+        return self.batch.batch_seq if self.batch else 0
 
-    def last_detail(self, key: str):
+    def last_detail(self, key: str) -> Any:
         """``detail[key]`` of the last committed batch whose checkpoint row has it (an ingest's
         round-robin positions and topic config: an expiry, a repair or an import records none)."""
         for b in reversed(self.batches):
-            value = json.loads(b["detail"] or "{}").get(key)
+            value = b.detail.get(key)
             if value is not None:
                 return value
         return None
 
-    def of_kind(self, kind: str) -> list:
-        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+    def of_kind(self, kind: str) -> list[ManifestRow]:
+        return sorted((r for r in self.files.values() if r.kind == kind), key=lambda r: r.path)
 
 
 def _table_uri(store: storage.Store, rel: str) -> str:
     return store.path(rel) if store.os_paths else store.uri_of(rel)
 
 
-def open_table(store: storage.Store, rel: str, version: int | None = None):
+def open_table(store: storage.Store, rel: str, version: int | None = None) -> Any:
     """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
     ``version`` if given; None without a table (or unreachable storage)."""
     from deltalake import DeltaTable
@@ -150,7 +153,7 @@ def open_table(store: storage.Store, rel: str, version: int | None = None):
     return dt
 
 
-def read_rows(dt) -> list:
+def read_rows(dt: Any) -> list[dict[str, Any]]:
     """Every row of the table version ``dt`` holds (``[]`` for None), committed or not: its Parquet
     files (from the Delta log) read with pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
     if dt is None:
@@ -160,10 +163,11 @@ def read_rows(dt) -> list:
         return []
     import pyarrow.parquet as pq
     fs, _ = storage.filesystem(uris[0])
-    return pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
+    return rows
 
 
-def _check_table_files(dt, uris: list) -> list:
+def _check_table_files(dt: Any, uris: list[str]) -> list[str]:
     """The data files a Delta log names must lie inside the table's directory (an ``add`` path
     with ``..``, an absolute path or a symlink out is refused, never read)."""
     from urllib.parse import unquote, urlparse
@@ -182,21 +186,43 @@ def _check_table_files(dt, uris: list) -> list:
     return uris
 
 
+@dataclass(frozen=True)
+class Tables:
+    """Both Delta tables as read once: their versions, every checkpoint row (in batch order) and
+    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them)."""
+    uri: str
+    versions: TableVersions
+    batches: tuple[BatchRow, ...]
+    rows: tuple[ManifestRow, ...]
+
+
+def read_tables(store: storage.Store) -> Tables:
+    """Read both tables (one Parquet read each). A damaged Delta table raises
+    ``errors.CorruptStore`` naming the damaged log file."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
+    batches = sorted(batch_rows(ck_rows), key=lambda r: r.batch_seq)
+    if batches and mf_version is None:
+        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
+                                                           "committed batch(es), the manifest table does not exist")
+    return Tables(store.uri, TableVersions(mf_version, ck_version), tuple(batches), tuple(manifest_rows(mf_rows)))
+
+
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
     """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
 
     A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
-    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
-    mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
-    versions = TableVersions(mf_version, ck_version)
-    batches = sorted(ck_rows, key=lambda r: r["batch_seq"])
-    if batches and mf_version is None:
-        raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
-                                                           "committed batch(es), the manifest table does not exist")
+    return snapshot_of(read_tables(store), as_of_batch)
+
+
+def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapshot:
+    """The committed snapshot of ``tables`` as of its latest batch (or ``as_of_batch``);
+    ``NoSuchBatch`` naming the store when no committed batch is ``as_of_batch``."""
+    versions, batches, mf_rows = tables.versions, list(tables.batches), tables.rows
     if as_of_batch is not None:
-        sel = [b for b in batches if b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)]
+        sel = [b for b in batches if b.matches(as_of_batch)]
         if not sel:
-            raise NoSuchBatch(f"no committed batch {as_of_batch!r} in {store.uri}")
+            raise NoSuchBatch(f"no committed batch {as_of_batch!r} in {tables.uri}")
         upto = sel[-1]["batch_seq"]
         batches_visible = [b for b in batches if b["batch_seq"] <= upto]
     else:
@@ -205,7 +231,7 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
         return Snapshot(None, {}, versions, [])
     committed = {b["batch_id"]: b["batch_seq"] for b in batches_visible}
     attempts = {b["batch_id"]: b.get("attempt_id") for b in batches_visible}
-    files: dict = {}
+    files: dict[Any, Any] = {}
     # Rows of a batch count only with its checkpoint row, and only those of the attempt that
     # committed: a dead attempt may have appended manifest rows before dying (between the two
     # Delta commits); its rerun appends its own rows under the same batch id and sequence.
@@ -221,10 +247,10 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
                                                            f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
                                                            f"a commit of the manifest table is missing")
-    removed: dict = {}
+    removed: dict[Any, Any] = {}
     expiries = {b["batch_id"] for b in batches_visible if b["operation"] == "expire"}
-    added: dict = {}
-    duplicates: list = []
+    added: dict[Any, Any] = {}
+    duplicates: list[Any] = []
     for r in rows:
         check_row_paths(r)
         if r["action"] == "add":
@@ -240,13 +266,13 @@ def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) ->
     return Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates)
 
 
-def _facts(row: dict) -> tuple:
+def _facts(row: dict[Any, Any]) -> tuple[Any, ...]:
     """What a manifest row says of its file (not when or by which attempt it was written): a rerun
     writing the same row again is no duplicate."""
     return tuple(v for k, v in sorted(row.items()) if k not in ("committed_at", "attempt_id", "staged_path"))
 
 
-def _table_rows(store: storage.Store, rel: str) -> tuple:
+def _table_rows(store: storage.Store, rel: str) -> tuple[Any, ...]:
     """(version, rows) of a Delta table's latest version, ``(None, [])`` without a table. A table
     that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
     DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
@@ -272,7 +298,7 @@ def _table_rows(store: storage.Store, rel: str) -> tuple:
     return version, rows
 
 
-def check_row_paths(row: dict) -> None:
+def check_row_paths(row: dict[Any, Any]) -> None:
     """A manifest row's ``path`` (and ``staged_path``) must be store-relative paths that stay in
     the store; StorePathError naming the row otherwise (a reader never follows it)."""
     for col in ("path", "staged_path"):
@@ -286,8 +312,8 @@ def check_row_paths(row: dict) -> None:
                 f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
 
 
-def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, checkpoint_row: dict,
-           fault=None, durable: bool = True, lease=None) -> None:
+def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+           fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch).
 
     ``lease``: the writer's lease, checked to be still its own right before each of the two
@@ -312,7 +338,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
         if lease is not None:
             lease.check()
 
-        def write(target, hooks=None, table=table):
+        def write(target: Any, hooks: Any = None, table: Any = table) -> None:
             # schema_mode="merge": tables written before a column was added get it (nulls before)
             kw = {} if hooks is None else {"post_commithook_properties": hooks}
             if isinstance(target, str):
@@ -335,7 +361,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list, c
             fault(point)
 
 
-def _commit_object_store(store: storage.Store, rel: str, version: int | None, write) -> None:
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[[Any], None]) -> None:
     """One conditional Delta commit on an object store (a completed PUT is durable)."""
     dt = open_table(store, rel, version) if version is not None else None
     if version is None and open_table(store, rel) is not None:
@@ -350,7 +376,7 @@ def _commit_object_store(store: storage.Store, rel: str, version: int | None, wr
         raise
 
 
-def history(store: storage.Store) -> list:
+def history(store: storage.Store) -> list[Any]:
     """Delta history of both tables: version, time, operation, batch id."""
     out = []
     for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
@@ -377,7 +403,7 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def dumps(obj) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
@@ -385,7 +411,7 @@ def dumps(obj) -> str:
 # Every row of both tables is built here (ingest's commit, adopt, expire), so every writer fills
 # every column the same way.
 def file_row(kind: str, path: str, batch_id: str, batch_seq: int, committed_at: int, *,
-             staged_path: str | None = None, attempt_id: str | None = None, **columns) -> dict:
+             staged_path: str | None = None, attempt_id: str | None = None, **columns: Any) -> dict[str, Any]:
     """A manifest row adding one file version: every MANIFEST_SCHEMA column, those not given None.
 
     ``columns``: the file's facts (topic, queue_id, base_offset, file_size, valid_bytes, count,
@@ -398,7 +424,7 @@ def file_row(kind: str, path: str, batch_id: str, batch_seq: int, committed_at: 
     return row
 
 
-def remove_row(live: dict, batch_id: str, batch_seq: int, committed_at: int, detail: str) -> dict:
+def remove_row(live: Mapping[str, Any], batch_id: str, batch_seq: int, committed_at: int, detail: str) -> dict[str, Any]:
     """A manifest row removing the file of ``live`` (its current ``add`` row), which it copies."""
     row = dict(live)
     # attempt_id None: the removal belongs to the batch doing it, not to the ingest attempt that
@@ -408,7 +434,13 @@ def remove_row(live: dict, batch_id: str, batch_seq: int, committed_at: int, det
     return row
 
 
-def checkpoint_row(**columns) -> dict:
+def config_column(config: StoreConfig) -> str:
+    """A batch row's ``config``: every key a later operation reads of it (``rows.RECORDED_KEYS``:
+    the file-shaping keys readers overlay, ``flushDiskType`` expire and repair follow)."""
+    return dumps({k: getattr(config, k) for k in RECORDED_KEYS})
+
+
+def checkpoint_row(**columns: Any) -> dict[str, Any]:
     """A checkpoints-table row: every CHECKPOINTS_SCHEMA column must be given (``attempt_id``
     defaults to None: a batch not written by an ingest attempt)."""
     missing = [n for n in CHECKPOINTS_SCHEMA.names if n not in columns and n != "attempt_id"]
@@ -419,7 +451,7 @@ def checkpoint_row(**columns) -> dict:
     return row
 
 
-def checkpoint_row_after(prev: dict, **changes) -> dict:
+def checkpoint_row_after(prev: Mapping[str, Any], **changes: Any) -> dict[str, Any]:
     """The checkpoint row of a batch that changes only part of the store's state (an expiry):
     the previous batch's row ``prev`` with ``changes``."""
     row = dict(prev)
@@ -428,12 +460,12 @@ def checkpoint_row_after(prev: dict, **changes) -> dict:
     return row
 
 
-def queue_offsets(queue_next: dict) -> list:
+def queue_offsets(queue_next: dict[Any, Any]) -> list[Any]:
     """The ``queue_offsets`` column from ``{(topic, queue_id): next offset}``, sorted."""
     return [{"topic": t, "queue_id": q, "max_offset": o} for (t, q), o in sorted(queue_next.items())]
 
 
-def _columns(values: dict, schema: pa.Schema) -> dict:
+def _columns(values: dict[Any, Any], schema: pa.Schema) -> dict[Any, Any]:
     unknown = [k for k in values if k not in schema.names]
     if unknown:
         raise ValueError(f"no column {', '.join(unknown)} in the table")

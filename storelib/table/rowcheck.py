@@ -22,6 +22,8 @@ one-line refusal before it changes anything.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import re
 
@@ -31,6 +33,7 @@ from ..format.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from ..format.config import StoreConfig
 from ..format.names import OFFSET_FILE_NAME
 from ..format.paths import STAGING_DIR
+from .rows import FileKind
 
 __all__ = ["snapshot_problems", "usable_rows", "row_problem", "check_snapshot", "segment_gaps", "HEADER_KEYS"]
 
@@ -42,24 +45,25 @@ HEADER_KEYS = ("begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_
                "index_count")
 
 
-def _is_int(v) -> bool:
+def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def row_problem(r: dict, cfg: StoreConfig) -> str | None:
+def row_problem(r: dict[Any, Any], cfg: StoreConfig) -> str | None:
     """What is wrong with a live manifest row (``None``: a row readers can use). Its path is
     already known to stay inside the store (``manifest.check_row_paths``)."""
-    kind, path = r.get("kind"), r.get("path")
-    limits = {"commitlog": cfg.mappedFileSizeCommitLog, "consumequeue": cfg.cq_file_size,
-              "index": cfg.index_file_size, "checkpoint": checkpoint.FILE_SIZE}
+    kind: Any = r.get("kind")
+    path: str = r.get("path") or ""
+    limits = {FileKind.COMMITLOG: cfg.mappedFileSizeCommitLog, FileKind.CONSUMEQUEUE: cfg.cq_file_size,
+              FileKind.INDEX: cfg.index_file_size, FileKind.CHECKPOINT: checkpoint.FILE_SIZE}
     if kind not in limits:
         return f"manifest row of unknown kind {kind!r}"
     parts = path.split("/")
-    if kind == "checkpoint":
+    if kind == FileKind.CHECKPOINT:
         ok = path == checkpoint.FILE_NAME
-    elif kind == "commitlog":
+    elif kind == FileKind.COMMITLOG:
         ok = len(parts) == 2 and parts[0] == commitlog.DIR and bool(OFFSET_FILE_NAME.match(parts[1]))
-    elif kind == "consumequeue":
+    elif kind == FileKind.CONSUMEQUEUE:
         ok = (len(parts) == 4 and parts[0] == consumequeue.DIR and parts[1] == r.get("topic")
               and _is_int(r.get("queue_id")) and parts[2] == str(r["queue_id"]) and bool(OFFSET_FILE_NAME.match(parts[3])))
     else:
@@ -71,16 +75,16 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
     if sp is not None and not sp.startswith(STAGING_DIR + "/"):
         return f"manifest row's staged_path {sp!r} is not under {STAGING_DIR}/"
     for col, lo, hi in (("valid_bytes", 0, limits[kind]), ("file_size", 0, 1 << 62), ("count", 0, 1 << 62)):
-        v = r.get(col)
+        v: Any = r.get(col)
         if not _is_int(v) or not lo <= v <= hi:
             return f"manifest {col} {v!r} outside [{lo}, {hi}]"
     if not (isinstance(r.get("checksum"), str) and re.fullmatch(r"[0-9a-f]{64}", r["checksum"])):
         return f"manifest checksum {r.get('checksum')!r} is not a sha256"
-    if kind in ("commitlog", "consumequeue"):
+    if kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE):
         b = r.get("base_offset")
         if not _is_int(b) or b != int(parts[-1]):
             return f"manifest base_offset {b!r} does not match the name"
-    if kind == "index":
+    if kind == FileKind.INDEX:
         try:
             h = json.loads(r.get("detail") or "")["header"]
             bad = not all(_is_int(h[k]) for k in HEADER_KEYS)
@@ -93,7 +97,7 @@ def row_problem(r: dict, cfg: StoreConfig) -> str | None:
     return None
 
 
-def usable_rows(snap, cfg: StoreConfig) -> tuple[dict, list]:
+def usable_rows(snap: Any, cfg: StoreConfig) -> tuple[dict[Any, Any], list[Any]]:
     """(path -> row of the live rows readers can use, problems of the others)."""
     rows, problems = {}, []
     for path, r in sorted(snap.files.items()):
@@ -105,7 +109,7 @@ def usable_rows(snap, cfg: StoreConfig) -> tuple[dict, list]:
     return rows, problems
 
 
-def segment_gaps(bases: list, F: int) -> list:
+def segment_gaps(bases: list[Any], F: int) -> list[Any]:
     """(path, base) pairs in base order -> problems: a segment not one file size after the previous."""
     out = []
     for i in range(1, len(bases)):
@@ -115,7 +119,7 @@ def segment_gaps(bases: list, F: int) -> list:
     return out
 
 
-def snapshot_problems(snap, cfg: StoreConfig) -> list:
+def snapshot_problems(snap: Any, cfg: StoreConfig) -> list[Any]:
     """Every structural problem of ``snap``'s rows (empty for a snapshot without a batch)."""
     if snap is None or snap.batch is None:
         return []
@@ -137,15 +141,15 @@ def snapshot_problems(snap, cfg: StoreConfig) -> list:
     return bad_rows + sorted(set(out))
 
 
-def check_snapshot(snap, cfg: StoreConfig | None = None) -> None:
+def check_snapshot(snap: Any, cfg: StoreConfig | None = None) -> None:
     """``CorruptStore`` for the first structural problem of ``snap``'s rows (``cfg``: the store's
     file-shaping configuration, by default the one its checkpoint row records); nothing otherwise,
     also for None or a snapshot without a batch."""
     if snap is None or snap.batch is None:
         return
     if cfg is None:
-        from .snapshots import snapshot_config
-        cfg = snapshot_config(snap)
+        from .rows import recorded_config
+        cfg = recorded_config(snap.batch)
     problems = snapshot_problems(snap, cfg)
     if problems:
         path, offset, what = problems[0]
@@ -154,13 +158,13 @@ def check_snapshot(snap, cfg: StoreConfig | None = None) -> None:
                                          f"every problem)")
 
 
-def _of_kind(rows: dict, kind: str) -> list:
+def _of_kind(rows: dict[Any, Any], kind: str) -> list[Any]:
     return [r for r in rows.values() if r["kind"] == kind]
 
 
-def _commitlog(rows: dict, batch: dict, cfg: StoreConfig) -> list:
+def _commitlog(rows: dict[Any, Any], batch: dict[Any, Any], cfg: StoreConfig) -> list[Any]:
     out = []
-    segs = sorted(_of_kind(rows, "commitlog"), key=lambda r: r["base_offset"])
+    segs = sorted(_of_kind(rows, FileKind.COMMITLOG), key=lambda r: r["base_offset"])
     F = cfg.mappedFileSizeCommitLog
     out += segment_gaps([(r["path"], r["base_offset"]) for r in segs], F)
     for r in segs:
@@ -182,11 +186,11 @@ def _commitlog(rows: dict, batch: dict, cfg: StoreConfig) -> list:
     return out
 
 
-def _queues(rows: dict, batch: dict, cfg: StoreConfig) -> list:
+def _queues(rows: dict[Any, Any], batch: dict[Any, Any], cfg: StoreConfig) -> list[Any]:
     out = []
     size = cfg.cq_file_size
-    cqs: dict = {}
-    for r in _of_kind(rows, "consumequeue"):
+    cqs: dict[Any, Any] = {}
+    for r in _of_kind(rows, FileKind.CONSUMEQUEUE):
         cqs.setdefault((r["topic"], r["queue_id"]), []).append(r)
     qmax = {(q["topic"], q["queue_id"]): q["max_offset"] for q in (batch["queue_offsets"] or [])}
     for key, fs in sorted(cqs.items()):
@@ -216,10 +220,10 @@ def _queues(rows: dict, batch: dict, cfg: StoreConfig) -> list:
     return out
 
 
-def _index(rows: dict, cfg: StoreConfig) -> list:
+def _index(rows: dict[Any, Any], cfg: StoreConfig) -> list[Any]:
     out = []
     head = indexfile.entries_offset(cfg)
-    for r in _of_kind(rows, "index"):
+    for r in _of_kind(rows, FileKind.INDEX):
         ic = json.loads(r["detail"])["header"]["index_count"]
         want = head + ic * indexfile.ENTRY_SIZE
         if r["valid_bytes"] != want or r["count"] != ic - 1:

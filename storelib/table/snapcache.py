@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from .deltalog import CHECKPOINT, COMMIT
+from .rows import BatchRow, ManifestRow
 from ..io.localstore import is_plain_path
 from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, delta_commit
 
@@ -46,27 +49,16 @@ VERSION = 1
 _TABLES = (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR))
 
 
-@dataclass
+@dataclass(frozen=True)
 class CachedSnapshot:
-    """What ``storefiles.files_from_snapshot`` needs of a ``manifest.Snapshot``: the latest batch."""
-    batch: dict
-    files: dict = field(default_factory=dict)      # path -> manifest row
-    tables: dict = field(default_factory=dict)     # table name -> {"version", "files": [[name, sha256]]}
-
-    @property
-    def batches(self) -> list:
-        return [self.batch]
-
-    @property
-    def batch_seq(self) -> int:
-        return self.batch["batch_seq"]
-
-    def of_kind(self, kind: str) -> list:
-        return sorted((r for r in self.files.values() if r["kind"] == kind), key=lambda r: r["path"])
+    """What the cache holds: the latest batch and its live files (``snapshots.open_snapshot``)."""
+    batch: BatchRow
+    files: dict[str, ManifestRow] = field(default_factory=dict)   # path -> manifest row
+    tables: dict[str, Any] = field(default_factory=dict)   # table name -> {"version", "files": [[name, sha256]]}
 
 
 # ----------------------------------------------------------------------------- writing
-def encode(tables: dict, batch: dict, rows: list) -> bytes:
+def encode(tables: dict[Any, Any], batch: dict[Any, Any], rows: list[Any]) -> bytes:
     """The cache file's bytes (header line + body); ``TypeError`` for a value JSON cannot hold as is."""
     body = json.dumps({"tables": tables, "batch": batch, "files": rows}, sort_keys=True,
                       separators=(",", ":"), allow_nan=False).encode()
@@ -75,7 +67,7 @@ def encode(tables: dict, batch: dict, rows: list) -> bytes:
     return header.encode() + b"\n" + body
 
 
-def refresh(store) -> bool:
+def refresh(store: Any) -> bool:
     """Write the cache of the store's latest committed snapshot, as the Delta tables give it.
 
     Called once at the end of every commit (ingest, expire, adopt). Never raises: the commit is
@@ -86,9 +78,11 @@ def refresh(store) -> bool:
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
-        from .snapshots import snapshot_config
-        if snapshot_problems(snap, snapshot_config(snap)):
+        from .rows import recorded_config
+        if snapshot_problems(snap, recorded_config(snap.batch)):
             return False                     # readers read the Delta tables and refuse the rows
+        if snap.versions.manifest is None or snap.versions.checkpoints is None:
+            return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
         data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
@@ -107,7 +101,7 @@ def refresh(store) -> bool:
         return False
 
 
-def _log_state(store, table: str, version: int) -> dict:
+def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
     """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
     the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
     ``_last_checkpoint``."""
@@ -116,8 +110,8 @@ def _log_state(store, table: str, version: int) -> dict:
     cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
     since = max(cps) if cps else 0
     keep = [n for n in names
-            if (COMMIT.match(n) and since <= int(COMMIT.match(n).group(1)) <= version)
-            or (CHECKPOINT.match(n) and int(CHECKPOINT.match(n).group(1)) == since and cps)
+            if _numbered(COMMIT, n, lambda v: since <= v <= version)
+            or (_numbered(CHECKPOINT, n, lambda v: v == since) and cps)
             or n == "_last_checkpoint"]
     if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
         raise ValueError(f"{log}: no commit file of version {version}")
@@ -125,8 +119,14 @@ def _log_state(store, table: str, version: int) -> dict:
             "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
 
 
+def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]) -> bool:
+    """``name`` is a Delta log file of ``pattern`` whose version is ``wanted``."""
+    m = pattern.match(name)
+    return m is not None and wanted(int(m.group(1)))
+
+
 # ----------------------------------------------------------------------------- reading
-def decode(data: bytes) -> dict | None:
+def decode(data: bytes) -> dict[Any, Any] | None:
     """The body of a cache file whose header checks out, else None."""
     head, sep, body = data.partition(b"\n")
     if not sep:
@@ -142,7 +142,7 @@ def decode(data: bytes) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _current(store, rel: str, entry) -> bool:
+def _current(store: Any, rel: str, entry: Any) -> bool:
     """``entry`` names the latest version of the Delta table at ``rel``, whose log files are as
     they were when the cache was written."""
     if not isinstance(entry, dict):
@@ -163,7 +163,7 @@ def _current(store, rel: str, entry) -> bool:
     return True
 
 
-def _rows_usable(batch, rows) -> bool:
+def _rows_usable(batch: Any, rows: Any) -> bool:
     if not (isinstance(batch, dict) and isinstance(batch.get("batch_id"), str)
             and type(batch.get("batch_seq")) is int and isinstance(rows, list)):
         return False
@@ -174,7 +174,7 @@ def _rows_usable(batch, rows) -> bool:
     return True
 
 
-def load(store) -> CachedSnapshot | None:
+def load(store: Any) -> CachedSnapshot | None:
     """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
     try:
         data = store.read(SNAPSHOT_CACHE)
@@ -183,13 +183,15 @@ def load(store) -> CachedSnapshot | None:
     doc = decode(data)
     if doc is None:
         return None
-    tables, batch, rows = doc.get("tables"), doc.get("batch"), doc.get("files")
+    tables: Any = doc.get("tables")
+    batch: Any = doc.get("batch")
+    rows: Any = doc.get("files")
     if not isinstance(tables, dict) or not _rows_usable(batch, rows):
         return None
     for name, rel in _TABLES:
         if not _current(store, rel, tables.get(name)):
             return None
-    files = {r["path"]: r for r in rows}
+    files = {r["path"]: ManifestRow(r) for r in rows}
     if len(files) != len(rows):
         return None
-    return CachedSnapshot(batch=batch, files=files, tables=tables)
+    return CachedSnapshot(batch=BatchRow(batch), files=files, tables=tables)

@@ -28,35 +28,32 @@ build one:
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import NamedTuple, TYPE_CHECKING
+from typing import Any, Mapping, NamedTuple, TYPE_CHECKING
 
 from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
 from ..format import commitlog, consumequeue, indexfile, records
 from ..io import patches
-from . import snapcache
+from .rows import BatchRow, FileKind, ManifestRow
+from .rows import recorded_config
+from .snapshots import StoreSnapshot, open_snapshot
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..io.headpages import version_extents
-from ..format.indexfile import IndexHeader
 from ..io.localstore import open_local
+from ..format.indexfile import IndexHeader
 from ..format.names import OFFSET_FILE_NAME
-from ..format.paths import CHECKPOINTS_DIR, STAGING_DIR
+from ..format.paths import STAGING_DIR
 
-if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
-    from . import manifest
+if TYPE_CHECKING:    # storage loads pyarrow: imported where needed, not on the shell path
     from ..io.storage import Store
+    from .zonemap import ZoneMap
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
-           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "config_of_batch", "infer_config",
+           "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
            "recovered_end"]
 
 _WALK_CHUNK = 1 << 20
-
-# Keys a checkpoint row's "config" carries (file shaping) that StoreConfig understands.
-_CONFIG_FIELDS = {f.name for f in dataclasses.fields(StoreConfig)} - {"extra"}
-
 
 # ----------------------------------------------------------------------------- the model
 class CommitLogSegment(NamedTuple):
@@ -92,14 +89,15 @@ class StoreFiles:
     consume_queues: dict[tuple[str, int], list[ConsumeQueueFile]] = field(default_factory=dict)
     index: list[IndexFileRef] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.commitlog = sorted((CommitLogSegment(*s) for s in self.commitlog), key=lambda s: s.base)
         self.consume_queues = {(t, int(q)): sorted((ConsumeQueueFile(*f) for f in fs), key=lambda f: f.base)
                                for (t, q), fs in self.consume_queues.items()}
         self.index = [IndexFileRef(*((r,) if isinstance(r, str) else r)) for r in self.index]
 
     @classmethod
-    def from_snapshot(cls, store: Store | str, as_of_batch=None, config: StoreConfig | None = None) -> "StoreFiles":
+    def from_snapshot(cls, store: Store | str, as_of_batch: str | int | None = None,
+                      config: StoreConfig | None = None) -> "StoreFiles":
         """The files of one committed rocketlake batch (latest by default); ``scan`` without a manifest."""
         return open_files(store, as_of_batch, config)[0]
 
@@ -153,7 +151,7 @@ def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], l
     return cqs
 
 
-def _recover_commitlog(store: Store, fsize: int, cqs: dict, index: list[IndexFileRef]) -> list[CommitLogSegment]:
+def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: list[IndexFileRef]) -> list[CommitLogSegment]:
     """Commitlog segments, the last one's valid length found by a walk from the newest record
     start the consume queues / the newest index file name that checks out (else from 0)."""
     segs = [CommitLogSegment(r, int(r.rsplit("/", 1)[-1]), fsize) for r in _numbered(store, commitlog.DIR)]
@@ -191,7 +189,7 @@ def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
 def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
     """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
     rule), found by a binary search over single-unit range reads: units are written in order."""
-    def unit(i: int):
+    def unit(i: int) -> tuple[int, int, int] | None:
         raw = store.read(rel, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
         return consumequeue.parse_unit(raw) if len(raw) == consumequeue.UNIT_SIZE else None
 
@@ -219,10 +217,17 @@ def _verified_record_end(store: Store, rel: str, pos: int, phy: int, fsize: int)
     raw = store.read(rel, pos, records.PHYS_END)
     if len(raw) < records.PHYS_END:
         return None
-    size, magic = records.record_head(raw)
-    if not commitlog.is_record_start(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
+    head = records.record_head(raw)
+    if head is None:
+        return None
+    size, magic = head
+    if not _record_start(size, magic, pos, fsize) or records.record_phys_offset(raw) != phy:
         return None
     return pos + size
+
+
+def _record_start(size: int, magic: int, pos: int, fsize: int) -> bool:
+    return bool(commitlog.is_record_start(size, magic, pos, fsize))  # type: ignore[no-untyped-call]
 
 
 def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
@@ -238,7 +243,7 @@ def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
             if head is None:
                 break
         size, magic = head
-        if not commitlog.is_record_start(size, magic, pos, fsize):
+        if not _record_start(size, magic, pos, fsize):
             break                          # BLANK (end of this file), zero or garbage: end of data
         pos += size
     return pos
@@ -247,14 +252,14 @@ def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
 # ----------------------------------------------------------------------------- snapshot view (manifest)
 @dataclass
 class SnapshotInfo:
-    batch: dict | None = None                      # checkpoint row (None: no manifest)
-    seg_ts: dict = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
+    batch: BatchRow | None = None                  # checkpoint row (None: no manifest)
+    seg_ts: dict[Any, Any] = field(default_factory=dict)     # segment base offset -> (min_ts, max_ts) or absent
     source: str = "scan"                           # "manifest" | "scan"
-    seg_count: dict = field(default_factory=dict)  # segment base offset -> records (manifest only)
-    seg_rows: dict = field(default_factory=dict)   # segment base offset -> its manifest row (manifest only)
-    zone_maps: dict = field(default_factory=dict, repr=False)   # parsed on first use (``zones``)
+    seg_count: dict[Any, Any] = field(default_factory=dict)  # segment base offset -> records (manifest only)
+    seg_rows: dict[Any, Any] = field(default_factory=dict)   # segment base offset -> its manifest row (manifest only)
+    zone_maps: dict[int, ZoneMap | None] = field(default_factory=dict, repr=False)   # parsed on first use (``zones``)
 
-    def zones(self, base: int):
+    def zones(self, base: int) -> ZoneMap | None:
         """The segment's zone map (``table.zonemap``), None if its row has none."""
         from .zonemap import of_row
         if base not in self.zone_maps:
@@ -262,19 +267,12 @@ class SnapshotInfo:
         return self.zone_maps[base]
 
     @property
-    def batch_id(self):
-        return self.batch["batch_id"] if self.batch else None
+    def batch_id(self) -> str | None:
+        return self.batch.batch_id if self.batch else None
 
     @property
-    def batch_seq(self):
-        return self.batch["batch_seq"] if self.batch else None
-
-
-def config_of_batch(batch: dict, base: StoreConfig | None = None) -> StoreConfig:
-    """``base`` (query limits, broker defaults) with the store's file-shaping keys of ``batch``."""
-    base = base or StoreConfig()
-    stored = json.loads(batch["config"]) if batch and batch.get("config") else {}
-    return dataclasses.replace(base, **{k: v for k, v in stored.items() if k in _CONFIG_FIELDS})
+    def batch_seq(self) -> int | None:
+        return self.batch.batch_seq if self.batch else None
 
 
 def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig:
@@ -285,7 +283,7 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     ``maxIndexNum = 4 * maxHashSlotNum`` is assumed (pass a --config otherwise).
     """
     config = config or StoreConfig()
-    changes = {}
+    changes: dict[str, Any] = {}
     # The most common size of each kind (a damaged file, truncated or grown, does not decide).
     segs = [r for r in store.list_files(commitlog.DIR, recursive=False) if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])]
     if segs:
@@ -313,9 +311,9 @@ def infer_config(store: Store, config: StoreConfig | None = None) -> StoreConfig
     return dataclasses.replace(config, **changes) if changes else config
 
 
-def _common_size(store: Store, rels: list) -> int | None:
+def _common_size(store: Store, rels: list[Any]) -> int | None:
     """The most frequent non-zero size among ``rels`` (ties: the larger); None without one."""
-    counts: dict = {}
+    counts: dict[Any, Any] = {}
     for r in rels:
         s = store.size(r)
         if s:
@@ -323,7 +321,7 @@ def _common_size(store: Store, rels: list) -> int | None:
     return max(counts, key=lambda s: (counts[s], s)) if counts else None
 
 
-def staging_batches(store: Store) -> set:
+def staging_batches(store: Store) -> set[Any]:
     """Batch ids with a directory under ``_rocketlake/staging/`` (their publish may be unfinished)."""
     try:
         return set(store.list_dirs(STAGING_DIR))
@@ -331,29 +329,29 @@ def staging_batches(store: Store) -> set:
         return set()
 
 
-def as_store(store):
+def as_store(store: Store | str) -> Store:
     """A store object for ``store``: a local path gets the pyarrow-free ``localstore.LocalStore``
     (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
     if not isinstance(store, str):
         return store
-    local = open_local(store)
+    local: Store | None = open_local(store)    # type: ignore[no-untyped-call]
     if local is not None:
         return local
     from ..io.storage import Store
     return Store(store)
 
 
-def _row_extents(row: dict) -> list | None:
+def _row_extents(row: ManifestRow) -> list[Any] | None:
     """The extents a row's detail lists (object stores: storelib.io.fragments), or None."""
-    if '"extents"' not in (row.get("detail") or ""):
+    if not row.has_detail("extents"):
         return None
     try:
-        return version_extents(json.loads(row["detail"]))
+        return version_extents(dict(row.detail))
     except (ValueError, KeyError, TypeError) as e:
-        raise CorruptStore(row["path"], 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
+        raise CorruptStore(row.path, 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
 
 
-def reading_path(store, row: dict, staged: set) -> str:
+def reading_path(store: Store, row: Mapping[str, Any], staged: set[str]) -> str:
     """Where a reader reads the file version of ``row``: its final path, or, while its batch's
     publish is unfinished (``staged``: batch ids with a staging directory, ``staging_batches``),
     its staged copy.
@@ -364,78 +362,65 @@ def reading_path(store, row: dict, staged: set) -> str:
     shorter version. Either copy is complete when both exist (copy-then-delete on object
     stores). The publish may go on while the reader reads: ``store.moved`` makes reads of a
     staged file that is gone by then read the final one."""
+    row = row if isinstance(row, ManifestRow) else ManifestRow(row)
     extents = _row_extents(row)
     if extents is not None:            # object stores: the file is assembled from objects
-        store.map_file(row["path"], int(row["file_size"]), extents)
-        return row["path"]
-    if row["batch_id"] not in staged:
-        return row["path"]
+        store.map_file(row.path, row.file_size, extents)
+        return row.path
+    if row.batch_id not in staged:
+        return row.path
     patch = patches.row_patch(row)
     if patch is not None and store.exists(patch["staged"]):
-        store.map_patched(row["path"], int(row["file_size"]), patch)
-        return row["path"]
-    sp = row.get("staged_path")
+        store.map_patched(row.path, row.file_size, patch)
+        return row.path
+    sp = row.staged_path
     if sp:
         size = store.size(sp)
-        if size is not None and size >= (row.get("valid_bytes") or 0):
-            store.moved[sp] = row["path"]
+        if size is not None and size >= row.valid_bytes:
+            store.moved[sp] = row.path
             return sp
-    return row["path"]
+    return row.path
 
 
-def files_from_snapshot(store: Store, snap: manifest.Snapshot, config: StoreConfig | None = None):
-    """(StoreFiles, SnapshotInfo) of a loaded manifest snapshot."""
-    from .rowcheck import HEADER_KEYS, check_snapshot
-    cfg = config_of_batch(snap.batch, config)
+def files_from_snapshot(store: Store, snap: StoreSnapshot, config: StoreConfig | None = None
+                        ) -> tuple[StoreFiles, SnapshotInfo]:
+    """(StoreFiles, SnapshotInfo) of an opened snapshot (``snapshots.open_snapshot``); ``config``:
+    the base its recorded file-shaping keys go over (query limits), else the snapshot's own."""
+    from .rowcheck import check_snapshot
+    cfg = recorded_config(snap.batch, config) if config is not None else snap.config
     check_snapshot(snap, cfg)
     staged = staging_batches(store)
 
-    def where(row) -> str:
+    def where(row: ManifestRow) -> str:
         return reading_path(store, row, staged)
 
     segs, seg_ts, seg_count, seg_rows = [], {}, {}, {}
-    for r in snap.of_kind("commitlog"):
-        segs.append(CommitLogSegment(where(r), int(r["base_offset"]), int(r["valid_bytes"])))
-        seg_ts[int(r["base_offset"])] = (r.get("min_store_ts"), r.get("max_store_ts"))
-        seg_count[int(r["base_offset"])] = r.get("count")
-        seg_rows[int(r["base_offset"])] = r
-    cqs: dict = {}
-    for r in snap.of_kind("consumequeue"):
-        cqs.setdefault((r["topic"], int(r["queue_id"])), []).append(
-            ConsumeQueueFile(where(r), int(r["base_offset"]), int(r["valid_bytes"]) // consumequeue.UNIT_SIZE))
+    for r in snap.of_kind(FileKind.COMMITLOG):
+        segs.append(CommitLogSegment(where(r), r.base_offset, r.valid_bytes))
+        seg_ts[r.base_offset] = (r.min_store_ts, r.max_store_ts)
+        seg_count[r.base_offset] = r.count
+        seg_rows[r.base_offset] = r
+    cqs: dict[tuple[str, int], list[ConsumeQueueFile]] = {}
+    for r in snap.of_kind(FileKind.CONSUMEQUEUE):
+        cqs.setdefault((str(r.topic), int(r.queue_id or 0)), []).append(
+            ConsumeQueueFile(where(r), r.base_offset, r.valid_bytes // consumequeue.UNIT_SIZE))
     index = []
-    for r in snap.of_kind("index"):          # sorted by path = by name = RocketMQ's load order
-        h = json.loads(r["detail"])["header"]
-        hdr = IndexHeader(**{k: h[k] for k in HEADER_KEYS})
+    for r in snap.of_kind(FileKind.INDEX):          # sorted by path = by name = RocketMQ's load order
+        hdr = r.index_header
         index.append(IndexFileRef(where(r), hdr.index_count, hdr))
     files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
     return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count,
                                seg_rows=seg_rows)
 
 
-def open_files(store: Store | str, as_of_batch=None, config: StoreConfig | None = None):
-    """(StoreFiles, SnapshotInfo) of the latest committed batch (or ``as_of_batch``).
-
-    The latest batch comes from the snapshot cache when it is sound and current
-    (``storelib.table.snapcache``: a few small reads, no deltalake or pyarrow), else from the Delta tables."""
+def open_files(store: Store | str, as_of_batch: str | int | None = None, config: StoreConfig | None = None,
+               snapshot: StoreSnapshot | None = None) -> tuple[StoreFiles, SnapshotInfo]:
+    """(StoreFiles, SnapshotInfo) of the latest committed batch (or ``as_of_batch``): of
+    ``snapshot`` when the command opened it already (``snapshots.open_snapshot``), else opened
+    here. A store without a manifest: the broker's view (``StoreFiles.scan``)."""
     store = as_store(store)
-    cached = snapcache.load(store)
-    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
-                                                                           str(cached.batch["batch_seq"]))):
-        return files_from_snapshot(store, cached, config)
-    snap = None
-    if store.exists(CHECKPOINTS_DIR):                     # (no deltalake import for broker stores)
-        from . import manifest
-        snap = manifest.load_snapshot(store)
-        if as_of_batch is not None:
-            # Checked here, not by load_snapshot: an exception raised while its deltalake table
-            # objects are alive aborts the interpreter at exit ("terminate called without an
-            # active exception").
-            if not any(b["batch_id"] == str(as_of_batch) or str(b["batch_seq"]) == str(as_of_batch)
-                       for b in snap.batches):
-                raise NoSuchBatch(f"no committed batch {as_of_batch!r} in {store.uri}")
-            snap = manifest.load_snapshot(store, as_of_batch)
-    if snap is not None and snap.batch is not None:
+    snap = snapshot if snapshot is not None else open_snapshot(store, as_of_batch)
+    if snap.batch is not None:
         return files_from_snapshot(store, snap, config)
     if as_of_batch is not None:
         raise NoSuchBatch(f"{store.uri} has no committed rocketlake batches (no manifest): "

@@ -6,6 +6,8 @@ stay the real guard against racing writers; the lease makes the loser fail early
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import os
 import socket
@@ -55,7 +57,7 @@ class WriterLease:
                             "token": self.token, "started_ms": started or now, "renewed_ms": now},
                            sort_keys=True) + "\n").encode()
 
-    def read(self) -> dict | None:
+    def read(self) -> dict[Any, Any] | None:
         """The lease file's content; None without one, ``{}`` for one that cannot be read (a
         writer died writing it, or a power cut left it empty): stale. Something no writer
         leaves there (a directory, JSON whose fields have other types) is ``CorruptStore``
@@ -79,7 +81,7 @@ class WriterLease:
         return doc
 
     @staticmethod
-    def is_stale(holder: dict | None) -> bool:
+    def is_stale(holder: dict[Any, Any] | None) -> bool:
         if not holder:
             return True           # unreadable / half-written by a writer that died creating it
         if holder.get("host") == socket.gethostname() and not _pid_alive(int(holder.get("pid", -1))):
@@ -127,7 +129,7 @@ class WriterLease:
         got = self.read() or {}
         return got.get("token") == self.token
 
-    def _break(self, holder: dict) -> None:
+    def _break(self, holder: dict[Any, Any]) -> None:
         if self.store.atomic_rename:
             path = self.store.path(LEASE_PATH)
             aside = f"{path}.stale-{self.token}"
@@ -172,7 +174,7 @@ class WriterLease:
     def _idle(self) -> float:
         """Seconds since this writer last renewed: the larger of the wall clock's count (what other
         writers judge staleness by) and the boot clock's (it counts a suspended VM too)."""
-        then = getattr(self, "_renewed", None)
+        then: tuple[float, float] | None = getattr(self, "_renewed", None)
         if then is None:
             return 0.0
         now = _clocks()
@@ -184,7 +186,7 @@ class WriterLease:
         over, and this one's next ``check`` fails."""
         self._stop = threading.Event()
 
-        def run():
+        def run() -> None:
             while not self._stop.wait(LEASE_RENEW_S):
                 try:
                     self.renew()
@@ -243,11 +245,11 @@ _FIELDS = {"batch_id": str, "host": str, "pid": int, "token": str, "started_ms":
 _REMOVE = "if no rocketlake writer is running on this store, remove it and rerun (nothing was changed)"
 
 
-def _typed(value, t) -> bool:
+def _typed(value: Any, t: type) -> bool:
     return isinstance(value, t) and not isinstance(value, bool)
 
 
-def _clocks() -> tuple:
+def _clocks() -> tuple[float, float]:
     boot = time.clock_gettime(time.CLOCK_BOOTTIME) if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic()
     return (time.time(), boot)
 

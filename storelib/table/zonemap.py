@@ -23,7 +23,7 @@ its records', which costs reading, never rows.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class ZoneMap(NamedTuple):
         k = int(np.searchsorted(self.pos, valid, "left"))
         return self if k == len(self.pos) else ZoneMap(self.bytes, self.pos[:k], self.min_ts[:k], self.max_ts[:k])
 
-    def meets(self, begin=None, end=None) -> np.ndarray:
+    def meets(self, begin: int | None = None, end: int | None = None) -> np.ndarray:
         """Per zone: whether its time range meets [begin, end]."""
         ok = np.ones(len(self.pos), bool)
         if begin is not None:
@@ -63,7 +63,7 @@ class ZoneMap(NamedTuple):
         k0, k1 = np.searchsorted(self.pos, [start, stop], "left")
         return ZoneMap(self.bytes, self.pos[k0:k1], self.min_ts[k0:k1], self.max_ts[k0:k1])
 
-    def runs(self, valid: int, begin=None, end=None) -> list:
+    def runs(self, valid: int, begin: int | None = None, end: int | None = None) -> list[Any]:
         """[(a, b, min_ts, max_ts)]: segment-relative record-start ranges of the maximal runs of
         zones meeting [begin, end] (a and b: zone starts, or b the valid end)."""
         zm = self.clip(valid)
@@ -106,23 +106,24 @@ def build(zone: int, rel_pos: np.ndarray, ts: np.ndarray) -> ZoneMap:
 
 def merge(*maps: ZoneMap | None) -> ZoneMap | None:
     """One map of records from several (in any order; zones shared are combined); None if any is None."""
-    if any(m is None for m in maps):
+    present = [m for m in maps if m is not None]
+    if len(present) != len(maps):
         return None
-    zone = maps[0].bytes
-    if any(m.bytes != zone for m in maps):
-        raise ValueError(f"zone maps of different zone sizes: {sorted({m.bytes for m in maps})}")
-    pos = np.concatenate([m.pos for m in maps])
-    lo = np.concatenate([m.min_ts for m in maps])
-    hi = np.concatenate([m.max_ts for m in maps])
+    zone = present[0].bytes
+    if any(m.bytes != zone for m in present):
+        raise ValueError(f"zone maps of different zone sizes: {sorted({m.bytes for m in present})}")
+    pos = np.concatenate([m.pos for m in present])
+    lo = np.concatenate([m.min_ts for m in present])
+    hi = np.concatenate([m.max_ts for m in present])
     order = np.argsort(pos, kind="stable")
     return _grouped(zone, pos[order], lo[order], hi[order])
 
 
-def to_detail(m: ZoneMap) -> dict:
+def to_detail(m: ZoneMap) -> dict[Any, Any]:
     return {"bytes": int(m.bytes), "pos": m.pos.tolist(), "min_ts": m.min_ts.tolist(), "max_ts": m.max_ts.tolist()}
 
 
-def from_detail(d: dict | None) -> ZoneMap | None:
+def from_detail(d: dict[Any, Any] | None) -> ZoneMap | None:
     """The map kept in a row's detail (``detail["zones"]``), None if absent or malformed."""
     if not isinstance(d, dict):
         return None
@@ -138,7 +139,7 @@ def from_detail(d: dict | None) -> ZoneMap | None:
     return ZoneMap(zone, pos, lo, hi)
 
 
-def of_row(row: dict | None) -> ZoneMap | None:
+def of_row(row: dict[Any, Any] | None) -> ZoneMap | None:
     """The zone map of a commitlog manifest row, None if it has none."""
     if not row or not row.get("detail") or '"zones"' not in row["detail"]:
         return None

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import json
 
 from ..cli.timeargs import iso
 from ..table import manifest
@@ -33,7 +32,7 @@ def batches(store, snap: manifest.Snapshot) -> list:
     out = []
     for b in snap.batches:
         try:
-            detail = json.loads(b["detail"] or "{}")
+            detail = b.detail
         except ValueError:
             detail = {"detail": b["detail"]}
         out.append({"batch_seq": b["batch_seq"], "batch_id": b["batch_id"], "operation": b["operation"],

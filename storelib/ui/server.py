@@ -32,6 +32,7 @@ from ..ops import inspect as inspection
 from . import history, lookup
 from .health import Health, files as health_files
 from .storeview import StoreView, as_int, error_line, http_status
+from ..table.rows import FileKind
 
 __all__ = ["create_app", "Pages", "loopback_hosts", "plotly_js_dir", "PAGES"]
 
@@ -196,7 +197,7 @@ class Pages:
             cfg = self.view.config(self.as_of())
             snap = self.view.snapshot(self.as_of())
             if snap.batch is not None:
-                rows, files = inspection.segment_rows(snap, "commitlog"), inspection.segment_rows(snap)
+                rows, files = inspection.segment_rows(snap, FileKind.COMMITLOG), inspection.segment_rows(snap)
             else:
                 rows = [{"path": s.rel, "base_offset": s.base, "valid_bytes": s.valid}
                         for s in self.view.reader(None, cfg).files.commitlog]

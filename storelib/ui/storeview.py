@@ -11,12 +11,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from ..cli import failures
-from ..cli.common import store_config
-from ..errors import BadInput, ExitCode, StorePathError, exit_code
+from ..cli.common import store_snapshot
+from ..errors import BadInput, ConfigError, ExitCode, StoreError, StorePathError, exit_code
 from ..format.names import rel_path_problem
 from ..io import storage
-from ..table import manifest
-from ..table.snapshots import resolve_snapshot
+from ..table.snapshots import StoreSnapshot, open_snapshot
 
 __all__ = ["StoreView", "error_line", "http_status", "as_int", "checked_rel"]
 
@@ -28,23 +27,31 @@ class StoreView:
         self.uri = uri
         self.config_path = config_path
 
+    def resolved(self, as_of=None):
+        """The store's configuration and snapshot (``cli.common.store_snapshot``): a path that is not
+        a store, a batch it does not have or a ``--config`` that disagrees raise the command line's
+        errors."""
+        return store_snapshot(SimpleNamespace(store=self.uri, config=self.config_path, as_of_batch=as_of))
+
     def config(self, as_of=None):
-        """The store's configuration (``cli.common.store_config``): a path that is not a store, a
-        batch it does not have or a ``--config`` that disagrees raise the command line's errors."""
-        return store_config(SimpleNamespace(store=self.uri, config=self.config_path, as_of_batch=as_of))
+        return self.resolved(as_of).config
 
     @property
     def store(self) -> storage.Store:
         return storage.Store(self.uri)
 
-    def snapshot(self, as_of=None) -> manifest.Snapshot:
-        """The committed snapshot of ``as_of`` (its ``batch`` None: a broker's directory)."""
-        return resolve_snapshot(self.store, as_of)
+    def snapshot(self, as_of=None) -> StoreSnapshot:
+        """The committed snapshot of ``as_of`` with every batch before it (its ``batch`` None: a
+        broker's directory)."""
+        return open_snapshot(self.store, as_of, history=True)
 
     def reader(self, as_of=None, config=None):
         """A ``StoreReader`` over the batch (``read.query.open_store``, as ``rocketlake query``)."""
         from ..read.query import open_store
-        return open_store(self.uri, as_of, config if config is not None else self.config(as_of))
+        if config is not None:
+            return open_store(self.uri, as_of, config)
+        res = self.resolved(as_of)
+        return open_store(self.uri, as_of, res.config, res.snapshot)
 
 
 def error_line(e: BaseException, lookup: bool = False) -> str:

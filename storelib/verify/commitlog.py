@@ -26,6 +26,7 @@ from ..format import commitlog as cl
 from ..table import zonemap
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
+from ..table.rows import FileKind
 
 __all__ = ["ScanBuffers", "check_records", "scan_check", "verify_segment", "RECORDS_PER_PIECE"]
 
@@ -191,7 +192,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     rel, base, last = t["path"], t["base"], t["last"]
     out: list = []
     fd = FileData(store, rel)
-    facts = {"kind": "commitlog", "path": rel, "base_offset": base}
+    facts = {"kind": FileKind.COMMITLOG, "path": rel, "base_offset": base}
     if not fd.exists:
         out.append(problem(rel, 0, "missing file"))
         return {"problems": out, "facts": facts, "bytes_read": 0, "logical_bytes": 0}

@@ -11,6 +11,7 @@ from ..format import consumequeue
 from .access import (MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem,
                             task_store, VerifyContext)
 from .kernels import queue_summary
+from ..table.rows import FileKind
 
 __all__ = ["verify_queues", "leading_units", "deep_units"]
 
@@ -88,7 +89,7 @@ def verify_queues(ctx: VerifyContext, t: dict) -> dict:
                 if len(lost):
                     deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx.min_phy, out,
                                subset=lost)
-            facts.append({"kind": "consumequeue", "path": rel, "topic": topic, "queue_id": qid,
+            facts.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "topic": topic, "queue_id": qid,
                           "base_offset": base, "file_size": fd.size, "valid_bytes": n * consumequeue.UNIT_SIZE,
                           "count": n, "min_offset": first_q, "max_offset": first_q + n - 1,
                           "min_phys": sm.min_phys if n else None, "max_phys": sm.max_phys if n else None,

@@ -53,6 +53,7 @@ import numpy as np
 from ..format import checkpoint as ckpt, consumequeue, paths
 from ..io import checksum, storage
 from ..table import deltalog, manifest, rowcheck
+from ..table.rows import BatchRow, FileKind, ManifestRow
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
@@ -69,7 +70,7 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
     t0 = time.time()
     kind = t["kind"]
     try:
-        if kind == "commitlog":
+        if kind == FileKind.COMMITLOG:
             r = verify_segment(ctx, t)
         elif kind == "queues":
             r = verify_queues(ctx, t)
@@ -85,9 +86,9 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
 
 
 def _weight(t: dict, cfg: StoreConfig) -> int:
-    if t["kind"] == "commitlog":
+    if t["kind"] == FileKind.COMMITLOG:
         return cfg.mappedFileSizeCommitLog
-    if t["kind"] == "index":
+    if t["kind"] == FileKind.INDEX:
         return cfg.index_file_size
     return sum(len(q["files"]) for q in t["queues"]) * cfg.cq_file_size
 
@@ -180,12 +181,12 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
     return ctx, tasks, problems
 
 
-def _row_header(r: dict | None) -> dict | None:
+def _row_header(r: ManifestRow | None) -> dict | None:
     """The index header a manifest row committed (the snapshot's view of the file), if any."""
     if r is None:
         return None
     try:
-        h = json.loads(r.get("detail") or "{}").get("header")
+        h = r.detail.get("header")
     except ValueError:
         return None
     return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
@@ -196,27 +197,28 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     # rows readers cannot use (garbage values) are reported and left out of the checks below; the
     # structural checks of the rows (table.rowcheck) are the ones every operation makes first
     F = config.mappedFileSizeCommitLog
-    rows, _ = rowcheck.usable_rows(snap, config)
+    usable, _ = rowcheck.usable_rows(snap, config)
+    rows = {p: ManifestRow.of(r) for p, r in usable.items()}
     problems += [problem(*p) for p in rowcheck.snapshot_problems(snap, config)]
 
     def of_kind(kind):
-        return sorted((r for r in rows.values() if r["kind"] == kind), key=lambda r: r["path"])
+        return sorted((r for r in rows.values() if r.kind == kind), key=lambda r: r.path)
 
-    segs = sorted(of_kind("commitlog"), key=lambda r: r["base_offset"])
-    cl = [(r["path"], r["base_offset"], r["valid_bytes"], r) for r in segs]
+    segs = sorted(of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
+    cl = [(r.path, r.base_offset, r.valid_bytes, r) for r in segs]
     cqs: dict = {}
-    for r in of_kind("consumequeue"):
-        cqs.setdefault((r["topic"], r["queue_id"]), []).append((r["path"], r["base_offset"], r))
-    idx = [(r["path"], r) for r in sorted(of_kind("index"), key=lambda r: r["path"].rsplit("/", 1)[-1])]
+    for r in of_kind(FileKind.CONSUMEQUEUE):
+        cqs.setdefault((r.topic, r.queue_id), []).append((r.path, r.base_offset, r))
+    idx = [(r.path, r) for r in sorted(of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])]
     known = set(snap.files)
     pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
     for rel in on_disk:
         gone = pending_delete.get(rel)
-        if gone is not None and size_of(rel) == gone["file_size"]:
+        if gone is not None and size_of(rel) == ManifestRow.of(gone).file_size:
             continue
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
-                                            f"{snap.batch['batch_id']})"))
+                                            f"{snap.batch.batch_id})"))
     segments = [(p, b, F if i < len(cl) - 1 else v) for i, (p, b, v, _) in enumerate(cl)]
     max_phy = cl[-1][1] + cl[-1][2] if cl else 0
     min_phy = cl[0][1] if cl else 0
@@ -263,9 +265,9 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     """One task per segment and per index file, one per ``queues_per_task`` queues (a queue's files together)."""
     tasks = []
     for i, (p, b, _v, r) in enumerate(cl):
-        tasks.append({"kind": "commitlog", "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
+        tasks.append({"kind": FileKind.COMMITLOG, "path": p, "base": b, "last": i == len(cl) - 1, "manifest": r})
     for p, r in idx:
-        tasks.append({"kind": "index", "path": p, "manifest": r})
+        tasks.append({"kind": FileKind.INDEX, "path": p, "manifest": r})
     qlist = []
     for (topic, qid), fs in sorted(cqs.items()):
         fs = sorted(fs, key=lambda x: x[1])
@@ -276,12 +278,12 @@ def _make_tasks(cl: list, cqs: dict, idx: list, queues_per_task: int) -> list:
     return tasks
 
 
-def _checkpoint_changes(rel: str, data: bytes, row: dict, batch: dict) -> list:
+def _checkpoint_changes(rel: str, data: bytes, row: ManifestRow, batch: BatchRow) -> list:
     """The checkpoint's bytes are not the ones the manifest recorded: fine when only what a
     RocketMQ broker writes into it on a store it opened and shut down cleanly differs, its
     masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
     offset]; anything else is a problem."""
-    detail = json.loads(row.get("detail") or "{}")
+    detail = row.detail
     mine = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
     c = ckpt.Checkpoint.from_bytes(data)
     cap = batch.get("max_phy_offset") or 0
@@ -310,7 +312,7 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    line = json.loads(snap.batch["config"] or "{}").get("rocketmqVersion") if has_manifest else None
+    line = snap.batch.rocketmq_line if has_manifest else None
     layout = ckpt.LAYOUT_SIZE_5_5 if line == "5.5" else ckpt.LAYOUT_SIZE
     nz = np.flatnonzero(np.frombuffer(data[layout:], dtype=np.uint8))
     if len(nz):
@@ -340,7 +342,8 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
                  threads: int | None = None) -> Report:
     """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
     (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
-    from ..table.snapshots import resolve_snapshot, snapshot_config
+    from ..table.rows import recorded_config
+    from ..table.snapshots import open_snapshot
     t0 = time.time()
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     meta: list = []                          # the Delta tables' own damage
@@ -353,7 +356,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
                 meta.append(problem(f"{table}/_delta_log", 0, f"cannot be read: {e}"))
         if snap is None:
             try:
-                snap = resolve_snapshot(store, as_of_batch, version)
+                snap = open_snapshot(store, as_of_batch, version)
             except StoreError as e:          # a damaged manifest: report it, check the files as a broker would
                 line = Problem(e.path, e.offset, e.what) if isinstance(e, CorruptStore) \
                     else problem(paths.MANIFEST_DIR, 0, str(e))
@@ -364,7 +367,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
     if has_manifest and store.os_paths and _rebuilt(store, snap, as_of_batch is not None or version is not None):
         return _verify_rebuilt(store, snap, config, deep, spark, threads, meta, t0)
     if has_manifest:
-        cfg = snapshot_config(snap, config)
+        cfg = recorded_config(snap.batch, config)
     elif unreadable:
         from ..table.storefiles import infer_config
         try:
@@ -427,12 +430,7 @@ def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
     """Must ``snap``'s files be rebuilt before they are checked: an earlier snapshot than the
     latest (``pinned``: one asked for), or one with a publish still unfinished?"""
     from ..table.storefiles import staging_batches
-    if any(b["batch_id"] in staging_batches(store) for b in snap.batches[-1:]):
-        return True
-    if not pinned:
-        return False
-    latest = manifest.load_snapshot(store)
-    return latest.batch is not None and latest.batch["batch_seq"] != snap.batch["batch_seq"]
+    return snap.batch.batch_id in staging_batches(store) or (pinned and snap.pinned)
 
 
 def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:
@@ -463,7 +461,7 @@ def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int |
         threads = _processors()
     if threads <= 1 or len(tasks) <= 1:
         return [run_task(ctx, t) for t in tasks]
-    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != "index", -_weight(tasks[i], cfg)))
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != FileKind.INDEX, -_weight(tasks[i], cfg)))
     with ThreadPoolExecutor(max_workers=threads) as pool:
         done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
     return [done[i] for i in range(len(tasks))]

@@ -3,7 +3,6 @@ tail, the manifest row, and (``deep``) each entry against the keys and time of i
 record (``storelib.verify.driver``)."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from ..format import indexfile
 from ..format.config import StoreConfig
 from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
+from ..table.rows import FileKind, ManifestRow
 
 __all__ = ["verify_index", "deep_index", "paged_head_len"]
 
@@ -28,7 +28,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     m = t.get("manifest")
     out: list = []
     fd = FileData(store, rel)
-    facts = {"kind": "index", "path": rel}
+    facts = {"kind": FileKind.INDEX, "path": rel}
     if not fd.exists:
         return {"problems": [problem(rel, 0, "missing file")], "facts": facts, "bytes_read": 0, "logical_bytes": 0}
     full = cfg.index_file_size
@@ -98,7 +98,7 @@ def paged_head_len(m: dict | None) -> int | None:
     if m is None:
         return None
     try:
-        head = json.loads(m.get("detail") or "{}").get("head")
+        head = ManifestRow.of(m).detail.get("head")
         return int(head["len"]) if head else None
     except (ValueError, TypeError, KeyError):
         return None
@@ -114,7 +114,7 @@ def _snapshot_header(m: dict | None) -> dict | None:
     if m is None:
         return None
     try:
-        h = json.loads(m.get("detail") or "{}").get("header")
+        h = ManifestRow.of(m).detail.get("header")
     except ValueError:
         return None
     return h if isinstance(h, dict) and all(isinstance(h.get(k), int) for k in _HEADER_KEYS) else None
@@ -235,7 +235,7 @@ def _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out):
         out.append(problem(rel, min(valid, m["valid_bytes"]), f"valid bytes {valid}, manifest says {m['valid_bytes']}"))
     elif m["checksum"] and m["checksum"] != sha and not appended:
         out.append(problem(rel, 0, f"sha256 of bytes [0, {valid}) differs from the manifest (batch {m['batch_id']})"))
-    mh = json.loads(m["detail"] or "{}").get("header")
+    mh = ManifestRow.of(m).detail.get("header")
     if mh and mh != disk and not appended:
         out.append(problem(rel, 0, f"header {disk} differs from the manifest's {mh}"))
     if m.get("count") is not None and m["count"] != ic - 1:

@@ -56,7 +56,7 @@ def test_checkpoints_history_version(store):
 
 
 def test_stats(store):
-    st = inspection.stats(storage.Store(store), snapshots.resolve_snapshot(storage.Store(store)))
+    st = inspection.stats(storage.Store(store), snapshots.open_snapshot(storage.Store(store), history=True))
     q = {(x["topic"], x["queue_id"]): x for x in st["queues"]}
     assert q[("early_sms", 0)]["messages"] == 0 and q[("early_sms", 0)]["min_offset"] == 145
     assert st["total"]["min_phy_offset"] == 1376256

@@ -22,7 +22,7 @@ from support.opshelp import small_config
 from storelib.errors import CorruptStore
 from storelib.io import storage
 from storelib.table import manifest, rowcheck
-from storelib.table.storefiles import config_of_batch
+from storelib.table.snapshots import open_snapshot
 
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
 NOW = 1717200000002 + 30 * 86400_000           # a month after the sample's store times
@@ -227,8 +227,10 @@ def test_command_lines_refuse_with_one_line(damaged, tmp_path):
 
 # ----------------------------------------------------------------------------- the checks, one by one
 def _snap(store: str):
+    """The snapshot as the Delta tables give it, to damage by hand (an opened snapshot is
+    immutable), and its configuration."""
     snap = manifest.load_snapshot(storage.Store(store))
-    return snap, config_of_batch(snap.batch)
+    return snap, open_snapshot(storage.Store(store), history=True).config
 
 
 def _named(problems: list, path: str, words: str) -> bool:

@@ -388,7 +388,7 @@ def drive_readers(base: Base, store: str, msgs: list, golden: list, config=None,
         call("lookup_keys_local", keylookup.lookup_keys_local, store, keys, config=config)
     if stats:
         st_ = storage.Store(store)
-        snap = call("resolve_snapshot", snapshots.resolve_snapshot, st_)
+        snap = call("open_snapshot", lambda s: snapshots.open_snapshot(s, history=True), st_)
         if snap is not None:
             call("segment_rows", inspection.segment_rows, snap)
             call("checkpoint_rows", inspection.checkpoint_rows, snap)

@@ -8,7 +8,9 @@ Every command asks two things before it does any work, and neither needs Spark:
   ``allow_nonempty``). Object-store URIs are not probed here (listing a bucket costs a request per
   prefix; their readers say what is missing).
 * ``resolve_config(uri, given_path)``: the file-shaping sizes a store was written with are the
-  store's, recorded with its first batch (rocketlake stores) or in the ``rocketlake.properties``
+  store's, recorded with its batches (rocketlake stores: read from the snapshot the command works
+  on, ``snapshots.open_snapshot``, which ``ResolvedConfig.snapshot`` hands on so that the command
+  opens it once) or in the ``rocketlake.properties``
   an export writes beside the files; a ``--config`` that disagrees is a ``ConfigError`` naming
   each key with the store's value and the given one. A broker's directory without either: the
   given file, else the sizes read off the files (``storefiles.infer_config``), and ``note`` says
@@ -19,16 +21,18 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..errors import ConfigError, StoreNotFound
-from ..format import paths
-from ..format.config import FILE_SHAPING_KEYS, StoreConfig, load_config
-from ..format.paths import PROJECT_ROOT
+from typing import Any, Mapping
 
-__all__ = ["EXPORT_PROPERTIES", "DEFAULT_CONFIG", "StoreKind", "store_kind", "check_store", "resolve_config",
+from ..errors import ConfigError, StoreError, StoreNotFound
+from ..format import paths
+from ..format.config import FILE_SHAPING_KEYS, StoreConfig, default_config, load_config
+from .rows import overlay
+from .snapshots import StoreSnapshot, open_snapshot
+
+__all__ = ["EXPORT_PROPERTIES", "StoreKind", "store_kind", "check_store", "resolve_config",
            "ResolvedConfig", "config_mismatch"]
 
 EXPORT_PROPERTIES = "rocketlake.properties"
-DEFAULT_CONFIG = os.path.join(PROJECT_ROOT, "conf", "store.properties")
 
 
 class StoreKind:
@@ -76,14 +80,15 @@ def check_store(uri: str, writing: bool = False, allow_nonempty: bool = False) -
     return kind
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class ResolvedConfig:
     config: StoreConfig
     source: str                   # "store" (recorded), "export" (rocketlake.properties), "given", "files", "default"
     note: str | None = None       # what a broker directory's files said, for stderr
+    snapshot: StoreSnapshot | None = None   # the snapshot the store's config came from (rocketlake stores)
 
 
-def config_mismatch(recorded: dict, given: StoreConfig, where: str) -> None:
+def config_mismatch(recorded: Mapping[str, Any], given: StoreConfig, where: str) -> None:
     """ConfigError naming each file-shaping key where ``given`` differs from ``recorded``."""
     diff = [(k, recorded[k], getattr(given, k)) for k in FILE_SHAPING_KEYS
             if k in recorded and recorded[k] != getattr(given, k)]
@@ -93,19 +98,27 @@ def config_mismatch(recorded: dict, given: StoreConfig, where: str) -> None:
                           + " (leave out --config: the store's own is used)")
 
 
-def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as_of_batch=None,
-                   infer: bool = True) -> ResolvedConfig:
-    """The configuration a command uses on the store at ``uri`` (the module docstring)."""
+def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as_of_batch: str | int | None = None,
+                   infer: bool = True, version: int | None = None, history: bool = False) -> ResolvedConfig:
+    """The configuration a command uses on the store at ``uri`` (the module docstring), with the
+    snapshot (``as_of_batch`` / ``version``, else the latest) it read it from (``history``: from the
+    Delta tables, with every batch, ``snapshots.open_snapshot``)."""
     given = load_config(given_path) if given_path else None
-    base = given or load_config(DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    base = given or default_config()
     kind = kind or store_kind(uri)
+    snap = None
     if kind in (StoreKind.ROCKETLAKE, StoreKind.REMOTE):
-        recorded = _recorded(uri, as_of_batch)
-        if recorded is not None:
+        snap = _snapshot(uri, as_of_batch, version, base, history)
+        if snap is not None and snap.batch is not None:
             if given is not None:
-                config_mismatch(recorded, given, "this store was written with")
-            shaping = {k: v for k, v in recorded.items() if k in FILE_SHAPING_KEYS}
-            return ResolvedConfig(dataclasses.replace(base, **shaping), "store")
+                config_mismatch(snap.batch.config, given, "this store was written with")
+            return ResolvedConfig(snap.config, "store", snapshot=snap)
+    return dataclasses.replace(_unrecorded(uri, given, base, kind, infer), snapshot=snap)
+
+
+def _unrecorded(uri: str, given: StoreConfig | None, base: StoreConfig, kind: str, infer: bool) -> ResolvedConfig:
+    """The configuration of a store without a committed batch: an export's properties file,
+    the given one, the sizes a broker's files have, the default."""
     root = paths.local_root(uri)
     exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
     if exported and os.path.isfile(exported):
@@ -113,13 +126,12 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
         _check_exported(uri, exported, mine)
         if given is not None:
             config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
-        shaping = mine.file_shaping()
-        return ResolvedConfig(dataclasses.replace(base, **shaping), "export")
+        return ResolvedConfig(overlay(base, mine.file_shaping()), "export")
     if given is not None:
         return ResolvedConfig(given, "given")
     if kind == StoreKind.BROKER and infer:
         from ..io.storage import Store
-        from ..table.storefiles import infer_config
+        from .storefiles import infer_config
         try:
             cfg = infer_config(Store(uri), base)
         except ValueError as e:
@@ -133,11 +145,11 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
     return ResolvedConfig(base, "default")
 
 
-def _check_exported(uri: str, exported: str, mine) -> None:
+def _check_exported(uri: str, exported: str, mine: StoreConfig) -> None:
     """The sizes an exported directory's properties file gives must be the ones its files have
     (a hand edit would make every file look damaged): ConfigError naming the file otherwise."""
     from ..io.storage import Store
-    from ..table.storefiles import infer_config
+    from .storefiles import infer_config
     try:
         found = infer_config(Store(uri), mine).file_shaping()
     except ValueError:                   # index files fitting no ratio: verify names them
@@ -148,23 +160,12 @@ def _check_exported(uri: str, exported: str, mine) -> None:
                           f"the file (the sizes are then read off the files)")
 
 
-def _recorded(uri: str, as_of_batch=None) -> dict | None:
-    """The file-shaping keys of the store's checkpoint row (None: nothing committed)."""
-    import json
-    from ..table import snapcache
-    from ..table.storefiles import as_store
-    store = as_store(uri)                       # a local path: plain os reads, no pyarrow
-    cached = snapcache.load(store)              # a few small reads, no deltalake or pyarrow
-    if cached is not None and (as_of_batch is None or str(as_of_batch) in (cached.batch["batch_id"],
-                                                                           str(cached.batch["batch_seq"]))):
-        return json.loads(cached.batch["config"])
-    from ..errors import StoreError
-    from ..io.storage import Store
-    from ..table import manifest            # deltalake and pyarrow: only when the cache cannot answer
+def _snapshot(uri: str, as_of_batch: str | int | None, version: int | None, base: StoreConfig,
+              history: bool) -> StoreSnapshot | None:
+    """The store's snapshot (None: its Delta tables are damaged, which the command meets itself and
+    says so in its way); ``NoSuchBatch`` for a batch it does not have."""
     try:
-        snap = manifest.load_snapshot(Store(uri), as_of_batch)
+        from .storefiles import as_store
+        return open_snapshot(as_store(uri), as_of_batch, version, base, history)
     except StoreError:
-        return None       # damaged Delta tables: the command meets them itself and says so in its way
-    if snap.batch is None:
         return None
-    return json.loads(snap.batch["config"])

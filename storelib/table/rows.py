@@ -1,0 +1,306 @@
+"""The rows of the two Delta tables as values: a manifest row (one file version) and a batch row
+(one committed batch, the checkpoints table), with their JSON columns parsed once.
+
+Both are read-only ``dict`` subclasses: the columns are the tables' own (``manifest.MANIFEST_SCHEMA``,
+``manifest.CHECKPOINTS_SCHEMA``), so a row goes back into a Delta commit, a snapshot cache or a
+JSON answer exactly as it was read, while code above ``table/`` reads it through typed attributes
+(``row.valid_bytes``, ``batch.config``, ``row.index_header``) and never parses its JSON itself.
+
+One convention for the JSON columns: a null or empty ``config`` / ``detail`` reads as ``{}``; JSON
+that does not parse raises ``ValueError`` where it is first used (``table.rowcheck`` names such a
+row before any reader relies on it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import StrEnum
+from typing import Any, Iterable, Mapping, NoReturn, Self, TypedDict
+
+from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
+from ..format.indexfile import IndexHeader
+
+__all__ = ["FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
+           "manifest_rows", "batch_rows", "recorded_config", "overlay"]
+
+
+class FileKind(StrEnum):
+    """A manifest row's ``kind``: str-valued, so the value written to and compared with the
+    table is the same string as before (``FileKind.INDEX == "index"``)."""
+    COMMITLOG = "commitlog"
+    CONSUMEQUEUE = "consumequeue"
+    INDEX = "index"
+    CHECKPOINT = "checkpoint"
+
+
+# The kinds a batch writes manifest rows for, in the order a store is read (the checkpoint file is
+# derived from the batch row, never listed).
+FILE_KINDS = (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX)
+
+# What a batch records of its configuration (its row's ``config``): the keys that shape the files,
+# read by every later reader, and ``flushDiskType``, read by every later writer (expire, repair)
+# that must make its own changes as durable as the batches it changes.
+RECORDED_KEYS = FILE_SHAPING_KEYS + ("flushDiskType",)
+
+_HEADER_KEYS = IndexHeader._fields
+
+
+class FileDetail(TypedDict, total=False):
+    """A manifest row's ``detail``, per kind. commitlog: ``zones`` (a zone map), ``patch`` (bytes
+    continued in place); consumequeue: ``min_phys`` / ``max_phys`` (commitlog offsets its units
+    point at), ``logics_physical_offset``; index: ``header`` (the header the batch committed),
+    ``head`` (a paged head); every kind: ``extents`` (object stores), ``blocks`` (block sha256s);
+    a removal: ``reason``."""
+    zones: dict[str, Any]
+    patch: dict[str, Any]
+    min_phys: int
+    max_phys: int
+    logics_physical_offset: int
+    header: dict[str, int]
+    head: dict[str, Any]
+    extents: list[Any]
+    blocks: Any
+    reason: str
+
+
+class BatchDetail(TypedDict, total=False):
+    """A batch row's ``detail``: an ingest's ``topics`` (its topic config) and ``round_robin``
+    positions, a mirror cycle's ``mirror`` state, a repair's or an expiry's counts."""
+    topics: dict[str, Any]
+    round_robin: dict[str, Any]
+    mirror: dict[str, Any]
+
+
+def _parsed(text: str | None) -> Any:
+    return json.loads(text) if text else {}
+
+
+class _Row(dict[str, Any]):
+    """A read-only table row whose JSON columns are parsed on first use, once."""
+    __slots__ = ("_parsed",)
+
+    def __init__(self, columns: Mapping[str, Any]) -> None:
+        super().__init__(columns)
+        self._parsed: dict[str, Any] = {}
+
+    def _json(self, col: str) -> Any:
+        if col not in self._parsed:
+            self._parsed[col] = _parsed(self.get(col))
+        return self._parsed[col]
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Self:
+        """``row`` as this type (itself when it is one already: a row built by a writer, or read
+        by a reader of the raw table, becomes one)."""
+        return row if isinstance(row, cls) else cls(row)
+
+    def __reduce__(self) -> tuple[Any, ...]:         # pickled (Spark broadcasts) as its columns
+        return (type(self), (dict(self),))
+
+    def _read_only(self, *_: Any, **__: Any) -> NoReturn:
+        raise TypeError(f"a {type(self).__name__} is read-only: build a new row (manifest.file_row, "
+                        f"manifest.remove_row, manifest.checkpoint_row_after)")
+
+    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only  # type: ignore[assignment]
+
+    @property
+    def batch_id(self) -> str:
+        return str(self["batch_id"])
+
+    @property
+    def batch_seq(self) -> int:
+        return int(self["batch_seq"])
+
+    @property
+    def committed_at(self) -> int | None:
+        v = self.get("committed_at")
+        return None if v is None else int(v)
+
+    @property
+    def attempt_id(self) -> str | None:
+        return self.get("attempt_id")
+
+    @property
+    def min_store_ts(self) -> int | None:
+        return self.get("min_store_ts")
+
+    @property
+    def max_store_ts(self) -> int | None:
+        return self.get("max_store_ts")
+
+
+class ManifestRow(_Row):
+    """One manifest row: a file version a batch added (``action`` add) or removed (remove)."""
+    __slots__ = ()
+
+    @property
+    def action(self) -> str:
+        return str(self["action"])
+
+    @property
+    def kind(self) -> str:
+        """The row's kind as stored (compare with ``FileKind``; a damaged row may hold another)."""
+        return str(self["kind"])
+
+    @property
+    def path(self) -> str:
+        return str(self["path"])
+
+    @property
+    def staged_path(self) -> str | None:
+        return self.get("staged_path")
+
+    @property
+    def topic(self) -> str | None:
+        return self.get("topic")
+
+    @property
+    def queue_id(self) -> int | None:
+        v = self.get("queue_id")
+        return None if v is None else int(v)
+
+    @property
+    def base_offset(self) -> int:
+        return int(self.get("base_offset") or 0)
+
+    @property
+    def file_size(self) -> int:
+        return int(self.get("file_size") or 0)
+
+    @property
+    def valid_bytes(self) -> int:
+        return int(self.get("valid_bytes") or 0)
+
+    @property
+    def count(self) -> int | None:       # (the column: a dict has no count method)
+        return self.get("count")
+
+    @property
+    def min_offset(self) -> int | None:
+        return self.get("min_offset")
+
+    @property
+    def max_offset(self) -> int | None:
+        return self.get("max_offset")
+
+    @property
+    def checksum(self) -> str | None:
+        return self.get("checksum")
+
+    @property
+    def detail_text(self) -> str:
+        """The ``detail`` column as stored ("" for null)."""
+        return str(self.get("detail") or "")
+
+    @property
+    def detail(self) -> FileDetail:
+        """The parsed ``detail`` (``{}`` for null/empty; ValueError for JSON that does not parse)."""
+        d: FileDetail = self._json("detail")
+        return d
+
+    def has_detail(self, key: str) -> bool:
+        """Whether ``detail`` names ``key``, without parsing it (a cheap test on every row)."""
+        return f'"{key}"' in self.detail_text
+
+    @property
+    def index_header(self) -> IndexHeader:
+        """The index header the batch committed (index rows); KeyError / TypeError / ValueError
+        when the detail holds none (``table.rowcheck`` refuses such a row)."""
+        h = self.detail["header"]
+        return IndexHeader(**{k: h[k] for k in _HEADER_KEYS})
+
+    @property
+    def min_phys(self) -> int | None:
+        return self.detail.get("min_phys")
+
+    @property
+    def max_phys(self) -> int | None:
+        return self.detail.get("max_phys")
+
+
+class BatchRow(_Row):
+    """One checkpoints-table row: a committed batch and the store's state after it."""
+    __slots__ = ()
+
+    @property
+    def operation(self) -> str:
+        return str(self["operation"])
+
+    @property
+    def input_fingerprint(self) -> str | None:
+        return self.get("input_fingerprint")
+
+    @property
+    def messages(self) -> int:
+        return int(self.get("messages") or 0)
+
+    @property
+    def total_messages(self) -> int:
+        return int(self.get("total_messages") or 0)
+
+    @property
+    def index_entries(self) -> int:
+        return int(self.get("index_entries") or 0)
+
+    @property
+    def min_phy_offset(self) -> int:
+        return int(self.get("min_phy_offset") or 0)
+
+    @property
+    def max_phy_offset(self) -> int:
+        return int(self.get("max_phy_offset") or 0)
+
+    @property
+    def queue_offsets(self) -> list[dict[str, Any]]:
+        return list(self.get("queue_offsets") or [])
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        """The configuration the batch recorded (``RECORDED_KEYS``; a batch of an older version
+        recorded the file-shaping keys alone): ``{}`` for null."""
+        c: Mapping[str, Any] = self._json("config")
+        return c
+
+    @property
+    def detail(self) -> BatchDetail:
+        d: BatchDetail = self._json("detail")
+        return d
+
+    @property
+    def durable(self) -> bool:
+        """The batch's files were made durable before its commit (``flushDiskType`` SYNC_FLUSH,
+        which a batch that recorded none had)."""
+        return bool(self.config.get("flushDiskType", "SYNC_FLUSH") != "ASYNC_FLUSH")
+
+    @property
+    def rocketmq_line(self) -> str:
+        """The RocketMQ line the store's files match (a store written before the key: "5")."""
+        return str(self.config.get("rocketmqVersion", DEFAULT_ROCKETMQ_LINE))
+
+    def matches(self, as_of_batch: str | int) -> bool:
+        """Whether ``as_of_batch`` (a batch id, or a sequence number as int or text) names this
+        batch: the one rule every ``--as-of-batch`` goes through."""
+        return self.batch_id == str(as_of_batch) or str(self.batch_seq) == str(as_of_batch)
+
+
+def manifest_rows(rows: Iterable[Mapping[str, Any]]) -> list[ManifestRow]:
+    return [ManifestRow.of(r) for r in rows]
+
+
+def batch_rows(rows: Iterable[Mapping[str, Any]]) -> list[BatchRow]:
+    return [BatchRow.of(r) for r in rows]
+
+
+def recorded_config(batch: BatchRow | None, base: StoreConfig | None = None) -> StoreConfig:
+    """``base`` (default: RocketMQ's defaults) with the file-shaping keys ``batch`` recorded. Only
+    file-shaping keys: what else a batch records (``RECORDED_KEYS``: ``flushDiskType``) is that
+    batch's own, read from its row (``BatchRow.durable``)."""
+    return overlay(base or StoreConfig(), batch.config if batch is not None else {})
+
+
+def overlay(base: StoreConfig, recorded: Mapping[str, Any]) -> StoreConfig:
+    """``base`` with the file-shaping keys of ``recorded`` (a batch's config, an export's
+    properties): the one place a store's own sizes go over a command's configuration."""
+    shaping = {k: recorded[k] for k in FILE_SHAPING_KEYS if k in recorded}
+    return dataclasses.replace(base, **shaping) if shaping else base
