@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, TYPE_CHECKING
+from typing import Any, Mapping, NamedTuple, TYPE_CHECKING, cast
 
 from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
 from ..format import commitlog, consumequeue, indexfile, records
@@ -227,7 +227,7 @@ def _verified_record_end(store: Store, rel: str, pos: int, phy: int, fsize: int)
 
 
 def _record_start(size: int, magic: int, pos: int, fsize: int) -> bool:
-    return bool(commitlog.is_record_start(size, magic, pos, fsize))  # type: ignore[no-untyped-call]
+    return bool(commitlog.is_record_start(size, magic, pos, fsize))
 
 
 def recovered_end(store: Store, rel: str, pos: int, fsize: int) -> int:
@@ -334,9 +334,9 @@ def as_store(store: Store | str) -> Store:
     (anything it does not serve goes to a ``storage.Store``), other URIs a ``storage.Store``."""
     if not isinstance(store, str):
         return store
-    local: Store | None = open_local(store)    # type: ignore[no-untyped-call]
+    local = open_local(store)
     if local is not None:
-        return local
+        return cast("Store", local)             # a LocalStore serves what the readers ask of a Store
     from ..io.storage import Store
     return Store(store)
 

@@ -34,7 +34,7 @@ def batches(store, snap: manifest.Snapshot) -> list:
         try:
             detail = b.detail
         except ValueError:
-            detail = {"detail": b["detail"]}
+            detail = {"detail": b["detail"]}  # type: ignore[typeddict-unknown-key]
         out.append({"batch_seq": b["batch_seq"], "batch_id": b["batch_id"], "operation": b["operation"],
                     "committed_at": b["committed_at"], "committed": iso(b["committed_at"]),
                     "messages": b["messages"], "bytes": b["bytes"], "total_messages": b["total_messages"],

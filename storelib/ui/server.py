@@ -104,7 +104,7 @@ class Pages:
         try:
             batches = self.view.snapshot().batches
         except Exception:  # noqa: BLE001 - the page's own error says why
-            batches = []
+            batches = ()
         return render_template(template, page=name, pages=PAGES, store=self.view.uri, as_of=self.as_of(),
                                nav_batches=batches, **kw), status
 
