@@ -10,12 +10,12 @@ The bench input (``datagen``: 256-byte bodies, 8 topics) is written as Parquet, 
 topics): the full scan, ``topic = 'orders'`` (1 of 8 topics, spread evenly over the commitlog), the
 middle tenth of the store times; answers checked equal.
 
-* cold: a fresh ``spark-submit bench/read_query.py`` per side and query (S3A's jars on its class
-  path), the first query of its session and its wall time;
 * warm: one session, a first round of every query (not reported), then ``--rounds`` alternated
   rounds; the median of each side, and per query the bytes each side read from S3 (Hadoop's own
   statistics of the s3a file system) beside the bytes the answer needs (the matching records'
-  bytes, sum(store_size)).
+  bytes, sum(store_size));
+* cold: a fresh ``spark-submit bench/read_query.py`` per side and query (S3A's jars on its class
+  path), the first query of its session and its wall time.
 
 Results go to bench/results/ like ``make bench``'s (section ``objread``).
 """
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000, help="messages (default 1M)")
     ap.add_argument("--rounds", type=int, default=3, help="warm rounds")
-    ap.add_argument("--cold-rounds", type=int, default=1, help="fresh processes per side and query")
+    ap.add_argument("--cold-rounds", type=int, default=1, help="fresh processes per side and query (0: none)")
     ap.add_argument("--workdir", default="/tmp/rocketlake-bench-objread")
     ap.add_argument("--python-reader", action="store_true", help="the Python reader too (one round)")
     ap.add_argument("--no-save", action="store_true")
@@ -171,16 +171,22 @@ def main(argv=None) -> int:
         size = _upload(s3, files)
         res.record(SECTION, f"ingest {args.n} msgs into S3 (s)", wall, None, "s",
                    f"spark-submit jobs/ingest.py; Parquet input {size / 1e6:.0f} MB uploaded beside it", mode="cold")
-        bench_cold(res, store, parquet, qs, env, args.cold_rounds)
         spark = _session(env)
         try:
             bench_warm(res, spark, store, parquet, qs, args.rounds, args.python_reader)
         finally:
             spark.stop()
-    if not args.no_save:
-        print(res.save(os.path.join(ROOT, "bench", "results"), {"objread_n": args.n, "rounds": args.rounds},
-                       sys.argv))
+        save(res, args)
+        if args.cold_rounds:
+            bench_cold(res, store, parquet, qs, env, args.cold_rounds)
+            save(res, args)
     return 0
+
+
+def save(res, args) -> None:
+    if not args.no_save:
+        print(res.save(os.path.join(ROOT, "bench", "results"), {"objread_n": args.n, "rounds": args.rounds,
+                                                                "cold_rounds": args.cold_rounds}, sys.argv), flush=True)
 
 
 if __name__ == "__main__":

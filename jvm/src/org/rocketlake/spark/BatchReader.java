@@ -24,6 +24,8 @@ abstract class BatchReader implements PartitionReader<ColumnarBatch> {
     final OnHeapColumnVector[] vectors;
     final ColumnarBatch batch;
     final FileBytes file;
+    // remote: the next range of the file, read in the background while this one is decoded
+    java.util.concurrent.CompletableFuture<java.nio.ByteBuffer> ahead;
     final java.util.Map<String, String> hadoop;    // null: a local store
 
     BatchReader(Plan.Split split, StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop) {
@@ -67,8 +69,39 @@ abstract class BatchReader implements PartitionReader<ColumnarBatch> {
         return batch;
     }
 
+    // Threads of the background reads (not the common pool: on two cores it has one thread, and
+    // each task's read ahead would wait for the other's).
+    static final java.util.concurrent.ExecutorService AHEAD = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "rocketmq-read-ahead");
+        t.setDaemon(true);
+        return t;
+    });
+
+    /** The bytes a background read got (its error, as thrown by the read). */
+    static java.nio.ByteBuffer await(java.util.concurrent.CompletableFuture<java.nio.ByteBuffer> f) {
+        try {
+            return f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted reading a split", e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
+                : new IllegalStateException(e.getCause());
+        }
+    }
+
     @Override
     public void close() throws IOException {
+        if (ahead != null) {
+            try {
+                ahead.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (java.util.concurrent.ExecutionException e) {
+                // the split is done or failed already: a range nobody reads has nothing to say
+            }
+            ahead = null;
+        }
         file.close();
         batch.close();
     }

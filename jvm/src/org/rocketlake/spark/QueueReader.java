@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 import org.apache.spark.sql.types.StructType;
 
@@ -18,7 +19,8 @@ import org.apache.spark.sql.types.StructType;
  * Planned only for snapshots where every live record has exactly one live unit. On a remote file
  * system the records are fetched by range reads, each over a run of units whose records lie at
  * most the plan's gap apart (and at most {@link SplitReader#WINDOW} long): the bytes between the
- * topic's records are fetched only where skipping them would cost more requests than bytes.
+ * topic's records are fetched only where skipping them would cost more requests than bytes; the
+ * next range is read in the background while one is decoded.
  */
 final class QueueReader extends BatchReader {
     private final Plan.QueueSplit qs;
@@ -29,6 +31,7 @@ final class QueueReader extends BatchReader {
     private ByteBuffer map;           // [mapStart, mapStart + limit) of the segment: mapped, all units' records
     private long mapStart;
     private final long gapBytes;
+    private int aheadUnit;
     private byte[] buf = new byte[1 << 12];
 
     QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows,
@@ -92,19 +95,46 @@ final class QueueReader extends BatchReader {
         }
     }
 
-    /** Remote: reads the records of units k.. that lie at most gapBytes apart, in one range. */
+    /** Remote: the records of units k.. that lie at most gapBytes apart, in one range read (the
+     *  range after it read in the background meanwhile). */
     private void fetch(int k) {
+        ByteBuffer got = null;
+        if (ahead != null) {
+            ByteBuffer next = await(ahead);
+            ahead = null;
+            if (aheadUnit == k) {
+                got = next;
+            }
+        }
+        int j = rangeEnd(k);
+        map = got != null ? got : range(k, j);
+        mapStart = phys[k];
+        if (j < phys.length) {
+            aheadUnit = j;
+            ahead = CompletableFuture.supplyAsync(() -> range(j, rangeEnd(j)), AHEAD);
+        }
+    }
+
+    /** The unit after the run of units from k whose records are at most gapBytes apart. */
+    private int rangeEnd(int k) {
         long end = phys[k] + size[k];
-        for (int j = k + 1; j < phys.length && phys[j] - end <= gapBytes
-                && phys[j] + size[j] - phys[k] <= SplitReader.WINDOW; j++) {
+        int j = k + 1;
+        for (; j < phys.length && phys[j] - end <= gapBytes && phys[j] + size[j] - phys[k] <= SplitReader.WINDOW; j++) {
             end = Math.max(end, phys[j] + size[j]);
         }
+        return j;
+    }
+
+    private ByteBuffer range(int k, int j) {
+        long end = 0;
+        for (int u = k; u < j; u++) {
+            end = Math.max(end, phys[u] + size[u]);
+        }
         try {
-            map = file.bytes(phys[k] - split.base, end - phys[k]);
+            return file.bytes(phys[k] - split.base, end - phys[k]);
         } catch (IOException e) {
             throw new java.io.UncheckedIOException("rocketmq source: cannot read " + split.rel, e);
         }
-        mapStart = phys[k];
     }
 
     /** The units of the split's queues pointing into [start, stop) (and the offset bounds), merged

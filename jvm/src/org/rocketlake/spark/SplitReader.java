@@ -6,7 +6,6 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 
 import org.apache.spark.sql.types.StructType;
 
@@ -28,7 +27,6 @@ final class SplitReader extends BatchReader {
     private ByteBuffer map;                 // the split's bytes from mapStart (mapped: all of them)
     private long mapStart;                  // commitlog offset of map's byte 0
     private final long mapEnd;              // commitlog offset just past the split's bytes, as far as the file goes
-    private CompletableFuture<ByteBuffer> ahead;   // remote: the window after map's, being read
     private long aheadStart;
     private byte[] record = new byte[1 << 12];
     private long pos;                       // commitlog offset of the next record
@@ -82,21 +80,9 @@ final class SplitReader extends BatchReader {
         long next = at + got.limit();
         if (next < mapEnd) {
             aheadStart = next;
-            ahead = CompletableFuture.supplyAsync(() -> read(next, 0));
+            ahead = CompletableFuture.supplyAsync(() -> read(next, 0), AHEAD);
         }
         return got;
-    }
-
-    private static ByteBuffer await(CompletableFuture<ByteBuffer> f) {
-        try {
-            return f.get();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted reading a split", e);
-        } catch (ExecutionException e) {
-            throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
-                : new IllegalStateException(e.getCause());
-        }
     }
 
     private ByteBuffer read(long at, int n) {
@@ -167,21 +153,6 @@ final class SplitReader extends BatchReader {
             throw Corrupt.at(split.rel, pos - split.base, "no record starts here (size " + size + ", magic "
                 + Integer.toHexString(magic) + "), where the plan starts a split");
         }
-    }
-
-    @Override
-    public void close() throws IOException {
-        if (ahead != null) {
-            try {
-                ahead.get();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            } catch (ExecutionException e) {
-                // the split is done or failed already; a window nobody reads has nothing to say
-            }
-            ahead = null;
-        }
-        super.close();
     }
 
     private int finish() {
