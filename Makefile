@@ -24,7 +24,8 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches clean check-java \
-	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
+	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences \
+	s3a jvm-objstores bench-objread
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -140,6 +141,24 @@ s3proxy:
 hdfs:
 	@PYTHONPATH=tests $(PYTHON) -m support.hdfscluster fetch || { test -n "$(RMQ_ALLOW_SKIP)" && echo "warning: the HDFS mini cluster is unavailable; its tests will skip" >&2; }
 
+# S3A (hadoop-aws at pyspark's Hadoop version and its AWS SDK bundle, jvm/pom-s3a.xml) into
+# .cache/jars/hadoop-aws-3.4.2/: the JVM reader on s3:// stores, and Spark's own readers there.
+S3A_DIR := .cache/jars/hadoop-aws-3.4.2
+s3a: $(S3A_DIR)/.pom
+$(S3A_DIR)/.pom: jvm/pom-s3a.xml
+	rm -rf $(S3A_DIR).tmp && mvn -B -q -f jvm/pom-s3a.xml -Dmaven.repo.local=$(CURDIR)/.cache/m2 \
+		dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(S3A_DIR).tmp
+	rm -rf $(S3A_DIR) && mv $(S3A_DIR).tmp $(S3A_DIR) && cp jvm/pom-s3a.xml $@
+
+# The JVM reader on a store in S3 (moto) and on HDFS (the mini cluster) against the Python reader (~5 min).
+jvm-objstores: install s3a hdfs
+	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/read/test_jvm_reader_objstore.py
+
+# Reading a store on S3 (S3Proxy) against Spark's Parquet reader on the same server (bench/objread.py),
+# cold and warm, bytes read beside the bytes needed: BENCH_ARGS="--n 1000000 --rounds 3".
+bench-objread: install s3a s3proxy
+	$(SPARK_ENV) $(PY) bench/objread.py $(BENCH_ARGS)
+
 # Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
 # (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
 # all three race rounds and every kill point (make test: one of each), beside moto's.
@@ -195,7 +214,7 @@ ops-sequences: install
 
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
 # cases, the default-VACUUM maintenance case, beside the rest of the suite.
-long: install rocketmq kafka s3proxy hdfs
+long: install rocketmq kafka s3proxy hdfs s3a
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 

@@ -53,6 +53,10 @@ if __name__ == "__main__":
     import time
     kind, path, query = sys.argv[1:4]
     spark = SparkSession.builder.appName(f"read-{kind}-{query}").getOrCreate()
+    if path.startswith("s3a://"):                         # Parquet on S3: the S3 settings the store uses
+        from storelib.read.jvmsource import s3a_settings
+        for k, v in s3a_settings("s3://" + path[len("s3a://"):]).items():
+            spark._jsc.hadoopConfiguration().set(k, v)
     spark.range(1000).selectExpr("sum(id)").collect()     # the session's own first query is nobody's
     t = time.perf_counter()
     got = answer(spark, kind, path, query, sys.argv[4] if len(sys.argv) > 4 else None)

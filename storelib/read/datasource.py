@@ -7,11 +7,12 @@
     df = spark.read.format("rocketmq").option("topic", "orders").option("beginTimestamp", 1710000000000).load(s)
     spark.read.format("rocketmq").load(s).where("topic = 'orders'")           # filters pushed to the reader
 
-Two readers, one plan. On a local store (and wherever the JVM reader can be loaded: a JDK built
-its jar, ``storelib.runtime.jvmjar``) ``register``'s ``load`` plans here and hands the splits to the
+Two readers, one plan. On a local store, and on s3:// and hdfs:// stores through Hadoop's file
+systems (wherever the JVM reader can be loaded: a JDK built its jar, ``storelib.runtime.jvmjar``;
+S3A's jars for s3://) ``register``'s ``load`` plans here and hands the splits to the
 JVM reader (``storelib.read.jvmsource``): Spark gets only the columns a query names, as column
 batches, with the pushable filters applied by the reader, and a DataFrame reads the snapshot that
-was committed when it was loaded. Elsewhere (object stores, a publish in flight,
+was committed when it was loaded. Elsewhere (gs://, a publish in flight,
 ``option("engine", "python")``) the Python source below reads the same rows, planning at every
 query. ``option("engine", "jvm")`` makes "cannot use the JVM reader" an error.
 
@@ -393,12 +394,12 @@ def _jvm_dataframe(spark, options: dict):
         return None
     # planned first: a store the JVM reader does not read (an object store) costs the session no jar
     plan = jvmsource.jvm_plan(RocketMQReader(options), int_option(opts, "splitbytes"), int_option(opts, "batchrows"))
-    if plan is not None and not jvmsource.ensure_loadable(spark):
+    if plan is not None and not jvmsource.ensure_loadable(spark, plan):
         plan = None
     if plan is None:
         if engine == "jvm":
             raise ValueError("rocketmq data source: engine=jvm, but the JVM reader cannot read this store here "
-                             "(an object store, a publish in flight, or no JDK to build the reader): use "
+                             "(a publish in flight, no JDK to build the reader, or no S3A classes: make s3a): use "
                              "engine=auto")
         return None
     return jvmsource.load_jvm(spark, plan)

@@ -12,23 +12,78 @@ carries the queues' files for that. Each split carries its zones (``table.zonema
 filter pushed after ``load()`` narrows the split to the zones whose time range meets it.
 
 What it reads: local stores whose committed files are plain files (``Store.os_paths``, no file of
-the snapshot read through a staged patch or a publish in flight). Anything else (object stores, a
-publish in flight, no JDK to build the reader, ``option("engine", "python")``) reads through the
-Python source, with the same rows.
+the snapshot read through a staged patch or a publish in flight), and stores on ``s3://`` and
+``hdfs://`` through the Hadoop file systems Spark itself reads (S3A, from ``hadoop-aws`` at
+pyspark's Hadoop version: ``make s3a``, ``S3A_JARS``; HDFS, pyspark's own client). There the plan
+gives each file as its extents in objects (``storelib.io.fragments``) and the reader fetches byte
+ranges: a split's windows, a time range's zones, a topic's records through its consume-queue
+units (records at most ``rangeGapBytes`` apart in one range, default ``RANGE_GAP``). The S3
+endpoint, region and keys are the store's (``storelib.io.objstore``), set as S3A's per-bucket
+settings (``fs.s3a.bucket.<bucket>.*``) of the session. Anything else (a publish in flight, no JDK
+to build the reader, no S3A classes, ``option("engine", "python")``) reads through the Python
+source, with the same rows.
 
 A DataFrame reads the snapshot that was committed when it was loaded (its plan is made then):
 load again to see later batches.
 """
 from __future__ import annotations
 
+import glob
 import json
+import os
+from urllib.parse import urlparse
 
 from .schema import MESSAGE_DDL
 
-__all__ = ["ENGINE_OPTION", "plain_files", "jvm_plan", "load_jvm", "ensure_loadable"]
+__all__ = ["ENGINE_OPTION", "RANGE_GAP", "S3A_DIR", "plain_files", "hadoop_uri", "s3a_settings", "s3a_jars",
+           "jvm_plan", "load_jvm", "ensure_loadable", "fetched"]
 
 ENGINE_OPTION = "engine"            # "jvm" | "python" | "auto" (the default: jvm where it can)
 _JVM_BATCH_ROWS = 4096              # rows per column batch (Spark's own vectorized readers use 4096)
+# Remote topic reads: records at most this far apart are fetched in one range (a range request
+# costs about what this many bytes do on a nearby S3 server).
+RANGE_GAP = 256 << 10
+_HADOOP_SCHEMES = {"s3": "s3a", "hdfs": "hdfs"}     # store URI scheme -> the Hadoop file system's
+_S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+# hadoop-aws at pyspark's Hadoop version and its AWS SDK bundle (jvm/pom-s3a.xml, `make s3a`)
+S3A_DIR = os.environ.get("S3A_JARS") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".cache", "jars", "hadoop-aws-3.4.2")
+
+
+def hadoop_uri(uri: str) -> str | None:
+    """``uri`` as the Hadoop file system Spark reads it at (s3:// -> s3a://), or None when the JVM
+    reader does not read that scheme remotely."""
+    scheme = urlparse(uri).scheme
+    return _HADOOP_SCHEMES[scheme] + uri[len(scheme):] if scheme in _HADOOP_SCHEMES else None
+
+
+def s3a_settings(uri: str, env=None) -> dict:
+    """S3A's per-bucket settings for the store at ``uri`` from its object-store settings
+    (``storelib.io.objstore``: endpoint, region, static keys); {} for other schemes."""
+    from ..io import objstore
+    u = urlparse(uri)
+    if u.scheme != "s3":
+        return {}
+    st = objstore.s3_settings(env)
+    pre = f"fs.s3a.bucket.{u.netloc}."
+    out = {pre + "endpoint.region": st.get("AWS_REGION") or "us-east-1"}
+    endpoint = st.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        out.update({pre + "endpoint": endpoint, pre + "path.style.access": "true",
+                    pre + "connection.ssl.enabled": str(urlparse(endpoint).scheme == "https").lower()})
+    if st.get("AWS_ACCESS_KEY_ID") and st.get("AWS_SECRET_ACCESS_KEY"):
+        out.update({pre + "access.key": st["AWS_ACCESS_KEY_ID"], pre + "secret.key": st["AWS_SECRET_ACCESS_KEY"]})
+        if st.get("AWS_SESSION_TOKEN"):
+            out.update({pre + "session.token": st["AWS_SESSION_TOKEN"],
+                        pre + "aws.credentials.provider": "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"})
+        else:
+            out[pre + "aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    return out
+
+
+def s3a_jars() -> list:
+    """The jars of S3A (``S3A_DIR``), [] when they were not fetched."""
+    return sorted(glob.glob(os.path.join(S3A_DIR, "*.jar")))
 
 
 def plain_files(store, rels) -> bool:
@@ -48,21 +103,45 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
-    if not getattr(store, "os_paths", False):          # object stores: the Python source reads them
+    remote = not getattr(store, "os_paths", False)
+    if remote and hadoop_uri(store.uri) is None:
         return None
     files, info = open_files(store, reader.options.get("asofbatch") or None, reader.config())
     segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"],
                           b.lo["commitlog_offset"], b.hi["commitlog_offset"])
-    if not plain_files(store, [s.rel for s in segs]):
+    if not (_remote_files(store, [s.rel for s in segs]) if remote else plain_files(store, [s.rel for s in segs])):
         return None
     begin, end = b.lo["store_timestamp"], b.hi["store_timestamp"]
     splits = plan_splits(store, files, segs, None, False, b.lo["commitlog_offset"], b.hi["commitlog_offset"],
                          split_bytes or SPLIT_BYTES, info, begin, end)
-    rows = [[store.path(s.rel), s.rel, s.base, s.valid, s.start, s.stop] + _split_times(info, s) for s in splits]
+    where = _remote_file if remote else _local_file
+    rows = [where(store, s.rel)[:1] + [s.rel, s.base, s.valid, s.start, s.stop] + _split_times(info, s)
+            + where(store, s.rel)[1:] for s in splits]
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
-    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds,
+    gap = reader.options.get("rangegapbytes")
+    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote,
+                       "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
                        "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader)})
+
+
+def _local_file(store, rel) -> list:
+    return [store.path(rel)]
+
+
+def _remote_file(store, rel) -> list:
+    """[the file's Hadoop URI, [file size, [[file_pos, length, object URI, object_pos], ...]] or None
+    for a file that is one object]."""
+    got = store.assembled.get(rel)
+    source = None if got is None else [int(got[0]), [[int(e[0]), int(e[1]), hadoop_uri(store.uri_of(e[2])), int(e[3])]
+                                                      for e in got[1]]]
+    return [hadoop_uri(store.uri_of(rel)), source]
+
+
+def _remote_files(store, rels) -> bool:
+    """Whether the JVM reader reads ``rels`` of a remote store as the Python reader would: not
+    while a publish moves staged files, nor through a staged patch."""
+    return not getattr(store, "moved", None) and not any(rel == r for rel, _ in store.patched.values() for r in rels)
 
 
 def _split_times(info, s) -> list:
@@ -86,20 +165,24 @@ def _queues(store, files, info, reader) -> dict | None:
     if str(reader.options.get("topicqueues", "true")).lower() == "false" or not queue_plan_ok(files, info):
         return None
     rels = [f.rel for fs in files.consume_queues.values() for f in fs]
-    if not plain_files(store, rels):
+    remote = not getattr(store, "os_paths", False)
+    if not (_remote_files(store, rels) if remote else plain_files(store, rels)):
         return None
+    where = _remote_file if remote else _local_file
     out: dict = {}
     for (topic, _), fs in sorted(files.consume_queues.items()):
-        live = [[store.path(f.rel), f.rel, f.units] for f in fs if f.units > 0]
+        live = [where(store, f.rel)[:1] + [f.rel, f.units] + where(store, f.rel)[1:] for f in fs if f.units > 0]
         if live:
             out.setdefault(topic, []).append(live)
     return out
 
 
-def ensure_loadable(spark) -> bool:
+def ensure_loadable(spark, plan: str | None = None) -> bool:
     """Whether this session can load the JVM reader: on its class path already (``--jars``), or
     added now (``ADD JAR`` of the jar ``jvmjar`` builds); the calling thread's context class
-    loader is the session's, so Spark's lookup of the source finds it."""
+    loader is the session's, so Spark's lookup of the source finds it. For a ``plan`` of a store
+    on S3 also S3A (``--jars`` / ``spark.jars``, else ``ADD JAR`` of ``s3a_jars``), and the store's
+    S3 settings are set as the session's per-bucket S3A settings."""
     from ..runtime import jvmjar
     jvm = spark._jvm
     state = spark._jsparkSession.sharedState()
@@ -114,16 +197,38 @@ def ensure_loadable(spark) -> bool:
         spark._rocketlake_jvm_reader = ok
     if spark._rocketlake_jvm_reader and not _class_loads(jvm, thread.getContextClassLoader()):
         thread.setContextClassLoader(state.jarClassLoader())
-    return spark._rocketlake_jvm_reader
+    if not spark._rocketlake_jvm_reader or plan is None or not plan.startswith('{"store": "s3://'):
+        return spark._rocketlake_jvm_reader
+    if not _class_loads(jvm, state.jarClassLoader(), _S3A_CLASS):
+        for jar in s3a_jars():
+            spark._jsparkSession.sessionState().resourceLoader().addJar(jar)
+        if not _class_loads(jvm, state.jarClassLoader(), _S3A_CLASS):
+            return False
+    conf = spark._jsc.hadoopConfiguration()
+    for k, v in s3a_settings(json.loads(plan)["store"]).items():
+        conf.set(k, v)
+    return True
 
 
-def _class_loads(jvm, loader) -> bool:
+def _class_loads(jvm, loader, name: str | None = None) -> bool:
     from ..runtime.jvmjar import SOURCE_CLASS
     try:
-        jvm.java.lang.Class.forName(SOURCE_CLASS, False, loader)
+        jvm.java.lang.Class.forName(name or SOURCE_CLASS, False, loader)
         return True
     except Exception:  # noqa: BLE001 - py4j reports ClassNotFoundException as a generic error
         return False
+
+
+def fetched(spark, scheme: str) -> tuple:
+    """(bytes, read operations) read from ``scheme``'s Hadoop file systems (``s3a``, ``hdfs``) in
+    this session's JVM so far, by any reader (Hadoop's own statistics; local mode: the executors'
+    reads too): the difference over a query is what it fetched."""
+    total = [0, 0]
+    for st in spark._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics():
+        if st.getScheme() == scheme:
+            total[0] += int(st.getBytesRead())
+            total[1] += int(st.getReadOps())
+    return tuple(total)
 
 
 def load_jvm(spark, plan: str):

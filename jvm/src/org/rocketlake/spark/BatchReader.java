@@ -3,11 +3,6 @@ package org.rocketlake.spark;
 import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.nio.channels.FileChannel;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Paths;
-import java.nio.file.StandardOpenOption;
 
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
@@ -18,7 +13,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * What the two split readers share: the segment file, the bounds, the requested columns and the
  * batch they fill ({@link SplitReader} walks a split, {@link QueueReader} reads it through
  * consume-queue units). {@link #fill} adds rows to the reset batch until it is full or the split
- * is done.
+ * is done. The segment is a {@link FileBytes}: local (mapped) or on a Hadoop file system.
  */
 abstract class BatchReader implements PartitionReader<ColumnarBatch> {
     final Plan.Split split;
@@ -28,9 +23,12 @@ abstract class BatchReader implements PartitionReader<ColumnarBatch> {
     final RecordColumns columns;
     final OnHeapColumnVector[] vectors;
     final ColumnarBatch batch;
-    final FileChannel channel;
+    final FileBytes file;
+    // remote: the next range of the file, read in the background while this one is decoded
+    java.util.concurrent.CompletableFuture<java.nio.ByteBuffer> ahead;
+    final java.util.Map<String, String> hadoop;    // null: a local store
 
-    BatchReader(Plan.Split split, StructType required, Bounds bounds, int batchRows) {
+    BatchReader(Plan.Split split, StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop) {
         this.split = split;
         this.bounds = bounds;
         this.topics = bounds.topicBytes();
@@ -38,17 +36,8 @@ abstract class BatchReader implements PartitionReader<ColumnarBatch> {
         this.columns = new RecordColumns(required, split.rel, split.base);
         this.vectors = OnHeapColumnVector.allocateColumns(batchRows, required);
         this.batch = new ColumnarBatch(vectors);
-        this.channel = open(split.file, split.rel);
-    }
-
-    static FileChannel open(String file, String rel) {
-        try {
-            return FileChannel.open(Paths.get(file), StandardOpenOption.READ);
-        } catch (NoSuchFileException e) {
-            throw Corrupt.at(rel, 0, "missing file");
-        } catch (IOException e) {
-            throw new UncheckedIOException("rocketmq source: cannot open " + file, e);
-        }
+        this.hadoop = hadoop;
+        this.file = FileBytes.open(split.file, split.rel, split.source, hadoop);
     }
 
     /** Rows added to the batch (from row 0); 0 only when the split has no more. */
@@ -80,9 +69,40 @@ abstract class BatchReader implements PartitionReader<ColumnarBatch> {
         return batch;
     }
 
+    // Threads of the background reads (not the common pool: on two cores it has one thread, and
+    // each task's read ahead would wait for the other's).
+    static final java.util.concurrent.ExecutorService AHEAD = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "rocketmq-read-ahead");
+        t.setDaemon(true);
+        return t;
+    });
+
+    /** The bytes a background read got (its error, as thrown by the read). */
+    static java.nio.ByteBuffer await(java.util.concurrent.CompletableFuture<java.nio.ByteBuffer> f) {
+        try {
+            return f.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted reading a split", e);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
+                : new IllegalStateException(e.getCause());
+        }
+    }
+
     @Override
     public void close() throws IOException {
-        channel.close();
+        if (ahead != null) {
+            try {
+                ahead.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (java.util.concurrent.ExecutionException e) {
+                // the split is done or failed already: a range nobody reads has nothing to say
+            }
+            ahead = null;
+        }
+        file.close();
         batch.close();
     }
 

@@ -208,7 +208,27 @@ final class MessageScan implements Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new Factory(required, bounds, plan.batchRows);
+        return new Factory(required, bounds, plan.batchRows, plan.remote ? hadoopSettings() : null, plan.gapBytes);
+    }
+
+    // The Hadoop settings a remote file system is opened with on every executor: the session's
+    // (its spark.hadoop.* options, and the per-bucket S3A settings storelib.read.jvmsource sets
+    // from the store's object-store settings) under these prefixes.
+    private static final String[] HADOOP_PREFIXES = {"fs.", "dfs.", "hadoop.", "ipc.", "io."};
+
+    private static java.util.Map<String, String> hadoopSettings() {
+        org.apache.hadoop.conf.Configuration conf =
+            org.apache.spark.sql.SparkSession.active().sessionState().newHadoopConf();
+        java.util.Map<String, String> out = new java.util.TreeMap<>();
+        for (java.util.Map.Entry<String, String> e : conf) {
+            for (String p : HADOOP_PREFIXES) {
+                if (e.getKey().startsWith(p)) {
+                    out.put(e.getKey(), e.getValue());
+                    break;
+                }
+            }
+        }
+        return out;
     }
 
     static final class Factory implements PartitionReaderFactory {
@@ -216,11 +236,15 @@ final class MessageScan implements Scan, Batch {
         private final StructType required;
         private final Bounds bounds;
         private final int batchRows;
+        private final java.util.Map<String, String> hadoop;    // null: a local store
+        private final long gapBytes;
 
-        Factory(StructType required, Bounds bounds, int batchRows) {
+        Factory(StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop, long gapBytes) {
             this.required = required;
             this.bounds = bounds;
             this.batchRows = batchRows;
+            this.hadoop = hadoop;
+            this.gapBytes = gapBytes;
         }
 
         @Override
@@ -231,9 +255,9 @@ final class MessageScan implements Scan, Batch {
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
             if (partition instanceof Plan.QueueSplit) {
-                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows);
+                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes);
             }
-            return new SplitReader((Plan.Split) partition, required, bounds, batchRows);
+            return new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop);
         }
 
         @Override

@@ -23,14 +23,20 @@ final class Plan implements Serializable {
     // topic -> its queues, each its files in order; null when a topic filter must walk (some live
     // record has no unit, or a unit is not a record's: storelib.read.splits.queue_plan_ok)
     final Map<String, List<List<QueueFile>>> queues;
+    // the store is on a Hadoop file system (s3a://, hdfs://), read through the session's Hadoop settings
+    final boolean remote;
+    // remote queue reads: records this close are fetched in one range read
+    final long gapBytes;
 
     private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
-                 Map<String, List<List<QueueFile>>> queues) {
+                 Map<String, List<List<QueueFile>>> queues, boolean remote, long gapBytes) {
         this.store = store;
         this.splits = splits;
         this.bounds = bounds;
         this.batchRows = batchRows;
         this.queues = queues;
+        this.remote = remote;
+        this.gapBytes = gapBytes;
     }
 
     /** A consume-queue file: its valid units. */
@@ -39,11 +45,64 @@ final class Plan implements Serializable {
         final String file;
         final String rel;
         final long units;
+        final Source source;
 
-        QueueFile(String file, String rel, long units) {
+        QueueFile(String file, String rel, long units, Source source) {
             this.file = file;
             this.rel = rel;
             this.units = units;
+            this.source = source;
+        }
+    }
+
+    /** A file on an object store assembled from extents of objects (storelib.io.fragments):
+     *  extent k holds the file's bytes [filePos[k], filePos[k] + length[k]) at objectPos[k] of
+     *  objects[k] (a URI); bytes below size that no extent covers are zeros. */
+    static final class Source implements Serializable {
+        private static final long serialVersionUID = 1L;
+        final long size;
+        final long[] filePos;
+        final long[] length;
+        final String[] objects;
+        final long[] objectPos;
+
+        Source(long size, long[] filePos, long[] length, String[] objects, long[] objectPos) {
+            this.size = size;
+            this.filePos = filePos;
+            this.length = length;
+            this.objects = objects;
+            this.objectPos = objectPos;
+        }
+
+        /** The first extent ending after {@code pos} (extents are sorted, not overlapping). */
+        int first(long pos) {
+            int lo = 0;
+            int hi = filePos.length;
+            while (lo < hi) {
+                int mid = (lo + hi) >>> 1;
+                if (filePos[mid] + length[mid] <= pos) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo;
+        }
+
+        static Source parse(JsonNode n) {
+            if (n == null || n.isNull()) {
+                return null;
+            }
+            JsonNode e = n.get(1);
+            int k = e.size();
+            Source s = new Source(n.get(0).asLong(), new long[k], new long[k], new String[k], new long[k]);
+            for (int i = 0; i < k; i++) {
+                s.filePos[i] = e.get(i).get(0).asLong();
+                s.length[i] = e.get(i).get(1).asLong();
+                s.objects[i] = e.get(i).get(2).asText();
+                s.objectPos[i] = e.get(i).get(3).asLong();
+            }
+            return s;
         }
     }
 
@@ -87,9 +146,10 @@ final class Plan implements Serializable {
         final long[] zoneStart;
         final long[] zoneMinTs;
         final long[] zoneMaxTs;
+        final Source source;    // its extents on an object store; null: the file itself
 
         Split(String file, String rel, long base, long valid, long start, long stop, Long minTs, Long maxTs,
-              long[] zoneStart, long[] zoneMinTs, long[] zoneMaxTs) {
+              long[] zoneStart, long[] zoneMinTs, long[] zoneMaxTs, Source source) {
             this.file = file;
             this.rel = rel;
             this.base = base;
@@ -101,6 +161,7 @@ final class Plan implements Serializable {
             this.zoneStart = zoneStart;
             this.zoneMinTs = zoneMinTs;
             this.zoneMaxTs = zoneMaxTs;
+            this.source = source;
         }
 
         /** The split cut down to its runs of zones whose time range meets [begin, end] (itself
@@ -127,7 +188,7 @@ final class Plan implements Serializable {
                 long runStop = j + 1 < n ? zoneStart[j + 1] : stop;
                 out.add(new Split(file, rel, base, valid, zoneStart[k], runStop, lo, hi,
                     java.util.Arrays.copyOfRange(zoneStart, k, j + 1), java.util.Arrays.copyOfRange(zoneMinTs, k, j + 1),
-                    java.util.Arrays.copyOfRange(zoneMaxTs, k, j + 1)));
+                    java.util.Arrays.copyOfRange(zoneMaxTs, k, j + 1), source));
                 k = j + 1;
             }
             return out;
@@ -160,7 +221,8 @@ final class Plan implements Serializable {
                 }
                 splits.add(new Split(s.get(0).asText(), s.get(1).asText(), s.get(2).asLong(), s.get(3).asLong(),
                     s.get(4).asLong(), s.get(5).asLong(), optLong(s.get(6)), optLong(s.get(7)),
-                    zones == null ? null : zones[0], zones == null ? null : zones[1], zones == null ? null : zones[2]));
+                    zones == null ? null : zones[0], zones == null ? null : zones[1], zones == null ? null : zones[2],
+                    Source.parse(s.get(9))));
             }
             Bounds b = new Bounds();
             JsonNode jb = root.get("bounds");
@@ -185,14 +247,16 @@ final class Plan implements Serializable {
                     for (JsonNode q : e.getValue()) {
                         List<QueueFile> fs = new ArrayList<>();
                         for (JsonNode f : q) {
-                            fs.add(new QueueFile(f.get(0).asText(), f.get(1).asText(), f.get(2).asLong()));
+                            fs.add(new QueueFile(f.get(0).asText(), f.get(1).asText(), f.get(2).asLong(), Source.parse(f.get(3))));
                         }
                         qs.add(fs);
                     }
                     queues.put(e.getKey(), qs);
                 }
             }
-            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues);
+            JsonNode remote = root.get("remote");
+            return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues,
+                remote != null && remote.asBoolean(), root.has("gap_bytes") ? root.get("gap_bytes").asLong() : 0);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("rocketmq source: unreadable plan: " + e.getMessage(), e);
         }

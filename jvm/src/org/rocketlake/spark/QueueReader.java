@@ -4,10 +4,9 @@ import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 import org.apache.spark.sql.types.StructType;
 
@@ -17,7 +16,11 @@ import org.apache.spark.sql.types.StructType;
  * records are read, from the split's bytes memory-mapped (a page holding none of them is never
  * touched, and no other record's header is parsed). Every record is checked against its unit
  * (PHYSICALOFFSET and TOTALSIZE) and its topic; rows come in commitlog order, as a walk gives them.
- * Planned only for snapshots where every live record has exactly one live unit.
+ * Planned only for snapshots where every live record has exactly one live unit. On a remote file
+ * system the records are fetched by range reads, each over a run of units whose records lie at
+ * most the plan's gap apart (and at most {@link SplitReader#WINDOW} long): the bytes between the
+ * topic's records are fetched only where skipping them would cost more requests than bytes; the
+ * next range is read in the background while one is decoded.
  */
 final class QueueReader extends BatchReader {
     private final Plan.QueueSplit qs;
@@ -25,13 +28,17 @@ final class QueueReader extends BatchReader {
     private long[] phys;
     private int[] size;
     private int next;                 // the next unit to read
-    private MappedByteBuffer map;     // [mapStart, the last unit's record end) of the segment
+    private ByteBuffer map;           // [mapStart, mapStart + limit) of the segment: mapped, all units' records
     private long mapStart;
+    private final long gapBytes;
+    private int aheadUnit;
     private byte[] buf = new byte[1 << 12];
 
-    QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows) {
-        super(qs.split, required, bounds, batchRows);
+    QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows,
+                java.util.Map<String, String> hadoop, long gapBytes) {
+        super(qs.split, required, bounds, batchRows, hadoop);
         this.qs = qs;
+        this.gapBytes = gapBytes;
     }
 
     @Override
@@ -53,6 +60,9 @@ final class QueueReader extends BatchReader {
         if (buf.length < size[k]) {
             buf = new byte[Math.max(size[k], 2 * buf.length)];
         }
+        if (p + size[k] > mapStart + map.limit()) {
+            fetch(k);
+        }
         map.get((int) (p - mapStart), buf, 0, size[k]);
         int gotSize = be32(buf, POS_TOTALSIZE);
         long gotPhys = be64(buf, POS_PHYSICALOFFSET);
@@ -66,19 +76,65 @@ final class QueueReader extends BatchReader {
         return columns.put(buf, 0, p - split.base, topics, vectors, row) ? 1 : 0;
     }
 
-    /** Maps the bytes from the first unit's record to the last one's end. */
+    /** Maps the bytes from the first unit's record to the last one's end (remote: the first range). */
     private void mapUnits() throws IOException {
         if (phys.length == 0) {
             return;
         }
-        mapStart = phys[0];
         long end = phys[phys.length - 1] + size[phys.length - 1];
-        long fileEnd = split.base + channel.size();
+        long fileEnd = split.base + file.size();
         if (end > fileEnd) {
             throw Corrupt.at(split.rel, fileEnd - split.base, "file ends before the records its consume-queue "
                 + "units point at");
         }
-        map = channel.map(FileChannel.MapMode.READ_ONLY, mapStart - split.base, end - mapStart);
+        if (file.mapped()) {
+            mapStart = phys[0];
+            map = file.bytes(mapStart - split.base, end - mapStart);
+        } else {
+            fetch(0);
+        }
+    }
+
+    /** Remote: the records of units k.. that lie at most gapBytes apart, in one range read (the
+     *  range after it read in the background meanwhile). */
+    private void fetch(int k) {
+        ByteBuffer got = null;
+        if (ahead != null) {
+            ByteBuffer next = await(ahead);
+            ahead = null;
+            if (aheadUnit == k) {
+                got = next;
+            }
+        }
+        int j = rangeEnd(k);
+        map = got != null ? got : range(k, j);
+        mapStart = phys[k];
+        if (j < phys.length) {
+            aheadUnit = j;
+            ahead = CompletableFuture.supplyAsync(() -> range(j, rangeEnd(j)), AHEAD);
+        }
+    }
+
+    /** The unit after the run of units from k whose records are at most gapBytes apart. */
+    private int rangeEnd(int k) {
+        long end = phys[k] + size[k];
+        int j = k + 1;
+        for (; j < phys.length && phys[j] - end <= gapBytes && phys[j] + size[j] - phys[k] <= SplitReader.WINDOW; j++) {
+            end = Math.max(end, phys[j] + size[j]);
+        }
+        return j;
+    }
+
+    private ByteBuffer range(int k, int j) {
+        long end = 0;
+        for (int u = k; u < j; u++) {
+            end = Math.max(end, phys[u] + size[u]);
+        }
+        try {
+            return file.bytes(phys[k] - split.base, end - phys[k]);
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException("rocketmq source: cannot read " + split.rel, e);
+        }
     }
 
     /** The units of the split's queues pointing into [start, stop) (and the offset bounds), merged
@@ -90,7 +146,7 @@ final class QueueReader extends BatchReader {
         List<int[]> ss = new ArrayList<>();
         int total = 0;
         for (List<Plan.QueueFile> queue : qs.queues) {
-            Units u = new Units(queue, split.rel);
+            Units u = new Units(queue, hadoop);
             try {
                 int k0 = u.lowerBound(start);
                 int k1 = u.lowerBound(stop);
@@ -132,29 +188,32 @@ final class QueueReader extends BatchReader {
         }
     }
 
-    /** One queue's valid units (its files in order) as one sorted sequence, read on demand. */
+    /** One queue's valid units (its files in order) as one sorted sequence, read on demand: the
+     *  binary searches read the units by blocks of {@link #BLOCK} bytes, kept while the search runs. */
     private static final class Units {
+        private static final int BLOCK = 64 << 10;
         private final List<Plan.QueueFile> files;
         private final long[] cum;
-        private final FileChannel[] open;
-        private final String rel;
-        private final ByteBuffer one = ByteBuffer.allocate(8);
+        private final FileBytes[] open;
+        private final java.util.Map<String, String> hadoop;
+        private final java.util.Map<Long, ByteBuffer> blocks = new java.util.HashMap<>();
         long[] phys;
         int[] size;
 
-        Units(List<Plan.QueueFile> files, String rel) {
+        Units(List<Plan.QueueFile> files, java.util.Map<String, String> hadoop) {
             this.files = files;
-            this.rel = rel;
+            this.hadoop = hadoop;
             cum = new long[files.size() + 1];
             for (int i = 0; i < files.size(); i++) {
                 cum[i + 1] = cum[i] + files.get(i).units;
             }
-            open = new FileChannel[files.size()];
+            open = new FileBytes[files.size()];
         }
 
-        private FileChannel channel(int f) {
+        private FileBytes file(int f) {
             if (open[f] == null) {
-                open[f] = BatchReader.open(files.get(f).file, files.get(f).rel);
+                Plan.QueueFile q = files.get(f);
+                open[f] = FileBytes.open(q.file, q.rel, q.source, hadoop);
             }
             return open[f];
         }
@@ -173,16 +232,26 @@ final class QueueReader extends BatchReader {
             return lo;
         }
 
+        /** Bytes [pos, pos + len) of file f, checked to be there. */
+        private ByteBuffer bytes(int f, long pos, long len) throws IOException {
+            FileBytes fb = file(f);
+            if (pos + len > fb.size()) {
+                throw Corrupt.at(files.get(f).rel, fb.size(), "file ends before its valid units");
+            }
+            return fb.bytes(pos, len);
+        }
+
         private long physAt(long k) throws IOException {
             int f = fileOf(k);
-            one.clear();
-            long pos = (k - cum[f]) * CQ_UNIT_SIZE + CQ_UNIT_PHYSICALOFFSET;
-            while (one.hasRemaining()) {
-                if (channel(f).read(one, pos + one.position()) < 0) {
-                    throw Corrupt.at(files.get(f).rel, pos, "file ends before its valid units");
-                }
+            long pos = (k - cum[f]) * CQ_UNIT_SIZE;
+            long block = pos / BLOCK;
+            ByteBuffer b = blocks.get(((long) f << 40) | block);
+            if (b == null) {
+                long valid = files.get(f).units * CQ_UNIT_SIZE;
+                b = bytes(f, block * BLOCK, Math.min(BLOCK, valid - block * BLOCK));
+                blocks.put(((long) f << 40) | block, b);
             }
-            return one.getLong(0);
+            return b.getLong((int) (pos - block * BLOCK) + CQ_UNIT_PHYSICALOFFSET);
         }
 
         int lowerBound(long x) throws IOException {
@@ -207,13 +276,7 @@ final class QueueReader extends BatchReader {
             for (int f = fileOf(k0); f < files.size() && cum[f] < k1; f++) {
                 long a = Math.max(k0, cum[f]) - cum[f];
                 long b = Math.min(k1, cum[f + 1]) - cum[f];
-                ByteBuffer raw = ByteBuffer.allocate((int) ((b - a) * CQ_UNIT_SIZE));
-                while (raw.hasRemaining()) {
-                    if (channel(f).read(raw, a * CQ_UNIT_SIZE + raw.position()) < 0) {
-                        throw Corrupt.at(files.get(f).rel, a * CQ_UNIT_SIZE + raw.position(),
-                            "file ends before its valid units");
-                    }
-                }
+                ByteBuffer raw = bytes(f, a * CQ_UNIT_SIZE, (b - a) * CQ_UNIT_SIZE);
                 for (int u = 0; u < b - a; u++) {
                     long ph = raw.getLong(u * CQ_UNIT_SIZE + CQ_UNIT_PHYSICALOFFSET);
                     int sz = raw.getInt(u * CQ_UNIT_SIZE + CQ_UNIT_TOTALSIZE);
@@ -228,7 +291,8 @@ final class QueueReader extends BatchReader {
         }
 
         void close() throws IOException {
-            for (FileChannel c : open) {
+            blocks.clear();
+            for (FileBytes c : open) {
                 if (c != null) {
                     c.close();
                 }

@@ -3,8 +3,9 @@ package org.rocketlake.spark;
 import static org.rocketlake.spark.Layout.*;
 
 import java.io.IOException;
-import java.nio.MappedByteBuffer;
-import java.nio.channels.FileChannel;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.util.concurrent.CompletableFuture;
 
 import org.apache.spark.sql.types.StructType;
 
@@ -15,24 +16,80 @@ import org.apache.spark.sql.types.StructType;
  * record headers where they lie, and only a record inside the bounds is copied (once, into a
  * scratch buffer the columns are decoded from); reading the split into the heap instead cost two
  * copies of every byte (page cache to a direct buffer to the heap), the largest part of a scan.
+ * On a remote file system the split is read in windows of {@link #WINDOW} bytes, one range read
+ * each (the next one fetched in the background while this one is decoded): a split narrowed to
+ * the zones of a time range fetches only those zones' bytes.
  */
 final class SplitReader extends BatchReader {
-    private final MappedByteBuffer map;   // the split's bytes: [start, stop), as far as the file goes
-    private final long mapEnd;              // commitlog offset just past the mapped bytes
+    static final int WINDOW = 8 << 20;     // bytes per range read of a remote split
+    private static final int HEAD = 512;   // a record's header fits (the checks before its size is trusted)
+
+    private ByteBuffer map;                 // the split's bytes from mapStart (mapped: all of them)
+    private long mapStart;                  // commitlog offset of map's byte 0
+    private final long mapEnd;              // commitlog offset just past the split's bytes, as far as the file goes
+    private long aheadStart;
     private byte[] record = new byte[1 << 12];
     private long pos;                       // commitlog offset of the next record
     private boolean done;
 
-    SplitReader(Plan.Split split, StructType required, Bounds bounds, int batchRows) {
-        super(split, required, bounds, batchRows);
+    SplitReader(Plan.Split split, StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop) {
+        super(split, required, bounds, batchRows, hadoop);
         this.pos = split.start;
-        long fileSize;
+        this.mapStart = split.start;
         try {
-            fileSize = channel.size();
-            this.mapEnd = Math.max(split.start, Math.min(split.stop, split.base + fileSize));
-            this.map = channel.map(FileChannel.MapMode.READ_ONLY, split.start - split.base, mapEnd - split.start);
+            this.mapEnd = Math.max(split.start, Math.min(split.stop, split.base + file.size()));
+            this.map = file.mapped() ? file.bytes(split.start - split.base, mapEnd - split.start)
+                : window(split.start, HEAD, split.start);
         } catch (IOException e) {
             throw Corrupt.at(split.rel, split.start - split.base, "cannot be read (" + e + ")");
+        }
+    }
+
+    /** The index in {@link #map} of commitlog offset {@code at}, with [at, at + n) in it as far as
+     *  the split's bytes go (remote: moving the window there if it is not). */
+    private int at(long at, int n) {
+        long have = mapStart + map.limit();
+        if (at + n > have && have < mapEnd) {
+            map = window(at, n, have);
+            mapStart = at;
+        }
+        return (int) (at - mapStart);
+    }
+
+    /** The remote bytes from {@code at} on, at least [at, at + n) (up to mapEnd): the rest of the
+     *  window (which ends at {@code have}) and the next one, read in the background meanwhile;
+     *  and the window after that asked for. */
+    private ByteBuffer window(long at, int n, long have) {
+        ByteBuffer got = null;
+        if (ahead != null) {
+            ByteBuffer next = await(ahead);
+            ahead = null;
+            if (aheadStart == have && at >= mapStart && at <= have && have - at + next.limit() >= Math.min(n, mapEnd - at)) {
+                if (at == have) {
+                    got = next;
+                } else {
+                    ByteBuffer rest = map.duplicate();
+                    rest.position((int) (at - mapStart));
+                    got = ByteBuffer.allocate((int) (have - at) + next.limit()).put(rest).put(next).flip();
+                }
+            }
+        }
+        if (got == null) {
+            got = read(at, n);
+        }
+        long next = at + got.limit();
+        if (next < mapEnd) {
+            aheadStart = next;
+            ahead = CompletableFuture.supplyAsync(() -> read(next, 0), AHEAD);
+        }
+        return got;
+    }
+
+    private ByteBuffer read(long at, int n) {
+        try {
+            return file.bytes(at - split.base, Math.min(Math.max(n, WINDOW), mapEnd - at));
+        } catch (IOException e) {
+            throw new UncheckedIOException("rocketmq source: cannot read " + split.rel + " at " + (at - split.base), e);
         }
     }
 
@@ -51,7 +108,7 @@ final class SplitReader extends BatchReader {
         if (stop - pos < BLANK_SIZE || pos + BLANK_SIZE > mapEnd) {
             return finish();
         }
-        int at = (int) (pos - split.start);
+        int at = at(pos, HEAD);
         int size = map.getInt(at + POS_TOTALSIZE);
         int magic = map.getInt(at + POS_MAGIC);
         if (pos == split.start) {
@@ -63,6 +120,7 @@ final class SplitReader extends BatchReader {
         if (pos + size > mapEnd) {
             throw Corrupt.at(split.rel, pos - split.base, "file ends inside a record of " + size + " bytes");
         }
+        at = at(pos, size);
         long recordAt = pos;
         pos += size;
         if ((bounds.lo != null && recordAt < bounds.lo) || (bounds.hi != null && recordAt > bounds.hi)) {

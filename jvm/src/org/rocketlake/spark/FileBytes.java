@@ -1,0 +1,195 @@
+package org.rocketlake.spark;
+
+import java.io.Closeable;
+import java.io.EOFException;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+
+/**
+ * The bytes of one store file, wherever it is: a local file (memory-mapped), or a file on a
+ * Hadoop file system (s3a://, hdfs://: the ones Spark itself reads) that is either one object or
+ * assembled from extents of objects (storelib.io.fragments: bytes no extent covers are zeros).
+ * Remote reads are positioned range reads of exactly the bytes asked for (S3A's "random" read
+ * policy: one ranged GET per read, no read-ahead past it), counted in Hadoop's own statistics of
+ * the file system (bytes read, read operations) like Spark's other readers' reads.
+ */
+abstract class FileBytes implements Closeable {
+    final String rel;
+
+    FileBytes(String rel) {
+        this.rel = rel;
+    }
+
+    static FileBytes open(String file, String rel, Plan.Source source, Map<String, String> hadoop) {
+        if (source == null && hadoop == null) {
+            return new Local(file, rel);
+        }
+        return new Remote(file, rel, source, hadoop);
+    }
+
+    /** Whether {@link #bytes} of a whole split is cheap (mapped, not read). */
+    abstract boolean mapped();
+
+    abstract long size() throws IOException;
+
+    /** Bytes [pos, pos + len) of the file as a buffer whose index 0 is pos. */
+    abstract ByteBuffer bytes(long pos, long len) throws IOException;
+
+    /** A local file, memory-mapped. */
+    static final class Local extends FileBytes {
+        private final FileChannel channel;
+
+        Local(String file, String rel) {
+            super(rel);
+            try {
+                channel = FileChannel.open(Paths.get(file), StandardOpenOption.READ);
+            } catch (NoSuchFileException e) {
+                throw Corrupt.at(rel, 0, "missing file");
+            } catch (IOException e) {
+                throw new UncheckedIOException("rocketmq source: cannot open " + file, e);
+            }
+        }
+
+        @Override
+        boolean mapped() {
+            return true;
+        }
+
+        @Override
+        long size() throws IOException {
+            return channel.size();
+        }
+
+        @Override
+        ByteBuffer bytes(long pos, long len) throws IOException {
+            return channel.map(FileChannel.MapMode.READ_ONLY, pos, len);
+        }
+
+        @Override
+        public void close() throws IOException {
+            channel.close();
+        }
+    }
+
+    /** A file on a Hadoop file system: one object, or assembled from extents of objects. */
+    static final class Remote extends FileBytes {
+        // One file system instance per (scheme, authority, settings) and JVM, like Hadoop's own
+        // cache, but keyed by the settings too: two stores in one bucket name on two servers.
+        private static final Map<List<Object>, FileSystem> SYSTEMS = new ConcurrentHashMap<>();
+
+        private final String file;
+        private final Plan.Source source;
+        private final Map<String, String> hadoop;
+        private final Map<String, FSDataInputStream> open = new HashMap<>();
+
+        Remote(String file, String rel, Plan.Source source, Map<String, String> hadoop) {
+            super(rel);
+            this.file = file;
+            this.source = source;
+            this.hadoop = hadoop == null ? Map.of() : hadoop;
+        }
+
+        @Override
+        boolean mapped() {
+            return false;
+        }
+
+        @Override
+        long size() throws IOException {
+            if (source != null) {
+                return source.size;
+            }
+            try {
+                return system(file).getFileStatus(new Path(file)).getLen();
+            } catch (FileNotFoundException e) {
+                throw Corrupt.at(rel, 0, "missing file");
+            }
+        }
+
+        @Override
+        ByteBuffer bytes(long pos, long len) throws IOException {
+            byte[] out = new byte[Math.toIntExact(len)];
+            if (source == null) {
+                read(file, pos, out, 0, out.length);
+                return ByteBuffer.wrap(out);
+            }
+            long end = Math.min(pos + len, source.size);
+            for (int k = source.first(pos); k < source.filePos.length && source.filePos[k] < end; k++) {
+                long a = Math.max(pos, source.filePos[k]);
+                long b = Math.min(end, source.filePos[k] + source.length[k]);
+                if (a < b) {
+                    read(source.objects[k], source.objectPos[k] + (a - source.filePos[k]), out, (int) (a - pos),
+                        (int) (b - a));
+                }
+            }
+            return ByteBuffer.wrap(out);
+        }
+
+        private void read(String object, long at, byte[] out, int off, int n) throws IOException {
+            FSDataInputStream in = open.get(object);
+            try {
+                if (in == null) {
+                    in = system(object).openFile(new Path(object))
+                        .opt("fs.option.openfile.read.policy", "random").build().get();
+                    open.put(object, in);
+                }
+                in.readFully(at, out, off, n);
+            } catch (FileNotFoundException e) {
+                throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
+            } catch (EOFException e) {
+                throw Corrupt.at(rel, 0, (object.equals(file) ? "file" : "object " + object) + " ends before "
+                    + (at + n) + " (" + e.getMessage() + ")");
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted opening " + object, e);
+            } catch (java.util.concurrent.ExecutionException e) {
+                if (e.getCause() instanceof FileNotFoundException) {
+                    throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
+                }
+                throw new IOException("cannot open " + object, e.getCause());
+            }
+        }
+
+        private FileSystem system(String uri) throws IOException {
+            URI u = URI.create(uri);
+            List<Object> key = List.of(String.valueOf(u.getScheme()), String.valueOf(u.getAuthority()), hadoop);
+            FileSystem fs = SYSTEMS.get(key);
+            if (fs == null) {
+                Configuration conf = new Configuration();
+                conf.setClassLoader(FileBytes.class.getClassLoader());
+                hadoop.forEach(conf::set);
+                fs = FileSystem.newInstance(u, conf);
+                FileSystem had = SYSTEMS.putIfAbsent(key, fs);
+                if (had != null) {
+                    fs.close();
+                    fs = had;
+                }
+            }
+            return fs;
+        }
+
+        @Override
+        public void close() throws IOException {
+            for (FSDataInputStream in : open.values()) {
+                in.close();
+            }
+            open.clear();
+        }
+    }
+}

@@ -1,0 +1,142 @@
+"""The JVM reader's remote path (org.rocketlake.spark.FileBytes.Remote: Hadoop file systems, files
+assembled from extents of objects, windows of range reads, queue units' ranges) without a server:
+a local store's plan rewritten to ``file://`` URIs (Hadoop's local file system), each segment cut
+into two objects, one at an offset inside its object. The rows are the local reader's (itself the
+Python reader's, test_jvm_reader.py), query shape by query shape; a topic and a time range read
+a fraction of the bytes. On S3 and HDFS themselves: test_jvm_reader_objstore.py."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from test_jvm_reader import _rows
+
+pytestmark = pytest.mark.spark
+
+TOPICS = [f"t{k}" for k in range(8)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(spark):
+    from storelib.read.datasource import register
+    register(spark)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """4,000 messages of 8 topics (bodies of 100-400 bytes, store times 10 ms apart) in 256 KiB
+    segments, two batches."""
+    from storelib.format.config import StoreConfig
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    tmp = tmp_path_factory.mktemp("remote")
+    rnd = random.Random(5)
+    cfg = StoreConfig(mappedFileSizeCommitLog=256 << 10, mappedFileSizeConsumeQueue=6000, maxHashSlotNum=1024,
+                      maxIndexNum=4096)
+    path = str(tmp / "store")
+    for b in range(2):
+        src = tmp / f"b{b}.jsonl"
+        src.write_text("".join(json.dumps({"topic": rnd.choice(TOPICS), "body": "x" * rnd.randint(100, 400),
+                                           "keys": f"k{b}-{i}", "store_timestamp": 1717200000000 + 10 * (b * 2000 + i)})
+                               + "\n" for i in range(2000)))
+        run_ingest(LocalSession(), path, str(src), "jsonl", cfg, quiet=True)
+    return path
+
+
+def _plan(path, **options):
+    from storelib.read import jvmsource
+    from storelib.read.datasource import RocketMQReader
+    return json.loads(jvmsource.jvm_plan(RocketMQReader({"path": path, **options})))
+
+
+def _as_objects(plan: dict, tmp) -> dict:
+    """The plan with every file at a file:// URI and each segment assembled from two objects (the
+    second one's bytes at offset 100 of its object)."""
+    plan = dict(plan, remote=True)
+    made: dict = {}
+    for s in plan["splits"]:
+        path, valid = s[0], s[3]
+        if path not in made:
+            data = open(path, "rb").read()
+            cut = valid // 2 + 3                               # inside a record
+            a, b = tmp / f"{os.path.basename(path)}.0", tmp / f"{os.path.basename(path)}.1"
+            a.write_bytes(data[:cut])
+            b.write_bytes(b"\xee" * 100 + data[cut:valid])
+            made[path] = [len(data), [[0, cut, f"file://{a}", 0], [cut, valid - cut, f"file://{b}", 100]]]
+        s[0] = f"file://{path}"
+        s.append(made[path])
+    for queues in (plan["queues"] or {}).values():
+        for q in queues:
+            for f in q:
+                f[0] = f"file://{f[0]}"
+                f.append(None)
+    return plan
+
+
+def _read_bytes(spark) -> int:
+    from storelib.read import jvmsource
+    return jvmsource.fetched(spark, "file")[0]
+
+
+@pytest.fixture()
+def raw_local(spark):
+    """Hadoop's local file system without its checksum layer (whose reads are whole checksum
+    chunks): its statistics count the bytes the reader asked for."""
+    spark.conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+    yield
+    spark.conf.unset("fs.file.impl")
+
+
+def test_remote_reads_give_the_local_rows(spark, store, tmp_path, raw_local):
+    from storelib.read import jvmsource
+    remote = _as_objects(_plan(store, rangeGapBytes=0), tmp_path)
+    assert jvmsource.ensure_loadable(spark)
+    cols = ["commitlog_offset", "topic", "queue_id", "queue_offset", "store_timestamp", "sha2(body, 256) AS body",
+            "keys"]
+    local_df = spark.read.format("rocketmq").load(store)
+    full = _rows(local_df.selectExpr(*cols))
+    ts = sorted(r["store_timestamp"] for r in full)
+    lo, hi = ts[len(ts) * 45 // 100], ts[len(ts) * 55 // 100]
+    fetched = {}
+    for name, where in (("full", None), ("topic", "topic = 't3'"),
+                        ("time", f"store_timestamp BETWEEN {lo} AND {hi}"),
+                        ("both", f"topic IN ('t1', 't6') AND store_timestamp >= {lo}"),
+                        ("offset", f"commitlog_offset > {full[len(full) // 3]['commitlog_offset']}")):
+        df = jvmsource.load_jvm(spark, json.dumps(remote))
+        if where:
+            df = df.where(where)
+        before = _read_bytes(spark)
+        got = _rows(df.selectExpr(*cols))
+        fetched[name] = _read_bytes(spark) - before
+        want = _rows((local_df.where(where) if where else local_df).selectExpr(*cols))
+        assert want and got == want, name
+    # the topic: its records (one in eight) and its queue units; the tenth: its zones
+    assert fetched["full"] >= sum(os.path.getsize(p[len("file://"):]) for p in {s[0] for s in remote["splits"]}) // 2
+    assert 0 < fetched["topic"] < fetched["full"] / 4, fetched
+    assert 0 < fetched["time"] < fetched["full"] / 3, fetched
+
+
+def test_a_missing_object_is_an_error_naming_the_file(spark, store, tmp_path):
+    from storelib.read import jvmsource
+    remote = _as_objects(_plan(store), tmp_path)
+    s = remote["splits"][0]
+    os.remove(s[9][1][1][2][len("file://"):])
+    with pytest.raises(Exception) as e:
+        jvmsource.load_jvm(spark, json.dumps(remote)).count()
+    assert f"CorruptStore: {s[1]}@0: missing object" in str(e.value), str(e.value)[-2000:]
+
+
+def test_s3_settings_of_a_store():
+    from storelib.read import jvmsource
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b",
+           "AWS_REGION": "eu-west-1"}
+    got = jvmsource.s3a_settings("s3://bkt/stores/x", env)
+    assert got == {"fs.s3a.bucket.bkt.endpoint": "http://127.0.0.1:9000", "fs.s3a.bucket.bkt.endpoint.region": "eu-west-1",
+                   "fs.s3a.bucket.bkt.path.style.access": "true", "fs.s3a.bucket.bkt.connection.ssl.enabled": "false",
+                   "fs.s3a.bucket.bkt.access.key": "a", "fs.s3a.bucket.bkt.secret.key": "b",
+                   "fs.s3a.bucket.bkt.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
+    assert jvmsource.s3a_settings("hdfs://nn:8020/x", env) == {}
+    assert jvmsource.hadoop_uri("s3://bkt/a") == "s3a://bkt/a" and jvmsource.hadoop_uri("gs://b/a") is None
