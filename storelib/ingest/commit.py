@@ -49,10 +49,12 @@ __all__ = ["commit_batch", "publish", "pending_publishes", "finish_pending_publi
 def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer.StoreState,
                  plan: sequencer.BatchPlan, summaries: list, results: list, config: StoreConfig, batch_id: str,
                  fingerprint: str, staging: str, t0: float, prog, attempt: str | None = None,
-                 detail_extra: dict | None = None, lease: writerlease.WriterLease | None = None) -> dict:
+                 detail_extra: dict | None = None, lease: writerlease.WriterLease | None = None,
+                 operation: str = "ingest") -> dict:
     """Commit and publish the batch whose files the write stage staged (``results``: their facts);
     returns the batch's summary. ``prog``: a ``progress.Progress``; ``lease``: the writer's lease,
-    checked before each commit."""
+    checked before each commit; ``operation``: what its checkpoints row records (``mirror`` for a
+    mirror cycle's batch)."""
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
     segs, cqs, idxs = _written_files(plan, results)
@@ -64,7 +66,7 @@ def commit_batch(store: storage.Store, snap: manifest.Snapshot, state: sequencer
     rows.append(_checkpoint_file_row(store, ck, ck_bytes, staging, batch_id, attempt, config, key))
     detail = dict({"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)},
                   **(detail_extra or {}))
-    checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail)
+    checkpoint_row = _checkpoint_row(snap, state, plan, summaries, ck, config, fingerprint, t0, key, detail, operation)
     # Every file of the batch is staged on stable storage by now (the write tasks and the
     # checkpoint write fsync'd them: flushDiskType=SYNC_FLUSH), and so is every directory that
     # leads to them (a directory some task created without fsync included), so the switch below
@@ -217,8 +219,8 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
 
 def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: sequencer.BatchPlan,
                     summaries: list, ck: ckpt.Checkpoint, config: StoreConfig, fingerprint: str, t0: float,
-                    key: dict, detail: dict) -> dict:
-    """The batch's checkpoints-table row (operation ``ingest``): the store's state after it."""
+                    key: dict, detail: dict, operation: str = "ingest") -> dict:
+    """The batch's checkpoints-table row (``operation``: ingest or mirror): the store's state after it."""
     wall = int((time.time() - t0) * 1000)
     mins = [s.min_store_ts for s in summaries if s.min_store_ts is not None]
     maxs = [s.max_store_ts for s in summaries if s.max_store_ts is not None]
@@ -226,7 +228,7 @@ def _checkpoint_row(snap: manifest.Snapshot, state: sequencer.StoreState, plan: 
         mins += [snap.batch["min_store_ts"]] if snap.batch["min_store_ts"] is not None else []
         maxs += [snap.batch["max_store_ts"]] if snap.batch["max_store_ts"] is not None else []
     return manifest.checkpoint_row(
-        operation="ingest", input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
+        operation=operation, input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
         index_entries=plan.entries, total_messages=state.messages + plan.messages,
         min_phy_offset=snap.batch["min_phy_offset"] if snap.batch else 0,
         max_phy_offset=plan.next_phys, queue_offsets=manifest.queue_offsets(plan.queue_next),

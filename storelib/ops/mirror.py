@@ -451,7 +451,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
         fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
                                      .encode()).hexdigest()
         out = commit_batch(store, snap, state, plan, [_summary(d)], results, cfg, batch_id, fingerprint, b.staging,
-                           t0, prog, attempt=attempt, detail_extra={"mirror": mirror_detail}, lease=lease)
+                           t0, prog, attempt=attempt, detail_extra={"mirror": mirror_detail}, lease=lease, operation="mirror")
         committed = True
         return out
     finally:

@@ -242,3 +242,36 @@ def test_records_longer_than_the_first_window(broker, monkeypatch):
     got = np.concatenate([p.base + p.pos + p.starts for p in pieces])
     first_unsafe = int(np.flatnonzero(ts >= ts.max() + 1)[0]) if (ts >= ts.max() + 1).any() else len(ts)
     assert np.array_equal(got, phys[:first_unsafe])
+
+
+def test_mirror_batches_are_recorded_as_mirror(broker, tmp_path, capsys, monkeypatch):
+    """A mirror cycle's batch is recorded with operation ``mirror`` (not ``ingest``): in the
+    checkpoints table, ``inspect checkpoints``/``history``, and the store browser's batch list.
+    A mirror an earlier version wrote (its batches recorded as ``ingest``, the broker's identity in
+    their detail) still reads and goes on."""
+    import json as _json
+    from storelib.cli import inspect as inspect_cli
+    from storelib.ingest import commit as commit_mod
+    from storelib.ui import history as ui_history
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    real = commit_mod.commit_batch
+    set_safe(broker, int(ts[900]))
+    with monkeypatch.context() as m:          # a store an earlier version mirrored: its batch says "ingest"
+        m.setattr(mirror, "commit_batch", lambda *a, **k: real(*a, **dict(k, operation="ingest")))
+        assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    set_safe(broker, int(ts.max()) + 1)
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    st = storage.Store(store)
+    snap = manifest.load_snapshot(st)
+    assert [b["operation"] for b in snap.batches] == ["ingest", "mirror"]
+    assert goldenlib.compare(golden_set(SET), store) == []
+    capsys.readouterr()
+    assert inspect_cli.main(["--store", store, "checkpoints", "--json"]) == 0
+    rows = [_json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["operation"] for r in rows] == ["ingest", "mirror"]
+    assert inspect_cli.main(["--store", store, "history", "--json"]) == 0
+    hist = [_json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    second = snap.batches[-1]["batch_id"]
+    assert {h["rocketlake_operation"] for h in hist if h["batch_id"] == second} == {"mirror"}
+    assert [b["operation"] for b in ui_history.batches(st, snap)] == ["ingest", "mirror"]
