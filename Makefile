@@ -168,7 +168,8 @@ repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
-# restore on a broker (tests/e2e/test_mirror_broker.py, ~5 min; ROCKETLAKE_MIRROR_SECONDS per sending phase),
+# restore on a broker, delay and transactional messages (tests/e2e/test_mirror_broker.py, ~7 min;
+# ROCKETLAKE_MIRROR_SECONDS per sending phase),
 # and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
 mirror: install rocketmq
 	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py \
@@ -213,6 +214,13 @@ crash: install
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install rocketmq
 	$(SPARK_ENV) $(PY) bench/run.py $(BENCH_ARGS)
+
+# The mirror (bench/mirror_bench.py): lag against a live broker at 1k and 10k msg/s with --every 1 and 10,
+# catch-up against cp -r + sync at 1M messages, bytes uploaded per ~1 MB cycle into S3 (moto); ratios
+# against baselines from the same run. BENCH_ARGS, e.g. --only lag --seconds 60 or --catchup-messages 1000000,10000000.
+.PHONY: bench-mirror
+bench-mirror: install rocketmq
+	$(SPARK_ENV) $(PY) bench/mirror_bench.py $(BENCH_ARGS)
 
 # RocketMQ's own store writer against rocketlake ingest, same messages (BENCH_ARGS="--anchor-n 2000000").
 bench-anchor: install rocketmq

@@ -490,8 +490,10 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                          "sweep": sweep}
         out = _commit(store, snap, state, cfg, pieces, d, mirror_detail, t0, prog, lease)
         committed = True
-        lag = int(time.time() * 1000) - int(d.store_ts[-1])
-        return dict(out, **base, to=end, lag_ms=lag)
+        now = int(time.time() * 1000)
+        # lag_ms: the age of the newest record at its commit; safe_age_ms: the age of the broker's
+        # safe point then (the least lag any reader of flushed records could have)
+        return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts)
     finally:
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
