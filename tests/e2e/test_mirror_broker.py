@@ -154,16 +154,21 @@ def whole_index_files(broker_dir: str, store: str) -> int:
 def same_queue_units(broker_dir: str, store: str) -> int:
     """Consume-queue units the broker and the mirror both hold (the broker's dispatch may lag):
     asserted identical; how many."""
+    return sum(queue_units_by_topic(broker_dir, store).values())
+
+
+def queue_units_by_topic(broker_dir: str, store: str) -> dict:
+    """Per topic: the consume-queue units the broker and the mirror both hold, asserted identical."""
     snap = manifest.load_snapshot(storage.Store(store))
-    units = 0
+    out: dict = {}
     for r in snap.of_kind("consumequeue"):
         p = os.path.join(broker_dir, r["path"])
         if os.path.exists(p):
             theirs, mine = open(p, "rb").read(), open(os.path.join(store, r["path"]), "rb").read()
             n = min(unit_count(theirs), r["valid_bytes"] // 20) * 20
             assert theirs[:n] == mine[:n], r["path"]
-            units += n // 20
-    return units
+            out[r["topic"]] = out.get(r["topic"], 0) + n // 20
+    return out
 
 
 def unit_count(raw: bytes) -> int:
@@ -319,20 +324,6 @@ def special_lines(path: str) -> list:
 
 def props_of(text: str) -> dict:
     return dict(kv.split("\x01", 1) for kv in text.split("\x02") if "\x01" in kv)
-
-
-def queue_units_by_topic(broker_dir: str, store: str) -> dict:
-    """Per topic: the consume-queue units the broker and the mirror both hold, asserted identical."""
-    snap = manifest.load_snapshot(storage.Store(store))
-    out: dict = {}
-    for r in snap.of_kind("consumequeue"):
-        p = os.path.join(broker_dir, r["path"])
-        if os.path.exists(p):
-            theirs, mine = open(p, "rb").read(), open(os.path.join(store, r["path"]), "rb").read()
-            n = min(unit_count(theirs), r["valid_bytes"] // 20) * 20
-            assert theirs[:n] == mine[:n], r["path"]
-            out[r["topic"]] = out.get(r["topic"], 0) + n // 20
-    return out
 
 
 def test_mirror_holds_delay_and_transaction_messages(tmp_path):

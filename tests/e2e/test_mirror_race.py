@@ -34,12 +34,11 @@ import pytest
 
 import goldenlib
 from conftest import golden_set
-from mirrorhelp import records as _records, set_safe
-from test_nothing_lost import _wait_for, files_state, write_inputs
+from mirrorhelp import first_batch as mirror_first_batch
+from test_nothing_lost import _wait_for, files_state, release_in_turn, write_inputs
 
 from storelib.format import paths
 from storelib.io import storage
-from storelib.ops import mirror
 from storelib.table import manifest
 from storelib.verify import driver as verify
 
@@ -55,14 +54,9 @@ TOPIC_RULES = "audit_log=1,metrics-raw=1"
 def first_batch(tmp_path_factory):
     """(broker, mirror after its first batch, inputs, now): the broker's safe point then at its end."""
     base = tmp_path_factory.mktemp("mirror-race")
-    broker = goldenlib.restore(golden_set("small-roll"), str(base / "broker"))
-    _, _, ts = _records(broker)
-    set_safe(broker, int(ts[1500]))
-    store = str(base / "mirror")
-    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
-    set_safe(broker, int(ts.max()) + 1)
+    broker, store, last_ts = mirror_first_batch(base)
     (base / "inputs").mkdir()
-    return broker, store, write_inputs(base / "inputs"), int(ts.max()) + 2 * 3600 * 1000
+    return broker, store, write_inputs(base / "inputs"), last_ts + 2 * 3600 * 1000
 
 
 def _run(args: list, env: dict, popen: bool = False, hold: str | None = None):
@@ -176,19 +170,7 @@ def test_mirror_racing_another_writer(first_batch, tmp_path, other, winner):
     gates = {w: str(tmp_path / f"gate-{w}") for w in ("mirror", "other")}
     procs = {w: _run(_args(other if w == "other" else "mirror", store, broker, inputs, now), env, popen=True,
                      hold=f"before-delta-commit:{gates[w]}") for w in ("mirror", "other")}
-    loser = "other" if winner == "mirror" else "mirror"
-    try:
-        for w, p in procs.items():
-            _wait_for(gates[w] + ".reached", p)
-        open(gates[winner], "w").close()
-        _, err = procs[winner].communicate(timeout=300)
-        assert procs[winner].returncode == 0, err[-2000:]
-        state, ops = files_state(store), _ops(store)
-        open(gates[loser], "w").close()
-        _, err = procs[loser].communicate(timeout=300)
-        assert procs[loser].returncode == 3, (procs[loser].returncode, err[-2000:])
-    finally:
-        _stop(*procs.values())
+    state, ops = release_in_turn(procs, gates, winner, lambda: (files_state(store), _ops(store)))
     assert files_state(store) == state and _ops(store) == ops and len(ops) == 2
     _no_staging(store)
     damaged_index = other == "repair" and winner == "mirror"
