@@ -62,6 +62,7 @@ def main(argv=None) -> int:
                     break
             if args.every is None:
                 return 0
+            interrupts.reset()           # a signal while waiting ends the run now (a committed cycle deferred them)
             time.sleep(max(0.0, args.every - (time.time() - started)))
     except KeyboardInterrupt as e:
         return cli_common.interrupted(e, f"every committed mirror batch of {args.store} is intact; "

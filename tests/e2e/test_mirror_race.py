@@ -33,7 +33,7 @@ import time
 import pytest
 
 import goldenlib
-from conftest import golden_set
+from conftest import ROOT, golden_set
 from mirrorhelp import first_batch as mirror_first_batch
 from test_nothing_lost import _wait_for, files_state, release_in_turn, write_inputs
 
@@ -184,3 +184,23 @@ def test_mirror_racing_another_writer(first_batch, tmp_path, other, winner):
         assert r.returncode == 0, r.stderr[-2000:]
         assert json.loads(r.stdout)["status"] == ("nothing-new" if winner == "mirror" else "committed")
         assert _ops(store)[-1] == "mirror"
+
+
+def test_sigterm_between_cycles_stops_the_mirror(first_batch, tmp_path):
+    """``mirror --every 30``: a SIGTERM while it waits for its next cycle (after a committed one)
+    ends it at once (exit 143), not at some later cycle, and the committed batch stays."""
+    broker = first_batch[0]
+    store = _store(first_batch, tmp_path, False)
+    p = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker, "--store", store,
+                          "--every", "30", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        line = p.stdout.readline()                        # the committed cycle: now it waits 30 s
+        assert '"status": "committed"' in line, (line, p.stderr.read() if p.poll() is not None else "")
+        time.sleep(0.5)
+        os.kill(p.pid, signal.SIGTERM)
+        p.wait(timeout=15)
+    finally:
+        _stop(p)
+    assert p.returncode == 143, (p.returncode, p.stderr.read()[-2000:])
+    assert _ops(store) == ["mirror", "mirror"]
