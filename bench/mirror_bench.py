@@ -70,15 +70,20 @@ def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
                                           "--store", store, "--every", str(every), "--quiet", "--config", props],
                                          stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
                                          env=dict(os.environ, PYTHONPATH=ROOT))
-                    t0 = time.time()
-                    b.ask("produce", sent, rate, nxt, ",".join(TOPICS))
-                    time.sleep(seconds)
-                    f = b.ask("stopproduce")[0].split("\t")
-                    wall = time.time() - t0
-                    nxt = int(f[3]) + 1000
-                    time.sleep(every + 1.5)                   # the cycle after the last message
-                    os.killpg(m.pid, signal.SIGTERM)
-                    m.wait(timeout=120)
+                    try:
+                        t0 = time.time()
+                        b.ask("produce", sent, rate, nxt, ",".join(TOPICS))
+                        time.sleep(seconds)
+                        f = b.ask("stopproduce")[0].split("\t")
+                        wall = time.time() - t0
+                        nxt = int(f[3]) + 1000
+                        time.sleep(every + 1.5)               # the cycle after the last message
+                        os.killpg(m.pid, signal.SIGTERM)
+                        m.wait(timeout=120)
+                    finally:
+                        if m.poll() is None:
+                            os.killpg(m.pid, signal.SIGKILL)
+                            m.wait()
                 cycles = [json.loads(x.split("rocketlake: ", 1)[1]) for x in open(log_path) if "rocketlake: {" in x]
                 done = [c for c in cycles if c.get("status") == "committed"][2:]     # past the catch-up of the gap
                 lags = [c["lag_ms"] for c in done]

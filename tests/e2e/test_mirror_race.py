@@ -17,8 +17,10 @@ and is held at a kill point by ``ROCKETLAKE_HOLD``.
   lost, its next cycle commits (a repair or an expiry) or, after an ingest appended records the
   broker never wrote, stops with exit 3 naming that batch.
 
-``make test``: the stall between the two Delta commits and the race with an ingest (the mirror
-wins); ``ROCKETLAKE_FAULTS=all`` (``make faults``) or ``ROCKETLAKE_LONG=1`` every case.
+* ``mirror --every``: a SIGTERM while it waits for its next cycle ends it at once (exit 143).
+
+``make test``: the stall between the two Delta commits, the race with an ingest (the mirror
+wins) and the SIGTERM; ``ROCKETLAKE_FAULTS=all`` (``make faults``) or ``ROCKETLAKE_LONG=1`` every case.
 """
 from __future__ import annotations
 
