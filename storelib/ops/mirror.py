@@ -477,6 +477,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         else:
             sweep = 0
         safe_ts = broker.physic_timestamp()
+        read_ms = int(time.time() * 1000)
         pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes)
         base = {"from": start, "safe_timestamp": safe_ts, "source": broker.root}
         if not pieces:
@@ -492,8 +493,10 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         committed = True
         now = int(time.time() * 1000)
         # lag_ms: the age of the newest record at its commit; safe_age_ms: the age of the broker's
-        # safe point then (the least lag any reader of flushed records could have)
-        return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts)
+        # safe point then; safe_read_age_ms: its age when this cycle read it (the least lag any
+        # reader of flushed records could have: the rest is the cycle's own time)
+        return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts,
+                    safe_read_age_ms=read_ms - safe_ts)
     finally:
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
