@@ -187,7 +187,8 @@ repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
-# restore on a broker (tests/e2e/test_mirror_broker.py, ~5 min; ROCKETLAKE_MIRROR_SECONDS per sending phase),
+# restore on a broker, delay and transactional messages (tests/e2e/test_mirror_broker.py, ~7 min;
+# ROCKETLAKE_MIRROR_SECONDS per sending phase),
 # and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
 mirror: install rocketmq
 	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py \
@@ -219,11 +220,12 @@ long: install rocketmq kafka s3proxy hdfs s3a
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
-# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
+# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16); the
+# mirror stalled past its lease and racing every other writer (make test: the stall and one race).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py \
-		tests/e2e/test_mirror_crash.py tests/e2e/test_crash_ops.py
+		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).
@@ -234,6 +236,13 @@ crash: install
 # BENCH_ARGS, e.g. --rounds 3 or --only ingest,lookup; results go to bench/results/ (kept in git).
 bench: install rocketmq
 	$(SPARK_ENV) $(PY) bench/run.py $(BENCH_ARGS)
+
+# The mirror (bench/mirror_bench.py): lag against a live broker at 1k and 10k msg/s with --every 1 and 10,
+# catch-up against cp -r + sync at 1M messages, bytes uploaded per ~1 MB cycle into S3 (moto); ratios
+# against baselines from the same run. BENCH_ARGS, e.g. --only lag --seconds 60 or --catchup-messages 1000000,10000000.
+.PHONY: bench-mirror
+bench-mirror: install rocketmq
+	$(SPARK_ENV) $(PY) bench/mirror_bench.py $(BENCH_ARGS)
 
 # RocketMQ's own store writer against rocketlake ingest, same messages (BENCH_ARGS="--anchor-n 2000000").
 bench-anchor: install rocketmq

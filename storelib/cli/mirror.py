@@ -65,6 +65,7 @@ def _cycles(args) -> int:
                 break
         if args.every is None:
             return 0
+        interrupts.reset()           # a signal while waiting ends the run now (a committed cycle deferred them)
         time.sleep(max(0.0, args.every - (time.time() - started)))
 
 

@@ -61,6 +61,7 @@ class StagedBatch:
     staging: str                      # where this attempt staged them
     attempt: str | None = None
     detail_extra: dict | None = None  # more of the checkpoint row's detail (topics, mirror)
+    operation: str = "ingest"         # what its checkpoints row records (``mirror`` for a mirror cycle's)
 
 
 def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, t0: float, prog,
@@ -232,7 +233,7 @@ def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
 
 def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig, t0: float, key: dict,
                     detail: dict) -> dict:
-    """The batch's checkpoints-table row (operation ``ingest``): the store's state after it."""
+    """The batch's checkpoints-table row (``batch.operation``: ingest or mirror): the store's state after it."""
     snap, state, plan, summaries, fingerprint = batch.snap, batch.state, batch.plan, batch.summaries, batch.fingerprint
     wall = int((time.time() - t0) * 1000)
     mins = [s.min_store_ts for s in summaries if s.min_store_ts is not None]
@@ -241,7 +242,7 @@ def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig
         mins += [snap.batch["min_store_ts"]] if snap.batch["min_store_ts"] is not None else []
         maxs += [snap.batch["max_store_ts"]] if snap.batch["max_store_ts"] is not None else []
     return manifest.checkpoint_row(
-        operation="ingest", input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
+        operation=batch.operation, input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
         index_entries=plan.entries, total_messages=state.messages + plan.messages,
         min_phy_offset=snap.batch["min_phy_offset"] if snap.batch else 0,
         max_phy_offset=plan.next_phys, queue_offsets=manifest.queue_offsets(plan.queue_next),

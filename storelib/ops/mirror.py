@@ -41,7 +41,7 @@ from ..ingest.commit import StagedBatch, commit_batch, finish_pending_publish, u
 from ..ingest.context import WriteContext
 from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
-from ..io import storage
+from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
@@ -56,6 +56,8 @@ WINDOW = 32 << 20               # bytes of a broker segment read at a time
 FIRST_WINDOW = 1 << 20          # ... the first time in a cycle
 MAX_BATCH = 512 << 20           # record bytes one cycle copies at most (the rest: the next cycle)
 _TAIL_CHECK = 4096              # committed bytes compared with the broker's before each cycle
+SWEEP_BYTES = 16 << 20          # committed bytes one cycle re-checks against the broker's (the rolling sweep)
+_sweep_at: dict = {}            # store uri -> where this process's next sweep starts (cycles that commit nothing)
 
 
 class BrokerFiles:
@@ -187,6 +189,18 @@ def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
                       "mirror into a new store")
 
 
+def _check_only_mirrored(snap: manifest.Snapshot, store: storage.Store) -> None:
+    """MirrorDiverged if a batch other than a mirror cycle's appended records to the mirror (an
+    ingest, a streaming sink's commit): the broker never wrote them, so the mirror's CommitLog no
+    longer follows the broker's. (An earlier version recorded mirror batches as ``ingest``: its
+    batches carry ``detail.mirror`` all the same.)"""
+    for b in snap.batches:
+        if b["operation"] in ("ingest", "import") and "mirror" not in json.loads(b.get("detail") or "{}"):
+            raise MirrorDiverged(f"{store.uri}: batch {b['batch_id']!r} ({b['operation']}) appended records at "
+                                 f"CommitLog offsets up to {b['max_phy_offset']} that the broker never wrote: the "
+                                 "mirror cannot go on; start a new mirror")
+
+
 def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, ident: dict, end: int) -> None:
     """MirrorDiverged unless the broker's CommitLog still holds what the mirror committed where
     both hold it: its first record (if still there), the bytes under the mirror's end, and the
@@ -232,6 +246,61 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
         if theirs and _committed(store, row, 0, len(theirs)) != theirs:
             raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {oldest_base} differs from what "
                                  f"the mirror committed there: {what}")
+
+
+def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, budget: int) -> int:
+    """Re-check ``budget`` bytes (at least one checksum block) of the CommitLog range both the
+    mirror and the broker still hold against the block digests the mirror committed, from where
+    the last sweep ended, wrapping around at the mirror's end; MirrorDiverged naming the first
+    differing offset. Returns where the next sweep starts. Damage in the middle of a range copied
+    long ago is so found within (range / budget) cycles, at the cost of reading ``budget`` bytes
+    of the broker (page cache, most likely) per cycle; the mirror's own bytes are read only to
+    name the offset once a digest differs."""
+    held = {rel for _, rel in broker.segments()}
+    blocks = []                                  # (offset, row, block index, digest)
+    for r in sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"]):
+        if r["path"] not in held:
+            continue
+        digests = checksum.digests_from_detail(json.loads(r.get("detail") or "{}").get("blocks"))
+        nblocks = -(-int(r["valid_bytes"]) // checksum.BLOCK_SIZE)
+        blocks += [(int(r["base_offset"]) + i * checksum.BLOCK_SIZE, r, i, digests[i] if i < len(digests) else None)
+                   for i in range(nblocks)]
+    if not blocks:
+        return 0
+    at = _sweep_at.get(store.uri, _last_sweep(snap))
+    k = next((j for j, b in enumerate(blocks) if b[0] >= at), 0)
+    spent = 0
+    for n in range(len(blocks)):
+        off, r, i, digest = blocks[(k + n) % len(blocks)]
+        lo = i * checksum.BLOCK_SIZE
+        size = min(checksum.BLOCK_SIZE, int(r["valid_bytes"]) - lo)
+        theirs = broker.read(r["path"], lo, size)
+        if digest is None or len(theirs) != size or checksum.block_digest(theirs) != digest:
+            mine = _committed(store, r, lo, size)
+            if theirs != mine:
+                m = min(len(theirs), len(mine))
+                diff = np.flatnonzero(np.frombuffer(theirs, np.uint8, m) != np.frombuffer(mine, np.uint8, m))
+                d = int(diff[0]) if len(diff) else m
+                raise MirrorDiverged(f"{broker.root}: CommitLog offset {off + d} (copied by an earlier batch) differs "
+                                     "from what the mirror committed there: the broker's file was damaged or "
+                                     "replaced; the mirror keeps its batches (check the broker with `rocketlake "
+                                     "inspect --store BROKER_DIR verify --deep`); start a new mirror for what it "
+                                     "writes from now on")
+        spent += size
+        if spent >= budget:
+            break
+    nxt = blocks[(k + n + 1) % len(blocks)][0]       # (every block checked: where this sweep started)
+    _sweep_at[store.uri] = nxt
+    return nxt
+
+
+def _last_sweep(snap: manifest.Snapshot) -> int:
+    """Where the newest mirror batch recorded its next sweep to start (0 without one)."""
+    for b in reversed(snap.batches):
+        m = json.loads(b.get("detail") or "{}").get("mirror")
+        if m:
+            return int(m.get("sweep", 0))
+    return 0
 
 
 def _committed(store: storage.Store, row: dict, pos: int, n: int) -> bytes:
@@ -399,12 +468,17 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         else:
             cfg = recorded_config(snap.batch, config)
             ident = _mirror_identity(snap, store)
+            _check_only_mirrored(snap, store)
             finish_pending_publish(store, snap, cfg)
         state = store_state(snap)
         start = state.next_phys
         if snap.batch is not None:
             _check_broker(broker, store, snap, ident, start)
+            sweep = _sweep(broker, store, snap, SWEEP_BYTES)
+        else:
+            sweep = 0
         safe_ts = broker.physic_timestamp()
+        read_ms = int(time.time() * 1000)
         pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes)
         base = {"from": start, "safe_timestamp": safe_ts, "source": broker.root}
         if not pieces:
@@ -414,11 +488,16 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         ident = ident or _identity(broker)
         d = _dispatch(pieces, cfg, broker)
         end = int(d.phys[-1]) + int(d.size[-1])
-        mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root}
+        mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root,
+                         "sweep": sweep}
         out = _commit(store, snap, state, cfg, pieces, d, mirror_detail, t0, prog, lease)
         committed = True
-        lag = int(time.time() * 1000) - int(d.store_ts[-1])
-        return dict(out, **base, to=end, lag_ms=lag)
+        now = int(time.time() * 1000)
+        # lag_ms: the age of the newest record at its commit; safe_age_ms: the age of the broker's
+        # safe point then; safe_read_age_ms: its age when this cycle read it (the least lag any
+        # reader of flushed records could have: the rest is the cycle's own time)
+        return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts,
+                    safe_read_age_ms=read_ms - safe_ts)
     finally:
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
@@ -452,7 +531,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
         fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
                                      .encode()).hexdigest()
         staged = StagedBatch(snap, state, plan, [_summary(d)], results, batch_id, fingerprint, b.staging,
-                             attempt=attempt, detail_extra={"mirror": mirror_detail})
+                             attempt=attempt, detail_extra={"mirror": mirror_detail}, operation="mirror")
         out = commit_batch(store, staged, cfg, t0, prog, lease=lease)
         committed = True
         return out

@@ -72,7 +72,7 @@ QUEUE_OFFSETS_TYPE = pa.list_(pa.struct([("topic", pa.string()), ("queue_id", pa
 CHECKPOINTS_SCHEMA = pa.schema([
     ("batch_id", pa.string()),
     ("batch_seq", pa.int64()),
-    ("operation", pa.string()),         # ingest | import | expire
+    ("operation", pa.string()),         # ingest | import | expire | repair | mirror
     ("committed_at", pa.int64()),
     ("input_fingerprint", pa.string()),
     ("messages", pa.int64()),

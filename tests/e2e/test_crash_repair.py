@@ -43,7 +43,7 @@ from storelib.ops import repair as repair_op
 from storelib.table import manifest
 from storelib.verify import driver as verify
 from test_crash_sim import ALL_POINTS, TORN, _record, _states
-from test_nothing_lost import _wait_for
+from test_nothing_lost import _wait_for, release_in_turn
 
 pytestmark = pytest.mark.slow
 
@@ -244,21 +244,7 @@ def test_repair_racing_an_ingest(inputs, partial, tmp_path, winner):
                                    env=dict(env, ROCKETLAKE_HOLD=f"before-delta-commit:{gates['ingest']}"),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)}
     loser = "ingest" if winner == "repair" else "repair"
-    try:
-        for w, p in procs.items():
-            _wait_for(gates[w] + ".reached", p)
-        open(gates[winner], "w").close()
-        _, err = procs[winner].communicate(timeout=300)
-        assert procs[winner].returncode == 0, err[-2000:]
-        state = repairstores.files_state(store)
-        open(gates[loser], "w").close()
-        _, err = procs[loser].communicate(timeout=300)
-        assert procs[loser].returncode == 3, err[-2000:]
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    state = release_in_turn(procs, gates, winner, lambda: repairstores.files_state(store))
     assert repairstores.files_state(store) == state             # the loser changed no store file
     assert len(_batches(store)) == 2
     assert not storage.Store(store).exists(paths.STAGING_DIR)

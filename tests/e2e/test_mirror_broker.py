@@ -18,11 +18,17 @@ whole before the broker's crash; the mirror verifies (deep) and answers a key qu
 --as-of-batch`` of a middle batch serves exactly the messages of the mirror's CommitLog up to that
 batch; a swapped or damaged broker directory stops a cycle with exit 3 and the mirror unchanged.
 
-Long (four broker starts): ``make mirror`` (ROCKETLAKE_MIRROR=1); ROCKETLAKE_MIRROR_SECONDS sets
+A second test sends delay-level and transactional messages (Specials.java: RocketMQ's own
+DefaultMQProducer and TransactionMQProducer, commits and rollbacks) while the mirror runs, and
+checks the mirror's records of them (SCHEDULE_TOPIC_XXXX, the half and op topics, the delivered
+and committed copies) and queue units against the broker's, and a broker on the export.
+
+Long (four broker starts, then two): ``make mirror`` (ROCKETLAKE_MIRROR=1); ROCKETLAKE_MIRROR_SECONDS sets
 how long each sending phase lasts (default 15), ROCKETLAKE_MIRROR_RATE the messages per second.
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -147,16 +153,21 @@ def whole_index_files(broker_dir: str, store: str) -> int:
 def same_queue_units(broker_dir: str, store: str) -> int:
     """Consume-queue units the broker and the mirror both hold (the broker's dispatch may lag):
     asserted identical; how many."""
+    return sum(queue_units_by_topic(broker_dir, store).values())
+
+
+def queue_units_by_topic(broker_dir: str, store: str) -> dict:
+    """Per topic: the consume-queue units the broker and the mirror both hold, asserted identical."""
     snap = manifest.load_snapshot(storage.Store(store))
-    units = 0
+    out: dict = {}
     for r in snap.of_kind("consumequeue"):
         p = os.path.join(broker_dir, r["path"])
         if os.path.exists(p):
             theirs, mine = open(p, "rb").read(), open(os.path.join(store, r["path"]), "rb").read()
             n = min(unit_count(theirs), r["valid_bytes"] // 20) * 20
             assert theirs[:n] == mine[:n], r["path"]
-            units += n // 20
-    return units
+            out[r["topic"]] = out.get(r["topic"], 0) + n // 20
+    return out
 
 
 def unit_count(raw: bytes) -> int:
@@ -292,3 +303,115 @@ def test_mirror_a_running_broker(tmp_path):
     r = rocketlake("mirror", "--from", damaged, "--store", store, "--once")
     assert r.returncode == 3 and "offset" in r.stderr, r.stderr[-2000:]
     assert state() == before
+
+
+DELAY_TOPIC, TRANS_TOPIC = "mirror_delayed", "mirror_tx"
+SPECIALS = int(os.environ.get("ROCKETLAKE_MIRROR_SPECIALS", "40"))
+SYSTEM_TOPICS = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+
+
+def special_lines(path: str) -> list:
+    out = []
+    for line in open(path, encoding="utf-8"):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 9:
+            # (a transactional SendResult names no offset: offsetMsgId null)
+            out.append({"kind": f[0], "i": int(f[1]), "offset": int(f[5][-16:], 16) if f[5] != "null" else None,
+                        "key": f[7], "what": f[8]})
+    return out
+
+
+def props_of(text: str) -> dict:
+    return dict(kv.split("\x01", 1) for kv in text.split("\x02") if "\x01" in kv)
+
+
+def test_mirror_holds_delay_and_transaction_messages(tmp_path):
+    """Delay-level messages (1 s, 5 s) and transactional messages (half, then commit or rollback)
+    from RocketMQ's own clients while the mirror runs: the mirror holds the broker's records of
+    them byte for byte (SCHEDULE_TOPIC_XXXX, the delivered copies in the real topic, the half and
+    op topics, the committed copies), their queue units identical; a broker started on the export
+    of the mirror's last batch serves the delivered and the committed messages, and no rolled-back
+    one."""
+    broker_dir, store = str(tmp_path / "broker"), str(tmp_path / "mirror")
+    os.makedirs(broker_dir)
+    sent, fence = str(tmp_path / "specials.tsv"), str(tmp_path / "fence.tsv")
+    props = tmp_path / "broker.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in SIZES.items()))
+    topics = ",".join(TOPICS + [DELAY_TOPIC, TRANS_TOPIC])
+    log = open(tmp_path / "mirror.log", "w")
+    mirror = None
+    try:
+        with Broker(broker_dir, str(tmp_path / "a"), {**SIZES, **FLUSH}) as b:
+            mirror = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker_dir,
+                                       "--store", store, "--every", "1", "--quiet", "--config", str(props)],
+                                      stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=ROOT),
+                                      cwd=ROOT, start_new_session=True)
+            b.ask("topics", topics, QUEUES)
+            b.ask("specials", sent, SPECIALS, 0, DELAY_TOPIC, TRANS_TOPIC)
+            time.sleep(8)                                   # every delay level-2 message due (5 s) and delivered
+            b.ask("produce", fence, 20, 10_000, ",".join(TOPICS))      # later records move the safe point past them
+            time.sleep(1.5)
+            b.ask("stopproduce")
+            first_fence = min(s["offset"] for s in sent_lines(fence))     # (the newest record waits for a later one)
+            wait_until("the mirror to pass the fence", lambda: mirror_end(store) > first_fence)
+            time.sleep(1)                                   # the broker's dispatch of the last ones
+            units = queue_units_by_topic(broker_dir, store)
+        assert mirror.poll() is None, open(tmp_path / "mirror.log").read()[-3000:]
+    finally:
+        if mirror is not None:
+            if mirror.poll() is None:
+                os.killpg(mirror.pid, signal.SIGTERM)
+            mirror.wait(timeout=120)
+        log.close()
+    specials = special_lines(sent)
+    delays = [s for s in specials if s["kind"] == "delay"]
+    trans = [s for s in specials if s["kind"] == "trans"]
+    assert len(delays) == len(trans) == SPECIALS, (len(delays), len(trans))
+    committed = {s["key"] for s in trans if s["what"] == "COMMIT"}
+
+    recs = mirror_records(store)
+    by_topic: dict = {}
+    for off, (topic, qid, qoff, text) in recs.items():
+        by_topic.setdefault(topic, []).append((off, qid, props_of(text)))
+    keys = {t: sorted(p.get("KEYS", "") for _, _, p in v) for t, v in by_topic.items()}
+    # the broker's records of every acknowledged one, where its SendResult put them
+    for s in delays:
+        topic, qid, _, text = recs[s["offset"]]
+        assert topic == "SCHEDULE_TOPIC_XXXX" and qid == int(s["what"]) - 1, (s, topic, qid)
+        assert props_of(text)["REAL_TOPIC"] == DELAY_TOPIC
+    assert keys[DELAY_TOPIC] == sorted(s["key"] for s in delays)               # every one delivered, once
+    assert keys[TRANS_TOPIC] == sorted(committed)                             # the committed ones, no other
+    assert keys["RMQ_SYS_TRANS_HALF_TOPIC"] == sorted(s["key"] for s in trans)
+    assert "RMQ_SYS_TRANS_OP_HALF_TOPIC" in by_topic
+    delivered = {p["KEYS"]: off for off, _, p in by_topic[DELAY_TOPIC]}
+    assert all(delivered[s["key"]] > s["offset"] for s in delays)
+    # byte for byte: the CommitLog the broker holds, and the queue units of every topic involved
+    snap = manifest.load_snapshot(storage.Store(store))
+    for r in snap.of_kind("commitlog"):
+        n = r["valid_bytes"]
+        assert open(os.path.join(broker_dir, r["path"]), "rb").read()[:n] == \
+            open(os.path.join(store, r["path"]), "rb").read()[:n], r["path"]
+    for t in SYSTEM_TOPICS + (DELAY_TOPIC, TRANS_TOPIC):
+        assert units.get(t, 0) > 0, (t, units)
+    assert units["SCHEDULE_TOPIC_XXXX"] == SPECIALS and units[DELAY_TOPIC] == SPECIALS
+    assert units["RMQ_SYS_TRANS_HALF_TOPIC"] == SPECIALS and units[TRANS_TOPIC] == len(committed)
+    r = rocketlake("verify", "--store", store, "--deep")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+    # restore: a broker on the export of the last batch serves the delivered and committed messages
+    out = str(tmp_path / "restored")
+    r = rocketlake("export", "--store", store, "--as-of-batch", snap.batch["batch_id"], "--to", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with Broker(out, str(tmp_path / "r"), SIZES) as b:
+        b.ask("topics", topics, QUEUES)
+        _, got_delayed, _ = b.consume(DELAY_TOPIC, QUEUES)
+        _, got_tx, _ = b.consume(TRANS_TOPIC, QUEUES)
+    print(f"restored broker: {len(got_delayed)} delayed messages served for {len(delays)} sent, "
+          f"{len(got_tx)} transactional for {len(committed)} committed")
+    assert sorted(m["properties"]["KEYS"] for m in got_tx) == sorted(committed)
+    # A broker on the export has no config/delayOffset.json (the mirror holds the store files only,
+    # docs/OPERATIONS.md): its ScheduleMessageService delivers every due message of
+    # SCHEDULE_TOPIC_XXXX again, so each delayed message is served once or twice, never lost.
+    served = collections.Counter(m["properties"]["KEYS"] for m in got_delayed)
+    assert set(served) == {s["key"] for s in delays} and set(served.values()) <= {1, 2}, served
+    assert all(bytes(m["body"]).startswith(b"delayed ") for m in got_delayed)

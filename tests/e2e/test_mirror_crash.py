@@ -20,7 +20,7 @@ from support import goldenlib
 from conftest import ROOT, golden_set
 from support.crashfs.availability import unavailable_reason
 from test_crash_sim import TORN, _record, _states
-from support.mirrorhelp import records as _records, set_safe
+from support.mirrorhelp import first_batch as mirror_first_batch
 from test_nothing_lost import files_state
 
 from storelib.format import paths
@@ -41,13 +41,7 @@ POINTS = {"after-segment-write": 1, "mid-file-write": 3, "after-files-staged": 0
 @pytest.fixture(scope="module")
 def first_batch(tmp_path_factory):
     """(broker, mirror after its first batch): the broker's safe point then moved to its end."""
-    base = tmp_path_factory.mktemp("mirror-crash")
-    broker = goldenlib.restore(golden_set("small-roll"), str(base / "broker"))
-    _, _, ts = _records(broker)
-    set_safe(broker, int(ts[1500]))
-    store = str(base / "mirror")
-    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
-    set_safe(broker, int(ts.max()) + 1)
+    broker, store, _ = mirror_first_batch(tmp_path_factory.mktemp("mirror-crash"))
     return broker, store
 
 

@@ -168,6 +168,30 @@ def _wait_for(path: str, proc, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
+def release_in_turn(procs: dict, gates: dict, winner: str, between):
+    """Writers held at their gates (``ROCKETLAKE_HOLD``), released in turn: ``winner`` first (it
+    must exit 0), then ``between()`` (the store after the winner), then the others (each must lose:
+    exit 3); returns what ``between`` returned. Every process is gone afterwards."""
+    try:
+        for w, p in procs.items():
+            _wait_for(gates[w] + ".reached", p)
+        open(gates[winner], "w").close()
+        _, err = procs[winner].communicate(timeout=300)
+        assert procs[winner].returncode == 0, err[-2000:]
+        seen = between()
+        for w, p in procs.items():
+            if w != winner:
+                open(gates[w], "w").close()
+                _, err = p.communicate(timeout=300)
+                assert p.returncode == 3, (w, p.returncode, err[-2000:])
+        return seen
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
 @pytest.mark.parametrize("takeover", ["commits", "holds"])
 def test_a_stalled_writer_never_commits_after_losing_its_lease(work, tmp_path, takeover):
     """Writer 1 stops (SIGSTOP) between its two Delta commits for longer than its lease. Writer 2

@@ -242,3 +242,85 @@ def test_records_longer_than_the_first_window(broker, monkeypatch):
     got = np.concatenate([p.base + p.pos + p.starts for p in pieces])
     first_unsafe = int(np.flatnonzero(ts >= ts.max() + 1)[0]) if (ts >= ts.max() + 1).any() else len(ts)
     assert np.array_equal(got, phys[:first_unsafe])
+
+
+def test_mirror_batches_are_recorded_as_mirror(broker, tmp_path, capsys, monkeypatch):
+    """A mirror cycle's batch is recorded with operation ``mirror`` (not ``ingest``): in the
+    checkpoints table, ``inspect checkpoints``/``history``, and the store browser's batch list.
+    A mirror an earlier version wrote (its batches recorded as ``ingest``, the broker's identity in
+    their detail) still reads and goes on."""
+    import json as _json
+    from storelib.cli import inspect as inspect_cli
+    from storelib.ingest import commit as commit_mod
+    from storelib.ui import history as ui_history
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    real = commit_mod.commit_batch
+    set_safe(broker, int(ts[900]))
+    with monkeypatch.context() as m:          # a store an earlier version mirrored: its batch says "ingest"
+        m.setattr(mirror, "commit_batch", lambda *a, **k: real(*a, **dict(k, operation="ingest")))
+        assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    set_safe(broker, int(ts.max()) + 1)
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    st = storage.Store(store)
+    snap = manifest.load_snapshot(st)
+    assert [b["operation"] for b in snap.batches] == ["ingest", "mirror"]
+    assert goldenlib.compare(golden_set(SET), store) == []
+    capsys.readouterr()
+    assert inspect_cli.main(["--store", store, "checkpoints", "--json"]) == 0
+    rows = [_json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["operation"] for r in rows] == ["ingest", "mirror"]
+    assert inspect_cli.main(["--store", store, "history", "--json"]) == 0
+    hist = [_json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    second = snap.batches[-1]["batch_id"]
+    assert {h["rocketlake_operation"] for h in hist if h["batch_id"] == second} == {"mirror"}
+    assert [b["operation"] for b in ui_history.batches(st, snap)] == ["ingest", "mirror"]
+
+
+def test_damage_inside_a_copied_range_stops_the_next_cycle(broker, tmp_path, capsys):
+    """A byte of the broker's CommitLog changed in the middle of what the mirror copied long ago
+    (not its first record, not the tail under the mirror's end): the next cycle's sweep finds it
+    (exit 3, one line naming that offset) and the mirror is left as it was."""
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    at = 10 * 65536 + 1000
+    with open(os.path.join(broker, "commitlog", f"{10 * 65536:020d}"), "r+b") as fh:
+        fh.seek(1000)
+        b = fh.read(1)
+        fh.seek(1000)
+        fh.write(bytes([b[0] ^ 0x20]))
+    set_safe(broker, int(ts.max()) + 1)
+    before = tree(store, skip=())
+    capsys.readouterr()
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"offset {at} " in err[0] and "new mirror" in err[0], err
+    assert tree(store, skip=()) == before
+
+
+def test_the_sweep_rolls_over_the_copied_range(broker, tmp_path, monkeypatch):
+    """With one checksum block (here one 64 KiB segment) a cycle, the sweep goes on where the last
+    one ended, within one process (cycles that commit nothing) and across processes (from where
+    the newest mirror batch recorded it): damage in the fourth segment is found by the fourth
+    cycle after the first batch, not before."""
+    monkeypatch.setattr(mirror, "SWEEP_BYTES", 1)
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[600]))
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    with open(os.path.join(broker, "commitlog", f"{3 * 65536:020d}"), "r+b") as fh:
+        fh.seek(77)
+        b = fh.read(1)
+        fh.seek(77)
+        fh.write(bytes([b[0] ^ 1]))
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "nothing-new"      # segment 0
+    set_safe(broker, int(ts[700]))
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"        # segment 1
+    import json as _json
+    assert _json.loads(manifest.load_snapshot(storage.Store(store)).batches[-1]["detail"])["mirror"]["sweep"] == 131072
+    mirror._sweep_at.clear()                                                               # another process
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "nothing-new"      # segment 2
+    with pytest.raises(mirror.MirrorDiverged, match=f"offset {3 * 65536 + 77} "):
+        mirror.mirror_broker(broker, store, quiet=True)                                    # segment 3

@@ -33,3 +33,18 @@ def set_safe(broker: str, t: int) -> None:
     raw[0:8] = struct.pack(">q", t)
     with open(path, "wb") as fh:
         fh.write(bytes(raw))
+
+
+def first_batch(base) -> tuple:
+    """(broker, mirror) under ``base``: the small-roll golden store (RocketMQ 5.3.3's own files) as
+    the broker, mirrored up to its 1,500th record in one batch; the broker's safe point then moved
+    to its end (the next cycle commits a second batch)."""
+    import goldenlib
+    from conftest import golden_set
+    broker = goldenlib.restore(golden_set("small-roll"), str(base / "broker"))
+    _, _, ts = records(broker)
+    set_safe(broker, int(ts[1500]))
+    store = str(base / "mirror")
+    assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
+    set_safe(broker, int(ts.max()) + 1)
+    return broker, store, int(ts.max())

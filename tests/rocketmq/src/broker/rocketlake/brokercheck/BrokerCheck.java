@@ -51,6 +51,8 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  *     {@code queue Q MIN MAX}, then {@code msg} lines (tab-separated, text fields base64);</li>
  * <li>{@code query TOPIC KEY MAXNUM BEGIN END}: queryMessage's messages, as {@code msg} lines;</li>
  * <li>{@code view TOPIC OFFSET_MSG_ID}: viewMessage's message, as a {@code msg} line (or {@code error});</li>
+ * <li>{@code specials FILE N FIRST DELAY_TOPIC TRANS_TOPIC}: N delay-level and N transactional
+ *     messages (Specials), {@code produced SENT FAILED};</li>
  * <li>{@code quit}: shut everything down.</li>
  * </ul>
  * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
@@ -140,6 +142,8 @@ public final class BrokerCheck {
                         producing = new Producing(nsAddr, f[1], Double.parseDouble(f[2]), Long.parseLong(f[3]), f[4].split(","));
                         producing.begin();
                         out.println("produced\tstarted");
+                    } else if (f[0].equals("specials")) {
+                        out.println("produced\t" + Specials.send(nsAddr, f[1], Integer.parseInt(f[2]), Long.parseLong(f[3]), f[4], f[5]));
                     } else if (f[0].equals("stopproduce")) {
                         out.println("produced\t" + producing.end());
                     } else if (f[0].equals("consume")) {
