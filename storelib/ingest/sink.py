@@ -255,12 +255,7 @@ class StagedInput:
 
         scans = run.sc.parallelize(list(enumerate(p.rel for p in self.parts)), len(self.parts)).map(task).collect()
         run.prog.stage(None)
-        scans = sorted(scans, key=lambda s: s["index"])
-        frame.check_partitions(scans)
-        scans = [s for s in scans if s["count"]]
-        for k, s in enumerate(scans):
-            s["partition"], s["index"] = s["index"], k
-        return scans
+        return frame.scans_in_order(scans)
 
     def fingerprint_of(self, scans: list) -> str:
         from . import record_digest
