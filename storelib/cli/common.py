@@ -141,6 +141,8 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
         spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
         from ..io import objstore
         objstore.ship(spark.sparkContext)
+        from ..runtime.stoplogs import quiet_stops
+        quiet_stops(spark)       # a job stopped or killed mid-stage: no Spark ERROR lines, no EOFError trace
         on_signals()
     finally:
         if mask is not None:
