@@ -57,6 +57,9 @@ def store_config(args, writing: bool = False, infer: bool = True, say: bool = Fa
     return res.config
 
 
+_SIGNALLED: list = []       # the signals that ended this job (on_signals)
+
+
 def on_signals() -> None:
     """SIGTERM and SIGINT end a job with ``errors.Interrupted``, so its one line gets printed.
 
@@ -73,6 +76,7 @@ def on_signals() -> None:
             return                          # (a second signal ends the job now; the next run finishes it)
         import logging
         logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
+        _SIGNALLED.append(signum)
         raise Interrupted(signum)
     try:
         signal.signal(signal.SIGTERM, _raise)
@@ -246,6 +250,9 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     except KeyboardInterrupt as e:
         _interrupted_exit(e, state)
     except Exception as e:  # noqa: BLE001 - a job must end with a clear message
+        if _SIGNALLED:      # a Py4J call the interrupt cut failed in its stead: still the interrupt's one line
+            from ..errors import Interrupted
+            _interrupted_exit(Interrupted(_SIGNALLED[-1]), state)
         cls = next((c for c, _code, _in_task in EXIT_TABLE if isinstance(e, c)), None)
         wrapped = task_error(e) if cls is None else None
         if cls is not None and cls.__name__ in _WRITER_MESSAGES:
