@@ -48,3 +48,31 @@ def test_sigterm_in_a_stage_says_one_line(tmp_path, point):
     assert len(lines) == 1 and lines[0].startswith("interrupted (SIGTERM): nothing was committed"), err[-3000:]
     assert "EOFError" not in err and "Traceback" not in err and "ERROR" not in err
     assert "status=committed" not in out
+
+
+CUT_CALL = r'''
+import os, signal, sys, time
+from storelib.cli import common
+from storelib.errors import Interrupted
+
+def body(spark, cfg):
+    cut = False
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    except Interrupted:
+        cut = True
+    if cut:     # what Py4J raises, unchained, for the call a signal cut
+        raise RuntimeError("Answer from Java side is empty")
+    return 0
+
+sys.exit(common.run_job("ingest", None, body, config=object(), session=object(), state=lambda: "nothing was committed"))
+'''
+
+
+def test_an_interrupt_that_breaks_a_call_is_still_the_interrupt(tmp_path):
+    """The signal lands in a Py4J call, which then fails with its own error: the interrupt's line, 143."""
+    p = subprocess.run([sys.executable, "-c", CUT_CALL], capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (ROOT, os.environ.get("PYTHONPATH")) if x)))
+    assert p.returncode == 143, p.stderr
+    assert p.stderr.strip().splitlines() == ["interrupted (SIGTERM): nothing was committed"], p.stderr
