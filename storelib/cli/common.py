@@ -69,6 +69,9 @@ def store_snapshot(args, writing: bool = False, infer: bool = True, say: bool = 
     return res
 
 
+_SIGNALLED: list = []       # the signals that ended this job (on_signals)
+
+
 def on_signals() -> None:
     """SIGTERM and SIGINT end a job with ``errors.Interrupted``, so its one line gets printed.
 
@@ -85,6 +88,7 @@ def on_signals() -> None:
             return                          # (a second signal ends the job now; the next run finishes it)
         import logging
         logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
+        _SIGNALLED.append(signum)
         raise Interrupted(signum)
     try:
         signal.signal(signal.SIGTERM, _raise)
@@ -153,6 +157,8 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
         spark.sparkContext.setLogLevel(os.environ.get("ROCKETLAKE_SPARK_LOG", "WARN"))
         from ..io import objstore
         objstore.ship(spark.sparkContext)
+        from ..runtime.stoplogs import quiet_stops
+        quiet_stops(spark)       # a job stopped or killed mid-stage: no Spark ERROR lines, no EOFError trace
         on_signals()
     finally:
         if mask is not None:
@@ -235,8 +241,17 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         for started in loading or [warmup.preload(preload)]:
             started.wait()
         return body(spark, cfg)
+
+    def signalled_job() -> int:
+        try:
+            return job()
+        except Exception:
+            if _SIGNALLED:  # a Py4J call the interrupt cut failed in its stead: still the interrupt's one line
+                from ..errors import Interrupted
+                raise Interrupted(_SIGNALLED[-1]) from None
+            raise
     try:
-        code = guarded(job, failures.WRITER, interrupted=lambda e: _interrupted_exit(e, state))
+        code = guarded(signalled_job, failures.WRITER, interrupted=lambda e: _interrupted_exit(e, state))
     finally:
         if spark is not None:
             try:

@@ -120,6 +120,7 @@ def ingest_frame(spark, cfg, args) -> int:
     summary = ingest_dataframe(df, args.store, cfg, batch_id=args.batch_id, topics=args.topics,
                                queue_by=args.queue_by, store_timestamp=args.store_timestamp, quiet=args.quiet,
                                update_topics=bool(getattr(args, "update_topics", False)),
-                               allow_empty_body=getattr(args, "allow_empty_body", None))
+                               allow_empty_body=getattr(args, "allow_empty_body", None),
+                               local=getattr(args, "local", "never"))
     cli.emit_summary(summary, args.json_summary)
     return int(cli.ExitCode.OK)

@@ -19,6 +19,15 @@ write, commit, crash safety, concurrent writers, exit statuses. Only stage 1 dif
 DataFrame's partition order, then row order within a partition. The DataFrame is evaluated once
 (by those tasks): the write stage reads only what they staged.
 
+A small DataFrame (``local="auto"``: at most ``LOCAL_FRAME_ROWS`` rows and ``LOCAL_FRAME_BYTES``,
+the bound of ``rocketlake ingest --local auto``; ``_small``) runs every stage in this process
+instead (``runtime.localrun``): its rows come over once as Arrow (``toArrow``: a JVM job, no
+Python worker) and each partition's rows go through the same ``encode_partition``, so the bytes
+and the rows named in errors are the same. Starting Spark's Python workers and importing the
+encoder in them costs seconds (about ten for one message on a busy two-core machine); encoding a
+few MB here costs less. Sizing a frame Spark cannot size (rows a local list became) reads its
+first rows once more.
+
 Identity. A rerun of a committed ``batch_id`` is a no-op when the DataFrame encodes to the same
 messages, an error otherwise (as for files). Without a ``batch_id`` the id is
 ``auto-<fingerprint>``, where the fingerprint is the digest of the multiset of encoded records
@@ -52,17 +61,22 @@ from .context import EncodeContext
 from .driver import ingest_batch
 
 __all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
-           "check_partitions", "INPUT_COLUMNS", "store_config"]
+           "check_partitions", "INPUT_COLUMNS", "store_config", "LOCAL_FRAME_BYTES", "LOCAL_FRAME_ROWS",
+           "scans_in_order"]
 
 _REQUIRED = ("topic", "body")
 INPUT_COLUMNS = tuple(MESSAGE_SCHEMA.names) + ("properties",)
 _TIMESTAMP_UNITS = {"s": 1000, "ms": 1, "us": 1000, "ns": 1_000_000}   # -> ms: multiply (s) or divide
+LOCAL_FRAME_BYTES = 32 << 20      # local="auto": a DataFrame at most this big (``_small``) runs in this process
+LOCAL_FRAME_ROWS = 100_000
+_PARTITION = "_rocketlake_partition"
+_LOCAL_MODES = ("auto", "always", "never")
 
 
 def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, topics=None,
                      queue_by: str | None = None, store_timestamp: int | None = None, quiet: bool = False,
                      progress_interval: float = 5.0, update_topics: bool = False,
-                     allow_empty_body: bool | None = None) -> dict:
+                     allow_empty_body: bool | None = None, local: str = "auto") -> dict:
     """Ingest the rows of ``df`` into ``store`` as one batch; returns the summary dict (what
     ``jobs/ingest.py --json-summary`` writes).
 
@@ -72,14 +86,24 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     ``store_timestamp``: store time (ms) of rows without store_timestamp and born_timestamp.
     ``allow_empty_body``: write rows with an empty body (refused by default, as RocketMQ's producers do;
     None: ``ROCKETLAKE_ALLOW_EMPTY_BODY=1`` allows them).
+    ``local``: where the stages run: ``auto`` (default) in this process for a small DataFrame
+    (LOCAL_FRAME_BYTES, LOCAL_FRAME_ROWS), else on Spark; ``always`` / ``never`` (the module docstring).
     Raises what ``run_ingest`` raises; InputError for a missing column or an unusable column type
     (before the store is touched).
     """
-    from ..runtime.sparkenv import python_for_workers
-    python_for_workers(df.sparkSession.sparkContext)     # local workers run this interpreter, not PATH's python3
+    if local not in _LOCAL_MODES:
+        raise ValueError(f"ingest_dataframe: local={local!r}: give one of {', '.join(_LOCAL_MODES)}")
     cfg = store_config(config, store)
     source = FrameInput(df, store_timestamp)
-    return ingest_batch(df.sparkSession, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
+    session = df.sparkSession
+    if local == "always" or (local == "auto" and _small(source.df)):
+        from ..runtime.localrun import LocalSession
+        source.collect()
+        session = LocalSession()
+    else:
+        from ..runtime.sparkenv import python_for_workers
+        python_for_workers(session.sparkContext)     # local workers run this interpreter, not PATH's python3
+    return ingest_batch(session, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
                         queue_by=queue_by, progress_interval=progress_interval, update_topics=update_topics,
                         allow_empty_body=allow_empty_body)
 
@@ -100,20 +124,56 @@ def store_config(config, store: str | None = None) -> StoreConfig:
     return load_config(os.fspath(config))
 
 
+def _small(df) -> bool:
+    """``df`` holds at most LOCAL_FRAME_ROWS rows of at most LOCAL_FRAME_BYTES of bodies: by
+    Spark's estimate of its plan's size where Spark has one (a local relation, files), else (rows
+    a local list became: an RDD Spark cannot size) by counting, in one JVM job, the first rows of
+    a frame of a few partitions without a shuffle (a larger one runs on Spark without a look)."""
+    try:
+        qe = df._jdf.queryExecution()
+        size = int(str(qe.optimizedPlan().stats().sizeInBytes()))     # a Scala BigInt
+        if size <= LOCAL_FRAME_BYTES:
+            return True
+        sc = df.sparkSession.sparkContext
+        if size < (1 << 63) - 1 or "Exchange" in str(qe.executedPlan().toString()) \
+                or df.rdd.getNumPartitions() > 2 * sc.defaultParallelism:
+            return False
+        from pyspark.sql import functions as F
+        rows, body = df.limit(LOCAL_FRAME_ROWS + 1).agg(F.count(F.lit(1)), F.sum(F.octet_length("body"))).first()
+        return rows <= LOCAL_FRAME_ROWS and (body or 0) <= LOCAL_FRAME_BYTES
+    except Exception:  # noqa: BLE001 - no estimate (Spark Connect, a plan Spark cannot size): on Spark
+        return False
+
+
 class FrameInput:
     """A DataFrame as the input of ``ingest.ingest_batch`` (the members of ``ingest.FileInput``)."""
 
     splits: list = []            # no files: nothing a task could read again
     fingerprint = None           # known once encoded (``fingerprint_of``)
+    parts = None                 # [(partition, pa.Table)]: the rows of a frame encoded in this process
 
     def __init__(self, df, store_timestamp: int | None):
         check_frame_schema(df.schema)
         self.df = df.select(*[c for c in df.columns if c in INPUT_COLUMNS])
         self.default_store_ts = store_timestamp
 
+    def collect(self) -> None:
+        """Bring the rows to this process (Arrow, through the JVM: no Python worker), cut into
+        the DataFrame's partitions (those with rows), for an in-process encode."""
+        from pyspark.sql import functions as F
+        rows = self.df.withColumn(_PARTITION, F.spark_partition_id()).toArrow()    # in partition order
+        ids = rows.column(_PARTITION).to_numpy()
+        rows = rows.drop_columns([_PARTITION])
+        cuts = [0, *(np.flatnonzero(np.diff(ids)) + 1).tolist(), len(ids)]
+        self.parts = [(int(ids[a]), rows.slice(a, b - a)) for a, b in zip(cuts, cuts[1:]) if b > a]
+
     def encode(self, run, ctx: EncodeContext) -> list:
         """Stage 1: one task per DataFrame partition; the non-empty partitions' summaries, in
-        partition order, as splits 0, 1, ... (InputError naming rows and columns if any is bad)."""
+        partition order, as splits 0, 1, ... (InputError naming rows and columns if any is bad).
+        Collected rows (``collect``): the same, in this process."""
+        if self.parts is not None:
+            run.prog.say(f"encode: {sum(t.num_rows for _, t in self.parts)} DataFrame row(s) in this process")
+            return scans_in_order([encode_partition(ctx, p, t.to_batches()) for p, t in self.parts])
         bctx = run.sc.broadcast(ctx)
         parts = self.df.rdd.getNumPartitions()
         run.prog.say(f"encode: {parts} DataFrame partition(s)")
@@ -126,15 +186,21 @@ class FrameInput:
 
         rows = self.df.mapInArrow(task, "scan binary").collect()
         run.prog.stage(None)
-        scans = sorted((pickle.loads(r.scan) for r in rows), key=lambda s: s["index"])
-        check_partitions(scans)
-        scans = [s for s in scans if s["count"]]
-        for k, s in enumerate(scans):
-            s["partition"], s["index"] = s["index"], k
-        return scans
+        return scans_in_order([pickle.loads(r.scan) for r in rows])
 
     def fingerprint_of(self, scans: list) -> str:
         return record_digest.fingerprint(record_digest.combine([s["digest"] for s in scans]))
+
+
+def scans_in_order(scans: list) -> list:
+    """The partitions' encode summaries as splits 0, 1, ... in partition order, the empty ones
+    left out (InputError with every partition's problems: ``check_partitions``)."""
+    scans = sorted(scans, key=lambda s: s["index"])
+    check_partitions(scans)
+    scans = [s for s in scans if s["count"]]
+    for k, s in enumerate(scans):
+        s["partition"], s["index"] = s["index"], k
+    return scans
 
 
 _ROW = re.compile(r"DataFrame partition (\d+) row #(\d+)")

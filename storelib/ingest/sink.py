@@ -154,6 +154,8 @@ class _Parts:
     def _stage(self, iterator) -> StagedPart:
         import pyarrow as pa
         from pyspark import TaskContext
+        from ..runtime.faults import fault
+        fault("sink-write")
         tc = TaskContext.get()
         part = tc.partitionId() if tc else 0
         store = storage.Store(self.store_uri)
@@ -255,12 +257,7 @@ class StagedInput:
 
         scans = run.sc.parallelize(list(enumerate(p.rel for p in self.parts)), len(self.parts)).map(task).collect()
         run.prog.stage(None)
-        scans = sorted(scans, key=lambda s: s["index"])
-        frame.check_partitions(scans)
-        scans = [s for s in scans if s["count"]]
-        for k, s in enumerate(scans):
-            s["partition"], s["index"] = s["index"], k
-        return scans
+        return frame.scans_in_order(scans)
 
     def fingerprint_of(self, scans: list) -> str:
         from . import record_digest
@@ -301,8 +298,11 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
 
 
 def register(spark) -> None:
-    """Register the ``rocketlake`` data source on ``spark``."""
+    """Register the ``rocketlake`` data source on ``spark`` (and quiet the lines Spark logs when a
+    query into it is stopped: ``runtime.stoplogs``)."""
+    from ..runtime.stoplogs import quiet_stops
     spark.dataSource.register(RocketLakeDataSource)
+    quiet_stops(spark)
 
 
 def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str | None = None,
@@ -314,6 +314,8 @@ def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str 
     query id is read from Spark (or from ``checkpoint``/metadata when given)."""
 
     def write(df, epoch_id: int) -> dict:
+        from ..runtime.stoplogs import quiet_stops
+        quiet_stops(df.sparkSession)
         qid = query_id_of(checkpoint) if checkpoint else \
             df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not qid:

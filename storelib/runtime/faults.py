@@ -26,6 +26,7 @@ Points (in the order an ingest passes them):
             deleted: a retry must encode them again),
             after-segment-write (a segment staged, not yet reported to the driver),
             mid-file-write (half of a consume queue / index file written)
+  sink:     sink-write (a task of the ``rocketlake`` sink's write half, before it stages its rows)
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
