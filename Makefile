@@ -200,7 +200,7 @@ long: install rocketmq kafka s3proxy hdfs
 # of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_crash_ops.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ContinuedFileDamaged, IngestError
 from ..io import checksum, fragments, headpages, patches, shastate
+from ..runtime.faults import fault
 from .context import WriteContext
 
 __all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
@@ -208,7 +209,7 @@ class FileVersion:
         ``fragments.MAX_EXTENTS``, within this version's merge budget (storelib.io.fragments:
         the driver's ``plan_merges`` share, else what the version itself adds); as manifest detail."""
         budget = (self.prior or {}).get("merge", new_bytes)
-        run = fragments.merge_run(extents, budget)
+        run = fragments.merge_run(extents, budget, keep=self.write_rel)
         if run is not None:
             i, j = run
             lo = extents[i][0]
@@ -221,6 +222,7 @@ class FileVersion:
                 merged.append(fragments.Extent(pos, n, rel, 0))
                 pos += n
             extents = list(extents[:i]) + merged + list(extents[j:])
+            fault("after-extent-merge")
         return fragments.extents_to_detail(extents)
 
     # -- files changed at several places (index files continued: entries, slot heads, header)

@@ -412,10 +412,11 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
         committed[rel] = file_versions.committed_facts(row)
-    if store.objects:
-        extents = {rel: c["extents"] for rel, c in committed.items() if c["extents"]}
-        for rel, n in fragments.plan_merges(extents, int(fragments.MERGE_SHARE * plan.total_bytes)).items():
-            committed[rel]["merge"] = n
+    if store.objects:      # this batch's share of extent merges (storelib.io.fragments), file by file
+        plan_m = fragments.plan_merges({rel: c["extents"] for rel, c in committed.items() if c["extents"]},
+                                       int(fragments.MERGE_SHARE * plan.total_bytes))
+        for rel, c in committed.items():
+            c["merge"] = plan_m.get(rel, 0)
     return {"committed": committed, "objects": store.objects, "batch_id": batch_id, "attempt": attempt,
             "durable": config.durable}
 

@@ -87,19 +87,24 @@ def overlay(prior: list, new: list) -> list:
     return sorted(out)
 
 
-def merge_run(extents: list, budget: int) -> tuple[int, int] | None:
+def merge_run(extents: list, budget: int, keep: str | None = None) -> tuple[int, int] | None:
     """The run ``extents[i:j]`` to rewrite as one object (None: none): only past ``MAX_EXTENTS``;
-    at least two extents whose span (gaps included) is at most ``budget`` bytes; the longest such
-    run, then the shortest span, then the oldest."""
+    at least two extents whose span (gaps included) is at most ``budget`` bytes, none in an
+    object whose key starts with ``keep`` (the version's own new objects: rewriting them would
+    upload them twice and leave the first unnamed); the longest such run, then the shortest
+    span, then the oldest."""
     n = len(extents)
     if n <= MAX_EXTENTS or budget <= 0:
         return None
     pos = [int(e[0]) for e in extents]
     end = [int(e[0]) + int(e[1]) for e in extents]
+    movable = [keep is None or not str(e[2]).startswith(keep) for e in extents]
     best, j = None, 0
     for i in range(n - 1):
+        if not movable[i]:
+            continue
         j = max(j, i + 1)
-        while j < n and end[j] - pos[i] <= budget:
+        while j < n and movable[j] and end[j] - pos[i] <= budget:
             j += 1
         if j - i >= 2:
             key = (-(j - i), end[j - 1] - pos[i], i)

@@ -96,3 +96,12 @@ def test_merge_run_is_within_budget_and_keeps_bytes_in_place(sizes, budget):
     merged = _apply(ext, run, "m")
     assert sum(e.length for e in merged) == sum(sizes)
     assert all(a.file_pos + a.length == b.file_pos for a, b in zip(merged, merged[1:]))
+
+
+def test_a_versions_own_new_extents_are_never_merged():
+    ext = _file([10] * 70) + [Extent(700, 10, "_rocketlake/objects/new/a/t/x", 0)]
+    assert fragments.merge_run(ext, 10**6) == (0, 71)
+    assert fragments.merge_run(ext, 10**6, keep="_rocketlake/objects/new/") == (0, 70)
+    assert fragments.merge_run(ext[65:], 10**6, keep="_rocketlake/objects/new/") is None
+    mid = ext[:30] + [Extent(300, 10, "_rocketlake/objects/new/a/t/x", 0)] + [e._replace(file_pos=e.file_pos + 10) for e in ext[30:70]]
+    assert fragments.merge_run(mid, 10**6, keep="_rocketlake/objects/new/") == (31, 71)
