@@ -434,7 +434,8 @@ def queue_offsets(queue_next: dict) -> list:
 
 
 def _columns(values: dict, schema: pa.Schema) -> dict:
-    unknown = [k for k in values if k not in schema.names]
+    names = set(schema.names)        # once: Schema.names builds a new list at every access
+    unknown = [k for k in values if k not in names]
     if unknown:
         raise ValueError(f"no column {', '.join(unknown)} in the table")
     return values
