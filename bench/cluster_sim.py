@@ -239,8 +239,8 @@ def model(res: dict, batches: int) -> dict:
     per = res["per_batch"][1:] or res["per_batch"]     # the first batch creates the tables
     rows = float(np.median([p["rows"] for p in per]))
     step = {k: float(np.median([p[k] for p in per])) for k in ("summaries_s", "plan_s", "facts_s", "rows_s", "commit_s")}
-    x = np.array([l[0] for l in res["loads"]], float)
-    y = np.array([l[1] for l in res["loads"]], float)
+    x = np.array([rows_ever for rows_ever, _ in res["loads"]], float)
+    y = np.array([secs for _, secs in res["loads"]], float)
     slope, icpt = (np.polyfit(x, y, 1) if len(x) > 1 and np.ptp(x) > 0 else (y[-1] / max(x[-1], 1), 0.0))
     total_rows = rows * batches
     real = len(res["per_batch"])
