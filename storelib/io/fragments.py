@@ -40,8 +40,8 @@ __all__ = [ "MAX_EXTENTS", "MERGE_SHARE", "Extent", "object_prefix", "object_rel
 # object is written in one batch, so one no larger than that batch's budget: a file filled only
 # by small batches keeps about one extent per batch (a larger batch, with a larger budget,
 # merges them); see docs/PERFORMANCE.md.
-MAX_EXTENTS = 64
-MERGE_SHARE = 0.2
+MAX_EXTENTS = 16
+MERGE_SHARE = 0.1
 
 
 class Extent(NamedTuple):
