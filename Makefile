@@ -23,7 +23,7 @@ M2 := $(abspath .cache/m2)
 DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
-.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches clean check-java \
+.PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches bench-cluster-sim clean check-java \
 	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences \
 	s3a jvm-objstores bench-objread
 
@@ -224,7 +224,7 @@ long: install rocketmq kafka s3proxy hdfs s3a
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
@@ -259,6 +259,11 @@ bench-table:
 # BENCH_ARGS=--full for the 2M-message store and 200 batches, --baseline-src DIR for another tree beside it.
 bench-small-batches: install
 	$(PY) bench/small_batches_s3.py $(BENCH_ARGS)
+
+# The driver at a real cluster's size, simulated (bench/cluster_sim.py; docs/PERFORMANCE.md): the
+# sequencer, commit rows, Delta commits and snapshot loads at 1e8..1e10 messages, no store bytes.
+bench-cluster-sim: install
+	$(PY) bench/cluster_sim.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse  # keeps .cache/ (jars)

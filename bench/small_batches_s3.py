@@ -97,7 +97,8 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             wall = time.time() - t
             c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
             stored = stored_delta(before, listing(s3))
-            print(f"batch {i}: stored {stored / 1e6:.3f} MB, {wall:.1f} s", file=sys.stderr, flush=True)
+            print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
+                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, {wall:.1f} s", file=sys.stderr, flush=True)
             rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored,
                          "downloaded": c["bytes"]["downloaded"],
                          "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),

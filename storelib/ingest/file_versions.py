@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ContinuedFileDamaged, IngestError
 from ..io import checksum, fragments, headpages, patches, shastate
+from ..runtime.faults import fault
 from .context import WriteContext
 from ..table.rows import ManifestRow
 
@@ -201,24 +202,28 @@ class FileVersion:
                 pos += n
             if pos != self.start + new_bytes:
                 raise IngestError(f"{self.rel}: {pos - self.start} bytes written as objects, {new_bytes} expected")
-            out["extents"] = self._bounded(fragments.overlay(prior, new))
+            out["extents"] = self._bounded(fragments.overlay(prior, new), new_bytes)
         return out
 
-    def _bounded(self, extents: list) -> list:
-        """``extents``, with the trailing ones rewritten as one object when the list grew past
-        ``fragments.MAX_EXTENTS`` (storelib.io.fragments); as manifest detail."""
-        k = fragments.merge_from(extents)
-        if k is not None:
-            lo = extents[k][0]
-            hi = extents[-1][0] + extents[-1][1]
+    def _bounded(self, extents: list, new_bytes: int) -> list:
+        """``extents``, with one run of them rewritten as one object when the list grew past
+        ``fragments.MAX_EXTENTS``, within this version's merge budget (storelib.io.fragments:
+        the driver's ``plan_merges`` share, else what the version itself adds); as manifest detail."""
+        budget = (self.prior or {}).get("merge", new_bytes)
+        run = fragments.merge_run(extents, budget, keep=self.write_rel)
+        if run is not None:
+            i, j = run
+            lo = extents[i][0]
+            hi = extents[j - 1][0] + extents[j - 1][1]
             self.store.map_file(self.rel, self.file_size, extents)
             data = (self.store.read(self.rel, p, min(64 << 20, hi - p)) for p in range(lo, hi, 64 << 20))
-            objects = self.store.write_objects(lambda j: f"{self.write_rel}.merged{j}", data, OBJECT_PART_SIZE)
+            objects = self.store.write_objects(lambda k: f"{self.write_rel}.merged{k}", data, OBJECT_PART_SIZE)
             merged, pos = [], lo
             for rel, n in objects:
                 merged.append(fragments.Extent(pos, n, rel, 0))
                 pos += n
-            extents = list(extents[:k]) + merged
+            extents = list(extents[:i]) + merged + list(extents[j:])
+            fault("after-extent-merge")
         return fragments.extents_to_detail(extents)
 
     # -- files changed at several places (index files continued: entries, slot heads, header)
@@ -244,8 +249,9 @@ class FileVersion:
                             "extents": patches.stage_patch(self.store, self.write_rel, parts, self.durable)}
             return out
         self.write_stream(d for _, d, _ in parts)
-        out["extents"] = self._bounded(fragments.overlay(
-            self.prior["extents"], _stream_extents([(p, memoryview(d).nbytes) for p, d, _ in parts], self._objects)))
+        sizes = [(p, memoryview(d).nbytes) for p, d, _ in parts]
+        out["extents"] = self._bounded(fragments.overlay(self.prior["extents"], _stream_extents(sizes, self._objects)),
+                                       sum(n for _, n in sizes))
         return out
 
     def _check_blocks(self, known: list, dirty: list) -> None:

@@ -24,7 +24,7 @@ from ..codec import messages as codec
 from ..format import commitlog, consumequeue, indexfile
 from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
 from ..compute import allocator, grouping, kernels
-from ..io import patches, storage
+from ..io import fragments, patches, storage
 from ..table import zonemap
 from ..format.config import StoreConfig
 from ..runtime.faults import fault
@@ -413,6 +413,11 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
         committed[rel] = file_versions.committed_facts(row)
+    if store.objects:      # this batch's share of extent merges (storelib.io.fragments), file by file
+        plan_m = fragments.plan_merges({rel: c["extents"] for rel, c in committed.items() if c["extents"]},
+                                       int(fragments.MERGE_SHARE * plan.total_bytes))
+        for rel, c in committed.items():
+            c["merge"] = plan_m.get(rel, 0)
     return {"committed": committed, "objects": store.objects, "batch_id": batch_id, "attempt": attempt,
             "durable": config.durable}
 

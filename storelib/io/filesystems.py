@@ -43,7 +43,9 @@ def _s3() -> pafs.FileSystem:
     key = ("s3", os.getpid()) + tuple(sorted(st.items()))
     fs = _fs_cache.get(key)
     if fs is None:
-        kw = {}
+        # the AWS SDK's 3 s request timeout fails a GET from a loaded server (a 2M-message store on
+        # moto under load); the timeouts condput's boto3 client uses
+        kw = {"connect_timeout": 10, "request_timeout": 30}
         endpoint = st.get("AWS_ENDPOINT_URL")
         if endpoint:
             ep = urlparse(endpoint)

@@ -27,15 +27,21 @@ import bisect
 from typing import NamedTuple
 from ..format.paths import OBJECTS_DIR
 
-__all__ = [ "MAX_EXTENTS", "MERGE_BYTES", "Extent", "object_prefix", "object_rel", "overlay",
-           "merge_from", "extents_to_detail", "extents_from_detail", "AssembledFile"]
+__all__ = [ "MAX_EXTENTS", "MERGE_SHARE", "Extent", "object_prefix", "object_rel", "overlay",
+           "merge_run", "plan_merges", "extents_to_detail", "extents_from_detail", "AssembledFile"]
 
-# A file continued by many small batches gains an extent per batch. Past MAX_EXTENTS the batch
-# rewrites its trailing extents, up to MERGE_BYTES of them, as one object: a row's extent list
-# (and a reader's range requests) stay bounded (a 1 GiB segment filled by 466 KB batches ends
-# with about 40 extents), at the cost of one upload of at most MERGE_BYTES per MAX_EXTENTS batches.
-MAX_EXTENTS = 64
-MERGE_BYTES = 64 << 20
+# A file continued by many small batches gains an extent per batch. Past MAX_EXTENTS a version
+# merges one run of adjacent extents into one object, but never more than its merge budget: the
+# driver hands each batch's budget (MERGE_SHARE of the batch's record bytes) to the continued
+# files with the most extents (``plan_merges``), so no batch uploads more than its own records
+# plus that share, whatever the files' history: the cost is spread over batches, never a
+# periodic rewrite of a file's tail. The longest run that fits is taken, so the smallest
+# extents (a consume queue's few hundred bytes a batch) are merged first, level by level. An
+# object is written in one batch, so one no larger than that batch's budget: a file filled only
+# by small batches keeps about one extent per batch (a larger batch, with a larger budget,
+# merges them); see docs/PERFORMANCE.md.
+MAX_EXTENTS = 16
+MERGE_SHARE = 0.1
 
 
 class Extent(NamedTuple):
@@ -81,16 +87,48 @@ def overlay(prior: list, new: list) -> list:
     return sorted(out)
 
 
-def merge_from(extents: list) -> int | None:
-    """Where the trailing run of extents to rewrite as one object starts (None: no need): the
-    longest run of at least two extents at the end, at most ``MERGE_BYTES`` long."""
-    if len(extents) <= MAX_EXTENTS:
+def merge_run(extents: list, budget: int, keep: str | None = None) -> tuple[int, int] | None:
+    """The run ``extents[i:j]`` to rewrite as one object (None: none): only past ``MAX_EXTENTS``;
+    at least two extents whose span (gaps included) is at most ``budget`` bytes, none in an
+    object whose key starts with ``keep`` (the version's own new objects: rewriting them would
+    upload them twice and leave the first unnamed); the longest such run, then the shortest
+    span, then the oldest."""
+    n = len(extents)
+    if n <= MAX_EXTENTS or budget <= 0:
         return None
-    last = Extent(*extents[-1])
-    k = len(extents)
-    while k > 0 and last.file_pos + last.length - Extent(*extents[k - 1]).file_pos <= MERGE_BYTES:
-        k -= 1
-    return k if len(extents) - k >= 2 else None
+    pos = [int(e[0]) for e in extents]
+    end = [int(e[0]) + int(e[1]) for e in extents]
+    movable = [keep is None or not str(e[2]).startswith(keep) for e in extents]
+    best, j = None, 0
+    for i in range(n - 1):
+        if not movable[i]:
+            continue
+        j = max(j, i + 1)
+        while j < n and movable[j] and end[j] - pos[i] <= budget:
+            j += 1
+        if j - i >= 2:
+            key = (-(j - i), end[j - 1] - pos[i], i)
+            if best is None or key < best[0]:
+                best = (key, (i, j))
+    return best[1] if best else None
+
+
+def run_bytes(extents: list, run: tuple[int, int]) -> int:
+    i, j = run
+    return int(extents[j - 1][0]) + int(extents[j - 1][1]) - int(extents[i][0])
+
+
+def plan_merges(files: dict, budget: int) -> dict:
+    """``{rel: bytes}``: how much each continued file (``files``: rel -> its committed extents)
+    may rewrite this batch, out of ``budget`` in all: files with the most extents first, each
+    given what its best run costs when that fits in what is left."""
+    out = {}
+    for rel in sorted(files, key=lambda r: (-len(files[r]), r)):
+        run = merge_run(files[rel], budget)
+        if run is not None:
+            out[rel] = run_bytes(files[rel], run)
+            budget -= out[rel]
+    return out
 
 
 def extents_to_detail(extents: list) -> list:

@@ -27,6 +27,8 @@ Points (in the order an ingest passes them):
             after-segment-write (a segment staged, not yet reported to the driver),
             mid-file-write (half of a consume queue / index file written)
   sink:     sink-write (a task of the ``rocketlake`` sink's write half, before it stages its rows)
+  objects:  after-extent-merge (object stores: a run of a continued file's extents rewritten as
+            one object, the batch not committed; ``OBJECT_POINTS``)
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
@@ -37,7 +39,7 @@ import os
 import signal
 import time
 
-__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS", "fault"]
+__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -46,6 +48,8 @@ DRIVER_POINTS = (
 EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "after-records-released",
                    "after-segment-write", "mid-file-write")
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
+# reached only by an ingest into an object store (tests/e2e/test_s3_merge_kills.py)
+OBJECT_POINTS = ("after-extent-merge",)
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
                  "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

@@ -466,7 +466,8 @@ def queue_offsets(queue_next: dict[Any, Any]) -> list[Any]:
 
 
 def _columns(values: dict[Any, Any], schema: pa.Schema) -> dict[Any, Any]:
-    unknown = [k for k in values if k not in schema.names]
+    names = set(schema.names)        # once: Schema.names builds a new list at every access
+    unknown = [k for k in values if k not in names]
     if unknown:
         raise ValueError(f"no column {', '.join(unknown)} in the table")
     return values

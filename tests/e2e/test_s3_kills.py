@@ -127,10 +127,11 @@ def test_kill_then_rerun_on_s3(s3, point, tmp_path, monkeypatch):
     kill_then_rerun(s3, point, tmp_path, monkeypatch)
 
 
-def kill_then_rerun(s3, point, tmp_path, monkeypatch):
-    """Batch B killed at ``point`` on a copy of ``base/``, then rerun (the module docstring)."""
+def kill_then_rerun(s3, point, tmp_path, monkeypatch, name="kill", batches=("A", "B"), check=None):
+    """Batch B killed at ``point`` on a copy of ``base/``, then rerun (the module docstring);
+    ``batches``: the committed batches after it, ``check(snap)``: more to check of the rerun's."""
     env, client, g, b_src, props = s3
-    prefix = f"kill-{point}"
+    prefix = f"{name}-{point}"
     _copy(client, "base", prefix)
     _in_process(env, monkeypatch)
     snap_a, files_a = _snapshot(prefix)
@@ -138,15 +139,23 @@ def kill_then_rerun(s3, point, tmp_path, monkeypatch):
     assert r.returncode == -9, (point, r.returncode, r.stderr[-2000:])
     snap, files = _snapshot(prefix)
     if point in POST_COMMIT:
-        assert snap.batch["batch_id"] == "B" and snap.batch_seq == 2
+        assert snap.batch["batch_id"] == "B" and snap.batch_seq == len(batches)
     else:
-        assert snap.batch["batch_id"] == "A" and snap.batch_seq == snap_a.batch_seq and files == files_a, point
+        assert snap.batch["batch_id"] == batches[-2] and snap.batch_seq == snap_a.batch_seq and files == files_a, point
         from storelib.verify import driver as verify
         assert verify.verify_store(f"s3://{BUCKET}/{prefix}").problems == []
     r = _ingest(env, prefix, b_src, props, "B")
     assert r.returncode == 0, r.stderr[-3000:]
     snap, _ = _snapshot(prefix)
-    assert [b["batch_id"] for b in snap.batches] == ["A", "B"]
+    assert [b["batch_id"] for b in snap.batches] == list(batches)
+    if check is not None:
+        check(snap)
+    golden_and_no_stray(env, client, g, prefix, snap, tmp_path)
+
+
+def golden_and_no_stray(env, client, g, prefix, snap, tmp_path):
+    """The store exports byte-identical to the golden store ``g``, and every object under it is a
+    Delta table's or named by a row of one of ``snap``'s committed batches."""
     _export(env, prefix, tmp_path / "export")
     assert goldenlib.compare(g, str(tmp_path / "export")) == []
     named = set().union(*(_named_objects(_snapshot(prefix, b["batch_seq"])[0]) for b in snap.batches))

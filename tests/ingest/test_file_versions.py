@@ -177,15 +177,16 @@ def test_a_file_assembles_from_objects_and_never_reads_outside_the_store(tmp_pat
 
 
 def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, monkeypatch):
-    """Each batch adds an extent to a continued file; past MAX_EXTENTS the trailing ones are
-    rewritten as one object. Every version still reads back whole and matches its checksum."""
+    """Each batch adds an extent to a continued file; past MAX_EXTENTS a run of them is rewritten
+    as one object, never more bytes than the version's merge budget (the driver's plan, else
+    what the version adds). Every version still reads back whole and matches its checksum."""
     from storelib.ingest.context import WriteContext
     from storelib.ingest.file_versions import FileVersion
     from storelib.ingest.topics import Topics
     monkeypatch.setattr(fragments, "MAX_EXTENTS", 3)
     st = storage.Store(str(tmp_path / "s"))
-    data, committed = b"", {}
-    for i in range(8):
+    data, committed, counts = b"", {}, []
+    for i in range(12):
         chunk = bytes([i + 1]) * (100 + i)
         ctx = WriteContext(store=st.uri, config=StoreConfig(), topics=Topics(), staging="unused",
                            committed=committed, objects=True, batch_id=f"b{i}", attempt="a", durable=False)
@@ -193,9 +194,12 @@ def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, m
         h = v.hasher()
         h.update(chunk)
         v.write_stream([chunk])
+        merged_before = _merged_bytes(tmp_path / "s")
         facts = v.facts(len(chunk), h.finish()[1])
+        merged = _merged_bytes(tmp_path / "s") - merged_before
+        assert merged <= (committed.get("commitlog/c") or {}).get("merge", len(chunk))
         data += chunk
-        assert len(facts["extents"]) <= 3
+        counts.append(len(facts["extents"]))
         reader = storage.Store(str(tmp_path / "s"))
         reader.map_file("commitlog/c", 4096, fragments.extents_from_detail(facts["extents"]))
         assert reader.read("commitlog/c", 0, len(data)) == data
@@ -203,3 +207,11 @@ def test_object_store_extents_stay_bounded_across_many_small_batches(tmp_path, m
         assert facts["checksum"] == checksum.checksum_of_bytes(data)
         committed = {"commitlog/c": {"valid_bytes": len(data), "file_size": 4096, "blocks": facts["blocks"],
                                      "extents": facts["extents"], "detail": {}}}
+        # the driver's share: 10x a batch here (the bench's is MERGE_SHARE of the batch's records)
+        committed["commitlog/c"].update(
+            {"merge": n for n in fragments.plan_merges({"commitlog/c": facts["extents"]}, 10 * 100).values()})
+    assert max(counts) <= 4, counts
+
+
+def _merged_bytes(root) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*.merged*"))

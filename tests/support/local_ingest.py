@@ -43,6 +43,11 @@ def main(argv: list) -> int:
     try:
         if argv[0] == "ingest":
             from storelib.ingest.driver import run_ingest
+            from storelib.io import fragments
+            # tests/e2e/test_s3_merge_kills.py: extents merged within a few batches of a small store
+            if os.environ.get("ROCKETLAKE_TEST_MAX_EXTENTS"):
+                fragments.MAX_EXTENTS = int(os.environ["ROCKETLAKE_TEST_MAX_EXTENTS"])
+                fragments.MERGE_SHARE = float(os.environ.get("ROCKETLAKE_TEST_MERGE_SHARE", fragments.MERGE_SHARE))
             from storelib.runtime.localrun import LocalSession
             store, path, config, batch = argv[1:5]
             fmt = "parquet" if path.endswith(".parquet") else "jsonl"

@@ -1,0 +1,333 @@
+"""The driver at the size of a real cluster, by simulation (issue 40 item 4): no store bytes written.
+
+The driver's own code runs on synthetic split facts: the sequencer (``sequencer.plan_batch``, with
+a closed-form stand-in for the planner file of a split that straddles a segment boundary), the
+commit's planning and manifest rows (``commit._written_files`` / ``_name_index_files`` /
+``_checkpoint`` / ``_file_rows`` / ``_checkpoint_row``, from the facts the write tasks would
+return), the two conditional Delta commits (``manifest.commit``, real deltalake, on a local
+directory: every ``_rocketlake`` byte is real) and the snapshot the next batch opens
+(``manifest.load_snapshot`` and ``driver.store_state``). Not run: the executors' encode and
+write stages (they write the bytes), publish, the snapshot cache refresh (a second
+``load_snapshot``: counted in the model).
+
+Layout: ``--topics`` x ``--queues`` queues, messages spread evenly over them; input splits grouped
+by topic (a split holds ``topics / splits`` topics, or a topic holds ``splits / topics`` splits),
+records of ``--record-bytes`` each, ``--keys`` index keys a message, RocketMQ's default file sizes
+(1 GiB segments, 300,000-unit consume queues, 20M-entry index files).
+
+Two measurements, each in a fresh process (peak RSS is the process's):
+
+* ``one``: one batch of ``--messages`` in ``--splits`` splits into an empty store: seconds to plan,
+  to build the rows, to commit; driver peak RSS; rows.
+* ``store``: a store of ``--messages`` built by ``--batches`` equal batches (10,000 in the issue),
+  of which the first ``--real`` are run and committed for real and the rest modelled from them:
+  each batch's rows and Delta log bytes are those of a real one (the batches are alike), and the
+  snapshot load is timed at several history lengths and fitted (linear in the rows ever
+  written: ``load_snapshot`` reads every manifest row of every commit).
+
+    python bench/cluster_sim.py                       # the issue's grid (long), JSON to bench/results/
+    python bench/cluster_sim.py --smoke               # seconds: the smallest case of each (make test)
+    python bench/cluster_sim.py one --messages 1e9 --splits 1e4
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+HEX = "ab" * 32
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Detail:
+    """What the sequencer asks of a straddling split (``split_facts.ChunkedDetail``'s questions),
+    in closed form: equal records, ``keys`` entries each, message i in the split's queue i % K."""
+
+    def __init__(self, count: int, rec: int, keys: int, qkeys: list):
+        self.count, self.rec, self.keys, self.qkeys = count, rec, keys, qkeys
+
+    def bytes_before(self, row: int) -> int:
+        return row * self.rec
+
+    def entries_before(self, row: int) -> int:
+        return row * self.keys
+
+    def fit_end(self, row: int, limit: int) -> int:
+        return min(self.count, row + max(0, limit) // self.rec)
+
+    def queue_counts_before(self, row: int) -> dict:
+        K = len(self.qkeys)
+        return {k: row // K + (1 if j < row % K else 0) for j, k in enumerate(self.qkeys)
+                if row // K + (1 if j < row % K else 0)}
+
+
+def _summaries(n: int, splits: int, topics: int, queues: int, rec: int, keys: int, batch: int, t0: int):
+    """A batch of ``n`` messages in ``splits`` splits (grouped by topic); split facts and details."""
+    from storelib.ingest.sequencer import SplitSummary
+    out, details = [], {}
+    per = n // splits
+    for i in range(splits):
+        count = per + (1 if i < n - per * splits else 0)
+        if splits <= topics:
+            tlo, thi = i * topics // splits, (i + 1) * topics // splits
+            qkeys = [(f"t{t:05d}", q) for t in range(tlo, thi) for q in range(queues)]
+        else:
+            qkeys = [(f"t{i * topics // splits:05d}", q) for q in range(queues)]
+        # a batch smaller than its queues touches only some: rotate which, batch by batch
+        if count < len(qkeys):
+            off = (batch * count) % len(qkeys)
+            qkeys = (qkeys[off:] + qkeys[:off])[:count]
+        K = max(1, len(qkeys))
+        qc = {k: count // K + (1 if j < count % K else 0) for j, k in enumerate(qkeys) if count // K + (j < count % K)}
+        ts = t0 + i
+        out.append(SplitSummary(index=i, count=count, total_bytes=count * rec, queue_counts=qc, entries=count * keys,
+                                last_entry_row=count - 1 if keys else -1, last_store_ts=ts, last_cq_store_ts=ts,
+                                last_wait_store_ts=ts, min_store_ts=ts, max_store_ts=ts, first_store_ts=ts))
+        details[i] = _Detail(count, rec, keys, qkeys)
+    return out, details
+
+
+def _facts(plan, state, cfg, rec: int, keys: int, ts: int) -> list:
+    """The facts the write tasks would return for ``plan`` (sizes and counts exact, digests fake)."""
+    from storelib.format import commitlog, consumequeue, indexfile
+    from storelib.io import checksum
+    B = checksum.BLOCK_SIZE
+    out = []
+    for s in plan.segments:
+        valid = s.end_pos + (commitlog.MIN_BLANK if s.close else 0)
+        new = sum(p.row_end - p.row_start for p in s.pieces)
+        first = s.pieces[0].phys_start if s.pieces else s.base_offset + s.start_pos
+        out.append({"kind": "commitlog", "path": s.rel_path, "staged_path": None, "base_offset": s.base_offset,
+                    "file_size": cfg.mappedFileSizeCommitLog, "valid_bytes": valid, "count_new": new,
+                    "kept_bytes": s.start_pos, "first_new_offset": first, "end_offset": s.base_offset + s.end_pos,
+                    "min_ts": ts, "max_ts": ts, "checksum": HEX, "blocks": [HEX] * -(-valid // B)})
+    for f in plan.cq_files:
+        units = f.kept_units + f.count
+        out.append({"kind": "consumequeue", "path": consumequeue.rel_path(f.topic, f.queue_id, f.file_start_unit),
+                    "staged_path": None, "topic": f.topic, "queue_id": f.queue_id,
+                    "base_offset": f.file_start_unit * consumequeue.UNIT_SIZE, "file_size": cfg.cq_file_size,
+                    "valid_bytes": units * consumequeue.UNIT_SIZE, "count": units, "min_offset": f.file_start_unit,
+                    "max_offset": f.first_unit + f.count, "checksum": HEX, "blocks": [HEX],
+                    "min_phys": 0, "max_phys": plan.next_phys})
+    prev = state.index_tail.header if state.index_tail else None
+    for f in plan.index_files:
+        used = (prev["index_count"] - 1) if (f.extend and prev) else 0
+        h = indexfile.IndexHeader(ts, ts, 0, plan.next_phys, min(cfg.maxHashSlotNum, used + f.count),
+                                  used + f.count + 1)._asdict()
+        out.append({"kind": "index", "ordinal": f.ordinal, "path": f.extend, "staged_path": None,
+                    "file_size": cfg.index_file_size, "valid_bytes": indexfile.entry_offset(h["index_count"], cfg),
+                    "count": used + f.count, "header": h, "checksum": HEX, "roll": f.roll,
+                    "blocks": [HEX] * -(-indexfile.entry_offset(h["index_count"], cfg) // B)})
+        prev = h
+    return out
+
+
+def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
+    """One batch through the driver's code; seconds per step and its rows."""
+    from storelib.ingest import commit, driver, sequencer
+    from storelib.table import manifest
+    t = {}
+    c0 = time.perf_counter()
+    state = driver.store_state(snap)
+    summaries, details = _summaries(n, splits, topics, queues, rec, keys, k, 1_800_000_000_000 + k * 1000)
+    t["summaries_s"] = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    plan = sequencer.plan_batch(state, summaries, details.__getitem__, cfg)
+    t["plan_s"] = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    results = _facts(plan, state, cfg, rec, keys, 1_800_000_000_000 + k * 1000)
+    t["facts_s"] = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    seq = snap.batch_seq + 1
+    now = manifest.now_ms() + k
+    segs, cqs, idxs = commit._written_files(plan, results)
+    commit._name_index_files(snap, summaries, idxs, now)
+    ck = commit._checkpoint(snap, state, summaries, idxs, cqs if cfg.line_5_5 else None)
+    key = dict(batch_id=f"b{k}", batch_seq=seq, committed_at=now, attempt_id="sim")
+    rows = commit._file_rows(snap, segs, cqs, idxs, key)
+    rows.append(manifest.file_row("checkpoint", "config/checkpoint", staged_path=None, file_size=4096,
+                                  valid_bytes=4096, count=0, checksum=HEX, detail=manifest.dumps(ck.to_dict()), **key))
+    ck_row = commit._checkpoint_row(snap, state, plan, summaries, ck, cfg, HEX, time.time(), key,
+                                    {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
+    t["rows_s"] = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    manifest.commit(store, snap.versions, rows, ck_row, durable=False)
+    t["commit_s"] = time.perf_counter() - c0
+    t.update(rows=len(rows), segments=len(segs), cq_files=len(cqs), index_files=len(idxs),
+             queue_offsets=len(ck_row["queue_offsets"] or []),
+             detail_bytes=sum(len(r["detail"] or "") for r in rows))
+    return t
+
+
+def _log_bytes(root: str) -> dict:
+    out = {}
+    for table in ("manifest", "checkpoints"):
+        d = os.path.join(root, "_rocketlake", table)
+        total = logs = 0
+        for dp, _, fs in os.walk(d):
+            for f in fs:
+                sz = os.path.getsize(os.path.join(dp, f))
+                total += sz
+                logs += sz if "_delta_log" in dp else 0
+        out[table] = {"bytes": total, "log_bytes": logs}
+    return out
+
+
+def _open(root: str, segment_bytes: int = 1 << 30):
+    from storelib.format.config import StoreConfig
+    from storelib.io import storage
+    return storage.Store(root), StoreConfig(flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=segment_bytes)
+
+
+def run_one(a) -> dict:
+    from storelib.table import manifest
+    root = tempfile.mkdtemp(prefix="clustersim-")
+    try:
+        store, cfg = _open(root, a.segment_bytes)
+        snap = manifest.load_snapshot(store)
+        r = _batch(store, snap, cfg, a.messages, a.splits, a.topics, a.queues, a.record_bytes, a.keys, 0)
+        c0 = time.perf_counter()
+        manifest.load_snapshot(store)
+        r["load_s"] = time.perf_counter() - c0
+        r.update(_log_bytes(root), rss_mb=_rss_mb())
+        return r
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_store(a) -> dict:
+    """``a.real`` real batches of messages / batches each; the rest of ``a.batches`` modelled."""
+    from storelib.table import manifest
+    from storelib.ingest import driver
+    n = a.messages // a.batches
+    root = tempfile.mkdtemp(prefix="clustersim-")
+    per, loads = [], []
+    try:
+        store, cfg = _open(root, a.segment_bytes)
+        snap = manifest.load_snapshot(store)
+        for k in range(a.real):
+            r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
+            c0 = time.perf_counter()
+            snap = manifest.load_snapshot(store)
+            driver.store_state(snap)
+            r["load_s"] = time.perf_counter() - c0
+            loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
+            per.append(r)
+        logs = _log_bytes(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"per_batch": per, "loads": loads, "log": logs, "rss_mb": _rss_mb(), "live_files": len(snap.files),
+            "batch_messages": n}
+
+
+def model(res: dict, batches: int) -> dict:
+    """Extrapolate a ``store`` run to ``batches`` batches (the docstring's model)."""
+    import numpy as np
+    per = res["per_batch"][1:] or res["per_batch"]     # the first batch creates the tables
+    rows = float(np.median([p["rows"] for p in per]))
+    step = {k: float(np.median([p[k] for p in per])) for k in ("summaries_s", "plan_s", "facts_s", "rows_s", "commit_s")}
+    x = np.array([rows_ever for rows_ever, _ in res["loads"]], float)
+    y = np.array([secs for _, secs in res["loads"]], float)
+    slope, icpt = (np.polyfit(x, y, 1) if len(x) > 1 and np.ptp(x) > 0 else (y[-1] / max(x[-1], 1), 0.0))
+    total_rows = rows * batches
+    real = len(res["per_batch"])
+    mf_log = res["log"]["manifest"]["bytes"] / real
+    ck_log = res["log"]["checkpoints"]["bytes"] / real
+    rss_per_row = max(0.0, (res["rss_mb"] - 150) / max(x[-1], 1))
+    return {"rows_per_batch": rows, "manifest_rows_after": total_rows,
+            "manifest_bytes_after": mf_log * batches, "checkpoints_bytes_after": ck_log * batches,
+            "load_s_after": float(icpt + slope * total_rows), "load_s_per_million_rows": float(slope * 1e6),
+            "driver_mb_after": 150 + rss_per_row * total_rows, "mb_per_thousand_rows": rss_per_row * 1e3,
+            # the driver's own steps (the split facts and the write tasks' facts are the executors')
+            "plan_commit_s": step["plan_s"] + step["rows_s"] + step["commit_s"],
+            # a batch opens the snapshot, and refreshes the snapshot cache after its commit: two loads
+            "batch_s_after": step["plan_s"] + step["rows_s"] + step["commit_s"] + 2 * float(icpt + slope * total_rows),
+            **step}
+
+
+def _child(mode: str, **kw) -> dict:
+    args = [sys.executable, os.path.abspath(__file__), mode, "--json"]
+    for k, v in kw.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    if r.returncode:
+        raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def grid(smoke: bool, real: int) -> dict:
+    msgs = [10**6] if smoke else [10**8, 10**9, 10**10]
+    splits = [100] if smoke else [10**3, 10**4, 10**5]
+    topics = 100 if smoke else 10**4
+    out = {"load_avg_start": os.getloadavg()[0], "one": [], "store": []}
+    for m in msgs:
+        for s in splits:
+            r = _child("one", messages=m, splits=s, topics=topics)
+            r.update(messages=m, splits=s)
+            out["one"].append(r)
+            print(f"one batch of {m:.0e} in {s:.0e} splits: plan {r['plan_s']:.2f} s, rows {r['rows_s']:.2f} s, commit "
+                  f"{r['commit_s']:.2f} s, {r['rows']} rows, rss {r['rss_mb']:.0f} MB", flush=True)
+    for m in msgs:
+        s = splits[0] if smoke else 10**3
+        r = _child("store", messages=m, splits=s, topics=topics, batches=100 if smoke else 10_000, real=real)
+        r["model"] = model(r, 100 if smoke else 10_000)
+        r.update(messages=m, splits=s)
+        out["store"].append(r)
+        mo = r["model"]
+        print(f"store of {m:.0e} in {100 if smoke else 10_000} batches ({real} real): {mo['rows_per_batch']:.0f} rows a batch, "
+              f"plan+commit {mo['plan_commit_s']:.2f} s, after all: {mo['manifest_rows_after']:.3g} manifest rows, "
+              f"{mo['manifest_bytes_after'] / 1e9:.2f} GB manifest table, snapshot load {mo['load_s_after']:.0f} s, "
+              f"a batch {mo['batch_s_after']:.0f} s, "
+              f"driver ~{mo['driver_mb_after']:.0f} MB", flush=True)
+    out["load_avg_end"] = os.getloadavg()[0]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", nargs="?", choices=["one", "store", "grid"], default="grid")
+    ap.add_argument("--messages", type=float, default=1e6)
+    ap.add_argument("--splits", type=float, default=100)
+    ap.add_argument("--topics", type=int, default=10_000)
+    ap.add_argument("--queues", type=int, default=16)
+    ap.add_argument("--record-bytes", type=int, default=512)
+    ap.add_argument("--keys", type=int, default=1)
+    ap.add_argument("--segment-bytes", type=int, default=1 << 30)
+    ap.add_argument("--batches", type=int, default=10_000)
+    ap.add_argument("--real", type=int, default=6)
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    a.messages, a.splits = int(a.messages), int(a.splits)
+    if a.mode == "one":
+        res = run_one(a)
+    elif a.mode == "store":
+        res = run_store(a)
+    else:
+        res = grid(a.smoke, 3 if a.smoke else a.real)
+        if not a.smoke:
+            os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+            path = os.path.join(HERE, "results", time.strftime("cluster-sim-%Y-%m-%dT%H%M%S.json", time.gmtime()))
+            with open(path, "w") as fh:
+                json.dump(res, fh, indent=1)
+            print(path)
+        return 0
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
