@@ -21,7 +21,7 @@ def test_is_local(uri, local, path):
 
 def test_one_function_everywhere():
     from storelib.io import filesystems, localstore, storage
-    from storelib.ops import storeinfo
+    from storelib.table import storeinfo
     assert storage.is_local is filesystems.is_local is paths.is_local is localstore.is_local
     assert storage.local_path is paths.local_path
     assert not hasattr(storeinfo, "_local_root") and not hasattr(localstore, "_is_local")
