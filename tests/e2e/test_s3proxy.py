@@ -148,3 +148,13 @@ def test_a_server_without_conditional_puts_is_refused(ignore, tmp_path):
                            env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "does not honour conditional puts" in r.stderr, (r.returncode, r.stderr[-2000:])
         assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
+def test_a_stream_tails_a_store_on_s3proxy(proxy, tmp_path):
+    """readStream.format("rocketmq") on an object store: its tasks read each segment through the
+    objects the planning driver mapped it to; a batch committed while the query runs is read."""
+    import stream_tail
+    from conftest import golden_set
+    got = stream_tail.tail(f"s3://{BUCKET}/stores/tail", tmp_path, os.path.join(golden_set("small-roll"),
+                                                                               "messages.jsonl"), proxy[0])
+    assert got["same"] and got["phases"] == [1000, 1000, 1000], got
