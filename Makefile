@@ -24,7 +24,7 @@ DELTA_JARS := .cache/jars/delta-spark
 DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches clean check-java \
-	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences
+	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences bench-backends
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -228,6 +228,12 @@ bench-table:
 # BENCH_ARGS=--full for the 2M-message store and 200 batches, --baseline-src DIR for another tree beside it.
 bench-small-batches: install
 	$(PY) bench/small_batches_s3.py $(BENCH_ARGS)
+
+# A 1,000-message batch into a 2M-message store on local disk, moto S3, S3Proxy and HDFS (bench/backends.py):
+# wall time, bytes moved per record byte and requests by kind beside the local-disk figure of the same
+# run. BENCH_ARGS="--store-n 200000" for a smaller store.
+bench-backends: install s3proxy hdfs
+	$(PY) bench/backends.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse  # keeps .cache/ (jars)

@@ -27,9 +27,9 @@ from conftest import ROOT, golden_set
 import test_ingest_s3 as ingest_cases
 
 pytestmark = pytest.mark.slow
-# Every file closed on HDFS waits ~0.5 s for its DataNode pipeline (a batch of small-roll writes
-# ~200 files): the store's tests take ~5 minutes, so they run in `make backends` (and `make long`);
-# `make test` runs the cluster, the store's file operations and the Delta commit race.
+# The store's tests start Spark jobs and clusters (several minutes together), so they run in
+# `make backends` (and `make long`); `make test` runs the cluster, the store's file operations and
+# the Delta commit race.
 store_tests = pytest.mark.skipif(not (os.environ.get("ROCKETLAKE_BACKENDS") or os.environ.get("ROCKETLAKE_LONG")),
                                  reason="the HDFS store's tests: make backends (ROCKETLAKE_BACKENDS=1)")
 
