@@ -30,7 +30,6 @@ loaded: compare the ratios to the local-disk figure, not the absolute times.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -206,11 +205,8 @@ def main(argv=None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     out["load_avg_end"] = os.getloadavg()[0]
     print(_table(out["rows"]))
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", time.strftime("backends-%Y-%m-%dT%H%M%S.json", time.gmtime()))
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
-    print(path)
+    from small_batches_s3 import save_results
+    save_results("backends", out)
     return 0
 
 

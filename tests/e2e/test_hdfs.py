@@ -251,11 +251,7 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
     from storelib.runtime import faults
     assert point in faults.POINTS
     g = golden_set("small-roll")
-    props = tmp_path / "small.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
-    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    (tmp_path / "a.jsonl").write_text("".join(lines[:CUT]), encoding="utf-8")
-    (tmp_path / "b.jsonl").write_text("".join(lines[CUT:]), encoding="utf-8")
+    props, (part_a, part_b) = ingest_cases.small_roll_parts(tmp_path, CUT)
     ingest = [os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest"]
     work = tmp_path / "cluster"
     work.mkdir()
@@ -266,10 +262,10 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
         pytest.skip(f"the HDFS mini cluster is unavailable: {e}")
     with hdfscluster.cluster(work=str(work)) as nn:
         uri = f"{nn}/stores/cut"
-        r = _run([*ingest, uri, str(tmp_path / "a.jsonl"), str(props), "A"])
+        r = _run([*ingest, uri, part_a, str(props), "A"])
         assert r.returncode == 0, r.stderr[-3000:]
         snap_a, files_a = _snapshot(uri)
-        r = _run([*ingest, uri, str(tmp_path / "b.jsonl"), str(props), "B"],
+        r = _run([*ingest, uri, part_b, str(props), "B"],
                  {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_SKIP": "0"})
         assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
         hdfscluster.power_cut(nn)
@@ -283,7 +279,7 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
             assert ids == ["A"] and files == files_a
         r = _run([os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"])
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-        r = _run([*ingest, uri, str(tmp_path / "b.jsonl"), str(props), "B"])
+        r = _run([*ingest, uri, part_b, str(props), "B"])
         assert r.returncode == 0, r.stderr[-3000:]
         assert [b["batch_id"] for b in _snapshot(uri)[0].batches] == ["A", "B"]
         out = tmp_path / "export"

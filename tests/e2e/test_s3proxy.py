@@ -173,14 +173,7 @@ def test_the_unsafe_rename_fallback_on_a_server_that_ignores_conditional_puts(tm
     _jars_or_skip(s3server.S3PROXY_OLD)
     from conftest import golden_set
     g = golden_set("small-roll")
-    props = tmp_path / "small.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in ingest_cases.SMALL.items()))
-    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    parts = []
-    for k, (lo, hi) in enumerate(((0, 1700), (1700, len(lines)))):
-        p = tmp_path / f"part{k}.jsonl"
-        p.write_text("".join(lines[lo:hi]), encoding="utf-8")
-        parts.append(str(p))
+    props, parts = ingest_cases.small_roll_parts(tmp_path)
     ingest = [PY, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest"]
     gate = tmp_path / "go"
     with s3server.s3proxy(BUCKET, s3server.S3PROXY_OLD, ignore_unknown_headers=True) as (env, s3):
