@@ -99,14 +99,17 @@ def _ingest(uri: str, src: str, batch_id: str) -> dict:
     return run_ingest(LocalSession(), uri, src, "parquet", StoreConfig(), batch_id=batch_id, quiet=True)
 
 
-def _delta_direct(endpoint: str) -> None:
+def _delta_direct(endpoint: str | None) -> None:
     """deltalake talks to the server itself, not through the counting proxy: through it, deltalake's
     is_deltatable check fails and the store looks table-less (not yet understood). So the S3
     counts are those of the store's files (pyarrow) and the conditional-put probe, not the Delta
     commits', as on HDFS."""
     from storelib.io import storage
-    from storelib.table import manifest
     orig = getattr(storage.delta_storage_options, "orig", storage.delta_storage_options)
+
+    if endpoint is None:                  # undone: deltalake follows the settings again
+        storage.delta_storage_options = orig
+        return
 
     def direct(uri):
         opts = orig(uri)
@@ -114,7 +117,7 @@ def _delta_direct(endpoint: str) -> None:
             opts["AWS_ENDPOINT_URL"] = endpoint
         return opts
     direct.orig = orig
-    storage.delta_storage_options = manifest.storage.delta_storage_options = direct
+    storage.delta_storage_options = direct
 
 
 def _measure(name: str, uri: str, batch: str, counts=None) -> dict:
@@ -194,6 +197,7 @@ def main(argv=None) -> int:
                 os.environ["AWS_ENDPOINT_URL"] = proxy.url
                 _delta_direct(env["AWS_ENDPOINT_URL"])
                 out["rows"].append(_measure(label, "s3://bench/store", batch_in, proxy.counts))
+                _delta_direct(None)
         if "hdfs" in want:
             counts = HdfsCounts()
             with hdfscluster.cluster() as nn:
