@@ -25,7 +25,7 @@ DELTA_STAMP := .cache/jars/delta-spark.stamp
 
 .PHONY: install fuse3 demo test test-fast check crash mirror bench bench-anchor bench-scale bench-table bench-small-batches bench-cluster-sim clean check-java \
 	rocketmq fidelity repair-fidelity kafka streaming bench-streaming faults long jvm-reader s3proxy hdfs backends ops-sequences \
-	s3a jvm-objstores bench-objread
+	s3a jvm-objstores bench-objread bench-backends
 
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17 is required (java not found on PATH); install a JDK 17 and retry" >&2; exit 1; }
@@ -264,6 +264,12 @@ bench-small-batches: install
 # sequencer, commit rows, Delta commits and snapshot loads at 1e8..1e10 messages, no store bytes.
 bench-cluster-sim: install
 	$(PY) bench/cluster_sim.py $(BENCH_ARGS)
+
+# A 1,000-message batch into a 2M-message store on local disk, moto S3, S3Proxy and HDFS (bench/backends.py):
+# wall time, bytes moved per record byte and requests by kind beside the local-disk figure of the same
+# run. BENCH_ARGS="--store-n 200000" for a smaller store.
+bench-backends: install s3proxy hdfs
+	$(PY) bench/backends.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(DEMO_STORE) $(DEMO_STORE).summary.json .pytest_cache spark-warehouse  # keeps .cache/ (jars)

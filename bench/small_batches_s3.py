@@ -240,13 +240,18 @@ def main(argv=None) -> int:
         out[name] = res
         print(_table(name, res["summary"]), flush=True)
     out["load_avg_end"] = os.getloadavg()[0]
+    save_results(f"small-batches-{'head' if a.head_only else 's3'}", out)
+    return 0
+
+
+def save_results(name: str, out: dict) -> str:
+    """``out`` as bench/results/<name>-<UTC time>.json; its path, printed."""
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    kind = "head" if a.head_only else "s3"
-    path = os.path.join(HERE, "results", time.strftime(f"small-batches-{kind}-%Y-%m-%dT%H%M%S.json", time.gmtime()))
+    path = os.path.join(HERE, "results", time.strftime(f"{name}-%Y-%m-%dT%H%M%S.json", time.gmtime()))
     with open(path, "w") as fh:
         json.dump(out, fh, indent=1)
     print(path)
-    return 0
+    return path
 
 
 if __name__ == "__main__":

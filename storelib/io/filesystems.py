@@ -5,6 +5,7 @@ set), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anyt
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -45,7 +46,7 @@ def _s3() -> pafs.FileSystem:
     if fs is None:
         # the AWS SDK's 3 s request timeout fails a GET from a loaded server (a 2M-message store on
         # moto under load); the timeouts condput's boto3 client uses
-        kw = {"connect_timeout": 10, "request_timeout": 30}
+        kw: dict[str, Any] = {"connect_timeout": 10, "request_timeout": 30}
         endpoint = st.get("AWS_ENDPOINT_URL")
         if endpoint:
             ep = urlparse(endpoint)

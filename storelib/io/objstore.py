@@ -30,7 +30,8 @@ from __future__ import annotations
 import configparser
 import os
 
-__all__ = ["MARK", "S3_VARS", "GCS_VARS", "SHIPPED", "s3_settings", "gcs_settings", "executor_env", "ship", "describe"]
+__all__ = ["MARK", "S3_VARS", "GCS_VARS", "SHIPPED", "s3_settings", "gcs_settings", "executor_env", "ship", "describe",
+           "unset_empty"]
 
 S3_VARS = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
            "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP")
@@ -124,6 +125,18 @@ def ship(sc, env=None) -> None:
     """Send this driver's object-store settings with every Python function ``sc`` runs from now on
     (see the module docstring). Idempotent; call it before the job's first Spark work."""
     sc.environment.update(executor_env(env))
+
+
+def unset_empty(env=None) -> None:
+    """Remove the SHIPPED variables ``ship`` set empty from this process's environment (``os.environ``):
+    they read as unset here, but deltalake's Rust client reads the environment itself and takes an
+    empty ``AWS_ENDPOINT_URL_S3`` for an endpoint (it panics) and an empty ``AWS_SESSION_TOKEN``
+    for a token (it sends an empty security-token header, which a server rejects). A Python worker
+    that opens a Delta table (the streaming source's planner) calls this first."""
+    env = os.environ if env is None else env
+    for k in SHIPPED:
+        if k in env and not env[k]:
+            del env[k]
 
 
 def describe(env=None) -> str:

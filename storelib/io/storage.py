@@ -72,6 +72,7 @@ def delta_storage_options(uri: str) -> dict | None:
     """
     if not uri.startswith("s3://"):
         return None
+    objstore.unset_empty()          # a Spark worker's shipped empty settings: unset for deltalake too
     opts = {"AWS_ALLOW_HTTP": objstore.s3_settings().get("AWS_ALLOW_HTTP", "true")}
     if os.environ.get("ROCKETLAKE_S3_UNSAFE_RENAME"):
         opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"

@@ -57,12 +57,20 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from .schema import MESSAGE_DDL
 
 __all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register",
-           "register_python_sources", "REUSE_GUARD", "int_option"]
+           "register_python_sources", "REUSE_GUARD", "int_option", "task_view"]
 
 # A filter true of every record, on every rocketmq DataFrame (see the module docstring).
 REUSE_GUARD = "commitlog_offset >= 0"
 
 _INT_COLS = ("store_timestamp", "commitlog_offset")
+
+
+def task_view(store, rels) -> dict | None:
+    """What a Spark task needs to read ``rels`` of ``store`` as the planning driver does: on object
+    stores, the objects the driver mapped each file to (``Store.mappings``; a task opening the store
+    afresh would find a file assembled from objects missing); None where files are read in place."""
+    view = getattr(store, "mappings", None)
+    return view(rels) if view and not store.os_paths else None
 
 
 def _split_rels(split) -> set:
@@ -197,10 +205,7 @@ class RocketMQReader(DataSourceReader):
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
                              b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
                              b.hi["store_timestamp"])
-        # object stores: the task reads each file through the objects the driver mapped it to
-        view = getattr(store, "mappings", None)
-        return [InputPartition((tuple(s), view(_split_rels(s)) if view and not store.os_paths else None))
-                for s in splits]
+        return [InputPartition((tuple(s), task_view(store, _split_rels(s)))) for s in splits]
 
     def read(self, partition):
         from .splits import Split, split_messages

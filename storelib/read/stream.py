@@ -137,7 +137,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         return _end_of(last) if last is not None else end
 
     def partitions(self, start: dict, end: dict):
-        from ..table.storefiles import open_files
+        from ..table.storefiles import as_store, open_files
         from .pruning import prune_segments
         self.last_end = end
         lo, hi = int(start["offset"]), int(end["offset"])
@@ -146,14 +146,17 @@ class RocketMQStreamReader(DataSourceStreamReader):
         b = self.batch_reader.bounds
         if b.topics is not None and not b.topics:
             return []
-        files, info = open_files(self.path, str(end["batch_seq"]), _store_config(self.options))
+        store = as_store(self.path)
+        files, info = open_files(store, str(end["batch_seq"]), _store_config(self.options))
         self._check_loss(files, lo, hi)
         lo_b = max(lo, b.lo["commitlog_offset"] or 0)
         hi_b = hi - 1 if b.hi["commitlog_offset"] is None else min(hi - 1, b.hi["commitlog_offset"])
         if hi_b < lo_b:
             return []
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"], lo_b, hi_b)
-        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b)) for s in segs]
+        # object stores: the task reads the segment through the objects this planner mapped it to
+        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel})))
+                for s in segs]
 
     def _check_loss(self, files, lo: int, hi: int) -> None:
         first = min((s.base for s in files.commitlog if s.valid > 0), default=hi)
@@ -169,9 +172,9 @@ class RocketMQStreamReader(DataSourceStreamReader):
         from ..io.storage import Store
         from ..table.storefiles import CommitLogSegment
         from .rangescan import segment_messages
-        rel, base, valid, lo, hi = partition.value
+        rel, base, valid, lo, hi, view = partition.value
         b = self.batch_reader.bounds
-        for t in segment_messages(Store(self.path), CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
+        for t in segment_messages(Store(self.path).apply_mappings(view), CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
                                   b.hi["store_timestamp"], b.topics, lo, hi):
             yield from t.to_batches()
 

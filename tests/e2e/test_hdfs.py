@@ -27,9 +27,9 @@ from conftest import ROOT, golden_set
 import test_ingest_s3 as ingest_cases
 
 pytestmark = pytest.mark.slow
-# Every file closed on HDFS waits ~0.5 s for its DataNode pipeline (a batch of small-roll writes
-# ~200 files): the store's tests take ~5 minutes, so they run in `make backends` (and `make long`);
-# `make test` runs the cluster, the store's file operations and the Delta commit race.
+# The store's tests start Spark jobs and clusters (several minutes together), so they run in
+# `make backends` (and `make long`); `make test` runs the cluster, the store's file operations and
+# the Delta commit race.
 store_tests = pytest.mark.skipif(not (os.environ.get("ROCKETLAKE_BACKENDS") or os.environ.get("ROCKETLAKE_LONG")),
                                  reason="the HDFS store's tests: make backends (ROCKETLAKE_BACKENDS=1)")
 
@@ -193,6 +193,12 @@ def test_store_files_on_hdfs(namenode):
     assert st.list_dirs("") == ["_rocketlake", "commitlog"]
     st.delete("_rocketlake")
     assert not st.exists("_rocketlake") and st.exists("commitlog/00000000000000000000")
+    # a file read right after its close is whole (the writer lease reads its own back; with the
+    # NameNode closing files on COMMITTED blocks, hdfs-native read them empty: HdfsMini.java)
+    for k in range(20):
+        body = os.urandom(50 + k)
+        st.write_file(f"_rocketlake/lease-{k}", [body])
+        assert st.read(f"_rocketlake/lease-{k}") == body, k
 
 
 def test_two_delta_commits_of_one_version_on_hdfs_one_wins(namenode):
@@ -225,3 +231,66 @@ def test_expire_on_hdfs(hdfs_store):
     assert snap.batch["operation"] == "expire" and not set(s["removed"]) & set(files)
     r = _run([os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+# A power cut on HDFS (docs/DESIGN.md): the writer, the NameNode and every DataNode die at once at a
+# point of the commit, and the cluster comes back on the same disks. `make backends` (~2 min each).
+POWER_CUT_POINTS = ("mid-records-write", "after-files-staged", "between-delta-tables", "after-commit-before-publish")
+
+
+@store_tests
+@pytest.mark.parametrize("point", POWER_CUT_POINTS)
+def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
+    """Batch A committed; batch B's writer killed at ``point`` and, at that instant, the NameNode
+    and DataNodes too (kill -9 of the cluster's JVM); the cluster restarted on its disks (edit log
+    replayed, block reports, the dead writer's open files under lease). Then: a batch committed
+    before is intact file for file and verifies, B is visible only if its commit was durable, and
+    B's rerun leaves a store byte-identical to RocketMQ's."""
+    import hdfscluster
+    from storelib.runtime import faults
+    assert point in faults.POINTS
+    g = golden_set("small-roll")
+    props, (part_a, part_b) = ingest_cases.small_roll_parts(tmp_path, CUT)
+    ingest = [os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest"]
+    work = tmp_path / "cluster"
+    work.mkdir()
+    from mavenfetch import Unavailable
+    try:
+        hdfscluster.jars()
+    except Unavailable as e:
+        pytest.skip(f"the HDFS mini cluster is unavailable: {e}")
+    with hdfscluster.cluster(work=str(work)) as nn:
+        uri = f"{nn}/stores/cut"
+        r = _run([*ingest, uri, part_a, str(props), "A"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        snap_a, files_a = _snapshot(uri)
+        r = _run([*ingest, uri, part_b, str(props), "B"],
+                 {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_SKIP": "0"})
+        assert r.returncode == -9, (r.returncode, r.stderr[-3000:])
+        hdfscluster.power_cut(nn)
+    with hdfscluster.cluster(work=str(work), restart=nn) as again:
+        assert again == nn
+        snap, files = _snapshot(uri)
+        ids = [b["batch_id"] for b in snap.batches]
+        if point in faults.POST_COMMIT_POINTS:
+            assert ids == ["A", "B"]                  # committed before the cut: durable
+        else:
+            assert ids == ["A"] and files == files_a
+        r = _run([os.path.join(ROOT, "jobs", "inspect.py"), "--store", uri, "verify", "--no-spark"])
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        r = _run([*ingest, uri, part_b, str(props), "B"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert [b["batch_id"] for b in _snapshot(uri)[0].batches] == ["A", "B"]
+        out = tmp_path / "export"
+        r = _run([os.path.join(ROOT, "jobs", "export.py"), "--store", uri, "--to", str(out)])
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert goldenlib.compare(g, str(out)) == []
+
+
+@store_tests
+def test_a_stream_tails_a_store_on_hdfs(namenode, tmp_path):
+    """readStream.format("rocketmq") on hdfs://: a batch committed while the query runs is read,
+    every row once, as spark.read reads the store."""
+    import stream_tail
+    got = stream_tail.tail(f"{namenode}/stores/tail", tmp_path, os.path.join(golden_set("small-roll"), "messages.jsonl"))
+    assert got["same"] and got["phases"] == [1000, 1000, 1000], got

@@ -47,19 +47,25 @@ def test_ingest_to_s3_is_golden(s3_env, tmp_path):
     golden_two_batches(s3_env, tmp_path)
 
 
+def small_roll_parts(tmp_path, cut: int = 1700) -> tuple:
+    """(properties file of SMALL, [messages before ``cut``, the rest]) of small-roll, in ``tmp_path``."""
+    props = tmp_path / "small.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl"), encoding="utf-8").readlines()
+    parts = []
+    for k, (lo, hi) in enumerate(((0, cut), (cut, len(lines)))):
+        p = tmp_path / f"part{k}.jsonl"
+        p.write_text("".join(lines[lo:hi]), encoding="utf-8")
+        parts.append(str(p))
+    return props, parts
+
+
 def golden_two_batches(s3_env, tmp_path, bucket: str = BUCKET):
     """small-roll in two spark-submit batches into ``s3://<bucket>/stores/small`` on the server of
     ``s3_env`` (moto here, S3Proxy in test_s3proxy.py): byte-identical export, verify, rerun."""
     env, s3 = s3_env
     g = golden_set("small-roll")
-    props = tmp_path / "small.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
-    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    parts = []
-    for k, (lo, hi) in enumerate(((0, 1700), (1700, len(lines)))):
-        p = tmp_path / f"part{k}.jsonl"
-        p.write_text("".join(lines[lo:hi]), encoding="utf-8")
-        parts.append(str(p))
+    props, parts = small_roll_parts(tmp_path)
     uri = f"s3://{bucket}/stores/small"
     for k, part in enumerate(parts):
         r = submit(["--store", uri, "--input", part, "--config", str(props), "--batch-id", f"s3-{k}",

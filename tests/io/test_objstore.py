@@ -55,6 +55,20 @@ def test_executors_get_the_drivers_settings_and_nothing_of_their_own_host(tmp_pa
     assert Context.environment["AWS_SECRET_ACCESS_KEY"] == "SKDEV" and Context.environment["PYTHONHASHSEED"] == "0"
 
 
+def test_a_worker_opening_a_delta_table_unsets_the_shipped_empty_settings(tmp_path, monkeypatch):
+    """deltalake reads the environment itself: an empty AWS_ENDPOINT_URL_S3 made it panic and an empty
+    AWS_SESSION_TOKEN sent an empty token header (the streaming source's planner on S3 failed)."""
+    shipped = objstore.executor_env({"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_CONFIG_FILE": "/nonexistent",
+                                     "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"})
+    for k, v in shipped.items():
+        monkeypatch.setenv(k, v)
+    assert os.environ["AWS_ENDPOINT_URL_S3"] == "" and os.environ["AWS_SESSION_TOKEN"] == ""
+    opts = storage.delta_storage_options("s3://b/store")
+    assert opts["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9"
+    assert not [k for k in objstore.SHIPPED if os.environ.get(k, None) == ""]
+    assert os.environ["AWS_ENDPOINT_URL"] == "http://127.0.0.1:9" and os.environ[objstore.MARK] == "1"
+
+
 def test_describe_masks_keys_and_secrets(tmp_path):
     line = objstore.describe({**_profile_files(tmp_path), "AWS_PROFILE": "dev", "AWS_SESSION_TOKEN": "tok-value-9"})
     assert "SKDEV" not in line and "AKDEV" not in line and "tok-value-9" not in line
