@@ -291,6 +291,6 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
 def test_a_stream_tails_a_store_on_hdfs(namenode, tmp_path):
     """readStream.format("rocketmq") on hdfs://: a batch committed while the query runs is read,
     every row once, as spark.read reads the store."""
-    import stream_tail
+    from support import stream_tail
     got = stream_tail.tail(f"{namenode}/stores/tail", tmp_path, os.path.join(golden_set("small-roll"), "messages.jsonl"))
     assert got["same"] and got["phases"] == [1000, 1000, 1000], got

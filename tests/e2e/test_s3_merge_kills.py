@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-import s3server
+from support import s3server
 from conftest import golden_set
 from test_s3_kills import BUCKET, SMALL, _ingest, kill_then_rerun
 

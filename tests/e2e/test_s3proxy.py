@@ -154,7 +154,7 @@ def test_a_server_without_conditional_puts_is_refused(ignore, tmp_path):
 def test_a_stream_tails_a_store_on_s3proxy(proxy, tmp_path):
     """readStream.format("rocketmq") on an object store: its tasks read each segment through the
     objects the planning driver mapped it to; a batch committed while the query runs is read."""
-    import stream_tail
+    from support import stream_tail
     from conftest import golden_set
     got = stream_tail.tail(f"s3://{BUCKET}/stores/tail", tmp_path, os.path.join(golden_set("small-roll"),
                                                                                "messages.jsonl"), proxy[0])

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import s3server
+from support import s3server
 from conftest import ROOT, golden_set
 from test_jvm_reader import _read, _rows
 

@@ -15,15 +15,13 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from pyspark.sql import SparkSession
 
-from pyspark.sql import SparkSession  # noqa: E402
-
-from storelib.format.config import load_config  # noqa: E402
-from storelib.ingest.driver import run_ingest  # noqa: E402
-from storelib.io import objstore  # noqa: E402
-from storelib.read import stream  # noqa: E402
-from storelib.runtime.localrun import LocalSession  # noqa: E402
+from storelib.format.config import load_config
+from storelib.ingest.driver import run_ingest
+from storelib.io import objstore
+from storelib.read import stream
+from storelib.runtime.localrun import LocalSession
 
 
 def main(store: str, ck: str, config: str, out: str, *parts: str) -> None:
