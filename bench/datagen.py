@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from storelib.compute.arrays import binary_from_numpy  # noqa: E402
+from storelib.compute.arrays import binary_from_numpy
 
 TOPICS = ["orders", "payments", "shipping", "audit_log", "user-login", "inventory_sync", "metrics-raw", "refund"]
 TAGS = ["TagA", "TagB", "TagC", "create", "update", "delete"]

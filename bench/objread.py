@@ -30,10 +30,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import datagen  # noqa: E402
-import read_query  # noqa: E402
-import readbench  # noqa: E402
-from harness import ROOT, Results, alternate, job_env, run_process, spark_submit, stats  # noqa: E402
+import datagen
+import read_query
+import readbench
+from harness import ROOT, Results, alternate, job_env, run_process, spark_submit, stats
 
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))

@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import SparkSession
 
 AGG = ["count(*) AS n", "sum(length(body)) AS body_bytes", "count(DISTINCT topic) AS topics"]
 _REGISTERED = set()                      # sessions the rocketmq source is registered in

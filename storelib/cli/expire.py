@@ -27,7 +27,7 @@ from ..errors import BadInput
 from ..format.config import retention_hours
 
 
-from . import common as _cli  # noqa: E402
+from . import common as _cli
 
 __all__ = ["main"]
 

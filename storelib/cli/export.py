@@ -15,7 +15,7 @@ from .common import ExitCode
 from .failures import CHECK, guarded
 
 
-from . import common as _cli  # noqa: E402
+from . import common as _cli
 
 __all__ = ["main"]
 

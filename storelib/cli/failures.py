@@ -131,7 +131,7 @@ def worded(voice: Voice) -> Iterator[None]:
         yield
     except _Worded:
         raise
-    except Exception as e:  # noqa: BLE001 - carried to guarded, which prints its one line
+    except Exception as e:
         raise _Worded(e, voice) from e
 
 

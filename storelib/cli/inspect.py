@@ -41,7 +41,7 @@ from ..errors import BadInput, StoreError, StoreNotFound
 from ..format import paths
 from ..table import rowcheck, snapshots
 
-from . import common as _cli  # noqa: E402
+from . import common as _cli
 from ..table.rows import FileKind
 
 __all__ = ["main"]

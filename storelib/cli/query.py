@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 # pyarrow is imported where a mode needs it (Parquet output, Spark modes), not at module level:
 # a single lookup printing JSON lines never loads it (``python jobs/query.py key ...`` in ~0.2 s).
 
-from . import common as _cli  # noqa: E402
+from . import common as _cli
 
 __all__ = ["Output", "build_parser", "parse_after", "single", "compat_batch", "range_cmd", "keys_cmd", "main"]
 

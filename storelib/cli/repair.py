@@ -26,8 +26,8 @@ import sys
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the tasks run their own threads)
 
-from .common import ExitCode  # noqa: E402
-from .failures import REPAIR, guarded  # noqa: E402
+from .common import ExitCode
+from .failures import REPAIR, guarded
 
 from . import common as cli_common
 

@@ -18,7 +18,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from .common import ExitCode
 from .failures import VERIFY, guarded
 
-from . import common as _cli  # noqa: E402
+from . import common as _cli
 
 __all__ = ["main"]
 

@@ -216,7 +216,7 @@ class _StreamWriter(_Parts, DataSourceStreamArrowWriter):
         bid = stream_batch_id(self.owner, batchId)
         self._ingest(messages, bid, _stream_fingerprint(bid))
 
-    def abort(self, messages, batchId):  # noqa: N803
+    def abort(self, messages, batchId):
         self._discard(messages)
 
 

@@ -29,7 +29,7 @@ from ..table.rows import FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
-from ..io import fragments, headpages, storage
+from ..io import headpages, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention

@@ -114,7 +114,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.last_end = off
         return off
 
-    def latestOffset(self) -> dict:  # noqa: N802
+    def latestOffset(self) -> dict:
         snap = _snapshot(self.path)
         published = _published(self.path, snap.batches)
         if not published:
@@ -185,7 +185,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
 class RocketMQStreamingDataSource(datasource.RocketMQDataSource):
     """``rocketmq`` for ``spark.read`` (storelib.read.datasource) and ``spark.readStream``."""
 
-    def streamReader(self, schema):  # noqa: N802
+    def streamReader(self, schema):
         return RocketMQStreamReader(self.options)
 
 

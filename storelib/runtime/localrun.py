@@ -32,7 +32,7 @@ class _Dataset:
     def flatMap(self, fn) -> "_Dataset":  # Spark's name
         return _Dataset([y for x in self._items for y in fn(x)])
 
-    def foreachPartition(self, fn) -> None:  # noqa: N802
+    def foreachPartition(self, fn) -> None:
         fn(iter(self._items))
 
     def collect(self) -> list:
@@ -40,10 +40,10 @@ class _Dataset:
 
 
 class _Tracker:
-    def getActiveStageIds(self) -> list:  # noqa: N802
+    def getActiveStageIds(self) -> list:
         return []
 
-    def getStageInfo(self, _sid):  # noqa: N802
+    def getStageInfo(self, _sid):
         return None
 
 
@@ -65,16 +65,16 @@ class LocalContext:
     def parallelize(self, items, _slices: int = 1) -> _Dataset:
         return _Dataset(list(items))
 
-    def statusTracker(self) -> _Tracker:  # noqa: N802
+    def statusTracker(self) -> _Tracker:
         return _Tracker()
 
-    def cancelAllJobs(self) -> None:  # noqa: N802
+    def cancelAllJobs(self) -> None:
         pass
 
-    def setLocalProperty(self, _key, _value) -> None:  # noqa: N802
+    def setLocalProperty(self, _key, _value) -> None:
         pass
 
-    def getConf(self) -> _Conf:  # noqa: N802
+    def getConf(self) -> _Conf:
         return _Conf()
 
 

@@ -41,7 +41,7 @@ __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
-from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR  # noqa: E402
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR
 
 MANIFEST_SCHEMA = pa.schema([
     ("batch_id", pa.string()),

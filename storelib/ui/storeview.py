@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from ..cli import failures
 from ..cli.common import store_snapshot
-from ..errors import BadInput, ConfigError, ExitCode, StoreError, StorePathError, exit_code
+from ..errors import BadInput, ExitCode, StorePathError, exit_code
 from ..format.names import rel_path_problem
 from ..io import storage
 from ..table.snapshots import StoreSnapshot, open_snapshot

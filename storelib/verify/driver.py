@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import checkpoint as ckpt, consumequeue, paths
+from ..format import checkpoint as ckpt, paths
 from ..io import checksum, storage
 from ..table import deltalog, manifest, rowcheck
 from ..table.rows import BatchRow, FileKind, ManifestRow

@@ -50,7 +50,7 @@ def task_errors(spark):
     got = {}
     try:
         for i, name in enumerate(names):
-            with pytest.raises(Exception) as e:          # noqa: PT011 - Py4J's error, whatever its class
+            with pytest.raises(Exception) as e:
                 sc.runJob(rdd, lambda it: list(it), [i])
             got[name] = e.value, RuntimeError(str(e.value))   # (str() of a Py4J error asks the JVM)
     finally:
@@ -94,7 +94,7 @@ def test_a_dataframe_task_error(spark, capsys):
         yield from ()
     spark.sparkContext.setLogLevel("OFF")
     try:
-        with pytest.raises(Exception) as e:          # noqa: PT011 - pyspark's PythonException
+        with pytest.raises(Exception) as e:
             spark.range(1, numPartitions=1).mapInArrow(boom, "id long").collect()
     finally:
         spark.sparkContext.setLogLevel("ERROR")

@@ -14,10 +14,10 @@ from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import harness  # noqa: E402
-import s3bench  # noqa: E402
-import table  # noqa: E402
-from support.s3server import moto  # noqa: E402
+import harness
+import s3bench
+import table
+from support.s3server import moto
 
 MB = 1 << 20
 

@@ -11,7 +11,7 @@ from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import cluster_sim  # noqa: E402
+import cluster_sim
 
 
 def _args(**kw):

@@ -34,10 +34,10 @@ from support.crashfs.availability import unavailable_reason
 
 from storelib.table import manifest
 from storelib.io import storage
-from storelib.verify import driver as verify  # noqa: E402
-from storelib.format.config import load_config  # noqa: E402
+from storelib.verify import driver as verify
+from storelib.format.config import load_config
 
-from test_nothing_lost import SMALL, files_state, write_inputs  # noqa: E402
+from test_nothing_lost import files_state, write_inputs
 from storelib.format import paths
 
 pytestmark = [pytest.mark.slow,

@@ -371,7 +371,7 @@ def test_mirror_holds_delay_and_transaction_messages(tmp_path):
 
     recs = mirror_records(store)
     by_topic: dict = {}
-    for off, (topic, qid, qoff, text) in recs.items():
+    for off, (topic, qid, _qoff, text) in recs.items():
         by_topic.setdefault(topic, []).append((off, qid, props_of(text)))
     keys = {t: sorted(p.get("KEYS", "") for _, _, p in v) for t, v in by_topic.items()}
     # the broker's records of every acknowledged one, where its SendResult put them

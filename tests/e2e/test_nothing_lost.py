@@ -24,8 +24,8 @@ from conftest import golden_set, ROOT
 from storelib.io import checksum, storage
 from storelib.ingest import commit as commit_stage
 from storelib.table import manifest, writerlease
-from storelib.verify import driver as verify  # noqa: E402
-from storelib.format.config import load_config  # noqa: E402
+from storelib.verify import driver as verify
+from storelib.format.config import load_config
 from storelib.format import paths
 from storelib.errors import LeaseLost
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 
 import pytest
 
@@ -23,7 +22,7 @@ from support import rmqjars
 from support.opshelp import run, small_properties
 from support.rmqbroker import Broker
 
-from test_rocketmq_broker import broker_topics, check_queries, consume_all, expected  # noqa: E402
+from test_rocketmq_broker import broker_topics, check_queries, consume_all, expected
 
 # Two minutes of a broker JVM, plus the default-size set (2 GB sparse): `make repair-fidelity`.
 pytestmark = [pytest.mark.slow,

@@ -18,9 +18,7 @@ rocketlake writes 4.9.8's cases with rocketmqVersion=4.9, the newest 5.x's with 
 """
 from __future__ import annotations
 
-import base64
 import os
-import sys
 import time
 
 import pytest

@@ -7,20 +7,18 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
 
 import pytest
 
-from conftest import ROOT
 
 from storelib.format import checkpoint as ckpt, indexfile
 from storelib.cli import common as cli
-from storelib.verify import driver as verify  # noqa: E402
-from storelib.errors import ConfigError, InputError  # noqa: E402
-from storelib.format.config import load_config  # noqa: E402
-from storelib.ingest.driver import run_ingest  # noqa: E402
-from storelib.runtime.localrun import LocalSession  # noqa: E402
-from storelib.read.query import open_store  # noqa: E402
+from storelib.verify import driver as verify
+from storelib.errors import ConfigError, InputError
+from storelib.format.config import load_config
+from storelib.ingest.driver import run_ingest
+from storelib.runtime.localrun import LocalSession
+from storelib.read.query import open_store
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 60, "maxHashSlotNum": 8,
          "maxIndexNum": 16, "flushDiskType": "ASYNC_FLUSH"}

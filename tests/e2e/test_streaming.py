@@ -32,9 +32,9 @@ import pytest
 from conftest import ROOT
 
 from support import kafkajars
-from storelib.format.paths import META_DIR  # noqa: E402
-from storelib.io import storage  # noqa: E402
-from storelib.table import manifest  # noqa: E402
+from storelib.format.paths import META_DIR
+from storelib.io import storage
+from storelib.table import manifest
 
 pytestmark = pytest.mark.slow
 

@@ -69,7 +69,6 @@ def test_all_names_exist(module):
 
 
 def test_exit_table_names_real_classes():
-    from storelib.cli import common as cli
     from storelib import errors
     for cls, code, _in_task in errors.EXIT_TABLE:
         assert isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "storelib.errors", cls

@@ -20,7 +20,7 @@ from conftest import ROOT, golden_set
 
 from storelib.ingest import inputs
 from storelib.table import manifest
-from storelib.io import storage  # noqa: E402
+from storelib.io import storage
 from storelib.format import paths
 
 PY = sys.executable

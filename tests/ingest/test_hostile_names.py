@@ -32,7 +32,7 @@ from storelib.ingest.context import EncodeContext
 from storelib.table import manifest
 from storelib.read import query
 from storelib.verify import driver as verify
-from storelib.io.storage import Store  # noqa: E402
+from storelib.io.storage import Store
 from storelib.errors import AdoptError, InputError, StorePathError, TopicsError
 
 HOSTILE_TOPICS = [

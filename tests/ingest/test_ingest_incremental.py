@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 
 import pytest
 
@@ -19,9 +18,9 @@ from conftest import golden_set, ROOT
 from storelib.io import checksum, storage
 from storelib.codec import messages as codec
 from storelib.table import manifest
-from storelib.ingest import topics as topics_mod  # noqa: E402
-from storelib.format.config import load_config  # noqa: E402
-from storelib.ingest.driver import run_ingest  # noqa: E402
+from storelib.ingest import topics as topics_mod
+from storelib.format.config import load_config
+from storelib.ingest.driver import run_ingest
 from storelib.errors import IngestError
 from storelib.format import paths
 

@@ -8,11 +8,10 @@ import sys
 
 import pytest
 
-from conftest import ROOT
 
 from storelib.table import manifest, writerlease
-from storelib.io import storage  # noqa: E402
-from storelib.table.writerlease import WriterLease  # noqa: E402
+from storelib.io import storage
+from storelib.table.writerlease import WriterLease
 from storelib.errors import ConcurrentWriteError
 from storelib.format import paths
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 from support import goldenlib
-from conftest import ROOT, golden_set
+from conftest import golden_set
 
 from storelib.table import manifest
 from storelib.io import storage
-from storelib.verify import driver as verify  # noqa: E402
-from storelib.format.config import load_config  # noqa: E402
-from storelib.table.export import export_store  # noqa: E402
-from storelib.ingest.driver import run_ingest  # noqa: E402
-from storelib.runtime.localrun import LocalSession  # noqa: E402
+from storelib.verify import driver as verify
+from storelib.format.config import load_config
+from storelib.table.export import export_store
+from storelib.ingest.driver import run_ingest
+from storelib.runtime.localrun import LocalSession
 from storelib.format import paths
 
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,

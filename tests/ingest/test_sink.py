@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 
 import pytest
 
-from conftest import ROOT
 
-from storelib.format.paths import META_DIR  # noqa: E402
+from storelib.format.paths import META_DIR
 
 pytestmark = pytest.mark.spark
 

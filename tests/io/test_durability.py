@@ -31,7 +31,7 @@ from conftest import ROOT, golden_set
 from support.goldenlib import compare
 
 from storelib.table import manifest
-from storelib.io import storage  # noqa: E402
+from storelib.io import storage
 from storelib.format import paths
 
 PY = sys.executable

@@ -240,7 +240,6 @@ def test_a_spark_submit_job_reads_through_the_jvm_reader(restored_golden, tmp_pa
     (not rebuilt against a path inside the zip) and the query runs in the JVM."""
     import subprocess
     import sys
-    from conftest import ROOT
     script = tmp_path / "q.py"
     script.write_text(
         "import sys\n"

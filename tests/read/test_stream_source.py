@@ -5,14 +5,13 @@ skipped silently). Every micro-batch's rows are checked against the batch reader
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
 import pytest
 
-from conftest import ROOT, golden_set
+from conftest import golden_set
 
-from storelib.format.config import load_config  # noqa: E402
+from storelib.format.config import load_config
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ import sys
 from support import goldenlib
 from conftest import GOLDEN, ROOT, golden_set
 
-from storelib.format.config import load_config  # noqa: E402
+from storelib.format.config import load_config
 
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
          "maxIndexNum": 256}

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 from support import rmqcompare
 from support import rmqqueries

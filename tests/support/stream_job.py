@@ -14,13 +14,12 @@ encodes to the same records.
 """
 from __future__ import annotations
 
-import os
 import sys
 
 
-from pyspark.sql import SparkSession, functions as F  # noqa: E402
+from pyspark.sql import SparkSession, functions as F
 
-from storelib.ingest import frame, sink  # noqa: E402
+from storelib.ingest import frame, sink
 
 FILE_SCHEMA = "topic string, body string, born_timestamp long, keys string"
 

@@ -30,9 +30,9 @@ from support.opshelp import small_config, small_properties, SUBMIT
 from storelib.table import delta_spark, manifest, snapcache
 from storelib.ops import expire as retention
 from storelib.io import storage
-from storelib.verify import driver as verify  # noqa: E402
-from storelib.read.datasource import register as register_sources  # noqa: E402
-from storelib.ingest.driver import run_ingest  # noqa: E402
+from storelib.verify import driver as verify
+from storelib.read.datasource import register as register_sources
+from storelib.ingest.driver import run_ingest
 from storelib.format import paths
 
 CFG = small_config()

@@ -5,12 +5,10 @@ a removal (expire) belongs to the removing batch, whichever attempt wrote the fi
 """
 from __future__ import annotations
 
-import sys
 
-from conftest import ROOT
 
 from storelib.table import manifest
-from storelib.io import storage  # noqa: E402
+from storelib.io import storage
 from storelib.format import paths
 
 

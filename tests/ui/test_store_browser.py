@@ -8,10 +8,8 @@ Screenshots of every page go to the test's tmp dir (``shot``).
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import html
-import io
 import json
 import os
 import re
