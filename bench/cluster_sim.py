@@ -160,7 +160,8 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     rows = commit._file_rows(snap, segs, cqs, idxs, key)
     rows.append(manifest.file_row("checkpoint", "config/checkpoint", staged_path=None, file_size=4096,
                                   valid_bytes=4096, count=0, checksum=HEX, detail=manifest.dumps(ck.to_dict()), **key))
-    ck_row = commit._checkpoint_row(snap, state, plan, summaries, ck, cfg, HEX, time.time(), key,
+    staged = commit.StagedBatch(snap, state, plan, summaries, results, f"b{k}", HEX, "sim", attempt="sim")
+    ck_row = commit._checkpoint_row(staged, ck, cfg, time.time(), key,
                                     {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
     t["rows_s"] = time.perf_counter() - c0
     c0 = time.perf_counter()

@@ -35,6 +35,9 @@ STOP_NOISE = (
     r"Lost task .*TaskKilled.*",                                                          # TaskSetManager
     r"Failed to cancel job group .*\. Cannot find active jobs for it\.",                    # DAGScheduler
     r"Store broadcast broadcast_\d+ fail, remove all pieces of the broadcast",             # TorrentBroadcast
+    # TaskContextImpl: a killed task releasing a broadcast block its block manager already dropped
+    # (the message alone is matched, not its exception's)
+    r"Error in TaskCompletionListener",
 )
 _MARK = "rocketlake.quietStops"          # a JVM system property: the filter is in
 

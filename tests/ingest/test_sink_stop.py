@@ -35,6 +35,8 @@ print("STOPPED", file=sys.stderr, flush=True)
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("ROCKETLAKE_LONG") != "1",
+                    reason="its own JVM held mid-write, minutes on 2 cores: ROCKETLAKE_LONG=1 (make long)")
 def test_stop_during_the_write_prints_nothing_of_sparks(tmp_path):
     src = tmp_path / "in"
     src.mkdir()

@@ -6,6 +6,7 @@ mirror unchanged on every kind of divergence. No Spark, no JVM: the real broker 
 tests/e2e/test_mirror_broker.py."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -258,7 +259,8 @@ def test_mirror_batches_are_recorded_as_mirror(broker, tmp_path, capsys, monkeyp
     real = commit_mod.commit_batch
     set_safe(broker, int(ts[900]))
     with monkeypatch.context() as m:          # a store an earlier version mirrored: its batch says "ingest"
-        m.setattr(mirror, "commit_batch", lambda *a, **k: real(*a, **dict(k, operation="ingest")))
+        m.setattr(mirror, "commit_batch",
+                  lambda store, batch, *a, **k: real(store, dataclasses.replace(batch, operation="ingest"), *a, **k))
         assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
     set_safe(broker, int(ts.max()) + 1)
     assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"

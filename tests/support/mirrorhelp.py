@@ -39,7 +39,7 @@ def first_batch(base) -> tuple:
     """(broker, mirror) under ``base``: the small-roll golden store (RocketMQ 5.3.3's own files) as
     the broker, mirrored up to its 1,500th record in one batch; the broker's safe point then moved
     to its end (the next cycle commits a second batch)."""
-    import goldenlib
+    from support import goldenlib
     from conftest import golden_set
     broker = goldenlib.restore(golden_set("small-roll"), str(base / "broker"))
     _, _, ts = records(broker)
