@@ -24,7 +24,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import pyarrow as pa
 
@@ -338,11 +338,12 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         if lease is not None:
             lease.check()
 
-        def write(target: Any, hooks: Any = None, table: Any = table) -> None:
+        def write(target: Any, hooks: Any = None, table: Any = table,
+                  mode: Literal["append", "error"] = "append") -> None:
             # schema_mode="merge": tables written before a column was added get it (nulls before)
             kw = {} if hooks is None else {"post_commithook_properties": hooks}
             if isinstance(target, str):
-                write_deltalake(target, table, mode="append", storage_options=opts, commit_properties=props, **kw)
+                write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props, **kw)
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
         try:
@@ -361,13 +362,18 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             fault(point)
 
 
-def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[[Any], None]) -> None:
-    """One conditional Delta commit on an object store (a completed PUT is durable)."""
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None]) -> None:
+    """One conditional Delta commit on an object store (a completed PUT is durable). A batch that
+    creates the table creates it or fails (mode "error"): a writer that found no table, then met
+    one another writer created meanwhile, must not append to it."""
     dt = open_table(store, rel, version) if version is not None else None
     if version is None and open_table(store, rel) is not None:
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
     try:
-        write(_table_uri(store, rel) if dt is None else dt)
+        if dt is None:
+            write(_table_uri(store, rel), mode="error")
+        else:
+            write(dt)
     except Exception as e:  # table creation races surface as several errors
         from deltalake.exceptions import CommitFailedError
         if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
