@@ -30,7 +30,7 @@ from ..errors import BadInput, ConfigError, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
-from . import rowcheck, storefiles
+from . import rowcheck, scheduled, storefiles
 from .snapshots import StoreSnapshot, open_snapshot
 from .rows import FileKind, ManifestRow, recorded_config
 
@@ -127,6 +127,8 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
+        progress = scheduled.progress_of(store, snap.files.values(), staged)
+        written = _write_schedule_state(work, progress, durable)
         if work is not out:
             if os.path.isdir(out.root):
                 os.rmdir(out.root)                 # empty (checked above)
@@ -137,11 +139,24 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         if work is not out:
             shutil.rmtree(work.root, ignore_errors=True)
         else:
-            for rel in list(snap.files) + [PROPERTIES_NAME]:
+            for rel in list(snap.files) + [PROPERTIES_NAME, scheduled.DELAY_OFFSET_PATH, scheduled.TIMER_CHECK_PATH]:
                 out.delete(rel)
         raise
     return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],
-            "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes}
+            "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes,
+            "config_files": written, **progress.summary()}
+
+
+def _write_schedule_state(out: storage.Store, progress: scheduled.Progress, durable: bool) -> list[str]:
+    """The broker's delivery cursors of scheduled messages as of the snapshot (``table.scheduled``):
+    ``config/delayOffset.json`` always (a broker without it delivers every delay-level message in
+    the store again), ``config/timercheck`` when the snapshot has a timer queue."""
+    files = [(scheduled.DELAY_OFFSET_PATH, scheduled.delay_offset_json(progress))]
+    if progress.timer_offset is not None:
+        files.append((scheduled.TIMER_CHECK_PATH, scheduled.timer_check_bytes(progress)))
+    for rel, data in files:
+        out.write_file(rel, [data], len(data), durable=durable)
+    return [rel for rel, _ in files]
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,
