@@ -1,8 +1,9 @@
 """python jobs/export.py --store STORE --to DIR [--as-of-batch B]
 
 Materializes a committed snapshot as a broker-ready RocketMQ store directory (commitlog/,
-consumequeue/, index/, checkpoint, and rocketlake.properties: the sizes the files were written
-with, as a broker's properties; no _rocketlake/), byte-identical to a RocketMQ broker's files
+consumequeue/, index/, checkpoint, rocketlake.properties: the sizes the files were written
+with, as a broker's properties; config/delayOffset.json and config/timercheck: where delivery of
+scheduled messages had got as of the batch; no _rocketlake/), byte-identical to a RocketMQ broker's files
 for the same messages, every file checked against its manifest checksum. On object stores, where
 rocketlake keeps files as per-batch fragments (storelib.io.fragments), this is how a broker gets its
 files. DIR must be empty or absent. Runs on the driver only (no Spark).

@@ -9,7 +9,10 @@ exported: the directory is a plain RocketMQ store a broker can start on (``store
 Beside the files, ``rocketlake.properties`` holds the snapshot's file-shaping configuration as a
 broker's properties (``mqbroker -c`` reads these keys; with ``storePathRootDir`` for a local
 target), so a broker, ``verify`` and the readers size the files as they were written, and where
-each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores).
+each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores). Under
+``config/``: where the broker's delivery of scheduled messages had got as of the snapshot
+(``delayOffset.json``, ``timercheck``: ``table.scheduled``), so a broker started on the export
+delivers none of them twice.
 
 Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
 written or published: later batches never change the bytes a snapshot's rows cover, except an

@@ -123,7 +123,7 @@ def _records(store: storage.Store, row: ManifestRow, staged: set[Any]) -> pa.Tab
                                 origin=(row["path"], 0))
 
 
-def _identity(topic, queue_id, uniq, recs: pa.Table):
+def _identity(topic: Any, queue_id: Any, uniq: Any, recs: pa.Table) -> pa.Array:
     """What a delivered copy shares with its scheduled entry (``ScheduleMessageService.messageTimeUp``,
     ``TimerMessageStore.convertMessage``: the real topic and queue, the properties, born time,
     body and reconsume times carried over) as one string per record."""
