@@ -34,10 +34,12 @@ def main(argv=None) -> int:
 
 
 def _export(args) -> int:
+    from ..ops import scheduled
     from ..table import export
     from . import common as cli
     res = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))  # a store?
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
-    s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot)
+    s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot,
+                             config_files=scheduled.export_config_files)
     print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
     return int(ExitCode.OK)

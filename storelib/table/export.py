@@ -10,9 +10,9 @@ Beside the files, ``rocketlake.properties`` holds the snapshot's file-shaping co
 broker's properties (``mqbroker -c`` reads these keys; with ``storePathRootDir`` for a local
 target), so a broker, ``verify`` and the readers size the files as they were written, and where
 each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores). Under
-``config/``: where the broker's delivery of scheduled messages had got as of the snapshot
-(``delayOffset.json``, ``timercheck``: ``table.scheduled``), so a broker started on the export
-delivers none of them twice.
+``config/`` (``rocketlake export``, ``ops.scheduled``): where the broker's delivery of scheduled
+messages had got as of the snapshot (``delayOffset.json``, ``timercheck``), so a broker started
+on the export delivers none of them twice.
 
 Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
 written or published: later batches never change the bytes a snapshot's rows cover, except an
@@ -22,7 +22,7 @@ it and renamed into place when every file checked out: a failed export leaves no
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import json
 import os
@@ -33,7 +33,7 @@ from ..errors import BadInput, ConfigError, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
-from . import rowcheck, scheduled, storefiles
+from . import rowcheck, storefiles
 from .snapshots import StoreSnapshot, open_snapshot
 from .rows import FileKind, ManifestRow, recorded_config
 
@@ -41,6 +41,7 @@ __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_te
            "recorded_queue_starts"]
 
 _CHUNK = 64 << 20
+ConfigFiles = Callable[[storage.Store, StoreSnapshot, set[Any]], tuple[list[tuple[str, bytes]], dict[str, Any]]]
 PROPERTIES_NAME = "rocketlake.properties"
 # Each queue's first exported file, as the queue offset it starts at ({"topic/queueId": offset}): a
 # topic's own retention removes a queue's oldest files while the CommitLog keeps their records, so
@@ -102,11 +103,14 @@ def recorded_queue_starts(store: storage.Store) -> dict[Any, Any] | None:
 
 
 def export_store(store_uri: str, target: str, as_of_batch: str | int | None = None, durable: bool = True,
-                 snap: StoreSnapshot | None = None, check: bool = True) -> dict[str, Any]:
+                 snap: StoreSnapshot | None = None, check: bool = True,
+                 config_files: ConfigFiles | None = None) -> dict[str, Any]:
     """Export the latest committed snapshot (or ``as_of_batch``, or ``snap``) of ``store_uri`` to
     ``target`` (a local directory or any store URI), which must be empty or absent; returns a
     summary. ``check=False``: files whose bytes do not match their checksum are exported as they
-    are (verify of an earlier snapshot then names what differs)."""
+    are (verify of an earlier snapshot then names what differs). ``config_files(store, snap,
+    staged)``: further (path, bytes) to write and summary keys (``ops.scheduled.export_config_files``:
+    the broker's delivery cursors, what ``rocketlake export`` writes)."""
     store = storage.Store(store_uri)
     out = storage.Store(target)
     if out.list_files(""):
@@ -124,14 +128,16 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
                                           f".{os.path.basename(out.root)}.export-{uuid.uuid4().hex[:8]}"))
     n_bytes = 0
     staged = storefiles.staging_batches(store)
+    extra: list[tuple[str, bytes]] = []
     try:
         for _rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
         starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
-        progress = scheduled.progress_of(store, snap.files.values(), staged)
-        written = _write_schedule_state(work, progress, durable)
+        extra, extra_summary = config_files(store, snap, staged) if config_files is not None else (extra, {})
+        for rel, data in extra:
+            work.write_file(rel, [data], len(data), durable=durable)
         if work is not out:
             if os.path.isdir(out.root):
                 os.rmdir(out.root)                 # empty (checked above)
@@ -142,24 +148,12 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         if work is not out:
             shutil.rmtree(work.root, ignore_errors=True)
         else:
-            for rel in list(snap.files) + [PROPERTIES_NAME, scheduled.DELAY_OFFSET_PATH, scheduled.TIMER_CHECK_PATH]:
+            for rel in list(snap.files) + [PROPERTIES_NAME] + [rel for rel, _ in extra]:
                 out.delete(rel)
         raise
     return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],
             "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes,
-            "config_files": written, **progress.summary()}
-
-
-def _write_schedule_state(out: storage.Store, progress: scheduled.Progress, durable: bool) -> list[str]:
-    """The broker's delivery cursors of scheduled messages as of the snapshot (``table.scheduled``):
-    ``config/delayOffset.json`` always (a broker without it delivers every delay-level message in
-    the store again), ``config/timercheck`` when the snapshot has a timer queue."""
-    files = [(scheduled.DELAY_OFFSET_PATH, scheduled.delay_offset_json(progress))]
-    if progress.timer_offset is not None:
-        files.append((scheduled.TIMER_CHECK_PATH, scheduled.timer_check_bytes(progress)))
-    for rel, data in files:
-        out.write_file(rel, [data], len(data), durable=durable)
-    return [rel for rel, _ in files]
+            "config_files": [rel for rel, _ in extra], **extra_summary}
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,

@@ -1,4 +1,4 @@
-"""An export writes the broker's delivery cursors of scheduled messages (table/scheduled.py).
+"""An export writes the broker's delivery cursors of scheduled messages (ops/scheduled.py).
 
 A small store, ingested in three batches without Spark, holds delay-level entries
 (SCHEDULE_TOPIC_XXXX, the broker's properties: DELAY, REAL_TOPIC, REAL_QID, UNIQ_KEY) and timer
@@ -17,6 +17,7 @@ import struct
 
 from storelib.format.config import load_config
 from storelib.ingest.driver import run_ingest
+from storelib.ops.scheduled import export_config_files
 from storelib.runtime.localrun import LocalSession
 from storelib.table.export import export_store
 from storelib.verify import driver as verify
@@ -79,7 +80,7 @@ def test_export_writes_where_scheduled_delivery_resumes(tmp_path):
         assert out["status"] == "committed", out
     for batch, (delay, timer_q) in WANT.items():
         out = str(tmp_path / f"out-{batch}")
-        s = export_store(store, out, as_of_batch=batch, durable=False)
+        s = export_store(store, out, as_of_batch=batch, durable=False, config_files=export_config_files)
         got = json.load(open(os.path.join(out, "config", "delayOffset.json")))
         assert got == {"offsetTable": delay}, (batch, got)
         assert s["delay_offsets"] == delay and s["timer_offset"] == timer_q, s
@@ -97,7 +98,7 @@ def test_a_store_without_scheduled_messages_gets_an_empty_table(tmp_path):
     part = tmp_path / "p.jsonl"
     part.write_text(json.dumps(msg("orders", 0, "plain", "x")) + "\n")
     run_ingest(LocalSession(), store, str(part), "jsonl", cfg, batch_id="p0", quiet=True)
-    s = export_store(store, str(tmp_path / "out"), durable=False)
+    s = export_store(store, str(tmp_path / "out"), durable=False, config_files=export_config_files)
     assert json.load(open(tmp_path / "out" / "config" / "delayOffset.json")) == {"offsetTable": {}}
     assert not os.path.exists(tmp_path / "out" / "config" / "timercheck") and s["config_files"] == [
         "config/delayOffset.json"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 import json
-import struct
 
 import numpy as np
 import pyarrow as pa
@@ -29,20 +28,20 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from ..codec.properties import property_values
+from ..format.checkpoint import TIMER_CHECK_FILE, TimerCheckpoint
 from ..io import storage
-from . import storefiles
-from .rows import FileKind, ManifestRow
+from ..table import storefiles
+from ..table.rows import FileKind, ManifestRow
+from ..table.snapshots import StoreSnapshot
 
 __all__ = ["SCHEDULE_TOPIC", "TIMER_TOPIC", "DELAY_OFFSET_PATH", "TIMER_CHECK_PATH", "HALF_TOPIC", "Progress",
-           "progress_of", "delay_offset_json", "timer_check_bytes"]
+           "progress_of", "delay_offset_json", "timer_check_bytes", "export_config_files"]
 
 SCHEDULE_TOPIC = codec.SCHEDULE_TOPIC
 TIMER_TOPIC = "rmq_sys_wheel_timer"               # TimerMessageStore.TIMER_TOPIC
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"           # a scheduled entry for it is discarded, never delivered
-# StorePathConfigHelper.getDelayOffsetStorePath / BrokerPathConfigHelper.getTimerCheckPath
-DELAY_OFFSET_PATH = "config/delayOffset.json"
-TIMER_CHECK_PATH = "config/timercheck"
-_TIMER_CHECK_SIZE = 4096                          # TimerCheckpoint maps one OS page
+DELAY_OFFSET_PATH = "config/delayOffset.json"    # StorePathConfigHelper.getDelayOffsetStorePath
+TIMER_CHECK_PATH = TIMER_CHECK_FILE
 _SEP = "\x00"
 
 
@@ -72,8 +71,20 @@ def timer_check_bytes(progress: Progress) -> bytes:
     wheel at now minus its window), lastTimerLogFlushPos 0 (no timer log is exported),
     lastTimerQueueOffset = masterTimerQueueOffset = the cursor, dataVersion zeros."""
     q = int(progress.timer_offset or 0)
-    head = struct.pack(">qqqqqqq", 0, 0, q, q, 0, 0, 0)
-    return head + bytes(_TIMER_CHECK_SIZE - len(head))
+    return TimerCheckpoint(last_timer_queue_offset=q, master_timer_queue_offset=q).to_bytes()
+
+
+def export_config_files(store: storage.Store, snap: StoreSnapshot,
+                        staged: set[Any]) -> tuple[list[tuple[str, bytes]], dict[str, Any]]:
+    """What an export of ``snap`` writes under ``config/`` (``table.export.export_store``'s
+    ``config_files``), and its summary: ``delayOffset.json`` always (a broker without it delivers
+    every delay-level message in the store again), ``timercheck`` when the snapshot has a timer
+    queue."""
+    progress = progress_of(store, snap.files.values(), staged)
+    files = [(DELAY_OFFSET_PATH, delay_offset_json(progress))]
+    if progress.timer_offset is not None:
+        files.append((TIMER_CHECK_PATH, timer_check_bytes(progress)))
+    return files, progress.summary()
 
 
 def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[Any]) -> Progress:
