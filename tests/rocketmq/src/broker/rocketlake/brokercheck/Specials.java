@@ -104,59 +104,25 @@ final class Specials {
         TransactionMQProducer check = timerTopic == null ? null : checkedProducer(nsAddr, instance);
         try (PrintWriter w = new PrintWriter(new FileWriter(file, StandardCharsets.UTF_8, true))) {
             for (long i = first; i < first + n; i++) {
+                final long k = i;
                 int level = 1 + (int) (i % 2);
                 Message m = new Message(delayTopic, "delayed", "delay-" + i, ("delayed " + i).getBytes(StandardCharsets.UTF_8));
                 m.setDelayTimeLevel(level);
-                try {
-                    SendResult r = delays.send(m, 3000);
-                    if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        w.println(line("delay", i, r, "delay-" + i, String.valueOf(level)));
-                        sent++;
-                    } else {
-                        failed++;
-                    }
-                } catch (Exception e) {
-                    failed++;
-                }
+                int ok = record(w, "delay", i, "delay-" + i, String.valueOf(level), () -> delays.send(m, 3000));
                 Message t = new Message(transTopic, "tx", "trans-" + i, ("transaction " + i).getBytes(StandardCharsets.UTF_8));
-                try {
-                    SendResult r = trans.sendMessageInTransaction(t, i);
-                    if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        w.println(line("trans", i, r, "trans-" + i, i % 2 == 0 ? "COMMIT" : "ROLLBACK"));
-                        sent++;
-                    } else {
-                        failed++;
-                    }
-                } catch (Exception e) {
-                    failed++;
-                }
+                ok += record(w, "trans", i, "trans-" + i, i % 2 == 0 ? "COMMIT" : "ROLLBACK",
+                    () -> trans.sendMessageInTransaction(t, k));
+                int tries = 2;
                 if (timerTopic != null) {
                     Message m2 = new Message(timerTopic, "timer", "timer-" + i, ("timer " + i).getBytes(StandardCharsets.UTF_8));
                     m2.setDelayTimeSec(3);
-                    try {
-                        SendResult r = delays.send(m2, 3000);
-                        if (r.getSendStatus() == SendStatus.SEND_OK) {
-                            w.println(line("timer", i, r, "timer-" + i, "3"));
-                            sent++;
-                        } else {
-                            failed++;
-                        }
-                    } catch (Exception e) {
-                        failed++;
-                    }
+                    ok += record(w, "timer", i, "timer-" + i, "3", () -> delays.send(m2, 3000));
                     Message c = new Message(transTopic, "tx", "check-" + i, ("checked " + i).getBytes(StandardCharsets.UTF_8));
-                    try {
-                        SendResult r = check.sendMessageInTransaction(c, i);
-                        if (r.getSendStatus() == SendStatus.SEND_OK) {
-                            w.println(line("check", i, r, "check-" + i, checkAnswer(i)));
-                            sent++;
-                        } else {
-                            failed++;
-                        }
-                    } catch (Exception e) {
-                        failed++;
-                    }
+                    ok += record(w, "check", i, "check-" + i, checkAnswer(i), () -> check.sendMessageInTransaction(c, k));
+                    tries = 4;
                 }
+                sent += ok;
+                failed += tries - ok;
                 w.flush();
             }
         } finally {
@@ -164,6 +130,24 @@ final class Specials {
             trans.shutdown();
         }
         return sent + "\t" + failed;
+    }
+
+    private interface Send {
+        SendResult send() throws Exception;
+    }
+
+    /** 1 and a line in the file for a SEND_OK, else 0. */
+    private static int record(PrintWriter w, String kind, long i, String key, String what, Send send) {
+        try {
+            SendResult r = send.send();
+            if (r.getSendStatus() == SendStatus.SEND_OK) {
+                w.println(line(kind, i, r, key, what));
+                return 1;
+            }
+        } catch (Exception e) {
+            // counted as failed
+        }
+        return 0;
     }
 
     private static String line(String kind, long i, SendResult r, String key, String what) {
