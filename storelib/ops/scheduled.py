@@ -90,7 +90,8 @@ def export_config_files(store: storage.Store, snap: StoreSnapshot,
 def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[Any]) -> Progress:
     """The delivery progress of the snapshot whose manifest rows are ``files`` (read as the export
     reads them: ``storefiles.reading_path``). Reads the CommitLog only when the snapshot has a
-    queue of either scheduled topic, from the segment holding its first entry on."""
+    queue of either scheduled topic: each segment decoded at once (no bodies), the properties
+    parsed of the entries and of the records after the first entry only."""
     rows = list(files)
     sched_queues = {r["topic"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE} & {SCHEDULE_TOPIC, TIMER_TOPIC}
     if not sched_queues:
@@ -110,7 +111,7 @@ def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[
             entries.append(pa.table({"topic": e["topic"], "queue_id": e["queue_id"], "queue_offset": e["queue_offset"],
                                      "offset": e["commitlog_offset"], "real_topic": pv["REAL_TOPIC"].cast(pa.string()),
                                      "key": ek}))
-            keys_so_far = pa.concat_arrays([keys_so_far, ek.combine_chunks() if isinstance(ek, pa.ChunkedArray) else ek])
+            keys_so_far = pa.concat_arrays([keys_so_far, ek])
         if not len(keys_so_far) or is_entry.all():
             continue
         c = recs.filter(pa.array(~is_entry))
