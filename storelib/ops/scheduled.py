@@ -91,14 +91,14 @@ def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[
     """The delivery progress of the snapshot whose manifest rows are ``files`` (read as the export
     reads them: ``storefiles.reading_path``). Reads the CommitLog only when the snapshot has a
     queue of either scheduled topic: each segment decoded at once (no bodies), the properties
-    parsed of the entries and of the records after the first entry only."""
+    parsed of the entries and of the records that match one on everything else only."""
     rows = list(files)
     sched_queues = {r["topic"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE} & {SCHEDULE_TOPIC, TIMER_TOPIC}
     if not sched_queues:
         return Progress({}, None, {})
     entries: list[pa.Table] = []
     copies: list[pa.Table] = []
-    keys_so_far = pa.array([], pa.string())
+    seen = pa.array([], pa.string())              # the entries' identities without UNIQ_KEY, so far
     for row in sorted((r for r in rows if r["kind"] == FileKind.COMMITLOG), key=lambda r: int(r["base_offset"])):
         recs = _records(store, row, staged)
         if recs is None:
@@ -107,19 +107,20 @@ def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[
         if is_entry.any():
             e = recs.filter(pa.array(is_entry))
             pv = property_values(e["properties_string"], ("REAL_TOPIC", "REAL_QID", "UNIQ_KEY"))
-            ek = _identity(pv["REAL_TOPIC"], pv["REAL_QID"], pv["UNIQ_KEY"], e)
+            pre = _identity(pv["REAL_TOPIC"], pv["REAL_QID"], e)
             entries.append(pa.table({"topic": e["topic"], "queue_id": e["queue_id"], "queue_offset": e["queue_offset"],
                                      "offset": e["commitlog_offset"], "real_topic": pv["REAL_TOPIC"].cast(pa.string()),
-                                     "key": ek}))
-            keys_so_far = pa.concat_arrays([keys_so_far, ek])
-        if not len(keys_so_far) or is_entry.all():
+                                     "key": _with_uniq(pre, pv["UNIQ_KEY"])}))
+            seen = pa.concat_arrays([seen, pre])
+        if not len(seen) or is_entry.all():
             continue
         c = recs.filter(pa.array(~is_entry))
-        uniq = property_values(c["properties_string"], ("UNIQ_KEY",))["UNIQ_KEY"]
-        ck = _identity(c["topic"], pc.cast(c["queue_id"], pa.string()), uniq, c)
-        hit = pc.is_in(ck, keys_so_far)
-        if pc.any(hit).as_py():
-            copies.append(pa.table({"offset": c["commitlog_offset"].filter(hit), "key": ck.filter(hit)}))
+        # the properties are parsed only of the records that match an entry on every other part
+        c = c.filter(pc.is_in(_identity(c["topic"], c["queue_id"], c), seen))
+        if c.num_rows:
+            uniq = property_values(c["properties_string"], ("UNIQ_KEY",))["UNIQ_KEY"]
+            copies.append(pa.table({"offset": c["commitlog_offset"],
+                                    "key": _with_uniq(_identity(c["topic"], c["queue_id"], c), uniq)}))
     return _cursors(entries, copies)
 
 
@@ -135,15 +136,21 @@ def _records(store: storage.Store, row: ManifestRow, staged: set[Any]) -> pa.Tab
                                 origin=(row["path"], 0))
 
 
-def _identity(topic: Any, queue_id: Any, uniq: Any, recs: pa.Table) -> pa.Array:
+def _identity(topic: Any, queue_id: Any, recs: pa.Table) -> pa.Array:
     """What a delivered copy shares with its scheduled entry (``ScheduleMessageService.messageTimeUp``,
     ``TimerMessageStore.convertMessage``: the real topic and queue, the properties, born time,
-    body and reconsume times carried over) as one string per record."""
-    parts = [pc.cast(topic, pa.string()), pc.cast(queue_id, pa.string()), pc.cast(uniq, pa.string()),
-             pc.cast(recs["born_timestamp"], pa.string()), pc.cast(recs["body_crc"], pa.string()),
-             pc.cast(recs["reconsume_times"], pa.string())]
-    parts = [pc.fill_null(p, "") for p in parts]
-    out = pc.binary_join_element_wise(*parts, _SEP)
+    body and reconsume times carried over), but ``UNIQ_KEY`` (``_with_uniq``), as one string per record."""
+    parts = [pc.cast(topic, pa.string()), pc.cast(queue_id, pa.string()), pc.cast(recs["born_timestamp"], pa.string()),
+             pc.cast(recs["body_crc"], pa.string()), pc.cast(recs["reconsume_times"], pa.string())]
+    return _joined(parts)
+
+
+def _with_uniq(identity: pa.Array, uniq: Any) -> pa.Array:
+    return _joined([identity, pc.cast(uniq, pa.string())])
+
+
+def _joined(parts: list[Any]) -> pa.Array:
+    out = pc.binary_join_element_wise(*[pc.fill_null(p, "") for p in parts], _SEP)
     return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
 
 
