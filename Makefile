@@ -187,7 +187,8 @@ repair-fidelity: install rocketmq
 	ROCKETLAKE_REPAIR_FIDELITY=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_repair_broker.py
 
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
-# restore on a broker, delay and transactional messages (tests/e2e/test_mirror_broker.py, ~7 min;
+# restore on a broker, delay-level, timer and transactional messages (check-backs too) restored
+# exactly once from a middle and the last batch (tests/e2e/test_mirror_broker.py, ~10 min;
 # ROCKETLAKE_MIRROR_SECONDS per sending phase),
 # and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
 mirror: install rocketmq

@@ -1,8 +1,9 @@
 """python jobs/export.py --store STORE --to DIR [--as-of-batch B]
 
 Materializes a committed snapshot as a broker-ready RocketMQ store directory (commitlog/,
-consumequeue/, index/, checkpoint, and rocketlake.properties: the sizes the files were written
-with, as a broker's properties; no _rocketlake/), byte-identical to a RocketMQ broker's files
+consumequeue/, index/, checkpoint, rocketlake.properties: the sizes the files were written
+with, as a broker's properties; config/delayOffset.json and config/timercheck: where delivery of
+scheduled messages had got as of the batch; no _rocketlake/), byte-identical to a RocketMQ broker's files
 for the same messages, every file checked against its manifest checksum. On object stores, where
 rocketlake keeps files as per-batch fragments (storelib.io.fragments), this is how a broker gets its
 files. DIR must be empty or absent. Runs on the driver only (no Spark).
@@ -33,10 +34,12 @@ def main(argv=None) -> int:
 
 
 def _export(args) -> int:
+    from ..ops import scheduled
     from ..table import export
     from . import common as cli
     res = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))  # a store?
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
-    s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot)
+    s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot,
+                             config_files=scheduled.export_config_files)
     print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
     return int(ExitCode.OK)

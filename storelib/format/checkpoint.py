@@ -14,6 +14,12 @@ newest 5.x line (5.5, ``rocketmqVersion=5.5``) has a sixth (``LAYOUT_SIZE_5_5`` 
 Names defined here: ``FILE_NAME``, ``FILE_SIZE``, the ``POS_*`` offsets, ``LAYOUT_SIZE``,
 ``LAYOUT_SIZE_5_5``, ``Checkpoint`` (``to_bytes`` / ``from_bytes`` / ``to_dict``), and the rule of
 ``physicMsgTimestamp`` (``physic_msg_timestamp``), which ingest and repair both follow.
+
+The timer wheel's checkpoint, ``config/timercheck`` (``TimerCheckpoint``: one 4096-byte page,
+seven int64 at the start, rest zero), is ``TimerCheckpoint`` here too::
+
+    0 lastReadTimeMs  8 lastTimerLogFlushPos  16 lastTimerQueueOffset  24 masterTimerQueueOffset
+    32 dataVersion.stateVersion  40 dataVersion.timestamp  48 dataVersion.counter
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
            "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
-           "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp"]
+           "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp", "TimerCheckpoint", "TIMER_CHECK_FILE"]
 
 FILE_NAME = CHECKPOINT_FILE
 FILE_SIZE = 4096
@@ -71,6 +77,29 @@ class Checkpoint:
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+TIMER_CHECK_FILE = "config/timercheck"          # BrokerPathConfigHelper.getTimerCheckPath
+_TIMER_LAYOUT = struct.Struct(">qqqqqqq")
+
+
+@dataclass(frozen=True)
+class TimerCheckpoint:
+    last_read_time_ms: int = 0
+    last_timer_log_flush_pos: int = 0
+    last_timer_queue_offset: int = 0
+    master_timer_queue_offset: int = 0
+    state_version: int = 0
+    timestamp: int = 0
+    counter: int = 0
+
+    def to_bytes(self) -> bytes:
+        head = _TIMER_LAYOUT.pack(*asdict(self).values())
+        return head + bytes(FILE_SIZE - len(head))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "TimerCheckpoint":
+        return cls(*_TIMER_LAYOUT.unpack_from(data, 0))
 
 
 def physic_msg_timestamp(store_ts: npt.NDArray[np.int64], waits: npt.NDArray[np.bool_],

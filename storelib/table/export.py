@@ -9,7 +9,10 @@ exported: the directory is a plain RocketMQ store a broker can start on (``store
 Beside the files, ``rocketlake.properties`` holds the snapshot's file-shaping configuration as a
 broker's properties (``mqbroker -c`` reads these keys; with ``storePathRootDir`` for a local
 target), so a broker, ``verify`` and the readers size the files as they were written, and where
-each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores).
+each queue's first exported file starts (``QUEUE_STARTS_KEY``, a key a broker ignores). Under
+``config/`` (``rocketlake export``, ``ops.scheduled``): where the broker's delivery of scheduled
+messages had got as of the snapshot (``delayOffset.json``, ``timercheck``), so a broker started
+on the export delivers none of them twice.
 
 Any committed snapshot can be exported, the latest or an earlier one, also while a batch is being
 written or published: later batches never change the bytes a snapshot's rows cover, except an
@@ -19,7 +22,7 @@ it and renamed into place when every file checked out: a failed export leaves no
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import json
 import os
@@ -38,6 +41,7 @@ __all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_te
            "recorded_queue_starts"]
 
 _CHUNK = 64 << 20
+ConfigFiles = Callable[[storage.Store, StoreSnapshot, set[Any]], tuple[list[tuple[str, bytes]], dict[str, Any]]]
 PROPERTIES_NAME = "rocketlake.properties"
 # Each queue's first exported file, as the queue offset it starts at ({"topic/queueId": offset}): a
 # topic's own retention removes a queue's oldest files while the CommitLog keeps their records, so
@@ -99,11 +103,14 @@ def recorded_queue_starts(store: storage.Store) -> dict[Any, Any] | None:
 
 
 def export_store(store_uri: str, target: str, as_of_batch: str | int | None = None, durable: bool = True,
-                 snap: StoreSnapshot | None = None, check: bool = True) -> dict[str, Any]:
+                 snap: StoreSnapshot | None = None, check: bool = True,
+                 config_files: ConfigFiles | None = None) -> dict[str, Any]:
     """Export the latest committed snapshot (or ``as_of_batch``, or ``snap``) of ``store_uri`` to
     ``target`` (a local directory or any store URI), which must be empty or absent; returns a
     summary. ``check=False``: files whose bytes do not match their checksum are exported as they
-    are (verify of an earlier snapshot then names what differs)."""
+    are (verify of an earlier snapshot then names what differs). ``config_files(store, snap,
+    staged)``: further (path, bytes) to write and summary keys (``ops.scheduled.export_config_files``:
+    the broker's delivery cursors, what ``rocketlake export`` writes)."""
     store = storage.Store(store_uri)
     out = storage.Store(target)
     if out.list_files(""):
@@ -121,12 +128,16 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
                                           f".{os.path.basename(out.root)}.export-{uuid.uuid4().hex[:8]}"))
     n_bytes = 0
     staged = storefiles.staging_batches(store)
+    extra: list[tuple[str, bytes]] = []
     try:
         for _rel, row in sorted(snap.files.items()):
             n_bytes += _export_file(store, work, row, config, durable, check, staged)
         starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
+        extra, extra_summary = config_files(store, snap, staged) if config_files is not None else (extra, {})
+        for rel, data in extra:
+            work.write_file(rel, [data], len(data), durable=durable)
         if work is not out:
             if os.path.isdir(out.root):
                 os.rmdir(out.root)                 # empty (checked above)
@@ -137,11 +148,12 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         if work is not out:
             shutil.rmtree(work.root, ignore_errors=True)
         else:
-            for rel in list(snap.files) + [PROPERTIES_NAME]:
+            for rel in list(snap.files) + [PROPERTIES_NAME] + [rel for rel, _ in extra]:
                 out.delete(rel)
         raise
     return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],
-            "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes}
+            "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes,
+            "config_files": [rel for rel, _ in extra], **extra_summary}
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,

@@ -23,7 +23,10 @@ from .manifest import now_ms
 __all__ = ["LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease"]
 
 LEASE_TTL_S = float(os.environ.get("ROCKETLAKE_LEASE_TTL", "600"))
-LEASE_RENEW_S = max(1.0, min(60.0, LEASE_TTL_S / 4))
+# A quarter of the time to live, with no floor: ``check`` counts a holder idle for half of it as
+# stalled, so a renewal period of half the TTL or more (1 s under a 2 s TTL) makes the keeper thread
+# find its own lease lost on its first round, and a cycle longer than the TTL could never commit.
+LEASE_RENEW_S = min(60.0, LEASE_TTL_S / 4) if LEASE_TTL_S > 0 else 1.0
 
 
 class WriterLease:

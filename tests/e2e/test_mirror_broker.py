@@ -305,9 +305,12 @@ def test_mirror_a_running_broker(tmp_path):
     assert state() == before
 
 
-DELAY_TOPIC, TRANS_TOPIC = "mirror_delayed", "mirror_tx"
+DELAY_TOPIC, TRANS_TOPIC, TIMER_REAL = "mirror_delayed", "mirror_tx", "mirror_timer"
 SPECIALS = int(os.environ.get("ROCKETLAKE_MIRROR_SPECIALS", "40"))
-SYSTEM_TOPICS = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+SYSTEM_TOPICS = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "rmq_sys_wheel_timer")
+# the timer wheel on (a broker's default; BrokerCheck turns it off), check-backs every second
+SPECIAL_BROKER = {"timerWheelEnable": "true", "broker.transactionCheckInterval": 1000,
+                  "broker.transactionTimeOut": 1000}
 
 
 def special_lines(path: str) -> list:
@@ -325,32 +328,59 @@ def props_of(text: str) -> dict:
     return dict(kv.split("\x01", 1) for kv in text.split("\x02") if "\x01" in kv)
 
 
+def served_by_export(tmp_path, store: str, batch: dict, name: str, topics: str, want_delayed: set,
+                     want_timer: set) -> tuple:
+    """A fresh broker on ``export --as-of-batch`` of ``batch``: once the scheduled messages it has
+    to deliver (``want_*``) are all there, and a while longer (for any it delivers again): how
+    often each key was served in the delay, timer and transaction topics, and the export's summary."""
+    out = str(tmp_path / name)
+    r = rocketlake("export", "--store", store, "--as-of-batch", batch["batch_id"], "--to", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(r.stdout.split("rocketlake: ", 1)[1])
+    counts = {}
+    with Broker(out, str(tmp_path / (name + "-broker")), {**SIZES, **SPECIAL_BROKER}) as b:
+        b.ask("topics", topics, QUEUES)
+
+        def served():
+            for t in (DELAY_TOPIC, TIMER_REAL, TRANS_TOPIC):
+                counts[t] = collections.Counter(m["properties"]["KEYS"] for m in b.consume(t, QUEUES)[1])
+            return want_delayed <= set(counts[DELAY_TOPIC]) and want_timer <= set(counts[TIMER_REAL])
+        wait_until(f"the broker on the export of {batch['batch_id']} to deliver what was due", served, timeout=60)
+        time.sleep(6)                           # ScheduleMessageService and the timer wheel: anything more
+        served()
+    return counts, summary
+
+
 def test_mirror_holds_delay_and_transaction_messages(tmp_path):
-    """Delay-level messages (1 s, 5 s) and transactional messages (half, then commit or rollback)
-    from RocketMQ's own clients while the mirror runs: the mirror holds the broker's records of
-    them byte for byte (SCHEDULE_TOPIC_XXXX, the delivered copies in the real topic, the half and
-    op topics, the committed copies), their queue units identical; a broker started on the export
-    of the mirror's last batch serves the delivered and the committed messages, and no rolled-back
-    one."""
+    """Delay-level, timer and transactional messages (half, then commit or rollback at once, or
+    through the broker's check-back: commit, rollback, unknown for ever) from RocketMQ's own
+    clients while the mirror runs: the mirror holds the broker's records of them byte for byte
+    (SCHEDULE_TOPIC_XXXX, rmq_sys_wheel_timer, the delivered copies, the half and op topics, the
+    committed copies), their queue units identical. A broker started on the export of a batch
+    while some scheduled messages were still due, and one on the last batch, each serve every
+    delay-level message exactly once (the export's config/delayOffset.json), every timer message
+    (once for the last batch: config/timercheck), and exactly the transactional messages committed
+    as of that batch (the broker's committed copies, as many as it wrote): none rolled back, none
+    whose check-back had not committed it."""
     broker_dir, store = str(tmp_path / "broker"), str(tmp_path / "mirror")
     os.makedirs(broker_dir)
     sent, fence = str(tmp_path / "specials.tsv"), str(tmp_path / "fence.tsv")
     props = tmp_path / "broker.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in SIZES.items()))
-    topics = ",".join(TOPICS + [DELAY_TOPIC, TRANS_TOPIC])
+    topics = ",".join(TOPICS + [DELAY_TOPIC, TRANS_TOPIC, TIMER_REAL])
     log = open(tmp_path / "mirror.log", "w")
     mirror = None
     try:
-        with Broker(broker_dir, str(tmp_path / "a"), {**SIZES, **FLUSH}) as b:
+        with Broker(broker_dir, str(tmp_path / "a"), {**SIZES, **FLUSH, **SPECIAL_BROKER}) as b:
             mirror = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker_dir,
                                        "--store", store, "--every", "1", "--quiet", "--config", str(props)],
                                       stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PYTHONPATH=ROOT),
                                       cwd=ROOT, start_new_session=True)
             b.ask("topics", topics, QUEUES)
-            b.ask("specials", sent, SPECIALS, 0, DELAY_TOPIC, TRANS_TOPIC)
-            time.sleep(8)                                   # every delay level-2 message due (5 s) and delivered
-            b.ask("produce", fence, 20, 10_000, ",".join(TOPICS))      # later records move the safe point past them
-            time.sleep(1.5)
+            b.ask("specials", sent, SPECIALS, 0, DELAY_TOPIC, TRANS_TOPIC, TIMER_REAL)
+            time.sleep(10)                                  # every delay and timer message due and delivered,
+            b.ask("produce", fence, 20, 10_000, ",".join(TOPICS))      # every check-back answered; later records
+            time.sleep(1.5)                                            # move the safe point past them
             b.ask("stopproduce")
             first_fence = min(s["offset"] for s in sent_lines(fence))     # (the newest record waits for a later one)
             wait_until("the mirror to pass the fence", lambda: mirror_end(store) > first_fence)
@@ -364,10 +394,11 @@ def test_mirror_holds_delay_and_transaction_messages(tmp_path):
             mirror.wait(timeout=120)
         log.close()
     specials = special_lines(sent)
-    delays = [s for s in specials if s["kind"] == "delay"]
-    trans = [s for s in specials if s["kind"] == "trans"]
-    assert len(delays) == len(trans) == SPECIALS, (len(delays), len(trans))
-    committed = {s["key"] for s in trans if s["what"] == "COMMIT"}
+    by_kind = {k: [s for s in specials if s["kind"] == k] for k in ("delay", "trans", "timer", "check")}
+    assert all(len(v) == SPECIALS for v in by_kind.values()), {k: len(v) for k, v in by_kind.items()}
+    delays, trans, timers, checks = by_kind["delay"], by_kind["trans"], by_kind["timer"], by_kind["check"]
+    committed = {s["key"] for s in trans if s["what"] == "COMMIT"} | \
+        {s["key"] for s in checks if s["what"] == "CHECK_COMMIT"}
 
     recs = mirror_records(store)
     by_topic: dict = {}
@@ -379,9 +410,17 @@ def test_mirror_holds_delay_and_transaction_messages(tmp_path):
         topic, qid, _, text = recs[s["offset"]]
         assert topic == "SCHEDULE_TOPIC_XXXX" and qid == int(s["what"]) - 1, (s, topic, qid)
         assert props_of(text)["REAL_TOPIC"] == DELAY_TOPIC
+    for s in timers:
+        topic, _, _, text = recs[s["offset"]]
+        assert topic == "rmq_sys_wheel_timer" and props_of(text)["REAL_TOPIC"] == TIMER_REAL, (s, topic)
     assert keys[DELAY_TOPIC] == sorted(s["key"] for s in delays)               # every one delivered, once
-    assert keys[TRANS_TOPIC] == sorted(committed)                             # the committed ones, no other
-    assert keys["RMQ_SYS_TRANS_HALF_TOPIC"] == sorted(s["key"] for s in trans)
+    assert keys[TIMER_REAL] == sorted(s["key"] for s in timers)
+    # the committed ones, no other; a check-back may commit one more than once (the broker checks
+    # the half again before it sees the op message of the first commit): the broker's copies, as they are
+    assert set(keys[TRANS_TOPIC]) == committed
+    assert all(keys[TRANS_TOPIC].count(s["key"]) == 1 for s in trans if s["what"] == "COMMIT")
+    # (a check-back puts the half message again: those of the check-back ones appear more than once)
+    assert set(keys["RMQ_SYS_TRANS_HALF_TOPIC"]) == {s["key"] for s in trans + checks}
     assert "RMQ_SYS_TRANS_OP_HALF_TOPIC" in by_topic
     delivered = {p["KEYS"]: off for off, _, p in by_topic[DELAY_TOPIC]}
     assert all(delivered[s["key"]] > s["offset"] for s in delays)
@@ -391,27 +430,48 @@ def test_mirror_holds_delay_and_transaction_messages(tmp_path):
         n = r["valid_bytes"]
         assert open(os.path.join(broker_dir, r["path"]), "rb").read()[:n] == \
             open(os.path.join(store, r["path"]), "rb").read()[:n], r["path"]
-    for t in SYSTEM_TOPICS + (DELAY_TOPIC, TRANS_TOPIC):
+    for t in SYSTEM_TOPICS + (DELAY_TOPIC, TRANS_TOPIC, TIMER_REAL):
         assert units.get(t, 0) > 0, (t, units)
     assert units["SCHEDULE_TOPIC_XXXX"] == SPECIALS and units[DELAY_TOPIC] == SPECIALS
-    assert units["RMQ_SYS_TRANS_HALF_TOPIC"] == SPECIALS and units[TRANS_TOPIC] == len(committed)
+    assert units["rmq_sys_wheel_timer"] == SPECIALS and units[TIMER_REAL] == SPECIALS
+    assert units["RMQ_SYS_TRANS_HALF_TOPIC"] >= 2 * SPECIALS and units[TRANS_TOPIC] == len(keys[TRANS_TOPIC])
     r = rocketlake("verify", "--store", store, "--deep")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
-    # restore: a broker on the export of the last batch serves the delivered and committed messages
-    out = str(tmp_path / "restored")
-    r = rocketlake("export", "--store", store, "--as-of-batch", snap.batch["batch_id"], "--to", out)
-    assert r.returncode == 0, r.stderr[-2000:]
-    with Broker(out, str(tmp_path / "r"), SIZES) as b:
-        b.ask("topics", topics, QUEUES)
-        _, got_delayed, _ = b.consume(DELAY_TOPIC, QUEUES)
-        _, got_tx, _ = b.consume(TRANS_TOPIC, QUEUES)
-    print(f"restored broker: {len(got_delayed)} delayed messages served for {len(delays)} sent, "
-          f"{len(got_tx)} transactional for {len(committed)} committed")
-    assert sorted(m["properties"]["KEYS"] for m in got_tx) == sorted(committed)
-    # A broker on the export has no config/delayOffset.json (the mirror holds the store files only,
-    # docs/OPERATIONS.md): its ScheduleMessageService delivers every due message of
-    # SCHEDULE_TOPIC_XXXX again, so each delayed message is served once or twice, never lost.
-    served = collections.Counter(m["properties"]["KEYS"] for m in got_delayed)
-    assert set(served) == {s["key"] for s in delays} and set(served.values()) <= {1, 2}, served
-    assert all(bytes(m["body"]).startswith(b"delayed ") for m in got_delayed)
+    # restore, a batch while delay-level and timer messages were partly delivered: each delay-level
+    # one exactly once (those delivered by the batch from the store, the others by the new broker)
+    def held(batch, topic, kind=None):
+        return {p["KEYS"] for off, _, p in by_topic[topic] if off < batch["max_phy_offset"]
+                and (kind is None or p["KEYS"].startswith(kind))}
+    sched = {p["KEYS"]: off for off, _, p in by_topic["SCHEDULE_TOPIC_XXXX"]}
+
+    def partly(b, entries, copies):
+        return len(held(b, entries)) > len(held(b, copies)) > 0
+    delay_mid = [b for b in snap.batches if partly(b, "SCHEDULE_TOPIC_XXXX", DELAY_TOPIC)]
+    timer_mid = [b for b in snap.batches if partly(b, "rmq_sys_wheel_timer", TIMER_REAL)]
+    assert delay_mid and timer_mid, [b["max_phy_offset"] for b in snap.batches]
+    both = [b for b in delay_mid if b in timer_mid]
+    for k, mid in enumerate(both[:1] or [delay_mid[0], timer_mid[0]]):
+        want_delayed = {key for key, off in sched.items() if off < mid["max_phy_offset"]}
+        want_timer = held(mid, "rmq_sys_wheel_timer")
+        counts, summary = served_by_export(tmp_path, store, mid, f"restored-mid{k}", topics, want_delayed, want_timer)
+        print(f"restored at {mid['batch_id']}: {summary}; delayed served {sum(counts[DELAY_TOPIC].values())} "
+              f"for {len(want_delayed)}, timer {sum(counts[TIMER_REAL].values())} for {len(want_timer)}")
+        assert dict(counts[DELAY_TOPIC]) == {key: 1 for key in want_delayed}
+        # every timer message; one delivered by the batch after one that was not, a second time
+        assert set(counts[TIMER_REAL]) == want_timer and set(counts[TIMER_REAL].values()) <= {1, 2}
+        # the committed copies as of the batch, no other: a half still unresolved then stays a half message
+        assert counts[TRANS_TOPIC] == collections.Counter(p["KEYS"] for off, _, p in by_topic[TRANS_TOPIC]
+                                                          if off < mid["max_phy_offset"])
+
+    # restore, the last batch: every scheduled message delivered once, the committed ones alone
+    counts, summary = served_by_export(tmp_path, store, snap.batch, "restored", topics,
+                                       {s["key"] for s in delays}, {s["key"] for s in timers})
+    print(f"restored at the last batch: {summary}")
+    assert summary["delay_offsets"] == {"1": SPECIALS // 2, "2": SPECIALS // 2} and summary["timer_offset"] == SPECIALS
+    assert dict(counts[DELAY_TOPIC]) == {s["key"]: 1 for s in delays}
+    assert dict(counts[TIMER_REAL]) == {s["key"]: 1 for s in timers}
+    assert counts[TRANS_TOPIC] == collections.Counter(keys[TRANS_TOPIC]) and set(counts[TRANS_TOPIC]) == committed
+    unresolved = {s["key"] for s in checks if s["what"] == "CHECK_UNKNOWN"}
+    assert unresolved and not unresolved & set(counts[TRANS_TOPIC])
+    assert all(m.startswith("delay-") for m in counts[DELAY_TOPIC])

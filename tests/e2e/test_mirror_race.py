@@ -132,6 +132,36 @@ def test_a_stalled_mirror_never_commits(first_batch, tmp_path, point):
     _no_staging(store)
 
 
+def test_a_cycle_longer_than_the_lease_keeps_it_and_commits(first_batch, tmp_path):
+    """A running cycle held before its first Delta commit and again between the two, each time for
+    more than twice ``ROCKETLAKE_LEASE_TTL=2``: its keeper thread renews the lease all along, so a
+    second cycle started meanwhile is refused (exit 3, nothing changed) and the long one commits."""
+    broker = first_batch[0]
+    store = _store(first_batch, tmp_path, False)
+    env = {"ROCKETLAKE_LEASE_TTL": "2"}
+    gates = [str(tmp_path / "staged"), str(tmp_path / "between")]
+    long = _run(["mirror", store, broker], env, popen=True,
+                hold=f"after-files-staged:{gates[0]},between-delta-tables:{gates[1]}")
+    try:
+        for gate in gates:
+            _wait_for(gate + ".reached", long)
+            before = files_state(store)
+            time.sleep(5)                                 # 2.5 x the lease's time to live
+            renewed = json.loads(open(os.path.join(store, paths.LEASE_PATH)).read())["renewed_ms"]
+            assert time.time() * 1000 - renewed < 2000, "the lease was not renewed while the cycle ran"
+            r = _run(["mirror", store, broker], env)
+            assert r.returncode == 3 and "being written" in r.stderr, (r.returncode, r.stderr[-2000:])
+            assert files_state(store) == before
+            open(gate, "w").close()
+        out, err = long.communicate(timeout=300)
+        assert long.returncode == 0 and json.loads(out)["status"] == "committed", (long.returncode, err[-2000:])
+    finally:
+        _stop(long)
+    assert _ops(store) == ["mirror", "mirror"]
+    assert goldenlib.compare(golden_set("small-roll"), store) == []
+    _no_staging(store)
+
+
 @pytest.mark.skipif(not FULL, reason="make faults / make long (ROCKETLAKE_FAULTS=all or ROCKETLAKE_LONG=1)")
 @pytest.mark.parametrize("other", OTHERS)
 @pytest.mark.parametrize("holder", ["mirror", "other"])

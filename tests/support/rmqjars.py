@@ -75,9 +75,11 @@ def compile(version: str, what: str) -> str:
     dirs = (what, line(version)) if what == "main" else (what,)
     files = [p for d in dirs for p in glob.glob(os.path.join(SRC_DIR, d, "**", "*"), recursive=True) if os.path.isfile(p)]
     srcs = [p for p in files if p.endswith(".java")]
-    out = os.path.join(CACHE, "classes", f"{what}-{version}")
-    stamp = os.path.join(out, ".stamp")
     want = _sha(files) + version
+    # one directory per source version: checkouts sharing .cache (worktrees) never rebuild, nor
+    # delete, the classes a JVM of another one is running on
+    out = os.path.join(CACHE, "classes", f"{what}-{version}-{want[:12]}")
+    stamp = os.path.join(out, ".stamp")
     if os.path.isfile(stamp) and open(stamp).read() == want:
         return out
     if shutil.which("javac") is None:

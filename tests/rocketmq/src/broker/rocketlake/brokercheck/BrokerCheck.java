@@ -44,15 +44,17 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
  * storePathRootDir, and a real client (DefaultMQPullConsumer) reading it.
  *
- * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]}. Commands come
+ * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]} ({@code broker.key=value}:
+ * a BrokerConfig setting). Commands come
  * on stdin, one per line; answers go to stdout, each ending with a line {@code end}:
  * <ul>
  * <li>{@code consume TOPIC NQUEUES}: queues 0..NQUEUES-1 of the topic from min to max offset:
  *     {@code queue Q MIN MAX}, then {@code msg} lines (tab-separated, text fields base64);</li>
  * <li>{@code query TOPIC KEY MAXNUM BEGIN END}: queryMessage's messages, as {@code msg} lines;</li>
  * <li>{@code view TOPIC OFFSET_MSG_ID}: viewMessage's message, as a {@code msg} line (or {@code error});</li>
- * <li>{@code specials FILE N FIRST DELAY_TOPIC TRANS_TOPIC}: N delay-level and N transactional
- *     messages (Specials), {@code produced SENT FAILED};</li>
+ * <li>{@code specials FILE N FIRST DELAY_TOPIC TRANS_TOPIC [TIMER_TOPIC]}: N delay-level and N transactional
+ *     messages (Specials; with a timer topic also N timer messages and N transactional ones resolved
+ *     by the broker's check-back), {@code produced SENT FAILED};</li>
  * <li>{@code quit}: shut everything down.</li>
  * </ul>
  * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
@@ -101,7 +103,11 @@ public final class BrokerCheck {
         sc.setHaListenPort(0);
         for (int i = 2; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
-            rocketlake.brokercheck.Config.set(sc, kv[0], kv[1]);
+            if (kv[0].startsWith("broker.")) {       // a BrokerConfig setting (transactionCheckInterval, ...)
+                rocketlake.brokercheck.Config.set(bc, kv[0].substring("broker.".length()), kv[1]);
+            } else {
+                rocketlake.brokercheck.Config.set(sc, kv[0], kv[1]);
+            }
         }
         BrokerController broker = new BrokerController(bc, bNetty, new NettyClientConfig(), sc);
         if (!broker.initialize()) {
@@ -143,7 +149,8 @@ public final class BrokerCheck {
                         producing.begin();
                         out.println("produced\tstarted");
                     } else if (f[0].equals("specials")) {
-                        out.println("produced\t" + Specials.send(nsAddr, f[1], Integer.parseInt(f[2]), Long.parseLong(f[3]), f[4], f[5]));
+                        out.println("produced\t" + Specials.send(nsAddr, f[1], Integer.parseInt(f[2]), Long.parseLong(f[3]), f[4], f[5],
+                            f.length > 6 ? f[6] : null));
                     } else if (f[0].equals("stopproduce")) {
                         out.println("produced\t" + producing.end());
                     } else if (f[0].equals("consume")) {
@@ -165,6 +172,7 @@ public final class BrokerCheck {
                 out.println("end");
             }
         } finally {
+            Specials.shutdown();
             consumer.shutdown();
             broker.shutdown();
             namesrv.shutdown();

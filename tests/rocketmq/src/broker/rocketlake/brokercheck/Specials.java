@@ -21,14 +21,61 @@ import org.apache.rocketmq.common.message.MessageExt;
  * transaction commits even i (the broker then stores it in the topic) and rolls back odd i (an op
  * message in RMQ_SYS_TRANS_OP_HALF_TOPIC only). Every SEND_OK is one tab-separated line (kind, i,
  * topic, queue id, queue offset, offsetMsgId, msgId, key, level or COMMIT/ROLLBACK), flushed.
+ *
+ * <p>With a timer topic also: {@code n} timer messages ({@code setDelayTimeSec(3)}, key
+ * {@code timer-i}; the broker's timer wheel, rmq_sys_wheel_timer, must be enabled), and {@code n}
+ * transactional messages (key {@code check-i}) whose local transaction answers UNKNOW, so that
+ * the broker's check-back resolves them: i % 3 == 0 commits (CHECK_COMMIT), 1 rolls back
+ * (CHECK_ROLLBACK), 2 answers UNKNOW every time (CHECK_UNKNOWN: the half message stays unresolved).
+ * Their producer stays up, answering check-backs, until {@link #shutdown}.
  */
 final class Specials {
+    private static TransactionMQProducer checked;
+
     private Specials() {
     }
 
+    static String checkAnswer(long i) {
+        return i % 3 == 0 ? "CHECK_COMMIT" : i % 3 == 1 ? "CHECK_ROLLBACK" : "CHECK_UNKNOWN";
+    }
+
+    /** The check-back producer, if {@link #send} started one. */
+    static void shutdown() {
+        if (checked != null) {
+            checked.shutdown();
+            checked = null;
+        }
+    }
+
+    private static TransactionMQProducer checkedProducer(String nsAddr, String instance) throws Exception {
+        if (checked == null) {
+            TransactionMQProducer p = new TransactionMQProducer("rocketlake_checked_producer");
+            p.setNamesrvAddr(nsAddr);
+            p.setInstanceName(instance + "-checked");
+            p.setVipChannelEnabled(false);
+            p.setRetryTimesWhenSendFailed(0);
+            p.setTransactionListener(new TransactionListener() {
+                @Override
+                public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                    return LocalTransactionState.UNKNOW;
+                }
+
+                @Override
+                public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                    String a = checkAnswer(Long.parseLong(msg.getKeys().substring("check-".length())));
+                    return a.equals("CHECK_COMMIT") ? LocalTransactionState.COMMIT_MESSAGE
+                        : a.equals("CHECK_ROLLBACK") ? LocalTransactionState.ROLLBACK_MESSAGE : LocalTransactionState.UNKNOW;
+                }
+            });
+            p.start();
+            checked = p;
+        }
+        return checked;
+    }
+
     /** "SENT FAILED". */
-    static String send(String nsAddr, String file, int n, long first, String delayTopic, String transTopic)
-            throws Exception {
+    static String send(String nsAddr, String file, int n, long first, String delayTopic, String transTopic,
+            String timerTopic) throws Exception {
         long sent = 0;
         long failed = 0;
         String instance = "rocketlake-specials-" + ProcessHandle.current().pid();
@@ -54,34 +101,28 @@ final class Specials {
         });
         delays.start();
         trans.start();
+        TransactionMQProducer check = timerTopic == null ? null : checkedProducer(nsAddr, instance);
         try (PrintWriter w = new PrintWriter(new FileWriter(file, StandardCharsets.UTF_8, true))) {
             for (long i = first; i < first + n; i++) {
+                final long k = i;
                 int level = 1 + (int) (i % 2);
                 Message m = new Message(delayTopic, "delayed", "delay-" + i, ("delayed " + i).getBytes(StandardCharsets.UTF_8));
                 m.setDelayTimeLevel(level);
-                try {
-                    SendResult r = delays.send(m, 3000);
-                    if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        w.println(line("delay", i, r, "delay-" + i, String.valueOf(level)));
-                        sent++;
-                    } else {
-                        failed++;
-                    }
-                } catch (Exception e) {
-                    failed++;
-                }
+                int ok = record(w, "delay", i, "delay-" + i, String.valueOf(level), () -> delays.send(m, 3000));
                 Message t = new Message(transTopic, "tx", "trans-" + i, ("transaction " + i).getBytes(StandardCharsets.UTF_8));
-                try {
-                    SendResult r = trans.sendMessageInTransaction(t, i);
-                    if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        w.println(line("trans", i, r, "trans-" + i, i % 2 == 0 ? "COMMIT" : "ROLLBACK"));
-                        sent++;
-                    } else {
-                        failed++;
-                    }
-                } catch (Exception e) {
-                    failed++;
+                ok += record(w, "trans", i, "trans-" + i, i % 2 == 0 ? "COMMIT" : "ROLLBACK",
+                    () -> trans.sendMessageInTransaction(t, k));
+                int tries = 2;
+                if (timerTopic != null) {
+                    Message m2 = new Message(timerTopic, "timer", "timer-" + i, ("timer " + i).getBytes(StandardCharsets.UTF_8));
+                    m2.setDelayTimeSec(3);
+                    ok += record(w, "timer", i, "timer-" + i, "3", () -> delays.send(m2, 3000));
+                    Message c = new Message(transTopic, "tx", "check-" + i, ("checked " + i).getBytes(StandardCharsets.UTF_8));
+                    ok += record(w, "check", i, "check-" + i, checkAnswer(i), () -> check.sendMessageInTransaction(c, k));
+                    tries = 4;
                 }
+                sent += ok;
+                failed += tries - ok;
                 w.flush();
             }
         } finally {
@@ -89,6 +130,24 @@ final class Specials {
             trans.shutdown();
         }
         return sent + "\t" + failed;
+    }
+
+    private interface Send {
+        SendResult send() throws Exception;
+    }
+
+    /** 1 and a line in the file for a SEND_OK, else 0. */
+    private static int record(PrintWriter w, String kind, long i, String key, String what, Send send) {
+        try {
+            SendResult r = send.send();
+            if (r.getSendStatus() == SendStatus.SEND_OK) {
+                w.println(line(kind, i, r, key, what));
+                return 1;
+            }
+        } catch (Exception e) {
+            // counted as failed
+        }
+        return 0;
     }
 
     private static String line(String kind, long i, SendResult r, String key, String what) {
