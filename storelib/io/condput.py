@@ -47,7 +47,7 @@ def needs_probe(uri: str) -> bool:
     if not uri.startswith("s3://"):
         return False
     from .storage import delta_storage_options
-    return delta_storage_options(uri).get("AWS_CONDITIONAL_PUT") == "etag"
+    return (delta_storage_options(uri) or {}).get("AWS_CONDITIONAL_PUT") == "etag"
 
 
 def _client(settings: dict):

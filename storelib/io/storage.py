@@ -569,7 +569,7 @@ def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
     """Read a local file's bytes from ``offset`` straight into ``out``; the count read."""
     with open(path, "rb", buffering=0) as fh:
         fh.seek(offset)
-        mv, got = memoryview(out), 0
+        mv, got = out.data, 0           # (the array's own memoryview: readinto fills it in place)
         while got < len(out):
             k = fh.readinto(mv[got:])
             if not k:

@@ -84,8 +84,11 @@ class CommitLogReader:
         return size
 
     def read_at(self, offset: int, size: int) -> bytes:
-        """``size`` bytes at commitlog ``offset`` (the file must hold them)."""
-        return self.read(self.find(offset).rel, offset % self.file_size, size)
+        """``size`` bytes at commitlog ``offset`` (the file must hold them: ``data_size`` says so)."""
+        seg = self.find(offset)
+        if seg is None:
+            raise ValueError(f"commitlog offset {offset} is in no segment of this snapshot")
+        return self.read(seg.rel, offset % self.file_size, size)
 
     # ------------------------------------------------------------------ records
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
@@ -117,7 +120,7 @@ class CommitLogReader:
         pos = offset % self.file_size
         if pos + cl.BLANK_SIZE > seg.valid:
             return None
-        size, magic = records.record_head(self.read(seg.rel, pos, cl.BLANK_SIZE))
+        size, magic = cl.parse_size_magic(self.read(seg.rel, pos, cl.BLANK_SIZE))
         if not cl.is_record_start(size, magic, pos, seg.valid):
             return None
         msg = records.decode_message(self.read(seg.rel, pos, size))

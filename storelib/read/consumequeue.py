@@ -15,7 +15,7 @@ picks the file by the files' modification times and does not clamp to [min, max]
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,9 +42,9 @@ class QueueState:
 
     def __init__(self, topic: str, queue_id: int, files: list[ConsumeQueueFile]):
         self.topic, self.queue_id, self.files = topic, queue_id, files
-        self.min_logic = None          # bytes; computed lazily (correctMinOffset at load)
-        self.start_ts = {}             # file index -> cached store time of first unit (> 0 only)
-        self.stop_ts = {}
+        self.min_logic: int | None = None        # bytes; computed lazily (correctMinOffset at load)
+        self.start_ts: dict[int, int] = {}       # file index -> cached store time of first unit (> 0 only)
+        self.stop_ts: dict[int, int] = {}
 
 
 class QueueReader:
@@ -59,17 +59,20 @@ class QueueReader:
         self._queues: dict[tuple[str, int], QueueState] = {}
 
     # ================================================================= primitives
-    def queue(self, topic: str, queue_id: int, create: bool = True) -> QueueState | None:
-        """The queue's state; a queue without files exists (empty) unless ``create`` is False."""
+    def queue(self, topic: str, queue_id: int) -> QueueState:
+        """The queue's state; a queue without files exists (empty)."""
         key = (topic, int(queue_id))
         st = self._queues.get(key)
         if st is None:
-            files = self.consume_queues.get(key)
-            if files is None and not create:
-                return None
-            st = QueueState(topic, int(queue_id), list(files or []))
+            st = QueueState(topic, int(queue_id), list(self.consume_queues.get(key) or []))
             self._queues[key] = st
         return st
+
+    def existing(self, topic: str, queue_id: int) -> QueueState | None:
+        """The queue's state; None for a queue that has no files."""
+        if (topic, int(queue_id)) not in self._queues and self.consume_queues.get((topic, int(queue_id))) is None:
+            return None
+        return self.queue(topic, queue_id)
 
     def max_bytes(self, cq: QueueState) -> int:
         """MappedFileQueue.getMaxOffset of the queue (0 without files)."""
@@ -196,22 +199,22 @@ class QueueReader:
         return self.min_logic(self.queue(topic, queue_id)) // UNIT_SIZE
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         return 0 if cq is None else self.max_bytes(cq) // UNIT_SIZE
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         unit = None if cq is None else self.get(cq, cq_offset)
         return 0 if unit is None else unit[0]
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         unit = None if cq is None else self.get(cq, cq_offset)
         return -1 if unit is None else self.commitlog.pickup_store_timestamp(unit[0], unit[1])
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's min unit (-1 without one)."""
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         if cq is None:
             return -1
         unit = self.get(cq, self.min_logic(cq) // UNIT_SIZE)
@@ -226,7 +229,7 @@ class QueueReader:
         cq = self.queue(topic, queue_id)
         min_off = self.min_logic(cq) // UNIT_SIZE
         max_off = self.max_bytes(cq) // UNIT_SIZE
-        out = {"status": None, "next_begin_offset": offset, "min_offset": min_off, "max_offset": max_off,
+        out: dict[str, Any] = {"status": None, "next_begin_offset": offset, "min_offset": min_off, "max_offset": max_off,
                "queue_offsets": [], "phy_offsets": [], "messages": []}
         if max_off == 0:
             out.update(status="NO_MESSAGE_IN_QUEUE", next_begin_offset=0)
@@ -464,7 +467,7 @@ class QueueReader:
 
         Each message dict is the stored record (its ``queue_offset`` field is the queue offset).
         """
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         if cq is None or count <= 0:
             return []
         lo = max(offset, self.min_logic(cq) // UNIT_SIZE)

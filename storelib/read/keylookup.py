@@ -162,9 +162,9 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     inb = (positions >= 0) & (rel + cl.BLANK_SIZE <= len(buf))
     if inb.any():
         r = rel[inb]
-        size = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
-        magic = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
-        good = cl.is_record_start(size, magic, r, len(buf))
+        sizes = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
+        magics = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
+        good = cl.is_record_start(sizes, magics, r, len(buf))
         ok[np.flatnonzero(inb)[good]] = True
     return buf, np.where(ok, rel, 0), ok
 
@@ -224,7 +224,7 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
     ``distinct``: the caller guarantees one row per (query, phy) already. ``light``: only the
     ``keylookup_rows.LIGHT_NAMES`` columns, and the bodies are not even copied out of the records
     (the Spark plans decode the other columns only when a query uses them)."""
-    out = []
+    out: list[pa.Table] = []
     if cand.num_rows == 0:
         return out
     # one row per (query, message): duplicate queries / a key indexed twice in one message

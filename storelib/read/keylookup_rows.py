@@ -143,8 +143,9 @@ def with_message_columns(light, uri: str, segs: list, fsize: int):
             t = _fetch(st, seg_map, fsize, np.asarray(phy, np.int64), np.asarray(size, np.int64), maps)
             yield pa.StructArray.from_arrays([c.combine_chunks() for c in t.columns], names=LAZY_NAMES)
 
-    # an iterator UDF (told by its type hints): the segment maps are kept for the whole task
-    message = F.arrow_udf(fetch, LAZY_DDL)(F.col("commitlog_offset"), F.col("store_size"))
+    # an iterator UDF (told by its type hints): the segment maps are kept for the whole task.
+    # (pyspark's stubs know arrow_udf only with an explicit functionType, not the form told by hints)
+    message = F.arrow_udf(fetch, LAZY_DDL)(F.col("commitlog_offset"), F.col("store_size"))  # type: ignore[call-overload]
     # Two selects: the struct is computed once, then split (a UDF is never inlined twice).
     return light.select(*LIGHT_NAMES, message.alias("_message")).select(
         *LIGHT_NAMES, *[F.col("_message." + n).alias(n) for n in LAZY_NAMES])

@@ -26,7 +26,7 @@ from ..format.config import StoreConfig
 from .indexfile import IndexReader, KeyPage
 from .consumequeue import QueueReader
 from ..format.records import answer_message, decode_msg_id, earliest_probe_size, is_queued
-from ..table.storefiles import StoreFiles, as_store, open_files
+from ..table.storefiles import SnapshotInfo, StoreFiles, as_store, open_files
 from ..format.textforms import format_host
 
 if TYPE_CHECKING:                # storage loads pyarrow: a local store is read without it (localstore)
@@ -43,8 +43,10 @@ class StoreReader:
     ``index`` are the parts that answer, one per kind of file.
     """
 
-    def __init__(self, store: Store | str, config: StoreConfig | None = None, files: StoreFiles | None = None):
+    def __init__(self, store: Store | str, config: StoreConfig | None = None, files: StoreFiles | None = None,
+                 snapshot: SnapshotInfo | None = None):
         self.store = as_store(store)
+        self.snapshot = snapshot              # which batch the files are (``open_store``)
         if config is None:
             config = files.config if files is not None else StoreConfig()
         self.config = config
@@ -82,6 +84,8 @@ class StoreReader:
             if self.config.line_4_9:
                 return self._earliest_message_time_4_9()
             return self.pickup_store_timestamp(self.get_min_phy_offset(), earliest_probe_size(self.broker_ip_is_v6))
+        if queue_id is None:
+            raise ValueError(f"get_earliest_message_time of topic {topic!r}: a queue id is needed")
         return self.queues.get_earliest_message_time(topic, queue_id)
 
     def _earliest_message_time_4_9(self) -> int:
@@ -234,6 +238,4 @@ def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | Non
     """
     store = as_store(store)
     files, info = open_files(store, as_of_batch, config, snapshot)
-    reader = StoreReader(store, files.config, files)
-    reader.snapshot = info
-    return reader
+    return StoreReader(store, files.config, files, info)

@@ -298,18 +298,18 @@ def _queue_chunks(store, sp: Split, lo, hi, gap: int, batch_rows: int):
     stop = sp.stop if hi is None else min(sp.stop, hi + 1)
     if start >= stop:
         return
-    phys, size = [], []
-    for fs in sp.queues:
+    phys_parts, size_parts = [], []
+    for fs in sp.queues or ():
         q = QueueUnits(store, fs)
         k0, k1 = q.lower_bound(start), q.lower_bound(stop)
         if k1 > k0:
             p, s = q.units(k0, k1)
             keep = (p >= start) & (p < stop)
-            phys.append(p[keep])
-            size.append(s[keep])
-    if not phys:
+            phys_parts.append(p[keep])
+            size_parts.append(s[keep])
+    if not phys_parts:
         return
-    phys, size = np.concatenate(phys), np.concatenate(size)
+    phys, size = np.concatenate(phys_parts), np.concatenate(size_parts)
     order = np.argsort(phys, kind="stable")
     phys, size = phys[order], size[order]
     seg_end = sp.base + sp.valid
@@ -317,7 +317,8 @@ def _queue_chunks(store, sp: Split, lo, hi, gap: int, batch_rows: int):
         bad = int(np.flatnonzero((phys + size > seg_end) | (size < cl.BLANK_SIZE))[0])
         raise CorruptStore(sp.rel, int(phys[bad] - sp.base), f"a consume-queue unit of {int(size[bad])} bytes points "
                                                              "past the segment's valid bytes")
-    pend, rows, nbytes = [], 0, 0
+    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    rows = nbytes = 0
     for a, b in _coalesce(phys, size, gap):
         r0 = int(phys[a])
         r1 = int(phys[b - 1] + size[b - 1])

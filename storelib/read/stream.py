@@ -29,10 +29,15 @@ cannot be tailed (``StoreNotFound``-style error at start): adopt it (``ops.adopt
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from . import datasource
+
+if TYPE_CHECKING:
+    from ..table.rows import BatchRow
 
 __all__ = ["RocketMQStreamingDataSource", "RocketMQStreamReader", "register", "DataLossError"]
 
@@ -67,7 +72,7 @@ def _store_config(options: dict):
     return load_config(options.get("config"), overrides) if options.get("config") or overrides else None
 
 
-def _published(path: str, batches: list) -> list:
+def _published(path: str, batches: Sequence[BatchRow]) -> list[BatchRow]:
     """The committed batches up to the first whose publish is unfinished (its staging directory is
     still there): a micro-batch planned on one could be read by its tasks after the publish moved or
     patched its files under them (the tasks open the store afresh, without the planner's view)."""
@@ -82,7 +87,7 @@ def _published(path: str, batches: list) -> list:
     return out
 
 
-def _end_of(batch: dict) -> dict:
+def _end_of(batch: BatchRow) -> dict[str, int]:
     return {"offset": batch.max_phy_offset, "batch_seq": batch.batch_seq}
 
 
@@ -94,7 +99,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.max_batches = _int_option(self.options, "maxbatchespertrigger")
         self.max_messages = _int_option(self.options, "maxmessagespertrigger")
         self.fail_on_loss = str(self.options.get("failondataloss", "true")).lower() != "false"
-        self.last_end = None          # the end of the latest micro-batch this reader planned
+        self.last_end: dict[str, int] | None = None      # the end of the latest micro-batch this reader planned
 
     def initialOffset(self) -> dict:  # pyspark's names
         snap = _snapshot(self.path)
@@ -124,9 +129,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
             end = self._capped(published, self.last_end["offset"], end)
         return end
 
-    def _capped(self, batches: list, start: int, end: dict) -> dict:
+    def _capped(self, batches: list[BatchRow], start: int, end: dict[str, int]) -> dict[str, int]:
         """The end of the last whole batch after ``start`` within the limits (at least one)."""
-        taken, msgs, last = 0, 0, None
+        taken, msgs = 0, 0
+        last: BatchRow | None = None
         for b in batches:
             if b.max_phy_offset <= start or not b.messages:
                 continue

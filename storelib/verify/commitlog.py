@@ -39,7 +39,7 @@ class ScanBuffers:
     fresh memory they cost the kernel's zeroing of every page first (14% of ``verify --deep``'s
     CPU). Thread-safe; a run keeps one set per segment checked at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._free: list = []
         self._lock = threading.Lock()
 
@@ -150,6 +150,7 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
     arrays to fill (``new_scan``'s, for at least as many records; ``ScanBuffers``), else new ones."""
     s = np.asarray(starts, dtype=np.int64)
     scan = new_scan(len(s)) if scan is None else (scan[0][:len(s)], scan[1][:len(s)], scan[2][:2 * len(s)])
+    pieces: list[tuple[int, int, list[tuple[int, int]] | None]]
     if digest_end is None:
         step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
         pieces = [(a, min(len(s), a + step), None) for a in range(0, len(s), step)]
@@ -210,8 +211,8 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
         msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
-            from .cross import check_targets
-            check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
+            from .cross import RecordFacts, check_targets
+            check_targets(ctx, store, RecordFacts(fd.buf, base, starts, scan, good, ctx.config), out, pool, threads)
     # a segment without a manifest row (an adopt's scan): the zone map its new row gets
     zones = _zone_map(fd.buf, starts, scan, good, F) if m is None and len(starts) and not msgs else None
     buffers.give(bufs)
