@@ -8,7 +8,7 @@ bytes the listing says exist (``io.checked.read_stored``).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..format import commitlog as cl, records
 from ..io.checked import read_stored
@@ -17,7 +17,9 @@ if TYPE_CHECKING:                       # (storage loads pyarrow: not on the she
     from ..io.storage import Store
     from ..table.storefiles import CommitLogSegment
 
-__all__ = ["CommitLogReader"]
+__all__ = ["CommitLogReader", "Message"]
+
+Message = dict[str, Any]                # a decoded record (``format.records.decode_message``)
 
 
 class CommitLogReader:
@@ -101,7 +103,7 @@ class CommitLogReader:
         ts = records.pickup_store_timestamp(raw)
         return -1 if ts is None else ts          # Java would throw: size too small for the header
 
-    def look_message_by_offset(self, offset: int) -> dict | None:
+    def look_message_by_offset(self, offset: int) -> Message | None:
         """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
         head = self.select(offset, cl.SIZE_TOTALSIZE)
         size = None if head is None else records.total_size_at(head)
@@ -112,7 +114,7 @@ class CommitLogReader:
             return None
         return records.decode_message(raw)
 
-    def get_by_offset(self, offset: int) -> dict | None:
+    def get_by_offset(self, offset: int) -> Message | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
         seg = self.find(offset, False)
         if seg is None:

@@ -15,12 +15,13 @@ picks the file by the files' modification times and does not clamp to [min, max]
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..format import consumequeue, records
-from .commitlog import CommitLogReader
+from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from ..format.consumequeue import UNIT_SIZE
 from ..io.checked import read_stored
@@ -50,7 +51,8 @@ class QueueState:
 class QueueReader:
     """The consume queues of one ``StoreFiles`` over its commitlog (``CommitLogReader``)."""
 
-    def __init__(self, store: Store, consume_queues: dict, config: StoreConfig, commitlog: CommitLogReader):
+    def __init__(self, store: Store, consume_queues: Mapping[tuple[str, int], list[ConsumeQueueFile]], config: StoreConfig,
+                 commitlog: CommitLogReader):
         self.store = store
         self.consume_queues = consume_queues
         self.config = config
@@ -96,7 +98,7 @@ class QueueReader:
                     return k
         return None
 
-    def units(self, cq: QueueState, index: int, max_units: int | None = None):
+    def units(self, cq: QueueState, index: int, max_units: int | None = None) -> list[tuple[int, int, int, int]] | None:
         """ConsumeQueue.getIndexBuffer(index) as a list of (queue_offset, phy, size, tags).
 
         Only the file that holds ``index`` is served (up to its readable end); None when
@@ -120,7 +122,7 @@ class QueueReader:
         q0 = (f.base + pos) // UNIT_SIZE
         return [(q0 + i, *u) for i, u in enumerate(consumequeue.decode_units(raw).tolist())]
 
-    def get(self, cq: QueueState, index: int):
+    def get(self, cq: QueueState, index: int) -> tuple[int, int, int] | None:
         """ConsumeQueue.get(index) -> (phy, size, tags) or None."""
         units = self.units(cq, index, 1)
         return units[0][1:] if units else None
@@ -220,7 +222,7 @@ class QueueReader:
         unit = self.get(cq, self.min_logic(cq) // UNIT_SIZE)
         return -1 if unit is None else self.commitlog.pickup_store_timestamp(unit[0], unit[1])
 
-    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict:
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict[str, Any]:
         """DefaultMessageStore.getMessage without a filter, on a master, all data "in memory".
 
         Returns {status, next_begin_offset, min_offset, max_offset, queue_offsets, phy_offsets,
@@ -243,7 +245,7 @@ class QueueReader:
             self._pull(cq, offset, max_msg_nums, max_off, out)
         return out
 
-    def _pull(self, cq: QueueState, offset: int, max_msg_nums: int, max_off: int, out: dict) -> None:
+    def _pull(self, cq: QueueState, offset: int, max_msg_nums: int, max_off: int, out: dict[str, Any]) -> None:
         """getMessage's loop over the units of one consume-queue file (fills ``out``)."""
         max_filter = max(MAX_FILTER_MESSAGE_SIZE, max_msg_nums * UNIT_SIZE)
         max_pull = min(max(MAX_PULL_MSG_SIZE, 100), MAX_PULL_MSG_SIZE)
@@ -416,7 +418,10 @@ class QueueReader:
         floor = low
         high = ceiling
         pickup = self.commitlog.pickup_store_timestamp
-        ts_at = lambda pos: pickup(*self.unit_at(f, pos)[:2])  # noqa: E731
+
+        def ts_at(pos: int) -> int:
+            phy, size, _ = self.unit_at(f, pos)
+            return pickup(phy, size)
 
         if ts_at(ceiling) < timestamp:
             if boundary == "LOWER":
@@ -462,7 +467,7 @@ class QueueReader:
         return java_div(f.base + off, UNIT_SIZE)
 
     # ================================================================= exact variant
-    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[dict]:
+    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[Message]:
         """Messages at queue offsets [offset, offset+count) that still exist (crosses CQ files).
 
         Each message dict is the stored record (its ``queue_offset`` field is the queue offset).
