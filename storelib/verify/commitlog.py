@@ -24,7 +24,7 @@ from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
 from ..table import zonemap
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
+from .access import FileData, MAX_PROBLEMS_PER_FILE, Problem, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 from ..table.rows import FileKind
 
@@ -207,7 +207,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
         starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
-        valid = _data_end(fd, rel, stop, reason, n, F, last, out)
+        valid = _data_end(fd, stop, reason, n, F, last, out)
         msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
@@ -224,7 +224,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
                  checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1, zones=zones)
     if m is not None:
-        _against_manifest(rel, m, fd, valid, sha, len(starts), stop, rec, out)
+        _against_manifest(fd, m, facts, out)
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
             "record_bytes": rec["bytes"]}
 
@@ -242,9 +242,10 @@ def _zone_map(buf, starts, scan, good, F: int) -> dict:
     return zonemap.to_detail(zonemap.build(zonemap.zone_bytes(F), s, ts))
 
 
-def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, last: bool, out: list) -> int:
+def _data_end(fd: FileData, stop: int, reason: int, n: int, F: int, last: bool, out: list[Problem]) -> int:
     """End of the segment's data (after its BLANK record, if any); problems of how the chain ends
     and of non-zero bytes after the data."""
+    rel = fd.rel
     data_end = stop
     reported_at_stop = False
     if reason == 1:
@@ -273,8 +274,11 @@ def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, la
     return data_end
 
 
-def _against_manifest(rel: str, m: dict, fd: FileData, valid: int, sha: str, count: int, stop: int, rec: dict,
-                      out: list) -> None:
+def _against_manifest(fd: FileData, m: dict, facts: dict, out: list[Problem]) -> None:
+    """The segment as this check found it (``facts``) against its manifest row ``m``."""
+    rel, valid, sha, count = fd.rel, facts["valid_bytes"], facts["checksum"], facts["count"]
+    stop = facts["end"] - facts["base_offset"]
+    rec = {"min_ts": facts["min_store_ts"], "max_ts": facts["max_store_ts"]}
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]),
                            f"valid bytes {valid} on disk, manifest says {m['valid_bytes']}"))
