@@ -21,8 +21,8 @@ from ..format.config import StoreConfig
 if TYPE_CHECKING:            # commitlog imports this module
     from .commitlog import ScanBuffers
 
-__all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "FileData", "SegmentLookup",
-           "expected_tags_code"]
+__all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "Found", "FileData",
+           "SegmentLookup", "expected_tags_code"]
 
 MAX_PROBLEMS_PER_FILE = 50
 
@@ -80,6 +80,19 @@ class Problem:
 
 def problem(path: str, offset, text: str) -> Problem:
     return Problem(path, int(offset) if offset is not None else 0, text)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a check found of a file, to hold against its manifest row: valid bytes, their
+    checksum, records / units / entries; a segment also where its records stop (file position)
+    and their store times."""
+    valid: int
+    checksum: str
+    count: int
+    stop: int = 0
+    min_ts: int | None = None
+    max_ts: int | None = None
 
 
 # ---------------------------------------------------------------------------- file access

@@ -24,7 +24,7 @@ from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
 from ..table import zonemap
-from .access import FileData, MAX_PROBLEMS_PER_FILE, Problem, problem, task_store, VerifyContext
+from .access import FileData, Found, MAX_PROBLEMS_PER_FILE, Problem, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 from ..table.rows import FileKind
 
@@ -224,7 +224,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
                  checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1, zones=zones)
     if m is not None:
-        _against_manifest(fd, m, facts, out)
+        _against_manifest(fd, m, Found(valid, sha, len(starts), stop, rec["min_ts"], rec["max_ts"]), out)
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
             "record_bytes": rec["bytes"]}
 
@@ -274,11 +274,9 @@ def _data_end(fd: FileData, stop: int, reason: int, n: int, F: int, last: bool, 
     return data_end
 
 
-def _against_manifest(fd: FileData, m: dict, facts: dict, out: list[Problem]) -> None:
-    """The segment as this check found it (``facts``) against its manifest row ``m``."""
-    rel, valid, sha, count = fd.rel, facts["valid_bytes"], facts["checksum"], facts["count"]
-    stop = facts["end"] - facts["base_offset"]
-    rec = {"min_ts": facts["min_store_ts"], "max_ts": facts["max_store_ts"]}
+def _against_manifest(fd: FileData, m: dict, found: Found, out: list[Problem]) -> None:
+    """The segment as this check found it against its manifest row ``m``."""
+    rel, valid, sha, count, stop = fd.rel, found.valid, found.checksum, found.count, found.stop
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]),
                            f"valid bytes {valid} on disk, manifest says {m['valid_bytes']}"))
@@ -288,6 +286,6 @@ def _against_manifest(fd: FileData, m: dict, facts: dict, out: list[Problem]) ->
         out.append(problem(rel, stop, f"{count} records, manifest says {m['count']}"))
     if m.get("file_size") is not None and m["file_size"] != fd.size:
         out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
-    for k, v in (("min_store_ts", rec["min_ts"]), ("max_store_ts", rec["max_ts"])):
+    for k, v in (("min_store_ts", found.min_ts), ("max_store_ts", found.max_ts)):
         if m.get(k) is not None and v is not None and m[k] != v:
             out.append(problem(rel, 0, f"{k} {v}, manifest says {m[k]}"))

@@ -12,7 +12,7 @@ from ..io import checksum
 from ..codec import messages as codec, properties
 from ..format import indexfile
 from ..format.config import StoreConfig
-from .access import FileData, MAX_PROBLEMS_PER_FILE, Problem, problem, SegmentLookup, task_store, VerifyContext
+from .access import FileData, Found, MAX_PROBLEMS_PER_FILE, Problem, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
 from ..table.rows import FileKind, ManifestRow
 
@@ -75,10 +75,8 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     if nz is not None:
         out.append(problem(rel, nz, f"non-zero byte after the last entry ({tail})"))
     sha, digests = fd.checksum(valid, head_len=paged_head_len(m))
-    facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
-                 blocks=checksum.digests_to_detail(digests))
     if m is not None:
-        _check_against_manifest(fd, m, facts, disk, appended, out)
+        _check_against_manifest(fd, m, Found(valid, sha, ic - 1), disk, appended, out)
     if ctx.deep and sm is not None:
         # entries pointing into a segment are checked by that segment's task (verify.cross); here
         # those whose segment is missing, or all when out of commitlog order (the segment tasks'
@@ -90,6 +88,8 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
             keep = (pos >= 1) & (ephys >= ctx.min_phy)
             lost = pos[keep if sm.descending else keep & ~np.isin(ephys // F * F, seg_bases)]
         deep_index(ctx, entries, header, out, subset=lost)
+    facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
+                 blocks=checksum.digests_to_detail(digests))
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
 
 
@@ -238,11 +238,11 @@ def _check_chains(e: IndexEntries, nslots: int, ic: int, slots: np.ndarray, out:
                                                       f"{slot_of[i]}"))
 
 
-def _check_against_manifest(fd: FileData, m: dict, facts: dict, disk: dict, appended: bool, out: list[Problem]) -> None:
-    """The index file as this check found it (``facts``) against its manifest row ``m``.
+def _check_against_manifest(fd: FileData, m: dict, found: Found, disk: dict, appended: bool, out: list[Problem]) -> None:
+    """The index file as this check found it against its manifest row ``m``.
     ``appended``: the file was appended in place after the snapshot (its header, slot heads and so
     the checksum of [0, valid) are a newer batch's)."""
-    rel, valid, sha, ic = fd.rel, facts["valid_bytes"], facts["checksum"], facts["count"] + 1
+    rel, valid, sha, ic = fd.rel, found.valid, found.checksum, found.count + 1
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]), f"valid bytes {valid}, manifest says {m['valid_bytes']}"))
     elif m["checksum"] and m["checksum"] != sha and not appended:
