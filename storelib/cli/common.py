@@ -8,12 +8,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 from ..format.paths import PROJECT_ROOT
 from ..format.config import DEFAULT_CONFIG, default_config, load_config
 from ..errors import ExitCode, exit_code
 from . import failures
 from .failures import guarded, worded
+
+if TYPE_CHECKING:
+    from ..runtime.sparkcontext import ContextSession
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
@@ -144,6 +148,7 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     except (AttributeError, ValueError):
         mask = None
+    spark: SparkSession | ContextSession
     try:
         if sql:
             builder = configure_delta(builder)
@@ -163,7 +168,7 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
     finally:
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    master = spark.sparkContext.master
+    master = spark.sparkContext.master or "local[*]"      # (Spark's default, as spark-submit's)
     if reach:
         try:
             check_reachable(master, reach)
@@ -275,7 +280,7 @@ def _after_commit_signal(code: int) -> int:
     return code
 
 
-def _interrupted_exit(e: BaseException, state) -> None:
+def _interrupted_exit(e: BaseException, state: Callable[[], str] | None) -> NoReturn:
     """End an interrupted job now: its one line and 128 + signal; exit 0 when the interrupt came
     after the commit (``state()`` reads what the store holds, ``runtime.interrupts`` what this run did)."""
     from ..runtime import interrupts

@@ -51,7 +51,7 @@ def _demo(a) -> int:
               f"{s['record_bytes']} record bytes, {s['index_entries']} index entries in {s['seconds']} s "
               f"({s['msgs_per_s']} msgs/s)")
     snap = open_snapshot(store)
-    kinds = {}
+    kinds: dict[str, list[int]] = {}
     for r in snap.files.values():
         kinds.setdefault(r.kind, [0, 0])
         kinds[r.kind][0] += 1
@@ -69,7 +69,8 @@ def _demo(a) -> int:
         m = first[0]
         print(f"orders/0 offset 0: msg id {m['msg_id']}, stored at {m['store_timestamp']}")
         again = reader.get_by_msg_id(m["msg_id"])
-        print(f"by msg id -> commitlog offset {again['commitlog_offset']}, topic {again['topic']}")
+        print("by msg id -> " + (f"commitlog offset {again['commitlog_offset']}, topic {again['topic']}"
+                                 if again is not None else "not found"))
     print(f"\nstore files under {a.store}/ (a RocketMQ storePathRootDir); Delta tables under "
           f"{a.store}/{paths.META_DIR}/")
     return int(ExitCode.OK)

@@ -84,7 +84,9 @@ def _expire(argv: list) -> int:
     args = ap.parse_args(argv)
     from . import common as cli
     with worded(CHECK):                      # not a store: one line, exit 2
-        cli.store_config(argparse.Namespace(store=args.store, config=None, as_of_batch=None))
+        # (from the Delta tables, with their versions: the expiry goes on from it under the lease)
+        read = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=None),
+                                  history=True).snapshot
     cli.on_signals()
     if args.config:                          # an unreadable --config, its topicRetention rules
         from ..format.config import load_config
@@ -93,7 +95,8 @@ def _expire(argv: list) -> int:
     if args.reserved_hours is None and not topic_rules:
         ap.error("--reserved-hours is required (or a topic's rule)")
     s = retention.expire(args.store, args.reserved_hours, args.now, args.dry_run, args.batch_id,
-                         args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None)
+                         args.vacuum_retention_hours, quiet=args.quiet, topic_rules=topic_rules or None,
+                         snapshot=read)
     if args.dry_run or not args.quiet:
         for q in s.get("queue_min_offsets", []):
             print(f"{'would move' if args.dry_run else 'moved'} min offset of {q['topic']}/{q['queue_id']}: "

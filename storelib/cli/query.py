@@ -77,8 +77,8 @@ class Output:
     def __init__(self, path: str | None, body_as: str):
         self.path = path
         self.body_as = body_as
-        self.parquet = bool(path) and path.lower().endswith(".parquet")
-        self.csv = bool(path) and path.lower().endswith(".csv")
+        self.parquet = path is not None and path.lower().endswith(".parquet")
+        self.csv = path is not None and path.lower().endswith(".csv")
         self.rows = 0
 
     def write_table(self, table: pa.Table | None, schema: pa.Schema | None = None) -> None:

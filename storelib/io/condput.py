@@ -27,6 +27,7 @@ writers beyond the writer lease) or a DynamoDB lock (``AWS_S3_LOCKING_PROVIDER``
 from __future__ import annotations
 
 import uuid
+from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import UnsafeObjectStore
@@ -36,7 +37,7 @@ __all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "probe"]
 
 PROBE_PREFIX = "_rocketlake/probe-"
 # (endpoint, bucket) this process found honouring conditional puts
-_honoured: set = set()
+_honoured: set[tuple[str, str]] = set()
 # what a server answers a conditional PUT it cannot evaluate
 _UNSUPPORTED = ("NotImplemented", "InvalidArgument", "InvalidRequest", "501", "400")
 _TAKEN = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
@@ -47,13 +48,13 @@ def needs_probe(uri: str) -> bool:
     if not uri.startswith("s3://"):
         return False
     from .storage import delta_storage_options
-    return delta_storage_options(uri).get("AWS_CONDITIONAL_PUT") == "etag"
+    return (delta_storage_options(uri) or {}).get("AWS_CONDITIONAL_PUT") == "etag"
 
 
-def _client(settings: dict):
+def _client(settings: dict[str, str]) -> Any:        # a botocore S3 client (botocore has no types)
     import botocore.session
     from botocore.config import Config
-    kw = {}
+    kw: dict[str, str | None] = {}
     if settings.get("AWS_ENDPOINT_URL"):
         kw["endpoint_url"] = settings["AWS_ENDPOINT_URL"]
     if settings.get("AWS_ACCESS_KEY_ID") and settings.get("AWS_SECRET_ACCESS_KEY"):
@@ -67,7 +68,7 @@ def _client(settings: dict):
         "s3", region_name=settings.get("AWS_REGION") or "us-east-1", config=cfg, **kw)
 
 
-def _code(err) -> tuple[str, str, str]:
+def _code(err: Exception) -> tuple[str, str, str]:
     """(error code, HTTP status, Server header) of a botocore ClientError."""
     resp = getattr(err, "response", {}) or {}
     meta = resp.get("ResponseMetadata", {})

@@ -24,7 +24,9 @@ not listed by any committed manifest row, and the next writer deletes them.
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, NamedTuple
 from ..format.paths import OBJECTS_DIR
 
 __all__ = [ "MAX_EXTENTS", "MERGE_SHARE", "Extent", "object_prefix", "object_rel", "overlay",
@@ -62,15 +64,19 @@ def object_rel(batch_id: str, attempt: str, tag: str, rel: str, part: str) -> st
     return f"{object_prefix(batch_id, attempt)}/{tag}/{rel}.{part}"
 
 
-def overlay(prior: list, new: list) -> list:
+# An extent as a row's detail holds it ([file_pos, length, object_rel, object_pos]) or an ``Extent``.
+ExtentLike = Sequence[Any]
+
+
+def overlay(prior: Sequence[ExtentLike], new: Sequence[ExtentLike]) -> list[Extent]:
     """The extents of a file version: ``new`` extents over the ``prior`` version's (bytes that
     ``new`` covers are taken from it; the rest of ``prior`` is kept, clipped)."""
-    out = []
-    for e in prior:
-        e = Extent(*e)
+    out: list[Extent] = []
+    for raw in prior:
+        e = Extent(*raw)
         pieces = [(e.file_pos, e.file_pos + e.length)]
-        for n in new:
-            n = Extent(*n)
+        for new_raw in new:
+            n = Extent(*new_raw)
             lo, hi = n.file_pos, n.file_pos + n.length
             nxt = []
             for a, b in pieces:
@@ -87,7 +93,7 @@ def overlay(prior: list, new: list) -> list:
     return sorted(out)
 
 
-def merge_run(extents: list, budget: int, keep: str | None = None) -> tuple[int, int] | None:
+def merge_run(extents: Sequence[ExtentLike], budget: int, keep: str | None = None) -> tuple[int, int] | None:
     """The run ``extents[i:j]`` to rewrite as one object (None: none): only past ``MAX_EXTENTS``;
     at least two extents whose span (gaps included) is at most ``budget`` bytes, none in an
     object whose key starts with ``keep`` (the version's own new objects: rewriting them would
@@ -99,7 +105,8 @@ def merge_run(extents: list, budget: int, keep: str | None = None) -> tuple[int,
     pos = [int(e[0]) for e in extents]
     end = [int(e[0]) + int(e[1]) for e in extents]
     movable = [keep is None or not str(e[2]).startswith(keep) for e in extents]
-    best, j = None, 0
+    best: tuple[tuple[int, int, int], tuple[int, int]] | None = None
+    j = 0
     for i in range(n - 1):
         if not movable[i]:
             continue
@@ -113,16 +120,16 @@ def merge_run(extents: list, budget: int, keep: str | None = None) -> tuple[int,
     return best[1] if best else None
 
 
-def run_bytes(extents: list, run: tuple[int, int]) -> int:
+def run_bytes(extents: Sequence[ExtentLike], run: tuple[int, int]) -> int:
     i, j = run
     return int(extents[j - 1][0]) + int(extents[j - 1][1]) - int(extents[i][0])
 
 
-def plan_merges(files: dict, budget: int) -> dict:
+def plan_merges(files: Mapping[str, Sequence[ExtentLike]], budget: int) -> dict[str, int]:
     """``{rel: bytes}``: how much each continued file (``files``: rel -> its committed extents)
     may rewrite this batch, out of ``budget`` in all: files with the most extents first, each
     given what its best run costs when that fits in what is left."""
-    out = {}
+    out: dict[str, int] = {}
     for rel in sorted(files, key=lambda r: (-len(files[r]), r)):
         run = merge_run(files[rel], budget)
         if run is not None:
@@ -131,16 +138,17 @@ def plan_merges(files: dict, budget: int) -> dict:
     return out
 
 
-def extents_to_detail(extents: list) -> list:
+def extents_to_detail(extents: Sequence[ExtentLike]) -> list[list[int | str]]:
     return [[int(e[0]), int(e[1]), str(e[2]), int(e[3])] for e in extents]
 
 
-def extents_from_detail(value) -> list:
+def extents_from_detail(value: object) -> list[Extent]:
     """Extents from a manifest row's detail, checked for shape (a damaged row must not steer a
     read anywhere: the object paths are checked by ``Store.path`` when read)."""
     if not isinstance(value, list):
         raise ValueError(f"extents {value!r} is not a list")
-    out, end = [], 0
+    out: list[Extent] = []
+    end = 0
     for e in value:
         if (not isinstance(e, list) or len(e) != 4 or not all(isinstance(x, int) and x >= 0 for x in (e[0], e[1], e[3]))
                 or not isinstance(e[2], str) or not e[2].startswith(OBJECTS_DIR + "/")):
@@ -157,7 +165,7 @@ class AssembledFile:
     bytes; gaps below ``file_size`` read as zeros; reads stop at ``file_size``. Has the methods
     readers use on a ``pyarrow`` input file (``read_at``, ``size``, ``close``)."""
 
-    def __init__(self, file_size: int, extents: list, read_object):
+    def __init__(self, file_size: int, extents: Sequence[ExtentLike], read_object: Callable[[str, int, int], bytes]):
         self.file_size = file_size
         self.extents = sorted(Extent(*e) for e in extents)
         self._starts = [e.file_pos for e in self.extents]
@@ -170,7 +178,7 @@ class AssembledFile:
         out = bytearray(end - offset)
         # a paged index head has thousands of extents: start at the last one beginning at or before offset
         k = max(0, bisect.bisect_right(self._starts, offset) - 1)
-        groups: dict = {}
+        groups: dict[str, list[tuple[int, int, int]]] = {}
         for e in self.extents[k:]:
             if e.file_pos >= end:
                 break
@@ -196,7 +204,7 @@ class AssembledFile:
         return bytes(out)
 
     @staticmethod
-    def _check(rel: str, pos: int, n: int, data) -> None:
+    def _check(rel: str, pos: int, n: int, data: bytes) -> None:
         if len(data) != n:
             raise OSError(f"object {rel}: expected {n} bytes at {pos}, read {len(data)}")
 
@@ -209,8 +217,9 @@ class AssembledFile:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
+    def __enter__(self) -> AssembledFile:
         return self
 
-    def __exit__(self, *exc):
-        return False
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None

@@ -31,9 +31,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import zlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from ..format.commitlog import Buffer
 from ..format.paths import OBJECTS_DIR
 from . import checksum
 from .fragments import Extent, extents_from_detail
@@ -46,34 +49,34 @@ SWEEP = 128             # batches in which the window passes over the whole head
 _MOD = 1 << 256
 
 
-def _page_digest(j: int, page) -> int:
+def _page_digest(j: int, page: Buffer) -> int:
     return int.from_bytes(hashlib.sha256(int(j).to_bytes(8, "big") + bytes(page)).digest(), "big")
 
 
-def page_sums(head, first: int = 0) -> list:
+def page_sums(head: Buffer, first: int = 0) -> list[int]:
     """The page digests (as integers) of ``head``'s bytes, which start at page ``first``."""
-    mv = memoryview(head).cast("B")
+    mv = (head.data if isinstance(head, np.ndarray) else memoryview(head)).cast("B")
     return [_page_digest(first + k, mv[o:o + PAGE]) for k, o in enumerate(range(0, len(mv), PAGE))]
 
 
-def head_sum(head) -> int:
+def head_sum(head: Buffer) -> int:
     """The head's sum (see the module docstring) of its whole bytes."""
     return sum(page_sums(head)) % _MOD
 
 
-def update_sum(total: int, pages: list, old: list, new: list) -> int:
+def update_sum(total: int, pages: Sequence[int], old: Sequence[Buffer], new: Sequence[Buffer]) -> int:
     """``total`` with pages ``pages`` (numbers) changed from the bytes ``old`` to ``new``."""
     for j, a, b in zip(pages, old, new):
         total = (total - _page_digest(j, a) + _page_digest(j, b)) % _MOD
     return total
 
 
-def file_checksum(total: int, entry_digests: list) -> str:
+def file_checksum(total: int, entry_digests: Sequence[bytes]) -> str:
     """The checksum of a paged index file version: its head sum, then its entries' block digests."""
     return checksum.combine([total.to_bytes(32, "big")] + list(entry_digests))
 
 
-def pages_of_slots(slot_index: np.ndarray, slot_at) -> np.ndarray:
+def pages_of_slots(slot_index: np.ndarray, slot_at: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """The pages the slots ``slot_index`` lie in (``slot_at(i)``: a slot's byte offset)."""
     lo = slot_at(np.asarray(slot_index, np.int64))
     return np.unique(np.concatenate([lo // PAGE, (lo + 3) // PAGE]))
@@ -84,7 +87,8 @@ class HeadMap:
     (the page is at byte ``pos[j] * PAGE`` of object ``layers[layer[j]]``); ``total``: the sum;
     ``next``: the first page of the next batch's window."""
 
-    def __init__(self, head_len: int, layers: list, layer: np.ndarray, pos: np.ndarray, total: int, next: int = 0):
+    def __init__(self, head_len: int, layers: Sequence[str], layer: np.ndarray, pos: np.ndarray, total: int,
+                 next: int = 0):
         self.head_len, self.layers, self.layer, self.pos, self.total = head_len, list(layers), layer, pos, total
         self.next = next
 
@@ -122,7 +126,7 @@ class HeadMap:
     def page_len(self, j: int) -> int:
         return min(PAGE, self.head_len - j * PAGE)
 
-    def extents(self) -> list:
+    def extents(self) -> list[Extent]:
         """The head's extents: runs of pages in one layer at consecutive positions."""
         n = self.pages
         if n == 0:
@@ -130,13 +134,13 @@ class HeadMap:
         brk = np.flatnonzero((self.layer[1:] != self.layer[:-1]) | (self.pos[1:] != self.pos[:-1] + 1)) + 1
         starts = np.concatenate([[0], brk])
         ends = np.concatenate([brk, [n]])
-        out = []
+        out: list[Extent] = []
         for a, b in zip(starts.tolist(), ends.tolist()):
             lo, hi = a * PAGE, min(self.head_len, b * PAGE)
             out.append(Extent(lo, hi - lo, self.layers[int(self.layer[a])], int(self.pos[a]) * PAGE))
         return out
 
-    def to_detail(self) -> dict:
+    def to_detail(self) -> dict[str, Any]:
         # positions as differences from the previous page's: runs of consecutive pages compress to nothing
         steps = np.diff(self.pos.astype(np.int64), prepend=0).astype("<i4")
         raw = self.layer.astype("<u2").tobytes() + steps.tobytes()
@@ -145,7 +149,7 @@ class HeadMap:
                 "next": self.next}
 
     @classmethod
-    def from_detail(cls, value) -> "HeadMap":
+    def from_detail(cls, value: Any) -> "HeadMap":      # (a row's JSON: any shape, checked here)
         """A map from a manifest row's ``detail.head``, checked for shape (ValueError otherwise:
         a damaged row must not steer a read anywhere)."""
         try:
@@ -176,7 +180,7 @@ class HeadMap:
         return cls(value["len"], layers, layer, pos, total, nxt)
 
 
-def version_extents(detail: dict) -> list:
+def version_extents(detail: Mapping[str, Any]) -> list[Extent]:
     """Every extent of a file version from its row's ``detail``: its ``extents``, and those of its
     paged head (``head``) when it has one. ValueError when either is damaged."""
     extents = extents_from_detail(detail["extents"])
@@ -188,7 +192,8 @@ def version_extents(detail: dict) -> list:
     return hm.extents() + extents
 
 
-def checksum_of(read_at, head_len: int, valid: int, threads: int = 1) -> tuple[str, list]:
+def checksum_of(read_at: Callable[[int, int], Buffer], head_len: int, valid: int,
+                threads: int = 1) -> tuple[str, list[bytes]]:
     """(checksum, entry block digests) of a paged index file's bytes [0, valid) (``read_at(pos, n)``)."""
     head = read_at(0, min(head_len, valid))
     ent = max(0, valid - head_len)

@@ -29,6 +29,11 @@ from __future__ import annotations
 
 import configparser
 import os
+from collections.abc import Mapping, MutableMapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 __all__ = ["MARK", "S3_VARS", "GCS_VARS", "SHIPPED", "s3_settings", "gcs_settings", "executor_env", "ship", "describe",
            "unset_empty"]
@@ -44,7 +49,10 @@ SHIPPED = S3_VARS + GCS_VARS + _OVERRIDDEN + (MARK,)
 _SECRET = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID")
 
 
-def _get(env, *names) -> str:
+Env = Mapping[str, str]                 # an environment (``os.environ`` unless a test gives one)
+
+
+def _get(env: Env, *names: str) -> str:
     for n in names:
         v = env.get(n)
         if v:
@@ -52,7 +60,7 @@ def _get(env, *names) -> str:
     return ""
 
 
-def _profile(env) -> dict:
+def _profile(env: Env) -> dict[str, str]:
     """The static settings of the named profile (``AWS_PROFILE``; else ``default``) from the shared
     files, as S3_VARS names; {} when there are no such files or no such profile."""
     name = _get(env, "AWS_PROFILE", "AWS_DEFAULT_PROFILE") or "default"
@@ -63,7 +71,7 @@ def _profile(env) -> dict:
     hit = _profiles.get(stamp)
     if hit is not None:
         return dict(hit)
-    out: dict = {}
+    out: dict[str, str] = {}
     for path, section in ((conf, name if name == "default" else f"profile {name}"), (creds, name)):
         cp = configparser.RawConfigParser()
         try:
@@ -80,17 +88,18 @@ def _profile(env) -> dict:
     return out
 
 
-_profiles: dict = {}        # (profile, files, their mtimes) -> its settings
+_profiles: dict[tuple[str, str, str, int | None, int | None], dict[str, str]] = {}
+# (profile, files, their mtimes) -> its settings
 
 
-def _mtime(path: str):
+def _mtime(path: str) -> int | None:
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
         return None
 
 
-def s3_settings(env=None) -> dict:
+def s3_settings(env: Env | None = None) -> dict[str, str]:
     """The S3 settings of this process, S3_VARS names -> values (unset ones absent)."""
     env = os.environ if env is None else env
     out = {"AWS_ENDPOINT_URL": _get(env, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
@@ -109,25 +118,25 @@ def s3_settings(env=None) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
-def gcs_settings(env=None) -> dict:
+def gcs_settings(env: Env | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     return {k: env[k] for k in GCS_VARS if env.get(k)}
 
 
-def executor_env(env=None) -> dict:
+def executor_env(env: Env | None = None) -> dict[str, str]:
     """What ``ship`` puts into ``sc.environment``: every SHIPPED name, the driver's resolved value
     or "" (unset: an executor's own value of it must not apply)."""
     got = {**s3_settings(env), **gcs_settings(env), MARK: "1"}
     return {k: got.get(k, "") for k in SHIPPED}
 
 
-def ship(sc, env=None) -> None:
+def ship(sc: SparkContext, env: Env | None = None) -> None:
     """Send this driver's object-store settings with every Python function ``sc`` runs from now on
     (see the module docstring). Idempotent; call it before the job's first Spark work."""
     sc.environment.update(executor_env(env))
 
 
-def unset_empty(env=None) -> None:
+def unset_empty(env: MutableMapping[str, str] | None = None) -> None:
     """Remove the SHIPPED variables ``ship`` set empty from this process's environment (``os.environ``):
     they read as unset here, but deltalake's Rust client reads the environment itself and takes an
     empty ``AWS_ENDPOINT_URL_S3`` for an endpoint (it panics) and an empty ``AWS_SESSION_TOKEN``
@@ -139,7 +148,7 @@ def unset_empty(env=None) -> None:
             del env[k]
 
 
-def describe(env=None) -> str:
+def describe(env: Env | None = None) -> str:
     """The settings for a log line: names and endpoints, key ids and secrets masked."""
     got = {**s3_settings(env), **gcs_settings(env)}
     return " ".join(f"{k}={'***' if k in _SECRET else v}" for k, v in sorted(got.items())) or "(none)"

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -59,7 +61,7 @@ def rejoin(original: str, root: str, path: str) -> str:
     return join(original, rel)
 
 
-def delta_storage_options(uri: str) -> dict | None:
+def delta_storage_options(uri: str) -> dict[str, str] | None:
     """deltalake (object_store) options for a URI, from the same environment as pyarrow.
 
     S3: Delta commits must be put-if-absent, or two writers could both write version N.
@@ -91,6 +93,11 @@ def delta_storage_options(uri: str) -> dict | None:
 
 
 _PATH_CACHE_MAX = 1 << 17
+T = TypeVar("T")
+# A write's bytes: anything with the buffer protocol (bytes, memoryview, numpy arrays), chunk by chunk.
+Chunks = Iterable[Any]
+# A file assembled from objects: (file_size, extents as storelib.io.fragments takes them)
+Assembly = tuple[int, Sequence[Sequence[Any]]]
 
 
 class Store(Capabilities):
@@ -104,19 +111,20 @@ class Store(Capabilities):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
         self.fs, self.root = filesystem(self.uri)
         self.local = is_local(self.uri)
-        self._paths: dict = {}              # rel -> checked path (the check is per file, not per read)
+        self._paths: dict[str, str] = {}    # rel -> checked path (the check is per file, not per read)
         self._real_root: str | None = None
         # staged rel -> final rel of files a reader was told to read from a batch's staging
         # (storefiles.files_from_snapshot: its publish was unfinished); the publish may move
         # them meanwhile.
-        self.moved: dict = {}
+        self.moved: dict[str, str] = {}
         # rel -> (file_size, extents) of files assembled from objects (object stores: see
         # storelib.io.fragments); reads of such a file go through its extents.
-        self.assembled: dict = {}
-        self._assembled_files: dict = {}      # rel -> (the extents mapped, their AssembledFile)
+        self.assembled: dict[str, Assembly] = {}
+        self._assembled_files: dict[str, tuple[Sequence[Sequence[Any]], AssembledFile]] = {}
+        # (rel -> the extents mapped, their AssembledFile)
         # staged patch rel -> (file rel, [(patch_pos, file_pos, length)]) of files read through a
         # patch not yet applied (map_patched)
-        self.patched: dict = {}
+        self.patched: dict[str, tuple[str, list[tuple[int, int, int]]]] = {}
 
     # -- paths
     def path(self, rel: str) -> str:
@@ -155,13 +163,15 @@ class Store(Capabilities):
     def exists(self, rel: str) -> bool:
         if rel in self.assembled:
             return True
-        return self.fs.get_file_info(self.path(rel)).type != FileType.NotFound
+        found: bool = self.fs.get_file_info(self.path(rel)).type != FileType.NotFound
+        return found
 
     def size(self, rel: str) -> int | None:
         if rel in self.assembled:
             return self.assembled[rel][0]
         info = self.fs.get_file_info(self.path(rel))
-        return None if info.type == FileType.NotFound else info.size
+        size: int | None = None if info.type == FileType.NotFound else info.size
+        return size
 
     def list_files(self, rel: str, recursive: bool = True) -> list[str]:
         """Relative paths of the files under ``rel`` (sorted); [] if it does not exist.
@@ -194,8 +204,8 @@ class Store(Capabilities):
         relative paths of the files under it."""
         if not os.path.isdir(base):
             return []
-        out: list = []
-        seen: set = set()
+        out: list[str] = []
+        seen: set[str] = set()
         stack = [(rel.rstrip("/") + "/" if rel else "", base)]
         while stack:
             prefix, d = stack.pop()
@@ -229,7 +239,7 @@ class Store(Capabilities):
             raise err
         return final
 
-    def _reading(self, fn, rel: str, *args):
+    def _reading(self, fn: Callable[..., T], rel: str, *args: Any) -> T:
         """``fn(rel, *args)``, retried at the final name when ``rel`` was published meanwhile."""
         try:
             return fn(rel, *args)
@@ -238,21 +248,21 @@ class Store(Capabilities):
                 raise
             return fn(self._follow_move(rel, e), *args)
 
-    def map_file(self, rel: str, file_size: int, extents: list) -> None:
+    def map_file(self, rel: str, file_size: int, extents: Sequence[Sequence[Any]]) -> None:
         """From now on, read ``rel`` as the file assembled from ``extents`` (storelib.io.fragments)."""
         self.path(rel)
         for e in extents:
             self.path(e[2])
         self.assembled[rel] = (file_size, extents)
 
-    def map_patched(self, rel: str, file_size: int, patch: dict) -> None:
+    def map_patched(self, rel: str, file_size: int, patch: dict[str, Any]) -> None:
         """From now on, read ``rel`` as it is once ``patch`` (storelib.io.patches) is applied; when
         the staged patch is gone by the time a piece of it is read, the publish applied it, and
         the piece is read from the file itself."""
         self.map_file(rel, file_size, patches.overlay_extents(rel, file_size, patch))
         self.patched[patch["staged"]] = (rel, [(e[2], e[0], e[1]) for e in patch["extents"]])
 
-    def mappings(self, rels=None) -> dict:
+    def mappings(self, rels: Iterable[str] | None = None) -> dict[str, Any]:
         """What this store reads through other names (files assembled from objects, patches not
         yet applied, staged files the publish moves), for ``rels`` (None: all), as plain data: a
         Spark task opening the same store URI applies it (``apply_mappings``) and reads the same
@@ -261,14 +271,14 @@ class Store(Capabilities):
         return {"assembled": {r: self.assembled[r] for r in keep},
                 "patched": {k: v for k, v in self.patched.items() if v[0] in keep}, "moved": dict(self.moved)}
 
-    def apply_mappings(self, got: dict | None) -> "Store":
+    def apply_mappings(self, got: dict[str, Any] | None) -> "Store":
         if got:
             self.assembled.update(got["assembled"])
             self.patched.update(got["patched"])
             self.moved.update(got["moved"])
         return self
 
-    def _assembled(self, rel: str):
+    def _assembled(self, rel: str) -> AssembledFile:
         size, extents = self.assembled[rel]
         # built once per mapping (a paged index head has thousands of extents to sort)
         cached = self._assembled_files.get(rel)
@@ -280,7 +290,8 @@ class Store(Capabilities):
     def _read_object(self, rel: str, offset: int, length: int) -> bytes:
         try:
             with self.fs.open_input_file(self.path(rel)) as fh:
-                return fh.read_at(length, offset)
+                data: bytes = fh.read_at(length, offset)
+                return data
         except FileNotFoundError:
             if rel not in self.patched:
                 raise
@@ -303,7 +314,8 @@ class Store(Capabilities):
         with self.fs.open_input_file(self.path(rel)) as fh:
             if length is None:
                 length = fh.size() - offset
-            return fh.read_at(length, offset)
+            data: bytes = fh.read_at(length, offset)
+            return data
 
     def read_array(self, rel: str, offset: int, length: int, cache: bool = True) -> np.ndarray:
         """``length`` bytes at ``offset`` as a writable uint8 array (read straight into it locally;
@@ -331,13 +343,13 @@ class Store(Capabilities):
             raise OSError(f"{rel}: expected {length} bytes at {offset}, read {got}")
         return out
 
-    def open_reader(self, rel: str):
+    def open_reader(self, rel: str) -> Any:       # a pyarrow input file, or an AssembledFile like one
         if rel in self.assembled:
             return self._assembled(rel)
         return self._reading(lambda r: self.fs.open_input_file(self.path(r)), rel)
 
     # -- writes in place (local file systems only: storelib.io.patches)
-    def write_at(self, rel: str, extents) -> None:
+    def write_at(self, rel: str, extents: Iterable[tuple[int, Any]]) -> None:
         """Write ``(position, bytes)`` pairs into an existing local file, in order (no fsync:
         the caller fsyncs once after a group of writes, ``sync_files``)."""
         if not self.local:
@@ -365,7 +377,7 @@ class Store(Capabilities):
             os.close(fd)
 
     # -- writes
-    def write_file(self, rel: str, chunks, total_size: int | None = None, durable: bool = False,
+    def write_file(self, rel: str, chunks: Chunks, total_size: int | None = None, durable: bool = False,
                    cache: bool = True) -> int:
         """Write a whole file from byte chunks, then zero-fill up to ``total_size``.
 
@@ -417,14 +429,16 @@ class Store(Capabilities):
                 written = max(written, total_size)
         return written
 
-    def write_objects(self, rel_of_part, chunks, part_size: int) -> list:
+    def write_objects(self, rel_of_part: Callable[[int], str], chunks: Chunks,
+                      part_size: int) -> list[tuple[str, int]]:
         """Write a stream of chunks as consecutive objects of at most ``part_size`` bytes
         (``rel_of_part(k)`` names object k); returns ``[(rel, length), ...]``. Object stores take
         one large file as several objects: each is uploaded (in parts) and completed on its own,
         so no single upload grows past what a server accepts (moto's server fails to complete a
         1 GiB multipart upload), and readers assemble them (storelib.io.fragments)."""
-        out: list = []
-        stream, filled = None, 0
+        out: list[list[Any]] = []            # [rel, length] of each object, the last growing
+        stream: Any = None                   # the pyarrow output stream of the object being written
+        filled = 0
         try:
             for c in chunks:
                 mv = memoryview(c).cast("B") if not isinstance(c, bytes) else memoryview(c)
@@ -473,12 +487,13 @@ class Store(Capabilities):
             self.fs.delete_file(src)
         return None
 
-    def sync_files(self, rels) -> int:
+    def sync_files(self, rels: Iterable[str]) -> int:
         """fsync existing files (and their directories) of a local store; returns files synced.
         No-op on object stores."""
         if not self.local:
             return 0
-        dirs, n = set(), 0
+        dirs: set[str] = set()
+        n = 0
         for rel in rels:
             path = self.path(rel)
             fd = os.open(path, os.O_RDONLY)
@@ -569,7 +584,7 @@ def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
     """Read a local file's bytes from ``offset`` straight into ``out``; the count read."""
     with open(path, "rb", buffering=0) as fh:
         fh.seek(offset)
-        mv, got = memoryview(out), 0
+        mv, got = out.data, 0           # (the array's own memoryview: readinto fills it in place)
         while got < len(out):
             k = fh.readinto(mv[got:])
             if not k:
@@ -578,7 +593,7 @@ def read_local_into(path: str, offset: int, out: np.ndarray) -> int:
     return got
 
 
-def _worth_direct(chunks, total_size: int | None) -> bool:
+def _worth_direct(chunks: Chunks, total_size: int | None) -> bool:
     """A durable write goes around the page cache (storelib.io.direct_io) when it is large: a
     stream of chunks (segments, consume queues, index files), or a list or size of at least
     MIN_DIRECT_SIZE bytes."""
@@ -593,7 +608,7 @@ def fsync_fd(fd: int) -> None:
     os.fsync(fd)
 
 
-def sync_dirs(dirs) -> None:
+def sync_dirs(dirs: Iterable[str]) -> None:
     """fsync directories (their entries: files created, renamed or removed in them)."""
     for d in sorted(set(dirs), key=lambda p: (-p.count("/"), p)):
         try:

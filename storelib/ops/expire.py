@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 
 from ..format import paths
-from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
+from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, writerlease
 from ..table.rows import FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
@@ -132,9 +132,10 @@ def delete_objects(store: storage.Store, files: set) -> list:
 
 def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int | None = None, dry_run: bool = False,
            batch_id: str | None = None, vacuum_retention_hours: int = 168, housekeeping: bool = True,
-           quiet: bool = False, topic_rules: dict | None = None) -> dict:
+           quiet: bool = False, topic_rules: dict | None = None, snapshot: StoreSnapshot | None = None) -> dict:
     """``reserved_hours``: the store-wide rule (None: none, with ``topic_rules`` only);
-    ``topic_rules``: {topic: hours} (``ops.topic_retention``)."""
+    ``topic_rules``: {topic: hours} (``ops.topic_retention``); ``snapshot``: the one the command
+    read before it took the lease (from the Delta tables), used when no table moved since."""
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
@@ -142,21 +143,25 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
     if dry_run:
         return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None,
-                       topic_rules)
+                       topic_rules, snapshot)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
     fault("after-lease")
     try:
         return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
-                       lease, topic_rules)
+                       lease, topic_rules, snapshot)
     finally:
         lease.release()
 
 
 def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
-            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None) -> dict:
+            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None,
+            read: StoreSnapshot | None = None) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
-    snap = open_snapshot(store, history=True)
+    # The snapshot read before the lease serves unless a writer committed in between (none can
+    # now; the commit below is conditional on its versions all the same).
+    snap = read if read is not None and read.versions is not None and not deltalog.tables_moved(store, read.versions) \
+        else open_snapshot(store, history=True)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")

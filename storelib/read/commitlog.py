@@ -8,7 +8,7 @@ bytes the listing says exist (``io.checked.read_stored``).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..format import commitlog as cl, records
 from ..io.checked import read_stored
@@ -17,7 +17,9 @@ if TYPE_CHECKING:                       # (storage loads pyarrow: not on the she
     from ..io.storage import Store
     from ..table.storefiles import CommitLogSegment
 
-__all__ = ["CommitLogReader"]
+__all__ = ["CommitLogReader", "Message"]
+
+Message = dict[str, Any]                # a decoded record (``format.records.decode_message``)
 
 
 class CommitLogReader:
@@ -84,8 +86,11 @@ class CommitLogReader:
         return size
 
     def read_at(self, offset: int, size: int) -> bytes:
-        """``size`` bytes at commitlog ``offset`` (the file must hold them)."""
-        return self.read(self.find(offset).rel, offset % self.file_size, size)
+        """``size`` bytes at commitlog ``offset`` (the file must hold them: ``data_size`` says so)."""
+        seg = self.find(offset)
+        if seg is None:
+            raise ValueError(f"commitlog offset {offset} is in no segment of this snapshot")
+        return self.read(seg.rel, offset % self.file_size, size)
 
     # ------------------------------------------------------------------ records
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
@@ -98,7 +103,7 @@ class CommitLogReader:
         ts = records.pickup_store_timestamp(raw)
         return -1 if ts is None else ts          # Java would throw: size too small for the header
 
-    def look_message_by_offset(self, offset: int) -> dict | None:
+    def look_message_by_offset(self, offset: int) -> Message | None:
         """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
         head = self.select(offset, cl.SIZE_TOTALSIZE)
         size = None if head is None else records.total_size_at(head)
@@ -109,7 +114,7 @@ class CommitLogReader:
             return None
         return records.decode_message(raw)
 
-    def get_by_offset(self, offset: int) -> dict | None:
+    def get_by_offset(self, offset: int) -> Message | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
         seg = self.find(offset, False)
         if seg is None:
@@ -117,7 +122,7 @@ class CommitLogReader:
         pos = offset % self.file_size
         if pos + cl.BLANK_SIZE > seg.valid:
             return None
-        size, magic = records.record_head(self.read(seg.rel, pos, cl.BLANK_SIZE))
+        size, magic = cl.parse_size_magic(self.read(seg.rel, pos, cl.BLANK_SIZE))
         if not cl.is_record_start(size, magic, pos, seg.valid):
             return None
         msg = records.decode_message(self.read(seg.rel, pos, size))

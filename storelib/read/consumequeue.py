@@ -15,12 +15,13 @@ picks the file by the files' modification times and does not clamp to [min, max]
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..format import consumequeue, records
-from .commitlog import CommitLogReader
+from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from ..format.consumequeue import UNIT_SIZE
 from ..io.checked import read_stored
@@ -42,15 +43,16 @@ class QueueState:
 
     def __init__(self, topic: str, queue_id: int, files: list[ConsumeQueueFile]):
         self.topic, self.queue_id, self.files = topic, queue_id, files
-        self.min_logic = None          # bytes; computed lazily (correctMinOffset at load)
-        self.start_ts = {}             # file index -> cached store time of first unit (> 0 only)
-        self.stop_ts = {}
+        self.min_logic: int | None = None        # bytes; computed lazily (correctMinOffset at load)
+        self.start_ts: dict[int, int] = {}       # file index -> cached store time of first unit (> 0 only)
+        self.stop_ts: dict[int, int] = {}
 
 
 class QueueReader:
     """The consume queues of one ``StoreFiles`` over its commitlog (``CommitLogReader``)."""
 
-    def __init__(self, store: Store, consume_queues: dict, config: StoreConfig, commitlog: CommitLogReader):
+    def __init__(self, store: Store, consume_queues: Mapping[tuple[str, int], list[ConsumeQueueFile]], config: StoreConfig,
+                 commitlog: CommitLogReader):
         self.store = store
         self.consume_queues = consume_queues
         self.config = config
@@ -59,17 +61,20 @@ class QueueReader:
         self._queues: dict[tuple[str, int], QueueState] = {}
 
     # ================================================================= primitives
-    def queue(self, topic: str, queue_id: int, create: bool = True) -> QueueState | None:
-        """The queue's state; a queue without files exists (empty) unless ``create`` is False."""
+    def queue(self, topic: str, queue_id: int) -> QueueState:
+        """The queue's state; a queue without files exists (empty)."""
         key = (topic, int(queue_id))
         st = self._queues.get(key)
         if st is None:
-            files = self.consume_queues.get(key)
-            if files is None and not create:
-                return None
-            st = QueueState(topic, int(queue_id), list(files or []))
+            st = QueueState(topic, int(queue_id), list(self.consume_queues.get(key) or []))
             self._queues[key] = st
         return st
+
+    def existing(self, topic: str, queue_id: int) -> QueueState | None:
+        """The queue's state; None for a queue that has no files."""
+        if (topic, int(queue_id)) not in self._queues and self.consume_queues.get((topic, int(queue_id))) is None:
+            return None
+        return self.queue(topic, queue_id)
 
     def max_bytes(self, cq: QueueState) -> int:
         """MappedFileQueue.getMaxOffset of the queue (0 without files)."""
@@ -93,7 +98,7 @@ class QueueReader:
                     return k
         return None
 
-    def units(self, cq: QueueState, index: int, max_units: int | None = None):
+    def units(self, cq: QueueState, index: int, max_units: int | None = None) -> list[tuple[int, int, int, int]] | None:
         """ConsumeQueue.getIndexBuffer(index) as a list of (queue_offset, phy, size, tags).
 
         Only the file that holds ``index`` is served (up to its readable end); None when
@@ -117,7 +122,7 @@ class QueueReader:
         q0 = (f.base + pos) // UNIT_SIZE
         return [(q0 + i, *u) for i, u in enumerate(consumequeue.decode_units(raw).tolist())]
 
-    def get(self, cq: QueueState, index: int):
+    def get(self, cq: QueueState, index: int) -> tuple[int, int, int] | None:
         """ConsumeQueue.get(index) -> (phy, size, tags) or None."""
         units = self.units(cq, index, 1)
         return units[0][1:] if units else None
@@ -196,28 +201,28 @@ class QueueReader:
         return self.min_logic(self.queue(topic, queue_id)) // UNIT_SIZE
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         return 0 if cq is None else self.max_bytes(cq) // UNIT_SIZE
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         unit = None if cq is None else self.get(cq, cq_offset)
         return 0 if unit is None else unit[0]
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         unit = None if cq is None else self.get(cq, cq_offset)
         return -1 if unit is None else self.commitlog.pickup_store_timestamp(unit[0], unit[1])
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's min unit (-1 without one)."""
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         if cq is None:
             return -1
         unit = self.get(cq, self.min_logic(cq) // UNIT_SIZE)
         return -1 if unit is None else self.commitlog.pickup_store_timestamp(unit[0], unit[1])
 
-    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict:
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict[str, Any]:
         """DefaultMessageStore.getMessage without a filter, on a master, all data "in memory".
 
         Returns {status, next_begin_offset, min_offset, max_offset, queue_offsets, phy_offsets,
@@ -226,7 +231,7 @@ class QueueReader:
         cq = self.queue(topic, queue_id)
         min_off = self.min_logic(cq) // UNIT_SIZE
         max_off = self.max_bytes(cq) // UNIT_SIZE
-        out = {"status": None, "next_begin_offset": offset, "min_offset": min_off, "max_offset": max_off,
+        out: dict[str, Any] = {"status": None, "next_begin_offset": offset, "min_offset": min_off, "max_offset": max_off,
                "queue_offsets": [], "phy_offsets": [], "messages": []}
         if max_off == 0:
             out.update(status="NO_MESSAGE_IN_QUEUE", next_begin_offset=0)
@@ -240,7 +245,7 @@ class QueueReader:
             self._pull(cq, offset, max_msg_nums, max_off, out)
         return out
 
-    def _pull(self, cq: QueueState, offset: int, max_msg_nums: int, max_off: int, out: dict) -> None:
+    def _pull(self, cq: QueueState, offset: int, max_msg_nums: int, max_off: int, out: dict[str, Any]) -> None:
         """getMessage's loop over the units of one consume-queue file (fills ``out``)."""
         max_filter = max(MAX_FILTER_MESSAGE_SIZE, max_msg_nums * UNIT_SIZE)
         max_pull = min(max(MAX_PULL_MSG_SIZE, 100), MAX_PULL_MSG_SIZE)
@@ -413,7 +418,10 @@ class QueueReader:
         floor = low
         high = ceiling
         pickup = self.commitlog.pickup_store_timestamp
-        ts_at = lambda pos: pickup(*self.unit_at(f, pos)[:2])  # noqa: E731
+
+        def ts_at(pos: int) -> int:
+            phy, size, _ = self.unit_at(f, pos)
+            return pickup(phy, size)
 
         if ts_at(ceiling) < timestamp:
             if boundary == "LOWER":
@@ -459,12 +467,12 @@ class QueueReader:
         return java_div(f.base + off, UNIT_SIZE)
 
     # ================================================================= exact variant
-    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[dict]:
+    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[Message]:
         """Messages at queue offsets [offset, offset+count) that still exist (crosses CQ files).
 
         Each message dict is the stored record (its ``queue_offset`` field is the queue offset).
         """
-        cq = self.queue(topic, queue_id, create=False)
+        cq = self.existing(topic, queue_id)
         if cq is None or count <= 0:
             return []
         lo = max(offset, self.min_logic(cq) // UNIT_SIZE)

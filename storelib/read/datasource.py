@@ -163,9 +163,10 @@ def int_option(options, name):
 class RocketMQReader(DataSourceReader):
     def __init__(self, options: dict):
         self.options = {str(k).lower(): v for k, v in dict(options).items()}   # option names: any case
-        self.path = self.options.get("path")
-        if not self.path:
+        path = self.options.get("path")
+        if not path:
             raise ValueError("rocketmq data source: give the store root: .load(STORE)")
+        self.path: str = str(path)
         b = _Bounds()
         if self.options.get("topic"):
             b.topic_in([t for t in self.options["topic"].split(",") if t])
@@ -257,9 +258,10 @@ class _TableReader(DataSourceReader):
 
     def __init__(self, options: dict, rows_of, arrow_schema):
         opts = {str(k).lower(): v for k, v in dict(options).items()}
-        self.path = opts.get("path")
-        if not self.path:
+        path = opts.get("path")
+        if not path:
             raise ValueError("rocketlake data sources: give the store root: .load(STORE)")
+        self.path: str = str(path)
         self.as_of = opts.get("asofbatch") or None
         self.rows_of, self.arrow_schema = rows_of, arrow_schema
 
@@ -380,10 +382,10 @@ def _guard_loads() -> None:
         register_python_sources(self._spark)
         return plain_load(self, path, format, schema, **options).where(REUSE_GUARD)
 
-    DataFrameReader.format, DataFrameReader.option, DataFrameReader.options = (remember_format, remember_option,
-                                                                               remember_options)
-    DataFrameReader.load = load
-    DataFrameReader._rocketlake_guarded = True
+    # pyspark's reader class gets the guarded methods: a patch of the class, by name
+    for name, method in (("format", remember_format), ("option", remember_option), ("options", remember_options),
+                         ("load", load), ("_rocketlake_guarded", True)):
+        setattr(DataFrameReader, name, method)
 
 
 def _jvm_dataframe(spark, options: dict):

@@ -55,7 +55,8 @@ def walk_chain(first: int, entry_at: Callable[[int], tuple[int, int, int, int]],
         pos = prev
 
 
-def entry_time_bounds(pos, time_diff, begin_timestamp: int):
+def entry_time_bounds(pos: int | np.ndarray, time_diff: int | np.ndarray,
+                      begin_timestamp: int) -> tuple[np.ndarray, np.ndarray]:
     """(lo, hi) store-time interval an entry's timeDiff guarantees (arrays or scalars): timeDiff > 0
     (not a file's first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below
     begin + 1000; the first entry (pos 1) is unbounded."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, TYPE_CHECKING
+from typing import Any, Callable, Iterable, TYPE_CHECKING
 
 
-from .commitlog import CommitLogReader
+from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..format.indexfile import ENTRY_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot, slot_offset
@@ -32,7 +32,7 @@ __all__ = ["KeyPage", "IndexReader"]
 @dataclass
 class KeyPage:
     """One page of ``find_by_key``: messages sorted by (store_timestamp, commitlog_offset)."""
-    messages: list[dict]
+    messages: list[Message]
     next_after: tuple[int, int] | None     # pass as ``after`` for the next page; None = last page
     total: int                             # matches in the window after ``after`` (this page included)
 
@@ -71,7 +71,7 @@ class IndexReader:
         """(keyHash, phyOffset, timeDiff, prevPos) of entry ``pos`` of file ``i``."""
         return parse_entry(self._read(i, entry_offset(pos, self.config), ENTRY_SIZE))
 
-    def select_phy_offsets(self, i: int, out: list, key_hash: int, max_num: int, begin: int, end: int) -> None:
+    def select_phy_offsets(self, i: int, out: list[int], key_hash: int, max_num: int, begin: int, end: int) -> None:
         """IndexFile.selectPhyOffset (+ snapshot limit: later entries skipped, chain followed)."""
         h = self.header(i)
         count, snapshot = self.limit(i)
@@ -123,7 +123,7 @@ class IndexReader:
                 break
         return offsets, last_ts, last_phy
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict[str, Any]:
         """DefaultMessageStore.queryMessage.
 
         Returns {phy_offsets, messages (decoded dicts), index_last_update_timestamp,
@@ -163,7 +163,8 @@ class IndexReader:
 
     # ================================================================= exact variants
     def find_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
-                    limit: int | None = None, after: tuple[int, int] | None = None, live=None) -> KeyPage:
+                    limit: int | None = None, after: tuple[int, int] | None = None,
+                    live: Callable[[Message], bool] | None = None) -> KeyPage:
         """Every stored message of ``topic`` whose UNIQ_KEY or one of whose KEYS tokens is ``key``.
 
         Unlike queryMessage: all index files, whole chains (no 64 cap, no stop on the rounded
@@ -182,7 +183,7 @@ class IndexReader:
         if after is not None:
             lo = max(lo, after[0])
         seen: set[int] = set()
-        found: list[dict] = []
+        found: list[Message] = []
         for off in self.chain_offsets(index_key_hash(f"{topic}#{key}"), lo, hi):
             if off in seen:
                 continue
@@ -213,13 +214,14 @@ class IndexReader:
                     if t_lo <= hi and t_hi >= lo:
                         yield phy
 
-    def find_by_unique_key(self, topic: str, uniq_key: str, live=None) -> list[dict]:
+    def find_by_unique_key(self, topic: str, uniq_key: str,
+                           live: Callable[[Message], bool] | None = None) -> list[Message]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""
         page = self.find_by_key(topic, uniq_key, live=live)
         return [m for m in page.messages if message_keys(m)[0] == uniq_key]
 
 
-def _key_match(msg: dict, topic: str, key: str, lo: int, hi: int, after: tuple[int, int] | None) -> bool:
+def _key_match(msg: Message, topic: str, key: str, lo: int, hi: int, after: tuple[int, int] | None) -> bool:
     """``find_by_key``'s re-check of a candidate record: topic, store time window and ``after``,
     not rolled back, ``key`` its UNIQ_KEY or one of its KEYS tokens."""
     if msg["topic"] != topic:

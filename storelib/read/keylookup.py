@@ -39,6 +39,9 @@ Shuffle plan (more queries than that):
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,6 +54,15 @@ from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible
 from .keylookup_rows import LIGHT_DDL, light_table, mapped_segment, with_message_columns
 from ..codec.properties import parse_properties
 from .rangescan import MESSAGE_DDL, message_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..format.config import StoreConfig
+    from ..io.storage import Store
+    from ..table.snapshots import StoreSnapshot
+    from ..table.storefiles import CommitLogSegment, IndexFileRef, StoreFiles
+
 
 __all__ = ["QUERY_DDL", "RESULT_DDL", "BROADCAST_LIMIT", "key_hashes", "index_candidates", "check_candidates",
            "lookup_range", "lookup_keys", "lookup_keys_local"]
@@ -70,7 +82,7 @@ def key_hashes(topics: pa.Array, keys: pa.Array) -> np.ndarray:
     return codec.index_key_hash(codec.java_hash(joined))
 
 
-def _add_hash(batches):
+def _add_hash(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for b in batches:
         h = key_hashes(b.column(0), b.column(1))
         yield pa.RecordBatch.from_arrays(list(b.columns) + [pa.array(h, pa.int32())],
@@ -78,7 +90,7 @@ def _add_hash(batches):
 
 
 # ----------------------------------------------------------------------------- step 2: index
-def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
+def index_candidates(store: Store, config: StoreConfig, ref: IndexFileRef, hashes: np.ndarray) -> pa.RecordBatch:
     """Entries of one index file whose keyHash is in ``hashes`` (sorted unique int32)."""
     header = ref_header(store, ref)
     count, _snapshot = visible_count(ref, lambda: header)
@@ -102,7 +114,8 @@ def index_candidates(store, config, ref, hashes: np.ndarray) -> pa.RecordBatch:
                                        "t_lo": pa.array(lo, pa.int64()), "t_hi": pa.array(hi, pa.int64())})
 
 
-def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
+def _chains_by_range_reads(store: Store, config: StoreConfig, rel: str, count: int, hashes: np.ndarray,
+                           entries_at: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Read only the needed slot ints, then walk their chains entry by entry (newest first).
 
     Entries at positions >= count were written after the snapshot: skipped, chain followed.
@@ -110,12 +123,17 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
     slots = config.maxHashSlotNum
     want = set(int(h) for h in hashes)
     needed = np.unique(hashes.astype(np.int64) % slots)
-    out_kh, out_phy, out_td, out_pos = [], [], [], []
+    out_kh: list[int] = []
+    out_phy: list[int] = []
+    out_td: list[int] = []
+    out_pos: list[int] = []
     with open_stored(store, rel) as fh:
+
+        def entry_at(pos: int) -> tuple[int, int, int, int]:
+            return indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE,
+                                                        entries_at + pos * indexfile.ENTRY_SIZE))
         for slot in needed:
             first = indexfile.parse_slot(read_stored_at(fh, rel, indexfile.SLOT_SIZE, indexfile.slot_offset(int(slot))))
-            entry_at = lambda pos: indexfile.parse_entry(read_stored_at(  # noqa: E731
-                fh, rel, indexfile.ENTRY_SIZE, entries_at + pos * indexfile.ENTRY_SIZE))
             for pos, kh, phy, td in walk_chain(first, entry_at, count, config.maxIndexNum):
                 if kh in want:
                     out_kh.append(kh)
@@ -127,7 +145,8 @@ def _chains_by_range_reads(store, config, rel, count, hashes, entries_at):
 
 
 # ----------------------------------------------------------------------------- step 3: records
-def _read_records(store, seg, positions: np.ndarray, max_record: int | None = None):
+def _read_records(store: Store, seg: CommitLogSegment, positions: np.ndarray,
+                  max_record: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(buf, starts, ok) for record starts ``positions`` (sorted unique) of one segment.
 
     Many positions: the bytes from the first position to the end of the valid bytes, or only to
@@ -162,9 +181,9 @@ def _read_records(store, seg, positions: np.ndarray, max_record: int | None = No
     inb = (positions >= 0) & (rel + cl.BLANK_SIZE <= len(buf))
     if inb.any():
         r = rel[inb]
-        size = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
-        magic = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
-        good = cl.is_record_start(size, magic, r, len(buf))
+        sizes = codec.gather_int(buf, r + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE).astype(np.int64)
+        magics = codec.gather_int(buf, r + cl.POS_MAGIC, cl.SIZE_MAGIC)
+        good = cl.is_record_start(sizes, magics, r, len(buf))
         ok[np.flatnonzero(inb)[good]] = True
     return buf, np.where(ok, rel, 0), ok
 
@@ -204,7 +223,8 @@ def _exact_matches(sub: pa.Table, msgs: pa.Table, k: np.ndarray) -> np.ndarray:
     if len(flat):
         hit = np.asarray(pc.equal(flat, single_array(qk).take(pa.array(parent))).fill_null(False))
         key_ok[parent[hit]] = True
-    return keep & key_ok
+    matches: np.ndarray = keep & key_ok
+    return matches
 
 
 def _check_columns(dec: pa.Table) -> pa.Table:
@@ -217,14 +237,14 @@ def _check_columns(dec: pa.Table) -> pa.Table:
                      "uniq_key": extra["UNIQ_KEY"]})
 
 
-def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: int | None = None,
-                     distinct: bool = False, light: bool = False):
+def check_candidates(store: Store, segs: dict[int, CommitLogSegment], fsize: int, cand: pa.Table,
+                     max_record: int | None = None, distinct: bool = False, light: bool = False) -> list[pa.Table]:
     """Exact check of candidate rows (query topic/key/begin/end, phy) -> RESULT rows (Arrow).
 
     ``distinct``: the caller guarantees one row per (query, phy) already. ``light``: only the
     ``keylookup_rows.LIGHT_NAMES`` columns, and the bodies are not even copied out of the records
     (the Spark plans decode the other columns only when a query uses them)."""
-    out = []
+    out: list[pa.Table] = []
     if cand.num_rows == 0:
         return out
     # one row per (query, message): duplicate queries / a key indexed twice in one message
@@ -278,7 +298,7 @@ def check_candidates(store, segs: dict, fsize: int, cand: pa.Table, max_record: 
 
 
 # ----------------------------------------------------------------------------- broadcast plan
-def _query_table(keys) -> pa.Table:
+def _query_table(keys: pa.Table) -> pa.Table:
     """Distinct (topic, key, begin, end) queries with their index key hash (Arrow)."""
     n = keys.num_rows
     cols = keys.column_names
@@ -307,11 +327,11 @@ def _query_table(keys) -> pa.Table:
     return q.filter(pa.array(np.concatenate([[True], ~dup])))
 
 
-def _entry_phy(fh, rel: str, entries_at: int, pos: int) -> int:
+def _entry_phy(fh: Any, rel: str, entries_at: int, pos: int) -> int:      # (fh: an open_stored handle)
     return indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE, entries_at + pos * indexfile.ENTRY_SIZE))[1]
 
 
-def _first_entry_at_or_after(fh, rel: str, entries_at: int, count: int, phy: int) -> int:
+def _first_entry_at_or_after(fh: Any, rel: str, entries_at: int, count: int, phy: int) -> int:
     """Smallest entry position in [1, count] whose phyOffset is >= ``phy`` (binary search by
     single-entry reads; entries are appended in commitlog order)."""
     a, b = 1, count
@@ -324,7 +344,8 @@ def _first_entry_at_or_after(fh, rel: str, entries_at: int, count: int, phy: int
     return a
 
 
-def _entries_for_range(store, rel: str, entries_at: int, count: int, lo: int, hi: int):
+def _entries_for_range(store: Store, rel: str, entries_at: int, count: int, lo: int,
+                       hi: int) -> tuple[int, np.ndarray]:
     """(first position, entries) of the entries of one index file pointing into [lo, hi).
 
     A range task reads only its share of the entry table: entries are appended in commitlog
@@ -348,7 +369,8 @@ def _entries_for_range(store, rel: str, entries_at: int, count: int, lo: int, hi
     return 0, whole
 
 
-def _index_entries(store, config, ref, lo: int, hi: int, query_hashes: np.ndarray, hash_filter: np.ndarray):
+def _index_entries(store: Store, config: StoreConfig, ref: IndexFileRef, lo: int, hi: int, query_hashes: np.ndarray,
+                   hash_filter: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(phy, t_lo, t_hi, q_first, q_end) of the entries of one index file pointing into [lo, hi)
     whose keyHash is one of ``query_hashes`` (sorted, duplicates allowed; ``hash_filter`` is
     their ``_hash_filter``): queries ``q_first[i]:q_end[i]`` carry entry i's hash."""
@@ -397,7 +419,8 @@ def _expand_matches(q_first: np.ndarray, q_end: np.ndarray) -> tuple[np.ndarray,
     return entry, q_first[entry] + (np.arange(len(entry)) - starts[entry])
 
 
-def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, light: bool = False) -> list:
+def lookup_range(store: Store, files: StoreFiles, queries: pa.Table, lo: int, hi: int,
+                 light: bool = False) -> list[pa.Table]:
     """RESULT tables of the broadcast plan for commitlog offsets [lo, hi) (``light``: only the
     columns of ``keylookup_rows.LIGHT_NAMES``).
 
@@ -433,7 +456,7 @@ def lookup_range(store, files, queries: pa.Table, lo: int, hi: int, light: bool 
                             light=light)
 
 
-def _offset_ranges(files, pieces: int) -> list:
+def _offset_ranges(files: StoreFiles, pieces: int) -> list[tuple[int, int]]:
     """About ``pieces`` [lo, hi) commitlog offset ranges of equal valid bytes. Big segments are
     cut; runs of small segments share a range (a task per small segment would cost more)."""
     segs = [s for s in files.commitlog if s.valid > 0]
@@ -441,10 +464,10 @@ def _offset_ranges(files, pieces: int) -> list:
     if not total:
         return []
     target = max(1, -(-total // max(1, pieces)))
-    out, start, acc = [], None, 0
+    out: list[tuple[int, int]] = []
+    start, acc = segs[0].base, 0
     for s in segs:
         pos = 0
-        start = s.base if start is None else start
         while s.valid - pos >= target - acc:
             pos += target - acc
             out.append((start, s.base + pos))
@@ -456,7 +479,7 @@ def _offset_ranges(files, pieces: int) -> list:
 
 
 # ----------------------------------------------------------------------------- driver
-def _keys_df(spark, keys):
+def _keys_df(spark: SparkSession, keys: pa.Table | DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
     if isinstance(keys, pa.Table):
         cols = {n: keys.column(n) for n in keys.column_names}
@@ -476,8 +499,10 @@ def _keys_df(spark, keys):
 BROADCAST_LIMIT = 5_000_000     # distinct queries sent to every task (about 40 bytes each + keys)
 
 
-def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, partitions: int | None = None,
-                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False, snapshot=None):
+def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame, as_of_batch: str | int | None = None,
+                config: StoreConfig | None = None, partitions: int | None = None,
+                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False,
+                snapshot: StoreSnapshot | None = None) -> DataFrame:
     """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
 
     ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
@@ -514,7 +539,7 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     b_index = sc.broadcast([tuple(r) for r in files.index])
     b_cfg = sc.broadcast(cfg)
 
-    def scan_index(batches):
+    def scan_index(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import index_candidates
         from storelib.table.storefiles import IndexFileRef
         from storelib.io.storage import Store as _Store
@@ -530,13 +555,13 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
         & (F.col("end").isNull() | (F.col("t_lo") <= F.col("end")))
     ).select("topic", "key", "begin", "end", "phy")
     fsize = cfg.mappedFileSizeCommitLog
-    segs = {s.base: tuple(s) for s in files.commitlog}
+    segs = {s.base: (s.rel, s.base, s.valid) for s in files.commitlog}
     b_segs = sc.broadcast(segs)
     n_parts = partitions or max(1, min(len(segs), 4 * sc.defaultParallelism))
     by_seg = joined.withColumn("seg", F.col("phy") - F.col("phy") % F.lit(fsize)) \
         .repartition(n_parts, "seg").drop("seg")
 
-    def fetch(batches):
+    def fetch(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import check_candidates
         from storelib.table.storefiles import CommitLogSegment
         from storelib.io.storage import Store as _Store
@@ -553,7 +578,8 @@ def lookup_keys(spark, store_uri: str, keys, as_of_batch=None, config=None, part
     return with_message_columns(by_seg.mapInArrow(fetch, LIGHT_DDL), uri, files.commitlog, fsize)
 
 
-def _lookup_broadcast(spark, store, files, q: pa.Table, partitions, lazy: bool = False):
+def _lookup_broadcast(spark: SparkSession, store: Store, files: StoreFiles, q: pa.Table, partitions: int | None,
+                      lazy: bool = False) -> DataFrame:
     import pyarrow.ipc as ipc
     from ..table.storefiles import StoreFiles
     sc = spark.sparkContext
@@ -569,7 +595,7 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions, lazy: bool =
     b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
     uri = store.uri
 
-    def run(batches):
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import lookup_range
         from storelib.io.storage import Store as _Store
         st = _Store(uri)
@@ -588,8 +614,9 @@ def _lookup_broadcast(spark, store, files, q: pa.Table, partitions, lazy: bool =
     return with_message_columns(light, uri, files.commitlog, files.config.mappedFileSizeCommitLog)
 
 
-def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch=None, config=None, snapshot=None) -> pa.Table:
-    """The same lookup without Spark (one process), for small key sets and tests."""
+def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch: str | int | None = None,
+                      config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> pa.Table | None:
+    """The same lookup without Spark (one process), for small key sets and tests; None: no match."""
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)

@@ -12,7 +12,7 @@ per run of nearby records (the lookup's rows come in commitlog order per task).
 """
 from __future__ import annotations
 
-from typing import Iterator, Tuple
+from typing import TYPE_CHECKING, Iterator, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,15 @@ from ..codec import messages as codec
 from ..errors import CorruptStore
 from ..io.checked import open_stored, read_stored_at
 from .rangescan import MESSAGE_DDL, MESSAGE_SCHEMA, message_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from ..io.storage import Store
+    from ..table.storefiles import CommitLogSegment
+
+# segment base -> its memory map (``mapped_segment``; None: read instead), kept across calls
+SegmentMaps = dict[int, "np.ndarray | None"]
 
 __all__ = ["QUERY_NAMES", "LIGHT_NAMES", "LIGHT_DDL", "LAZY_NAMES", "LAZY_DDL", "light_table", "mapped_segment",
            "fetch_messages", "with_message_columns"]
@@ -40,14 +49,15 @@ _LAZY_SCHEMA = pa.schema([MESSAGE_SCHEMA.field(n) for n in LAZY_NAMES])
 _GAP = 256 << 10
 
 
-def light_table(query: pa.Table, commitlog_offset, store_size) -> pa.Table:
+def light_table(query: pa.Table, commitlog_offset: pa.Array | pa.ChunkedArray,
+                store_size: pa.Array | pa.ChunkedArray) -> pa.Table:
     """The light columns of result rows: ``query`` (topic, key, begin, end) and the record's
     offset and size."""
     return pa.table([query.column("topic"), query.column("key"), query.column("begin"), query.column("end"),
                      commitlog_offset, store_size], names=LIGHT_NAMES)
 
 
-def mapped_segment(store, seg):
+def mapped_segment(store: Store, seg: CommitLogSegment) -> np.ndarray | None:
     """The first ``seg.valid`` bytes of a local commitlog segment as a read-only memory map (a
     uint8 array), or None where the file has to be read instead (object stores, a file being
     published under another name, a file shorter than its snapshot says: the read path reports
@@ -75,15 +85,17 @@ def _runs(seg_of: np.ndarray, start: np.ndarray, end: np.ndarray, gap: int) -> n
     return np.flatnonzero(new)
 
 
-def _decode_segment(store, seg, base: int, sp: np.ndarray, end: np.ndarray, maps: dict) -> list:
+def _decode_segment(store: Store, seg: CommitLogSegment | None, base: int, sp: np.ndarray, end: np.ndarray,
+                    maps: SegmentMaps) -> list[pa.Table]:
     """Decoded tables of the records at sorted offsets ``sp`` (ending at ``end``) of one segment:
     straight from its memory map, else by range reads of runs of nearby records."""
     if seg is None or int(end.max()) - base > seg.valid:
         raise CorruptStore(seg.rel if seg else f"commitlog@{base}", int(sp[0]) - base, "a looked-up record is gone")
     if base not in maps:
         maps[base] = mapped_segment(store, seg)
-    if maps[base] is not None:
-        return [codec.decode_records(maps[base], base, sp - base, origin=(seg.rel, 0))]
+    mapped = maps[base]
+    if mapped is not None:
+        return [codec.decode_records(mapped, base, sp - base, origin=(seg.rel, 0))]
     out = []
     cuts = _runs(np.zeros(len(sp), np.int64), sp, end, _GAP)
     with open_stored(store, seg.rel) as fh:
@@ -94,8 +106,8 @@ def _decode_segment(store, seg, base: int, sp: np.ndarray, end: np.ndarray, maps
     return out
 
 
-def fetch_messages(store, segs: dict, fsize: int, phy: np.ndarray, size: np.ndarray,
-                   maps: dict | None = None) -> pa.Table:
+def fetch_messages(store: Store, segs: dict[int, CommitLogSegment], fsize: int, phy: np.ndarray, size: np.ndarray,
+                   maps: SegmentMaps | None = None) -> pa.Table:
     """The LAZY_NAMES columns of the records at commitlog offsets ``phy`` (sizes ``size``), row
     i for phy[i]. The records were found by the lookup, so one that is not there any more is a
     damaged store (``CorruptStore``). ``maps``: segment base -> ``mapped_segment``, kept by the
@@ -125,12 +137,12 @@ def fetch_messages(store, segs: dict, fsize: int, phy: np.ndarray, size: np.ndar
     return msgs
 
 
-def with_message_columns(light, uri: str, segs: list, fsize: int):
+def with_message_columns(light: DataFrame, uri: str, segs: list[CommitLogSegment], fsize: int) -> DataFrame:
     """``light`` (a DataFrame of LIGHT_DDL) with the other message columns, in RESULT order:
     query columns, then rangescan.MESSAGE_DDL. The message columns come from one Arrow UDF that
     Spark leaves out when a query does not use them."""
     from pyspark.sql import functions as F
-    b_segs = light.sparkSession.sparkContext.broadcast([tuple(s) for s in segs])
+    b_segs = light.sparkSession.sparkContext.broadcast([(s.rel, s.base, s.valid) for s in segs])
 
     def fetch(batches: Iterator[Tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         from storelib.read.keylookup_rows import fetch_messages as _fetch
@@ -138,13 +150,14 @@ def with_message_columns(light, uri: str, segs: list, fsize: int):
         from storelib.table.storefiles import CommitLogSegment
         st = _Store(uri)
         seg_map = {s[1]: CommitLogSegment(*s) for s in b_segs.value}
-        maps: dict = {}                      # each segment mapped once per task
+        maps: SegmentMaps = {}               # each segment mapped once per task
         for phy, size in batches:
             t = _fetch(st, seg_map, fsize, np.asarray(phy, np.int64), np.asarray(size, np.int64), maps)
             yield pa.StructArray.from_arrays([c.combine_chunks() for c in t.columns], names=LAZY_NAMES)
 
-    # an iterator UDF (told by its type hints): the segment maps are kept for the whole task
-    message = F.arrow_udf(fetch, LAZY_DDL)(F.col("commitlog_offset"), F.col("store_size"))
+    # an iterator UDF (told by its type hints): the segment maps are kept for the whole task.
+    # (pyspark's stubs know arrow_udf only with an explicit functionType, not the form told by hints)
+    message = F.arrow_udf(fetch, LAZY_DDL)(F.col("commitlog_offset"), F.col("store_size"))  # type: ignore[call-overload]
     # Two selects: the struct is computed once, then split (a UDF is never inlined twice).
     return light.select(*LIGHT_NAMES, message.alias("_message")).select(
         *LIGHT_NAMES, *[F.col("_message." + n).alias(n) for n in LAZY_NAMES])

@@ -7,7 +7,15 @@ manifest's time statistics): the query command runs locally below ``LOCAL_SCAN_B
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from ..format.config import StoreConfig
+    from ..io.storage import Store
+    from ..table.snapshots import StoreSnapshot
+    from ..table.storefiles import SnapshotInfo, StoreFiles
 
 __all__ = ["LOCAL_SCAN_BYTES", "local_scan_bytes", "scan_range_local", "lookup_keys_here"]
 
@@ -15,7 +23,8 @@ __all__ = ["LOCAL_SCAN_BYTES", "local_scan_bytes", "scan_range_local", "lookup_k
 LOCAL_SCAN_BYTES = 256 << 20
 
 
-def _open(store_uri: str, as_of_batch, config, snapshot=None):
+def _open(store_uri: str, as_of_batch: str | int | None, config: StoreConfig | None,
+          snapshot: StoreSnapshot | None = None) -> tuple[Store, StoreFiles, SnapshotInfo]:
     from ..io.storage import Store
     from ..table.storefiles import open_files
     store = Store(store_uri)
@@ -23,7 +32,9 @@ def _open(store_uri: str, as_of_batch, config, snapshot=None):
     return store, files, info
 
 
-def local_scan_bytes(store_uri: str, begin=None, end=None, as_of_batch=None, config=None, snapshot=None) -> int:
+def local_scan_bytes(store_uri: str, begin: int | None = None, end: int | None = None,
+                     as_of_batch: str | int | None = None, config: StoreConfig | None = None,
+                     snapshot: StoreSnapshot | None = None) -> int:
     """Valid commitlog bytes of the segments a range scan of [begin, end] reads (``snapshot``: the
     one the command opened, ``table.snapshots.open_snapshot``; else opened here)."""
     from .rangescan import prune_segments
@@ -31,8 +42,9 @@ def local_scan_bytes(store_uri: str, begin=None, end=None, as_of_batch=None, con
     return sum(int(s.valid) for s in prune_segments(files, info, begin, end))
 
 
-def scan_range_local(store_uri: str, begin=None, end=None, topic=None, as_of_batch=None, config=None,
-                     snapshot=None) -> pa.Table:
+def scan_range_local(store_uri: str, begin: int | None = None, end: int | None = None,
+                     topic: str | list[str] | None = None, as_of_batch: str | int | None = None,
+                     config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> pa.Table:
     """The rows ``rangescan.scan_range`` returns (MESSAGE_SCHEMA), in commitlog order."""
     from .rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
     store, files, info = _open(store_uri, as_of_batch, config, snapshot)
@@ -42,7 +54,8 @@ def scan_range_local(store_uri: str, begin=None, end=None, topic=None, as_of_bat
     return pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
 
 
-def lookup_keys_here(store_uri: str, keys: pa.Table, as_of_batch=None, config=None, snapshot=None) -> pa.Table:
+def lookup_keys_here(store_uri: str, keys: pa.Table, as_of_batch: str | int | None = None,
+                     config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> pa.Table:
     """The rows ``keylookup.lookup_keys`` returns, computed in this process."""
     from .keylookup import lookup_keys_local
     from .rangescan import MESSAGE_SCHEMA

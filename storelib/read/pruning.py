@@ -3,10 +3,16 @@ offset bounds. Without a decoder or pyarrow: the planners (the data sources, the
 the local range scan) run it in processes that never decode a record."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..table.storefiles import CommitLogSegment, SnapshotInfo, StoreFiles
+
 __all__ = ["prune_segments"]
 
 
-def prune_segments(files, info, begin=None, end=None, lo=None, hi=None):
+def prune_segments(files: StoreFiles, info: SnapshotInfo | None, begin: int | None = None, end: int | None = None,
+                   lo: int | None = None, hi: int | None = None) -> list[CommitLogSegment]:
     """Segments that may hold records with store time in [begin, end] / offsets in [lo, hi]."""
     out = []
     for seg in files.commitlog:

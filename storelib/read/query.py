@@ -19,18 +19,19 @@ index position it can verify, so usually only the last few records are read).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
-from .commitlog import CommitLogReader
+from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from .indexfile import IndexReader, KeyPage
 from .consumequeue import QueueReader
 from ..format.records import answer_message, decode_msg_id, earliest_probe_size, is_queued
-from ..table.storefiles import StoreFiles, as_store, open_files
+from ..table.storefiles import SnapshotInfo, StoreFiles, as_store, open_files
 from ..format.textforms import format_host
 
 if TYPE_CHECKING:                # storage loads pyarrow: a local store is read without it (localstore)
     from ..io.storage import Store
+    from ..table.snapshots import StoreSnapshot
 
 __all__ = ["open_store", "StoreReader"]
 
@@ -43,8 +44,10 @@ class StoreReader:
     ``index`` are the parts that answer, one per kind of file.
     """
 
-    def __init__(self, store: Store | str, config: StoreConfig | None = None, files: StoreFiles | None = None):
+    def __init__(self, store: Store | str, config: StoreConfig | None = None, files: StoreFiles | None = None,
+                 snapshot: SnapshotInfo | None = None):
         self.store = as_store(store)
+        self.snapshot = snapshot              # which batch the files are (``open_store``)
         if config is None:
             config = files.config if files is not None else StoreConfig()
         self.config = config
@@ -67,11 +70,11 @@ class StoreReader:
         """CommitLog.pickupStoreTimestamp: -1 unless [offset, offset+size) is readable."""
         return self.commitlog.pickup_store_timestamp(offset, size)
 
-    def look_message_by_offset(self, offset: int) -> dict | None:
+    def look_message_by_offset(self, offset: int) -> Message | None:
         """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
         return self.commitlog.look_message_by_offset(offset)
 
-    def view_message_by_id(self, msg_id: str) -> tuple[str, int, dict | None]:
+    def view_message_by_id(self, msg_id: str) -> tuple[str, int, Message | None]:
         """decodeMessageId + lookMessageByOffset: (decoded address, decoded offset, message)."""
         host, offset = decode_msg_id(msg_id)
         return format_host(host), offset, self.look_message_by_offset(offset)
@@ -82,6 +85,8 @@ class StoreReader:
             if self.config.line_4_9:
                 return self._earliest_message_time_4_9()
             return self.pickup_store_timestamp(self.get_min_phy_offset(), earliest_probe_size(self.broker_ip_is_v6))
+        if queue_id is None:
+            raise ValueError(f"get_earliest_message_time of topic {topic!r}: a queue id is needed")
         return self.queues.get_earliest_message_time(topic, queue_id)
 
     def _earliest_message_time_4_9(self) -> int:
@@ -111,7 +116,7 @@ class StoreReader:
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return self.queues.get_message_store_timestamp(topic, queue_id, cq_offset)
 
-    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict:
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict[str, Any]:
         """DefaultMessageStore.getMessage without a filter, on a master, all data "in memory".
 
         Returns {status, next_begin_offset, min_offset, max_offset, queue_offsets, phy_offsets,
@@ -128,7 +133,7 @@ class StoreReader:
         """IndexService.queryOffset: (offsets in index order, indexLastUpdateTimestamp, ...Phyoffset)."""
         return self.index.query_offset(topic, key, max_num, begin, end)
 
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict:
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict[str, Any]:
         """DefaultMessageStore.queryMessage.
 
         Returns {phy_offsets, messages (decoded dicts), index_last_update_timestamp,
@@ -144,21 +149,22 @@ class StoreReader:
         A message below its queue's minimum offset (its queue file was removed) is not returned."""
         return self.index.find_by_key(topic, key, begin, end, limit, after, live=self.in_queue)
 
-    def find_by_unique_key(self, topic: str, uniq_key: str) -> list[dict]:
+    def find_by_unique_key(self, topic: str, uniq_key: str) -> list[Message]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""
         return self.index.find_by_unique_key(topic, uniq_key, live=self.in_queue)
 
-    def in_queue(self, msg: dict) -> bool:
+    def in_queue(self, msg: Message) -> bool:
         """A NOT/COMMIT message at or above its queue's minimum offset (PREPARED ones have no queue)."""
         if not is_queued(msg["sys_flag"]):
             return True
-        return msg["queue_offset"] >= self.get_min_offset_in_queue(msg["topic"], msg["queue_id"])
+        live: bool = msg["queue_offset"] >= self.get_min_offset_in_queue(msg["topic"], msg["queue_id"])
+        return live
 
-    def get_by_offset(self, offset: int) -> dict | None:
+    def get_by_offset(self, offset: int) -> Message | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
         return self.commitlog.get_by_offset(offset)
 
-    def get_by_msg_id(self, msg_id: str) -> dict | None:
+    def get_by_msg_id(self, msg_id: str) -> Message | None:
         """The message an offset msgId names, if it still exists and the id's store host matches."""
         try:
             host, offset = decode_msg_id(msg_id)
@@ -169,7 +175,7 @@ class StoreReader:
             return None
         return msg
 
-    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[dict]:
+    def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[Message]:
         """Messages at queue offsets [offset, offset+count) that still exist (crosses CQ files).
 
         Each message dict is the stored record (its ``queue_offset`` field is the queue offset).
@@ -177,7 +183,7 @@ class StoreReader:
         return self.queues.get_by_queue_offset(topic, queue_id, offset, count)
 
     # ================================================================= golden query lines
-    def answer(self, q: dict) -> dict:
+    def answer(self, q: dict[str, Any]) -> dict[str, Any]:
         """Run one queries.jsonl line; the answers.jsonl line RocketMQ gives (docs/FORMAT.md §7.2)."""
         t = q["type"]
         out = {"qid": q.get("qid"), "type": t}
@@ -208,7 +214,7 @@ class StoreReader:
 
 
 # Golden query types whose answer is one number: type -> the call.
-_RESULT_QUERIES = {
+_RESULT_QUERIES: dict[str, Callable[[StoreReader, dict[str, Any]], int]] = {
     "getOffsetInQueueByTime": lambda r, q: r.get_offset_in_queue_by_time(q["topic"], q["queue_id"], q["timestamp"],
                                                                          q.get("boundary", "LOWER")),
     "getMinOffsetInQueue": lambda r, q: r.get_min_offset_in_queue(q["topic"], q["queue_id"]),
@@ -222,7 +228,8 @@ _RESULT_QUERIES = {
 }
 
 
-def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | None = None, snapshot=None) -> StoreReader:
+def open_store(store: "str | Store", as_of_batch: str | int | None = None, config: StoreConfig | None = None,
+               snapshot: StoreSnapshot | None = None) -> StoreReader:
     """A ``StoreReader`` over one committed batch of a store (local path or pyarrow.fs URI).
 
     rocketlake stores: the latest committed batch, or ``as_of_batch`` (batch id or sequence
@@ -234,6 +241,4 @@ def open_store(store: "str | Store", as_of_batch=None, config: StoreConfig | Non
     """
     store = as_store(store)
     files, info = open_files(store, as_of_batch, config, snapshot)
-    reader = StoreReader(store, files.config, files)
-    reader.snapshot = info
-    return reader
+    return StoreReader(store, files.config, files, info)

@@ -14,6 +14,9 @@ The shared core of ``range``, the ``rocketmq`` data source and the batch key loo
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +28,14 @@ from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
 from .pruning import prune_segments  # (re-exported)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..format.config import StoreConfig
+    from ..io.protocol import Store
+    from ..table.snapshots import StoreSnapshot
+    from ..table.storefiles import CommitLogSegment
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
@@ -58,9 +69,10 @@ def empty_messages() -> pa.Table:
 
 
 # ----------------------------------------------------------------------------- segments
-def record_starts(buf: np.ndarray):
+def record_starts(buf: np.ndarray) -> tuple[np.ndarray, int, int]:
     """(starts, stop, reason) of the records of a whole segment buffer (codec.record_starts)."""
-    return codec.record_starts(buf, 0, len(buf))
+    starts, stop, reason = codec.record_starts(buf, 0, len(buf))
+    return starts, int(stop), int(reason)
 
 
 def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -71,7 +83,8 @@ def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return codec.gather_int(buf, starts + cl.storetimestamp_offset(sys_flag), cl.SIZE_STORETIMESTAMP)
 
 
-def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None, chunk: int = CHUNK_BYTES):
+def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = None, hi: int | None = None,
+                        chunk: int = CHUNK_BYTES) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """Yield (buf uint8 array, buf_base_offset, record starts in buf) over a segment's valid bytes.
 
     ``lo``/``hi``: optional commitlog-offset bounds; records starting outside [lo, hi] are left
@@ -112,8 +125,9 @@ def iter_segment_chunks(store, seg, lo: int | None = None, hi: int | None = None
             break
 
 
-def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=None,
-                     batch_rows: int = 8192):
+def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = None, end: int | None = None,
+                     topics: set[str] | None = None, lo: int | None = None, hi: int | None = None,
+                     batch_rows: int = 8192) -> Iterator[pa.Table]:
     """Yield MESSAGE_SCHEMA tables of one segment's records, filtered exactly.
 
     begin/end: inclusive store-timestamp bounds; topics: a set of topic names (None = all);
@@ -139,8 +153,9 @@ def segment_messages(store, seg, begin=None, end=None, topics=None, lo=None, hi=
 
 
 # ----------------------------------------------------------------------------- Spark
-def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None = None,
-               topic: str | list | None = None, as_of_batch=None, config=None, snapshot=None):
+def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, end: int | None = None,
+               topic: str | list[str] | None = None, as_of_batch: str | int | None = None,
+               config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> DataFrame:
     """DataFrame (MESSAGE_DDL) of every message with begin <= store_timestamp <= end (and topic).
 
     One task per commitlog segment that survives pruning; rows in commitlog order per task.
@@ -156,7 +171,7 @@ def scan_range(spark, store_uri: str, begin: int | None = None, end: int | None 
         return spark.createDataFrame([], MESSAGE_DDL)
     bsegs = spark.sparkContext.broadcast([tuple(s) for s in segs])
 
-    def run(batches):
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.table.storefiles import CommitLogSegment
         from storelib.io.storage import Store as _Store
         st = _Store(uri)

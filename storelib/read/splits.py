@@ -27,7 +27,8 @@ segment with the same filters.
 from __future__ import annotations
 
 import bisect
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,17 @@ from ..format import commitlog as cl
 from ..format.consumequeue import UNIT_DTYPE, UNIT_SIZE
 from ..errors import CorruptStore
 from ..io.checked import read_stored
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..io.protocol import Store
+    from ..table.storefiles import CommitLogSegment, ConsumeQueueFile, SnapshotInfo, StoreFiles
+
+# A coalesced read: (bytes, record starts in them, the records' commitlog offsets, their sizes)
+Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# One queue's files as a split carries them: (rel, base, units) tuples
+QueueFiles = tuple[tuple[str, int, int], ...]
 
 # The reading half (tasks) imports the decoder (codec: compiled kernels) and pyarrow where it
 # runs: planning runs in short-lived processes that need neither.
@@ -59,7 +71,7 @@ class Split(NamedTuple):
     valid: int                  # the segment's valid bytes
     start: int                  # records starting in [start, stop) (absolute commitlog offsets)
     stop: int
-    queues: tuple | None = None  # queue splits: ((ConsumeQueueFile tuples of one queue), ...); None: walk
+    queues: tuple[QueueFiles, ...] | None = None   # queue splits: each queue's files; None: a walk
 
     @property
     def last(self) -> bool:
@@ -71,12 +83,12 @@ class QueueUnits:
     """The valid units of one queue (its files in order) as one sorted sequence, read on demand in
     blocks of ``_BLOCK_UNITS`` (a binary search touches a few blocks, not the whole queue)."""
 
-    def __init__(self, store, files):
+    def __init__(self, store: Store, files: Sequence[ConsumeQueueFile] | QueueFiles):
         self.store = store
-        self.files = [tuple(f) for f in files if f[2] > 0]
+        self.files: list[tuple[str, int, int]] = [(str(f[0]), int(f[1]), int(f[2])) for f in files if f[2] > 0]
         self.cum = np.concatenate([[0], np.cumsum([f[2] for f in self.files])]).astype(np.int64)
         self.n = int(self.cum[-1])
-        self._blocks: dict = {}
+        self._blocks: dict[tuple[int, int], np.ndarray] = {}
 
     def _read(self, fi: int, u0: int, u1: int) -> np.ndarray:
         rel = self.files[fi][0]
@@ -123,7 +135,7 @@ class QueueUnits:
         return (p, s) if keep.all() else (p[keep], s[keep])
 
 
-def queue_plan_ok(files, info) -> bool:
+def queue_plan_ok(files: StoreFiles, info: SnapshotInfo | None) -> bool:
     """Every live record has exactly one live consume-queue unit: a rocketlake snapshot whose
     queues' valid units number its segments' records, with no multi-dispatch queue."""
     counts = getattr(info, "seg_count", None) or {}
@@ -134,11 +146,11 @@ def queue_plan_ok(files, info) -> bool:
     if any(t.startswith(_MULTI_DISPATCH_PREFIX) for t, _ in files.consume_queues):
         return False
     units = sum(f.units for fs in files.consume_queues.values() for f in fs)
-    return units == sum(int(counts[s.base]) for s in files.commitlog)
+    return bool(units == sum(int(counts[s.base]) for s in files.commitlog))
 
 
 # ----------------------------------------------------------------------------- planning
-def _is_record_start(store, seg, pos: int) -> bool:
+def _is_record_start(store: Store, seg: CommitLogSegment, pos: int) -> bool:
     rel_pos = pos - seg.base
     if rel_pos < 0 or rel_pos + cl.POS_PHYSICALOFFSET + cl.SIZE_PHYSICALOFFSET > seg.valid:
         return False
@@ -154,13 +166,13 @@ def _is_record_start(store, seg, pos: int) -> bool:
     return size > 0 and magic in (cl.MAGIC_V1, cl.MAGIC_V2) and phys == pos and rel_pos + size <= seg.valid
 
 
-def _record_boundaries(store, seg, targets: list, queues: list) -> list:
+def _record_boundaries(store: Store, seg: CommitLogSegment, targets: list[int], queues: list[QueueUnits]) -> list[int]:
     """Record starts at or after each target (the nearest any searched queue knows), checked;
     sorted, unique, strictly inside the segment."""
     end = seg.base + seg.valid
-    out = set()
+    out: set[int] = set()
     for x in targets:
-        best = None
+        best: int | None = None
         for q in queues:
             k = q.lower_bound(x)
             if k < q.n:
@@ -172,21 +184,23 @@ def _record_boundaries(store, seg, targets: list, queues: list) -> list:
     return sorted(out)
 
 
-def plan_splits(store, files, segs, topics=None, queue_plan: bool = False, lo=None, hi=None,
-                split_bytes: int = SPLIT_BYTES, info=None, begin=None, end=None) -> list[Split]:
+def plan_splits(store: Store, files: StoreFiles, segs: Sequence[CommitLogSegment], topics: set[str] | None = None,
+                queue_plan: bool = False, lo: int | None = None, hi: int | None = None,
+                split_bytes: int = SPLIT_BYTES, info: SnapshotInfo | None = None, begin: int | None = None,
+                end: int | None = None) -> list[Split]:
     """The splits of ``segs`` (already pruned): queue splits for ``topics`` when ``queue_plan``,
     else walk splits. ``lo``/``hi``: inclusive commitlog-offset bounds; splits wholly outside
     them are left out. A segment with a zone map (``info.zones``, ``table.zonemap``) is cut on
     zone starts, and only its runs of zones meeting store time [``begin``, ``end``] are read."""
     split_bytes = max(1, int(split_bytes))
     out = []
-    qsel = None
+    qsel: tuple[QueueFiles, ...] | None = None
     if queue_plan and topics is not None:
-        qsel = tuple(tuple(tuple(f) for f in fs) for (t, _), fs in sorted(files.consume_queues.items())
+        qsel = tuple(tuple((f.rel, f.base, f.units) for f in fs) for (t, _), fs in sorted(files.consume_queues.items())
                      if t in topics and fs)
         if not qsel:
             return []
-    dense = None
+    dense: list[QueueUnits] | None = None
     for seg in segs:
         zoned = _zoned_edges(store, seg, info, begin, end, split_bytes)
         if zoned is not None:
@@ -212,7 +226,8 @@ def plan_splits(store, files, segs, topics=None, queue_plan: bool = False, lo=No
     return out
 
 
-def _zoned_edges(store, seg, info, begin, end, split_bytes: int) -> list | None:
+def _zoned_edges(store: Store, seg: CommitLogSegment, info: SnapshotInfo | None, begin: int | None, end: int | None,
+                 split_bytes: int) -> list[list[int]] | None:
     """Per run of zones meeting [begin, end]: its split edges (absolute offsets, zone starts,
     about ``split_bytes`` apart); None: the segment has no usable zone map."""
     zm = info.zones(seg.base) if info is not None else None
@@ -221,7 +236,8 @@ def _zoned_edges(store, seg, info, begin, end, split_bytes: int) -> list | None:
     zm = zm.clip(seg.valid)
     if not len(zm.pos) or int(zm.pos[0]) != 0:
         return None
-    out, checked = [], {}
+    out: list[list[int]] = []
+    checked: dict[int, bool] = {}
     for a, b, _, _ in zm.runs(seg.valid, begin, end):
         k = -(-(b - a) // split_bytes)
         cuts = {zm.aligned(seg.valid, a + ((b - a) * i) // k) for i in range(1, k)}
@@ -236,7 +252,7 @@ def _zoned_edges(store, seg, info, begin, end, split_bytes: int) -> list | None:
 
 
 # ----------------------------------------------------------------------------- reading
-def _walk_chunks(store, sp: Split, chunk: int):
+def _walk_chunks(store: Store, sp: Split, chunk: int) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """(buf, buf's commitlog offset, record starts in buf) over the records of a walk split.
     The walk must end exactly at ``stop`` unless the split is the segment's last (which ends
     like a broker's recovery: at a BLANK, a zero size, an unknown magic or the valid bytes' end)."""
@@ -272,7 +288,7 @@ def _walk_chunks(store, sp: Split, chunk: int):
                                         "next record starts")
 
 
-def _coalesce(phys: np.ndarray, size: np.ndarray, gap: int) -> list:
+def _coalesce(phys: np.ndarray, size: np.ndarray, gap: int) -> list[tuple[int, int]]:
     """[(first, last + 1)] index ranges of records read together: the next record starts at most
     ``gap`` bytes after the end of the one before, and the range stays under MAX_RANGE."""
     if not len(phys):
@@ -291,25 +307,26 @@ def _coalesce(phys: np.ndarray, size: np.ndarray, gap: int) -> list:
     return out
 
 
-def _queue_chunks(store, sp: Split, lo, hi, gap: int, batch_rows: int):
+def _queue_chunks(store: Store, sp: Split, lo: int | None, hi: int | None, gap: int,
+                  batch_rows: int) -> Iterator[Chunk]:
     """(buf, 0, starts in buf, expected offsets, expected sizes) of the queue split's records,
     about ``batch_rows`` at a time."""
     start = sp.start if lo is None else max(sp.start, lo)
     stop = sp.stop if hi is None else min(sp.stop, hi + 1)
     if start >= stop:
         return
-    phys, size = [], []
-    for fs in sp.queues:
+    phys_parts, size_parts = [], []
+    for fs in sp.queues or ():
         q = QueueUnits(store, fs)
         k0, k1 = q.lower_bound(start), q.lower_bound(stop)
         if k1 > k0:
             p, s = q.units(k0, k1)
             keep = (p >= start) & (p < stop)
-            phys.append(p[keep])
-            size.append(s[keep])
-    if not phys:
+            phys_parts.append(p[keep])
+            size_parts.append(s[keep])
+    if not phys_parts:
         return
-    phys, size = np.concatenate(phys), np.concatenate(size)
+    phys, size = np.concatenate(phys_parts), np.concatenate(size_parts)
     order = np.argsort(phys, kind="stable")
     phys, size = phys[order], size[order]
     seg_end = sp.base + sp.valid
@@ -317,7 +334,8 @@ def _queue_chunks(store, sp: Split, lo, hi, gap: int, batch_rows: int):
         bad = int(np.flatnonzero((phys + size > seg_end) | (size < cl.BLANK_SIZE))[0])
         raise CorruptStore(sp.rel, int(phys[bad] - sp.base), f"a consume-queue unit of {int(size[bad])} bytes points "
                                                              "past the segment's valid bytes")
-    pend, rows, nbytes = [], 0, 0
+    pend: list[Chunk] = []
+    rows = nbytes = 0
     for a, b in _coalesce(phys, size, gap):
         r0 = int(phys[a])
         r1 = int(phys[b - 1] + size[b - 1])
@@ -339,7 +357,7 @@ def _queue_chunks(store, sp: Split, lo, hi, gap: int, batch_rows: int):
         yield _joined(pend)
 
 
-def _joined(pend):
+def _joined(pend: list[Chunk]) -> Chunk:
     if len(pend) == 1:
         buf, starts, p, s = pend[0]
         return buf, starts, p, s
@@ -350,8 +368,9 @@ def _joined(pend):
     return buf, starts, np.concatenate([x[2] for x in pend]), np.concatenate([x[3] for x in pend])
 
 
-def split_messages(store, sp: Split, begin=None, end=None, topics=None, lo=None, hi=None,
-                   batch_rows: int = BATCH_ROWS, coalesce_gap: int | None = None):
+def split_messages(store: Store, sp: Split, begin: int | None = None, end: int | None = None,
+                   topics: set[str] | None = None, lo: int | None = None, hi: int | None = None,
+                   batch_rows: int = BATCH_ROWS, coalesce_gap: int | None = None) -> Iterator[pa.Table]:
     """MESSAGE_SCHEMA tables of one split's records, filtered exactly (store time in
     [begin, end], topic in ``topics``, record start in [lo, hi]), in commitlog order."""
     import pyarrow as pa
@@ -400,7 +419,7 @@ def split_messages(store, sp: Split, begin=None, end=None, topics=None, lo=None,
                 yield message_table(dec)
 
 
-def _time_mask(buf, starts, begin, end):
+def _time_mask(buf: np.ndarray, starts: np.ndarray, begin: int | None, end: int | None) -> np.ndarray | None:
     if begin is None and end is None:
         return None
     from .rangescan import store_timestamps

@@ -29,10 +29,24 @@ cannot be tailed (``StoreNotFound``-style error at start): adopt it (``ops.adopt
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from . import datasource
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from ..format.config import StoreConfig
+    from ..table.rows import BatchRow
+    from ..table.snapshots import StoreSnapshot
+    from ..table.storefiles import StoreFiles
+
+Offset = dict[str, int]          # a micro-batch's end: {"offset": commitlog offset, "batch_seq": batch}
 
 __all__ = ["RocketMQStreamingDataSource", "RocketMQStreamReader", "register", "DataLossError"]
 
@@ -41,7 +55,7 @@ class DataLossError(RuntimeError):
     """Messages a stream had not read yet were expired from the store."""
 
 
-def _snapshot(path: str):
+def _snapshot(path: str) -> StoreSnapshot:
     from ..io.storage import Store
     from ..table.snapshots import open_snapshot
     from ..format.paths import CHECKPOINTS_DIR
@@ -52,12 +66,12 @@ def _snapshot(path: str):
     return open_snapshot(store, history=True)
 
 
-def _int_option(options: dict, name: str):
+def _int_option(options: dict[str, Any], name: str) -> int | None:
     v = options.get(name)
     return None if v is None or v == "" else int(v)
 
 
-def _store_config(options: dict):
+def _store_config(options: dict[str, Any]) -> StoreConfig | None:
     """The store configuration the options give (``config`` path, MessageStoreConfig keys), as the
     batch reader takes it; None: fitted to the files."""
     import dataclasses
@@ -67,7 +81,7 @@ def _store_config(options: dict):
     return load_config(options.get("config"), overrides) if options.get("config") or overrides else None
 
 
-def _published(path: str, batches: list) -> list:
+def _published(path: str, batches: Sequence[BatchRow]) -> list[BatchRow]:
     """The committed batches up to the first whose publish is unfinished (its staging directory is
     still there): a micro-batch planned on one could be read by its tasks after the publish moved or
     patched its files under them (the tasks open the store afresh, without the planner's view)."""
@@ -82,21 +96,21 @@ def _published(path: str, batches: list) -> list:
     return out
 
 
-def _end_of(batch: dict) -> dict:
+def _end_of(batch: BatchRow) -> Offset:
     return {"offset": batch.max_phy_offset, "batch_seq": batch.batch_seq}
 
 
 class RocketMQStreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict[str, Any]):
         self.batch_reader = datasource.RocketMQReader(options)     # options, bounds, config
         self.options = self.batch_reader.options
         self.path = self.batch_reader.path
         self.max_batches = _int_option(self.options, "maxbatchespertrigger")
         self.max_messages = _int_option(self.options, "maxmessagespertrigger")
         self.fail_on_loss = str(self.options.get("failondataloss", "true")).lower() != "false"
-        self.last_end = None          # the end of the latest micro-batch this reader planned
+        self.last_end: Offset | None = None      # the end of the latest micro-batch this reader planned
 
-    def initialOffset(self) -> dict:  # pyspark's names
+    def initialOffset(self) -> Offset:  # pyspark's names
         snap = _snapshot(self.path)
         start = str(self.options.get("startingoffsets", "earliest")).lower()
         if snap.batch is None:
@@ -114,7 +128,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         self.last_end = off
         return off
 
-    def latestOffset(self) -> dict:
+    def latestOffset(self) -> Offset:
         snap = _snapshot(self.path)
         published = _published(self.path, snap.batches)
         if not published:
@@ -124,9 +138,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
             end = self._capped(published, self.last_end["offset"], end)
         return end
 
-    def _capped(self, batches: list, start: int, end: dict) -> dict:
+    def _capped(self, batches: list[BatchRow], start: int, end: Offset) -> Offset:
         """The end of the last whole batch after ``start`` within the limits (at least one)."""
-        taken, msgs, last = 0, 0, None
+        taken, msgs = 0, 0
+        last: BatchRow | None = None
         for b in batches:
             if b.max_phy_offset <= start or not b.messages:
                 continue
@@ -136,7 +151,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
             taken, msgs, last = taken + 1, msgs + b.messages, b
         return _end_of(last) if last is not None else end
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         from ..table.storefiles import as_store, open_files
         from .pruning import prune_segments
         self.last_end = end
@@ -158,7 +173,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
         return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel})))
                 for s in segs]
 
-    def _check_loss(self, files, lo: int, hi: int) -> None:
+    def _check_loss(self, files: StoreFiles, lo: int, hi: int) -> None:
         first = min((s.base for s in files.commitlog if s.valid > 0), default=hi)
         if first <= lo:
             return
@@ -168,7 +183,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
             raise DataLossError(msg + " (option failOnDataLoss=false: report and go on)")
         print(f"WARNING: {msg}; skipped (failOnDataLoss=false)", file=sys.stderr, flush=True)
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from ..io.storage import Store
         from ..table.storefiles import CommitLogSegment
         from .rangescan import segment_messages
@@ -178,18 +193,18 @@ class RocketMQStreamReader(DataSourceStreamReader):
                                   b.hi["store_timestamp"], b.topics, lo, hi):
             yield from t.to_batches()
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offset) -> None:
         self.last_end = end
 
 
 class RocketMQStreamingDataSource(datasource.RocketMQDataSource):
     """``rocketmq`` for ``spark.read`` (storelib.read.datasource) and ``spark.readStream``."""
 
-    def streamReader(self, schema):
+    def streamReader(self, schema: StructType) -> RocketMQStreamReader:
         return RocketMQStreamReader(self.options)
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """``datasource.register`` (batch formats, filter pushdown, the reuse guard), then ``rocketmq``
     again with its streaming reader."""
     datasource.register(spark)

@@ -11,18 +11,23 @@ than its ``commitInfo`` counted (truncated at a line end); a first commit withou
 A commit older than the newest Delta checkpoint may be gone (``cleanup_metadata`` deletes them);
 one that is still there is checked like the others (``verify`` names it), although no reader
 needs it. ``corrupt(store, table, error)`` turns a Delta read error into ``CorruptStore`` naming
-the first damaged log file (or the log directory).
+the first damaged log file (or the log directory). ``tables_moved(store, versions)``: whether
+either table has a commit after the versions a snapshot was read at (one probe per table).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import json
 import re
 
 from ..errors import CorruptStore
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, delta_commit
 
-__all__ = ["COMMIT", "CHECKPOINT", "ACTIONS", "log_problems", "corrupt"]
+if TYPE_CHECKING:
+    from .manifest import TableVersions
+
+__all__ = ["COMMIT", "CHECKPOINT", "ACTIONS", "log_problems", "corrupt", "tables_moved"]
 
 COMMIT = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet$")
@@ -118,3 +123,11 @@ def corrupt(store: Any, table: str, error: BaseException) -> CorruptStore:
         return CorruptStore(*problems[0])
     text = (str(error).strip().splitlines() or [""])[0][:300]
     return CorruptStore(f"{table}/_delta_log", 0, f"Delta table cannot be read ({type(error).__name__}: {text})")
+
+
+def tables_moved(store: Any, versions: TableVersions) -> bool:
+    """Whether a writer committed to either table after ``versions`` (a snapshot's: None, no table
+    then): the commit file of the next version exists. Delta versions are consecutive, and a
+    commit is its version's file, so one probe per table tells."""
+    return any(store.exists(delta_commit(rel, 0 if v is None else v + 1))
+               for rel, v in ((MANIFEST_DIR, versions.manifest), (CHECKPOINTS_DIR, versions.checkpoints)))

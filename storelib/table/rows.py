@@ -50,7 +50,7 @@ class FileDetail(TypedDict, total=False):
     continued in place); consumequeue: ``min_phys`` / ``max_phys`` (commitlog offsets its units
     point at), ``logics_physical_offset``; index: ``header`` (the header the batch committed),
     ``head`` (a paged head); every kind: ``extents`` (object stores), ``blocks`` (block sha256s);
-    a removal: ``reason``."""
+    a removal: ``reason``; the checkpoint: its values (``format.checkpoint.Checkpoint``)."""
     zones: dict[str, Any]
     patch: dict[str, Any]
     min_phys: int
@@ -61,6 +61,11 @@ class FileDetail(TypedDict, total=False):
     extents: list[Any]
     blocks: Any
     reason: str
+    physic_msg_timestamp: int
+    logics_msg_timestamp: int
+    index_msg_timestamp: int
+    master_flushed_offset: int
+    confirm_phy_offset: int
 
 
 class BatchDetail(TypedDict, total=False):

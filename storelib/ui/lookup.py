@@ -13,6 +13,7 @@ import argparse
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..cli.query import Output, parse_after
 from ..cli.timeargs import epoch_ms, iso
@@ -20,6 +21,9 @@ from ..errors import BadInput
 from ..format.records import decode_msg_id, message_row
 from ..io.storage import Store
 from .storeview import as_int
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["MODES", "Query", "Found", "find", "display_rows", "csv_text", "hex_dump", "message_fields",
            "HEX_LIMIT", "PAGE_ROWS"]
@@ -65,7 +69,7 @@ class Query:
             q.count = as_int(p, "count", 1, 1)
         if mode in ("key", "range"):
             q.begin, q.end = _time(p, "begin", mode == "range"), _time(p, "end", mode == "range")
-            if mode == "range" and q.end < q.begin:
+            if q.end is not None and q.begin is not None and q.end < q.begin:
                 raise BadInput("--end is before --begin")
         return q
 
@@ -83,7 +87,7 @@ class Query:
         """The ``rocketlake query`` arguments that print this page (with ``--output X.csv``: its CSV)."""
         a = ["--store", store] + (["--as-of-batch", str(as_of)] if as_of is not None else [])
         a.append(self.mode)
-        if self.mode == "id":
+        if self.mode == "id" and self.msg_id is not None:
             a.append(self.msg_id)
         for flag, v in (("--topic", self.topic), ("--key", self.key), ("--queue", self.queue),
                         ("--offset", self.offset), ("--begin", self.begin), ("--end", self.end)):
@@ -120,14 +124,16 @@ def _time(p, name: str, required: bool):
 @dataclass
 class Found:
     """One page of results: ``messages`` (decoded records) or ``table`` (``range``'s Arrow rows)."""
-    messages: list | None
-    table: object | None
+    messages: list[dict[str, Any]] | None
+    table: pa.Table | None
     cursor: str | None              # --after of the next page, None on the last
     what: str                       # what was asked (the "nothing found" line names it)
 
     @property
     def count(self) -> int:
-        return len(self.messages) if self.messages is not None else self.table.num_rows
+        if self.messages is not None:
+            return len(self.messages)
+        return self.table.num_rows if self.table is not None else 0
 
 
 def find(reader, q: Query, store_uri: str, as_of, config) -> Found:
@@ -147,7 +153,7 @@ def find(reader, q: Query, store_uri: str, as_of, config) -> Found:
         return Found(msgs, None, cursor, f"unique key {q.key!r} in topic {q.topic!r}")
     if q.mode == "id":
         try:
-            decode_msg_id(q.msg_id)
+            decode_msg_id(q.msg_id or "")
         except ValueError as e:
             raise BadInput(f"malformed message id {q.msg_id!r}: {e}") from None
         m = reader.get_by_msg_id(q.msg_id)
@@ -199,9 +205,10 @@ def _cursor(after) -> str | None:
 
 def display_rows(found: Found) -> list:
     """The result table's rows: the public message columns, properties as a dict, times in ISO-8601."""
+    rows: list[dict[str, Any]] = []
     if found.messages is not None:
         rows = [message_row(m) for m in found.messages]
-    else:
+    elif found.table is not None:
         rows = found.table.to_pylist()
         for r in rows:
             r["properties"] = dict(r["properties"] or [])

@@ -6,6 +6,7 @@ import mmap
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -17,8 +18,11 @@ from ..codec import messages as codec, properties
 from ..format import commitlog as cl
 from ..format.config import StoreConfig
 
-__all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "FileData", "SegmentLookup",
-           "expected_tags_code"]
+if TYPE_CHECKING:            # commitlog imports this module
+    from .commitlog import ScanBuffers
+
+__all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "Found", "FileData",
+           "SegmentLookup", "expected_tags_code"]
 
 MAX_PROBLEMS_PER_FILE = 50
 
@@ -42,7 +46,7 @@ class VerifyContext:
     # handed on from segment to segment (verify.commitlog.ScanBuffers)
     local_store: storage.Store | None = None
     threads: int | None = None
-    scan_buffers: object = None
+    scan_buffers: ScanBuffers | None = None
     # per process: a last queue file's units in use, counted once, not once per segment
     units_in_use: dict = field(default_factory=dict, compare=False)
 
@@ -78,6 +82,19 @@ def problem(path: str, offset, text: str) -> Problem:
     return Problem(path, int(offset) if offset is not None else 0, text)
 
 
+@dataclass(frozen=True)
+class Found:
+    """What a check found of a file, to hold against its manifest row: valid bytes, their
+    checksum, records / units / entries; a segment also where its records stop (file position)
+    and their store times."""
+    valid: int
+    checksum: str
+    count: int
+    stop: int = 0
+    min_ts: int | None = None
+    max_ts: int | None = None
+
+
 # ---------------------------------------------------------------------------- file access
 # madvise(MADV_POPULATE_READ) (Linux 5.14): map a range's pages in one call; Python's mmap module
 # may not name it.
@@ -89,12 +106,13 @@ class FileData:
 
     def __init__(self, store: storage.Store, rel: str):
         self.rel = rel
-        self.size = store.size(rel)
-        self.exists = self.size is not None
+        size = store.size(rel)
+        self.exists = size is not None
+        self.size: int = size or 0             # 0 for a missing file (``exists`` says which)
         self.os_paths = store.os_paths         # read through the OS: mapped, bytes read counted
         self.path = store.path(rel)
         self.bytes_read = 0
-        self._map = None
+        self._map: mmap.mmap | None = None
         if not self.exists or self.size == 0:
             self.buf = np.zeros(0, np.uint8)
         elif store.os_paths:
@@ -123,7 +141,7 @@ class FileData:
         """The manifest checksum of bytes [0, end) (``checksum.file_checksum``: sha256 over the
         sha256 digests of 16 MiB blocks, hashed on ``threads`` threads; hashlib releases the GIL).
         ``head_len``: an index file whose row pages its head (``headpages.checksum_of``)."""
-        end = min(end, self.size or 0)
+        end = min(end, self.size)
         buf = self.buf
         self.bytes_read += end if self.os_paths else 0
         if head_len is not None:
@@ -199,7 +217,7 @@ class SegmentLookup:
                 self.cache[rel] = FileData(self.store, rel)
             fd = self.cache[rel]
             pos = phys[sel] - base
-            good = pos + cl.BLANK_SIZE <= min(valid, fd.size or 0)
+            good = pos + cl.BLANK_SIZE <= min(valid, fd.size)
             size = np.zeros(len(sel), np.int64)
             magic = np.zeros(len(sel), np.int64)
             gp = pos[good]

@@ -24,7 +24,7 @@ from ..codec import messages as codec
 from ..compute import crc32, kernels
 from ..format import commitlog as cl
 from ..table import zonemap
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, task_store, VerifyContext
+from .access import FileData, Found, MAX_PROBLEMS_PER_FILE, Problem, problem, task_store, VerifyContext
 from .scan import CRC_BAD, new_scan, scan_records, SOUND
 from ..table.rows import FileKind
 
@@ -39,7 +39,7 @@ class ScanBuffers:
     fresh memory they cost the kernel's zeroing of every page first (14% of ``verify --deep``'s
     CPU). Thread-safe; a run keeps one set per segment checked at once."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._free: list = []
         self._lock = threading.Lock()
 
@@ -150,6 +150,7 @@ def scan_check(buf: np.ndarray, starts: np.ndarray, base: int, deep: bool, pool=
     arrays to fill (``new_scan``'s, for at least as many records; ``ScanBuffers``), else new ones."""
     s = np.asarray(starts, dtype=np.int64)
     scan = new_scan(len(s)) if scan is None else (scan[0][:len(s)], scan[1][:len(s)], scan[2][:2 * len(s)])
+    pieces: list[tuple[int, int, list[tuple[int, int]] | None]]
     if digest_end is None:
         step = max(1, min(RECORDS_PER_PIECE, -(-len(s) // max(1, threads))))
         pieces = [(a, min(len(s), a + step), None) for a in range(0, len(s), step)]
@@ -206,12 +207,12 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
     with ThreadPoolExecutor(max_workers=threads) as pool:    # the blocks and their records
         fd.populate(0, n)
         starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
-        valid = _data_end(fd, rel, stop, reason, n, F, last, out)
+        valid = _data_end(fd, stop, reason, n, F, last, out)
         msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
-            from .cross import check_targets
-            check_targets(ctx, store, fd, base, starts, scan, good, out, pool, threads)
+            from .cross import RecordFacts, check_targets
+            check_targets(ctx, store, RecordFacts(fd.buf, base, starts, scan, good, ctx.config), out, pool, threads)
     # a segment without a manifest row (an adopt's scan): the zone map its new row gets
     zones = _zone_map(fd.buf, starts, scan, good, F) if m is None and len(starts) and not msgs else None
     buffers.give(bufs)
@@ -223,7 +224,7 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
                  min_store_ts=rec["min_ts"], max_store_ts=rec["max_ts"], record_bytes=rec["bytes"],
                  checksum=sha, blocks=checksum.digests_to_detail(digests), closed=reason == 1, zones=zones)
     if m is not None:
-        _against_manifest(rel, m, fd, valid, sha, len(starts), stop, rec, out)
+        _against_manifest(fd, m, Found(valid, sha, len(starts), stop, rec["min_ts"], rec["max_ts"]), out)
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size,
             "record_bytes": rec["bytes"]}
 
@@ -241,9 +242,10 @@ def _zone_map(buf, starts, scan, good, F: int) -> dict:
     return zonemap.to_detail(zonemap.build(zonemap.zone_bytes(F), s, ts))
 
 
-def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, last: bool, out: list) -> int:
+def _data_end(fd: FileData, stop: int, reason: int, n: int, F: int, last: bool, out: list[Problem]) -> int:
     """End of the segment's data (after its BLANK record, if any); problems of how the chain ends
     and of non-zero bytes after the data."""
+    rel = fd.rel
     data_end = stop
     reported_at_stop = False
     if reason == 1:
@@ -272,8 +274,9 @@ def _data_end(fd: FileData, rel: str, stop: int, reason: int, n: int, F: int, la
     return data_end
 
 
-def _against_manifest(rel: str, m: dict, fd: FileData, valid: int, sha: str, count: int, stop: int, rec: dict,
-                      out: list) -> None:
+def _against_manifest(fd: FileData, m: dict, found: Found, out: list[Problem]) -> None:
+    """The segment as this check found it against its manifest row ``m``."""
+    rel, valid, sha, count, stop = fd.rel, found.valid, found.checksum, found.count, found.stop
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]),
                            f"valid bytes {valid} on disk, manifest says {m['valid_bytes']}"))
@@ -283,6 +286,6 @@ def _against_manifest(rel: str, m: dict, fd: FileData, valid: int, sha: str, cou
         out.append(problem(rel, stop, f"{count} records, manifest says {m['count']}"))
     if m.get("file_size") is not None and m["file_size"] != fd.size:
         out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
-    for k, v in (("min_store_ts", rec["min_ts"]), ("max_store_ts", rec["max_ts"])):
+    for k, v in (("min_store_ts", found.min_ts), ("max_store_ts", found.max_ts)):
         if m.get(k) is not None and v is not None and m[k] != v:
             out.append(problem(rel, 0, f"{k} {v}, manifest says {m[k]}"))

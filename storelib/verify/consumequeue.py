@@ -3,17 +3,20 @@ files, zero tails, the manifest rows, and (``deep``) each unit against its commi
 (``storelib.verify.driver``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow.compute as pc
 
 from ..io import checksum
 from ..format import consumequeue
-from .access import (MAX_PROBLEMS_PER_FILE, FileData, SegmentLookup, expected_tags_code, problem,
-                            task_store, VerifyContext)
+from ..format.config import StoreConfig
+from .access import (MAX_PROBLEMS_PER_FILE, FileData, Problem, SegmentLookup, expected_tags_code, problem,
+                     task_store, VerifyContext)
 from .kernels import queue_summary
 from ..table.rows import FileKind
 
-__all__ = ["verify_queues", "leading_units", "deep_units"]
+__all__ = ["verify_queues", "leading_units", "QueueUnits", "deep_units"]
 
 
 def verify_queues(ctx: VerifyContext, t: dict) -> dict:
@@ -24,7 +27,7 @@ def verify_queues(ctx: VerifyContext, t: dict) -> dict:
     look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog) if ctx.deep else None
     seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
-    out: list = []
+    out: list[Problem] = []
     facts = []
     read = logical = 0
     for q in t["queues"]:
@@ -87,8 +90,8 @@ def verify_queues(ctx: VerifyContext, t: dict) -> dict:
                 phys = u["phys"].astype(np.int64)
                 lost = np.flatnonzero((phys >= ctx.min_phy) & (~np.isin(phys // F * F, seg_bases) | desc_found))
                 if len(lost):
-                    deep_units(look, cfg, rel, topic, qid, first_q, phys, u["size"], u["tags"], ctx.min_phy, out,
-                               subset=lost)
+                    deep_units(look, cfg, QueueUnits(rel, topic, qid, first_q, phys, u["size"], u["tags"]),
+                               ctx.min_phy, out, subset=lost)
             facts.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "topic": topic, "queue_id": qid,
                           "base_offset": base, "file_size": fd.size, "valid_bytes": n * consumequeue.UNIT_SIZE,
                           "count": n, "min_offset": first_q, "max_offset": first_q + n - 1,
@@ -121,9 +124,25 @@ def leading_units(fd: FileData, n_all: int) -> int:
     return consumequeue.valid_units(fd.buf[: n_all * consumequeue.UNIT_SIZE])
 
 
-def deep_units(look, cfg, rel, topic, qid, first_q, phys, size, tags, min_phy, out, subset=None):
+@dataclass(frozen=True)
+class QueueUnits:
+    """The units of one consume-queue file as the per-offset checks read them: the file, its
+    queue, the queue offset of its first unit, and the units' columns."""
+    rel: str
+    topic: str
+    queue_id: int
+    first_q: int
+    phys: np.ndarray         # int64
+    size: np.ndarray
+    tags: np.ndarray
+
+
+def deep_units(look: SegmentLookup, cfg: StoreConfig, qu: QueueUnits, min_phy: int, out: list[Problem],
+               subset: np.ndarray | None = None) -> None:
     """Units (all at or above ``min_phy``, or the unit indexes ``subset``) against their records,
     each record decoded by offset (``SegmentLookup``)."""
+    rel, topic, qid, first_q = qu.rel, qu.topic, qu.queue_id, qu.first_q
+    phys, size, tags = qu.phys, qu.size, qu.tags
     live = np.flatnonzero(phys >= min_phy) if subset is None else np.asarray(subset, np.int64)
     if not len(live):
         return

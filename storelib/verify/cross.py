@@ -27,6 +27,9 @@ CRC-32): a different topic passes only if both collide.
 from __future__ import annotations
 
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -34,7 +37,8 @@ from ..codec import messages as codec
 from ..format import consumequeue, indexfile
 from ..compute import kernels
 from ..format.config import StoreConfig
-from .access import FileData, MAX_PROBLEMS_PER_FILE, SegmentLookup, VerifyContext
+from ..io import storage
+from .access import FileData, MAX_PROBLEMS_PER_FILE, Problem, SegmentLookup, VerifyContext
 from .kernels import bisect_range
 from .scan import entries_against, units_against, units_by_records
 
@@ -81,15 +85,17 @@ class RecordFacts:
                 self.recs["tags"][i] = int(self.recs["store_ts"][i]) + delays[level - 1]
 
 
-def check_targets(ctx: VerifyContext, store, fd: FileData, base: int, starts: np.ndarray, scan: tuple, good: np.ndarray,
-                  out: list, pool=None, threads: int = 1) -> None:
-    """The units and index entries pointing into the segment at ``base`` (see the module doc);
+def check_targets(ctx: VerifyContext, store: storage.Store, facts: RecordFacts, out: list[Problem],
+                  pool: ThreadPoolExecutor | None = None, threads: int = 1) -> None:
+    """The units and index entries pointing into the segment of ``facts`` (see the module doc);
     the pieces run on ``pool`` (``threads`` workers) when given."""
     cfg = ctx.config
+    base = facts.base
     seg = (max(base, ctx.min_phy), base + cfg.mappedFileSizeCommitLog)
-    facts = RecordFacts(fd.buf, base, starts, scan, good, cfg)
     look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog)
-    jobs, files, unit_files = [], [], []
+    jobs: list[tuple[int | None, Callable[[], Any]]] = []        # (file, piece): None is the units' sweep
+    files: list[tuple[str, tuple[Any, ...]]] = []
+    unit_files = []
     for q in ctx.queues:
         for k, f in enumerate(q["files"]):
             r = _unit_range(store, cfg, seg, f, k == len(q["files"]) - 1, ctx.units_in_use)
@@ -99,7 +105,7 @@ def check_targets(ctx: VerifyContext, store, fd: FileData, base: int, starts: np
                                                         q["queue_id"])))
     if unit_files:
         sweep = [(buf, a, b, first_q, tkey, qid) for _, (buf, _, a, b, first_q, tkey, qid) in unit_files]
-        jobs.append((None, units_by_records, (facts.starts, facts.base, facts.recs, sweep)))
+        jobs.append((None, partial(units_by_records, facts.starts, facts.base, facts.recs, sweep)))
     for x in ctx.index_files:
         span = _entry_span(store, cfg, seg, x)
         if span is None:
@@ -108,27 +114,36 @@ def check_targets(ctx: VerifyContext, store, fd: FileData, base: int, starts: np
         p0, p1 = span[4], span[5]
         step = max(ENTRIES_PER_PIECE, -(-(p1 - p0) // max(1, threads)))
         for a in range(p0, p1, step):
-            jobs.append((len(files) - 1, _entry_masks, (facts, span[0], span[2], a, min(p1, a + step),
-                                                        span[3]["begin_timestamp"])))
-    run = (lambda js: list(pool.map(lambda j: (j[0], j[1](*j[2])), js))) if pool is not None and threads > 1 else \
-        (lambda js: [(j[0], j[1](*j[2])) for j in js])
-    per_file: dict = {}
-    fallback = []
-    for i, r in run(jobs):
+            jobs.append((len(files) - 1, partial(_entry_masks, facts, span[0], span[2], a, min(p1, a + step),
+                                                 span[3]["begin_timestamp"])))
+    per_file: dict[int, list[Any]] = {}
+    fallback: list[tuple[int, Callable[[], Any]]] = []
+    for i, r in _run(jobs, pool, threads):
         if i is not None:
             per_file.setdefault(i, []).append(r)
             continue
         for (k, (fd_u, n, a, b, first_q, tkey, qid)), bad in zip(unit_files, r):    # the units' sweep
             if bad is None:                  # a unit the sweep did not reach: find what each points at
-                fallback.append((k, _unit_masks, (facts, fd_u, n, a, b, first_q, tkey, qid)))
+                fallback.append((k, partial(_unit_masks, facts, fd_u, n, a, b, first_q, tkey, qid)))
             else:
                 per_file[k] = [(n, np.zeros(0, np.int64), bad)]
-    for i, r in run(fallback):
-        per_file.setdefault(i, []).append(r)
+    for k, r in _run(fallback, pool, threads):
+        per_file.setdefault(k, []).append(r)
     for i, (kind, what) in enumerate(files):
         if i in per_file:
             name = _name_units if kind == "units" else _name_entries
             name(ctx, cfg, look, what, per_file[i], out)
+
+
+K = TypeVar("K")
+
+
+def _run(pieces: list[tuple[K, Callable[[], Any]]], pool: ThreadPoolExecutor | None,
+         threads: int) -> list[tuple[K, Any]]:
+    """(key, answer) of each piece, on ``pool`` when it has more than one thread."""
+    if pool is not None and threads > 1:
+        return list(pool.map(lambda j: (j[0], j[1]()), pieces))
+    return [(key, piece()) for key, piece in pieces]
 
 
 def _unit_range(store, cfg, seg, f, last, in_use: dict):
@@ -158,19 +173,18 @@ def _unit_masks(facts, buf, n, a, b, first_q, tkey, qid):
 
 def _name_units(ctx, cfg, look, what, parts, out) -> None:
     """Units found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
-    from .consumequeue import deep_units
+    from .consumequeue import QueueUnits, deep_units
     topic, qid, f = what
     (n, missing, bad), = parts
     first_q = f["base"] // consumequeue.UNIT_SIZE
     if not len(missing) and not len(bad):
         return
     u = consumequeue.decode_units(FileData(look.store, f["path"]).buf[:n * consumequeue.UNIT_SIZE])
-    cols = [u[c] for c in ("phys", "size", "tags")]
+    units = QueueUnits(f["path"], topic, qid, first_q, u["phys"], u["size"], u["tags"])
     if len(missing):                                         # not a sound record start
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out, subset=missing)
+        deep_units(look, cfg, units, ctx.min_phy, out, subset=missing)
     if len(bad):
-        deep_units(look, cfg, f["path"], topic, qid, first_q, *cols, ctx.min_phy, out,
-                   subset=bad[:MAX_PROBLEMS_PER_FILE])
+        deep_units(look, cfg, units, ctx.min_phy, out, subset=bad[:MAX_PROBLEMS_PER_FILE])
 
 
 def index_extent(cfg: StoreConfig, fd: FileData, x: dict) -> tuple[int, dict | None]:
@@ -212,14 +226,14 @@ def _entry_masks(facts, fd, ent_at, a, b, begin):
 
 def _name_entries(ctx, cfg, look, what, parts, out) -> None:
     """Entries found wrong, named by the per-offset checks (their words; the record decoded as Java does)."""
-    from .indexfile import deep_index
+    from .indexfile import IndexEntries, deep_index
     rel, _, ents, ent_at, header = what[:5]
     missing = np.concatenate([p[0] for p in parts])
     bad = np.concatenate([p[1] for p in parts])
     if not len(missing) and not len(bad):
         return
-    cols = [ents[c] for c in ("hash", "phys", "time_diff")]
+    entries = IndexEntries(rel, ent_at, ents)
     if len(missing):                                         # not a sound record start
-        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=missing, header_checks=False)
+        deep_index(ctx, entries, header, out, subset=missing, header_checks=False)
     if len(bad):
-        deep_index(ctx, cfg, rel, ent_at, header, *cols, out, subset=bad[:MAX_PROBLEMS_PER_FILE], header_checks=False)
+        deep_index(ctx, entries, header, out, subset=bad[:MAX_PROBLEMS_PER_FILE], header_checks=False)

@@ -100,12 +100,13 @@ def pack_tasks(tasks: list, cfg: StoreConfig, max_parts: int) -> list:
     units = sorted(tasks, key=lambda t: -_weight(t, cfg))
     if len(units) <= max_parts:
         return [[t] for t in units]
-    bins = [[0, i, []] for i in range(max_parts)]
+    weights = [0] * max_parts
+    packed: list[list[dict]] = [[] for _ in range(max_parts)]
     for t in units:
-        b = min(bins, key=lambda x: (x[0], x[1]))
-        b[0] += _weight(t, cfg)
-        b[2].append(t)
-    return [b[2] for b in bins if b[2]]
+        i = min(range(max_parts), key=lambda k: (weights[k], k))
+        weights[i] += _weight(t, cfg)
+        packed[i].append(t)
+    return [p for p in packed if p]
 
 
 @dataclass
@@ -161,7 +162,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
     for rel in store.list_files("index"):
         if rel not in disk_idx:
             problems.append(problem(rel, 0, "unexpected file in an index subdirectory"))
-    if has_manifest:
+    if snap is not None and has_manifest:
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_manifest(snap, config, disk_cl + disk_cq + disk_idx,
                                                                        problems, store.size)
     else:
@@ -218,7 +219,7 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
             continue
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "
-                                            f"{snap.batch.batch_id})"))
+                                            f"{snap.batch.batch_id if snap.batch else None})"))
     segments = [(p, b, F if i < len(cl) - 1 else v) for i, (p, b, v, _) in enumerate(cl)]
     max_phy = cl[-1][1] + cl[-1][2] if cl else 0
     min_phy = cl[0][1] if cl else 0
@@ -284,12 +285,15 @@ def _checkpoint_changes(rel: str, data: bytes, row: ManifestRow, batch: BatchRow
     masterFlushedOffset and confirmPhyOffset (bytes 24..39), each within [0, the max physical
     offset]; anything else is a problem."""
     detail = row.detail
-    mine = ckpt.Checkpoint(**{k: int(detail.get(k, 0)) for k in ckpt.Checkpoint().to_dict()}).to_bytes()
+    mine = ckpt.Checkpoint(int(detail.get("physic_msg_timestamp", 0)), int(detail.get("logics_msg_timestamp", 0)),
+                           int(detail.get("index_msg_timestamp", 0)), int(detail.get("master_flushed_offset", 0)),
+                           int(detail.get("confirm_phy_offset", 0)),
+                           int(detail.get("logics_physical_offset", 0))).to_bytes()
     c = ckpt.Checkpoint.from_bytes(data)
-    cap = batch.get("max_phy_offset") or 0
+    cap = batch.max_phy_offset
     as_written = data[:ckpt.POS_MASTER_FLUSHED_OFFSET] + mine[ckpt.POS_MASTER_FLUSHED_OFFSET:ckpt.LAYOUT_SIZE] \
         + data[ckpt.LAYOUT_SIZE:]
-    if checksum.checksum_of_bytes(as_written) != row["checksum"]:
+    if checksum.checksum_of_bytes(as_written) != row.checksum:
         return [problem(rel, 0, "sha256 differs from the manifest")]
     out = []
     for name, at in (("master_flushed_offset", ckpt.POS_MASTER_FLUSHED_OFFSET),

@@ -3,6 +3,7 @@ tail, the manifest row, and (``deep``) each entry against the keys and time of i
 record (``storelib.verify.driver``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -11,11 +12,11 @@ from ..io import checksum
 from ..codec import messages as codec, properties
 from ..format import indexfile
 from ..format.config import StoreConfig
-from .access import FileData, MAX_PROBLEMS_PER_FILE, problem, SegmentLookup, task_store, VerifyContext
+from .access import FileData, Found, MAX_PROBLEMS_PER_FILE, Problem, problem, SegmentLookup, task_store, VerifyContext
 from .kernels import index_summary, resolve_heads, walk_chains
 from ..table.rows import FileKind, ManifestRow
 
-__all__ = ["verify_index", "deep_index", "paged_head_len"]
+__all__ = ["verify_index", "IndexEntries", "deep_index", "paged_head_len"]
 
 ENTRY_DTYPE = indexfile.ENTRY_DTYPE
 INT_MAX = indexfile.INT_MAX
@@ -26,7 +27,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
     cfg = ctx.config
     rel = t["path"]
     m = t.get("manifest")
-    out: list = []
+    out: list[Problem] = []
     fd = FileData(store, rel)
     facts = {"kind": FileKind.INDEX, "path": rel}
     if not fd.exists:
@@ -51,20 +52,19 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
         slots = _resolve_slots(rel, cfg, fd, ent_at, ic, slots, out)
     ents = fd.buf[ent_at:ent_at + ic * indexfile.ENTRY_SIZE].view(ENTRY_DTYPE) if ic else np.zeros(0, ENTRY_DTYPE)
     n = len(ents)
+    entries = IndexEntries(rel, ent_at, ents)
     hsc = header["hash_slot_count"]
     seg_bases = np.array([b for _, b, _ in ctx.segments], np.int64)
     F = cfg.mappedFileSizeCommitLog
     # One pass over the entries in place; a sound file (the usual case) needs no converted copy
     # of its 20M entries: the checks that name each problem run only where the pass found one.
     sm = index_summary(fd.buf, ent_at, n, slots, nslots, ctx.min_phy, F, seg_bases) if n > 1 else None
-    if n > 1:
+    if sm is not None:
         if sm.bad_prev or sm.negative_hash or sm.heads != hsc or header["begin_phy_offset"] != sm.first_phys \
                 or header["end_phy_offset"] != sm.last_phys:
-            _check_entries(rel, ent_at, hsc, header["begin_phy_offset"], header["end_phy_offset"],
-                           *_columns(ents, ("hash", "phys", "prev")), out)
+            _check_entries(entries, header, out)
         if not sm.in_order:
-            hashes, prev = _columns(ents, ("hash", "prev"))
-            _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out)
+            _check_chains(entries, nslots, ic, slots, out)
     elif hsc != 0:
         out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT, f"hashSlotCount {hsc} in a file without entries"))
     if n <= 1 and len(slots) and np.any(slots != 0):
@@ -76,8 +76,8 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
         out.append(problem(rel, nz, f"non-zero byte after the last entry ({tail})"))
     sha, digests = fd.checksum(valid, head_len=paged_head_len(m))
     if m is not None:
-        _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out)
-    if ctx.deep and n > 1:
+        _check_against_manifest(fd, m, Found(valid, sha, ic - 1), disk, appended, out)
+    if ctx.deep and sm is not None:
         # entries pointing into a segment are checked by that segment's task (verify.cross); here
         # those whose segment is missing, or all when out of commitlog order (the segment tasks'
         # binary search may miss some)
@@ -87,7 +87,7 @@ def verify_index(ctx: VerifyContext, t: dict) -> dict:
             pos = np.arange(n)
             keep = (pos >= 1) & (ephys >= ctx.min_phy)
             lost = pos[keep if sm.descending else keep & ~np.isin(ephys // F * F, seg_bases)]
-        deep_index(ctx, cfg, rel, ent_at, header, ents["hash"], ents["phys"], ents["time_diff"], out, subset=lost)
+        deep_index(ctx, entries, header, out, subset=lost)
     facts.update(file_size=fd.size, valid_bytes=valid, count=ic - 1, header=header, checksum=sha,
                  blocks=checksum.digests_to_detail(digests))
     return {"problems": out, "facts": facts, "bytes_read": fd.bytes_read, "logical_bytes": fd.size}
@@ -104,9 +104,21 @@ def paged_head_len(m: dict | None) -> int | None:
         return None
 
 
-def _columns(ents: np.ndarray, names: tuple) -> list:
-    """The entries' fields ``names`` as int64 arrays (for the checks that name each problem)."""
-    return [ents[c].astype(np.int64) for c in names]
+@dataclass(frozen=True)
+class IndexEntries:
+    """The entries of one index file as the checks that name each problem read them: the file,
+    the byte offset of entry 0 and the entries in place (``indexfile.ENTRY_DTYPE``)."""
+    rel: str
+    at: int
+    ents: np.ndarray
+
+    def column(self, name: str) -> np.ndarray:
+        """One field of every entry as int64 (a converted copy)."""
+        return self.ents[name].astype(np.int64)
+
+    def offset(self, p: int | np.integer) -> int:
+        """Byte offset of entry position ``p``."""
+        return self.at + int(p) * indexfile.ENTRY_SIZE
 
 
 def _snapshot_header(m: dict | None) -> dict | None:
@@ -163,11 +175,6 @@ def _resolve_slots(rel, cfg, fd, ent_at, count, slots, out):
     return slots
 
 
-def _entry_at(ent_at: int, p) -> int:
-    """Byte offset of entry position ``p``."""
-    return ent_at + int(p) * indexfile.ENTRY_SIZE
-
-
 def _entry_extent(rel, cfg, fd, ic, ent_at, out):
     """(indexCount clamped to what the configuration and the file allow, valid bytes, available bytes)."""
     full = cfg.index_file_size
@@ -183,18 +190,20 @@ def _entry_extent(rel, cfg, fd, ic, ent_at, out):
     return ic, valid, avail
 
 
-def _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out):
+def _check_entries(e: IndexEntries, header: dict, out: list[Problem]) -> None:
     """Entries (more than the unused entry 0): prevPos points backwards, keyHash not negative, and
     the header's hashSlotCount and begin/endPhyOffset agree with them."""
+    rel, hashes, ephys, prev = e.rel, e.column("hash"), e.column("phys"), e.column("prev")
+    hsc, bp, ep = header["hash_slot_count"], header["begin_phy_offset"], header["end_phy_offset"]
     n = len(prev)
     pos = np.arange(n)
     bad = np.flatnonzero((prev[1:] < 0) | (prev[1:] >= pos[1:])) + 1
     for i in bad[:MAX_PROBLEMS_PER_FILE]:
-        out.append(problem(rel, _entry_at(ent_at, i) + indexfile.ENTRY_PREV_POS,
+        out.append(problem(rel, e.offset(i) + indexfile.ENTRY_PREV_POS,
                            f"entry {i}: prevPos {prev[i]} does not point to an earlier entry"))
     neg = np.flatnonzero(hashes[1:] < 0) + 1
     for i in neg[:MAX_PROBLEMS_PER_FILE]:
-        out.append(problem(rel, _entry_at(ent_at, i), f"entry {i}: keyHash {hashes[i]} is negative"))
+        out.append(problem(rel, e.offset(i), f"entry {i}: keyHash {hashes[i]} is negative"))
     heads = int((prev[1:] == 0).sum())
     if heads != hsc:
         out.append(problem(rel, indexfile.HEADER_HASH_SLOT_COUNT,
@@ -204,9 +213,10 @@ def _check_entries(rel, ent_at, hsc, bp, ep, hashes, ephys, prev, out):
                            f"begin/endPhyOffset {bp}/{ep}, entries give {ephys[1]}/{ephys[n - 1]}"))
 
 
-def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
+def _check_chains(e: IndexEntries, nslots: int, ic: int, slots: np.ndarray, out: list[Problem]) -> None:
     """Every entry must be reachable from exactly one slot head, and hash to that slot (run when
     ``index_summary`` found the chains out of order)."""
+    rel, hashes, prev = e.rel, e.column("hash"), e.column("prev")
     n = len(prev)
     heads_pos = np.flatnonzero((slots > 0))
     badslot = heads_pos[slots[heads_pos] >= n]
@@ -216,21 +226,23 @@ def _check_chains(rel, ent_at, nslots, ic, slots, hashes, prev, out):
     heads = heads_pos[slots[heads_pos] < n]
     slot_of, dups = walk_chains(heads, slots[heads], prev, n, MAX_PROBLEMS_PER_FILE)
     for p, first, second in dups:
-        out.append(problem(rel, _entry_at(ent_at, p), f"entry {p} is in two chains (slots {first} and {second})"))
+        out.append(problem(rel, e.offset(p), f"entry {p} is in two chains (slots {first} and {second})"))
     reach = slot_of[1:]
     unreached = np.flatnonzero(reach < 0) + 1
     for i in unreached[:MAX_PROBLEMS_PER_FILE]:
-        out.append(problem(rel, _entry_at(ent_at, i), f"entry {i} is not reachable from any slot"))
+        out.append(problem(rel, e.offset(i), f"entry {i} is not reachable from any slot"))
     wrong = np.flatnonzero((reach >= 0) & (hashes[1:] % nslots != reach)) + 1
     for i in wrong[:MAX_PROBLEMS_PER_FILE]:
-        out.append(problem(rel, _entry_at(ent_at, i), f"entry {i}: keyHash {hashes[i]} belongs to slot "
+        out.append(problem(rel, e.offset(i), f"entry {i}: keyHash {hashes[i]} belongs to slot "
                                                       f"{hashes[i] % nslots}, found in the chain of slot "
                                                       f"{slot_of[i]}"))
 
 
-def _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out):
-    """The index file against its manifest row. ``appended``: the file was appended in place after
-    the snapshot (its header, slot heads and so the checksum of [0, valid) are a newer batch's)."""
+def _check_against_manifest(fd: FileData, m: dict, found: Found, disk: dict, appended: bool, out: list[Problem]) -> None:
+    """The index file as this check found it against its manifest row ``m``.
+    ``appended``: the file was appended in place after the snapshot (its header, slot heads and so
+    the checksum of [0, valid) are a newer batch's)."""
+    rel, valid, sha, ic = fd.rel, found.valid, found.checksum, found.count + 1
     if m["valid_bytes"] != valid:
         out.append(problem(rel, min(valid, m["valid_bytes"]), f"valid bytes {valid}, manifest says {m['valid_bytes']}"))
     elif m["checksum"] and m["checksum"] != sha and not appended:
@@ -244,10 +256,13 @@ def _check_against_manifest(rel, m, fd, valid, sha, disk, ic, appended, out):
         out.append(problem(rel, 0, f"file size {fd.size}, manifest says {m['file_size']}"))
 
 
-def deep_index(ctx, cfg, rel, ent_at, header, hashes, ephys, tdiff, out, subset=None, header_checks=True):
+def deep_index(ctx: VerifyContext, e: IndexEntries, header: dict, out: list[Problem],
+               subset: np.ndarray | None = None, header_checks: bool = True) -> None:
     """Entries (all at or above the min offset, or the positions ``subset``) against their records,
     each decoded by offset (``SegmentLookup``); ``header_checks``: also the header's begin/end times
     against the records at begin/endPhyOffset."""
+    cfg, rel, ent_at = ctx.config, e.rel, e.at
+    hashes, ephys, tdiff = e.ents["hash"], e.ents["phys"], e.ents["time_diff"]
     look = SegmentLookup(task_store(ctx), ctx.segments, cfg.mappedFileSizeCommitLog)
     if subset is None:
         live = np.flatnonzero(np.asarray(ephys[1:]) >= ctx.min_phy) + 1

@@ -170,3 +170,34 @@ def test_rows_are_typed_read_only_and_parse_their_json_once(two_batches):
     assert cached.source == "cache" and dict(cached.files) == dict(snap.files) and cached.batch == snap.batch
     assert cached.config == snap.config and cached.latest == snap.latest == snap.batch and not snap.pinned
     assert open_snapshot(store, "b1").pinned
+
+
+def test_expire_reads_its_snapshot_once_and_again_only_when_the_tables_moved(inputs, tmp_path, monkeypatch):
+    """The command's check before the lease reads the Delta tables (with their versions); under
+    the lease the expiry goes on from that read unless a writer committed in between."""
+    from storelib.cli import expire as expire_cli
+    from storelib.ops import expire
+    from storelib.table.snapshots import open_snapshot
+    from storelib.cli import ingest
+    store, props = str(tmp_path / "store"), tmp_path / "small.properties"
+    props.write_text("mappedFileSizeCommitLog=32768\n")              # several segments: some expire
+    for part, batch in ((inputs[0][0], "b1"), (inputs[0][1], "b2")):
+        _cli(ingest.main, ["--store", store, "--input", part, "--local", "always", "--quiet", "--batch-id", batch,
+                           "--config", str(props)])
+    loads = Loads(monkeypatch)
+    _cli(expire_cli.main, ["--store", store, "--reserved-hours", "0", "--now", "9999999999999", "--quiet"])
+    assert (loads.cache, loads.delta) == (0, 1)
+    snap = open_snapshot(storage.Store(store), history=True)
+    assert snap.batch.operation == "expire" and snap.batch.batch_seq == 3        # it did expire
+    # read before another writer committed: read again under the lease, and the expiry is of the new batch
+    _cli(ingest.main, ["--store", store, "--input", inputs[0][0], "--local", "always", "--quiet", "--batch-id", "b3"])
+    loads.reset()
+    s = expire.expire(store, 0, 9999999999999, quiet=True, housekeeping=False, snapshot=snap)
+    assert loads.delta == 1
+    after = open_snapshot(storage.Store(store), history=True)
+    assert [b.batch_id for b in after.batches][-2] == "b3" and after.batch.batch_seq == 5
+    assert s["commitlog_removed"] >= 1
+    # read under nothing that moved: no second read
+    loads.reset()
+    expire.expire(store, 0, 9999999999999, quiet=True, housekeeping=False, snapshot=after)
+    assert loads.delta == 0
