@@ -14,7 +14,8 @@ each, the local disk's figure being the baseline of the same run.
 
 Per backend: wall time of the batch, bytes uploaded and downloaded per record byte of the batch,
 requests by kind. The batch runs in a child process (its wall time taken inside it, around the
-ingest), so that every request of it, deltalake's too, can go through a counting proxy in this one.
+ingest, after the same batch into a scratch local store warmed it up), so that every request of it,
+deltalake's too, can go through a counting proxy in this one.
   * S3 (moto, S3Proxy): every request of the batch (pyarrow's S3 client for the store's files,
     deltalake's for the Delta commits, the conditional-put probe) goes through the counting proxy
     of ``bench/s3bench.py``, which streams responses through: PUT/UploadPart bodies uploaded, GET
@@ -106,6 +107,13 @@ def _ingest(uri: str, src: str, batch_id: str) -> dict:
 def _child(uri: str, batch: str, hdfs: bool) -> int:
     """The measured batch (``--measure``): its result, wall time and, on HDFS, the client's counts
     as one JSON line on stdout."""
+    # warmed up on a scratch local store first (imports, compiled kernels), as the bench process
+    # itself is by the base store: the figure is the batch's, not a cold interpreter's
+    scratch = tempfile.mkdtemp(prefix="bench-backends-warm-")
+    try:
+        _ingest(os.path.join(scratch, "store"), batch, "warm")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     counts = HdfsCounts() if hdfs else None
     if counts is not None:
         counts.install()
