@@ -163,7 +163,7 @@ bench-objread: install s3a s3proxy
 # (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
 # all three race rounds and every kill point (make test: one of each), beside moto's.
 backends: install s3proxy hdfs
-	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py
+	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py tests/e2e/test_backends_bench.py
 
 # The streaming tests with their long cases too (more kill points, the tailing reader under load).
 streaming: install kafka

@@ -13,16 +13,19 @@ index file whole). Then the same batch (``--batch-n`` messages, one Parquet file
 each, the local disk's figure being the baseline of the same run.
 
 Per backend: wall time of the batch, bytes uploaded and downloaded per record byte of the batch,
-requests by kind.
-  * S3 (moto, S3Proxy): the requests of the store's file I/O (pyarrow's S3 client) and of the
-    conditional-put probe go through the counting proxy of ``bench/s3bench.py``: PUT/UploadPart
-    bodies uploaded, GET bodies downloaded, requests by kind. deltalake's requests (the Delta
-    commits) go to the server directly and are not counted (``_delta_direct``).
-  * HDFS: the calls and bytes of ``hdfs_native.Client`` (counted around its Python methods:
-    creates, reads, listings, deletes...). The Delta commits go through deltalake's own HDFS client
-    (Rust) and are not in these counts.
-  * S3Proxy: wall time only (it checks SigV4 signatures, which the counting proxy in between
-    breaks: the uploads fail with SignatureDoesNotMatch).
+requests by kind. The batch runs in a child process (its wall time taken inside it, around the
+ingest, after the same batch into a scratch local store warmed it up), so that every request of it,
+deltalake's too, can go through a counting proxy in this one.
+  * S3 (moto, S3Proxy): every request of the batch (pyarrow's S3 client for the store's files,
+    deltalake's for the Delta commits, the conditional-put probe) goes through the counting proxy
+    of ``bench/s3bench.py``, which streams responses through: PUT/UploadPart bodies uploaded, GET
+    bodies downloaded, requests by kind (GET, PUT, COPY, HEAD, LIST, DELETE, POST) for the Delta
+    log, the Delta tables' data files and the store's files apart. S3Proxy runs with
+    ``s3proxy.authorization=none`` here (the proxy in between forwards what the client signed,
+    yet S3Proxy's SigV4 check rejected the uploads).
+  * HDFS: the calls and bytes of ``hdfs_native.Client`` (counted around its Python methods in the
+    child: creates, reads, listings, deletes...). The Delta commits go through deltalake's own
+    HDFS client (Rust) and are not in these counts.
   * local disk: none counted (no requests), only wall time.
 The figures are printed as a table and saved as JSON under bench/results/. The machine may be
 loaded: compare the ratios to the local-disk figure, not the absolute times.
@@ -30,7 +33,9 @@ loaded: compare the ratios to the local-disk figure, not the absolute times.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import shutil
 import sys
 import tempfile
@@ -99,56 +104,73 @@ def _ingest(uri: str, src: str, batch_id: str) -> dict:
     return run_ingest(LocalSession(), uri, src, "parquet", StoreConfig(), batch_id=batch_id, quiet=True)
 
 
-def _delta_direct(endpoint: str | None) -> None:
-    """deltalake talks to the server itself, not through the counting proxy: through it, deltalake's
-    is_deltatable check fails and the store looks table-less (not yet understood). So the S3
-    counts are those of the store's files (pyarrow) and the conditional-put probe, not the Delta
-    commits', as on HDFS."""
-    from storelib.io import storage
-    orig = getattr(storage.delta_storage_options, "orig", storage.delta_storage_options)
-
-    if endpoint is None:                  # undone: deltalake follows the settings again
-        storage.delta_storage_options = orig
-        return
-
-    def direct(uri):
-        opts = orig(uri)
-        if opts is not None:
-            opts["AWS_ENDPOINT_URL"] = endpoint
-        return opts
-    direct.orig = orig
-    storage.delta_storage_options = direct
-
-
-def _measure(name: str, uri: str, batch: str, counts=None) -> dict:
+def _child(uri: str, batch: str, hdfs: bool) -> int:
+    """The measured batch (``--measure``): its result, wall time and, on HDFS, the client's counts
+    as one JSON line on stdout."""
+    # warmed up on a scratch local store first (imports, compiled kernels), as the bench process
+    # itself is by the base store: the figure is the batch's, not a cold interpreter's
+    scratch = tempfile.mkdtemp(prefix="bench-backends-warm-")
+    try:
+        _ingest(os.path.join(scratch, "store"), batch, "warm")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    counts = HdfsCounts() if hdfs else None
     if counts is not None:
-        counts.reset()
+        counts.install()
     t = time.time()
     out = _ingest(uri, batch, "bench-batch")
     wall = time.time() - t
-    c = counts.snapshot() if counts is not None else {"bytes": {"uploaded": 0, "downloaded": 0}, "requests": {},
-                                                      "uncounted": True}
-    assert out["status"] == "committed", out
-    rec = out["record_bytes"]
+    print(json.dumps({"status": out["status"], "record_bytes": out["record_bytes"], "wall_s": wall,
+                      "counts": counts.snapshot() if counts is not None else None}))
+    return 0
+
+
+def _measure(name: str, uri: str, batch: str, env: dict | None = None, proxy=None, hdfs: bool = False) -> dict:
+    """The batch into the store at ``uri`` in a child process with ``env`` (its S3 endpoint the
+    counting ``proxy``, if given)."""
+    if proxy is not None:
+        proxy.counts.reset()
+    cenv = dict(os.environ, **(env or {}))
+    if proxy is not None:
+        cenv["AWS_ENDPOINT_URL"] = proxy.url
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", uri, batch]
+                       + (["--hdfs-counts"] if hdfs else []), env=cenv, capture_output=True, text=True,
+                       timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"{name}: the batch failed (exit {r.returncode}): {r.stderr[-3000:]}")
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    c = proxy.counts.snapshot() if proxy is not None else got["counts"]
+    counted = c is not None
+    c = c or {"bytes": {"uploaded": 0, "downloaded": 0}, "requests": {}}
+    assert got["status"] == "committed", got
+    rec, wall = got["record_bytes"], got["wall_s"]
     row = {"backend": name, "wall_s": wall, "record_bytes": rec, "uploaded": c["bytes"]["uploaded"],
-           "downloaded": c["bytes"]["downloaded"], "up_per_record": c["bytes"]["uploaded"] / rec,
-           "down_per_record": c["bytes"]["downloaded"] / rec, "requests": c["requests"],
-           "counted": not c.get("uncounted")}
+           "downloaded": c["bytes"]["downloaded"], "copied": c["bytes"].get("copied", 0),
+           "up_per_record": c["bytes"]["uploaded"] / rec, "down_per_record": c["bytes"]["downloaded"] / rec,
+           "requests": c["requests"], "by_area": c.get("by_area"), "counted": counted}
     print(f"{name}: {wall:.1f} s, uploaded {row['up_per_record']:.2f} x, downloaded {row['down_per_record']:.2f} x "
           f"of {rec / 1e6:.3f} MB records; requests {sum(c['requests'].values())}", file=sys.stderr, flush=True)
     return row
 
 
+def _kinds(reqs: dict) -> str:
+    return " ".join(f"{k} {v}" for k, v in sorted(reqs.items())) or "-"
+
+
 def _table(rows: list) -> str:
-    base = next(r for r in rows if r["backend"] == "local disk")
-    lines = ["| backend | wall s | x local | uploaded / record byte | downloaded / record byte | requests by kind |",
-             "|---|---|---|---|---|---|"]
+    base = next((r for r in rows if r["backend"] == "local disk"), None)
+    lines = ["| backend | wall s | x local | uploaded / record byte | downloaded / record byte | requests by kind: "
+             "Delta log; Delta data; store files |", "|---|---|---|---|---|---|"]
     for r in rows:
-        reqs = ", ".join(f"{k} {v}" for k, v in sorted(r["requests"].items())) or "-"
+        if r.get("by_area") is not None:
+            reqs = "; ".join(f"{a}: {_kinds(r['by_area'].get(a, {}).get('requests', {}))}"
+                             for a in ("delta log", "delta data", "store files"))
+        else:
+            reqs = _kinds(r["requests"]) if r["counted"] else "not counted"
         up, down = ((f"{r['up_per_record']:.2f}", f"{r['down_per_record']:.2f}") if r["counted"]
                     else ("not counted", "not counted"))
-        lines.append(f"| {r['backend']} | {r['wall_s']:.1f} | {r['wall_s'] / base['wall_s']:.1f} | {up} | {down} | "
-                     f"{reqs if r['counted'] else 'not counted'} |")
+        ratio = f"{r['wall_s'] / base['wall_s']:.1f}" if base else "-"
+        lines.append(f"| {r['backend']} | {r['wall_s']:.1f} | {ratio} | {up} | {down} | {reqs} |")
     return "\n".join(lines)
 
 
@@ -158,7 +180,12 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-n", type=int, default=1000)
     ap.add_argument("--backends", default="local,moto,s3proxy,hdfs")
     ap.add_argument("--workdir", default=None, help="keeps the generated inputs between runs")
+    ap.add_argument("--out", default=None, help="the results' JSON file (default: bench/results/backends-<time>.json)")
+    ap.add_argument("--measure", nargs=2, metavar=("URI", "BATCH"), help=argparse.SUPPRESS)
+    ap.add_argument("--hdfs-counts", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.measure:
+        return _child(*a.measure, a.hdfs_counts)
     workdir = a.workdir or tempfile.mkdtemp(prefix="bench-backends-")
     os.makedirs(workdir, exist_ok=True)
     os.environ.setdefault("ROCKETLAKE_QUIET", "1")
@@ -182,7 +209,8 @@ def main(argv=None) -> int:
             base("local disk", local)
             out["rows"].append(_measure("local disk", local, batch_in))
             shutil.rmtree(local, ignore_errors=True)
-        servers = {"moto": lambda: s3server.moto("bench"), "s3proxy": lambda: s3server.s3proxy("bench")}
+        servers = {"moto": lambda: s3server.moto("bench"),
+                   "s3proxy": lambda: s3server.s3proxy("bench", authorization="none")}
         for name in ("moto", "s3proxy"):
             if name not in want:
                 continue
@@ -190,27 +218,22 @@ def main(argv=None) -> int:
                 os.environ.update(env)
                 label = "moto S3" if name == "moto" else "S3Proxy 4.0"
                 base(label, "s3://bench/store")
-                if name == "s3proxy":
-                    # S3Proxy checks SigV4 signatures, which the proxy in between breaks: wall time only
-                    out["rows"].append(_measure(label, "s3://bench/store", batch_in))
-                    continue
-                os.environ["AWS_ENDPOINT_URL"] = proxy.url
-                _delta_direct(env["AWS_ENDPOINT_URL"])
-                out["rows"].append(_measure(label, "s3://bench/store", batch_in, proxy.counts))
-                _delta_direct(None)
+                out["rows"].append(_measure(label, "s3://bench/store", batch_in, env, proxy))
         if "hdfs" in want:
-            counts = HdfsCounts()
             with hdfscluster.cluster() as nn:
                 base("HDFS", f"{nn}/store")
-                counts.install()
-                out["rows"].append(_measure("HDFS (3 DataNodes)", f"{nn}/store", batch_in, counts))
+                out["rows"].append(_measure("HDFS (3 DataNodes)", f"{nn}/store", batch_in, hdfs=True))
     finally:
         if not a.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
     out["load_avg_end"] = os.getloadavg()[0]
     print(_table(out["rows"]))
-    from small_batches_s3 import save_results
-    save_results("backends", out)
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(out, fh, indent=1)
+    else:
+        from small_batches_s3 import save_results
+        save_results("backends", out)
     return 0
 
 

@@ -5,7 +5,12 @@ through the proxy, which classifies it:
   uploaded    PUT object / UploadPart bodies (x-amz-decoded-content-length when aws-chunked)
   copied      CopyObject / UploadPartCopy: the source object's size (or the copied range)
   downloaded  GET response bodies
-and counts requests by kind. Figures are per byte of valid records the job added. With
+and counts requests by kind; ``by_area`` splits them (and the bytes) by what they touch: ``delta
+log`` (``_delta_log/``), ``delta data`` (the rest of the Delta tables under ``_rocketlake/``:
+their Parquet files) and ``store files`` (everything else), with the kinds GET, PUT, COPY, HEAD,
+LIST, DELETE, POST (a request with ``If-None-Match``, such as a Delta commit's conditional PUT,
+counted as e.g. ``PUT if-none-match``). Responses are streamed through (a GET of a 1 GiB segment is never held in
+memory). Figures are per byte of valid records the job added. With
 S3BENCH_LOG=<file> every request is also logged there (method, kind, bytes, Range, path): what
 each GET, HEAD and PUT was for."""
 from __future__ import annotations
@@ -25,6 +30,24 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 _HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "upgrade", "trailer"}
 
 
+# the request names of ``_classify`` by HTTP kind
+_KIND = {"GetObject": "GET", "ListObjects": "LIST", "PutObject": "PUT", "UploadPart": "PUT", "CopyObject": "COPY",
+         "UploadPartCopy": "COPY", "DeleteObjects": "DELETE", "CompleteMultipartUpload": "POST",
+         "CreateMultipartUpload": "POST"}
+_TABLES = ("/_rocketlake/manifest/", "/_rocketlake/checkpoints/", "/_rocketlake/tmp/")
+
+
+def area(path: str) -> str:
+    """What a request's path touches: the Delta log, the Delta tables' data files, or store files."""
+    p = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+    if "/" not in p.strip("/"):                  # a listing: what it lists is its prefix
+        p = "/" + (q.get("prefix") or [""])[0]
+    if "/_delta_log/" in p or p.endswith("/_delta_log"):
+        return "delta log"
+    return "delta data" if any(t in p for t in _TABLES) else "store files"
+
+
 class Counts:
     def __init__(self):
         self.lock = threading.Lock()
@@ -33,16 +56,26 @@ class Counts:
     def reset(self):
         self.bytes = {"uploaded": 0, "copied": 0, "downloaded": 0}
         self.requests: dict = {}
+        self.by_area: dict = {}
 
-    def add(self, kind: str, request: str, n: int = 0):
+    def add(self, kind: str, request: str, n: int = 0, where: str | None = None, conditional: bool = False):
         with self.lock:
             if kind:
                 self.bytes[kind] += n
             self.requests[request] = self.requests.get(request, 0) + 1
+            if where:
+                a = self.by_area.setdefault(where, {"requests": {}, "bytes": {"uploaded": 0, "copied": 0,
+                                                                              "downloaded": 0}})
+                k = _KIND.get(request, request) + (" if-none-match" if conditional else "")
+                a["requests"][k] = a["requests"].get(k, 0) + 1
+                if kind:
+                    a["bytes"][kind] += n
 
     def snapshot(self) -> dict:
         with self.lock:
-            return {"bytes": dict(self.bytes), "requests": dict(self.requests)}
+            return {"bytes": dict(self.bytes), "requests": dict(self.requests),
+                    "by_area": {k: {"requests": dict(v["requests"]), "bytes": dict(v["bytes"])}
+                                for k, v in self.by_area.items()}}
 
 
 def _read_body(handler) -> bytes:
@@ -129,18 +162,33 @@ def make_handler(upstream: tuple, counts: Counts):
             for k, v in r.getheaders():
                 if k.lower() not in _HOP and (head or k.lower() != "content-length"):
                     self.send_header(k, v)
-            data = r.read()
+            length = r.getheader("Content-Length")
+            # a body of known length is streamed through; one without (chunked) is read whole
+            data = b"" if head or length is not None else r.read()
+            size = 0 if head else int(length) if length is not None else len(data)
             # counted before the reply goes out, so a client that has its answer sees it counted
-            counts.add(kind, request, len(data) if kind == "downloaded" else n)
+            counts.add(kind, request, size if kind == "downloaded" else n, area(self.path),
+                       bool(self.headers.get("If-None-Match")))
             if os.environ.get("S3BENCH_LOG"):
                 with open(os.environ["S3BENCH_LOG"], "a") as fh:
-                    fh.write(f"{self.command}\t{request}\t{len(data) if kind == 'downloaded' else n}\t"
-                             f"{self.headers.get('Range', '')}\t{self.path}\n")
+                    fh.write(f"{self.command}\t{request}\t{size if kind == 'downloaded' else n}\t"
+                             f"{self.headers.get('Range', '')}\t{self.path}\t{r.status}\t"
+                             f"{self.headers.get('If-None-Match', '')}\n")
             if not head:
-                self.send_header("Content-Length", str(len(data)))
+                self.send_header("Content-Length", str(size))
             self.end_headers()
-            if self.command != "HEAD":
+            if head:
+                return
+            if data:
                 self.wfile.write(data)
+                return
+            left = size
+            while left > 0:
+                chunk = r.read(min(left, 1 << 20))
+                if not chunk:
+                    raise ConnectionError(f"upstream closed {left} bytes before the end of {self.path}")
+                self.wfile.write(chunk)
+                left -= len(chunk)
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 

@@ -19,13 +19,20 @@ A ``gs://`` store is refused the same way (exit 2): its Delta tables would go th
 GCS client, which no test here can run (the GCS emulator lacks the API it uses), so ``gs://`` is
 for inputs only.
 
-Not probed: stores whose Delta commits do not rely on the server's conditional put, because the
-user chose another guard: ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (no protection between concurrent
-writers beyond the writer lease) or a DynamoDB lock (``AWS_S3_LOCKING_PROVIDER``), see
-``storage.delta_storage_options``.
+Not probed: stores whose user set ``ROCKETLAKE_S3_UNSAFE_RENAME=1``, declaring that one writer at a
+time is guaranteed from outside (deltalake 1.6 still commits with ``If-None-Match: *``; a server that
+ignores it overwrites), see ``storage.delta_storage_options``.
+
+Refused (exit 2) before anything else: ``AWS_S3_LOCKING_PROVIDER`` in the environment of a writer
+of an ``s3://`` store. The pinned deltalake has no DynamoDB log store (delta-rs removed it in
+python-v1.6.1): given ``dynamodb`` it logs an error and commits exactly as without it, by a PUT
+with ``If-None-Match: *`` that asks DynamoDB nothing (tests/e2e/test_deltalake_locking.py). Taken
+for a guard, as rocketlake did before, the setting skipped this probe: on a server that ignores the
+header two writers could both commit while their user believed in a lock.
 """
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 from urllib.parse import urlparse
@@ -33,7 +40,7 @@ from urllib.parse import urlparse
 from ..errors import UnsafeObjectStore
 from . import objstore
 
-__all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "probe"]
+__all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "refuse_locking_provider", "probe"]
 
 PROBE_PREFIX = "_rocketlake/probe-"
 # (endpoint, bucket) this process found honouring conditional puts
@@ -127,6 +134,7 @@ def require_conditional_put(uri: str) -> None:
         raise UnsafeObjectStore(
             f"{uri}: a store on gs:// is not supported (its Delta tables on GCS are untested); gs:// URIs are "
             f"read as --input only. Put the store on a local path, s3:// or hdfs://")
+    refuse_locking_provider(uri)
     if not needs_probe(uri):
         return
     settings = objstore.s3_settings()
@@ -140,7 +148,20 @@ def require_conditional_put(uri: str) -> None:
             f"the S3 server at {endpoint} (bucket {bucket}) does not honour conditional puts: {what}. "
             f"A Delta commit there could not stop a second writer from committing the same table version, "
             f"so rocketlake refuses to write {uri}. Use a server that honours If-None-Match: * on PUT "
-            f"(AWS S3; S3Proxy 4.0 or newer on its filesystem-nio2 backend), or choose another guard: a "
-            f"DynamoDB lock (AWS_S3_LOCKING_PROVIDER=dynamodb, DELTA_DYNAMO_TABLE_NAME) or, if you make sure "
-            f"that only one writer ever runs, ROCKETLAKE_S3_UNSAFE_RENAME=1")
+            f"(AWS S3; S3Proxy 4.0 or newer on its filesystem-nio2 backend) or, only if you make sure "
+            f"from outside that one writer at a time ever runs, set ROCKETLAKE_S3_UNSAFE_RENAME=1")
     _honoured.add((endpoint, bucket))
+
+
+def refuse_locking_provider(uri: str) -> None:
+    """``UnsafeObjectStore`` when ``AWS_S3_LOCKING_PROVIDER`` is set for a writer of an ``s3://``
+    store: deltalake would ignore it and commit without any lock (module docstring)."""
+    provider = os.environ.get("AWS_S3_LOCKING_PROVIDER")
+    if not uri.startswith("s3://") or not provider:
+        return
+    raise UnsafeObjectStore(
+        f"AWS_S3_LOCKING_PROVIDER={provider} is set, but deltalake (rocketlake's Delta writer) has no DynamoDB "
+        f"lock any more (delta-rs removed it): it would ignore the setting and rely on the server's conditional "
+        f"puts alone, so rocketlake refuses to write {uri} rather than let you believe in a lock. Unset "
+        f"AWS_S3_LOCKING_PROVIDER (and DELTA_DYNAMO_TABLE_NAME): every writer then probes that the server "
+        f"honours If-None-Match: * on PUT and refuses one that does not")

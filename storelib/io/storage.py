@@ -68,8 +68,8 @@ def delta_storage_options(uri: str) -> dict[str, str] | None:
     deltalake 1.x does that with S3 conditional writes (``If-None-Match: *``) when
     ``AWS_CONDITIONAL_PUT=etag`` (AWS S3 since 2024, MinIO, moto; only moto is tested here). For an S3-compatible store
     without conditional writes set ``ROCKETLAKE_S3_UNSAFE_RENAME=1`` (``AWS_S3_ALLOW_UNSAFE_RENAME``:
-    no protection between concurrent writers beyond rocketlake's writer lease) or give a
-    DynamoDB lock through ``AWS_S3_LOCKING_PROVIDER``/``DELTA_DYNAMO_TABLE_NAME``.
+    no protection between concurrent writers beyond rocketlake's writer lease). deltalake 1.6 has
+    no DynamoDB lock any more: writers refuse ``AWS_S3_LOCKING_PROVIDER`` (``condput``).
     ``AWS_ALLOW_HTTP`` (default true) allows http:// endpoints such as a local test server.
     """
     if not uri.startswith("s3://"):
@@ -78,10 +78,6 @@ def delta_storage_options(uri: str) -> dict[str, str] | None:
     opts = {"AWS_ALLOW_HTTP": objstore.s3_settings().get("AWS_ALLOW_HTTP", "true")}
     if os.environ.get("ROCKETLAKE_S3_UNSAFE_RENAME"):
         opts["AWS_S3_ALLOW_UNSAFE_RENAME"] = "true"
-    elif os.environ.get("AWS_S3_LOCKING_PROVIDER"):
-        opts["AWS_S3_LOCKING_PROVIDER"] = os.environ["AWS_S3_LOCKING_PROVIDER"]
-        if os.environ.get("DELTA_DYNAMO_TABLE_NAME"):
-            opts["DELTA_DYNAMO_TABLE_NAME"] = os.environ["DELTA_DYNAMO_TABLE_NAME"]
     else:
         opts["AWS_CONDITIONAL_PUT"] = os.environ.get("AWS_CONDITIONAL_PUT", "etag")
     st = objstore.s3_settings()

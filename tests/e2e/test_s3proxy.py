@@ -15,7 +15,8 @@ And S3Proxy 2.6.0, which predates conditional writes, is refused by every writer
 line naming the server and what to do, and nothing is left in its bucket: configured to ignore
 unknown headers it overwrites an object on a second ``If-None-Match: *`` PUT (two writers would
 both commit); as shipped it answers ``501 NotImplemented`` (every Delta commit would fail; `make
-backends` only).
+backends` only). ``AWS_S3_LOCKING_PROVIDER=dynamodb`` is refused there too (exit 2): deltalake 1.6
+has no DynamoDB lock and ignores it (before, the setting skipped the probe).
 """
 from __future__ import annotations
 
@@ -147,6 +148,15 @@ def test_a_server_without_conditional_puts_is_refused(ignore, tmp_path):
         r = subprocess.run([PY, os.path.join(ROOT, "jobs", "expire.py"), "--store", uri, "--reserved-hours", "1"],
                            env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "does not honour conditional puts" in r.stderr, (r.returncode, r.stderr[-2000:])
+        assert "DynamoDB" not in out + r.stderr, out[-3000:]        # deltalake 1.6 has no DynamoDB lock
+        # the DynamoDB locking provider deltalake no longer has is refused, not taken as a guard
+        # (deltalake ignores it: its conditional puts, which this server ignores, would be all there is)
+        r = subprocess.run([PY, os.path.join(ROOT, "jobs", "expire.py"), "--store", uri, "--reserved-hours", "1"],
+                           env=dict(os.environ, **env, AWS_S3_LOCKING_PROVIDER="dynamodb",
+                                    DELTA_DYNAMO_TABLE_NAME="delta_log"),
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "AWS_S3_LOCKING_PROVIDER=dynamodb is set" in r.stderr \
+            and "Traceback" not in r.stderr, (r.returncode, r.stderr[-2000:])
         assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
 
 
@@ -164,7 +174,7 @@ def test_a_stream_tails_a_store_on_s3proxy(proxy, tmp_path):
 @pytest.mark.skipif(not LONG, reason="make backends: the ROCKETLAKE_S3_UNSAFE_RENAME fallback on S3Proxy 2.6")
 def test_the_unsafe_rename_fallback_on_a_server_that_ignores_conditional_puts(tmp_path):
     """``ROCKETLAKE_S3_UNSAFE_RENAME=1`` on a server that ignores ``If-None-Match: *``: not probed,
-    the Delta commits go through delta-rs' copy-if-absent (a HEAD then a copy: not atomic). What it
+    the Delta commits are deltalake's PUTs with ``If-None-Match: *``, which this server ignores. What it
     holds: one writer at a time commits batch after batch, byte-identical to RocketMQ's, and a
     writer started while another holds the writer lease is refused (exit 3) and changes nothing.
     What it does not hold (docs/DESIGN.md): two writers starting at the same instant can both take

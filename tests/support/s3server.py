@@ -119,17 +119,19 @@ def s3proxy_jars(version: str = S3PROXY) -> str:
 
 
 @contextlib.contextmanager
-def s3proxy(bucket: str, version: str = S3PROXY, ignore_unknown_headers: bool = False):
+def s3proxy(bucket: str, version: str = S3PROXY, ignore_unknown_headers: bool = False,
+            authorization: str = "aws-v2-or-v4"):
     """Start S3Proxy ``version`` (filesystem-nio2 on a fresh temporary directory, SigV4 with the
     keys of ``_env``) on a free loopback port, create ``bucket``; yields (env, boto3 client) like
-    ``moto``. The server and its directory are gone on exit."""
+    ``moto``. The server and its directory are gone on exit. ``authorization="none"``: signatures
+    are not checked (bench/backends.py's counting proxy sits in between)."""
     jars = s3proxy_jars(version)
     work = tempfile.mkdtemp(prefix="s3proxy-")
     log = open(os.path.join(work, "server.log"), "wb")
 
     def launch(port):
         props = os.path.join(work, f"s3proxy-{port}.properties")
-        settings = {"s3proxy.endpoint": f"http://127.0.0.1:{port}", "s3proxy.authorization": "aws-v2-or-v4",
+        settings = {"s3proxy.endpoint": f"http://127.0.0.1:{port}", "s3proxy.authorization": authorization,
                     "s3proxy.identity": KEY, "s3proxy.credential": KEY,
                     "jclouds.provider": "filesystem-nio2", "jclouds.identity": KEY, "jclouds.credential": KEY,
                     "jclouds.filesystem.basedir": os.path.join(work, "data")}
