@@ -81,7 +81,7 @@ from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
-from ..table.rows import FileKind
+from ..table.rows import FileKind, recorded_config
 
 __all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
            "resolve_topics"]
@@ -97,8 +97,8 @@ def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
     tail = None
     if idx:
         last = idx[-1]
-        header = dict(last.detail["header"])       # (a copy: the row's own stays as committed)
-        tail = sequencer.IndexTail(last.path, header, header["index_count"] >= b.config["maxIndexNum"])
+        header = last.index_header
+        tail = sequencer.IndexTail(last.path, header.to_dict(), header.index_count >= recorded_config(b).maxIndexNum)
     return sequencer.StoreState(next_phys=b.max_phy_offset, queue_next=queue_next, index_tail=tail,
                                 index_files=len(idx), messages=b.total_messages)
 
@@ -107,7 +107,7 @@ def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
     """A store without our tables must not already hold RocketMQ files (import those instead)."""
     if snap.batch is not None:
         return
-    for d in ("commitlog", "consumequeue", "index"):
+    for d in paths.BROKER_DIRS:
         if store.list_files(d):
             raise IngestError(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: "
                               f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
@@ -363,12 +363,12 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     finish_pending_publish(run.store, snap)
     if prior[-1].input_fingerprint not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
-                          f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
+                          f"(fingerprint {str(prior[-1].input_fingerprint)[:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
     done = prior[-1]
-    run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
+    run.prog.say(f"batch {done.batch_id} is already committed (seq {done.batch_seq}): nothing to do")
     return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
-            "messages": done["messages"]}
+            "messages": done.messages}
 
 
 def _start_attempt(run: _Run, snap: StoreSnapshot) -> tuple[_Run, sequencer.StoreState]:
