@@ -25,7 +25,7 @@ import time
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
-from ..table.rows import FileKind, ManifestRow, manifest_rows
+from ..table.rows import FILE_KINDS, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -68,7 +68,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
         if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
-    return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
+    return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
             "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours}
 
@@ -171,11 +171,11 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     else:
         p = plan_expiry(snap, reserved_hours, now)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
-               "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
-               "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
+               "commitlog_removed": len(p[FileKind.COMMITLOG]), "consumequeue_removed": len(p[FileKind.CONSUMEQUEUE]),
+               "index_removed": len(p[FileKind.INDEX]), "min_phy_offset_before": p["previous_min_phy_offset"],
                "min_phy_offset": p["min_phy_offset"],
-               "bytes_freed": sum(r.file_size for k in ("commitlog", "consumequeue", "index") for r in p[k])}
-    summary["removed"] = [r.path for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+               "bytes_freed": sum(r.file_size for k in FILE_KINDS for r in p[k])}
+    summary["removed"] = [r.path for k in FILE_KINDS for r in p[k]]
     if rules:
         summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
                        held_back=p["held_back"])
@@ -199,7 +199,7 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
         min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
         detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
-                               "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
+                               "removed": {k.value: len(p[k]) for k in FILE_KINDS},
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r.path)       # StorePathError before the commit: never delete outside the store
@@ -229,7 +229,7 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
                  by_topic: bool) -> list[ManifestRow]:
     """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
     rows = []
-    for kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX):
+    for kind in FILE_KINDS:
         for r in p[kind]:
             reason = p.get("reasons", {}).get(r.path) or (
                 f"newest message {r.max_store_ts} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG

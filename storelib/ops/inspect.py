@@ -16,7 +16,7 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.rows import FileKind, recorded_config
+from ..table.rows import FILE_KINDS, FileKind, recorded_config
 from ..table.snapshots import open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
@@ -44,10 +44,9 @@ SEGMENT_COLUMNS = ("kind", "path", "topic", "queue_id", "base_offset", "file_siz
 
 def segment_rows(snap: manifest.Snapshot, kind: str | None = None, topic: str | None = None) -> list:
     rows = [r for r in snap.files.values()
-            if (kind is None or r["kind"] == kind) and (topic is None or r["topic"] == topic)]
-    order = {"commitlog": 0, "consumequeue": 1, "index": 2, "checkpoint": 3}
-    rows.sort(key=lambda r: (order.get(r["kind"], 9), r["topic"] or "", r["queue_id"] or 0,
-                             r["base_offset"] or 0, r["path"]))
+            if (kind is None or r.kind == kind) and (topic is None or r.topic == topic)]
+    order = {k: i for i, k in enumerate((*FILE_KINDS, FileKind.CHECKPOINT))}
+    rows.sort(key=lambda r: (order.get(r.kind, 9), r.topic or "", r.queue_id or 0, r.base_offset, r.path))
     return rows
 
 
@@ -60,9 +59,7 @@ CHECKPOINT_COLUMNS = ("batch_seq", "batch_id", "operation", "committed_at", "mes
 def checkpoint_rows(snap: manifest.Snapshot) -> list:
     out = []
     for b in snap.batches:
-        r = dict(b)
-        r["queues"] = len(b["queue_offsets"] or [])
-        out.append(r)
+        out.append(dict(b, queues=len(b.queue_offsets)))
     return out
 
 
@@ -81,7 +78,7 @@ def topic_rows(snap: manifest.Snapshot) -> list:
     for b in snap.batches:
         for name, value in ((b.detail.get("topics") or {}).get("topics") or {}).items():
             if last.get(name) != value[1]:
-                set_by[name], last[name] = b["batch_id"], value[1]
+                set_by[name], last[name] = b.batch_id, value[1]
     placed = set(rec.get("placed", ()))
     rows = [{"topic": name, "read_queue_nums": r, "write_queue_nums": w, "perm": perm,
              "placed": "yes" if name in placed else "no", "set_by_batch": set_by.get(name)}
@@ -199,8 +196,8 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
         # written): the range of the live segments' records, whatever order batches came in (a
         # queue's first and last message need not be its oldest and newest).
         lo, hi = _live_store_times(snap, topics)
-        total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
-                     total_messages_written=snap.batch["total_messages"], min_store_ts=lo, max_store_ts=hi)
+        total.update(batch_id=snap.batch.batch_id, batch_seq=snap.batch.batch_seq,
+                     total_messages_written=snap.batch.total_messages, min_store_ts=lo, max_store_ts=hi)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
 
@@ -209,8 +206,8 @@ def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
     """(min, max) store time of the live commitlog segments' records (their manifest rows); the
     queues' first/last readable messages for segments whose rows lack them."""
     segs = snap.of_kind(FileKind.COMMITLOG)
-    lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
-    highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
+    lows = [r.min_store_ts for r in segs if r.min_store_ts is not None]
+    highs = [r.max_store_ts for r in segs if r.max_store_ts is not None]
     if len(lows) < len(segs) or len(highs) < len(segs):
         lows += [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
         highs += [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
@@ -246,24 +243,24 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
 
     if snap is not None and snap.batch is not None:
         for r in snap.files.values():
-            add(r["kind"], r["path"], r["file_size"])
-            by_kind[r["kind"]]["valid_bytes"] += r["valid_bytes"] or 0
+            add(r.kind, r.path, r.file_size)
+            by_kind[r.kind]["valid_bytes"] += r.valid_bytes
     else:
         for s in files.commitlog:
-            add("commitlog", s.rel, cfg.mappedFileSizeCommitLog)
+            add(FileKind.COMMITLOG, s.rel, cfg.mappedFileSizeCommitLog)
         for fs in files.consume_queues.values():
             for f in fs:
-                add("consumequeue", f.rel, cfg.cq_file_size)
+                add(FileKind.CONSUMEQUEUE, f.rel, cfg.cq_file_size)
         for ref in files.index:
-            add("index", ref.rel, cfg.index_file_size)
+            add(FileKind.INDEX, ref.rel, cfg.index_file_size)
         if store.exists(paths.CHECKPOINT_FILE):
-            add("checkpoint", paths.CHECKPOINT_FILE, 4096)
+            add(FileKind.CHECKPOINT, paths.CHECKPOINT_FILE, 4096)
     meta = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
             "valid_bytes": 0}
     for rel in store.list_files(paths.META_DIR):
         meta["files"] += 1
         meta["stored_bytes"] += allocated_bytes(store, rel)
-    rows = [by_kind[k] for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX, FileKind.CHECKPOINT) if k in by_kind]
+    rows = [by_kind[k] for k in (*FILE_KINDS, FileKind.CHECKPOINT) if k in by_kind]
     tot = {"kind": "total", "files": sum(r["files"] for r in rows),
            "broker_bytes": sum(r["broker_bytes"] for r in rows),
            "stored_bytes": sum(r["stored_bytes"] for r in rows) + meta["stored_bytes"],

@@ -174,7 +174,7 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
-    return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
+    return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
             "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours, "reasons": reasons, "queue_min_offsets": new_min,
             "topic_rules": dict(rules), "held_back": held}

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from storelib.errors import BadInput, CorruptStore, NoSuchBatch, StoreNotFound, StorePathError
 from storelib.table.manifest import Snapshot
+from storelib.table.rows import BatchRow
 from storelib.ui import history, lookup
 from storelib.ui.storeview import checked_rel, error_line
 
@@ -70,13 +71,13 @@ def test_error_lines():
 
 
 def _batch(seq, op, lo, hi):
-    return {"batch_seq": seq, "batch_id": f"b{seq}", "operation": op, "min_phy_offset": lo, "max_phy_offset": hi}
+    return BatchRow({"batch_seq": seq, "batch_id": f"b{seq}", "operation": op, "min_phy_offset": lo, "max_phy_offset": hi})
 
 
 def test_the_spans_each_batch_appended():
     snap = Snapshot(None, batches=[_batch(1, "import", 1000, 5000), _batch(2, "ingest", 1000, 9000),
                                    _batch(3, "expire", 4096, 9000), _batch(4, "ingest", 4096, 9500)])
-    assert [(s["batch_id"], s["appended"]) for s in history.batches_spans(snap)] == \
+    assert [(s.batch_id, s.appended) for s in history.batches_spans(snap)] == \
         [("b1", (1000, 5000)), ("b2", (5000, 9000)), ("b4", (9000, 9500))]
     rows = [{"path": "commitlog/0", "base_offset": 0, "valid_bytes": 4096},
             {"path": "commitlog/4096", "base_offset": 4096, "valid_bytes": 5404}]
