@@ -231,7 +231,8 @@ def _bind_scope(scope: ast.AST, rows: _Rows) -> None:
         row_b: dict[str, bool] = {}
         seq_b: dict[str, bool] = {}
 
-        def bind(target: ast.AST, row: bool, seq: bool) -> None:
+        def bind(target: ast.AST, row: bool, seq: bool, row_b: dict[str, bool] = row_b,
+                 seq_b: dict[str, bool] = seq_b) -> None:
             simple = isinstance(target, ast.Name)
             for name in _targets(target):
                 row_b[name] = row_b.get(name, True) and row and simple
