@@ -75,7 +75,7 @@ from ..runtime import warmup
 from .commit import StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
-from .context import EncodeContext, WriteContext, empty_bodies_allowed
+from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
 from .encode import default_store_timestamp, encode_split
 from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
@@ -189,9 +189,9 @@ def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig
     t0 = time.time()
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
-    return ingest_batch(spark, store, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics,
-                        allow_empty_body=allow_empty_body)
+    return ingest_batch(spark, store, source, config, IngestOptions(
+        batch_id=batch_id, topics=topics, update_topics=update_topics, queue_by=queue_by,
+        allow_empty_body=allow_empty_body, quiet=quiet, progress_interval=progress_interval, t0=t0))
 
 
 class FileInput:
@@ -222,21 +222,21 @@ class FileInput:
 PENDING_BATCH_ID = "pending-id"
 
 
-def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
-                 quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
-                 t0: float | None = None, update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
-    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
-    of the module docstring. Returns the summary dict (``run_ingest``)."""
-    t0 = t0 or time.time()
+def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: IngestOptions | None = None) -> dict:
+    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``) as
+    ``options`` ask (None: the defaults); the stages of the module docstring. Returns the summary
+    dict (``run_ingest``)."""
+    options = options or IngestOptions()
+    t0 = options.t0 or time.time()
     sc = spark.sparkContext
     if isinstance(getattr(sc, "environment", None), dict):
         objstore.ship(sc)       # a caller's own session too (cli.spark_session's already carries them)
-    prog = Progress(quiet, sc, progress_interval)
+    prog = Progress(options.quiet, sc, options.progress_interval)
     store = storage.Store(store_uri)
-    given = _safe(batch_id) if batch_id else None
+    given = _safe(options.batch_id) if options.batch_id else None
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
-    given_topics = _load_topics(topics, config)        # TopicsError before the lease
+    given_topics = _load_topics(options.topics, config)        # TopicsError before the lease
     run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
                earlier=getattr(source, "earlier_fingerprint", None))
     lease = writerlease.WriterLease(store, batch_id)
@@ -253,14 +253,14 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             committed = True
             return done
         run, state = _start_attempt(run, snap)
-        tcfg, topic_changes = resolve_topics(snap, given_topics, config, update_topics)
+        tcfg, topic_changes = resolve_topics(snap, given_topics, config, options.update_topics)
         for w in tcfg.warnings():
             prog.warn(w)
         run = replace(run, tcfg=tcfg)
         ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
-                            queue_by=queue_by, default_store_ts=source.default_store_ts,
-                            allow_empty_body=empty_bodies_allowed(allow_empty_body))
+                            queue_by=options.queue_by, default_store_ts=source.default_store_ts,
+                            allow_empty_body=empty_bodies_allowed(options.allow_empty_body))
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
