@@ -18,6 +18,8 @@ import hashlib
 import os
 import time
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
@@ -113,7 +115,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     lease = writerlease.WriterLease(store, batch_id or "import")
     lease.acquire()          # ConcurrentWriteError: another writer holds the store
     try:
-        return _adopt(spark, store, source_uri, config, batch_id, say, t0, lease)
+        return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease), source_uri)
     finally:
         lease.release()
         if fresh:
@@ -123,9 +125,21 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
                 pass
 
 
-def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
-           lease: writerlease.WriterLease) -> dict:
+@dataclass(frozen=True)
+class _Adoption:
+    """One ``adopt`` call, once its lease is held: what its steps share."""
+    spark: Any
+    store: storage.Store
+    config: StoreConfig
+    batch_id: str | None
+    say: Callable[[str], None]
+    t0: float
+    lease: writerlease.WriterLease
+
+
+def _adopt(job: _Adoption, source_uri: str) -> dict:
     """``adopt`` once the lease is held."""
+    store, batch_id, say = job.store, job.batch_id, job.say
     snap = open_snapshot(store, history=True)
     rowcheck.check_snapshot(snap)
     if snap.batch is not None:
@@ -145,12 +159,12 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
         try:
             copied = copy_store(src.uri, store.uri)
             say(f"copied {copied} file(s)")
-            return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+            return _adopt_files(job, src, snap)
         except BaseException:
             if open_snapshot(store, history=True).batch is None:   # not committed: leave no copied file behind
                 _remove_copies(store, before)
             raise
-    return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+    return _adopt_files(job, src, snap)
 
 
 def _remove_copies(store: storage.Store, before: set) -> None:
@@ -171,29 +185,29 @@ def _remove_copies(store: storage.Store, before: set) -> None:
                 pass
 
 
-def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: StoreConfig, batch_id, say,
-                 t0: float, lease: writerlease.WriterLease) -> dict:
-    """Verify the broker's files now in ``store`` and commit them as the import batch."""
+def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
+    """Verify the broker's files now in ``job.store`` and commit them as the import batch."""
+    store, config, say = job.store, job.config, job.say
     if store.exists(paths.ABORT_FILE):
         raise AdoptError(f"{store.uri_of(paths.ABORT_FILE)} exists: the broker did not shut down cleanly; start and "
                          "stop it once (its recovery repairs the files) before importing")
     if not store.list_files(paths.COMMITLOG_DIR):
         raise AdoptError(f"{store.uri} holds no commitlog files")
     say("verify (structural)")
-    rep = verify.verify_store(store.uri, config, deep=False, spark=spark, use_manifest=False)
+    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False)
     if rep.problems:
         shown = "\n".join(rep.problems[:30])
         more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""
         raise AdoptError(f"{store.uri} does not verify ({len(rep.problems)} problem(s)); nothing was imported:\n"
                          f"{shown}{more}")
     say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
-    rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
+    rows, ck_row = build_rows(store, rep.facts, config, job.batch_id, src.uri)
     ck_row = _with_broker_topics(src, ck_row, config)
     if config.durable:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
         store.sync_files(sorted({r.path for r in rows}))
-    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=lease)
+    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=job.lease)
     snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
     say(f"committed import batch {ck_row.batch_id}: {ck_row.total_messages} messages, "
         f"max phy offset {ck_row.max_phy_offset}")
@@ -203,7 +217,7 @@ def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: 
             "index_entries": ck_row.index_entries, "segments": counts[FileKind.COMMITLOG],
             "consumequeue_files": counts[FileKind.CONSUMEQUEUE], "index_files": counts[FileKind.INDEX],
             "min_phy_offset": ck_row.min_phy_offset, "max_phy_offset": ck_row.max_phy_offset,
-            "seconds": round(time.time() - t0, 3)}
+            "seconds": round(time.time() - job.t0, 3)}
 
 
 def _with_broker_topics(src: storage.Store, ck_row: BatchRow, config: StoreConfig) -> BatchRow:

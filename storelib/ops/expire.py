@@ -22,6 +22,7 @@ a checkpoint, expired log cleanup and a vacuum.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
@@ -34,7 +35,7 @@ from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
 
-__all__ = ["HOUR_MS", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "Expiry", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
@@ -140,22 +141,35 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
+    req = Expiry(reserved_hours, now_ms, dry_run, batch_id, vacuum_retention_hours, housekeeping, topic_rules)
     if dry_run:
-        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None,
-                       topic_rules)
+        return _expire(store, req, say, t0, None)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
     fault("after-lease")
     try:
-        return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
-                       lease, topic_rules)
+        return _expire(store, req, say, t0, lease)
     finally:
         lease.release()
 
 
-def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
-            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class Expiry:
+    """What one ``expire`` call asks (its parameters, as ``expire`` documents them)."""
+    reserved_hours: float | None
+    now_ms: int | None = None
+    dry_run: bool = False
+    batch_id: str | None = None
+    vacuum_retention_hours: int = 168
+    housekeeping: bool = True
+    topic_rules: dict | None = None
+
+
+def _expire(store: storage.Store, req: Expiry, say, t0: float, lease) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
+    reserved_hours, now_ms, dry_run, batch_id, rules = req.reserved_hours, req.now_ms, req.dry_run, req.batch_id, \
+        req.topic_rules
+    vacuum_retention_hours, housekeeping = req.vacuum_retention_hours, req.housekeeping
     snap = open_snapshot(store, history=True)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
