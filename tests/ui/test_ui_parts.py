@@ -87,14 +87,20 @@ def test_the_spans_each_batch_appended():
         [("b1", 0, 904), ("b2", 904, 4096)]
 
 
-def test_a_port_in_use_is_one_line(capsys):
+def test_a_port_in_use_is_one_line(capsys, monkeypatch):
+    """``serve`` raises the error; the command's ``guarded`` entry prints its one line (exit 2), as
+    every command does: nothing in ui/ prints an error itself."""
     import socket
     from storelib.ui import command
+    monkeypatch.setattr(command.cli, "store_config", lambda args: None)     # (no store needed to get here)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert command.serve("unused-store", "127.0.0.1", port) == 2
+        with pytest.raises(BadInput, match="cannot listen"):
+            command.serve("unused-store", "127.0.0.1", port)
+        assert capsys.readouterr().err == ""
+        assert command.main(["--store", "unused-store", "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
 
