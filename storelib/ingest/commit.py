@@ -155,7 +155,7 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp
-    prev_end = indexfile.IndexHeader(**state.index_tail.header).end_timestamp if state.index_tail else None
+    prev_end = state.index_tail.header["end_timestamp"] if state.index_tail else None
     for r in idxs:
         if r.roll and prev_end is not None and prev_end > 0:
             index_ts = prev_end
