@@ -26,10 +26,19 @@ Three rules, each a function over a parsed module that returns its offending ``(
 from __future__ import annotations
 
 import ast
+import importlib.util
+import os
 from collections.abc import Iterator
 
-FILE_KINDS = ("commitlog", "consumequeue", "index", "checkpoint")
-ROW_JSON_KEYS = ("config", "detail")
+# bench/house_counts.py (issue 37's counts) says what a row's JSON and a docstring are: the same rules here.
+_spec = importlib.util.spec_from_file_location(
+    "house_counts", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "bench", "house_counts.py"))
+assert _spec is not None and _spec.loader is not None
+_counts = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_counts)
+
+FILE_KINDS = _counts.FILE_KINDS
 ROW_TYPES = ("ManifestRow", "BatchRow")
 _ROW_SEQ_CALLS = ("manifest_rows", "batch_rows")
 _ROW_SEQ_ATTRS = ("batches",)
@@ -39,42 +48,17 @@ _ROW_SEQ_METHODS = ("of_kind",)
 _SEQ_WRAPPERS = ("sorted", "reversed", "list", "tuple")
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                out.add(id(body[0].value))
-    return out
-
-
 def _line(node: ast.AST) -> tuple[int, str]:
     return node.lineno, ast.unparse(node)
 
 
 # ---------------------------------------------------------------------------- row JSON
-def _reads_row_json(node: ast.AST) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value in ROW_JSON_KEYS:
-            return True
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" and n.args \
-                and isinstance(n.args[0], ast.Constant) and n.args[0].value in ROW_JSON_KEYS:
-            return True
-        if isinstance(n, ast.Attribute) and n.attr in ROW_JSON_KEYS:
-            return True
-        if isinstance(n, ast.Name) and n.id in ROW_JSON_KEYS:
-            return True
-    return False
-
-
 def row_json_parses(tree: ast.AST) -> list[tuple[int, str]]:
     out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "loads" \
                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "json" and n.args \
-                and _reads_row_json(n.args[0]):
+                and _counts._mentions_row_json(n.args[0]):
             out.append(_line(n))
     return sorted(out)
 
@@ -105,7 +89,7 @@ def _reads_kind(e: ast.AST) -> bool:
 
 
 def kind_literals(tree: ast.AST) -> list[tuple[int, str]]:
-    docs = _docstrings(tree)
+    docs = _counts._docstrings(tree)
     used: dict[int, ast.AST] = {}
 
     def use(nodes: list[ast.AST]) -> None:
