@@ -1,4 +1,4 @@
-"""Where rows and file kinds may be taken apart, read from the sources with ``ast`` (nothing is imported).
+"""Where rows and file kinds may be taken apart, read from the sources with ``ast`` (no storelib module is imported).
 
 Three rules, each a function over a parsed module that returns its offending ``(line, text)``s:
 
