@@ -30,14 +30,14 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
 from ..table.rows import BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
-from ..table.snapshots import open_snapshot
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from .staged_file import DamagedFile, StagedFile, staged_files
@@ -46,6 +46,9 @@ from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
 from ..runtime import interrupts
 
+# A committed snapshot as a writer holds it (open_snapshot's, or the Delta tables' own read).
+Snap = Union[manifest.Snapshot, StoreSnapshot]
+
 __all__ = ["StagedBatch", "commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
 
@@ -53,7 +56,7 @@ __all__ = ["StagedBatch", "commit_batch", "publish", "pending_publishes", "finis
 @dataclass(frozen=True)
 class StagedBatch:
     """A batch whose files the write stage staged, as ``commit_batch`` takes it."""
-    snap: manifest.Snapshot           # the committed snapshot it continues
+    snap: Snap                        # the committed snapshot it continues
     state: sequencer.StoreState       # that snapshot's state (``driver.store_state``)
     plan: sequencer.BatchPlan
     summaries: list                   # the encode stage's split summaries
@@ -90,6 +93,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     if config.durable:
         store.sync_tree(staging)
     fault("before-delta-commit")
+    assert snap.versions is not None, "a writer continues a snapshot read from the Delta tables (open_snapshot history=True)"
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
     interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch.batch_id} as seq {seq}")
@@ -121,7 +125,7 @@ def _written_files(plan: sequencer.BatchPlan, results: list[Any]) -> tuple[list[
     return segs, cqs, idxs
 
 
-def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list[StagedFile], now: int) -> list[StagedFile]:
+def _name_index_files(snap: Snap, summaries: list, idxs: list[StagedFile], now: int) -> list[StagedFile]:
     """``idxs`` with the new files named: creation order, strictly increasing (RocketMQ loads them
     sorted by name)."""
     existing_idx = snap.of_kind(FileKind.INDEX)
@@ -143,7 +147,7 @@ def _header(r: StagedFile) -> indexfile.IndexHeader:
     return indexfile.IndexHeader(**(r.header or {}))
 
 
-def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list,
+def _checkpoint(snap: Snap, state: sequencer.StoreState, summaries: list, idxs: list,
                 cqs: list | None = None) -> ckpt.Checkpoint:
     """Checkpoint file: last waiting put (a put without WAIT=true flushes without setting
     physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
@@ -151,7 +155,7 @@ def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries:
                               snap.batch.index_msg_timestamp) if snap.batch else ckpt.Checkpoint()
     waited = np.array([s.last_wait_store_ts or 0 for s in summaries], np.int64)     # each split's, in order
     physic = ckpt.physic_msg_timestamp(waited, np.array([s.last_wait_store_ts is not None for s in summaries]),
-                                       prev_ck.physic_msg_timestamp)
+                                       prev_ck.physic_msg_timestamp) or 0
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp
@@ -172,7 +176,7 @@ def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Chec
                          config: StoreConfig, key: dict) -> dict:
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
-    detail = ck.to_dict()
+    detail: dict[str, Any] = dict(ck.to_dict())
     if store.atomic_rename:
         where = f"{batch.staging}/files/driver/{ckpt.FILE_NAME}"
     else:
@@ -200,7 +204,7 @@ def _file_detail(r: StagedFile, **extra: Any) -> str:
     return manifest.dumps(d)
 
 
-def _file_rows(snap: manifest.Snapshot, segs: list[StagedFile], cqs: list[StagedFile], idxs: list[StagedFile],
+def _file_rows(snap: Snap, segs: list[StagedFile], cqs: list[StagedFile], idxs: list[StagedFile],
                key: dict[str, Any]) -> list[dict[str, Any]]:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
@@ -333,7 +337,7 @@ def _check_published(store: storage.Store, row: ManifestRow) -> None:
                                            f"nor the file ({size} bytes) holds its version of {valid} valid bytes")
 
 
-def pending_publishes(store: storage.Store, snap: manifest.Snapshot) -> list:
+def pending_publishes(store: storage.Store, snap: Snap) -> list:
     """Committed batches of ``snap`` whose staging directory is still there: their publish may be
     unfinished (oldest first)."""
     try:
@@ -348,7 +352,7 @@ def _attempt_dir(batch: BatchRow) -> str:
     return f"{paths.STAGING_DIR}/{batch.batch_id}/{batch.attempt_id}"
 
 
-def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> int:
+def finish_pending_publish(store: storage.Store, snap: Snap, config: StoreConfig | None = None) -> int:
     """Redo the publish of every committed batch a crash left unfinished (the caller holds the
     lease), driven by the manifest rows of ``snap``; returns how many there were."""
     pending = pending_publishes(store, snap)
@@ -422,9 +426,10 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
             os.makedirs(os.path.dirname(trash), exist_ok=True)
             try:
                 os.rename(src, trash)
+                moved = True
             except FileNotFoundError:
-                trash = None
-            if trash is not None:
+                moved = False
+            if moved:
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)

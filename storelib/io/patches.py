@@ -25,7 +25,7 @@ commitlog order up to wherever the publish had got: a prefix of what was committ
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 import numpy as np
 
@@ -201,7 +201,7 @@ def slot_extents(slots: np.ndarray, changed: np.ndarray) -> list:
     if not len(changed):
         return []
     lo_all, hi_all = indexfile.slot_offset(0), indexfile.slot_offset(len(slots))
-    pages = np.unique(indexfile.slot_offset(np.asarray(changed, np.int64)) // _PAGE)
+    pages = np.unique(indexfile.slot_offset(cast(Any, np.asarray(changed, np.int64))) // _PAGE)   # (elementwise)
     breaks = np.flatnonzero(np.diff(pages) != 1) + 1
     out = []
     for run in np.split(pages, breaks):

@@ -290,11 +290,12 @@ def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
         return _positional(sorted(r.path for r in snap.of_kind(FileKind.INDEX)), files)
     have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX))
     heads = [_header_of(store, r) for r in have]
-    names, j = [], 0
+    names: list[str | None] = []
+    j = 0
     for i, b in enumerate(files):
         if j < len(have):
             nxt = files[i + 1].header if i + 1 < len(files) else None
-            lo = indexfile.name_millis(names[-1].rsplit("/", 1)[-1]) if names else 0
+            lo = indexfile.name_millis(str(names[-1]).rsplit("/", 1)[-1]) if names else 0
             hi = indexfile.name_millis(have[j].rsplit("/", 1)[-1])
             if heads[j] != b.header and nxt is not None and heads[j] == nxt and lo is not None and hi is not None \
                     and hi - (lo or 0) > 1:
@@ -374,7 +375,7 @@ def _committed_checkpoint(view: _View, fd):
     return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
 
 
-def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
+def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list | None) -> dict:
     if not view.holds(ckpt.FILE_NAME):
         return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
