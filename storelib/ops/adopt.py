@@ -170,7 +170,7 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
 def _remove_copies(store: storage.Store, before: set) -> None:
     """Delete what a failed import copied into ``store`` (files not there ``before``), and the
     directories that leaves empty."""
-    dirs = set()
+    dirs: set[str] = set()
     for rel in set(store.list_files("")) - before:
         if rel.split("/", 1)[0] in SKIP_TOP:
             continue
@@ -248,7 +248,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     fingerprint = fp.hexdigest()
     batch_id = batch_id or f"import-{fingerprint[:16]}"
     seq = 1
-    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
+    key: dict[str, Any] = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
     rows = []
     for f in segs:
         rows.append(manifest.file_row(

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from ..format import paths
 from ..table import deltacommit, manifest, rowcheck, snapcache, writerlease
-from ..table.rows import FILE_KINDS, FileKind, ManifestRow, manifest_rows
+from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -51,7 +52,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
             break
         gone_cl.append(r)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
+    min_offset = kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
     gone_cq = []
     queues: dict = {}
     for r in snap.of_kind(FileKind.CONSUMEQUEUE):
@@ -70,11 +71,11 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
             break
         gone_idx.append(r)
     return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
+            "previous_min_phy_offset": (snap.batch.min_phy_offset if snap.batch else 0) or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours}
 
 
-def _last_unit_phys(r: dict):
+def _last_unit_phys(r: ManifestRow) -> int | None:
     """Commitlog offset of the file's last unit (units ascend, so the file's max)."""
     try:
         return r.max_phys
@@ -117,7 +118,7 @@ def delete_objects(store: storage.Store, files: set) -> list:
     extents of all their manifest rows, superseded index heads included); those still there."""
     if not files:
         return []
-    objects = set()
+    objects: set[str] = set()
     for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
         if r.action == "add" and r.path in files and r.has_detail("extents"):
             try:
@@ -183,7 +184,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease) -> dict:
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
                                               snap.config.mappedFileSizeCommitLog)
     else:
-        p = plan_expiry(snap, reserved_hours, now)
+        p = plan_expiry(snap, cast(float, reserved_hours), now)     # (given: no topic rule without one)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
                "commitlog_removed": len(p[FileKind.COMMITLOG]), "consumequeue_removed": len(p[FileKind.CONSUMEQUEUE]),
                "index_removed": len(p[FileKind.INDEX]), "min_phy_offset_before": p["previous_min_phy_offset"],
@@ -209,7 +210,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease) -> dict:
     committed_at = manifest.now_ms()
     rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules))
     ck = manifest.checkpoint_row_after(
-        snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
+        cast(BatchRow, snap.batch), batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
         min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
         detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
@@ -218,6 +219,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease) -> dict:
     for r in rows:
         store.path(r.path)       # StorePathError before the commit: never delete outside the store
     fault("before-delta-commit")
+    assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
     manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
@@ -259,7 +261,7 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
 def _durable(snap: StoreSnapshot) -> bool:
     """The store's flushDiskType, as its latest batch records it (SYNC_FLUSH unless it says otherwise)."""
     try:
-        return snap.batch.durable
+        return snap.batch.durable if snap.batch is not None else True
     except ValueError:
         return True
 
