@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from ..format import consumequeue, paths
 from ..table import manifest
@@ -17,7 +18,7 @@ from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
 from ..table.rows import FILE_KINDS, FileKind, recorded_config
-from ..table.snapshots import open_snapshot
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
@@ -45,7 +46,7 @@ SEGMENT_COLUMNS = ("kind", "path", "topic", "queue_id", "base_offset", "file_siz
 def segment_rows(snap: manifest.Snapshot, kind: str | None = None, topic: str | None = None) -> list:
     rows = [r for r in snap.files.values()
             if (kind is None or r.kind == kind) and (topic is None or r.topic == topic)]
-    order = {k: i for i, k in enumerate((*FILE_KINDS, FileKind.CHECKPOINT))}
+    order: dict[str, int] = {k: i for i, k in enumerate((*FILE_KINDS, FileKind.CHECKPOINT))}
     rows.sort(key=lambda r: (order.get(r.kind, 9), r.topic or "", r.queue_id or 0, r.base_offset, r.path))
     return rows
 
@@ -74,7 +75,8 @@ def topic_rows(snap: manifest.Snapshot) -> list:
     rec = snap.last_detail("topics")
     if not rec:
         return []
-    set_by, last = {}, {}
+    set_by: dict[str, str] = {}
+    last: dict[str, Any] = {}
     for b in snap.batches:
         for name, value in ((b.detail.get("topics") or {}).get("topics") or {}).items():
             if last.get(name) != value[1]:
@@ -141,7 +143,7 @@ def allocated_bytes(store: storage.Store, rel: str) -> int:
     return store.size(rel) or 0
 
 
-def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreConfig | None = None,
+def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig | None = None,
           now_ms: int | None = None) -> dict:
     """Totals per topic/queue (messages, bytes, offsets, times) and the store's disk cost.
 
@@ -159,7 +161,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
         files = StoreFiles.scan(store, cfg)
     reader = StoreReader(store, cfg, files)
     queues = []
-    topics: dict = {}
+    topics: dict[str, dict[str, Any]] = {}
     for (topic, qid) in sorted(files.consume_queues):
         mn = reader.get_min_offset_in_queue(topic, qid)
         mx = reader.get_max_offset_in_queue(topic, qid)
@@ -173,7 +175,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
                 nbytes += int(u["size"].sum(dtype="int64"))
         first_ts = reader.get_message_store_timestamp(topic, qid, mn) if mx > mn else -1
         last_ts = reader.get_message_store_timestamp(topic, qid, mx - 1) if mx > mn else -1
-        q = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
+        q: dict[str, Any] = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
              "max_offset": mx, "first_store_ts": first_ts, "last_store_ts": last_ts}
         queues.append(q)
         t = topics.setdefault(topic, {"topic": topic, "queues": 0, "messages": 0, "bytes": 0,
@@ -187,7 +189,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
                 t[k] = v if t[k] is None else fn(t[k], v)
     _retention_columns(store, snap, cfg, topics, manifest.now_ms() if now_ms is None else now_ms)
     cost = disk_cost(store, snap, cfg, files)
-    total = {"messages_readable": sum(q["messages"] for q in queues),
+    total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in queues),
              "bytes_readable": sum(q["bytes"] for q in queues),
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
@@ -202,7 +204,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
             "cost": cost}
 
 
-def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
+def _live_store_times(snap: StoreSnapshot, topics: dict) -> tuple:
     """(min, max) store time of the live commitlog segments' records (their manifest rows); the
     queues' first/last readable messages for segments whose rows lack them."""
     segs = snap.of_kind(FileKind.COMMITLOG)
@@ -232,7 +234,7 @@ def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dic
 
 
 def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -> dict:
-    by_kind: dict = {}
+    by_kind: dict[str, dict[str, Any]] = {}
 
     def add(kind, rel, full):
         k = by_kind.setdefault(kind, {"kind": kind, "files": 0, "broker_bytes": 0, "stored_bytes": 0,
@@ -255,7 +257,7 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
             add(FileKind.INDEX, ref.rel, cfg.index_file_size)
         if store.exists(paths.CHECKPOINT_FILE):
             add(FileKind.CHECKPOINT, paths.CHECKPOINT_FILE, 4096)
-    meta = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
+    meta: dict[str, Any] = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
             "valid_bytes": 0}
     for rel in store.list_files(paths.META_DIR):
         meta["files"] += 1
