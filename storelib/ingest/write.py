@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -153,7 +154,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
     blocks = version.hasher()
-    stats = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
+    stats: dict[str, Any] = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
     zone = zonemap.zone_bytes(F)
 
     def patched(si: int, ps: PlacedSplit, r0: int, r1: int, release: str | None):
@@ -209,12 +210,14 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
+    none = np.zeros(0, np.int64)
+    zones = cast(zonemap.ZoneMap, zonemap.merge(zonemap.build(zone, none, none), *stats["zones"]))
     return StagedFile.of(dict(version.facts(stats["new"], digests, blocks.tail()), **{
         "kind": FileKind.COMMITLOG, "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
-        "zones": zonemap.to_detail(zonemap.merge(zonemap.build(zone, [], []), *stats["zones"]))}))
+        "zones": zonemap.to_detail(zones)}))
 
 
 def write_file_group(ctx: WriteContext, group: dict):
@@ -466,7 +469,8 @@ def _file_jobs(plan: sequencer.BatchPlan, summaries: list) -> list:
         lo, hi = f.first_entry, f.first_entry + f.count
         src = [i for i, a, b in entry_ranges if a < hi and b > lo]
         pred = next((i for i, a, b in entry_ranges if a <= lo - 1 < b), None) if f.needs_pred else None
-        jobs.append((FileKind.INDEX, {"plan": asdict(f), "sources": src, "pred_source": pred},
+        payload: dict[str, Any] = {"plan": asdict(f), "sources": src, "pred_source": pred}
+        jobs.append((FileKind.INDEX, payload,
                      f.count * 40 + (8 << 20)))
     return jobs
 
