@@ -65,6 +65,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
+from typing import Any, Callable, cast
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
@@ -157,12 +158,12 @@ class _Run:
     """What the steps of one ``run_ingest`` attempt share. Immutable: a step that learns more (the
     attempt's staging, the batch id an input's encoded records identify) returns a new value
     (``dataclasses.replace``), which the driver holds from then on."""
-    sc: object                    # SparkContext
+    sc: Any                       # SparkContext
     store: storage.Store
     config: StoreConfig
     prog: Progress
     splits: list                  # inputs.Split
-    tcfg: topics_mod.Topics
+    tcfg: topics_mod.Topics | None       # the topics given (resolved once the snapshot is read)
     batch_id: str
     fingerprint: str
     t0: float
@@ -170,7 +171,7 @@ class _Run:
     staging: str | None = None
     snap: StoreSnapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
-    earlier: object = None                  # () -> the identity earlier versions gave the input, if any
+    earlier: Callable[[], str] | None = None   # () -> the identity earlier versions gave the input, if any
 
 
 def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig,
@@ -257,7 +258,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
         for w in tcfg.warnings():
             prog.warn(w)
         run = replace(run, tcfg=tcfg)
-        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
+        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=cast(str, run.staging),
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
                             queue_by=options.queue_by, default_store_ts=source.default_store_ts,
                             allow_empty_body=empty_bodies_allowed(options.allow_empty_body))
@@ -265,13 +266,13 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
         scans = source.encode(run, ctx)
         fault("after-scan")
         if not any(s.get("count") for s in scans):
-            drop_staging(store, run.staging)
+            drop_staging(store, cast(str, run.staging))
             return _nothing_to_commit(run, given)
         if fingerprint is None:
             encoded_in = run.staging
             run, done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
             if done is not None:
-                drop_staging(store, run.staging)      # what this attempt staged under a given id
+                drop_staging(store, cast(str, run.staging))      # what this attempt staged under a given id
                 committed = True
                 return done
         rr_starts, rr_after = encode_stage.round_robin_starts(scans, snap.last_detail("round_robin") or {})
@@ -283,7 +284,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
         results = _write(run, ctx, plan, scans, summaries, rr_starts)
         fault("after-files-staged")
         # 4. commit
-        staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, run.staging,
+        staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, cast(str, run.staging),
                              attempt=run.attempt,
                              detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
         summary = commit_batch(store, staged, config, t0, prog, lease=lease)
@@ -424,7 +425,7 @@ def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list
     sc, prog = run.sc, run.prog
     bctx2 = sc.broadcast(WriteContext.of(
         ctx, staging=run.staging, split_places=write_stage.split_places(scans, plan, rr_starts),
-        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, run.attempt)))
+        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, cast(str, run.attempt))))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
     # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
@@ -453,7 +454,7 @@ def _abandon(run: _Run) -> None:
         run.prog.stage(None)
         if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
-            undo_attempt(run.store, run.staging, run.batch_id, run.attempt)
+            undo_attempt(run.store, run.staging, run.batch_id, cast(str, run.attempt))
             # A cancelled task's Python worker can outlive its stage by a moment and stage one
             # more file: drop again until the staging stays gone (bounded; the next writer
             # removes anything left).
