@@ -154,7 +154,7 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     seq = snap.batch_seq + 1
     now = manifest.now_ms() + k
     segs, cqs, idxs = commit._written_files(plan, results)
-    commit._name_index_files(snap, summaries, idxs, now)
+    idxs = commit._name_index_files(snap, summaries, idxs, now)
     ck = commit._checkpoint(snap, state, summaries, idxs, cqs if cfg.line_5_5 else None)
     key = dict(batch_id=f"b{k}", batch_seq=seq, committed_at=now, attempt_id="sim")
     rows = commit._file_rows(snap, segs, cqs, idxs, key)

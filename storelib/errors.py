@@ -171,6 +171,7 @@ class InputError(RocketlakeError, ValueError):
     exit_status = ExitCode.BAD_INPUT
 
     SHOWN = 20
+    rows: int | None = None      # raised for one split: its rows (later splits' row numbers count on from them)
 
     def __init__(self, problems: list[str], total: int | None = None) -> None:
         # A problem "... <what>: N more row(s) ..." stands for N rows it does not list.

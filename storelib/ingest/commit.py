@@ -30,19 +30,24 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Any, Union
 
 import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
 from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
-from ..table.rows import FileKind, ManifestRow
-from ..table.snapshots import open_snapshot
+from ..table.rows import BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import checksum, fragments, patches, storage
 from . import sequencer
+from .staged_file import DamagedFile, StagedFile, staged_files
 from ..format.config import StoreConfig
 from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
 from ..runtime import interrupts
+
+# A committed snapshot as a writer holds it (open_snapshot's, or the Delta tables' own read).
+Snap = Union[manifest.Snapshot, StoreSnapshot]
 
 __all__ = ["StagedBatch", "commit_batch", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
@@ -51,7 +56,7 @@ __all__ = ["StagedBatch", "commit_batch", "publish", "pending_publishes", "finis
 @dataclass(frozen=True)
 class StagedBatch:
     """A batch whose files the write stage staged, as ``commit_batch`` takes it."""
-    snap: manifest.Snapshot           # the committed snapshot it continues
+    snap: Snap                        # the committed snapshot it continues
     state: sequencer.StoreState       # that snapshot's state (``driver.store_state``)
     plan: sequencer.BatchPlan
     summaries: list                   # the encode stage's split summaries
@@ -72,7 +77,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     seq = snap.batch_seq + 1
     now = manifest.now_ms()
     segs, cqs, idxs = _written_files(plan, batch.results)
-    _name_index_files(snap, summaries, idxs, now)
+    idxs = _name_index_files(snap, summaries, idxs, now)
     ck = _checkpoint(snap, state, summaries, idxs, cqs if config.line_5_5 else None)
     ck_bytes = ck.to_bytes()
     key = dict(batch_id=batch.batch_id, batch_seq=seq, committed_at=now, attempt_id=batch.attempt)
@@ -88,6 +93,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     if config.durable:
         store.sync_tree(staging)
     fault("before-delta-commit")
+    assert snap.versions is not None, "a writer continues a snapshot read from the Delta tables (open_snapshot history=True)"
     manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
     interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch.batch_id} as seq {seq}")
@@ -100,16 +106,18 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 
 
-def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
+def _written_files(plan: sequencer.BatchPlan, results: list[Any]) -> tuple[list[StagedFile], ...]:
     """(segments, consume-queue files, index files in plan order) the write stage staged; every
     file of the plan, or IngestError (``CorruptStore`` if a write task found a continued file
     damaged)."""
-    damaged = [r for r in results if r["kind"] == "damaged"]
+    files = staged_files(results)
+    damaged = [r for r in files if isinstance(r, DamagedFile)]
     if damaged:
-        raise CorruptStore(damaged[0]["path"], damaged[0]["offset"], damaged[0]["what"])
-    segs = [r for r in results if r["kind"] == FileKind.COMMITLOG]
-    cqs = [r for r in results if r["kind"] == FileKind.CONSUMEQUEUE]
-    idxs = sorted((r for r in results if r["kind"] == FileKind.INDEX), key=lambda r: r["ordinal"])
+        raise CorruptStore(damaged[0].path, damaged[0].offset, damaged[0].what)
+    staged = [r for r in files if isinstance(r, StagedFile)]
+    segs = [r for r in staged if r.kind == FileKind.COMMITLOG]
+    cqs = [r for r in staged if r.kind == FileKind.CONSUMEQUEUE]
+    idxs = sorted((r for r in staged if r.kind == FileKind.INDEX), key=lambda r: r.ordinal or 0)
     if len(segs) != len(plan.segments) or len(cqs) != len(plan.cq_files) or len(idxs) != len(plan.index_files):
         raise IngestError(f"incomplete write stage: {len(segs)}/{len(plan.segments)} segments, "
                           f"{len(cqs)}/{len(plan.cq_files)} consume queue files, "
@@ -117,43 +125,50 @@ def _written_files(plan: sequencer.BatchPlan, results: list) -> tuple:
     return segs, cqs, idxs
 
 
-def _name_index_files(snap: manifest.Snapshot, summaries: list, idxs: list, now: int) -> None:
-    """Index file names: creation order, strictly increasing (RocketMQ loads them sorted by name)."""
+def _name_index_files(snap: Snap, summaries: list, idxs: list[StagedFile], now: int) -> list[StagedFile]:
+    """``idxs`` with the new files named: creation order, strictly increasing (RocketMQ loads them
+    sorted by name)."""
     existing_idx = snap.of_kind(FileKind.INDEX)
-    prev_ms = indexfile.name_millis(existing_idx[-1]["path"].split("/")[-1]) if existing_idx else 0
+    prev_ms = indexfile.name_millis(existing_idx[-1].path.split("/")[-1]) if existing_idx else 0
     prev_ms = prev_ms or 0
     first_ts = next((s.first_store_ts for s in summaries if s.count), None) or now
+    named = []
     for r in idxs:
-        if r["path"] is None:
-            h = r["header"]
-            t = h["begin_timestamp"] if h["begin_timestamp"] > 0 else first_ts
-            ms = max(prev_ms + 1, t)
-            r["path"] = f"{indexfile.DIR}/{indexfile.file_name(ms)}"
+        if r.path is None:
+            begin = _header(r).begin_timestamp
+            ms = max(prev_ms + 1, begin if begin > 0 else first_ts)
+            r = r.named(f"{indexfile.DIR}/{indexfile.file_name(ms)}")
             prev_ms = ms
+        named.append(r)
+    return named
 
 
-def _checkpoint(snap: manifest.Snapshot, state: sequencer.StoreState, summaries: list, idxs: list,
+def _header(r: StagedFile) -> indexfile.IndexHeader:
+    return indexfile.IndexHeader(**(r.header or {}))
+
+
+def _checkpoint(snap: Snap, state: sequencer.StoreState, summaries: list, idxs: list,
                 cqs: list | None = None) -> ckpt.Checkpoint:
     """Checkpoint file: last waiting put (a put without WAIT=true flushes without setting
     physicMsgTimestamp), last consume-queue message, last rolled index file's end."""
-    prev_ck = ckpt.Checkpoint(snap.batch["physic_msg_timestamp"], snap.batch["logics_msg_timestamp"],
-                              snap.batch["index_msg_timestamp"]) if snap.batch else ckpt.Checkpoint()
+    prev_ck = ckpt.Checkpoint(snap.batch.physic_msg_timestamp, snap.batch.logics_msg_timestamp,
+                              snap.batch.index_msg_timestamp) if snap.batch else ckpt.Checkpoint()
     waited = np.array([s.last_wait_store_ts or 0 for s in summaries], np.int64)     # each split's, in order
     physic = ckpt.physic_msg_timestamp(waited, np.array([s.last_wait_store_ts is not None for s in summaries]),
-                                       prev_ck.physic_msg_timestamp)
+                                       prev_ck.physic_msg_timestamp) or 0
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
     logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
     index_ts = prev_ck.index_msg_timestamp
-    prev_header = state.index_tail.header if state.index_tail else None
+    prev_end = state.index_tail.header["end_timestamp"] if state.index_tail else None
     for r in idxs:
-        if r["roll"] and prev_header is not None and prev_header["end_timestamp"] > 0:
-            index_ts = prev_header["end_timestamp"]
-        prev_header = r["header"]
+        if r.roll and prev_end is not None and prev_end > 0:
+            index_ts = prev_end
+        prev_end = _header(r).end_timestamp
     if cqs is None:
         return ckpt.Checkpoint(physic, logics, index_ts)
     prev_row = snap.files.get(ckpt.FILE_NAME) if snap.batch else None
     prev_lpo = prev_row.detail.get("logics_physical_offset", 0) if prev_row else 0
-    new = [r["max_phys"] for r in cqs if r.get("max_phys") is not None]
+    new = [r.max_phys for r in cqs if r.max_phys is not None]
     return ckpt.Checkpoint(physic, logics, index_ts, logics_physical_offset=max(new) if new else prev_lpo)
 
 
@@ -161,7 +176,7 @@ def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Chec
                          config: StoreConfig, key: dict) -> dict:
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
-    detail = ck.to_dict()
+    detail: dict[str, Any] = dict(ck.to_dict())
     if store.atomic_rename:
         where = f"{batch.staging}/files/driver/{ckpt.FILE_NAME}"
     else:
@@ -173,62 +188,63 @@ def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Chec
                              checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
 
 
-def _file_detail(r: dict, **extra) -> str:
+def _file_detail(r: StagedFile, **extra: Any) -> str:
     """A written file's row detail: its block digests (and the running state of the last,
     unfinished one: ``tail``), its extents (object stores), the patch that
     continues it in place (local stores: applied at publish, from the staged file), ``extra``."""
-    d = dict(extra, blocks=r["blocks"])
-    if r.get("tail") is not None:
-        d["tail"] = r["tail"]
-    if r.get("head") is not None:
-        d["head"] = r["head"]
-    if r.get("extents") is not None:
-        d["extents"] = r["extents"]
-    if r.get("patch"):
-        d["patch"] = {"staged": r["patch"]["staged"], "pieces": r["patch"]["extents"]}
+    d = dict(extra, blocks=r.blocks)
+    if r.tail is not None:
+        d["tail"] = r.tail
+    if r.head is not None:
+        d["head"] = r.head
+    if r.extents is not None:
+        d["extents"] = r.extents
+    if r.patch:
+        d["patch"] = {"staged": r.patch["staged"], "pieces": r.patch["extents"]}
     return manifest.dumps(d)
 
 
-def _file_rows(snap: manifest.Snapshot, segs: list, cqs: list, idxs: list, key: dict) -> list:
+def _file_rows(snap: Snap, segs: list[StagedFile], cqs: list[StagedFile], idxs: list[StagedFile],
+               key: dict[str, Any]) -> list[dict[str, Any]]:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
-    prev_seg = {r["path"]: r for r in snap.of_kind(FileKind.COMMITLOG)}
-    rows = [_segment_row(r, prev_seg.get(r["path"]), key) for r in segs]
+    prev_seg = {r.path: r for r in snap.of_kind(FileKind.COMMITLOG)}
+    rows = [_segment_row(r, prev_seg.get(r.path or ""), key) for r in segs]
     for r in cqs:
         rows.append(manifest.file_row(
-            FileKind.CONSUMEQUEUE, r["path"], staged_path=r["staged_path"], topic=r["topic"], queue_id=r["queue_id"],
-            base_offset=r["base_offset"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
-            count=r["count"], min_offset=r["min_offset"], max_offset=r["max_offset"],
-            checksum=r["checksum"], detail=_file_detail(r, min_phys=r["min_phys"], max_phys=r["max_phys"]),
+            FileKind.CONSUMEQUEUE, str(r.path), staged_path=r.staged_path, topic=r.topic, queue_id=r.queue_id,
+            base_offset=r.base_offset, file_size=r.file_size, valid_bytes=r.valid_bytes,
+            count=r.count, min_offset=r.min_offset, max_offset=r.max_offset,
+            checksum=r.checksum, detail=_file_detail(r, min_phys=r.min_phys, max_phys=r.max_phys),
             **key))
     for r in idxs:
-        h = r["header"]
+        h = _header(r)
         rows.append(manifest.file_row(
-            FileKind.INDEX, r["path"], staged_path=r["staged_path"], file_size=r["file_size"], valid_bytes=r["valid_bytes"],
-            count=r["count"], min_offset=h["begin_phy_offset"], max_offset=h["end_phy_offset"],
-            min_store_ts=h["begin_timestamp"], max_store_ts=h["end_timestamp"], checksum=r["checksum"],
-            detail=_file_detail(r, header=h), **key))
+            FileKind.INDEX, str(r.path), staged_path=r.staged_path, file_size=r.file_size, valid_bytes=r.valid_bytes,
+            count=r.count, min_offset=h.begin_phy_offset, max_offset=h.end_phy_offset,
+            min_store_ts=h.begin_timestamp, max_store_ts=h.end_timestamp, checksum=r.checksum,
+            detail=_file_detail(r, header=r.header), **key))
     return rows
 
 
-def _segment_row(r: dict, old: dict | None, key: dict) -> dict:
+def _segment_row(r: StagedFile, old: ManifestRow | None, key: dict[str, Any]) -> dict[str, Any]:
     """A segment's row: its counts and ranges include the committed prefix it continues (``old``:
     the segment's current row, if the batch kept its bytes)."""
-    kept = old if old and r["kept_bytes"] else None
-    count = r["count_new"] + (kept["count"] if kept else 0)
-    min_off = kept["min_offset"] if kept else r["first_new_offset"]
-    mins = [x for x in (r["min_ts"], kept["min_store_ts"] if kept else None) if x is not None]
-    maxs = [x for x in (r["max_ts"], kept["max_store_ts"] if kept else None) if x is not None]
-    zones = zonemap.from_detail(r.get("zones"))
+    kept = old if old and r.kept_bytes else None
+    count = r.count_new + ((kept.count or 0) if kept else 0)
+    min_off = kept.min_offset if kept else r.first_new_offset
+    mins = [x for x in (r.min_ts, kept.min_store_ts if kept else None) if x is not None]
+    maxs = [x for x in (r.max_ts, kept.max_store_ts if kept else None) if x is not None]
+    zones = zonemap.from_detail(r.zones)
     if kept:                # the prefix's map, cut at the bytes kept (a repair may have shortened it)
         old_zones = zonemap.of_row(kept)
-        zones = zonemap.merge(old_zones.clip(r["kept_bytes"]) if old_zones is not None else None, zones)
+        zones = zonemap.merge(old_zones.clip(r.kept_bytes) if old_zones is not None else None, zones)
     extra = {"zones": zonemap.to_detail(zones)} if zones is not None else {}
     return manifest.file_row(
-        FileKind.COMMITLOG, r["path"], staged_path=r["staged_path"], base_offset=r["base_offset"], file_size=r["file_size"],
-        valid_bytes=r["valid_bytes"], count=count, min_offset=min_off,
-        max_offset=r["end_offset"], min_store_ts=min(mins) if mins else None,
-        max_store_ts=max(maxs) if maxs else None, checksum=r["checksum"], detail=_file_detail(r, **extra), **key)
+        FileKind.COMMITLOG, str(r.path), staged_path=r.staged_path, base_offset=r.base_offset, file_size=r.file_size,
+        valid_bytes=r.valid_bytes, count=count, min_offset=min_off,
+        max_offset=r.end_offset, min_store_ts=min(mins) if mins else None,
+        max_store_ts=max(maxs) if maxs else None, checksum=r.checksum, detail=_file_detail(r, **extra), **key)
 
 
 def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig, t0: float, key: dict,
@@ -239,12 +255,12 @@ def _checkpoint_row(batch: StagedBatch, ck: ckpt.Checkpoint, config: StoreConfig
     mins = [s.min_store_ts for s in summaries if s.min_store_ts is not None]
     maxs = [s.max_store_ts for s in summaries if s.max_store_ts is not None]
     if snap.batch:
-        mins += [snap.batch["min_store_ts"]] if snap.batch["min_store_ts"] is not None else []
-        maxs += [snap.batch["max_store_ts"]] if snap.batch["max_store_ts"] is not None else []
+        mins += [snap.batch.min_store_ts] if snap.batch.min_store_ts is not None else []
+        maxs += [snap.batch.max_store_ts] if snap.batch.max_store_ts is not None else []
     return manifest.checkpoint_row(
         operation=batch.operation, input_fingerprint=fingerprint, messages=plan.messages, bytes=plan.total_bytes,
         index_entries=plan.entries, total_messages=state.messages + plan.messages,
-        min_phy_offset=snap.batch["min_phy_offset"] if snap.batch else 0,
+        min_phy_offset=snap.batch.min_phy_offset if snap.batch else 0,
         max_phy_offset=plan.next_phys, queue_offsets=manifest.queue_offsets(plan.queue_next),
         physic_msg_timestamp=ck.physic_msg_timestamp, logics_msg_timestamp=ck.logics_msg_timestamp,
         index_msg_timestamp=ck.index_msg_timestamp,
@@ -256,16 +272,15 @@ def _summary(batch: StagedBatch, seq: int, files: tuple[int, int, int], t0: floa
     """The committed batch's summary; ``files``: its (segments, consume-queue files, index files)."""
     plan, batch_id, (segments, cq_files, index_files) = batch.plan, batch.batch_id, files
     elapsed = time.time() - t0
-    summary = {
+    rate = round(plan.messages / elapsed, 1) if elapsed > 0 else None
+    prog.say(f"done: {plan.messages} messages, {segments} segment(s), "
+             f"{plan.total_bytes} bytes in {elapsed:.1f}s ({rate} msgs/s)")
+    return {
         "batch_id": batch_id, "batch_seq": seq, "status": "committed", "messages": plan.messages,
         "record_bytes": plan.total_bytes, "index_entries": plan.entries,
         "segments": segments, "consumequeue_files": cq_files, "index_files": index_files,
-        "max_phy_offset": plan.next_phys, "seconds": round(elapsed, 3),
-        "msgs_per_s": round(plan.messages / elapsed, 1) if elapsed > 0 else None,
+        "max_phy_offset": plan.next_phys, "seconds": round(elapsed, 3), "msgs_per_s": rate,
     }
-    prog.say(f"done: {summary['messages']} messages, {summary['segments']} segment(s), "
-             f"{summary['record_bytes']} bytes in {elapsed:.1f}s ({summary['msgs_per_s']} msgs/s)")
-    return summary
 
 
 # ---------------------------------------------------------------------------- publish
@@ -278,9 +293,10 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
     the row's valid bytes, else ``CorruptStore`` (a committed batch is never half published in
     silence). ``durable``: the patched files and the directories the renames changed are fsync'd
     before the caller removes the staging directory."""
+    typed = manifest_rows(rows)
     todo, gone = [], []
-    for r in rows:
-        if r["action"] != "add":
+    for r in typed:
+        if r.action != "add":
             continue
         p = patches.row_patch(r)
         if p is None:
@@ -292,11 +308,11 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
     if todo:
         patches.apply_patches(store, todo, durable, fault=fault)
     changed: set = set()
-    for r in rows:
-        if r["action"] != "add" or not r["staged_path"]:
+    for r in typed:
+        if r.action != "add" or not r.staged_path:
             continue
-        if store.exists(r["staged_path"]):
-            changed.update(store.publish(r["staged_path"], r["path"]) or ())
+        if store.exists(r.staged_path):
+            changed.update(store.publish(r.staged_path, r.path) or ())
             fault("mid-publish")
         else:
             gone.append(r)
@@ -306,47 +322,47 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
         storage.sync_dirs(changed)
 
 
-def _check_published(store: storage.Store, row: dict) -> None:
+def _check_published(store: storage.Store, row: ManifestRow) -> None:
     """A row whose staged copy or patch is gone: its file must hold the row's version (size, and
     the digest of its last checksum block), else ``CorruptStore``."""
-    size, valid = store.size(row["path"]), int(row.get("valid_bytes") or 0)
-    blocks = checksum.digests_from_detail(ManifestRow.of(row).detail.get("blocks"))
+    size, valid = store.size(row.path), row.valid_bytes
+    blocks = checksum.digests_from_detail(row.detail.get("blocks"))
     ok = size is not None and size >= valid
     if ok and blocks and valid:
         i = (valid - 1) // checksum.BLOCK_SIZE
         lo = i * checksum.BLOCK_SIZE
-        ok = i < len(blocks) and checksum.block_digest(store.read(row["path"], lo, valid - lo)) == blocks[i]
+        ok = i < len(blocks) and checksum.block_digest(store.read(row.path, lo, valid - lo)) == blocks[i]
     if not ok:
-        raise CorruptStore(row["path"], 0, f"committed by batch {row['batch_id']!r}, but neither its staged copy "
+        raise CorruptStore(row.path, 0, f"committed by batch {row.batch_id!r}, but neither its staged copy "
                                            f"nor the file ({size} bytes) holds its version of {valid} valid bytes")
 
 
-def pending_publishes(store: storage.Store, snap: manifest.Snapshot) -> list:
+def pending_publishes(store: storage.Store, snap: Snap) -> list:
     """Committed batches of ``snap`` whose staging directory is still there: their publish may be
     unfinished (oldest first)."""
     try:
         staged = set(store.list_dirs(paths.STAGING_DIR))
     except OSError:
         return []
-    return [b for b in snap.batches if b["batch_id"] in staged
-            and (b.get("attempt_id") is None or store.exists(_attempt_dir(b)))]
+    return [b for b in snap.batches if b.batch_id in staged
+            and (b.attempt_id is None or store.exists(_attempt_dir(b)))]
 
 
-def _attempt_dir(batch: dict) -> str:
-    return f"{paths.STAGING_DIR}/{batch['batch_id']}/{batch.get('attempt_id')}"
+def _attempt_dir(batch: BatchRow) -> str:
+    return f"{paths.STAGING_DIR}/{batch.batch_id}/{batch.attempt_id}"
 
 
-def finish_pending_publish(store: storage.Store, snap: manifest.Snapshot, config: StoreConfig | None = None) -> int:
+def finish_pending_publish(store: storage.Store, snap: Snap, config: StoreConfig | None = None) -> int:
     """Redo the publish of every committed batch a crash left unfinished (the caller holds the
     lease), driven by the manifest rows of ``snap``; returns how many there were."""
     pending = pending_publishes(store, snap)
     durable = config.durable if config is not None else True
     for b in pending:
-        rows = [r for r in snap.files.values() if r["batch_id"] == b["batch_id"]]
+        rows = [r for r in snap.files.values() if r.batch_id == b.batch_id]
         publish(store, rows, durable=durable)
-        if b.get("attempt_id") is not None:
+        if b.attempt_id is not None:
             drop_staging(store, _attempt_dir(b), durable=durable)
-    committed = {b["batch_id"] for b in snap.batches}
+    committed = {b.batch_id for b in snap.batches}
     for batch_dir in store.list_dirs(paths.STAGING_DIR):
         if batch_dir in committed:             # a published batch's directory a cut left empty
             storage.remove_dir_if_empty(store, f"{paths.STAGING_DIR}/{batch_dir}")
@@ -360,7 +376,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
     through (``batches``: every committed checkpoint row, its own included): no attempt staged
     before that commit can commit any more, so none of this is needed by a committed row.
     Staging of a committed batch whose publish is unfinished is kept."""
-    committed = {(b["batch_id"], b.get("attempt_id")) for b in batches}
+    committed = {(b.batch_id, b.attempt_id) for b in batch_rows(batches)}
     for batch_dir in store.list_dirs(paths.STAGING_DIR):
         for attempt in store.list_dirs(f"{paths.STAGING_DIR}/{batch_dir}"):
             if (batch_dir, attempt) not in committed:
@@ -381,7 +397,7 @@ def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None
     """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
     may have committed it while this attempt lost)?"""
     snap = open_snapshot(store, history=True)
-    return any(b["batch_id"] == batch_id and (attempt is None or b.get("attempt_id") in (None, attempt))
+    return any(b.batch_id == batch_id and (attempt is None or b.attempt_id in (None, attempt))
                for b in snap.batches)
 
 
@@ -410,9 +426,10 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
             os.makedirs(os.path.dirname(trash), exist_ok=True)
             try:
                 os.rename(src, trash)
+                moved = True
             except FileNotFoundError:
-                trash = None
-            if trash is not None:
+                moved = False
+            if moved:
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
                 shutil.rmtree(trash, ignore_errors=True)

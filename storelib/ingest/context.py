@@ -3,6 +3,8 @@ broadcast once, so the tasks never parse the configuration or the topics again.
 
 * ``EncodeContext``: stage 1 (``storelib.ingest.encode`` / ``storelib.ingest.frame``) and what
   stage 3 needs of it to re-read an input split (``encode.reencode_rows``);
+* ``IngestOptions``: what the caller asked of one batch (``run_ingest``, ``ingest_dataframe``,
+  the streaming sink), handed to ``driver.ingest_batch`` as one value;
 * ``WriteContext``: stage 3 (``storelib.ingest.write``): the encode context with this attempt's
   staging directory, where each split's messages go (``split_places``) and where each file
   version goes (``storelib.ingest.file_versions``: the store's kind, the attempt, the committed
@@ -13,11 +15,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..format.config import StoreConfig
 from .topics import Topics
 
-__all__ = ["ALLOW_EMPTY_BODY_ENV", "EncodeContext", "WriteContext", "empty_bodies_allowed"]
+__all__ = ["ALLOW_EMPTY_BODY_ENV", "EncodeContext", "WriteContext", "IngestOptions", "empty_bodies_allowed"]
 
 ALLOW_EMPTY_BODY_ENV = "ROCKETLAKE_ALLOW_EMPTY_BODY"
 
@@ -28,6 +31,22 @@ def empty_bodies_allowed(given: bool | None = None) -> bool:
     if given is not None:
         return bool(given)
     return os.environ.get(ALLOW_EMPTY_BODY_ENV, "") in ("1", "true")
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """One batch's options (``run_ingest`` documents each): its id (None: derived from the input),
+    the topic config (a topics.json path or ``Topics``; None: the store's) and whether it may
+    change the recorded queue counts, the sharding-key column, empty bodies (None: the
+    environment's), progress lines, and when the run started (``t0``; None: now)."""
+    batch_id: str | None = None
+    topics: Any = None
+    update_topics: bool = False
+    queue_by: str | None = None
+    allow_empty_body: bool | None = None
+    quiet: bool = False
+    progress_interval: float = 5.0
+    t0: float | None = None
 
 
 @dataclass(frozen=True)

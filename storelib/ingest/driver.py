@@ -65,6 +65,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
+from typing import Any, Callable, cast
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
@@ -75,13 +76,13 @@ from ..runtime import warmup
 from .commit import StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
-from .context import EncodeContext, WriteContext, empty_bodies_allowed
+from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
 from .encode import default_store_timestamp, encode_split
 from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
-from ..table.rows import FileKind
+from ..table.rows import FileKind, recorded_config
 
 __all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
            "resolve_topics"]
@@ -97,8 +98,8 @@ def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
     tail = None
     if idx:
         last = idx[-1]
-        header = dict(last.detail["header"])       # (a copy: the row's own stays as committed)
-        tail = sequencer.IndexTail(last.path, header, header["index_count"] >= b.config["maxIndexNum"])
+        header = last.index_header
+        tail = sequencer.IndexTail(last.path, header.to_dict(), header.index_count >= recorded_config(b).maxIndexNum)
     return sequencer.StoreState(next_phys=b.max_phy_offset, queue_next=queue_next, index_tail=tail,
                                 index_files=len(idx), messages=b.total_messages)
 
@@ -107,7 +108,7 @@ def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
     """A store without our tables must not already hold RocketMQ files (import those instead)."""
     if snap.batch is not None:
         return
-    for d in ("commitlog", "consumequeue", "index"):
+    for d in paths.BROKER_DIRS:
         if store.list_files(d):
             raise IngestError(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: "
                               f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
@@ -157,12 +158,12 @@ class _Run:
     """What the steps of one ``run_ingest`` attempt share. Immutable: a step that learns more (the
     attempt's staging, the batch id an input's encoded records identify) returns a new value
     (``dataclasses.replace``), which the driver holds from then on."""
-    sc: object                    # SparkContext
+    sc: Any                       # SparkContext
     store: storage.Store
     config: StoreConfig
     prog: Progress
     splits: list                  # inputs.Split
-    tcfg: topics_mod.Topics
+    tcfg: topics_mod.Topics | None       # the topics given (resolved once the snapshot is read)
     batch_id: str
     fingerprint: str
     t0: float
@@ -170,7 +171,7 @@ class _Run:
     staging: str | None = None
     snap: StoreSnapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
-    earlier: object = None                  # () -> the identity earlier versions gave the input, if any
+    earlier: Callable[[], str] | None = None   # () -> the identity earlier versions gave the input, if any
 
 
 def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig,
@@ -189,9 +190,9 @@ def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig
     t0 = time.time()
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
-    return ingest_batch(spark, store, source, config, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, t0=t0, update_topics=update_topics,
-                        allow_empty_body=allow_empty_body)
+    return ingest_batch(spark, store, source, config, IngestOptions(
+        batch_id=batch_id, topics=topics, update_topics=update_topics, queue_by=queue_by,
+        allow_empty_body=allow_empty_body, quiet=quiet, progress_interval=progress_interval, t0=t0))
 
 
 class FileInput:
@@ -222,21 +223,21 @@ class FileInput:
 PENDING_BATCH_ID = "pending-id"
 
 
-def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: str | None = None,
-                 quiet: bool = False, topics=None, queue_by: str | None = None, progress_interval: float = 5.0,
-                 t0: float | None = None, update_topics: bool = False, allow_empty_body: bool | None = None) -> dict:
-    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``); the stages
-    of the module docstring. Returns the summary dict (``run_ingest``)."""
-    t0 = t0 or time.time()
+def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: IngestOptions | None = None) -> dict:
+    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``) as
+    ``options`` ask (None: the defaults); the stages of the module docstring. Returns the summary
+    dict (``run_ingest``)."""
+    options = options or IngestOptions()
+    t0 = options.t0 or time.time()
     sc = spark.sparkContext
     if isinstance(getattr(sc, "environment", None), dict):
         objstore.ship(sc)       # a caller's own session too (cli.spark_session's already carries them)
-    prog = Progress(quiet, sc, progress_interval)
+    prog = Progress(options.quiet, sc, options.progress_interval)
     store = storage.Store(store_uri)
-    given = _safe(batch_id) if batch_id else None
+    given = _safe(options.batch_id) if options.batch_id else None
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
-    given_topics = _load_topics(topics, config)        # TopicsError before the lease
+    given_topics = _load_topics(options.topics, config)        # TopicsError before the lease
     run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
                earlier=getattr(source, "earlier_fingerprint", None))
     lease = writerlease.WriterLease(store, batch_id)
@@ -253,25 +254,25 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
             committed = True
             return done
         run, state = _start_attempt(run, snap)
-        tcfg, topic_changes = resolve_topics(snap, given_topics, config, update_topics)
+        tcfg, topic_changes = resolve_topics(snap, given_topics, config, options.update_topics)
         for w in tcfg.warnings():
             prog.warn(w)
         run = replace(run, tcfg=tcfg)
-        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=run.staging,
+        ctx = EncodeContext(store=store_uri, config=config, topics=tcfg, staging=cast(str, run.staging),
                             local_staging=run.local_staging, splits=tuple(s.to_dict() for s in source.splits),
-                            queue_by=queue_by, default_store_ts=source.default_store_ts,
-                            allow_empty_body=empty_bodies_allowed(allow_empty_body))
+                            queue_by=options.queue_by, default_store_ts=source.default_store_ts,
+                            allow_empty_body=empty_bodies_allowed(options.allow_empty_body))
         # 1. encode
         scans = source.encode(run, ctx)
         fault("after-scan")
         if not any(s.get("count") for s in scans):
-            drop_staging(store, run.staging)
+            drop_staging(store, cast(str, run.staging))
             return _nothing_to_commit(run, given)
         if fingerprint is None:
             encoded_in = run.staging
             run, done = _identify(run, snap, lease, source.fingerprint_of(scans), given)
             if done is not None:
-                drop_staging(store, run.staging)      # what this attempt staged under a given id
+                drop_staging(store, cast(str, run.staging))      # what this attempt staged under a given id
                 committed = True
                 return done
         rr_starts, rr_after = encode_stage.round_robin_starts(scans, snap.last_detail("round_robin") or {})
@@ -283,7 +284,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, batch_id: s
         results = _write(run, ctx, plan, scans, summaries, rr_starts)
         fault("after-files-staged")
         # 4. commit
-        staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, run.staging,
+        staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, cast(str, run.staging),
                              attempt=run.attempt,
                              detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
         summary = commit_batch(store, staged, config, t0, prog, lease=lease)
@@ -363,12 +364,12 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     finish_pending_publish(run.store, snap)
     if prior[-1].input_fingerprint not in (run.fingerprint, earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
-                          f"(fingerprint {prior[-1]['input_fingerprint'][:16]}, this input "
+                          f"(fingerprint {str(prior[-1].input_fingerprint)[:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")
     done = prior[-1]
-    run.prog.say(f"batch {done['batch_id']} is already committed (seq {done['batch_seq']}): nothing to do")
+    run.prog.say(f"batch {done.batch_id} is already committed (seq {done.batch_seq}): nothing to do")
     return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
-            "messages": done["messages"]}
+            "messages": done.messages}
 
 
 def _start_attempt(run: _Run, snap: StoreSnapshot) -> tuple[_Run, sequencer.StoreState]:
@@ -424,7 +425,7 @@ def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list
     sc, prog = run.sc, run.prog
     bctx2 = sc.broadcast(WriteContext.of(
         ctx, staging=run.staging, split_places=write_stage.split_places(scans, plan, rr_starts),
-        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, run.attempt)))
+        **write_stage.version_context(run.store, run.snap, plan, run.config, run.batch_id, cast(str, run.attempt))))
     seg_tasks, file_groups = write_stage.write_tasks(plan, summaries, sc.defaultParallelism,
                                                      run.config.mappedFileSizeCommitLog)
     # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
@@ -453,7 +454,7 @@ def _abandon(run: _Run) -> None:
         run.prog.stage(None)
         if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
-            undo_attempt(run.store, run.staging, run.batch_id, run.attempt)
+            undo_attempt(run.store, run.staging, run.batch_id, cast(str, run.attempt))
             # A cancelled task's Python worker can outlive its stage by a moment and stage one
             # more file: drop again until the staging stays gone (bounded; the next writer
             # removes anything left).

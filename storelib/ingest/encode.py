@@ -49,7 +49,7 @@ __all__ = [
 def default_store_timestamp(splits: list) -> int | None:
     """The batch's store time for rows without store_timestamp and born_timestamp: the newest
     modification time of the input files, in ms (fixed for a given input, so reruns agree)."""
-    best = None
+    best: int | None = None
     for f in sorted({s.path for s in splits}):
         fs, p = storage.filesystem(f)
         info = fs.get_file_info(p)

@@ -23,6 +23,7 @@ committed end. Otherwise the append would launder the damage: the new checksum w
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,8 @@ class FileVersion:
 
     def __init__(self, ctx: WriteContext, store, rel: str, start: int, file_size: int, tag: str, part: str):
         self.store, self.rel, self.start, self.file_size = store, rel, start, file_size
-        self.prior = ctx.committed.get(rel) if start else None
+        # the committed facts (``committed_facts``) of a continued file: present whenever ``start``
+        self.prior: Any = ctx.committed.get(rel) if start else None
         if start and self.prior is None:
             raise IngestError(f"{rel}: the plan continues it from byte {start}, but no committed row lists it")
         if self.prior is not None and start > self.prior["valid_bytes"]:

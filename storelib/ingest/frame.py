@@ -57,7 +57,7 @@ from ..codec.messages import MESSAGE_SCHEMA
 from ..errors import InputError
 from ..format.config import default_config, load_config, StoreConfig
 from ..runtime.faults import fault
-from .context import EncodeContext
+from .context import EncodeContext, IngestOptions
 from .driver import ingest_batch
 
 __all__ = ["ingest_dataframe", "FrameInput", "check_frame_schema", "frame_to_canonical", "encode_partition",
@@ -103,9 +103,9 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     else:
         from ..runtime.sparkenv import python_for_workers
         python_for_workers(session.sparkContext)     # local workers run this interpreter, not PATH's python3
-    return ingest_batch(session, store, source, cfg, batch_id=batch_id, quiet=quiet, topics=topics,
-                        queue_by=queue_by, progress_interval=progress_interval, update_topics=update_topics,
-                        allow_empty_body=allow_empty_body)
+    return ingest_batch(session, store, source, cfg, IngestOptions(
+        batch_id=batch_id, topics=topics, update_topics=update_topics, queue_by=queue_by,
+        allow_empty_body=allow_empty_body, quiet=quiet, progress_interval=progress_interval))
 
 
 def store_config(config, store: str | None = None) -> StoreConfig:

@@ -7,7 +7,7 @@ so the builder cannot live in ``indexfile`` itself without an import cycle).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -34,7 +34,9 @@ class IndexFileBuilder:
         self.blocks = [first]
         self.kept = 0          # entries of a committed file not held here (``for_append``)
         # called with each run's key hashes before they are put (a paged head loads their slots' pages)
-        self.before_put = None
+        self.before_put: Callable[[np.ndarray], None] | None = None
+        self.committed_slots: np.ndarray | None = None     # a continued file's slot heads as committed
+        self.paged: Any = None                             # a paged head's pages (ingest.paged_index)
         assert len(first) == header.index_count * ENTRY_SIZE and header.index_count <= config.maxIndexNum
 
     @classmethod

@@ -18,6 +18,7 @@ import gzip
 import io
 import os
 import re
+from typing import Callable
 from dataclasses import dataclass, asdict
 
 import numpy as np
@@ -301,7 +302,7 @@ def b64decode_column(arr: pa.Array, label) -> pa.Array:
     pad[nz] = (data[last[nz]] == ord("=")).astype(np.int64) + (data[last[nz] - 1] == ord("=")).astype(np.int64)
     q = vals.reshape(-1, 4).astype(np.uint32) if len(vals) else np.zeros((0, 4), np.uint32)
     word = (q[:, 0] << 18) | (q[:, 1] << 12) | (q[:, 2] << 6) | q[:, 3]
-    raw = np.empty((len(word), 3), np.uint8)
+    raw: np.ndarray = np.empty((len(word), 3), np.uint8)
     raw[:, 0] = word >> 16
     raw[:, 1] = (word >> 8) & 0xFF
     raw[:, 2] = word & 0xFF
@@ -436,7 +437,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
     n = raw.num_rows
     cols = {}
-    problems = []
+    problems: list[str] = []
     for field in MESSAGE_SCHEMA:
         name = field.name
         if name == "body":
@@ -482,7 +483,7 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     return pa.table(cols, schema=MESSAGE_SCHEMA)
 
 
-def read_split(split: Split) -> tuple[pa.Table, "callable"]:
+def read_split(split: Split) -> tuple[pa.Table, Callable[[int], str]]:
     """Read one split into the canonical table; returns (table, label function for errors)."""
     if split.fmt == "jsonl":
         data, begin = _jsonl_block(split)

@@ -105,7 +105,9 @@ def _pairs(v):
 def read_rows(data: bytes, schema: pa.Schema, label) -> pa.Table:
     """The split's lines (``data``) as a table of ``schema``, or InputError naming every bad row
     (``label(i)``: line i of the split, counted as the reader counts rows: blank lines skipped)."""
-    rows, problems, total = [], [], 0
+    rows: list[dict] = []
+    problems: list[str] = []
+    total = 0
     i = -1
     for raw in data.split(b"\n"):
         if not raw.strip():

@@ -275,18 +275,20 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     """Ingest the incoming files ``parts`` as one batch in this process; waits for the writer
     lease up to ``leaseWaitSeconds`` (another query's commit), then raises ConcurrentWriteError."""
     from ..runtime.localrun import LocalSession
+    from .context import IngestOptions
     from .driver import ingest_batch
     cfg = frame.store_config(opts.get("config") or None)
     source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
     wait = float(opts.get("leasewaitseconds", 120))
     deadline = time.time() + wait
+    options = IngestOptions(batch_id=batch_id, topics=opts.get("topics") or None,
+                            update_topics=str(opts.get("updatetopics", "")).lower() == "true",
+                            queue_by=opts.get("queueby") or None,
+                            allow_empty_body=None if "allowemptybody" not in opts
+                            else str(opts["allowemptybody"]).lower() == "true", quiet=True)
     while True:
         try:
-            summary = ingest_batch(LocalSession(), store_uri, source, cfg, batch_id=batch_id, quiet=True,
-                                   topics=opts.get("topics") or None, queue_by=opts.get("queueby") or None,
-                                   update_topics=str(opts.get("updatetopics", "")).lower() == "true",
-                                   allow_empty_body=None if "allowemptybody" not in opts
-                                   else str(opts["allowemptybody"]).lower() == "true")
+            summary = ingest_batch(LocalSession(), store_uri, source, cfg, options)
             break
         except ConcurrentWriteError as e:
             if time.time() >= deadline:

@@ -23,6 +23,7 @@ per straddling split is bounded by the chunk, not the split.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ def planner_file(sizes: np.ndarray, entries: np.ndarray, pcode: np.ndarray, keys
     arrays = [sizes.astype("<i4"), entries.astype("<i4"), pcode.astype("<i4"),
               at_chunk_starts(sizes).astype("<i8"), at_chunk_starts(entries).astype("<i8"), counts.astype("<i8")]
     names = [*_COLUMNS, "cum_bytes", "cum_entries", "counts"]
-    header = {"rows": n, "chunk_rows": chunk_rows, "width": width, "keys": [list(k) for k in keys],
+    header: dict[str, Any] = {"rows": n, "chunk_rows": chunk_rows, "width": width, "keys": [list(k) for k in keys],
               "rr_topics": list(rr_topics), "rr_queue_nums": [int(x) for x in rr_queue_nums], "offsets": {}}
     # The header's length depends on the offsets it holds: lay the arrays out after a header
     # size bound, then pad the header to it (8-aligned so every array is aligned too).
@@ -112,7 +113,7 @@ class ChunkedDetail:
         for t, n in zip(h["rr_topics"], h["rr_queue_nums"]):
             s = int(start.get(t, 0))
             self.key_of_code += [(t, (s + r) % n) for r in range(n)]
-        self._chunk = (-1, None)
+        self._chunk: tuple[int, dict[str, np.ndarray]] = (-1, {})
 
     def _read(self, name: str, first: int, count: int, dtype: str) -> np.ndarray:
         size = np.dtype(dtype).itemsize

@@ -8,8 +8,9 @@ staged (storelib.ingest.encode) and writing whole files under its attempt's stag
 * file tasks (``write_file_group``): build whole consume-queue and index files from the placed
   facts of the splits each file draws on (``place_split`` applies the plan to a split).
 
-Every task returns one fact dict per staged file (kind, final and staged path, sizes, counts,
-checksum, ...): the commit (storelib.ingest.commit) turns them into manifest rows. The driver
+Every task returns one ``StagedFile`` per staged file (kind, final and staged path, sizes, counts,
+checksum, ...; storelib.ingest.staged_file): the commit (storelib.ingest.commit) turns them into
+manifest rows. The driver
 side of the stage is here too: ``split_places`` (what a task needs to place a split) and
 ``write_tasks`` (the tasks: segment runs and balanced groups of files).
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from typing import Any, cast
 
 import numpy as np
 
@@ -34,6 +36,7 @@ from ..errors import ContinuedFileDamaged, IngestError
 from .indexfile import IndexFileBuilder
 from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
 from ..table.rows import FileKind
+from .staged_file import DamagedFile, StagedFile
 
 __all__ = [
     "PlacedSplit", "place_split", "run_write_task", "write_segments", "write_segment", "write_file_group",
@@ -93,7 +96,8 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
 
 
 def run_write_task(ctx: WriteContext, task: tuple):
-    """Stage 3 task: ("segments", [segment payloads]) or ("files", {"cq": [...], "index": [...]})."""
+    """Stage 3 task: ("segments", [segment payloads]) or ("files", {FileKind.CONSUMEQUEUE: [...],
+    FileKind.INDEX: [...]})."""
     kind, payload = task
     allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:
@@ -103,7 +107,7 @@ def run_write_task(ctx: WriteContext, task: tuple):
             yield from write_file_group(ctx, payload)
     except ContinuedFileDamaged as e:
         # Deterministic: a retry would find the same damage. The driver stops the batch with it.
-        yield {"kind": "damaged", "path": e.path, "offset": e.offset, "what": e.what}
+        yield DamagedFile(e.path, e.offset, e.what)
     finally:
         allocator.release()
 
@@ -135,7 +139,7 @@ def write_segments(ctx: WriteContext, segs: list):
         use += len(seg["pieces"])
 
 
-def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> dict:
+def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> StagedFile:
     """Stage one whole commitlog segment: committed prefix, then the pieces' staged records with
     their placement patched in, then the BLANK record if the segment is full.
 
@@ -150,7 +154,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
     blocks = version.hasher()
-    stats = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
+    stats: dict[str, Any] = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
     zone = zonemap.zone_bytes(F)
 
     def patched(si: int, ps: PlacedSplit, r0: int, r1: int, release: str | None):
@@ -206,12 +210,14 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
-    return dict(version.facts(stats["new"], digests, blocks.tail()), **{
+    none = np.zeros(0, np.int64)
+    zones = cast(zonemap.ZoneMap, zonemap.merge(zonemap.build(zone, none, none), *stats["zones"]))
+    return StagedFile.of(dict(version.facts(stats["new"], digests, blocks.tail()), **{
         "kind": FileKind.COMMITLOG, "path": rel, "base_offset": seg["base_offset"],
         "file_size": F, "valid_bytes": seg["start_pos"] + stats["new"], "count_new": stats["count"],
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
-        "zones": zonemap.to_detail(zonemap.merge(zonemap.build(zone, [], []), *stats["zones"]))})
+        "zones": zonemap.to_detail(zones)}))
 
 
 def write_file_group(ctx: WriteContext, group: dict):
@@ -222,7 +228,7 @@ def write_file_group(ctx: WriteContext, group: dict):
     store = storage.Store(ctx.store)
     splits = split_staging.staging_store(ctx.local_staging, store)
     tcfg = ctx.topics
-    cqs, idxs = group["cq"], group["index"]
+    cqs, idxs = group[FileKind.CONSUMEQUEUE], group[FileKind.INDEX]
     units: list = [[] for _ in cqs]
     tag = attempt_tag()
     # Index entries go into their file's builder split by split (only the builder's slot table
@@ -275,7 +281,7 @@ def _concat_parts(parts: list, dtypes: dict) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in dtypes}
 
 
-def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
+def _write_cq_file(ctx, cfg, store, plan, u, tag) -> StagedFile:
     rel = consumequeue.rel_path(plan["topic"], plan["queue_id"], plan["file_start_unit"])
     expect = np.arange(plan["first_unit"], plan["first_unit"] + plan["count"], dtype=np.int64)
     if len(u["qoff"]) != plan["count"] or not np.array_equal(u["qoff"], expect):
@@ -293,13 +299,13 @@ def _write_cq_file(ctx, cfg, store, plan, u, tag) -> dict:
     phys = [x for x in (prior.get("min_phys"), prior.get("max_phys")) if x is not None]
     if len(u["phys"]):
         phys += [int(u["phys"].min()), int(u["phys"].max())]
-    return dict(version.facts(len(body), digests, blocks.tail()), **{
+    return StagedFile.of(dict(version.facts(len(body), digests, blocks.tail()), **{
         "kind": FileKind.CONSUMEQUEUE, "path": rel, "topic": plan["topic"],
         "queue_id": plan["queue_id"], "base_offset": plan["file_start_unit"] * consumequeue.UNIT_SIZE,
         "file_size": cfg.cq_file_size, "valid_bytes": kept + len(body),
         "count": plan["kept_units"] + plan["count"],
         "min_offset": plan["file_start_unit"], "max_offset": plan["first_unit"] + plan["count"] - 1,
-        "min_phys": min(phys) if phys else None, "max_phys": max(phys) if phys else None})
+        "min_phys": min(phys) if phys else None, "max_phys": max(phys) if phys else None}))
 
 
 class _IndexFileWrite:
@@ -335,7 +341,7 @@ class _IndexFileWrite:
         (self.builder or self._start()).put_keys(key_hash, phys, ts)
         self.next_pos += len(key_hash)
 
-    def finish(self) -> dict:
+    def finish(self) -> StagedFile:
         plan = self.plan
         if self.next_pos != plan["first_entry"] + plan["count"]:
             raise IngestError(f"index file {plan['ordinal']}: {self.next_pos - plan['first_entry']} entries, "
@@ -350,7 +356,7 @@ class _IndexFileWrite:
             facts = paged_index.write_new(version, builder, self.cfg, lambda cs: _faulty_chunks(cs, "mid-file-write"))
         else:
             facts = version.write_whole(_faulty_chunks(builder.chunks(), "mid-file-write"))
-        return dict(facts, **_index_facts(self.cfg, plan, builder), path=None)
+        return StagedFile.of(dict(facts, **_index_facts(self.cfg, plan, builder), path=None))
 
 
 def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
@@ -370,13 +376,13 @@ def _continued_index_builder(ctx, cfg, store, plan, tag) -> tuple:
     return IndexFileBuilder.for_append(cfg, header, slots), version
 
 
-def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, plan) -> dict:
+def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, plan) -> StagedFile:
     """A committed index file continued: new entries after the committed ones, then the changed
     slot heads and the header (a patch, applied in that order; storelib.io.patches), or on object
     stores an object with the new entries and the new head (storelib.io.fragments)."""
     if getattr(builder, "paged", None) is not None:
         fault("mid-file-write")
-        return dict(builder.paged.finish(builder), **_index_facts(cfg, plan, builder), path=version.rel)
+        return StagedFile.of(dict(builder.paged.finish(builder), **_index_facts(cfg, plan, builder), path=version.rel))
     start = version.start
     entries = builder.new_entries()
     if version.mode == "object":
@@ -390,7 +396,7 @@ def _continue_index_file(version: FileVersion, builder: IndexFileBuilder, cfg, p
         parts.append((0, builder.header.to_bytes(cfg.line_4_9), patches.PHASE_LINK))
     fault("mid-file-write")
     facts = version.write_parts(parts, builder.valid_bytes())
-    return dict(facts, **_index_facts(cfg, plan, builder), path=version.rel)
+    return StagedFile.of(dict(facts, **_index_facts(cfg, plan, builder), path=version.rel))
 
 
 def _index_facts(cfg, plan, builder) -> dict:
@@ -458,12 +464,13 @@ def _file_jobs(plan: sequencer.BatchPlan, summaries: list) -> list:
     for f in plan.cq_files:
         lo, hi = f.first_unit, f.first_unit + f.count
         src = [i for i, a, b in by_queue.get((f.topic, f.queue_id), []) if a < hi and b > lo]
-        jobs.append(("cq", {"plan": asdict(f), "sources": src}, f.count * 28 + (1 << 20)))
+        jobs.append((FileKind.CONSUMEQUEUE, {"plan": asdict(f), "sources": src}, f.count * 28 + (1 << 20)))
     for f in plan.index_files:
         lo, hi = f.first_entry, f.first_entry + f.count
         src = [i for i, a, b in entry_ranges if a < hi and b > lo]
         pred = next((i for i, a, b in entry_ranges if a <= lo - 1 < b), None) if f.needs_pred else None
-        jobs.append(("index", {"plan": asdict(f), "sources": src, "pred_source": pred},
+        payload: dict[str, Any] = {"plan": asdict(f), "sources": src, "pred_source": pred}
+        jobs.append((FileKind.INDEX, payload,
                      f.count * 40 + (8 << 20)))
     return jobs
 
@@ -471,13 +478,13 @@ def _file_jobs(plan: sequencer.BatchPlan, summaries: list) -> list:
 def _file_groups(jobs: list, n: int) -> list:
     """Spread the file jobs over ``n`` tasks, heaviest first onto the lightest task."""
     n = max(1, min(n, len(jobs)))
-    groups = [{"cq": [], "index": []} for _ in range(n)]
+    groups: list[dict[str, list]] = [{FileKind.CONSUMEQUEUE: [], FileKind.INDEX: []} for _ in range(n)]
     load = [0] * n
     for kind, job, weight in sorted(jobs, key=lambda j: -j[2]):
         k = load.index(min(load))
         groups[k][kind].append(job)
         load[k] += weight
-    return [g for g in groups if g["cq"] or g["index"]]
+    return [g for g in groups if any(g.values())]
 
 
 def _segment_payload(s: sequencer.SegmentPlan) -> dict:

@@ -25,12 +25,12 @@ commitlog order up to wherever the publish had got: a prefix of what was committ
 """
 from __future__ import annotations
 
-import json
-
+from typing import Any, Mapping, cast
 
 import numpy as np
 
 from ..format import indexfile
+from ..format.filekinds import DETAIL_HEADER, DETAIL_PATCH, PATCH_PIECES, PATCH_STAGED, FileKind, json_column
 from ..errors import CorruptStore
 from ..format.paths import STAGING_DIR
 
@@ -75,17 +75,23 @@ def overlay_reader(read_committed, parts: list):
     return read_at
 
 
-def row_patch(row: dict) -> dict | None:
+def _detail(row: Mapping[str, Any]) -> Any:
+    """A manifest row's parsed ``detail``: a typed row's own (``table.rows.ManifestRow``, parsed
+    once), else the column parsed here by the same convention."""
+    detail = getattr(row, "detail", None)
+    return detail if isinstance(detail, Mapping) else json_column(row.get("detail"))
+
+
+def row_patch(row: Mapping[str, Any]) -> dict[str, Any] | None:
     """The in-place patch a manifest row's file version is published with (``{"path", "staged",
     "extents"}``; the row's detail names its extents ``pieces``, so that ``"extents"`` there
     always means an object store's), or None; a staged path outside the staging directory is
     refused."""
-    detail = row.get("detail") or ""
-    if '"patch"' not in detail:
+    if f'"{DETAIL_PATCH}"' not in (row.get("detail") or ""):     # a cheap test on every row, before any parse
         return None
     try:
-        p = json.loads(detail)["patch"]
-        staged, extents = p["staged"], [[int(x) for x in e] for e in p["pieces"]]
+        p = _detail(row)[DETAIL_PATCH]
+        staged, extents = p[PATCH_STAGED], [[int(x) for x in e] for e in p[PATCH_PIECES]]
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptStore(row["path"], 0, f"manifest patch of batch {row.get('batch_id')!r}: {e}") from None
     if not isinstance(staged, str) or not staged.startswith(STAGING_DIR + "/"):
@@ -136,15 +142,15 @@ def trim_file(store, row: dict, config, durable: bool = True) -> None:
     into the row's entries, everything past its valid bytes cut, its header written. Export and
     verify of an earlier snapshot run it on their own copy of the file."""
     rel, kind = row["path"], row["kind"]
-    if kind == "index":
-        header = indexfile.IndexHeader(**json.loads(row["detail"])["header"])
+    if kind == FileKind.INDEX:
+        header = indexfile.IndexHeader(**_detail(row)[DETAIL_HEADER])
         slots = store.read_array(rel, indexfile.slot_offset(0), config.maxHashSlotNum * indexfile.SLOT_SIZE)
         before = indexfile.decode_slots(slots)
         after = settle_slots(store, rel, config, before, header.index_count)
         store.write_at(rel, slot_extents(after, np.flatnonzero(before != after)))
         store.cut_tail(rel, indexfile.entry_offset(header.index_count, config), row["file_size"])
         store.write_at(rel, [(0, header.to_bytes(config.line_4_9))])
-    elif kind in ("commitlog", "consumequeue"):
+    elif kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE):
         store.cut_tail(rel, row["valid_bytes"], row["file_size"])
     else:
         return
@@ -156,7 +162,7 @@ def index_head_as_of(store, row: dict, config) -> bytes:
     """The header and slot table of the index file version ``row`` describes, from a file that
     may hold a later version (slot heads walked back into the row's entries, its header)."""
     rel = row["path"]
-    header = indexfile.IndexHeader(**json.loads(row["detail"])["header"])
+    header = indexfile.IndexHeader(**_detail(row)[DETAIL_HEADER])
     slots = indexfile.decode_slots(store.read_array(rel, indexfile.slot_offset(0),
                                                     config.maxHashSlotNum * indexfile.SLOT_SIZE))
     settled = settle_slots(store, rel, config, slots, header.index_count)
@@ -195,7 +201,7 @@ def slot_extents(slots: np.ndarray, changed: np.ndarray) -> list:
     if not len(changed):
         return []
     lo_all, hi_all = indexfile.slot_offset(0), indexfile.slot_offset(len(slots))
-    pages = np.unique(indexfile.slot_offset(np.asarray(changed, np.int64)) // _PAGE)
+    pages = np.unique(indexfile.slot_offset(cast(Any, np.asarray(changed, np.int64))) // _PAGE)   # (elementwise)
     breaks = np.flatnonzero(np.diff(pages) != 1) + 1
     out = []
     for run in np.split(pages, breaks):

@@ -17,10 +17,13 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
-from ..table.rows import BatchRow, FileKind
+from ..table.rows import BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
@@ -112,7 +115,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     lease = writerlease.WriterLease(store, batch_id or "import")
     lease.acquire()          # ConcurrentWriteError: another writer holds the store
     try:
-        return _adopt(spark, store, source_uri, config, batch_id, say, t0, lease)
+        return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease), source_uri)
     finally:
         lease.release()
         if fresh:
@@ -122,17 +125,29 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
                 pass
 
 
-def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, batch_id: str | None, say, t0: float,
-           lease: writerlease.WriterLease) -> dict:
+@dataclass(frozen=True)
+class _Adoption:
+    """One ``adopt`` call, once its lease is held: what its steps share."""
+    spark: Any
+    store: storage.Store
+    config: StoreConfig
+    batch_id: str | None
+    say: Callable[[str], None]
+    t0: float
+    lease: writerlease.WriterLease
+
+
+def _adopt(job: _Adoption, source_uri: str) -> dict:
     """``adopt`` once the lease is held."""
+    store, batch_id, say = job.store, job.batch_id, job.say
     snap = open_snapshot(store, history=True)
     rowcheck.check_snapshot(snap)
     if snap.batch is not None:
         first = snap.batches[0]
-        if first["operation"] == "import" and (batch_id is None or first["batch_id"] == batch_id):
-            say(f"{store.uri} was already adopted (batch {first['batch_id']}): nothing to do")
-            return {"batch_id": first["batch_id"], "status": "already-committed", "batch_seq": first["batch_seq"],
-                    "messages": first["messages"]}
+        if first.operation == "import" and (batch_id is None or first.batch_id == batch_id):
+            say(f"{store.uri} was already adopted (batch {first.batch_id}): nothing to do")
+            return {"batch_id": first.batch_id, "status": "already-committed", "batch_seq": first.batch_seq,
+                    "messages": first.messages}
         raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
     src = storage.Store(source_uri)
     check_source(src)
@@ -144,18 +159,18 @@ def _adopt(spark, store: storage.Store, source_uri: str, config: StoreConfig, ba
         try:
             copied = copy_store(src.uri, store.uri)
             say(f"copied {copied} file(s)")
-            return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+            return _adopt_files(job, src, snap)
         except BaseException:
             if open_snapshot(store, history=True).batch is None:   # not committed: leave no copied file behind
                 _remove_copies(store, before)
             raise
-    return _adopt_files(spark, store, src, snap, config, batch_id, say, t0, lease)
+    return _adopt_files(job, src, snap)
 
 
 def _remove_copies(store: storage.Store, before: set) -> None:
     """Delete what a failed import copied into ``store`` (files not there ``before``), and the
     directories that leaves empty."""
-    dirs = set()
+    dirs: set[str] = set()
     for rel in set(store.list_files("")) - before:
         if rel.split("/", 1)[0] in SKIP_TOP:
             continue
@@ -170,59 +185,58 @@ def _remove_copies(store: storage.Store, before: set) -> None:
                 pass
 
 
-def _adopt_files(spark, store: storage.Store, src: storage.Store, snap, config: StoreConfig, batch_id, say,
-                 t0: float, lease: writerlease.WriterLease) -> dict:
-    """Verify the broker's files now in ``store`` and commit them as the import batch."""
+def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
+    """Verify the broker's files now in ``job.store`` and commit them as the import batch."""
+    store, config, say = job.store, job.config, job.say
     if store.exists(paths.ABORT_FILE):
         raise AdoptError(f"{store.uri_of(paths.ABORT_FILE)} exists: the broker did not shut down cleanly; start and "
                          "stop it once (its recovery repairs the files) before importing")
     if not store.list_files(paths.COMMITLOG_DIR):
         raise AdoptError(f"{store.uri} holds no commitlog files")
     say("verify (structural)")
-    rep = verify.verify_store(store.uri, config, deep=False, spark=spark, use_manifest=False)
+    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False)
     if rep.problems:
         shown = "\n".join(rep.problems[:30])
         more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""
         raise AdoptError(f"{store.uri} does not verify ({len(rep.problems)} problem(s)); nothing was imported:\n"
                          f"{shown}{more}")
     say(f"verified {rep.files} file(s) in {rep.seconds:.1f}s")
-    rows, ck_row = build_rows(store, rep.facts, config, batch_id, src.uri)
-    _record_broker_topics(src, ck_row, config)
+    rows, ck_row = build_rows(store, rep.facts, config, job.batch_id, src.uri)
+    ck_row = _with_broker_topics(src, ck_row, config)
     if config.durable:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
-        store.sync_files(sorted({r["path"] for r in rows}))
-    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=lease)
+        store.sync_files(sorted({r.path for r in rows}))
+    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=job.lease)
     snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
-    say(f"committed import batch {ck_row['batch_id']}: {ck_row['total_messages']} messages, "
-        f"max phy offset {ck_row['max_phy_offset']}")
-    counts = {}
-    for r in rows:
-        counts[r["kind"]] = counts.get(r["kind"], 0) + 1
-    return {"batch_id": ck_row["batch_id"], "batch_seq": ck_row["batch_seq"], "status": "committed",
-            "operation": "import", "messages": ck_row["messages"], "record_bytes": ck_row["bytes"],
-            "index_entries": ck_row["index_entries"], "segments": counts.get("commitlog", 0),
-            "consumequeue_files": counts.get("consumequeue", 0), "index_files": counts.get("index", 0),
-            "min_phy_offset": ck_row["min_phy_offset"], "max_phy_offset": ck_row["max_phy_offset"],
-            "seconds": round(time.time() - t0, 3)}
+    say(f"committed import batch {ck_row.batch_id}: {ck_row.total_messages} messages, "
+        f"max phy offset {ck_row.max_phy_offset}")
+    counts = Counter(r.kind for r in rows)
+    return {"batch_id": ck_row.batch_id, "batch_seq": ck_row.batch_seq, "status": "committed",
+            "operation": "import", "messages": ck_row.messages, "record_bytes": ck_row.record_bytes,
+            "index_entries": ck_row.index_entries, "segments": counts[FileKind.COMMITLOG],
+            "consumequeue_files": counts[FileKind.CONSUMEQUEUE], "index_files": counts[FileKind.INDEX],
+            "min_phy_offset": ck_row.min_phy_offset, "max_phy_offset": ck_row.max_phy_offset,
+            "seconds": round(time.time() - job.t0, 3)}
 
 
-def _record_broker_topics(src: storage.Store, ck_row: dict, config: StoreConfig) -> None:
-    """The broker's own topic config (``config/topics.json`` under its storePathRootDir), recorded
+def _with_broker_topics(src: storage.Store, ck_row: BatchRow, config: StoreConfig) -> BatchRow:
+    """``ck_row`` with the broker's own topic config (``config/topics.json`` under its storePathRootDir), recorded
     with the import as an ingest records its --topics: later batches place messages as that
     broker does (storelib.ingest.driver ``resolve_topics``); its topics with queues in the store
     count as placed. A topics.json that cannot be read is a TopicsError (nothing imported)."""
     from ..ingest.topics import Topics
     if not src.exists(paths.BROKER_TOPICS):
-        return
+        return ck_row
     tcfg = Topics.parse(src.read(paths.BROKER_TOPICS), src.uri_of(paths.BROKER_TOPICS), config.defaultTopicQueueNums)
-    have = {q["topic"] for q in ck_row["queue_offsets"] or []}
-    detail = dict(BatchRow(ck_row).detail)
-    detail["topics"] = tcfg.to_dict(sorted(have & set(tcfg.table)))
-    ck_row["detail"] = manifest.dumps(detail)
+    have = {q["topic"] for q in ck_row.queue_offsets}
+    detail = dict(ck_row.detail, topics=tcfg.to_dict(sorted(have & set(tcfg.table))))
+    return BatchRow({**ck_row, "detail": manifest.dumps(detail)})
 
 
-def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None, source: str):
+def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id: str | None,
+               source: str) -> tuple[list[ManifestRow], BatchRow]:
+    """The import batch's manifest rows and checkpoints row, from verify's facts of the broker's files."""
     now = manifest.now_ms()
     segs = sorted((f for f in facts if f["kind"] == FileKind.COMMITLOG), key=lambda f: f["base_offset"])
     cqs = sorted((f for f in facts if f["kind"] == FileKind.CONSUMEQUEUE),
@@ -234,7 +248,7 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
     fingerprint = fp.hexdigest()
     batch_id = batch_id or f"import-{fingerprint[:16]}"
     seq = 1
-    key = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
+    key: dict[str, Any] = dict(batch_id=batch_id, batch_seq=seq, committed_at=now)
     rows = []
     for f in segs:
         rows.append(manifest.file_row(
@@ -277,4 +291,4 @@ def build_rows(store: storage.Store, facts: list, config: StoreConfig, batch_id:
         detail=manifest.dumps({"source": source, "segments": len(segs), "consumequeue_files": len(cqs),
                                "index_files": len(idxs),
                                "confirm_phy_offset": ck.confirm_phy_offset}), **key)
-    return rows, ck_row
+    return manifest_rows(rows), BatchRow(ck_row)

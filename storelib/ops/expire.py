@@ -22,10 +22,12 @@ a checkpoint, expired log cleanup and a vacuum.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import cast
 
 from ..format import paths
 from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, writerlease
-from ..table.rows import FileKind, ManifestRow, manifest_rows
+from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -34,7 +36,7 @@ from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
 
-__all__ = ["HOUR_MS", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "Expiry", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
@@ -50,7 +52,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
             break
         gone_cl.append(r)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
+    min_offset = kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
     gone_cq = []
     queues: dict = {}
     for r in snap.of_kind(FileKind.CONSUMEQUEUE):
@@ -68,12 +70,12 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
         if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
-    return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
+    return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
+            "previous_min_phy_offset": (snap.batch.min_phy_offset if snap.batch else 0) or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours}
 
 
-def _last_unit_phys(r: dict):
+def _last_unit_phys(r: ManifestRow) -> int | None:
     """Commitlog offset of the file's last unit (units ascend, so the file's max)."""
     try:
         return r.max_phys
@@ -116,7 +118,7 @@ def delete_objects(store: storage.Store, files: set) -> list:
     extents of all their manifest rows, superseded index heads included); those still there."""
     if not files:
         return []
-    objects = set()
+    objects: set[str] = set()
     for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
         if r.action == "add" and r.path in files and r.has_detail("extents"):
             try:
@@ -141,23 +143,36 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
+    req = Expiry(reserved_hours, now_ms, dry_run, batch_id, vacuum_retention_hours, housekeeping, topic_rules)
     if dry_run:
-        return _expire(store, reserved_hours, now_ms, True, batch_id, vacuum_retention_hours, housekeeping, say, t0, None,
-                       topic_rules, snapshot)
+        return _expire(store, req, say, t0, None, snapshot)
     lease = writerlease.WriterLease(store, batch_id or "expire")
     lease.acquire()          # ConcurrentWriteError: an ingest (or another expiry) holds the store
     fault("after-lease")
     try:
-        return _expire(store, reserved_hours, now_ms, False, batch_id, vacuum_retention_hours, housekeeping, say, t0,
-                       lease, topic_rules, snapshot)
+        return _expire(store, req, say, t0, lease, snapshot)
     finally:
         lease.release()
 
 
-def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry_run: bool, batch_id: str | None,
-            vacuum_retention_hours: int, housekeeping: bool, say, t0: float, lease, rules: dict | None = None,
+@dataclass(frozen=True)
+class Expiry:
+    """What one ``expire`` call asks (its parameters, as ``expire`` documents them)."""
+    reserved_hours: float | None
+    now_ms: int | None = None
+    dry_run: bool = False
+    batch_id: str | None = None
+    vacuum_retention_hours: int = 168
+    housekeeping: bool = True
+    topic_rules: dict | None = None
+
+
+def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
             read: StoreSnapshot | None = None) -> dict:
     """``expire`` once the lease is held (``lease`` None: a dry run, which changes nothing)."""
+    reserved_hours, now_ms, dry_run, batch_id, rules = req.reserved_hours, req.now_ms, req.dry_run, req.batch_id, \
+        req.topic_rules
+    vacuum_retention_hours, housekeeping = req.vacuum_retention_hours, req.housekeeping
     # The snapshot read before the lease serves unless a writer committed in between (none can
     # now; the commit below is conditional on its versions all the same).
     snap = read if read is not None and read.versions is not None and not deltalog.tables_moved(store, read.versions) \
@@ -174,13 +189,13 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
                                               snap.config.mappedFileSizeCommitLog)
     else:
-        p = plan_expiry(snap, reserved_hours, now)
+        p = plan_expiry(snap, cast(float, reserved_hours), now)     # (given: no topic rule without one)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
-               "commitlog_removed": len(p["commitlog"]), "consumequeue_removed": len(p["consumequeue"]),
-               "index_removed": len(p["index"]), "min_phy_offset_before": p["previous_min_phy_offset"],
+               "commitlog_removed": len(p[FileKind.COMMITLOG]), "consumequeue_removed": len(p[FileKind.CONSUMEQUEUE]),
+               "index_removed": len(p[FileKind.INDEX]), "min_phy_offset_before": p["previous_min_phy_offset"],
                "min_phy_offset": p["min_phy_offset"],
-               "bytes_freed": sum(r.file_size for k in ("commitlog", "consumequeue", "index") for r in p[k])}
-    summary["removed"] = [r.path for k in ("commitlog", "consumequeue", "index") for r in p[k]]
+               "bytes_freed": sum(r.file_size for k in FILE_KINDS for r in p[k])}
+    summary["removed"] = [r.path for k in FILE_KINDS for r in p[k]]
     if rules:
         summary.update(topic_rules=p["topic_rules"], queue_min_offsets=p["queue_min_offsets"],
                        held_back=p["held_back"])
@@ -200,15 +215,16 @@ def _expire(store: storage.Store, reserved_hours: float, now_ms: int | None, dry
     committed_at = manifest.now_ms()
     rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules))
     ck = manifest.checkpoint_row_after(
-        snap.batch, batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
+        cast(BatchRow, snap.batch), batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
         min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
         detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
-                               "removed": {k: len(p[k]) for k in ("commitlog", "consumequeue", "index")},
+                               "removed": {k.value: len(p[k]) for k in FILE_KINDS},
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
     for r in rows:
         store.path(r.path)       # StorePathError before the commit: never delete outside the store
     fault("before-delta-commit")
+    assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
     manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
@@ -234,7 +250,7 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
                  by_topic: bool) -> list[ManifestRow]:
     """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
     rows = []
-    for kind in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX):
+    for kind in FILE_KINDS:
         for r in p[kind]:
             reason = p.get("reasons", {}).get(r.path) or (
                 f"newest message {r.max_store_ts} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
@@ -250,7 +266,7 @@ def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_h
 def _durable(snap: StoreSnapshot) -> bool:
     """The store's flushDiskType, as its latest batch records it (SYNC_FLUSH unless it says otherwise)."""
     try:
-        return snap.batch.durable
+        return snap.batch.durable if snap.batch is not None else True
     except ValueError:
         return True
 

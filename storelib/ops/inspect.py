@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 from ..format import consumequeue, paths
 from ..table import manifest
@@ -16,8 +17,8 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
-from ..table.rows import FileKind, recorded_config
-from ..table.snapshots import open_snapshot
+from ..table.rows import FILE_KINDS, FileKind, recorded_config
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
 __all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
@@ -44,10 +45,9 @@ SEGMENT_COLUMNS = ("kind", "path", "topic", "queue_id", "base_offset", "file_siz
 
 def segment_rows(snap: manifest.Snapshot, kind: str | None = None, topic: str | None = None) -> list:
     rows = [r for r in snap.files.values()
-            if (kind is None or r["kind"] == kind) and (topic is None or r["topic"] == topic)]
-    order = {"commitlog": 0, "consumequeue": 1, "index": 2, "checkpoint": 3}
-    rows.sort(key=lambda r: (order.get(r["kind"], 9), r["topic"] or "", r["queue_id"] or 0,
-                             r["base_offset"] or 0, r["path"]))
+            if (kind is None or r.kind == kind) and (topic is None or r.topic == topic)]
+    order: dict[str, int] = {k: i for i, k in enumerate((*FILE_KINDS, FileKind.CHECKPOINT))}
+    rows.sort(key=lambda r: (order.get(r.kind, 9), r.topic or "", r.queue_id or 0, r.base_offset, r.path))
     return rows
 
 
@@ -60,9 +60,7 @@ CHECKPOINT_COLUMNS = ("batch_seq", "batch_id", "operation", "committed_at", "mes
 def checkpoint_rows(snap: manifest.Snapshot) -> list:
     out = []
     for b in snap.batches:
-        r = dict(b)
-        r["queues"] = len(b["queue_offsets"] or [])
-        out.append(r)
+        out.append(dict(b, queues=len(b.queue_offsets)))
     return out
 
 
@@ -77,11 +75,12 @@ def topic_rows(snap: manifest.Snapshot) -> list:
     rec = snap.last_detail("topics")
     if not rec:
         return []
-    set_by, last = {}, {}
+    set_by: dict[str, str] = {}
+    last: dict[str, Any] = {}
     for b in snap.batches:
         for name, value in ((b.detail.get("topics") or {}).get("topics") or {}).items():
             if last.get(name) != value[1]:
-                set_by[name], last[name] = b["batch_id"], value[1]
+                set_by[name], last[name] = b.batch_id, value[1]
     placed = set(rec.get("placed", ()))
     rows = [{"topic": name, "read_queue_nums": r, "write_queue_nums": w, "perm": perm,
              "placed": "yes" if name in placed else "no", "set_by_batch": set_by.get(name)}
@@ -144,7 +143,7 @@ def allocated_bytes(store: storage.Store, rel: str) -> int:
     return store.size(rel) or 0
 
 
-def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreConfig | None = None,
+def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig | None = None,
           now_ms: int | None = None) -> dict:
     """Totals per topic/queue (messages, bytes, offsets, times) and the store's disk cost.
 
@@ -162,7 +161,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
         files = StoreFiles.scan(store, cfg)
     reader = StoreReader(store, cfg, files)
     queues = []
-    topics: dict = {}
+    topics: dict[str, dict[str, Any]] = {}
     for (topic, qid) in sorted(files.consume_queues):
         mn = reader.get_min_offset_in_queue(topic, qid)
         mx = reader.get_max_offset_in_queue(topic, qid)
@@ -176,7 +175,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
                 nbytes += int(u["size"].sum(dtype="int64"))
         first_ts = reader.get_message_store_timestamp(topic, qid, mn) if mx > mn else -1
         last_ts = reader.get_message_store_timestamp(topic, qid, mx - 1) if mx > mn else -1
-        q = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
+        q: dict[str, Any] = {"topic": topic, "queue_id": qid, "messages": mx - mn, "bytes": nbytes, "min_offset": mn,
              "max_offset": mx, "first_store_ts": first_ts, "last_store_ts": last_ts}
         queues.append(q)
         t = topics.setdefault(topic, {"topic": topic, "queues": 0, "messages": 0, "bytes": 0,
@@ -190,7 +189,7 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
                 t[k] = v if t[k] is None else fn(t[k], v)
     _retention_columns(store, snap, cfg, topics, manifest.now_ms() if now_ms is None else now_ms)
     cost = disk_cost(store, snap, cfg, files)
-    total = {"messages_readable": sum(q["messages"] for q in queues),
+    total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in queues),
              "bytes_readable": sum(q["bytes"] for q in queues),
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
@@ -199,18 +198,18 @@ def stats(store: storage.Store, snap: manifest.Snapshot | None, config: StoreCon
         # written): the range of the live segments' records, whatever order batches came in (a
         # queue's first and last message need not be its oldest and newest).
         lo, hi = _live_store_times(snap, topics)
-        total.update(batch_id=snap.batch["batch_id"], batch_seq=snap.batch["batch_seq"],
-                     total_messages_written=snap.batch["total_messages"], min_store_ts=lo, max_store_ts=hi)
+        total.update(batch_id=snap.batch.batch_id, batch_seq=snap.batch.batch_seq,
+                     total_messages_written=snap.batch.total_messages, min_store_ts=lo, max_store_ts=hi)
     return {"total": total, "topics": sorted(topics.values(), key=lambda t: t["topic"]), "queues": queues,
             "cost": cost}
 
 
-def _live_store_times(snap: manifest.Snapshot, topics: dict) -> tuple:
+def _live_store_times(snap: StoreSnapshot, topics: dict) -> tuple:
     """(min, max) store time of the live commitlog segments' records (their manifest rows); the
     queues' first/last readable messages for segments whose rows lack them."""
     segs = snap.of_kind(FileKind.COMMITLOG)
-    lows = [r["min_store_ts"] for r in segs if r["min_store_ts"] is not None]
-    highs = [r["max_store_ts"] for r in segs if r["max_store_ts"] is not None]
+    lows = [r.min_store_ts for r in segs if r.min_store_ts is not None]
+    highs = [r.max_store_ts for r in segs if r.max_store_ts is not None]
     if len(lows) < len(segs) or len(highs) < len(segs):
         lows += [t["first_store_ts"] for t in topics.values() if t["first_store_ts"] is not None]
         highs += [t["last_store_ts"] for t in topics.values() if t["last_store_ts"] is not None]
@@ -235,7 +234,7 @@ def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dic
 
 
 def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -> dict:
-    by_kind: dict = {}
+    by_kind: dict[str, dict[str, Any]] = {}
 
     def add(kind, rel, full):
         k = by_kind.setdefault(kind, {"kind": kind, "files": 0, "broker_bytes": 0, "stored_bytes": 0,
@@ -246,24 +245,24 @@ def disk_cost(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles) -
 
     if snap is not None and snap.batch is not None:
         for r in snap.files.values():
-            add(r["kind"], r["path"], r["file_size"])
-            by_kind[r["kind"]]["valid_bytes"] += r["valid_bytes"] or 0
+            add(r.kind, r.path, r.file_size)
+            by_kind[r.kind]["valid_bytes"] += r.valid_bytes
     else:
         for s in files.commitlog:
-            add("commitlog", s.rel, cfg.mappedFileSizeCommitLog)
+            add(FileKind.COMMITLOG, s.rel, cfg.mappedFileSizeCommitLog)
         for fs in files.consume_queues.values():
             for f in fs:
-                add("consumequeue", f.rel, cfg.cq_file_size)
+                add(FileKind.CONSUMEQUEUE, f.rel, cfg.cq_file_size)
         for ref in files.index:
-            add("index", ref.rel, cfg.index_file_size)
+            add(FileKind.INDEX, ref.rel, cfg.index_file_size)
         if store.exists(paths.CHECKPOINT_FILE):
-            add("checkpoint", paths.CHECKPOINT_FILE, 4096)
-    meta = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
+            add(FileKind.CHECKPOINT, paths.CHECKPOINT_FILE, 4096)
+    meta: dict[str, Any] = {"kind": "_rocketlake (Delta tables)", "files": 0, "broker_bytes": 0, "stored_bytes": 0,
             "valid_bytes": 0}
     for rel in store.list_files(paths.META_DIR):
         meta["files"] += 1
         meta["stored_bytes"] += allocated_bytes(store, rel)
-    rows = [by_kind[k] for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX, FileKind.CHECKPOINT) if k in by_kind]
+    rows = [by_kind[k] for k in (*FILE_KINDS, FileKind.CHECKPOINT) if k in by_kind]
     tot = {"kind": "total", "files": sum(r["files"] for r in rows),
            "broker_bytes": sum(r["broker_bytes"] for r in rows),
            "stored_bytes": sum(r["stored_bytes"] for r in rows) + meta["stored_bytes"],

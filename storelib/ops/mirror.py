@@ -41,11 +41,12 @@ from ..ingest.commit import StagedBatch, commit_batch, finish_pending_publish, u
 from ..ingest.context import WriteContext
 from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
+from ..ingest.staged_file import StagedFile
 from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import manifest, writerlease, zonemap
-from ..table.rows import FileKind, recorded_config
+from ..table.rows import FILE_KINDS, FileKind, recorded_config
 from ..table.snapshots import open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
@@ -195,9 +196,9 @@ def _check_only_mirrored(snap: manifest.Snapshot, store: storage.Store) -> None:
     longer follows the broker's. (An earlier version recorded mirror batches as ``ingest``: its
     batches carry ``detail.mirror`` all the same.)"""
     for b in snap.batches:
-        if b["operation"] in ("ingest", "import") and "mirror" not in json.loads(b.get("detail") or "{}"):
-            raise MirrorDiverged(f"{store.uri}: batch {b['batch_id']!r} ({b['operation']}) appended records at "
-                                 f"CommitLog offsets up to {b['max_phy_offset']} that the broker never wrote: the "
+        if b.operation in ("ingest", "import") and "mirror" not in b.detail:
+            raise MirrorDiverged(f"{store.uri}: batch {b.batch_id!r} ({b.operation}) appended records at "
+                                 f"CommitLog offsets up to {b.max_phy_offset} that the broker never wrote: the "
                                  "mirror cannot go on; start a new mirror")
 
 
@@ -212,7 +213,7 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
         if hashlib.sha256(broker.first_record(first)).hexdigest() != ident["first_record_sha256"]:
             raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset 0 is not the one this mirror "
                                  f"started from: {what}")
-    rows = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r["base_offset"])
+    rows = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
     if not rows:
         return
     if not segs or segs[0][0] > end:
@@ -222,14 +223,14 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
                                 "(or raise the broker's fileReservedTime and mirror more often)" if lo is not None
                                 else "holds no segment: " + what))
     last = rows[-1]
-    valid = int(last["valid_bytes"])
+    valid = last.valid_bytes
     lo = max(0, valid - _TAIL_CHECK)
-    have = broker.read(last["path"], lo, valid - lo)
-    if not have and segs[-1][0] > int(last["base_offset"]):
-        raise MirrorDiverged(f"{broker.root}: the broker has no {last['path']} (CommitLog offset "
-                             f"{int(last['base_offset'])}), where the mirror ends, but older and newer segments: "
+    have = broker.read(last.path, lo, valid - lo)
+    if not have and segs[-1][0] > last.base_offset:
+        raise MirrorDiverged(f"{broker.root}: the broker has no {last.path} (CommitLog offset "
+                             f"{last.base_offset}), where the mirror ends, but older and newer segments: "
                              f"{what}")
-    if segs[-1][0] < int(last["base_offset"]) or len(have) < valid - lo:
+    if segs[-1][0] < last.base_offset or len(have) < valid - lo:
         raise MirrorDiverged(f"{broker.root}: the broker's CommitLog ends before offset {end}, where the mirror "
                              "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
                              "start a new mirror for what the broker writes from now on")
@@ -237,7 +238,7 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
         mine = _committed(store, last, lo, valid - lo)
         if have != mine:
             d = next(i for i in range(len(mine)) if have[i] != mine[i])
-            raise MirrorDiverged(f"{broker.root}: CommitLog offset {int(last['base_offset']) + lo + d} differs from "
+            raise MirrorDiverged(f"{broker.root}: CommitLog offset {last.base_offset + lo + d} differs from "
                                  f"what the mirror committed there: {what}")
     oldest_base, oldest_rel = segs[0]
     row = snap.files.get(oldest_rel)
@@ -258,12 +259,12 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, b
     name the offset once a digest differs."""
     held = {rel for _, rel in broker.segments()}
     blocks = []                                  # (offset, row, block index, digest)
-    for r in sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"]):
-        if r["path"] not in held:
+    for r in sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset):
+        if r.path not in held:
             continue
-        digests = checksum.digests_from_detail(json.loads(r.get("detail") or "{}").get("blocks"))
-        nblocks = -(-int(r["valid_bytes"]) // checksum.BLOCK_SIZE)
-        blocks += [(int(r["base_offset"]) + i * checksum.BLOCK_SIZE, r, i, digests[i] if i < len(digests) else None)
+        digests = checksum.digests_from_detail(r.detail.get("blocks"))
+        nblocks = -(-r.valid_bytes // checksum.BLOCK_SIZE)
+        blocks += [(r.base_offset + i * checksum.BLOCK_SIZE, r, i, digests[i] if i < len(digests) else None)
                    for i in range(nblocks)]
     if not blocks:
         return 0
@@ -273,8 +274,8 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, b
     for n in range(len(blocks)):
         off, r, i, digest = blocks[(k + n) % len(blocks)]
         lo = i * checksum.BLOCK_SIZE
-        size = min(checksum.BLOCK_SIZE, int(r["valid_bytes"]) - lo)
-        theirs = broker.read(r["path"], lo, size)
+        size = min(checksum.BLOCK_SIZE, r.valid_bytes - lo)
+        theirs = broker.read(r.path, lo, size)
         if digest is None or len(theirs) != size or checksum.block_digest(theirs) != digest:
             mine = _committed(store, r, lo, size)
             if theirs != mine:
@@ -297,7 +298,7 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, b
 def _last_sweep(snap: manifest.Snapshot) -> int:
     """Where the newest mirror batch recorded its next sweep to start (0 without one)."""
     for b in reversed(snap.batches):
-        m = json.loads(b.get("detail") or "{}").get("mirror")
+        m = b.detail.get("mirror")
         if m:
             return int(m.get("sweep", 0))
     return 0
@@ -315,8 +316,8 @@ class _Batch:
     def __init__(self, store, snap, state, cfg: StoreConfig, batch_id: str, attempt: str):
         self.store, self.snap, self.state, self.cfg = store, snap, state, cfg
         self.staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
-        committed = {r["path"]: committed_facts(r) for r in snap.files.values()
-                     if r["kind"] in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX)} if snap.batch else {}
+        committed = {r.path: committed_facts(r) for r in snap.files.values()
+                     if r.kind in FILE_KINDS} if snap.batch else {}
         for facts in committed.values():
             facts["detail"] = facts["detail"] or {}
         self.ctx = WriteContext(store=store.uri, config=cfg, topics=None, staging=self.staging, committed=committed,
@@ -342,9 +343,9 @@ class _Batch:
     def _open_end(self, base: int) -> int:
         """Valid bytes of the mirror's committed segment at ``base`` (one the batch closes)."""
         r = self.snap.files.get(commitlog.rel_path(base)) if self.snap.batch else None
-        return int(r["valid_bytes"]) if r else 0
+        return r.valid_bytes if r else 0
 
-    def _segment(self, base: int, start: int, chunks: list, d: rebuild.Dispatch, r0: int, r1: int) -> dict:
+    def _segment(self, base: int, start: int, chunks: list, d: rebuild.Dispatch, r0: int, r1: int) -> StagedFile:
         F = self.cfg.mappedFileSizeCommitLog
         rel = commitlog.rel_path(base)
         version = FileVersion(self.ctx, self.store, rel, start, F, self.tag, "records")
@@ -359,11 +360,11 @@ class _Batch:
         has = r1 > r0
         zones = zonemap.build(zonemap.zone_bytes(F), phys - base, ts)
         end = int(phys[-1]) + int(d.size[r1 - 1]) if has else base + start
-        return dict(version.facts(new, digests, blocks.tail()), **{
+        return StagedFile.of(dict(version.facts(new, digests, blocks.tail()), **{
             "kind": FileKind.COMMITLOG, "path": rel, "base_offset": base, "file_size": F, "valid_bytes": start + new,
             "count_new": r1 - r0, "first_new_offset": int(phys[0]) if has else None, "end_offset": end,
             "min_ts": int(ts.min()) if has else None, "max_ts": int(ts.max()) if has else None,
-            "kept_bytes": start, "zones": zonemap.to_detail(zones)})
+            "kept_bytes": start, "zones": zonemap.to_detail(zones)}))
 
     def queues(self, d: rebuild.Dispatch, queue_next: dict) -> tuple:
         """(facts, plans) of the consume-queue files the records' units continue or create."""
@@ -523,12 +524,12 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
         idx, idx_plans = b.index(d)
         results += cq + idx
         fault("after-files-staged")
-        plan = sequencer.BatchPlan(segments=[r for r in results if r["kind"] == FileKind.COMMITLOG], cq_files=cq_plans,
+        plan = sequencer.BatchPlan(segments=[r for r in results if r.kind == FileKind.COMMITLOG], cq_files=cq_plans,
                                    index_files=idx_plans, messages=len(d.phys),
                                    total_bytes=int(d.size.sum(dtype=np.int64)), entries=len(d.key_hash),
                                    next_phys=end, queue_next=queue_next,
                                    index_entry_starts=[p.first_entry for p in idx_plans])
-        fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0]["checksum"]])
+        fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0].checksum])
                                      .encode()).hexdigest()
         staged = StagedBatch(snap, state, plan, [_summary(d)], results, batch_id, fingerprint, b.staging,
                              attempt=attempt, detail_extra={"mirror": mirror_detail}, operation="mirror")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -51,7 +52,7 @@ def file_data(store: storage.Store, rel: str) -> FileData:
     """``FileData`` of a store file as readers see it: a file a committed batch still publishes
     (``Store.map_patched``: its in-place patch not yet applied) is read through its mapping."""
     if rel in getattr(store, "assembled", {}):
-        return FileData(_Mapped(store), rel)
+        return FileData(cast(storage.Store, _Mapped(store)), rel)     # (reads through the mapping)
     return FileData(store, rel)
 
 
@@ -161,7 +162,7 @@ class Dispatch:
 def join_dispatch(parts: list) -> Dispatch:
     """The pieces of the segments' ``dispatch_segment`` results (in commitlog order) as one ``Dispatch``."""
     topics: dict = {}
-    cols = {k: [] for k in ("topic", "phys", "size", "queue_id", "queue_offset", "cq", "waits", "tags", "store_ts",
+    cols: dict[str, list] = {k: [] for k in ("topic", "phys", "size", "queue_id", "queue_offset", "cq", "waits", "tags", "store_ts",
                             "key_msg", "key_hash")}
     row0 = 0
     for p in parts:
@@ -176,7 +177,7 @@ def join_dispatch(parts: list) -> Dispatch:
               "key_hash": np.int32}
     arrays = {k: (np.concatenate(v).astype(dtypes[k], copy=False) if v else np.zeros(0, dtypes[k]))
               for k, v in cols.items()}
-    segs = []
+    segs: list = []
     for p in parts:                                # a segment's pieces: one entry, records summed
         if segs and segs[-1][0] == p["rel"]:
             segs[-1] = (p["rel"], p["base"], segs[-1][2] + p["n"], p["stop"], p["reason"])
@@ -260,7 +261,7 @@ def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkp
     ``keep`` holds, whose put may have gone with expired segments); the HA fields (master flushed
     offset, confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0,
     and so is indexMsgTimestamp when the index files are not derivable (``index_files`` None)."""
-    physic = ckpt.physic_msg_timestamp(d.store_ts, d.waits, keep.physic_msg_timestamp if keep is not None else 0)
+    physic = ckpt.physic_msg_timestamp(d.store_ts, d.waits, keep.physic_msg_timestamp if keep is not None else 0) or 0
     cq = np.flatnonzero(d.cq)
     logics = int(d.store_ts[cq[-1]]) if len(cq) else 0
     index_ts = 0

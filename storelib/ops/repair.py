@@ -170,7 +170,7 @@ def _commitlog_damage(store: storage.Store, segs: list, d: rebuild.Dispatch):
         i = next((k for k, g in enumerate(digests) if k >= len(known) or known[k] != g), 0)
         return name, i * checksum.BLOCK_SIZE, (f"bytes [{i * checksum.BLOCK_SIZE}, "
                                                f"{min(valid, (i + 1) * checksum.BLOCK_SIZE)}) differ from the "
-                                               f"manifest's checksum (batch {row['batch_id']})")
+                                               f"manifest's checksum (batch {row.batch_id})")
     return None
 
 
@@ -234,7 +234,7 @@ def _lost_head(view: _View, rel: str, e: rebuild.ExpectedQueueFile, want: np.nda
     if len(want) == valid and checksum.checksum_of_bytes(want[:valid]) == row.checksum:
         return ""
     return (f"units 0-{e.known_from - 1} point at commitlog records an expiry deleted, so only this file holds them, "
-            f"and as found they are not the manifest's version (batch {row['batch_id']}: sha256 of {valid} bytes "
+            f"and as found they are not the manifest's version (batch {row.batch_id}: sha256 of {valid} bytes "
             f"differs): {fix}")
 
 
@@ -266,7 +266,7 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     if view.listed is None:
         on_disk = [r for r in view.store.list_files(consumequeue.DIR) if not r.endswith(_LEGACY_TMP_SUFFIX)]
     else:
-        on_disk = [r["path"] for r in view.snap.of_kind(FileKind.CONSUMEQUEUE)]
+        on_disk = [r.path for r in view.snap.of_kind(FileKind.CONSUMEQUEUE)]
     for rel in sorted(set(on_disk) - set(expected)):
         out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "underived",
                     "detail": "no record of the commitlog lands in this file: left as it is"})
@@ -287,14 +287,15 @@ def _index_names(store: storage.Store, snap, files: list) -> tuple[list, list]:
     means the current one is missing (it gets a name between its neighbours), so a lost file in
     the middle does not shift every later one."""
     if snap is not None and snap.batch is not None:
-        return _positional(sorted(r["path"] for r in snap.of_kind(FileKind.INDEX)), files)
+        return _positional(sorted(r.path for r in snap.of_kind(FileKind.INDEX)), files)
     have = sorted(r for r in store.list_files(indexfile.DIR, recursive=False) if not r.endswith(_LEGACY_TMP_SUFFIX))
     heads = [_header_of(store, r) for r in have]
-    names, j = [], 0
+    names: list[str | None] = []
+    j = 0
     for i, b in enumerate(files):
         if j < len(have):
             nxt = files[i + 1].header if i + 1 < len(files) else None
-            lo = indexfile.name_millis(names[-1].rsplit("/", 1)[-1]) if names else 0
+            lo = indexfile.name_millis(str(names[-1]).rsplit("/", 1)[-1]) if names else 0
             hi = indexfile.name_millis(have[j].rsplit("/", 1)[-1])
             if heads[j] != b.header and nxt is not None and heads[j] == nxt and lo is not None and hi is not None \
                     and hi - (lo or 0) > 1:
@@ -329,7 +330,7 @@ def _underived_index(view: _View, start: int) -> list:
     out = [{"kind": FileKind.INDEX, "path": indexfile.DIR, "state": "underived",
             "detail": f"the commitlog starts at {start}, not 0: index files left as they are"}]
     for row in manifest_rows(sorted(view.snap.of_kind(FileKind.INDEX) if view.snap is not None else [],
-                                    key=lambda r: r["path"])):
+                                    key=lambda r: r.path)):
         fd, valid = view.file(row.path), row.valid_bytes
         if fd.exists and fd.size == row.file_size and \
                 fd.checksum(valid, head_len=verify_index.paged_head_len(row))[0] == row.checksum:
@@ -337,7 +338,7 @@ def _underived_index(view: _View, start: int) -> list:
         out.append({"kind": FileKind.INDEX, "path": row.path, "state": "unrestorable",
                     "detail": f"the commitlog starts at {start}, not 0 (an expiry deleted its first records), so "
                               "index files cannot be derived, and this one is not its manifest row's version "
-                              f"(batch {row['batch_id']}): restore the file from a copy of the store (a backup or "
+                              f"(batch {row.batch_id}): restore the file from a copy of the store (a backup or "
                               "an export) and rerun repair; nothing was changed"})
     return out
 
@@ -374,7 +375,7 @@ def _committed_checkpoint(view: _View, fd):
     return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
 
 
-def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list) -> dict:
+def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list | None) -> dict:
     if not view.holds(ckpt.FILE_NAME):
         return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
@@ -609,7 +610,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             say(f"commitlog {note}")
         summary = _summary(p, store, snap, apply, t0)
         if snap is not None and not apply:
-            summary["pending_publish"] = [b["batch_id"] for b in commit_stage.pending_publishes(store, snap)]
+            summary["pending_publish"] = [b.batch_id for b in commit_stage.pending_publishes(store, snap)]
             for b in summary["pending_publish"]:
                 say(f"batch {b} is committed but its publish is unfinished: its files were read from its staging; "
                     "--apply finishes the publish first")

@@ -28,13 +28,13 @@ import numpy as np
 from ..format.config import parse_topic_retention as parse_rules   # the topicRetention map, checked with the config
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
-from ..table import manifest
 from ..table.rows import FileKind, ManifestRow
+from ..table.snapshots import StoreSnapshot
 
 __all__ = ["parse_rules", "plan_topic_expiry"]
 
 HOUR_MS = 3600 * 1000
-def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
+def _unit_ts(store: storage.Store, r: ManifestRow, i: int, segs: dict, file_size: int):
     """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
     raw = store.read(r.path, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
     if len(raw) < consumequeue.UNIT_SIZE:
@@ -47,13 +47,13 @@ def _unit_ts(store: storage.Store, r: dict, i: int, segs: dict, file_size: int):
     return phys, records.pickup_store_timestamp(head)
 
 
-def _newest_ts(store: storage.Store, r: dict, segs: dict, file_size: int):
+def _newest_ts(store: storage.Store, r: ManifestRow, segs: dict, file_size: int):
     """Store time of the record the queue file's last unit points at (None: unreadable or gone)."""
     n = int(r.count or 0)
     return _unit_ts(store, r, n - 1, segs, file_size)[1] if n > 0 else None
 
 
-def _lowest_live(store: storage.Store, r: dict, segs: dict, file_size: int, cutoff: int):
+def _lowest_live(store: storage.Store, r: ManifestRow, segs: dict, file_size: int, cutoff: int):
     """Commitlog offset of the file's first unit whose message is newer than ``cutoff`` (store
     times rise with the offset, as a broker writes them: a binary search of O(log n) reads), None
     when every message is older."""
@@ -83,7 +83,7 @@ def _max_phys(r: ManifestRow):
         return None
 
 
-def _first_live(store: storage.Store, r: dict, min_offset: int) -> int:
+def _first_live(store: storage.Store, r: ManifestRow, min_offset: int) -> int:
     """The queue offset of the file's first unit pointing at or above ``min_offset`` (the file's
     end when none does): the queue's minimum once the segments below go (``correctMinOffset``)."""
     first = int(r.base_offset) // consumequeue.UNIT_SIZE
@@ -94,7 +94,7 @@ def _first_live(store: storage.Store, r: dict, min_offset: int) -> int:
     return first + int(np.searchsorted(units["phys"].astype(np.int64), min_offset))
 
 
-def _queues(snap: manifest.Snapshot) -> dict:
+def _queues(snap: StoreSnapshot) -> dict:
     queues: dict = {}
     for r in snap.of_kind(FileKind.CONSUMEQUEUE):
         queues.setdefault((r.topic, r.queue_id), []).append(r)
@@ -125,14 +125,14 @@ def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int
     return gone, idle, reasons
 
 
-def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_hours: float | None, rules: dict,
+def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours: float | None, rules: dict,
                       now_ms: int, file_size: int) -> dict:
     """The plan of ``ops.expire.plan_expiry`` (same keys) with the topics' ``rules`` ({topic: hours})
     applied, plus ``reasons`` (path -> why) and ``queue_min_offsets`` (the queues whose minimum
     offset advances: topic, queue id, old and new minimum)."""
     queues = _queues(snap)
     gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
-    lowest = {}                                    # topic -> lowest commitlog offset of a message it keeps
+    lowest: dict[str, int] = {}                    # topic -> lowest commitlog offset of a message it keeps
     segs_at = {r.base_offset: r for r in snap.of_kind(FileKind.COMMITLOG)}
     for (topic, _), files in queues.items():
         hours = rules.get(topic, reserved_hours)
@@ -153,7 +153,7 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         reasons[r.path] = f"no kept queue unit points into it (the lowest at {live_min})"
     held = _held_back(snap, segs, len(gone_cl), reserved_hours, now_ms, lowest, rules)
     kept = segs[len(gone_cl):]
-    min_offset = kept[0].base_offset if kept else (snap.batch.min_phy_offset or 0)
+    min_offset = kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
     gone_cq, new_min = [], []
     for (topic, qid), files in queues.items():
         first_kept = None
@@ -174,8 +174,8 @@ def plan_topic_expiry(store: storage.Store, snap: manifest.Snapshot, reserved_ho
         if r.max_offset is None or r.max_offset >= min_offset:
             break
         gone_idx.append(r)
-    return {"commitlog": gone_cl, "consumequeue": gone_cq, "index": gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": snap.batch.min_phy_offset or 0, "now_ms": now_ms,
+    return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
+            "previous_min_phy_offset": (snap.batch.min_phy_offset if snap.batch else 0) or 0, "now_ms": now_ms,
             "reserved_hours": reserved_hours, "reasons": reasons, "queue_min_offsets": new_min,
             "topic_rules": dict(rules), "held_back": held}
 

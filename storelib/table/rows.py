@@ -13,29 +13,15 @@ row before any reader relies on it).
 from __future__ import annotations
 
 import dataclasses
-import json
-from enum import StrEnum
 from typing import Any, Iterable, Mapping, NoReturn, Self, TypedDict
 
+from ..format.filekinds import FILE_KINDS, FileKind, json_column as _parsed
 from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
 from ..format.indexfile import IndexHeader
 
 __all__ = ["FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
            "manifest_rows", "batch_rows", "recorded_config", "overlay"]
 
-
-class FileKind(StrEnum):
-    """A manifest row's ``kind``: str-valued, so the value written to and compared with the
-    table is the same string as before (``FileKind.INDEX == "index"``)."""
-    COMMITLOG = "commitlog"
-    CONSUMEQUEUE = "consumequeue"
-    INDEX = "index"
-    CHECKPOINT = "checkpoint"
-
-
-# The kinds a batch writes manifest rows for, in the order a store is read (the checkpoint file is
-# derived from the batch row, never listed).
-FILE_KINDS = (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE, FileKind.INDEX)
 
 # What a batch records of its configuration (its row's ``config``): the keys that shape the files,
 # read by every later reader, and ``flushDiskType``, read by every later writer (expire, repair)
@@ -74,10 +60,6 @@ class BatchDetail(TypedDict, total=False):
     topics: dict[str, Any]
     round_robin: dict[str, Any]
     mirror: dict[str, Any]
-
-
-def _parsed(text: str | None) -> Any:
-    return json.loads(text) if text else {}
 
 
 class _Row(dict[str, Any]):
@@ -241,6 +223,11 @@ class BatchRow(_Row):
         return int(self.get("messages") or 0)
 
     @property
+    def record_bytes(self) -> int:
+        """The ``bytes`` column: the record bytes the batch wrote."""
+        return int(self.get("bytes") or 0)
+
+    @property
     def total_messages(self) -> int:
         return int(self.get("total_messages") or 0)
 
@@ -255,6 +242,22 @@ class BatchRow(_Row):
     @property
     def max_phy_offset(self) -> int:
         return int(self.get("max_phy_offset") or 0)
+
+    @property
+    def physic_msg_timestamp(self) -> int:
+        return int(self.get("physic_msg_timestamp") or 0)
+
+    @property
+    def logics_msg_timestamp(self) -> int:
+        return int(self.get("logics_msg_timestamp") or 0)
+
+    @property
+    def index_msg_timestamp(self) -> int:
+        return int(self.get("index_msg_timestamp") or 0)
+
+    @property
+    def wall_time_ms(self) -> int | None:
+        return self.get("wall_time_ms")
 
     @property
     def queue_offsets(self) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import sys
 
 from ..cli import common as cli
 from ..cli.failures import CHECK, guarded
-from ..errors import ExitCode
+from ..errors import BadInput
 
 __all__ = ["main", "serve"]
 
@@ -38,7 +38,8 @@ def main(argv=None) -> int:
 
 
 def serve(store: str, host: str, port: int, config: str | None = None, ready=None) -> int:
-    """Serve the pages until interrupted (``ready(url)``: called once the socket listens)."""
+    """Serve the pages until interrupted (``ready(url)``: called once the socket listens). An
+    address it cannot listen on: ``BadInput`` (its one line and exit 2 come from ``guarded``)."""
     from werkzeug.serving import make_server
     from .server import create_app, loopback_hosts
     app = create_app(store, config)
@@ -46,8 +47,7 @@ def serve(store: str, host: str, port: int, config: str | None = None, ready=Non
         sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
     except (OSError, OverflowError) as e:       # in use, not an address of this machine, out of range
         why = os.strerror(e.errno) if isinstance(e, OSError) and e.errno else str(e)
-        print(f"error: cannot listen on {host}:{port}: {why}", file=sys.stderr)
-        return int(ExitCode.BAD_INPUT)
+        raise BadInput(f"cannot listen on {host}:{port}: {why}") from None
     with sock:
         server = make_server(host, sock.getsockname()[1], app, threaded=True, fd=sock.fileno())
     app.config["ROCKETLAKE_HOSTS"] = loopback_hosts(host, server.port)

@@ -50,7 +50,7 @@ class Health:
             found = sorted({str(p) for p in list(problems) + list(result["problems"]) if p.path in checked})
             summary = {"status": "ok" if not found else "FAILED", "problems": len(found), "files": len(checked),
                        "checked": ", ".join(checked), "seconds": round(time.time() - t0, 3)}
-            return self._keep(f"file {rel}", snap.batch["batch_id"] if snap.batch else None, found, summary)
+            return self._keep(f"file {rel}", snap.batch.batch_id if snap.batch else None, found, summary)
 
     def _keep(self, what: str, as_of, problems: list, summary: dict) -> dict:
         self.last = {"what": what, "as_of": as_of, "when": iso(int(time.time() * 1000)), "problems": problems,

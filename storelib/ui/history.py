@@ -12,11 +12,14 @@
 from __future__ import annotations
 
 
+from typing import Any, Mapping, NamedTuple
+
 from ..cli.timeargs import iso
 from ..table import manifest
+from ..table.rows import manifest_rows
 from ..table.zonemap import of_row
 
-__all__ = ["batches", "batches_spans", "queue_series", "segment_map", "SAMPLES"]
+__all__ = ["batches", "batches_spans", "Span", "queue_series", "segment_map", "SAMPLES"]
 
 SAMPLES = 200          # points of a queue's offset-by-store-time curve
 
@@ -28,22 +31,22 @@ def batches(store, snap: manifest.Snapshot) -> list:
     for h in manifest.history(store):
         if h["batch_id"]:
             versions.setdefault(h["batch_id"], []).append(f"{h['table']} v{h['version']}")
-    appended = {s["batch_seq"]: list(s["appended"]) for s in batches_spans(snap)}
+    appended = {s.batch_seq: list(s.appended) for s in batches_spans(snap)}
     out = []
     for b in snap.batches:
         try:
-            detail = b.detail
+            detail: Mapping[str, Any] = b.detail
         except ValueError:
-            detail = {"detail": b["detail"]}  # type: ignore[typeddict-unknown-key]
-        out.append({"batch_seq": b["batch_seq"], "batch_id": b["batch_id"], "operation": b["operation"],
-                    "committed_at": b["committed_at"], "committed": iso(b["committed_at"]),
-                    "messages": b["messages"], "bytes": b["bytes"], "total_messages": b["total_messages"],
-                    "index_entries": b["index_entries"], "wall_time_ms": b["wall_time_ms"],
-                    "min_store_time": iso(b["min_store_ts"]), "max_store_time": iso(b["max_store_ts"]),
-                    "min_phy_offset": b["min_phy_offset"], "max_phy_offset": b["max_phy_offset"],
-                    "appended": appended.get(b["batch_seq"]),
-                    "queues": len(b["queue_offsets"] or []), "summary": detail,
-                    "delta_versions": versions.get(b["batch_id"], [])})
+            detail = {"detail": b.get("detail")}      # (shown as stored: it does not parse)
+        out.append({"batch_seq": b.batch_seq, "batch_id": b.batch_id, "operation": b.operation,
+                    "committed_at": b.committed_at, "committed": iso(b.committed_at),
+                    "messages": b.messages, "bytes": b.record_bytes, "total_messages": b.total_messages,
+                    "index_entries": b.index_entries, "wall_time_ms": b.wall_time_ms,
+                    "min_store_time": iso(b.min_store_ts), "max_store_time": iso(b.max_store_ts),
+                    "min_phy_offset": b.min_phy_offset, "max_phy_offset": b.max_phy_offset,
+                    "appended": appended.get(b.batch_seq),
+                    "queues": len(b.queue_offsets), "summary": detail,
+                    "delta_versions": versions.get(b.batch_id, [])})
     return out
 
 
@@ -54,9 +57,9 @@ def queue_series(reader, snap: manifest.Snapshot | None, topic: str, queue_id: i
     hi = reader.get_max_offset_in_queue(topic, queue_id)
     per_batch = []
     for b in (snap.batches if snap is not None else []):
-        for q in b["queue_offsets"] or []:
+        for q in b.queue_offsets:
             if q["topic"] == topic and q["queue_id"] == queue_id:
-                per_batch.append({"batch": f"{b['batch_seq']}: {b['batch_id']}", "operation": b["operation"],
+                per_batch.append({"batch": f"{b.batch_seq}: {b.batch_id}", "operation": b.operation,
                                   "next_offset": q["max_offset"]})
     n = hi - lo
     offsets = range(lo, hi) if n <= SAMPLES else sorted({lo + (n - 1) * i // (SAMPLES - 1) for i in range(SAMPLES)})
@@ -72,18 +75,17 @@ def queue_series(reader, snap: manifest.Snapshot | None, topic: str, queue_id: i
 def segment_map(snap: manifest.Snapshot, rows: list, file_size: int) -> list:
     """Per commitlog segment (``rows``: its manifest rows, or a broker's segments as dicts with
     path, base_offset, valid_bytes): the spans each batch appended to it and its zones."""
-    spans = [(b["batch_seq"], b["batch_id"], b["operation"], b["appended"])
-             for b in batches_spans(snap)]
+    spans = [(b.batch_seq, b.batch_id, b.operation, b.appended) for b in batches_spans(snap)]
     out = []
-    for r in sorted(rows, key=lambda r: r["base_offset"]):
-        base, valid = int(r["base_offset"]), int(r["valid_bytes"] or 0)
+    for r in sorted(manifest_rows(rows), key=lambda r: r.base_offset):
+        base, valid = r.base_offset, r.valid_bytes
         parts = []
         for seq, bid, op, (a, z) in spans:
             lo, hi = max(a, base), min(z, base + file_size)
             if hi > lo:
                 parts.append({"batch_seq": seq, "batch_id": bid, "operation": op,
                               "start": lo - base, "end": hi - base, "bytes": hi - lo})
-        zm = of_row(r) if r.get("detail") is not None else None
+        zm = of_row(r)
         zones = []
         if zm is not None:
             zm = zm.clip(valid)
@@ -91,21 +93,28 @@ def segment_map(snap: manifest.Snapshot, rows: list, file_size: int) -> list:
                 stop = int(zm.pos[k + 1]) if k + 1 < len(zm.pos) else valid
                 zones.append({"start": int(zm.pos[k]), "end": stop, "min_store_time": iso(int(zm.min_ts[k])),
                               "max_store_time": iso(int(zm.max_ts[k]))})
-        out.append({"path": r["path"], "base_offset": base, "file_size": file_size, "valid_bytes": valid,
-                    "count": r.get("count"), "batch_id": r.get("batch_id"),
-                    "min_store_time": iso(r.get("min_store_ts")), "max_store_time": iso(r.get("max_store_ts")),
+        out.append({"path": r.path, "base_offset": base, "file_size": file_size, "valid_bytes": valid,
+                    "count": r.count, "batch_id": r.get("batch_id"),
+                    "min_store_time": iso(r.min_store_ts), "max_store_time": iso(r.max_store_ts),
                     "spans": parts, "zones": zones, "zone_bytes": zm.bytes if zm is not None else None})
     return out
 
 
-def batches_spans(snap: manifest.Snapshot) -> list:
+class Span(NamedTuple):
+    """The commitlog bytes [start, end) one batch appended."""
+    batch_seq: int
+    batch_id: str
+    operation: str
+    appended: tuple[int, int]
+
+
+def batches_spans(snap: manifest.Snapshot) -> list[Span]:
     """The committed batches that appended commitlog bytes, with [start, end) of what they appended."""
     out, prev_end = [], None
     for b in snap.batches:
-        start = b["min_phy_offset"] if prev_end is None else prev_end
-        end = b["max_phy_offset"] or 0
-        if end > (start or 0):
-            out.append({"batch_seq": b["batch_seq"], "batch_id": b["batch_id"], "operation": b["operation"],
-                        "appended": (start or 0, end)})
+        start = b.min_phy_offset if prev_end is None else prev_end
+        end = b.max_phy_offset
+        if end > start:
+            out.append(Span(b.batch_seq, b.batch_id, b.operation, (start, end)))
         prev_end = end
     return out

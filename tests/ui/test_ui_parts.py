@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from storelib.errors import BadInput, CorruptStore, NoSuchBatch, StoreNotFound, StorePathError
 from storelib.table.manifest import Snapshot
+from storelib.table.rows import BatchRow
 from storelib.ui import history, lookup
 from storelib.ui.storeview import checked_rel, error_line
 
@@ -70,13 +71,13 @@ def test_error_lines():
 
 
 def _batch(seq, op, lo, hi):
-    return {"batch_seq": seq, "batch_id": f"b{seq}", "operation": op, "min_phy_offset": lo, "max_phy_offset": hi}
+    return BatchRow({"batch_seq": seq, "batch_id": f"b{seq}", "operation": op, "min_phy_offset": lo, "max_phy_offset": hi})
 
 
 def test_the_spans_each_batch_appended():
     snap = Snapshot(None, batches=[_batch(1, "import", 1000, 5000), _batch(2, "ingest", 1000, 9000),
                                    _batch(3, "expire", 4096, 9000), _batch(4, "ingest", 4096, 9500)])
-    assert [(s["batch_id"], s["appended"]) for s in history.batches_spans(snap)] == \
+    assert [(s.batch_id, s.appended) for s in history.batches_spans(snap)] == \
         [("b1", (1000, 5000)), ("b2", (5000, 9000)), ("b4", (9000, 9500))]
     rows = [{"path": "commitlog/0", "base_offset": 0, "valid_bytes": 4096},
             {"path": "commitlog/4096", "base_offset": 4096, "valid_bytes": 5404}]
@@ -86,14 +87,20 @@ def test_the_spans_each_batch_appended():
         [("b1", 0, 904), ("b2", 904, 4096)]
 
 
-def test_a_port_in_use_is_one_line(capsys):
+def test_a_port_in_use_is_one_line(capsys, monkeypatch):
+    """``serve`` raises the error; the command's ``guarded`` entry prints its one line (exit 2), as
+    every command does: nothing in ui/ prints an error itself."""
     import socket
     from storelib.ui import command
+    monkeypatch.setattr(command.cli, "store_config", lambda args: None)     # (no store needed to get here)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert command.serve("unused-store", "127.0.0.1", port) == 2
+        with pytest.raises(BadInput, match="cannot listen"):
+            command.serve("unused-store", "127.0.0.1", port)
+        assert capsys.readouterr().err == ""
+        assert command.main(["--store", "unused-store", "--port", str(port)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
 
