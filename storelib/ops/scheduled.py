@@ -125,15 +125,15 @@ def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[
 
 
 def _records(store: storage.Store, row: ManifestRow, staged: set[Any]) -> pa.Table | None:
-    valid = int(row["valid_bytes"])
+    valid = row.valid_bytes
     if valid <= 0:
         return None
     buf = np.frombuffer(store.read(storefiles.reading_path(store, row, staged), 0, valid), np.uint8)
     starts, _, _ = codec.record_starts(buf, 0, len(buf))
     if not len(starts):
         return None
-    return codec.decode_records(buf, int(row["base_offset"]), np.asarray(starts, np.int64), body=False,
-                                origin=(row["path"], 0))
+    return codec.decode_records(buf, row.base_offset, np.asarray(starts, np.int64), body=False,
+                                origin=(row.path, 0))
 
 
 def _identity(topic: Any, queue_id: Any, recs: pa.Table) -> pa.Array:

@@ -19,7 +19,7 @@ from house.importgraph import PKG, ROOT
 # Not yet moved (modules another change owns): each leaves this list when it holds the rule.
 KIND_PENDING = {"table/rowcheck.py"}            # _PREFIX keyed by kind literals
 # Row subscripts above table/ in read/ and verify/: bounded at what they hold (never more).
-SUBSCRIPT_BOUND = {"verify/driver.py": 3}
+SUBSCRIPT_BOUND = {"verify/driver.py": 2}
 ABOVE_TABLE = ("read", "ingest", "verify", "ops", "cli", "ui")
 
 
