@@ -14,7 +14,8 @@ commits are conditional on the table versions read when the batch was planned, s
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
 Compaction: the manifest table is append-only, and a file a batch continues gets a new row each
-batch, so its rows grow with history. When its rows outnumber twice the live ones, the writer
+batch, so its rows grow with history. When its rows outnumber twice the live ones (and the
+dead ones ``COMPACT_MIN_ROWS``), the writer
 that just committed a batch (``commit``, under its lease) replaces the table's data files by one
 holding only the live rows, the rows of files a committed expiry removed, and a marker row
 (``action = compact``: the batch it was taken after, the table version before it): one
@@ -50,7 +51,8 @@ from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "COMPACT", "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -122,6 +124,11 @@ class TableVersions:
 # version it replaced) and ``legacy_version`` (the version before the first compaction: it holds
 # the rows of batches that recorded no ``manifest_version``).
 COMPACT = "compact"
+# A compaction is due when the rows beyond the live ones outnumber both the live rows and this
+# many: a table of a few thousand rows loads in a fraction of a second, and a small store whose
+# batches rewrite most of its rows would otherwise compact (and upload its live rows) every
+# other batch.
+COMPACT_MIN_ROWS = 10_000
 
 
 @dataclass
@@ -473,8 +480,8 @@ def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versi
 def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
                    ) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
-    an expiry removed, the marker), if the table's rows would then be more than twice as many
-    (the rows since the last compaction more than the live ones); None when not due, or when the
+    an expiry removed, the marker), if the other rows would then outnumber them and
+    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read); None when not due, or when the
     writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses."""
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
@@ -493,7 +500,7 @@ def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint
             if expiry:
                 removed[r["path"]] = ManifestRow.of(r)
     live = len(files) + len(removed) + 1
-    if versions.rows + len(manifest_rows) <= 2 * live:
+    if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
         return None
     before = versions.manifest + 1 if versions.manifest is not None else 0
     legacy = base.compaction.detail.get("legacy_version") if base.compaction is not None else None

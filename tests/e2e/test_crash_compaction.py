@@ -56,6 +56,15 @@ def _as_of(store: str) -> dict:
             for b in SEED}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _small_tables():
+    """Compaction as soon as the dead rows outnumber the live ones (not only past 10,000), here
+    and in the runs of tests/support/local_ingest.py."""
+    with mock.patch.object(manifest, "COMPACT_MIN_ROWS", 0), \
+            mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": "0"}):
+        yield
+
+
 @pytest.fixture(scope="module")
 def seed(inputs, tmp_path_factory):  # noqa: F811
     """(seed store, its files, each seed batch's files, the uninterrupted result's files)."""

@@ -26,6 +26,12 @@ QUEUES = 4
 CQ_FILE = 6_000_000
 
 
+@pytest.fixture(autouse=True)
+def _small_tables(monkeypatch):
+    """Compaction as soon as the dead rows outnumber the live ones (not only past 10,000)."""
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 0)
+
+
 def _ck(seq: int, queue_next: dict) -> dict:
     cols = {n: None for n in manifest.CHECKPOINTS_SCHEMA.names if n != "attempt_id"}
     cols.update(batch_id=f"b{seq}", batch_seq=seq, operation="ingest", committed_at=seq, messages=1,
@@ -143,6 +149,13 @@ def test_a_store_written_before_opens_and_is_compacted(tmp_path):
     assert later.detail["through_seq"] > 9 and later.detail["legacy_version"] == snap.compaction.detail["legacy_version"]
     for seq, files in seen.items():
         assert {p: dict(r) for p, r in manifest.load_snapshot(store, as_of_batch=seq).files.items()} == files, seq
+
+
+def test_a_small_table_is_not_compacted(tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10_000)
+    store = storage.Store(str(tmp_path / "store"))
+    _batches(store, 1, 14, {}, {})
+    assert manifest.load_snapshot(store).compaction is None
 
 
 def test_an_earlier_batch_whose_version_was_vacuumed_is_a_clear_error(tmp_path):
