@@ -51,7 +51,8 @@ class FileDetail(TypedDict, total=False):
     continued in place); consumequeue: ``min_phys`` / ``max_phys`` (commitlog offsets its units
     point at), ``logics_physical_offset``; index: ``header`` (the header the batch committed),
     ``head`` (a paged head); every kind: ``extents`` (object stores), ``blocks`` (block sha256s);
-    a removal: ``reason``."""
+    a removal: ``reason``; a compaction's marker: ``through_seq``, ``before_version``,
+    ``legacy_version`` (``manifest.COMPACT``)."""
     zones: dict[str, Any]
     patch: dict[str, Any]
     min_phys: int
@@ -62,14 +63,20 @@ class FileDetail(TypedDict, total=False):
     extents: list[Any]
     blocks: Any
     reason: str
+    through_seq: int
+    before_version: int
+    legacy_version: int
 
 
 class BatchDetail(TypedDict, total=False):
     """A batch row's ``detail``: an ingest's ``topics`` (its topic config) and ``round_robin``
-    positions, a mirror cycle's ``mirror`` state, a repair's or an expiry's counts."""
+    positions, a mirror cycle's ``mirror`` state, a repair's or an expiry's counts; every batch
+    since the manifest's compaction: ``manifest_version`` and ``queue_offsets`` ("changed")."""
     topics: dict[str, Any]
     round_robin: dict[str, Any]
     mirror: dict[str, Any]
+    manifest_version: int
+    queue_offsets: str
 
 
 def _parsed(text: str | None) -> Any:
@@ -283,13 +290,13 @@ class BatchRow(_Row):
     def changed_queues_only(self) -> bool:
         """``queue_offsets`` lists only the queues this batch changed (the store's whole map is
         ``queue_ends`` of its live consume-queue rows); a batch of an older version listed all."""
-        return self.detail.get("queue_offsets") == "changed"  # type: ignore[comparison-overlap]
+        return self.detail.get("queue_offsets") == "changed"
 
     @property
     def manifest_version(self) -> int | None:
         """The manifest-table version that holds this batch's rows (a batch of an older version
         recorded none): ``--as-of-batch`` reads that version once later compactions dropped them."""
-        v = self.detail.get("manifest_version")  # type: ignore[misc]
+        v = self.detail.get("manifest_version")
         return v if type(v) is int else None
 
     def matches(self, as_of_batch: str | int) -> bool:
