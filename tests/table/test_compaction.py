@@ -45,11 +45,11 @@ def _cq(seq: int, q: int, units: int) -> dict:
                              valid_bytes=20 * units, count=units, min_offset=0, max_offset=units)
 
 
-def _batches(store, first: int, last: int, queue_next: dict, seen: dict) -> None:
+def _batches(store, first: int, last: int, queue_next: dict, seen: dict, queues: int = QUEUES) -> None:
     """Batches ``first..last``: batch k appends one unit to queue 0, and to every queue when k is odd."""
     snap = manifest.load_snapshot(store)
     for seq in range(first, last + 1):
-        changed = range(QUEUES) if seq % 2 else [0]
+        changed = range(queues) if seq % 2 else [0]
         rows = []
         for q in changed:
             queue_next[("t", q)] = queue_next.get(("t", q), 0) + 1
@@ -172,3 +172,33 @@ def test_an_earlier_batch_whose_version_was_vacuumed_is_a_clear_error(tmp_path):
     with pytest.raises(CorruptStore):
         manifest.load_snapshot(store, as_of_batch=1)
     assert os.path.isdir(store.path(paths.MANIFEST_DIR))
+
+
+def test_commands_read_earlier_batches_and_expiries_through_a_compaction(tmp_path):
+    """``open_snapshot`` (every command's way in: query, verify, the stream source's batch, the UI)
+    serves an earlier batch from the version it recorded; the rows of files a committed expiry
+    removed survive compactions (expire deletes what a crash left of them)."""
+    from storelib.table.snapshots import open_snapshot
+    store = storage.Store(str(tmp_path / "store"))
+    seen: dict = {}
+    queue_next: dict = {}
+    _batches(store, 1, 3, queue_next, seen)
+    # an expiry removes queue 3's file (and a later batch never writes it again)
+    snap = manifest.load_snapshot(store)
+    gone = "consumequeue/t/3/00000000000000000000"
+    ck = manifest.checkpoint_row_after(snap.batch, batch_id="expire-4", batch_seq=4, operation="expire",
+                                       committed_at=4, detail="{}")
+    manifest.commit(store, snap.versions, [manifest.remove_row(snap.files[gone], "expire-4", 4, 4, "{}")], ck,
+                    durable=False)
+    snap = manifest.load_snapshot(store)
+    seen[4] = {p: dict(r) for p, r in snap.files.items()}
+    assert gone in snap.removed and gone not in snap.files
+    queue_next.pop(("t", 3))
+    _batches(store, 5, 16, queue_next, seen, queues=3)
+    latest = open_snapshot(store, history=True)
+    assert manifest.load_snapshot(store).compaction is not None
+    assert gone in latest.removed and gone not in latest.files
+    for seq, files in seen.items():
+        got = open_snapshot(store, as_of_batch=seq)
+        assert {p: dict(r) for p, r in got.files.items()} == files, seq
+        assert got.batch_seq == seq and got.pinned == (seq != 16)
