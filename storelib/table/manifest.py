@@ -15,9 +15,8 @@ concurrent writers exactly one commits (the other fails before leaving a row any
 
 Compaction: the manifest table is append-only, and a file a batch continues gets a new row each
 batch, so its rows grow with history. When its rows outnumber twice the live ones (and the
-dead ones ``COMPACT_MIN_ROWS``), the writer
-that just committed a batch (``commit``, under its lease) replaces the table's data files by one
-holding only the live rows, the rows of files a committed expiry removed, and a marker row
+dead ones ``COMPACT_MIN_ROWS``), the writer that just committed a batch (``commit``, under its
+lease) replaces the table's data files by one holding only the live rows, the rows of files a committed expiry removed, and a marker row
 (``action = compact``: the batch it was taken after, the table version before it): one
 conditional Delta commit with ``dataChange = false``. Readers of the latest batch or a later
 one read at most twice the live rows; ``--as-of-batch`` of an earlier batch reads the table
