@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-from contextlib import contextmanager
 from unittest import mock
 
 import pytest
@@ -28,6 +27,7 @@ from support import goldenlib
 from conftest import golden_set
 from support.crashfs.availability import unavailable_reason
 from storelib.io import storage
+from support.compaction import written_before_compaction
 from storelib.runtime.faults import COMPACT_POINTS
 from storelib.table import manifest
 
@@ -40,15 +40,6 @@ SEED = [f"A{i}" for i in range(PARTS)]
 ALL_POINTS = os.environ.get("CRASH_POINTS", "") == "0"
 MOST = 3                  # cuts from the switch on (make test); CRASH_POINTS=0: every distinct one
 ALL_FAULTS = os.environ.get("ROCKETLAKE_FAULTS") == "all"
-
-
-@contextmanager
-def _written_before_compaction():
-    """Commits as a version before compaction made them: full queue maps, no manifest version
-    recorded, never compacted."""
-    with mock.patch.object(manifest, "_recorded", lambda ck, rows, versions: dict(ck)), \
-            mock.patch.object(manifest, "compaction_due", lambda *a: None):
-        yield
 
 
 def _as_of(store: str) -> dict:
@@ -74,7 +65,7 @@ def seed(inputs, tmp_path_factory):  # noqa: F811
     for i in range(PARTS):
         (inputs / f"a{i}.jsonl").write_text("".join(lines[i * step:(i + 1) * step]))
     store = str(tmp_path_factory.mktemp("compaction-seed") / "store")
-    with _written_before_compaction():
+    with written_before_compaction():
         for i, b in enumerate(SEED):
             _in_process_ingest(inputs, store, f"a{i}", b, durable=False)
     assert manifest.load_snapshot(storage.Store(store)).compaction is None

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
-from unittest import mock
 
 import pytest
 
 from storelib.errors import CorruptStore
 from storelib.format import paths
 from storelib.io import storage
+from support.compaction import written_before_compaction
 from storelib.table import manifest, rowcheck
 from storelib.table.rows import BatchRow, queue_ends
 
@@ -60,15 +59,6 @@ def _batches(store, first: int, last: int, queue_next: dict, seen: dict, queues:
         snap = manifest.load_snapshot(store)
         seen[seq] = {p: dict(r) for p, r in snap.files.items()}
         assert queue_ends(snap.files.values()) == queue_next
-
-
-@contextmanager
-def _written_before_compaction():
-    """Commits as a version before this one made them: full queue maps, no manifest version
-    recorded, never compacted."""
-    with mock.patch.object(manifest, "_recorded", lambda ck, rows, versions: dict(ck)), \
-            mock.patch.object(manifest, "compaction_due", lambda *a: None):
-        yield
 
 
 def _table_rows(store) -> list:
@@ -132,7 +122,7 @@ def test_a_store_written_before_opens_and_is_compacted(tmp_path):
     store = storage.Store(str(tmp_path / "store"))
     seen: dict = {}
     queue_next: dict = {}
-    with _written_before_compaction():
+    with written_before_compaction():
         _batches(store, 1, 8, queue_next, seen)
     old = manifest.read_tables(store)
     assert all(not b.changed_queues_only and b.manifest_version is None for b in old.batches)
