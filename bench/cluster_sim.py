@@ -225,8 +225,18 @@ def run_store(a) -> dict:
             snap = manifest.load_snapshot(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            # the rows the load read (a compacted table: the live ones and those since), the live files
+            r["table_rows"] = getattr(snap.versions, "rows", None)
+            r["live_files"] = len(snap.files)
+            r["compacted"] = bool(getattr(snap, "compaction", None)) and \
+                snap.compaction.detail["through_seq"] == snap.batch_seq
+            r["driver_s"] = r["plan_s"] + r["rows_s"] + r["commit_s"] + r["load_s"]
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
+            if getattr(a, "progress", False):
+                print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, load "
+                      f"{r['load_s']:.2f} s of {r['table_rows']} rows ({r['live_files']} live)"
+                      + (", compacted" if r["compacted"] else ""), file=sys.stderr, flush=True)
         logs = _log_bytes(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -240,22 +250,34 @@ def model(res: dict, batches: int) -> dict:
     per = res["per_batch"][1:] or res["per_batch"]     # the first batch creates the tables
     rows = float(np.median([p["rows"] for p in per]))
     step = {k: float(np.median([p[k] for p in per])) for k in ("summaries_s", "plan_s", "facts_s", "rows_s", "commit_s")}
-    x = np.array([rows_ever for rows_ever, _ in res["loads"]], float)
+    compacting = any(p.get("compacted") for p in res["per_batch"])
+    if compacting:
+        # a compacted table: the load reads the rows at the time (the live ones and those since the
+        # last compaction, at most twice the live ones and a batch's), whatever the history
+        x = np.array([p["table_rows"] for p in res["per_batch"]], float)
+        read_after = 2 * (res["live_files"] + 1) + rows
+    else:
+        # append-only: the load reads every row ever written
+        x = np.array([rows_ever for rows_ever, _ in res["loads"]], float)
+        read_after = rows * batches
     y = np.array([secs for _, secs in res["loads"]], float)
     slope, icpt = (np.polyfit(x, y, 1) if len(x) > 1 and np.ptp(x) > 0 else (y[-1] / max(x[-1], 1), 0.0))
     total_rows = rows * batches
     real = len(res["per_batch"])
     mf_log = res["log"]["manifest"]["bytes"] / real
     ck_log = res["log"]["checkpoints"]["bytes"] / real
-    rss_per_row = max(0.0, (res["rss_mb"] - 150) / max(x[-1], 1))
-    return {"rows_per_batch": rows, "manifest_rows_after": total_rows,
+    rss_per_row = max(0.0, (res["rss_mb"] - 150) / max(x.max(), 1))
+    load_after = float(icpt + slope * read_after)
+    return {"rows_per_batch": rows, "manifest_rows_after": total_rows, "compacting": compacting,
+            "rows_read_after": read_after,
+            # a compacted table's data files are the live rows' (older files stay until a vacuum)
             "manifest_bytes_after": mf_log * batches, "checkpoints_bytes_after": ck_log * batches,
-            "load_s_after": float(icpt + slope * total_rows), "load_s_per_million_rows": float(slope * 1e6),
-            "driver_mb_after": 150 + rss_per_row * total_rows, "mb_per_thousand_rows": rss_per_row * 1e3,
+            "load_s_after": load_after, "load_s_per_million_rows": float(slope * 1e6),
+            "driver_mb_after": 150 + rss_per_row * read_after, "mb_per_thousand_rows": rss_per_row * 1e3,
             # the driver's own steps (the split facts and the write tasks' facts are the executors')
             "plan_commit_s": step["plan_s"] + step["rows_s"] + step["commit_s"],
             # a batch opens the snapshot, and refreshes the snapshot cache after its commit: two loads
-            "batch_s_after": step["plan_s"] + step["rows_s"] + step["commit_s"] + 2 * float(icpt + slope * total_rows),
+            "batch_s_after": step["plan_s"] + step["rows_s"] + step["commit_s"] + 2 * load_after,
             **step}
 
 
@@ -310,6 +332,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, default=10_000)
     ap.add_argument("--real", type=int, default=6)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--progress", action="store_true", help="a line per real batch on stderr")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     a.messages, a.splits = int(a.messages), int(a.splits)

@@ -82,7 +82,7 @@ from .identity import earlier_fingerprint, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
-from ..table.rows import FileKind, recorded_config
+from ..table.rows import FileKind, queue_ends, recorded_config
 
 __all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
            "resolve_topics"]
@@ -93,7 +93,7 @@ def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
     if snap.batch is None:
         return sequencer.StoreState()
     b = snap.batch
-    queue_next = {(q["topic"], q["queue_id"]): q["max_offset"] for q in b.queue_offsets}
+    queue_next = queue_ends(snap.files.values())    # (batch rows list only the queues they changed)
     idx = snap.of_kind(FileKind.INDEX)
     tail = None
     if idx:

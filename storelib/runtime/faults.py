@@ -29,6 +29,10 @@ Points (in the order an ingest passes them):
   sink:     sink-write (a task of the ``rocketlake`` sink's write half, before it stages its rows)
   objects:  after-extent-merge (object stores: a run of a continued file's extents rewritten as
             one object, the batch not committed; ``OBJECT_POINTS``)
+  compact:  before-compaction (a batch committed, its manifest table's compaction due),
+            mid-compaction (the compacted data file in the table, no version names it yet),
+            after-compaction (the compaction committed, not yet checkpointed): reached by every
+            writer whose commit compacts the manifest table (``COMPACT_POINTS``)
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
@@ -39,7 +43,8 @@ import os
 import signal
 import time
 
-__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS", "fault"]
+__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
+           "COMPACT_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -50,6 +55,8 @@ EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "af
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 # reached only by an ingest into an object store (tests/e2e/test_s3_merge_kills.py)
 OBJECT_POINTS = ("after-extent-merge",)
+# reached after a batch's switch when its commit compacts the manifest table (storelib.table.manifest)
+COMPACT_POINTS = ("before-compaction", "mid-compaction", "after-compaction")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
                  "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

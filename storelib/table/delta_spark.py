@@ -132,11 +132,11 @@ def committed_rows_sql(manifest: str, checkpoints: str) -> str:
     """SQL of the manifest rows readers count (``manifest.load_snapshot``'s rule): rows of a batch
     that has a checkpoint row with the same sequence number, and, when that row names an ingest
     attempt, only that attempt's rows (a dead attempt may have committed manifest rows before it
-    died; its rerun commits its own under the same batch id). ``manifest``/``checkpoints``: table
-    references (``D.manifest``, ``delta.`/store/_rocketlake/manifest```)."""
+    died; its rerun commits its own under the same batch id). A compaction's marker row is no file's.
+    ``manifest``/``checkpoints``: table references (``D.manifest``, ``delta.`/store/_rocketlake/manifest```)."""
     return (f"SELECT m.* FROM {manifest} m JOIN {checkpoints} c "
             f"ON m.batch_id = c.batch_id AND m.batch_seq = c.batch_seq "
-            f"WHERE c.attempt_id IS NULL OR m.attempt_id = c.attempt_id")
+            f"WHERE (c.attempt_id IS NULL OR m.attempt_id = c.attempt_id) AND m.action <> 'compact'")
 
 
 def live_files_sql(manifest: str, checkpoints: str) -> str:

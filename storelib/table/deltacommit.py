@@ -106,11 +106,14 @@ def _move_in(src: str, dst: str, durable: bool) -> None:
     os.rename(src, dst)
 
 
-def commit_local(store: Any, table_rel: str, version: int | None, write: Callable[..., None], durable: bool) -> int:
+def commit_local(store: Any, table_rel: str, version: int | None, write: Callable[..., None], durable: bool,
+                 before_entry: Callable[[], None] | None = None) -> int:
     """Commit one version of the local Delta table at ``table_rel`` on top of ``version`` (None:
     create the table). ``write(table_or_uri, post_commithook_properties)`` makes delta-rs write it
     (into a scratch table). Returns the new version; ``LocalCommitConflict`` if another writer
-    committed that version first (nothing of this commit is left in the table then)."""
+    committed that version first (nothing of this commit is left in the table then).
+    ``before_entry``: called once the new data files are in the table, before its log entry (a
+    fault point: files no version names yet)."""
     from deltalake import DeltaTable, PostCommitHookProperties
     real = store.path(table_rel)
     real_log = os.path.join(real, "_delta_log")
@@ -148,6 +151,8 @@ def commit_local(store: Any, table_rel: str, version: int | None, write: Callabl
         if durable:
             storage.sync_dirs(sorted({os.path.dirname(d) for d in moved} | {real}))
             _fsync_path(entry)
+        if before_entry is not None:
+            before_entry()
         _make_dirs(real_log, durable)
         try:
             os.link(entry, os.path.join(real_log, f"{new:020d}.json"))

@@ -13,6 +13,18 @@ switch. Manifest rows of a batch without a checkpoint row are ignored by every r
 commits are conditional on the table versions read when the batch was planned, so of two
 concurrent writers exactly one commits (the other fails before leaving a row anywhere).
 
+Compaction: the manifest table is append-only, and a file a batch continues gets a new row each
+batch, so its rows grow with history. When its rows outnumber twice the live ones (and the
+dead ones ``COMPACT_MIN_ROWS``), the writer that just committed a batch (``commit``, under its
+lease) replaces the table's data files by one holding only the live rows, the rows of files a committed expiry removed, and a marker row
+(``action = compact``: the batch it was taken after, the table version before it): one
+conditional Delta commit with ``dataChange = false``. Readers of the latest batch or a later
+one read at most twice the live rows; ``--as-of-batch`` of an earlier batch reads the table
+version that batch recorded (its checkpoint row's ``detail.manifest_version``; batches of an
+older version: the version before the first compaction) until a vacuum removes its files.
+A checkpoint row lists only the queues its batch changed (``detail.queue_offsets = changed``):
+the store's whole map is the live consume-queue rows' ends (``rows.queue_ends``).
+
 The tables are written with ``deltalake`` (delta-rs) from the driver: plain Delta tables (reader 1,
 writer 2), which delta-spark reads too (``storelib.table.delta_spark``; tests/table/test_delta_spark.py). On
 local stores every version goes in through ``storelib.table.deltacommit``, which makes it durable step
@@ -23,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
@@ -30,14 +43,15 @@ import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
 from . import deltacommit, deltalog
-from .rows import RECORDED_KEYS, BatchRow, ManifestRow, batch_rows, manifest_rows
+from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
 from ..format.config import StoreConfig
 from ..format import names
 from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "snapshot_of", "load_snapshot", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -98,6 +112,22 @@ CHECKPOINTS_SCHEMA = pa.schema([
 class TableVersions:
     manifest: int | None
     checkpoints: int | None
+    # What a writer's commit decides a compaction on (``snapshot_of`` fills them for the latest
+    # batch): the manifest rows at ``manifest``, and the snapshot they give.
+    rows: int | None = None
+    latest: "Snapshot | None" = field(default=None, repr=False, compare=False)
+
+
+# A manifest row's ``action`` for the marker a compaction leaves (kind ``manifest``, path the table's):
+# its ``detail`` holds ``through_seq`` (the batch it was taken after), ``before_version`` (the table
+# version it replaced) and ``legacy_version`` (the version before the first compaction: it holds
+# the rows of batches that recorded no ``manifest_version``).
+COMPACT = "compact"
+# A compaction is due when the rows beyond the live ones outnumber both the live rows and this
+# many: a table of a few thousand rows loads in a fraction of a second, and a small store whose
+# batches rewrite most of its rows would otherwise compact (and upload its live rows) every
+# other batch.
+COMPACT_MIN_ROWS = 10_000
 
 
 @dataclass
@@ -112,6 +142,7 @@ class Snapshot:
                                                  # disk until the next expiry deletes them)
     duplicates: list[str] = field(default_factory=list)  # paths one batch adds twice with different
                                                          # facts (table.rowcheck refuses such a snapshot)
+    compaction: ManifestRow | None = None    # the marker of the last compaction the rows went through
 
     @property
     def batch_seq(self) -> int:
@@ -205,14 +236,50 @@ def read_tables(store: storage.Store) -> Tables:
     if batches and mf_version is None:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
                                                            "committed batch(es), the manifest table does not exist")
-    return Tables(store.uri, TableVersions(mf_version, ck_version), tuple(batches), tuple(manifest_rows(mf_rows)))
+    return Tables(store.uri, TableVersions(mf_version, ck_version, len(mf_rows)), tuple(batches),
+                  tuple(manifest_rows(mf_rows)))
+
+
+def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None) -> Tables:
+    """``tables`` with the manifest rows of the version that still holds every row of
+    ``as_of_batch`` (a compaction after it dropped rows it needs: the version the batch recorded);
+    ``tables`` itself when their rows serve (the latest batch, or one at or after the last
+    compaction). A version a vacuum has emptied raises ``CorruptStore``."""
+    if as_of_batch is None:
+        return tables
+    sel = [b for b in tables.batches if b.matches(as_of_batch)]
+    marker = _last_marker(tables.rows)
+    if not sel or marker is None or sel[-1].batch_seq >= int(marker.detail["through_seq"]):
+        return tables
+    version = sel[-1].manifest_version
+    if version is None:
+        version = int(marker.detail["legacy_version"])
+    failure = None
+    try:
+        dt = open_table(store, MANIFEST_DIR, version)
+        rows = read_rows(dt) if dt is not None else []
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors: a vacuumed or damaged version
+        failure = deltalog.corrupt(store, MANIFEST_DIR, e)
+    dt = None
+    if failure is not None:
+        raise failure.with_traceback(None)
+    return Tables(tables.uri, TableVersions(version, tables.versions.checkpoints, len(rows)), tables.batches,
+                  tuple(manifest_rows(rows)))
+
+
+def _last_marker(rows: Any) -> ManifestRow | None:
+    """The marker of the newest compaction among ``rows`` (a compacted table holds one)."""
+    markers = [r for r in rows if r.get("action") == COMPACT]
+    return max(markers, key=lambda r: r.batch_seq) if markers else None
 
 
 def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
     """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
 
     A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
-    return snapshot_of(read_tables(store), as_of_batch)
+    return snapshot_of(at_batch(store, read_tables(store), as_of_batch), as_of_batch)
 
 
 def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapshot:
@@ -237,12 +304,18 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
     # Delta commits); its rerun appends its own rows under the same batch id and sequence.
     rows = [r for r in mf_rows if committed.get(r["batch_id"]) == r["batch_seq"]
             and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
+    marker = _last_marker(rows)
+    if marker is not None:
+        rows = [r for r in rows if r.get("action") != COMPACT]
     rows.sort(key=lambda r: (r["batch_seq"], r["committed_at"]))
     # Every batch commits manifest rows before its checkpoint row: none means a lost manifest commit.
     # Except a repair batch of an earlier repair that committed none (it found only files without a
-    # row to replace): it changed no file of the snapshot, and is read as such.
+    # row to replace): it changed no file of the snapshot, and is read as such. And a batch a
+    # compaction was taken after or at: the rows of files later batches replaced are gone.
+    through = int(marker.detail.get("through_seq", 0)) if marker is not None else 0
     with_rows = {r["batch_seq"] for r in rows}
-    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows and b["operation"] != "repair"]
+    lost = [b for b in batches_visible if b["batch_seq"] not in with_rows and b["operation"] != "repair"
+            and b["batch_seq"] > through]
     if lost:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"no manifest rows of committed batch "
                                                            f"{lost[0]['batch_id']} (seq {lost[0]['batch_seq']}): "
@@ -263,7 +336,12 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
             files.pop(r["path"], None)
             if r["batch_id"] in expiries:
                 removed[r["path"]] = r
-    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates)
+    if batches_visible[-1] is batches[-1]:    # the latest batch: what a writer's commit continues
+        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows)
+        snap = Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates, marker)
+        versions.latest = snap
+        return snap
+    return Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates, marker)
 
 
 def _facts(row: dict[Any, Any]) -> tuple[Any, ...]:
@@ -314,18 +392,22 @@ def check_row_paths(row: dict[Any, Any]) -> None:
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
            fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> None:
-    """Conditional appends: manifest rows first, then the checkpoint row (the switch).
+    """Conditional appends: manifest rows first, then the checkpoint row (the switch); then, when
+    due (``compaction_due``), the manifest table's compaction.
 
-    ``lease``: the writer's lease, checked to be still its own right before each of the two
-    commits (a writer that stalled past its lease never commits: ``LeaseLost``).
+    ``lease``: the writer's lease, checked to be still its own right before each commit (a
+    writer that stalled past its lease never commits: ``LeaseLost``). The checkpoint row goes in
+    with the manifest version holding the batch's rows and only the queues the batch changed
+    (its consume-queue rows' queues) in ``queue_offsets``, whichever writer built it.
 
     Local stores: each table version goes in through ``deltacommit.commit_local`` (every file of
     it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
     conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
+    A compaction that fails leaves the table as it was (the batch is committed either way).
     """
     from deltalake import write_deltalake, CommitProperties
-    from deltalake.exceptions import CommitFailedError
     opts = storage.delta_storage_options(store.uri)
+    checkpoint_row = _recorded(checkpoint_row, manifest_rows, versions)
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": checkpoint_row["operation"],
@@ -346,20 +428,123 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                 write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props, **kw)
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
-        try:
-            if store.atomic_rename:
-                new = deltacommit.commit_local(store, rel, version, write, durable)
-                if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
-                    deltacommit.checkpoint_local(store, rel, durable)
-            else:
-                _commit_object_store(store, rel, version, write)
-        except LocalCommitConflict as e:
-            raise ConcurrentWriteError(str(e)) from None
-        except CommitFailedError as e:
-            raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
-                                       f"({e})") from None
+        _commit_version(store, rel, version, write, durable)
         if point and fault:
             fault(point)
+    compacted = compaction_due(versions, manifest_rows, checkpoint_row)
+    if compacted is not None:
+        try:
+            _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
+                     checkpoint_row, fault, durable, lease)
+        except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
+            pass
+
+
+def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
+                    fault: Callable[[str], None] | None = None, point: str | None = None) -> int | None:
+    """One conditional Delta commit on top of ``version`` of the table at ``rel`` (the new
+    version on a local store; ``point``: the fault point between its data files and its log entry)."""
+    from deltalake.exceptions import CommitFailedError
+    new = None
+    try:
+        if store.atomic_rename:
+            hook = (lambda: fault(point)) if fault is not None and point else None
+            new = deltacommit.commit_local(store, rel, version, write, durable, before_entry=hook)
+            if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
+                deltacommit.checkpoint_local(store, rel, durable)
+        else:
+            _commit_object_store(store, rel, version, write)
+    except LocalCommitConflict as e:
+        raise ConcurrentWriteError(str(e)) from None
+    except CommitFailedError as e:
+        raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
+                                   f"({e})") from None
+    return new
+
+
+def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versions: TableVersions) -> dict[str, Any]:
+    """The checkpoint row as committed: ``detail.manifest_version`` (the version its manifest
+    rows go in as), and ``queue_offsets`` of the queues its consume-queue rows change alone."""
+    row = dict(checkpoint_row)
+    changed = {(r["topic"], r["queue_id"]) for r in manifest_rows
+               if r["action"] == "add" and r["kind"] == FileKind.CONSUMEQUEUE}
+    row["queue_offsets"] = [q for q in (row.get("queue_offsets") or []) if (q["topic"], q["queue_id"]) in changed]
+    detail = json.loads(row.get("detail") or "{}")
+    detail.update(manifest_version=versions.manifest + 1 if versions.manifest is not None else 0,
+                  queue_offsets="changed")
+    row["detail"] = dumps(detail)
+    return row
+
+
+def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
+                   ) -> list[dict[str, Any]] | None:
+    """The rows of the compacted manifest table after this batch (its live rows, the rows of files
+    an expiry removed, the marker), if the other rows would then outnumber them and
+    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read); None when not due, or when the
+    writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses."""
+    base = versions.latest
+    if versions.rows is None or base is None or base.batch is None or base.duplicates:
+        return None
+    files, removed = dict(base.files), dict(base.removed)
+    expiry = checkpoint_row["operation"] == "expire"
+    attempt = checkpoint_row.get("attempt_id")
+    for r in manifest_rows:
+        if attempt is not None and r.get("attempt_id") != attempt:
+            continue                          # (as ``snapshot_of``: the committing attempt's rows only)
+        if r["action"] == "add":
+            files[r["path"]] = ManifestRow.of(r)
+            removed.pop(r["path"], None)
+        else:
+            files.pop(r["path"], None)
+            if expiry:
+                removed[r["path"]] = ManifestRow.of(r)
+    live = len(files) + len(removed) + 1
+    if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
+        return None
+    before = versions.manifest + 1 if versions.manifest is not None else 0
+    legacy = base.compaction.detail.get("legacy_version") if base.compaction is not None else None
+    marker = file_row("manifest", MANIFEST_DIR, checkpoint_row["batch_id"], checkpoint_row["batch_seq"], now_ms(),
+                      attempt_id=checkpoint_row.get("attempt_id"), count=live - 1,
+                      detail=dumps({"through_seq": checkpoint_row["batch_seq"], "before_version": before,
+                                    "legacy_version": legacy if legacy is not None else before}))
+    marker["action"] = COMPACT
+    rows = sorted([*files.values(), *removed.values()], key=lambda r: (r["path"], r["action"]))
+    return [*rows, marker]
+
+
+def _compact(store: storage.Store, version: int, rows: list[dict[str, Any]], checkpoint_row: Mapping[str, Any],
+             fault: Callable[[str], None] | None, durable: bool, lease: Any) -> None:
+    """One conditional commit on top of ``version`` replacing every data file of the manifest
+    table by one holding ``rows`` (``dataChange = false``: the rows of every batch from the
+    latest on read the same; earlier batches read the versions before, Delta's time travel)."""
+    from deltalake import CommitProperties
+    from deltalake.transaction import AddAction, RemoveAction
+    import pyarrow.parquet as pq
+    if fault:
+        fault("before-compaction")
+    table = pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA)
+    props = CommitProperties(max_commit_retries=0,
+                             custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
+                                              "rocketlake.operation": COMPACT,
+                                              "userMetadata": checkpoint_row["batch_id"]})
+    if lease is not None:
+        lease.check()
+
+    def write(dt: Any, hooks: Any = None) -> None:
+        now = now_ms()
+        current = pa.table(dt.get_add_actions(flatten=True))
+        name = f"part-00000-{uuid.uuid4()}-c000.compacted.snappy.parquet"
+        fs, path = storage.filesystem(f"{dt.table_uri.rstrip('/')}/{name}")
+        pq.write_table(table, path, filesystem=fs, compression="snappy")
+        size = fs.get_file_info(path).size
+        actions: list[Any] = [AddAction(name, size, {}, now, False, json.dumps({"numRecords": table.num_rows}))]
+        actions += [RemoveAction(p, False, now, n) for p, n in zip(current.column("path").to_pylist(),
+                                                                   current.column("size_bytes").to_pylist())]
+        kw = {} if hooks is None else {"post_commithook_properties": hooks}
+        dt.create_write_transaction(actions, mode="append", schema=MANIFEST_SCHEMA, commit_properties=props, **kw)
+    _commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction")
+    if fault:
+        fault("after-compaction")
 
 
 def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None]) -> None:

@@ -17,10 +17,11 @@ from typing import Any, Iterable, Mapping, NoReturn, Self, TypedDict
 
 from ..format.filekinds import FILE_KINDS, FileKind, json_column as _parsed
 from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
+from ..format.consumequeue import UNIT_SIZE
 from ..format.indexfile import IndexHeader
 
 __all__ = ["FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
-           "manifest_rows", "batch_rows", "recorded_config", "overlay"]
+           "manifest_rows", "batch_rows", "recorded_config", "overlay", "queue_ends"]
 
 
 # What a batch records of its configuration (its row's ``config``): the keys that shape the files,
@@ -36,7 +37,8 @@ class FileDetail(TypedDict, total=False):
     continued in place); consumequeue: ``min_phys`` / ``max_phys`` (commitlog offsets its units
     point at), ``logics_physical_offset``; index: ``header`` (the header the batch committed),
     ``head`` (a paged head); every kind: ``extents`` (object stores), ``blocks`` (block sha256s);
-    a removal: ``reason``; the checkpoint: its values (``format.checkpoint.Checkpoint``)."""
+    a removal: ``reason``; the checkpoint: its values (``format.checkpoint.Checkpoint``); a
+    compaction's marker: ``through_seq``, ``before_version``, ``legacy_version`` (``manifest.COMPACT``)."""
     zones: dict[str, Any]
     patch: dict[str, Any]
     min_phys: int
@@ -52,14 +54,20 @@ class FileDetail(TypedDict, total=False):
     index_msg_timestamp: int
     master_flushed_offset: int
     confirm_phy_offset: int
+    through_seq: int
+    before_version: int
+    legacy_version: int
 
 
 class BatchDetail(TypedDict, total=False):
     """A batch row's ``detail``: an ingest's ``topics`` (its topic config) and ``round_robin``
-    positions, a mirror cycle's ``mirror`` state, a repair's or an expiry's counts."""
+    positions, a mirror cycle's ``mirror`` state, a repair's or an expiry's counts; every batch
+    since the manifest's compaction: ``manifest_version`` and ``queue_offsets`` ("changed")."""
     topics: dict[str, Any]
     round_robin: dict[str, Any]
     mirror: dict[str, Any]
+    manifest_version: int
+    queue_offsets: str
 
 
 class _Row(dict[str, Any]):
@@ -286,6 +294,19 @@ class BatchRow(_Row):
         """The RocketMQ line the store's files match (a store written before the key: "5")."""
         return str(self.config.get("rocketmqVersion", DEFAULT_ROCKETMQ_LINE))
 
+    @property
+    def changed_queues_only(self) -> bool:
+        """``queue_offsets`` lists only the queues this batch changed (the store's whole map is
+        ``queue_ends`` of its live consume-queue rows); a batch of an older version listed all."""
+        return self.detail.get("queue_offsets") == "changed"
+
+    @property
+    def manifest_version(self) -> int | None:
+        """The manifest-table version that holds this batch's rows (a batch of an older version
+        recorded none): ``--as-of-batch`` reads that version once later compactions dropped them."""
+        v = self.detail.get("manifest_version")
+        return v if type(v) is int else None
+
     def matches(self, as_of_batch: str | int) -> bool:
         """Whether ``as_of_batch`` (a batch id, or a sequence number as int or text) names this
         batch: the one rule every ``--as-of-batch`` goes through."""
@@ -312,3 +333,18 @@ def overlay(base: StoreConfig, recorded: Mapping[str, Any]) -> StoreConfig:
     properties): the one place a store's own sizes go over a command's configuration."""
     shaping = {k: recorded[k] for k in FILE_SHAPING_KEYS if k in recorded}
     return dataclasses.replace(base, **shaping) if shaping else base
+
+
+def queue_ends(files: Iterable[ManifestRow]) -> dict[tuple[str, int], int]:
+    """``{(topic, queue_id): next offset}`` of the queues the live consume-queue rows ``files``
+    hold: the end of each queue's last file (what a batch row's ``queue_offsets`` listed whole
+    before batches listed only the queues they changed)."""
+    last: dict[tuple[str, int], ManifestRow] = {}
+    for r in files:
+        if r.kind != FileKind.CONSUMEQUEUE:
+            continue
+        key = (str(r["topic"]), int(r["queue_id"]))
+        cur = last.get(key)
+        if cur is None or r.base_offset > cur.base_offset:
+            last[key] = r
+    return {k: r.base_offset // UNIT_SIZE + r.valid_bytes // UNIT_SIZE for k, r in last.items()}

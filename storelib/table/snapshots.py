@@ -120,10 +120,12 @@ def open_snapshot(store: Store, as_of_batch: str | int | None = None, version: i
     # The batch asked for is checked here, after the read: an exception raised while deltalake's
     # table objects are alive aborts the interpreter at exit.
     target = _target(store, tables, as_of_batch, version)
-    snap = manifest.snapshot_of(tables, target)
+    latest = tables.batches[-1] if tables.batches else None
+    # an earlier batch than the last compaction's: the manifest version that batch recorded
+    snap = manifest.snapshot_of(manifest.at_batch(store, tables, target), target)
     return StoreSnapshot(snap.batch, MappingProxyType(snap.files), recorded_config(snap.batch, base), "delta",
                          snap.versions, tuple(snap.batches), MappingProxyType(snap.removed), tuple(snap.duplicates),
-                         tables.batches[-1] if tables.batches else None)
+                         latest)
 
 
 def _target(store: Store, tables: manifest.Tables, as_of_batch: str | int | None,

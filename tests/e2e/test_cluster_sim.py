@@ -31,7 +31,9 @@ def test_one_batch_plans_rolls_and_commits_every_file():
     assert r["manifest"]["log_bytes"] > 0 and r["checkpoints"]["log_bytes"] > 0
 
 
-def test_store_of_many_batches_is_modelled_from_real_commits():
+def test_store_of_many_batches_is_modelled_from_real_commits(monkeypatch):
+    from storelib.table import manifest
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 0)       # (a table of 800 live rows compacted too)
     a = _args(messages=100 * 2_000)
     res = cluster_sim.run_store(a)
     per = res["per_batch"]
@@ -41,5 +43,10 @@ def test_store_of_many_batches_is_modelled_from_real_commits():
     assert res["live_files"] == 800 + 1 + 1 + 1
     loads = [rows for rows, _ in res["loads"]]
     assert loads == sorted(loads) and loads[-1] == sum(p["rows"] for p in per)
+    # the manifest table is compacted once its rows outnumber twice the live ones: a load reads at
+    # most those and one batch's, however many batches came before
+    assert any(p["compacted"] for p in per)
+    assert all(p["table_rows"] <= 2 * (p["live_files"] + 1) + p["rows"] for p in per)
     m = cluster_sim.model(res, a.batches)
     assert m["manifest_rows_after"] == m["rows_per_batch"] * 100 and m["plan_commit_s"] > 0
+    assert m["compacting"] and m["rows_read_after"] <= 2 * (res["live_files"] + 1) + m["rows_per_batch"]

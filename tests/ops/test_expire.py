@@ -10,6 +10,7 @@ from conftest import GOLDEN
 from support.opshelp import mismatches, restore, run, small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.table import manifest
+from storelib.table.rows import queue_ends
 from storelib.read import query
 from storelib.io import storage
 from storelib.verify import driver as verify
@@ -55,8 +56,11 @@ def test_one_commit_with_remove_rows_and_expire_checkpoint(expired):
     b = snap.batch
     assert b["operation"] == "expire" and b["batch_seq"] == 2 and b["min_phy_offset"] == 1376256
     prev = snap.batches[0]
-    for k in ("max_phy_offset", "queue_offsets", "total_messages", "physic_msg_timestamp", "config"):
+    for k in ("max_phy_offset", "total_messages", "physic_msg_timestamp", "config"):
         assert b[k] == prev[k]
+    # an expiry changes no queue's next offset: its row lists none, the queues' ends stay the first batch's
+    assert b["queue_offsets"] == [] and b.changed_queues_only
+    assert queue_ends(snap.files.values()) == {(q["topic"], q["queue_id"]): q["max_offset"] for q in prev["queue_offsets"]}
     rows = [r for r in manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
             if r["batch_id"] == b["batch_id"]]
     assert len(rows) == 39 and all(r["action"] == "remove" for r in rows)

@@ -48,6 +48,10 @@ def main(argv: list) -> int:
             if os.environ.get("ROCKETLAKE_TEST_MAX_EXTENTS"):
                 fragments.MAX_EXTENTS = int(os.environ["ROCKETLAKE_TEST_MAX_EXTENTS"])
                 fragments.MERGE_SHARE = float(os.environ.get("ROCKETLAKE_TEST_MERGE_SHARE", fragments.MERGE_SHARE))
+            # tests/e2e/test_crash_compaction.py: the manifest table compacted in a small store
+            if os.environ.get("ROCKETLAKE_TEST_COMPACT_MIN_ROWS"):
+                from storelib.table import manifest
+                manifest.COMPACT_MIN_ROWS = int(os.environ["ROCKETLAKE_TEST_COMPACT_MIN_ROWS"])
             from storelib.runtime.localrun import LocalSession
             store, path, config, batch = argv[1:5]
             fmt = "parquet" if path.endswith(".parquet") else "jsonl"

@@ -1,0 +1,138 @@
+"""The manifest table's compaction (storelib/table/manifest.py) under kill points and power cuts.
+
+The seed: small-roll's first part cut into eight batches written as a version before compaction
+wrote them (full queue maps in the checkpoint rows, no manifest version recorded, never
+compacted), so the next batch B, written by this version, commits and then compacts the table
+(its rows then outnumber twice the live ones). Killed at each ``COMPACT_POINTS`` point of B's
+commit (``make faults``: ``ROCKETLAKE_FAULTS=all``), and cut at the durable steps of B's commit
+from its switch on, the compaction's among them, on the crash simulator (tests/support/crashfs;
+``make test``: three; ``make crash``, ``CRASH_POINTS=0``: every distinct one):
+
+* the store opens, every seed batch reads as it did (``--as-of-batch``), B is visible once it
+  was committed, nothing of it before (the store's files as the seed's until its switch);
+* verify --deep finds nothing;
+* the rerun ends in RocketMQ's own bytes (the golden small-roll store); after a kill, the next
+  batch's commit compacts the table.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from unittest import mock
+
+import pytest
+
+from support import goldenlib
+from conftest import golden_set
+from support.crashfs.availability import unavailable_reason
+from storelib.io import storage
+from support.compaction import written_before_compaction
+from storelib.runtime.faults import COMPACT_POINTS
+from storelib.table import manifest
+
+from test_crash_sim import _check_ingest, _deep, _in_process_ingest, _open, _record, inputs  # noqa: F401
+from test_nothing_lost import files_state, ingest
+
+pytestmark = [pytest.mark.slow]
+PARTS = 8
+SEED = [f"A{i}" for i in range(PARTS)]
+ALL_POINTS = os.environ.get("CRASH_POINTS", "") == "0"
+MOST = 3                  # cuts from the switch on (make test); CRASH_POINTS=0: every distinct one
+ALL_FAULTS = os.environ.get("ROCKETLAKE_FAULTS") == "all"
+
+
+def _as_of(store: str) -> dict:
+    s = storage.Store(store)
+    return {b: sorted((p, r["checksum"], r["valid_bytes"]) for p, r in manifest.load_snapshot(s, b).files.items())
+            for b in SEED}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _small_tables():
+    """Compaction as soon as the dead rows outnumber the live ones (not only past 10,000), here
+    and in the runs of tests/support/local_ingest.py."""
+    with mock.patch.object(manifest, "COMPACT_MIN_ROWS", 0), \
+            mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": "0"}):
+        yield
+
+
+@pytest.fixture(scope="module")
+def seed(inputs, tmp_path_factory):  # noqa: F811
+    """(seed store, its files, each seed batch's files, the uninterrupted result's files)."""
+    lines = (inputs / "a.jsonl").read_text().splitlines(keepends=True)
+    step = -(-len(lines) // PARTS)
+    for i in range(PARTS):
+        (inputs / f"a{i}.jsonl").write_text("".join(lines[i * step:(i + 1) * step]))
+    store = str(tmp_path_factory.mktemp("compaction-seed") / "store")
+    with written_before_compaction():
+        for i, b in enumerate(SEED):
+            _in_process_ingest(inputs, store, f"a{i}", b, durable=False)
+    assert manifest.load_snapshot(storage.Store(store)).compaction is None
+    ref = str(tmp_path_factory.mktemp("compaction-ref") / "store")
+    shutil.copytree(store, ref)
+    _in_process_ingest(inputs, ref, "b", "B", durable=False)
+    assert _compacted(ref), "batch B did not compact the seed's manifest table"
+    assert goldenlib.compare(golden_set("small-roll"), ref) == []
+    return store, files_state(store), _as_of(store), files_state(ref)
+
+
+def _compacted(store: str) -> bool:
+    snap = manifest.load_snapshot(storage.Store(store))
+    return snap.compaction is not None and snap.compaction.detail["through_seq"] == snap.batch.batch_seq
+
+
+def _expect(as_of: dict):
+    def check(store: str) -> list:
+        problems = goldenlib.compare(golden_set("small-roll"), store)
+        if _as_of(store) != as_of:
+            problems.append("a seed batch reads other files than before")
+        return problems
+    return check
+
+
+@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
+@pytest.mark.parametrize("point", COMPACT_POINTS)
+def test_compaction_killed(inputs, seed, tmp_path, point):  # noqa: F811
+    seed_store, seed_files, as_of, want = seed
+    store = str(tmp_path / "store")
+    shutil.copytree(seed_store, store)
+    marker = str(tmp_path / "marker")
+    r = ingest(inputs, store, "b", "B", {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_MARKER": marker})
+    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+    assert open(marker).read().startswith(point)
+    # B committed (its switch came first), every seed batch as it was, nothing damaged
+    assert _open(store) == SEED + ["B"]
+    assert _as_of(store) == as_of
+    assert _deep(store, inputs) == []
+    out = _in_process_ingest(inputs, store, "b", "B", durable=False)
+    assert out["status"] == "already-committed", out
+    assert files_state(store) == want
+    # the next batch's commit compacts what the killed one did not (after-compaction: B's stands)
+    _in_process_ingest(inputs, store, "c", "C", durable=False)
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert snap.compaction is not None and snap.compaction.detail["through_seq"] == (
+        PARTS + 1 if point == "after-compaction" else PARTS + 2)
+    assert _as_of(store) == as_of and _deep(store, inputs) == []
+
+
+@pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
+@pytest.mark.timeout(3600 if ALL_POINTS else 900)     # every distinct cut: ~100 of ~8 s on a loaded machine
+def test_power_cuts_during_a_compacting_batch(inputs, seed, tmp_path):  # noqa: F811
+    seed_store, seed_files, as_of, _ = seed
+    fs, out = _record(tmp_path, seed_store, ["ingest", "{store}", inputs / "b.jsonl", inputs / "small.properties", "B"])
+    assert out["status"] == "committed"
+    switch = next(ev.n for ev in fs.events if ev.path and "checkpoints/_delta_log" in ev.path)
+    cuts = [k for k in fs.cut_points(distinct=True) if k >= switch - 1]
+    if not ALL_POINTS and len(cuts) > MOST:          # spread evenly, the first and the last among them
+        cuts = [cuts[round(i * (len(cuts) - 1) / (MOST - 1))] for i in range(MOST)]
+    compacting = 0
+    for k in cuts:
+        label = f"cut after event {k} ({fs.event(k).kind} {fs.event(k).path})"
+        state = fs.crash_state(k, str(tmp_path / f"state-{k}"))
+        store = os.path.join(state, "store")
+        assert _as_of(store) == as_of, label
+        compacting += _compacted(store)
+        _check_ingest(label, k, fs.recording.marks()["returned"], state, inputs, SEED, seed_files, "b", "B",
+                      _expect(as_of))
+    assert compacting and compacting < len(cuts), "no cut before and after the compaction's commit"
