@@ -120,7 +120,11 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
     gap = reader.options.get("rangegapbytes")
-    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote,
+    from .datasource import int_option
+    tuning = {k: int_option(reader.options, o) for k, o in (("window_bytes", "windowbytes"), ("read_ahead", "readahead"),
+                                                        ("tasks_per_core", "taskspercore"))
+              if reader.options.get(o) not in (None, "")}
+    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote, **tuning,
                        "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
                        "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader)})
 

@@ -57,23 +57,31 @@ final class QueueReader extends BatchReader {
     /** The record of unit {@code k}, checked against it: 1 if it became row {@code row}. */
     private int record(int k, int row) {
         long p = phys[k];
-        if (buf.length < size[k]) {
-            buf = new byte[Math.max(size[k], 2 * buf.length)];
-        }
         if (p + size[k] > mapStart + map.limit()) {
             fetch(k);
         }
-        map.get((int) (p - mapStart), buf, 0, size[k]);
-        int gotSize = be32(buf, POS_TOTALSIZE);
-        long gotPhys = be64(buf, POS_PHYSICALOFFSET);
+        byte[] b = buf;
+        int at = 0;
+        if (map.hasArray()) {                   // a remote range: decoded where it lies
+            b = map.array();
+            at = map.arrayOffset() + (int) (p - mapStart);
+        } else {
+            if (buf.length < size[k]) {
+                buf = new byte[Math.max(size[k], 2 * buf.length)];
+            }
+            b = buf;
+            map.get((int) (p - mapStart), b, 0, size[k]);
+        }
+        int gotSize = be32(b, at + POS_TOTALSIZE);
+        long gotPhys = be64(b, at + POS_PHYSICALOFFSET);
         if (gotSize != size[k] || gotPhys != p) {
             throw Corrupt.at(split.rel, p - split.base, "a consume-queue unit says a record of " + size[k]
                 + " bytes starts here; the record there says offset " + gotPhys + ", " + gotSize + " bytes");
         }
-        if (!inTime(buf, 0)) {
+        if (!inTime(b, at)) {
             return 0;
         }
-        return columns.put(buf, 0, p - split.base, topics, vectors, row) ? 1 : 0;
+        return columns.put(b, at, p - split.base, topics, vectors, row) ? 1 : 0;
     }
 
     /** Maps the bytes from the first unit's record to the last one's end (remote: the first range). */
