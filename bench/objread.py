@@ -40,6 +40,7 @@ from harness import ROOT, Results, alternate, job_env, run_process, spark_submit
 
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))          # (s3server imports support.mavenfetch)
 
 BUCKET = "rl-bench"
 SECTION = "objread"
