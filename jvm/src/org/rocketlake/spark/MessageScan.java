@@ -198,7 +198,8 @@ final class MessageScan implements Scan, Batch {
                 }
             }
         }
-        if (plan.remote && plan.tasksPerCore > 0) {
+        // (not a topic read through the queues: each task searches the queues' units for its bounds)
+        if (plan.remote && plan.tasksPerCore > 0 && (bounds.topics == null || plan.queues == null)) {
             splits = Plan.Split.even(splits, (long) plan.tasksPerCore
                 * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism());
         }
@@ -267,7 +268,8 @@ final class MessageScan implements Scan, Batch {
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
             if (partition instanceof Plan.QueueSplit) {
-                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes);
+                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes,
+                    windowBytes, readAhead);
             }
             return new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop, windowBytes, readAhead);
         }

@@ -32,7 +32,8 @@ final class Plan implements Serializable {
     final int windowBytes;
     final int readAhead;
     // remote: the splits (narrowed to a time range's zones) are cut on zone starts into about this
-    // many tasks per core of the session, of about equal bytes; 0: as planned
+    // many tasks per core of the session, of about equal bytes (not for a topic read through the
+    // queues); 0: as planned
     final int tasksPerCore;
 
     private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
