@@ -166,3 +166,11 @@ def test_small_windows_read_ahead_and_even_tasks_give_the_local_rows(spark, stor
             assert want and _rows(df.selectExpr(*cols)) == want, (window, ahead, where)
     tasks = jvmsource.load_jvm(spark, json.dumps(remote)).rdd.getNumPartitions()
     assert tasks >= 3 * len(remote["splits"]), (tasks, len(remote["splits"]))
+
+
+def test_remote_tuning_options_are_integers():
+    from storelib.read import jvmsource
+    assert jvmsource._tuning({"windowbytes": "65536", "readahead": 3, "taskspercore": ""}) == \
+        {"window_bytes": 65536, "read_ahead": 3}
+    with pytest.raises(ValueError, match=r"option readAhead='two': expected an integer"):
+        jvmsource._tuning({"readahead": "two"})

@@ -111,7 +111,7 @@ final class QueueReader extends BatchReader {
         if (p + size[k] > mapStart + map.limit()) {
             fetch(k);
         }
-        byte[] b = buf;
+        byte[] b;
         int at = 0;
         if (map.hasArray()) {                   // a remote range: decoded where it lies
             b = map.array();
