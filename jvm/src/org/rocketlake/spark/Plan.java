@@ -15,7 +15,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  */
 final class Plan implements Serializable {
     private static final long serialVersionUID = 1L;
-    static final int TASKS_PER_CORE = 4;    // (docs/PERFORMANCE.md, "Reading a store on S3")
+    static final int TASKS_PER_CORE = 1;    // (docs/PERFORMANCE.md, "Reading a store on S3")
 
     final String store;
     final List<Split> splits;

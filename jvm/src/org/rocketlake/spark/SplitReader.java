@@ -25,7 +25,7 @@ import org.apache.spark.sql.types.StructType;
  */
 final class SplitReader extends BatchReader {
     static final int WINDOW = 8 << 20;     // default bytes per range read of a remote split
-    static final int READ_AHEAD = 2;       // default range reads in flight ahead of the one decoded
+    static final int READ_AHEAD = 1;       // default range reads in flight ahead of the one decoded
     private static final int HEAD = 512;   // a record's header fits (the checks before its size is trusted)
     private static final int ROOM = 64 << 10;   // bytes free before each remote window (a record's head)
 
