@@ -17,7 +17,9 @@ the snapshot read through a staged patch or a publish in flight), and stores on 
 pyspark's Hadoop version: ``make s3a``, ``S3A_JARS``; HDFS, pyspark's own client). There the plan
 gives each file as its extents in objects (``storelib.io.fragments``) and the reader fetches byte
 ranges: a split's windows, a time range's zones, a topic's records through its consume-queue
-units (records at most ``rangeGapBytes`` apart in one range, default ``RANGE_GAP``). The S3
+units (records at most ``rangeGapBytes`` apart in one range, default ``RANGE_GAP``; a split in
+windows of ``windowBytes``, ``readAhead`` of them in flight, cut into about ``tasksPerCore``
+tasks a core: the JVM reader's defaults, docs/CLUSTERS.md). The S3
 endpoint, region and keys are the store's (``storelib.io.objstore``), set as S3A's per-bucket
 settings (``fs.s3a.bucket.<bucket>.*``) of the session. Anything else (a publish in flight, no JDK
 to build the reader, no S3A classes, ``option("engine", "python")``) reads through the Python
@@ -120,9 +122,28 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     bounds = {"begin": b.lo["store_timestamp"], "end": b.hi["store_timestamp"], "lo": b.lo["commitlog_offset"],
               "hi": b.hi["commitlog_offset"], "topics": sorted(b.topics) if b.topics is not None else None}
     gap = reader.options.get("rangegapbytes")
-    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote,
+    tuning = _tuning(reader.options)
+    return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote, **tuning,
                        "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
                        "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader)})
+
+
+# remote reads: the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option
+_TUNING = {"window_bytes": "windowBytes", "read_ahead": "readAhead", "tasks_per_core": "tasksPerCore"}
+
+
+def _tuning(options: dict) -> dict:
+    """The tuning options given (plan key -> int); a bad value is a ValueError naming the option."""
+    out = {}
+    for key, shown in _TUNING.items():
+        v = options.get(shown.lower())
+        if v in (None, ""):
+            continue
+        try:
+            out[key] = int(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected an integer") from None
+    return out
 
 
 def _local_file(store, rel) -> list:

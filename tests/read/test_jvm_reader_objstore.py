@@ -169,8 +169,8 @@ def test_a_damaged_object_is_refused(spark, s3_store, tmp_path):
 
 def test_hdfs_store_reads_as_the_python_reader(spark, tmp_path):
     """The same on HDFS (Hadoop's mini cluster; pyspark's own HDFS client)."""
-    import hdfscluster
-    from mavenfetch import Unavailable
+    from support import hdfscluster
+    from support.mavenfetch import Unavailable
     try:
         hdfscluster.jars()
     except Unavailable as e:

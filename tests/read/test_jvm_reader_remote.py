@@ -140,3 +140,37 @@ def test_s3_settings_of_a_store():
                    "fs.s3a.bucket.bkt.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"}
     assert jvmsource.s3a_settings("hdfs://nn:8020/x", env) == {}
     assert jvmsource.hadoop_uri("s3://bkt/a") == "s3a://bkt/a" and jvmsource.hadoop_uri("gs://b/a") is None
+
+
+def test_small_windows_read_ahead_and_even_tasks_give_the_local_rows(spark, store, tmp_path, raw_local):
+    """Windows smaller than records (each such record read over again from its start), three range
+    reads in flight at once (each on a stream of its own), records joined across window ends, and
+    the splits cut on zone starts into about 16 tasks per core: the local rows, query shape by
+    query shape, and the tasks are many more than the planned splits."""
+    from storelib.read import jvmsource
+    assert jvmsource.ensure_loadable(spark)
+    cols = ["commitlog_offset", "topic", "store_timestamp", "sha2(body, 256) AS body", "keys"]
+    local_df = spark.read.format("rocketmq").load(store)
+    full = _rows(local_df.selectExpr(*cols))
+    ts = sorted(r["store_timestamp"] for r in full)
+    for window, ahead in ((512, 3), (700, 0), (3000, 2)):
+        plan = _plan(store, windowBytes=window, readAhead=ahead, tasksPerCore=16)
+        (tmp_path / f"w{window}").mkdir()
+        remote = _as_objects(plan, tmp_path / f"w{window}")
+        for where in (None, f"store_timestamp BETWEEN {ts[len(ts) // 5]} AND {ts[len(ts) * 3 // 5]}",
+                      f"commitlog_offset < {full[len(full) // 2]['commitlog_offset']}", "topic = 't2'"):
+            df = jvmsource.load_jvm(spark, json.dumps(remote))
+            if where:
+                df = df.where(where)
+            want = _rows((local_df.where(where) if where else local_df).selectExpr(*cols))
+            assert want and _rows(df.selectExpr(*cols)) == want, (window, ahead, where)
+    tasks = jvmsource.load_jvm(spark, json.dumps(remote)).rdd.getNumPartitions()
+    assert tasks >= 3 * len(remote["splits"]), (tasks, len(remote["splits"]))
+
+
+def test_remote_tuning_options_are_integers():
+    from storelib.read import jvmsource
+    assert jvmsource._tuning({"windowbytes": "65536", "readahead": 3, "taskspercore": ""}) == \
+        {"window_bytes": 65536, "read_ahead": 3}
+    with pytest.raises(ValueError, match=r"option readAhead='two': expected an integer"):
+        jvmsource._tuning({"readahead": "two"})

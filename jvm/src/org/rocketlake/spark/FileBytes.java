@@ -11,6 +11,7 @@ import java.nio.channels.FileChannel;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,7 +27,7 @@ import org.apache.hadoop.fs.Path;
  * Hadoop file system (s3a://, hdfs://: the ones Spark itself reads) that is either one object or
  * assembled from extents of objects (storelib.io.fragments: bytes no extent covers are zeros).
  * Remote reads are positioned range reads of exactly the bytes asked for (S3A's "random" read
- * policy: one ranged GET per read, no read-ahead past it), counted in Hadoop's own statistics of
+ * policy: one ranged GET per read, no read-ahead past it; reads at once each on a stream of its own), counted in Hadoop's own statistics of
  * the file system (bytes read, read operations) like Spark's other readers' reads.
  */
 abstract class FileBytes implements Closeable {
@@ -50,6 +51,13 @@ abstract class FileBytes implements Closeable {
 
     /** Bytes [pos, pos + len) of the file as a buffer whose index 0 is pos. */
     abstract ByteBuffer bytes(long pos, long len) throws IOException;
+
+    /** {@link #bytes}, and where it is read into the heap (remote) with {@code room} free bytes
+     *  in its array before index 0 ({@code arrayOffset() == room}): a caller can put bytes it has
+     *  in front of them without copying these. */
+    ByteBuffer bytes(long pos, long len, int room) throws IOException {
+        return bytes(pos, len);
+    }
 
     /** A local file, memory-mapped. */
     static final class Local extends FileBytes {
@@ -96,7 +104,9 @@ abstract class FileBytes implements Closeable {
         private final String file;
         private final Plan.Source source;
         private final Map<String, String> hadoop;
-        private final Map<String, FSDataInputStream> open = new HashMap<>();
+        // idle open streams per object: reads of one file may run at once (a split's windows read
+        // ahead), each on a stream of its own (a stream's positioned reads take turns)
+        private final Map<String, ArrayDeque<FSDataInputStream>> idle = new HashMap<>();
 
         Remote(String file, String rel, Plan.Source source, Map<String, String> hadoop) {
             super(rel);
@@ -124,32 +134,44 @@ abstract class FileBytes implements Closeable {
 
         @Override
         ByteBuffer bytes(long pos, long len) throws IOException {
-            byte[] out = new byte[Math.toIntExact(len)];
+            return bytes(pos, len, 0);
+        }
+
+        @Override
+        ByteBuffer bytes(long pos, long len, int room) throws IOException {
+            int n = Math.toIntExact(len);
+            byte[] out = new byte[room + n];
             if (source == null) {
-                read(file, pos, out, 0, out.length);
-                return ByteBuffer.wrap(out);
+                read(file, pos, out, room, n);
+                return ByteBuffer.wrap(out, room, n).slice();
             }
             long end = Math.min(pos + len, source.size);
             for (int k = source.first(pos); k < source.filePos.length && source.filePos[k] < end; k++) {
                 long a = Math.max(pos, source.filePos[k]);
                 long b = Math.min(end, source.filePos[k] + source.length[k]);
                 if (a < b) {
-                    read(source.objects[k], source.objectPos[k] + (a - source.filePos[k]), out, (int) (a - pos),
+                    read(source.objects[k], source.objectPos[k] + (a - source.filePos[k]), out, room + (int) (a - pos),
                         (int) (b - a));
                 }
             }
-            return ByteBuffer.wrap(out);
+            return ByteBuffer.wrap(out, room, n).slice();
         }
 
         private void read(String object, long at, byte[] out, int off, int n) throws IOException {
-            FSDataInputStream in = open.get(object);
+            FSDataInputStream in;
+            synchronized (idle) {
+                in = idle.computeIfAbsent(object, o -> new ArrayDeque<>()).poll();
+            }
             try {
                 if (in == null) {
                     in = system(object).openFile(new Path(object))
                         .opt("fs.option.openfile.read.policy", "random").build().get();
-                    open.put(object, in);
                 }
                 in.readFully(at, out, off, n);
+                synchronized (idle) {
+                    idle.get(object).push(in);
+                }
+                in = null;
             } catch (FileNotFoundException e) {
                 throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
             } catch (EOFException e) {
@@ -163,6 +185,10 @@ abstract class FileBytes implements Closeable {
                     throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
                 }
                 throw new IOException("cannot open " + object, e.getCause());
+            } finally {
+                if (in != null) {
+                    in.close();      // a read that failed: its stream is not used again
+                }
             }
         }
 
@@ -186,10 +212,14 @@ abstract class FileBytes implements Closeable {
 
         @Override
         public void close() throws IOException {
-            for (FSDataInputStream in : open.values()) {
-                in.close();
+            synchronized (idle) {
+                for (ArrayDeque<FSDataInputStream> ins : idle.values()) {
+                    for (FSDataInputStream in : ins) {
+                        in.close();
+                    }
+                }
+                idle.clear();
             }
-            open.clear();
         }
     }
 }

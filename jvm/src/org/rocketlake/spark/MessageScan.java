@@ -190,17 +190,26 @@ final class MessageScan implements Scan, Batch {
 
     @Override
     public InputPartition[] planInputPartitions() {
-        List<InputPartition> out = new ArrayList<>();
+        List<Plan.Split> splits = new ArrayList<>();
         for (Plan.Split whole : plan.splits) {
             for (Plan.Split s : whole.narrow(bounds.beginTs, bounds.endTs)) {
                 if (bounds.mayHold(s)) {
-                    Plan.QueueSplit q = plan.queueSplit(s, bounds.topics);
-                    if (q == null) {
-                        out.add(s);
-                    } else if (!q.queues.isEmpty()) {
-                        out.add(q);
-                    }
+                    splits.add(s);
                 }
+            }
+        }
+        // (not a topic read through the queues: each task searches the queues' units for its bounds)
+        if (plan.remote && plan.tasksPerCore > 0 && (bounds.topics == null || plan.queues == null)) {
+            splits = Plan.Split.even(splits, (long) plan.tasksPerCore
+                * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism());
+        }
+        List<InputPartition> out = new ArrayList<>();
+        for (Plan.Split s : splits) {
+            Plan.QueueSplit q = plan.queueSplit(s, bounds.topics);
+            if (q == null) {
+                out.add(s);
+            } else if (!q.queues.isEmpty()) {
+                out.add(q);
             }
         }
         return out.toArray(new InputPartition[0]);
@@ -208,7 +217,7 @@ final class MessageScan implements Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new Factory(required, bounds, plan.batchRows, plan.remote ? hadoopSettings() : null, plan.gapBytes);
+        return new Factory(required, bounds, plan, plan.remote ? hadoopSettings() : null);
     }
 
     // The Hadoop settings a remote file system is opened with on every executor: the session's
@@ -238,13 +247,17 @@ final class MessageScan implements Scan, Batch {
         private final int batchRows;
         private final java.util.Map<String, String> hadoop;    // null: a local store
         private final long gapBytes;
+        private final int windowBytes;
+        private final int readAhead;
 
-        Factory(StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop, long gapBytes) {
+        Factory(StructType required, Bounds bounds, Plan plan, java.util.Map<String, String> hadoop) {
             this.required = required;
             this.bounds = bounds;
-            this.batchRows = batchRows;
+            this.batchRows = plan.batchRows;
             this.hadoop = hadoop;
-            this.gapBytes = gapBytes;
+            this.gapBytes = plan.gapBytes;
+            this.windowBytes = plan.windowBytes;
+            this.readAhead = plan.readAhead;
         }
 
         @Override
@@ -255,9 +268,10 @@ final class MessageScan implements Scan, Batch {
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
             if (partition instanceof Plan.QueueSplit) {
-                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes);
+                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes,
+                    windowBytes, readAhead);
             }
-            return new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop);
+            return new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop, windowBytes, readAhead);
         }
 
         @Override

@@ -15,6 +15,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  */
 final class Plan implements Serializable {
     private static final long serialVersionUID = 1L;
+    static final int TASKS_PER_CORE = 1;    // (docs/PERFORMANCE.md, "Reading a store on S3")
 
     final String store;
     final List<Split> splits;
@@ -27,9 +28,17 @@ final class Plan implements Serializable {
     final boolean remote;
     // remote queue reads: records this close are fetched in one range read
     final long gapBytes;
+    // remote split reads: bytes per range read, and range reads in flight ahead of the one decoded
+    final int windowBytes;
+    final int readAhead;
+    // remote: the splits (narrowed to a time range's zones) are cut on zone starts into about this
+    // many tasks per core of the session, of about equal bytes (not for a topic read through the
+    // queues); 0: as planned
+    final int tasksPerCore;
 
     private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
-                 Map<String, List<List<QueueFile>>> queues, boolean remote, long gapBytes) {
+                 Map<String, List<List<QueueFile>>> queues, boolean remote, long gapBytes, int windowBytes,
+                 int readAhead, int tasksPerCore) {
         this.store = store;
         this.splits = splits;
         this.bounds = bounds;
@@ -37,6 +46,9 @@ final class Plan implements Serializable {
         this.queues = queues;
         this.remote = remote;
         this.gapBytes = gapBytes;
+        this.windowBytes = windowBytes;
+        this.readAhead = readAhead;
+        this.tasksPerCore = tasksPerCore;
     }
 
     /** A consume-queue file: its valid units. */
@@ -194,6 +206,57 @@ final class Plan implements Serializable {
             return out;
         }
 
+        /** {@code splits} with each one that has zones cut on zone starts into pieces of about
+         *  total / {@code tasks} bytes (a split without zones, or one zone, stays whole). */
+        static List<Split> even(List<Split> splits, long tasks) {
+            long total = 0;
+            for (Split s : splits) {
+                total += s.stop - s.start;
+            }
+            long target = Math.max(1, total / Math.max(1, tasks));
+            List<Split> out = new ArrayList<>();
+            for (Split s : splits) {
+                int n = s.zoneStart == null ? 0 : s.zoneStart.length;
+                long pieces = Math.round((double) (s.stop - s.start) / target);
+                if (n < 2 || pieces < 2) {
+                    out.add(s);
+                    continue;
+                }
+                int k = 0;
+                for (long p = 1; p <= pieces && k < n; p++) {
+                    long want = s.start + (s.stop - s.start) * p / pieces;
+                    int j = k + 1;                     // the first zone of the next piece: its start nearest want
+                    while (j < n && s.zoneStart[j] < want) {
+                        j++;
+                    }
+                    if (j < n && j > k + 1 && want - s.zoneStart[j - 1] < s.zoneStart[j] - want) {
+                        j--;
+                    }
+                    if (p == pieces) {
+                        j = n;
+                    }
+                    if (j > k) {
+                        out.add(s.zones(k, j));
+                        k = j;
+                    }
+                }
+            }
+            return out;
+        }
+
+        /** The split of zones [k, j) (j: past the last zone, the split's stop). */
+        private Split zones(int k, int j) {
+            long lo = Long.MAX_VALUE;
+            long hi = Long.MIN_VALUE;
+            for (int z = k; z < j; z++) {
+                lo = Math.min(lo, zoneMinTs[z]);
+                hi = Math.max(hi, zoneMaxTs[z]);
+            }
+            return new Split(file, rel, base, valid, zoneStart[k], j < zoneStart.length ? zoneStart[j] : stop, lo, hi,
+                java.util.Arrays.copyOfRange(zoneStart, k, j), java.util.Arrays.copyOfRange(zoneMinTs, k, j),
+                java.util.Arrays.copyOfRange(zoneMaxTs, k, j), source);
+        }
+
         private boolean meets(int k, Long begin, Long end) {
             return !((begin != null && zoneMaxTs[k] < begin) || (end != null && zoneMinTs[k] > end));
         }
@@ -256,7 +319,10 @@ final class Plan implements Serializable {
             }
             JsonNode remote = root.get("remote");
             return new Plan(root.get("store").asText(), splits, b, root.get("batch_rows").asInt(), queues,
-                remote != null && remote.asBoolean(), root.has("gap_bytes") ? root.get("gap_bytes").asLong() : 0);
+                remote != null && remote.asBoolean(), root.has("gap_bytes") ? root.get("gap_bytes").asLong() : 0,
+                root.has("window_bytes") ? root.get("window_bytes").asInt() : SplitReader.WINDOW,
+                root.has("read_ahead") ? root.get("read_ahead").asInt() : SplitReader.READ_AHEAD,
+                root.has("tasks_per_core") ? root.get("tasks_per_core").asInt() : TASKS_PER_CORE);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("rocketmq source: unreadable plan: " + e.getMessage(), e);
         }

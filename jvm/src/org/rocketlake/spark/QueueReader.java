@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * A topic filter's split, read through the topics' consume queues (storelib.read.splits' queue
@@ -20,7 +21,9 @@ import org.apache.spark.sql.types.StructType;
  * system the records are fetched by range reads, each over a run of units whose records lie at
  * most the plan's gap apart (and at most {@link SplitReader#WINDOW} long): the bytes between the
  * topic's records are fetched only where skipping them would cost more requests than bytes; the
- * next range is read in the background while one is decoded.
+ * next range is read in the background while one is decoded. Where those ranges would cover more
+ * than half the split's bytes (a topic spread evenly over the commitlog), the split is walked
+ * instead (a {@link SplitReader} with the same bounds: the same rows, in the same order).
  */
 final class QueueReader extends BatchReader {
     private final Plan.QueueSplit qs;
@@ -34,19 +37,67 @@ final class QueueReader extends BatchReader {
     private int aheadUnit;
     private byte[] buf = new byte[1 << 12];
 
+    // remote: the split walked instead, when the ranges of its units would fetch most of its bytes
+    private SplitReader walk;
+    private final StructType required;
+    private final int window;
+    private final int readAhead;
+
     QueueReader(Plan.QueueSplit qs, StructType required, Bounds bounds, int batchRows,
-                java.util.Map<String, String> hadoop, long gapBytes) {
+                java.util.Map<String, String> hadoop, long gapBytes, int window, int readAhead) {
         super(qs.split, required, bounds, batchRows, hadoop);
         this.qs = qs;
         this.gapBytes = gapBytes;
+        this.required = required;
+        this.window = window;
+        this.readAhead = readAhead;
+    }
+
+    @Override
+    public boolean next() throws IOException {
+        if (phys == null) {
+            units();
+            if (!file.mapped() && 2 * covered() > split.stop - split.start) {
+                // a topic spread over the split: its ranges fetch most of the bytes anyway, and a
+                // walk of them (windows read ahead, no units to match) costs less than the ranges
+                walk = new SplitReader(split, required, bounds, batchRows, hadoop, window, readAhead);
+            } else {
+                mapUnits();
+            }
+        }
+        return walk != null ? walk.next() : super.next();
+    }
+
+    @Override
+    public ColumnarBatch get() {
+        return walk != null ? walk.get() : super.get();
+    }
+
+    @Override
+    public void close() throws IOException {
+        if (walk != null) {
+            walk.close();
+        }
+        super.close();
+    }
+
+    /** The bytes the ranges of the units would fetch. */
+    private long covered() {
+        long out = 0;
+        for (int k = 0; k < phys.length; ) {
+            int j = rangeEnd(k);
+            long end = 0;
+            for (int u = k; u < j; u++) {
+                end = Math.max(end, phys[u] + size[u]);
+            }
+            out += end - phys[k];
+            k = j;
+        }
+        return out;
     }
 
     @Override
     int fill() throws IOException {
-        if (phys == null) {
-            units();
-            mapUnits();
-        }
         int rows = 0;
         while (rows < batchRows && next < phys.length) {
             rows += record(next++, rows);
@@ -57,23 +108,31 @@ final class QueueReader extends BatchReader {
     /** The record of unit {@code k}, checked against it: 1 if it became row {@code row}. */
     private int record(int k, int row) {
         long p = phys[k];
-        if (buf.length < size[k]) {
-            buf = new byte[Math.max(size[k], 2 * buf.length)];
-        }
         if (p + size[k] > mapStart + map.limit()) {
             fetch(k);
         }
-        map.get((int) (p - mapStart), buf, 0, size[k]);
-        int gotSize = be32(buf, POS_TOTALSIZE);
-        long gotPhys = be64(buf, POS_PHYSICALOFFSET);
+        byte[] b;
+        int at = 0;
+        if (map.hasArray()) {                   // a remote range: decoded where it lies
+            b = map.array();
+            at = map.arrayOffset() + (int) (p - mapStart);
+        } else {
+            if (buf.length < size[k]) {
+                buf = new byte[Math.max(size[k], 2 * buf.length)];
+            }
+            b = buf;
+            map.get((int) (p - mapStart), b, 0, size[k]);
+        }
+        int gotSize = be32(b, at + POS_TOTALSIZE);
+        long gotPhys = be64(b, at + POS_PHYSICALOFFSET);
         if (gotSize != size[k] || gotPhys != p) {
             throw Corrupt.at(split.rel, p - split.base, "a consume-queue unit says a record of " + size[k]
                 + " bytes starts here; the record there says offset " + gotPhys + ", " + gotSize + " bytes");
         }
-        if (!inTime(buf, 0)) {
+        if (!inTime(b, at)) {
             return 0;
         }
-        return columns.put(buf, 0, p - split.base, topics, vectors, row) ? 1 : 0;
+        return columns.put(b, at, p - split.base, topics, vectors, row) ? 1 : 0;
     }
 
     /** Maps the bytes from the first unit's record to the last one's end (remote: the first range). */

@@ -16,26 +16,48 @@ import org.apache.spark.sql.types.StructType;
  * record headers where they lie, and only a record inside the bounds is copied (once, into a
  * scratch buffer the columns are decoded from); reading the split into the heap instead cost two
  * copies of every byte (page cache to a direct buffer to the heap), the largest part of a scan.
- * On a remote file system the split is read in windows of {@link #WINDOW} bytes, one range read
- * each (the next one fetched in the background while this one is decoded): a split narrowed to
- * the zones of a time range fetches only those zones' bytes.
+ * On a remote file system the split is read in windows of {@code windowBytes} bytes, one range
+ * read each, with {@code readAhead} more of them in flight (in the background, each on a stream of
+ * its own) while one is decoded: a split narrowed to the zones of a time range fetches only those
+ * zones' bytes. A record that runs past a window's end is joined to the next window in the room
+ * left free before that window's bytes (no copy of the window), and records are decoded where
+ * they lie in the window.
  */
 final class SplitReader extends BatchReader {
-    static final int WINDOW = 8 << 20;     // bytes per range read of a remote split
+    static final int WINDOW = 8 << 20;     // default bytes per range read of a remote split
+    static final int READ_AHEAD = 1;       // default range reads in flight ahead of the one decoded
     private static final int HEAD = 512;   // a record's header fits (the checks before its size is trusted)
+    private static final int ROOM = 64 << 10;   // bytes free before each remote window (a record's head)
 
     private ByteBuffer map;                 // the split's bytes from mapStart (mapped: all of them)
     private long mapStart;                  // commitlog offset of map's byte 0
     private final long mapEnd;              // commitlog offset just past the split's bytes, as far as the file goes
-    private long aheadStart;
+    private final int window;
+    private final int readAhead;
+    // remote: the range reads in flight, in order, and where the last of them ends
+    private final java.util.ArrayDeque<Range> pending = new java.util.ArrayDeque<>();
+    private long asked;
     private byte[] record = new byte[1 << 12];
     private long pos;                       // commitlog offset of the next record
     private boolean done;
 
-    SplitReader(Plan.Split split, StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop) {
+    private static final class Range {
+        final long start;
+        final CompletableFuture<ByteBuffer> got;
+
+        Range(long start, CompletableFuture<ByteBuffer> got) {
+            this.start = start;
+            this.got = got;
+        }
+    }
+
+    SplitReader(Plan.Split split, StructType required, Bounds bounds, int batchRows, java.util.Map<String, String> hadoop,
+                int window, int readAhead) {
         super(split, required, bounds, batchRows, hadoop);
         this.pos = split.start;
         this.mapStart = split.start;
+        this.window = Math.max(HEAD, window);
+        this.readAhead = Math.max(0, readAhead);
         try {
             this.mapEnd = Math.max(split.start, Math.min(split.stop, split.base + file.size()));
             this.map = file.mapped() ? file.bytes(split.start - split.base, mapEnd - split.start)
@@ -58,39 +80,73 @@ final class SplitReader extends BatchReader {
 
     /** The remote bytes from {@code at} on, at least [at, at + n) (up to mapEnd): the rest of the
      *  window (which ends at {@code have}) and the next one, read in the background meanwhile;
-     *  and the window after that asked for. */
+     *  and the range reads after it asked for. */
     private ByteBuffer window(long at, int n, long have) {
         ByteBuffer got = null;
-        if (ahead != null) {
-            ByteBuffer next = await(ahead);
-            ahead = null;
-            if (aheadStart == have && at >= mapStart && at <= have && have - at + next.limit() >= Math.min(n, mapEnd - at)) {
-                if (at == have) {
-                    got = next;
-                } else {
-                    ByteBuffer rest = map.duplicate();
-                    rest.position((int) (at - mapStart));
-                    got = ByteBuffer.allocate((int) (have - at) + next.limit()).put(rest).put(next).flip();
-                }
+        Range next = pending.poll();
+        if (next != null && next.start == have && at >= mapStart && at <= have) {
+            ByteBuffer b = await(next.got);
+            int carry = (int) (have - at);
+            if (carry + b.limit() >= Math.min(n, mapEnd - at)) {
+                got = carry == 0 ? b : joined(at, carry, b);
             }
         }
-        if (got == null) {
-            got = read(at, n);
+        if (got == null) {                  // not the next window (a record longer than it): start over here
+            if (next != null) {
+                pending.addFirst(next);
+            }
+            drain();
+            got = read(at, Math.max(n, window));
+            asked = at + got.limit();
         }
-        long next = at + got.limit();
-        if (next < mapEnd) {
-            aheadStart = next;
-            ahead = CompletableFuture.supplyAsync(() -> read(next, 0), AHEAD);
+        while (pending.size() < readAhead && asked < mapEnd) {
+            long from = asked;
+            int len = (int) Math.min(window, mapEnd - from);
+            pending.add(new Range(from, CompletableFuture.supplyAsync(() -> read(from, len), AHEAD)));
+            asked = from + len;
         }
         return got;
     }
 
+    /** map's last {@code carry} bytes (from {@code at}) followed by window {@code b}. */
+    private ByteBuffer joined(long at, int carry, ByteBuffer b) {
+        int from = (int) (at - mapStart);
+        if (b.hasArray() && b.arrayOffset() >= carry) {
+            int off = b.arrayOffset() - carry;
+            map.get(from, b.array(), off, carry);
+            return ByteBuffer.wrap(b.array(), off, carry + b.limit()).slice();
+        }
+        ByteBuffer out = ByteBuffer.allocate(carry + b.limit());
+        out.put(0, map, from, carry).put(carry, b, 0, b.limit());
+        return out;
+    }
+
+    /** Waits for the range reads in flight and forgets them. */
+    private void drain() {
+        for (Range r : pending) {
+            try {
+                r.got.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (java.util.concurrent.ExecutionException e) {
+                // a range nobody reads has nothing to say
+            }
+        }
+        pending.clear();
+    }
+
     private ByteBuffer read(long at, int n) {
         try {
-            return file.bytes(at - split.base, Math.min(Math.max(n, WINDOW), mapEnd - at));
+            return file.bytes(at - split.base, Math.min(n, mapEnd - at), ROOM);
         } catch (IOException e) {
             throw new UncheckedIOException("rocketmq source: cannot read " + split.rel + " at " + (at - split.base), e);
         }
+    }
+
+    @Override
+    public void close() throws IOException {
+        drain();
+        super.close();
     }
 
     @Override
@@ -135,6 +191,9 @@ final class SplitReader extends BatchReader {
             if ((bounds.beginTs != null && ts < bounds.beginTs) || (bounds.endTs != null && ts > bounds.endTs)) {
                 return 0;
             }
+        }
+        if (map.hasArray()) {               // a remote window: decoded where it lies
+            return columns.put(map.array(), map.arrayOffset() + at, recordAt - split.base, topics, vectors, row) ? 1 : 0;
         }
         if (record.length < size) {
             record = new byte[Math.max(size, 2 * record.length)];
