@@ -17,7 +17,8 @@ bytes uploaded per cycle into S3. Every figure beside a baseline measured in the
   A message's own lag adds its wait for the next cycle (up to N s, N/2 on average). The rate the producer reached is
   printed beside the rate asked (2 cores, shared).
 * catchup: bench/mirror_catchup.py: ``mirror_broker`` catching up a broker-format store of N
-  messages against ``cp -r`` + ``sync`` of the same files (MB/s of record bytes; ratio).
+  messages against ``cp -r`` + ``sync`` of the same files (MB/s of record bytes; ratio), every run
+  reading the broker's files from the disk; with ``--baseline-src`` also that tree's mirror.
 * s3: a broker-format store of N messages (the lag section's file sizes: 64 MiB segments, 42 MB
   index files); the mirror into a moto S3 server catches up half, then
   cycles each adding about 1 MB: per cycle the bytes uploaded (the objects new or replaced on the
@@ -193,9 +194,10 @@ def lag(rates: list, everies: list, seconds: float, work: str, threads: int = 4,
     return {"phases": phases, "seconds_per_phase": seconds, "broker": {**SIZES, **FLUSH}}
 
 
-def catchup(messages: int, work: str) -> dict:
+def catchup(messages: int, work: str, baseline_src: str | None = None) -> dict:
     r = subprocess.run([sys.executable, os.path.join(HERE, "mirror_catchup.py"), "--messages", str(messages),
-                        "--work", os.path.join(work, f"catchup-{messages}")], capture_output=True, text=True,
+                        "--work", os.path.join(work, f"catchup-{messages}")]
+                       + (["--baseline-src", baseline_src] if baseline_src else []), capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
@@ -278,6 +280,8 @@ def main() -> int:
     ap.add_argument("--producer-threads", type=int, default=4)
     ap.add_argument("--batch", type=int, default=8, help="messages per send request (the client's batch send)")
     ap.add_argument("--catchup-messages", default="1000000")
+    ap.add_argument("--baseline-src", default=None,
+                    help="catchup: a source tree (e.g. `git worktree add` of main) whose mirror is timed too")
     ap.add_argument("--s3-messages", type=int, default=300000)
     ap.add_argument("--s3-cycles", type=int, default=8)
     ap.add_argument("--work", default=None)
@@ -291,7 +295,7 @@ def main() -> int:
             res["lag"] = lag([int(x) for x in a.rates.split(",")], [float(x) for x in a.every.split(",")],
                              a.seconds, os.path.join(work, "lag"), a.producer_threads, a.batch, a.min_cycles)
         if "catchup" in only:
-            res["catchup"] = [catchup(int(n), work) for n in a.catchup_messages.split(",")]
+            res["catchup"] = [catchup(int(n), work, a.baseline_src) for n in a.catchup_messages.split(",")]
         if "s3" in only:
             res["s3"] = s3(a.s3_messages, a.s3_cycles, work)
     finally:
@@ -309,7 +313,9 @@ def main() -> int:
               f"{ph['cycle_s_p50']} s")
     for c in res.get("catchup", []):
         print(f"catchup {c['messages']} msgs: mirror {c['mirror_mb_s']} MB/s, cp -r + sync {c['cp_mb_s_of_records']} "
-              f"MB/s: ratio {c['mirror_over_cp_sync']}")
+              f"MB/s: ratio {c['mirror_over_cp_sync']}"
+              + (f"; baseline {c['baseline']['mirror_mb_s']} MB/s, ratio {c['baseline']['mirror_over_cp_sync']}"
+                 if "baseline" in c else ""))
     if "s3" in res:
         s = res["s3"]
         print(f"s3 cycles of ~1 MB: uploaded / record bytes p50 {s['uploaded_over_record_p50']}, max "

@@ -28,6 +28,7 @@ import json
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -78,14 +79,19 @@ class BrokerFiles:
                 out.append((int(name), f"{commitlog.DIR}/{name}"))
         return sorted(out)
 
-    def read(self, rel: str, pos: int, n: int) -> bytes:
-        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone)."""
+    def read(self, rel: str, pos: int, n: int, ahead: int = 0) -> bytes:
+        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone);
+        ``ahead``: bytes after them the kernel starts reading meanwhile (``POSIX_FADV_WILLNEED``,
+        a hint: the next window of a catch-up comes from the disk while this one is worked on)."""
         try:
             fd = os.open(os.path.join(self.root, rel), os.O_RDONLY)
         except FileNotFoundError:
             return b""
         try:
-            return os.pread(fd, n, pos)
+            raw = os.pread(fd, n, pos)
+            if ahead and len(raw) == n and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, pos + n, ahead, os.POSIX_FADV_WILLNEED)
+            return raw
         finally:
             os.close(fd)
 
@@ -117,6 +123,7 @@ class _Piece:
     starts: np.ndarray           # record starts in buf (the safe ones)
     end: int                     # position in buf after the last safe record
     blank: bytes = b""           # the BLANK record closing the segment (with the next segment's records)
+    fields: np.ndarray | None = None   # kernels.record_fields of the safe records (read once)
 
 
 def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH) -> list:
@@ -134,18 +141,21 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
             break
         off = pos - base
         want = min(window, file_size - off)
-        raw = broker.read(rel, off, want)
+        raw = broker.read(rel, off, want, ahead=min(WINDOW, file_size - off - want))
         window = WINDOW
         buf = np.frombuffer(raw, np.uint8)
         starts, stop, reason = codec.record_starts(buf, 0, len(buf))
         take = len(starts)
+        fields = None
         if take:
-            ts = kernels.record_fields(buf, np.asarray(starts, np.int64))[kernels.F_STORETS]
+            fields = kernels.record_fields(buf, np.asarray(starts, np.int64))
+            ts = fields[kernels.F_STORETS]
             bad = np.flatnonzero((ts <= 0) | (ts >= safe_ts))
             take = int(bad[0]) if len(bad) else take
         if take:
             end = int(starts[take - 1]) + int.from_bytes(raw[starts[take - 1]:starts[take - 1] + 4], "big")
-            pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank))
+            pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank,
+                                 np.ascontiguousarray(fields[:, :take])))
             blank, total = b"", total + end
         elif blank:
             break                                # nothing safe after the BLANK yet: it waits too
@@ -334,7 +344,7 @@ class _Batch:
                 g = groups.setdefault(p.base - F, {"start": self._open_end(p.base - F), "chunks": [], "rows": [row, row]})
                 g["chunks"].append(p.blank)
             g = groups.setdefault(p.base, {"start": p.pos, "chunks": [], "rows": [row, row]})
-            g["chunks"].append(p.buf[:p.end].tobytes())
+            g["chunks"].append(p.buf[:p.end])          # (a view: the writer copies it once, into its buffers)
             row += len(p.starts)
             g["rows"][1] = row
         return [self._segment(base, g["start"], g["chunks"], d, *g["rows"]) for base, g in groups.items()]
@@ -349,10 +359,13 @@ class _Batch:
         rel = commitlog.rel_path(base)
         version = FileVersion(self.ctx, self.store, rel, start, F, self.tag, "records")
         blocks = version.hasher()
-        for c in chunks:
-            blocks.update(c)
         new = sum(len(c) for c in chunks)
-        version.write_stream(iter(chunks))
+        with ThreadPoolExecutor(max_workers=1) as pool:      # sha256 beside the write (both release the GIL)
+            hashed = pool.submit(lambda: [blocks.update(c) for c in chunks])
+            try:
+                version.write_stream(iter(chunks))
+            finally:
+                hashed.result()
         fault("after-segment-write")
         _, digests = blocks.finish()
         phys, ts = d.phys[r0:r1], d.store_ts[r0:r1]
@@ -421,7 +434,7 @@ class _Batch:
 def _dispatch(pieces: list, cfg: StoreConfig, broker: BrokerFiles) -> rebuild.Dispatch:
     parts = []
     for p in pieces:
-        part = rebuild.dispatch_range(p.buf, p.starts, cfg)
+        part = rebuild.dispatch_range(p.buf, p.starts, cfg, p.fields)
         at = p.base + p.pos + p.starts
         rel = commitlog.rel_path(p.base)
         if part["cut"] is not None:
