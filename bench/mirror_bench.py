@@ -194,9 +194,9 @@ def lag(rates: list, everies: list, seconds: float, work: str, threads: int = 4,
     return {"phases": phases, "seconds_per_phase": seconds, "broker": {**SIZES, **FLUSH}}
 
 
-def catchup(messages: int, work: str, baseline_src: str | None = None) -> dict:
+def catchup(messages: int, work: str, baseline_src: str | None = None, rounds: int = 1) -> dict:
     r = subprocess.run([sys.executable, os.path.join(HERE, "mirror_catchup.py"), "--messages", str(messages),
-                        "--work", os.path.join(work, f"catchup-{messages}")]
+                        "--work", os.path.join(work, f"catchup-{messages}"), "--rounds", str(rounds)]
                        + (["--baseline-src", baseline_src] if baseline_src else []), capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
     if r.returncode:
@@ -282,6 +282,7 @@ def main() -> int:
     ap.add_argument("--catchup-messages", default="1000000")
     ap.add_argument("--baseline-src", default=None,
                     help="catchup: a source tree (e.g. `git worktree add` of main) whose mirror is timed too")
+    ap.add_argument("--catchup-rounds", type=int, default=1)
     ap.add_argument("--s3-messages", type=int, default=300000)
     ap.add_argument("--s3-cycles", type=int, default=8)
     ap.add_argument("--work", default=None)
@@ -295,7 +296,7 @@ def main() -> int:
             res["lag"] = lag([int(x) for x in a.rates.split(",")], [float(x) for x in a.every.split(",")],
                              a.seconds, os.path.join(work, "lag"), a.producer_threads, a.batch, a.min_cycles)
         if "catchup" in only:
-            res["catchup"] = [catchup(int(n), work, a.baseline_src) for n in a.catchup_messages.split(",")]
+            res["catchup"] = [catchup(int(n), work, a.baseline_src, a.catchup_rounds) for n in a.catchup_messages.split(",")]
         if "s3" in only:
             res["s3"] = s3(a.s3_messages, a.s3_cycles, work)
     finally:

@@ -6,11 +6,11 @@ A broker-format store of N synthetic messages (bench/datagen.py, ingested in thi
 64 MiB segments) stands for a broker's directory; its checkpoint's physicMsgTimestamp is moved
 so that 99 % of it is safe. Timed, each with the broker's files first dropped from the page cache
 (``POSIX_FADV_DONTNEED``, after a ``sync``: every run reads them from the disk): ``cp -r`` of its
-commitlog/, consumequeue/, index/ and checkpoint (then ``sync``), before and after the mirrors;
+commitlog/, consumequeue/, index/ and checkpoint (then ``sync``), before each round and after the last;
 ``mirror_broker`` catching up the same 99 % (fsync'd, the default) in a child process, first with
 ``--baseline-src``'s storelib (e.g. the main tree: the "before" of a change) if given, then with
-this tree's; each child first mirrors 1 MB into a scratch store so that its compiled kernels are
-loaded before the timing. Then the safe point moves to the end: the last cycle's new record bytes
+this tree's (``--rounds`` rounds: medians); each child first mirrors 1 MB into a scratch store so
+that its compiled kernels are loaded before the timing. Then the safe point moves to the end: the last cycle's new record bytes
 against the bytes it added to the mirror's directory (st_blocks, Delta tables included). Prints
 one JSON line.
 """
@@ -92,6 +92,7 @@ def main() -> int:
     ap.add_argument("--body", type=int, default=256)
     ap.add_argument("--work", default="/tmp/rocketlake-mirror-bench")
     ap.add_argument("--baseline-src", default=None, help="a source tree (e.g. main's) whose mirror is timed too")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds of cp, baseline, this (medians; cp once more last)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (its broker store is reused)")
     ap.add_argument("--child", nargs=3, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -120,17 +121,20 @@ def main() -> int:
     first_unsafe = int(np.flatnonzero(ts >= t_cut)[0])
     set_safe(broker, t_cut)
     caught = int(ends[first_unsafe - 1])
-    cp_before = copy_s(broker, copy)
-    copied = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(copy) for f in fs)
+    cps, runs = [], {}
+    for k in range(a.rounds):                # cp, (baseline,) this; ...; cp
+        cps.append(copy_s(broker, copy))
+        copied = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(copy) for f in fs)
+        shutil.rmtree(copy)
+        if a.baseline_src:
+            runs.setdefault("baseline", []).append(mirror_run(os.path.abspath(a.baseline_src), broker, mirror, a.work))
+            shutil.rmtree(mirror)
+        runs.setdefault("this", []).append(mirror_run(ROOT, broker, mirror, a.work))
+        if k < a.rounds - 1:
+            shutil.rmtree(mirror)
+    cps.append(copy_s(broker, copy))
     shutil.rmtree(copy)
-    runs = {}
-    if a.baseline_src:
-        runs["baseline"] = mirror_run(os.path.abspath(a.baseline_src), broker, mirror, a.work)
-        shutil.rmtree(mirror)
-    runs["this"] = mirror_run(ROOT, broker, mirror, a.work)
-    cp_after = copy_s(broker, copy)
-    shutil.rmtree(copy)
-    cp_s = (cp_before + cp_after) / 2
+    cp_s = float(np.median(cps))
     before = disk_bytes(mirror)
     set_safe(broker, int(ts.max()) + 1)
     from storelib.ops.mirror import mirror_broker
@@ -141,15 +145,16 @@ def main() -> int:
     mb = caught / 2**20
     out = {"messages": a.messages, "body": a.body, "ingest_s": ingest_s and round(ingest_s, 1),
            "catchup_record_mb": round(mb, 1), "cp_files_mb": round(copied / 2**20, 1),
-           "cp_sync_s_before": round(cp_before, 2), "cp_sync_s_after": round(cp_after, 2),
+           "cp_sync_s": [round(x, 2) for x in cps],
            "cp_mb_s_of_records": round(mb / cp_s, 1), "loadavg": os.getloadavg(),
            "last_cycle_new_record_bytes": last["record_bytes"], "last_cycle_added_disk_bytes": added,
            "last_cycle_s": round(last_s, 3)}
-    for name, r in runs.items():
-        out[name] = {"batches": r["batches"], "mirror_s": round(r["s"], 2), "mirror_mb_s": round(mb / r["s"], 1),
-                     "mirror_over_cp_sync": round(cp_s / r["s"], 2)}
+    for name, rs in runs.items():
+        s = float(np.median([r["s"] for r in rs]))
+        out[name] = {"batches": rs[0]["batches"], "mirror_s": round(s, 2), "mirror_s_all": [round(r["s"], 2) for r in rs],
+                     "mirror_mb_s": round(mb / s, 1), "mirror_over_cp_sync": round(cp_s / s, 2)}
     # (the keys the bench's summary reads: this tree's)
-    out.update(catchup_batches=runs["this"]["batches"], mirror_s=round(runs["this"]["s"], 2),
+    out.update(catchup_batches=out["this"]["batches"], mirror_s=out["this"]["mirror_s"],
                mirror_mb_s=out["this"]["mirror_mb_s"])
     print(json.dumps(out))
     shutil.rmtree(mirror, ignore_errors=True)
