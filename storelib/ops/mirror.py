@@ -128,10 +128,12 @@ class _Piece:
     fields: np.ndarray | None = None   # kernels.record_fields of the safe records (read once)
 
 
-def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH) -> list:
+def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH,
+                 each=None) -> list:
     """The pieces of whole records from CommitLog offset ``start`` on whose store times are all
     in (0, ``safe_ts``), in order, at most about ``limit`` bytes; a segment's BLANK record comes
-    with the first piece of the next segment (and is left out when no safe record follows)."""
+    with the first piece of the next segment (and is left out when no safe record follows).
+    ``each(piece)``: called with each piece as it is read (a cycle dispatches it meanwhile)."""
     segs = dict(broker.segments())
     pieces: list = []
     pos, total, blank = start, 0, b""
@@ -158,6 +160,8 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
             end = int(starts[take - 1]) + int.from_bytes(raw[starts[take - 1]:starts[take - 1] + 4], "big")
             pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank,
                                  np.ascontiguousarray(fields[:, :take])))
+            if each is not None:
+                each(pieces[-1])
             blank, total = b"", total + end
         elif blank:
             break                                # nothing safe after the BLANK yet: it waits too
@@ -440,12 +444,26 @@ class _Batch:
         return out, plans
 
 
-def _dispatch(pieces: list, cfg: StoreConfig, broker: BrokerFiles) -> rebuild.Dispatch:
-    """The pieces' records dispatched (``rebuild.dispatch_range``, the pieces on ``DISPATCHERS``
-    threads: its kernels release the GIL), then checked in order: the first damaged or moved
-    record refuses the cycle."""
-    with ThreadPoolExecutor(max_workers=DISPATCHERS) as pool:
-        done = list(pool.map(lambda p: rebuild.dispatch_range(p.buf, p.starts, cfg, p.fields), pieces))
+class _Dispatcher:
+    """The pieces of a cycle dispatched (``rebuild.dispatch_range``) on ``DISPATCHERS`` threads
+    (its kernels release the GIL) as ``safe_records`` reads them; ``result`` checks them in
+    order: the first damaged or moved record refuses the cycle."""
+
+    def __init__(self, cfg: StoreConfig):
+        self.cfg, self.pool, self.futures = cfg, ThreadPoolExecutor(max_workers=DISPATCHERS), []
+
+    def submit(self, p: _Piece) -> None:
+        self.futures.append(self.pool.submit(rebuild.dispatch_range, p.buf, p.starts, self.cfg, p.fields))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def result(self, pieces: list, broker: BrokerFiles) -> rebuild.Dispatch:
+        return _dispatch(pieces, [f.result() for f in self.futures], broker)
+
+
+def _dispatch(pieces: list, done: list, broker: BrokerFiles) -> rebuild.Dispatch:
+    """The pieces' dispatch (``done``: ``rebuild.dispatch_range`` of each), checked in order and joined."""
     parts = []
     for p, part in zip(pieces, done):
         at = p.base + p.pos + p.starts
@@ -480,6 +498,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     fresh_root = store.os_paths and not os.path.exists(store.root)
     lease.acquire()
     committed = False
+    dispatcher = None
     try:
         snap = open_snapshot(store, history=True)
         if snap.batch is None:
@@ -505,7 +524,8 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             sweep = 0
         safe_ts = broker.physic_timestamp()
         read_ms = int(time.time() * 1000)
-        pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes)
+        dispatcher = _Dispatcher(cfg)
+        pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes, dispatcher.submit)
         base = {"from": start, "safe_timestamp": safe_ts, "source": broker.root}
         if not pieces:
             committed = snap.batch is not None
@@ -515,7 +535,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         end = pieces[-1].base + pieces[-1].pos + pieces[-1].end
         mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root,
                          "sweep": sweep}
-        out, d = _commit(store, snap, state, cfg, pieces, broker, mirror_detail, t0, prog, lease)
+        out, d = _commit(store, snap, state, cfg, pieces, dispatcher, broker, mirror_detail, t0, prog, lease)
         committed = True
         now = int(time.time() * 1000)
         # lag_ms: the age of the newest record at its commit; safe_age_ms: the age of the broker's
@@ -524,6 +544,8 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts,
                     safe_read_age_ms=read_ms - safe_ts)
     finally:
+        if dispatcher is not None:
+            dispatcher.close()
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
             try:
@@ -532,13 +554,13 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                 pass
 
 
-def _commit(store, snap, state, cfg: StoreConfig, pieces: list, broker: BrokerFiles, mirror_detail: dict, t0: float,
-            prog, lease) -> tuple:
+def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dispatcher, broker: BrokerFiles,
+            mirror_detail: dict, t0: float, prog, lease) -> tuple:
     """Stage the batch's file versions and commit them (``commit_batch``): the segments' bytes
-    are written on a thread while this one dispatches the records (``_dispatch``: their queue
-    units and index entries, and the checks that refuse damaged or moved records) and writes the
-    consume-queue and index files; an attempt that does not commit is undone (after the thread
-    is done). (summary, dispatch)."""
+    are written on a thread while the records are dispatched (``dispatcher``: their queue units
+    and index entries, and the checks that refuse damaged or moved records) and this thread
+    writes the consume-queue and index files; an attempt that does not commit is undone (after
+    the thread is done). (summary, dispatch)."""
     start, end = mirror_detail["from"], mirror_detail["to"]
     batch_id = f"mirror-{start:020d}-{end:020d}"
     attempt = uuid.uuid4().hex[:12]
@@ -547,7 +569,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, broker: BrokerFi
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         written = pool.submit(b.write_segments, pieces)
-        d = _dispatch(pieces, cfg, broker)
+        d = dispatcher.result(pieces, broker)
         groups = _queue_groups(d)
         queue_next = dict(state.queue_next)
         cq, cq_plans = b.queues(d, groups, queue_next)
