@@ -242,7 +242,8 @@ bench: install rocketmq
 
 # The mirror (bench/mirror_bench.py): lag against a live broker at 1k and 10k msg/s with --every 1 and 10,
 # catch-up against cp -r + sync at 1M messages, bytes uploaded per ~1 MB cycle into S3 (moto); ratios
-# against baselines from the same run. BENCH_ARGS, e.g. --only lag --seconds 60 or --catchup-messages 1000000,10000000.
+# against baselines from the same run. BENCH_ARGS, e.g. --only lag --seconds 60 or --catchup-messages 1000000,10000000;
+# --baseline-src DIR times DIR's mirror too (e.g. a copy of main); --producer-threads 4 --batch 8 (the producer's JVM).
 .PHONY: bench-mirror
 bench-mirror: install rocketmq
 	$(SPARK_ENV) $(PY) bench/mirror_bench.py $(BENCH_ARGS)

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 import base64
 import glob
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pyarrow.parquet as pq
 
-from harness import PY, ROOT, alternate, stats
+from harness import PY, ROOT, alternate, java_classes, stats
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
@@ -46,22 +44,7 @@ def classpath() -> str:
     """BenchWriter compiled against RocketMQ 5.3.3's jars and the reference writer's classes."""
     from support import rmqjars
     cp = rmqjars.classpath(VERSION, "main")
-    out = os.path.join(rmqjars.CACHE, "classes", f"bench-anchor-{VERSION}")
-    with open(JAVA_SRC, "rb") as fh:
-        want = hashlib.sha256(fh.read() + cp.encode()).hexdigest()
-    stamp = os.path.join(out, ".stamp")
-    if not (os.path.isfile(stamp) and open(stamp).read() == want):
-        tmp = out + f".tmp{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "11", "-cp", cp, "-d", tmp,
-                            JAVA_SRC], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"javac failed for {JAVA_SRC}:\n{r.stdout}{r.stderr}")
-        with open(os.path.join(tmp, ".stamp"), "w") as fh:
-            fh.write(want)
-        shutil.rmtree(out, ignore_errors=True)
-        os.rename(tmp, out)
+    out = java_classes(JAVA_SRC, f"bench-anchor-{VERSION}", cp)
     return os.pathsep.join([out, cp])
 
 

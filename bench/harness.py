@@ -231,6 +231,29 @@ class Results:
         return path
 
 
+def java_classes(src: str, name: str, cp: str) -> str:
+    """``src`` (one bench Java file) compiled against ``cp`` into ``.cache/classes/<name>``,
+    behind a stamp (the source's and the classpath's sha256); the classes directory."""
+    import hashlib
+    out = os.path.join(ROOT, ".cache", "classes", name)
+    with open(src, "rb") as fh:
+        want = hashlib.sha256(fh.read() + cp.encode()).hexdigest()
+    stamp = os.path.join(out, ".stamp")
+    if not (os.path.isfile(stamp) and open(stamp).read() == want):
+        tmp = out + f".tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "11", "-cp", cp, "-d", tmp, src],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"javac failed for {src}:\n{r.stdout}{r.stderr}")
+        with open(os.path.join(tmp, ".stamp"), "w") as fh:
+            fh.write(want)
+        shutil.rmtree(out, ignore_errors=True)
+        os.rename(tmp, out)
+    return out
+
+
 def git_commit() -> str:
     r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return r.stdout.strip() or "unknown"

@@ -5,16 +5,20 @@ bytes uploaded per cycle into S3. Every figure beside a baseline measured in the
                                  [--seconds 25] [--catchup-messages 1000000] [--s3-messages 300000]
 
 * lag: a real RocketMQ 5.3.3 name server + broker (tests/support/rmqbroker.py, 64 MiB segments,
-  flushes every 200 ms) and its producer (DefaultMQProducer, one thread, synchronous sends, as fast
-  as ``--rates`` asks and it can) while ``rocketlake mirror --every N`` runs as its own process, one
-  process per N (warmed up first), one window per rate. Per committed cycle: the age of its newest
+  flushes every 200 ms) and a producer (bench/rocketmq/BenchProducer.java: DefaultMQProducer in a
+  JVM of its own, ``--producer-threads`` threads of synchronous sends, ``--batch`` messages per
+  request, at the rate ``--rates`` asks as far as it can) while ``rocketlake mirror --every N`` runs
+  as its own process, one process per N (warmed up first), one window per rate, long enough for
+  ``--min-cycles`` cycles. Per window: the CPU cores the broker, the producer, the mirror and the
+  whole machine used (/proc). Per committed cycle: the age of its newest
   record at the commit (``lag_ms``) and, the baseline, the age of the broker's safe point when the
   cycle read it (``safe_read_age_ms``: the least lag any reader of only flushed records could
   have; the rest is the cycle's own time); p50 and p99 of each, and the lag over the cycle period.
   A message's own lag adds its wait for the next cycle (up to N s, N/2 on average). The rate the producer reached is
-  printed beside the rate asked (one producer thread, synchronous sends; 2 cores, shared).
+  printed beside the rate asked (2 cores, shared).
 * catchup: bench/mirror_catchup.py: ``mirror_broker`` catching up a broker-format store of N
-  messages against ``cp -r`` + ``sync`` of the same files (MB/s of record bytes; ratio).
+  messages against ``cp -r`` + ``sync`` of the same files (MB/s of record bytes; ratio), every run
+  reading the broker's files from the disk; with ``--baseline-src`` also that tree's mirror.
 * s3: a broker-format store of N messages (the lag section's file sizes: 64 MiB segments, 42 MB
   index files); the mirror into a moto S3 server catches up half, then
   cycles each adding about 1 MB: per cycle the bytes uploaded (the objects new or replaced on the
@@ -39,7 +43,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SUPPORT = os.path.join(ROOT, "tests", "support")
-sys.path[:0] = [ROOT, HERE, SUPPORT]
+sys.path[:0] = [ROOT, HERE, SUPPORT, os.path.join(ROOT, "tests")]
+PRODUCER_SRC = os.path.join(HERE, "rocketmq", "BenchProducer.java")
 
 SIZES = {"mappedFileSizeCommitLog": 64 << 20, "mappedFileSizeConsumeQueue": 300000 * 20, "maxHashSlotNum": 500000,
          "maxIndexNum": 2000000}
@@ -48,11 +53,70 @@ FLUSH = {"flushCommitLogThoroughInterval": 200, "flushConsumeQueueThoroughInterv
 TOPICS = ["bench_a", "bench_b", "bench_c"]
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) a process has used so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple:
+    """(busy, total) CPU seconds of the whole machine so far (/proc/stat)."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:]]
+    tck = os.sysconf("SC_CLK_TCK")
+    return (sum(f) - f[3] - f[4]) / tck, sum(f) / tck
+
+
 def pct(xs, q) -> float | None:
     return round(float(np.percentile(xs, q)), 1) if len(xs) else None
 
 
-def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
+class Producer:
+    """bench/rocketmq/BenchProducer.java (RocketMQ's DefaultMQProducer) in a JVM of its own, its own
+    process group: ``threads`` sending threads, ``batch`` messages per request; ``stop`` returns
+    (messages SEND_OK, failed, the next message number)."""
+
+    def __init__(self, ns: str, path: str, rate: float, first: int, threads: int, batch: int, work: str):
+        from harness import java_classes
+        from support import rmqjars
+        cp = rmqjars.classpath(rmqjars.V5, "broker")
+        classes = java_classes(PRODUCER_SRC, f"bench-producer-{rmqjars.V5}", cp)
+        home = os.path.join(work, "producer-home")
+        os.makedirs(home, exist_ok=True)
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Duser.home={home}", "-Drocketmq.client.logRoot=" + home,
+             "-cp", os.pathsep.join([classes, cp]), "rocketlake.bench.BenchProducer", ns, path, str(rate), str(first),
+             ",".join(TOPICS), str(threads), str(batch)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(work, "producer.log"), "a"),
+            text=True, start_new_session=True)
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                return
+        raise RuntimeError(f"the bench producer did not start (exit {self.proc.wait()}); {work}/producer.log")
+
+    def stop(self) -> tuple:
+        try:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+            for line in self.proc.stdout:
+                if line.startswith("produced\t"):
+                    sent, failed, nxt = (int(x) for x in line.split("\t")[1:4])
+                    return sent, failed, nxt
+            raise RuntimeError(f"the bench producer ended without its count (exit {self.proc.wait()})")
+        finally:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+
+def lag(rates: list, everies: list, seconds: float, work: str, threads: int = 4, batch: int = 8,
+        min_cycles: int = 12) -> dict:
     import threading
     from rmqbroker import Broker
     broker_dir, store = os.path.join(work, "broker"), os.path.join(work, "mirror")
@@ -65,13 +129,20 @@ def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
     with Broker(broker_dir, os.path.join(work, "jvm"), {**SIZES, **FLUSH}) as b:
         b.ask("topics", ",".join(TOPICS), 4)
 
-        def send(path, rate, secs):
+        def send(path, rate, secs, mirror_pid):
+            """(SEND_OK, failed, window start, end, CPU cores used in it by the broker, the producer,
+            the mirror and the whole machine, and the cores the machine has)."""
             nonlocal nxt
-            b.ask("produce", path, rate, nxt, ",".join(TOPICS))
+            p = Producer(b.addresses[0], path, rate, nxt, threads, batch, work)
+            pids = {"broker": b.proc.pid, "producer": p.proc.pid, "mirror": mirror_pid}
+            c0, m0, t0 = {k: cpu_seconds(v) for k, v in pids.items()}, machine_busy(), time.time()
             time.sleep(secs)
-            f = b.ask("stopproduce")[0].split("\t")
-            nxt = int(f[3]) + 1000
-            return int(f[1])
+            c1, m1, t1 = {k: cpu_seconds(v) for k, v in pids.items()}, machine_busy(), time.time()
+            sent, failed, nxt = p.stop()
+            cores = {k: round((c1[k] - c0[k]) / (t1 - t0), 2) for k in pids}
+            cores["machine"] = round((m1[0] - m0[0]) / (t1 - t0), 2)
+            cores["machine_of"] = round((m1[1] - m0[1]) / (t1 - t0), 2)
+            return sent, failed, t0, t1, cores
 
         for every in everies:
             # one mirror process per cycle period, warmed up first (its start-up and first cycles are
@@ -88,11 +159,12 @@ def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
                         out.append((time.time(), json.loads(line.split("rocketlake: ", 1)[1])))
             threading.Thread(target=read, daemon=True).start()
             try:
-                send(os.path.join(work, f"warm-{every}.tsv"), min(rates), max(8.0, 2 * every))
+                send(os.path.join(work, f"warm-{every}.tsv"), min(rates), max(8.0, 2 * every), m.pid)
+                # a window holds at least ``min_cycles`` cycles (besides the first, which may
+                # straddle its start)
+                window = max(seconds, every * (min_cycles + 1.5))
                 for rate in rates:
-                    t0 = time.time()
-                    n = send(os.path.join(work, f"sent-{rate}-{every}.tsv"), rate, seconds)
-                    t1 = time.time()
+                    n, failed, t0, t1, cores = send(os.path.join(work, f"sent-{rate}-{every}.tsv"), rate, window, m.pid)
                     time.sleep(every + 1.5)                   # the cycle after the last message
                     done = [c for t, c in stamped if t0 + every + 1 <= t <= t1 + every + 1
                             and c.get("status") == "committed"]
@@ -100,7 +172,9 @@ def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
                     # the baseline: the age of the broker's safe point when the cycle read it (the
                     # least lag a reader of flushed records could have), i.e. the lag without the cycle
                     flush = [c["safe_read_age_ms"] for c in done]
-                    ph = {"rate_asked": rate, "rate_reached": round(n / (t1 - t0)), "every_s": every,
+                    ph = {"rate_asked": rate, "rate_reached": round(n / (t1 - t0)), "failed": failed,
+                          "window_s": round(t1 - t0, 1), "every_s": every, "load_avg": os.getloadavg(),
+                          "cpu_cores": cores, "producer_threads": threads, "batch": batch,
                           "cycles": len(done), "lag_p50_ms": pct(lags, 50), "lag_p99_ms": pct(lags, 99),
                           "flush_lag_p50_ms": pct(flush, 50), "flush_lag_p99_ms": pct(flush, 99),
                           "cycle_s_p50": pct([c["seconds"] for c in done], 50),
@@ -120,9 +194,10 @@ def lag(rates: list, everies: list, seconds: float, work: str) -> dict:
     return {"phases": phases, "seconds_per_phase": seconds, "broker": {**SIZES, **FLUSH}}
 
 
-def catchup(messages: int, work: str) -> dict:
+def catchup(messages: int, work: str, baseline_src: str | None = None, rounds: int = 1) -> dict:
     r = subprocess.run([sys.executable, os.path.join(HERE, "mirror_catchup.py"), "--messages", str(messages),
-                        "--work", os.path.join(work, f"catchup-{messages}")], capture_output=True, text=True,
+                        "--work", os.path.join(work, f"catchup-{messages}"), "--rounds", str(rounds)]
+                       + (["--baseline-src", baseline_src] if baseline_src else []), capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
@@ -200,8 +275,14 @@ def main() -> int:
     ap.add_argument("--only", default="lag,catchup,s3")
     ap.add_argument("--rates", default="1000,10000")
     ap.add_argument("--every", default="1,10")
-    ap.add_argument("--seconds", type=float, default=25)
+    ap.add_argument("--seconds", type=float, default=25, help="a rate's window at least (see --min-cycles)")
+    ap.add_argument("--min-cycles", type=int, default=12, help="cycles a rate's window holds at least")
+    ap.add_argument("--producer-threads", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8, help="messages per send request (the client's batch send)")
     ap.add_argument("--catchup-messages", default="1000000")
+    ap.add_argument("--baseline-src", default=None,
+                    help="catchup: a source tree (e.g. `git worktree add` of main) whose mirror is timed too")
+    ap.add_argument("--catchup-rounds", type=int, default=1)
     ap.add_argument("--s3-messages", type=int, default=300000)
     ap.add_argument("--s3-cycles", type=int, default=8)
     ap.add_argument("--work", default=None)
@@ -213,9 +294,9 @@ def main() -> int:
     try:
         if "lag" in only:
             res["lag"] = lag([int(x) for x in a.rates.split(",")], [float(x) for x in a.every.split(",")],
-                             a.seconds, os.path.join(work, "lag"))
+                             a.seconds, os.path.join(work, "lag"), a.producer_threads, a.batch, a.min_cycles)
         if "catchup" in only:
-            res["catchup"] = [catchup(int(n), work) for n in a.catchup_messages.split(",")]
+            res["catchup"] = [catchup(int(n), work, a.baseline_src, a.catchup_rounds) for n in a.catchup_messages.split(",")]
         if "s3" in only:
             res["s3"] = s3(a.s3_messages, a.s3_cycles, work)
     finally:
@@ -226,13 +307,16 @@ def main() -> int:
     with open(path, "w") as fh:
         json.dump(res, fh, indent=1)
     for ph in res.get("lag", {}).get("phases", []):
-        print(f"lag  {ph['rate_asked']:>6}/s asked, {ph['rate_reached']:>6}/s reached, --every {ph['every_s']:g}: "
+        print(f"lag  {ph['rate_asked']:>6}/s asked, {ph['rate_reached']:>6}/s reached ({ph['failed']} failed; cores: "
+              f"{ph['cpu_cores']}), --every {ph['every_s']:g}: "
               f"p50 {ph['lag_p50_ms']} ms, p99 {ph['lag_p99_ms']} ms (the broker's flush lag p50 "
               f"{ph['flush_lag_p50_ms']}, p99 {ph['flush_lag_p99_ms']}); {ph['cycles']} cycles of "
               f"{ph['cycle_s_p50']} s")
     for c in res.get("catchup", []):
         print(f"catchup {c['messages']} msgs: mirror {c['mirror_mb_s']} MB/s, cp -r + sync {c['cp_mb_s_of_records']} "
-              f"MB/s: ratio {c['mirror_over_cp_sync']}")
+              f"MB/s: ratio {c['mirror_over_cp_sync']}"
+              + (f"; baseline {c['baseline']['mirror_mb_s']} MB/s, ratio {c['baseline']['mirror_over_cp_sync']}"
+                 if "baseline" in c else ""))
     if "s3" in res:
         s = res["s3"]
         print(f"s3 cycles of ~1 MB: uploaded / record bytes p50 {s['uploaded_over_record_p50']}, max "

@@ -28,11 +28,12 @@ import json
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..codec import messages as codec
-from ..compute import kernels
+from ..compute import grouping, kernels
 from ..errors import CorruptStore, MirrorDiverged, MirrorError
 from ..format import checkpoint as ckpt, commitlog, paths
 from ..format.config import StoreConfig
@@ -57,6 +58,8 @@ WINDOW = 32 << 20               # bytes of a broker segment read at a time
 FIRST_WINDOW = 1 << 20          # ... the first time in a cycle
 MAX_BATCH = 512 << 20           # record bytes one cycle copies at most (the rest: the next cycle)
 _TAIL_CHECK = 4096              # committed bytes compared with the broker's before each cycle
+CQ_WRITERS = 4                  # consume-queue files of a cycle written at a time
+DISPATCHERS = 2                 # threads dispatching a cycle's pieces
 SWEEP_BYTES = 16 << 20          # committed bytes one cycle re-checks against the broker's (the rolling sweep)
 _sweep_at: dict = {}            # store uri -> where this process's next sweep starts (cycles that commit nothing)
 
@@ -79,14 +82,19 @@ class BrokerFiles:
                 out.append((int(name), f"{commitlog.DIR}/{name}"))
         return sorted(out)
 
-    def read(self, rel: str, pos: int, n: int) -> bytes:
-        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone)."""
+    def read(self, rel: str, pos: int, n: int, ahead: int = 0) -> bytes:
+        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone);
+        ``ahead``: bytes after them the kernel starts reading meanwhile (``POSIX_FADV_WILLNEED``,
+        a hint: the next window of a catch-up comes from the disk while this one is worked on)."""
         try:
             fd = os.open(os.path.join(self.root, rel), os.O_RDONLY)
         except FileNotFoundError:
             return b""
         try:
-            return os.pread(fd, n, pos)
+            raw = os.pread(fd, n, pos)
+            if ahead and len(raw) == n and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, pos + n, ahead, os.POSIX_FADV_WILLNEED)
+            return raw
         finally:
             os.close(fd)
 
@@ -118,12 +126,15 @@ class _Piece:
     starts: np.ndarray           # record starts in buf (the safe ones)
     end: int                     # position in buf after the last safe record
     blank: bytes = b""           # the BLANK record closing the segment (with the next segment's records)
+    fields: np.ndarray | None = None   # kernels.record_fields of the safe records (read once)
 
 
-def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH) -> list:
+def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, limit: int = MAX_BATCH,
+                 each=None) -> list:
     """The pieces of whole records from CommitLog offset ``start`` on whose store times are all
     in (0, ``safe_ts``), in order, at most about ``limit`` bytes; a segment's BLANK record comes
-    with the first piece of the next segment (and is left out when no safe record follows)."""
+    with the first piece of the next segment (and is left out when no safe record follows).
+    ``each(piece)``: called with each piece as it is read (a cycle dispatches it meanwhile)."""
     segs = dict(broker.segments())
     pieces: list = []
     pos, total, blank = start, 0, b""
@@ -135,18 +146,23 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
             break
         off = pos - base
         want = min(window, file_size - off)
-        raw = broker.read(rel, off, want)
+        raw = broker.read(rel, off, want, ahead=min(WINDOW, file_size - off - want))
         window = WINDOW
         buf = np.frombuffer(raw, np.uint8)
         starts, stop, reason = codec.record_starts(buf, 0, len(buf))
         take = len(starts)
+        fields = None
         if take:
-            ts = kernels.record_fields(buf, np.asarray(starts, np.int64))[kernels.F_STORETS]
+            fields = kernels.record_fields(buf, np.asarray(starts, np.int64))
+            ts = fields[kernels.F_STORETS]
             bad = np.flatnonzero((ts <= 0) | (ts >= safe_ts))
             take = int(bad[0]) if len(bad) else take
         if take:
             end = int(starts[take - 1]) + int.from_bytes(raw[starts[take - 1]:starts[take - 1] + 4], "big")
-            pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank))
+            pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank,
+                                 np.ascontiguousarray(fields[:, :take])))
+            if each is not None:
+                each(pieces[-1])
             blank, total = b"", total + end
         elif blank:
             break                                # nothing safe after the BLANK yet: it waits too
@@ -324,9 +340,11 @@ class _Batch:
                                 objects=store.objects, batch_id=batch_id, attempt=attempt, durable=cfg.durable)
         self.tag = "mirror"
 
-    def segments(self, pieces: list, d: rebuild.Dispatch) -> list:
-        """Facts of the segment versions: each segment's new records (a BLANK that closes a
-        segment goes to that segment, after its committed or new records)."""
+    def write_segments(self, pieces: list) -> list:
+        """Stage the segment versions: each segment's new records (a BLANK that closes a segment
+        goes to that segment, after its committed or new records), sha256 beside each write;
+        ``[(base, version, start, new bytes, digests, tail, (first row, end row))]`` for
+        ``segment_facts``. Needs no dispatch: ``_commit`` runs it on a thread beside that."""
         F = self.cfg.mappedFileSizeCommitLog
         groups: dict = {}
         row = 0
@@ -335,51 +353,55 @@ class _Batch:
                 g = groups.setdefault(p.base - F, {"start": self._open_end(p.base - F), "chunks": [], "rows": [row, row]})
                 g["chunks"].append(p.blank)
             g = groups.setdefault(p.base, {"start": p.pos, "chunks": [], "rows": [row, row]})
-            g["chunks"].append(p.buf[:p.end].tobytes())
+            g["chunks"].append(p.buf[:p.end])          # (a view: the writer copies it once, into its buffers)
             row += len(p.starts)
             g["rows"][1] = row
-        return [self._segment(base, g["start"], g["chunks"], d, *g["rows"]) for base, g in groups.items()]
+        return [self._write_segment(base, g["start"], g["chunks"]) + (g["rows"],) for base, g in groups.items()]
 
     def _open_end(self, base: int) -> int:
         """Valid bytes of the mirror's committed segment at ``base`` (one the batch closes)."""
         r = self.snap.files.get(commitlog.rel_path(base)) if self.snap.batch else None
         return r.valid_bytes if r else 0
 
-    def _segment(self, base: int, start: int, chunks: list, d: rebuild.Dispatch, r0: int, r1: int) -> StagedFile:
+    def _write_segment(self, base: int, start: int, chunks: list) -> tuple:
         F = self.cfg.mappedFileSizeCommitLog
         rel = commitlog.rel_path(base)
         version = FileVersion(self.ctx, self.store, rel, start, F, self.tag, "records")
         blocks = version.hasher()
-        for c in chunks:
-            blocks.update(c)
         new = sum(len(c) for c in chunks)
-        version.write_stream(iter(chunks))
+        with ThreadPoolExecutor(max_workers=1) as pool:      # sha256 beside the write (both release the GIL)
+            hashed = pool.submit(lambda: [blocks.update(c) for c in chunks])
+            try:
+                version.write_stream(iter(chunks))
+            finally:
+                hashed.result()
         fault("after-segment-write")
         _, digests = blocks.finish()
-        phys, ts = d.phys[r0:r1], d.store_ts[r0:r1]
-        has = r1 > r0
-        zones = zonemap.build(zonemap.zone_bytes(F), phys - base, ts)
-        end = int(phys[-1]) + int(d.size[r1 - 1]) if has else base + start
-        return StagedFile.of(dict(version.facts(new, digests, blocks.tail()), **{
-            "kind": FileKind.COMMITLOG, "path": rel, "base_offset": base, "file_size": F, "valid_bytes": start + new,
-            "count_new": r1 - r0, "first_new_offset": int(phys[0]) if has else None, "end_offset": end,
-            "min_ts": int(ts.min()) if has else None, "max_ts": int(ts.max()) if has else None,
-            "kept_bytes": start, "zones": zonemap.to_detail(zones)}))
+        return base, version, start, new, digests, blocks.tail()
 
-    def queues(self, d: rebuild.Dispatch, queue_next: dict) -> tuple:
-        """(facts, plans) of the consume-queue files the records' units continue or create."""
+    def segment_facts(self, written: list, d: rebuild.Dispatch) -> list:
+        """The facts of the segment versions ``write_segments`` staged, with their records' dispatch."""
+        F = self.cfg.mappedFileSizeCommitLog
+        out = []
+        for base, version, start, new, digests, tail, (r0, r1) in written:
+            phys, ts = d.phys[r0:r1], d.store_ts[r0:r1]
+            has = r1 > r0
+            zones = zonemap.build(zonemap.zone_bytes(F), phys - base, ts)
+            end = int(phys[-1]) + int(d.size[r1 - 1]) if has else base + start
+            out.append(StagedFile.of(dict(version.facts(new, digests, tail), **{
+                "kind": FileKind.COMMITLOG, "path": version.rel, "base_offset": base, "file_size": F,
+                "valid_bytes": start + new, "count_new": r1 - r0, "first_new_offset": int(phys[0]) if has else None,
+                "end_offset": end, "min_ts": int(ts.min()) if has else None, "max_ts": int(ts.max()) if has else None,
+                "kept_bytes": start, "zones": zonemap.to_detail(zones)})))
+        return out
+
+    def queues(self, d: rebuild.Dispatch, groups: list, queue_next: dict) -> tuple:
+        """(facts, plans) of the consume-queue files the records' units continue or create
+        (``groups``: ``_queue_groups``); the files are written on a few threads (each one's
+        time is mostly its fsyncs)."""
         U = self.cfg.cq_units_per_file
-        m = np.flatnonzero(d.cq)
-        out, plans = [], []
-        if not len(m):
-            return out, plans
-        t, q = d.topic[m], d.queue_id[m]
-        order = np.lexsort((q, t))               # stable: commitlog order within a queue
-        m, t, q = m[order], t[order], q[order]
-        cut = np.flatnonzero((np.diff(t) != 0) | (np.diff(q) != 0)) + 1
-        for a, b in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(m)]])):
-            rows = m[a:b]
-            key = (d.topics[int(t[a])], int(q[a]))
+        plans, units = [], []
+        for key, rows in groups:
             first = queue_next.get(key, 0)
             offs = d.queue_offset[rows]
             if offs[0] != first or not np.array_equal(offs, np.arange(first, first + len(rows))):
@@ -393,11 +415,15 @@ class _Batch:
                 sel = rows[lo_u - first:hi_u - first]
                 plan = {"topic": key[0], "queue_id": key[1], "file_start_unit": f * U,
                         "kept_units": lo_u - f * U, "first_unit": lo_u, "count": hi_u - lo_u}
-                units = {"qoff": d.queue_offset[sel], "phys": d.phys[sel], "size": d.size[sel].astype(np.int32),
-                         "tags": d.tags[sel]}
-                out.append(write_stage.write_cq_file(self.ctx, self.cfg, self.store, plan, units, self.tag))
+                units.append({"qoff": d.queue_offset[sel], "phys": d.phys[sel],
+                              "size": d.size[sel].astype(np.int32), "tags": d.tags[sel]})
                 plans.append(plan)
             queue_next[key] = hi
+        if not plans:
+            return [], plans
+        with ThreadPoolExecutor(max_workers=min(CQ_WRITERS, len(plans))) as pool:
+            out = list(pool.map(lambda pu: write_stage.write_cq_file(self.ctx, self.cfg, self.store, *pu, self.tag),
+                                zip(plans, units)))
         return out, plans
 
     def index(self, d: rebuild.Dispatch) -> tuple:
@@ -419,10 +445,28 @@ class _Batch:
         return out, plans
 
 
-def _dispatch(pieces: list, cfg: StoreConfig, broker: BrokerFiles) -> rebuild.Dispatch:
+class _Dispatcher:
+    """The pieces of a cycle dispatched (``rebuild.dispatch_range``) on ``DISPATCHERS`` threads
+    (its kernels release the GIL) as ``safe_records`` reads them; ``result`` checks them in
+    order: the first damaged or moved record refuses the cycle."""
+
+    def __init__(self, cfg: StoreConfig):
+        self.cfg, self.pool, self.futures = cfg, ThreadPoolExecutor(max_workers=DISPATCHERS), []
+
+    def submit(self, p: _Piece) -> None:
+        self.futures.append(self.pool.submit(rebuild.dispatch_range, p.buf, p.starts, self.cfg, p.fields))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def result(self, pieces: list, broker: BrokerFiles) -> rebuild.Dispatch:
+        return _dispatch(pieces, [f.result() for f in self.futures], broker)
+
+
+def _dispatch(pieces: list, done: list, broker: BrokerFiles) -> rebuild.Dispatch:
+    """The pieces' dispatch (``done``: ``rebuild.dispatch_range`` of each), checked in order and joined."""
     parts = []
-    for p in pieces:
-        part = rebuild.dispatch_range(p.buf, p.starts, cfg)
+    for p, part in zip(pieces, done):
         at = p.base + p.pos + p.starts
         rel = commitlog.rel_path(p.base)
         if part["cut"] is not None:
@@ -455,6 +499,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     fresh_root = store.os_paths and not os.path.exists(store.root)
     lease.acquire()
     committed = False
+    dispatcher = None
     try:
         snap = open_snapshot(store, history=True)
         if snap.batch is None:
@@ -480,18 +525,18 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             sweep = 0
         safe_ts = broker.physic_timestamp()
         read_ms = int(time.time() * 1000)
-        pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes)
+        dispatcher = _Dispatcher(cfg)
+        pieces = safe_records(broker, start, safe_ts, cfg.mappedFileSizeCommitLog, max_bytes, dispatcher.submit)
         base = {"from": start, "safe_timestamp": safe_ts, "source": broker.root}
         if not pieces:
             committed = snap.batch is not None
             prog.say(f"nothing new below the safe point (physicMsgTimestamp {safe_ts}) from offset {start}")
             return dict(base, status="nothing-new", messages=0, to=start, seconds=round(time.time() - t0, 3))
         ident = ident or _identity(broker)
-        d = _dispatch(pieces, cfg, broker)
-        end = int(d.phys[-1]) + int(d.size[-1])
+        end = pieces[-1].base + pieces[-1].pos + pieces[-1].end
         mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root,
                          "sweep": sweep}
-        out = _commit(store, snap, state, cfg, pieces, d, mirror_detail, t0, prog, lease)
+        out, d = _commit(store, snap, state, cfg, pieces, dispatcher, broker, mirror_detail, t0, prog, lease)
         committed = True
         now = int(time.time() * 1000)
         # lag_ms: the age of the newest record at its commit; safe_age_ms: the age of the broker's
@@ -500,6 +545,8 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         return dict(out, **base, to=end, lag_ms=now - int(d.store_ts[-1]), safe_age_ms=now - safe_ts,
                     safe_read_age_ms=read_ms - safe_ts)
     finally:
+        if dispatcher is not None:
+            dispatcher.close()
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
             try:
@@ -508,21 +555,27 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                 pass
 
 
-def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispatch, mirror_detail: dict, t0: float,
-            prog, lease) -> dict:
-    """Stage the batch's file versions and commit them (``commit_batch``); an attempt that does
-    not commit is undone."""
+def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dispatcher, broker: BrokerFiles,
+            mirror_detail: dict, t0: float, prog, lease) -> tuple:
+    """Stage the batch's file versions and commit them (``commit_batch``): the segments' bytes
+    are written on a thread while the records are dispatched (``dispatcher``: their queue units
+    and index entries, and the checks that refuse damaged or moved records) and this thread
+    writes the consume-queue and index files; an attempt that does not commit is undone (after
+    the thread is done). (summary, dispatch)."""
     start, end = mirror_detail["from"], mirror_detail["to"]
     batch_id = f"mirror-{start:020d}-{end:020d}"
     attempt = uuid.uuid4().hex[:12]
     b = _Batch(store, snap, state, cfg, batch_id, attempt)
     committed = False
+    pool = ThreadPoolExecutor(max_workers=1)
     try:
-        results = b.segments(pieces, d)
+        written = pool.submit(b.write_segments, pieces)
+        d = dispatcher.result(pieces, broker)
+        groups = _queue_groups(d)
         queue_next = dict(state.queue_next)
-        cq, cq_plans = b.queues(d, queue_next)
+        cq, cq_plans = b.queues(d, groups, queue_next)
         idx, idx_plans = b.index(d)
-        results += cq + idx
+        results = b.segment_facts(written.result(), d) + cq + idx
         fault("after-files-staged")
         plan = sequencer.BatchPlan(segments=[r for r in results if r.kind == FileKind.COMMITLOG], cq_files=cq_plans,
                                    index_files=idx_plans, messages=len(d.phys),
@@ -531,12 +584,13 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
                                    index_entry_starts=[p.first_entry for p in idx_plans])
         fingerprint = hashlib.sha256(json.dumps([mirror_detail["identity"], start, end, results[0].checksum])
                                      .encode()).hexdigest()
-        staged = StagedBatch(snap, state, plan, [_summary(d)], results, batch_id, fingerprint, b.staging,
+        staged = StagedBatch(snap, state, plan, [_summary(d, groups)], results, batch_id, fingerprint, b.staging,
                              attempt=attempt, detail_extra={"mirror": mirror_detail}, operation="mirror")
         out = commit_batch(store, staged, cfg, t0, prog, lease=lease)
         committed = True
-        return out
+        return out, d
     finally:
+        pool.shutdown(wait=True)
         if not committed:
             try:
                 undo_attempt(store, b.staging, batch_id, attempt)
@@ -544,11 +598,31 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, d: rebuild.Dispa
                 pass
 
 
-def _summary(d: rebuild.Dispatch) -> sequencer.SplitSummary:
+def _queue_groups(d: rebuild.Dispatch) -> list:
+    """``[((topic, queue id), rows)]``: the records with a consume-queue unit by queue, in topic
+    then queue id order, each queue's rows in CommitLog order (one counting pass,
+    ``grouping.group_rows``, over codes made dense)."""
+    m = np.flatnonzero(d.cq)
+    if not len(m):
+        return []
+    t, q = d.topic[m].astype(np.int64), d.queue_id[m].astype(np.int64)
+    q0 = int(q.min())
+    span = int(q.max()) - q0 + 1
+    codes, ncodes = t * span + (q - q0), len(d.topics) * span
+    if ncodes > len(m):                          # sparse codes: numbered in order first
+        keys, codes = np.unique(codes, return_inverse=True)
+        ncodes = len(keys)
+    else:
+        keys = np.arange(ncodes)
+    order, bounds = grouping.group_rows(codes, ncodes)
+    return [((d.topics[int(keys[c]) // span], int(keys[c]) % span + q0), m[order[bounds[c]:bounds[c + 1]]])
+            for c in np.flatnonzero(np.diff(bounds)).tolist()]
+
+
+def _summary(d: rebuild.Dispatch, groups: list) -> sequencer.SplitSummary:
     ts = d.store_ts
     cq = np.flatnonzero(d.cq)
-    pair, n = np.unique(d.topic[cq].astype(np.int64) << 32 | d.queue_id[cq].astype(np.int64), return_counts=True)
-    counts = {(d.topics[int(k >> 32)], int(k & 0xFFFFFFFF)): int(c) for k, c in zip(pair.tolist(), n.tolist())}
+    counts = {key: len(rows) for key, rows in groups}
     return sequencer.SplitSummary(
         index=0, count=len(d.phys), total_bytes=int(d.size.sum(dtype=np.int64)), queue_counts=counts,
         entries=len(d.key_hash), last_entry_row=int(d.key_msg[-1]) if len(d.key_hash) else -1,

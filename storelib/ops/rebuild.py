@@ -103,9 +103,10 @@ def dispatch_segment(store: storage.Store, rel: str, base: int, cfg: StoreConfig
     return out
 
 
-def dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig) -> dict:
-    """The dispatch facts of the records at ``starts`` in ``buf`` (``cut``: the first damaged one)."""
-    f = kernels.record_fields(buf, starts)
+def dispatch_range(buf: np.ndarray, starts: np.ndarray, cfg: StoreConfig, fields: np.ndarray | None = None) -> dict:
+    """The dispatch facts of the records at ``starts`` in ``buf`` (``cut``: the first damaged one);
+    ``fields``: their ``kernels.record_fields``, when the caller has them already."""
+    f = kernels.record_fields(buf, starts) if fields is None else fields
     ok = f[kernels.F_OK] != 0
     if ok.any():               # a body whose crc32 is not its BODYCRC ends the data (checkCRCOnRecover)
         lo = np.where(ok, f[kernels.F_BODY_POS], 0)

@@ -140,7 +140,7 @@ def _tuning(options: dict) -> dict:
         if v in (None, ""):
             continue
         try:
-            out[key] = int(v)
+            out[key] = int(str(v))
         except (TypeError, ValueError):
             raise ValueError(f"rocketmq data source: option {shown}={v!r}: expected an integer") from None
     return out
