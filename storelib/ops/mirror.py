@@ -28,7 +28,7 @@ import json
 import os
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -46,9 +46,9 @@ from ..ingest.staged_file import StagedFile
 from ..io import checksum, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import manifest, writerlease, zonemap
+from ..table import writerlease, zonemap
 from ..table.rows import FILE_KINDS, FileKind, recorded_config
-from ..table.snapshots import open_snapshot
+from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
 
@@ -159,6 +159,7 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
             take = int(bad[0]) if len(bad) else take
         if take:
             end = int(starts[take - 1]) + int.from_bytes(raw[starts[take - 1]:starts[take - 1] + 4], "big")
+            assert fields is not None                # read above whenever take > 0
             pieces.append(_Piece(base, off, buf, np.asarray(starts[:take], np.int64), end, blank,
                                  np.ascontiguousarray(fields[:, :take])))
             if each is not None:
@@ -197,7 +198,7 @@ def _identity(broker: BrokerFiles) -> dict:
             "first_record_sha256": hashlib.sha256(first).hexdigest()}
 
 
-def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
+def _mirror_identity(snap: StoreSnapshot, store: storage.Store) -> dict:
     for b in snap.batches:
         m = b.detail.get("mirror")
         if m:
@@ -206,7 +207,7 @@ def _mirror_identity(snap: manifest.Snapshot, store: storage.Store) -> dict:
                       "mirror into a new store")
 
 
-def _check_only_mirrored(snap: manifest.Snapshot, store: storage.Store) -> None:
+def _check_only_mirrored(snap: StoreSnapshot, store: storage.Store) -> None:
     """MirrorDiverged if a batch other than a mirror cycle's appended records to the mirror (an
     ingest, a streaming sink's commit): the broker never wrote them, so the mirror's CommitLog no
     longer follows the broker's. (An earlier version recorded mirror batches as ``ingest``: its
@@ -218,7 +219,7 @@ def _check_only_mirrored(snap: manifest.Snapshot, store: storage.Store) -> None:
                                  "mirror cannot go on; start a new mirror")
 
 
-def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, ident: dict, end: int) -> None:
+def _check_broker(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, ident: dict, end: int) -> None:
     """MirrorDiverged unless the broker's CommitLog still holds what the mirror committed where
     both hold it: its first record (if still there), the bytes under the mirror's end, and the
     first record of its oldest segment."""
@@ -265,7 +266,7 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: manifest.Snap
                                  f"the mirror committed there: {what}")
 
 
-def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, budget: int) -> int:
+def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budget: int) -> int:
     """Re-check ``budget`` bytes (at least one checksum block) of the CommitLog range both the
     mirror and the broker still hold against the block digests the mirror committed, from where
     the last sweep ended, wrapping around at the mirror's end; MirrorDiverged naming the first
@@ -311,7 +312,7 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: manifest.Snapshot, b
     return nxt
 
 
-def _last_sweep(snap: manifest.Snapshot) -> int:
+def _last_sweep(snap: StoreSnapshot) -> int:
     """Where the newest mirror batch recorded its next sweep to start (0 without one)."""
     for b in reversed(snap.batches):
         m = b.detail.get("mirror")
@@ -336,7 +337,9 @@ class _Batch:
                      if r.kind in FILE_KINDS} if snap.batch else {}
         for facts in committed.values():
             facts["detail"] = facts["detail"] or {}
-        self.ctx = WriteContext(store=store.uri, config=cfg, topics=None, staging=self.staging, committed=committed,
+        # topics None: the mirror's queues come from the broker's records, no topic config shapes them
+        self.ctx = WriteContext(store=store.uri, config=cfg, topics=None,  # type: ignore[arg-type]
+                                staging=self.staging, committed=committed,
                                 objects=store.objects, batch_id=batch_id, attempt=attempt, durable=cfg.durable)
         self.tag = "mirror"
 
@@ -370,7 +373,10 @@ class _Batch:
         blocks = version.hasher()
         new = sum(len(c) for c in chunks)
         with ThreadPoolExecutor(max_workers=1) as pool:      # sha256 beside the write (both release the GIL)
-            hashed = pool.submit(lambda: [blocks.update(c) for c in chunks])
+            def hash_all() -> None:
+                for c in chunks:
+                    blocks.update(c)
+            hashed = pool.submit(hash_all)
             try:
                 version.write_stream(iter(chunks))
             finally:
@@ -422,7 +428,7 @@ class _Batch:
         if not plans:
             return [], plans
         with ThreadPoolExecutor(max_workers=min(CQ_WRITERS, len(plans))) as pool:
-            out = list(pool.map(lambda pu: write_stage.write_cq_file(self.ctx, self.cfg, self.store, *pu, self.tag),
+            out = list(pool.map(lambda pu: write_stage.write_cq_file(self.ctx, self.cfg, self.store, pu[0], pu[1], self.tag),
                                 zip(plans, units)))
         return out, plans
 
@@ -435,8 +441,8 @@ class _Batch:
         for p in plans:
             w = write_stage.IndexFileWrite(self.ctx, self.cfg, self.store, dataclasses.asdict(p), self.tag)
             if p.needs_pred:
-                m = int(d.key_msg[p.first_entry - 1])
-                w.pred = (int(d.phys[m]), int(d.store_ts[m]))
+                last = int(d.key_msg[p.first_entry - 1])
+                w.pred = (int(d.phys[last]), int(d.store_ts[last]))
             if p.count:
                 a, b = p.first_entry, p.first_entry + p.count
                 m = d.key_msg[a:b]
@@ -451,7 +457,8 @@ class _Dispatcher:
     order: the first damaged or moved record refuses the cycle."""
 
     def __init__(self, cfg: StoreConfig):
-        self.cfg, self.pool, self.futures = cfg, ThreadPoolExecutor(max_workers=DISPATCHERS), []
+        self.cfg, self.pool = cfg, ThreadPoolExecutor(max_workers=DISPATCHERS)
+        self.futures: list[Future[dict]] = []
 
     def submit(self, p: _Piece) -> None:
         self.futures.append(self.pool.submit(rebuild.dispatch_range, p.buf, p.starts, self.cfg, p.fields))
@@ -519,6 +526,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         state = store_state(snap)
         start = state.next_phys
         if snap.batch is not None:
+            assert ident is not None                 # a mirror's batch recorded it
             _check_broker(broker, store, snap, ident, start)
             sweep = _sweep(broker, store, snap, SWEEP_BYTES)
         else:
