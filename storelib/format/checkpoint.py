@@ -27,7 +27,7 @@ import struct
 from typing import TYPE_CHECKING
 from dataclasses import dataclass, asdict
 
-from .paths import CHECKPOINT_FILE
+from .paths import BROKER_TIMER_CHECK, CHECKPOINT_FILE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -79,7 +79,7 @@ class Checkpoint:
         return asdict(self)
 
 
-TIMER_CHECK_FILE = "config/timercheck"          # BrokerPathConfigHelper.getTimerCheckPath
+TIMER_CHECK_FILE = BROKER_TIMER_CHECK
 _TIMER_LAYOUT = struct.Struct(">qqqqqqq")
 
 

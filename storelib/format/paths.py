@@ -17,7 +17,7 @@ __all__ = ["is_local", "local_path", "local_root",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR",
            "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
-           "LOCK_FILE", "BROKER_DIRS"]
+           "LOCK_FILE", "BROKER_DIRS", "BROKER_DELAY_OFFSET", "BROKER_TIMER_CHECK"]
 
 # The checkout or installed tree that holds storelib/ and conf/.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,6 +44,10 @@ LOCK_FILE = "lock"                          # a running broker holds its file lo
 BROKER_DIRS = (COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR)
 # A broker keeps its topic table here (read by an import: storelib.ops.adopt).
 BROKER_TOPICS = f"{CONFIG_DIR}/topics.json"
+# Where a broker's delivery of scheduled messages got to (written by an export: storelib.ops.scheduled):
+# StorePathConfigHelper.getDelayOffsetStorePath, BrokerPathConfigHelper.getTimerCheckPath.
+BROKER_DELAY_OFFSET = f"{CONFIG_DIR}/delayOffset.json"
+BROKER_TIMER_CHECK = f"{CONFIG_DIR}/timercheck"
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from ..codec.properties import property_values
+from ..format import paths
 from ..format.checkpoint import TIMER_CHECK_FILE, TimerCheckpoint
 from ..io import storage
 from ..table import storefiles
@@ -40,7 +41,7 @@ __all__ = ["SCHEDULE_TOPIC", "TIMER_TOPIC", "DELAY_OFFSET_PATH", "TIMER_CHECK_PA
 SCHEDULE_TOPIC = codec.SCHEDULE_TOPIC
 TIMER_TOPIC = "rmq_sys_wheel_timer"               # TimerMessageStore.TIMER_TOPIC
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"           # a scheduled entry for it is discarded, never delivered
-DELAY_OFFSET_PATH = "config/delayOffset.json"    # StorePathConfigHelper.getDelayOffsetStorePath
+DELAY_OFFSET_PATH = paths.BROKER_DELAY_OFFSET
 TIMER_CHECK_PATH = TIMER_CHECK_FILE
 _SEP = "\x00"
 
