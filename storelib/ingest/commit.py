@@ -101,7 +101,10 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging, durable=config.durable)
-    clear_dead_attempts(store, [*snap.batches, checkpoint_row])
+    try:
+        clear_dead_attempts(store, [*snap.batches, checkpoint_row])
+    except OSError as e:                   # garbage of attempts that lost; the batch is committed
+        prog.warn(f"what attempts that never committed left behind is kept for the next writer to clear ({e})")
     snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
     return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 

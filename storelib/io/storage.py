@@ -179,7 +179,7 @@ class Store(Capabilities):
         if info.type == FileType.NotFound:
             return []
         out = []
-        for f in self.fs.get_file_info(FileSelector(base, recursive=recursive)):
+        for f in self.fs.get_file_info(FileSelector(base, recursive=recursive, allow_not_found=True)):
             if f.type == FileType.File:
                 out.append(f.path[len(self.root):].lstrip("/"))
         return sorted(out)
@@ -190,7 +190,7 @@ class Store(Capabilities):
             return self._scan_local(rel, base, False, dirs=True)
         if self.fs.get_file_info(base).type == FileType.NotFound:
             return []
-        return sorted(f.base_name for f in self.fs.get_file_info(FileSelector(base))
+        return sorted(f.base_name for f in self.fs.get_file_info(FileSelector(base, allow_not_found=True))
                       if f.type == FileType.Directory)
 
     def _scan_local(self, rel: str, base: str, recursive: bool, dirs: bool) -> list[str]:
@@ -530,7 +530,10 @@ class Store(Capabilities):
             else:
                 delete_tree(self.fs, path)
         else:
-            self.fs.delete_file(path)
+            try:
+                self.fs.delete_file(path)
+            except FileNotFoundError:
+                pass                               # removed by a racing writer after the look above
 
     def makedirs(self, rel: str) -> None:
         if self.local:
@@ -548,6 +551,8 @@ def delete_tree(fs: pafs.FileSystem, path: str) -> None:
     try:
         fs.delete_dir(path)
         return
+    except FileNotFoundError:
+        pass                                   # removed (in part, or all) by another writer meanwhile
     except OSError as e:
         if "DeleteObjects" not in str(e):
             raise
