@@ -5,11 +5,17 @@ on a damaged store fails with the words ``verify`` reports.
 """
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Any
 
 from ..errors import CorruptStore
 
-__all__ = ["read_stored", "open_stored", "read_stored_at"]
+__all__ = ["read_stored", "open_stored", "read_stored_at", "StoredRanges"]
+
+# Where the kernel takes read hints (Linux): several pages a reader will need are fetched together.
+_ADVISE = hasattr(os, "posix_fadvise")
 
 
 def read_stored(store: Any, rel: str, offset: int, length: int) -> bytes:
@@ -41,6 +47,69 @@ def read_stored_at(fh: Any, rel: str, length: int, offset: int) -> bytes:
     except OSError as e:
         raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
     return _whole(data, rel, offset, length)
+
+
+class StoredRanges:
+    """``read_stored`` of several ranges at a time, for a reader that chases pointers through a
+    few files (a key lookup: one hash slot per index file, the chains' entries, the records).
+
+    A file the store reads in place stays open until ``close`` (a ``with`` block around one
+    lookup, so nothing is held open past it), and the ranges of one ``read`` call are announced
+    to the kernel together (``posix_fadvise(WILLNEED)``) before any is read: the pages not in the
+    page cache are fetched in parallel rather than one after another (each a random read of
+    about 0.08 ms on these machines). Other files (object stores, files read through a mapping)
+    and a file that cannot be opened here go through ``read_stored``, with its errors."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._fds: dict[str, int | None] = {}
+
+    def _fd(self, rel: str) -> int | None:
+        if rel in self._fds:
+            return self._fds[rel]
+        fd = None
+        if self.store.os_paths and self.store.reads_in_place(rel):
+            try:
+                fd = os.open(self.store.path(rel), os.O_RDONLY)
+            except OSError:
+                fd = None                    # missing, or moved by a publish: read_stored says or follows
+        self._fds[rel] = fd
+        return fd
+
+    def read(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes]:
+        """The bytes of each (rel, offset, length), exactly (else ``CorruptStore``)."""
+        fds = [self._fd(rel) for rel, _, _ in ranges]
+        if _ADVISE and len(ranges) > 1:
+            for fd, (_, offset, length) in zip(fds, ranges):
+                if fd is not None:
+                    try:
+                        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+                    except OSError:
+                        pass                 # only a hint
+        out = []
+        for fd, (rel, offset, length) in zip(fds, ranges):
+            data = b""
+            if fd is not None:
+                try:
+                    data = os.pread(fd, length, offset)
+                except OSError as e:
+                    raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
+            # pread stops short only at the end of the file: read_stored says so in its words
+            out.append(data if len(data) == length else read_stored(self.store, rel, offset, length))
+        return out
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+
+    def __enter__(self) -> StoredRanges:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
 
 def _whole(data: bytes, rel: str, offset: int, length: int) -> bytes:

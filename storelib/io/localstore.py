@@ -81,6 +81,9 @@ class LocalStore(Capabilities):
         """Whether the full store reads ``rel`` some other way (a file assembled from objects)."""
         return self._full is not None and rel in getattr(self._full, "assembled", {})
 
+    def reads_in_place(self, rel: str) -> bool:
+        return not self._mapped(rel)
+
     # -- paths
     def path(self, rel: str) -> str:
         if not rel:

@@ -339,6 +339,9 @@ class Store(Capabilities):
             raise OSError(f"{rel}: expected {length} bytes at {offset}, read {got}")
         return out
 
+    def reads_in_place(self, rel: str) -> bool:
+        return self.local and rel not in self.assembled
+
     def open_reader(self, rel: str) -> Any:       # a pyarrow input file, or an AssembledFile like one
         if rel in self.assembled:
             return self._assembled(rel)

@@ -8,10 +8,11 @@ bytes the listing says exist (``io.checked.read_stored``).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..format import commitlog as cl, records
-from ..io.checked import read_stored
+from ..io.checked import StoredRanges, read_stored
 
 if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
     from ..io.storage import Store
@@ -20,6 +21,7 @@ if TYPE_CHECKING:                       # (storage loads pyarrow: not on the she
 __all__ = ["CommitLogReader", "Message"]
 
 Message = dict[str, Any]                # a decoded record (``format.records.decode_message``)
+_PAGE = 4096                            # a record read first to the end of its page costs no more I/O
 
 
 class CommitLogReader:
@@ -116,16 +118,40 @@ class CommitLogReader:
 
     def get_by_offset(self, offset: int) -> Message | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
-        seg = self.find(offset, False)
-        if seg is None:
-            return None
-        pos = offset % self.file_size
-        if pos + cl.BLANK_SIZE > seg.valid:
-            return None
-        size, magic = cl.parse_size_magic(self.read(seg.rel, pos, cl.BLANK_SIZE))
-        if not cl.is_record_start(size, magic, pos, seg.valid):
-            return None
-        msg = records.decode_message(self.read(seg.rel, pos, size))
-        if msg is None or msg["commitlog_offset"] != offset:
-            return None
-        return msg
+        with StoredRanges(self.store) as files:
+            return self.records_at([offset], files)[0]
+
+    def records_at(self, offsets: Sequence[int], files: StoredRanges) -> list[Message | None]:
+        """``get_by_offset`` of each offset, read together through ``files``: first the rest of
+        the page each record starts in (its size and magic, and most records whole), then, at
+        once, the records that run past it."""
+        where: list[tuple[CommitLogSegment, int] | None] = []
+        for offset in offsets:
+            seg = self.find(offset, False)
+            pos = offset % self.file_size
+            where.append((seg, pos) if seg is not None and pos + cl.BLANK_SIZE <= seg.valid else None)
+        heads = iter(files.read([(w[0].rel, w[1], min(w[0].valid - w[1], max(cl.BLANK_SIZE, _PAGE - w[1] % _PAGE)))
+                                 for w in where if w is not None]))
+        raw: list[bytes | None] = []
+        rest: list[tuple[int, str, int, int]] = []       # (index, rel, pos, size) of records past their page
+        for i, w in enumerate(where):
+            if w is None:
+                raw.append(None)
+                continue
+            seg, pos = w
+            head = next(heads)
+            size, magic = cl.parse_size_magic(head)
+            if not cl.is_record_start(size, magic, pos, seg.valid):
+                raw.append(None)
+            elif size <= len(head):
+                raw.append(head[:size])
+            else:
+                raw.append(None)
+                rest.append((i, seg.rel, pos, size))
+        for (i, *_), whole in zip(rest, files.read([r[1:] for r in rest])):
+            raw[i] = whole
+        out: list[Message | None] = []
+        for offset, record in zip(offsets, raw):
+            msg = records.decode_message(record) if record is not None else None
+            out.append(msg if msg is not None and msg["commitlog_offset"] == offset else None)
+        return out

@@ -5,7 +5,7 @@ of one hash slot's chain, and the store-time interval an entry's timeDiff guaran
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ..io.storage import Store
     from ..table.storefiles import IndexFileRef
 
-__all__ = ["I64_MIN", "I64_MAX", "ref_header", "visible_count", "walk_chain", "entry_time_bounds"]
+__all__ = ["I64_MIN", "I64_MAX", "ref_header", "visible_count", "walk_chain", "walk_chains", "entry_time_bounds"]
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -44,20 +44,39 @@ def walk_chain(first: int, entry_at: Callable[[int], tuple[int, int, int, int]],
     positions >= ``count`` were written after the snapshot: skipped, their chain followed. A chain
     ends at a position out of the file, at a link that does not point backwards (a broker's
     always do), or after ``max_index_num`` steps, so a damaged chain cannot cycle."""
-    pos, steps = first, 0
-    while 0 < pos < max_index_num and steps < max_index_num:
-        steps += 1
-        key_hash, phy, time_diff, prev = entry_at(pos)
-        if pos < count:
-            yield pos, key_hash, phy, time_diff
-        if prev >= pos:
-            break
-        pos = prev
+    yield from walk_chains([first], lambda wanted: [entry_at(pos) for _, pos in wanted], [count], max_index_num)[0]
+
+
+def walk_chains(firsts: Sequence[int], entries_at: Callable[[list[tuple[int, int]]], list[tuple[int, int, int, int]]],
+                counts: Sequence[int], max_index_num: int) -> list[list[tuple[int, int, int, int]]]:
+    """``walk_chain`` of several chains (chain k starts at slot value ``firsts[k]``, in a file
+    whose visible count is ``counts[k]``), walked side by side: each step asks
+    ``entries_at([(k, pos), ...])`` for the next entry of every chain still going, at once, so a
+    reader fetches them together (the chains of one key in every index file: the whole lookup
+    waits for the longest chain rather than for all of them). Per chain, the same entries as
+    ``walk_chain``, in its order."""
+    out: list[list[tuple[int, int, int, int]]] = [[] for _ in firsts]
+    going = [(k, pos, 0) for k, pos in enumerate(firsts) if _chain_goes_on(pos, 0, max_index_num)]
+    while going:
+        got = entries_at([(k, pos) for k, pos, _ in going])
+        still = []
+        for (k, pos, steps), (key_hash, phy, time_diff, prev) in zip(going, got):
+            if pos < counts[k]:
+                out[k].append((pos, key_hash, phy, time_diff))
+            if prev < pos and _chain_goes_on(prev, steps + 1, max_index_num):
+                still.append((k, prev, steps + 1))
+        going = still
+    return out
+
+
+def _chain_goes_on(pos: int, steps: int, max_index_num: int) -> bool:
+    return 0 < pos < max_index_num and steps < max_index_num
 
 
 def entry_time_bounds(pos: int | np.ndarray, time_diff: int | np.ndarray,
-                      begin_timestamp: int) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) store-time interval an entry's timeDiff guarantees (arrays or scalars): timeDiff > 0
+                      begin_timestamp: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) store-time interval an entry's timeDiff guarantees (arrays or scalars; the files'
+    beginTimestamp one for all or one per entry): timeDiff > 0
     (not a file's first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below
     begin + 1000; the first entry (pos 1) is unbounded."""
     pos = np.asarray(pos, np.int64)

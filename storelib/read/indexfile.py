@@ -9,16 +9,16 @@ Layout: ``storelib.format.indexfile``; key hash: ``storelib.format.javahash``.
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TYPE_CHECKING
+from typing import Any, Callable, TYPE_CHECKING
 
+import numpy as np
 
 from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
-from ..io.checked import read_stored
+from ..io.checked import StoredRanges, read_stored
 from ..format.indexfile import ENTRY_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot, slot_offset
-from .indexchain import entry_time_bounds, ref_header, visible_count, walk_chain
+from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible_count, walk_chains
 from ..format.javahash import index_key_hash
 from ..format.records import decode_message, is_rollback, message_keys
 
@@ -182,15 +182,11 @@ class IndexReader:
         hi = end if end is not None else 2**63 - 1
         if after is not None:
             lo = max(lo, after[0])
-        seen: set[int] = set()
-        found: list[Message] = []
-        for off in self.chain_offsets(index_key_hash(f"{topic}#{key}"), lo, hi):
-            if off in seen:
-                continue
-            seen.add(off)
-            msg = self.commitlog.get_by_offset(off)
-            if msg is not None and _key_match(msg, topic, key, lo, hi, after) and (live is None or live(msg)):
-                found.append(msg)
+        with StoredRanges(self.store) as files:
+            offsets = list(dict.fromkeys(self.chain_offsets(index_key_hash(f"{topic}#{key}"), lo, hi, files)))
+            records = self.commitlog.records_at(offsets, files)
+        found = [msg for msg in records
+                 if msg is not None and _key_match(msg, topic, key, lo, hi, after) and (live is None or live(msg))]
         found.sort(key=lambda m: (m["store_timestamp"], m["commitlog_offset"]))
         total = len(found)
         if limit is not None and total > limit:
@@ -199,20 +195,38 @@ class IndexReader:
             return KeyPage(page, (last["store_timestamp"], last["commitlog_offset"]) if last else None, total)
         return KeyPage(found, None, total)
 
-    def chain_offsets(self, key_hash: int, lo: int, hi: int) -> Iterable[int]:
-        """Commitlog offsets of every visible index entry with ``key_hash`` that may lie in [lo, hi]."""
+    def chain_offsets(self, key_hash: int, lo: int, hi: int, files: StoredRanges | None = None) -> list[int]:
+        """Commitlog offsets of every visible index entry with ``key_hash`` that may lie in [lo, hi]
+        (file by file, each chain newest first). The chains of every file are walked side by side
+        (``indexchain.walk_chains``) through ``files`` (default: opened for this call), so the
+        slots, then each step's entries, of all files are fetched together."""
+        if files is None:
+            with StoredRanges(self.store) as own:
+                return self.chain_offsets(key_hash, lo, hi, own)
+        used, counts = [], []
         for i in range(len(self.refs)):
-            h = self.header(i)
-            count, snapshot = self.limit(i)
-            if count <= 1:
-                continue
-            chain = walk_chain(self.slot_value(i, key_hash), functools.partial(self.entry, i), count,
-                               self.config.maxIndexNum)
-            for pos, khash, phy, tdiff in chain:
-                if khash == key_hash:
-                    t_lo, t_hi = entry_time_bounds(pos, tdiff, h.begin_timestamp)
-                    if t_lo <= hi and t_hi >= lo:
-                        yield phy
+            self.header(i)
+            count, _snapshot = self.limit(i)
+            if count > 1:
+                used.append(i)
+                counts.append(count)
+        rels = [self.refs[i].rel for i in used]
+        at = slot_offset(key_hash % self._slots)
+        firsts = [parse_slot(b) for b in files.read([(rel, at, SLOT_SIZE) for rel in rels])]
+
+        def entries_at(wanted: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+            got = files.read([(rels[k], entry_offset(pos, self.config), ENTRY_SIZE) for k, pos in wanted])
+            return [parse_entry(b) for b in got]
+
+        chains = walk_chains(firsts, entries_at, counts, self.config.maxIndexNum)
+        hits = [(pos, tdiff, self.header(i).begin_timestamp, phy)
+                for i, chain in zip(used, chains) for pos, khash, phy, tdiff in chain if khash == key_hash]
+        if not hits:
+            return []
+        pos, tdiff, begin, phy = (np.array(c, np.int64) for c in zip(*hits))
+        t_lo, t_hi = entry_time_bounds(pos, tdiff, begin)
+        kept: list[int] = phy[(t_lo <= min(hi, I64_MAX)) & (t_hi >= max(lo, I64_MIN))].tolist()
+        return kept
 
     def find_by_unique_key(self, topic: str, uniq_key: str,
                            live: Callable[[Message], bool] | None = None) -> list[Message]:
