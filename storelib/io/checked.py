@@ -8,14 +8,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from ..errors import CorruptStore
 
 __all__ = ["read_stored", "open_stored", "read_stored_at", "StoredRanges"]
 
-# Where the kernel takes read hints (Linux): several pages a reader will need are fetched together.
+# Where the kernel takes read hints (Linux): several pages a reader will need are fetched together;
+# a read that must not wait (RWF_NOWAIT) finds which of them are in the page cache already.
 _ADVISE = hasattr(os, "posix_fadvise")
+_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None) if hasattr(os, "preadv") else None
 
 
 def read_stored(store: Any, rel: str, offset: int, length: int) -> bytes:
@@ -77,17 +79,20 @@ class StoredRanges:
         return fd
 
     def read(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes]:
-        """The bytes of each (rel, offset, length), exactly (else ``CorruptStore``)."""
+        """The bytes of each (rel, offset, length), exactly (else ``CorruptStore``): the ranges
+        already in the page cache at once, the others hinted together, then read."""
         fds = [self._fd(rel) for rel, _, _ in ranges]
+        out: list[bytes | None] = [None] * len(ranges)
         if _ADVISE and len(ranges) > 1:
-            for fd, (_, offset, length) in zip(fds, ranges):
-                if fd is not None:
-                    try:
-                        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-                    except OSError:
-                        pass                 # only a hint
-        out = []
-        for fd, (rel, offset, length) in zip(fds, ranges):
+            for k, (fd, (_, offset, length)) in enumerate(zip(fds, ranges)):
+                if fd is None:
+                    continue
+                out[k] = _cached(fd, offset, length)
+                if out[k] is None:
+                    _will_need(fd, offset, length)
+        for k, (fd, (rel, offset, length)) in enumerate(zip(fds, ranges)):
+            if out[k] is not None:
+                continue
             data = b""
             if fd is not None:
                 try:
@@ -95,8 +100,16 @@ class StoredRanges:
                 except OSError as e:
                     raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
             # pread stops short only at the end of the file: read_stored says so in its words
-            out.append(data if len(data) == length else read_stored(self.store, rel, offset, length))
-        return out
+            out[k] = data if len(data) == length else read_stored(self.store, rel, offset, length)
+        return cast("list[bytes]", out)           # every range read above
+
+    def hint(self, ranges: Sequence[tuple[str, int, int]]) -> None:
+        """Ranges a later ``read`` will ask for: their pages are fetched meanwhile (local files)."""
+        if _ADVISE:
+            for rel, offset, length in ranges:
+                fd = self._fd(rel)
+                if fd is not None:
+                    _will_need(fd, offset, length)
 
     def close(self) -> None:
         fds, self._fds = self._fds, {}
@@ -110,6 +123,25 @@ class StoredRanges:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def _will_need(fd: int, offset: int, length: int) -> None:
+    try:
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass                                 # only a hint
+
+
+def _cached(fd: int, offset: int, length: int) -> bytes | None:
+    """The range if the page cache holds all of it (a read that does not wait), else None."""
+    if _NOWAIT is None or length <= 0:
+        return None
+    buf = bytearray(length)
+    try:
+        got = os.preadv(fd, [buf], offset, _NOWAIT)
+    except OSError:
+        return None                          # EAGAIN: not cached (or a file system without it)
+    return bytes(buf) if got == length else None
 
 
 def _whole(data: bytes, rel: str, offset: int, length: int) -> bytes:

@@ -121,24 +121,32 @@ class CommitLogReader:
         with StoredRanges(self.store) as files:
             return self.records_at([offset], files)[0]
 
+    def _head(self, offset: int) -> tuple[CommitLogSegment, tuple[str, int, int]] | None:
+        """(segment, the range ``records_at`` reads first) of a record at ``offset``: from its start to
+        the end of its page (size, magic and most records whole); None if no record fits there."""
+        seg = self.find(offset, False)
+        pos = offset % self.file_size
+        if seg is None or pos + cl.BLANK_SIZE > seg.valid:
+            return None
+        return seg, (seg.rel, pos, min(seg.valid - pos, max(cl.BLANK_SIZE, _PAGE - pos % _PAGE)))
+
+    def record_heads(self, offsets: Sequence[int]) -> list[tuple[str, int, int]]:
+        """The ranges ``records_at(offsets)`` reads first (for a ``StoredRanges.hint``)."""
+        return [w[1] for w in map(self._head, offsets) if w is not None]
+
     def records_at(self, offsets: Sequence[int], files: StoredRanges) -> list[Message | None]:
         """``get_by_offset`` of each offset, read together through ``files``: first the rest of
         the page each record starts in (its size and magic, and most records whole), then, at
         once, the records that run past it."""
-        where: list[tuple[CommitLogSegment, int] | None] = []
-        for offset in offsets:
-            seg = self.find(offset, False)
-            pos = offset % self.file_size
-            where.append((seg, pos) if seg is not None and pos + cl.BLANK_SIZE <= seg.valid else None)
-        heads = iter(files.read([(w[0].rel, w[1], min(w[0].valid - w[1], max(cl.BLANK_SIZE, _PAGE - w[1] % _PAGE)))
-                                 for w in where if w is not None]))
+        where = [self._head(offset) for offset in offsets]
+        heads = iter(files.read([w[1] for w in where if w is not None]))
         raw: list[bytes | None] = []
         rest: list[tuple[int, str, int, int]] = []       # (index, rel, pos, size) of records past their page
         for i, w in enumerate(where):
             if w is None:
                 raw.append(None)
                 continue
-            seg, pos = w
+            seg, (_, pos, _) = w
             head = next(heads)
             size, magic = cl.parse_size_magic(head)
             if not cl.is_record_start(size, magic, pos, seg.valid):

@@ -215,8 +215,11 @@ class IndexReader:
         firsts = [parse_slot(b) for b in files.read([(rel, at, SLOT_SIZE) for rel in rels])]
 
         def entries_at(wanted: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
-            got = files.read([(rels[k], entry_offset(pos, self.config), ENTRY_SIZE) for k, pos in wanted])
-            return [parse_entry(b) for b in got]
+            got = [parse_entry(b) for b in files.read([(rels[k], entry_offset(pos, self.config), ENTRY_SIZE)
+                                                       for k, pos in wanted])]
+            # the records of this key's entries are read after the walk: fetched while it goes on
+            files.hint(self.commitlog.record_heads([e[1] for e in got if e[0] == key_hash]))
+            return got
 
         chains = walk_chains(firsts, entries_at, counts, self.config.maxIndexNum)
         hits = [(pos, tdiff, self.header(i).begin_timestamp, phy)

@@ -127,17 +127,45 @@ def test_find_by_key_equals_the_walk_one_read_at_a_time(store, batch, topic, key
 def test_a_lookup_opens_each_file_once_and_asks_for_every_slot_at_once(store, monkeypatch):
     path, _ = store
     reader = open_store(path)
-    opened, hinted, real_open = [], [], os.open
+    opened, real_open = [], os.open
     monkeypatch.setattr(os, "open", lambda p, *a, **k: opened.append(p) or real_open(p, *a, **k))
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: hinted.append((fd, off, n)))
     page = reader.find_by_key("orders", "k1")
     assert page.total > 5
     store_files = [p for p in opened if "/index/" in p or "/commitlog/" in p]
     assert len(store_files) == len(set(store_files))            # main: one open per slot, entry and record
-    index_files = [p for p in opened if "/index/" in p]
-    assert len(index_files) == len(reader.files.index)
-    slot_hints = [h for h in hinted if h[2] == 4]
-    assert len(slot_hints) == len(reader.files.index)           # the slots of all files, hinted together
+    assert len([p for p in opened if "/index/" in p]) == len(reader.files.index)
+    from storelib.io import checked
+    asked, real_read = [], checked.StoredRanges.read
+    monkeypatch.setattr(checked.StoredRanges, "read", lambda self, ranges: asked.append(list(ranges)) or
+                        real_read(self, ranges))
+    assert reader.find_by_key("orders", "k1").total == page.total
+    slots = {r.rel for r in reader.files.index}
+    assert {rel for rel, off, n in asked[0]} == slots and all(n == 4 for _, _, n in asked[0])     # one call
+    assert max(len(a) for a in asked[1:]) > 1                   # chain entries of several files at once
+
+
+def test_stored_ranges_hints_only_what_the_page_cache_lacks(tmp_path, monkeypatch):
+    from storelib.io import checked
+    from storelib.io.localstore import open_local
+    (tmp_path / "index").mkdir()
+    f = tmp_path / "index" / "f"
+    data = os.urandom(1 << 20)
+    f.write_bytes(data)
+    fd = os.open(f, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)          # this file's pages only
+    evicted = checked._cached(fd, 4096 * 100, 20) is None
+    os.close(fd)
+    if not evicted:
+        pytest.skip("the file system keeps the pages (tmpfs) or reads without RWF_NOWAIT")
+    hinted, real = [], os.posix_fadvise
+    monkeypatch.setattr(os, "posix_fadvise", lambda *a: hinted.append(a[1]) or real(*a))
+    ranges = [("index/f", 4096 * k, 20) for k in (7, 150, 220)]
+    with checked.StoredRanges(open_local(str(tmp_path))) as files:
+        assert files.read(ranges) == [data[o:o + n] for _, o, n in ranges]
+        assert hinted == [4096 * 7, 4096 * 150, 4096 * 220]
+        assert files.read(ranges) == [data[o:o + n] for _, o, n in ranges]
+        assert len(hinted) == 3                                  # in the page cache now: read at once
 
 
 def test_stored_ranges_reads_exactly_or_says_the_file_is_short(tmp_path):
