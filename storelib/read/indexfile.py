@@ -218,7 +218,9 @@ class IndexReader:
             got = [parse_entry(b) for b in files.read([(rels[k], entry_offset(pos, self.config), ENTRY_SIZE)
                                                        for k, pos in wanted])]
             # the records of this key's entries are read after the walk: fetched while it goes on
-            files.hint(self.commitlog.record_heads([e[1] for e in got if e[0] == key_hash]))
+            # (an IndexReader without a commitlog only walks)
+            if self.commitlog is not None:
+                files.hint(self.commitlog.record_heads([e[1] for e in got if e[0] == key_hash]))
             return got
 
         chains = walk_chains(firsts, entries_at, counts, self.config.maxIndexNum)
