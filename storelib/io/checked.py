@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, cast
 
@@ -18,6 +19,7 @@ __all__ = ["read_stored", "open_stored", "read_stored_at", "StoredRanges"]
 # a read that must not wait (RWF_NOWAIT) finds which of them are in the page cache already.
 _ADVISE = hasattr(os, "posix_fadvise")
 _NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None) if hasattr(os, "preadv") else None
+_REQUESTS = 8                                # ranged reads of one call in flight at once elsewhere
 
 
 def read_stored(store: Any, rel: str, offset: int, length: int) -> bytes:
@@ -60,11 +62,13 @@ class StoredRanges:
     to the kernel together (``posix_fadvise(WILLNEED)``) before any is read: the pages not in the
     page cache are fetched in parallel rather than one after another (each a random read of
     about 0.08 ms on these machines). Other files (object stores, files read through a mapping)
-    and a file that cannot be opened here go through ``read_stored``, with its errors."""
+    and a file that cannot be opened here go through ``read_stored``, with its errors, the
+    ranges of one call as concurrent requests (up to ``_REQUESTS``)."""
 
     def __init__(self, store: Any):
         self.store = store
         self._fds: dict[str, int | None] = {}
+        self._threads: ThreadPoolExecutor | None = None
 
     def _fd(self, rel: str) -> int | None:
         if rel in self._fds:
@@ -90,6 +94,10 @@ class StoredRanges:
                 out[k] = _cached(fd, offset, length)
                 if out[k] is None:
                     _will_need(fd, offset, length)
+        elsewhere = [k for k, fd in enumerate(fds) if fd is None]
+        if len(elsewhere) > 1:                   # ranged requests to an object store: sent together
+            for k, data in zip(elsewhere, self._pool().map(lambda k: read_stored(self.store, *ranges[k]), elsewhere)):
+                out[k] = data
         for k, (fd, (rel, offset, length)) in enumerate(zip(fds, ranges)):
             if out[k] is not None:
                 continue
@@ -111,7 +119,15 @@ class StoredRanges:
                 if fd is not None:
                     _will_need(fd, offset, length)
 
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(_REQUESTS, thread_name_prefix="stored-ranges")
+        return self._threads
+
     def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             if fd is not None:

@@ -184,3 +184,23 @@ def test_stored_ranges_reads_exactly_or_says_the_file_is_short(tmp_path):
     for fd in fds:                                               # closed with the block
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_stored_ranges_sends_an_object_stores_ranges_together():
+    """Elsewhere than a local file each range is a request: one call's requests are in flight at
+    once (each read below returns only when all three have started)."""
+    import threading
+
+    from storelib.io.checked import StoredRanges
+    together = threading.Barrier(3, timeout=10)
+
+    class Remote:
+        os_paths = False
+
+        def read(self, rel, offset, length):
+            together.wait()
+            return bytes([offset]) * length
+
+    with StoredRanges(Remote()) as files:
+        assert files.read([("index/a", 1, 2), ("index/b", 2, 1), ("commitlog/c", 3, 3)]) == [b"\x01\x01", b"\x02",
+                                                                                          b"\x03\x03\x03"]
