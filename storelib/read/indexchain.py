@@ -5,7 +5,7 @@ of one hash slot's chain, and the store-time interval an entry's timeDiff guaran
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
 
 import numpy as np
 
@@ -73,12 +73,25 @@ def _chain_goes_on(pos: int, steps: int, max_index_num: int) -> bool:
     return 0 < pos < max_index_num and steps < max_index_num
 
 
-def entry_time_bounds(pos: int | np.ndarray, time_diff: int | np.ndarray,
-                      begin_timestamp: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) store-time interval an entry's timeDiff guarantees (arrays or scalars; the files'
-    beginTimestamp one for all or one per entry): timeDiff > 0
-    (not a file's first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below
-    begin + 1000; the first entry (pos 1) is unbounded."""
+@overload
+def entry_time_bounds(pos: int, time_diff: int, begin_timestamp: int) -> tuple[int, int]: ...
+
+
+@overload
+def entry_time_bounds(pos: np.ndarray, time_diff: np.ndarray,
+                      begin_timestamp: int | np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def entry_time_bounds(pos: Any, time_diff: Any, begin_timestamp: Any) -> tuple[Any, Any]:
+    """(lo, hi) store-time interval an entry's timeDiff guarantees: timeDiff > 0 (not a file's
+    first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below begin + 1000;
+    the first entry (pos 1) is unbounded. Python ints for one entry (a lookup's few hits: numpy's
+    per-call cost is ten times the arithmetic), or numpy arrays (the files' beginTimestamp one
+    for all or one per entry)."""
+    if isinstance(pos, int) and isinstance(time_diff, int) and isinstance(begin_timestamp, int):
+        if pos > 1 and time_diff > 0:
+            return begin_timestamp + time_diff * 1000, begin_timestamp + time_diff * 1000 + 999
+        return I64_MIN, (begin_timestamp + 999 if pos > 1 and time_diff == 0 else I64_MAX)
     pos = np.asarray(pos, np.int64)
     time_diff = np.asarray(time_diff, np.int64)
     t0 = begin_timestamp + time_diff * 1000

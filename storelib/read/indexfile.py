@@ -12,13 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, TYPE_CHECKING
 
-import numpy as np
 
 from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from ..io.checked import StoredRanges, read_stored
 from ..format.indexfile import ENTRY_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot, slot_offset
-from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible_count, walk_chains
+from .indexchain import entry_time_bounds, ref_header, visible_count, walk_chains
 from ..format.javahash import index_key_hash
 from ..format.records import decode_message, is_rollback, message_keys
 
@@ -219,18 +218,20 @@ class IndexReader:
                                                        for k, pos in wanted])]
             # the records of this key's entries are read after the walk: fetched while it goes on
             # (an IndexReader without a commitlog only walks)
-            if self.commitlog is not None:
-                files.hint(self.commitlog.record_heads([e[1] for e in got if e[0] == key_hash]))
+            found = [e[1] for e in got if e[0] == key_hash]
+            if found and self.commitlog is not None:
+                files.hint(self.commitlog.record_heads(found))
             return got
 
         chains = walk_chains(firsts, entries_at, counts, self.config.maxIndexNum)
-        hits = [(pos, tdiff, self.header(i).begin_timestamp, phy)
-                for i, chain in zip(used, chains) for pos, khash, phy, tdiff in chain if khash == key_hash]
-        if not hits:
-            return []
-        pos, tdiff, begin, phy = (np.array(c, np.int64) for c in zip(*hits))
-        t_lo, t_hi = entry_time_bounds(pos, tdiff, begin)
-        kept: list[int] = phy[(t_lo <= min(hi, I64_MAX)) & (t_hi >= max(lo, I64_MIN))].tolist()
+        kept = []
+        for i, chain in zip(used, chains):
+            begin = self.header(i).begin_timestamp
+            for pos, khash, phy, tdiff in chain:
+                if khash == key_hash:
+                    t_lo, t_hi = entry_time_bounds(pos, tdiff, begin)
+                    if t_lo <= hi and t_hi >= lo:
+                        kept.append(phy)
         return kept
 
     def find_by_unique_key(self, topic: str, uniq_key: str,
