@@ -20,7 +20,6 @@ goes first, each round on keys no process looked up before, so both meet the sam
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -77,7 +76,7 @@ class _Counter:
         self._saved: dict[str, object] = {}
 
     def __enter__(self) -> _Counter:
-        real = {n: getattr(os, n) for n in ("open", "pread", "preadv", "posix_fadvise") if hasattr(os, n)}
+        real = {n: getattr(os, n) for n in ("open", "pread", "posix_fadvise") if hasattr(os, n)}
         self._saved = real
 
         def opened(path, flags, *a, **k):
@@ -95,24 +94,12 @@ class _Counter:
             self.calls.append(("pread", self.paths.get(fd, "?"), offset, len(data), time.perf_counter() - t))
             return data
 
-        def preadv(fd, buffers, offset, *flags):
-            t = time.perf_counter()
-            try:
-                got = real["preadv"](fd, buffers, offset, *flags)
-            except OSError:
-                self.calls.append(("miss", self.paths.get(fd, "?"), offset, 0, time.perf_counter() - t))
-                raise
-            self.calls.append(("pread", self.paths.get(fd, "?"), offset, got, time.perf_counter() - t))
-            return got
-
         def fadvise(fd, offset, n, advice):
             t = time.perf_counter()
             real["posix_fadvise"](fd, offset, n, advice)
             self.calls.append(("fadvise", self.paths.get(fd, "?"), offset, n, time.perf_counter() - t))
 
         os.open, os.pread = opened, pread
-        if "preadv" in real:
-            os.preadv = preadv
         if "posix_fadvise" in real:
             os.posix_fadvise = fadvise
         return self
@@ -124,8 +111,8 @@ class _Counter:
     def waits(self) -> int:
         """Reads a cold lookup waits for one after another: a read of pages neither read before
         in the lookup nor hinted, or the first read after a batch of hints (the pages of one
-        batch arrive together, and any hinted before a wait arrived during it). Counted with
-        every page taken as not cached (``cold_shape``)."""
+        batch arrive together, and any hinted before a wait arrived during it), every page
+        taken as not cached."""
         seen: set = set()
         hinted: set = set()
         fresh, waits = False, 0
@@ -154,27 +141,7 @@ class _Counter:
                 "queue_reads": sum(1 for c in reads if c[1].startswith("consumequeue/")),
                 "opens": sum(1 for c in self.calls if c[0] == "open"), "reads": len(reads),
                 "hints": sum(1 for c in self.calls if c[0] == "fadvise"),
-                "cache_misses": sum(1 for c in self.calls if c[0] == "miss"),
                 "os_ms": sum(c[4] for c in self.calls) * 1000}
-
-
-@contextlib.contextmanager
-def cold_shape():
-    """Readers that ask the page cache first (``io.checked``'s RWF_NOWAIT probe) take every
-    page as missing: the reads and hints a cold lookup makes, on warm pages."""
-    try:
-        from storelib.io import checked
-    except ImportError:
-        checked = None
-    probe = getattr(checked, "_cached", None)
-    if probe is None:
-        yield
-        return
-    checked._cached = lambda fd, offset, length: None
-    try:
-        yield
-    finally:
-        checked._cached = probe
 
 
 def measure(store: str, keys: list, want: list) -> dict:
@@ -201,10 +168,7 @@ def measure(store: str, keys: list, want: list) -> dict:
     for topic, key in keys:
         with _Counter(store, entries_at) as c:
             reader.find_by_key(topic, key)
-        counted.append(c.summary())
-        with cold_shape(), _Counter(store, entries_at) as c:
-            reader.find_by_key(topic, key)
-        counted[-1]["cold_waits"] = c.waits()
+        counted.append(dict(c.summary(), cold_waits=c.waits()))
     rows = [dict(n, cold_ms=a["ms"], cold_device_kb=a["device_kb"], warm_ms=b["ms"],
                  python_ms=max(0.0, b["ms"] - n["os_ms"]))
             for a, b, n in zip(cold, warm, counted)]
@@ -219,7 +183,7 @@ def summarize(rows: list) -> dict:
     out = {f"{k}_p50": float(np.median([r[k] for r in rows])) for k in ("cold_ms", "warm_ms", "python_ms")}
     out["cold_ms_p90"] = float(np.percentile([r["cold_ms"] for r in rows], 90))
     for k in ("index_files", "slots", "entries", "headers", "commitlog_reads", "commitlog_bytes", "queue_reads",
-              "opens", "reads", "hints", "cache_misses", "os_ms", "cold_device_kb", "cold_waits"):
+              "opens", "reads", "hints", "os_ms", "cold_device_kb", "cold_waits"):
         out[f"{k}_mean"] = float(np.mean([r[k] for r in rows]))
     return out
 

@@ -15,10 +15,10 @@ from ..errors import CorruptStore
 
 __all__ = ["read_stored", "open_stored", "read_stored_at", "StoredRanges"]
 
-# Where the kernel takes read hints (Linux): several pages a reader will need are fetched together;
-# a read that must not wait (RWF_NOWAIT) finds which of them are in the page cache already.
+# Where the kernel takes read hints (Linux): several pages a reader will need are fetched together.
+# (A hint for pages already cached costs a system call and no I/O: no cheaper than a first probe
+# with RWF_NOWAIT, whose miss starts a readahead of its own; measured in docs/PERFORMANCE.md.)
 _ADVISE = hasattr(os, "posix_fadvise")
-_NOWAIT: int | None = getattr(os, "RWF_NOWAIT", None) if hasattr(os, "preadv") else None
 _REQUESTS = 8                                # ranged reads of one call in flight at once elsewhere
 
 
@@ -83,16 +83,13 @@ class StoredRanges:
         return fd
 
     def read(self, ranges: Sequence[tuple[str, int, int]]) -> list[bytes]:
-        """The bytes of each (rel, offset, length), exactly (else ``CorruptStore``): the ranges
-        already in the page cache at once, the others hinted together, then read."""
+        """The bytes of each (rel, offset, length), exactly (else ``CorruptStore``): all hinted,
+        then read."""
         fds = [self._fd(rel) for rel, _, _ in ranges]
         out: list[bytes | None] = [None] * len(ranges)
         if _ADVISE and len(ranges) > 1:
-            for k, (fd, (_, offset, length)) in enumerate(zip(fds, ranges)):
-                if fd is None:
-                    continue
-                out[k] = _cached(fd, offset, length)
-                if out[k] is None:
+            for fd, (_, offset, length) in zip(fds, ranges):
+                if fd is not None:
                     _will_need(fd, offset, length)
         elsewhere = [k for k, fd in enumerate(fds) if fd is None]
         if len(elsewhere) > 1:                   # ranged requests to an object store: sent together
@@ -146,18 +143,6 @@ def _will_need(fd: int, offset: int, length: int) -> None:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
     except OSError:
         pass                                 # only a hint
-
-
-def _cached(fd: int, offset: int, length: int) -> bytes | None:
-    """The range if the page cache holds all of it (a read that does not wait), else None."""
-    if _NOWAIT is None or length <= 0:
-        return None
-    buf = bytearray(length)
-    try:
-        got = os.preadv(fd, [buf], offset, _NOWAIT)
-    except OSError:
-        return None                          # EAGAIN: not cached (or a file system without it)
-    return bytes(buf) if got == length else None
 
 
 def _whole(data: bytes, rel: str, offset: int, length: int) -> bytes:

@@ -144,28 +144,24 @@ def test_a_lookup_opens_each_file_once_and_asks_for_every_slot_at_once(store, mo
     assert max(len(a) for a in asked[1:]) > 1                   # chain entries of several files at once
 
 
-def test_stored_ranges_hints_only_what_the_page_cache_lacks(tmp_path, monkeypatch):
+def test_stored_ranges_hints_a_calls_ranges_before_reading_any(tmp_path, monkeypatch):
     from storelib.io import checked
     from storelib.io.localstore import open_local
     (tmp_path / "index").mkdir()
-    f = tmp_path / "index" / "f"
     data = os.urandom(1 << 20)
-    f.write_bytes(data)
-    fd = os.open(f, os.O_RDONLY)
-    os.fsync(fd)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)          # this file's pages only
-    evicted = checked._cached(fd, 4096 * 100, 20) is None
-    os.close(fd)
-    if not evicted:
-        pytest.skip("the file system keeps the pages (tmpfs) or reads without RWF_NOWAIT")
-    hinted, real = [], os.posix_fadvise
-    monkeypatch.setattr(os, "posix_fadvise", lambda *a: hinted.append(a[1]) or real(*a))
+    (tmp_path / "index" / "f").write_bytes(data)
+    calls, hint, pread = [], os.posix_fadvise, os.pread
+    monkeypatch.setattr(os, "posix_fadvise", lambda fd, off, n, advice: calls.append(("hint", off, advice)) or
+                        hint(fd, off, n, advice))
+    monkeypatch.setattr(os, "pread", lambda fd, n, off: calls.append(("read", off, None)) or pread(fd, n, off))
     ranges = [("index/f", 4096 * k, 20) for k in (7, 150, 220)]
     with checked.StoredRanges(open_local(str(tmp_path))) as files:
         assert files.read(ranges) == [data[o:o + n] for _, o, n in ranges]
-        assert hinted == [4096 * 7, 4096 * 150, 4096 * 220]
-        assert files.read(ranges) == [data[o:o + n] for _, o, n in ranges]
-        assert len(hinted) == 3                                  # in the page cache now: read at once
+        w = os.POSIX_FADV_WILLNEED
+        assert calls == [("hint", 4096 * 7, w), ("hint", 4096 * 150, w), ("hint", 4096 * 220, w),
+                         ("read", 4096 * 7, None), ("read", 4096 * 150, None), ("read", 4096 * 220, None)]
+        calls.clear()
+        assert files.read(ranges[:1]) == [data[4096 * 7:4096 * 7 + 20]] and calls == [("read", 4096 * 7, None)]
 
 
 def test_stored_ranges_reads_exactly_or_says_the_file_is_short(tmp_path):
