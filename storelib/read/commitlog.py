@@ -18,10 +18,11 @@ if TYPE_CHECKING:                       # (storage loads pyarrow: not on the she
     from ..io.storage import Store
     from ..table.storefiles import CommitLogSegment
 
-__all__ = ["CommitLogReader", "Message"]
+__all__ = ["CommitLogReader", "Message", "RECORDS_AT_ONCE"]
 
 Message = dict[str, Any]                # a decoded record (``format.records.decode_message``)
 _PAGE = 4096                            # a record read first to the end of its page costs no more I/O
+RECORDS_AT_ONCE = 256                   # records_at's batch: a hot key's records are not all held at once
 
 
 class CommitLogReader:
@@ -135,9 +136,16 @@ class CommitLogReader:
         return [w[1] for w in map(self._head, offsets) if w is not None]
 
     def records_at(self, offsets: Sequence[int], files: StoredRanges) -> list[Message | None]:
-        """``get_by_offset`` of each offset, read together through ``files``: first the rest of
-        the page each record starts in (its size and magic, and most records whole), then, at
-        once, the records that run past it."""
+        """``get_by_offset`` of each offset, read together through ``files`` (``RECORDS_AT_ONCE``
+        at a time: a hot key's many records are not all held, or all hinted, at once)."""
+        out: list[Message | None] = []
+        for at in range(0, len(offsets), RECORDS_AT_ONCE):
+            out.extend(self._records_at(offsets[at:at + RECORDS_AT_ONCE], files))
+        return out
+
+    def _records_at(self, offsets: Sequence[int], files: StoredRanges) -> list[Message | None]:
+        """First the rest of the page each record starts in (its size and magic, and most records
+        whole), then, at once, the records that run past it."""
         where = [self._head(offset) for offset in offsets]
         heads = iter(files.read([w[1] for w in where if w is not None]))
         raw: list[bytes | None] = []

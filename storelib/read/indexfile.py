@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TYPE_CHECKING
 
 
-from .commitlog import CommitLogReader, Message
+from .commitlog import RECORDS_AT_ONCE, CommitLogReader, Message
 from ..format.config import StoreConfig
 from ..io.checked import StoredRanges, read_stored
 from ..format.indexfile import ENTRY_SIZE, SLOT_SIZE, IndexHeader, entry_offset, parse_entry, parse_slot, slot_offset
@@ -213,13 +213,16 @@ class IndexReader:
         at = slot_offset(key_hash % self._slots)
         firsts = [parse_slot(b) for b in files.read([(rel, at, SLOT_SIZE) for rel in rels])]
 
+        hinted = [0]
+
         def entries_at(wanted: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
             got = [parse_entry(b) for b in files.read([(rels[k], entry_offset(pos, self.config), ENTRY_SIZE)
                                                        for k, pos in wanted])]
-            # the records of this key's entries are read after the walk: fetched while it goes on
-            # (an IndexReader without a commitlog only walks)
+            # the records of this key's entries are read after the walk: the first batch of them
+            # is fetched while it goes on (an IndexReader without a commitlog only walks)
             found = [e[1] for e in got if e[0] == key_hash]
-            if found and self.commitlog is not None:
+            if found and self.commitlog is not None and hinted[0] < RECORDS_AT_ONCE:
+                hinted[0] += len(found)
                 files.hint(self.commitlog.record_heads(found))
             return got
 

@@ -124,6 +124,21 @@ def test_find_by_key_equals_the_walk_one_read_at_a_time(store, batch, topic, key
     assert reader.find_by_key(topic, key, begin, end).total == len(want)
 
 
+def test_a_hot_keys_records_are_read_a_batch_at_a_time(store, monkeypatch):
+    from storelib.read import commitlog, indexfile
+    path, _ = store
+    reader = open_store(path)
+    want = reference_find(reader, "orders", "hot", -(2**63), 2**63 - 1)
+    assert len(want) > 20
+    asked, real_read = [], commitlog.StoredRanges.read
+    monkeypatch.setattr(commitlog.StoredRanges, "read", lambda self, ranges: asked.append(
+        sum(rel.startswith("commitlog/") for rel, _, _ in ranges)) or real_read(self, ranges))
+    for module in (commitlog, indexfile):
+        monkeypatch.setattr(module, "RECORDS_AT_ONCE", 4)
+    assert reader.find_by_key("orders", "hot").messages == want
+    assert max(asked) == 4                      # records 4 at a time
+
+
 def test_a_lookup_opens_each_file_once_and_asks_for_every_slot_at_once(store, monkeypatch):
     path, _ = store
     reader = open_store(path)
