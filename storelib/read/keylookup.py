@@ -49,8 +49,8 @@ import pyarrow.compute as pc
 from ..codec import messages as codec
 from ..format import commitlog as cl, indexfile
 from ..compute.arrays import single_array, sorted_unique
-from ..io.checked import open_stored, read_stored, read_stored_at
-from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible_count, walk_chain
+from ..io.checked import StoredRanges, open_stored, read_stored, read_stored_at
+from .indexchain import I64_MAX, I64_MIN, entry_time_bounds, ref_header, visible_count, walk_chains
 from .keylookup_rows import LIGHT_DDL, light_table, mapped_segment, with_message_columns
 from ..codec.properties import parse_properties
 from .rangescan import MESSAGE_DDL, message_table
@@ -116,32 +116,26 @@ def index_candidates(store: Store, config: StoreConfig, ref: IndexFileRef, hashe
 
 def _chains_by_range_reads(store: Store, config: StoreConfig, rel: str, count: int, hashes: np.ndarray,
                            entries_at: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Read only the needed slot ints, then walk their chains entry by entry (newest first).
+    """Read only the needed slot ints, then walk their chains (newest first), side by side: each
+    step reads the next entry of every chain still going at once (``StoredRanges``: hinted
+    together locally, concurrent requests on an object store), slot by slot in the result.
 
     Entries at positions >= count were written after the snapshot: skipped, chain followed.
     """
     slots = config.maxHashSlotNum
     want = set(int(h) for h in hashes)
     needed = np.unique(hashes.astype(np.int64) % slots)
-    out_kh: list[int] = []
-    out_phy: list[int] = []
-    out_td: list[int] = []
-    out_pos: list[int] = []
-    with open_stored(store, rel) as fh:
+    with StoredRanges(store) as files:
+        firsts = [indexfile.parse_slot(b) for b in files.read([(rel, indexfile.slot_offset(int(slot)), indexfile.SLOT_SIZE)
+                                                                for slot in needed])]
 
-        def entry_at(pos: int) -> tuple[int, int, int, int]:
-            return indexfile.parse_entry(read_stored_at(fh, rel, indexfile.ENTRY_SIZE,
-                                                        entries_at + pos * indexfile.ENTRY_SIZE))
-        for slot in needed:
-            first = indexfile.parse_slot(read_stored_at(fh, rel, indexfile.SLOT_SIZE, indexfile.slot_offset(int(slot))))
-            for pos, kh, phy, td in walk_chain(first, entry_at, count, config.maxIndexNum):
-                if kh in want:
-                    out_kh.append(kh)
-                    out_phy.append(phy)
-                    out_td.append(td)
-                    out_pos.append(pos)
-    return (np.array(out_kh, np.int32), np.array(out_phy, np.int64), np.array(out_td, np.int32),
-            np.array(out_pos, np.int64))
+        def entries(wanted: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+            return [indexfile.parse_entry(b) for b in files.read(
+                [(rel, entries_at + pos * indexfile.ENTRY_SIZE, indexfile.ENTRY_SIZE) for _, pos in wanted])]
+        chains = walk_chains(firsts, entries, [count] * len(firsts), config.maxIndexNum)
+    hits = [e for chain in chains for e in chain if e[1] in want]         # (pos, keyHash, phyOffset, timeDiff)
+    return (np.array([e[1] for e in hits], np.int32), np.array([e[2] for e in hits], np.int64),
+            np.array([e[3] for e in hits], np.int32), np.array([e[0] for e in hits], np.int64))
 
 
 # ----------------------------------------------------------------------------- step 3: records
