@@ -50,7 +50,7 @@ from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
     "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
@@ -116,6 +116,9 @@ class TableVersions:
     # batch): the manifest rows at ``manifest``, and the snapshot they give.
     rows: int | None = None
     latest: "Snapshot | None" = field(default=None, repr=False, compare=False)
+    # (batch_id, batch_seq, attempt_id) of the rows at ``manifest`` that no committed batch holds
+    # (a dead attempt's): ``committed_snapshot`` must know whether a fresh read would count them.
+    stray: frozenset[tuple[Any, Any, Any]] = field(default=frozenset(), repr=False, compare=False)
 
 
 # A manifest row's ``action`` for the marker a compaction leaves (kind ``manifest``, path the table's):
@@ -294,16 +297,25 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
         batches_visible = [b for b in batches if b["batch_seq"] <= upto]
     else:
         batches_visible = batches
-    if not batches_visible:
-        return Snapshot(None, {}, versions, [])
+    if not batches_visible:                   # (no batch at all: ``as_of_batch`` named one)
+        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows,
+                                 stray=frozenset((r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in mf_rows))
+        empty = Snapshot(None, {}, versions, [])
+        versions.latest = empty
+        return empty
     committed = {b["batch_id"]: b["batch_seq"] for b in batches_visible}
     attempts = {b["batch_id"]: b.get("attempt_id") for b in batches_visible}
     files: dict[Any, Any] = {}
     # Rows of a batch count only with its checkpoint row, and only those of the attempt that
     # committed: a dead attempt may have appended manifest rows before dying (between the two
     # Delta commits); its rerun appends its own rows under the same batch id and sequence.
-    rows = [r for r in mf_rows if committed.get(r["batch_id"]) == r["batch_seq"]
-            and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
+    rows, stray = [], set()
+    for r in mf_rows:
+        if committed.get(r["batch_id"]) == r["batch_seq"] and (attempts.get(r["batch_id"]) is None
+                                                              or r.get("attempt_id") == attempts[r["batch_id"]]):
+            rows.append(r)
+        else:
+            stray.add((r["batch_id"], r["batch_seq"], r.get("attempt_id")))
     marker = _last_marker(rows)
     if marker is not None:
         rows = [r for r in rows if r.get("action") != COMPACT]
@@ -337,7 +349,7 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
             if r["batch_id"] in expiries:
                 removed[r["path"]] = r
     if batches_visible[-1] is batches[-1]:    # the latest batch: what a writer's commit continues
-        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows)
+        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows, stray=frozenset(stray))
         snap = Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates, marker)
         versions.latest = snap
         return snap
@@ -391,9 +403,11 @@ def check_row_paths(row: dict[Any, Any]) -> None:
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-           fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> None:
+           fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> Snapshot | None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch); then, when
-    due (``compaction_due``), the manifest table's compaction.
+    due (``compaction_due``), the manifest table's compaction. Returns the snapshot just committed
+    (``committed_snapshot``: what a fresh read of the tables gives now, without reading them),
+    None when ``versions`` were not read with the latest snapshot.
 
     ``lease``: the writer's lease, checked to be still its own right before each commit (a
     writer that stalled past its lease never commits: ``LeaseLost``). The checkpoint row goes in
@@ -413,10 +427,11 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                                               "rocketlake.operation": checkpoint_row["operation"],
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
+    written: dict[str, pa.Table] = {}
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
-        table = pa.Table.from_pylist(rows, schema=schema)
+        table = written[rel] = pa.Table.from_pylist(rows, schema=schema)
         if lease is not None:
             lease.check()
 
@@ -437,7 +452,10 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
                      checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
-            pass
+            compacted = None
+    # the rows as a read of the tables gives them back (Arrow's types, every column)
+    return committed_snapshot(versions, written[MANIFEST_DIR].to_pylist(), written[CHECKPOINTS_DIR].to_pylist()[0],
+                              compacted)
 
 
 def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
@@ -476,6 +494,69 @@ def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versi
     return row
 
 
+def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any], duplicates: bool = False
+             ) -> tuple[dict[str, ManifestRow], dict[str, ManifestRow], list[str], list[Any]]:
+    """``base``'s live files and removed files with a batch's rows applied as ``snapshot_of``
+    applies them (the committing attempt's rows only, in order), the paths the batch adds twice
+    with different facts (with ``duplicates``), and the rows that do not count."""
+    files, removed = dict(base.files), dict(base.removed)
+    expiry = checkpoint_row["operation"] == "expire"
+    attempt = checkpoint_row.get("attempt_id")
+    added: dict[str, Any] = {}
+    twice: list[str] = []
+    other: list[Any] = []
+    for r in manifest_rows:
+        if attempt is not None and r.get("attempt_id") != attempt:
+            other.append(r)
+            continue
+        if r["action"] == "add":
+            facts = _facts(r) if duplicates else None
+            if added.setdefault(r["path"], facts) != facts:
+                twice.append(r["path"])
+            files[r["path"]] = ManifestRow.of(r)
+            removed.pop(r["path"], None)
+        else:
+            files.pop(r["path"], None)
+            if expiry:
+                removed[r["path"]] = ManifestRow.of(r)
+    return files, removed, twice, other
+
+
+def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+                       compacted: list[Any] | None = None) -> Snapshot | None:
+    """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
+    gives them back, ``compacted``: the rows of the compaction that followed, if it went in): what
+    ``load_snapshot`` would read from the tables then, built from the snapshot the batch opened.
+    None when that cannot be known without a read (``versions`` not read with the latest
+    snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
+    would refuse the batch (a row whose path leaves the store, a lost manifest commit): the
+    caller reads the tables (``snapcache.refresh``)."""
+    base = versions.latest
+    if base is None or versions.rows is None:
+        return None
+    bid, seq, attempt = checkpoint_row["batch_id"], checkpoint_row["batch_seq"], checkpoint_row.get("attempt_id")
+    if any(b == bid and q == seq and (attempt is None or a == attempt) for b, q, a in versions.stray):
+        return None
+    try:
+        for r in manifest_rows:
+            check_row_paths(r)
+    except StorePathError:
+        return None
+    files, removed, duplicates, other = _applied(base, manifest_rows, checkpoint_row, duplicates=True)
+    if len(other) == len(manifest_rows) and checkpoint_row["operation"] != "repair" and compacted is None:
+        return None                           # (``snapshot_of``: a lost manifest commit)
+    mf = versions.manifest + 1 if versions.manifest is not None else 0
+    stray = frozenset() if compacted is not None else \
+        versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
+    after = TableVersions(mf + (compacted is not None), versions.checkpoints + 1 if versions.checkpoints is not None else 0,
+                          len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
+    marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
+    batch = BatchRow.of(checkpoint_row)
+    snap = Snapshot(batch, files, after, [*base.batches, batch], removed, [*base.duplicates, *duplicates], marker)
+    after.latest = snap
+    return snap
+
+
 def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
                    ) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
@@ -485,19 +566,7 @@ def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
         return None
-    files, removed = dict(base.files), dict(base.removed)
-    expiry = checkpoint_row["operation"] == "expire"
-    attempt = checkpoint_row.get("attempt_id")
-    for r in manifest_rows:
-        if attempt is not None and r.get("attempt_id") != attempt:
-            continue                          # (as ``snapshot_of``: the committing attempt's rows only)
-        if r["action"] == "add":
-            files[r["path"]] = ManifestRow.of(r)
-            removed.pop(r["path"], None)
-        else:
-            files.pop(r["path"], None)
-            if expiry:
-                removed[r["path"]] = ManifestRow.of(r)
+    files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
     if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
         return None
