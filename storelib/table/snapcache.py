@@ -2,10 +2,11 @@
 
 Opening a snapshot from the Delta tables takes deltalake, pyarrow and a Parquet read of both
 tables (about 0.5 s of imports and reads before a shell lookup reads its first byte). Every
-writer (ingest's commit, expire, adopt) calls ``refresh`` after its commit: it reads the new
-snapshot back from the Delta tables (``manifest.load_snapshot``, the one definition of what a
-snapshot holds) and writes what it got, the checkpoint row and the live manifest rows, to the
-cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
+writer (ingest's commit, expire, adopt, repair) calls ``refresh`` after its commit, with the
+snapshot its commit returned (``manifest.committed_snapshot``: the rows a read of the tables gives,
+built from the snapshot it opened, its rows and its checkpoint row; the tables are read again,
+``manifest.load_snapshot``, when either moved since) and writes the checkpoint row and the live
+manifest rows to the cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
 ``json``: no deltalake, no pyarrow.
 
 The cache is a hint, never the truth: ``load`` uses it only when
