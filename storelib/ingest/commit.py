@@ -400,7 +400,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
 def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
     """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
     may have committed it while this attempt lost)?"""
-    snap = open_snapshot(store, history=True)
+    snap = open_snapshot(store, history=True, queue_offsets=False)
     return any(b.batch_id == batch_id and (attempt is None or b.attempt_id in (None, attempt))
                for b in snap.batches)
 

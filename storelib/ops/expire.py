@@ -176,7 +176,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     # The snapshot read before the lease serves unless a writer committed in between (none can
     # now; the commit below is conditional on its versions all the same).
     snap = read if read is not None and read.versions is not None and not deltalog.tables_moved(store, read.versions) \
-        else open_snapshot(store, history=True)
+        else open_snapshot(store, history=True, queue_offsets=False)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")

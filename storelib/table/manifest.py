@@ -32,6 +32,7 @@ by step.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -201,6 +202,51 @@ def read_rows(dt: Any) -> list[dict[str, Any]]:
     return rows
 
 
+# The checkpoints table's column that grows with the store: the queues each batch changed (all of
+# them, 160,000 at 10^10 messages, when every batch continues every queue).
+_QUEUE_OFFSETS = "queue_offsets"
+_SOURCE = "__filename"          # (pyarrow's name for the data file a row was read from)
+
+
+def _batch_rows_lean(dt: Any) -> list[dict[str, Any]]:
+    """The rows of the checkpoints-table version ``dt`` holds, ``queue_offsets`` only in the
+    latest batch's (the others lack the key) and ``__filename`` in each: the data file holding
+    the row (``_queue_offsets_of`` reads another batch's from it). A table where two rows are
+    one batch (never written: each batch's row is its own commit) is read whole."""
+    uris = _check_table_files(dt, dt.file_uris()) if dt is not None else []
+    if not uris:
+        return []
+    import pyarrow.dataset as pads
+    fs, _ = storage.filesystem(uris[0])
+    uri_of = {storage.filesystem(u)[1]: u for u in uris}
+    data = pads.dataset(list(uri_of), filesystem=fs, format="parquet")
+    if _QUEUE_OFFSETS not in data.schema.names:
+        return read_rows(dt)
+    rows: list[dict[str, Any]] = data.to_table(
+        columns=[n for n in data.schema.names if n != _QUEUE_OFFSETS] + [_SOURCE]).to_pylist()
+    keys = [(r["batch_id"], r["batch_seq"]) for r in rows]
+    if len(set(keys)) != len(keys):
+        return read_rows(dt)
+    latest = max(r["batch_seq"] for r in rows)
+    for r in rows:
+        r[_SOURCE] = uri_of[r[_SOURCE]]
+        if r["batch_seq"] == latest:
+            r[_QUEUE_OFFSETS] = _queue_offsets_of(r)
+    return rows
+
+
+def _queue_offsets_of(row: Mapping[str, Any]) -> Any:
+    """``queue_offsets`` of the checkpoint row ``row`` (read by ``_batch_rows_lean``), from its data file."""
+    import pyarrow.parquet as pq
+    fs, path = storage.filesystem(row[_SOURCE])
+    got = pq.read_table(path, filesystem=fs, columns=["batch_id", "batch_seq", _QUEUE_OFFSETS]).to_pylist()
+    mine = [r[_QUEUE_OFFSETS] for r in got if (r["batch_id"], r["batch_seq"]) == (row["batch_id"], row["batch_seq"])]
+    if len(mine) != 1:
+        raise ValueError(f"{row[_SOURCE]}: {len(mine)} rows of batch {row['batch_id']!r} (seq {row['batch_seq']}), "
+                         f"where its read found one")
+    return mine[0]
+
+
 def _check_table_files(dt: Any, uris: list[str]) -> list[str]:
     """The data files a Delta log names must lie inside the table's directory (an ``add`` path
     with ``..``, an absolute path or a symlink out is refused, never read)."""
@@ -223,24 +269,48 @@ def _check_table_files(dt: Any, uris: list[str]) -> list[str]:
 @dataclass(frozen=True)
 class Tables:
     """Both Delta tables as read once: their versions, every checkpoint row (in batch order) and
-    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them)."""
+    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them).
+    ``sources``: where each checkpoint row read without ``queue_offsets`` is (batch id and seq ->
+    data file)."""
     uri: str
     versions: TableVersions
     batches: tuple[BatchRow, ...]
     rows: tuple[ManifestRow, ...]
+    sources: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
 
-def read_tables(store: storage.Store) -> Tables:
+def read_tables(store: storage.Store, queue_offsets: bool = True) -> Tables:
     """Read both tables (one Parquet read each). A damaged Delta table raises
-    ``errors.CorruptStore`` naming the damaged log file."""
-    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    ``errors.CorruptStore`` naming the damaged log file.
+
+    ``queue_offsets``: every checkpoint row's; False: only the latest batch's (a writer's read:
+    the column holds every queue a batch changed, so its bytes grow with the batches), and
+    ``at_batch`` reads an earlier snapshot's own batch's; the other rows lack it
+    (``BatchRow.queue_offsets`` refuses)."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR, read_rows if queue_offsets else _batch_rows_lean)
+    sources = {(r["batch_id"], r["batch_seq"]): r.pop(_SOURCE) for r in ck_rows if _SOURCE in r}
     mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
     batches = sorted(batch_rows(ck_rows), key=lambda r: r.batch_seq)
     if batches and mf_version is None:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
                                                            "committed batch(es), the manifest table does not exist")
     return Tables(store.uri, TableVersions(mf_version, ck_version, len(mf_rows)), tuple(batches),
-                  tuple(manifest_rows(mf_rows)))
+                  tuple(manifest_rows(mf_rows)), sources)
+
+
+def _with_queue_offsets(store: storage.Store, tables: Tables, row: BatchRow) -> Tables:
+    """``tables`` with ``row`` (one of its batches, read without ``queue_offsets``) read whole."""
+    failure = None
+    try:
+        source = tables.sources[(row.batch_id, row.batch_seq)]
+        whole = BatchRow.of({**row, _QUEUE_OFFSETS: _queue_offsets_of({**row, _SOURCE: source})})
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - Arrow errors of a vacuumed or damaged data file
+        failure = deltalog.corrupt(store, CHECKPOINTS_DIR, e)
+    if failure is not None:
+        raise failure.with_traceback(None)
+    return dataclasses.replace(tables, batches=tuple(whole if b is row else b for b in tables.batches))
 
 
 def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None) -> Tables:
@@ -251,6 +321,9 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if as_of_batch is None:
         return tables
     sel = [b for b in tables.batches if b.matches(as_of_batch)]
+    if sel and _QUEUE_OFFSETS not in sel[-1]:              # (``read_tables`` without every batch's)
+        tables = _with_queue_offsets(store, tables, sel[-1])
+        sel = [b for b in tables.batches if b.matches(as_of_batch)]
     marker = _last_marker(tables.rows)
     if not sel or marker is None or sel[-1].batch_seq >= int(marker.detail["through_seq"]):
         return tables
@@ -269,7 +342,7 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if failure is not None:
         raise failure.with_traceback(None)
     return Tables(tables.uri, TableVersions(version, tables.versions.checkpoints, len(rows)), tables.batches,
-                  tuple(manifest_rows(rows)))
+                  tuple(manifest_rows(rows)), tables.sources)
 
 
 def _last_marker(rows: Any) -> ManifestRow | None:
@@ -278,11 +351,12 @@ def _last_marker(rows: Any) -> ManifestRow | None:
     return max(markers, key=lambda r: r.batch_seq) if markers else None
 
 
-def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
-    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
+def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None, queue_offsets: bool = True) -> Snapshot:
+    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number);
+    ``queue_offsets``: as ``read_tables``'s (False: only the snapshot's own batch has them).
 
     A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
-    return snapshot_of(at_batch(store, read_tables(store), as_of_batch), as_of_batch)
+    return snapshot_of(at_batch(store, read_tables(store, queue_offsets), as_of_batch), as_of_batch)
 
 
 def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapshot:
@@ -362,14 +436,16 @@ def _facts(row: dict[Any, Any]) -> tuple[Any, ...]:
     return tuple(v for k, v in sorted(row.items()) if k not in ("committed_at", "attempt_id", "staged_path"))
 
 
-def _table_rows(store: storage.Store, rel: str) -> tuple[Any, ...]:
-    """(version, rows) of a Delta table's latest version, ``(None, [])`` without a table. A table
+def _table_rows(store: storage.Store, rel: str, read: Callable[[Any], list[dict[str, Any]]] = read_rows
+                ) -> tuple[Any, ...]:
+    """(version, rows) of a Delta table's latest version (``read``: its rows from the table
+    version), ``(None, [])`` without a table. A table
     that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
     DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
     failure = None
     try:
         dt = open_table(store, rel)
-        version, rows = (dt.version(), read_rows(dt)) if dt is not None else (None, [])
+        version, rows = (dt.version(), read(dt)) if dt is not None else (None, [])
     except StoreError as e:
         failure = e
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
@@ -548,7 +624,8 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     mf = versions.manifest + 1 if versions.manifest is not None else 0
     stray = frozenset() if compacted is not None else \
         versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
-    after = TableVersions(mf + (compacted is not None), versions.checkpoints + 1 if versions.checkpoints is not None else 0,
+    ck = versions.checkpoints + 1 if versions.checkpoints is not None else 0
+    after = TableVersions(mf + (compacted is not None), ck,
                           len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
     marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
     batch = BatchRow.of(checkpoint_row)

@@ -269,7 +269,9 @@ class BatchRow(_Row):
 
     @property
     def queue_offsets(self) -> list[dict[str, Any]]:
-        return list(self.get("queue_offsets") or [])
+        if "queue_offsets" not in self:       # (a row of manifest.read_tables(queue_offsets=False))
+            raise KeyError(f"batch {self.get('batch_id')!r}: its row was read without queue_offsets")
+        return list(self["queue_offsets"] or [])
 
     @property
     def config(self) -> Mapping[str, Any]:

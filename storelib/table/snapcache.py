@@ -79,7 +79,8 @@ def refresh(store: Any, committed: Any = None) -> bool:
     readers read the Delta tables. Returns whether it wrote."""
     try:
         from . import manifest
-        snap = committed if committed is not None and _latest(store, committed.versions) else manifest.load_snapshot(store)
+        snap = committed if committed is not None and _latest(store, committed.versions) \
+            else manifest.load_snapshot(store, queue_offsets=False)
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
