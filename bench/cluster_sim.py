@@ -6,7 +6,8 @@ commit's planning and manifest rows (``commit._written_files`` / ``_name_index_f
 ``_checkpoint`` / ``_file_rows`` / ``_checkpoint_row``, from the facts the write tasks would
 return), the two conditional Delta commits (``manifest.commit``, real deltalake, on a local
 directory: every ``_rocketlake`` byte is real) and the snapshot the next batch opens
-(``manifest.load_snapshot`` and ``driver.store_state``), and the snapshot cache's refresh after
+(``snapshots.open_snapshot`` as the ingest driver calls it, and ``driver.store_state``; the
+checkpoints table's part of that read timed on its own too), and the snapshot cache's refresh after
 the commit (``snapcache.refresh``, from the snapshot the commit returns). Not run: the executors'
 encode and write stages (they write the bytes) and publish.
 
@@ -181,6 +182,25 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     return t
 
 
+def _open_next(store):
+    """The snapshot the next batch opens, as the ingest driver opens it (a tree without the
+    writer's read of the checkpoints table reads every batch's ``queue_offsets``)."""
+    import inspect
+    from storelib.table import snapshots
+    lean = "queue_offsets" in inspect.signature(snapshots.open_snapshot).parameters
+    return snapshots.open_snapshot(store, history=True, **({"queue_offsets": False} if lean else {}))
+
+
+def _checkpoints_read_s(store) -> float:
+    """Seconds of the checkpoints table's part of that read (as the driver's open reads it)."""
+    from storelib.format.paths import CHECKPOINTS_DIR
+    from storelib.table import manifest
+    c0 = time.perf_counter()
+    lean = getattr(manifest, "_batch_rows_lean", None)
+    manifest._table_rows(store, CHECKPOINTS_DIR, *([lean] if lean else []))
+    return time.perf_counter() - c0
+
+
 def _refresh(store, committed) -> bool:
     """The snapshot cache's refresh as the commit's tail runs it (a tree whose ``refresh`` takes
     no snapshot reads the tables)."""
@@ -229,25 +249,25 @@ def run_one(a) -> dict:
 
 def run_store(a) -> dict:
     """``a.real`` real batches of messages / batches each; the rest of ``a.batches`` modelled."""
-    from storelib.table import manifest
     from storelib.ingest import driver
     n = a.messages // a.batches
     root = tempfile.mkdtemp(prefix="clustersim-")
     per, loads = [], []
     try:
         store, cfg = _open(root, a.segment_bytes)
-        snap = manifest.load_snapshot(store)
+        snap = _open_next(store)
         for k in range(a.real):
             r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
             c0 = time.perf_counter()
-            snap = manifest.load_snapshot(store)
+            snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
             r["table_rows"] = getattr(snap.versions, "rows", None)
             r["live_files"] = len(snap.files)
-            r["compacted"] = bool(getattr(snap, "compaction", None)) and \
-                snap.compaction.detail["through_seq"] == snap.batch_seq
+            marker = getattr(snap.versions.latest, "compaction", None)
+            r["compacted"] = marker is not None and marker.detail["through_seq"] == snap.batch_seq
             r["driver_s"] = r["plan_s"] + r["rows_s"] + r["commit_s"] + r["refresh_s"] + r["load_s"]
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
@@ -352,7 +372,8 @@ def compare(a) -> dict:
             for k, p in enumerate(r["per_batch"]):
                 print(f"{name} round {i} batch {k + 1}: {p['rows']} rows, plan+rows+commit "
                       f"{p['plan_s'] + p['rows_s'] + p['commit_s']:.2f} s, refresh {p['refresh_s']:.2f} s, next load "
-                      f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows)", flush=True)
+                      f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows; checkpoints table "
+                      f"{p['checkpoints_read_s']:.2f} s)", flush=True)
             print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}",
                   flush=True)
     return out
