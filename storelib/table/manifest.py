@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 import os
 import time
 import uuid
@@ -529,9 +530,25 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                      checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
-    # the rows as a read of the tables gives them back (Arrow's types, every column)
-    return committed_snapshot(versions, written[MANIFEST_DIR].to_pylist(), written[CHECKPOINTS_DIR].to_pylist()[0],
-                              compacted)
+    return committed_snapshot(versions, _as_read(manifest_rows, written[MANIFEST_DIR]),
+                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted)
+
+
+_PYTHON_TYPE = {pa.string(): str, pa.int64(): int, pa.int32(): int}
+
+
+def _as_read(rows: list[Any], table: pa.Table) -> list[Any]:
+    """``rows`` as a read of ``table`` (built from them) gives them back: ``rows`` themselves when
+    each has every column and no other, each value None or of its column's Python type exactly
+    (Arrow took them as they are: ``from_pylist`` raised on a value out of range); else
+    ``to_pylist`` (a bool, a numpy integer, a missing column: Arrow's value)."""
+    columns = [(f.name, _PYTHON_TYPE.get(f.type)) for f in table.schema]
+    names = {n for n, _ in columns}
+    if all(t is not None for _, t in columns) and all(
+            r.keys() == names and all(r[n] is None or type(r[n]) is t for n, t in columns) for r in rows):
+        return rows
+    back: list[Any] = table.to_pylist()
+    return back
 
 
 def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
@@ -581,14 +598,18 @@ def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[s
     added: dict[str, Any] = {}
     twice: list[str] = []
     other: list[Any] = []
+    if duplicates:                # (the facts of paths the batch adds more than once, alone)
+        adds = Counter(r["path"] for r in manifest_rows if r["action"] == "add")
+        again = {p for p, n in adds.items() if n > 1}
     for r in manifest_rows:
         if attempt is not None and r.get("attempt_id") != attempt:
             other.append(r)
             continue
         if r["action"] == "add":
-            facts = _facts(r) if duplicates else None
-            if added.setdefault(r["path"], facts) != facts:
-                twice.append(r["path"])
+            if duplicates and r["path"] in again:
+                facts = _facts(r)
+                if added.setdefault(r["path"], facts) != facts:
+                    twice.append(r["path"])
             files[r["path"]] = ManifestRow.of(r)
             removed.pop(r["path"], None)
         else:
