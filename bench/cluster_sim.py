@@ -195,8 +195,11 @@ def _checkpoints_read_s(store) -> float:
     """Seconds of the checkpoints table's part of that read (as the driver's open reads it)."""
     from storelib.format.paths import CHECKPOINTS_DIR
     from storelib.table import manifest
+    try:
+        from storelib.table.tableread import batch_rows_lean as lean
+    except ImportError:                       # (a tree that reads every batch's queue_offsets)
+        lean = None
     c0 = time.perf_counter()
-    lean = getattr(manifest, "_batch_rows_lean", None)
     manifest._table_rows(store, CHECKPOINTS_DIR, *([lean] if lean else []))
     return time.perf_counter() - c0
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -45,6 +44,8 @@ import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
 from . import deltacommit, deltalog
+from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows,
+                        table_uri)
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
 from ..format.config import StoreConfig
 from ..format import names
@@ -118,8 +119,7 @@ class TableVersions:
     # batch): the manifest rows at ``manifest``, and the snapshot they give.
     rows: int | None = None
     latest: "Snapshot | None" = field(default=None, repr=False, compare=False)
-    # (batch_id, batch_seq, attempt_id) of the rows at ``manifest`` that no committed batch holds
-    # (a dead attempt's): ``committed_snapshot`` must know whether a fresh read would count them.
+    # (batch_id, batch_seq, attempt_id) of rows at ``manifest`` no committed batch holds (a dead attempt's)
     stray: frozenset[tuple[Any, Any, Any]] = field(default=frozenset(), repr=False, compare=False)
 
 
@@ -166,113 +166,11 @@ class Snapshot:
         return sorted((r for r in self.files.values() if r.kind == kind), key=lambda r: r.path)
 
 
-def _table_uri(store: storage.Store, rel: str) -> str:
-    return store.path(rel) if store.os_paths else store.uri_of(rel)
-
-
-def open_table(store: storage.Store, rel: str, version: int | None = None) -> Any:
-    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
-    ``version`` if given; None without a table (or unreachable storage)."""
-    from deltalake import DeltaTable
-    uri = _table_uri(store, rel)
-    if store.os_paths:
-        store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
-    opts = storage.delta_storage_options(store.uri)
-    try:
-        if not DeltaTable.is_deltatable(uri, storage_options=opts):
-            return None
-    except Exception:  # noqa: BLE001 - unreachable storage reports as "no table"
-        return None
-    dt = DeltaTable(uri, storage_options=opts)
-    if version is not None:
-        dt.load_as_version(version)
-    return dt
-
-
-def read_rows(dt: Any) -> list[dict[str, Any]]:
-    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not: its Parquet
-    files (from the Delta log) read with pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
-    if dt is None:
-        return []
-    uris = _check_table_files(dt, dt.file_uris())
-    if not uris:
-        return []
-    import pyarrow.parquet as pq
-    fs, _ = storage.filesystem(uris[0])
-    rows: list[dict[str, Any]] = pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
-    return rows
-
-
-# The checkpoints table's column that grows with the store: the queues each batch changed (all of
-# them, 160,000 at 10^10 messages, when every batch continues every queue).
-_QUEUE_OFFSETS = "queue_offsets"
-_SOURCE = "__filename"          # (pyarrow's name for the data file a row was read from)
-
-
-def _batch_rows_lean(dt: Any) -> list[dict[str, Any]]:
-    """The rows of the checkpoints-table version ``dt`` holds, ``queue_offsets`` only in the
-    latest batch's (the others lack the key) and ``__filename`` in each: the data file holding
-    the row (``_queue_offsets_of`` reads another batch's from it). A table where two rows are
-    one batch (never written: each batch's row is its own commit) is read whole."""
-    uris = _check_table_files(dt, dt.file_uris()) if dt is not None else []
-    if not uris:
-        return []
-    import pyarrow.dataset as pads
-    fs, _ = storage.filesystem(uris[0])
-    uri_of = {storage.filesystem(u)[1]: u for u in uris}
-    data = pads.dataset(list(uri_of), filesystem=fs, format="parquet")
-    if _QUEUE_OFFSETS not in data.schema.names:
-        return read_rows(dt)
-    rows: list[dict[str, Any]] = data.to_table(
-        columns=[n for n in data.schema.names if n != _QUEUE_OFFSETS] + [_SOURCE]).to_pylist()
-    keys = [(r["batch_id"], r["batch_seq"]) for r in rows]
-    if len(set(keys)) != len(keys):
-        return read_rows(dt)
-    latest = max(r["batch_seq"] for r in rows)
-    for r in rows:
-        r[_SOURCE] = uri_of[r[_SOURCE]]
-        if r["batch_seq"] == latest:
-            r[_QUEUE_OFFSETS] = _queue_offsets_of(r)
-    return rows
-
-
-def _queue_offsets_of(row: Mapping[str, Any]) -> Any:
-    """``queue_offsets`` of the checkpoint row ``row`` (read by ``_batch_rows_lean``), from its data file."""
-    import pyarrow.parquet as pq
-    fs, path = storage.filesystem(row[_SOURCE])
-    got = pq.read_table(path, filesystem=fs, columns=["batch_id", "batch_seq", _QUEUE_OFFSETS]).to_pylist()
-    mine = [r[_QUEUE_OFFSETS] for r in got if (r["batch_id"], r["batch_seq"]) == (row["batch_id"], row["batch_seq"])]
-    if len(mine) != 1:
-        raise ValueError(f"{row[_SOURCE]}: {len(mine)} rows of batch {row['batch_id']!r} (seq {row['batch_seq']}), "
-                         f"where its read found one")
-    return mine[0]
-
-
-def _check_table_files(dt: Any, uris: list[str]) -> list[str]:
-    """The data files a Delta log names must lie inside the table's directory (an ``add`` path
-    with ``..``, an absolute path or a symlink out is refused, never read)."""
-    from urllib.parse import unquote, urlparse
-    root = dt.table_uri.rstrip("/")
-    local = storage.is_local(root)
-    base = os.path.realpath(unquote(urlparse(root).path) if root.startswith("file:") else root) if local else root
-    for u in uris:
-        if local:
-            p = storage.local_path(u)
-            inside = os.path.realpath(p).startswith(base.rstrip("/") + "/")
-        else:
-            inside = u.startswith(base + "/") and ".." not in u[len(base) + 1:].split("/")
-        if not inside:
-            raise StorePathError(f"Delta table {root}: its log names the data file {u}, which is (or "
-                                         f"links to) a path outside the table directory; refusing to read it")
-    return uris
-
-
 @dataclass(frozen=True)
 class Tables:
     """Both Delta tables as read once: their versions, every checkpoint row (in batch order) and
-    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them).
-    ``sources``: where each checkpoint row read without ``queue_offsets`` is (batch id and seq ->
-    data file)."""
+    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them);
+    ``sources``: (batch id, seq) -> data file of each checkpoint row read without ``queue_offsets``."""
     uri: str
     versions: TableVersions
     batches: tuple[BatchRow, ...]
@@ -288,8 +186,8 @@ def read_tables(store: storage.Store, queue_offsets: bool = True) -> Tables:
     the column holds every queue a batch changed, so its bytes grow with the batches), and
     ``at_batch`` reads an earlier snapshot's own batch's; the other rows lack it
     (``BatchRow.queue_offsets`` refuses)."""
-    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR, read_rows if queue_offsets else _batch_rows_lean)
-    sources = {(r["batch_id"], r["batch_seq"]): r.pop(_SOURCE) for r in ck_rows if _SOURCE in r}
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR, None if queue_offsets else batch_rows_lean)
+    sources = {(r["batch_id"], r["batch_seq"]): r.pop(SOURCE) for r in ck_rows if SOURCE in r}
     mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
     batches = sorted(batch_rows(ck_rows), key=lambda r: r.batch_seq)
     if batches and mf_version is None:
@@ -297,21 +195,6 @@ def read_tables(store: storage.Store, queue_offsets: bool = True) -> Tables:
                                                            "committed batch(es), the manifest table does not exist")
     return Tables(store.uri, TableVersions(mf_version, ck_version, len(mf_rows)), tuple(batches),
                   tuple(manifest_rows(mf_rows)), sources)
-
-
-def _with_queue_offsets(store: storage.Store, tables: Tables, row: BatchRow) -> Tables:
-    """``tables`` with ``row`` (one of its batches, read without ``queue_offsets``) read whole."""
-    failure = None
-    try:
-        source = tables.sources[(row.batch_id, row.batch_seq)]
-        whole = BatchRow.of({**row, _QUEUE_OFFSETS: _queue_offsets_of({**row, _SOURCE: source})})
-    except StoreError as e:
-        failure = e
-    except Exception as e:  # noqa: BLE001 - Arrow errors of a vacuumed or damaged data file
-        failure = deltalog.corrupt(store, CHECKPOINTS_DIR, e)
-    if failure is not None:
-        raise failure.with_traceback(None)
-    return dataclasses.replace(tables, batches=tuple(whole if b is row else b for b in tables.batches))
 
 
 def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None) -> Tables:
@@ -322,8 +205,12 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if as_of_batch is None:
         return tables
     sel = [b for b in tables.batches if b.matches(as_of_batch)]
-    if sel and _QUEUE_OFFSETS not in sel[-1]:              # (``read_tables`` without every batch's)
-        tables = _with_queue_offsets(store, tables, sel[-1])
+    if sel and QUEUE_OFFSETS not in sel[-1]:               # (``read_tables`` without every batch's)
+        try:                                              # (no DeltaTable object alive here)
+            whole = batch_row_whole(sel[-1], tables.sources[(sel[-1].batch_id, sel[-1].batch_seq)])
+        except Exception as e:  # noqa: BLE001 - Arrow errors of a vacuumed or damaged data file
+            raise deltalog.corrupt(store, CHECKPOINTS_DIR, e) from None
+        tables = dataclasses.replace(tables, batches=tuple(whole if b is sel[-1] else b for b in tables.batches))
         sel = [b for b in tables.batches if b.matches(as_of_batch)]
     marker = _last_marker(tables.rows)
     if not sel or marker is None or sel[-1].batch_seq >= int(marker.detail["through_seq"]):
@@ -437,16 +324,15 @@ def _facts(row: dict[Any, Any]) -> tuple[Any, ...]:
     return tuple(v for k, v in sorted(row.items()) if k not in ("committed_at", "attempt_id", "staged_path"))
 
 
-def _table_rows(store: storage.Store, rel: str, read: Callable[[Any], list[dict[str, Any]]] = read_rows
+def _table_rows(store: storage.Store, rel: str, read: Callable[[Any], list[dict[str, Any]]] | None = None
                 ) -> tuple[Any, ...]:
-    """(version, rows) of a Delta table's latest version (``read``: its rows from the table
-    version), ``(None, [])`` without a table. A table
-    that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
-    DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
+    """(version, rows by ``read``, default ``read_rows``) of a Delta table's latest version, ``(None, [])``
+    without a table. A table that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged
+    log file); no DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
     failure = None
     try:
         dt = open_table(store, rel)
-        version, rows = (dt.version(), read(dt)) if dt is not None else (None, [])
+        version, rows = (dt.version(), (read or read_rows)(dt)) if dt is not None else (None, [])
     except StoreError as e:
         failure = e
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
@@ -530,25 +416,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                      checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
-    return committed_snapshot(versions, _as_read(manifest_rows, written[MANIFEST_DIR]),
+    return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
                               written[CHECKPOINTS_DIR].to_pylist()[0], compacted)
-
-
-_PYTHON_TYPE = {pa.string(): str, pa.int64(): int, pa.int32(): int}
-
-
-def _as_read(rows: list[Any], table: pa.Table) -> list[Any]:
-    """``rows`` as a read of ``table`` (built from them) gives them back: ``rows`` themselves when
-    each has every column and no other, each value None or of its column's Python type exactly
-    (Arrow took them as they are: ``from_pylist`` raised on a value out of range); else
-    ``to_pylist`` (a bool, a numpy integer, a missing column: Arrow's value)."""
-    columns = [(f.name, _PYTHON_TYPE.get(f.type)) for f in table.schema]
-    names = {n for n, _ in columns}
-    if all(t is not None for _, t in columns) and all(
-            r.keys() == names and all(r[n] is None or type(r[n]) is t for n, t in columns) for r in rows):
-        return rows
-    back: list[Any] = table.to_pylist()
-    return back
 
 
 def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
@@ -723,7 +592,7 @@ def _commit_object_store(store: storage.Store, rel: str, version: int | None, wr
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
     try:
         if dt is None:
-            write(_table_uri(store, rel), mode="error")
+            write(table_uri(store, rel), mode="error")
         else:
             write(dt)
     except Exception as e:  # table creation races surface as several errors

@@ -16,7 +16,7 @@ from storelib.errors import CorruptStore
 from storelib.format import paths
 from storelib.format.config import StoreConfig
 from storelib.io import storage
-from storelib.table import manifest, rowcheck, snapshots
+from storelib.table import manifest, rowcheck, snapshots, tableread
 
 from test_compaction import _batches
 
@@ -33,8 +33,8 @@ def test_a_writer_reads_the_queue_offsets_of_the_latest_batch_alone(tmp_path, mo
         _batches(store, 1, 4, queue_next, {})             # full queue maps
     _batches(store, 5, 12, queue_next, {})                 # changed queues, compacted
     reads: list = []
-    read = manifest._queue_offsets_of
-    monkeypatch.setattr(manifest, "_queue_offsets_of", lambda row: (reads.append(row["batch_seq"]), read(row))[1])
+    read = tableread._queue_offsets_of
+    monkeypatch.setattr(tableread, "_queue_offsets_of", lambda row: (reads.append(row["batch_seq"]), read(row))[1])
     full = manifest.read_tables(store)
     assert reads == []
     lean = manifest.read_tables(store, queue_offsets=False)
