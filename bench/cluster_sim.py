@@ -6,8 +6,9 @@ commit's planning and manifest rows (``commit._written_files`` / ``_name_index_f
 ``_checkpoint`` / ``_file_rows`` / ``_checkpoint_row``, from the facts the write tasks would
 return), the two conditional Delta commits (``manifest.commit``, real deltalake, on a local
 directory: every ``_rocketlake`` byte is real) and the snapshot the next batch opens
-(``snapshots.open_snapshot`` as the ingest driver calls it, and ``driver.store_state``; the
-checkpoints table's part of that read timed on its own too), and the snapshot cache's refresh after
+(``snapshots.open_snapshot`` and ``rowcheck.check_snapshot`` as the ingest driver calls them, and
+``driver.store_state``; the checkpoints table's part of that read timed on its own too), and the
+snapshot cache's refresh after
 the commit (``snapcache.refresh``, from the snapshot the commit returns). Not run: the executors'
 encode and write stages (they write the bytes) and publish.
 
@@ -183,12 +184,14 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
 
 
 def _open_next(store):
-    """The snapshot the next batch opens, as the ingest driver opens it (a tree without the
-    writer's read of the checkpoints table reads every batch's ``queue_offsets``)."""
+    """The snapshot the next batch opens, as the ingest driver opens and checks it (a tree without
+    the writer's read of the checkpoints table reads every batch's ``queue_offsets``)."""
     import inspect
-    from storelib.table import snapshots
+    from storelib.table import rowcheck, snapshots
     lean = "queue_offsets" in inspect.signature(snapshots.open_snapshot).parameters
-    return snapshots.open_snapshot(store, history=True, **({"queue_offsets": False} if lean else {}))
+    snap = snapshots.open_snapshot(store, history=True, **({"queue_offsets": False} if lean else {}))
+    rowcheck.check_snapshot(snap)
+    return snap
 
 
 def _checkpoints_read_s(store) -> float:

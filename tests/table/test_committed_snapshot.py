@@ -147,3 +147,25 @@ def test_a_version_since_the_commit_makes_refresh_read_the_tables(tmp_path, move
     doc = snapcache.decode(open(os.path.join(store, paths.SNAPSHOT_CACHE), "rb").read())
     assert doc is not None and len(doc["files"]) == len(snap.files) > 0      # the tables' files, not the fake's
     assert json.dumps(doc["batch"], sort_keys=True) == json.dumps(dict(snap.batch), sort_keys=True)
+
+
+def test_the_check_after_a_commit_judges_the_new_rows_alone(tmp_path, monkeypatch):
+    """The writer checked its snapshot's rows when it opened it; the cache's check after its
+    commit (the same rows and the batch's) judges each row once (``ManifestRow.once``)."""
+    from storelib.table import rowcheck
+    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl")).readlines()
+    store = str(tmp_path / "store")
+    for i, (lo, hi) in enumerate(((0, 400), (400, 450))):
+        (tmp_path / f"p{i}.jsonl").write_text("".join(lines[lo:hi]))
+    _ingest(store, str(tmp_path / "p0.jsonl"), "B0")
+    before = manifest.load_snapshot(storage.Store(store))
+    judged: list = []
+    problem = rowcheck.row_problem
+    monkeypatch.setattr(rowcheck, "row_problem", lambda r, cfg: (judged.append(r["path"]), problem(r, cfg))[1])
+    _ingest(store, str(tmp_path / "p1.jsonl"), "B1")
+    after = manifest.load_snapshot(storage.Store(store))
+    new = [p for p, r in after.files.items() if r["batch_id"] == "B1"]
+    assert 0 < len(new) < len(after.files)
+    assert sorted(judged) == sorted([*before.files, *new])     # the open's check, then the new rows'
+    written, read = _cache_as_a_read_writes_it(store)
+    assert written == read
