@@ -6,9 +6,11 @@ commit's planning and manifest rows (``commit._written_files`` / ``_name_index_f
 ``_checkpoint`` / ``_file_rows`` / ``_checkpoint_row``, from the facts the write tasks would
 return), the two conditional Delta commits (``manifest.commit``, real deltalake, on a local
 directory: every ``_rocketlake`` byte is real) and the snapshot the next batch opens
-(``manifest.load_snapshot`` and ``driver.store_state``). Not run: the executors' encode and
-write stages (they write the bytes), publish, the snapshot cache refresh (a second
-``load_snapshot``: counted in the model).
+(``snapshots.open_snapshot`` and ``rowcheck.check_snapshot`` as the ingest driver calls them, and
+``driver.store_state``; the checkpoints table's part of that read timed on its own too), and the
+snapshot cache's refresh after
+the commit (``snapcache.refresh``, from the snapshot the commit returns). Not run: the executors'
+encode and write stages (they write the bytes) and publish.
 
 Layout: ``--topics`` x ``--queues`` queues, messages spread evenly over them; input splits grouped
 by topic (a split holds ``topics / splits`` topics, or a topic holds ``splits / topics`` splits),
@@ -28,6 +30,8 @@ Two measurements, each in a fresh process (peak RSS is the process's):
     python bench/cluster_sim.py                       # the issue's grid (long), JSON to bench/results/
     python bench/cluster_sim.py --smoke               # seconds: the smallest case of each (make test)
     python bench/cluster_sim.py one --messages 1e9 --splits 1e4
+    python bench/cluster_sim.py compare --baseline /work/main --messages 1e10 --real 4
+                                 # ``store`` on this tree and on another checkout's storelib, alternating
 """
 from __future__ import annotations
 
@@ -43,7 +47,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+# ``--tree DIR``: the storelib of another checkout (a baseline), else this one's
+TREE = sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv[:-1] else ROOT
+sys.path.insert(0, TREE)
 
 HEX = "ab" * 32
 
@@ -137,6 +143,7 @@ def _facts(plan, state, cfg, rec: int, keys: int, ts: int) -> list:
 
 def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     """One batch through the driver's code; seconds per step and its rows."""
+    from storelib.format import checkpoint as ckpt
     from storelib.ingest import commit, driver, sequencer
     from storelib.table import manifest
     t = {}
@@ -158,19 +165,56 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     ck = commit._checkpoint(snap, state, summaries, idxs, cqs if cfg.line_5_5 else None)
     key = dict(batch_id=f"b{k}", batch_seq=seq, committed_at=now, attempt_id="sim")
     rows = commit._file_rows(snap, segs, cqs, idxs, key)
-    rows.append(manifest.file_row("checkpoint", "config/checkpoint", staged_path=None, file_size=4096,
+    rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=None, file_size=ckpt.FILE_SIZE,
                                   valid_bytes=4096, count=0, checksum=HEX, detail=manifest.dumps(ck.to_dict()), **key))
     staged = commit.StagedBatch(snap, state, plan, summaries, results, f"b{k}", HEX, "sim", attempt="sim")
     ck_row = commit._checkpoint_row(staged, ck, cfg, time.time(), key,
                                     {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
     t["rows_s"] = time.perf_counter() - c0
     c0 = time.perf_counter()
-    manifest.commit(store, snap.versions, rows, ck_row, durable=False)
+    committed = manifest.commit(store, snap.versions, rows, ck_row, durable=False)
     t["commit_s"] = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    t["refresh_wrote"] = _refresh(store, committed)
+    t["refresh_s"] = time.perf_counter() - c0
     t.update(rows=len(rows), segments=len(segs), cq_files=len(cqs), index_files=len(idxs),
              queue_offsets=len(ck_row["queue_offsets"] or []),
              detail_bytes=sum(len(r["detail"] or "") for r in rows))
     return t
+
+
+def _open_next(store):
+    """The snapshot the next batch opens, as the ingest driver opens and checks it (a tree without
+    the writer's read of the checkpoints table reads every batch's ``queue_offsets``)."""
+    import inspect
+    from storelib.table import rowcheck, snapshots
+    lean = "queue_offsets" in inspect.signature(snapshots.open_snapshot).parameters
+    snap = snapshots.open_snapshot(store, history=True, **({"queue_offsets": False} if lean else {}))
+    rowcheck.check_snapshot(snap)
+    return snap
+
+
+def _checkpoints_read_s(store) -> float:
+    """Seconds of the checkpoints table's part of that read (as the driver's open reads it)."""
+    from storelib.format.paths import CHECKPOINTS_DIR
+    from storelib.table import manifest
+    try:
+        from storelib.table.tableread import batch_rows_lean as lean
+    except ImportError:                       # (a tree that reads every batch's queue_offsets)
+        lean = None
+    c0 = time.perf_counter()
+    manifest._table_rows(store, CHECKPOINTS_DIR, *([lean] if lean else []))
+    return time.perf_counter() - c0
+
+
+def _refresh(store, committed) -> bool:
+    """The snapshot cache's refresh as the commit's tail runs it (a tree whose ``refresh`` takes
+    no snapshot reads the tables)."""
+    import inspect
+    from storelib.table import snapcache
+    if len(inspect.signature(snapcache.refresh).parameters) > 1:
+        return bool(snapcache.refresh(store, committed))
+    return bool(snapcache.refresh(store))
 
 
 def _log_bytes(root: str) -> dict:
@@ -211,30 +255,31 @@ def run_one(a) -> dict:
 
 def run_store(a) -> dict:
     """``a.real`` real batches of messages / batches each; the rest of ``a.batches`` modelled."""
-    from storelib.table import manifest
     from storelib.ingest import driver
     n = a.messages // a.batches
     root = tempfile.mkdtemp(prefix="clustersim-")
     per, loads = [], []
     try:
         store, cfg = _open(root, a.segment_bytes)
-        snap = manifest.load_snapshot(store)
+        snap = _open_next(store)
         for k in range(a.real):
             r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
             c0 = time.perf_counter()
-            snap = manifest.load_snapshot(store)
+            snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
             r["table_rows"] = getattr(snap.versions, "rows", None)
             r["live_files"] = len(snap.files)
-            r["compacted"] = bool(getattr(snap, "compaction", None)) and \
-                snap.compaction.detail["through_seq"] == snap.batch_seq
-            r["driver_s"] = r["plan_s"] + r["rows_s"] + r["commit_s"] + r["load_s"]
+            marker = getattr(snap.versions.latest, "compaction", None)
+            r["compacted"] = marker is not None and marker.detail["through_seq"] == snap.batch_seq
+            r["driver_s"] = r["plan_s"] + r["rows_s"] + r["commit_s"] + r["refresh_s"] + r["load_s"]
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
             if getattr(a, "progress", False):
-                print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, load "
+                print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, "
+                      f"refresh {r['refresh_s']:.2f} s, load "
                       f"{r['load_s']:.2f} s of {r['table_rows']} rows ({r['live_files']} live)"
                       + (", compacted" if r["compacted"] else ""), file=sys.stderr, flush=True)
         logs = _log_bytes(root)
@@ -281,11 +326,11 @@ def model(res: dict, batches: int) -> dict:
             **step}
 
 
-def _child(mode: str, **kw) -> dict:
-    args = [sys.executable, os.path.abspath(__file__), mode, "--json"]
+def _child(mode: str, tree: str = ROOT, **kw) -> dict:
+    args = [sys.executable, os.path.abspath(__file__), mode, "--json", "--tree", tree]
     for k, v in kw.items():
         args += [f"--{k.replace('_', '-')}", str(v)]
-    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=tree))
     if r.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -319,9 +364,30 @@ def grid(smoke: bool, real: int) -> dict:
     return out
 
 
+def compare(a) -> dict:
+    """``store`` on ``a.baseline``'s storelib and on this tree's, ``a.rounds`` times, alternating
+    (the same machine and load for both: compare the two, not the seconds)."""
+    out: dict = {"baseline": a.baseline, "tree": ROOT, "runs": []}
+    for i in range(a.rounds):
+        for name, tree in (("baseline", a.baseline), ("tree", ROOT)):
+            load0 = os.getloadavg()[0]
+            r = _child("store", tree, messages=a.messages, splits=a.splits, topics=a.topics, queues=a.queues,
+                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes)
+            r.update(which=name, round=i, load_avg=[load0, os.getloadavg()[0]])
+            out["runs"].append(r)
+            for k, p in enumerate(r["per_batch"]):
+                print(f"{name} round {i} batch {k + 1}: {p['rows']} rows, plan+rows+commit "
+                      f"{p['plan_s'] + p['rows_s'] + p['commit_s']:.2f} s, refresh {p['refresh_s']:.2f} s, next load "
+                      f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows; checkpoints table "
+                      f"{p['checkpoints_read_s']:.2f} s)", flush=True)
+            print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}",
+                  flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", nargs="?", choices=["one", "store", "grid"], default="grid")
+    ap.add_argument("mode", nargs="?", choices=["one", "store", "grid", "compare"], default="grid")
     ap.add_argument("--messages", type=float, default=1e6)
     ap.add_argument("--splits", type=float, default=100)
     ap.add_argument("--topics", type=int, default=10_000)
@@ -334,12 +400,24 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--progress", action="store_true", help="a line per real batch on stderr")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tree", default=ROOT, help="the checkout whose storelib runs (read at import)")
+    ap.add_argument("--baseline", help="compare: the other checkout (e.g. main's worktree)")
+    ap.add_argument("--rounds", type=int, default=1, help="compare: runs of each tree, alternating")
+    ap.add_argument("--out", help="compare: the JSON file to write")
     a = ap.parse_args(argv)
     a.messages, a.splits = int(a.messages), int(a.splits)
     if a.mode == "one":
         res = run_one(a)
     elif a.mode == "store":
         res = run_store(a)
+    elif a.mode == "compare":
+        if not a.baseline:
+            ap.error("compare needs --baseline DIR")
+        res = compare(a)
+        if a.out:
+            with open(a.out, "w") as fh:
+                json.dump(res, fh, indent=1)
+        return 0
     else:
         res = grid(a.smoke, 3 if a.smoke else a.real)
         if not a.smoke:

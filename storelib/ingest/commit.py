@@ -94,7 +94,8 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
         store.sync_tree(staging)
     fault("before-delta-commit")
     assert snap.versions is not None, "a writer continues a snapshot read from the Delta tables (open_snapshot history=True)"
-    manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable, lease=lease)
+    committed = manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable,
+                                lease=lease)
     interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch.batch_id} as seq {seq}")
     fault("after-commit-before-publish")
@@ -105,7 +106,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
         clear_dead_attempts(store, [*snap.batches, checkpoint_row])
     except OSError as e:                   # garbage of attempts that lost; the batch is committed
         prog.warn(f"what attempts that never committed left behind is kept for the next writer to clear ({e})")
-    snapcache.refresh(store)               # readers open this snapshot without Delta/pyarrow
+    snapcache.refresh(store, committed)    # readers open this snapshot without Delta/pyarrow
     return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 
 
@@ -399,7 +400,7 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
 def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None) -> bool:
     """Is ``batch_id`` committed (by ``attempt``, if given: a racing writer of the same batch id
     may have committed it while this attempt lost)?"""
-    snap = open_snapshot(store, history=True)
+    snap = open_snapshot(store, history=True, queue_offsets=False)
     return any(b.batch_id == batch_id and (attempt is None or b.attempt_id in (None, attempt))
                for b in snap.batches)
 

@@ -247,7 +247,8 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     committed = False
     encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
-        snap = open_snapshot(store, history=True)   # as of the lease: every batch, the tables' versions
+        # as of the lease: every batch, the tables' versions (queue_offsets: the latest batch's)
+        snap = open_snapshot(store, history=True, queue_offsets=False)
         rowcheck.check_snapshot(snap)        # never appends to rows verify rejects
         done = _already_committed(run, snap) if fingerprint else None
         if done is not None:

@@ -207,8 +207,8 @@ def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
         store.sync_files(sorted({r.path for r in rows}))
-    manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=job.lease)
-    snapcache.refresh(store)                # readers open this snapshot without Delta/pyarrow
+    committed = manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=job.lease)
+    snapcache.refresh(store, committed)     # readers open this snapshot without Delta/pyarrow
     say(f"committed import batch {ck_row.batch_id}: {ck_row.total_messages} messages, "
         f"max phy offset {ck_row.max_phy_offset}")
     counts = Counter(r.kind for r in rows)

@@ -176,7 +176,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     # The snapshot read before the lease serves unless a writer committed in between (none can
     # now; the commit below is conditional on its versions all the same).
     snap = read if read is not None and read.versions is not None and not deltalog.tables_moved(store, read.versions) \
-        else open_snapshot(store, history=True)
+        else open_snapshot(store, history=True, queue_offsets=False)
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
@@ -225,7 +225,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
         store.path(r.path)       # StorePathError before the commit: never delete outside the store
     fault("before-delta-commit")
     assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
-    manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
+    committed = manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     fault("after-commit-before-publish")
@@ -241,7 +241,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if housekeeping:
         summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
-    snapcache.refresh(store)                # after housekeeping: the cache names the latest versions
+    snapcache.refresh(store, committed)     # (read again when housekeeping added Delta versions)
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
 

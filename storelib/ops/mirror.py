@@ -508,7 +508,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     committed = False
     dispatcher = None
     try:
-        snap = open_snapshot(store, history=True)
+        snap = open_snapshot(store, history=True, queue_offsets=False)
         if snap.batch is None:
             check_store_root(store, snap)
             if not broker.segments() or config is None and not broker.shaped():

@@ -536,7 +536,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
             wall_time_ms=int((time.time() - t0) * 1000), attempt_id=attempt,
             detail=manifest.dumps({"replaced": [f["path"] for f in changed]}), **stamps)
         fault("before-delta-commit")
-        manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
+        committed = manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     except BaseException:
         if not commit_stage.is_committed(store, batch_id, attempt):
             commit_stage.undo_attempt(store, staging, batch_id, attempt)
@@ -547,7 +547,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     fault("after-publish-before-cleanup")
     commit_stage.drop_staging(store, staging, durable=durable)
     commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
-    snapcache.refresh(store)
+    snapcache.refresh(store, committed)
     return {"batch_id": batch_id, "batch_seq": seq}
 
 

@@ -32,8 +32,9 @@ by step.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
+from collections import Counter
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
 from . import deltacommit, deltalog
+from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows,
+                        table_uri)
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
 from ..format.config import StoreConfig
 from ..format import names
@@ -50,7 +53,7 @@ from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
     "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
@@ -116,6 +119,8 @@ class TableVersions:
     # batch): the manifest rows at ``manifest``, and the snapshot they give.
     rows: int | None = None
     latest: "Snapshot | None" = field(default=None, repr=False, compare=False)
+    # (batch_id, batch_seq, attempt_id) of rows at ``manifest`` no committed batch holds (a dead attempt's)
+    stray: frozenset[tuple[Any, Any, Any]] = field(default=frozenset(), repr=False, compare=False)
 
 
 # A manifest row's ``action`` for the marker a compaction leaves (kind ``manifest``, path the table's):
@@ -161,83 +166,35 @@ class Snapshot:
         return sorted((r for r in self.files.values() if r.kind == kind), key=lambda r: r.path)
 
 
-def _table_uri(store: storage.Store, rel: str) -> str:
-    return store.path(rel) if store.os_paths else store.uri_of(rel)
-
-
-def open_table(store: storage.Store, rel: str, version: int | None = None) -> Any:
-    """The deltalake ``DeltaTable`` at ``rel`` (``MANIFEST_DIR`` / ``CHECKPOINTS_DIR``), at
-    ``version`` if given; None without a table (or unreachable storage)."""
-    from deltalake import DeltaTable
-    uri = _table_uri(store, rel)
-    if store.os_paths:
-        store.list_files(f"{rel}/_delta_log")    # StorePathError if a log file links out of the store
-    opts = storage.delta_storage_options(store.uri)
-    try:
-        if not DeltaTable.is_deltatable(uri, storage_options=opts):
-            return None
-    except Exception:  # noqa: BLE001 - unreachable storage reports as "no table"
-        return None
-    dt = DeltaTable(uri, storage_options=opts)
-    if version is not None:
-        dt.load_as_version(version)
-    return dt
-
-
-def read_rows(dt: Any) -> list[dict[str, Any]]:
-    """Every row of the table version ``dt`` holds (``[]`` for None), committed or not: its Parquet
-    files (from the Delta log) read with pyarrow. (deltalake's own to_pyarrow_table leaves threads that abort the interpreter at exit.)"""
-    if dt is None:
-        return []
-    uris = _check_table_files(dt, dt.file_uris())
-    if not uris:
-        return []
-    import pyarrow.parquet as pq
-    fs, _ = storage.filesystem(uris[0])
-    rows: list[dict[str, Any]] = pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
-    return rows
-
-
-def _check_table_files(dt: Any, uris: list[str]) -> list[str]:
-    """The data files a Delta log names must lie inside the table's directory (an ``add`` path
-    with ``..``, an absolute path or a symlink out is refused, never read)."""
-    from urllib.parse import unquote, urlparse
-    root = dt.table_uri.rstrip("/")
-    local = storage.is_local(root)
-    base = os.path.realpath(unquote(urlparse(root).path) if root.startswith("file:") else root) if local else root
-    for u in uris:
-        if local:
-            p = storage.local_path(u)
-            inside = os.path.realpath(p).startswith(base.rstrip("/") + "/")
-        else:
-            inside = u.startswith(base + "/") and ".." not in u[len(base) + 1:].split("/")
-        if not inside:
-            raise StorePathError(f"Delta table {root}: its log names the data file {u}, which is (or "
-                                         f"links to) a path outside the table directory; refusing to read it")
-    return uris
-
-
 @dataclass(frozen=True)
 class Tables:
     """Both Delta tables as read once: their versions, every checkpoint row (in batch order) and
-    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them)."""
+    every manifest row, committed or not (``snapshot_of`` picks a snapshot's rows out of them);
+    ``sources``: (batch id, seq) -> data file of each checkpoint row read without ``queue_offsets``."""
     uri: str
     versions: TableVersions
     batches: tuple[BatchRow, ...]
     rows: tuple[ManifestRow, ...]
+    sources: Mapping[tuple[str, int], str] = field(default_factory=dict)
 
 
-def read_tables(store: storage.Store) -> Tables:
+def read_tables(store: storage.Store, queue_offsets: bool = True) -> Tables:
     """Read both tables (one Parquet read each). A damaged Delta table raises
-    ``errors.CorruptStore`` naming the damaged log file."""
-    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR)
+    ``errors.CorruptStore`` naming the damaged log file.
+
+    ``queue_offsets``: every checkpoint row's; False: only the latest batch's (a writer's read:
+    the column holds every queue a batch changed, so its bytes grow with the batches), and
+    ``at_batch`` reads an earlier snapshot's own batch's; the other rows lack it
+    (``BatchRow.queue_offsets`` refuses)."""
+    ck_version, ck_rows = _table_rows(store, CHECKPOINTS_DIR, None if queue_offsets else batch_rows_lean)
+    sources = {(r["batch_id"], r["batch_seq"]): r.pop(SOURCE) for r in ck_rows if SOURCE in r}
     mf_version, mf_rows = _table_rows(store, MANIFEST_DIR)
     batches = sorted(batch_rows(ck_rows), key=lambda r: r.batch_seq)
     if batches and mf_version is None:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
                                                            "committed batch(es), the manifest table does not exist")
     return Tables(store.uri, TableVersions(mf_version, ck_version, len(mf_rows)), tuple(batches),
-                  tuple(manifest_rows(mf_rows)))
+                  tuple(manifest_rows(mf_rows)), sources)
 
 
 def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None) -> Tables:
@@ -248,6 +205,13 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if as_of_batch is None:
         return tables
     sel = [b for b in tables.batches if b.matches(as_of_batch)]
+    if sel and QUEUE_OFFSETS not in sel[-1]:               # (``read_tables`` without every batch's)
+        try:                                              # (no DeltaTable object alive here)
+            whole = batch_row_whole(sel[-1], tables.sources[(sel[-1].batch_id, sel[-1].batch_seq)])
+        except Exception as e:  # noqa: BLE001 - Arrow errors of a vacuumed or damaged data file
+            raise deltalog.corrupt(store, CHECKPOINTS_DIR, e) from None
+        tables = dataclasses.replace(tables, batches=tuple(whole if b is sel[-1] else b for b in tables.batches))
+        sel = [b for b in tables.batches if b.matches(as_of_batch)]
     marker = _last_marker(tables.rows)
     if not sel or marker is None or sel[-1].batch_seq >= int(marker.detail["through_seq"]):
         return tables
@@ -266,7 +230,7 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if failure is not None:
         raise failure.with_traceback(None)
     return Tables(tables.uri, TableVersions(version, tables.versions.checkpoints, len(rows)), tables.batches,
-                  tuple(manifest_rows(rows)))
+                  tuple(manifest_rows(rows)), tables.sources)
 
 
 def _last_marker(rows: Any) -> ManifestRow | None:
@@ -275,11 +239,12 @@ def _last_marker(rows: Any) -> ManifestRow | None:
     return max(markers, key=lambda r: r.batch_seq) if markers else None
 
 
-def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None) -> Snapshot:
-    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number).
+def load_snapshot(store: storage.Store, as_of_batch: str | int | None = None, queue_offsets: bool = True) -> Snapshot:
+    """Latest committed state (or the one of ``as_of_batch``: a batch id or sequence number);
+    ``queue_offsets``: as ``read_tables``'s (False: only the snapshot's own batch has them).
 
     A damaged Delta table raises ``errors.CorruptStore`` naming the damaged log file."""
-    return snapshot_of(at_batch(store, read_tables(store), as_of_batch), as_of_batch)
+    return snapshot_of(at_batch(store, read_tables(store, queue_offsets), as_of_batch), as_of_batch)
 
 
 def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapshot:
@@ -294,16 +259,25 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
         batches_visible = [b for b in batches if b["batch_seq"] <= upto]
     else:
         batches_visible = batches
-    if not batches_visible:
-        return Snapshot(None, {}, versions, [])
+    if not batches_visible:                   # (no batch at all: ``as_of_batch`` named one)
+        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows,
+                                 stray=frozenset((r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in mf_rows))
+        empty = Snapshot(None, {}, versions, [])
+        versions.latest = empty
+        return empty
     committed = {b["batch_id"]: b["batch_seq"] for b in batches_visible}
     attempts = {b["batch_id"]: b.get("attempt_id") for b in batches_visible}
     files: dict[Any, Any] = {}
     # Rows of a batch count only with its checkpoint row, and only those of the attempt that
     # committed: a dead attempt may have appended manifest rows before dying (between the two
     # Delta commits); its rerun appends its own rows under the same batch id and sequence.
-    rows = [r for r in mf_rows if committed.get(r["batch_id"]) == r["batch_seq"]
-            and (attempts.get(r["batch_id"]) is None or r.get("attempt_id") == attempts[r["batch_id"]])]
+    rows, stray = [], set()
+    for r in mf_rows:
+        if committed.get(r["batch_id"]) == r["batch_seq"] and (attempts.get(r["batch_id"]) is None
+                                                              or r.get("attempt_id") == attempts[r["batch_id"]]):
+            rows.append(r)
+        else:
+            stray.add((r["batch_id"], r["batch_seq"], r.get("attempt_id")))
     marker = _last_marker(rows)
     if marker is not None:
         rows = [r for r in rows if r.get("action") != COMPACT]
@@ -337,7 +311,7 @@ def snapshot_of(tables: Tables, as_of_batch: str | int | None = None) -> Snapsho
             if r["batch_id"] in expiries:
                 removed[r["path"]] = r
     if batches_visible[-1] is batches[-1]:    # the latest batch: what a writer's commit continues
-        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows)
+        versions = TableVersions(versions.manifest, versions.checkpoints, versions.rows, stray=frozenset(stray))
         snap = Snapshot(batches_visible[-1], files, versions, batches_visible, removed, duplicates, marker)
         versions.latest = snap
         return snap
@@ -350,14 +324,15 @@ def _facts(row: dict[Any, Any]) -> tuple[Any, ...]:
     return tuple(v for k, v in sorted(row.items()) if k not in ("committed_at", "attempt_id", "staged_path"))
 
 
-def _table_rows(store: storage.Store, rel: str) -> tuple[Any, ...]:
-    """(version, rows) of a Delta table's latest version, ``(None, [])`` without a table. A table
-    that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged log file); no
-    DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
+def _table_rows(store: storage.Store, rel: str, read: Callable[[Any], list[dict[str, Any]]] | None = None
+                ) -> tuple[Any, ...]:
+    """(version, rows by ``read``, default ``read_rows``) of a Delta table's latest version, ``(None, [])``
+    without a table. A table that cannot be read raises ``CorruptStore`` (``deltalog``: the first damaged
+    log file); no DeltaTable object outlives the call (one alive at exit can abort the interpreter)."""
     failure = None
     try:
         dt = open_table(store, rel)
-        version, rows = (dt.version(), read_rows(dt)) if dt is not None else (None, [])
+        version, rows = (dt.version(), (read or read_rows)(dt)) if dt is not None else (None, [])
     except StoreError as e:
         failure = e
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
@@ -391,9 +366,11 @@ def check_row_paths(row: dict[Any, Any]) -> None:
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-           fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> None:
+           fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> Snapshot | None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch); then, when
-    due (``compaction_due``), the manifest table's compaction.
+    due (``compaction_due``), the manifest table's compaction. Returns the snapshot just committed
+    (``committed_snapshot``: what a fresh read of the tables gives now, without reading them),
+    None when ``versions`` were not read with the latest snapshot.
 
     ``lease``: the writer's lease, checked to be still its own right before each commit (a
     writer that stalled past its lease never commits: ``LeaseLost``). The checkpoint row goes in
@@ -413,10 +390,11 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                                               "rocketlake.operation": checkpoint_row["operation"],
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
+    written: dict[str, pa.Table] = {}
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
-        table = pa.Table.from_pylist(rows, schema=schema)
+        table = written[rel] = pa.Table.from_pylist(rows, schema=schema)
         if lease is not None:
             lease.check()
 
@@ -437,7 +415,9 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
                      checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
-            pass
+            compacted = None
+    return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
+                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted)
 
 
 def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
@@ -476,6 +456,74 @@ def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versi
     return row
 
 
+def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any], duplicates: bool = False
+             ) -> tuple[dict[str, ManifestRow], dict[str, ManifestRow], list[str], list[Any]]:
+    """``base``'s live files and removed files with a batch's rows applied as ``snapshot_of``
+    applies them (the committing attempt's rows only, in order), the paths the batch adds twice
+    with different facts (with ``duplicates``), and the rows that do not count."""
+    files, removed = dict(base.files), dict(base.removed)
+    expiry = checkpoint_row["operation"] == "expire"
+    attempt = checkpoint_row.get("attempt_id")
+    added: dict[str, Any] = {}
+    twice: list[str] = []
+    other: list[Any] = []
+    if duplicates:                # (the facts of paths the batch adds more than once, alone)
+        adds = Counter(r["path"] for r in manifest_rows if r["action"] == "add")
+        again = {p for p, n in adds.items() if n > 1}
+    for r in manifest_rows:
+        if attempt is not None and r.get("attempt_id") != attempt:
+            other.append(r)
+            continue
+        if r["action"] == "add":
+            if duplicates and r["path"] in again:
+                facts = _facts(r)
+                if added.setdefault(r["path"], facts) != facts:
+                    twice.append(r["path"])
+            files[r["path"]] = ManifestRow.of(r)
+            removed.pop(r["path"], None)
+        else:
+            files.pop(r["path"], None)
+            if expiry:
+                removed[r["path"]] = ManifestRow.of(r)
+    return files, removed, twice, other
+
+
+def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+                       compacted: list[Any] | None = None) -> Snapshot | None:
+    """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
+    gives them back, ``compacted``: the rows of the compaction that followed, if it went in): what
+    ``load_snapshot`` would read from the tables then, built from the snapshot the batch opened.
+    None when that cannot be known without a read (``versions`` not read with the latest
+    snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
+    would refuse the batch (a row whose path leaves the store, a lost manifest commit): the
+    caller reads the tables (``snapcache.refresh``)."""
+    base = versions.latest
+    if base is None or versions.rows is None:
+        return None
+    bid, seq, attempt = checkpoint_row["batch_id"], checkpoint_row["batch_seq"], checkpoint_row.get("attempt_id")
+    if any(b == bid and q == seq and (attempt is None or a == attempt) for b, q, a in versions.stray):
+        return None
+    try:
+        for r in manifest_rows:
+            check_row_paths(r)
+    except StorePathError:
+        return None
+    files, removed, duplicates, other = _applied(base, manifest_rows, checkpoint_row, duplicates=True)
+    if len(other) == len(manifest_rows) and checkpoint_row["operation"] != "repair" and compacted is None:
+        return None                           # (``snapshot_of``: a lost manifest commit)
+    mf = versions.manifest + 1 if versions.manifest is not None else 0
+    stray = frozenset() if compacted is not None else \
+        versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
+    ck = versions.checkpoints + 1 if versions.checkpoints is not None else 0
+    after = TableVersions(mf + (compacted is not None), ck,
+                          len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
+    marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
+    batch = BatchRow.of(checkpoint_row)
+    snap = Snapshot(batch, files, after, [*base.batches, batch], removed, [*base.duplicates, *duplicates], marker)
+    after.latest = snap
+    return snap
+
+
 def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
                    ) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
@@ -485,19 +533,7 @@ def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
         return None
-    files, removed = dict(base.files), dict(base.removed)
-    expiry = checkpoint_row["operation"] == "expire"
-    attempt = checkpoint_row.get("attempt_id")
-    for r in manifest_rows:
-        if attempt is not None and r.get("attempt_id") != attempt:
-            continue                          # (as ``snapshot_of``: the committing attempt's rows only)
-        if r["action"] == "add":
-            files[r["path"]] = ManifestRow.of(r)
-            removed.pop(r["path"], None)
-        else:
-            files.pop(r["path"], None)
-            if expiry:
-                removed[r["path"]] = ManifestRow.of(r)
+    files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
     if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
         return None
@@ -556,7 +592,7 @@ def _commit_object_store(store: storage.Store, rel: str, version: int | None, wr
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
     try:
         if dt is None:
-            write(_table_uri(store, rel), mode="error")
+            write(table_uri(store, rel), mode="error")
         else:
             write(dt)
     except Exception as e:  # table creation races surface as several errors

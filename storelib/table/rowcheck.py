@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import functools
 import json
 import re
 
@@ -101,7 +102,9 @@ def usable_rows(snap: Any, cfg: StoreConfig) -> tuple[dict[Any, Any], list[Any]]
     """(path -> row of the live rows readers can use, problems of the others)."""
     rows, problems = {}, []
     for path, r in sorted(snap.files.items()):
-        p = row_problem(r, cfg)
+        # a typed row keeps its verdict: a writer's check after its commit judges its new rows alone
+        once = getattr(r, "once", None)
+        p = once(("row_problem", cfg), functools.partial(row_problem, r, cfg)) if once else row_problem(r, cfg)
         if p:
             problems.append((path, 0, f"{p} (batch {r.get('batch_id')})"))
         else:

@@ -13,7 +13,7 @@ row before any reader relies on it).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping, NoReturn, Self, TypedDict
+from typing import Any, Callable, Iterable, Mapping, NoReturn, Self, TypedDict
 
 from ..format.filekinds import FILE_KINDS, FileKind, json_column as _parsed
 from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
@@ -76,12 +76,19 @@ class _Row(dict[str, Any]):
 
     def __init__(self, columns: Mapping[str, Any]) -> None:
         super().__init__(columns)
-        self._parsed: dict[str, Any] = {}
+        self._parsed: dict[Any, Any] = {}
 
     def _json(self, col: str) -> Any:
         if col not in self._parsed:
             self._parsed[col] = _parsed(self.get(col))
         return self._parsed[col]
+
+    def once(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+        """``compute()`` the first time ``key`` is asked of this row, then its result: for what
+        depends on the row's columns (read-only) and ``key`` alone."""
+        if key not in self._parsed:
+            self._parsed[key] = compute()
+        return self._parsed[key]
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> Self:
@@ -269,7 +276,9 @@ class BatchRow(_Row):
 
     @property
     def queue_offsets(self) -> list[dict[str, Any]]:
-        return list(self.get("queue_offsets") or [])
+        if "queue_offsets" not in self:       # (a row of manifest.read_tables(queue_offsets=False))
+            raise KeyError(f"batch {self.get('batch_id')!r}: its row was read without queue_offsets")
+        return list(self["queue_offsets"] or [])
 
     @property
     def config(self) -> Mapping[str, Any]:

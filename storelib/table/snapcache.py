@@ -2,10 +2,11 @@
 
 Opening a snapshot from the Delta tables takes deltalake, pyarrow and a Parquet read of both
 tables (about 0.5 s of imports and reads before a shell lookup reads its first byte). Every
-writer (ingest's commit, expire, adopt) calls ``refresh`` after its commit: it reads the new
-snapshot back from the Delta tables (``manifest.load_snapshot``, the one definition of what a
-snapshot holds) and writes what it got, the checkpoint row and the live manifest rows, to the
-cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
+writer (ingest's commit, expire, adopt, repair) calls ``refresh`` after its commit, with the
+snapshot its commit returned (``manifest.committed_snapshot``: the rows a read of the tables gives,
+built from the snapshot it opened, its rows and its checkpoint row; the tables are read again,
+``manifest.load_snapshot``, when either moved since) and writes the checkpoint row and the live
+manifest rows to the cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
 ``json``: no deltalake, no pyarrow.
 
 The cache is a hint, never the truth: ``load`` uses it only when
@@ -67,14 +68,19 @@ def encode(tables: dict[Any, Any], batch: dict[Any, Any], rows: list[Any]) -> by
     return header.encode() + b"\n" + body
 
 
-def refresh(store: Any) -> bool:
+def refresh(store: Any, committed: Any = None) -> bool:
     """Write the cache of the store's latest committed snapshot, as the Delta tables give it.
 
-    Called once at the end of every commit (ingest, expire, adopt). Never raises: the commit is
-    done, and without a fresh cache readers read the Delta tables. Returns whether it wrote."""
+    Called once at the end of every commit (ingest, expire, adopt, repair) by the writer that
+    holds the lease, with ``committed``: the snapshot its commit returned
+    (``manifest.committed_snapshot``, the rows a read of the tables gives back, built in memory),
+    used when both tables are still at the versions it names; otherwise (a version since, or
+    None) the tables are read. Never raises: the commit is done, and without a fresh cache
+    readers read the Delta tables. Returns whether it wrote."""
     try:
         from . import manifest
-        snap = manifest.load_snapshot(store)
+        snap = committed if committed is not None and _latest(store, committed.versions) \
+            else manifest.load_snapshot(store, queue_offsets=False)
         if snap.batch is None or snap.versions is None:
             return False
         from .rowcheck import snapshot_problems
@@ -99,6 +105,13 @@ def refresh(store: Any) -> bool:
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
+
+
+def _latest(store: Any, versions: Any) -> bool:
+    """Both tables are at ``versions`` (no commit file of a later version)."""
+    return (versions is not None and versions.manifest is not None and versions.checkpoints is not None
+            and not any(store.exists(delta_commit(rel, v + 1))
+                        for rel, v in ((MANIFEST_DIR, versions.manifest), (CHECKPOINTS_DIR, versions.checkpoints))))
 
 
 def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:

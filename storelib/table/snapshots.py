@@ -94,13 +94,15 @@ def no_such_batch(what: str, where: str) -> NoSuchBatch:
 
 
 def open_snapshot(store: Store, as_of_batch: str | int | None = None, version: int | None = None,
-                  base: StoreConfig | None = None, history: bool = False) -> StoreSnapshot:
+                  base: StoreConfig | None = None, history: bool = False, queue_offsets: bool = True) -> StoreSnapshot:
     """The committed snapshot of ``store`` as of its latest batch, ``as_of_batch`` (a batch id or
     sequence number) or ``version`` (a checkpoints-table version; with ``as_of_batch``, the
     earlier of the two), with its configuration over ``base``.
 
     ``history``: read the Delta tables even when the cache could serve (a writer needs the
-    table versions and every batch). A store without a manifest (a broker's directory) gives
+    table versions and every batch); ``queue_offsets`` False: of those batches only the
+    snapshot's own and the latest have their ``queue_offsets`` (a writer's read: the column grows
+    with the batches, ``manifest.read_tables``). A store without a manifest (a broker's directory) gives
     ``source == "none"``. No committed batch of that name: ``NoSuchBatch``; damaged Delta tables:
     ``CorruptStore``."""
     if version is None and not history:
@@ -116,7 +118,7 @@ def open_snapshot(store: Store, as_of_batch: str | int | None = None, version: i
                            f"{as_of_batch if as_of_batch is not None else version!r} cannot be served")
         return StoreSnapshot(None, config=base or StoreConfig())
     from . import manifest
-    tables = manifest.read_tables(store)
+    tables = manifest.read_tables(store, queue_offsets)
     # The batch asked for is checked here, after the read: an exception raised while deltalake's
     # table objects are alive aborts the interpreter at exit.
     target = _target(store, tables, as_of_batch, version)

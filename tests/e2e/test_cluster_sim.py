@@ -40,6 +40,8 @@ def test_store_of_many_batches_is_modelled_from_real_commits(monkeypatch):
     assert len(per) == 3 and res["batch_messages"] == 2_000
     # 2,000 messages a batch touch 800 queues: every batch continues all 800 queue files and the tail segment
     assert all(p["cq_files"] == 800 for p in per)
+    # the commit's tail runs too: the snapshot cache written from the committed snapshot (rows rowcheck accepts)
+    assert all(p["refresh_wrote"] and p["refresh_s"] > 0 and p["checkpoints_read_s"] > 0 for p in per)
     assert res["live_files"] == 800 + 1 + 1 + 1
     loads = [rows for rows, _ in res["loads"]]
     assert loads == sorted(loads) and loads[-1] == sum(p["rows"] for p in per)
