@@ -11,8 +11,9 @@ and ``json``: no deltalake, no pyarrow.
 
 What a batch uploads (issue 40 item 2: a small batch on an object store costs what it adds):
 the cache is a base plus one delta. The delta holds the changes from the base's document to the
-new one (rows added, removed, and per changed field its new value; a long string, such as a
-continued file's ``detail`` with its extent list, as the span that differs from the base's), so
+new one (rows added, removed, and per changed field its new value; a row's ``detail``, the JSON
+text that holds a continued file's extent list, as the change of the value it holds: the extents
+added, not the list), so
 its size follows what changed since the base, not what the store holds. ``write`` replaces the
 delta while it stays under ``REBASE_SHARE`` of the base's size, and otherwise writes a new base
 (the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores
@@ -51,7 +52,8 @@ of the document it gives}``; its body is one change (``_diff``) of the document 
 ``files`` keyed by path: ``["=", value]`` (replace), ``["o", {key: change}, [removed keys]]``
 (an object), ``["i", [[index, change], ...]]`` (a list of the same length), ``["l", p, s, items]``
 and ``["s", p, s, text]`` (a list or a string: the first ``p`` and last ``s`` of the old one
-around new ones).
+around new ones), ``["j", change]`` (a string of canonical JSON, such as a row's ``detail``:
+the change of the value it holds).
 """
 from __future__ import annotations
 
@@ -169,7 +171,8 @@ _MISSING = object()
 
 
 def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
+    """The same JSON (``False == 0`` in Python, also inside a list)."""
+    return type(a) is type(b) and a == b and (not isinstance(a, (dict, list)) or _dumps(a) == _dumps(b))
 
 
 def _common(a: Any, b: Any) -> int:
@@ -177,7 +180,7 @@ def _common(a: Any, b: Any) -> int:
     lo, hi = 0, min(len(a), len(b))
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if _same(a[:mid], b[:mid]):
             lo = mid
         else:
             hi = mid - 1
@@ -204,10 +207,28 @@ def _diff(a: Any, b: Any) -> list[Any] | None:
         p, s = _ends(a, b)
         return ["l", p, s, b[p:len(b) - s]]
     if isinstance(a, str) and isinstance(b, str) and len(b) >= _SPLICE_MIN:
+        inner = _json_text(a), _json_text(b)
+        if inner[0] is not None and inner[1] is not None:     # a row's detail: changed as the value it holds
+            return ["j", _diff(*inner) or ["=", inner[1]]]
         p, s = _ends(a, b)
         if p + s >= _SPLICE_MIN // 2:
             return ["s", p, s, b[p:len(b) - s]]
     return ["=", b]
+
+
+def _json_text(text: str) -> Any:
+    """The JSON value ``text`` holds, if ``text`` is its canonical JSON (``_dumps``); else None."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if _dumps(value) == text else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _patch(a: Any, change: Any) -> Any:
@@ -234,6 +255,8 @@ def _patch(a: Any, change: Any) -> Any:
                 raise ValueError("changes an item that is not there")
             items[item[0]] = _patch(items[item[0]], item[1])
         return items
+    if tag == "j" and isinstance(a, str) and len(args) == 1:
+        return _dumps(_patch(json.loads(a), args[0]))
     if tag in ("l", "s") and len(args) == 3 and type(args[0]) is int and type(args[1]) is int:
         p, s, mid = args
         kind = list if tag == "l" else str
