@@ -210,7 +210,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st
                      max_leaves=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(_json, _json, st.text(max_size=200), st.text(max_size=40), st.text(max_size=40))
 def test_a_change_turns_the_old_value_into_the_new_one(a, b, common, x, y):
     for old, new in ((a, b), (common + x, common + y), (x + common, y + common), ([a, b, common], [a, common])):
