@@ -15,8 +15,9 @@ new one (rows added, removed, and per changed field its new value; a row's ``det
 text that holds a continued file's extent list, as the change of the value it holds: the extents
 added, not the list), so
 its size follows what changed since the base, not what the store holds. ``write`` replaces the
-delta while it stays under ``REBASE_SHARE`` of the base's size, and otherwise writes a new base
-(the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores
+delta while it costs no more than the cache's writes since the base averaged per batch (the base
+and each delta: ``REBASE_SHARE``), and otherwise writes a new base (the whole document) and then
+removes the delta. Both are zlib-compressed JSON. Local stores
 use the same two files (each written whole and renamed into place).
 
 The cache is a hint, never the truth: ``load`` uses it only when
@@ -48,7 +49,7 @@ document ``{"tables": {"manifest": {"version": v, "files": [[log file name, sha2
 "checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows, by path]}`` as
 canonical JSON (sorted keys, no spaces). The delta: ``{"format":
 "rocketlake-snapshot-cache-delta", ..., "base": sha256 of the base's document, "result": sha256
-of the document it gives}``; its body is one change (``_diff``) of the document with its
+of the document it gives, "n": deltas of this base so far, "paid": bytes of those before it}``; its body is one change (``_diff``) of the document with its
 ``files`` keyed by path: ``["=", value]`` (replace), ``["o", {key: change}, [removed keys]]``
 (an object), ``["i", [[index, change], ...]]`` (a list of the same length), ``["l", p, s, items]``
 and ``["s", p, s, text]`` (a list or a string: the first ``p`` and last ``s`` of the old one
@@ -76,9 +77,10 @@ __all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot"
 FORMAT = "rocketlake-snapshot-cache"
 DELTA_FORMAT = "rocketlake-snapshot-cache-delta"
 VERSION = 2
-# The delta replaces itself while its stored bytes stay under this share of the base's: a new
-# base every k batches costs base / k a batch beside the delta, and the delta grows with k.
-REBASE_SHARE = 0.5
+# A delta is written while its bytes stay under this share of what the cache's writes since the
+# base cost on average (the base and each delta since); past that, a new base starts a cycle that
+# costs less a batch (a base every k batches costs base / k a batch, and the delta grows with k).
+REBASE_SHARE = 1.0
 _TABLES = (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR))
 _SPLICE_MIN = 64          # strings shorter than this are replaced whole
 
@@ -98,7 +100,7 @@ def _document(tables: Any, batch: Any, rows: Any) -> bytes:
                       allow_nan=False).encode()
 
 
-def _frame(fmt: str, raw: bytes, **extra: str) -> bytes:
+def _frame(fmt: str, raw: bytes, **extra: Any) -> bytes:
     """A cache file: its header line and ``raw`` compressed."""
     body = zlib.compress(raw, 6)
     header = json.dumps({"format": fmt, "version": VERSION, "encoding": "zlib", "length": len(body),
@@ -266,16 +268,17 @@ def _patch(a: Any, change: Any) -> Any:
     raise ValueError(f"not a change of this value: {tag!r}")
 
 
-def _delta(base: dict[Any, Any], base_sha: str, raw: bytes) -> bytes | None:
+def _delta(base: dict[Any, Any], base_sha: str, raw: bytes, n: int, paid: int) -> bytes | None:
     """The delta file that turns the base document into the one whose JSON is ``raw``, checked by
-    applying it; None when it does not give ``raw`` back."""
+    applying it; None when it does not give ``raw`` back. ``n``: the deltas of this base so far,
+    this one included; ``paid``: the bytes of those before it."""
     new = json.loads(raw)
     old = _keyed(base)
     change = _diff(old, _keyed(new))
     body = json.dumps(change, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     if _unkeyed(_patch(old, json.loads(body))) != raw:
         return None
-    return _frame(DELTA_FORMAT, body, base=base_sha, result=hashlib.sha256(raw).hexdigest())
+    return _frame(DELTA_FORMAT, body, base=base_sha, result=hashlib.sha256(raw).hexdigest(), n=n, paid=paid)
 
 
 def _applied(base: dict[Any, Any], base_sha: str, data: bytes) -> dict[Any, Any] | None:
@@ -330,27 +333,37 @@ def write(store: Any, snap: Any) -> bool:
 
 
 def _store(store: Any, raw: bytes) -> None:
-    """Make the document ``raw`` the cache: as a delta of the current base while the delta stays
-    small beside it, else as a new base (the old delta removed after it)."""
+    """Make the document ``raw`` the cache: as a delta of the current base while that costs no
+    more than the cache's uploads since the base averaged per batch, else as a new base (the old
+    delta removed after it)."""
     from ..runtime.faults import fault
-    try:
-        data = store.read(SNAPSHOT_CACHE)
-    except (OSError, ValueError):
-        data = b""
+    data = _read(store, SNAPSHOT_CACHE) or b""
     base = _base_of(data)
-    delta = None
+    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
     if base is not None:
         try:
-            delta = _delta(base[0], base[1], raw)
+            delta = _delta(base[0], base[1], raw, n + 1, paid)
         except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
             delta = None
     fault("cache-before-write")
-    if delta is not None and len(delta) <= REBASE_SHARE * len(data):
+    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
         _put(store, SNAPSHOT_CACHE_DELTA, delta)
         return
     _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
     fault("cache-after-base")
     store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
+
+
+def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
+    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
+    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
+    got = _unframe(data, DELTA_FORMAT)
+    if got is None or got[0].get("base") != base_sha:
+        return 0, 0
+    n, paid = got[0].get("n"), got[0].get("paid")
+    if not (type(n) is int and type(paid) is int and n >= 1 and paid >= 0):
+        return 0, 0
+    return n, paid + len(data)
 
 
 def _put(store: Any, rel: str, data: bytes) -> None:

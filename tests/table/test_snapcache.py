@@ -241,14 +241,19 @@ def _cache_is_the_delta_snapshot(path):
 def test_a_commit_writes_a_delta_of_the_base_until_a_new_base_pays(scratch, monkeypatch):
     base = _cache_files(scratch)
     assert list(base) == ["snapshot-cache.json"]                  # adopt: the first cache is a base
-    for k in (3, 6):
+    paid = len(base["snapshot-cache.json"])
+    for n, k in enumerate((3, 6), 1):
         _expire_some(scratch, k)
         got = _cache_files(scratch)
         assert got["snapshot-cache.json"] == base["snapshot-cache.json"]    # the base is not uploaded again
-        assert len(got["snapshot-cache.delta.json"]) <= snapcache.REBASE_SHARE * len(base["snapshot-cache.json"])
+        delta = got["snapshot-cache.delta.json"]
+        head = json.loads(delta.partition(b"\n")[0])
+        assert (head["n"], head["paid"]) == (n, paid - len(base["snapshot-cache.json"]))
+        assert len(delta) <= paid / n          # no more than the cache's writes since the base, on average
+        paid += len(delta)
         _cache_is_the_delta_snapshot(scratch)
         assert _files(scratch, True)[1] == manifest.load_snapshot(storage.Store(scratch)).batch["batch_id"]
-    monkeypatch.setattr(snapcache, "REBASE_SHARE", 0.0)               # the delta outgrew the base: a new one
+    monkeypatch.setattr(snapcache, "REBASE_SHARE", 0.0)               # the delta cost too much: a new base
     _expire_some(scratch, 9)
     assert list(_cache_files(scratch)) == ["snapshot-cache.json"]
     _cache_is_the_delta_snapshot(scratch)
