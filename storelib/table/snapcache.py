@@ -9,16 +9,15 @@ snapshot holds) and gives it to ``write``, which stores the checkpoint row and t
 rows. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads, ``zlib``
 and ``json``: no deltalake, no pyarrow.
 
-What a batch uploads (issue 40 item 2: a small batch on an object store costs what it adds):
-the cache is a base plus one delta. The delta holds the changes from the base's document to the
-new one (rows added, removed, and per changed field its new value; a row's ``detail``, the JSON
-text that holds a continued file's extent list, as the change of the value it holds: the extents
-added, not the list), so
-its size follows what changed since the base, not what the store holds. ``write`` replaces the
-delta while it costs no more than the cache's writes since the base averaged per batch (the base
-and each delta: ``REBASE_SHARE``), and otherwise writes a new base (the whole document) and then
-removes the delta. Both are zlib-compressed JSON. Local stores
-use the same two files (each written whole and renamed into place).
+What a batch uploads (a small batch on an object store costs what it adds): the cache is a
+base plus one delta. The delta holds the changes from the base's document to the new one (rows
+added, removed, and per changed field its new value; a row's ``detail``, the JSON text that
+holds a continued file's extent list, as the change of the value it holds: the extents added,
+not the list), so its size follows what changed since the base, not what the store holds.
+``write`` replaces the delta while it costs no more than the cache's writes since the base
+averaged per batch (the base and each delta: ``REBASE_SHARE``), and otherwise writes a new base
+(the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores use
+the same two files (each written whole and renamed into place).
 
 The cache is a hint, never the truth: ``load`` uses it only when
 
@@ -49,8 +48,8 @@ document ``{"tables": {"manifest": {"version": v, "files": [[log file name, sha2
 "checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows, by path]}`` as
 canonical JSON (sorted keys, no spaces). The delta: ``{"format":
 "rocketlake-snapshot-cache-delta", ..., "base": sha256 of the base's document, "result": sha256
-of the document it gives, "n": deltas of this base so far, "paid": bytes of those before it}``; its body is one change (``_diff``) of the document with its
-``files`` keyed by path: ``["=", value]`` (replace), ``["o", {key: change}, [removed keys]]``
+of the document it gives, "n": deltas of this base so far, "paid": bytes of those before it}``;
+its body is one change (``_diff``) of the document with its ``files`` keyed by path: ``["=", value]`` (replace), ``["o", {key: change}, [removed keys]]``
 (an object), ``["i", [[index, change], ...]]`` (a list of the same length), ``["l", p, s, items]``
 and ``["s", p, s, text]`` (a list or a string: the first ``p`` and last ``s`` of the old one
 around new ones), ``["j", change]`` (a string of canonical JSON, such as a row's ``detail``:
