@@ -6,7 +6,9 @@ continue it, each in this process without Spark (storelib.runtime.localrun: the 
 commit code as a Spark job). Per batch: bytes uploaded (the objects new or replaced on the
 server between two listings, the Delta commits included; with ``--proxy``, the S3 PUT /
 UploadPart bodies the counting proxy of bench/s3bench.py sees), the batch's record bytes, and
-the index head pages its keys changed (counted in ``PagedHead.finish``).
+the index head pages its keys changed (counted in ``PagedHead.finish``), and the bytes of the
+snapshot cache's objects among the uploads (``_rocketlake/snapshot-cache*``). The summary gives
+the growth per batch too: the least-squares slope of uploaded less record bytes, and of the cache's.
 The goal: p50 and max of uploaded <= 2 x record bytes + changed head pages x 512.
 
     python bench/small_batches_s3.py                      # 100k-message store, 80 batches
