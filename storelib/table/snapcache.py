@@ -1,20 +1,20 @@
-"""The cached file list of the latest committed batch: ``_rocketlake/snapshot-cache.json`` (its
-base) and ``_rocketlake/snapshot-cache.delta.json`` (what changed since the base).
+"""The cached file list of the latest committed batch: ``_rocketlake/snapshot-cache.json``.
 
 Opening a snapshot from the Delta tables takes deltalake, pyarrow and a Parquet read of both
 tables (about 0.5 s of imports and reads before a shell lookup reads its first byte). Every
 writer (ingest's commit, expire, adopt) calls ``refresh`` after its commit: it reads the new
 snapshot back from the Delta tables (``manifest.load_snapshot``, the one definition of what a
-snapshot holds) and gives it to ``write``, which stores the checkpoint row and the live manifest
-rows. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads, ``zlib``
-and ``json``: no deltalake, no pyarrow.
+snapshot holds) and writes what it got, the checkpoint row and the live manifest rows, to the
+cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
+``json``: no deltalake, no pyarrow.
 
 What a batch uploads (a small batch on an object store costs what it adds): the cache is a
-base plus one delta. The delta holds the changes from the base's document to the new one (rows
-added, removed, and per changed field its new value; a row's ``detail``, the JSON text that
-holds a continued file's extent list, as the change of the value it holds: the extents added,
-not the list), so its size follows what changed since the base, not what the store holds.
-``write`` replaces the delta while it costs no more than the cache's writes since the base
+base, ``snapshot-cache.json``, plus one delta, ``snapshot-cache.delta.json``. The delta holds
+the changes from the base's document to the new one (rows added, removed, and per changed field
+its new value; a row's ``detail``, the JSON text that holds a continued file's extent list, as
+the change of the value it holds: the extents added, not the list), so its size follows what
+changed since the base, not what the store holds.
+``refresh`` replaces the delta while it costs no more than the cache's writes since the base
 averaged per batch (the base and each delta: ``REBASE_SHARE``), and otherwise writes a new base
 (the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores use
 the same two files (each written whole and renamed into place).
@@ -70,8 +70,8 @@ from .rows import BatchRow, ManifestRow
 from ..io.localstore import is_plain_path
 from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, SNAPSHOT_CACHE_DELTA, delta_commit
 
-__all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot", "refresh", "write", "load",
-           "encode", "decode"]
+__all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot", "refresh", "load", "encode",
+           "decode"]
 
 FORMAT = "rocketlake-snapshot-cache"
 DELTA_FORMAT = "rocketlake-snapshot-cache-delta"
@@ -90,6 +90,108 @@ class CachedSnapshot:
     batch: BatchRow
     files: dict[str, ManifestRow] = field(default_factory=dict)   # path -> manifest row
     tables: dict[str, Any] = field(default_factory=dict)   # table name -> {"version", "files": [[name, sha256]]}
+
+
+# ----------------------------------------------------------------------------- writing
+def encode(tables: dict[Any, Any], batch: dict[Any, Any], rows: list[Any]) -> bytes:
+    """The bytes of a base file holding this document (``rows`` by path)."""
+    return _frame(FORMAT, _document(tables, batch, rows))
+
+
+def refresh(store: Any) -> bool:
+    """Write the cache of the store's latest committed snapshot, as the Delta tables give it.
+
+    Called once at the end of every commit (ingest, expire, adopt). Never raises: the commit is
+    done, and without a fresh cache readers read the Delta tables. Returns whether it wrote."""
+    try:
+        from . import manifest
+        snap = manifest.load_snapshot(store)
+        if snap.batch is None or snap.versions is None:
+            return False
+        from .rowcheck import snapshot_problems
+        from .rows import recorded_config
+        if snapshot_problems(snap, recorded_config(snap.batch)):
+            return False                     # readers read the Delta tables and refuse the rows
+        if snap.versions.manifest is None or snap.versions.checkpoints is None:
+            return False
+        versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
+        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
+        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])))
+        return True
+    except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
+        return False
+
+
+def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
+    """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
+    the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
+    ``_last_checkpoint``."""
+    log = f"{table}/_delta_log"
+    names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
+    cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
+    since = max(cps) if cps else 0
+    keep = [n for n in names
+            if _numbered(COMMIT, n, lambda v: since <= v <= version)
+            or (_numbered(CHECKPOINT, n, lambda v: v == since) and cps)
+            or n == "_last_checkpoint"]
+    if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
+        raise ValueError(f"{log}: no commit file of version {version}")
+    return {"version": version,
+            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+
+
+def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]) -> bool:
+    """``name`` is a Delta log file of ``pattern`` whose version is ``wanted``."""
+    m = pattern.match(name)
+    return m is not None and wanted(int(m.group(1)))
+
+
+def _store(store: Any, raw: bytes) -> None:
+    """Make the document ``raw`` the cache: as a delta of the current base while that costs no
+    more than the cache's uploads since the base averaged per batch, else as a new base (the old
+    delta removed after it)."""
+    from ..runtime.faults import fault
+    data = _read(store, SNAPSHOT_CACHE) or b""
+    base = _base_of(data)
+    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
+    if base is not None:
+        try:
+            delta = _delta(base[0], base[1], raw, n + 1, paid)
+        except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
+            delta = None
+    fault("cache-before-write")
+    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
+        _put(store, SNAPSHOT_CACHE_DELTA, delta)
+        return
+    _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
+    fault("cache-after-base")
+    store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
+
+
+def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
+    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
+    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
+    got = _unframe(data, DELTA_FORMAT)
+    if got is None or got[0].get("base") != base_sha:
+        return 0, 0
+    n, paid = got[0].get("n"), got[0].get("paid")
+    if not (type(n) is int and type(paid) is int and n >= 1 and paid >= 0):
+        return 0, 0
+    return n, paid + len(data)
+
+
+def _put(store: Any, rel: str, data: bytes) -> None:
+    """``data`` as the whole file ``rel``: readers see the old file or the new one, never a part."""
+    if store.atomic_rename:
+        tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
+        store.write_file(tmp, [data])
+        try:
+            store.publish(tmp, rel)
+        finally:
+            if store.exists(tmp):
+                store.delete(tmp)
+    else:                                    # an object PUT is atomic
+        store.write_file(rel, [data])
 
 
 # ----------------------------------------------------------------------------- the files
@@ -121,11 +223,6 @@ def _unframe(data: bytes, fmt: str) -> tuple[dict[str, Any], bytes] | None:
         return h, zlib.decompress(body)
     except (ValueError, zlib.error):
         return None
-
-
-def encode(tables: dict[Any, Any], batch: dict[Any, Any], rows: list[Any]) -> bytes:
-    """The bytes of a base file holding this document (``rows`` by path)."""
-    return _frame(FORMAT, _document(tables, batch, rows))
 
 
 def decode(data: bytes) -> dict[Any, Any] | None:
@@ -294,113 +391,6 @@ def _applied(base: dict[Any, Any], base_sha: str, data: bytes) -> dict[Any, Any]
         return None
     doc = json.loads(raw)
     return doc if isinstance(doc, dict) else None
-
-
-# ----------------------------------------------------------------------------- writing
-def refresh(store: Any) -> bool:
-    """Write the cache of the store's latest committed snapshot, as the Delta tables give it.
-
-    Called once at the end of every commit (ingest, expire, adopt). Never raises: the commit is
-    done, and without a fresh cache readers read the Delta tables. Returns whether it wrote."""
-    try:
-        from . import manifest
-        return write(store, manifest.load_snapshot(store))
-    except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
-        return False
-
-
-def write(store: Any, snap: Any) -> bool:
-    """Write the cache of ``snap`` (a ``manifest.Snapshot``: the store's latest committed one, with
-    its table versions): a delta beside the current base, or a new base. Never raises; returns
-    whether it wrote."""
-    try:
-        if snap.batch is None or snap.versions is None:
-            return False
-        from .rowcheck import snapshot_problems
-        from .rows import recorded_config
-        if snapshot_problems(snap, recorded_config(snap.batch)):
-            return False                     # readers read the Delta tables and refuse the rows
-        if snap.versions.manifest is None or snap.versions.checkpoints is None:
-            return False
-        versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
-        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
-        raw = _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
-        _store(store, raw)
-        return True
-    except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
-        return False
-
-
-def _store(store: Any, raw: bytes) -> None:
-    """Make the document ``raw`` the cache: as a delta of the current base while that costs no
-    more than the cache's uploads since the base averaged per batch, else as a new base (the old
-    delta removed after it)."""
-    from ..runtime.faults import fault
-    data = _read(store, SNAPSHOT_CACHE) or b""
-    base = _base_of(data)
-    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
-    if base is not None:
-        try:
-            delta = _delta(base[0], base[1], raw, n + 1, paid)
-        except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
-            delta = None
-    fault("cache-before-write")
-    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
-        _put(store, SNAPSHOT_CACHE_DELTA, delta)
-        return
-    _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
-    fault("cache-after-base")
-    store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
-
-
-def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
-    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
-    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
-    got = _unframe(data, DELTA_FORMAT)
-    if got is None or got[0].get("base") != base_sha:
-        return 0, 0
-    n, paid = got[0].get("n"), got[0].get("paid")
-    if not (type(n) is int and type(paid) is int and n >= 1 and paid >= 0):
-        return 0, 0
-    return n, paid + len(data)
-
-
-def _put(store: Any, rel: str, data: bytes) -> None:
-    """``data`` as the whole file ``rel``: readers see the old file or the new one, never a part."""
-    if store.atomic_rename:
-        tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
-        store.write_file(tmp, [data])
-        try:
-            store.publish(tmp, rel)
-        finally:
-            if store.exists(tmp):
-                store.delete(tmp)
-    else:                                    # an object PUT is atomic
-        store.write_file(rel, [data])
-
-
-def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
-    """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
-    the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
-    ``_last_checkpoint``."""
-    log = f"{table}/_delta_log"
-    names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
-    cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
-    since = max(cps) if cps else 0
-    keep = [n for n in names
-            if _numbered(COMMIT, n, lambda v: since <= v <= version)
-            or (_numbered(CHECKPOINT, n, lambda v: v == since) and cps)
-            or n == "_last_checkpoint"]
-    if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
-        raise ValueError(f"{log}: no commit file of version {version}")
-    return {"version": version,
-            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
-
-
-def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]) -> bool:
-    """``name`` is a Delta log file of ``pattern`` whose version is ``wanted``."""
-    m = pattern.match(name)
-    return m is not None and wanted(int(m.group(1)))
 
 
 # ----------------------------------------------------------------------------- reading
