@@ -70,8 +70,8 @@ from .rows import BatchRow, ManifestRow
 from ..io.localstore import is_plain_path
 from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, SNAPSHOT_CACHE_DELTA, delta_commit
 
-__all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot", "refresh", "load", "encode",
-           "decode"]
+__all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot", "refresh", "load", "document",
+           "encode", "decode"]
 
 FORMAT = "rocketlake-snapshot-cache"
 DELTA_FORMAT = "rocketlake-snapshot-cache-delta"
@@ -434,14 +434,27 @@ def _read(store: Any, rel: str) -> bytes | None:
         return None
 
 
-def load(store: Any) -> CachedSnapshot | None:
-    """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
+def document(store: Any) -> bytes | None:
+    """The canonical JSON of the document the cache holds (its base, with its delta applied when
+    the delta is this base's), not checked against the Delta tables; None when there is none."""
+    doc = _cached(store)
+    return _document(doc.get("tables"), doc.get("batch"), doc.get("files")) if doc is not None else None
+
+
+def _cached(store: Any) -> dict[Any, Any] | None:
     data = _read(store, SNAPSHOT_CACHE)
     base = _base_of(data) if data is not None else None
     if base is None:
         return None
     delta = _read(store, SNAPSHOT_CACHE_DELTA)
-    doc = (_applied(base[0], base[1], delta) if delta is not None else None) or base[0]
+    return (_applied(base[0], base[1], delta) if delta is not None else None) or base[0]
+
+
+def load(store: Any) -> CachedSnapshot | None:
+    """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
+    doc = _cached(store)
+    if doc is None:
+        return None
     tables: Any = doc.get("tables")
     batch: Any = doc.get("batch")
     rows: Any = doc.get("files")

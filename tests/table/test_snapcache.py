@@ -238,6 +238,16 @@ def _cache_is_the_delta_snapshot(path):
     assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
 
 
+def _document_is_what_a_fresh_refresh_writes(path):
+    """The document of base + delta is, byte for byte, the base a refresh writes from scratch."""
+    doc = snapcache.document(LocalStore(path))
+    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
+        if os.path.exists(os.path.join(path, rel)):
+            os.remove(os.path.join(path, rel))
+    assert snapcache.refresh(storage.Store(path)) and list(_cache_files(path)) == ["snapshot-cache.json"]
+    assert snapcache.document(LocalStore(path)) == doc
+
+
 def test_a_commit_writes_a_delta_of_the_base_until_a_new_base_pays(scratch, monkeypatch):
     base = _cache_files(scratch)
     assert list(base) == ["snapshot-cache.json"]                  # adopt: the first cache is a base
@@ -253,6 +263,7 @@ def test_a_commit_writes_a_delta_of_the_base_until_a_new_base_pays(scratch, monk
         paid += len(delta)
         _cache_is_the_delta_snapshot(scratch)
         assert _files(scratch, True)[1] == manifest.load_snapshot(storage.Store(scratch)).batch["batch_id"]
+    _document_is_what_a_fresh_refresh_writes(scratch)
     monkeypatch.setattr(snapcache, "REBASE_SHARE", 0.0)               # the delta cost too much: a new base
     _expire_some(scratch, 9)
     assert list(_cache_files(scratch)) == ["snapshot-cache.json"]
@@ -304,3 +315,4 @@ def test_a_writer_killed_while_writing_the_cache_leaves_a_correct_snapshot(scrat
     assert _files(scratch, True) == _files(scratch, False)
     _expire_some(scratch, 9)                                  # the next commit's cache is whole and current
     _cache_is_the_delta_snapshot(scratch)
+    _document_is_what_a_fresh_refresh_writes(scratch)
