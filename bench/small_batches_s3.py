@@ -6,12 +6,15 @@ continue it, each in this process without Spark (storelib.runtime.localrun: the 
 commit code as a Spark job). Per batch: bytes uploaded (the objects new or replaced on the
 server between two listings, the Delta commits included; with ``--proxy``, the S3 PUT /
 UploadPart bodies the counting proxy of bench/s3bench.py sees), the batch's record bytes, and
-the index head pages its keys changed (counted in ``PagedHead.finish``).
+the index head pages its keys changed (counted in ``PagedHead.finish``), and the bytes of the
+snapshot cache's objects among the uploads (``_rocketlake/snapshot-cache*``). The summary gives
+the growth per batch too: the least-squares slope of uploaded less record bytes, and of the cache's.
 The goal: p50 and max of uploaded <= 2 x record bytes + changed head pages x 512.
 
     python bench/small_batches_s3.py                      # 100k-message store, 80 batches
     python bench/small_batches_s3.py --full               # 2M-message store, 200 batches
-    python bench/small_batches_s3.py --baseline-src DIR   # also the code in DIR (e.g. main), same run
+    python bench/small_batches_s3.py --baseline-src DIR   # also the code in DIR, same run
+    python bench/small_batches_s3.py --baseline-src main  # also a git revision of this checkout
 
 With ``--baseline-src`` the same measurement runs first with DIR's storelib (a child process
 with DIR first on its path), then with this tree's; both tables are printed, and the figures are
@@ -74,10 +77,10 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             out.update({o["Key"]: (o["ETag"], o["Size"]) for o in page.get("Contents", [])})
         return out
 
-    def stored_delta(a: dict, b: dict) -> int:
-        """Bytes of the objects new or replaced between two listings: what was uploaded, counted
-        on the server (no proxy in the way)."""
-        return sum(v[1] for k, v in b.items() if a.get(k) != v)
+    def stored_delta(a: dict, b: dict, part: str = "") -> int:
+        """Bytes of the objects new or replaced between two listings (whose key holds ``part``):
+        what was uploaded, counted on the server (no proxy in the way)."""
+        return sum(v[1] for k, v in b.items() if a.get(k) != v and part in k)
 
     cfg, rows = StoreConfig(), []
     with moto("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
@@ -96,10 +99,12 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
             wall = time.time() - t
             c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
-            stored = stored_delta(before, listing(s3))
+            after = listing(s3)
+            stored, cache = stored_delta(before, after), stored_delta(before, after, "/_rocketlake/snapshot-cache")
             print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
-                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, {wall:.1f} s", file=sys.stderr, flush=True)
-            rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored,
+                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, {wall:.1f} s",
+                  file=sys.stderr, flush=True)
+            rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored, "cache": cache,
                          "downloaded": c["bytes"]["downloaded"],
                          "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
                          "requests": sum(c["requests"].values()), "wall_s": wall})
@@ -189,7 +194,17 @@ def summarize(res: dict) -> dict:
             "p50_changed": float(np.median([512 * r["changed_pages"] for r in b])),
             **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("head_uploaded", "merged_uploaded")
                 for q, f in (("p50", np.median), ("max", np.max))} if "head_uploaded" in b[0] else {}),
-            "max_layers": max(r.get("layers", 0) for r in b), "max_detail": max(r.get("detail_bytes", 0) for r in b)}
+            "max_layers": max(r.get("layers", 0) for r in b), "max_detail": max(r.get("detail_bytes", 0) for r in b),
+            # bytes a batch more than the batch before (least squares over the run), as a whole and
+            # of the snapshot cache's files (``cache``: objects under _rocketlake/snapshot-cache*)
+            "growth_per_batch": _slope(up - rec),
+            **({"p50_cache": float(np.median([r["cache"] for r in b])), "max_cache": float(max(r["cache"] for r in b)),
+                "cache_growth_per_batch": _slope(np.array([r["cache"] for r in b], float))} if "cache" in b[0] else {})}
+
+
+def _slope(y) -> float:
+    import numpy as np
+    return float(np.polyfit(np.arange(len(y)), y, 1)[0]) if len(y) > 1 else 0.0
 
 
 def _table(name: str, s: dict) -> str:
@@ -202,7 +217,10 @@ def _table(name: str, s: dict) -> str:
             f"{s['p50_wall_s']:.1f} s" + (f"; of which head page layers p50 {s['p50_head_uploaded'] / mb:.3f} MB, max "
                                           f"{s['max_head_uploaded'] / mb:.3f} MB; merged extents max "
                                           f"{s['max_merged_uploaded'] / mb:.3f} MB" if "p50_head_uploaded" in s else "") + (f"; layers max {s['max_layers']}, row detail max {s['max_detail']} bytes"
-                                          if s["max_layers"] else ""))
+                                          if s["max_layers"] else "")
+            + f"; uploaded less records grows {s['growth_per_batch'] / 1e3:.2f} KB a batch"
+            + (f"; snapshot cache p50 {s['p50_cache'] / 1e3:.1f} KB, max {s['max_cache'] / 1e3:.1f} KB, grows "
+               f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else ""))
 
 
 def main(argv=None) -> int:
@@ -211,7 +229,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=int, default=80)
     ap.add_argument("--batch-n", type=int, default=1000)
     ap.add_argument("--full", action="store_true", help="the issue's size: 2M-message store, 200 batches")
-    ap.add_argument("--baseline-src", default=None, help="a source tree (e.g. `git archive main`) measured first")
+    ap.add_argument("--baseline-src", default=None, help="a source tree, or a git revision of this checkout (e.g. main), measured first")
     ap.add_argument("--proxy", action="store_true", help="count through the proxy of bench/s3bench.py")
     ap.add_argument("--head-only", action="store_true", help="the index head's uploads alone (local disk, fast)")
     ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
@@ -228,7 +246,16 @@ def main(argv=None) -> int:
             json.dump(res, fh)
         return 0
     root = os.path.dirname(HERE)
-    runs = ([("baseline", a.baseline_src)] if a.baseline_src else []) + [("this tree", root)]
+    with tempfile.TemporaryDirectory(prefix="smallbatch-src-") as tree:
+        baseline = a.baseline_src
+        if baseline and not os.path.isdir(baseline):       # a git revision of this checkout (e.g. main)
+            subprocess.run(f"git -C {root} archive {baseline} | tar -x -C {tree}", shell=True, check=True)
+            baseline = tree
+        return _compare(a, args, root, baseline)
+
+
+def _compare(a: argparse.Namespace, args: list, root: str, baseline: str | None) -> int:
+    runs = ([("baseline", baseline)] if baseline else []) + [("this tree", root)]
     out = {"load_avg_start": os.getloadavg()[0], "args": args}
     for name, src in runs:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:

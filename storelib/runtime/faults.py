@@ -36,6 +36,9 @@ Points (in the order an ingest passes them):
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
+  cache:    cache-before-write (a commit done, its snapshot cache not yet written), cache-after-base
+            (a new base of the cache written, the previous delta not yet removed): reached by
+            every writer after its commit (``CACHE_POINTS``, storelib.table.snapcache)
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ import signal
 import time
 
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
-           "COMPACT_POINTS", "fault"]
+           "COMPACT_POINTS", "CACHE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -57,6 +60,8 @@ POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 OBJECT_POINTS = ("after-extent-merge",)
 # reached after a batch's switch when its commit compacts the manifest table (storelib.table.manifest)
 COMPACT_POINTS = ("before-compaction", "mid-compaction", "after-compaction")
+# reached after every commit, where its snapshot cache is written (storelib.table.snapcache)
+CACHE_POINTS = ("cache-before-write", "cache-after-base")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
                  "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

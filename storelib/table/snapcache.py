@@ -9,9 +9,24 @@ built from the snapshot it opened, its rows and its checkpoint row; the tables a
 manifest rows to the cache. ``load`` gives that snapshot to ``storefiles.open_files`` with a few small reads and
 ``json``: no deltalake, no pyarrow.
 
+What a batch uploads (a small batch on an object store costs what it adds): the cache is a
+base, ``snapshot-cache.json``, plus one delta, ``snapshot-cache.delta.json``. The delta holds
+the changes from the base's document to the new one (rows added, removed, and per changed field
+its new value; a row's ``detail``, the JSON text that holds a continued file's extent list, as
+the change of the value it holds: the extents added, not the list), so its size follows what
+changed since the base, not what the store holds.
+``refresh`` replaces the delta while it costs no more than the cache's writes since the base
+averaged per batch (the base and each delta: ``REBASE_SHARE``), and otherwise writes a new base
+(the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores use
+the same two files (each written whole and renamed into place).
+
 The cache is a hint, never the truth: ``load`` uses it only when
 
-* its header's length and sha256 match the body (a torn, truncated or damaged file is ignored);
+* each file's header length and sha256 match its stored body (a torn, truncated or damaged
+  file is ignored); the delta is applied only to the base whose document has the sha256 it names,
+  and the document it gives must have the sha256 it records; a delta for another base (a base
+  rewritten since, a delta left by a writer killed before removing it) is ignored and the base
+  stands alone;
 * for both tables, the next version's commit file does not exist (Delta versions are contiguous
   and each commit file is created once, put-if-absent: the cached version is the latest), and
   every log file a Delta reader of that version depends on (the commits since the newest Delta
@@ -21,13 +36,25 @@ The cache is a hint, never the truth: ``load`` uses it only when
   expire after each run, so that is a few small reads;
 * every row names a plain store path (``localstore.is_plain_path``).
 
-Otherwise (``None``) the reader reads the Delta tables as before: a missing, stale or damaged
-cache costs time, never a wrong answer, and every path is still checked by ``Store.path`` when a
-file is read. A refresh that fails leaves the previous cache, which the versions then mark stale.
+So a writer killed at any step (before its delta, between a new base and the old delta's
+removal) leaves files that are either current or marked stale by the Delta versions. Otherwise
+(``None``) the reader reads the Delta tables as before: a missing, stale or damaged cache costs
+time, never a wrong answer, and every path is still checked by ``Store.path`` when a file is
+read. A refresh that fails leaves the previous cache, which the versions then mark stale.
 
-Format: one header line ``{"format": "rocketlake-snapshot-cache", "version": 1, "length": N,
-"sha256": hex}``, then N bytes of JSON: ``{"tables": {"manifest": {"version": v, "files": [[log file
-name, sha256], ...]}, "checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows]}``.
+Format of both files: one header line, then ``length`` bytes of zlib-compressed JSON whose
+sha256 (of the compressed bytes) is ``sha256``. The base: ``{"format":
+"rocketlake-snapshot-cache", "version": 2, "encoding": "zlib", "length": N, "sha256": hex}``; its
+document ``{"tables": {"manifest": {"version": v, "files": [[log file name, sha256], ...]},
+"checkpoints": {...}}, "batch": {checkpoint row}, "files": [live manifest rows, by path]}`` as
+canonical JSON (sorted keys, no spaces). The delta: ``{"format":
+"rocketlake-snapshot-cache-delta", ..., "base": sha256 of the base's document, "result": sha256
+of the document it gives, "n": deltas of this base so far, "paid": bytes of those before it}``;
+its body is one change (``_diff``) of the document with its ``files`` keyed by path: ``["=", value]`` (replace), ``["o", {key: change}, [removed keys]]``
+(an object), ``["i", [[index, change], ...]]`` (a list of the same length), ``["l", p, s, items]``
+and ``["s", p, s, text]`` (a list or a string: the first ``p`` and last ``s`` of the old one
+around new ones), ``["j", change]`` (a string of canonical JSON, such as a row's ``detail``:
+the change of the value it holds).
 """
 from __future__ import annotations
 
@@ -35,19 +62,27 @@ import hashlib
 import json
 import re
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .deltalog import CHECKPOINT, COMMIT
 from .rows import BatchRow, ManifestRow
 from ..io.localstore import is_plain_path
-from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, delta_commit
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, META_DIR, SNAPSHOT_CACHE, SNAPSHOT_CACHE_DELTA, delta_commit
 
-__all__ = ["FORMAT", "VERSION", "CachedSnapshot", "refresh", "load", "encode", "decode"]
+__all__ = ["FORMAT", "DELTA_FORMAT", "VERSION", "REBASE_SHARE", "CachedSnapshot", "refresh", "load", "document",
+           "encode", "decode"]
 
 FORMAT = "rocketlake-snapshot-cache"
-VERSION = 1
+DELTA_FORMAT = "rocketlake-snapshot-cache-delta"
+VERSION = 2
+# A delta is written while its bytes stay under this share of what the cache's writes since the
+# base cost on average (the base and each delta since); past that, a new base starts a cycle that
+# costs less a batch (a base every k batches costs base / k a batch, and the delta grows with k).
+REBASE_SHARE = 1.0
 _TABLES = (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR))
+_SPLICE_MIN = 64          # strings shorter than this are replaced whole
 
 
 @dataclass(frozen=True)
@@ -60,12 +95,8 @@ class CachedSnapshot:
 
 # ----------------------------------------------------------------------------- writing
 def encode(tables: dict[Any, Any], batch: dict[Any, Any], rows: list[Any]) -> bytes:
-    """The cache file's bytes (header line + body); ``TypeError`` for a value JSON cannot hold as is."""
-    body = json.dumps({"tables": tables, "batch": batch, "files": rows}, sort_keys=True,
-                      separators=(",", ":"), allow_nan=False).encode()
-    header = json.dumps({"format": FORMAT, "version": VERSION, "length": len(body),
-                         "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True)
-    return header.encode() + b"\n" + body
+    """The bytes of a base file holding this document (``rows`` by path)."""
+    return _frame(FORMAT, _document(tables, batch, rows))
 
 
 def refresh(store: Any, committed: Any = None) -> bool:
@@ -91,17 +122,7 @@ def refresh(store: Any, committed: Any = None) -> bool:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
         tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
-        data = encode(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"]))
-        if store.atomic_rename:              # readers see the old file or the new one, never a part
-            tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
-            store.write_file(tmp, [data])
-            try:
-                store.publish(tmp, SNAPSHOT_CACHE)
-            finally:
-                if store.exists(tmp):
-                    store.delete(tmp)
-        else:                                # an object PUT is atomic
-            store.write_file(SNAPSHOT_CACHE, [data])
+        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])))
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
@@ -138,23 +159,254 @@ def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]
     return m is not None and wanted(int(m.group(1)))
 
 
-# ----------------------------------------------------------------------------- reading
-def decode(data: bytes) -> dict[Any, Any] | None:
-    """The body of a cache file whose header checks out, else None."""
+def _store(store: Any, raw: bytes) -> None:
+    """Make the document ``raw`` the cache: as a delta of the current base while that costs no
+    more than the cache's uploads since the base averaged per batch, else as a new base (the old
+    delta removed after it)."""
+    from ..runtime.faults import fault
+    data = _read(store, SNAPSHOT_CACHE) or b""
+    base = _base_of(data)
+    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
+    if base is not None:
+        try:
+            delta = _delta(base[0], base[1], raw, n + 1, paid)
+        except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
+            delta = None
+    fault("cache-before-write")
+    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
+        _put(store, SNAPSHOT_CACHE_DELTA, delta)
+        return
+    _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
+    fault("cache-after-base")
+    store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
+
+
+def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
+    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
+    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
+    got = _unframe(data, DELTA_FORMAT)
+    if got is None or got[0].get("base") != base_sha:
+        return 0, 0
+    n, paid = got[0].get("n"), got[0].get("paid")
+    if not (type(n) is int and type(paid) is int and n >= 1 and paid >= 0):
+        return 0, 0
+    return n, paid + len(data)
+
+
+def _put(store: Any, rel: str, data: bytes) -> None:
+    """``data`` as the whole file ``rel``: readers see the old file or the new one, never a part."""
+    if store.atomic_rename:
+        tmp = f"{META_DIR}/snapshot-cache.{uuid.uuid4().hex}.tmp"
+        store.write_file(tmp, [data])
+        try:
+            store.publish(tmp, rel)
+        finally:
+            if store.exists(tmp):
+                store.delete(tmp)
+    else:                                    # an object PUT is atomic
+        store.write_file(rel, [data])
+
+
+# ----------------------------------------------------------------------------- the files
+def _document(tables: Any, batch: Any, rows: Any) -> bytes:
+    """The canonical JSON of a cache document; ``TypeError`` for a value JSON cannot hold as is."""
+    return json.dumps({"tables": tables, "batch": batch, "files": rows}, sort_keys=True, separators=(",", ":"),
+                      allow_nan=False).encode()
+
+
+def _frame(fmt: str, raw: bytes, **extra: Any) -> bytes:
+    """A cache file: its header line and ``raw`` compressed."""
+    body = zlib.compress(raw, 6)
+    header = json.dumps({"format": fmt, "version": VERSION, "encoding": "zlib", "length": len(body),
+                         "sha256": hashlib.sha256(body).hexdigest(), **extra}, sort_keys=True)
+    return header.encode() + b"\n" + body
+
+
+def _unframe(data: bytes, fmt: str) -> tuple[dict[str, Any], bytes] | None:
+    """(header, uncompressed body) of a cache file of ``fmt`` whose header checks out, else None."""
     head, sep, body = data.partition(b"\n")
     if not sep:
         return None
     try:
         h = json.loads(head)
-        if not (isinstance(h, dict) and h.get("format") == FORMAT and h.get("version") == VERSION
-                and h.get("length") == len(body) and h.get("sha256") == hashlib.sha256(body).hexdigest()):
+        if not (isinstance(h, dict) and h.get("format") == fmt and h.get("version") == VERSION
+                and h.get("encoding") == "zlib" and h.get("length") == len(body)
+                and h.get("sha256") == hashlib.sha256(body).hexdigest()):
             return None
-        doc = json.loads(body)
+        return h, zlib.decompress(body)
+    except (ValueError, zlib.error):
+        return None
+
+
+def decode(data: bytes) -> dict[Any, Any] | None:
+    """The document of a base file whose header checks out, else None."""
+    got = _base_of(data)
+    return got[0] if got else None
+
+
+def _base_of(data: bytes) -> tuple[dict[Any, Any], str] | None:
+    """(document, sha256 of its canonical JSON) of a base file, else None."""
+    got = _unframe(data, FORMAT)
+    if got is None:
+        return None
+    try:
+        doc = json.loads(got[1])
     except ValueError:
         return None
+    return (doc, hashlib.sha256(got[1]).hexdigest()) if isinstance(doc, dict) else None
+
+
+def _keyed(doc: dict[Any, Any]) -> dict[Any, Any]:
+    """``doc`` with its rows keyed by path (what a delta changes); ValueError for rows that are not."""
+    rows = doc.get("files")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("path"), str) for r in rows):
+        raise ValueError("rows without paths")
+    keyed = {r["path"]: r for r in rows}
+    if len(keyed) != len(rows):
+        raise ValueError("two rows of one path")
+    return {**doc, "files": keyed}
+
+
+def _unkeyed(doc: Any) -> bytes:
+    """The canonical JSON of a document whose rows are keyed by path."""
+    if not (isinstance(doc, dict) and isinstance(doc.get("files"), dict)):
+        raise ValueError("not a cache document")
+    for path, r in doc["files"].items():
+        if not (isinstance(r, dict) and r.get("path") == path):
+            raise ValueError("a row under another path")
+    return _document(doc.get("tables"), doc.get("batch"), [doc["files"][p] for p in sorted(doc["files"])])
+
+
+# ----------------------------------------------------------------------------- changes
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same JSON (``False == 0`` in Python, also inside a list)."""
+    return type(a) is type(b) and a == b and (not isinstance(a, (dict, list)) or _dumps(a) == _dumps(b))
+
+
+def _common(a: Any, b: Any) -> int:
+    """How many leading items (characters) ``a`` and ``b`` share: a binary search of slices."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _same(a[:mid], b[:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _ends(a: Any, b: Any) -> tuple[int, int]:
+    """The shared head and tail of two lists (strings), not overlapping."""
+    p = _common(a, b)
+    s = min(_common(a[::-1], b[::-1]), min(len(a), len(b)) - p)
+    return p, s
+
+
+def _diff(a: Any, b: Any) -> list[Any] | None:
+    """The change that turns ``a`` into ``b`` (``_patch``); None when they are the same."""
+    if _same(a, b):
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        changed = {k: c for k, v in b.items() for c in [_diff(a.get(k, _MISSING), v)] if c is not None}
+        return ["o", changed, sorted(k for k in a if k not in b)]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) == len(b):
+            return ["i", [[i, c] for i, (x, y) in enumerate(zip(a, b)) for c in [_diff(x, y)] if c is not None]]
+        p, s = _ends(a, b)
+        return ["l", p, s, b[p:len(b) - s]]
+    if isinstance(a, str) and isinstance(b, str) and len(b) >= _SPLICE_MIN:
+        inner = _json_text(a), _json_text(b)
+        if inner[0] is not None and inner[1] is not None:     # a row's detail: changed as the value it holds
+            return ["j", _diff(*inner) or ["=", inner[1]]]
+        p, s = _ends(a, b)
+        if p + s >= _SPLICE_MIN // 2:
+            return ["s", p, s, b[p:len(b) - s]]
+    return ["=", b]
+
+
+def _json_text(text: str) -> Any:
+    """The JSON value ``text`` holds, if ``text`` is its canonical JSON (``_dumps``); else None."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if _dumps(value) == text else None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _patch(a: Any, change: Any) -> Any:
+    """``a`` changed by ``change``; ValueError for a change that does not fit ``a``."""
+    if not (isinstance(change, list) and change and isinstance(change[0], str)):
+        raise ValueError("not a change")
+    tag, args = change[0], change[1:]
+    if tag == "=" and len(args) == 1:
+        return args[0]
+    if tag == "o" and isinstance(a, dict) and len(args) == 2 and isinstance(args[0], dict) \
+            and isinstance(args[1], list):
+        out = dict(a)
+        for k in args[1]:
+            if k not in out:
+                raise ValueError("removes a key that is not there")
+            del out[k]
+        for k, c in args[0].items():
+            out[k] = _patch(out.get(k, _MISSING), c)
+        return out
+    if tag == "i" and isinstance(a, list) and len(args) == 1 and isinstance(args[0], list):
+        items = list(a)
+        for item in args[0]:
+            if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is int and 0 <= item[0] < len(items)):
+                raise ValueError("changes an item that is not there")
+            items[item[0]] = _patch(items[item[0]], item[1])
+        return items
+    if tag == "j" and isinstance(a, str) and len(args) == 1:
+        return _dumps(_patch(json.loads(a), args[0]))
+    if tag in ("l", "s") and len(args) == 3 and type(args[0]) is int and type(args[1]) is int:
+        p, s, mid = args
+        kind = list if tag == "l" else str
+        if not (isinstance(a, kind) and isinstance(mid, kind) and 0 <= p and 0 <= s and p + s <= len(a)):
+            raise ValueError("a splice that does not fit")
+        return a[:p] + mid + a[len(a) - s:]
+    raise ValueError(f"not a change of this value: {tag!r}")
+
+
+def _delta(base: dict[Any, Any], base_sha: str, raw: bytes, n: int, paid: int) -> bytes | None:
+    """The delta file that turns the base document into the one whose JSON is ``raw``, checked by
+    applying it; None when it does not give ``raw`` back. ``n``: the deltas of this base so far,
+    this one included; ``paid``: the bytes of those before it."""
+    new = json.loads(raw)
+    old = _keyed(base)
+    change = _diff(old, _keyed(new))
+    body = json.dumps(change, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    if _unkeyed(_patch(old, json.loads(body))) != raw:
+        return None
+    return _frame(DELTA_FORMAT, body, base=base_sha, result=hashlib.sha256(raw).hexdigest(), n=n, paid=paid)
+
+
+def _applied(base: dict[Any, Any], base_sha: str, data: bytes) -> dict[Any, Any] | None:
+    """The document a delta file gives when applied to its own base; None for another base's or a
+    damaged delta."""
+    got = _unframe(data, DELTA_FORMAT)
+    if got is None or got[0].get("base") != base_sha:
+        return None
+    try:
+        raw = _unkeyed(_patch(_keyed(base), json.loads(got[1])))
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if hashlib.sha256(raw).hexdigest() != got[0].get("result"):
+        return None
+    doc = json.loads(raw)
     return doc if isinstance(doc, dict) else None
 
 
+# ----------------------------------------------------------------------------- reading
 def _current(store: Any, rel: str, entry: Any) -> bool:
     """``entry`` names the latest version of the Delta table at ``rel``, whose log files are as
     they were when the cache was written."""
@@ -187,13 +439,33 @@ def _rows_usable(batch: Any, rows: Any) -> bool:
     return True
 
 
-def load(store: Any) -> CachedSnapshot | None:
-    """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
+def _read(store: Any, rel: str) -> bytes | None:
     try:
-        data = store.read(SNAPSHOT_CACHE)
+        data: bytes = store.read(rel)
+        return data
     except (OSError, ValueError):             # missing (FileNotFoundError), unreadable, refused path
         return None
-    doc = decode(data)
+
+
+def document(store: Any) -> bytes | None:
+    """The canonical JSON of the document the cache holds (its base, with its delta applied when
+    the delta is this base's), not checked against the Delta tables; None when there is none."""
+    doc = _cached(store)
+    return _document(doc.get("tables"), doc.get("batch"), doc.get("files")) if doc is not None else None
+
+
+def _cached(store: Any) -> dict[Any, Any] | None:
+    data = _read(store, SNAPSHOT_CACHE)
+    base = _base_of(data) if data is not None else None
+    if base is None:
+        return None
+    delta = _read(store, SNAPSHOT_CACHE_DELTA)
+    return (_applied(base[0], base[1], delta) if delta is not None else None) or base[0]
+
+
+def load(store: Any) -> CachedSnapshot | None:
+    """The latest committed snapshot from the cache, if the cache is sound and current; else None."""
+    doc = _cached(store)
     if doc is None:
         return None
     tables: Any = doc.get("tables")

@@ -32,7 +32,7 @@ from support import goldenlib
 from conftest import ROOT, golden_set
 from support.crashfs.availability import unavailable_reason
 
-from storelib.table import manifest
+from storelib.table import manifest, snapcache
 from storelib.io import storage
 from storelib.verify import driver as verify
 from storelib.format.config import load_config
@@ -141,6 +141,10 @@ def _check_ingest(label, k, returned, state, base, before_batches, before_files,
         os.makedirs(store)
     seen = _open(store)
     assert seen in (before_batches, before_batches + [batch]), (label, seen)
+    cached = snapcache.load(storage.Store(store))        # its base and delta, if used, are the tables' snapshot
+    if cached is not None:
+        snap = manifest.load_snapshot(storage.Store(store))
+        assert (cached.batch, cached.files) == (snap.batch, snap.files), (label, "the snapshot cache differs")
     if k >= returned:
         assert seen == before_batches + [batch], (label, "the batch returned, but is not visible")
     if seen == before_batches:

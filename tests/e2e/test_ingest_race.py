@@ -279,7 +279,7 @@ def state_main(uri: str, out: str) -> int:
     on_disk = [p for p in infos if not p.startswith(paths.META_DIR + "/")]
     meta = [p for p in infos if p.startswith(paths.META_DIR + "/")
             and not p.startswith((paths.MANIFEST_DIR + "/", paths.CHECKPOINTS_DIR + "/",
-                                  paths.OBJECTS_DIR + "/")) and p != paths.SNAPSHOT_CACHE]
+                                  paths.OBJECTS_DIR + "/")) and p not in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA)]
     res = {"batches": batches, "stray_rows": stray_rows, "bad_files": bad,
            "extra_files": sorted(set(on_disk) - set(snap.files)) + sorted(objects - referenced),
            "missing_files": missing,

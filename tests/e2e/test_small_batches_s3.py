@@ -1,7 +1,8 @@
 """Several small batches into a store on the moto S3 server, each continuing the index file's
 paged head (storelib.io.headpages), without Spark (tests/support/local_ingest.py): the exported
 directory is byte-identical to RocketMQ's golden store, and verify (in this process) finds
-nothing wrong, then finds the one byte changed in a head page object."""
+nothing wrong, then finds the one byte changed in a head page object; the snapshot cache is its
+base plus a delta, and gives the snapshot the Delta tables give."""
 from __future__ import annotations
 
 import json
@@ -49,6 +50,12 @@ def test_export_stays_golden_after_several_small_batches(tmp_path, monkeypatch):
         heads = [json.loads(r["detail"])["head"] for r in rows]
         assert heads and any(h["layers"][-1].endswith(".pages") for h in heads)   # continued by pages
         assert verify.verify_store(uri).problems == []
+        # the snapshot cache: its base and the delta the later batches wrote beside it, applied
+        from storelib.format import paths
+        from storelib.table import snapcache
+        cached, snap = snapcache.load(st), manifest.load_snapshot(st)
+        assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
+        assert st.exists(paths.SNAPSHOT_CACHE_DELTA)
         # one wrong byte in the newest head page object: verify names the index file
         layer = max((h["layers"][-1] for h in heads), key=len)
         key = f"store/{layer}"

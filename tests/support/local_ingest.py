@@ -40,6 +40,9 @@ def sink_commit(store: str, path: str, config: str, query: str, micro_batch: str
 def main(argv: list) -> int:
     from storelib.cli import common as cli
     from storelib.format.config import load_config
+    if os.environ.get("ROCKETLAKE_TEST_CACHE_REBASE_SHARE"):   # tests/table/test_snapcache.py: a new base
+        from storelib.table import snapcache
+        snapcache.REBASE_SHARE = float(os.environ["ROCKETLAKE_TEST_CACHE_REBASE_SHARE"])
     try:
         if argv[0] == "ingest":
             from storelib.ingest.driver import run_ingest

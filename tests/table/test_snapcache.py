@@ -8,6 +8,7 @@ the Delta tables (or be refused), never change an answer.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT
 from support.opshelp import small_config
@@ -28,6 +30,7 @@ from storelib.format import names, paths, records, textforms
 from storelib.read import query, rangescan
 from storelib.io import storage
 from storelib.io.localstore import is_plain_path, LocalStore
+from storelib.runtime.faults import CACHE_POINTS
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +202,117 @@ def test_light_copies_agree_with_their_vectorized_owners():
     # the message table a Spark read builds has the columns, in order, the single lookups print
     assert tuple(rangescan.message_table(codec.decode_records(np.zeros(0, np.uint8), 0, np.zeros(0, np.int64))).column_names) \
         == records.MESSAGE_COLUMNS
+
+
+# ----------------------------------------------------------------------------- base + delta
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.text(max_size=90),
+                     lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=4), inner, max_size=6),
+                     max_leaves=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_json, _json, st.text(max_size=200), st.text(max_size=40), st.text(max_size=40))
+def test_a_change_turns_the_old_value_into_the_new_one(a, b, common, x, y):
+    for old, new in ((a, b), (common + x, common + y), (x + common, y + common), ([a, b, common], [a, common])):
+        change = json.loads(json.dumps(snapcache._diff(old, new) or ["=", old]))
+        assert json.dumps(snapcache._patch(old, change), sort_keys=True) == json.dumps(new, sort_keys=True)
+
+
+def _cache_files(path) -> dict:
+    d = os.path.join(path, paths.META_DIR)
+    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d)) if f.startswith("snapshot-cache")}
+
+
+def _expire_some(path, k):
+    """A committed expiry of the store's oldest ``k`` segments (and what only they held)."""
+    from storelib.ops import expire as retention
+    snap = manifest.load_snapshot(storage.Store(path))
+    keep = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])[k]
+    assert retention.expire(path, 1.0, now_ms=keep["max_store_ts"] + 3600 * 1000 + 1, quiet=True)["status"] \
+        == "committed"
+
+
+def _cache_is_the_delta_snapshot(path):
+    cached = snapcache.load(LocalStore(path))
+    snap = manifest.load_snapshot(storage.Store(path))
+    assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
+
+
+def _document_is_what_a_fresh_refresh_writes(path):
+    """The document of base + delta is, byte for byte, the base a refresh writes from scratch."""
+    doc = snapcache.document(LocalStore(path))
+    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
+        if os.path.exists(os.path.join(path, rel)):
+            os.remove(os.path.join(path, rel))
+    assert snapcache.refresh(storage.Store(path)) and list(_cache_files(path)) == ["snapshot-cache.json"]
+    assert snapcache.document(LocalStore(path)) == doc
+
+
+def test_a_commit_writes_a_delta_of_the_base_until_a_new_base_pays(scratch, monkeypatch):
+    base = _cache_files(scratch)
+    assert list(base) == ["snapshot-cache.json"]                  # adopt: the first cache is a base
+    paid = len(base["snapshot-cache.json"])
+    for n, k in enumerate((3, 6), 1):
+        _expire_some(scratch, k)
+        got = _cache_files(scratch)
+        assert got["snapshot-cache.json"] == base["snapshot-cache.json"]    # the base is not uploaded again
+        delta = got["snapshot-cache.delta.json"]
+        head = json.loads(delta.partition(b"\n")[0])
+        assert (head["n"], head["paid"]) == (n, paid - len(base["snapshot-cache.json"]))
+        assert len(delta) <= paid / n          # no more than the cache's writes since the base, on average
+        paid += len(delta)
+        _cache_is_the_delta_snapshot(scratch)
+        assert _files(scratch, True)[1] == manifest.load_snapshot(storage.Store(scratch)).batch["batch_id"]
+    _document_is_what_a_fresh_refresh_writes(scratch)
+    monkeypatch.setattr(snapcache, "REBASE_SHARE", 0.0)               # the delta cost too much: a new base
+    _expire_some(scratch, 9)
+    assert list(_cache_files(scratch)) == ["snapshot-cache.json"]
+    _cache_is_the_delta_snapshot(scratch)
+
+
+@pytest.mark.parametrize("damage", ["flip_body", "truncate", "another_base", "lying_result", "garbage"])
+def test_a_damaged_or_foreign_delta_is_never_applied(scratch, damage):
+    _expire_some(scratch, 3)
+    older = _cache_files(scratch)["snapshot-cache.delta.json"]
+    _expire_some(scratch, 6)
+    p = os.path.join(scratch, paths.SNAPSHOT_CACHE_DELTA)
+    raw = open(p, "rb").read()
+    head, _, body = raw.partition(b"\n")
+    h = json.loads(head)
+    if damage == "another_base":
+        h["base"] = "0" * 64
+    if damage == "lying_result":                              # the change of the older delta, under this header
+        body = older.partition(b"\n")[2]
+        h.update(length=len(body), sha256=hashlib.sha256(body).hexdigest())
+    bad = {"flip_body": head + b"\n" + body[:20] + bytes([body[20] ^ 1]) + body[21:], "truncate": raw[:len(raw) // 2],
+           "garbage": os.urandom(len(raw))}.get(damage, json.dumps(h).encode() + b"\n" + body)
+    open(p, "wb").write(bad)
+    assert snapcache.load(LocalStore(scratch)) is None        # the base alone is stale: the Delta tables decide
+    assert _files(scratch, True) == _files(scratch, False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", CACHE_POINTS)
+def test_a_writer_killed_while_writing_the_cache_leaves_a_correct_snapshot(scratch, point):
+    _expire_some(scratch, 3)                                  # a base and a delta, as after a few batches
+    before = _cache_files(scratch)
+    snap = manifest.load_snapshot(storage.Store(scratch))
+    keep = sorted(snap.of_kind("commitlog"), key=lambda r: r["base_offset"])[6]
+    env = dict(os.environ, PYTHONPATH=ROOT, ROCKETLAKE_FAULT=point, ROCKETLAKE_TEST_CACHE_REBASE_SHARE="0")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "expire", scratch,
+                        "1", str(keep["max_store_ts"] + 3600 * 1000 + 1)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == -9, r.stderr[-2000:]
+    after = _cache_files(scratch)
+    snap = manifest.load_snapshot(storage.Store(scratch))
+    assert snap.batch["operation"] == "expire" and snap.batch["batch_seq"] == 3    # the expiry committed
+    if point == "cache-before-write":
+        assert after == before and snapcache.load(LocalStore(scratch)) is None      # stale: not used
+    else:                                                     # a new base beside the old base's delta
+        assert after["snapshot-cache.delta.json"] == before["snapshot-cache.delta.json"]
+        assert after["snapshot-cache.json"] != before["snapshot-cache.json"]
+        _cache_is_the_delta_snapshot(scratch)
+    assert _files(scratch, True) == _files(scratch, False)
+    _expire_some(scratch, 9)                                  # the next commit's cache is whole and current
+    _cache_is_the_delta_snapshot(scratch)
+    _document_is_what_a_fresh_refresh_writes(scratch)
