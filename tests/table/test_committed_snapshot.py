@@ -34,13 +34,12 @@ def _ingest(store: str, path: str, batch: str) -> None:
 
 def _cache_as_a_read_writes_it(store: str) -> tuple[bytes, bytes]:
     """(the cache the last commit wrote, the one a read of the Delta tables writes)."""
-    p = os.path.join(store, paths.SNAPSHOT_CACHE)
-    with open(p, "rb") as fh:
-        written = fh.read()
-    os.remove(p)
+    written = snapcache.document(storage.Store(store))
+    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
+        if os.path.exists(os.path.join(store, rel)):
+            os.remove(os.path.join(store, rel))
     assert snapcache.refresh(storage.Store(store))
-    with open(p, "rb") as fh:
-        return written, fh.read()
+    return written, snapcache.document(storage.Store(store))
 
 
 def _max_store_ts(store: str) -> int:
@@ -84,7 +83,7 @@ def test_each_commit_writes_the_cache_a_read_of_the_tables_writes(tmp_path, monk
         reads.clear()
         written, read = _cache_as_a_read_writes_it(store)
         assert written == read
-    doc = snapcache.decode(written)
+    doc = json.loads(written)
     assert doc is not None and doc["batch"]["operation"] == "expire"
 
 
