@@ -316,3 +316,23 @@ def test_a_writer_killed_while_writing_the_cache_leaves_a_correct_snapshot(scrat
     _expire_some(scratch, 9)                                  # the next commit's cache is whole and current
     _cache_is_the_delta_snapshot(scratch)
     _document_is_what_a_fresh_refresh_writes(scratch)
+
+
+def test_a_cache_of_the_previous_format_is_refused_and_replaced(store, scratch):
+    """A store written before the base + delta format holds a version-1 cache (its document
+    uncompressed, no delta): readers refuse it and read the Delta tables, and the next refresh
+    writes a base of this format that they use."""
+    p = os.path.join(scratch, paths.SNAPSHOT_CACHE)
+    body = snapcache.document(storage.Store(scratch))
+    assert body is not None
+    header = json.dumps({"format": snapcache.FORMAT, "version": 1, "length": len(body),
+                         "sha256": hashlib.sha256(body).hexdigest()}, sort_keys=True)
+    open(p, "wb").write(header.encode() + b"\n" + body)
+    if os.path.exists(os.path.join(scratch, paths.SNAPSHOT_CACHE_DELTA)):
+        os.remove(os.path.join(scratch, paths.SNAPSHOT_CACHE_DELTA))
+    assert snapcache.load(LocalStore(scratch)) is None
+    assert _files(scratch, True) == _files(store, True)
+    assert snapcache.refresh(storage.Store(scratch))
+    assert json.loads(open(p, "rb").read().partition(b"\n")[0])["version"] == snapcache.VERSION
+    cached = snapcache.load(LocalStore(scratch))
+    assert cached is not None and cached.files == snapcache.load(LocalStore(store)).files
