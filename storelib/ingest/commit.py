@@ -45,6 +45,7 @@ from ..format.config import StoreConfig
 from ..errors import CorruptStore, IngestError
 from ..runtime.faults import fault
 from ..runtime import interrupts
+from ..runtime.progress import Progress
 
 # A committed snapshot as a writer holds it (open_snapshot's, or the Delta tables' own read).
 Snap = Union[manifest.Snapshot, StoreSnapshot]
@@ -102,10 +103,7 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     publish(store, rows, durable=config.durable)
     fault("after-publish-before-cleanup")
     drop_staging(store, staging, durable=config.durable)
-    try:
-        clear_dead_attempts(store, [*snap.batches, checkpoint_row])
-    except OSError as e:                   # garbage of attempts that lost; the batch is committed
-        prog.warn(f"what attempts that never committed left behind is kept for the next writer to clear ({e})")
+    clear_dead_attempts(store, [*snap.batches, checkpoint_row])
     snapcache.refresh(store, committed)    # readers open this snapshot without Delta/pyarrow
     return _summary(batch, seq, (len(segs), len(cqs), len(idxs)), t0, prog)
 
@@ -379,8 +377,18 @@ def clear_dead_attempts(store: storage.Store, batches: list) -> None:
     objects (object stores), scratch Delta tables. Only by a writer whose commit just went
     through (``batches``: every committed checkpoint row, its own included): no attempt staged
     before that commit can commit any more, so none of this is needed by a committed row.
-    Staging of a committed batch whose publish is unfinished is kept."""
-    committed = {(b.batch_id, b.attempt_id) for b in batch_rows(batches)}
+    Staging of a committed batch whose publish is unfinished is kept.
+
+    Runs after a commit went through, so it never fails the command: a storage error here (a
+    racing writer that lost removing its own attempt at the same moment, an outage) leaves the
+    garbage for the next writer to clear, with a warning."""
+    try:
+        _clear_dead_attempts(store, {(b.batch_id, b.attempt_id) for b in batch_rows(batches)})
+    except OSError as e:
+        Progress.warn(f"what attempts that never committed left behind is kept for the next writer to clear ({e})")
+
+
+def _clear_dead_attempts(store: storage.Store, committed: set) -> None:
     for batch_dir in store.list_dirs(paths.STAGING_DIR):
         for attempt in store.list_dirs(f"{paths.STAGING_DIR}/{batch_dir}"):
             if (batch_dir, attempt) not in committed:

@@ -41,7 +41,9 @@ class Progress:
         if not self.quiet:
             print(f"[rocketlake {time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
-    def warn(self, msg: str) -> None:
+    @staticmethod
+    def warn(msg: str) -> None:
+        """Always shown (``quiet`` or not): a warning is something to act on."""
         print(f"[rocketlake] warning: {msg}", file=sys.stderr, flush=True)
 
     def stage(self, name: str | None, tasks: int = 0, **info) -> None:
