@@ -43,7 +43,7 @@ from typing import Any, Callable, Literal, Mapping
 import pyarrow as pa
 
 from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
-from . import deltacommit, deltalog
+from . import ckmerge, deltacommit, deltalog
 from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows,
                         table_uri)
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
@@ -380,7 +380,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     Local stores: each table version goes in through ``deltacommit.commit_local`` (every file of
     it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
     conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
-    A compaction that fails leaves the table as it was (the batch is committed either way).
+    A compaction that fails leaves the table as it was (the batch is committed either way). Then,
+    when due, the checkpoints table's merge (``storelib.table.ckmerge``), likewise.
     """
     from deltalake import write_deltalake, CommitProperties
     opts = storage.delta_storage_options(store.uri)
@@ -416,8 +417,43 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                      checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
+    ck = (versions.checkpoints + 1) if versions.checkpoints is not None else 0
+    try:
+        merged = _merge_checkpoints(store, ck, checkpoint_row, fault, durable, lease)
+    except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
+        merged = False
     return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
-                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted)
+                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged)
+
+
+def _merge_checkpoints(store: storage.Store, version: int, checkpoint_row: Mapping[str, Any],
+                       fault: Callable[[str], None] | None, durable: bool, lease: Any) -> bool:
+    """The checkpoints table's merge after the batch's commit at ``version``, when due
+    (``storelib.table.ckmerge``): one conditional commit on top of ``version``; whether it went in."""
+    failure = None
+    try:
+        dt = open_table(store, CHECKPOINTS_DIR, version)
+        files = ckmerge.due(dt, checkpoint_row["batch_seq"]) if dt is not None else None
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake errors of a damaged log: no merge
+        failure = deltalog.corrupt(store, CHECKPOINTS_DIR, e)
+    dt = None
+    if failure is not None:
+        raise failure.with_traceback(None)
+    if files is None:
+        return False
+    if fault:
+        fault("before-checkpoints-merge")
+    if lease is not None:
+        lease.check()
+    write = ckmerge.writer(table_uri(store, CHECKPOINTS_DIR), files, CHECKPOINTS_SCHEMA, {"rocketlake.batch_id": checkpoint_row["batch_id"],
+                                                       "rocketlake.operation": "merge",
+                                                       "userMetadata": checkpoint_row["batch_id"]})
+    _commit_version(store, CHECKPOINTS_DIR, version, write, durable, fault, "mid-checkpoints-merge")
+    if fault:
+        fault("after-checkpoints-merge")
+    return True
 
 
 def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
@@ -489,9 +525,10 @@ def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[s
 
 
 def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-                       compacted: list[Any] | None = None) -> Snapshot | None:
+                       compacted: list[Any] | None = None, merged: bool = False) -> Snapshot | None:
     """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
-    gives them back, ``compacted``: the rows of the compaction that followed, if it went in): what
+    gives them back, ``compacted``: the rows of the compaction that followed, if it went in;
+    ``merged``: the checkpoints table's merge went in after it, ``storelib.table.ckmerge``): what
     ``load_snapshot`` would read from the tables then, built from the snapshot the batch opened.
     None when that cannot be known without a read (``versions`` not read with the latest
     snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
@@ -515,7 +552,7 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     stray = frozenset() if compacted is not None else \
         versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
     ck = versions.checkpoints + 1 if versions.checkpoints is not None else 0
-    after = TableVersions(mf + (compacted is not None), ck,
+    after = TableVersions(mf + (compacted is not None), ck + merged,
                           len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
     marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
     batch = BatchRow.of(checkpoint_row)
