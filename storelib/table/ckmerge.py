@@ -3,13 +3,17 @@
 Each batch's checkpoint row is its own Delta commit and so its own Parquet file: after 10,000
 batches a read of the table opens 10,000 files (~0.4 ms each), however few columns it reads.
 After a batch's commit (``manifest.commit``, still under the writer's lease), once
-``MERGE_MIN_FILES`` files smaller than ``MERGE_TARGET_BYTES`` hold earlier batches' rows, they
-are replaced by one file holding the same rows, in batch order: one conditional Delta commit on
-the checkpoints table, ``dataChange = false`` (every version from it on reads the same rows; the
-versions before it read their own files until a vacuum). The latest batch's row is never merged:
-a writer's read takes its ``queue_offsets`` from its own small file
-(``tableread.batch_rows_lean``). The table then has at most about ``bytes / MERGE_TARGET_BYTES``
-merged files and ``MERGE_MIN_FILES`` small ones, whatever the number of batches.
+``MERGE_MIN_FILES`` files of one size tier hold earlier batches' rows, they are replaced by one
+file holding the same rows, in batch order: one conditional Delta commit on the checkpoints
+table, ``dataChange = false`` (every version from it on reads the same rows; the versions before
+it read their own files until a vacuum). Tiers: below ``MERGE_BASE_BYTES``, then each
+``MERGE_MIN_FILES`` times larger; files of ``MERGE_TARGET_BYTES`` or more are never merged again,
+and a merge takes at most that many bytes. So a row is copied about once per tier (two or three
+times), not at every merge, and the table has at most ``MERGE_MIN_FILES`` files a tier plus one
+per ``MERGE_TARGET_BYTES`` of rows, whatever the number of batches (a store whose batches change
+160,000 queues writes ~0.1-0.5 MB a row: a few dozen files after 10,000 batches). The latest
+batch's row is never merged: a writer's read takes its ``queue_offsets`` from its own small file
+(``tableread.batch_rows_lean``).
 
 A merged file's row groups hold at most ``ROW_GROUP_ROWS`` rows and about ``ROW_GROUP_OFFSETS``
 queue offsets, and its ``add`` action records the batch sequence range of its rows: reading one
@@ -31,9 +35,10 @@ import pyarrow as pa
 
 from ..io import storage
 
-__all__ = ["MERGE_MIN_FILES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS", "due", "writer"]
+__all__ = ["MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS", "due", "writer"]
 
 MERGE_MIN_FILES = 32
+MERGE_BASE_BYTES = 1 << 20
 MERGE_TARGET_BYTES = 64 << 20
 ROW_GROUP_ROWS = 1024
 ROW_GROUP_OFFSETS = 1 << 20
@@ -43,19 +48,36 @@ _OFFSETS = "queue_offsets"
 
 def due(dt: Any, latest_seq: int) -> list[tuple[str, int]] | None:
     """(path, bytes) of the data files of the checkpoints-table version ``dt`` to merge, in batch
-    order: those smaller than ``MERGE_TARGET_BYTES`` whose rows are all of batches before
-    ``latest_seq`` (a file without batch-sequence statistics is left as it is), when there are
-    ``MERGE_MIN_FILES`` of them; None otherwise."""
+    order: ``MERGE_MIN_FILES`` or more of the lowest size tier that has that many, among those
+    smaller than ``MERGE_TARGET_BYTES`` whose rows are all of batches before ``latest_seq`` (a
+    file without batch-sequence statistics is left as it is), at most ``MERGE_TARGET_BYTES`` of
+    them; None when no tier has enough."""
     adds = pa.table(dt.get_add_actions(flatten=True))
     lo, hi = f"min.{_SEQ}", f"max.{_SEQ}"
     if lo not in adds.column_names or hi not in adds.column_names:
         return None
-    small = [(p, n, a) for p, n, a, b in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(),
-                                             adds.column(lo).to_pylist(), adds.column(hi).to_pylist())
-             if n < MERGE_TARGET_BYTES and a is not None and b is not None and b < latest_seq]
-    if len(small) < MERGE_MIN_FILES:
-        return None
-    return [(p, n) for p, n, _ in sorted(small, key=lambda f: f[2])]
+    tiers: dict[int, list[tuple[int, str, int]]] = {}
+    for p, n, a, b in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(),
+                          adds.column(lo).to_pylist(), adds.column(hi).to_pylist()):
+        if n < MERGE_TARGET_BYTES and a is not None and b is not None and b < latest_seq:
+            tiers.setdefault(_tier(n), []).append((a, p, n))
+    for tier in sorted(tiers):
+        files, total = [], 0
+        for _, p, n in sorted(tiers[tier]):
+            if total + n > MERGE_TARGET_BYTES:
+                break
+            files.append((p, n))
+            total += n
+        if len(files) >= MERGE_MIN_FILES:
+            return files
+    return None
+
+
+def _tier(size: int) -> int:
+    tier, bound = 0, MERGE_BASE_BYTES
+    while size >= bound:
+        tier, bound = tier + 1, bound * MERGE_MIN_FILES
+    return tier
 
 
 def _as_schema(rb: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
