@@ -218,17 +218,65 @@ def _refresh(store, committed) -> bool:
 
 
 def _log_bytes(root: str) -> dict:
+    """Per table: bytes on disk (data files of every version, and the log), the log's bytes,
+    files and Delta checkpoints, and the data files the latest version names."""
     out = {}
     for table in ("manifest", "checkpoints"):
         d = os.path.join(root, "_rocketlake", table)
-        total = logs = 0
+        total = logs = log_files = checkpoints = 0
         for dp, _, fs in os.walk(d):
             for f in fs:
                 sz = os.path.getsize(os.path.join(dp, f))
                 total += sz
-                logs += sz if "_delta_log" in dp else 0
-        out[table] = {"bytes": total, "log_bytes": logs}
+                if "_delta_log" in dp:
+                    logs, log_files = logs + sz, log_files + 1
+                    checkpoints += ".checkpoint." in f
+        out[table] = {"bytes": total, "log_bytes": logs, "log_files": log_files, "checkpoints": checkpoints,
+                      "data_files": _data_files(d)}
     return out
+
+
+def _data_files(table: str):
+    try:
+        from deltalake import DeltaTable
+        dt = DeltaTable(table)
+        n = len(dt.file_uris())
+        dt = None
+        return n
+    except Exception:  # noqa: BLE001 - no table yet
+        return None
+
+
+def _history(store, snap, batches: int, progress: bool) -> tuple:
+    """``batches`` commits through the real commit code (``manifest.commit``: both conditional
+    Delta commits, the compaction and the checkpoints table's merge when due, a Delta checkpoint
+    every 100 versions), each a batch that changes no file: it writes one manifest row (the
+    RocketMQ checkpoint file's, its facts unchanged) and a checkpoint row. What a long history
+    leaves in the tables (their versions, log files, Delta checkpoints, one checkpoint row and one
+    data file per batch, the compactions and merges it triggers) at a fraction of the cost of
+    real batches; what it does not leave: the rows real batches would have written (a compacted
+    manifest table holds the live rows and those since, whatever the history) and the queue
+    offsets of their checkpoint rows (the lean read skips them). Returns the last committed
+    snapshot and the seconds each commit took."""
+    from storelib.table import manifest
+    secs = []
+    for _ in range(batches):
+        prev = snap.batch
+        seq = snap.batch_seq + 1
+        row = dict(snap.files["checkpoint"])
+        now = manifest.now_ms()
+        key = dict(batch_id=f"h{seq}", batch_seq=seq, committed_at=now)
+        row.update(key, attempt_id=None, staged_path=None)
+        ck = manifest.checkpoint_row_after(dict(prev), **key, operation="ingest", messages=0, bytes=0,
+                                           index_entries=0, queue_offsets=[], wall_time_ms=0,
+                                           input_fingerprint=f"h{seq}")
+        c0 = time.perf_counter()
+        snap = manifest.commit(store, snap.versions, [row], ck, durable=False)
+        secs.append(time.perf_counter() - c0)
+        if progress and seq % 100 == 0:
+            print(f"history batch {seq}: commit {secs[-1]:.3f} s (median of the last 100 "
+                  f"{sorted(secs[-100:])[len(secs[-100:]) // 2]:.3f} s)", file=sys.stderr, flush=True)
+    return snap, secs
 
 
 def _open(root: str, segment_bytes: int = 1 << 30):
@@ -259,10 +307,22 @@ def run_store(a) -> dict:
     n = a.messages // a.batches
     root = tempfile.mkdtemp(prefix="clustersim-")
     per, loads = [], []
+    history: dict = {}
     try:
         store, cfg = _open(root, a.segment_bytes)
         snap = _open_next(store)
         for k in range(a.real):
+            if k == 1 and getattr(a, "history", 0):
+                c0 = time.perf_counter()
+                snap, secs = _history(store, snap, a.history, getattr(a, "progress", False))
+                history = {"batches": a.history, "seconds": time.perf_counter() - c0,
+                           "commit_s_by_hundred": [sorted(secs[i:i + 100])[len(secs[i:i + 100]) // 2]
+                                                   for i in range(0, len(secs), 100)],
+                           "rss_mb": _rss_mb()}
+                c0 = time.perf_counter()
+                snap = _open_next(store)
+                history["open_s"] = time.perf_counter() - c0
+                history["log"] = _log_bytes(root)
             r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
             c0 = time.perf_counter()
             snap = _open_next(store)
@@ -271,6 +331,8 @@ def run_store(a) -> dict:
             r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
             r["table_rows"] = getattr(snap.versions, "rows", None)
+            r["batches"] = len(snap.batches)
+            r["rss_mb"] = _rss_mb()
             r["live_files"] = len(snap.files)
             marker = getattr(snap.versions.latest, "compaction", None)
             r["compacted"] = marker is not None and marker.detail["through_seq"] == snap.batch_seq
@@ -286,7 +348,7 @@ def run_store(a) -> dict:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"per_batch": per, "loads": loads, "log": logs, "rss_mb": _rss_mb(), "live_files": len(snap.files),
-            "batch_messages": n}
+            "batch_messages": n, "history": history}
 
 
 def model(res: dict, batches: int) -> dict:
@@ -372,7 +434,7 @@ def compare(a) -> dict:
         for name, tree in (("baseline", a.baseline), ("tree", ROOT)):
             load0 = os.getloadavg()[0]
             r = _child("store", tree, messages=a.messages, splits=a.splits, topics=a.topics, queues=a.queues,
-                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes)
+                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes, history=a.history)
             r.update(which=name, round=i, load_avg=[load0, os.getloadavg()[0]])
             out["runs"].append(r)
             for k, p in enumerate(r["per_batch"]):
@@ -380,8 +442,13 @@ def compare(a) -> dict:
                       f"{p['plan_s'] + p['rows_s'] + p['commit_s']:.2f} s, refresh {p['refresh_s']:.2f} s, next load "
                       f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows; checkpoints table "
                       f"{p['checkpoints_read_s']:.2f} s)", flush=True)
-            print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}",
-                  flush=True)
+            h = r.get("history") or {}
+            if h:
+                print(f"{name} round {i}: {h['batches']} history batches in {h['seconds']:.0f} s (a commit, median by "
+                      f"hundreds: {', '.join(f'{x:.3f}' for x in h['commit_s_by_hundred'])} s), then an open "
+                      f"{h['open_s']:.2f} s; tables then: {json.dumps(h['log'])}", flush=True)
+            print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}; "
+                  f"tables at the end: {json.dumps(r['log'])}", flush=True)
     return out
 
 
@@ -397,6 +464,8 @@ def main(argv=None) -> int:
     ap.add_argument("--segment-bytes", type=int, default=1 << 30)
     ap.add_argument("--batches", type=int, default=10_000)
     ap.add_argument("--real", type=int, default=6)
+    ap.add_argument("--history", type=int, default=0,
+                    help="store: commits of a batch that changes no file after the first real batch (_history)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--progress", action="store_true", help="a line per real batch on stderr")
     ap.add_argument("--json", action="store_true")

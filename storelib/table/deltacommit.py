@@ -73,6 +73,11 @@ def _scratch(store: Any, table_rel: str, version: int | None) -> str:
         if not any(int(n[:20]) == version for n in names):
             shutil.rmtree(root, ignore_errors=True)
             raise LocalCommitConflict(f"{table_rel}: version {version} is no longer in its log")
+        # From the newest single-file checkpoint on (what delta-rs reads of the log): linking
+        # every commit of a long history would cost the commit time in the number of versions.
+        ckpts = [int(n[:20]) for n in names if n.endswith(".checkpoint.parquet")]
+        if ckpts:
+            names = [n for n in names if int(n[:20]) >= max(ckpts)]
         for n in names:
             os.link(os.path.join(real_log, n), os.path.join(log, n))
     return root
