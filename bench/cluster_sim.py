@@ -324,10 +324,15 @@ def run_store(a) -> dict:
                 history["open_s"] = time.perf_counter() - c0
                 history["log"] = _log_bytes(root)
             r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
+            # the driver holds one snapshot: ``run_ingest`` opens it and lets it go when it returns
+            # (also a stream sink's, a micro-batch a call); holding the previous one through the
+            # next open was this bench's own peak
+            held, snap = (snap if getattr(a, "hold", False) else None), None
             c0 = time.perf_counter()
             snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            del held
             r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
             r["table_rows"] = getattr(snap.versions, "rows", None)
@@ -391,7 +396,7 @@ def model(res: dict, batches: int) -> dict:
 def _child(mode: str, tree: str = ROOT, **kw) -> dict:
     args = [sys.executable, os.path.abspath(__file__), mode, "--json", "--tree", tree]
     for k, v in kw.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
+        args += [f"--{k.replace('_', '-')}"] + ([str(v)] if v != "" else [])
     r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=tree))
     if r.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
@@ -434,7 +439,8 @@ def compare(a) -> dict:
         for name, tree in (("baseline", a.baseline), ("tree", ROOT)):
             load0 = os.getloadavg()[0]
             r = _child("store", tree, messages=a.messages, splits=a.splits, topics=a.topics, queues=a.queues,
-                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes, history=a.history)
+                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes, history=a.history,
+                       **({"hold": ""} if a.hold else {}))
             r.update(which=name, round=i, load_avg=[load0, os.getloadavg()[0]])
             out["runs"].append(r)
             for k, p in enumerate(r["per_batch"]):
@@ -464,6 +470,8 @@ def main(argv=None) -> int:
     ap.add_argument("--segment-bytes", type=int, default=1 << 30)
     ap.add_argument("--batches", type=int, default=10_000)
     ap.add_argument("--real", type=int, default=6)
+    ap.add_argument("--hold", action="store_true", help="store: hold the previous snapshot through the next open "
+                    "(as this bench did before 2026-11-29 afternoon)")
     ap.add_argument("--history", type=int, default=0,
                     help="store: commits of a batch that changes no file after the first real batch (_history)")
     ap.add_argument("--smoke", action="store_true")

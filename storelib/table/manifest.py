@@ -46,7 +46,7 @@ from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, No
 from . import ckmerge, deltacommit, deltalog
 from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows,
                         table_uri)
-from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
+from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows
 from ..format.config import StoreConfig
 from ..format import names
 from ..io import storage
@@ -194,7 +194,7 @@ def read_tables(store: storage.Store, queue_offsets: bool = True) -> Tables:
         raise CorruptStore(f"{MANIFEST_DIR}/_delta_log", 0, f"missing: the checkpoints table lists {len(batches)} "
                                                            "committed batch(es), the manifest table does not exist")
     return Tables(store.uri, TableVersions(mf_version, ck_version, len(mf_rows)), tuple(batches),
-                  tuple(manifest_rows(mf_rows)), sources)
+                  _typed(mf_rows), sources)
 
 
 def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None) -> Tables:
@@ -230,7 +230,16 @@ def at_batch(store: storage.Store, tables: Tables, as_of_batch: str | int | None
     if failure is not None:
         raise failure.with_traceback(None)
     return Tables(tables.uri, TableVersions(version, tables.versions.checkpoints, len(rows)), tables.batches,
-                  tuple(manifest_rows(rows)), tables.sources)
+                  _typed(rows), tables.sources)
+
+
+def _typed(rows: list[Any]) -> tuple[ManifestRow, ...]:
+    """``rows`` as ``ManifestRow``s, each read row let go as soon as its typed copy is made (a
+    list of the read rows and one of the copies side by side doubled the driver's peak memory
+    at an open: ~2 KB a row, 330,000 rows at 10^10 messages)."""
+    for i, r in enumerate(rows):
+        rows[i] = ManifestRow.of(r)
+    return tuple(rows)
 
 
 def _last_marker(rows: Any) -> ManifestRow | None:

@@ -93,7 +93,7 @@ def test_a_merge_that_fails_leaves_the_table_and_the_batch_committed(tmp_path, m
     _batches(store, 1, 4, queue_next, {})
     snap = manifest.load_snapshot(store)
 
-    def broken(*a, **k):  # noqa: ARG001
+    def broken(*a, **k):
         def write(dt, hooks=None):
             raise OSError("disk full")
         return write
