@@ -120,3 +120,28 @@ def test_one_batch_of_a_merged_file_decodes_its_row_groups_alone(tmp_path, monke
     assert groups == [[0]]
     assert whole.batches[1].queue_offsets == manifest.read_tables(store).batches[1].queue_offsets
     assert tableread.QUEUE_OFFSETS not in whole.batches[0]
+
+
+class _Adds:
+    """A table version's ``add`` actions as ``get_add_actions(flatten=True)`` gives them."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def get_add_actions(self, flatten):
+        return pa.table({"path": [f[0] for f in self.files], "size_bytes": [f[1] for f in self.files],
+                         "min.batch_seq": [f[2] for f in self.files], "max.batch_seq": [f[3] for f in self.files]})
+
+
+def test_a_merge_takes_the_lowest_tier_with_enough_files_and_never_the_latest_batch(monkeypatch):
+    monkeypatch.setattr(ckmerge, "MERGE_BASE_BYTES", 100)
+    monkeypatch.setattr(ckmerge, "MERGE_TARGET_BYTES", 100 * 4 * 4)
+    small = [(f"s{i}", 10, i, i) for i in range(1, 4)]                   # tier 0: below 100 bytes
+    mid = [(f"m{i}", 150, 10 + i, 10 + i) for i in range(4)]           # tier 1: 100-400 bytes
+    big = [("b", 1600, 20, 30)]                                          # never merged again
+    assert ckmerge.due(_Adds(small + mid + big), 99) == [(p, n) for p, n, _, _ in mid]
+    assert ckmerge.due(_Adds(small + [("s4", 10, 4, 4)] + mid), 99) == [(f"s{i}", 10) for i in range(1, 5)]
+    assert ckmerge.due(_Adds(small + [("s4", 10, 4, 4)]), 4) is None           # the latest batch's file stays
+    assert ckmerge.due(_Adds(small + [("s4", 10, 4, None)]), 9) is None        # no statistics: left as it is
+    over = [(f"m{i}", 390, 10 + i, 10 + i) for i in range(5)]                # at most MERGE_TARGET_BYTES at once
+    assert ckmerge.due(_Adds(over), 99) == [(p, n) for p, n, _, _ in over[:4]]
