@@ -154,6 +154,7 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     c0 = time.perf_counter()
     plan = sequencer.plan_batch(state, summaries, details.__getitem__, cfg)
     t["plan_s"] = time.perf_counter() - c0
+    peak = {"plan": _rss_mb()}
     c0 = time.perf_counter()
     results = _facts(plan, state, cfg, rec, keys, 1_800_000_000_000 + k * 1000)
     t["facts_s"] = time.perf_counter() - c0
@@ -171,12 +172,16 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     ck_row = commit._checkpoint_row(staged, ck, cfg, time.time(), key,
                                     {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
     t["rows_s"] = time.perf_counter() - c0
+    peak["rows"] = _rss_mb()
     c0 = time.perf_counter()
     committed = manifest.commit(store, snap.versions, rows, ck_row, durable=False)
     t["commit_s"] = time.perf_counter() - c0
+    peak["commit"] = _rss_mb()
     c0 = time.perf_counter()
     t["refresh_wrote"] = _refresh(store, committed)
     t["refresh_s"] = time.perf_counter() - c0
+    peak["refresh"] = _rss_mb()
+    t["peak_mb_by_step"] = peak        # the process's peak RSS after each step: where it rose
     t.update(rows=len(rows), segments=len(segs), cq_files=len(cqs), index_files=len(idxs),
              queue_offsets=len(ck_row["queue_offsets"] or []),
              detail_bytes=sum(len(r["detail"] or "") for r in rows))
@@ -332,6 +337,7 @@ def run_store(a) -> dict:
             snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            r["peak_mb_by_step"]["open"] = _rss_mb()
             del held
             r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
@@ -345,6 +351,7 @@ def run_store(a) -> dict:
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
             if getattr(a, "progress", False):
+                print(f"batch {k + 1}: peak RSS after each step {r['peak_mb_by_step']} MB", file=sys.stderr)
                 print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, "
                       f"refresh {r['refresh_s']:.2f} s, load "
                       f"{r['load_s']:.2f} s of {r['table_rows']} rows ({r['live_files']} live)"
