@@ -29,13 +29,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
+from ..errors import StoreError
+from ..format.paths import CHECKPOINTS_DIR
 from ..io import storage
+from . import deltacommit, deltalog
+from .tableread import open_table, table_uri
 
-__all__ = ["MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS", "due", "writer"]
+__all__ = ["MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS", "merge", "due", "writer"]
 
 MERGE_MIN_FILES = 32
 MERGE_BASE_BYTES = 1 << 20
@@ -44,6 +48,37 @@ ROW_GROUP_ROWS = 1024
 ROW_GROUP_OFFSETS = 1 << 20
 _SEQ = "batch_seq"
 _OFFSETS = "queue_offsets"
+
+
+def merge(store: storage.Store, version: int, checkpoint_row: Mapping[str, Any], schema: pa.Schema,
+          fault: Callable[[str], None] | None, durable: bool, lease: Any) -> bool:
+    """The checkpoints table's merge after the batch's commit at ``version`` (its row
+    ``checkpoint_row``; ``schema``: the table's), when ``due``: one conditional commit on top of
+    ``version``, the writer's ``lease`` checked first; whether it went in."""
+    failure = None
+    try:
+        dt = open_table(store, CHECKPOINTS_DIR, version)
+        files = due(dt, checkpoint_row["batch_seq"]) if dt is not None else None
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake errors of a damaged log: no merge
+        failure = deltalog.corrupt(store, CHECKPOINTS_DIR, e)
+    dt = None
+    if failure is not None:
+        raise failure.with_traceback(None)
+    if files is None:
+        return False
+    if fault:
+        fault("before-checkpoints-merge")
+    if lease is not None:
+        lease.check()
+    write = writer(table_uri(store, CHECKPOINTS_DIR), files, schema, {"rocketlake.batch_id": checkpoint_row["batch_id"],
+                                                                      "rocketlake.operation": "merge",
+                                                                      "userMetadata": checkpoint_row["batch_id"]})
+    deltacommit.commit_version(store, CHECKPOINTS_DIR, version, write, durable, fault, "mid-checkpoints-merge")
+    if fault:
+        fault("after-checkpoints-merge")
+    return True
 
 
 def due(dt: Any, latest_seq: int) -> list[tuple[str, int]] | None:
@@ -89,7 +124,7 @@ def _as_schema(rb: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 def writer(table: str, files: list[tuple[str, int]], schema: pa.Schema, custom_metadata: dict[str, str]
            ) -> Callable[..., None]:
-    """The ``write(dt, hooks)`` of the merge's commit (``manifest._commit_version``): the rows of
+    """The ``write(dt, hooks)`` of the merge's commit (``deltacommit.commit_version``): the rows of
     ``files`` (``due``) of the table at ``table`` (its URI or path; ``dt`` may be a scratch copy
     of its log, ``storelib.table.deltacommit``) into one new data file of ``dt``'s table, ``add``
     it and ``remove`` them."""

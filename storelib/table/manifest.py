@@ -42,10 +42,9 @@ from typing import Any, Callable, Literal, Mapping
 
 import pyarrow as pa
 
-from ..errors import ConcurrentWriteError, CorruptStore, LocalCommitConflict, NoSuchBatch, StoreError, StorePathError
+from ..errors import CorruptStore, NoSuchBatch, StoreError, StorePathError
 from . import ckmerge, deltacommit, deltalog
-from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows,
-                        table_uri)
+from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows)
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows
 from ..format.config import StoreConfig
 from ..format import names
@@ -416,7 +415,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                 write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props, **kw)
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
-        _commit_version(store, rel, version, write, durable)
+        deltacommit.commit_version(store, rel, version, write, durable)
         if point and fault:
             fault(point)
     compacted = compaction_due(versions, manifest_rows, checkpoint_row)
@@ -428,63 +427,11 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             compacted = None
     ck = (versions.checkpoints + 1) if versions.checkpoints is not None else 0
     try:
-        merged = _merge_checkpoints(store, ck, checkpoint_row, fault, durable, lease)
+        merged = ckmerge.merge(store, ck, checkpoint_row, CHECKPOINTS_SCHEMA, fault, durable, lease)
     except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
         merged = False
     return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
                               written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged)
-
-
-def _merge_checkpoints(store: storage.Store, version: int, checkpoint_row: Mapping[str, Any],
-                       fault: Callable[[str], None] | None, durable: bool, lease: Any) -> bool:
-    """The checkpoints table's merge after the batch's commit at ``version``, when due
-    (``storelib.table.ckmerge``): one conditional commit on top of ``version``; whether it went in."""
-    failure = None
-    try:
-        dt = open_table(store, CHECKPOINTS_DIR, version)
-        files = ckmerge.due(dt, checkpoint_row["batch_seq"]) if dt is not None else None
-    except StoreError as e:
-        failure = e
-    except Exception as e:  # noqa: BLE001 - deltalake errors of a damaged log: no merge
-        failure = deltalog.corrupt(store, CHECKPOINTS_DIR, e)
-    dt = None
-    if failure is not None:
-        raise failure.with_traceback(None)
-    if files is None:
-        return False
-    if fault:
-        fault("before-checkpoints-merge")
-    if lease is not None:
-        lease.check()
-    write = ckmerge.writer(table_uri(store, CHECKPOINTS_DIR), files, CHECKPOINTS_SCHEMA, {"rocketlake.batch_id": checkpoint_row["batch_id"],
-                                                       "rocketlake.operation": "merge",
-                                                       "userMetadata": checkpoint_row["batch_id"]})
-    _commit_version(store, CHECKPOINTS_DIR, version, write, durable, fault, "mid-checkpoints-merge")
-    if fault:
-        fault("after-checkpoints-merge")
-    return True
-
-
-def _commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
-                    fault: Callable[[str], None] | None = None, point: str | None = None) -> int | None:
-    """One conditional Delta commit on top of ``version`` of the table at ``rel`` (the new
-    version on a local store; ``point``: the fault point between its data files and its log entry)."""
-    from deltalake.exceptions import CommitFailedError
-    new = None
-    try:
-        if store.atomic_rename:
-            hook = (lambda: fault(point)) if fault is not None and point else None
-            new = deltacommit.commit_local(store, rel, version, write, durable, before_entry=hook)
-            if new and new % deltacommit.CHECKPOINT_INTERVAL == 0:
-                deltacommit.checkpoint_local(store, rel, durable)
-        else:
-            _commit_object_store(store, rel, version, write)
-    except LocalCommitConflict as e:
-        raise ConcurrentWriteError(str(e)) from None
-    except CommitFailedError as e:
-        raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
-                                   f"({e})") from None
-    return new
 
 
 def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versions: TableVersions) -> dict[str, Any]:
@@ -624,29 +571,9 @@ def _compact(store: storage.Store, version: int, rows: list[dict[str, Any]], che
                                                                    current.column("size_bytes").to_pylist())]
         kw = {} if hooks is None else {"post_commithook_properties": hooks}
         dt.create_write_transaction(actions, mode="append", schema=MANIFEST_SCHEMA, commit_properties=props, **kw)
-    _commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction")
+    deltacommit.commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction")
     if fault:
         fault("after-compaction")
-
-
-def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None]) -> None:
-    """One conditional Delta commit on an object store (a completed PUT is durable). A batch that
-    creates the table creates it or fails (mode "error"): a writer that found no table, then met
-    one another writer created meanwhile, must not append to it."""
-    dt = open_table(store, rel, version) if version is not None else None
-    if version is None and open_table(store, rel) is not None:
-        raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
-    try:
-        if dt is None:
-            write(table_uri(store, rel), mode="error")
-        else:
-            write(dt)
-    except Exception as e:  # table creation races surface as several errors
-        from deltalake.exceptions import CommitFailedError
-        if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
-                                                     or "version" in str(e).lower()):
-            raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
-        raise
 
 
 def history(store: storage.Store) -> list[Any]:
