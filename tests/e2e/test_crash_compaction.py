@@ -110,52 +110,47 @@ def _expect(as_of: dict):
     return check
 
 
-@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
-@pytest.mark.parametrize("point", COMPACT_POINTS)
-def test_compaction_killed(inputs, seed, tmp_path, point):  # noqa: F811
-    seed_store, seed_files, as_of, want = seed
+def _killed(inputs, seed, tmp_path, point: str, check) -> str:  # noqa: F811
+    """B killed at ``point``, after its switch: B committed, every seed batch as it was, nothing
+    damaged, ``check(store)``; B's rerun finds it committed and ends in the uninterrupted run's
+    files; then C's commit. The store."""
+    seed_store, _, as_of, want = seed
     store = str(tmp_path / "store")
     shutil.copytree(seed_store, store)
     marker = str(tmp_path / "marker")
     r = ingest(inputs, store, "b", "B", {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_MARKER": marker})
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
     assert open(marker).read().startswith(point)
-    # B committed (its switch came first), every seed batch as it was, nothing damaged
     assert _open(store) == SEED + ["B"]
+    check(store)
     assert _as_of(store) == as_of
     assert _deep(store, inputs) == []
     out = _in_process_ingest(inputs, store, "b", "B", durable=False)
     assert out["status"] == "already-committed", out
     assert files_state(store) == want
-    # the next batch's commit compacts what the killed one did not (after-compaction: B's stands)
     _in_process_ingest(inputs, store, "c", "C", durable=False)
+    assert _open(store) == SEED + ["B", "C"]
+    assert _as_of(store) == as_of and _deep(store, inputs) == []
+    return store
+
+
+@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
+@pytest.mark.parametrize("point", COMPACT_POINTS)
+def test_compaction_killed(inputs, seed, tmp_path, point):  # noqa: F811
+    store = _killed(inputs, seed, tmp_path, point, lambda store: None)
+    # the next batch's commit compacts what the killed one did not (after-compaction: B's stands)
     snap = manifest.load_snapshot(storage.Store(store))
     assert snap.compaction is not None and snap.compaction.detail["through_seq"] == (
         PARTS + 1 if point == "after-compaction" else PARTS + 2)
-    assert _as_of(store) == as_of and _deep(store, inputs) == []
 
 
 @pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
 @pytest.mark.parametrize("point", MERGE_POINTS)
 def test_checkpoints_merge_killed(inputs, seed, tmp_path, point):  # noqa: F811
-    seed_store, seed_files, as_of, want = seed
-    store = str(tmp_path / "store")
-    shutil.copytree(seed_store, store)
-    marker = str(tmp_path / "marker")
-    r = ingest(inputs, store, "b", "B", {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_MARKER": marker})
-    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
-    assert open(marker).read().startswith(point)
-    assert _open(store) == SEED + ["B"] and _compacted(store)
-    assert _merged(store) == (point == "after-checkpoints-merge")
-    assert _as_of(store) == as_of
-    assert _deep(store, inputs) == []
-    out = _in_process_ingest(inputs, store, "b", "B", durable=False)
-    assert out["status"] == "already-committed", out
-    assert files_state(store) == want
-    # the next batch's commit merges what the killed one did not
-    _in_process_ingest(inputs, store, "c", "C", durable=False)
-    assert _merged(store) and _open(store) == SEED + ["B", "C"]
-    assert _as_of(store) == as_of and _deep(store, inputs) == []
+    def check(store):
+        assert _compacted(store) and _merged(store) == (point == "after-checkpoints-merge")
+    store = _killed(inputs, seed, tmp_path, point, check)
+    assert _merged(store)                   # the next batch's commit merges what the killed one did not
 
 
 @pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
