@@ -262,9 +262,9 @@ def _history(store, snap, batches: int, progress: bool) -> tuple:
     real batches; what it does not leave: the rows real batches would have written (a compacted
     manifest table holds the live rows and those since, whatever the history) and the queue
     offsets of their checkpoint rows (the lean read skips them). The snapshot cache is refreshed
-    once, from the last committed snapshot (a writer's tail refreshes it after every commit: left
-    1,000 batches behind, the next real batch's refresh would read both tables, a cost no real
-    history has). Returns the last committed snapshot and the seconds each commit took."""
+    once, from the last committed snapshot (a writer's tail refreshes it after every commit; a
+    refresh at 10^10 messages costs tens of seconds, so not after each of these). Returns the last
+    committed snapshot and the seconds each commit took."""
     from storelib.table import manifest
     secs = []
     for _ in range(batches):
