@@ -58,6 +58,38 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class _Sampler:
+    """The process's RSS sampled every 20 ms by a thread: the highest of each step (``step``
+    starts one), whatever the steps before it reached (``ru_maxrss`` only ever grows)."""
+
+    def __init__(self):
+        import threading
+        self.peaks: dict = {}
+        self.name = None
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                with open("/proc/self/statm") as fh:
+                    mb = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+            except OSError:
+                return
+            if self.name is not None:
+                self.peaks[self.name] = max(self.peaks.get(self.name, 0.0), mb)
+            time.sleep(0.02)
+
+    def step(self, name):
+        self.name = name
+
+    def take(self) -> dict:
+        out, self.peaks = {k: round(v) for k, v in self.peaks.items()}, {}
+        return out
+
+
+SAMPLER = None
+
+
 class _Detail:
     """What the sequencer asks of a straddling split (``split_facts.ChunkedDetail``'s questions),
     in closed form: equal records, ``keys`` entries each, message i in the split's queue i % K."""
@@ -147,6 +179,7 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     from storelib.ingest import commit, driver, sequencer
     from storelib.table import manifest
     t = {}
+    _step("plan")
     c0 = time.perf_counter()
     state = driver.store_state(snap)
     summaries, details = _summaries(n, splits, topics, queues, rec, keys, k, 1_800_000_000_000 + k * 1000)
@@ -158,6 +191,7 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     c0 = time.perf_counter()
     results = _facts(plan, state, cfg, rec, keys, 1_800_000_000_000 + k * 1000)
     t["facts_s"] = time.perf_counter() - c0
+    _step("rows")
     c0 = time.perf_counter()
     seq = snap.batch_seq + 1
     now = manifest.now_ms() + k
@@ -173,10 +207,12 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
                                     {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
     t["rows_s"] = time.perf_counter() - c0
     peak["rows"] = _rss_mb()
+    _step("commit")
     c0 = time.perf_counter()
     committed = manifest.commit(store, snap.versions, rows, ck_row, durable=False)
     t["commit_s"] = time.perf_counter() - c0
     peak["commit"] = _rss_mb()
+    _step("refresh")
     c0 = time.perf_counter()
     t["refresh_wrote"] = _refresh(store, committed)
     t["refresh_s"] = time.perf_counter() - c0
@@ -186,6 +222,11 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
              queue_offsets=len(ck_row["queue_offsets"] or []),
              detail_bytes=sum(len(r["detail"] or "") for r in rows))
     return t
+
+
+def _step(name: str) -> None:
+    if SAMPLER is not None:
+        SAMPLER.step(name)
 
 
 def _open_next(store):
@@ -336,11 +377,13 @@ def run_store(a) -> dict:
             # (also a stream sink's, a micro-batch a call); holding the previous one through the
             # next open was this bench's own peak
             held, snap = (snap if getattr(a, "hold", False) else None), None
+            _step("open")
             c0 = time.perf_counter()
             snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
             r["peak_mb_by_step"]["open"] = _rss_mb()
+            r["rss_mb_in_step"] = SAMPLER.take() if SAMPLER else {}
             del held
             r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
@@ -354,7 +397,8 @@ def run_store(a) -> dict:
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
             if getattr(a, "progress", False):
-                print(f"batch {k + 1}: peak RSS after each step {r['peak_mb_by_step']} MB", file=sys.stderr)
+                print(f"batch {k + 1}: peak RSS after each step {r['peak_mb_by_step']} MB, "
+                      f"highest RSS in each {r['rss_mb_in_step']} MB", file=sys.stderr)
                 print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, "
                       f"refresh {r['refresh_s']:.2f} s, load "
                       f"{r['load_s']:.2f} s of {r['table_rows']} rows ({r['live_files']} live)"
@@ -454,6 +498,7 @@ def compare(a) -> dict:
             r.update(which=name, round=i, load_avg=[load0, os.getloadavg()[0]])
             out["runs"].append(r)
             for k, p in enumerate(r["per_batch"]):
+                print(f"{name} round {i} batch {k + 1}: highest RSS in each step {p.get('rss_mb_in_step')} MB", flush=True)
                 print(f"{name} round {i} batch {k + 1}: {p['rows']} rows, plan+rows+commit "
                       f"{p['plan_s'] + p['rows_s'] + p['commit_s']:.2f} s, refresh {p['refresh_s']:.2f} s, next load "
                       f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows; checkpoints table "
@@ -496,6 +541,8 @@ def main(argv=None) -> int:
     if a.mode == "one":
         res = run_one(a)
     elif a.mode == "store":
+        global SAMPLER
+        SAMPLER = _Sampler()
         res = run_store(a)
     elif a.mode == "compare":
         if not a.baseline:
