@@ -32,6 +32,8 @@ Two measurements, each in a fresh process (peak RSS is the process's):
     python bench/cluster_sim.py one --messages 1e9 --splits 1e4
     python bench/cluster_sim.py compare --baseline /work/main --messages 1e10 --real 4
                                  # ``store`` on this tree and on another checkout's storelib, alternating
+    python bench/cluster_sim.py store --messages 1e10 --splits 1e3 --real 4 --history 3000 --progress
+                                 # the real batches after 3,000 commits of history (``_history``)
 """
 from __future__ import annotations
 
