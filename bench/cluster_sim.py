@@ -32,6 +32,8 @@ Two measurements, each in a fresh process (peak RSS is the process's):
     python bench/cluster_sim.py one --messages 1e9 --splits 1e4
     python bench/cluster_sim.py compare --baseline /work/main --messages 1e10 --real 4
                                  # ``store`` on this tree and on another checkout's storelib, alternating
+    python bench/cluster_sim.py store --messages 1e10 --splits 1e3 --real 4 --history 3000 --progress
+                                 # the real batches after 3,000 commits of history (``_history``)
 """
 from __future__ import annotations
 
@@ -56,6 +58,38 @@ HEX = "ab" * 32
 
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _Sampler:
+    """The process's RSS sampled every 20 ms by a thread: the highest of each step (``step``
+    starts one), whatever the steps before it reached (``ru_maxrss`` only ever grows)."""
+
+    def __init__(self):
+        import threading
+        self.peaks: dict = {}
+        self.name = None
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                with open("/proc/self/statm") as fh:
+                    mb = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+            except OSError:
+                return
+            if self.name is not None:
+                self.peaks[self.name] = max(self.peaks.get(self.name, 0.0), mb)
+            time.sleep(0.02)
+
+    def step(self, name):
+        self.name = name
+
+    def take(self) -> dict:
+        out, self.peaks = {k: round(v) for k, v in self.peaks.items()}, {}
+        return out
+
+
+SAMPLER = None
 
 
 class _Detail:
@@ -147,6 +181,7 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     from storelib.ingest import commit, driver, sequencer
     from storelib.table import manifest
     t = {}
+    _step("plan")
     c0 = time.perf_counter()
     state = driver.store_state(snap)
     summaries, details = _summaries(n, splits, topics, queues, rec, keys, k, 1_800_000_000_000 + k * 1000)
@@ -154,9 +189,11 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     c0 = time.perf_counter()
     plan = sequencer.plan_batch(state, summaries, details.__getitem__, cfg)
     t["plan_s"] = time.perf_counter() - c0
+    peak = {"plan": _rss_mb()}
     c0 = time.perf_counter()
     results = _facts(plan, state, cfg, rec, keys, 1_800_000_000_000 + k * 1000)
     t["facts_s"] = time.perf_counter() - c0
+    _step("rows")
     c0 = time.perf_counter()
     seq = snap.batch_seq + 1
     now = manifest.now_ms() + k
@@ -171,16 +208,27 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     ck_row = commit._checkpoint_row(staged, ck, cfg, time.time(), key,
                                     {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
     t["rows_s"] = time.perf_counter() - c0
+    peak["rows"] = _rss_mb()
+    _step("commit")
     c0 = time.perf_counter()
     committed = manifest.commit(store, snap.versions, rows, ck_row, durable=False)
     t["commit_s"] = time.perf_counter() - c0
+    peak["commit"] = _rss_mb()
+    _step("refresh")
     c0 = time.perf_counter()
     t["refresh_wrote"] = _refresh(store, committed)
     t["refresh_s"] = time.perf_counter() - c0
+    peak["refresh"] = _rss_mb()
+    t["peak_mb_by_step"] = peak        # the process's peak RSS after each step: where it rose
     t.update(rows=len(rows), segments=len(segs), cq_files=len(cqs), index_files=len(idxs),
              queue_offsets=len(ck_row["queue_offsets"] or []),
              detail_bytes=sum(len(r["detail"] or "") for r in rows))
     return t
+
+
+def _step(name: str) -> None:
+    if SAMPLER is not None:
+        SAMPLER.step(name)
 
 
 def _open_next(store):
@@ -218,17 +266,68 @@ def _refresh(store, committed) -> bool:
 
 
 def _log_bytes(root: str) -> dict:
+    """Per table: bytes on disk (data files of every version, and the log), the log's bytes,
+    files and Delta checkpoints, and the data files the latest version names."""
     out = {}
     for table in ("manifest", "checkpoints"):
         d = os.path.join(root, "_rocketlake", table)
-        total = logs = 0
+        total = logs = log_files = checkpoints = 0
         for dp, _, fs in os.walk(d):
             for f in fs:
                 sz = os.path.getsize(os.path.join(dp, f))
                 total += sz
-                logs += sz if "_delta_log" in dp else 0
-        out[table] = {"bytes": total, "log_bytes": logs}
+                if "_delta_log" in dp:
+                    logs, log_files = logs + sz, log_files + 1
+                    checkpoints += ".checkpoint." in f
+        out[table] = {"bytes": total, "log_bytes": logs, "log_files": log_files, "checkpoints": checkpoints,
+                      "data_files": _data_files(d)}
     return out
+
+
+def _data_files(table: str):
+    try:
+        from deltalake import DeltaTable
+        dt = DeltaTable(table)
+        n = len(dt.file_uris())
+        dt = None
+        return n
+    except Exception:  # noqa: BLE001 - no table yet
+        return None
+
+
+def _history(store, snap, batches: int, progress: bool) -> tuple:
+    """``batches`` commits through the real commit code (``manifest.commit``: both conditional
+    Delta commits, the compaction and the checkpoints table's merge when due, a Delta checkpoint
+    every 100 versions), each a batch that changes no file: it writes one manifest row (the
+    RocketMQ checkpoint file's, its facts unchanged) and a checkpoint row. What a long history
+    leaves in the tables (their versions, log files, Delta checkpoints, one checkpoint row and one
+    data file per batch, the compactions and merges it triggers) at a fraction of the cost of
+    real batches; what it does not leave: the rows real batches would have written (a compacted
+    manifest table holds the live rows and those since, whatever the history) and the queue
+    offsets of their checkpoint rows (the lean read skips them). The snapshot cache is refreshed
+    once, from the last committed snapshot (a writer's tail refreshes it after every commit; a
+    refresh at 10^10 messages costs tens of seconds, so not after each of these). Returns the last
+    committed snapshot and the seconds each commit took."""
+    from storelib.table import manifest
+    secs = []
+    for _ in range(batches):
+        prev = snap.batch
+        seq = snap.batch_seq + 1
+        row = dict(snap.files["checkpoint"])
+        now = manifest.now_ms()
+        key = dict(batch_id=f"h{seq}", batch_seq=seq, committed_at=now)
+        row.update(key, attempt_id=None, staged_path=None)
+        ck = manifest.checkpoint_row_after(dict(prev), **key, operation="ingest", messages=0, bytes=0,
+                                           index_entries=0, queue_offsets=[], wall_time_ms=0,
+                                           input_fingerprint=f"h{seq}")
+        c0 = time.perf_counter()
+        snap = manifest.commit(store, snap.versions, [row], ck, durable=False)
+        secs.append(time.perf_counter() - c0)
+        if progress and seq % 100 == 0:
+            print(f"history batch {seq}: commit {secs[-1]:.3f} s (median of the last 100 "
+                  f"{sorted(secs[-100:])[len(secs[-100:]) // 2]:.3f} s)", file=sys.stderr, flush=True)
+    _refresh(store, snap)
+    return snap, secs
 
 
 def _open(root: str, segment_bytes: int = 1 << 30):
@@ -259,18 +358,40 @@ def run_store(a) -> dict:
     n = a.messages // a.batches
     root = tempfile.mkdtemp(prefix="clustersim-")
     per, loads = [], []
+    history: dict = {}
     try:
         store, cfg = _open(root, a.segment_bytes)
         snap = _open_next(store)
         for k in range(a.real):
+            if k == 1 and getattr(a, "history", 0):
+                c0 = time.perf_counter()
+                snap, secs = _history(store, snap, a.history, getattr(a, "progress", False))
+                history = {"batches": a.history, "seconds": time.perf_counter() - c0,
+                           "commit_s_by_hundred": [sorted(secs[i:i + 100])[len(secs[i:i + 100]) // 2]
+                                                   for i in range(0, len(secs), 100)],
+                           "rss_mb": _rss_mb()}
+                c0 = time.perf_counter()
+                snap = _open_next(store)
+                history["open_s"] = time.perf_counter() - c0
+                history["log"] = _log_bytes(root)
             r = _batch(store, snap, cfg, n, a.splits, a.topics, a.queues, a.record_bytes, a.keys, k)
+            # the driver holds one snapshot: ``run_ingest`` opens it and lets it go when it returns
+            # (also a stream sink's, a micro-batch a call); holding the previous one through the
+            # next open was this bench's own peak
+            held, snap = (snap if getattr(a, "hold", False) else None), None
+            _step("open")
             c0 = time.perf_counter()
             snap = _open_next(store)
             driver.store_state(snap)
             r["load_s"] = time.perf_counter() - c0
+            r["peak_mb_by_step"]["open"] = _rss_mb()
+            r["rss_mb_in_step"] = SAMPLER.take() if SAMPLER else {}
+            del held
             r["checkpoints_read_s"] = _checkpoints_read_s(store)
             # the rows the load read (a compacted table: the live ones and those since), the live files
             r["table_rows"] = getattr(snap.versions, "rows", None)
+            r["batches"] = len(snap.batches)
+            r["rss_mb"] = _rss_mb()
             r["live_files"] = len(snap.files)
             marker = getattr(snap.versions.latest, "compaction", None)
             r["compacted"] = marker is not None and marker.detail["through_seq"] == snap.batch_seq
@@ -278,6 +399,8 @@ def run_store(a) -> dict:
             loads.append((sum(p["rows"] for p in per) + r["rows"], r["load_s"]))
             per.append(r)
             if getattr(a, "progress", False):
+                print(f"batch {k + 1}: peak RSS after each step {r['peak_mb_by_step']} MB, "
+                      f"highest RSS in each {r['rss_mb_in_step']} MB", file=sys.stderr)
                 print(f"batch {k + 1}: plan+rows+commit {r['plan_s'] + r['rows_s'] + r['commit_s']:.2f} s, "
                       f"refresh {r['refresh_s']:.2f} s, load "
                       f"{r['load_s']:.2f} s of {r['table_rows']} rows ({r['live_files']} live)"
@@ -286,7 +409,7 @@ def run_store(a) -> dict:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"per_batch": per, "loads": loads, "log": logs, "rss_mb": _rss_mb(), "live_files": len(snap.files),
-            "batch_messages": n}
+            "batch_messages": n, "history": history}
 
 
 def model(res: dict, batches: int) -> dict:
@@ -329,7 +452,7 @@ def model(res: dict, batches: int) -> dict:
 def _child(mode: str, tree: str = ROOT, **kw) -> dict:
     args = [sys.executable, os.path.abspath(__file__), mode, "--json", "--tree", tree]
     for k, v in kw.items():
-        args += [f"--{k.replace('_', '-')}", str(v)]
+        args += [f"--{k.replace('_', '-')}"] + ([str(v)] if v != "" else [])
     r = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=tree))
     if r.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
@@ -372,16 +495,23 @@ def compare(a) -> dict:
         for name, tree in (("baseline", a.baseline), ("tree", ROOT)):
             load0 = os.getloadavg()[0]
             r = _child("store", tree, messages=a.messages, splits=a.splits, topics=a.topics, queues=a.queues,
-                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes)
+                       batches=a.batches, real=a.real, segment_bytes=a.segment_bytes, history=a.history,
+                       **({"hold": ""} if a.hold else {}))
             r.update(which=name, round=i, load_avg=[load0, os.getloadavg()[0]])
             out["runs"].append(r)
             for k, p in enumerate(r["per_batch"]):
+                print(f"{name} round {i} batch {k + 1}: highest RSS in each step {p.get('rss_mb_in_step')} MB", flush=True)
                 print(f"{name} round {i} batch {k + 1}: {p['rows']} rows, plan+rows+commit "
                       f"{p['plan_s'] + p['rows_s'] + p['commit_s']:.2f} s, refresh {p['refresh_s']:.2f} s, next load "
                       f"{p['load_s']:.2f} s ({p['table_rows']} manifest rows; checkpoints table "
                       f"{p['checkpoints_read_s']:.2f} s)", flush=True)
-            print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}",
-                  flush=True)
+            h = r.get("history") or {}
+            if h:
+                print(f"{name} round {i}: {h['batches']} history batches in {h['seconds']:.0f} s (a commit, median by "
+                      f"hundreds: {', '.join(f'{x:.3f}' for x in h['commit_s_by_hundred'])} s), then an open "
+                      f"{h['open_s']:.2f} s; tables then: {json.dumps(h['log'])}", flush=True)
+            print(f"{name} round {i}: peak RSS {r['rss_mb']:.0f} MB, load average {load0:.1f}-{os.getloadavg()[0]:.1f}; "
+                  f"tables at the end: {json.dumps(r['log'])}", flush=True)
     return out
 
 
@@ -397,6 +527,10 @@ def main(argv=None) -> int:
     ap.add_argument("--segment-bytes", type=int, default=1 << 30)
     ap.add_argument("--batches", type=int, default=10_000)
     ap.add_argument("--real", type=int, default=6)
+    ap.add_argument("--hold", action="store_true", help="store: hold the previous snapshot through the next open "
+                    "(as this bench did before 2026-11-29 afternoon)")
+    ap.add_argument("--history", type=int, default=0,
+                    help="store: commits of a batch that changes no file after the first real batch (_history)")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--progress", action="store_true", help="a line per real batch on stderr")
     ap.add_argument("--json", action="store_true")
@@ -409,6 +543,8 @@ def main(argv=None) -> int:
     if a.mode == "one":
         res = run_one(a)
     elif a.mode == "store":
+        global SAMPLER
+        SAMPLER = _Sampler()
         res = run_store(a)
     elif a.mode == "compare":
         if not a.baseline:

@@ -33,6 +33,10 @@ Points (in the order an ingest passes them):
             mid-compaction (the compacted data file in the table, no version names it yet),
             after-compaction (the compaction committed, not yet checkpointed): reached by every
             writer whose commit compacts the manifest table (``COMPACT_POINTS``)
+  merge:    before-checkpoints-merge (a batch committed, its checkpoints table's merge due),
+            mid-checkpoints-merge (the merged data file in the table, no version names it yet),
+            after-checkpoints-merge: reached by every writer whose commit merges the checkpoints
+            table's files (``MERGE_POINTS``, storelib.table.ckmerge)
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
@@ -47,7 +51,7 @@ import signal
 import time
 
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
-           "COMPACT_POINTS", "CACHE_POINTS", "fault"]
+           "COMPACT_POINTS", "MERGE_POINTS", "CACHE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -60,6 +64,8 @@ POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 OBJECT_POINTS = ("after-extent-merge",)
 # reached after a batch's switch when its commit compacts the manifest table (storelib.table.manifest)
 COMPACT_POINTS = ("before-compaction", "mid-compaction", "after-compaction")
+# reached after a batch's switch when its commit merges the checkpoints table's files (storelib.table.ckmerge)
+MERGE_POINTS = ("before-checkpoints-merge", "mid-checkpoints-merge", "after-checkpoints-merge")
 # reached after every commit, where its snapshot cache is written (storelib.table.snapcache)
 CACHE_POINTS = ("cache-before-write", "cache-after-base")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",

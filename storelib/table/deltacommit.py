@@ -35,11 +35,12 @@ import shutil
 import uuid
 from urllib.parse import unquote
 
-from ..errors import LocalCommitConflict, StorePathError
+from ..errors import ConcurrentWriteError, LocalCommitConflict, StorePathError
 from ..io import storage
 from ..format.paths import TMP_DIR
+from .tableread import open_table, table_uri
 
-__all__ = [ "CHECKPOINT_INTERVAL", "commit_local", "checkpoint_local",
+__all__ = [ "CHECKPOINT_INTERVAL", "commit_version", "commit_local", "checkpoint_local",
            "clear_scratch"]
 
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
@@ -73,6 +74,11 @@ def _scratch(store: Any, table_rel: str, version: int | None) -> str:
         if not any(int(n[:20]) == version for n in names):
             shutil.rmtree(root, ignore_errors=True)
             raise LocalCommitConflict(f"{table_rel}: version {version} is no longer in its log")
+        # From the newest single-file checkpoint on (what delta-rs reads of the log): linking
+        # every commit of a long history would cost the commit time in the number of versions.
+        ckpts = [int(n[:20]) for n in names if n.endswith(".checkpoint.parquet")]
+        if ckpts:
+            names = [n for n in names if int(n[:20]) >= max(ckpts)]
         for n in names:
             os.link(os.path.join(real_log, n), os.path.join(log, n))
     return root
@@ -234,3 +240,48 @@ def clear_scratch(store: Any) -> None:
     """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
     if store.os_paths:
         shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)
+
+
+def commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
+                    fault: Callable[[str], None] | None = None, point: str | None = None) -> int | None:
+    """One conditional Delta commit on top of ``version`` of the table at ``rel`` (the new
+    version on a local store; ``point``: the fault point between its data files and its log entry):
+    local stores through ``commit_local`` (and a checkpoint every ``CHECKPOINT_INTERVAL``
+    versions), object stores through delta-rs' conditional put. ``ConcurrentWriteError`` when
+    another writer committed that version first."""
+    from deltalake.exceptions import CommitFailedError
+    new = None
+    try:
+        if store.atomic_rename:
+            hook = (lambda: fault(point)) if fault is not None and point else None
+            new = commit_local(store, rel, version, write, durable, before_entry=hook)
+            if new and new % CHECKPOINT_INTERVAL == 0:
+                checkpoint_local(store, rel, durable)
+        else:
+            _commit_object_store(store, rel, version, write)
+    except LocalCommitConflict as e:
+        raise ConcurrentWriteError(str(e)) from None
+    except CommitFailedError as e:
+        raise ConcurrentWriteError(f"another writer committed to {rel} since this batch was planned "
+                                   f"({e})") from None
+    return new
+
+
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None]) -> None:
+    """One conditional Delta commit on an object store (a completed PUT is durable). A batch that
+    creates the table creates it or fails (mode "error"): a writer that found no table, then met
+    one another writer created meanwhile, must not append to it."""
+    dt = open_table(store, rel, version) if version is not None else None
+    if version is None and open_table(store, rel) is not None:
+        raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
+    try:
+        if dt is None:
+            write(table_uri(store, rel), mode="error")
+        else:
+            write(dt)
+    except Exception as e:  # table creation races surface as several errors
+        from deltalake.exceptions import CommitFailedError
+        if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
+                                                     or "version" in str(e).lower()):
+            raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
+        raise

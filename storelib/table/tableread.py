@@ -98,10 +98,23 @@ def batch_row_whole(row: BatchRow, source: str) -> BatchRow:
 
 
 def _queue_offsets_of(row: Mapping[str, Any]) -> Any:
+    """The row's ``queue_offsets`` from its data file: the row groups whose batch-sequence
+    statistics admit it (a merged file holds many batches, ``storelib.table.ckmerge``), the row
+    picked in Arrow before any Python object is made."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     fs, path = storage.filesystem(row[SOURCE])
-    got = pq.read_table(path, filesystem=fs, columns=["batch_id", "batch_seq", QUEUE_OFFSETS]).to_pylist()
-    mine = [r[QUEUE_OFFSETS] for r in got if (r["batch_id"], r["batch_seq"]) == (row["batch_id"], row["batch_seq"])]
+    f = pq.ParquetFile(path, filesystem=fs)
+    at = f.schema_arrow.get_field_index("batch_seq")
+    groups = []
+    for g in range(f.metadata.num_row_groups):
+        st = f.metadata.row_group(g).column(at).statistics if at >= 0 else None
+        if st is None or not st.has_min_max or st.min <= row["batch_seq"] <= st.max:
+            groups.append(g)
+    got = f.read_row_groups(groups, columns=["batch_id", "batch_seq", QUEUE_OFFSETS])
+    got = got.filter(pc.and_(pc.equal(got.column("batch_id"), row["batch_id"]),
+                             pc.equal(got.column("batch_seq"), row["batch_seq"])))
+    mine = got.column(QUEUE_OFFSETS).to_pylist()
     if len(mine) != 1:
         raise ValueError(f"{row[SOURCE]}: {len(mine)} rows of batch {row['batch_id']!r} (seq {row['batch_seq']}), "
                          f"where its read found one")

@@ -52,3 +52,17 @@ def test_store_of_many_batches_is_modelled_from_real_commits(monkeypatch):
     m = cluster_sim.model(res, a.batches)
     assert m["manifest_rows_after"] == m["rows_per_batch"] * 100 and m["plan_commit_s"] > 0
     assert m["compacting"] and m["rows_read_after"] <= 2 * (res["live_files"] + 1) + m["rows_per_batch"]
+
+
+def test_a_history_of_real_commits_before_the_real_batches(monkeypatch):
+    from storelib.table import ckmerge
+    monkeypatch.setattr(ckmerge, "MERGE_MIN_FILES", 8)           # (merged within a history of 40)
+    res = cluster_sim.run_store(_args(messages=100 * 2_000, history=40))
+    h, per = res["history"], res["per_batch"]
+    assert h["batches"] == 40 and len(h["commit_s_by_hundred"]) == 1 and h["open_s"] > 0
+    # the history's commits are in both tables: versions, log files, and its merged checkpoint rows
+    assert [p["batches"] for p in per] == [1, 42, 43]
+    assert h["log"]["manifest"]["log_files"] >= 41 and h["log"]["checkpoints"]["log_files"] >= 41
+    assert h["log"]["checkpoints"]["data_files"] < 41 // 2
+    # the real batches after it go through the same driver code, and the live files are the same
+    assert all(p["cq_files"] == 800 and p["refresh_wrote"] for p in per) and res["live_files"] == 800 + 3

@@ -1,4 +1,5 @@
-"""The manifest table's compaction (storelib/table/manifest.py) under kill points and power cuts.
+"""The manifest table's compaction (storelib/table/manifest.py) and the checkpoints table's merge
+(storelib/table/ckmerge.py) under kill points and power cuts.
 
 The seed: small-roll's first part cut into eight batches written as a version before compaction
 wrote them (full queue maps in the checkpoint rows, no manifest version recorded, never
@@ -13,6 +14,11 @@ from its switch on, the compaction's among them, on the crash simulator (tests/s
 * verify --deep finds nothing;
 * the rerun ends in RocketMQ's own bytes (the golden small-roll store); after a kill, the next
   batch's commit compacts the table.
+
+B's commit also merges the checkpoints table's files (the seed's eight, ``MERGE_MIN_FILES`` here):
+killed at each ``MERGE_POINTS`` point (``make faults``), and cut inside the merge (its merged data
+file in the table, no version naming it yet) besides the cuts above; every seed batch reads as it
+did, whole (``--as-of-batch``, its queue offsets included) and in a writer's lean read.
 """
 from __future__ import annotations
 
@@ -28,8 +34,8 @@ from conftest import golden_set
 from support.crashfs.availability import unavailable_reason
 from storelib.io import storage
 from support.compaction import written_before_compaction
-from storelib.runtime.faults import COMPACT_POINTS
-from storelib.table import manifest
+from storelib.runtime.faults import COMPACT_POINTS, MERGE_POINTS
+from storelib.table import ckmerge, manifest
 
 from test_crash_sim import _check_ingest, _deep, _in_process_ingest, _open, _record, inputs  # noqa: F401
 from test_nothing_lost import files_state, ingest
@@ -43,17 +49,29 @@ ALL_FAULTS = os.environ.get("ROCKETLAKE_FAULTS") == "all"
 
 
 def _as_of(store: str) -> dict:
+    """Each seed batch as ``--as-of-batch`` reads it: its files, and its checkpoint row whole and in a
+    writer's lean read (the latter from the merged file once merged)."""
     s = storage.Store(store)
-    return {b: sorted((p, r["checksum"], r["valid_bytes"]) for p, r in manifest.load_snapshot(s, b).files.items())
-            for b in SEED}
+    out = {}
+    for b in SEED:
+        snap, lean = manifest.load_snapshot(s, b), manifest.load_snapshot(s, b, queue_offsets=False)
+        out[b] = (sorted((p, r["checksum"], r["valid_bytes"]) for p, r in snap.files.items()),
+                  sorted(dict(snap.batch).items()), sorted(dict(lean.batch).items()))
+    return out
+
+
+def _merged(store: str) -> bool:
+    """Whether the checkpoints table's seed rows are in one merged data file."""
+    return len(set(manifest.read_tables(storage.Store(store), queue_offsets=False).sources.values())) < PARTS
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _small_tables():
     """Compaction as soon as the dead rows outnumber the live ones (not only past 10,000), here
     and in the runs of tests/support/local_ingest.py."""
-    with mock.patch.object(manifest, "COMPACT_MIN_ROWS", 0), \
-            mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": "0"}):
+    with mock.patch.object(manifest, "COMPACT_MIN_ROWS", 0), mock.patch.object(ckmerge, "MERGE_MIN_FILES", PARTS), \
+            mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": "0",
+                                         "ROCKETLAKE_TEST_MERGE_MIN_FILES": str(PARTS)}):
         yield
 
 
@@ -73,6 +91,7 @@ def seed(inputs, tmp_path_factory):  # noqa: F811
     shutil.copytree(store, ref)
     _in_process_ingest(inputs, ref, "b", "B", durable=False)
     assert _compacted(ref), "batch B did not compact the seed's manifest table"
+    assert _merged(ref) and not _merged(store), "batch B did not merge the seed's checkpoints table"
     assert goldenlib.compare(golden_set("small-roll"), ref) == []
     return store, files_state(store), _as_of(store), files_state(ref)
 
@@ -91,29 +110,47 @@ def _expect(as_of: dict):
     return check
 
 
-@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
-@pytest.mark.parametrize("point", COMPACT_POINTS)
-def test_compaction_killed(inputs, seed, tmp_path, point):  # noqa: F811
-    seed_store, seed_files, as_of, want = seed
+def _killed(inputs, seed, tmp_path, point: str, check) -> str:  # noqa: F811
+    """B killed at ``point``, after its switch: B committed, every seed batch as it was, nothing
+    damaged, ``check(store)``; B's rerun finds it committed and ends in the uninterrupted run's
+    files; then C's commit. The store."""
+    seed_store, _, as_of, want = seed
     store = str(tmp_path / "store")
     shutil.copytree(seed_store, store)
     marker = str(tmp_path / "marker")
     r = ingest(inputs, store, "b", "B", {"ROCKETLAKE_FAULT": point, "ROCKETLAKE_FAULT_MARKER": marker})
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
     assert open(marker).read().startswith(point)
-    # B committed (its switch came first), every seed batch as it was, nothing damaged
     assert _open(store) == SEED + ["B"]
+    check(store)
     assert _as_of(store) == as_of
     assert _deep(store, inputs) == []
     out = _in_process_ingest(inputs, store, "b", "B", durable=False)
     assert out["status"] == "already-committed", out
     assert files_state(store) == want
-    # the next batch's commit compacts what the killed one did not (after-compaction: B's stands)
     _in_process_ingest(inputs, store, "c", "C", durable=False)
+    assert _open(store) == SEED + ["B", "C"]
+    assert _as_of(store) == as_of and _deep(store, inputs) == []
+    return store
+
+
+@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
+@pytest.mark.parametrize("point", COMPACT_POINTS)
+def test_compaction_killed(inputs, seed, tmp_path, point):  # noqa: F811
+    store = _killed(inputs, seed, tmp_path, point, lambda store: None)
+    # the next batch's commit compacts what the killed one did not (after-compaction: B's stands)
     snap = manifest.load_snapshot(storage.Store(store))
     assert snap.compaction is not None and snap.compaction.detail["through_seq"] == (
         PARTS + 1 if point == "after-compaction" else PARTS + 2)
-    assert _as_of(store) == as_of and _deep(store, inputs) == []
+
+
+@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
+@pytest.mark.parametrize("point", MERGE_POINTS)
+def test_checkpoints_merge_killed(inputs, seed, tmp_path, point):  # noqa: F811
+    def check(store):
+        assert _compacted(store) and _merged(store) == (point == "after-checkpoints-merge")
+    store = _killed(inputs, seed, tmp_path, point, check)
+    assert _merged(store)                   # the next batch's commit merges what the killed one did not
 
 
 @pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
@@ -124,15 +161,21 @@ def test_power_cuts_during_a_compacting_batch(inputs, seed, tmp_path):  # noqa: 
     assert out["status"] == "committed"
     switch = next(ev.n for ev in fs.events if ev.path and "checkpoints/_delta_log" in ev.path)
     cuts = [k for k in fs.cut_points(distinct=True) if k >= switch - 1]
+    # the checkpoints table's merge: its data file in the table, its log entry not yet
+    merge_file = next(ev.n for ev in fs.events if ev.kind == "rename" and ".merged." in (ev.path2 or "")
+                      and "/checkpoints/" in ev.path2)
+    inside = [k for k in cuts if k >= merge_file][:1]
     if not ALL_POINTS and len(cuts) > MOST:          # spread evenly, the first and the last among them
-        cuts = [cuts[round(i * (len(cuts) - 1) / (MOST - 1))] for i in range(MOST)]
-    compacting = 0
+        cuts = sorted({cuts[round(i * (len(cuts) - 1) / (MOST - 1))] for i in range(MOST)} | set(inside))
+    compacting = merging = 0
     for k in cuts:
         label = f"cut after event {k} ({fs.event(k).kind} {fs.event(k).path})"
         state = fs.crash_state(k, str(tmp_path / f"state-{k}"))
         store = os.path.join(state, "store")
         assert _as_of(store) == as_of, label
         compacting += _compacted(store)
+        merging += _merged(store)
         _check_ingest(label, k, fs.recording.marks()["returned"], state, inputs, SEED, seed_files, "b", "B",
                       _expect(as_of))
     assert compacting and compacting < len(cuts), "no cut before and after the compaction's commit"
+    assert merging and merging < len(cuts), "no cut before and after the checkpoints merge's commit"

@@ -55,6 +55,10 @@ def main(argv: list) -> int:
             if os.environ.get("ROCKETLAKE_TEST_COMPACT_MIN_ROWS"):
                 from storelib.table import manifest
                 manifest.COMPACT_MIN_ROWS = int(os.environ["ROCKETLAKE_TEST_COMPACT_MIN_ROWS"])
+            # ... and its checkpoints table's files merged
+            if os.environ.get("ROCKETLAKE_TEST_MERGE_MIN_FILES"):
+                from storelib.table import ckmerge
+                ckmerge.MERGE_MIN_FILES = int(os.environ["ROCKETLAKE_TEST_MERGE_MIN_FILES"])
             from storelib.runtime.localrun import LocalSession
             store, path, config, batch = argv[1:5]
             fmt = "parquet" if path.endswith(".parquet") else "jsonl"

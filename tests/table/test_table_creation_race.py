@@ -7,7 +7,7 @@ import pytest
 
 from storelib.errors import ConcurrentWriteError
 from storelib.io import storage
-from storelib.table import manifest
+from storelib.table import deltacommit
 
 
 def test_a_writer_that_found_no_table_never_appends_to_one_created_meanwhile(tmp_path, monkeypatch):
@@ -18,9 +18,9 @@ def test_a_writer_that_found_no_table_never_appends_to_one_created_meanwhile(tmp
     def write(target, hooks=None, mode="append"):
         write_deltalake(target, rows, mode=mode)
 
-    manifest._commit_object_store(st, "t", None, write)                    # the other writer: creates it
-    monkeypatch.setattr(manifest, "open_table", lambda *a, **k: None)      # this one looked before that
+    deltacommit._commit_object_store(st, "t", None, write)                    # the other writer: creates it
+    monkeypatch.setattr(deltacommit, "open_table", lambda *a, **k: None)      # this one looked before that
     with pytest.raises(ConcurrentWriteError):
-        manifest._commit_object_store(st, "t", None, write)
+        deltacommit._commit_object_store(st, "t", None, write)
     assert DeltaTable(str(tmp_path / "t")).version() == 0                  # nothing appended
     assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == 1
