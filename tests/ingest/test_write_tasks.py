@@ -1,0 +1,59 @@
+"""The write stage's task layout and the staged facts it reads (no Spark): file tasks share the
+splits they place (storelib.ingest.write._file_groups), and a split's staged facts read back as
+written (storelib.ingest.encode.facts_file / load_split_facts)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from storelib.errors import IngestError
+from storelib.ingest import encode as encode_stage, write as write_stage
+from storelib.ingest.split_staging import LocalStaging
+from storelib.table.rows import FileKind
+
+
+def _jobs(splits: int = 40, queues: int = 64) -> list:
+    """Two index files over the first and second half of the splits, and one consume-queue file
+    per queue drawing on every split (the shape of a 10M-message batch of 40 splits)."""
+    half = splits // 2
+    jobs = [(FileKind.INDEX, {"plan": {"ordinal": k}, "sources": list(range(k * half, (k + 1) * half)),
+                              "pred_source": None}, 400 << 20) for k in range(2)]
+    jobs += [(FileKind.CONSUMEQUEUE, {"plan": {"queue_id": q}, "sources": list(range(splits))}, 5 << 20)
+             for q in range(queues)]
+    return jobs
+
+
+def _placements(groups: list) -> int:
+    return sum(len({s for kind in g for job in g[kind] for s in job["sources"]}) for g in groups)
+
+
+def test_consume_queue_files_drawing_on_the_same_splits_share_a_task():
+    weights = {s: 250_000 * write_stage.PLACE_WEIGHT for s in range(40)}
+    groups = write_stage._file_groups(_jobs(), 4, weights)
+    assert sorted(len(g[FileKind.CONSUMEQUEUE]) for g in groups) == [0, 0, 64]
+    assert sorted(len(g[FileKind.INDEX]) for g in groups) == [0, 1, 1]
+    assert _placements(groups) == 80            # every split placed once for the queues, once for its index file
+    every = [job["plan"] for g in groups for kind in g for job in g[kind]]
+    assert len(every) == 66
+
+
+def test_heavy_files_still_spread_over_the_tasks():
+    """Files heavier than what placing their splits costs go to separate tasks."""
+    jobs = [(FileKind.INDEX, {"plan": {"ordinal": k}, "sources": [0, 1], "pred_source": None}, 400 << 20)
+            for k in range(4)]
+    groups = write_stage._file_groups(jobs, 4, {0: 1 << 20, 1: 1 << 20})
+    assert [len(g[FileKind.INDEX]) for g in groups] == [1, 1, 1, 1]
+
+
+def test_staged_facts_read_back_as_written(tmp_path):
+    staged = LocalStaging(str(tmp_path))
+    arrays = {"sizes": np.arange(7, dtype=np.int32), "ts": np.arange(7, dtype=np.int64) * 10**12,
+              "ihash": np.array([-1, 5], np.int32), "empty": np.zeros(0, np.int64), "flags": np.array([True, False])}
+    staged.write_file("s/split.facts", encode_stage.facts_file(dict(arrays), qkeys=[["T", 3]], rr_topics=["T"]))
+    got = encode_stage.load_split_facts(staged, "s/split.facts")
+    for name, a in arrays.items():
+        assert got[name].dtype == a.dtype and np.array_equal(got[name], a), name
+    assert got["qkeys"] == [["T", 3]] and got["rr_topics"] == ["T"]
+    staged.write_file("s/other.facts", [b"PK\x03\x04 not facts"])
+    with pytest.raises(IngestError, match="not a staged split facts file"):
+        encode_stage.load_split_facts(staged, "s/other.facts")
