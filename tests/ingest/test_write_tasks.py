@@ -57,3 +57,22 @@ def test_staged_facts_read_back_as_written(tmp_path):
     staged.write_file("s/other.facts", [b"PK\x03\x04 not facts"])
     with pytest.raises(IngestError, match="not a staged split facts file"):
         encode_stage.load_split_facts(staged, "s/other.facts")
+
+
+
+def test_paired_hasher_gives_the_block_hashers_digests():
+    """Whole blocks of an update hashed two at a time: the same checksum, digests and tail as
+    one block after another, however the bytes are cut into updates (cuts in blocks)."""
+    from storelib.io import checksum
+    from storelib.ingest.file_versions import PairedBlockHasher
+    B = checksum.BLOCK_SIZE
+    data = ((np.arange(4 * B + 12345, dtype=np.uint32) * 2654435761) >> 13).astype(np.uint8)
+    for start, cuts in [(0, []), (777, []), (0, [0.5, 3]), (777, [2, 2.5]), (0, [1, 3.1])]:
+        head = data[:start].tobytes()
+        plain, paired = checksum.BlockHasher(start, [], head), PairedBlockHasher(start, [], head)
+        edges = [start] + [int(c * B) for c in cuts] + [len(data)]
+        for lo, hi in zip(edges, edges[1:]):
+            plain.update(data[lo:hi])
+            paired.update(data[lo:hi])
+        assert paired.finish() == plain.finish(), (start, cuts)
+        assert paired.tail() == plain.tail(), (start, cuts)
