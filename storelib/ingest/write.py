@@ -34,7 +34,7 @@ from .context import WriteContext
 from .file_versions import FileVersion
 from ..errors import ContinuedFileDamaged, IngestError
 from .indexfile import IndexFileBuilder
-from .task_pipeline import attempt_tag, in_order, profiled, RUN_ROWS, writer_threads
+from .task_pipeline import attempt_tag, in_order, profiled_iter, RUN_ROWS, writer_threads
 from ..table.rows import FileKind
 from .staged_file import DamagedFile, StagedFile
 
@@ -101,9 +101,8 @@ def run_write_task(ctx: WriteContext, task: tuple):
     kind, payload = task
     allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:
-        with profiled(kind):
-            out = list(write_segments(ctx, payload) if kind == "segments" else write_file_group(ctx, payload))
-        yield from out
+        yield from profiled_iter(kind, write_segments(ctx, payload) if kind == "segments"
+                                 else write_file_group(ctx, payload))
     except ContinuedFileDamaged as e:
         # Deterministic: a retry would find the same damage. The driver stops the batch with it.
         yield DamagedFile(e.path, e.offset, e.what)

@@ -76,3 +76,19 @@ def test_paired_hasher_gives_the_block_hashers_digests():
             paired.update(data[lo:hi])
         assert paired.finish() == plain.finish(), (start, cuts)
         assert paired.tail() == plain.tail(), (start, cuts)
+
+
+def test_task_profile_only_when_asked(tmp_path, monkeypatch):
+    """ROCKETLAKE_TASK_PROFILE=DIR: a task's profile in DIR, the items unchanged; unset: nothing."""
+    import pstats
+    from storelib.ingest import task_pipeline
+    monkeypatch.delenv(task_pipeline.PROFILE_ENV, raising=False)
+    items = iter([1, 2, 3])
+    assert task_pipeline.profiled_iter("files", items) is items
+    monkeypatch.setenv(task_pipeline.PROFILE_ENV, str(tmp_path / "prof"))
+    assert list(task_pipeline.profiled_iter("files", (i * i for i in range(4)))) == [0, 1, 4, 9]
+    with task_pipeline.profiled("encode"):
+        sum(range(1000))
+    names = sorted(p.name.split("-")[0] for p in (tmp_path / "prof").iterdir())
+    assert names == ["encode", "files"]
+    pstats.Stats(str(next((tmp_path / "prof").glob("encode-*"))))
