@@ -5,7 +5,7 @@ by round robin / sharding key, store time), validates, encodes every record once
 placeholder placement) and stages two files under the attempt's staging directory:
 
 * ``split-<index>-<attempt>.records``: the encoded records, back to back;
-* ``split-<index>-<attempt>.npz``: the split's per-message facts (sizes, queue keys, round-robin
+* ``split-<index>-<attempt>.facts``: the split's per-message facts (sizes, queue keys, round-robin
   ranks, tags codes, store times, index entries and key hashes), read back by the stage-3 tasks
   (``load_split_facts`` / ``final_queues``, storelib.ingest.write);
 * ``split-<index>-<attempt>.plan``: what the planner needs of a split that straddles a segment
@@ -22,7 +22,6 @@ them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
-import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,10 +36,10 @@ from ..errors import IngestError, InputError
 from ..runtime.faults import fault
 from .context import EncodeContext
 from ..compute.arrays import binary_lengths, numeric_values, valid_mask
-from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
+from .task_pipeline import attempt_tag, in_order, profiled, RUN_ROWS, writer_threads
 
 __all__ = [
-    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "load_split_facts",
+    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "facts_file", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
@@ -92,12 +91,13 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     """
     fault("encode-split")
     split = inputs.split_from_dict(split_dict)
-    try:
-        table, label = inputs.read_split(split)
-    except InputError as e:
-        return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-    out = encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body")
-    del table
+    with profiled("encode"):
+        try:
+            table, label = inputs.read_split(split)
+        except InputError as e:
+            return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
+        out = encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body")
+        del table
     # The freed heap stays mapped for the worker's next split, which needs as much again: handing
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
     # of the encode stage, measured at 10M); the write tasks release it before they start.
@@ -145,7 +145,7 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
     store = split_staging.staging_store(ctx.local_staging, storage.Store(ctx.store))
     # Per attempt: a retried or speculative task never rewrites a file the driver may read.
     base = f"{ctx.staging}/splits/split-{index:06d}-{attempt_tag()}"
-    records_path, meta_path, plan_path = base + ".records", base + ".npz", base + ".plan"
+    records_path, meta_path, plan_path = base + ".records", base + ".facts", base + ".plan"
     runs = [(r0, min(pm.n, r0 + RUN_ROWS)) for r0 in range(0, pm.n, RUN_ROWS)]
     unplaced = np.zeros(pm.n, np.int64)
     threads = writer_threads()
@@ -161,12 +161,11 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
     with ThreadPoolExecutor(max_workers=threads) as pool:
         # read once, by a segment writer: around the page cache (storelib.io.direct_io)
         records_bytes = store.write_file(records_path, encoded(pool), cache=False)
-    buf = io.BytesIO()
-    np.savez(buf, sizes=pm.sizes.astype(np.int32), qkey=qcode, entries=entries, queue_id=pm.queue_id,
-             qkeys=np.array(json.dumps(keys)), rr_topic=filled.rr_topic, rr_rank=filled.rr_rank,
-             rr_topics=np.array(json.dumps(filled.rr_topics)), tags=pm.tags_code, ts=pm.store_timestamp,
-             imsg=pm.index_msg.astype(np.int32), ihash=pm.index_hash)
-    store.write_file(meta_path, [buf.getvalue()])
+    store.write_file(meta_path, facts_file(
+        {"sizes": pm.sizes.astype(np.int32), "qkey": qcode, "entries": entries, "queue_id": pm.queue_id,
+         "rr_topic": filled.rr_topic, "rr_rank": filled.rr_rank, "tags": pm.tags_code, "ts": pm.store_timestamp,
+         "imsg": pm.index_msg.astype(np.int32), "ihash": pm.index_hash},
+        qkeys=keys, rr_topics=filled.rr_topics))
     rr_queue_nums = [tcfg.write_queue_nums(t) for t in filled.rr_topics]
     pcode = split_facts.planner_codes(qcode, len(keys), filled.rr_topic, filled.rr_rank, rr_queue_nums)
     store.write_file(plan_path, split_facts.planner_file(pm.sizes, entries, pcode, keys, filled.rr_topics,
@@ -211,19 +210,59 @@ def reencode_rows(ctx: EncodeContext, si: int, r0: int, r1: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- staged facts
-def load_split_facts(store: storage.Store, path: str):
-    return np.load(io.BytesIO(store.read(path)))
+FACTS_MAGIC = b"RLFACTS1"
+_FACTS_ALIGN = 64
+
+
+def facts_file(arrays: dict, **values) -> list:
+    """A split's staged facts as the chunks of one file: ``FACTS_MAGIC``, the header's length
+    (8 bytes, little-endian), a JSON header (``values``, and per array its dtype, shape and
+    offset), then every array's raw bytes, each at a 64-byte boundary. Read back by
+    ``load_split_facts`` as views of the file's bytes: no archive, no per-member CRC, no copy
+    (the write tasks read a split's facts once per file they place)."""
+    layout, pos = {}, 0
+    for name, a in arrays.items():
+        a = np.ascontiguousarray(a)
+        arrays[name] = a
+        layout[name] = [a.dtype.str, list(a.shape), pos]
+        pos += -(-a.nbytes // _FACTS_ALIGN) * _FACTS_ALIGN
+    header = json.dumps({"arrays": layout, "values": values}).encode()
+    head = FACTS_MAGIC + len(header).to_bytes(8, "little") + header
+    head += b"\0" * (-len(head) % _FACTS_ALIGN)
+    chunks: list = [head]
+    for a in arrays.values():
+        chunks.append(memoryview(a).cast("B"))
+        if a.nbytes % _FACTS_ALIGN:
+            chunks.append(b"\0" * (_FACTS_ALIGN - a.nbytes % _FACTS_ALIGN))
+    return chunks
+
+
+def load_split_facts(store: storage.Store, path: str) -> dict:
+    """The facts ``facts_file`` staged at ``path``: name -> read-only array, and its values."""
+    data = store.read(path)
+    if data[:len(FACTS_MAGIC)] != FACTS_MAGIC:
+        raise IngestError(f"{path}: not a staged split facts file")
+    hlen = int.from_bytes(data[len(FACTS_MAGIC):len(FACTS_MAGIC) + 8], "little")
+    start = len(FACTS_MAGIC) + 8
+    header = json.loads(data[start:start + hlen])
+    base = start + hlen + (-(start + hlen) % _FACTS_ALIGN)
+    out = dict(header["values"])
+    for name, (dtype, shape, off) in header["arrays"].items():
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape)) if shape else 1
+        out[name] = np.frombuffer(data, dt, count, base + off).reshape(shape)
+    return out
 
 
 def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):
     """(qcode, keys, queue_id) of a split once its round-robin rows are placed: queue =
     (the topic's position at the split start + rank) % writeQueueNums (storelib.ingest.topics)."""
-    keys = [tuple(k) for k in json.loads(str(meta["qkeys"]))]
+    keys = [tuple(k) for k in meta["qkeys"]]
     qcode = meta["qkey"].astype(np.int32)
     queue_id = meta["queue_id"].astype(np.int32)
     rr_rows = np.flatnonzero(meta["rr_topic"] >= 0)
     if len(rr_rows):
-        rr_topics = json.loads(str(meta["rr_topics"]))
+        rr_topics = meta["rr_topics"]
         t = meta["rr_topic"][rr_rows].astype(np.int64)
         nq = np.asarray([tcfg.write_queue_nums(x) for x in rr_topics], np.int64)
         start = np.asarray([int((rr_start or {}).get(x, 0)) for x in rr_topics], np.int64)

@@ -33,7 +33,29 @@ from ..runtime.faults import fault
 from .context import WriteContext
 from ..table.rows import ManifestRow
 
-__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE"]
+__all__ = ["FileVersion", "committed_facts", "OBJECT_PART_SIZE", "PairedBlockHasher"]
+
+
+class PairedBlockHasher(checksum.BlockHasher):
+    """``checksum.BlockHasher`` whose whole blocks within one ``update`` are hashed two at a time
+    (``checksum.block_digests``: two SHA-NI streams interleaved, nearly twice one stream's rate).
+    The same digests: a block is still the sha256 of its bytes; only a block that an update
+    starts or leaves unfinished goes through the running state."""
+
+    def update(self, data: Any) -> None:
+        B = checksum.BLOCK_SIZE
+        mv = memoryview(data).cast("B")
+        if self._fill:                       # finish the block an earlier update left open
+            take = min(len(mv), B - self._fill)
+            super().update(mv[:take])
+            mv = mv[take:]
+        whole = len(mv) // B
+        if whole >= 2 and not self._fill:
+            arr = np.frombuffer(mv, np.uint8, whole * B)
+            self.digests += checksum.block_digests([arr[i * B:(i + 1) * B] for i in range(whole)])
+            mv = mv[whole * B:]
+        if len(mv):
+            super().update(mv)
 
 
 # Largest object one file version is written as (object stores): a segment of 1 GiB becomes
@@ -91,14 +113,14 @@ class FileVersion:
         return known[:need]
 
     # -- files written in order from ``start`` (commitlog segments, consume queues)
-    def hasher(self) -> checksum.BlockHasher:
+    def hasher(self) -> PairedBlockHasher:
         state = self.resume_state()
         if state is not None:
-            return checksum.BlockHasher(self.start, self.known_blocks(self.start), state=state)
+            return PairedBlockHasher(self.start, self.known_blocks(self.start), state=state)
         b0 = self.start - self.start % checksum.BLOCK_SIZE
         head = self.read_committed(b0, self.start - b0)
         self._check_block(b0 // checksum.BLOCK_SIZE, head)
-        return checksum.BlockHasher(self.start, self.known_blocks(self.start), head)
+        return PairedBlockHasher(self.start, self.known_blocks(self.start), head)
 
     def resume_state(self) -> tuple | None:
         """Object stores: the running digest state of the committed last block (its row's
@@ -268,7 +290,7 @@ class FileVersion:
 
     def write_whole(self, chunks) -> dict:
         """A new file from its chunks (index files: header, slots, entries); the commit's facts."""
-        h = checksum.BlockHasher()
+        h = PairedBlockHasher()
         written = 0
 
         def hashed():

@@ -34,7 +34,7 @@ from .context import WriteContext
 from .file_versions import FileVersion
 from ..errors import ContinuedFileDamaged, IngestError
 from .indexfile import IndexFileBuilder
-from .task_pipeline import attempt_tag, in_order, RUN_ROWS, writer_threads
+from .task_pipeline import attempt_tag, in_order, profiled_iter, RUN_ROWS, writer_threads
 from ..table.rows import FileKind
 from .staged_file import DamagedFile, StagedFile
 
@@ -101,10 +101,8 @@ def run_write_task(ctx: WriteContext, task: tuple):
     kind, payload = task
     allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:
-        if kind == "segments":
-            yield from write_segments(ctx, payload)
-        else:
-            yield from write_file_group(ctx, payload)
+        yield from profiled_iter(kind, write_segments(ctx, payload) if kind == "segments"
+                                 else write_file_group(ctx, payload))
     except ContinuedFileDamaged as e:
         # Deterministic: a retry would find the same damage. The driver stops the batch with it.
         yield DamagedFile(e.path, e.offset, e.what)
@@ -475,15 +473,31 @@ def _file_jobs(plan: sequencer.BatchPlan, summaries: list) -> list:
     return jobs
 
 
-def _file_groups(jobs: list, n: int) -> list:
-    """Spread the file jobs over ``n`` tasks, heaviest first onto the lightest task."""
+# A file task places every split it draws on (``place_split``: its staged facts read and applied)
+# once, whatever number of its files draw on it: in the weights of the file jobs, about this
+# much per message of such a split.
+PLACE_WEIGHT = 32
+
+
+def _file_groups(jobs: list, n: int, split_weight: dict | None = None) -> list:
+    """Spread the file jobs over at most ``n`` tasks, heaviest first. A job's cost in a task is
+    its weight plus ``split_weight`` of each split it draws on that the task does not place
+    already. It goes to the task where the task's load after it, plus twice its cost there, is
+    least: an even spread, but files drawing on the same splits share a task rather than each
+    task placing every split again (work added counts for more than an even spread: the cores
+    are busy with the segment tasks meanwhile)."""
     n = max(1, min(n, len(jobs)))
+    split_weight = split_weight or {}
     groups: list[dict[str, list]] = [{FileKind.CONSUMEQUEUE: [], FileKind.INDEX: []} for _ in range(n)]
     load = [0] * n
+    drawn: list[set] = [set() for _ in range(n)]
     for kind, job, weight in sorted(jobs, key=lambda j: -j[2]):
-        k = load.index(min(load))
+        srcs = set(job["sources"]) | ({job["pred_source"]} if job.get("pred_source") is not None else set())
+        cost = [weight + sum(split_weight.get(s, 0) for s in srcs - drawn[k]) for k in range(n)]
+        k = min(range(n), key=lambda k: load[k] + 3 * cost[k])
         groups[k][kind].append(job)
-        load[k] += weight
+        load[k] += cost[k]
+        drawn[k] |= srcs
     return [g for g in groups if any(g.values())]
 
 
@@ -512,7 +526,8 @@ def write_tasks(plan: sequencer.BatchPlan, summaries: list, parallelism: int, fi
     # task places every split it draws on, so more tasks than that only repeat work).
     jobs = _file_jobs(plan, summaries)
     file_bytes = sum(w for _, _, w in jobs)
-    return seg_tasks, _file_groups(jobs, max(parallelism - len(seg_tasks), file_bytes // (256 << 20)))
+    split_weight = {s.index: s.count * PLACE_WEIGHT for s in summaries}
+    return seg_tasks, _file_groups(jobs, max(parallelism - len(seg_tasks), file_bytes // (256 << 20)), split_weight)
 
 
 # Files of a batch whose records a broker placed (storelib.ops.mirror): the same writers.

@@ -167,7 +167,7 @@ def test_reencoded_rows_equal_staged_records(tmp_path, crc):
     for s in splits:
         r = encode_stage.encode_split(ctx, s.to_dict())
         staged = np.frombuffer(st.read(r["records_path"]), np.uint8)
-        sizes = np.load(st.path(r["meta_path"]))["sizes"].astype(np.int64)
+        sizes = encode_stage.load_split_facts(st, r["meta_path"])["sizes"].astype(np.int64)
         ends = np.cumsum(sizes)
         for r0, r1 in [(0, r["count"]), (1, r["count"] // 2), (r["count"] // 3, r["count"])]:
             again = encode_stage.reencode_rows(ctx, s.index, r0, r1)

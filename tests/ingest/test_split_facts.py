@@ -106,8 +106,8 @@ def test_chunked_detail_equals_whole_split(tmp_path_factory, w):
         sel = np.flatnonzero(rr_topic == t)
         rr_rank[sel] = np.arange(len(sel))
     qkey = np.asarray([(-2 if kind == "rr" else v) if e else -1 for (kind, v), e in zip(rows, eligible)], np.int32)
-    meta = {"qkeys": np.array(json.dumps(keys)), "qkey": qkey, "queue_id": np.zeros(n, np.int32),
-            "rr_topic": rr_topic, "rr_rank": rr_rank, "rr_topics": np.array(json.dumps(rr_topics))}
+    meta = {"qkeys": keys, "qkey": qkey, "queue_id": np.zeros(n, np.int32),
+            "rr_topic": rr_topic, "rr_rank": rr_rank, "rr_topics": rr_topics}
     tcfg = topics_mod.Topics.from_dict({"default": 4, "topics": {t: [q, q, 6] for t, q in zip(rr_topics, rr_nq)}})
     rr_start = dict(zip(rr_topics, starts))
     qcode, final_keys, _ = encode_stage.final_queues(meta, rr_start, tcfg)
