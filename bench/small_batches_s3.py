@@ -41,7 +41,8 @@ class _Nothing:
         return False
 
 
-def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False) -> dict:
+def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False,
+             server: str = "moto", rows_out: str | None = None) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
     import storelib                                        # noqa: F401 - first: the tree under test
@@ -52,7 +53,7 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
     sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     import datagen
     from s3bench import CountingProxy
-    from support.s3server import moto
+    from support import s3server
 
     changed: list = []
     finish = paged_index.PagedHead.finish
@@ -82,8 +83,15 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
         what was uploaded, counted on the server (no proxy in the way)."""
         return sum(v[1] for k, v in b.items() if a.get(k) != v and part in k)
 
+    def largest(a: dict, b: dict, k: int = 3) -> list:
+        """The ``k`` largest objects new or replaced between two listings: what a spike uploaded."""
+        return sorted(([n, v[1]] for n, v in b.items() if a.get(n) != v), key=lambda x: -x[1])[:k]
+
     cfg, rows = StoreConfig(), []
-    with moto("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
+    # S3Proxy checks signatures against its own Host; behind the counting proxy it checks none
+    start = s3server.moto if server == "moto" else lambda b: s3server.s3proxy(b, authorization="none" if proxy_on
+                                                                              else "aws-v2-or-v4")
+    with start("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
         os.environ.update(env, **({"AWS_ENDPOINT_URL": proxy.url} if proxy_on else {}))
         uri = "s3://bench/store"
         t = time.time()
@@ -101,14 +109,20 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
             after = listing(s3)
             stored, cache = stored_delta(before, after), stored_delta(before, after, "/_rocketlake/snapshot-cache")
-            print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
-                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, {wall:.1f} s",
-                  file=sys.stderr, flush=True)
             rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored, "cache": cache,
                          "downloaded": c["bytes"]["downloaded"],
                          "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
-                         "requests": sum(c["requests"].values()), "wall_s": wall})
-    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "batches": rows}
+                         "requests": sum(c["requests"].values()), "wall_s": wall, "largest": largest(before, after),
+                         "objects_put": sum(before.get(k) != v for k, v in after.items()),
+                         "objects_deleted": sum(k not in after for k in before),
+                         "load_avg": os.getloadavg()[0]})
+            print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
+                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, objects put "
+                  f"{rows[-1]['objects_put']} / deleted {rows[-1]['objects_deleted']}, {wall:.1f} s, load {rows[-1]['load_avg']:.1f}", file=sys.stderr, flush=True)
+            if rows_out:                     # a run cut short keeps every batch it measured
+                with open(rows_out, "a") as fh:
+                    fh.write(json.dumps(dict(rows[-1], batch=i, base_ingest_s=base_s)) + "\n")
+    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "server": server, "batches": rows}
 
 
 def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_per_msg: float = 2.05) -> dict:
@@ -232,16 +246,19 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-src", default=None, help="a source tree, or a git revision of this checkout (e.g. main), measured first")
     ap.add_argument("--proxy", action="store_true", help="count through the proxy of bench/s3bench.py")
     ap.add_argument("--head-only", action="store_true", help="the index head's uploads alone (local disk, fast)")
+    ap.add_argument("--server", choices=("moto", "s3proxy"), default="moto",
+                    help="the S3 server: moto, or S3Proxy (filesystem; its jars come with `make s3proxy`)")
+    ap.add_argument("--rows-out", default=None, help="append each batch's figures here as a JSON line, as it ends")
     ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
     a = ap.parse_args(argv)
     if a.full:
         a.store_n, a.batches = 2_000_000, 200
     args = ["--store-n", str(a.store_n), "--batches", str(a.batches), "--batch-n", str(a.batch_n)]
-    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else [])
+    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else []) + ["--server", a.server]
     if a.json_out:
         with tempfile.TemporaryDirectory(prefix="smallbatch-") as wd:
             res = (_measure_head(a.store_n, a.batches, a.batch_n, wd) if a.head_only
-                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy))
+                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy, a.server, a.rows_out))
         with open(a.json_out, "w") as fh:
             json.dump(res, fh)
         return 0
@@ -260,8 +277,9 @@ def _compare(a: argparse.Namespace, args: list, root: str, baseline: str | None)
     for name, src in runs:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-            subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json-out", f.name], env=env,
-                           check=True)
+            rows_out = ["--rows-out", f"{a.rows_out}.{name.replace(' ', '-')}"] if a.rows_out else []
+            subprocess.run([sys.executable, os.path.abspath(__file__), *args, *rows_out, "--json-out", f.name],
+                           env=env, check=True)
             res = json.load(open(f.name))
         res["summary"] = summarize(res)
         out[name] = res
