@@ -121,8 +121,9 @@ def refresh(store: Any, committed: Any = None) -> bool:
         if snap.versions.manifest is None or snap.versions.checkpoints is None:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
-        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
-        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])))
+        now = _Current.read(store)
+        tables = {name: _log_state(store, rel, versions[name], now.hashes(name)) for name, rel in _TABLES}
+        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])), now)
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
@@ -135,10 +136,18 @@ def _latest(store: Any, versions: Any) -> bool:
                         for rel, v in ((MANIFEST_DIR, versions.manifest), (CHECKPOINTS_DIR, versions.checkpoints))))
 
 
-def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
+def _log_state(store: Any, table: str, version: int, known: dict[str, str] | None = None) -> dict[str, Any]:
     """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
     the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
-    ``_last_checkpoint``."""
+    ``_last_checkpoint``.
+
+    ``known``: the sha256 of this table's log files as the current cache recorded them
+    (``_Current.hashes``). A commit or checkpoint file is created once and never changed, so of
+    those the ones it names are not read again (a batch would otherwise read every commit since
+    the newest Delta checkpoint, up to a hundred a table), once the newest commit it names still
+    has its sha256 (a table rebuilt since has other commit files). ``_last_checkpoint`` and newer
+    files are read. A hash taken earlier can only make readers refuse the cache (the file changed
+    since), never accept one the Delta tables would not give."""
     log = f"{table}/_delta_log"
     names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
     cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
@@ -149,8 +158,24 @@ def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
             or n == "_last_checkpoint"]
     if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
         raise ValueError(f"{log}: no commit file of version {version}")
+    known = _still(store, log, {n: h for n, h in (known or {}).items() if n in keep}, version)
     return {"version": version,
-            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+            "files": [[n, known.get(n) or hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+
+
+def _still(store: Any, log: str, known: dict[str, str], version: int) -> dict[str, str]:
+    """Of ``known`` (log file name -> sha256), the commit and checkpoint files up to ``version``,
+    if the newest commit among them still has its sha256 (one read); else nothing."""
+    mine = {n: h for n, h in known.items() if _numbered(COMMIT, n, lambda v: v <= version)
+            or _numbered(CHECKPOINT, n, lambda v: v <= version)}
+    commits = [n for n in mine if COMMIT.match(n)]
+    if not commits:
+        return {}
+    newest = max(commits)                     # (20-digit versions: the newest sorts last)
+    try:
+        return mine if hashlib.sha256(store.read(f"{log}/{newest}")).hexdigest() == mine[newest] else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]) -> bool:
@@ -159,14 +184,39 @@ def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]
     return m is not None and wanted(int(m.group(1)))
 
 
-def _store(store: Any, raw: bytes) -> None:
+@dataclass(frozen=True)
+class _Current:
+    """The cache as a refresh finds it: its base file, the base's (document, sha256) if it checks
+    out, the delta file, and the document they give (``_cached``)."""
+    data: bytes
+    base: tuple[dict[Any, Any], str] | None
+    delta: bytes
+    doc: dict[Any, Any] | None
+
+    @staticmethod
+    def read(store: Any) -> _Current:
+        data = _read(store, SNAPSHOT_CACHE) or b""
+        base = _base_of(data)
+        delta = (_read(store, SNAPSHOT_CACHE_DELTA) or b"") if base is not None else b""
+        doc = ((_applied(base[0], base[1], delta) if delta else None) or base[0]) if base is not None else None
+        return _Current(data, base, delta, doc)
+
+    def hashes(self, table: str) -> dict[str, str]:
+        """The log files' sha256 this cache recorded for ``table`` (name -> hex), as far as well formed."""
+        entry = (self.doc.get("tables") or {}).get(table) if isinstance(self.doc, dict) \
+            and isinstance(self.doc.get("tables"), dict) else None
+        files = entry.get("files") if isinstance(entry, dict) else None
+        return {f[0]: f[1] for f in files if isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
+                and isinstance(f[1], str) and re.fullmatch("[0-9a-f]{64}", f[1])} if isinstance(files, list) else {}
+
+
+def _store(store: Any, raw: bytes, now: _Current) -> None:
     """Make the document ``raw`` the cache: as a delta of the current base while that costs no
     more than the cache's uploads since the base averaged per batch, else as a new base (the old
-    delta removed after it)."""
+    delta removed after it). ``now``: the cache as it is (``_Current.read``)."""
     from ..runtime.faults import fault
-    data = _read(store, SNAPSHOT_CACHE) or b""
-    base = _base_of(data)
-    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
+    data, base = now.data, now.base
+    delta, (n, paid) = None, _since_base(now.delta, base[1]) if base is not None else (0, 0)
     if base is not None:
         try:
             delta = _delta(base[0], base[1], raw, n + 1, paid)
@@ -181,9 +231,8 @@ def _store(store: Any, raw: bytes) -> None:
     store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
 
 
-def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
-    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
-    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
+def _since_base(data: bytes, base_sha: str) -> tuple[int, int]:
+    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta file."""
     got = _unframe(data, DELTA_FORMAT)
     if got is None or got[0].get("base") != base_sha:
         return 0, 0
