@@ -65,6 +65,7 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
         changed.append(sum(head[j * P:(j + 1) * P] != self.old[int(j)] for j in np.flatnonzero(self.loaded)))
         return finish(self, builder)
     paged_index.PagedHead.finish = counted
+    calls = _count_calls()
 
     def part(n, seed, start_ms):
         d = os.path.join(workdir, f"in-{seed}")
@@ -103,6 +104,7 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             before = listing(s3)
             if proxy_on:
                 proxy.counts.reset()
+            calls.clear()
             t = time.time()
             out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
             wall = time.time() - t
@@ -115,14 +117,49 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
                          "requests": sum(c["requests"].values()), "wall_s": wall, "largest": largest(before, after),
                          "objects_put": sum(before.get(k) != v for k, v in after.items()),
                          "objects_deleted": sum(k not in after for k in before),
-                         "load_avg": os.getloadavg()[0]})
+                         "load_avg": os.getloadavg()[0], "store_calls": calls["store"],
+                         "refresh_store_calls": calls["refresh store"], "refresh_s": calls["refresh s"]})
             print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
                   f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, objects put "
-                  f"{rows[-1]['objects_put']} / deleted {rows[-1]['objects_deleted']}, {wall:.1f} s, load {rows[-1]['load_avg']:.1f}", file=sys.stderr, flush=True)
+                  f"{rows[-1]['objects_put']} / deleted {rows[-1]['objects_deleted']}, store calls {calls['store']} (cache "
+                  f"refresh {calls['refresh store']}, {calls['refresh s']:.2f} s), {wall:.1f} s, load {rows[-1]['load_avg']:.1f}", file=sys.stderr, flush=True)
             if rows_out:                     # a run cut short keeps every batch it measured
                 with open(rows_out, "a") as fh:
                     fh.write(json.dumps(dict(rows[-1], batch=i, base_ingest_s=base_s)) + "\n")
     return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "server": server, "batches": rows}
+
+
+def _count_calls() -> dict:
+    """Counters, from now on in this process: ``store``, the calls of ``storage.Store`` that reach
+    the store (reads, writes, listings, existence checks, deletes: each one request or more;
+    deltalake's own requests not counted), and of those ``refresh store`` and ``refresh s`` (its
+    seconds) within ``snapcache.refresh``, the snapshot cache's part of a commit."""
+    import collections
+
+    from storelib.io import storage
+    from storelib.table import snapcache
+    calls: dict = collections.Counter()
+    inside = [False]
+    def counting(f):
+        def counted(self, *a, **kw):
+            calls["store"] += 1
+            calls["refresh store"] += inside[0]
+            return f(self, *a, **kw)
+        return counted
+    for name in ("read", "read_array", "exists", "size", "list_files", "list_dirs", "write_file", "write_objects",
+                 "write_at", "publish", "delete"):
+        setattr(storage.Store, name, counting(getattr(storage.Store, name)))
+    refresh = snapcache.refresh
+
+    def timed(*a, **kw):
+        t, inside[0] = time.time(), True
+        try:
+            return refresh(*a, **kw)
+        finally:
+            calls["refresh s"] += time.time() - t
+            inside[0] = False
+    snapcache.refresh = timed
+    return calls
 
 
 def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_per_msg: float = 2.05) -> dict:
@@ -212,6 +249,10 @@ def summarize(res: dict) -> dict:
             # bytes a batch more than the batch before (least squares over the run), as a whole and
             # of the snapshot cache's files (``cache``: objects under _rocketlake/snapshot-cache*)
             "growth_per_batch": _slope(up - rec),
+            **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("store_calls", "refresh_store_calls",
+                                                                                      "refresh_s", "objects_put")
+                for q, f in (("p50", np.median), ("max", np.max), ("last10", lambda y: y[-10:].mean()))}
+               if "store_calls" in b[0] else {}),
             **({"p50_cache": float(np.median([r["cache"] for r in b])), "max_cache": float(max(r["cache"] for r in b)),
                 "cache_growth_per_batch": _slope(np.array([r["cache"] for r in b], float))} if "cache" in b[0] else {})}
 
@@ -233,6 +274,11 @@ def _table(name: str, s: dict) -> str:
                                           f"{s['max_merged_uploaded'] / mb:.3f} MB" if "p50_head_uploaded" in s else "") + (f"; layers max {s['max_layers']}, row detail max {s['max_detail']} bytes"
                                           if s["max_layers"] else "")
             + f"; uploaded less records grows {s['growth_per_batch'] / 1e3:.2f} KB a batch"
+            + (f"; objects put p50 {s['p50_objects_put']:.0f}; store calls p50 {s['p50_store_calls']:.0f}, max "
+               f"{s['max_store_calls']:.0f}, last 10 {s['last10_store_calls']:.0f}; of them the cache refresh's p50 "
+               f"{s['p50_refresh_store_calls']:.0f}, max {s['max_refresh_store_calls']:.0f}, last 10 "
+               f"{s['last10_refresh_store_calls']:.0f}; refresh p50 {s['p50_refresh_s']:.2f} s, max "
+               f"{s['max_refresh_s']:.2f} s" if "p50_store_calls" in s else "")
             + (f"; snapshot cache p50 {s['p50_cache'] / 1e3:.1f} KB, max {s['max_cache'] / 1e3:.1f} KB, grows "
                f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else ""))
 
