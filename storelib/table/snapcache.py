@@ -108,6 +108,7 @@ def refresh(store: Any, committed: Any = None) -> bool:
     used when both tables are still at the versions it names; otherwise (a version since, or
     None) the tables are read. Never raises: the commit is done, and without a fresh cache
     readers read the Delta tables. Returns whether it wrote."""
+    mine = _WRITTEN.pop(getattr(store, "uri", None), None)     # (kept again only once this one is written)
     try:
         from . import manifest
         snap = committed if committed is not None and _latest(store, committed.versions) \
@@ -121,12 +122,41 @@ def refresh(store: Any, committed: Any = None) -> bool:
         if snap.versions.manifest is None or snap.versions.checkpoints is None:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
-        now = _Current.read(store)
+        now = _remembered(store, mine, snap.versions.checkpoints if snap is committed else None) \
+            or _Current.read(store)
         tables = {name: _log_state(store, rel, versions[name], now.hashes(name)) for name, rel in _TABLES}
-        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])), now)
+        wrote = _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])), now)
+        if getattr(store, "uri", None) is not None:
+            _WRITTEN.clear()
+            _WRITTEN[store.uri] = wrote
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
+
+
+# The cache this process wrote last (store URI -> ``_Current``), so that the next commit's refresh
+# computes its delta from memory instead of reading the base and the delta back (``_remembered``).
+_WRITTEN: dict[Any, Any] = {}
+
+
+def _remembered(store: Any, mine: Any, checkpoints: int | None) -> Any:
+    """``mine``, the cache as this process wrote it after the previous commit, when no one can have
+    written another since: this refresh follows its own commit (``checkpoints``: the version that
+    commit gave the checkpoints table, None otherwise), whose checkpoints version is the next after
+    the one that cache recorded (every writer commits one checkpoints row and refreshes after it:
+    no other commit, so no other refresh, came between), and the base has the size it was
+    written with. Else None: read the cache. A delta computed from a base that is not the stored
+    one would only be ignored by readers (it names its base's sha256): a cost, never a wrong
+    snapshot."""
+    if mine is None or checkpoints is None or not isinstance(mine.doc, dict):
+        return None
+    recorded = ((mine.doc.get("tables") or {}).get("checkpoints") or {}).get("version")
+    if type(recorded) is not int or recorded != checkpoints - 1:
+        return None
+    try:
+        return mine if store.size(SNAPSHOT_CACHE) == len(mine.data) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _latest(store: Any, versions: Any) -> bool:
@@ -210,10 +240,11 @@ class _Current:
                 and isinstance(f[1], str) and re.fullmatch("[0-9a-f]{64}", f[1])} if isinstance(files, list) else {}
 
 
-def _store(store: Any, raw: bytes, now: _Current) -> None:
+def _store(store: Any, raw: bytes, now: _Current) -> _Current:
     """Make the document ``raw`` the cache: as a delta of the current base while that costs no
     more than the cache's uploads since the base averaged per batch, else as a new base (the old
-    delta removed after it). ``now``: the cache as it is (``_Current.read``)."""
+    delta removed after it). ``now``: the cache as it is (``_Current.read``); returns the cache
+    as it is after."""
     from ..runtime.faults import fault
     data, base = now.data, now.base
     delta, (n, paid) = None, _since_base(now.delta, base[1]) if base is not None else (0, 0)
@@ -223,12 +254,15 @@ def _store(store: Any, raw: bytes, now: _Current) -> None:
         except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
             delta = None
     fault("cache-before-write")
-    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
+    doc = json.loads(raw)
+    if delta is not None and base is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
         _put(store, SNAPSHOT_CACHE_DELTA, delta)
-        return
-    _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
+        return _Current(data, base, delta, doc)
+    data = _frame(FORMAT, raw)
+    _put(store, SNAPSHOT_CACHE, data)
     fault("cache-after-base")
     store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
+    return _Current(data, (doc, hashlib.sha256(raw).hexdigest()), b"", doc)
 
 
 def _since_base(data: bytes, base_sha: str) -> tuple[int, int]:

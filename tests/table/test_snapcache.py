@@ -395,6 +395,30 @@ def test_a_cache_with_a_wrong_log_hash_is_refused_after_the_next_refresh_too(scr
     _cache_is_the_delta_snapshot(scratch)
 
 
+
+def test_the_next_commit_of_this_process_computes_its_delta_from_memory(scratch, monkeypatch):
+    """A writer that wrote the cache after its previous commit, with no commit since, computes the
+    next delta from the base and delta it holds in memory: it reads neither back, and writes what a
+    refresh that reads them writes. A base replaced since (another size) is read again."""
+    _expire_some(scratch, 2)
+    _expire_some(scratch, 4)                        # this process wrote a base and a delta
+    reads: list = []
+    real = storage.Store.read
+    monkeypatch.setattr(storage.Store, "read", lambda self, rel, *a, **kw: (reads.append(rel), real(self, rel, *a, **kw))[1])
+    cache = [paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA]
+    _expire_some(scratch, 6)
+    assert "snapshot-cache.delta.json" in _cache_files(scratch)
+    assert not [r for r in reads if r in cache], reads
+    _cache_is_the_delta_snapshot(scratch)
+    _rewrite_document(scratch, lambda d: None)     # the same document, as one base another writer wrote
+    reads.clear()
+    _expire_some(scratch, 8)
+    assert paths.SNAPSHOT_CACHE in reads
+    _cache_is_the_delta_snapshot(scratch)
+    monkeypatch.undo()
+    _document_is_what_a_fresh_refresh_writes(scratch)
+
+
 def _rewrite_document(path, change):
     """The cache as one base (no delta) holding its document with ``change`` applied."""
     doc = json.loads(snapcache.document(LocalStore(path)))
