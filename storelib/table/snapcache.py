@@ -20,6 +20,13 @@ averaged per batch (the base and each delta: ``REBASE_SHARE``), and otherwise wr
 (the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores use
 the same two files (each written whole and renamed into place).
 
+What a refresh reads: the sha256 of the Delta log files comes from the cache it replaces for
+the commit and checkpoint files that cache names (they are created once; ``_log_state``), so a
+commit reads its new log files, ``_last_checkpoint`` and the newest commit it knew, not every
+commit since the newest Delta checkpoint. A writer that wrote the cache after its previous commit,
+with no commit since, holds that base and delta in memory (``_remembered``) and does not read them
+back. Neither changes what readers check.
+
 The cache is a hint, never the truth: ``load`` uses it only when
 
 * each file's header length and sha256 match its stored body (a torn, truncated or damaged
