@@ -224,7 +224,7 @@ def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]
 @dataclass(frozen=True)
 class _Current:
     """The cache as a refresh finds it: its base file, the base's (document, sha256) if it checks
-    out, the delta file, and the document they give (``_cached``)."""
+    out, the delta file, and the document they give (the base's alone when the delta is not its own)."""
     data: bytes
     base: tuple[dict[Any, Any], str] | None
     delta: bytes
@@ -545,12 +545,7 @@ def document(store: Any) -> bytes | None:
 
 
 def _cached(store: Any) -> dict[Any, Any] | None:
-    data = _read(store, SNAPSHOT_CACHE)
-    base = _base_of(data) if data is not None else None
-    if base is None:
-        return None
-    delta = _read(store, SNAPSHOT_CACHE_DELTA)
-    return (_applied(base[0], base[1], delta) if delta is not None else None) or base[0]
+    return _Current.read(store).doc
 
 
 def load(store: Any) -> CachedSnapshot | None:
