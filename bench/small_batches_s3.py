@@ -41,7 +41,8 @@ class _Nothing:
         return False
 
 
-def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False) -> dict:
+def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: bool = False,
+             server: str = "moto", rows_out: str | None = None) -> dict:
     import numpy as np
     import pyarrow.parquet as pq
     import storelib                                        # noqa: F401 - first: the tree under test
@@ -52,7 +53,7 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
     sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     import datagen
     from s3bench import CountingProxy
-    from support.s3server import moto
+    from support import s3server
 
     changed: list = []
     finish = paged_index.PagedHead.finish
@@ -64,6 +65,7 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
         changed.append(sum(head[j * P:(j + 1) * P] != self.old[int(j)] for j in np.flatnonzero(self.loaded)))
         return finish(self, builder)
     paged_index.PagedHead.finish = counted
+    calls = _count_calls()
 
     def part(n, seed, start_ms):
         d = os.path.join(workdir, f"in-{seed}")
@@ -82,33 +84,83 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
         what was uploaded, counted on the server (no proxy in the way)."""
         return sum(v[1] for k, v in b.items() if a.get(k) != v and part in k)
 
+    def largest(a: dict, b: dict, k: int = 3) -> list:
+        """The ``k`` largest objects new or replaced between two listings: what a spike uploaded."""
+        return sorted(([n, v[1]] for n, v in b.items() if a.get(n) != v), key=lambda x: -x[1])[:k]
+
     cfg, rows = StoreConfig(), []
-    with moto("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
+    # S3Proxy checks signatures against its own Host; behind the counting proxy it checks none
+    start = s3server.moto if server == "moto" else lambda b: s3server.s3proxy(b, authorization="none" if proxy_on
+                                                                              else "aws-v2-or-v4")
+    with start("bench") as (env, s3), (CountingProxy(env["AWS_ENDPOINT_URL"]) if proxy_on else _Nothing()) as proxy:
         os.environ.update(env, **({"AWS_ENDPOINT_URL": proxy.url} if proxy_on else {}))
         uri = "s3://bench/store"
         t = time.time()
         run_ingest(LocalSession(), uri, part(store_n, 7, 1717200000000), "parquet", cfg, batch_id="base", quiet=True)
         base_s = time.time() - t
+        after = listing(s3)
         for i in range(batches):
             src = part(batch_n, 1000 + i, 1817200000000 + i * 10_000_000)
             changed.clear()
-            before = listing(s3)
+            before = after           # (one listing a batch: S3Proxy's takes seconds on a 2M-message store)
             if proxy_on:
                 proxy.counts.reset()
+            calls.clear()
             t = time.time()
             out = run_ingest(LocalSession(), uri, src, "parquet", cfg, batch_id=f"small-{i}", quiet=True)
             wall = time.time() - t
             c = proxy.counts.snapshot() if proxy_on else {"bytes": {"uploaded": -1, "downloaded": -1}, "requests": {}}
             after = listing(s3)
             stored, cache = stored_delta(before, after), stored_delta(before, after, "/_rocketlake/snapshot-cache")
-            print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
-                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, {wall:.1f} s",
-                  file=sys.stderr, flush=True)
             rows.append({"uploaded": c["bytes"]["uploaded"] if proxy_on else stored, "stored": stored, "cache": cache,
                          "downloaded": c["bytes"]["downloaded"],
                          "record_bytes": out["record_bytes"], "changed_pages": int(sum(changed)),
-                         "requests": sum(c["requests"].values()), "wall_s": wall})
-    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "batches": rows}
+                         "requests": sum(c["requests"].values()), "wall_s": wall, "largest": largest(before, after),
+                         "objects_put": sum(before.get(k) != v for k, v in after.items()),
+                         "objects_deleted": sum(k not in after for k in before),
+                         "load_avg": os.getloadavg()[0], "store_calls": calls["store"],
+                         "refresh_store_calls": calls["refresh store"], "refresh_s": calls["refresh s"]})
+            print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
+                  f"changed {512 * int(sum(changed)) / 1e6:.3f} MB, snapshot cache {cache / 1e3:.1f} KB, objects put "
+                  f"{rows[-1]['objects_put']} / deleted {rows[-1]['objects_deleted']}, store calls {calls['store']} (cache "
+                  f"refresh {calls['refresh store']}, {calls['refresh s']:.2f} s), {wall:.1f} s, load {rows[-1]['load_avg']:.1f}", file=sys.stderr, flush=True)
+            if rows_out:                     # a run cut short keeps every batch it measured
+                with open(rows_out, "a") as fh:
+                    fh.write(json.dumps(dict(rows[-1], batch=i, base_ingest_s=base_s)) + "\n")
+    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "server": server, "batches": rows}
+
+
+def _count_calls() -> dict:
+    """Counters, from now on in this process: ``store``, the calls of ``storage.Store`` that reach
+    the store (reads, writes, listings, existence checks, deletes: each one request or more;
+    deltalake's own requests not counted), and of those ``refresh store`` and ``refresh s`` (its
+    seconds) within ``snapcache.refresh``, the snapshot cache's part of a commit."""
+    import collections
+
+    from storelib.io import storage
+    from storelib.table import snapcache
+    calls: dict = collections.Counter()
+    inside = [False]
+    def counting(f):
+        def counted(self, *a, **kw):
+            calls["store"] += 1
+            calls["refresh store"] += inside[0]
+            return f(self, *a, **kw)
+        return counted
+    for name in ("read", "read_array", "exists", "size", "list_files", "list_dirs", "write_file", "write_objects",
+                 "write_at", "publish", "delete"):
+        setattr(storage.Store, name, counting(getattr(storage.Store, name)))
+    refresh = snapcache.refresh
+
+    def timed(*a, **kw):
+        t, inside[0] = time.time(), True
+        try:
+            return refresh(*a, **kw)
+        finally:
+            calls["refresh s"] += time.time() - t
+            inside[0] = False
+    snapcache.refresh = timed
+    return calls
 
 
 def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_per_msg: float = 2.05) -> dict:
@@ -198,6 +250,10 @@ def summarize(res: dict) -> dict:
             # bytes a batch more than the batch before (least squares over the run), as a whole and
             # of the snapshot cache's files (``cache``: objects under _rocketlake/snapshot-cache*)
             "growth_per_batch": _slope(up - rec),
+            **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("store_calls", "refresh_store_calls",
+                                                                                      "refresh_s", "objects_put")
+                for q, f in (("p50", np.median), ("max", np.max), ("last10", lambda y: y[-10:].mean()))}
+               if "store_calls" in b[0] else {}),
             **({"p50_cache": float(np.median([r["cache"] for r in b])), "max_cache": float(max(r["cache"] for r in b)),
                 "cache_growth_per_batch": _slope(np.array([r["cache"] for r in b], float))} if "cache" in b[0] else {})}
 
@@ -219,6 +275,11 @@ def _table(name: str, s: dict) -> str:
                                           f"{s['max_merged_uploaded'] / mb:.3f} MB" if "p50_head_uploaded" in s else "") + (f"; layers max {s['max_layers']}, row detail max {s['max_detail']} bytes"
                                           if s["max_layers"] else "")
             + f"; uploaded less records grows {s['growth_per_batch'] / 1e3:.2f} KB a batch"
+            + (f"; objects put p50 {s['p50_objects_put']:.0f}; store calls p50 {s['p50_store_calls']:.0f}, max "
+               f"{s['max_store_calls']:.0f}, last 10 {s['last10_store_calls']:.0f}; of them the cache refresh's p50 "
+               f"{s['p50_refresh_store_calls']:.0f}, max {s['max_refresh_store_calls']:.0f}, last 10 "
+               f"{s['last10_refresh_store_calls']:.0f}; refresh p50 {s['p50_refresh_s']:.2f} s, max "
+               f"{s['max_refresh_s']:.2f} s" if "p50_store_calls" in s else "")
             + (f"; snapshot cache p50 {s['p50_cache'] / 1e3:.1f} KB, max {s['max_cache'] / 1e3:.1f} KB, grows "
                f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else ""))
 
@@ -232,16 +293,19 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline-src", default=None, help="a source tree, or a git revision of this checkout (e.g. main), measured first")
     ap.add_argument("--proxy", action="store_true", help="count through the proxy of bench/s3bench.py")
     ap.add_argument("--head-only", action="store_true", help="the index head's uploads alone (local disk, fast)")
+    ap.add_argument("--server", choices=("moto", "s3proxy"), default="moto",
+                    help="the S3 server: moto, or S3Proxy (filesystem; its jars come with `make s3proxy`)")
+    ap.add_argument("--rows-out", default=None, help="append each batch's figures here as a JSON line, as it ends")
     ap.add_argument("--json-out", default=None, help="(child) write the raw figures here")
     a = ap.parse_args(argv)
     if a.full:
         a.store_n, a.batches = 2_000_000, 200
     args = ["--store-n", str(a.store_n), "--batches", str(a.batches), "--batch-n", str(a.batch_n)]
-    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else [])
+    args += (["--head-only"] if a.head_only else []) + (["--proxy"] if a.proxy else []) + ["--server", a.server]
     if a.json_out:
         with tempfile.TemporaryDirectory(prefix="smallbatch-") as wd:
             res = (_measure_head(a.store_n, a.batches, a.batch_n, wd) if a.head_only
-                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy))
+                   else _measure(a.store_n, a.batches, a.batch_n, wd, a.proxy, a.server, a.rows_out))
         with open(a.json_out, "w") as fh:
             json.dump(res, fh)
         return 0
@@ -260,8 +324,9 @@ def _compare(a: argparse.Namespace, args: list, root: str, baseline: str | None)
     for name, src in runs:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-            subprocess.run([sys.executable, os.path.abspath(__file__), *args, "--json-out", f.name], env=env,
-                           check=True)
+            rows_out = ["--rows-out", f"{a.rows_out}.{name.replace(' ', '-')}"] if a.rows_out else []
+            subprocess.run([sys.executable, os.path.abspath(__file__), *args, *rows_out, "--json-out", f.name],
+                           env=env, check=True)
             res = json.load(open(f.name))
         res["summary"] = summarize(res)
         out[name] = res

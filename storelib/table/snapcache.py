@@ -20,6 +20,13 @@ averaged per batch (the base and each delta: ``REBASE_SHARE``), and otherwise wr
 (the whole document) and then removes the delta. Both are zlib-compressed JSON. Local stores use
 the same two files (each written whole and renamed into place).
 
+What a refresh reads: the sha256 of the Delta log files comes from the cache it replaces for
+the commit and checkpoint files that cache names (they are created once; ``_log_state``), so a
+commit reads its new log files, ``_last_checkpoint`` and the newest commit it knew, not every
+commit since the newest Delta checkpoint. A writer that wrote the cache after its previous commit,
+with no commit since, holds that base and delta in memory (``_remembered``) and does not read them
+back. Neither changes what readers check.
+
 The cache is a hint, never the truth: ``load`` uses it only when
 
 * each file's header length and sha256 match its stored body (a torn, truncated or damaged
@@ -108,6 +115,7 @@ def refresh(store: Any, committed: Any = None) -> bool:
     used when both tables are still at the versions it names; otherwise (a version since, or
     None) the tables are read. Never raises: the commit is done, and without a fresh cache
     readers read the Delta tables. Returns whether it wrote."""
+    mine = _WRITTEN.pop(getattr(store, "uri", None), None)     # (kept again only once this one is written)
     try:
         from . import manifest
         snap = committed if committed is not None and _latest(store, committed.versions) \
@@ -121,11 +129,41 @@ def refresh(store: Any, committed: Any = None) -> bool:
         if snap.versions.manifest is None or snap.versions.checkpoints is None:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
-        tables = {name: _log_state(store, rel, versions[name]) for name, rel in _TABLES}
-        _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])))
+        now = _remembered(store, mine, snap.versions.checkpoints if snap is committed else None) \
+            or _Current.read(store)
+        tables = {name: _log_state(store, rel, versions[name], now.hashes(name)) for name, rel in _TABLES}
+        wrote = _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])), now)
+        if getattr(store, "uri", None) is not None:
+            _WRITTEN.clear()
+            _WRITTEN[store.uri] = wrote
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
+
+
+# The cache this process wrote last (store URI -> ``_Current``), so that the next commit's refresh
+# computes its delta from memory instead of reading the base and the delta back (``_remembered``).
+_WRITTEN: dict[Any, Any] = {}
+
+
+def _remembered(store: Any, mine: Any, checkpoints: int | None) -> Any:
+    """``mine``, the cache as this process wrote it after the previous commit, when no one can have
+    written another since: this refresh follows its own commit (``checkpoints``: the version that
+    commit gave the checkpoints table, None otherwise), whose checkpoints version is the next after
+    the one that cache recorded (every writer commits one checkpoints row and refreshes after it:
+    no other commit, so no other refresh, came between), and the base has the size it was
+    written with. Else None: read the cache. A delta computed from a base that is not the stored
+    one would only be ignored by readers (it names its base's sha256): a cost, never a wrong
+    snapshot."""
+    if mine is None or checkpoints is None or not isinstance(mine.doc, dict):
+        return None
+    recorded = ((mine.doc.get("tables") or {}).get("checkpoints") or {}).get("version")
+    if type(recorded) is not int or recorded != checkpoints - 1:
+        return None
+    try:
+        return mine if store.size(SNAPSHOT_CACHE) == len(mine.data) else None
+    except (OSError, ValueError):
+        return None
 
 
 def _latest(store: Any, versions: Any) -> bool:
@@ -135,10 +173,18 @@ def _latest(store: Any, versions: Any) -> bool:
                         for rel, v in ((MANIFEST_DIR, versions.manifest), (CHECKPOINTS_DIR, versions.checkpoints))))
 
 
-def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
+def _log_state(store: Any, table: str, version: int, known: dict[str, str] | None = None) -> dict[str, Any]:
     """The Delta log files a reader of ``version`` depends on, with their sha256: the commits from
     the newest checkpoint at or below it (or version 0) up to it, that checkpoint's files and
-    ``_last_checkpoint``."""
+    ``_last_checkpoint``.
+
+    ``known``: the sha256 of this table's log files as the current cache recorded them
+    (``_Current.hashes``). A commit or checkpoint file is created once and never changed, so of
+    those the ones it names are not read again (a batch would otherwise read every commit since
+    the newest Delta checkpoint, up to a hundred a table), once the newest commit it names still
+    has its sha256 (a table rebuilt since has other commit files). ``_last_checkpoint`` and newer
+    files are read. A hash taken earlier can only make readers refuse the cache (the file changed
+    since), never accept one the Delta tables would not give."""
     log = f"{table}/_delta_log"
     names = [r.rsplit("/", 1)[-1] for r in store.list_files(log, recursive=False)]
     cps = [int(m.group(1)) for n in names for m in [CHECKPOINT.match(n)] if m and int(m.group(1)) <= version]
@@ -149,8 +195,24 @@ def _log_state(store: Any, table: str, version: int) -> dict[str, Any]:
             or n == "_last_checkpoint"]
     if delta_commit(table, version).rsplit("/", 1)[-1] not in keep:
         raise ValueError(f"{log}: no commit file of version {version}")
+    known = _still(store, log, {n: h for n, h in (known or {}).items() if n in keep}, version)
     return {"version": version,
-            "files": [[n, hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+            "files": [[n, known.get(n) or hashlib.sha256(store.read(f"{log}/{n}")).hexdigest()] for n in sorted(keep)]}
+
+
+def _still(store: Any, log: str, known: dict[str, str], version: int) -> dict[str, str]:
+    """Of ``known`` (log file name -> sha256), the commit and checkpoint files up to ``version``,
+    if the newest commit among them still has its sha256 (one read); else nothing."""
+    mine = {n: h for n, h in known.items() if _numbered(COMMIT, n, lambda v: v <= version)
+            or _numbered(CHECKPOINT, n, lambda v: v <= version)}
+    commits = [n for n in mine if COMMIT.match(n)]
+    if not commits:
+        return {}
+    newest = max(commits)                     # (20-digit versions: the newest sorts last)
+    try:
+        return mine if hashlib.sha256(store.read(f"{log}/{newest}")).hexdigest() == mine[newest] else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]) -> bool:
@@ -159,31 +221,59 @@ def _numbered(pattern: re.Pattern[str], name: str, wanted: Callable[[int], bool]
     return m is not None and wanted(int(m.group(1)))
 
 
-def _store(store: Any, raw: bytes) -> None:
+@dataclass(frozen=True)
+class _Current:
+    """The cache as a refresh finds it: its base file, the base's (document, sha256) if it checks
+    out, the delta file, and the document they give (the base's alone when the delta is not its own)."""
+    data: bytes
+    base: tuple[dict[Any, Any], str] | None
+    delta: bytes
+    doc: dict[Any, Any] | None
+
+    @staticmethod
+    def read(store: Any) -> _Current:
+        data = _read(store, SNAPSHOT_CACHE) or b""
+        base = _base_of(data)
+        delta = (_read(store, SNAPSHOT_CACHE_DELTA) or b"") if base is not None else b""
+        doc = ((_applied(base[0], base[1], delta) if delta else None) or base[0]) if base is not None else None
+        return _Current(data, base, delta, doc)
+
+    def hashes(self, table: str) -> dict[str, str]:
+        """The log files' sha256 this cache recorded for ``table`` (name -> hex), as far as well formed."""
+        entry = (self.doc.get("tables") or {}).get(table) if isinstance(self.doc, dict) \
+            and isinstance(self.doc.get("tables"), dict) else None
+        files = entry.get("files") if isinstance(entry, dict) else None
+        return {f[0]: f[1] for f in files if isinstance(f, list) and len(f) == 2 and isinstance(f[0], str)
+                and isinstance(f[1], str) and re.fullmatch("[0-9a-f]{64}", f[1])} if isinstance(files, list) else {}
+
+
+def _store(store: Any, raw: bytes, now: _Current) -> _Current:
     """Make the document ``raw`` the cache: as a delta of the current base while that costs no
     more than the cache's uploads since the base averaged per batch, else as a new base (the old
-    delta removed after it)."""
+    delta removed after it). ``now``: the cache as it is (``_Current.read``); returns the cache
+    as it is after."""
     from ..runtime.faults import fault
-    data = _read(store, SNAPSHOT_CACHE) or b""
-    base = _base_of(data)
-    delta, (n, paid) = None, _since_base(store, base[1]) if base is not None else (0, 0)
+    data, base = now.data, now.base
+    delta, (n, paid) = None, _since_base(now.delta, base[1]) if base is not None else (0, 0)
     if base is not None:
         try:
             delta = _delta(base[0], base[1], raw, n + 1, paid)
         except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
             delta = None
     fault("cache-before-write")
-    if delta is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
+    doc = json.loads(raw)
+    if delta is not None and base is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
         _put(store, SNAPSHOT_CACHE_DELTA, delta)
-        return
-    _put(store, SNAPSHOT_CACHE, _frame(FORMAT, raw))
+        return _Current(data, base, delta, doc)
+    data = _frame(FORMAT, raw)
+    _put(store, SNAPSHOT_CACHE, data)
     fault("cache-after-base")
     store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
+    return _Current(data, (doc, hashlib.sha256(raw).hexdigest()), b"", doc)
 
 
-def _since_base(store: Any, base_sha: str) -> tuple[int, int]:
-    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta."""
-    data = _read(store, SNAPSHOT_CACHE_DELTA) or b""
+def _since_base(data: bytes, base_sha: str) -> tuple[int, int]:
+    """(deltas written since the base ``base_sha``, the bytes they took), from the current delta file."""
     got = _unframe(data, DELTA_FORMAT)
     if got is None or got[0].get("base") != base_sha:
         return 0, 0
@@ -455,12 +545,7 @@ def document(store: Any) -> bytes | None:
 
 
 def _cached(store: Any) -> dict[Any, Any] | None:
-    data = _read(store, SNAPSHOT_CACHE)
-    base = _base_of(data) if data is not None else None
-    if base is None:
-        return None
-    delta = _read(store, SNAPSHOT_CACHE_DELTA)
-    return (_applied(base[0], base[1], delta) if delta is not None else None) or base[0]
+    return _Current.read(store).doc
 
 
 def load(store: Any) -> CachedSnapshot | None:

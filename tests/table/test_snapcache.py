@@ -336,3 +336,95 @@ def test_a_cache_of_the_previous_format_is_refused_and_replaced(store, scratch):
     assert json.loads(open(p, "rb").read().partition(b"\n")[0])["version"] == snapcache.VERSION
     cached = snapcache.load(LocalStore(scratch))
     assert cached is not None and cached.files == snapcache.load(LocalStore(store)).files
+
+
+
+def _reads(store) -> list:
+    """The files ``store`` reads from now on (by path)."""
+    reads: list = []
+    real = store.read
+
+    def one(rel, *a, **kw):
+        reads.append(rel.rsplit("/", 1)[-1])
+        return real(rel, *a, **kw)
+    store.read = one
+    return reads
+
+
+def test_a_refresh_hashes_only_the_log_files_its_cache_has_not(tmp_path):
+    """Commit and checkpoint files are created once: a refresh takes their sha256 from the cache
+    it replaces (once the newest commit that cache names still has its own) instead of reading
+    every commit since the newest Delta checkpoint again (up to a hundred a table a batch)."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    for v in range(30):
+        (log / f"{v:020d}.json").write_text(f'{{"commitInfo":{{"v":{v}}}}}\n')
+    st = storage.Store(str(tmp_path))
+    reads = _reads(st)
+    first = snapcache._log_state(st, "t", 29)
+    assert len(reads) == 30 and [n for n, _ in first["files"]] == [f"{v:020d}.json" for v in range(30)]
+    (log / f"{30:020d}.json").write_text('{"commitInfo":{"v":30}}\n')
+    reads.clear()
+    again = snapcache._log_state(st, "t", 30, dict(first["files"]))
+    assert sorted(reads) == [f"{29:020d}.json", f"{30:020d}.json"]     # the newest it knew, and the new one
+    reads.clear()
+    assert again == snapcache._log_state(st, "t", 30) and len(reads) == 31  # what hashing every file gives
+    # the newest commit it knew has another sha256 (a table rebuilt since): nothing known is used
+    (log / f"{30:020d}.json").write_text('{"commitInfo":{"v":"again"}}\n')
+    reads.clear()
+    rebuilt = snapcache._log_state(st, "t", 30, dict(again["files"]))
+    assert len(reads) == 1 + 31 and rebuilt == snapcache._log_state(st, "t", 30)   # (the check, then all)
+    # an older commit's sha256 known wrong (damaged since it was hashed) stays wrong: readers refuse
+    known = dict(rebuilt["files"], **{f"{3:020d}.json": "0" * 64})
+    assert dict(snapcache._log_state(st, "t", 30, known)["files"])[f"{3:020d}.json"] == "0" * 64
+
+
+def test_a_cache_with_a_wrong_log_hash_is_refused_after_the_next_refresh_too(scratch):
+    # an older log file's sha256 the cache got wrong is kept by a refresh that does not read it,
+    # and readers refuse that cache: the Delta tables decide
+    for k in (3, 6):
+        _expire_some(scratch, k)
+    doc = json.loads(snapcache.document(LocalStore(scratch)))
+    older = [f for f in doc["tables"]["manifest"]["files"] if f[0].endswith(".checkpoint.parquet")]
+    assert older
+    _rewrite_document(scratch, lambda d: [f.__setitem__(1, "0" * 64) for f in d["tables"]["manifest"]["files"]
+                                          if f[0] == older[0][0]])
+    assert snapcache.refresh(storage.Store(scratch)) and snapcache.load(LocalStore(scratch)) is None
+    assert _files(scratch, True) == _files(scratch, False)
+    _expire_some(scratch, 9)                       # the next Delta checkpoint: read, and the cache is used
+    _cache_is_the_delta_snapshot(scratch)
+
+
+
+def test_the_next_commit_of_this_process_computes_its_delta_from_memory(scratch, monkeypatch):
+    """A writer that wrote the cache after its previous commit, with no commit since, computes the
+    next delta from the base and delta it holds in memory: it reads neither back, and writes what a
+    refresh that reads them writes. A base replaced since (another size) is read again."""
+    _expire_some(scratch, 2)
+    _expire_some(scratch, 4)                        # this process wrote a base and a delta
+    reads: list = []
+    real = storage.Store.read
+    monkeypatch.setattr(storage.Store, "read", lambda self, rel, *a, **kw: (reads.append(rel), real(self, rel, *a, **kw))[1])
+    cache = [paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA]
+    _expire_some(scratch, 6)
+    assert "snapshot-cache.delta.json" in _cache_files(scratch)
+    assert not [r for r in reads if r in cache], reads
+    _cache_is_the_delta_snapshot(scratch)
+    _rewrite_document(scratch, lambda d: None)     # the same document, as one base another writer wrote
+    reads.clear()
+    _expire_some(scratch, 8)
+    assert paths.SNAPSHOT_CACHE in reads
+    _cache_is_the_delta_snapshot(scratch)
+    monkeypatch.undo()
+    _document_is_what_a_fresh_refresh_writes(scratch)
+
+
+def _rewrite_document(path, change):
+    """The cache as one base (no delta) holding its document with ``change`` applied."""
+    doc = json.loads(snapcache.document(LocalStore(path)))
+    change(doc)
+    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
+        if os.path.exists(os.path.join(path, rel)):
+            os.remove(os.path.join(path, rel))
+    open(os.path.join(path, paths.SNAPSHOT_CACHE), "wb").write(snapcache.encode(doc["tables"], doc["batch"],
+                                                                               doc["files"]))
