@@ -428,3 +428,29 @@ def _rewrite_document(path, change):
             os.remove(os.path.join(path, rel))
     open(os.path.join(path, paths.SNAPSHOT_CACHE), "wb").write(snapcache.encode(doc["tables"], doc["batch"],
                                                                                doc["files"]))
+
+
+def test_a_batch_that_changes_many_rows_writes_a_base_without_a_diff(scratch, monkeypatch):
+    """Past ``DELTA_MAX_ROWS`` changed rows a new base is written with no diff (its cost in time
+    and memory grows with the changed rows: ~160,000 a batch at 10^10 messages). A batch whose own
+    rows alone pass it does not even read the old cache; one under it still writes a delta."""
+    def no_diff(*a, **kw):
+        raise AssertionError("diffed")
+    reads: list = []
+    real = storage.Store.read
+    monkeypatch.setattr(storage.Store, "read", lambda self, rel, *a, **kw: (reads.append(rel), real(self, rel, *a, **kw))[1])
+    monkeypatch.setattr(snapcache, "_diff", no_diff)
+    monkeypatch.setattr(snapcache, "DELTA_MAX_ROWS", 1)
+    snapcache._WRITTEN.clear()
+    assert snapcache.refresh(storage.Store(scratch))     # the latest batch (adopt's) owns every live row
+    assert paths.SNAPSHOT_CACHE not in reads and paths.SNAPSHOT_CACHE_DELTA not in reads
+    assert list(_cache_files(scratch)) == ["snapshot-cache.json"]
+    _cache_is_the_delta_snapshot(scratch)
+    _expire_some(scratch, 5)                             # removes more than one row: a new base, no diff
+    assert list(_cache_files(scratch)) == ["snapshot-cache.json"]
+    _cache_is_the_delta_snapshot(scratch)
+    monkeypatch.undo()
+    _expire_some(scratch, 8)                             # under the bound: a delta again
+    assert "snapshot-cache.delta.json" in _cache_files(scratch)
+    _cache_is_the_delta_snapshot(scratch)
+    _document_is_what_a_fresh_refresh_writes(scratch)
