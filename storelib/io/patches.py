@@ -116,10 +116,13 @@ def overlay_extents(rel: str, file_size: int, patch: dict) -> list:
     return out
 
 
-def apply_patches(store, patches: list, durable: bool, fault=None) -> None:
+def apply_patches(store, patches: list, durable: bool, fault=None, check=None) -> None:
     """Apply staged patches ``[{"path", "staged", "extents"}]`` to their files: every phase-0
-    extent of every file, fsync, then every phase-1 extent, fsync."""
+    extent of every file, fsync, then every phase-1 extent, fsync. ``check()`` before each phase
+    (the writer's lease: it raises once the writer may no longer touch the store)."""
     for phase in (PHASE_APPEND, PHASE_LINK):
+        if check is not None:
+            check()
         touched = []
         for p in patches:
             ext = [e for e in p["extents"] if e[3] == phase]
