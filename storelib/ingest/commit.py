@@ -317,8 +317,8 @@ def publish(store: storage.Store, rows: list, durable: bool = True, lease: Any =
     A staged file that is gone must have been published: its file must be there with at least
     the row's valid bytes, else ``CorruptStore`` (a committed batch is never half published in
     silence). ``durable``: the patched files and the directories the renames changed are fsync'd
-    before the caller removes the staging directory. ``lease``: the writer's, checked before each
-    phase of the patches and before a file that is gone is judged: a writer that stalled past it
+    before the caller removes the staging directory. ``lease``: the writer's, checked between the
+    two phases of the patches and before a file that is gone is judged: a writer that stalled past it
     may find its batch published, and the files continued, by the writer that took over
     (``LeaseLost``, not damage)."""
     typed = manifest_rows(rows)
