@@ -231,13 +231,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     fault("after-commit-before-publish")
 
     def settle() -> None:
-        for i, r in enumerate(rows):
-            if i == len(rows) // 2:
-                fault("mid-delete")
-            store.delete(r.path)
-        if store.objects:
-            delete_objects(store, {r.path for r in rows})
-        _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
+        _delete_removed(store, rows)
         fault("after-publish-before-cleanup")
         commit_stage.clear_dead_attempts(store, [*snap.batches, ck], lease)
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
@@ -274,6 +268,17 @@ def _durable(snap: StoreSnapshot) -> bool:
         return snap.batch.durable if snap.batch is not None else True
     except ValueError:
         return True
+
+
+def _delete_removed(store: storage.Store, rows: list) -> None:
+    """The publish of a committed expiry: the files its rows removed, deleted."""
+    for i, r in enumerate(rows):
+        if i == len(rows) // 2:
+            fault("mid-delete")
+        store.delete(r.path)
+    if store.objects:
+        delete_objects(store, {r.path for r in rows})
+    _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
 
 
 def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
