@@ -389,7 +389,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
     conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
     A compaction that fails leaves the table as it was (the batch is committed either way). Then,
-    when due, the checkpoints table's merge (``storelib.table.ckmerge``), likewise.
+    when due, each table's merge of its data files (``storelib.table.ckmerge``), likewise.
     """
     from deltalake import write_deltalake, CommitProperties
     opts = storage.delta_storage_options(store.uri)
@@ -400,6 +400,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
     written: dict[str, pa.Table] = {}
+    files: dict[str, pa.Table] = {}           # each table's data files as its write left them (the merges')
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
@@ -407,31 +408,40 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         if lease is not None:
             lease.check()
 
-        def write(target: Any, hooks: Any = None, table: Any = table,
+        def write(target: Any, hooks: Any = None, table: Any = table, rel: str = rel,
                   mode: Literal["append", "error"] = "append") -> None:
             # schema_mode="merge": tables written before a column was added get it (nulls before)
             kw = {} if hooks is None else {"post_commithook_properties": hooks}
             if isinstance(target, str):
-                write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props, **kw)
+                write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props,
+                                configuration=ckmerge.TABLE_PROPERTIES, **kw)
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
+                files[rel] = ckmerge.files_of(target)
         deltacommit.commit_version(store, rel, version, write, durable)
         if point and fault:
             fault(point)
+    mf = (versions.manifest + 1) if versions.manifest is not None else 0
     compacted = compaction_due(versions, manifest_rows, checkpoint_row)
     if compacted is not None:
         try:
-            _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
-                     checkpoint_row, fault, durable, lease)
+            _compact(store, mf, compacted, checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
     ck = (versions.checkpoints + 1) if versions.checkpoints is not None else 0
-    try:
-        merged = ckmerge.merge(store, ck, checkpoint_row, CHECKPOINTS_SCHEMA, fault, durable, lease)
-    except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
-        merged = False
+    merged = {MANIFEST_DIR: False, CHECKPOINTS_DIR: False}
+    # each table's data files merged when due (the manifest table's: unless just compacted into one)
+    for rel, version, schema in ((MANIFEST_DIR, mf, MANIFEST_SCHEMA), (CHECKPOINTS_DIR, ck, CHECKPOINTS_SCHEMA)):
+        if rel == MANIFEST_DIR and compacted is not None:
+            continue
+        try:
+            merged[rel] = ckmerge.merge(store, rel, version, files.get(rel), checkpoint_row["batch_id"],
+                                        checkpoint_row["batch_seq"], schema, fault, durable, lease)
+        except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
+            pass
     return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
-                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged)
+                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged[CHECKPOINTS_DIR],
+                              merged[MANIFEST_DIR])
 
 
 def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versions: TableVersions) -> dict[str, Any]:
@@ -481,10 +491,12 @@ def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[s
 
 
 def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-                       compacted: list[Any] | None = None, merged: bool = False) -> Snapshot | None:
+                       compacted: list[Any] | None = None, merged: bool = False, manifest_merged: bool = False
+                       ) -> Snapshot | None:
     """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
     gives them back, ``compacted``: the rows of the compaction that followed, if it went in;
-    ``merged``: the checkpoints table's merge went in after it, ``storelib.table.ckmerge``): what
+    ``merged`` / ``manifest_merged``: the checkpoints / manifest table's merge went in after it,
+    ``storelib.table.ckmerge``): what
     ``load_snapshot`` would read from the tables then, built from the snapshot the batch opened.
     None when that cannot be known without a read (``versions`` not read with the latest
     snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
@@ -508,7 +520,7 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     stray = frozenset() if compacted is not None else \
         versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
     ck = versions.checkpoints + 1 if versions.checkpoints is not None else 0
-    after = TableVersions(mf + (compacted is not None), ck + merged,
+    after = TableVersions(mf + (compacted is not None) + manifest_merged, ck + merged,
                           len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
     marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
     batch = BatchRow.of(checkpoint_row)
