@@ -269,3 +269,4 @@ def _configuration(store, rel: str) -> dict:
     conf = dict(dt.metadata().configuration)
     dt = None
     return conf
+
