@@ -422,7 +422,8 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         if point and fault:
             fault(point)
     mf = (versions.manifest + 1) if versions.manifest is not None else 0
-    compacted = compaction_due(versions, manifest_rows, checkpoint_row)
+    compacted = compaction_due(versions, manifest_rows, checkpoint_row,
+                               files[MANIFEST_DIR].num_rows if MANIFEST_DIR in files else 0)
     if compacted is not None:
         try:
             _compact(store, mf, compacted, checkpoint_row, fault, durable, lease)
@@ -434,9 +435,12 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     for rel, version, schema in ((MANIFEST_DIR, mf, MANIFEST_SCHEMA), (CHECKPOINTS_DIR, ck, CHECKPOINTS_SCHEMA)):
         if rel == MANIFEST_DIR and compacted is not None:
             continue
+        # (the manifest table's within a share of the batch's record bytes; none known: no limit)
+        budget = None if rel != MANIFEST_DIR or checkpoint_row.get("bytes") is None else \
+            int(ckmerge.MERGE_SHARE * checkpoint_row["bytes"])
         try:
             merged[rel] = ckmerge.merge(store, rel, version, files.get(rel), checkpoint_row["batch_id"],
-                                        checkpoint_row["batch_seq"], schema, fault, durable, lease)
+                                        checkpoint_row["batch_seq"], schema, fault, durable, lease, budget)
         except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
             pass
     return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
@@ -529,18 +533,23 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     return snap
 
 
-def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
-                   ) -> list[dict[str, Any]] | None:
+def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+                   data_files: int = 0) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
     an expiry removed, the marker), if the other rows would then outnumber them and
-    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read); None when not due, or when the
-    writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses."""
+    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read), or them alone when the
+    table has ``data_files`` of twice ``ckmerge.MERGE_MIN_FILES`` or more and the compacted rows are
+    at most twice this batch's (a small store's small batches, whose files no budgeted merge takes:
+    compacting costs about what the batch adds and bounds the files a Delta checkpoint lists);
+    None when not due, or when the writer's snapshot is not the latest one read from the tables,
+    or one ``rowcheck`` refuses."""
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
         return None
     files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
-    if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
+    cheap = data_files >= 2 * ckmerge.MERGE_MIN_FILES and live <= 2 * len(manifest_rows)
+    if versions.rows + len(manifest_rows) - live <= (live if cheap else max(live, COMPACT_MIN_ROWS)):
         return None
     before = versions.manifest + 1 if versions.manifest is not None else 0
     legacy = base.compaction.detail.get("legacy_version") if base.compaction is not None else None
