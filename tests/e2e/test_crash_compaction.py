@@ -189,9 +189,12 @@ def test_power_cuts_during_a_compacting_batch(inputs, seed, tmp_path):  # noqa: 
 
 
 def _no_compaction():
-    """B's commit does not compact (here and in the runs of tests/support/local_ingest.py)."""
+    """B's commit does not compact (here and in the runs of tests/support/local_ingest.py), and a
+    batch after it in this process merges the manifest table's files whatever its size (C's
+    records are fewer than a tenth of the seed's manifest files: ``ckmerge.MERGE_SHARE``)."""
     stack = contextlib.ExitStack()
     stack.enter_context(mock.patch.object(manifest, "COMPACT_MIN_ROWS", 10 ** 9))
+    stack.enter_context(mock.patch.object(ckmerge, "MERGE_SHARE", 100.0))
     stack.enter_context(mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": str(10 ** 9)}))
     return stack
 
