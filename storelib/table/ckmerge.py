@@ -15,7 +15,10 @@ So a row is copied about once per tier (two or three times), not at every merge,
 at most ``MERGE_MIN_FILES`` files a tier plus one per ``MERGE_TARGET_BYTES`` of rows. The latest
 batch's file is never merged: a writer's read takes its ``queue_offsets`` from its own small file
 (``tableread.batch_rows_lean``). A file without batch-sequence statistics (the manifest table's
-compacted file, ``manifest._compact``) is left as it is.
+compacted file, ``manifest._compact``) is left as it is. The manifest table's merge takes files of
+at most ``MERGE_SHARE`` of the batch's record bytes (``budget``), so that it never uploads more at
+once than a share of what the batch adds; a small store whose batches rewrite most of its rows
+is bounded by its compaction instead (``manifest.compaction_due``).
 
 What a merge needs of the table (its files, their sizes and batch-sequence ranges: ``files_of``)
 comes from the commit's own write: the Delta table object after it holds the new version's
