@@ -52,7 +52,7 @@ from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS", "COMPACT_MIN_FILES",
     "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
@@ -132,6 +132,10 @@ COMPACT = "compact"
 # batches rewrite most of its rows would otherwise compact (and upload its live rows) every
 # other batch.
 COMPACT_MIN_ROWS = 10_000
+# ... or when the table has this many data files and the compacted rows are at most twice the
+# batch's: a small store's small batches, whose manifest files no merge within its share takes
+# (``ckmerge.MERGE_SHARE``); the Delta checkpoints then list at most this many files.
+COMPACT_MIN_FILES = 32
 
 
 @dataclass
@@ -538,9 +542,9 @@ def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
     an expiry removed, the marker), if the other rows would then outnumber them and
     ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read), or them alone when the
-    table has ``data_files`` of twice ``ckmerge.MERGE_MIN_FILES`` or more and the compacted rows are
-    at most twice this batch's (a small store's small batches, whose files no budgeted merge takes:
-    compacting costs about what the batch adds and bounds the files a Delta checkpoint lists);
+    table has ``data_files`` of ``COMPACT_MIN_FILES`` or more and the compacted rows are at most
+    twice this batch's (compacting then costs about what the batch adds, and bounds the files a
+    Delta checkpoint lists);
     None when not due, or when the writer's snapshot is not the latest one read from the tables,
     or one ``rowcheck`` refuses."""
     base = versions.latest
@@ -548,7 +552,7 @@ def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint
         return None
     files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
-    cheap = data_files >= 2 * ckmerge.MERGE_MIN_FILES and live <= 2 * len(manifest_rows)
+    cheap = data_files >= COMPACT_MIN_FILES and live <= 2 * len(manifest_rows)
     if versions.rows + len(manifest_rows) - live <= (live if cheap else max(live, COMPACT_MIN_ROWS)):
         return None
     before = versions.manifest + 1 if versions.manifest is not None else 0

@@ -274,10 +274,11 @@ def _configuration(store, rel: str) -> dict:
 
 def test_a_manifest_merge_stays_within_its_share_of_the_batch_and_a_small_store_compacts_instead(tmp_path, monkeypatch):
     """Batches too small for a merge of their manifest files (``MERGE_SHARE`` of their record
-    bytes) leave them until the table has twice ``MERGE_MIN_FILES``; then, when the compacted
+    bytes) leave them until the table has ``COMPACT_MIN_FILES``; then, when the compacted
     rows are at most twice the batch's (every batch rewrites most live rows), the commit compacts:
     the table's files and its Delta checkpoint stay bounded, and no batch uploads a merge."""
     monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    monkeypatch.setattr(manifest, "COMPACT_MIN_FILES", 6)
     monkeypatch.setattr(deltacommit, "CHECKPOINT_INTERVAL", 5)
     assert ckmerge.due(_adds([(f"s{i}", 10, i, i) for i in range(1, 5)]), 9, budget=39) is None
     assert ckmerge.due(_adds([(f"s{i}", 10, i, i) for i in range(1, 5)]), 9, budget=40) is not None
@@ -296,8 +297,8 @@ def test_a_manifest_merge_stays_within_its_share_of_the_batch_and_a_small_store_
         assert committed.versions.manifest == snap.versions.manifest
         seen[seq] = {p: dict(r) for p, r in snap.files.items()}
         adds = _manifest_files(store)
-        assert len(adds) <= 2 * ckmerge.MERGE_MIN_FILES and not any(".merged." in a["path"] for a in adds), seq
+        assert len(adds) <= manifest.COMPACT_MIN_FILES and not any(".merged." in a["path"] for a in adds), seq
     assert snap.compaction is not None
-    assert len(_checkpoint_adds(store, paths.MANIFEST_DIR)) <= 2 * ckmerge.MERGE_MIN_FILES
+    assert len(_checkpoint_adds(store, paths.MANIFEST_DIR)) <= manifest.COMPACT_MIN_FILES
     for seq in range(1, LAST + 1):
         assert {p: dict(r) for p, r in manifest.load_snapshot(store, seq).files.items()} == seen[seq], seq
