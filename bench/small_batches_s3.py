@@ -118,6 +118,11 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
                          "requests": sum(c["requests"].values()), "wall_s": wall, "largest": largest(before, after),
                          "objects_put": sum(before.get(k) != v for k, v in after.items()),
                          "objects_deleted": sum(k not in after for k in before),
+                         # the Delta checkpoints of either table this batch wrote (deltalake's, every 100
+                         # versions): the periodic part of a batch's upload
+                         "delta_checkpoints": sorted([k.split("/_rocketlake/")[-1], v[1]] for k, v in after.items()
+                                                     if before.get(k) != v and k.endswith(".checkpoint.parquet")),
+                         "delta_log": stored_delta(before, after, "/_delta_log/"),
                          "load_avg": os.getloadavg()[0], "store_calls": calls["store"],
                          "refresh_store_calls": calls["refresh store"], "refresh_s": calls["refresh s"]})
             print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
@@ -127,7 +132,26 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
             if rows_out:                     # a run cut short keeps every batch it measured
                 with open(rows_out, "a") as fh:
                     fh.write(json.dumps(dict(rows[-1], batch=i, base_ingest_s=base_s)) + "\n")
-    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "server": server, "batches": rows}
+        tables = {t: _table_files(s3, uri, "bench", f"store/_rocketlake/{t}") for t in ("manifest", "checkpoints")}
+    return {"store_n": store_n, "batch_n": batch_n, "base_ingest_s": base_s, "server": server, "batches": rows,
+            "tables_at_end": tables}
+
+
+def _table_files(s3, uri: str, bucket: str, prefix: str) -> dict:
+    """A Delta table's live data files (its latest version's), and its objects on the server
+    (data files a merge or compaction removed included) and log: counts and bytes."""
+    from storelib.io import storage
+    from storelib.table.tableread import open_table
+    dt = open_table(storage.Store(uri), prefix.split("/", 1)[1])
+    out = {"live_data_files": len(dt.file_uris()), "data_files": 0, "data_bytes": 0, "log_files": 0, "log_bytes": 0}
+    dt = None
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+        for o in page.get("Contents", []):
+            kind = "log" if "/_delta_log/" in o["Key"] else "data" if o["Key"].endswith(".parquet") else None
+            if kind:
+                out[f"{kind}_files"] += 1
+                out[f"{kind}_bytes"] += o["Size"]
+    return out
 
 
 def _count_calls() -> dict:
@@ -246,6 +270,8 @@ def summarize(res: dict) -> dict:
             "p50_changed": float(np.median([512 * r["changed_pages"] for r in b])),
             **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("head_uploaded", "merged_uploaded")
                 for q, f in (("p50", np.median), ("max", np.max))} if "head_uploaded" in b[0] else {}),
+            **({"delta_checkpoints": [[i, *c] for i, r in enumerate(b) for c in r["delta_checkpoints"]]}
+               if "delta_checkpoints" in b[0] else {}),
             "max_layers": max(r.get("layers", 0) for r in b), "max_detail": max(r.get("detail_bytes", 0) for r in b),
             # bytes a batch more than the batch before (least squares over the run), as a whole and
             # of the snapshot cache's files (``cache``: objects under _rocketlake/snapshot-cache*)
@@ -281,7 +307,10 @@ def _table(name: str, s: dict) -> str:
                f"{s['last10_refresh_store_calls']:.0f}; refresh p50 {s['p50_refresh_s']:.2f} s, max "
                f"{s['max_refresh_s']:.2f} s" if "p50_store_calls" in s else "")
             + (f"; snapshot cache p50 {s['p50_cache'] / 1e3:.1f} KB, max {s['max_cache'] / 1e3:.1f} KB, grows "
-               f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else ""))
+               f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else "")
+            + ("; Delta checkpoints (batch, object, KB): " + ", ".join(
+                f"{i} {k.split('/')[0]} {n / 1e3:.1f}" for i, k, n in s["delta_checkpoints"])
+               if s.get("delta_checkpoints") else ""))
 
 
 def main(argv=None) -> int:

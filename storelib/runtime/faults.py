@@ -36,7 +36,9 @@ Points (in the order an ingest passes them):
   merge:    before-checkpoints-merge (a batch committed, its checkpoints table's merge due),
             mid-checkpoints-merge (the merged data file in the table, no version names it yet),
             after-checkpoints-merge: reached by every writer whose commit merges the checkpoints
-            table's files (``MERGE_POINTS``, storelib.table.ckmerge)
+            table's files (``MERGE_POINTS``, storelib.table.ckmerge); before-manifest-merge,
+            mid-manifest-merge, after-manifest-merge: the same of the manifest table's files
+            (``MANIFEST_MERGE_POINTS``; a commit that compacts the table does not merge it)
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
@@ -51,7 +53,7 @@ import signal
 import time
 
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
-           "COMPACT_POINTS", "MERGE_POINTS", "CACHE_POINTS", "fault"]
+           "COMPACT_POINTS", "MERGE_POINTS", "MANIFEST_MERGE_POINTS", "CACHE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -66,6 +68,8 @@ OBJECT_POINTS = ("after-extent-merge",)
 COMPACT_POINTS = ("before-compaction", "mid-compaction", "after-compaction")
 # reached after a batch's switch when its commit merges the checkpoints table's files (storelib.table.ckmerge)
 MERGE_POINTS = ("before-checkpoints-merge", "mid-checkpoints-merge", "after-checkpoints-merge")
+# ... and the manifest table's files, when it is not compacted
+MANIFEST_MERGE_POINTS = ("before-manifest-merge", "mid-manifest-merge", "after-manifest-merge")
 # reached after every commit, where its snapshot cache is written (storelib.table.snapcache)
 CACHE_POINTS = ("cache-before-write", "cache-after-base")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",

@@ -52,7 +52,7 @@ from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
-    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS",
+    "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS", "COMPACT_MIN_FILES",
     "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
@@ -132,6 +132,10 @@ COMPACT = "compact"
 # batches rewrite most of its rows would otherwise compact (and upload its live rows) every
 # other batch.
 COMPACT_MIN_ROWS = 10_000
+# ... or when the table has this many data files and the compacted rows are at most twice the
+# batch's: a small store's small batches, whose manifest files no merge within its share takes
+# (``ckmerge.MERGE_SHARE``); the Delta checkpoints then list at most this many files.
+COMPACT_MIN_FILES = 32
 
 
 @dataclass
@@ -389,7 +393,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     it durable before the next step relies on it, with ``durable``); object stores: delta-rs'
     conditional put. A version that another writer committed first: ``ConcurrentWriteError``.
     A compaction that fails leaves the table as it was (the batch is committed either way). Then,
-    when due, the checkpoints table's merge (``storelib.table.ckmerge``), likewise.
+    when due, each table's merge of its data files (``storelib.table.ckmerge``), likewise.
     """
     from deltalake import write_deltalake, CommitProperties
     opts = storage.delta_storage_options(store.uri)
@@ -400,6 +404,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
     written: dict[str, pa.Table] = {}
+    files: dict[str, pa.Table] = {}           # each table's data files as its write left them (the merges')
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
@@ -407,31 +412,44 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         if lease is not None:
             lease.check()
 
-        def write(target: Any, hooks: Any = None, table: Any = table,
+        def write(target: Any, hooks: Any = None, table: Any = table, rel: str = rel,
                   mode: Literal["append", "error"] = "append") -> None:
             # schema_mode="merge": tables written before a column was added get it (nulls before)
             kw = {} if hooks is None else {"post_commithook_properties": hooks}
             if isinstance(target, str):
-                write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props, **kw)
+                write_deltalake(target, table, mode=mode, storage_options=opts, commit_properties=props,
+                                configuration=ckmerge.TABLE_PROPERTIES, **kw)
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
+                files[rel] = ckmerge.files_of(target)
         deltacommit.commit_version(store, rel, version, write, durable)
         if point and fault:
             fault(point)
-    compacted = compaction_due(versions, manifest_rows, checkpoint_row)
+    mf = (versions.manifest + 1) if versions.manifest is not None else 0
+    compacted = compaction_due(versions, manifest_rows, checkpoint_row,
+                               files[MANIFEST_DIR].num_rows if MANIFEST_DIR in files else 0)
     if compacted is not None:
         try:
-            _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
-                     checkpoint_row, fault, durable, lease)
+            _compact(store, mf, compacted, checkpoint_row, fault, durable, lease)
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
     ck = (versions.checkpoints + 1) if versions.checkpoints is not None else 0
-    try:
-        merged = ckmerge.merge(store, ck, checkpoint_row, CHECKPOINTS_SCHEMA, fault, durable, lease)
-    except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
-        merged = False
+    merged = {MANIFEST_DIR: False, CHECKPOINTS_DIR: False}
+    # each table's data files merged when due (the manifest table's: unless just compacted into one)
+    for rel, version, schema in ((MANIFEST_DIR, mf, MANIFEST_SCHEMA), (CHECKPOINTS_DIR, ck, CHECKPOINTS_SCHEMA)):
+        if rel == MANIFEST_DIR and compacted is not None:
+            continue
+        # (the manifest table's within a share of the batch's record bytes; none known: no limit)
+        budget = None if rel != MANIFEST_DIR or checkpoint_row.get("bytes") is None else \
+            int(ckmerge.MERGE_SHARE * checkpoint_row["bytes"])
+        try:
+            merged[rel] = ckmerge.merge(store, rel, version, files.get(rel), checkpoint_row["batch_id"],
+                                        checkpoint_row["batch_seq"], schema, fault, durable, lease, budget)
+        except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
+            pass
     return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
-                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged)
+                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged[CHECKPOINTS_DIR],
+                              merged[MANIFEST_DIR])
 
 
 def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versions: TableVersions) -> dict[str, Any]:
@@ -481,10 +499,12 @@ def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[s
 
 
 def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-                       compacted: list[Any] | None = None, merged: bool = False) -> Snapshot | None:
+                       compacted: list[Any] | None = None, merged: bool = False, manifest_merged: bool = False
+                       ) -> Snapshot | None:
     """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
     gives them back, ``compacted``: the rows of the compaction that followed, if it went in;
-    ``merged``: the checkpoints table's merge went in after it, ``storelib.table.ckmerge``): what
+    ``merged`` / ``manifest_merged``: the checkpoints / manifest table's merge went in after it,
+    ``storelib.table.ckmerge``): what
     ``load_snapshot`` would read from the tables then, built from the snapshot the batch opened.
     None when that cannot be known without a read (``versions`` not read with the latest
     snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
@@ -508,7 +528,7 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     stray = frozenset() if compacted is not None else \
         versions.stray | {(r["batch_id"], r["batch_seq"], r.get("attempt_id")) for r in other}
     ck = versions.checkpoints + 1 if versions.checkpoints is not None else 0
-    after = TableVersions(mf + (compacted is not None), ck + merged,
+    after = TableVersions(mf + (compacted is not None) + manifest_merged, ck + merged,
                           len(compacted) if compacted is not None else versions.rows + len(manifest_rows), stray=stray)
     marker = ManifestRow.of(compacted[-1]) if compacted is not None else base.compaction
     batch = BatchRow.of(checkpoint_row)
@@ -517,18 +537,23 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     return snap
 
 
-def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
-                   ) -> list[dict[str, Any]] | None:
+def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+                   data_files: int = 0) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
     an expiry removed, the marker), if the other rows would then outnumber them and
-    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read); None when not due, or when the
-    writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses."""
+    ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read), or them alone when the
+    table has ``data_files`` of ``COMPACT_MIN_FILES`` or more and the compacted rows are at most
+    twice this batch's (compacting then costs about what the batch adds, and bounds the files a
+    Delta checkpoint lists);
+    None when not due, or when the writer's snapshot is not the latest one read from the tables,
+    or one ``rowcheck`` refuses."""
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
         return None
     files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
-    if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
+    cheap = data_files >= COMPACT_MIN_FILES and live <= 2 * len(manifest_rows)
+    if versions.rows + len(manifest_rows) - live <= (live if cheap else max(live, COMPACT_MIN_ROWS)):
         return None
     before = versions.manifest + 1 if versions.manifest is not None else 0
     legacy = base.compaction.detail.get("legacy_version") if base.compaction is not None else None

@@ -19,9 +19,15 @@ B's commit also merges the checkpoints table's files (the seed's eight, ``MERGE_
 killed at each ``MERGE_POINTS`` point (``make faults``), and cut inside the merge (its merged data
 file in the table, no version naming it yet) besides the cuts above; every seed batch reads as it
 did, whole (``--as-of-batch``, its queue offsets included) and in a writer's lean read.
+
+And B not compacting (its rows under ``COMPACT_MIN_ROWS``) merges the manifest table's files (the
+seed's eight) before the checkpoints table's: killed at each ``MANIFEST_MERGE_POINTS`` point
+(``make faults``), and cut inside that merge (``make test``; ``make crash``: every distinct cut from
+B's switch on); every seed batch reads the same files as before.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -32,9 +38,10 @@ import pytest
 from support import goldenlib
 from conftest import golden_set
 from support.crashfs.availability import unavailable_reason
+from storelib.format import paths
 from storelib.io import storage
 from support.compaction import written_before_compaction
-from storelib.runtime.faults import COMPACT_POINTS, MERGE_POINTS
+from storelib.runtime.faults import COMPACT_POINTS, MANIFEST_MERGE_POINTS, MERGE_POINTS
 from storelib.table import ckmerge, manifest
 
 from test_crash_sim import _check_ingest, _deep, _in_process_ingest, _open, _record, inputs  # noqa: F401
@@ -179,3 +186,65 @@ def test_power_cuts_during_a_compacting_batch(inputs, seed, tmp_path):  # noqa: 
                       _expect(as_of))
     assert compacting and compacting < len(cuts), "no cut before and after the compaction's commit"
     assert merging and merging < len(cuts), "no cut before and after the checkpoints merge's commit"
+
+
+def _no_compaction():
+    """B's commit does not compact (here and in the runs of tests/support/local_ingest.py), and a
+    batch after it in this process merges the manifest table's files whatever its size (C's
+    records are fewer than a tenth of the seed's manifest files: ``ckmerge.MERGE_SHARE``)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(manifest, "COMPACT_MIN_ROWS", 10 ** 9))
+    stack.enter_context(mock.patch.object(ckmerge, "MERGE_SHARE", 100.0))
+    stack.enter_context(mock.patch.dict(os.environ, {"ROCKETLAKE_TEST_COMPACT_MIN_ROWS": str(10 ** 9)}))
+    return stack
+
+
+def _manifest_merged(store: str) -> bool:
+    """Whether the manifest table's seed rows are in one merged data file."""
+    dt = manifest.open_table(storage.Store(store), paths.MANIFEST_DIR)
+    merged = any(p.endswith(".merged.snappy.parquet") for p in ckmerge.files_of(dt).column("path").to_pylist())
+    dt = None
+    return merged
+
+
+@pytest.mark.skipif(not ALL_FAULTS, reason="kill points: make faults (ROCKETLAKE_FAULTS=all); make test cuts power")
+@pytest.mark.parametrize("point", MANIFEST_MERGE_POINTS)
+def test_manifest_merge_killed(inputs, seed, tmp_path, point):  # noqa: F811
+    def check(store):
+        assert not _compacted(store) and _manifest_merged(store) == (point == "after-manifest-merge")
+        assert not _merged(store)            # (the checkpoints table's merge comes after)
+    with _no_compaction():
+        store = _killed(inputs, seed, tmp_path, point, check)
+    assert _manifest_merged(store) and _merged(store)   # the next batch's commit merges what the killed one did not
+
+
+@pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
+@pytest.mark.timeout(3600 if ALL_POINTS else 900)
+def test_power_cuts_inside_the_manifest_merge(inputs, seed, tmp_path):  # noqa: F811
+    seed_store, seed_files, as_of, _ = seed
+    with _no_compaction():
+        fs, out = _record(tmp_path, seed_store, ["ingest", "{store}", inputs / "b.jsonl", inputs / "small.properties",
+                                                 "B"])
+        assert out["status"] == "committed"
+        switch = next(ev.n for ev in fs.events if ev.path and "checkpoints/_delta_log" in ev.path)
+        cuts = [k for k in fs.cut_points(distinct=True) if k >= switch - 1]
+
+        def renamed(table):
+            return next(ev.n for ev in fs.events if ev.kind == "rename" and ".merged." in (ev.path2 or "")
+                        and f"/{table}/" in ev.path2)
+        # make test: the manifest merge's data file in the table, its log entry not yet (once it is
+        # durable: the kill after it, make faults); make crash: every cut from the switch on
+        inside = [k for k in cuts if renamed("manifest") <= k < renamed("checkpoints")]
+        if not ALL_POINTS:
+            cuts = inside[:1]
+        merging = 0
+        for k in cuts:
+            label = f"cut after event {k} ({fs.event(k).kind} {fs.event(k).path})"
+            state = fs.crash_state(k, str(tmp_path / f"state-{k}"))
+            store = os.path.join(state, "store")
+            assert _as_of(store) == as_of, label
+            assert not _compacted(store), label
+            merging += _manifest_merged(store)
+            _check_ingest(label, k, fs.recording.marks()["returned"], state, inputs, SEED, seed_files, "b", "B",
+                          _expect(as_of))
+        assert merging < len(cuts) and (merging or not ALL_POINTS), "no cut before and after the manifest merge's commit"

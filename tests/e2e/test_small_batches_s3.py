@@ -2,7 +2,9 @@
 paged head (storelib.io.headpages), without Spark (tests/support/local_ingest.py): the exported
 directory is byte-identical to RocketMQ's golden store, and verify (in this process) finds
 nothing wrong, then finds the one byte changed in a head page object; the snapshot cache is its
-base plus a delta, and gives the snapshot the Delta tables give."""
+base plus a delta, and gives the snapshot the Delta tables give. Both tables' data files are
+merged every two batches here (``MERGE_MIN_FILES`` 2: storelib.table.ckmerge, through delta-rs'
+conditional put)."""
 from __future__ import annotations
 
 import json
@@ -32,7 +34,8 @@ def test_export_stays_golden_after_several_small_batches(tmp_path, monkeypatch):
             part = tmp_path / f"part{k}.jsonl"
             part.write_text("".join(lines[cuts[k]:cuts[k + 1]]), encoding="utf-8")
             r = subprocess.run([PY, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", uri,
-                                str(part), str(props), f"b{k}"], env=dict(os.environ, **env), capture_output=True,
+                                str(part), str(props), f"b{k}"], capture_output=True,
+                               env=dict(os.environ, **env, ROCKETLAKE_TEST_MERGE_MIN_FILES="2"),
                                text=True, timeout=300)
             assert r.returncode == 0, r.stderr[-3000:]
         out = tmp_path / "export"
@@ -56,6 +59,12 @@ def test_export_stays_golden_after_several_small_batches(tmp_path, monkeypatch):
         cached, snap = snapcache.load(st), manifest.load_snapshot(st)
         assert cached is not None and cached.batch == snap.batch and cached.files == snap.files
         assert st.exists(paths.SNAPSHOT_CACHE_DELTA)
+        from storelib.table import ckmerge
+        for rel in (paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR):     # b0 and b1 merged by b2's commit
+            dt = manifest.open_table(st, rel)
+            files = ckmerge.files_of(dt).column("path").to_pylist()
+            dt = None
+            assert len(files) < len(cuts) - 1 and any(".merged." in f for f in files), (rel, files)
         # one wrong byte in the newest head page object: verify names the index file
         layer = max((h["layers"][-1] for h in heads), key=len)
         key = f"store/{layer}"

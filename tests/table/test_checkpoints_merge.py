@@ -6,6 +6,9 @@ committed snapshot's versions are a read's, and the latest batch's row is never 
 """
 from __future__ import annotations
 
+import json
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -13,9 +16,9 @@ import pytest
 from support.compaction import written_before_compaction
 from storelib.format import paths
 from storelib.io import storage
-from storelib.table import ckmerge, manifest, snapshots, tableread
+from storelib.table import ckmerge, deltacommit, manifest, snapshots, tableread
 
-from test_compaction import _batches, _ck, _cq
+from test_compaction import QUEUES, _batches, _ck, _cq
 
 LAST = 17
 
@@ -124,15 +127,10 @@ def test_one_batch_of_a_merged_file_decodes_its_row_groups_alone(tmp_path, monke
     assert tableread.QUEUE_OFFSETS not in whole.batches[0]
 
 
-class _Adds:
-    """A table version's ``add`` actions as ``get_add_actions(flatten=True)`` gives them."""
-
-    def __init__(self, files):
-        self.files = files
-
-    def get_add_actions(self, flatten):
-        return pa.table({"path": [f[0] for f in self.files], "size_bytes": [f[1] for f in self.files],
-                         "min.batch_seq": [f[2] for f in self.files], "max.batch_seq": [f[3] for f in self.files]})
+def _adds(files) -> pa.Table:
+    """A table version's data files as ``ckmerge.files_of`` gives them."""
+    return pa.table({"path": [f[0] for f in files], "size_bytes": [f[1] for f in files],
+                     "min.batch_seq": [f[2] for f in files], "max.batch_seq": [f[3] for f in files]})
 
 
 def test_a_merge_takes_the_lowest_tier_with_enough_files_and_never_the_latest_batch(monkeypatch):
@@ -141,9 +139,166 @@ def test_a_merge_takes_the_lowest_tier_with_enough_files_and_never_the_latest_ba
     small = [(f"s{i}", 10, i, i) for i in range(1, 4)]                   # tier 0: below 100 bytes
     mid = [(f"m{i}", 150, 10 + i, 10 + i) for i in range(4)]           # tier 1: 100-400 bytes
     big = [("b", 1600, 20, 30)]                                          # never merged again
-    assert ckmerge.due(_Adds(small + mid + big), 99) == [(p, n) for p, n, _, _ in mid]
-    assert ckmerge.due(_Adds(small + [("s4", 10, 4, 4)] + mid), 99) == [(f"s{i}", 10) for i in range(1, 5)]
-    assert ckmerge.due(_Adds(small + [("s4", 10, 4, 4)]), 4) is None           # the latest batch's file stays
-    assert ckmerge.due(_Adds(small + [("s4", 10, 4, None)]), 9) is None        # no statistics: left as it is
+    assert ckmerge.due(_adds(small + mid + big), 99) == [(p, n) for p, n, _, _ in mid]
+    assert ckmerge.due(_adds(small + [("s4", 10, 4, 4)] + mid), 99) == [(f"s{i}", 10) for i in range(1, 5)]
+    assert ckmerge.due(_adds(small + [("s4", 10, 4, 4)]), 4) is None           # the latest batch's file stays
+    assert ckmerge.due(_adds(small + [("s4", 10, 4, None)]), 9) is None        # no statistics: left as it is
     over = [(f"m{i}", 390, 10 + i, 10 + i) for i in range(5)]                # at most MERGE_TARGET_BYTES at once
-    assert ckmerge.due(_Adds(over), 99) == [(p, n) for p, n, _, _ in over[:4]]
+    assert ckmerge.due(_adds(over), 99) == [(p, n) for p, n, _, _ in over[:4]]
+
+
+# ---------------------------------------------------------------------------- the manifest table
+def _manifest_files(store) -> list:
+    dt = manifest.open_table(store, paths.MANIFEST_DIR)
+    adds = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+    dt = None
+    return adds
+
+
+def _checkpoint_adds(store, rel: str) -> list:
+    """The ``add`` actions of the table's newest Delta checkpoint."""
+    log = store.path(f"{rel}/_delta_log")
+    newest = max(n for n in os.listdir(log) if n.endswith(".checkpoint.parquet"))
+    return [a for a in pq.read_table(os.path.join(log, newest), columns=["add"]).column("add").to_pylist() if a]
+
+
+def _stats_columns(store, rel: str) -> set:
+    """The columns whose statistics the ``add`` actions of the table's commits hold."""
+    log = store.path(f"{rel}/_delta_log")
+    out: set = set()
+    for n in sorted(os.listdir(log)):
+        if n.endswith(".json"):
+            for line in open(os.path.join(log, n), encoding="utf-8"):
+                add = json.loads(line).get("add")
+                if add and add.get("stats"):
+                    out |= set(json.loads(add["stats"]).get("minValues", {}))
+    return out
+
+
+def test_the_manifest_tables_files_and_its_delta_checkpoint_stay_bounded_between_compactions(tmp_path, monkeypatch):
+    """Small batches that never compact the manifest table (its rows stay under
+    ``COMPACT_MIN_ROWS``): its data files are merged like the checkpoints table's, every Delta
+    checkpoint of either table lists a bounded number of files whose statistics are the batch
+    sequence's alone, and every batch reads as before (files, rows, dead attempts' rows)."""
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    monkeypatch.setattr(deltacommit, "CHECKPOINT_INTERVAL", 5)
+    store = storage.Store(str(tmp_path / "store"))
+    queue_next: dict = {}
+    seen: dict = {}
+    rows: dict = {}
+    for seq in range(1, LAST + 1):
+        _batches(store, seq, seq, queue_next, seen)
+        tables = manifest.read_tables(store)
+        rows[seq] = sorted((r["batch_seq"], r["path"], r["attempt_id"], r["count"]) for r in tables.rows)
+        assert tables.versions.rows == len(rows[seq])            # (compaction's count: every row, dead ones too)
+        adds = _manifest_files(store)
+        assert len(adds) <= ckmerge.MERGE_MIN_FILES + 2, (seq, len(adds))
+        latest = [a for a in adds if a["max.batch_seq"] == seq]
+        assert len(latest) == 1 and latest[0]["min.batch_seq"] == seq
+    assert manifest.load_snapshot(store).compaction is None
+    merged = [a for a in _manifest_files(store) if a["path"].endswith(".merged.snappy.parquet")]
+    assert merged, f"no merge of the manifest table in {LAST} batches"
+    for rel in (paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR):
+        assert len(_checkpoint_adds(store, rel)) <= ckmerge.MERGE_MIN_FILES + 2, rel
+        assert _stats_columns(store, rel) == {"batch_seq"}, rel
+    # the same rows, each batch's in the order it wrote them, the dead attempts' kept (and never visible)
+    for a in merged:
+        seqs = pq.read_table(store.path(f"{paths.MANIFEST_DIR}/{a['path']}"), columns=["batch_seq"]).column(0)
+        assert seqs.to_pylist() == sorted(seqs.to_pylist())
+    assert sum(1 for r in rows[LAST] if r[2] == "dead") == LAST
+    for seq in range(1, LAST + 1):
+        snap = manifest.load_snapshot(store, seq)
+        assert {p: dict(r) for p, r in snap.files.items()} == seen[seq], seq
+    latest = manifest.load_snapshot(store)
+    assert {(b, s, a) for b, s, a in latest.versions.stray} == {(f"b{s}", s, "dead") for s in range(1, LAST + 1)}
+    ops = [h for h in manifest.history(store) if h["table"] == "manifest" and h["rocketlake_operation"] == "merge"]
+    assert len(ops) == len(merged) or len(ops) >= 1
+
+
+def test_the_committed_snapshot_knows_the_manifest_merge_version_and_no_table_is_opened_again(tmp_path, monkeypatch):
+    import deltalake
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    store = storage.Store(str(tmp_path / "store"))
+    queue_next: dict = {}
+    _batches(store, 1, 4, queue_next, {})
+    opened: list = []
+
+    class Counted(deltalake.DeltaTable):
+        def __init__(self, *a, **k):
+            opened.append(a[0])
+            super().__init__(*a, **k)
+    monkeypatch.setattr(deltalake, "DeltaTable", Counted)
+    for seq in (5, 6):                 # 5: both tables merged (batches 1-4); 6: neither
+        snap = manifest.load_snapshot(store)
+        queue_next[("t", 0)] += 1
+        opened.clear()
+        committed = manifest.commit(store, snap.versions, [_cq(seq, 0, queue_next[("t", 0)])], _ck(seq, queue_next),
+                                    durable=False)
+        # one Delta table a commit (its scratch log), the merges' own commits: none to decide
+        assert len(opened) == (4 if seq == 5 else 2), opened
+        read = manifest.load_snapshot(store)
+        assert committed.versions.manifest == read.versions.manifest == snap.versions.manifest + (2 if seq == 5 else 1)
+        assert committed.versions.checkpoints == read.versions.checkpoints
+        assert committed.versions.rows == read.versions.rows
+        assert {p: dict(r) for p, r in committed.files.items()} == {p: dict(r) for p, r in read.files.items()}
+
+
+def test_a_store_created_without_the_statistics_property_keeps_every_columns_and_merges(tmp_path, monkeypatch):
+    """A store whose tables were created before ``TABLE_PROPERTIES`` (every column's statistics):
+    nothing is rewritten; its batches append files with every column's statistics, its merged
+    files carry the batch sequence's, and the merges bound its files all the same."""
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    store = storage.Store(str(tmp_path / "store"))
+    queue_next: dict = {}
+    seen: dict = {}
+    with monkeypatch.context() as m:
+        m.setattr(ckmerge, "TABLE_PROPERTIES", {})
+        _batches(store, 1, 1, queue_next, seen)
+    _batches(store, 2, 9, queue_next, seen)
+    for rel in (paths.MANIFEST_DIR, paths.CHECKPOINTS_DIR):
+        assert "delta.dataSkippingStatsColumns" not in _configuration(store, rel)
+        assert {"batch_id", "batch_seq", "committed_at"} <= _stats_columns(store, rel), rel
+    adds = _manifest_files(store)
+    assert len(adds) <= ckmerge.MERGE_MIN_FILES + 2 and any(a["path"].endswith(".merged.snappy.parquet") for a in adds)
+    for seq in range(1, 10):
+        assert {p: dict(r) for p, r in manifest.load_snapshot(store, seq).files.items()} == seen[seq], seq
+
+
+def _configuration(store, rel: str) -> dict:
+    dt = manifest.open_table(store, rel)
+    conf = dict(dt.metadata().configuration)
+    dt = None
+    return conf
+
+
+
+def test_a_manifest_merge_stays_within_its_share_of_the_batch_and_a_small_store_compacts_instead(tmp_path, monkeypatch):
+    """Batches too small for a merge of their manifest files (``MERGE_SHARE`` of their record
+    bytes) leave them until the table has ``COMPACT_MIN_FILES``; then, when the compacted
+    rows are at most twice the batch's (every batch rewrites most live rows), the commit compacts:
+    the table's files and its Delta checkpoint stay bounded, and no batch uploads a merge."""
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    monkeypatch.setattr(manifest, "COMPACT_MIN_FILES", 6)
+    monkeypatch.setattr(deltacommit, "CHECKPOINT_INTERVAL", 5)
+    assert ckmerge.due(_adds([(f"s{i}", 10, i, i) for i in range(1, 5)]), 9, budget=39) is None
+    assert ckmerge.due(_adds([(f"s{i}", 10, i, i) for i in range(1, 5)]), 9, budget=40) is not None
+    store = storage.Store(str(tmp_path / "store"))
+    queue_next: dict = {}
+    seen: dict = {}
+    snap = manifest.load_snapshot(store)
+    for seq in range(1, LAST + 1):                 # every batch changes every queue: 4 rows of 5 live
+        rows = []
+        for q in range(QUEUES):
+            queue_next[("t", q)] = queue_next.get(("t", q), 0) + 1
+            rows.append(_cq(seq, q, queue_next[("t", q)]))
+        committed = manifest.commit(store, snap.versions, rows, dict(_ck(seq, queue_next), bytes=1000),
+                                    durable=False)
+        snap = manifest.load_snapshot(store)
+        assert committed.versions.manifest == snap.versions.manifest
+        seen[seq] = {p: dict(r) for p, r in snap.files.items()}
+        adds = _manifest_files(store)
+        assert len(adds) <= manifest.COMPACT_MIN_FILES and not any(".merged." in a["path"] for a in adds), seq
+    assert snap.compaction is not None
+    assert len(_checkpoint_adds(store, paths.MANIFEST_DIR)) <= manifest.COMPACT_MIN_FILES
+    for seq in range(1, LAST + 1):
+        assert {p: dict(r) for p, r in manifest.load_snapshot(store, seq).files.items()} == seen[seq], seq
