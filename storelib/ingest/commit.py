@@ -175,7 +175,7 @@ def _checkpoint(snap: Snap, state: sequencer.StoreState, summaries: list, idxs: 
 
 
 def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Checkpoint, ck_bytes: bytes,
-                         config: StoreConfig, key: dict) -> dict:
+                         config: StoreConfig, key: dict) -> ManifestRow:
     """The checkpoint file, staged (local: renamed at publish) or as an object of this attempt
     (object stores: the row's extents), and its row."""
     detail: dict[str, Any] = dict(ck.to_dict())
@@ -185,9 +185,16 @@ def _checkpoint_file_row(store: storage.Store, batch: StagedBatch, ck: ckpt.Chec
         where = fragments.object_rel(batch.batch_id, batch.attempt or "driver", "driver", ckpt.FILE_NAME, "file")
         detail["extents"] = [[0, len(ck_bytes), where, 0]]
     store.write_file(where, [ck_bytes], durable=config.durable)
-    return manifest.file_row(FileKind.CHECKPOINT, ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
-                             file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
-                             checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
+    return _row(FileKind.CHECKPOINT, ckpt.FILE_NAME, staged_path=where if store.atomic_rename else None,
+                file_size=ckpt.FILE_SIZE, valid_bytes=ckpt.FILE_SIZE, count=0,
+                checksum=checksum.checksum_of_bytes(ck_bytes), detail=manifest.dumps(detail), **key)
+
+
+def _row(kind: str, path: str, **columns: Any) -> ManifestRow:
+    """``manifest.file_row`` as the ``ManifestRow`` the commit holds (built typed, so the commit's
+    compaction and the snapshot it returns take these rows, not a copy of each: 160,000 rows a
+    batch at 10^10 messages)."""
+    return ManifestRow(manifest.file_row(kind, path, **columns))
 
 
 def _file_detail(r: StagedFile, **extra: Any) -> str:
@@ -207,13 +214,13 @@ def _file_detail(r: StagedFile, **extra: Any) -> str:
 
 
 def _file_rows(snap: Snap, segs: list[StagedFile], cqs: list[StagedFile], idxs: list[StagedFile],
-               key: dict[str, Any]) -> list[dict[str, Any]]:
+               key: dict[str, Any]) -> list[ManifestRow]:
     """Manifest rows of the staged segments, consume-queue and index files (``key``: batch_id,
     batch_seq, committed_at, attempt_id)."""
     prev_seg = {r.path: r for r in snap.of_kind(FileKind.COMMITLOG)}
     rows = [_segment_row(r, prev_seg.get(r.path or ""), key) for r in segs]
     for r in cqs:
-        rows.append(manifest.file_row(
+        rows.append(_row(
             FileKind.CONSUMEQUEUE, str(r.path), staged_path=r.staged_path, topic=r.topic, queue_id=r.queue_id,
             base_offset=r.base_offset, file_size=r.file_size, valid_bytes=r.valid_bytes,
             count=r.count, min_offset=r.min_offset, max_offset=r.max_offset,
@@ -221,7 +228,7 @@ def _file_rows(snap: Snap, segs: list[StagedFile], cqs: list[StagedFile], idxs: 
             **key))
     for r in idxs:
         h = _header(r)
-        rows.append(manifest.file_row(
+        rows.append(_row(
             FileKind.INDEX, str(r.path), staged_path=r.staged_path, file_size=r.file_size, valid_bytes=r.valid_bytes,
             count=r.count, min_offset=h.begin_phy_offset, max_offset=h.end_phy_offset,
             min_store_ts=h.begin_timestamp, max_store_ts=h.end_timestamp, checksum=r.checksum,
@@ -229,7 +236,7 @@ def _file_rows(snap: Snap, segs: list[StagedFile], cqs: list[StagedFile], idxs: 
     return rows
 
 
-def _segment_row(r: StagedFile, old: ManifestRow | None, key: dict[str, Any]) -> dict[str, Any]:
+def _segment_row(r: StagedFile, old: ManifestRow | None, key: dict[str, Any]) -> ManifestRow:
     """A segment's row: its counts and ranges include the committed prefix it continues (``old``:
     the segment's current row, if the batch kept its bytes)."""
     kept = old if old and r.kept_bytes else None
@@ -242,7 +249,7 @@ def _segment_row(r: StagedFile, old: ManifestRow | None, key: dict[str, Any]) ->
         old_zones = zonemap.of_row(kept)
         zones = zonemap.merge(old_zones.clip(r.kept_bytes) if old_zones is not None else None, zones)
     extra = {"zones": zonemap.to_detail(zones)} if zones is not None else {}
-    return manifest.file_row(
+    return _row(
         FileKind.COMMITLOG, str(r.path), staged_path=r.staged_path, base_offset=r.base_offset, file_size=r.file_size,
         valid_bytes=r.valid_bytes, count=count, min_offset=min_off,
         max_offset=r.end_offset, min_store_ts=min(mins) if mins else None,

@@ -45,7 +45,7 @@ import pyarrow as pa
 from ..errors import CorruptStore, NoSuchBatch, StoreError, StorePathError
 from . import ckmerge, deltacommit, deltalog
 from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows)
-from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows
+from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows as manifest_rows_of
 from ..format.config import StoreConfig
 from ..format import names
 from ..io import storage
@@ -81,6 +81,11 @@ MANIFEST_SCHEMA = pa.schema([
     ("committed_at", pa.int64()),
     ("attempt_id", pa.string()),        # the ingest attempt that wrote the row (see load_snapshot)
 ])
+
+# The columns' names, made once: every row built here shares these key strings (``Schema.names``
+# makes new ones at each access: ~1.4 KB more a row, 160,000 rows a batch at 10^10 messages).
+_MANIFEST_COLUMNS = tuple(MANIFEST_SCHEMA.names)
+_MANIFEST_NAMES = frozenset(_MANIFEST_COLUMNS)
 
 QUEUE_OFFSETS_TYPE = pa.list_(pa.struct([("topic", pa.string()), ("queue_id", pa.int32()),
                                           ("max_offset", pa.int64())]))
@@ -394,16 +399,22 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     from deltalake import write_deltalake, CommitProperties
     opts = storage.delta_storage_options(store.uri)
     checkpoint_row = _recorded(checkpoint_row, manifest_rows, versions)
+    # typed once (rows built as ``ManifestRow``s, as ingest's are, are themselves): the committed
+    # snapshot and a compaction hold these rows, not copies of them
+    manifest_rows = manifest_rows_of(manifest_rows)
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": checkpoint_row["operation"],
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
-    written: dict[str, pa.Table] = {}
+    # what a read gives back of each table's rows, taken before its Arrow table goes (the
+    # manifest's is let go once committed: ~350 bytes a row, not held through the compaction)
+    read_back: dict[str, list[Any]] = {}
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
-        table = written[rel] = pa.Table.from_pylist(rows, schema=schema)
+        table = pa.Table.from_pylist(rows, schema=schema)
+        read_back[rel] = as_read(rows, table) if rel == MANIFEST_DIR else table.to_pylist()
         if lease is not None:
             lease.check()
 
@@ -418,7 +429,12 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         deltacommit.commit_version(store, rel, version, write, durable)
         if point and fault:
             fault(point)
-    compacted = compaction_due(versions, manifest_rows, checkpoint_row)
+    del table, write
+    back = read_back[MANIFEST_DIR]
+    # the batch applied to the live files once, for the compaction and the committed snapshot
+    applied = _applied(versions.latest, back, checkpoint_row, duplicates=True) \
+        if versions.latest is not None and versions.rows is not None else None
+    compacted = compaction_due(versions, manifest_rows, checkpoint_row, *([applied] if back is manifest_rows else []))
     if compacted is not None:
         try:
             _compact(store, (versions.manifest + 1) if versions.manifest is not None else 0, compacted,
@@ -430,8 +446,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         merged = ckmerge.merge(store, ck, checkpoint_row, CHECKPOINTS_SCHEMA, fault, durable, lease)
     except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
         merged = False
-    return committed_snapshot(versions, as_read(manifest_rows, written[MANIFEST_DIR]),
-                              written[CHECKPOINTS_DIR].to_pylist()[0], compacted, merged)
+    return committed_snapshot(versions, back, read_back[CHECKPOINTS_DIR][0], compacted, merged, applied)
 
 
 def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versions: TableVersions) -> dict[str, Any]:
@@ -481,7 +496,8 @@ def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[s
 
 
 def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
-                       compacted: list[Any] | None = None, merged: bool = False) -> Snapshot | None:
+                       compacted: list[Any] | None = None, merged: bool = False,
+                       applied: tuple[Any, ...] | None = None) -> Snapshot | None:
     """The latest snapshot once this batch is committed on top of ``versions`` (its rows as Arrow
     gives them back, ``compacted``: the rows of the compaction that followed, if it went in;
     ``merged``: the checkpoints table's merge went in after it, ``storelib.table.ckmerge``): what
@@ -489,7 +505,8 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     None when that cannot be known without a read (``versions`` not read with the latest
     snapshot, or rows of a dead attempt a read would count with the batch's) or when a read
     would refuse the batch (a row whose path leaves the store, a lost manifest commit): the
-    caller reads the tables (``snapcache.refresh``)."""
+    caller reads the tables (``snapcache.refresh``). ``applied``: ``_applied`` of these rows
+    (with ``duplicates``), when the caller has it."""
     base = versions.latest
     if base is None or versions.rows is None:
         return None
@@ -501,7 +518,7 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
             check_row_paths(r)
     except StorePathError:
         return None
-    files, removed, duplicates, other = _applied(base, manifest_rows, checkpoint_row, duplicates=True)
+    files, removed, duplicates, other = applied or _applied(base, manifest_rows, checkpoint_row, duplicates=True)
     if len(other) == len(manifest_rows) and checkpoint_row["operation"] != "repair" and compacted is None:
         return None                           # (``snapshot_of``: a lost manifest commit)
     mf = versions.manifest + 1 if versions.manifest is not None else 0
@@ -517,16 +534,17 @@ def committed_snapshot(versions: TableVersions, manifest_rows: list[Any], checkp
     return snap
 
 
-def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any]
-                   ) -> list[dict[str, Any]] | None:
+def compaction_due(versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
+                   applied: tuple[Any, ...] | None = None) -> list[dict[str, Any]] | None:
     """The rows of the compacted manifest table after this batch (its live rows, the rows of files
     an expiry removed, the marker), if the other rows would then outnumber them and
     ``COMPACT_MIN_ROWS`` (at most about twice the live rows are read); None when not due, or when the
-    writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses."""
+    writer's snapshot is not the latest one read from the tables, or one ``rowcheck`` refuses.
+    ``applied``: ``_applied`` of these rows, when the caller has it."""
     base = versions.latest
     if versions.rows is None or base is None or base.batch is None or base.duplicates:
         return None
-    files, removed, _, _ = _applied(base, manifest_rows, checkpoint_row)
+    files, removed, _, _ = applied or _applied(base, manifest_rows, checkpoint_row)
     live = len(files) + len(removed) + 1
     if versions.rows + len(manifest_rows) - live <= max(live, COMPACT_MIN_ROWS):
         return None
@@ -617,8 +635,11 @@ def file_row(kind: str, path: str, batch_id: str, batch_seq: int, committed_at: 
     ``columns``: the file's facts (topic, queue_id, base_offset, file_size, valid_bytes, count,
     min/max_offset, min/max_store_ts, checksum, detail); ``staged_path``: where the batch staged
     the file (None: it is already in place); ``attempt_id``: the ingest attempt writing it."""
-    row = dict.fromkeys(MANIFEST_SCHEMA.names)
-    row.update(batch_id=batch_id, batch_seq=batch_seq, action="add", kind=kind, path=path,
+    row = dict.fromkeys(_MANIFEST_COLUMNS)
+    # ``kind`` as the plain string it is stored as (a ``FileKind`` is a str subclass: the
+    # committed snapshot would have to take every row back from Arrow to hold what a read gives)
+    row.update(batch_id=batch_id, batch_seq=batch_seq, action="add",
+               kind=kind.value if isinstance(kind, FileKind) else kind, path=path,
                staged_path=staged_path, committed_at=committed_at, attempt_id=attempt_id)
     row.update(_columns(columns, MANIFEST_SCHEMA))
     return row
@@ -666,7 +687,8 @@ def queue_offsets(queue_next: dict[Any, Any]) -> list[Any]:
 
 
 def _columns(values: dict[Any, Any], schema: pa.Schema) -> dict[Any, Any]:
-    names = set(schema.names)        # once: Schema.names builds a new list at every access
+    # (once: Schema.names builds a new list at every access)
+    names = _MANIFEST_NAMES if schema is MANIFEST_SCHEMA else set(schema.names)
     unknown = [k for k in values if k not in names]
     if unknown:
         raise ValueError(f"no column {', '.join(unknown)} in the table")
