@@ -414,7 +414,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
         table = pa.Table.from_pylist(rows, schema=schema)
-        read_back[rel] = as_read(rows, table) if rel == MANIFEST_DIR else table.to_pylist()
+        read_back[rel] = as_read(rows, table) if rel == MANIFEST_DIR else _batch_as_read(checkpoint_row, table)
         if lease is not None:
             lease.check()
 
@@ -461,6 +461,25 @@ def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versi
                   queue_offsets="changed")
     row["detail"] = dumps(detail)
     return row
+
+
+_OFFSET_TYPES = {"topic": str, "queue_id": int, "max_offset": int}
+
+
+def _batch_as_read(row: Mapping[str, Any], table: pa.Table) -> list[Any]:
+    """[the checkpoint row] as a read of ``table`` (built from it) gives it back: its own values,
+    in the schema's order, when each is None or of its column's Python type exactly (``as_read``)
+    and its queue offsets are plain entries of the struct's fields and types (the 160,000 of a
+    batch at 10^10 messages are then not copied); else ``to_pylist``."""
+    offsets = row.get(QUEUE_OFFSETS)
+    lean = [{k: v for k, v in row.items() if k != QUEUE_OFFSETS}]
+    if as_read(lean, table.drop_columns([QUEUE_OFFSETS])) is lean and QUEUE_OFFSETS in row and (
+            offsets is None or type(offsets) is list and all(
+                type(q) is dict and q.keys() == _OFFSET_TYPES.keys()
+                and all(type(q[k]) is t for k, t in _OFFSET_TYPES.items()) for q in offsets)):
+        return [{n: row[n] for n in table.schema.names}]
+    back: list[Any] = table.to_pylist()
+    return back
 
 
 def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any], duplicates: bool = False
