@@ -30,7 +30,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from .staged_file import DamagedFile, StagedFile, staged_files
 from ..format.config import StoreConfig
-from ..errors import CorruptStore, IngestError
+from ..errors import CorruptStore, IngestError, LeaseLost
 from ..runtime.faults import fault
 from ..runtime import interrupts
 from ..runtime.progress import Progress
@@ -50,7 +50,8 @@ from ..runtime.progress import Progress
 # A committed snapshot as a writer holds it (open_snapshot's, or the Delta tables' own read).
 Snap = Union[manifest.Snapshot, StoreSnapshot]
 
-__all__ = ["StagedBatch", "commit_batch", "let_go", "publish", "pending_publishes", "finish_pending_publish", "clear_dead_attempts",
+__all__ = ["StagedBatch", "commit_batch", "after_commit", "let_go", "publish", "pending_publishes",
+           "finish_pending_publish", "clear_dead_attempts",
            "undo_attempt", "drop_staging", "is_committed"]
 
 
@@ -102,13 +103,36 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     interrupts.committed()                 # a SIGTERM from here on lets the job finish (exit 0)
     prog.say(f"committed batch {batch.batch_id} as seq {seq}")
     fault("after-commit-before-publish")
-    publish(store, rows, durable=config.durable)
-    fault("after-publish-before-cleanup")
-    drop_staging(store, staging, durable=config.durable)
-    clear_dead_attempts(store, [*snap.batches, checkpoint_row])
-    snapcache.refresh(store, committed)    # readers open this snapshot without Delta/pyarrow
+    summary = _summary(batch, seq, counts, t0, prog)
+
+    def settle() -> None:
+        publish(store, rows, durable=config.durable, lease=lease)
+        fault("after-publish-before-cleanup")
+        drop_staging(store, staging, durable=config.durable)
+        clear_dead_attempts(store, [*snap.batches, checkpoint_row], lease)
+    published = after_commit(batch.batch_id, lease, settle)
+    if published:
+        snapcache.refresh(store, committed)    # readers open this snapshot without Delta/pyarrow
     let_go(snap, committed)
-    return _summary(batch, seq, counts, t0, prog)
+    return summary if published else dict(summary, published=False)
+
+
+def after_commit(batch_id: str, lease: writerlease.WriterLease | None, steps: Callable[[], None]) -> bool:
+    """Run a committed batch's publish and clean-up (``steps``) while this writer still holds the
+    store's lease (checked first; ``publish`` and ``clear_dead_attempts`` check it again); whether
+    they all ran. A writer that stalled past its lease after the switch stops there with a warning,
+    its batch committed: the writer that took the store over finishes the publish first thing
+    (``finish_pending_publish``), as after a crash at that point, and this one must not touch the
+    store again (it could clear the attempt that writer is staging)."""
+    try:
+        if lease is not None:
+            lease.check()
+        steps()
+        return True
+    except LeaseLost as e:
+        Progress.warn(f"batch {batch_id!r} is committed, but this writer lost the store's lease after its "
+                      f"commit ({e}); the rest of its publish and clean-up is the next writer's")
+        return False
 
 
 def let_go(*snaps: Any) -> None:
@@ -308,7 +332,7 @@ def _summary(batch: StagedBatch, seq: int, files: tuple[int, int, int], t0: floa
 
 
 # ---------------------------------------------------------------------------- publish
-def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
+def publish(store: storage.Store, rows: list, durable: bool = True, lease: Any = None) -> None:
     """Publish a committed batch from its manifest rows (redo-safe, and safe while another writer
     redoes the same publish): the patches of the files it continues in place, then its staged
     new files renamed to their names.
@@ -316,7 +340,10 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
     A staged file that is gone must have been published: its file must be there with at least
     the row's valid bytes, else ``CorruptStore`` (a committed batch is never half published in
     silence). ``durable``: the patched files and the directories the renames changed are fsync'd
-    before the caller removes the staging directory."""
+    before the caller removes the staging directory. ``lease``: the writer's, checked between the
+    two phases of the patches and before a file that is gone is judged: a writer that stalled past it
+    may find its batch published, and the files continued, by the writer that took over
+    (``LeaseLost``, not damage)."""
     typed = manifest_rows(rows)
     todo, gone = [], []
     for r in typed:
@@ -330,7 +357,7 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
         else:
             gone.append(r)
     if todo:
-        patches.apply_patches(store, todo, durable, fault=fault)
+        patches.apply_patches(store, todo, durable, fault=fault, check=lease.check if lease is not None else None)
     changed: set = set()
     for r in typed:
         if r.action != "add" or not r.staged_path:
@@ -340,6 +367,8 @@ def publish(store: storage.Store, rows: list, durable: bool = True) -> None:
             fault("mid-publish")
         else:
             gone.append(r)
+    if gone and lease is not None:
+        lease.check()
     for r in gone:
         _check_published(store, r)
     if durable:
@@ -394,16 +423,20 @@ def finish_pending_publish(store: storage.Store, snap: Snap, config: StoreConfig
     return len(pending)
 
 
-def clear_dead_attempts(store: storage.Store, batches: list) -> None:
+def clear_dead_attempts(store: storage.Store, batches: list, lease: writerlease.WriterLease | None = None) -> None:
     """Remove what attempts that never committed left behind: their staging (local stores), their
     objects (object stores), scratch Delta tables. Only by a writer whose commit just went
-    through (``batches``: every committed checkpoint row, its own included): no attempt staged
-    before that commit can commit any more, so none of this is needed by a committed row.
-    Staging of a committed batch whose publish is unfinished is kept.
+    through (``batches``: every committed checkpoint row, its own included) and that still holds
+    the store's ``lease`` (checked first: ``LeaseLost``): no attempt staged before that commit can
+    commit any more, so none of this is needed by a committed row, while a writer that took the
+    store over since may be staging one that can. Staging of a committed batch whose publish is
+    unfinished is kept.
 
     Runs after a commit went through, so it never fails the command: a storage error here (a
     racing writer that lost removing its own attempt at the same moment, an outage) leaves the
     garbage for the next writer to clear, with a warning."""
+    if lease is not None:
+        lease.check()
     try:
         _clear_dead_attempts(store, {(b.batch_id, b.attempt_id) for b in batch_rows(batches)})
     except OSError as e:

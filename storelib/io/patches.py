@@ -116,10 +116,14 @@ def overlay_extents(rel: str, file_size: int, patch: dict) -> list:
     return out
 
 
-def apply_patches(store, patches: list, durable: bool, fault=None) -> None:
+def apply_patches(store, patches: list, durable: bool, fault=None, check=None) -> None:
     """Apply staged patches ``[{"path", "staged", "extents"}]`` to their files: every phase-0
-    extent of every file, fsync, then every phase-1 extent, fsync."""
+    extent of every file, fsync, then every phase-1 extent, fsync. ``check()`` between the two
+    (the writer's lease, checked by the caller before the first: it raises once the writer may no
+    longer touch the store, whose files a writer that took over may have continued since)."""
     for phase in (PHASE_APPEND, PHASE_LINK):
+        if check is not None and phase == PHASE_LINK:
+            check()
         touched = []
         for p in patches:
             ext = [e for e in p["extents"] if e[3] == phase]

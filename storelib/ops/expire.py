@@ -229,16 +229,21 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     fault("after-commit-before-publish")
-    for i, r in enumerate(rows):
-        if i == len(rows) // 2:
-            fault("mid-delete")
-        store.delete(r.path)
-    if store.objects:
-        delete_objects(store, {r.path for r in rows})
-    _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
-    fault("after-publish-before-cleanup")
-    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
+
+    def settle() -> None:
+        for i, r in enumerate(rows):
+            if i == len(rows) // 2:
+                fault("mid-delete")
+            store.delete(r.path)
+        if store.objects:
+            delete_objects(store, {r.path for r in rows})
+        _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
+        fault("after-publish-before-cleanup")
+        commit_stage.clear_dead_attempts(store, [*snap.batches, ck], lease)
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
+    if not commit_stage.after_commit(batch_id, lease, settle):
+        summary.update(published=False, seconds=round(time.time() - t0, 3))
+        return summary
     if housekeeping:
         summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
     snapcache.refresh(store, committed)     # (read again when housekeeping added Delta versions)

@@ -543,10 +543,14 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
         raise
     say(f"committed repair batch {batch_id} (seq {seq})")
     fault("after-commit-before-publish")
-    commit_stage.publish(store, rows, durable=durable)
-    fault("after-publish-before-cleanup")
-    commit_stage.drop_staging(store, staging, durable=durable)
-    commit_stage.clear_dead_attempts(store, [*snap.batches, ck])
+
+    def settle() -> None:
+        commit_stage.publish(store, rows, durable=durable, lease=lease)
+        fault("after-publish-before-cleanup")
+        commit_stage.drop_staging(store, staging, durable=durable)
+        commit_stage.clear_dead_attempts(store, [*snap.batches, ck], lease)
+    if not commit_stage.after_commit(batch_id, lease, settle):
+        return {"batch_id": batch_id, "batch_seq": seq, "published": False}
     snapcache.refresh(store, committed)
     return {"batch_id": batch_id, "batch_seq": seq}
 

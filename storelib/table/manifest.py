@@ -44,7 +44,8 @@ import pyarrow as pa
 
 from ..errors import CorruptStore, NoSuchBatch, StoreError, StorePathError
 from . import ckmerge, deltacommit, deltalog
-from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_row_whole, batch_rows_lean, open_table, read_rows)
+from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_as_read, batch_row_whole, batch_rows_lean, open_table,
+                        read_rows)
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows as manifest_rows_of
 from ..format.config import StoreConfig
 from ..format import names
@@ -399,22 +400,19 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     from deltalake import write_deltalake, CommitProperties
     opts = storage.delta_storage_options(store.uri)
     checkpoint_row = _recorded(checkpoint_row, manifest_rows, versions)
-    # typed once (rows built as ``ManifestRow``s, as ingest's are, are themselves): the committed
-    # snapshot and a compaction hold these rows, not copies of them
-    manifest_rows = manifest_rows_of(manifest_rows)
+    manifest_rows = manifest_rows_of(manifest_rows)    # (typed once: ingest's rows are built typed)
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": checkpoint_row["operation"],
                                               # what DESCRIBE HISTORY shows (delta-spark)
                                               "userMetadata": checkpoint_row["batch_id"]})
-    # what a read gives back of each table's rows, taken before its Arrow table goes (the
-    # manifest's is let go once committed: ~350 bytes a row, not held through the compaction)
+    # what a read gives back of each table's rows (the manifest's Arrow table is let go once committed)
     read_back: dict[str, list[Any]] = {}
     for rel, rows, schema, version, point in (
             (MANIFEST_DIR, manifest_rows, MANIFEST_SCHEMA, versions.manifest, "between-delta-tables"),
             (CHECKPOINTS_DIR, [checkpoint_row], CHECKPOINTS_SCHEMA, versions.checkpoints, None)):
         table = pa.Table.from_pylist(rows, schema=schema)
-        read_back[rel] = as_read(rows, table) if rel == MANIFEST_DIR else _batch_as_read(checkpoint_row, table)
+        read_back[rel] = as_read(rows, table) if rel == MANIFEST_DIR else batch_as_read(checkpoint_row, table)
         if lease is not None:
             lease.check()
 
@@ -461,25 +459,6 @@ def _recorded(checkpoint_row: Mapping[str, Any], manifest_rows: list[Any], versi
                   queue_offsets="changed")
     row["detail"] = dumps(detail)
     return row
-
-
-_OFFSET_TYPES = {"topic": str, "queue_id": int, "max_offset": int}
-
-
-def _batch_as_read(row: Mapping[str, Any], table: pa.Table) -> list[Any]:
-    """[the checkpoint row] as a read of ``table`` (built from it) gives it back: its own values,
-    in the schema's order, when each is None or of its column's Python type exactly (``as_read``)
-    and its queue offsets are plain entries of the struct's fields and types (the 160,000 of a
-    batch at 10^10 messages are then not copied); else ``to_pylist``."""
-    offsets = row.get(QUEUE_OFFSETS)
-    lean = [{k: v for k, v in row.items() if k != QUEUE_OFFSETS}]
-    if as_read(lean, table.drop_columns([QUEUE_OFFSETS])) is lean and QUEUE_OFFSETS in row and (
-            offsets is None or type(offsets) is list and all(
-                type(q) is dict and q.keys() == _OFFSET_TYPES.keys()
-                and all(type(q[k]) is t for k, t in _OFFSET_TYPES.items()) for q in offsets)):
-        return [{n: row[n] for n in table.schema.names}]
-    back: list[Any] = table.to_pylist()
-    return back
 
 
 def _applied(base: Snapshot, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any], duplicates: bool = False
