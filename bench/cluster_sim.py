@@ -205,8 +205,10 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     rows.append(manifest.file_row("checkpoint", ckpt.FILE_NAME, staged_path=None, file_size=ckpt.FILE_SIZE,
                                   valid_bytes=4096, count=0, checksum=HEX, detail=manifest.dumps(ck.to_dict()), **key))
     staged = commit.StagedBatch(snap, state, plan, summaries, results, f"b{k}", HEX, "sim", attempt="sim")
+    counts = (len(segs), len(cqs), len(idxs))
+    del segs, cqs, idxs                      # (as ``commit_batch``: their rows say it all)
     ck_row = commit._checkpoint_row(staged, ck, cfg, time.time(), key,
-                                    {"segments": len(segs), "consumequeue_files": len(cqs), "index_files": len(idxs)})
+                                    {"segments": counts[0], "consumequeue_files": counts[1], "index_files": counts[2]})
     t["rows_s"] = time.perf_counter() - c0
     peak["rows"] = _rss_mb()
     _step("commit")
@@ -217,10 +219,11 @@ def _batch(store, snap, cfg, n, splits, topics, queues, rec, keys, k) -> dict:
     _step("refresh")
     c0 = time.perf_counter()
     t["refresh_wrote"] = _refresh(store, committed)
+    getattr(commit, "let_go", lambda *s: None)(snap, committed)     # (as ``commit_batch``; a tree without it)
     t["refresh_s"] = time.perf_counter() - c0
     peak["refresh"] = _rss_mb()
     t["peak_mb_by_step"] = peak        # the process's peak RSS after each step: where it rose
-    t.update(rows=len(rows), segments=len(segs), cq_files=len(cqs), index_files=len(idxs),
+    t.update(rows=len(rows), segments=counts[0], cq_files=counts[1], index_files=counts[2],
              queue_offsets=len(ck_row["queue_offsets"] or []),
              detail_bytes=sum(len(r["detail"] or "") for r in rows))
     return t
