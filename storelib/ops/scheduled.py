@@ -104,19 +104,19 @@ class DeliveryScan:
         sched_queues = {r["topic"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE} & {SCHEDULE_TOPIC, TIMER_TOPIC}
         self.segments = sorted((r for r in rows if r["kind"] == FileKind.COMMITLOG),
                                key=lambda r: int(r["base_offset"])) if sched_queues else []
-        self._wanted = [r["path"] for r in self.segments]     # those not added yet, in order
+        self._wanted = [r.path for r in self.segments]     # those not added yet, in order
         self._paths = set(self._wanted)
         self._entries: list[pa.Table] = []
         self._copies: list[pa.Table] = []
         self._seen = pa.array([], pa.string())    # the entries' identities without UNIQ_KEY, so far
 
     def wants(self, row: ManifestRow) -> bool:
-        return row["path"] in self._paths
+        return row.path in self._paths
 
     def add(self, row: ManifestRow, data: bytes) -> None:
         """The next segment's valid bytes (``ValueError`` out of order: a copy counts only after its entry)."""
-        if not self._wanted or row["path"] != self._wanted[0]:
-            raise ValueError(f"{row['path']}: not the next CommitLog segment of the snapshot")
+        if not self._wanted or row.path != self._wanted[0]:
+            raise ValueError(f"{row.path}: not the next CommitLog segment of the snapshot")
         self._wanted.pop(0)
         recs = _records(row, data)
         if recs is None:
