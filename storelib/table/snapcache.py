@@ -121,7 +121,7 @@ def refresh(store: Any, committed: Any = None) -> bool:
     None) the tables are read. Never raises: the commit is done, and without a fresh cache
     readers read the Delta tables. Returns whether it wrote."""
     try:
-        mine = _WRITTEN.take(store, committed)  # forgotten: held again only once this refresh has written
+        mine = _WRITTEN.take(store)             # forgotten: held again only once this refresh has written
         from . import manifest
         snap = committed if committed is not None and _latest(store, committed.versions) \
             else manifest.load_snapshot(store, queue_offsets=False)
@@ -137,7 +137,8 @@ def refresh(store: Any, committed: Any = None) -> bool:
         # A batch that owns more than DELTA_MAX_ROWS rows changes more than a delta may (``_store``):
         # the old cache is not read (its log hashes are read again instead).
         own = sum(1 for r in snap.files.values() if r["batch_id"] == snap.batch["batch_id"])
-        now = _NONE if own > DELTA_MAX_ROWS else (mine if snap is committed else None) or _Current.read(store)
+        now = _NONE if own > DELTA_MAX_ROWS else \
+            (_WRITTEN.still_stored(store, mine, committed) if snap is committed else None) or _Current.read(store)
         tables = {name: _log_state(store, rel, versions[name], now.hashes(name)) for name, rel in _TABLES}
         _WRITTEN.keep(store, _store(store, _document(tables, snap.batch, sorted(snap.files.values(),
                                                                                 key=lambda r: r["path"])),
@@ -236,14 +237,9 @@ class _LastWritten:
     after its next commit computes the delta from memory instead of reading the base and the
     delta back.
 
-    ``take`` forgets it (a refresh that fails leaves nothing held) and gives it back only when no
-    one can have written another since: ``committed`` is the snapshot of this process's next
-    commit, whose checkpoints version is the one after the version the held cache recorded
-    (every writer commits one checkpoints row and refreshes after it: no other commit, so no
-    other refresh, came between), and the stored base still has the size it was written with.
-    A delta computed from a base that is not the stored one would only be ignored by readers (it
-    names its base's sha256): a cost, never a wrong snapshot. ``keep`` holds what a refresh
-    wrote (``_store`` gives ``_NONE`` for a large store: its document is not held between commits)."""
+    ``take`` gives it back and forgets it (a refresh that fails leaves nothing held);
+    ``still_stored`` says whether it may be used; ``keep`` holds what a refresh wrote (``_store``
+    gives ``_NONE`` for a large store: its document is not held between commits)."""
 
     def __init__(self) -> None:
         self.uri: Any = None
@@ -252,12 +248,25 @@ class _LastWritten:
     def clear(self) -> None:
         self.uri, self.cache = None, _NONE
 
-    def take(self, store: Any, committed: Any) -> _Current | None:
+    def take(self, store: Any) -> _Current | None:
         uri = getattr(store, "uri", None)
         if uri is None or uri != self.uri:
             return None
         mine = self.cache
         self.clear()
+        return mine
+
+    @staticmethod
+    def still_stored(store: Any, mine: _Current | None, committed: Any) -> _Current | None:
+        """``mine`` (``take``) when no one can have written another cache since: ``committed`` is the
+        snapshot of this process's next commit, whose checkpoints version is the one after the
+        version ``mine`` recorded (every writer commits one checkpoints row and refreshes after it:
+        no other commit, so no other refresh, came between), and the stored base still has the
+        size it was written with. Else None: read the cache. A delta computed from a base that is
+        not the stored one would only be ignored by readers (it names its base's sha256): a cost,
+        never a wrong snapshot."""
+        if mine is None:
+            return None
         versions = getattr(committed, "versions", None)
         recorded = ((mine.doc or {}).get("tables") or {}).get("checkpoints") or {}
         if versions is None or type(versions.checkpoints) is not int or not isinstance(recorded, dict) \
