@@ -22,14 +22,13 @@ them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow.compute as pc
 
 from ..codec import messages as codec
-from . import inputs, sequencer, split_facts, split_staging, topics as topics_mod
+from . import inputs, sequencer, split_facts, split_staging, staged_arrays, topics as topics_mod
 from ..format import checkpoint as ckpt
 from ..io import storage
 from ..errors import IngestError, InputError
@@ -210,48 +209,20 @@ def reencode_rows(ctx: EncodeContext, si: int, r0: int, r1: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------- staged facts
-FACTS_MAGIC = b"RLFACTS1"
-_FACTS_ALIGN = 64
+FACTS_KIND = "split facts"
 
 
 def facts_file(arrays: dict, **values) -> list:
-    """A split's staged facts as the chunks of one file: ``FACTS_MAGIC``, the header's length
-    (8 bytes, little-endian), a JSON header (``values``, and per array its dtype, shape and
-    offset), then every array's raw bytes, each at a 64-byte boundary. Read back by
-    ``load_split_facts`` as views of the file's bytes: no archive, no per-member CRC, no copy
-    (the write tasks read a split's facts once per file they place)."""
-    layout, pos = {}, 0
-    for name, a in arrays.items():
-        a = np.ascontiguousarray(a)
-        arrays[name] = a
-        layout[name] = [a.dtype.str, list(a.shape), pos]
-        pos += -(-a.nbytes // _FACTS_ALIGN) * _FACTS_ALIGN
-    header = json.dumps({"arrays": layout, "values": values}).encode()
-    head = FACTS_MAGIC + len(header).to_bytes(8, "little") + header
-    head += b"\0" * (-len(head) % _FACTS_ALIGN)
-    chunks: list = [head]
-    for a in arrays.values():
-        chunks.append(memoryview(a).cast("B"))
-        if a.nbytes % _FACTS_ALIGN:
-            chunks.append(b"\0" * (_FACTS_ALIGN - a.nbytes % _FACTS_ALIGN))
-    return chunks
+    """A split's staged facts (name -> array, and JSON ``values``) as the chunks of one file
+    (storelib.ingest.staged_arrays). Read back by ``load_split_facts`` as views of the file's
+    bytes: no archive, no per-member CRC, no copy (the write tasks read a split's facts once per
+    file they place)."""
+    return staged_arrays.file_chunks(FACTS_KIND, arrays, **values)
 
 
 def load_split_facts(store: storage.Store, path: str) -> dict:
     """The facts ``facts_file`` staged at ``path``: name -> read-only array, and its values."""
-    data = store.read(path)
-    if data[:len(FACTS_MAGIC)] != FACTS_MAGIC:
-        raise IngestError(f"{path}: not a staged split facts file")
-    hlen = int.from_bytes(data[len(FACTS_MAGIC):len(FACTS_MAGIC) + 8], "little")
-    start = len(FACTS_MAGIC) + 8
-    header = json.loads(data[start:start + hlen])
-    base = start + hlen + (-(start + hlen) % _FACTS_ALIGN)
-    out = dict(header["values"])
-    for name, (dtype, shape, off) in header["arrays"].items():
-        dt = np.dtype(dtype)
-        count = int(np.prod(shape)) if shape else 1
-        out[name] = np.frombuffer(data, dt, count, base + off).reshape(shape)
-    return out
+    return staged_arrays.read_arrays(store, path, FACTS_KIND)
 
 
 def final_queues(meta, rr_start: dict | None, tcfg: "topics_mod.Topics"):

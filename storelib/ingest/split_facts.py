@@ -15,23 +15,23 @@ the encode task also stages a "planner file" from which the driver reads a fixed
 * per chunk start (every ``CHUNK_ROWS`` rows, and the split end): cumulative record bytes,
   cumulative index entries and cumulative units per planner queue code.
 
-A JSON header (8-byte length first) names the keys, the round-robin topics and each array's
-offset. ``ChunkedDetail`` answers the sequencer's questions about a row from the checkpoint
-before it plus at most one chunk of rows (ranged reads, one chunk cached): the driver's memory
-per straddling split is bounded by the chunk, not the split.
+The file is a staged arrays file (storelib.ingest.staged_arrays) whose values name the keys and the
+round-robin topics. ``ChunkedDetail`` answers the sequencer's questions about a row from the
+checkpoint before it plus at most one chunk of rows (ranged reads, one chunk cached): the driver's
+memory per straddling split is bounded by the chunk, not the split.
 """
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import numpy as np
+
+from . import staged_arrays
 
 __all__ = ["CHUNK_ROWS", "planner_codes", "planner_file", "ChunkedDetail"]
 
 # Rows per chunk: 64k rows are 768 KiB of the three columns, a few ms to read and scan.
 CHUNK_ROWS = 1 << 16
-_COLUMNS = ("sizes", "entries", "pcode")      # int32 per message, in this order in the file
+_COLUMNS = ("sizes", "entries", "pcode")      # int32 per message
+PLAN_KIND = "split plan"
 
 
 def planner_codes(qcode: np.ndarray, nkeys: int, rr_topic: np.ndarray, rr_rank: np.ndarray,
@@ -69,28 +69,12 @@ def planner_file(sizes: np.ndarray, entries: np.ndarray, pcode: np.ndarray, keys
     if len(rows):
         per_chunk = np.bincount(rows // chunk_rows * width + pcode[rows], minlength=m * width)
         np.cumsum(per_chunk.reshape(m, width), axis=0, out=counts[1:])
-    arrays = [sizes.astype("<i4"), entries.astype("<i4"), pcode.astype("<i4"),
-              at_chunk_starts(sizes).astype("<i8"), at_chunk_starts(entries).astype("<i8"), counts.astype("<i8")]
-    names = [*_COLUMNS, "cum_bytes", "cum_entries", "counts"]
-    header: dict[str, Any] = {"rows": n, "chunk_rows": chunk_rows, "width": width, "keys": [list(k) for k in keys],
-              "rr_topics": list(rr_topics), "rr_queue_nums": [int(x) for x in rr_queue_nums], "offsets": {}}
-    # The header's length depends on the offsets it holds: lay the arrays out after a header
-    # size bound, then pad the header to it (8-aligned so every array is aligned too).
-    room = len(json.dumps(header)) + 40 * len(names) + 64
-    room += -room % 8
-    pos = 8 + room
-    for name, a in zip(names, arrays):
-        pos += -pos % 8
-        header["offsets"][name] = pos
-        pos += a.nbytes
-    text = json.dumps(header).encode()
-    out = [np.int64(room).astype("<i8").tobytes(), text + b" " * (room - len(text))]
-    written = 8 + room
-    for name, a in zip(names, arrays):
-        pad = header["offsets"][name] - written
-        out += [b"\0" * pad, a.tobytes()]
-        written += pad + a.nbytes
-    return out
+    arrays = {"sizes": sizes.astype("<i4"), "entries": entries.astype("<i4"), "pcode": pcode.astype("<i4"),
+              "cum_bytes": at_chunk_starts(sizes).astype("<i8"), "cum_entries": at_chunk_starts(entries).astype("<i8"),
+              "counts": counts.astype("<i8")}
+    return staged_arrays.file_chunks(PLAN_KIND, arrays, rows=n, chunk_rows=chunk_rows, width=width,
+                                     keys=[list(k) for k in keys], rr_topics=list(rr_topics),
+                                     rr_queue_nums=[int(x) for x in rr_queue_nums])
 
 
 class ChunkedDetail:
@@ -99,14 +83,12 @@ class ChunkedDetail:
     the split start (the file records each topic's writeQueueNums)."""
 
     def __init__(self, store, path: str, rr_start: dict | None = None):
-        self.store, self.path = store, path
-        room = int(np.frombuffer(store.read(path, 0, 8), "<i8")[0])
-        h = json.loads(store.read(path, 8, room))
+        self.file = staged_arrays.RangedArrays(store, path, PLAN_KIND)
+        h = self.file.values
         self.rows, self.chunk_rows, self.width = h["rows"], h["chunk_rows"], h["width"]
-        self.offsets = h["offsets"]
         self.nchunks = -(-self.rows // self.chunk_rows)
-        self.cum_bytes = self._read("cum_bytes", 0, self.nchunks + 1, "<i8")
-        self.cum_entries = self._read("cum_entries", 0, self.nchunks + 1, "<i8")
+        self.cum_bytes = self.file.rows("cum_bytes", 0, self.nchunks + 1)
+        self.cum_entries = self.file.rows("cum_entries", 0, self.nchunks + 1)
         # Planner queue code -> final (topic, queue_id); several codes may land on one queue.
         start = rr_start or {}
         self.key_of_code = [tuple(k) for k in h["keys"]]
@@ -115,18 +97,13 @@ class ChunkedDetail:
             self.key_of_code += [(t, (s + r) % n) for r in range(n)]
         self._chunk: tuple[int, dict[str, np.ndarray]] = (-1, {})
 
-    def _read(self, name: str, first: int, count: int, dtype: str) -> np.ndarray:
-        size = np.dtype(dtype).itemsize
-        data = self.store.read(self.path, self.offsets[name] + first * size, count * size)
-        return np.frombuffer(data, dtype).astype(dtype[1:])
-
     def _rows(self, j: int) -> dict:
         """Chunk ``j``'s columns (the last one read is kept: a cut and the next piece's start
         usually fall in the same chunk)."""
         if self._chunk[0] != j:
             lo = j * self.chunk_rows
             n = min(self.rows, lo + self.chunk_rows) - lo
-            self._chunk = (j, {c: self._read(c, lo, n, "<i4") for c in _COLUMNS})
+            self._chunk = (j, {c: self.file.rows(c, lo, n) for c in _COLUMNS})
         return self._chunk[1]
 
     def _split_row(self, row: int) -> tuple:
@@ -158,7 +135,7 @@ class ChunkedDetail:
     def queue_counts_before(self, row: int) -> dict:
         """(topic, queue_id) -> NOT/COMMIT units of the split before ``row``."""
         j, k = self._split_row(row)
-        counts = self._read("counts", j * self.width, self.width, "<i8")
+        counts = self.file.rows("counts", j, 1)[0]
         if k:
             codes = self._rows(j)["pcode"][:k]
             counts = counts + np.bincount(codes[codes >= 0], minlength=self.width)

@@ -51,8 +51,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
         if newest is None or now_ms < newest + reserved:
             break
         gone_cl.append(r)
-    kept = segs[len(gone_cl):]
-    min_offset = kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
+    min_offset = topic_retention.min_phy_offset_after(snap, segs, gone_cl)
     gone_cq = []
     queues: dict = {}
     for r in snap.of_kind(FileKind.CONSUMEQUEUE):
@@ -64,15 +63,7 @@ def plan_expiry(snap: StoreSnapshot, reserved_hours: float, now_ms: int) -> dict
             if last_phys is None or last_phys >= min_offset:
                 break
             gone_cq.append(r)
-    gone_idx = []
-    idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])
-    for r in idx[:-1]:
-        if r.max_offset is None or r.max_offset >= min_offset:
-            break
-        gone_idx.append(r)
-    return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
-            "previous_min_phy_offset": (snap.batch.min_phy_offset if snap.batch else 0) or 0, "now_ms": now_ms,
-            "reserved_hours": reserved_hours}
+    return topic_retention.expiry_plan(snap, gone_cl, gone_cq, min_offset, now_ms, reserved_hours)
 
 
 def _last_unit_phys(r: ManifestRow) -> int | None:

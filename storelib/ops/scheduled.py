@@ -36,7 +36,7 @@ from ..table.rows import FileKind, ManifestRow
 from ..table.snapshots import StoreSnapshot
 
 __all__ = ["SCHEDULE_TOPIC", "TIMER_TOPIC", "DELAY_OFFSET_PATH", "TIMER_CHECK_PATH", "HALF_TOPIC", "Progress",
-           "progress_of", "delay_offset_json", "timer_check_bytes", "export_config_files"]
+           "DeliveryScan", "progress_of", "delay_offset_json", "timer_check_bytes", "export_config_files"]
 
 SCHEDULE_TOPIC = codec.SCHEDULE_TOPIC
 TIMER_TOPIC = "rmq_sys_wheel_timer"               # TimerMessageStore.TIMER_TOPIC
@@ -75,61 +75,91 @@ def timer_check_bytes(progress: Progress) -> bytes:
     return TimerCheckpoint(last_timer_queue_offset=q, master_timer_queue_offset=q).to_bytes()
 
 
-def export_config_files(store: storage.Store, snap: StoreSnapshot,
-                        staged: set[Any]) -> tuple[list[tuple[str, bytes]], dict[str, Any]]:
+def export_config_files(store: storage.Store, snap: StoreSnapshot, staged: set[Any]) -> DeliveryScan:
     """What an export of ``snap`` writes under ``config/`` (``table.export.export_store``'s
-    ``config_files``), and its summary: ``delayOffset.json`` always (a broker without it delivers
-    every delay-level message in the store again), ``timercheck`` when the snapshot has a timer
-    queue."""
-    progress = progress_of(store, snap.files.values(), staged)
-    files = [(DELAY_OFFSET_PATH, delay_offset_json(progress))]
-    if progress.timer_offset is not None:
-        files.append((TIMER_CHECK_PATH, timer_check_bytes(progress)))
-    return files, progress.summary()
+    ``config_files``: a ``DeliveryScan`` of the segments the export reads), and its summary:
+    ``delayOffset.json`` always (a broker without it delivers every delay-level message in the
+    store again), ``timercheck`` when the snapshot has a timer queue."""
+    return DeliveryScan(snap.files.values())
 
 
 def progress_of(store: storage.Store, files: Iterable[ManifestRow], staged: set[Any]) -> Progress:
     """The delivery progress of the snapshot whose manifest rows are ``files`` (read as the export
-    reads them: ``storefiles.reading_path``). Reads the CommitLog only when the snapshot has a
-    queue of either scheduled topic: each segment decoded at once (no bodies), the properties
-    parsed of the entries and of the records that match one on everything else only."""
-    rows = list(files)
-    sched_queues = {r["topic"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE} & {SCHEDULE_TOPIC, TIMER_TOPIC}
-    if not sched_queues:
-        return Progress({}, None, {})
-    entries: list[pa.Table] = []
-    copies: list[pa.Table] = []
-    seen = pa.array([], pa.string())              # the entries' identities without UNIQ_KEY, so far
-    for row in sorted((r for r in rows if r["kind"] == FileKind.COMMITLOG), key=lambda r: int(r["base_offset"])):
-        recs = _records(store, row, staged)
+    reads them: ``storefiles.reading_path``)."""
+    scan = DeliveryScan(files)
+    for row in scan.segments:
+        scan.add(row, store.read(storefiles.reading_path(store, row, staged), 0, max(row.valid_bytes, 0)))
+    return scan.progress()
+
+
+class DeliveryScan:
+    """The delivery progress of a snapshot (``files``: its manifest rows) from its CommitLog
+    segments, handed to ``add`` in base-offset order (an export hands it each segment it reads:
+    the CommitLog is read once). Wants the CommitLog only when the snapshot has a queue of either
+    scheduled topic: each segment decoded at once (no bodies), the properties parsed of the
+    entries and of the records that match one on everything else only."""
+
+    def __init__(self, files: Iterable[ManifestRow]):
+        rows = list(files)
+        sched_queues = {r["topic"] for r in rows if r["kind"] == FileKind.CONSUMEQUEUE} & {SCHEDULE_TOPIC, TIMER_TOPIC}
+        self.segments = sorted((r for r in rows if r["kind"] == FileKind.COMMITLOG),
+                               key=lambda r: int(r["base_offset"])) if sched_queues else []
+        self._wanted = [r.path for r in self.segments]     # those not added yet, in order
+        self._paths = set(self._wanted)
+        self._entries: list[pa.Table] = []
+        self._copies: list[pa.Table] = []
+        self._seen = pa.array([], pa.string())    # the entries' identities without UNIQ_KEY, so far
+
+    def wants(self, row: ManifestRow) -> bool:
+        return row.path in self._paths
+
+    def add(self, row: ManifestRow, data: bytes) -> None:
+        """The next segment's valid bytes (``ValueError`` out of order: a copy counts only after its entry)."""
+        if not self._wanted or row.path != self._wanted[0]:
+            raise ValueError(f"{row.path}: not the next CommitLog segment of the snapshot")
+        self._wanted.pop(0)
+        recs = _records(row, data)
         if recs is None:
-            continue
+            return
         is_entry = np.asarray(pc.is_in(recs["topic"], pa.array([SCHEDULE_TOPIC, TIMER_TOPIC])), bool)
         if is_entry.any():
             e = recs.filter(pa.array(is_entry))
             pv = property_values(e["properties_string"], ("REAL_TOPIC", "REAL_QID", "UNIQ_KEY"))
             pre = _identity(pv["REAL_TOPIC"], pv["REAL_QID"], e)
-            entries.append(pa.table({"topic": e["topic"], "queue_id": e["queue_id"], "queue_offset": e["queue_offset"],
-                                     "offset": e["commitlog_offset"], "real_topic": pv["REAL_TOPIC"].cast(pa.string()),
-                                     "key": _with_uniq(pre, pv["UNIQ_KEY"])}))
-            seen = pa.concat_arrays([seen, pre])
-        if not len(seen) or is_entry.all():
-            continue
+            self._entries.append(pa.table({
+                "topic": e["topic"], "queue_id": e["queue_id"], "queue_offset": e["queue_offset"],
+                "offset": e["commitlog_offset"], "real_topic": pv["REAL_TOPIC"].cast(pa.string()),
+                "key": _with_uniq(pre, pv["UNIQ_KEY"])}))
+            self._seen = pa.concat_arrays([self._seen, pre])
+        if not len(self._seen) or is_entry.all():
+            return
         c = recs.filter(pa.array(~is_entry))
         # the properties are parsed only of the records that match an entry on every other part
-        c = c.filter(pc.is_in(_identity(c["topic"], c["queue_id"], c), seen))
+        c = c.filter(pc.is_in(_identity(c["topic"], c["queue_id"], c), self._seen))
         if c.num_rows:
             uniq = property_values(c["properties_string"], ("UNIQ_KEY",))["UNIQ_KEY"]
-            copies.append(pa.table({"offset": c["commitlog_offset"],
-                                    "key": _with_uniq(_identity(c["topic"], c["queue_id"], c), uniq)}))
-    return _cursors(entries, copies)
+            self._copies.append(pa.table({"offset": c["commitlog_offset"],
+                                          "key": _with_uniq(_identity(c["topic"], c["queue_id"], c), uniq)}))
+
+    def progress(self) -> Progress:
+        if not self.segments:
+            return Progress({}, None, {})
+        if self._wanted:
+            raise ValueError(f"{self._wanted[0]}: a CommitLog segment of the snapshot was not read")
+        return _cursors(self._entries, self._copies)
+
+    def files(self) -> tuple[list[tuple[str, bytes]], dict[str, Any]]:
+        progress = self.progress()
+        out = [(DELAY_OFFSET_PATH, delay_offset_json(progress))]
+        if progress.timer_offset is not None:
+            out.append((TIMER_CHECK_PATH, timer_check_bytes(progress)))
+        return out, progress.summary()
 
 
-def _records(store: storage.Store, row: ManifestRow, staged: set[Any]) -> pa.Table | None:
-    valid = row.valid_bytes
-    if valid <= 0:
+def _records(row: ManifestRow, data: bytes) -> pa.Table | None:
+    if row.valid_bytes <= 0:
         return None
-    buf = np.frombuffer(store.read(storefiles.reading_path(store, row, staged), 0, valid), np.uint8)
+    buf = np.frombuffer(data, np.uint8)
     starts, _, _ = codec.record_starts(buf, 0, len(buf))
     if not len(starts):
         return None

@@ -31,7 +31,7 @@ from ..io import storage
 from ..table.rows import FileKind, ManifestRow
 from ..table.snapshots import StoreSnapshot
 
-__all__ = ["parse_rules", "plan_topic_expiry"]
+__all__ = ["parse_rules", "plan_topic_expiry", "min_phy_offset_after", "expiry_plan"]
 
 HOUR_MS = 3600 * 1000
 def _unit_ts(store: storage.Store, r: ManifestRow, i: int, segs: dict, file_size: int):
@@ -152,8 +152,7 @@ def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours:
         gone_cl.append(r)
         reasons[r.path] = f"no kept queue unit points into it (the lowest at {live_min})"
     held = _held_back(snap, segs, len(gone_cl), reserved_hours, now_ms, lowest, rules)
-    kept = segs[len(gone_cl):]
-    min_offset = kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
+    min_offset = min_phy_offset_after(snap, segs, gone_cl)
     gone_cq, new_min = [], []
     for (topic, qid), files in queues.items():
         first_kept = None
@@ -168,6 +167,21 @@ def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours:
         if new != files[0].min_offset:
             new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": files[0].min_offset,
                             "min_offset": new})
+    return expiry_plan(snap, gone_cl, gone_cq, min_offset, now_ms, reserved_hours, reasons=reasons,
+                       queue_min_offsets=new_min, topic_rules=dict(rules), held_back=held)
+
+
+def min_phy_offset_after(snap: StoreSnapshot, segs: list, gone_cl: list) -> int:
+    """The CommitLog's minimum offset once the first ``len(gone_cl)`` of ``segs`` (by base offset) go."""
+    kept = segs[len(gone_cl):]
+    return kept[0].base_offset if kept else ((snap.batch.min_phy_offset if snap.batch else 0) or 0)
+
+
+def expiry_plan(snap: StoreSnapshot, gone_cl: list, gone_cq: list, min_offset: int, now_ms: int,
+                reserved_hours: float | None, **more) -> dict:
+    """An expiry plan (``ops.expire.plan_expiry``'s keys, and ``more``): the files that go, with
+    every index file but the last that ends below ``min_offset`` (oldest first, up to the first
+    that does not)."""
     idx = sorted(snap.of_kind(FileKind.INDEX), key=lambda r: r.path.rsplit("/", 1)[-1])
     gone_idx = []
     for r in idx[:-1]:
@@ -176,8 +190,7 @@ def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours:
         gone_idx.append(r)
     return {FileKind.COMMITLOG: gone_cl, FileKind.CONSUMEQUEUE: gone_cq, FileKind.INDEX: gone_idx, "min_phy_offset": min_offset,
             "previous_min_phy_offset": (snap.batch.min_phy_offset if snap.batch else 0) or 0, "now_ms": now_ms,
-            "reserved_hours": reserved_hours, "reasons": reasons, "queue_min_offsets": new_min,
-            "topic_rules": dict(rules), "held_back": held}
+            "reserved_hours": reserved_hours, **more}
 
 
 def _held_back(snap, segs: list, removed: int, reserved_hours, now_ms: int, lowest: dict, rules: dict) -> dict:

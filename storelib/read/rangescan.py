@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from ..table.storefiles import CommitLogSegment
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
-           "record_starts", "store_timestamps", "iter_segment_chunks", "segment_messages", "prune_segments",
-           "scan_range"]
+           "record_starts", "store_timestamps", "within", "time_mask", "iter_segment_chunks", "segment_messages",
+           "prune_segments", "scan_range"]
 
 CHUNK_BYTES = 64 << 20
 
@@ -83,6 +83,23 @@ def store_timestamps(buf: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return codec.gather_int(buf, starts + cl.storetimestamp_offset(sys_flag), cl.SIZE_STORETIMESTAMP)
 
 
+def within(values: np.ndarray, lo: int | None, hi: int | None) -> np.ndarray | None:
+    """Which of ``values`` lie in [lo, hi] (inclusive; a None bound is open); None when both are."""
+    if lo is None and hi is None:
+        return None
+    keep = np.ones(len(values), bool)
+    if lo is not None:
+        keep &= values >= lo
+    if hi is not None:
+        keep &= values <= hi
+    return keep
+
+
+def time_mask(buf: np.ndarray, starts: np.ndarray, begin: int | None, end: int | None) -> np.ndarray | None:
+    """Which records at ``starts`` have a store time in [begin, end] (``within``); None: no bound."""
+    return None if begin is None and end is None else within(store_timestamps(buf, starts), begin, end)
+
+
 def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = None, hi: int | None = None,
                         chunk: int = CHUNK_BYTES) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """Yield (buf uint8 array, buf_base_offset, record starts in buf) over a segment's valid bytes.
@@ -98,13 +115,8 @@ def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = No
         buf = np.frombuffer(read_stored(store, seg.rel, pos, end - pos), np.uint8)
         starts, stop, reason = record_starts(buf)
         if len(starts):
-            abs_starts = starts + (seg.base + pos)
-            keep = np.ones(len(starts), bool)
-            if lo is not None:
-                keep &= abs_starts >= lo
-            if hi is not None:
-                keep &= abs_starts <= hi
-            if keep.all():
+            keep = within(starts + (seg.base + pos), lo, hi)
+            if keep is None or keep.all():
                 yield buf, seg.base + pos, starts
             elif keep.any():
                 yield buf, seg.base + pos, starts[keep]
@@ -135,13 +147,8 @@ def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = No
     """
     topic_arr = pa.array(sorted(topics), pa.string()) if topics is not None else None
     for buf, base, starts in iter_segment_chunks(store, seg, lo, hi):
-        if begin is not None or end is not None:
-            ts = store_timestamps(buf, starts)
-            keep = np.ones(len(starts), bool)
-            if begin is not None:
-                keep &= ts >= begin
-            if end is not None:
-                keep &= ts <= end
+        keep = time_mask(buf, starts, begin, end)
+        if keep is not None:
             starts = starts[keep]
         for k in range(0, len(starts), batch_rows):
             part = starts[k:k + batch_rows]

@@ -376,13 +376,13 @@ def split_messages(store: Store, sp: Split, begin: int | None = None, end: int |
     import pyarrow as pa
     import pyarrow.compute as pc
     from ..codec import messages as codec
-    from .rangescan import CHUNK_BYTES, message_table
+    from .rangescan import CHUNK_BYTES, message_table, time_mask, within
     topic_arr = pa.array(sorted(topics), pa.string()) if topics is not None else None
     if sp.queues is not None:
         gap = coalesce_gap if coalesce_gap is not None else \
             COALESCE_LOCAL if getattr(store, "local", False) else COALESCE_REMOTE
         for buf, starts, phys, size in _queue_chunks(store, sp, lo, hi, gap, batch_rows):
-            keep = _time_mask(buf, starts, begin, end)
+            keep = time_mask(buf, starts, begin, end)
             if keep is not None:
                 starts, phys, size = starts[keep], phys[keep], size[keep]
             if not len(starts):
@@ -400,16 +400,9 @@ def split_messages(store: Store, sp: Split, begin: int | None = None, end: int |
                 yield message_table(dec)
         return
     for buf, base, starts in _walk_chunks(store, sp, CHUNK_BYTES):
-        abs_starts = starts + base
-        keep = np.ones(len(starts), bool)
-        if lo is not None:
-            keep &= abs_starts >= lo
-        if hi is not None:
-            keep &= abs_starts <= hi
-        t = _time_mask(buf, starts, begin, end)
-        if t is not None:
-            keep &= t
-        if not keep.all():
+        keep, t = within(starts + base, lo, hi), time_mask(buf, starts, begin, end)
+        keep = t if keep is None else keep if t is None else keep & t
+        if keep is not None and not keep.all():
             starts = starts[keep]
         for k in range(0, len(starts), batch_rows):
             dec = codec.decode_records(buf, base, starts[k:k + batch_rows], origin=(sp.rel, base - sp.base))
@@ -417,16 +410,3 @@ def split_messages(store: Store, sp: Split, begin: int | None = None, end: int |
                 dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
             if dec.num_rows:
                 yield message_table(dec)
-
-
-def _time_mask(buf: np.ndarray, starts: np.ndarray, begin: int | None, end: int | None) -> np.ndarray | None:
-    if begin is None and end is None:
-        return None
-    from .rangescan import store_timestamps
-    ts = store_timestamps(buf, starts)
-    keep = np.ones(len(starts), bool)
-    if begin is not None:
-        keep &= ts >= begin
-    if end is not None:
-        keep &= ts <= end
-    return keep

@@ -22,7 +22,7 @@ it and renamed into place when every file checked out: a failed export leaves no
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol
 
 import json
 import os
@@ -37,11 +37,25 @@ from . import rowcheck, storefiles
 from .snapshots import StoreSnapshot, open_snapshot
 from .rows import FileKind, ManifestRow, recorded_config
 
-__all__ = ["export_store", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
+__all__ = ["export_store", "ConfigScan", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
            "recorded_queue_starts"]
 
 _CHUNK = 64 << 20
-ConfigFiles = Callable[[storage.Store, StoreSnapshot, set[Any]], tuple[list[tuple[str, bytes]], dict[str, Any]]]
+
+
+class ConfigScan(Protocol):
+    """What ``export_store``'s ``config_files`` gives: files it writes beside the store files, made
+    from the bytes of the files it ``wants`` (handed to ``add`` as the export reads them, in path
+    order: each file is read once)."""
+
+    def wants(self, row: ManifestRow) -> bool: ...
+
+    def add(self, row: ManifestRow, data: bytes) -> None: ...
+
+    def files(self) -> tuple[list[tuple[str, bytes]], dict[str, Any]]: ...
+
+
+ConfigFiles = Callable[[storage.Store, StoreSnapshot, set[Any]], ConfigScan]
 PROPERTIES_NAME = "rocketlake.properties"
 # Each queue's first exported file, as the queue offset it starts at ({"topic/queueId": offset}): a
 # topic's own retention removes a queue's oldest files while the CommitLog keeps their records, so
@@ -109,8 +123,9 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     ``target`` (a local directory or any store URI), which must be empty or absent; returns a
     summary. ``check=False``: files whose bytes do not match their checksum are exported as they
     are (verify of an earlier snapshot then names what differs). ``config_files(store, snap,
-    staged)``: further (path, bytes) to write and summary keys (``ops.scheduled.export_config_files``:
-    the broker's delivery cursors, what ``rocketlake export`` writes)."""
+    staged)``: a ``ConfigScan`` of further (path, bytes) to write and summary keys
+    (``ops.scheduled.export_config_files``: the broker's delivery cursors, what ``rocketlake
+    export`` writes)."""
     store = storage.Store(store_uri)
     out = storage.Store(target)
     if out.list_files(""):
@@ -130,12 +145,13 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     staged = storefiles.staging_batches(store)
     extra: list[tuple[str, bytes]] = []
     try:
+        scan = config_files(store, snap, staged) if config_files is not None else None
         for _rel, row in sorted(snap.files.items()):
-            n_bytes += _export_file(store, work, row, config, durable, check, staged)
+            n_bytes += _export_file(store, work, row, config, durable, check, staged, scan)
         starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
-        extra, extra_summary = config_files(store, snap, staged) if config_files is not None else (extra, {})
+        extra, extra_summary = scan.files() if scan is not None else (extra, {})
         for rel, data in extra:
             work.write_file(rel, [data], len(data), durable=durable)
         if work is not out:
@@ -157,23 +173,26 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,
-                 check: bool, staged: set[Any]) -> int:
+                 check: bool, staged: set[Any], scan: ConfigScan | None = None) -> int:
     """One file of the snapshot, read as readers read it (``storefiles.reading_path``: through
-    its extents, or its staged copy or patch while its batch's publish is unfinished)."""
+    its extents, or its staged copy or patch while its batch's publish is unfinished). A file
+    ``scan`` wants is read whole, once, and handed to it after it is written."""
     valid = int(row["valid_bytes"])
     detail = row.detail
     rel = storefiles.reading_path(store, row, staged)
     first = _rebuilt_head(store, dict(row, path=rel), detail, config)
     hasher = checksum.BlockHasher()
     paged = row["kind"] == FileKind.INDEX and "head" in detail      # its head is summed by pages (io.headpages)
+    whole = store.read(rel, len(first), valid - len(first)) if scan is not None and scan.wants(row) else None
 
-    def chunks() -> Iterator[bytes]:
+    def chunks() -> Iterator[Any]:
         if first:
             if not paged:
                 hasher.update(first)
             yield first
         for pos in range(len(first), valid, _CHUNK):
-            data = store.read(rel, pos, min(_CHUNK, valid - pos))
+            data = store.read(rel, pos, min(_CHUNK, valid - pos)) if whole is None else \
+                memoryview(whole)[pos - len(first):pos - len(first) + _CHUNK]
             if len(data) != min(_CHUNK, valid - pos) and check:
                 raise ExportError(f"{row['path']}: {len(data)} bytes at {pos}, the manifest says {valid} valid bytes")
             hasher.update(data)
@@ -186,6 +205,8 @@ def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, con
         out.delete(row["path"])
         raise ExportError(f"{row['path']}: its bytes do not match the manifest checksum (batch {row['batch_id']}); "
                           f"the file was not exported")
+    if whole is not None and scan is not None:
+        scan.add(row, first + whole if first else whole)
     return valid
 
 

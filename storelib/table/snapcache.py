@@ -24,7 +24,7 @@ What a refresh reads: the sha256 of the Delta log files comes from the cache it 
 the commit and checkpoint files that cache names (they are created once; ``_log_state``), so a
 commit reads its new log files, ``_last_checkpoint`` and the newest commit it knew, not every
 commit since the newest Delta checkpoint. A writer that wrote the cache after its previous commit,
-with no commit since, holds that base and delta in memory (``_remembered``) and does not read them
+with no commit since, holds that base and delta in memory (``_LastWritten``) and does not read them
 back. Neither changes what readers check.
 
 The cache is a hint, never the truth: ``load`` uses it only when
@@ -120,8 +120,8 @@ def refresh(store: Any, committed: Any = None) -> bool:
     used when both tables are still at the versions it names; otherwise (a version since, or
     None) the tables are read. Never raises: the commit is done, and without a fresh cache
     readers read the Delta tables. Returns whether it wrote."""
-    mine = _WRITTEN.pop(getattr(store, "uri", None), None)     # (kept again only once this one is written)
     try:
+        mine = _WRITTEN.take(store)             # forgotten: held again only once this refresh has written
         from . import manifest
         snap = committed if committed is not None and _latest(store, committed.versions) \
             else manifest.load_snapshot(store, queue_offsets=False)
@@ -134,43 +134,18 @@ def refresh(store: Any, committed: Any = None) -> bool:
         if snap.versions.manifest is None or snap.versions.checkpoints is None:
             return False
         versions = {"manifest": snap.versions.manifest, "checkpoints": snap.versions.checkpoints}
+        # A batch that owns more than DELTA_MAX_ROWS rows changes more than a delta may (``_store``):
+        # the old cache is not read (its log hashes are read again instead).
         own = sum(1 for r in snap.files.values() if r["batch_id"] == snap.batch["batch_id"])
         now = _NONE if own > DELTA_MAX_ROWS else \
-            _remembered(store, mine, snap.versions.checkpoints if snap is committed else None) or _Current.read(store)
+            (_WRITTEN.still_stored(store, mine, committed) if snap is committed else None) or _Current.read(store)
         tables = {name: _log_state(store, rel, versions[name], now.hashes(name)) for name, rel in _TABLES}
-        wrote = _store(store, _document(tables, snap.batch, sorted(snap.files.values(), key=lambda r: r["path"])), now,
-                       len(snap.files))
-        if getattr(store, "uri", None) is not None:
-            _WRITTEN.clear()
-            _WRITTEN[store.uri] = wrote
+        _WRITTEN.keep(store, _store(store, _document(tables, snap.batch, sorted(snap.files.values(),
+                                                                                key=lambda r: r["path"])),
+                                    now, len(snap.files)))
         return True
     except Exception:  # noqa: BLE001 - the cache is an optimization; the Delta tables stay the truth
         return False
-
-
-# The cache this process wrote last (store URI -> ``_Current``), so that the next commit's refresh
-# computes its delta from memory instead of reading the base and the delta back (``_remembered``).
-_WRITTEN: dict[Any, Any] = {}
-
-
-def _remembered(store: Any, mine: Any, checkpoints: int | None) -> Any:
-    """``mine``, the cache as this process wrote it after the previous commit, when no one can have
-    written another since: this refresh follows its own commit (``checkpoints``: the version that
-    commit gave the checkpoints table, None otherwise), whose checkpoints version is the next after
-    the one that cache recorded (every writer commits one checkpoints row and refreshes after it:
-    no other commit, so no other refresh, came between), and the base has the size it was
-    written with. Else None: read the cache. A delta computed from a base that is not the stored
-    one would only be ignored by readers (it names its base's sha256): a cost, never a wrong
-    snapshot."""
-    if mine is None or checkpoints is None or not isinstance(mine.doc, dict):
-        return None
-    recorded = ((mine.doc.get("tables") or {}).get("checkpoints") or {}).get("version")
-    if type(recorded) is not int or recorded != checkpoints - 1:
-        return None
-    try:
-        return mine if store.size(SNAPSHOT_CACHE) == len(mine.data) else None
-    except (OSError, ValueError):
-        return None
 
 
 def _latest(store: Any, versions: Any) -> bool:
@@ -257,43 +232,97 @@ class _Current:
 _NONE = _Current(b"", None, b"", None)   # no cache known (not read, or not worth holding)
 
 
+class _LastWritten:
+    """The cache this process wrote last, for one store (its URI) at a time, so that the refresh
+    after its next commit computes the delta from memory instead of reading the base and the
+    delta back.
+
+    ``take`` gives it back and forgets it (a refresh that fails leaves nothing held);
+    ``still_stored`` says whether it may be used; ``keep`` holds what a refresh wrote (``_store``
+    gives ``_NONE`` for a large store: its document is not held between commits)."""
+
+    def __init__(self) -> None:
+        self.uri: Any = None
+        self.cache: _Current = _NONE
+
+    def clear(self) -> None:
+        self.uri, self.cache = None, _NONE
+
+    def take(self, store: Any) -> _Current | None:
+        uri = getattr(store, "uri", None)
+        if uri is None or uri != self.uri:
+            return None
+        mine = self.cache
+        self.clear()
+        return mine
+
+    @staticmethod
+    def still_stored(store: Any, mine: _Current | None, committed: Any) -> _Current | None:
+        """``mine`` (``take``) when no one can have written another cache since: ``committed`` is the
+        snapshot of this process's next commit, whose checkpoints version is the one after the
+        version ``mine`` recorded (every writer commits one checkpoints row and refreshes after it:
+        no other commit, so no other refresh, came between), and the stored base still has the
+        size it was written with. Else None: read the cache. A delta computed from a base that is
+        not the stored one would only be ignored by readers (it names its base's sha256): a cost,
+        never a wrong snapshot."""
+        if mine is None:
+            return None
+        versions = getattr(committed, "versions", None)
+        recorded = ((mine.doc or {}).get("tables") or {}).get("checkpoints") or {}
+        if versions is None or type(versions.checkpoints) is not int or not isinstance(recorded, dict) \
+                or type(recorded.get("version")) is not int or recorded["version"] != versions.checkpoints - 1:
+            return None
+        try:
+            return mine if store.size(SNAPSHOT_CACHE) == len(mine.data) else None
+        except (OSError, ValueError):
+            return None
+
+    def keep(self, store: Any, cache: _Current) -> None:
+        uri = getattr(store, "uri", None)
+        if uri is not None:
+            self.uri, self.cache = uri, cache
+
+
+_WRITTEN = _LastWritten()
+
+
 def _store(store: Any, raw: bytes, now: _Current, rows: int) -> _Current:
     """Make the document ``raw`` the cache: as a delta of the current base while that costs no
     more than the cache's uploads since the base averaged per batch, else as a new base (the old
     delta removed after it). ``now``: the cache as it is (``_Current.read``); returns the cache
-    as it is after (``rows``: the document's; a large one is not parsed again to be held)."""
+    as it is after, to hold in memory (``rows``: the document's).
+
+    ``DELTA_MAX_ROWS`` bounds both what a delta may change (a diff costs ~40 us a changed row)
+    and the documents held: past it a new base is written, and a large document is parsed only
+    to count its changed rows (not at all without a base)."""
     from ..runtime.faults import fault
     data, base = now.data, now.base
-    doc = json.loads(raw) if base is not None or rows <= DELTA_MAX_ROWS else None
+    small = rows <= DELTA_MAX_ROWS
+    doc = json.loads(raw) if base is not None or small else None
     delta, (n, paid) = None, _since_base(now.delta, base[1]) if base is not None else (0, 0)
-    if base is not None and doc is not None and _rows_changed(base[0], doc) <= DELTA_MAX_ROWS:
+    if base is not None and doc is not None:
         try:
-            delta = _delta(base[0], base[1], raw, n + 1, paid)
+            old = _keyed(base[0])
+            if _rows_changed(old["files"], doc) <= DELTA_MAX_ROWS:
+                delta = _delta(old, base[1], raw, doc, n + 1, paid)
         except (ValueError, TypeError, RecursionError):   # a base this writer cannot change: replaced
             delta = None
     fault("cache-before-write")
     if delta is not None and base is not None and len(delta) <= REBASE_SHARE * (len(data) + paid) / (n + 1):
         _put(store, SNAPSHOT_CACHE_DELTA, delta)
-        return _held(_Current(data, base, delta, doc))
+        return _Current(data, base, delta, doc) if small else _NONE
     data = _frame(FORMAT, raw)
     _put(store, SNAPSHOT_CACHE, data)
     fault("cache-after-base")
     store.delete(SNAPSHOT_CACHE_DELTA)       # names the old base: ignored until removed
-    if doc is None:
+    if doc is None or not small:
         return _NONE
-    return _held(_Current(data, (doc, hashlib.sha256(raw).hexdigest()), b"", doc))
+    return _Current(data, (doc, hashlib.sha256(raw).hexdigest()), b"", doc)
 
 
-def _held(now: _Current) -> _Current:
-    """What a process keeps of the cache it wrote (``_WRITTEN``): not a large store's document (a
-    long-lived writer would hold its Python objects between commits); its next refresh reads it."""
-    return _NONE if isinstance(now.doc, dict) and len(now.doc.get("files") or ()) > DELTA_MAX_ROWS else now
-
-
-def _rows_changed(base: dict[Any, Any], doc: dict[Any, Any]) -> int:
-    """About how many rows of the document ``doc`` differ from ``base``'s (added, changed or gone), up
-    to just past ``DELTA_MAX_ROWS`` (a plain comparison of parsed rows: no diff)."""
-    old = {r.get("path"): r for r in base.get("files") or () if isinstance(r, dict)}
+def _rows_changed(old: dict[Any, Any], doc: dict[Any, Any]) -> int:
+    """About how many rows of the document ``doc`` differ from the base's rows ``old`` (by path:
+    added, changed or gone), up to just past ``DELTA_MAX_ROWS`` (a plain comparison: no diff)."""
     rows = doc.get("files") or ()
     n = abs(len(old) - len(rows))
     for r in rows:
@@ -499,15 +528,15 @@ def _patch(a: Any, change: Any) -> Any:
     raise ValueError(f"not a change of this value: {tag!r}")
 
 
-def _delta(base: dict[Any, Any], base_sha: str, raw: bytes, n: int, paid: int) -> bytes | None:
-    """The delta file that turns the base document into the one whose JSON is ``raw``, checked by
-    applying it; None when it does not give ``raw`` back. ``n``: the deltas of this base so far,
-    this one included; ``paid``: the bytes of those before it."""
-    new = json.loads(raw)
-    old = _keyed(base)
+def _delta(old: dict[Any, Any], base_sha: str, raw: bytes, new: dict[Any, Any], n: int, paid: int) -> bytes | None:
+    """The delta file that turns the base document (``old``, its rows keyed: ``_keyed``) into
+    ``new``, whose canonical JSON is ``raw``, checked by applying it; None when it does not give
+    ``raw`` back. ``n``: the deltas of this base so far, this one included; ``paid``: the bytes
+    of those before it. The change is applied as built: it holds only values parsed from JSON,
+    which its JSON text gives back as they are (no second parse of what the body holds)."""
     change = _diff(old, _keyed(new))
     body = json.dumps(change, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    if _unkeyed(_patch(old, json.loads(body))) != raw:
+    if _unkeyed(_patch(old, change)) != raw:
         return None
     return _frame(DELTA_FORMAT, body, base=base_sha, result=hashlib.sha256(raw).hexdigest(), n=n, paid=paid)
 

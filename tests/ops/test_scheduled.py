@@ -14,12 +14,18 @@ import base64
 import json
 import os
 import struct
+from collections import Counter
+
+import pytest
 
 from storelib.format.config import load_config
 from storelib.ingest.driver import run_ingest
+from storelib.io import storage
 from storelib.ops.scheduled import export_config_files
 from storelib.runtime.localrun import LocalSession
 from storelib.table.export import export_store
+from storelib.table.rows import FileKind
+from storelib.table.snapshots import open_snapshot
 from storelib.verify import driver as verify
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64, "maxIndexNum": 256}
@@ -70,7 +76,9 @@ WANT = {"p0": ({"1": 0, "2": 0, "3": 0, "4": 1}, 0),
         "p2": ({"1": 3, "2": 2, "3": 0, "4": 1}, 2)}
 
 
-def test_export_writes_where_scheduled_delivery_resumes(tmp_path):
+@pytest.fixture(scope="module")
+def scheduled_store(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("scheduled")
     cfg = load_config(None, SMALL)
     store = str(tmp_path / "store")
     for k, rows in enumerate(BATCHES):
@@ -78,6 +86,12 @@ def test_export_writes_where_scheduled_delivery_resumes(tmp_path):
         part.write_text("".join(json.dumps(r) + "\n" for r in rows))
         out = run_ingest(LocalSession(), store, str(part), "jsonl", cfg, batch_id=f"p{k}", quiet=True)
         assert out["status"] == "committed", out
+    return store
+
+
+def test_export_writes_where_scheduled_delivery_resumes(scheduled_store, tmp_path):
+    cfg = load_config(None, SMALL)
+    store = scheduled_store
     for batch, (delay, timer_q) in WANT.items():
         out = str(tmp_path / f"out-{batch}")
         s = export_store(store, out, as_of_batch=batch, durable=False, config_files=export_config_files)
@@ -102,3 +116,26 @@ def test_a_store_without_scheduled_messages_gets_an_empty_table(tmp_path):
     assert json.load(open(tmp_path / "out" / "config" / "delayOffset.json")) == {"offsetTable": {}}
     assert not os.path.exists(tmp_path / "out" / "config" / "timercheck") and s["config_files"] == [
         "config/delayOffset.json"]
+
+
+def test_an_export_reads_each_commitlog_segment_once(scheduled_store, tmp_path, monkeypatch):
+    """The delivery cursors come from the segments the export reads for their files: each
+    segment's valid bytes are read once, and the cursors and files are what they were."""
+    rows = open_snapshot(storage.Store(scheduled_store), None).of_kind(FileKind.COMMITLOG)
+    assert rows
+    read: Counter = Counter()
+    real = storage.Store.read
+
+    def counting(self, rel, offset=0, length=None):
+        data = real(self, rel, offset, length)
+        if rel.startswith("commitlog/"):
+            read[rel] += len(data)
+        return data
+    monkeypatch.setattr(storage.Store, "read", counting)
+    s = export_store(scheduled_store, str(tmp_path / "out"), durable=False, config_files=export_config_files)
+    assert dict(read) == {r.path: r.valid_bytes for r in rows}
+    assert s["delay_offsets"] == WANT["p2"][0] and s["timer_offset"] == WANT["p2"][1], s
+    monkeypatch.undo()
+    export_store(scheduled_store, str(tmp_path / "plain"), durable=False)
+    for r in rows:
+        assert open(tmp_path / "out" / r.path, "rb").read() == open(tmp_path / "plain" / r.path, "rb").read()
