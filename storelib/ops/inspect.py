@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ..format import consumequeue, paths
-from ..table import manifest
+from ..table import manifest, tableread
 from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
@@ -94,7 +94,7 @@ HISTORY_COLUMNS = ("table", "version", "timestamp", "operation", "rocketlake_ope
 
 
 def history_rows(store: storage.Store, version: int | None = None) -> list:
-    rows = manifest.history(store)
+    rows = tableread.history(store)
     if version is not None:
         rows = [r for r in rows if r["table"] != "checkpoints" or (r["version"] or 0) <= version]
     return rows

@@ -54,7 +54,7 @@ from ..io import storage
 from . import deltacommit
 from .tableread import table_uri
 
-__all__ = ["MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS",
+__all__ = ["merge_tables", "MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS",
            "MERGE_SHARE", "TABLE_PROPERTIES", "merge", "due", "files_of", "writer"]
 
 MERGE_MIN_FILES = 32
@@ -105,6 +105,28 @@ def merge(store: storage.Store, rel: str, version: int, files: pa.Table | None, 
     if fault:
         fault(f"after-{name}-merge")
     return True
+
+
+def merge_tables(store: storage.Store, versions: dict[str, int], files: dict[str, pa.Table],
+                 schemas: dict[str, pa.Schema], checkpoint_row: Any, compacted: bool,
+                 fault: Callable[[str], None] | None, durable: bool, lease: Any) -> dict[str, bool]:
+    """After a batch's commit (``checkpoint_row``), each table's ``merge`` when due, at the
+    ``versions`` the commit made, with the data ``files`` its writes left: the manifest table's
+    unless the commit just ``compacted`` it into one, and within ``MERGE_SHARE`` of the batch's
+    record bytes (none recorded: no limit). A merge that fails leaves its table as it was: the
+    batch is committed, and a later commit merges (``LeaseLost``: never). Whether each went in."""
+    merged = {MANIFEST_DIR: False, CHECKPOINTS_DIR: False}
+    for rel in (MANIFEST_DIR, CHECKPOINTS_DIR):
+        if rel == MANIFEST_DIR and compacted:
+            continue
+        budget = None if rel != MANIFEST_DIR or checkpoint_row.get("bytes") is None else \
+            int(MERGE_SHARE * checkpoint_row["bytes"])
+        try:
+            merged[rel] = merge(store, rel, versions[rel], files.get(rel), checkpoint_row["batch_id"],
+                                checkpoint_row["batch_seq"], schemas[rel], fault, durable, lease, budget)
+        except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges
+            pass
+    return merged
 
 
 def due(files: pa.Table, latest_seq: int, budget: int | None = None) -> list[tuple[str, int]] | None:

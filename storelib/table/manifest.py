@@ -54,7 +54,7 @@ from ..io import storage
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
     "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS", "COMPACT_MIN_FILES",
-    "compaction_due", "check_row_paths", "commit", "history", "now_ms", "dumps", "config_column",
+    "compaction_due", "check_row_paths", "commit", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -449,19 +449,9 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
         except Exception:  # noqa: BLE001 - the batch is committed; the next commit compacts (LeaseLost: never)
             compacted = None
     ck = (versions.checkpoints + 1) if versions.checkpoints is not None else 0
-    merged = {MANIFEST_DIR: False, CHECKPOINTS_DIR: False}
-    # each table's data files merged when due (the manifest table's: unless just compacted into one)
-    for rel, version, schema in ((MANIFEST_DIR, mf, MANIFEST_SCHEMA), (CHECKPOINTS_DIR, ck, CHECKPOINTS_SCHEMA)):
-        if rel == MANIFEST_DIR and compacted is not None:
-            continue
-        # (the manifest table's within a share of the batch's record bytes; none known: no limit)
-        budget = None if rel != MANIFEST_DIR or checkpoint_row.get("bytes") is None else \
-            int(ckmerge.MERGE_SHARE * checkpoint_row["bytes"])
-        try:
-            merged[rel] = ckmerge.merge(store, rel, version, files.get(rel), checkpoint_row["batch_id"],
-                                        checkpoint_row["batch_seq"], schema, fault, durable, lease, budget)
-        except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges (LeaseLost: never)
-            pass
+    merged = ckmerge.merge_tables(store, {MANIFEST_DIR: mf, CHECKPOINTS_DIR: ck}, files,
+                                  {MANIFEST_DIR: MANIFEST_SCHEMA, CHECKPOINTS_DIR: CHECKPOINTS_SCHEMA},
+                                  checkpoint_row, compacted is not None, fault, durable, lease)
     return committed_snapshot(versions, back, read_back[CHECKPOINTS_DIR][0], compacted, merged[CHECKPOINTS_DIR],
                               merged[MANIFEST_DIR], applied)
 
@@ -614,29 +604,6 @@ def _compact(store: storage.Store, version: int, rows: list[dict[str, Any]], che
     deltacommit.commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction")
     if fault:
         fault("after-compaction")
-
-
-def history(store: storage.Store) -> list[Any]:
-    """Delta history of both tables: version, time, operation, batch id."""
-    out = []
-    for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
-        failure = None
-        try:
-            dt = open_table(store, rel)
-            hist = dt.history() if dt is not None else []
-        except StoreError as e:
-            failure = e
-        except Exception as e:  # noqa: BLE001 - a damaged Delta log
-            failure = deltalog.corrupt(store, rel, e)
-        dt = None
-        if failure is not None:
-            raise failure.with_traceback(None)
-        for h in hist:
-            out.append({"table": name, "version": h.get("version"), "timestamp": h.get("timestamp"),
-                        "operation": h.get("operation"),
-                        "batch_id": h.get("rocketlake.batch_id") or (h.get("userMetadata") or ""),
-                        "rocketlake_operation": h.get("rocketlake.operation")})
-    return sorted(out, key=lambda r: (r["timestamp"] or 0, r["table"]))
 
 
 def now_ms() -> int:

@@ -16,11 +16,13 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from ..errors import StorePathError
+from ..errors import StoreError, StorePathError
+from ..format.paths import CHECKPOINTS_DIR, MANIFEST_DIR
 from ..io import storage
+from . import deltalog
 from .rows import BatchRow
 
-__all__ = ["QUEUE_OFFSETS", "SOURCE", "table_uri", "open_table", "read_rows", "batch_rows_lean", "batch_row_whole",
+__all__ = ["history", "QUEUE_OFFSETS", "SOURCE", "table_uri", "open_table", "read_rows", "batch_rows_lean", "batch_row_whole",
            "as_read", "batch_as_read"]
 
 QUEUE_OFFSETS = "queue_offsets"
@@ -174,3 +176,26 @@ def batch_as_read(row: Mapping[str, Any], table: pa.Table) -> list[Any]:
         return [{n: row[n] for n in table.schema.names}]
     back: list[Any] = table.to_pylist()
     return back
+
+
+def history(store: storage.Store) -> list[Any]:
+    """Delta history of both tables: version, time, operation, batch id."""
+    out = []
+    for name, rel in (("manifest", MANIFEST_DIR), ("checkpoints", CHECKPOINTS_DIR)):
+        failure = None
+        try:
+            dt = open_table(store, rel)
+            hist = dt.history() if dt is not None else []
+        except StoreError as e:
+            failure = e
+        except Exception as e:  # noqa: BLE001 - a damaged Delta log
+            failure = deltalog.corrupt(store, rel, e)
+        dt = None
+        if failure is not None:
+            raise failure.with_traceback(None)
+        for h in hist:
+            out.append({"table": name, "version": h.get("version"), "timestamp": h.get("timestamp"),
+                        "operation": h.get("operation"),
+                        "batch_id": h.get("rocketlake.batch_id") or (h.get("userMetadata") or ""),
+                        "rocketlake_operation": h.get("rocketlake.operation")})
+    return sorted(out, key=lambda r: (r["timestamp"] or 0, r["table"]))

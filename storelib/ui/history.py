@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple
 
 from ..cli.timeargs import iso
-from ..table import manifest
+from ..table import manifest, tableread
 from ..table.rows import manifest_rows
 from ..table.zonemap import of_row
 
@@ -28,7 +28,7 @@ def batches(store, snap: manifest.Snapshot) -> list:
     """The committed batches up to ``snap`` (oldest first): the checkpoint row's numbers, its
     summary (``detail``), the commitlog bytes it appended and the Delta versions behind it."""
     versions: dict = {}
-    for h in manifest.history(store):
+    for h in tableread.history(store):
         if h["batch_id"]:
             versions.setdefault(h["batch_id"], []).append(f"{h['table']} v{h['version']}")
     appended = {s.batch_seq: list(s.appended) for s in batches_spans(snap)}

@@ -9,7 +9,7 @@ import pytest
 from conftest import GOLDEN
 from support.opshelp import mismatches, restore, run, small_config
 from storelib.ops import adopt, expire as retention, inspect as inspection
-from storelib.table import manifest
+from storelib.table import manifest, tableread
 from storelib.table.rows import queue_ends
 from storelib.read import query
 from storelib.io import storage
@@ -65,7 +65,7 @@ def test_one_commit_with_remove_rows_and_expire_checkpoint(expired):
             if r["batch_id"] == b["batch_id"]]
     assert len(rows) == 39 and all(r["action"] == "remove" for r in rows)
     assert all({"reason", "when"} <= set(json.loads(r["detail"])) for r in rows)
-    hist = [h for h in manifest.history(st) if h["rocketlake_operation"] == "expire"]
+    hist = [h for h in tableread.history(st) if h["rocketlake_operation"] == "expire"]
     assert {h["table"] for h in hist} == {"manifest", "checkpoints"}
     # the import is still readable as of its batch
     old = manifest.load_snapshot(st, 1)

@@ -211,7 +211,7 @@ def test_the_manifest_tables_files_and_its_delta_checkpoint_stay_bounded_between
         assert {p: dict(r) for p, r in snap.files.items()} == seen[seq], seq
     latest = manifest.load_snapshot(store)
     assert {(b, s, a) for b, s, a in latest.versions.stray} == {(f"b{s}", s, "dead") for s in range(1, LAST + 1)}
-    ops = [h for h in manifest.history(store) if h["table"] == "manifest" and h["rocketlake_operation"] == "merge"]
+    ops = [h for h in tableread.history(store) if h["table"] == "manifest" and h["rocketlake_operation"] == "merge"]
     assert len(ops) == len(merged) or len(ops) >= 1
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 
-from storelib.table import manifest
+from storelib.table import manifest, tableread
 from storelib.io import storage
 from storelib.format import paths
 
@@ -64,4 +64,4 @@ def test_each_commit_names_its_batch_for_delta_history(tmp_path):
         lines = store.read(f"{table}/_delta_log/00000000000000000000.json").decode().splitlines()
         info = [json.loads(x)["commitInfo"] for x in lines if '"commitInfo"' in x][0]
         assert info["userMetadata"] == "b1" and info["rocketlake.batch_id"] == "b1", info
-    assert {h["batch_id"] for h in manifest.history(store)} == {"b1"}
+    assert {h["batch_id"] for h in tableread.history(store)} == {"b1"}
