@@ -131,7 +131,7 @@ def after_commit(batch_id: str, lease: writerlease.WriterLease | None, steps: Ca
         return True
     except LeaseLost as e:
         Progress.warn(f"batch {batch_id!r} is committed, but this writer lost the store's lease after its "
-                      f"commit ({e}); the rest of its publish and clean-up is the next writer's")
+                      f"commit ({e}); the rest of its publish is the next writer's (an expiry's deletes: the next expire's)")
         return False
 
 
