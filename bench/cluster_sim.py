@@ -298,7 +298,7 @@ def _data_files(table: str):
         return None
 
 
-def _history(store, snap, batches: int, progress: bool) -> tuple:
+def _history(store, snap, batches: int, progress: bool, batch_bytes: int = 0) -> tuple:
     """``batches`` commits through the real commit code (``manifest.commit``: both conditional
     Delta commits, the compaction and the checkpoints table's merge when due, a Delta checkpoint
     every 100 versions), each a batch that changes no file: it writes one manifest row (the
@@ -307,10 +307,11 @@ def _history(store, snap, batches: int, progress: bool) -> tuple:
     data file per batch, the compactions and merges it triggers) at a fraction of the cost of
     real batches; what it does not leave: the rows real batches would have written (a compacted
     manifest table holds the live rows and those since, whatever the history) and the queue
-    offsets of their checkpoint rows (the lean read skips them). The snapshot cache is refreshed
-    once, from the last committed snapshot (a writer's tail refreshes it after every commit; a
-    refresh at 10^10 messages costs tens of seconds, so not after each of these). Returns the last
-    committed snapshot and the seconds each commit took."""
+    offsets of their checkpoint rows (the lean read skips them). Each records ``batch_bytes`` of
+    records, a real batch's, so that the manifest merge gets the share a real batch gives it. The
+    snapshot cache is refreshed once, from the last committed snapshot (a writer's tail refreshes
+    it after every commit; a refresh at 10^10 messages costs tens of seconds, so not after each of
+    these). Returns the last committed snapshot and the seconds each commit took."""
     from storelib.table import manifest
     secs = []
     for _ in range(batches):
@@ -320,7 +321,7 @@ def _history(store, snap, batches: int, progress: bool) -> tuple:
         now = manifest.now_ms()
         key = dict(batch_id=f"h{seq}", batch_seq=seq, committed_at=now)
         row.update(key, attempt_id=None, staged_path=None)
-        ck = manifest.checkpoint_row_after(dict(prev), **key, operation="ingest", messages=0, bytes=0,
+        ck = manifest.checkpoint_row_after(dict(prev), **key, operation="ingest", messages=0, bytes=batch_bytes,
                                            index_entries=0, queue_offsets=[], wall_time_ms=0,
                                            input_fingerprint=f"h{seq}")
         c0 = time.perf_counter()
@@ -368,7 +369,7 @@ def run_store(a) -> dict:
         for k in range(a.real):
             if k == 1 and getattr(a, "history", 0):
                 c0 = time.perf_counter()
-                snap, secs = _history(store, snap, a.history, getattr(a, "progress", False))
+                snap, secs = _history(store, snap, a.history, getattr(a, "progress", False), n * a.record_bytes)
                 history = {"batches": a.history, "seconds": time.perf_counter() - c0,
                            "commit_s_by_hundred": [sorted(secs[i:i + 100])[len(secs[i:i + 100]) // 2]
                                                    for i in range(0, len(secs), 100)],
