@@ -35,7 +35,7 @@ from typing import Any, Callable, Union
 import numpy as np
 
 from ..format import checkpoint as ckpt, indexfile, paths
-from ..table import deltacommit, manifest, snapcache, writerlease, zonemap
+from ..table import deltacommit, manifest, snapcache, staged_deletes, writerlease, zonemap
 from ..table.rows import BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import checksum, fragments, patches, storage
@@ -131,7 +131,7 @@ def after_commit(batch_id: str, lease: writerlease.WriterLease | None, steps: Ca
         return True
     except LeaseLost as e:
         Progress.warn(f"batch {batch_id!r} is committed, but this writer lost the store's lease after its "
-                      f"commit ({e}); the rest of its publish is the next writer's (an expiry's deletes: the next expire's)")
+                      f"commit ({e}); the rest of its publish (an expiry's: its deletes) is the next writer's")
         return False
 
 
@@ -406,13 +406,17 @@ def _attempt_dir(batch: BatchRow) -> str:
 
 
 def finish_pending_publish(store: storage.Store, snap: Snap, config: StoreConfig | None = None) -> int:
-    """Redo the publish of every committed batch a crash left unfinished (the caller holds the
-    lease), driven by the manifest rows of ``snap``; returns how many there were."""
+    """Redo the publish of every committed batch a crash (or a lost lease) left unfinished (the
+    caller holds the lease), driven by the manifest rows of ``snap``, or, for an expiry, by the
+    deletes its attempt staged (checked against ``snap`` first); returns how many there were.
+    Finding them costs a listing of ``staging/``: the manifest table is not read."""
     pending = pending_publishes(store, snap)
     durable = config.durable if config is not None else True
     for b in pending:
-        rows = [r for r in snap.files.values() if r.batch_id == b.batch_id]
-        publish(store, rows, durable=durable)
+        # an expiry's publish is the deletes its staged document lists (storelib.table.staged_deletes)
+        if b.attempt_id is None or not staged_deletes.finish(store, _attempt_dir(b), b, snap, durable):
+            rows = [r for r in snap.files.values() if r.batch_id == b.batch_id]
+            publish(store, rows, durable=durable)
         if b.attempt_id is not None:
             drop_staging(store, _attempt_dir(b), durable=durable)
     committed = {b.batch_id for b in snap.batches}

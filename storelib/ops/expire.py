@@ -15,28 +15,32 @@ Plan (driver only, from the manifest):
 
 Commit: manifest rows ``action=remove`` (detail ``{"reason", "when"}``) and a checkpoint row
 ``operation=expire`` that copies the previous one with ``min_phy_offset`` moved; conditional on
-the table versions read, like an ingest batch. Only then are the files deleted (a rerun deletes
-files an earlier, interrupted run committed as removed). Then Delta housekeeping on both tables:
-a checkpoint, expired log cleanup and a vacuum.
+the table versions read, like an ingest batch, and made by one attempt (``attempt_id``) that
+first staged its publish: the files (and on object stores the objects) the rows remove, listed
+durably in the attempt's staging directory (storelib.table.staged_deletes). Only after the commit
+are they deleted, then the staging dropped; deletes a crash or a lost lease cut short are
+finished by whichever writer takes the lease next (``commit.finish_pending_publish``). Then Delta
+housekeeping on both tables: a checkpoint, expired log cleanup and a vacuum.
 """
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass
 from typing import cast
 
 from ..format import paths
-from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, writerlease
+from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, staged_deletes, writerlease
 from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
-from ..io import headpages, storage
+from ..io import storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
 
-__all__ = ["HOUR_MS", "Expiry", "plan_expiry", "finish_pending", "finish_pending_deletes", "delete_objects", "expire",
+__all__ = ["HOUR_MS", "Expiry", "plan_expiry", "finish_pending", "finish_pending_deletes", "expire",
            "delta_housekeeping"]
 
 HOUR_MS = 3600 * 1000
@@ -75,26 +79,32 @@ def _last_unit_phys(r: ManifestRow) -> int | None:
 
 
 def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
-    """Files a committed expiry removed that are still there (the run died before deleting)."""
-    live = set(snap.files)
-    removed = set()
-    dt = manifest.open_table(store, paths.MANIFEST_DIR)
-    committed = {b.batch_id: b.batch_seq for b in snap.batches}
-    for r in manifest_rows(manifest.read_rows(dt)):
-        if r.action == "remove" and committed.get(r.batch_id) == r.batch_seq:
-            manifest.check_row_paths(r)     # never delete outside the store
-            removed.add(r.path)
-    left = sorted(p for p in removed - live if store.exists(p))
+    """Stores an older version left: its expiries staged no deletes, so an interrupted one's are
+    found from the rows. Only its latest expiry's can be unfinished (every expire, of that version
+    or this, finishes them before its own commit), and only while no expiry of this version
+    (``attempt_id`` set) has committed after it: nothing to do, and nothing read, otherwise.
+    Returns the files and objects it deleted."""
+    last = next((b for b in reversed(snap.batches) if b.operation == "expire"), None)
+    if last is None or last.attempt_id is not None:
+        return []
+    removed = {p for p, r in snap.removed.items() if r.batch_id == last.batch_id} - set(snap.files)
+    for p in removed:
+        store.path(p)                       # never delete outside the store (StorePathError)
+    left = sorted(p for p in removed if store.exists(p))
     for p in left:
         store.delete(p)
     if store.objects:
-        left += delete_objects(store, removed - live)
+        objects = [o for o in staged_deletes.objects_of(store, removed) if store.exists(o)]
+        for o in objects:
+            store.delete(o)
+        left += objects
     return left
 
 
 def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None) -> StoreSnapshot:
     """A writer holding the lease first finishes what a crash cut short: the publish of a committed
-    batch, then the deletes of a committed expiry; returns the snapshot to go on from."""
+    batch (an expiry's: its staged deletes), then the deletes of an expiry an older version
+    committed; returns the snapshot to go on from."""
     if commit_stage.finish_pending_publish(store, snap, config):
         say("finished the publish of a committed batch a crash had interrupted")
         snap = open_snapshot(store, history=True)
@@ -102,25 +112,6 @@ def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None) 
     if left:
         say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
     return snap
-
-
-def delete_objects(store: storage.Store, files: set) -> list:
-    """Object stores: delete every object that ever held bytes of the files ``files`` (the
-    extents of all their manifest rows, superseded index heads included); those still there."""
-    if not files:
-        return []
-    objects: set[str] = set()
-    for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
-        if r.action == "add" and r.path in files and r.has_detail("extents"):
-            try:
-                extents = headpages.version_extents(dict(r.detail))
-            except (ValueError, KeyError, TypeError):
-                continue                    # a damaged row names nothing we may delete
-            objects.update(e.object_rel for e in extents)
-    gone = sorted(o for o in objects if store.exists(o))
-    for o in gone:
-        store.delete(o)
-    return gone
 
 
 def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int | None = None, dry_run: bool = False,
@@ -204,26 +195,26 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
         raise ExpireError(f"batch id {batch_id!r} is already committed in {store.uri}: give an expiry a new one")
     batch_id = batch_id or f"expire-{now}-{seq}"     # unique: two expiries with one --now are two batches
     committed_at = manifest.now_ms()
-    rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules))
+    attempt = uuid.uuid4().hex[:12]
+    rows = _remove_rows(p, batch_id, seq, committed_at, reserved_hours, now, bool(rules), attempt)
     ck = manifest.checkpoint_row_after(
         cast(BatchRow, snap.batch), batch_id=batch_id, batch_seq=seq, operation="expire", committed_at=committed_at,
         input_fingerprint=f"expire:{reserved_hours}h@{now}", messages=0, bytes=0, index_entries=0,
-        min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000),
+        min_phy_offset=p["min_phy_offset"], wall_time_ms=int((time.time() - t0) * 1000), attempt_id=attempt,
         detail=manifest.dumps({"reserved_hours": reserved_hours, "now_ms": now,
                                "removed": {k.value: len(p[k]) for k in FILE_KINDS},
                                "min_phy_offset_before": p["previous_min_phy_offset"]}))
-    for r in rows:
-        store.path(r.path)       # StorePathError before the commit: never delete outside the store
-    fault("before-delta-commit")
-    assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
-    committed = manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
+    staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
+    staged, committed = _commit(store, snap, rows, ck, staging, durable, lease)
     say(f"committed {batch_id} (seq {seq}): {n} file(s) removed; min phy offset "
         f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
     fault("after-commit-before-publish")
 
     def settle() -> None:
-        _delete_removed(store, rows)
+        staged_deletes.delete(store, staged, durable, fault)
         fault("after-publish-before-cleanup")
+        lease.check()                        # (lost: the staging is the next writer's to drop)
+        commit_stage.drop_staging(store, staging, durable=durable)
         commit_stage.clear_dead_attempts(store, [*snap.batches, ck], lease)
     summary.update(status="committed", batch_id=batch_id, batch_seq=seq)
     if not commit_stage.after_commit(batch_id, lease, settle):
@@ -236,20 +227,45 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     return summary
 
 
+def _commit(store: storage.Store, snap: StoreSnapshot, rows: list, ck: dict, staging: str, durable: bool,
+            lease) -> tuple[staged_deletes.Staged, manifest.Snapshot | None]:
+    """Stage the expiry's publish (what ``rows`` remove: ``staged_deletes``), then commit ``rows``
+    and ``ck`` (conditional on the snapshot's table versions, the lease checked before each
+    commit): what it staged, and the committed snapshot. An attempt that did not commit removes
+    its staging."""
+    for r in rows:
+        store.path(r.path)       # StorePathError before the commit: never delete outside the store
+    files = [r.path for r in rows]
+    staged = staged_deletes.Staged(ck["batch_id"], ck["batch_seq"], tuple(files),
+                                   tuple(staged_deletes.objects_of(store, set(files))))
+    assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
+    try:
+        staged_deletes.stage(store, staging, staged, durable)
+        fault("before-delta-commit")
+        return staged, manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
+    except BaseException:
+        if not commit_stage.is_committed(store, ck["batch_id"], ck["attempt_id"]):
+            commit_stage.undo_attempt(store, staging, ck["batch_id"], ck["attempt_id"])
+        raise
+
+
 def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,
-                 by_topic: bool) -> list[ManifestRow]:
-    """The manifest rows removing the files of plan ``p``, each with the reason it goes."""
+                 by_topic: bool, attempt: str) -> list[ManifestRow]:
+    """The manifest rows removing the files of plan ``p``, each with the reason it goes, made by
+    expiry attempt ``attempt`` (a snapshot counts a batch's rows of the attempt that committed it)."""
     rows = []
     for kind in FILE_KINDS:
         for r in p[kind]:
             reason = p.get("reasons", {}).get(r.path) or (
                 f"newest message {r.max_store_ts} + {reserved_hours} h <= now {now}" if kind == FileKind.COMMITLOG
                 else f"points only below the new min phy offset {p['min_phy_offset']}")
-            rows.append(manifest.remove_row(
+            row = manifest.remove_row(
                 r, batch_id, seq, committed_at,
                 detail=manifest.dumps({"reason": reason, "when": now,
                                        "expired_by": "topicRetention" if by_topic else "fileReservedTime",
-                                       "previous_detail": r.get("detail")})))
+                                       "previous_detail": r.get("detail")}))
+            row["attempt_id"] = attempt
+            rows.append(row)
     return manifest_rows(rows)
 
 
@@ -259,31 +275,6 @@ def _durable(snap: StoreSnapshot) -> bool:
         return snap.batch.durable if snap.batch is not None else True
     except ValueError:
         return True
-
-
-def _delete_removed(store: storage.Store, rows: list) -> None:
-    """The publish of a committed expiry: the files its rows removed, deleted."""
-    for i, r in enumerate(rows):
-        if i == len(rows) // 2:
-            fault("mid-delete")
-        store.delete(r.path)
-    if store.objects:
-        delete_objects(store, {r.path for r in rows})
-    _remove_empty_dirs(store, [r.path for r in rows if r.kind == FileKind.CONSUMEQUEUE])
-
-
-def _remove_empty_dirs(store: storage.Store, paths: list) -> None:
-    """A queue keeps its last file, so its directory never empties; nothing to do but be safe locally."""
-    import os
-    if not store.os_paths:
-        return
-    for p in paths:
-        d = os.path.dirname(store.path(p))
-        try:
-            if not os.listdir(d):
-                os.rmdir(d)
-        except OSError:
-            pass
 
 
 def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, durable: bool = True) -> dict:

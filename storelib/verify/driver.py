@@ -432,9 +432,11 @@ def _map_objects(store: storage.Store, snap) -> None:
 
 def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:
     """Must ``snap``'s files be rebuilt before they are checked: an earlier snapshot than the
-    latest (``pinned``: one asked for), or one with a publish still unfinished?"""
+    latest (``pinned``: one asked for), or one with a publish still unfinished (an expiry's
+    publish only deletes: its files are all in place)?"""
     from ..table.storefiles import staging_batches
-    return snap.batch.batch_id in staging_batches(store) or (pinned and snap.pinned)
+    return (snap.batch.operation != "expire" and snap.batch.batch_id in staging_batches(store)) or \
+        (pinned and snap.pinned)
 
 
 def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threads, meta: list, t0: float) -> Report:

@@ -1,0 +1,177 @@
+"""An expiry's publish, staged like an ingest's: what its committed rows remove, listed before the commit.
+
+An expiry (``storelib.ops.expire``) writes, durably and before its Delta commit, one document in
+its own attempt's staging directory, ``_rocketlake/staging/<batch_id>/<attempt>/deletes.json``
+(``paths.STAGED_DELETES``; its checkpoint row's ``attempt_id`` names the attempt, as an ingest's
+does; docs/FORMAT.md §11.2):
+
+    {"format": "rocketlake-expiry-deletes", "version": 1, "batch_id": ..., "batch_seq": ...,
+     "files": [store paths the batch removes], "objects": [object stores: every object that ever
+     held bytes of those files, superseded versions' included]}
+
+After the commit its publish deletes them (``delete``), makes the deletions durable, then drops
+the staging directory (``storelib.ingest.commit.drop_staging``). A crash, a kill or a lost lease
+anywhere after the commit leaves the directory: every writer finishes a committed batch's
+pending publish at its start (``storelib.ingest.commit.finish_pending_publish``) and so deletes
+what the document lists (``finish``), after checking each entry. Knowing that deletes are pending
+costs a listing of ``staging/``, as for an ingest's publish: never a read of the manifest table.
+A crash before the commit leaves a dead attempt, cleared as any other.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import CorruptStore
+from ..format import paths
+from ..format.names import rel_path_problem
+from ..io import headpages, storage
+from .rows import manifest_rows
+
+__all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "delete", "finish", "objects_of"]
+
+FORMAT = "rocketlake-expiry-deletes"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What one expiry's document lists."""
+    batch_id: str
+    batch_seq: int
+    files: tuple[str, ...]
+    objects: tuple[str, ...] = ()
+
+
+def document(staging: str) -> str:
+    """Where the document of the attempt staging at ``staging`` lives."""
+    return f"{staging}/{paths.STAGED_DELETES}"
+
+
+def stage(store: storage.Store, staging: str, staged: Staged, durable: bool) -> None:
+    """Write ``staged`` as the attempt's document; with ``durable`` it and every directory leading
+    to it are on stable storage when this returns (a PUT is, on object stores)."""
+    body = json.dumps({"format": FORMAT, "version": VERSION, "batch_id": staged.batch_id,
+                       "batch_seq": staged.batch_seq, "files": list(staged.files), "objects": list(staged.objects)},
+                      sort_keys=True, separators=(",", ":"))
+    store.write_file(document(staging), [body.encode()], durable=durable)
+    if durable:
+        store.sync_tree(staging)
+
+
+def read(store: storage.Store, staging: str) -> Staged | None:
+    """The document of the attempt at ``staging`` (None: it has none); ``CorruptStore`` naming it
+    when it cannot be read as one (it was fsync'd before the commit, so that is damage)."""
+    rel = document(staging)
+    if not store.exists(rel):
+        return None
+    try:
+        d = json.loads(store.read(rel))
+        ok = isinstance(d, dict) and d.get("format") == FORMAT and d.get("version") == VERSION and \
+            isinstance(d.get("files"), list) and isinstance(d.get("objects"), list) and \
+            all(isinstance(x, str) for x in d["files"] + d["objects"]) and isinstance(d.get("batch_seq"), int)
+    except (ValueError, UnicodeDecodeError):
+        ok = False
+    if not ok:
+        raise CorruptStore(rel, 0, "an expiry's staged deletes that cannot be read: nothing was deleted; "
+                                   "remove the attempt's directory once its files are checked")
+    return Staged(str(d["batch_id"]), int(d["batch_seq"]), tuple(d["files"]), tuple(d["objects"]))
+
+
+def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: Any) -> None:
+    """Refuse (``CorruptStore`` naming the document, nothing deleted) a document that names
+    anything the committed expiry ``batch`` did not remove: a path outside the store or outside
+    its commitlog/consumequeue/index directories, a file live in ``snap``, a file the snapshot's
+    rows do not record as removed by this batch (when it holds them: read from the Delta tables),
+    an object outside ``_rocketlake/objects/`` or named by a live row."""
+    def refuse(what: str) -> None:
+        raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
+                                                 "nothing was deleted")
+    if (staged.batch_id, staged.batch_seq) != (batch.batch_id, batch.batch_seq):
+        refuse(f"the document is batch {staged.batch_id!r} (seq {staged.batch_seq})'s")
+    removed = getattr(snap, "removed", None)
+    known = getattr(snap, "source", "delta") != "cache"     # (a cached snapshot holds no removed rows)
+    for p in staged.files:
+        problem = rel_path_problem(p)
+        if problem or p.split("/", 1)[0] not in paths.BROKER_DIRS:
+            refuse(f"{p!r} is not a commitlog, consume-queue or index file inside the store")
+        if p in snap.files:
+            refuse(f"{p!r} is a live file")
+        if known and (removed is None or p not in removed or removed[p].batch_id != batch.batch_id):
+            refuse(f"{p!r} is not a file its committed rows removed")
+    if not staged.objects:
+        return
+    live = _live_objects(snap)
+    for o in staged.objects:
+        if rel_path_problem(o) or not o.startswith(paths.OBJECTS_DIR + "/"):
+            refuse(f"{o!r} is not an object inside the store's {paths.OBJECTS_DIR}/")
+        if o in live:
+            refuse(f"{o!r} holds bytes of a live file")
+
+
+def _live_objects(snap: Any) -> set[str]:
+    out: set[str] = set()
+    for r in snap.files.values():
+        if r.has_detail("extents"):
+            try:
+                out.update(e.object_rel for e in headpages.version_extents(dict(r.detail)))
+            except (ValueError, KeyError, TypeError):
+                continue                    # (a damaged row: rowcheck refuses the snapshot before this)
+    return out
+
+
+def delete(store: storage.Store, staged: Staged, durable: bool, fault: Callable[[str], None] | None = None) -> None:
+    """Delete what ``staged`` lists (redo-safe: what is gone already is skipped), then, with
+    ``durable``, fsync the directories the deletions changed (local stores), so no deleted file
+    comes back after a power cut once the caller drops the document."""
+    dirs = set()
+    for i, p in enumerate(staged.files):
+        if fault is not None and i == len(staged.files) // 2:
+            fault("mid-delete")
+        store.delete(p)
+        if store.os_paths:
+            dirs.add(os.path.dirname(store.path(p)))
+    for o in staged.objects:
+        store.delete(o)
+    for p in staged.files:              # a queue's directory left empty (a queue keeps its last file: rare)
+        if p.startswith(paths.CONSUMEQUEUE_DIR + "/") and store.os_paths:
+            d = os.path.dirname(store.path(p))
+            try:
+                os.rmdir(d)
+                dirs.add(os.path.dirname(d))
+            except OSError:
+                pass
+    if durable and store.os_paths:
+        storage.sync_dirs(dirs)
+
+
+def finish(store: storage.Store, staging: str, batch: Any, snap: Any, durable: bool) -> int:
+    """The deletes the document at ``staging`` of committed expiry ``batch`` lists, checked
+    against ``snap`` (``check``) and done; how many entries it listed (0: no document)."""
+    staged = read(store, staging)
+    if staged is None:
+        return 0
+    check(store, staging, staged, batch, snap)
+    delete(store, staged, durable)
+    return len(staged.files) + len(staged.objects)
+
+
+def objects_of(store: storage.Store, files: set[str]) -> list[str]:
+    """Object stores: every object that ever held bytes of ``files`` (the extents of all their
+    manifest rows, superseded index heads and merged extents included), read from the manifest
+    table: by the expiry, before its commit, once it knows it removes some."""
+    from . import manifest
+    if not files or not store.objects:
+        return []
+    objects: set[str] = set()
+    for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
+        if r.action == "add" and r.path in files and r.has_detail("extents"):
+            try:
+                extents = headpages.version_extents(dict(r.detail))
+            except (ValueError, KeyError, TypeError):
+                continue                    # a damaged row names nothing we may delete
+            objects.update(e.object_rel for e in extents)
+    return sorted(objects)
+
