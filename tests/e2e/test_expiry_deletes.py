@@ -1,0 +1,208 @@
+"""An expiry's deletes that a kill or a lost lease cut short are finished by the next writer,
+whatever it is (an ingest, the streaming sink), not only by the next expire.
+
+Seed: small-roll's A and B (tests/e2e/test_crash_sim.py's inputs). An expiry, store-wide
+(``fileReservedTime``) or per topic (``topicRetention``), is killed (SIGKILL) right after its
+commit or in the middle of its deletes, or stopped (SIGSTOP) there past its lease; then batch C
+is ingested. Afterwards, without another expire: the files are those of an uninterrupted expiry
+followed by C, byte for byte (what a broker started on the directory loads: no expired file),
+no expired file is left, every committed batch's snapshot lists what it did, verify --deep is
+clean and no staging is left. On an object store (moto) likewise, the expired files' objects
+(every version's) gone and the live files' objects all there.
+
+``make test`` runs the store-wide expiry killed mid-delete and the stall there; ``make faults``
+(ROCKETLAKE_FAULTS=all) every case.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from support import s3server
+from storelib.format import paths
+from storelib.io import storage
+from storelib.ops.expire import expire
+from storelib.ops.topic_retention import parse_rules
+from storelib.table import manifest
+
+from test_crash_sim import _deep, _in_process_ingest, _open, inputs, store_a  # noqa: F401
+from test_nothing_lost import _wait_for, files_state
+
+pytestmark = [pytest.mark.slow]
+
+RUNNER = os.path.join(ROOT, "tests", "support", "local_ingest.py")
+ALL = os.environ.get("ROCKETLAKE_FAULTS") == "all"
+RULES = "metrics-raw=1,audit_log=1"
+TTL = 4
+
+
+def _faults_only(*values):
+    return pytest.param(*values, marks=pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)"))
+
+
+def _now(base) -> int:
+    return max(json.loads(x)["store_timestamp"] for x in open(base / "a.jsonl")) + 2 * 3600 * 1000
+
+
+def _expire_args(rule: str, store: str, base) -> list:
+    """local_ingest.py's arguments of the store-wide or the per-topic expiry of ``store``."""
+    return ["expire", store, "1", _now(base)] if rule == "store-wide" else ["expire", store, "-", _now(base), RULES]
+
+
+def _runner(args: list, env: dict | None = None, popen: bool = False):
+    cmd = [sys.executable, RUNNER] + [str(a) for a in args]
+    e = dict(os.environ, **(env or {}))
+    if popen:
+        return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+
+
+def _views(store: str) -> dict:
+    """Every committed batch's snapshot: (path, checksum, valid bytes) of its files."""
+    s = storage.Store(store)
+    return {b: sorted((p, r["checksum"], r["valid_bytes"]) for p, r in manifest.load_snapshot(s, b).files.items())
+            for b in _open(store)}
+
+
+def _sink(base, store: str) -> dict:
+    from support.local_ingest import sink_commit
+    return sink_commit(store, str(base / "b.jsonl"), str(base / "small.properties"), "query-1", "5")
+
+
+NEXT = {"ingest": lambda base, store: _in_process_ingest(base, store, "c", "C", durable=False),
+        "sink": _sink}
+
+
+@pytest.fixture(scope="module")
+def seeds(inputs, store_a, tmp_path_factory):  # noqa: F811
+    """(seed store of A and B, {(rule, next writer): (expired paths, files, batch views) of an
+    uninterrupted expiry with that rule followed by that writer})."""
+    tmp = tmp_path_factory.mktemp("expiry-deletes")
+    seed = str(tmp / "seed")
+    shutil.copytree(store_a, seed)
+    _in_process_ingest(inputs, seed, "b", "B")
+    want = {}
+    for rule, writer in [("store-wide", "ingest"), ("topic", "ingest")] + ([("store-wide", "sink")] if ALL else []):
+        ref = str(tmp / f"ref-{rule}-{writer}")
+        shutil.copytree(seed, ref)
+        out = expire(ref, 1 if rule == "store-wide" else None, now_ms=_now(inputs), quiet=True,
+                     topic_rules=None if rule == "store-wide" else parse_rules(RULES))
+        removed = out["removed"]
+        assert out["status"] == "committed" and len(removed) >= 4
+        NEXT[writer](inputs, ref)
+        want[rule, writer] = removed, files_state(ref), _views(ref)
+    return seed, want
+
+
+def _finished(label, store, inputs, want) -> None:  # noqa: F811
+    removed, files, views = want
+    st = storage.Store(store)
+    assert not [p for p in removed if st.exists(p)], (label, "expired files left after the next writer")
+    assert files_state(store) == files, (label, "the files differ from an uninterrupted expiry's")
+    assert _views(store) == views, label
+    assert _deep(store, inputs) == [], label
+    assert not st.exists(paths.STAGING_DIR), label
+
+
+@pytest.mark.parametrize("rule,point,writer", [
+    ("store-wide", "mid-delete", "ingest"),
+    _faults_only("store-wide", "after-commit-before-publish", "ingest"),
+    _faults_only("topic", "mid-delete", "ingest"),
+    _faults_only("topic", "after-commit-before-publish", "ingest"),
+    _faults_only("store-wide", "mid-delete", "sink"),
+])
+def test_the_next_writer_finishes_a_killed_expirys_deletes(inputs, seeds, tmp_path, rule, point, writer):  # noqa: F811
+    seed, want = seeds
+    store = str(tmp_path / "store")
+    shutil.copytree(seed, store)
+    r = _runner(_expire_args(rule, store, inputs), {"ROCKETLAKE_FAULT": point})
+    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+    removed = want[rule, writer][0]
+    assert any(storage.Store(store).exists(p) for p in removed), "the kill left nothing to finish"
+    out = NEXT[writer](inputs, store)
+    assert out["status"] == "committed", out
+    _finished(f"{rule} {point} {writer}", store, inputs, want[rule, writer])
+
+
+@pytest.mark.parametrize("point", ["mid-delete", _faults_only("after-commit-before-publish")])
+def test_the_writer_that_takes_over_from_a_stalled_expiry_finishes_its_deletes(inputs, seeds, tmp_path, point):  # noqa: F811
+    """The expiry stopped past its lease after its commit; an ingest takes the store over and
+    finishes the deletes before its own batch. The expiry then resumes, says it lost the lease
+    and changes nothing more."""
+    seed, want = seeds
+    store = str(tmp_path / "store")
+    shutil.copytree(seed, store)
+    env = {"ROCKETLAKE_LEASE_TTL": str(TTL)}
+    gate = str(tmp_path / "gate")
+    e = _runner(_expire_args("store-wide", store, inputs), dict(env, ROCKETLAKE_HOLD=f"{point}:{gate}"), popen=True)
+    try:
+        _wait_for(gate + ".reached", e)
+        os.kill(e.pid, signal.SIGSTOP)
+        open(gate, "w").close()
+        time.sleep(TTL + 0.5)                              # past the expiry's lease
+        r = _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        _finished(point, store, inputs, want["store-wide", "ingest"])
+        after = files_state(store)
+        os.kill(e.pid, signal.SIGCONT)
+        _, err = e.communicate(timeout=300)
+        assert e.returncode == 0, err[-2000:]
+        assert "lost the store's lease after its commit" in err, err[-2000:]
+    finally:
+        if e.poll() is None:
+            os.kill(e.pid, signal.SIGCONT)
+            e.kill()
+            e.wait()
+    assert files_state(store) == after
+    _finished(f"{point}, resumed", store, inputs, want["store-wide", "ingest"])
+
+
+# ----------------------------------------------------------------------------- object stores
+BUCKET = "rocketlake-expiry-deletes"
+
+
+def _objects_of(snap_rows, paths_: set) -> set:
+    """Objects every ``add`` row of ``paths_`` names (its extents, its paged head's layers)."""
+    out = set()
+    for r in snap_rows:
+        if r["action"] == "add" and r["path"] in paths_:
+            d = json.loads(r.get("detail") or "{}")
+            out.update(e[2] for e in d.get("extents") or [])
+            out.update((d.get("head") or {}).get("layers") or [])
+    return out
+
+
+@pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)")
+@pytest.mark.parametrize("point", ["mid-delete", "after-commit-before-publish"])
+def test_on_s3_the_next_ingest_deletes_a_killed_expirys_objects(inputs, tmp_path, point, monkeypatch):  # noqa: F811
+    with s3server.moto(BUCKET) as (env, client):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        uri = f"s3://{BUCKET}/store"
+        for part, b in (("a", "A"), ("b", "B")):
+            r = _runner(["ingest", uri, inputs / f"{part}.jsonl", inputs / "small.properties", b], env)
+            assert r.returncode == 0, r.stderr[-2000:]
+        r = _runner(_expire_args("store-wide", uri, inputs), dict(env, ROCKETLAKE_FAULT=point))
+        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+        st = storage.Store(uri)
+        snap = manifest.load_snapshot(st)
+        rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
+        gone = _objects_of(rows, set(snap.removed))
+        assert snap.batch["operation"] == "expire" and gone and any(st.exists(o) for o in gone)
+        r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        snap = manifest.load_snapshot(st)
+        assert _open(uri) == ["A", "B", snap.batches[2]["batch_id"], "C"]
+        assert not [o for o in gone if st.exists(o)], "objects of expired files left after the ingest"
+        live = _objects_of(list(snap.files.values()), set(snap.files))
+        assert live and all(st.exists(o) for o in live) and not live & gone
+        assert _deep(uri, inputs) == []
+        assert not st.exists(paths.STAGING_DIR) or not st.list_files(paths.STAGING_DIR)
