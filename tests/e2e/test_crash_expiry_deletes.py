@@ -42,8 +42,8 @@ def refs(inputs, store_a, tmp_path_factory):  # noqa: F811
     seed = str(tmp / "seed")
     shutil.copytree(store_a, seed)
     _in_process_ingest(inputs, seed, "b", "B")
-    out = {}
-    for name in ("expired", "kept"):
+    out = {"kept": None}
+    for name in ("expired", "kept") if ALL_POINTS else ("expired",):     # (make test's cut is after the switch)
         ref = str(tmp / name)
         shutil.copytree(seed, ref)
         if name == "expired":
@@ -82,6 +82,8 @@ def test_power_cuts_inside_an_expirys_staged_deletes(inputs, refs, tmp_path):  #
         if len(seen) == 2:
             assert files_state(store) == before, (label, "files changed before the switch")
         assert _deep(store, inputs) == [], label
+        left = [p for p in removed if os.path.exists(os.path.join(store, p))]
+        assert ALL_POINTS or (len(seen) == 3 and left), (label, "make test's cut is to leave deletes to finish")
         assert _in_process_ingest(inputs, store, "c", "C", durable=False)["status"] == "committed", label
         assert files_state(store) == (with_expiry if len(seen) == 3 else without), label
         st = storage.Store(store)

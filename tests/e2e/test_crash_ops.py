@@ -253,8 +253,9 @@ def test_a_topic_expire_stalled_after_its_commit_commits_nothing_more(inputs, tw
     takes the stale lease and is held with its batch staged. The expiry resumes: it says its batch
     is committed and what it left, exits 0, commits nothing and leaves the ingest's staged attempt
     alone (it may finish deleting files its committed batch removed: nobody's any more). The
-    ingest then commits; the next expire deletes what the stalled one left, as after a crash."""
-    seed, _, _ = two_batches
+    ingest finished the expiry's deletes before staging its batch, as after a crash, and commits."""
+    seed, seed_files, want = two_batches
+    expired = set(seed_files) - set(want)
     store = str(tmp_path / "store")
     shutil.copytree(seed, store)
     env = {"ROCKETLAKE_LEASE_TTL": "4"}
@@ -271,6 +272,7 @@ def test_a_topic_expire_stalled_after_its_commit_commits_nothing_more(inputs, tw
         _wait_for(gate2 + ".reached", w)
         held = files_state(store), _logs_and_staging(store)
         assert any(p.startswith("_rocketlake/staging/C/") for p in held[1]), "C staged nothing"
+        assert expired and not expired & set(held[0]), "C did not finish the stalled expiry's deletes first"
         os.kill(e.pid, signal.SIGCONT)
         _, err = e.communicate(timeout=300)
         assert e.returncode == 0, err[-2000:]
@@ -287,6 +289,7 @@ def test_a_topic_expire_stalled_after_its_commit_commits_nothing_more(inputs, tw
                 os.kill(p.pid, signal.SIGCONT)
                 p.kill()
     assert _open(store)[:2] == ["A", "B"] and _open(store)[-1] == "C" and len(_open(store)) == 4
+    assert not expired & set(files_state(store)) and _deep(store, inputs) == []
     r = _runner(["expire", store, "-", _now(inputs), RULES])
     assert r.returncode == 0, r.stderr[-2000:]
     assert _deep(store, inputs) == []

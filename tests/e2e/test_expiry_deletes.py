@@ -180,29 +180,40 @@ def _objects_of(snap_rows, paths_: set) -> set:
     return out
 
 
-@pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)")
-@pytest.mark.parametrize("point", ["mid-delete", "after-commit-before-publish"])
-def test_on_s3_the_next_ingest_deletes_a_killed_expirys_objects(inputs, tmp_path, point, monkeypatch):  # noqa: F811
+@pytest.fixture(scope="module")
+def s3_seed(inputs):  # noqa: F811
+    """(env, boto3 client) of a moto server whose ``seed/`` holds A and B."""
+    if not ALL:
+        pytest.skip("make faults (ROCKETLAKE_FAULTS=all)")
     with s3server.moto(BUCKET) as (env, client):
-        for k, v in env.items():
-            monkeypatch.setenv(k, v)
-        uri = f"s3://{BUCKET}/store"
         for part, b in (("a", "A"), ("b", "B")):
-            r = _runner(["ingest", uri, inputs / f"{part}.jsonl", inputs / "small.properties", b], env)
+            r = _runner(["ingest", f"s3://{BUCKET}/seed", inputs / f"{part}.jsonl", inputs / "small.properties", b], env)
             assert r.returncode == 0, r.stderr[-2000:]
-        r = _runner(_expire_args("store-wide", uri, inputs), dict(env, ROCKETLAKE_FAULT=point))
-        assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
-        st = storage.Store(uri)
-        snap = manifest.load_snapshot(st)
-        rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
-        gone = _objects_of(rows, set(snap.removed))
-        assert snap.batch["operation"] == "expire" and gone and any(st.exists(o) for o in gone)
-        r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        snap = manifest.load_snapshot(st)
-        assert _open(uri) == ["A", "B", snap.batches[2]["batch_id"], "C"]
-        assert not [o for o in gone if st.exists(o)], "objects of expired files left after the ingest"
-        live = _objects_of(list(snap.files.values()), set(snap.files))
-        assert live and all(st.exists(o) for o in live) and not live & gone
-        assert _deep(uri, inputs) == []
-        assert not st.exists(paths.STAGING_DIR) or not st.list_files(paths.STAGING_DIR)
+        yield env, client
+
+
+@pytest.mark.parametrize("point", ["mid-delete", "after-commit-before-publish"])
+def test_on_s3_the_next_ingest_deletes_a_killed_expirys_objects(inputs, s3_seed, point, monkeypatch):  # noqa: F811
+    env, client = s3_seed
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="seed/")
+    for o in (o for page in pages for o in page.get("Contents", [])):
+        client.copy_object(Bucket=BUCKET, Key=point + o["Key"][len("seed"):], CopySource={"Bucket": BUCKET, "Key": o["Key"]})
+    uri = f"s3://{BUCKET}/{point}"
+    r = _runner(_expire_args("store-wide", uri, inputs), dict(env, ROCKETLAKE_FAULT=point))
+    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+    st = storage.Store(uri)
+    snap = manifest.load_snapshot(st)
+    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
+    gone = _objects_of(rows, set(snap.removed))
+    assert snap.batch["operation"] == "expire" and gone and any(st.exists(o) for o in gone)
+    r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    snap = manifest.load_snapshot(st)
+    assert _open(uri) == ["A", "B", snap.batches[2]["batch_id"], "C"]
+    assert not [o for o in gone if st.exists(o)], "objects of expired files left after the ingest"
+    live = _objects_of(list(snap.files.values()), set(snap.files))
+    assert live and all(st.exists(o) for o in live) and not live & gone
+    assert _deep(uri, inputs) == []
+    assert not st.exists(paths.STAGING_DIR) or not st.list_files(paths.STAGING_DIR)
