@@ -78,16 +78,20 @@ def _last_unit_phys(r: ManifestRow) -> int | None:
         return None
 
 
-def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
-    """Stores an older version left: its expiries staged no deletes, so an interrupted one's are
-    found from the rows. Only its latest expiry's can be unfinished (every expire, of that version
-    or this, finishes them before its own commit), and only while no expiry of this version
-    (``attempt_id`` set) has committed after it: nothing to do, and nothing read, otherwise.
-    Returns the files and objects it deleted."""
+def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot, every: bool = False) -> list:
+    """Files (and on object stores objects) a committed expiry removed that are still there,
+    deleted; returns them. An expiry of this version stages its deletes and every writer finishes
+    them (``commit.finish_pending_publish``); an older version's staged nothing, so an
+    interrupted one's are found from the snapshot's rows. Only its latest expiry's can be
+    unfinished (every expire, of that version or this, finishes them before its own commit), and
+    only while no expiry of this version (``attempt_id`` set) committed after it: else nothing is
+    looked at, nothing read. ``every``: each file any committed expiry removed (repair: one an
+    older repair wrote back too)."""
     last = next((b for b in reversed(snap.batches) if b.operation == "expire"), None)
-    if last is None or last.attempt_id is not None:
+    if not every and (last is None or last.attempt_id is not None):
         return []
-    removed = {p for p, r in snap.removed.items() if r.batch_id == last.batch_id} - set(snap.files)
+    of = None if every or last is None else last.batch_id
+    removed = {p for p, r in snap.removed.items() if of is None or r.batch_id == of} - set(snap.files)
     for p in removed:
         store.path(p)                       # never delete outside the store (StorePathError)
     left = sorted(p for p in removed if store.exists(p))
@@ -101,14 +105,15 @@ def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot) -> list:
     return left
 
 
-def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None) -> StoreSnapshot:
+def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None, every: bool = True) -> StoreSnapshot:
     """A writer holding the lease first finishes what a crash cut short: the publish of a committed
-    batch (an expiry's: its staged deletes), then the deletes of an expiry an older version
-    committed; returns the snapshot to go on from."""
+    batch (an expiry's: its staged deletes), then the deletes of committed expiries that staged
+    none (``finish_pending_deletes``: ``every`` for repair, only an older version's for expire);
+    returns the snapshot to go on from."""
     if commit_stage.finish_pending_publish(store, snap, config):
         say("finished the publish of a committed batch a crash had interrupted")
         snap = open_snapshot(store, history=True)
-    left = finish_pending_deletes(store, snap)
+    left = finish_pending_deletes(store, snap, every)
     if left:
         say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
     return snap
@@ -166,7 +171,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:
-        snap = finish_pending(store, snap, say)
+        snap = finish_pending(store, snap, say, every=False)
     if rules:
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
                                               snap.config.mappedFileSizeCommitLog)
