@@ -15,7 +15,6 @@ staged write on.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 
@@ -26,12 +25,9 @@ from storelib.io import storage
 
 from test_crash_sim import ALL_POINTS, _deep, _in_process_ingest, _open, _record, inputs, store_a  # noqa: F401
 from test_nothing_lost import files_state
+from test_expiry_deletes import now_of, seed_of_a_and_b
 
 pytestmark = [pytest.mark.slow]
-
-
-def _now(base) -> int:
-    return max(json.loads(x)["store_timestamp"] for x in open(base / "a.jsonl")) + 2 * 3600 * 1000
 
 
 @pytest.fixture(scope="module")
@@ -39,15 +35,13 @@ def refs(inputs, store_a, tmp_path_factory):  # noqa: F811
     """(seed of A and B, its files, the expired paths, files after the expiry and C, after C alone)."""
     from storelib.ops.expire import expire
     tmp = tmp_path_factory.mktemp("crash-expiry-deletes")
-    seed = str(tmp / "seed")
-    shutil.copytree(store_a, seed)
-    _in_process_ingest(inputs, seed, "b", "B")
+    seed = seed_of_a_and_b(inputs, store_a, tmp)
     out = {"kept": None}
     for name in ("expired", "kept") if ALL_POINTS else ("expired",):     # (make test's cut is after the switch)
         ref = str(tmp / name)
         shutil.copytree(seed, ref)
         if name == "expired":
-            removed = expire(ref, 1, now_ms=_now(inputs), quiet=True)["removed"]
+            removed = expire(ref, 1, now_ms=now_of(inputs), quiet=True)["removed"]
         _in_process_ingest(inputs, ref, "c", "C", durable=False)
         out[name] = files_state(ref)
     return seed, files_state(seed), removed, out["expired"], out["kept"]
@@ -67,7 +61,7 @@ def _cuts(fs) -> list:
 
 def test_power_cuts_inside_an_expirys_staged_deletes(inputs, refs, tmp_path):  # noqa: F811
     seed, before, removed, with_expiry, without = refs
-    fs, out = _record(tmp_path, seed, ["expire", "{store}", 1, _now(inputs)])
+    fs, out = _record(tmp_path, seed, ["expire", "{store}", 1, now_of(inputs)])
     assert out["status"] == "committed" and sorted(out["removed"]) == sorted(removed)
     returned = fs.recording.marks()["returned"]
     n = 0

@@ -19,13 +19,10 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import ROOT
 from support import s3server
 from storelib.format import paths
 from storelib.io import storage
@@ -34,11 +31,10 @@ from storelib.ops.topic_retention import parse_rules
 from storelib.table import manifest
 
 from test_crash_sim import _deep, _in_process_ingest, _open, inputs, store_a  # noqa: F401
-from test_nothing_lost import _wait_for, files_state
+from test_nothing_lost import _wait_for, files_state, run as _runner
 
 pytestmark = [pytest.mark.slow]
 
-RUNNER = os.path.join(ROOT, "tests", "support", "local_ingest.py")
 ALL = os.environ.get("ROCKETLAKE_FAULTS") == "all"
 RULES = "metrics-raw=1,audit_log=1"
 TTL = 4
@@ -48,21 +44,22 @@ def _faults_only(*values):
     return pytest.param(*values, marks=pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)"))
 
 
-def _now(base) -> int:
+def now_of(base) -> int:
+    """Two hours after A's newest message: A's old segments expire under a 1-hour rule."""
     return max(json.loads(x)["store_timestamp"] for x in open(base / "a.jsonl")) + 2 * 3600 * 1000
+
+
+def seed_of_a_and_b(inputs, store_a, tmp) -> str:  # noqa: F811
+    """``tmp``/seed: a store of A and B."""
+    seed = str(tmp / "seed")
+    shutil.copytree(store_a, seed)
+    _in_process_ingest(inputs, seed, "b", "B")
+    return seed
 
 
 def _expire_args(rule: str, store: str, base) -> list:
     """local_ingest.py's arguments of the store-wide or the per-topic expiry of ``store``."""
-    return ["expire", store, "1", _now(base)] if rule == "store-wide" else ["expire", store, "-", _now(base), RULES]
-
-
-def _runner(args: list, env: dict | None = None, popen: bool = False):
-    cmd = [sys.executable, RUNNER] + [str(a) for a in args]
-    e = dict(os.environ, **(env or {}))
-    if popen:
-        return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+    return ["expire", store, "1", now_of(base)] if rule == "store-wide" else ["expire", store, "-", now_of(base), RULES]
 
 
 def _views(store: str) -> dict:
@@ -86,14 +83,12 @@ def seeds(inputs, store_a, tmp_path_factory):  # noqa: F811
     """(seed store of A and B, {(rule, next writer): (expired paths, files, batch views) of an
     uninterrupted expiry with that rule followed by that writer})."""
     tmp = tmp_path_factory.mktemp("expiry-deletes")
-    seed = str(tmp / "seed")
-    shutil.copytree(store_a, seed)
-    _in_process_ingest(inputs, seed, "b", "B")
+    seed = seed_of_a_and_b(inputs, store_a, tmp)
     want = {}
     for rule, writer in [("store-wide", "ingest"), ("topic", "ingest")] + ([("store-wide", "sink")] if ALL else []):
         ref = str(tmp / f"ref-{rule}-{writer}")
         shutil.copytree(seed, ref)
-        out = expire(ref, 1 if rule == "store-wide" else None, now_ms=_now(inputs), quiet=True,
+        out = expire(ref, 1 if rule == "store-wide" else None, now_ms=now_of(inputs), quiet=True,
                      topic_rules=None if rule == "store-wide" else parse_rules(RULES))
         removed = out["removed"]
         assert out["status"] == "committed" and len(removed) >= 4
