@@ -51,8 +51,8 @@ def _cuts(fs) -> list:
     """Every distinct durable state from the staged deletes' write on; or (make test) the first
     durable step after the deletes began."""
     cuts = fs.cut_points(distinct=True)
-    staged = next(ev.n for ev in fs.events if ev.path and f"/{paths.STAGING_DIR}/" in ev.path)
     if ALL_POINTS:
+        staged = next((ev.n for ev in fs.events if ev.path and f"/{paths.STAGING_DIR}/" in ev.path), 0)
         return [k for k in cuts if k >= staged - 1]
     first = next(ev.n for ev in fs.events if ev.kind == "unlink" and ev.path      # (paths from the mount's root)
                  and ev.path.split("/")[2:3] in ([d] for d in paths.BROKER_DIRS))
