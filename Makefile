@@ -227,8 +227,9 @@ long: install rocketmq kafka s3proxy hdfs s3a
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_merge_race.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
-		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_merge_race.py
+		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).
