@@ -222,10 +222,12 @@ long: install rocketmq kafka s3proxy hdfs s3a
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
 # of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16); the
-# mirror stalled past its lease and racing every other writer (make test: the stall and one race).
+# mirror stalled past its lease and racing every other writer (make test: the stall and one race);
+# the manifest table's merge racing an ingest and an expiry (make faults only).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_merge_race.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py
 

@@ -418,14 +418,17 @@ def _keyed(doc: dict[Any, Any]) -> dict[Any, Any]:
     return {**doc, "files": keyed}
 
 
-def _unkeyed(doc: Any) -> bytes:
-    """The canonical JSON of a document whose rows are keyed by path."""
+def _unkeyed(doc: Any) -> tuple[dict[Any, Any], bytes]:
+    """A document whose rows are keyed by path as the cache holds it (its rows listed by path, as
+    a parse of its canonical JSON gives it), and that canonical JSON."""
     if not (isinstance(doc, dict) and isinstance(doc.get("files"), dict)):
         raise ValueError("not a cache document")
     for path, r in doc["files"].items():
         if not (isinstance(r, dict) and r.get("path") == path):
             raise ValueError("a row under another path")
-    return _document(doc.get("tables"), doc.get("batch"), [doc["files"][p] for p in sorted(doc["files"])])
+    listed = {"batch": doc.get("batch"), "files": [doc["files"][p] for p in sorted(doc["files"])],
+              "tables": doc.get("tables")}
+    return listed, _document(listed["tables"], listed["batch"], listed["files"])
 
 
 # ----------------------------------------------------------------------------- changes
@@ -536,25 +539,25 @@ def _delta(old: dict[Any, Any], base_sha: str, raw: bytes, new: dict[Any, Any], 
     which its JSON text gives back as they are (no second parse of what the body holds)."""
     change = _diff(old, _keyed(new))
     body = json.dumps(change, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    if _unkeyed(_patch(old, change)) != raw:
+    if _unkeyed(_patch(old, change))[1] != raw:
         return None
     return _frame(DELTA_FORMAT, body, base=base_sha, result=hashlib.sha256(raw).hexdigest(), n=n, paid=paid)
 
 
 def _applied(base: dict[Any, Any], base_sha: str, data: bytes) -> dict[Any, Any] | None:
     """The document a delta file gives when applied to its own base; None for another base's or a
-    damaged delta."""
+    damaged delta. The document is the one its canonical JSON (whose sha256 the delta records)
+    was made of, not a parse of that JSON again: both hold only values parsed from JSON (the base's,
+    the delta's), which that JSON gives back as they are (a value it cannot hold, such as NaN,
+    fails to make it: no document)."""
     got = _unframe(data, DELTA_FORMAT)
     if got is None or got[0].get("base") != base_sha:
         return None
     try:
-        raw = _unkeyed(_patch(_keyed(base), json.loads(got[1])))
+        doc, raw = _unkeyed(_patch(_keyed(base), json.loads(got[1])))
     except (ValueError, TypeError, RecursionError):
         return None
-    if hashlib.sha256(raw).hexdigest() != got[0].get("result"):
-        return None
-    doc = json.loads(raw)
-    return doc if isinstance(doc, dict) else None
+    return doc if hashlib.sha256(raw).hexdigest() == got[0].get("result") else None
 
 
 # ----------------------------------------------------------------------------- reading

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -35,6 +34,7 @@ from storelib.runtime.faults import DRIVER_POINTS, EXPIRE_POINTS
 from test_crash_sim import TORN, _deep, _in_process_ingest, _open, _record, _states, inputs, store_a  # noqa: F401
 from test_nothing_lost import _wait_for, files_state
 from test_housekeeping_stall import _logs_and_staging
+from support.stall import stalled_past_lease
 
 pytestmark = [pytest.mark.slow]
 needs_crashfs = pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
@@ -213,6 +213,13 @@ def test_topic_expire_and_an_ingest_take_turns(inputs, two_batches, tmp_path):  
     assert _open(store)[-1] == "C" and _deep(store, inputs) == []
 
 
+def _expiry_and_ingest(base, store: str) -> tuple:
+    """The starters (``support.stall``) of a per-topic expiry of ``store`` and of an ingest of C into it."""
+    return (lambda env: _runner(["expire", store, "-", _now(base), RULES], env, popen=True),
+            lambda env: _runner(["ingest", store, base / "c.jsonl", base / "small.properties", "C"], env,
+                                popen=True))
+
+
 def test_a_stalled_topic_expire_never_commits(inputs, two_batches, tmp_path):  # noqa: F811
     """A per-topic expiry stopped (SIGSTOP) between its two Delta commits for longer than its
     lease; an ingest takes the stale lease and commits. The expiry resumes: it finds the lease
@@ -220,26 +227,14 @@ def test_a_stalled_topic_expire_never_commits(inputs, two_batches, tmp_path):  #
     seed, seed_files, _ = two_batches
     store = str(tmp_path / "store")
     shutil.copytree(seed, store)
-    env = {"ROCKETLAKE_LEASE_TTL": "4"}
-    gate = str(tmp_path / "gate")
-    e = _runner(["expire", store, "-", _now(inputs), RULES], dict(env, ROCKETLAKE_HOLD=f"between-delta-tables:{gate}"),
-                popen=True)
-    try:
-        _wait_for(gate + ".reached", e)
-        os.kill(e.pid, signal.SIGSTOP)
-        open(gate, "w").close()
-        time.sleep(4.5)                                   # past the expiry's lease
-        r = _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
-        assert r.returncode == 0, r.stderr[-2000:]
+    with stalled_past_lease(tmp_path, 4, "between-delta-tables", *_expiry_and_ingest(inputs, store),
+                            taker_point=None) as stall:
+        rc, err = stall.release_taker()
+        assert rc == 0, err[-2000:]
         after_ingest = files_state(store)
-        os.kill(e.pid, signal.SIGCONT)
-        _, err = e.communicate(timeout=300)
-        assert e.returncode == 3, err[-2000:]
+        rc, err = stall.resume_stalled()
+        assert rc == 3, err[-2000:]
         assert "lost the writer lease" in err
-    finally:
-        if e.poll() is None:
-            os.kill(e.pid, signal.SIGCONT)
-            e.kill()
     assert _open(store) == ["A", "B", "C"]
     assert files_state(store) == after_ingest
     assert set(seed_files) <= set(after_ingest)          # no file the expiry would remove is gone
@@ -258,36 +253,18 @@ def test_a_topic_expire_stalled_after_its_commit_commits_nothing_more(inputs, tw
     expired = set(seed_files) - set(want)
     store = str(tmp_path / "store")
     shutil.copytree(seed, store)
-    env = {"ROCKETLAKE_LEASE_TTL": "4"}
-    gate, gate2 = str(tmp_path / "gate"), str(tmp_path / "gate2")
-    e = _runner(["expire", store, "-", _now(inputs), RULES], dict(env, ROCKETLAKE_HOLD=f"{point}:{gate}"), popen=True)
-    w = None
-    try:
-        _wait_for(gate + ".reached", e)
-        os.kill(e.pid, signal.SIGSTOP)
-        open(gate, "w").close()
-        time.sleep(4.5)                                   # past the expiry's lease
-        w = _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"],
-                    dict(env, ROCKETLAKE_HOLD=f"after-files-staged:{gate2}"), popen=True)
-        _wait_for(gate2 + ".reached", w)
+    with stalled_past_lease(tmp_path, 4, point, *_expiry_and_ingest(inputs, store)) as stall:
         held = files_state(store), _logs_and_staging(store)
         assert any(p.startswith("_rocketlake/staging/C/") for p in held[1]), "C staged nothing"
         assert expired and not expired & set(held[0]), "C did not finish the stalled expiry's deletes first"
-        os.kill(e.pid, signal.SIGCONT)
-        _, err = e.communicate(timeout=300)
-        assert e.returncode == 0, err[-2000:]
+        rc, err = stall.resume_stalled()
+        assert rc == 0, err[-2000:]
         assert "lost the store's lease after its commit" in err, err[-2000:]
         now = files_state(store)
         assert all(held[0].get(p) == h for p, h in now.items()), "the stalled expiry wrote a store file"
         assert _logs_and_staging(store) == held[1], "the stalled expiry changed the tables or C's attempt"
-        open(gate2, "w").close()
-        _, err = w.communicate(timeout=300)
-        assert w.returncode == 0, err[-2000:]
-    finally:
-        for p in (e, w):
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGCONT)
-                p.kill()
+        rc, err = stall.release_taker()
+        assert rc == 0, err[-2000:]
     assert _open(store)[:2] == ["A", "B"] and _open(store)[-1] == "C" and len(_open(store)) == 4
     assert not expired & set(files_state(store)) and _deep(store, inputs) == []
     r = _runner(["expire", store, "-", _now(inputs), RULES])

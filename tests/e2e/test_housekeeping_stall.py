@@ -1,8 +1,11 @@
 """A writer stalled past its lease after its batch's commit (in the housekeeping: the manifest
-table's compaction, the checkpoints table's merge; in its publish; before its clean-up) touches the
-store no more.
+table's compaction or merge, the checkpoints table's merge; in its publish; before its clean-up)
+touches the store no more.
 
-Batch B's commit is due to compact and to merge (the seed of tests/e2e/test_crash_compaction.py).
+Batch B's commit is due to compact and to merge (the seed of tests/e2e/test_crash_compaction.py);
+at ``before-manifest-merge`` it does not compact, so it merges the manifest table's files first
+(the lease checked right after that point: without that check B's merge goes in, a version
+added by a writer that lost its lease).
 B's writer is held at a point after its switch and stopped (SIGSTOP) for longer than its lease.
 Writer C takes the stale lease (finishing B's publish first) and is held with its own batch staged,
 not committed. B's writer then resumes: it adds no table version, leaves C's staged attempt alone,
@@ -12,18 +15,19 @@ before, verify --deep finds nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import signal
-import time
 
 import pytest
 
 from storelib.format.paths import CHECKPOINTS_DIR, MANIFEST_DIR, STAGING_DIR
+from support.stall import stalled_past_lease
 
-from test_crash_compaction import SEED, _as_of, _compacted, _merged, _small_tables, seed  # noqa: F401
+from test_crash_compaction import (SEED, _as_of, _compacted, _manifest_merged, _merged, _no_compaction,  # noqa: F401
+                                   _small_tables, seed)
 from test_crash_sim import _deep, _open, inputs  # noqa: F401
-from test_nothing_lost import _wait_for, ingest
+from test_nothing_lost import ingest
 
 pytestmark = [pytest.mark.slow]
 TTL = 4
@@ -45,8 +49,8 @@ def _logs_and_staging(store: str) -> dict:
 
 
 ALL = os.environ.get("ROCKETLAKE_FAULTS") == "all"
-POINTS = ["before-compaction", "before-checkpoints-merge", "after-commit-before-publish", "mid-apply", "mid-publish",
-          "after-publish-before-cleanup"]
+POINTS = ["before-compaction", "before-manifest-merge", "before-checkpoints-merge", "after-commit-before-publish",
+          "mid-apply", "mid-publish", "after-publish-before-cleanup"]
 
 
 # make test: the stall before the clean-up (where clearing attempts that never committed would take
@@ -58,34 +62,20 @@ def test_a_writer_stalled_after_its_commit_touches_the_store_no_more(inputs, see
     seed_store, _, as_of, _ = seed
     store = str(tmp_path / "store")
     shutil.copytree(seed_store, store)
-    env = {"ROCKETLAKE_LEASE_TTL": str(TTL)}
-    gate_b, gate_c = str(tmp_path / "gate-b"), str(tmp_path / "gate-c")
-    b = ingest(inputs, store, "b", "B", dict(env, ROCKETLAKE_HOLD=f"{point}:{gate_b}"), popen=True)
-    c = None
-    try:
-        _wait_for(gate_b + ".reached", b)
-        os.kill(b.pid, signal.SIGSTOP)
-        open(gate_b, "w").close()
-        time.sleep(TTL + 0.5)                              # past B's lease
-        c = ingest(inputs, store, "c", "C", dict(env, ROCKETLAKE_HOLD=f"after-files-staged:{gate_c}"), popen=True)
-        _wait_for(gate_c + ".reached", c)
+    merging = point == "before-manifest-merge"           # (B's commit does not compact: it merges the manifest table)
+    with _no_compaction() if merging else contextlib.nullcontext(), \
+            stalled_past_lease(tmp_path, TTL, point, lambda env: ingest(inputs, store, "b", "B", env, popen=True),
+                               lambda env: ingest(inputs, store, "c", "C", env, popen=True)) as stall:
         held = _logs_and_staging(store)
         assert any(p.startswith(f"{STAGING_DIR}/C/") for p in held), "C staged nothing"
-        os.kill(b.pid, signal.SIGCONT)
-        _, err = b.communicate(timeout=300)
-        assert b.returncode == 0, err[-2000:]
+        rc, err = stall.resume_stalled()
+        assert rc == 0, err[-2000:]
         assert "lost the store's lease after its commit" in err, err[-2000:]
         assert _logs_and_staging(store) == held, "the stalled writer changed the tables or C's attempt"
-        open(gate_c, "w").close()
-        _, err = c.communicate(timeout=300)
-        assert c.returncode == 0, err[-2000:]
-    finally:
-        for p in (b, c):
-            if p is not None and p.poll() is None:
-                os.kill(p.pid, signal.SIGCONT)
-                p.kill()
-                p.wait()
+        rc, err = stall.release_taker()
+        assert rc == 0, err[-2000:]
     assert _open(store) == SEED + ["B", "C"]
     assert _as_of(store) == as_of
     assert _merged(store) and (point != "before-compaction" or _compacted(store))
+    assert not merging or not (_compacted(store) or _manifest_merged(store))
     assert _deep(store, inputs) == []

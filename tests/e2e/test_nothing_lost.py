@@ -19,6 +19,7 @@ import pytest
 
 from support import goldenlib
 from support.repairstores import files_state
+from support.stall import wait_for as _wait_for
 from conftest import golden_set, ROOT
 
 from storelib.io import checksum, storage
@@ -159,15 +160,6 @@ def test_nothing_of_an_uncommitted_batch_reaches_a_store_file(work, tmp_path, po
 
 
 # --------------------------------------------------------------------------- F2
-def _wait_for(path: str, proc, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while not os.path.exists(path):
-        if proc.poll() is not None:
-            raise AssertionError(f"the writer ended first: {proc.communicate()[1][-2000:]}")
-        assert time.time() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def release_in_turn(procs: dict, gates: dict, winner: str, between):
     """Writers held at their gates (``ROCKETLAKE_HOLD``), released in turn: ``winner`` first (it
     must exit 0), then ``between()`` (the store after the winner), then the others (each must lose:
