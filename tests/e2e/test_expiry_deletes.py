@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import time
 
 import pytest
 
@@ -31,7 +30,8 @@ from storelib.ops.topic_retention import parse_rules
 from storelib.table import manifest
 
 from test_crash_sim import _deep, _in_process_ingest, _open, inputs, store_a  # noqa: F401
-from test_nothing_lost import _wait_for, files_state, run as _runner
+from support.stall import stalled_past_lease
+from test_nothing_lost import files_state, run as _runner
 
 pytestmark = [pytest.mark.slow]
 
@@ -135,27 +135,17 @@ def test_the_writer_that_takes_over_from_a_stalled_expiry_finishes_its_deletes(i
     seed, want = seeds
     store = str(tmp_path / "store")
     shutil.copytree(seed, store)
-    env = {"ROCKETLAKE_LEASE_TTL": str(TTL)}
-    gate = str(tmp_path / "gate")
-    e = _runner(_expire_args("store-wide", store, inputs), dict(env, ROCKETLAKE_HOLD=f"{point}:{gate}"), popen=True)
-    try:
-        _wait_for(gate + ".reached", e)
-        os.kill(e.pid, signal.SIGSTOP)
-        open(gate, "w").close()
-        time.sleep(TTL + 0.5)                              # past the expiry's lease
-        r = _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
-        assert r.returncode == 0, r.stderr[-2000:]
+    expiry = lambda env: _runner(_expire_args("store-wide", store, inputs), env, popen=True)  # noqa: E731
+    ingest = lambda env: _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"], env,  # noqa: E731
+                                 popen=True)
+    with stalled_past_lease(tmp_path, TTL, point, expiry, ingest, taker_point=None) as stall:
+        rc, err = stall.release_taker()
+        assert rc == 0, err[-2000:]
         _finished(point, store, inputs, want["store-wide", "ingest"])
         after = files_state(store)
-        os.kill(e.pid, signal.SIGCONT)
-        _, err = e.communicate(timeout=300)
-        assert e.returncode == 0, err[-2000:]
+        rc, err = stall.resume_stalled()
+        assert rc == 0, err[-2000:]
         assert "lost the store's lease after its commit" in err, err[-2000:]
-    finally:
-        if e.poll() is None:
-            os.kill(e.pid, signal.SIGCONT)
-            e.kill()
-            e.wait()
     assert files_state(store) == after
     _finished(f"{point}, resumed", store, inputs, want["store-wide", "ingest"])
 
