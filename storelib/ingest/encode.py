@@ -32,6 +32,7 @@ from . import inputs, sequencer, split_facts, split_staging, staged_arrays, topi
 from ..format import checkpoint as ckpt
 from ..io import storage
 from ..errors import IngestError, InputError
+from ..runtime import warmup
 from ..runtime.faults import fault
 from .context import EncodeContext
 from ..compute.arrays import binary_lengths, numeric_values, valid_mask
@@ -88,6 +89,7 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     and with enabledAppendPropCRC the CRC digits are filled in there too. Every other byte is
     final, so the input is read and encoded once.
     """
+    warmup.task_started()
     fault("encode-split")
     split = inputs.split_from_dict(split_dict)
     with profiled("encode"):
