@@ -78,7 +78,7 @@ def placed(n: int, pos: int) -> Placed:
 
 
 # A placed chunk smaller than this is copied like any other (its in-place write would be a few blocks).
-MIN_PLACED = 1 << 20
+MIN_PLACED = 64 << 10
 
 
 class _Writer:
