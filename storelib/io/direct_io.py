@@ -164,7 +164,7 @@ class _Writer:
         self.placed = self._start_pool().submit(self._pwrite_all, owner, whole, self.pos)
         self.pos += whole
         rest = end - whole
-        self.bufs[self.cur][:rest] = memoryview(owner[whole:end])
+        self.bufs[self.cur][:rest] = owner[whole:end].data
         self.fill = rest
 
     def finish(self) -> int:
