@@ -450,7 +450,8 @@ def _body_crc(body: pa.Array) -> np.ndarray:
 
 
 def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.ndarray,
-           crc_property: bool = False, rows: tuple | None = None, fill_crc: bool = True) -> np.ndarray:
+           crc_property: bool = False, rows: tuple | None = None, fill_crc: bool = True,
+           out: np.ndarray | None = None) -> np.ndarray:
     """Encode messages into one contiguous buffer of records (in order, no gaps).
 
     ``phys_offsets`` are the absolute commitlog offsets, ``queue_offsets`` the logical queue
@@ -458,7 +459,8 @@ def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.nda
     encodes only those messages. With ``crc_property`` the records get enabledAppendPropCRC's
     reserved bytes; ``fill_crc=False`` leaves its digits to the caller (ingest fills them once
     the offsets are final: the CRC covers the whole record). Returns a uint8 array of the
-    records' total size, written by one compiled pass (kernels.assemble_records).
+    records' total size, written by one compiled pass (kernels.assemble_records): ``out`` when
+    given (a uint8 array of exactly that size, e.g. where the caller writes it from).
     """
     p = pm.parts
     r0, r1 = rows if rows is not None else (0, pm.n)
@@ -477,7 +479,12 @@ def encode(pm: PreparedMessages, phys_offsets: np.ndarray, queue_offsets: np.nda
         need_sep = np.zeros(r1 - r0, np.bool_)
     sizes = pm.sizes[sl].astype(np.int64)
     # The kernel writes every byte but the CRC property's reserved ones.
-    out = (np.zeros if crc_property else np.empty)(int(sizes.sum()), np.uint8)
+    if out is None:
+        out = (np.zeros if crc_property else np.empty)(int(sizes.sum()), np.uint8)
+    elif out.shape != (int(sizes.sum()),) or out.dtype != np.uint8:
+        raise ValueError(f"encode: out holds {out.shape} {out.dtype}, the records need {int(sizes.sum())} bytes")
+    elif crc_property:
+        out.fill(0)
     end = kernels.assemble_records(
         out, sizes, magic, pm.body_crc[sl], pm.queue_id[sl], p["flag"][sl],
         np.asarray(queue_offsets, np.int64)[sl], np.asarray(phys_offsets, np.int64)[sl], pm.sys_flag[sl],

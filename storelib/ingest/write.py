@@ -29,6 +29,7 @@ from ..compute import allocator, grouping, kernels
 from ..io import fragments, patches, storage
 from ..table import zonemap
 from ..format.config import StoreConfig
+from ..runtime import warmup
 from ..runtime.faults import fault
 from .context import WriteContext
 from .file_versions import FileVersion
@@ -98,6 +99,7 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
 def run_write_task(ctx: WriteContext, task: tuple):
     """Stage 3 task: ("segments", [segment payloads]) or ("files", {FileKind.CONSUMEQUEUE: [...],
     FileKind.INDEX: [...]})."""
+    warmup.task_started()
     kind, payload = task
     allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:

@@ -18,6 +18,10 @@ the disk anyway.
 ``write_direct(path, chunks, total_size)`` copies the chunks into two page-aligned buffers and
 writes each full buffer on a writer thread while the caller fills the other (a file smaller
 than one buffer is written through the page cache: a direct write of a few KB only waits).
+A producer that knows where its chunk falls in the file can spare that copy: ``placed(n, pos)``
+gives a ``Placed`` chunk of n bytes in an aligned allocation with ``pos % ALIGN`` free bytes
+before it; the writer puts the unaligned tail of what came before into them and writes the
+chunk from where it is (a staged split's records: 4.2 GB not copied at 10M messages).
 The last buffer is padded with zeros to the alignment and the file is then cut to its length
 (or extended, sparsely, to ``total_size``). ``O_DIRECT`` leaves the file's metadata and the device's
 write cache to fsync: durable writes pass ``fsync``. ``read_direct(path, offset, length)``
@@ -42,7 +46,7 @@ except ImportError:          # not POSIX: no O_DIRECT either
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ALIGN", "BUFFER_SIZE", "MIN_DIRECT_SIZE", "direct_supported", "write_direct", "read_direct",
-           "read_exact"]
+           "read_exact", "Placed", "placed"]
 
 ALIGN = 4096                 # memory, file offsets and lengths of direct writes (any block size up to 4 KiB)
 BUFFER_SIZE = 8 << 20        # per buffer: large writes keep the device busy, two keep the caller busy
@@ -52,6 +56,29 @@ _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
 def direct_supported() -> bool:
     return bool(_O_DIRECT) and fcntl is not None and hasattr(os, "preadv")
+
+
+class Placed(np.ndarray):
+    """A chunk of bytes (a uint8 array, usable wherever a chunk is) whose ``pre`` bytes before it,
+    in the same ALIGN-aligned allocation (``owner``), belong to no one: ``placed`` makes them."""
+    owner: np.ndarray
+    pre: int
+
+
+def placed(n: int, pos: int) -> Placed:
+    """An uninitialised chunk of ``n`` bytes for file position ``pos``: in an allocation starting
+    at an ALIGN boundary, ``pos % ALIGN`` bytes into it."""
+    pre = pos % ALIGN
+    raw = np.empty(pre + n + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    owner = raw[skip:skip + pre + n]
+    out = owner[pre:].view(Placed)
+    out.owner, out.pre = owner, pre
+    return out
+
+
+# A placed chunk smaller than this is copied like any other (its in-place write would be a few blocks).
+MIN_PLACED = 64 << 10
 
 
 class _Writer:
@@ -65,6 +92,7 @@ class _Writer:
         self.cur, self.fill, self.pos = 0, 0, 0
         self.direct = True
         self.pool: ThreadPoolExecutor | None = None
+        self.placed: Future[None] | None = None     # the write of the last placed chunk
 
     def _buffered(self) -> None:
         """Go on through the page cache (a file system that refuses O_DIRECT writes, or a file
@@ -87,11 +115,14 @@ class _Writer:
         finally:
             mv.release()
 
-    def _submit(self, n: int) -> None:
+    def _start_pool(self) -> ThreadPoolExecutor:
         if self.pool is None:
             self.pool = ThreadPoolExecutor(max_workers=1)
             self.bufs[1] = mmap.mmap(-1, BUFFER_SIZE)
-        self.pending[self.cur] = self.pool.submit(self._pwrite_all, self.bufs[self.cur], n, self.pos)
+        return self.pool
+
+    def _submit(self, n: int) -> None:
+        self.pending[self.cur] = self._start_pool().submit(self._pwrite_all, self.bufs[self.cur], n, self.pos)
         self.pos += n
         self.cur ^= 1
         self.fill = 0
@@ -101,6 +132,9 @@ class _Writer:
             self.pending[self.cur] = None
 
     def write(self, data: Any) -> None:
+        if isinstance(data, Placed) and self.direct and self.fill % ALIGN == data.pre and len(data) >= MIN_PLACED:
+            self._write_placed(data)
+            return
         mv = memoryview(data).cast("B")
         try:
             while len(mv):
@@ -113,8 +147,30 @@ class _Writer:
         finally:
             mv.release()
 
+    def _write_placed(self, data: Placed) -> None:
+        """Write ``data`` from where it is: the unaligned tail of the fill buffer goes into the
+        free bytes before it, the fill buffer's whole blocks are written as they are, then the
+        chunk's whole blocks; its own unaligned tail starts the next fill. One placed chunk's
+        write is in flight at a time (the caller's memory stays bounded)."""
+        owner, pre = data.owner, data.pre
+        head = self.fill - pre                       # whole blocks before the chunk's first one
+        owner[:pre] = np.frombuffer(self.bufs[self.cur], np.uint8, pre, head)
+        if head:
+            self._submit(head)                       # (fill is 0 after it)
+        end = pre + len(data)
+        whole = end - end % ALIGN
+        if self.placed is not None:
+            self.placed.result()
+        self.placed = self._start_pool().submit(self._pwrite_all, owner, whole, self.pos)
+        self.pos += whole
+        rest = end - whole
+        self.bufs[self.cur][:rest] = owner[whole:end].data
+        self.fill = rest
+
     def finish(self) -> int:
         """Write what is left (padded to ALIGN with zeros), wait; returns the bytes the caller gave."""
+        if self.placed is not None:
+            self.placed.result()
         length = self.pos + self.fill
         if self.pool is None:                  # the whole file fits one buffer
             if self.fill:

@@ -20,14 +20,22 @@ Once the modules are in, both call ``gc.freeze()``: the objects the imports made
 pyarrow's are over a million) move out of the collector's generations, which every full
 collection would otherwise walk again. Profiled in a 10M ingest, the collector took ~6% of
 each Python worker's time before.
+
+``task_started()``, called as each ingest task starts, does the same for what a worker's first
+tasks leave behind: PySpark's daemon runs a full ``gc.collect()`` after every task of a reused
+worker, and the ~85,000 objects an encode task's first run creates (numba's loaded kernels and
+their type caches) made each of those collections 25-135 ms on this project's 2-core VMs, paid
+between one task and the next (docs/PERFORMANCE.md, "the collector between tasks"). Frozen at the next task's
+start, the daemon's collection walks only what that task left.
 """
 from __future__ import annotations
 
 import gc
 import importlib
+import sys
 import threading
 
-__all__ = ["preload", "warm_workers", "wait_workers"]
+__all__ = ["preload", "warm_workers", "wait_workers", "task_started"]
 
 _warming: dict = {}          # id(SparkContext) -> the thread running its warm-up job
 
@@ -87,3 +95,20 @@ def wait_workers(sc, timeout: float = 120.0) -> None:
     t = _warming.pop(id(sc), None)
     if t is not None:
         t.join(timeout)
+
+
+def task_started() -> None:
+    """A Spark task starting in a Python worker: move every object the worker holds now into the
+    collector's permanent generation (``gc.freeze``), so the full collection PySpark's daemon runs
+    after the task walks only the objects the task itself made.
+
+    Nothing garbage is frozen: the daemon collected right after the worker's previous task, and a
+    worker's first task follows a fresh fork (or the warm-up, which froze). A frozen object is
+    still freed when its last reference goes; only a reference cycle it later joins outlives the
+    worker's collections. Outside a Spark task (an ingest run in this process, tests) this does
+    nothing: the caller's own objects stay collectable."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import TaskContext
+    if TaskContext.get() is not None:
+        gc.freeze()

@@ -174,3 +174,64 @@ def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatc
     flags.clear()
     write_direct(str(tmp_path / "small"), [bytes(1000)])
     assert flags == [False]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3 * ALIGN + 7)), max_size=10),
+       st.integers(1, 3), st.one_of(st.none(), st.integers(0, 1 << 16)))
+def test_placed_chunks_are_written_from_where_they_are_same_bytes(tmp_path_factory, parts, scale, total):
+    """Chunks made by ``placed`` for their file position, among ordinary ones and of any size
+    against the buffers: the file holds the same bytes as a buffered write of them, and the
+    bytes before each placed chunk's own are the writer's to use (nothing else is written to)."""
+    d = tmp_path_factory.mktemp("d")
+    if not _direct_ok(d):
+        pytest.skip("this file system refuses O_DIRECT")
+    rng = np.random.default_rng(len(parts))
+    chunks, pos, n_placed = [], 0, 0
+    for is_placed, n in parts:
+        n *= scale if is_placed else 1
+        data = rng.integers(0, 256, n, dtype=np.uint8)
+        if is_placed:
+            c = direct_io.placed(n, pos)
+            assert c.pre == pos % ALIGN and (not n or c.owner.ctypes.data % ALIGN == 0)
+            c[:] = data
+            n_placed += n >= ALIGN
+            chunks.append(c)
+        else:
+            chunks.append(data)
+        pos += n
+    expect = _expect([np.asarray(c) for c in chunks], total)
+    p = str(d / "f")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(direct_io, "MIN_PLACED", ALIGN)
+        assert write_direct(p, chunks, total) == pos
+    with open(p, "rb") as fh:
+        assert fh.read() == expect
+
+
+def test_a_split_of_placed_chunks_is_written_without_copying_them(tmp_path, monkeypatch):
+    """The staged records of a split (chunks placed at their positions, as the encode task makes
+    them): the same bytes, each chunk written from where it is (only the block it shares with
+    the chunk before is copied)."""
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    in_place = []
+    real = direct_io._Writer._write_placed
+
+    def counting(self, data):
+        in_place.append(len(data))
+        real(self, data)
+    monkeypatch.setattr(direct_io._Writer, "_write_placed", counting)
+    sizes = [3 * BUFFER_SIZE + 123, 2 * BUFFER_SIZE + 4001, BUFFER_SIZE // 2 + 1]
+    rng = np.random.default_rng(5)
+    chunks, pos = [], 0
+    for n in sizes:
+        c = direct_io.placed(n, pos)
+        c[:] = rng.integers(0, 256, n, dtype=np.uint8)
+        chunks.append(c)
+        pos += n
+    p = str(tmp_path / "records")
+    assert write_direct(p, chunks) == pos
+    with open(p, "rb") as fh:
+        assert fh.read() == b"".join(np.asarray(c).tobytes() for c in chunks)
+    assert in_place == sizes

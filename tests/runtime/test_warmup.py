@@ -83,3 +83,26 @@ def test_the_tests_jvms_map_the_archive_when_it_was_built():
         pytest.skip("ROCKETLAKE_TEST_JVM_OPTS is set: the tests' JVMs run its options, not the archive")
     assert archive and os.path.exists(archive), "the class-data archive was not built"
     assert os.environ["SPARK_SUBMIT_OPTS"] == jvm_archive.jvm_options(archive)
+
+
+def test_task_started_freezes_what_a_spark_worker_holds_and_nothing_outside_a_task(spark):
+    """PySpark's daemon runs a full collection after every task of a reused worker: frozen at the
+    task's start, the worker's objects are not walked again by it. Outside a Spark task nothing
+    is frozen (the caller's garbage stays collectable)."""
+    import gc
+    held = [[] for _ in range(1000)]
+    before = gc.get_freeze_count()
+    warmup.task_started()
+    assert gc.get_freeze_count() == before
+    del held
+
+    def frozen(_rows):
+        import gc as worker_gc
+        from storelib.runtime import warmup as worker_warmup
+        kept = [[] for _ in range(1000)]          # objects a task leaves in its worker
+        n0 = worker_gc.get_freeze_count()
+        worker_warmup.task_started()
+        yield worker_gc.get_freeze_count() - n0 >= len(kept) and len(worker_gc.get_objects()) < len(kept)
+
+    sc = spark.sparkContext
+    assert sc.parallelize(range(2), 2).mapPartitions(frozen).collect() == [True, True]
