@@ -614,10 +614,15 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             say(f"commitlog {note}")
         summary = _summary(p, store, snap, apply, t0)
         if snap is not None and not apply:
-            summary["pending_publish"] = [b.batch_id for b in commit_stage.pending_publishes(store, snap)]
-            for b in summary["pending_publish"]:
-                say(f"batch {b} is committed but its publish is unfinished: its files were read from its staging; "
-                    "--apply finishes the publish first")
+            pending = commit_stage.pending_publishes(store, snap)
+            summary["pending_publish"] = [b.batch_id for b in pending]
+            for b in pending:
+                if b.operation == "expire":
+                    say(f"expiry {b.batch_id} is committed but its deletes are unfinished (its staged list); "
+                        "--apply finishes them first")
+                else:
+                    say(f"batch {b.batch_id} is committed but its publish is unfinished: its files were read from "
+                        "its staging; --apply finishes the publish first")
         if apply:
             summary.update(_apply(store, snap, p["findings"], lease, batch_id, t0, say))
         summary["seconds"] = round(time.time() - t0, 3)

@@ -146,3 +146,14 @@ def test_an_older_versions_interrupted_expiry_is_finished_by_the_next_expire(ado
     assert again["status"] == "nothing-to-do" and not any(st.exists(p) for p in gone)
     assert verify.verify_store(store, deep=True).problems == []
     assert retention.finish_pending_deletes(st, open_snapshot(st, history=True)) == []
+
+
+def test_a_repair_dry_run_names_a_pending_expiry_as_unfinished_deletes(adopted, tmp_path, monkeypatch, capsys):
+    from storelib.ops import repair as repair_op
+    store = _interrupted(adopted, tmp_path, monkeypatch)
+    b = open_snapshot(storage.Store(store), history=True).batch
+    s = repair_op.repair(store, small_config())
+    err = capsys.readouterr().err
+    assert s["pending_publish"] == [b.batch_id]
+    assert f"expiry {b.batch_id} is committed but its deletes are unfinished" in err, err[-2000:]
+    assert "its files were read from its staging" not in err
