@@ -232,6 +232,32 @@ def test_the_mirrors_own_expire_then_more_cycles(broker, tmp_path):
     assert snap.batch["min_phy_offset"] > 0 and [b["batch_seq"] for b in snap.batches] == [1, 2, 3]
 
 
+def test_the_next_cycle_finishes_an_expiry_cut_short_after_its_commit(broker, tmp_path, monkeypatch):
+    """An expiry of the mirror that committed and deleted nothing (as a crash right after its
+    commit leaves it): the next cycle, the next writer, deletes those files first, then goes on;
+    the mirror verifies with no file left over."""
+    from storelib.ops import expire as retention
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1800]))
+    mirror.mirror_broker(broker, store, quiet=True)
+
+    def cut(*a, **k):
+        raise KeyboardInterrupt("cut after the commit")
+    monkeypatch.setattr(retention.staged_deletes, "delete", cut)
+    with pytest.raises(KeyboardInterrupt):
+        retention.expire(store, 1, now_ms=int(ts.max()) + 2 * 3600 * 1000, quiet=True, housekeeping=False)
+    monkeypatch.undo()
+    removed = sorted(manifest.load_snapshot(storage.Store(store)).removed)
+    assert len(removed) > 10 and all(os.path.exists(os.path.join(store, p)) for p in removed)
+    set_safe(broker, int(ts.max()) + 1)
+    s = mirror.mirror_broker(broker, store, quiet=True)
+    assert s["status"] == "committed" and s["messages"] == 3000 - 1800
+    assert not any(os.path.exists(os.path.join(store, p)) for p in removed)
+    assert not os.path.exists(os.path.join(store, "_rocketlake", "staging"))
+    assert not verify.verify_store(store, None, deep=True).problems
+
+
 def test_records_longer_than_the_first_window(broker, monkeypatch):
     """A cycle reads a small window first, then larger ones: a record running past it (here every
     record, with a 100-byte first window) is read whole all the same."""
