@@ -148,22 +148,26 @@ def test_missing_input_is_a_clear_error(tmp_path):
         inputs.plan_splits(str(tmp_path / "nope.jsonl"), "jsonl")
 
 
+def _encode_context(tmp_path, crc: bool, n_splits: int):
+    """An encode stage's context over small-roll's messages in ``n_splits`` splits, its splits and store."""
+    from storelib.ingest import topics
+    from storelib.ingest.context import EncodeContext
+    from storelib.format.config import StoreConfig
+    src = os.path.join(golden_set("small-roll"), "messages.jsonl")
+    splits = inputs.plan_splits(src, "jsonl", n_splits, 1 << 20)
+    ctx = EncodeContext(store=str(tmp_path / "store"), config=StoreConfig(enabledAppendPropCRC=crc),
+                        topics=topics.Topics.default(), staging="_rocketlake/staging/t/a",
+                        splits=tuple(s.to_dict() for s in splits), default_store_ts=1)
+    return ctx, splits, storage.Store(ctx.store)
+
+
 @pytest.mark.parametrize("crc", [False, True])
 def test_reencoded_rows_equal_staged_records(tmp_path, crc):
     """A segment-writer attempt that finds a split's staged records deleted (an earlier attempt
     wrote them into their segment) encodes the rows again from the input: the same bytes."""
     import numpy as np
     from storelib.ingest import encode as encode_stage
-    from storelib.ingest import topics
-    from storelib.ingest.context import EncodeContext
-    from storelib.format.config import StoreConfig
-    cfg = StoreConfig(enabledAppendPropCRC=crc)
-    src = os.path.join(golden_set("small-roll"), "messages.jsonl")
-    splits = inputs.plan_splits(src, "jsonl", 3, 1 << 20)
-    ctx = EncodeContext(store=str(tmp_path / "store"), config=cfg, topics=topics.Topics.default(),
-                        staging="_rocketlake/staging/t/a", splits=tuple(s.to_dict() for s in splits),
-                        default_store_ts=1)
-    st = storage.Store(ctx.store)
+    ctx, splits, st = _encode_context(tmp_path, crc, 3)
     for s in splits:
         r = encode_stage.encode_split(ctx, s.to_dict())
         staged = np.frombuffer(st.read(r["records_path"]), np.uint8)
@@ -182,22 +186,13 @@ def test_staged_records_written_in_place_are_the_encoded_bytes(tmp_path, monkeyp
     ``codec.encode`` of the split gives it."""
     import numpy as np
     from storelib.ingest import encode as encode_stage
-    from storelib.ingest import topics
-    from storelib.ingest.context import EncodeContext
-    from storelib.format.config import StoreConfig
     from storelib.io import direct_io
     monkeypatch.setattr(encode_stage, "RUN_ROWS", 37)
     monkeypatch.setattr(direct_io, "MIN_PLACED", direct_io.ALIGN)
     in_place = []
     real = direct_io._Writer._write_placed
     monkeypatch.setattr(direct_io._Writer, "_write_placed", lambda self, d: in_place.append(len(d)) or real(self, d))
-    cfg = StoreConfig(enabledAppendPropCRC=crc)
-    src = os.path.join(golden_set("small-roll"), "messages.jsonl")
-    splits = inputs.plan_splits(src, "jsonl", 2, 1 << 20)
-    ctx = EncodeContext(store=str(tmp_path / "store"), config=cfg, topics=topics.Topics.default(),
-                        staging="_rocketlake/staging/t/a", splits=tuple(s.to_dict() for s in splits),
-                        default_store_ts=1)
-    st = storage.Store(ctx.store)
+    ctx, splits, st = _encode_context(tmp_path, crc, 2)
     for s in splits:
         r = encode_stage.encode_split(ctx, s.to_dict())
         whole = encode_stage.reencode_rows(ctx, s.index, 0, r["count"])
