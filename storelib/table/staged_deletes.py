@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..errors import CorruptStore
 from ..format import paths
 from ..format.names import rel_path_problem
 from ..io import headpages, storage
-from .rows import manifest_rows
+from .rows import ManifestRow, manifest_rows
 
 __all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "delete", "finish", "objects_of"]
 
@@ -112,13 +112,19 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
 
 
 def _live_objects(snap: Any) -> set[str]:
+    return _objects_named(snap.files.values())
+
+
+def _objects_named(rows: Iterable[ManifestRow]) -> set[str]:
+    """The objects the extents of ``rows`` name. A damaged row names none: nothing is deleted by
+    it (and rowcheck refuses a snapshot holding one before a finish checks against it)."""
     out: set[str] = set()
-    for r in snap.files.values():
+    for r in rows:
         if r.has_detail("extents"):
             try:
                 out.update(e.object_rel for e in headpages.version_extents(dict(r.detail)))
             except (ValueError, KeyError, TypeError):
-                continue                    # (a damaged row: rowcheck refuses the snapshot before this)
+                continue
     return out
 
 
@@ -165,13 +171,6 @@ def objects_of(store: storage.Store, files: set[str]) -> list[str]:
     from . import manifest
     if not files or not store.objects:
         return []
-    objects: set[str] = set()
-    for r in manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR))):
-        if r.action == "add" and r.path in files and r.has_detail("extents"):
-            try:
-                extents = headpages.version_extents(dict(r.detail))
-            except (ValueError, KeyError, TypeError):
-                continue                    # a damaged row names nothing we may delete
-            objects.update(e.object_rel for e in extents)
-    return sorted(objects)
+    rows = manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)))
+    return sorted(_objects_named(r for r in rows if r.action == "add" and r.path in files))
 
