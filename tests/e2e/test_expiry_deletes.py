@@ -202,3 +202,39 @@ def test_on_s3_the_next_ingest_deletes_a_killed_expirys_objects(inputs, s3_seed,
     assert live and all(st.exists(o) for o in live) and not live & gone
     assert _deep(uri, inputs) == []
     assert not st.exists(paths.STAGING_DIR) or not st.list_files(paths.STAGING_DIR)
+
+
+def test_on_s3_an_expiry_whose_commit_outcome_is_unknown_leaves_its_deletes_to_the_next_writer(
+        inputs, s3_seed, monkeypatch):  # noqa: F811
+    """The switch's PUT fails with no answer (a timeout: not a refused conditional put), and a read
+    of the table then finds no commit; the PUT lands afterwards. The expiry must have left its
+    staged document: the next ingest finishes the committed expiry's deletes from it."""
+    from storelib.ops import expire as retention
+    env, client = s3_seed
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="seed/")
+    for o in (o for page in pages for o in page.get("Contents", [])):
+        client.copy_object(Bucket=BUCKET, Key="unknown" + o["Key"][len("seed"):], CopySource={"Bucket": BUCKET, "Key": o["Key"]})
+    uri = f"s3://{BUCKET}/unknown"
+    real, sent = retention.manifest.commit, []
+
+    def no_answer(*a, **k):
+        sent.append((a, k))
+        raise OSError("Generic S3 error: error sending request: operation timed out")
+    monkeypatch.setattr(retention.manifest, "commit", no_answer)
+    with pytest.raises(OSError, match="timed out"):
+        expire(uri, 1, now_ms=now_of(inputs), quiet=True)
+    monkeypatch.setattr(retention.manifest, "commit", real)
+    a, k = sent[0]
+    real(*a, **dict(k, lease=None))                   # the PUT lands after the writer gave up
+    st = storage.Store(uri)
+    snap = manifest.load_snapshot(st)
+    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
+    gone = _objects_of(rows, set(snap.removed))
+    assert snap.batch["operation"] == "expire" and gone and all(st.exists(o) for o in gone)
+    r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not [o for o in gone if st.exists(o)], "objects of the expired files left after the ingest"
+    assert _deep(uri, inputs) == []
+    assert not st.exists(paths.STAGING_DIR) or not st.list_files(paths.STAGING_DIR)
