@@ -10,11 +10,17 @@ no expired file is left, every committed batch's snapshot lists what it did, ver
 clean and no staging is left. On an object store (moto) likewise, the expired files' objects
 (every version's) gone and the live files' objects all there.
 
-``make test`` runs the store-wide expiry killed mid-delete and the stall there; ``make faults``
-(ROCKETLAKE_FAULTS=all) every case.
+Staged but not committed: an ingest started while an expiry holds the lease with its deletes
+document staged (and the reverse) is refused at once and changes nothing; an expiry killed with its
+document written, before its switch, leaves a dead attempt whose files the next ingest keeps.
+
+``make test`` runs the store-wide expiry killed mid-delete and the stall there, the ingest refused
+while an expiry is staged and the kill before the switch; ``make faults`` (ROCKETLAKE_FAULTS=all)
+every case.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -30,7 +36,7 @@ from storelib.ops.topic_retention import parse_rules
 from storelib.table import manifest
 
 from test_crash_sim import _deep, _in_process_ingest, _open, inputs, store_a  # noqa: F401
-from support.stall import stalled_past_lease
+from support.stall import stalled_past_lease, wait_for
 from test_nothing_lost import files_state, run as _runner
 
 pytestmark = [pytest.mark.slow]
@@ -148,6 +154,100 @@ def test_the_writer_that_takes_over_from_a_stalled_expiry_finishes_its_deletes(i
         assert "lost the store's lease after its commit" in err, err[-2000:]
     assert files_state(store) == after
     _finished(f"{point}, resumed", store, inputs, want["store-wide", "ingest"])
+
+
+# ----------------------------------------------------------------------------- staged, not committed
+def _staging_and_logs(store: str) -> dict:
+    """path -> sha256 of every file of the staging and of the two Delta logs."""
+    out = {}
+    for rel in (paths.STAGING_DIR, f"{paths.MANIFEST_DIR}/_delta_log", f"{paths.CHECKPOINTS_DIR}/_delta_log"):
+        for root, _, names in os.walk(os.path.join(store, rel)):
+            for n in names:
+                with open(os.path.join(root, n), "rb") as fh:
+                    out[os.path.relpath(os.path.join(root, n), store)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def _refused_while_held(store: str, held, gate: str, other: list, holder: str) -> None:
+    """``held`` (a writer's process, held at ``gate``) holds the lease with its attempt staged:
+    ``other`` (local_ingest.py's arguments) is refused at once (exit 3) and changes no store file,
+    no staged file and no table; then ``held`` goes on to its end (exit 0)."""
+    try:
+        wait_for(gate + ".reached", held)
+        before = files_state(store), _staging_and_logs(store)
+        assert any(p.endswith("/" + paths.STAGED_DELETES) for p in before[1]) == (holder == "expiry"), before[1]
+        r = _runner(other)
+        assert r.returncode == 3 and "being written by batch" in r.stderr, (r.returncode, r.stderr[-2000:])
+        assert (files_state(store), _staging_and_logs(store)) == before, "the refused writer changed the store"
+    finally:
+        open(gate, "w").close()
+        _, err = held.communicate(timeout=300)
+    assert held.returncode == 0, err[-2000:]
+
+
+def test_an_ingest_started_while_an_expiry_is_staged_is_refused_and_changes_nothing(inputs, seeds, tmp_path):  # noqa: F811
+    """The expiry holds the lease (not stalled: renewing it) with its deletes document staged,
+    before its Delta commit; an ingest starting then is refused and touches nothing. The expiry
+    commits and deletes; the ingest run again commits: the store is an uninterrupted expiry's
+    followed by that ingest's, byte for byte."""
+    seed, want = seeds
+    store = str(tmp_path / "store")
+    shutil.copytree(seed, store)
+    gate = str(tmp_path / "gate")
+    expiry = _runner(_expire_args("store-wide", store, inputs), {"ROCKETLAKE_HOLD": f"before-delta-commit:{gate}"},
+                     popen=True)
+    ingest = ["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"]
+    _refused_while_held(store, expiry, gate, ingest, "expiry")
+    r = _runner(ingest)
+    assert r.returncode == 0, r.stderr[-2000:]
+    _finished("an ingest refused while an expiry was staged", store, inputs, want["store-wide", "ingest"])
+
+
+@pytest.mark.skipif(not ALL, reason="races of processes: make faults (ROCKETLAKE_FAULTS=all)")
+def test_an_expiry_started_while_an_ingest_is_staged_is_refused_and_changes_nothing(inputs, seeds, tmp_path):  # noqa: F811
+    seed, want = seeds
+    store = str(tmp_path / "store")
+    shutil.copytree(seed, store)
+    gate = str(tmp_path / "gate")
+    ingest = _runner(["ingest", store, inputs / "c.jsonl", inputs / "small.properties", "C"],
+                     {"ROCKETLAKE_HOLD": f"before-delta-commit:{gate}"}, popen=True)
+    _refused_while_held(store, ingest, gate, _expire_args("store-wide", store, inputs), "ingest")
+    assert _open(store) == ["A", "B", "C"]
+    r = _runner(_expire_args("store-wide", store, inputs))
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = storage.Store(store)
+    assert len(_open(store)) == 4 and not [p for p in want["store-wide", "ingest"][0] if st.exists(p)]
+    assert _deep(store, inputs) == [] and not st.exists(paths.STAGING_DIR)
+
+
+@pytest.fixture(scope="module")
+def kept(inputs, seeds, tmp_path_factory):  # noqa: F811
+    """(files, batch views) of the seed followed by C alone (an expiry that never committed)."""
+    ref = str(tmp_path_factory.mktemp("expiry-kept") / "ref")
+    shutil.copytree(seeds[0], ref)
+    NEXT["ingest"](inputs, ref)
+    return files_state(ref), _views(ref)
+
+
+@pytest.mark.parametrize("point", ["before-delta-commit", _faults_only("between-delta-tables")])
+def test_an_expiry_killed_before_its_switch_leaves_its_files_to_the_next_ingest(inputs, seeds, kept, tmp_path, point):  # noqa: F811
+    """Killed with its deletes document written, before its switch: the document is a dead
+    attempt's, not a committed batch's, so the next ingest deletes none of what it lists (clears it
+    after its own commit); every file still reads; the store is the seed followed by C alone."""
+    seed, want = seeds
+    store = str(tmp_path / "store")
+    shutil.copytree(seed, store)
+    r = _runner(_expire_args("store-wide", store, inputs), {"ROCKETLAKE_FAULT": point})
+    assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
+    st = storage.Store(store)
+    listed = [p for p in _staging_and_logs(store) if p.endswith("/" + paths.STAGED_DELETES)]
+    removed = want["store-wide", "ingest"][0]
+    assert len(listed) == 1 and all(st.exists(p) for p in removed) and _open(store) == ["A", "B"]
+    assert NEXT["ingest"](inputs, store)["status"] == "committed"
+    assert all(st.exists(p) for p in removed), "the next writer deleted what a dead attempt listed"
+    assert _open(store) == ["A", "B", "C"]
+    assert (files_state(store), _views(store)) == kept
+    assert _deep(store, inputs) == [] and not st.exists(paths.STAGING_DIR)
 
 
 # ----------------------------------------------------------------------------- object stores
