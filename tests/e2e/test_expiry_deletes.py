@@ -265,6 +265,24 @@ def _objects_of(snap_rows, paths_: set) -> set:
     return out
 
 
+def _copy_of_seed(client, prefix: str) -> str:
+    """The URI of a copy of ``seed/`` at ``prefix/``."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="seed/")
+    for o in (o for page in pages for o in page.get("Contents", [])):
+        client.copy_object(Bucket=BUCKET, Key=prefix + o["Key"][len("seed"):], CopySource={"Bucket": BUCKET, "Key": o["Key"]})
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def _expired_objects(uri: str) -> tuple:
+    """(the store, the objects of the files its latest batch, a committed expiry, removed)."""
+    st = storage.Store(uri)
+    snap = manifest.load_snapshot(st)
+    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
+    gone = _objects_of(rows, set(snap.removed))
+    assert snap.batch["operation"] == "expire" and gone
+    return st, gone
+
+
 @pytest.fixture(scope="module")
 def s3_seed(inputs):  # noqa: F811
     """(env, boto3 client) of a moto server whose ``seed/`` holds A and B."""
@@ -282,17 +300,11 @@ def test_on_s3_the_next_ingest_deletes_a_killed_expirys_objects(inputs, s3_seed,
     env, client = s3_seed
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="seed/")
-    for o in (o for page in pages for o in page.get("Contents", [])):
-        client.copy_object(Bucket=BUCKET, Key=point + o["Key"][len("seed"):], CopySource={"Bucket": BUCKET, "Key": o["Key"]})
-    uri = f"s3://{BUCKET}/{point}"
+    uri = _copy_of_seed(client, point)
     r = _runner(_expire_args("store-wide", uri, inputs), dict(env, ROCKETLAKE_FAULT=point))
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
-    st = storage.Store(uri)
-    snap = manifest.load_snapshot(st)
-    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
-    gone = _objects_of(rows, set(snap.removed))
-    assert snap.batch["operation"] == "expire" and gone and any(st.exists(o) for o in gone)
+    st, gone = _expired_objects(uri)
+    assert any(st.exists(o) for o in gone)
     r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
     assert r.returncode == 0, r.stderr[-2000:]
     snap = manifest.load_snapshot(st)
@@ -313,10 +325,7 @@ def test_on_s3_an_expiry_whose_commit_outcome_is_unknown_leaves_its_deletes_to_t
     env, client = s3_seed
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix="seed/")
-    for o in (o for page in pages for o in page.get("Contents", [])):
-        client.copy_object(Bucket=BUCKET, Key="unknown" + o["Key"][len("seed"):], CopySource={"Bucket": BUCKET, "Key": o["Key"]})
-    uri = f"s3://{BUCKET}/unknown"
+    uri = _copy_of_seed(client, "unknown")
     real, sent = retention.manifest.commit, []
 
     def no_answer(*a, **k):
@@ -328,11 +337,8 @@ def test_on_s3_an_expiry_whose_commit_outcome_is_unknown_leaves_its_deletes_to_t
     monkeypatch.setattr(retention.manifest, "commit", real)
     a, k = sent[0]
     real(*a, **dict(k, lease=None))                   # the PUT lands after the writer gave up
-    st = storage.Store(uri)
-    snap = manifest.load_snapshot(st)
-    rows = manifest.read_rows(manifest.open_table(st, paths.MANIFEST_DIR))
-    gone = _objects_of(rows, set(snap.removed))
-    assert snap.batch["operation"] == "expire" and gone and all(st.exists(o) for o in gone)
+    st, gone = _expired_objects(uri)
+    assert all(st.exists(o) for o in gone)
     r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert not [o for o in gone if st.exists(o)], "objects of the expired files left after the ingest"

@@ -97,15 +97,7 @@ def test_a_local_commit_that_went_in_and_then_failed_is_not_undone(adopted, tmp_
     finishes the deletes from the staged document."""
     store = copy_store(adopted, str(tmp_path / "store"))
     st = storage.Store(store)
-    real = manifest.commit
-
-    def committed_then_failed(*a, **k):
-        real(*a, **k)
-        raise OSError(5, "Input/output error")
-    monkeypatch.setattr(retention.manifest, "commit", committed_then_failed)
-    with pytest.raises(OSError):
-        retention.expire(store, 48, NOW, quiet=True, housekeeping=False)
-    monkeypatch.undo()
+    _expire_failing_after(monkeypatch, store, manifest, "commit", OSError(5, "Input/output error"))
     snap = open_snapshot(st, history=True)
     assert snap.batch.operation == "expire" and len(_documents(st)) == 1
     gone = set(snap.removed)
@@ -117,13 +109,19 @@ def test_a_local_commit_that_went_in_and_then_failed_is_not_undone(adopted, tmp_
 
 def test_a_failure_before_the_commit_removes_the_attempts_staging(adopted, tmp_path, monkeypatch):  # noqa: F811
     store = copy_store(adopted, str(tmp_path / "store"))
-    st = storage.Store(store)
-    real = staged_deletes.stage
+    _expire_failing_after(monkeypatch, store, staged_deletes, "stage", OSError(28, "No space left on device"))
+    assert not storage.Store(store).exists(paths.STAGING_DIR)
 
-    def staged_then_failed(*a, **k):
+
+def _expire_failing_after(monkeypatch, store: str, module, name: str, error: Exception) -> None:
+    """An expiry of ``store`` whose ``module.name`` is done, then fails with ``error`` (the
+    expiry raises it)."""
+    real = getattr(module, name)
+
+    def done_then_failed(*a, **k):
         real(*a, **k)
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(retention.staged_deletes, "stage", staged_then_failed)
-    with pytest.raises(OSError):
+        raise error
+    monkeypatch.setattr(module, name, done_then_failed)
+    with pytest.raises(type(error)):
         retention.expire(store, 48, NOW, quiet=True, housekeeping=False)
-    assert not st.exists(paths.STAGING_DIR)
+    monkeypatch.undo()
