@@ -339,6 +339,13 @@ def test_on_s3_an_expiry_whose_commit_outcome_is_unknown_leaves_its_deletes_to_t
     real(*a, **dict(k, lease=None))                   # the PUT lands after the writer gave up
     st, gone = _expired_objects(uri)
     assert all(st.exists(o) for o in gone)
+    # a writer whose snapshot came from the cache reads the expiry's remove rows from the table
+    from storelib.table import snapcache, staged_deletes
+    from storelib.table.snapshots import open_snapshot
+    assert snapcache.refresh(st)
+    cached = open_snapshot(st)
+    assert cached.source == "cache"
+    assert staged_deletes.removed_by(st, cached.batch, cached) == set(manifest.load_snapshot(st).removed)
     r = _runner(["ingest", uri, inputs / "c.jsonl", inputs / "small.properties", "C"], env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert not [o for o in gone if st.exists(o)], "objects of the expired files left after the ingest"
