@@ -33,7 +33,7 @@ from ..format import paths
 from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, staged_deletes, writerlease
 from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..errors import ConcurrentWriteError, ExpireError, LeaseLost
+from ..errors import ExpireError, LeaseLost
 from ..ingest import commit as commit_stage
 from ..io import storage
 from ..runtime.faults import fault
@@ -263,15 +263,13 @@ def _abandon(store: storage.Store, staging: str, ck: dict, e: BaseException, com
     after that writer's commit, ``commit.clear_dead_attempts``). Left, for that reason:
 
     * a lost lease (``LeaseLost``): the store is another writer's now, and this one touches nothing;
-    * on object stores, a commit that failed other than by a conditional put refused
-      (``ConcurrentWriteError``: that version exists, whoever's it is): a PUT whose response was
-      lost may still land after a read of the table found no commit, and dropping the staged
-      document then would leave the committed expiry's files undeleted for good (local stores:
-      the commit is a ``link``, done or not when it returns, so a read of the table decides);
+    * a commit whose outcome is unknown (``commit.outcome_unknown``: on object stores, a PUT
+      whose answer was lost may land after a read of the table found no commit), where dropping
+      the staged document would leave the committed expiry's files undeleted for good;
     * a read of the table that fails (``is_committed``): nothing is known.
 
     Never raises: the caller raises ``e``, whatever happens here."""
-    if isinstance(e, LeaseLost) or (committing and not store.atomic_rename and not isinstance(e, ConcurrentWriteError)):
+    if isinstance(e, LeaseLost) or commit_stage.outcome_unknown(store, e, committing):
         return
     try:
         if lease is not None:
