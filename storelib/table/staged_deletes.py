@@ -192,7 +192,9 @@ def finish(store: storage.Store, staging: str, batch: Any, snap: Any, durable: b
 def objects_of(store: storage.Store, files: set[str]) -> list[str]:
     """Object stores: every object that ever held bytes of ``files`` (the extents of all their
     manifest rows, superseded index heads and merged extents included), read from the manifest
-    table: by the expiry, before its commit, once it knows it removes some."""
+    table: by the expiry, before its commit, once it knows it removes some. (The latest version's
+    rows: objects only rows a compaction dropped named, earlier versions', are not found, and
+    stay in the bucket.) The snapshot's rows would not do: they name the current versions' alone."""
     from . import manifest
     if not files or not store.objects:
         return []
