@@ -229,7 +229,8 @@ faults: install
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_merge_race.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
-		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py
+		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \
+		tests/e2e/test_commit_outcome_unknown.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).

@@ -42,7 +42,7 @@ from ..io import checksum, fragments, patches, storage
 from . import sequencer
 from .staged_file import DamagedFile, StagedFile, staged_files
 from ..format.config import StoreConfig
-from ..errors import CorruptStore, IngestError, LeaseLost
+from ..errors import ConcurrentWriteError, CorruptStore, IngestError, LeaseLost
 from ..runtime.faults import fault
 from ..runtime import interrupts
 from ..runtime.progress import Progress
@@ -52,7 +52,7 @@ Snap = Union[manifest.Snapshot, StoreSnapshot]
 
 __all__ = ["StagedBatch", "commit_batch", "after_commit", "let_go", "publish", "pending_publishes",
            "finish_pending_publish", "clear_dead_attempts",
-           "undo_attempt", "drop_staging", "is_committed"]
+           "outcome_unknown", "undo_attempt", "drop_staging", "is_committed"]
 
 
 @dataclass(frozen=True)
@@ -470,6 +470,16 @@ def is_committed(store: storage.Store, batch_id: str, attempt: str | None = None
     snap = open_snapshot(store, history=True, queue_offsets=False)
     return any(b.batch_id == batch_id and (attempt is None or b.attempt_id in (None, attempt))
                for b in snap.batches)
+
+
+def outcome_unknown(store: storage.Store, error: BaseException | None, committing: bool) -> bool:
+    """Whether an attempt that failed with ``error`` (``committing``: in its Delta commits) may
+    still commit, so that nothing of it may be undone (the next writer decides from the tables):
+    on an object store, a commit that failed other than by a refused conditional put
+    (``ConcurrentWriteError``: that version exists, whoever's; ``LeaseLost``: raised before a PUT)
+    may have sent a PUT whose answer was lost and that lands after any read of the table. A local
+    store's commit is a ``link``, done or not when it returns: a read of the table decides."""
+    return committing and not store.atomic_rename and not isinstance(error, ConcurrentWriteError)
 
 
 def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str) -> None:

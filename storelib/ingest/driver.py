@@ -73,7 +73,8 @@ from ..table import rowcheck, writerlease
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import objstore, storage
 from ..runtime import warmup
-from .commit import StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, undo_attempt
+from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, outcome_unknown,
+                     undo_attempt)
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
@@ -244,7 +245,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
     fault("after-lease")
-    committed = False
+    committed = committing = False
     encoded_in = None        # staging of the split records when the id was derived after encoding
     try:
         # as of the lease: every batch, the tables' versions (queue_offsets: the latest batch's)
@@ -288,10 +289,11 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
         staged = StagedBatch(snap, state, plan, summaries, results, run.batch_id, run.fingerprint, cast(str, run.staging),
                              attempt=run.attempt,
                              detail_extra=_topic_detail(snap, tcfg, topic_changes, scans, rr_after))
+        committing = True
         summary = commit_batch(store, staged, config, t0, prog, lease=lease)
         committed = True
-    except BaseException:
-        _abandon(run)
+    except BaseException as e:
+        _abandon(run, e, committing)
         raise
     finally:
         _drop_encoded(store, encoded_in, run.staging)
@@ -445,15 +447,18 @@ def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list
     return results
 
 
-def _abandon(run: _Run) -> None:
-    """A failed attempt: nothing of it is visible; its staged files are removed (best effort; a
-    SIGKILL leaves them for the next ingest, which deletes them before starting). Only this
-    attempt's: a writer that won a race with this one may be publishing its own staged files
-    right now (both passed the lease: best effort on object stores, or a stale lease taken
-    over), and a staged file it has not moved yet would be lost for good."""
+def _abandon(run: _Run, error: BaseException, committing: bool) -> None:
+    """A failed attempt (``error``; ``committing``: in its commit): nothing of it is visible; its
+    staged files are removed (best effort; a SIGKILL leaves them for the next ingest, which deletes
+    them before starting). Only this attempt's: a writer that won a race with this one may be
+    publishing its own staged files right now (both passed the lease: best effort on object
+    stores, or a stale lease taken over), and a staged file it has not moved yet would be lost for
+    good. Nothing is removed when the commit's outcome is unknown (``outcome_unknown``: a PUT
+    whose answer was lost may still land, and the batch then needs every object staged)."""
     try:
         run.prog.stage(None)
-        if run.staging is not None and not is_committed(run.store, run.batch_id, run.attempt):
+        if run.staging is not None and not outcome_unknown(run.store, error, committing) \
+                and not is_committed(run.store, run.batch_id, run.attempt):
             _quiesce(run.sc)     # tasks of a failed job may still be writing their staged files
             undo_attempt(run.store, run.staging, run.batch_id, cast(str, run.attempt))
             # A cancelled task's Python worker can outlive its stage by a moment and stage one

@@ -38,7 +38,8 @@ from ..errors import CorruptStore, MirrorDiverged, MirrorError
 from ..format import checkpoint as ckpt, commitlog, paths
 from ..format.config import StoreConfig
 from ..ingest import sequencer, write as write_stage
-from ..ingest.commit import StagedBatch, commit_batch, finish_pending_publish, undo_attempt
+from ..ingest.commit import (StagedBatch, commit_batch, finish_pending_publish, is_committed, outcome_unknown,
+                             undo_attempt)
 from ..ingest.context import WriteContext
 from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
@@ -574,7 +575,8 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dis
     batch_id = f"mirror-{start:020d}-{end:020d}"
     attempt = uuid.uuid4().hex[:12]
     b = _Batch(store, snap, state, cfg, batch_id, attempt)
-    committed = False
+    committed = committing = False
+    failed: BaseException | None = None
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         written = pool.submit(b.write_segments, pieces)
@@ -594,14 +596,20 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dis
                                      .encode()).hexdigest()
         staged = StagedBatch(snap, state, plan, [_summary(d, groups)], results, batch_id, fingerprint, b.staging,
                              attempt=attempt, detail_extra={"mirror": mirror_detail}, operation="mirror")
+        committing = True
         out = commit_batch(store, staged, cfg, t0, prog, lease=lease)
         committed = True
         return out, d
+    except BaseException as e:
+        failed = e
+        raise
     finally:
         pool.shutdown(wait=True)
         if not committed:
+            # (a batch committed before its publish failed keeps its staging: the next cycle publishes it)
             try:
-                undo_attempt(store, b.staging, batch_id, attempt)
+                if not outcome_unknown(store, failed, committing) and not is_committed(store, batch_id, attempt):
+                    undo_attempt(store, b.staging, batch_id, attempt)
             except Exception:  # noqa: BLE001 - the next writer removes what is left
                 pass
 

@@ -18,7 +18,8 @@ batch's file is never merged: a writer's read takes its ``queue_offsets`` from i
 compacted file, ``manifest._compact``) is left as it is. The manifest table's merge takes files of
 at most ``MERGE_SHARE`` of the batch's record bytes (``budget``), so that it never uploads more at
 once than a share of what the batch adds; a small store whose batches rewrite most of its rows
-is bounded by its compaction instead (``manifest.compaction_due``).
+is bounded by its compaction instead (``manifest.compaction_due``). A batch that writes no
+records (an expiry, a repair) may merge the lowest tier's files (``share``).
 
 What a merge needs of the table (its files, their sizes and batch-sequence ranges: ``files_of``)
 comes from the commit's own write: the Delta table object after it holds the new version's
@@ -54,7 +55,7 @@ from ..io import storage
 from . import deltacommit
 from .tableread import table_uri
 
-__all__ = ["merge_tables", "MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS",
+__all__ = ["merge_tables", "share", "MERGE_MIN_FILES", "MERGE_BASE_BYTES", "MERGE_TARGET_BYTES", "ROW_GROUP_ROWS", "ROW_GROUP_OFFSETS",
            "MERGE_SHARE", "TABLE_PROPERTIES", "merge", "due", "files_of", "writer"]
 
 MERGE_MIN_FILES = 32
@@ -112,21 +113,31 @@ def merge_tables(store: storage.Store, versions: dict[str, int], files: dict[str
                  fault: Callable[[str], None] | None, durable: bool, lease: Any) -> dict[str, bool]:
     """After a batch's commit (``checkpoint_row``), each table's ``merge`` when due, at the
     ``versions`` the commit made, with the data ``files`` its writes left: the manifest table's
-    unless the commit just ``compacted`` it into one, and within ``MERGE_SHARE`` of the batch's
-    record bytes (none recorded: no limit). A merge that fails leaves its table as it was: the
+    unless the commit just ``compacted`` it into one, and within the batch's ``share`` (none
+    recorded: no limit). A merge that fails leaves its table as it was: the
     batch is committed, and a later commit merges (``LeaseLost``: never). Whether each went in."""
     merged = {MANIFEST_DIR: False, CHECKPOINTS_DIR: False}
     for rel in (MANIFEST_DIR, CHECKPOINTS_DIR):
         if rel == MANIFEST_DIR and compacted:
             continue
-        budget = None if rel != MANIFEST_DIR or checkpoint_row.get("bytes") is None else \
-            int(MERGE_SHARE * checkpoint_row["bytes"])
+        budget = None if rel != MANIFEST_DIR else share(checkpoint_row.get("bytes"))
         try:
             merged[rel] = merge(store, rel, versions[rel], files.get(rel), checkpoint_row["batch_id"],
                                 checkpoint_row["batch_seq"], schemas[rel], fault, durable, lease, budget)
         except Exception:  # noqa: BLE001 - the batch is committed; a later commit merges
             pass
     return merged
+
+
+def share(record_bytes: int | None) -> int | None:
+    """The bytes of manifest files a batch that wrote ``record_bytes`` may merge (None: no limit):
+    ``MERGE_SHARE`` of them; a batch that writes no records (an expiry, a repair: 0) the lowest
+    tier's ``MERGE_MIN_FILES`` files (below ``MERGE_BASE_BYTES`` each). Its rows are a few, so a
+    share of them would never admit a merge, and a run of expiries alone would add a file each
+    until a compaction; they are not the small batches whose upload the share bounds."""
+    if record_bytes is None:
+        return None
+    return int(MERGE_SHARE * record_bytes) if record_bytes > 0 else MERGE_MIN_FILES * MERGE_BASE_BYTES
 
 
 def due(files: pa.Table, latest_seq: int, budget: int | None = None) -> list[tuple[str, int]] | None:

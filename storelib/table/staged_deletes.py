@@ -24,13 +24,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..errors import CorruptStore
+from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..format.names import rel_path_problem
 from ..io import headpages, storage
 from .rows import ManifestRow, manifest_rows
 
-__all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "delete", "finish", "objects_of"]
+__all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "delete", "finish", "objects_of"]
 
 FORMAT = "rocketlake-expiry-deletes"
 VERSION = 1
@@ -83,23 +83,22 @@ def read(store: storage.Store, staging: str) -> Staged | None:
 def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: Any) -> None:
     """Refuse (``CorruptStore`` naming the document, nothing deleted) a document that names
     anything the committed expiry ``batch`` did not remove: a path outside the store or outside
-    its commitlog/consumequeue/index directories, a file live in ``snap``, a file the snapshot's
-    rows do not record as removed by this batch (when it holds them: read from the Delta tables),
+    its commitlog/consumequeue/index directories, a file live in ``snap``, a file the batch's
+    committed rows do not record as removed (``removed_by``: whatever ``snap`` was read from),
     an object outside ``_rocketlake/objects/`` or named by a live row."""
     def refuse(what: str) -> None:
         raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
                                                  "nothing was deleted")
     if (staged.batch_id, staged.batch_seq) != (batch.batch_id, batch.batch_seq):
         refuse(f"the document is batch {staged.batch_id!r} (seq {staged.batch_seq})'s")
-    removed = getattr(snap, "removed", None)
-    known = getattr(snap, "source", "delta") != "cache"     # (a cached snapshot holds no removed rows)
+    removed = removed_by(store, batch, snap)
     for p in staged.files:
         problem = rel_path_problem(p)
         if problem or p.split("/", 1)[0] not in paths.BROKER_DIRS:
             refuse(f"{p!r} is not a commitlog, consume-queue or index file inside the store")
         if p in snap.files:
             refuse(f"{p!r} is a live file")
-        if known and (removed is None or p not in removed or removed[p].batch_id != batch.batch_id):
+        if p not in removed:
             refuse(f"{p!r} is not a file its committed rows removed")
     if not staged.objects:
         return
@@ -109,6 +108,32 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
             refuse(f"{o!r} is not an object inside the store's {paths.OBJECTS_DIR}/")
         if o in live:
             refuse(f"{o!r} holds bytes of a live file")
+
+
+def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
+    """The paths the committed rows of expiry ``batch`` remove: from ``snap``'s remove rows when it
+    was read from the Delta tables; else (a snapshot from the cache holds live rows only,
+    ``storelib.table.snapcache``) from the manifest table itself, that batch's remove rows alone
+    (a filtered read: a pending expiry is rare, and the cache, a hint, never vouches for a delete)."""
+    removed = getattr(snap, "removed", None)
+    if removed is not None and getattr(snap, "source", "delta") != "cache":
+        return {p for p, r in removed.items() if r.batch_id == batch.batch_id}
+    import pyarrow.compute as pc
+    from . import deltalog, manifest, tableread
+    where = (pc.field("action") == "remove") & (pc.field("batch_id") == batch.batch_id) & \
+        (pc.field("batch_seq") == batch.batch_seq)
+    failure: Exception | None = None
+    try:
+        dt = manifest.open_table(store, paths.MANIFEST_DIR)
+        rows = tableread.read_rows_where(dt, where, ["path", "attempt_id"], manifest.MANIFEST_SCHEMA)
+    except StoreError as e:
+        failure = e
+    except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a damaged table
+        failure = deltalog.corrupt(store, paths.MANIFEST_DIR, e)
+    dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
+    if failure is not None:
+        raise failure.with_traceback(None)
+    return {r["path"] for r in rows if batch.attempt_id is None or r["attempt_id"] == batch.attempt_id}
 
 
 def _live_objects(snap: Any) -> set[str]:
@@ -167,7 +192,9 @@ def finish(store: storage.Store, staging: str, batch: Any, snap: Any, durable: b
 def objects_of(store: storage.Store, files: set[str]) -> list[str]:
     """Object stores: every object that ever held bytes of ``files`` (the extents of all their
     manifest rows, superseded index heads and merged extents included), read from the manifest
-    table: by the expiry, before its commit, once it knows it removes some."""
+    table: by the expiry, before its commit, once it knows it removes some. (The latest version's
+    rows: objects only rows a compaction dropped named, earlier versions', are not found, and
+    stay in the bucket.) The snapshot's rows would not do: they name the current versions' alone."""
     from . import manifest
     if not files or not store.objects:
         return []

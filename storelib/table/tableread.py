@@ -22,8 +22,8 @@ from ..io import storage
 from . import deltalog
 from .rows import BatchRow
 
-__all__ = ["history", "QUEUE_OFFSETS", "SOURCE", "table_uri", "open_table", "read_rows", "batch_rows_lean", "batch_row_whole",
-           "as_read", "batch_as_read"]
+__all__ = ["history", "QUEUE_OFFSETS", "SOURCE", "table_uri", "open_table", "read_rows", "read_rows_where",
+           "batch_rows_lean", "batch_row_whole", "as_read", "batch_as_read"]
 
 QUEUE_OFFSETS = "queue_offsets"
 SOURCE = "__filename"          # (pyarrow's name for the data file a row was read from)
@@ -63,6 +63,21 @@ def read_rows(dt: Any) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
     fs, _ = storage.filesystem(uris[0])
     rows: list[dict[str, Any]] = pq.read_table([storage.filesystem(u)[1] for u in uris], filesystem=fs).to_pylist()
+    return rows
+
+
+def read_rows_where(dt: Any, where: Any, columns: list[str], schema: pa.Schema) -> list[dict[str, Any]]:
+    """``columns`` of the rows of the table version ``dt`` (``[]`` for None) that the pyarrow
+    expression ``where`` admits, read as ``schema`` (the table's: a file written before a column
+    was added gives nulls): row groups whose statistics exclude it are not decoded (a rare look
+    at one batch's rows, not a reader's whole read)."""
+    uris = _check_table_files(dt, dt.file_uris()) if dt is not None else []
+    if not uris:
+        return []
+    import pyarrow.dataset as pads
+    fs, _ = storage.filesystem(uris[0])
+    data = pads.dataset([storage.filesystem(u)[1] for u in uris], schema=schema, filesystem=fs, format="parquet")
+    rows: list[dict[str, Any]] = data.to_table(columns=columns, filter=where).to_pylist()
     return rows
 
 

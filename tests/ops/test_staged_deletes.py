@@ -157,3 +157,47 @@ def test_a_repair_dry_run_names_a_pending_expiry_as_unfinished_deletes(adopted, 
     assert s["pending_publish"] == [b.batch_id]
     assert f"expiry {b.batch_id} is committed but its deletes are unfinished" in err, err[-2000:]
     assert "its files were read from its staging" not in err
+
+
+@pytest.mark.parametrize("how", ["a file no batch removed", "an earlier expiry's file"])
+def test_a_writer_whose_snapshot_comes_from_the_cache_refuses_what_the_batch_did_not_remove(
+        adopted, tmp_path, monkeypatch, how):
+    """The cache holds live rows only: the check that each file was removed by the batch reads
+    that batch's remove rows from the manifest table then (not skipped)."""
+    from storelib.table import snapcache
+    store = copy_store(adopted, str(tmp_path / "store"))
+    st = storage.Store(store)
+    first = retention.expire(store, 50, NOW, quiet=True, housekeeping=False)     # an earlier expiry
+    assert first["status"] == "committed" and first["removed"]
+    _cut_short(monkeypatch)
+    with pytest.raises(_CutShort):
+        retention.expire(store, 48, NOW, quiet=True, housekeeping=False)
+    monkeypatch.undo()
+    assert snapcache.refresh(st)                # (the cut left the previous batch's cache: stale)
+    snap = open_snapshot(st)
+    b = snap.batch
+    assert snap.source == "cache" and b.operation == "expire" and b.attempt_id
+    staging = f"{paths.STAGING_DIR}/{b.batch_id}/{b.attempt_id}"
+    rel = staged_deletes.document(staging)
+    doc = json.loads(st.read(rel))
+    if how == "a file no batch removed":       # a broker's file in the store's directory, in no row
+        extra = "commitlog/99999999999999999999"
+        st.write_file(extra, [b"x" * 64])
+    else:                                        # removed, by the earlier expiry, and left there again
+        extra = first["removed"][0]
+        st.write_file(extra, [b"x" * 64])
+    doc["files"].append(extra)
+    st.write_file(rel, [json.dumps(doc).encode()])
+    pending = [p for p in doc["files"] if p != extra]
+    assert all(st.exists(p) for p in pending)
+    with pytest.raises(CorruptStore) as e:
+        commit_stage.finish_pending_publish(st, snap)
+    assert rel in str(e.value) and f"{extra!r} is not a file its committed rows removed" in str(e.value)
+    assert st.exists(extra) and all(st.exists(p) for p in pending) and st.exists(rel)
+    # the document as the expiry wrote it: finished from the cached snapshot, one filtered read
+    doc["files"].remove(extra)
+    st.write_file(rel, [json.dumps(doc).encode()])
+    st.delete(extra)
+    assert commit_stage.finish_pending_publish(st, open_snapshot(st)) == 1
+    assert not any(st.exists(p) for p in pending) and not st.exists(paths.STAGING_DIR)
+    assert verify.verify_store(store, deep=True).problems == []

@@ -302,3 +302,34 @@ def test_a_manifest_merge_stays_within_its_share_of_the_batch_and_a_small_store_
     assert len(_checkpoint_adds(store, paths.MANIFEST_DIR)) <= manifest.COMPACT_MIN_FILES
     for seq in range(1, LAST + 1):
         assert {p: dict(r) for p, r in manifest.load_snapshot(store, seq).files.items()} == seen[seq], seq
+
+
+def test_a_run_of_expiries_merges_the_manifest_tables_files(tmp_path, monkeypatch):
+    """An expiry writes no records (``bytes`` 0): its commit still gets a share of the manifest
+    merge (``ckmerge.share``), so a run of expiries alone keeps the table's files bounded (before:
+    a file each until a compaction), and every batch reads as before."""
+    monkeypatch.setattr(manifest, "COMPACT_MIN_ROWS", 10 ** 9)
+    monkeypatch.setattr(manifest, "COMPACT_MIN_FILES", 10 ** 9)
+    monkeypatch.setattr(ckmerge, "MERGE_MIN_FILES", 8)
+    store = storage.Store(str(tmp_path / "store"))
+    sealed = [f"consumequeue/old/{i}/00000000000000000000" for i in range(24)]
+    first = [_cq(1, q, 1) for q in range(QUEUES)] + [
+        dict(_cq(1, 0, 1), path=p, topic="old", queue_id=i) for i, p in enumerate(sealed)]
+    manifest.commit(store, manifest.load_snapshot(store).versions, first, dict(_ck(1, {}), bytes=10 ** 6),
+                    durable=False)
+    seen = {}
+    for seq, gone in enumerate(sealed, start=2):
+        snap = manifest.load_snapshot(store)
+        ck = manifest.checkpoint_row_after(snap.batch, batch_id=f"expire-{seq}", batch_seq=seq, operation="expire",
+                                           committed_at=seq, bytes=0, detail="{}")
+        manifest.commit(store, snap.versions, [manifest.remove_row(snap.files[gone], f"expire-{seq}", seq, seq, "{}")],
+                        ck, durable=False)
+        seen[seq] = {p: dict(r) for p, r in manifest.load_snapshot(store).files.items()}
+        adds = _manifest_files(store)
+        assert len(adds) <= ckmerge.MERGE_MIN_FILES + 2, (seq, len(adds))
+    assert any(a["path"].endswith(".merged.snappy.parquet") for a in _manifest_files(store))
+    assert ckmerge.share(0) > 0 and ckmerge.share(1000) == int(ckmerge.MERGE_SHARE * 1000)
+    snap = manifest.load_snapshot(store)
+    assert set(snap.removed) == set(sealed) and not set(snap.files) & set(sealed)
+    for seq, files in seen.items():
+        assert {p: dict(r) for p, r in manifest.load_snapshot(store, seq).files.items()} == files, seq
