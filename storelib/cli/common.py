@@ -228,6 +228,8 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     body uses only ``spark.sparkContext`` (``spark_session``)."""
     from ..compute import allocator
     from ..runtime import interrupts, warmup
+    from ..runtime.milestones import mark
+    mark("run_job")
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     interrupts.reset()
     on_signals()
@@ -240,12 +242,18 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         if session is not None:
             return body(session, cfg)
         loading = []
+        mark("spark-session")
         spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
+        mark("spark-started")
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         for started in loading or [warmup.preload(preload)]:
             started.wait()
-        return body(spark, cfg)
+        mark("body")
+        try:
+            return body(spark, cfg)
+        finally:
+            mark("body-end")
 
     def signalled_job() -> int:
         try:
@@ -261,7 +269,9 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         if spark is not None:
             try:
                 warmup.wait_workers(spark.sparkContext, timeout=10)
+                mark("spark-stop")
                 spark.stop()
+                mark("spark-stopped")
             except KeyboardInterrupt as e:      # while Spark shuts down: the job's work is done or not
                 _interrupted_exit(e, state)
     return _after_commit_signal(code)

@@ -79,6 +79,8 @@ def main(argv=None) -> int:
 
 
 def _ingest(args) -> int:
+    from ..runtime.milestones import mark
+    mark("preflight")
     from .preflight import check_ingest, ingest_state, small_local_input
     cfg, before = check_ingest(args)        # a bad argument is one line, exit 2, before any JVM starts
     state = lambda: ingest_state(args.store, before)  # noqa: E731

@@ -14,6 +14,8 @@ __all__ = ["main"]
 
 
 def main() -> None:
+    from .milestones import mark
+    mark("daemon")
     prefer_installed_pyspark()
     from pyspark import daemon
     daemon.manager()

@@ -67,8 +67,11 @@ def preload(modules) -> _Preload:
 
 def _warm_partition(modules: tuple):
     def run(_rows):
+        from .milestones import mark
+        mark("warm-task")
         _import_all(modules)
         gc.freeze()
+        mark("warm-task-end")
         return iter(())
     return run
 
@@ -82,6 +85,8 @@ def warm_workers(sc, modules) -> None:
         try:
             sc.setLocalProperty("spark.job.description", "rocketlake: warm up Python workers")
             sc.parallelize(range(n), n).foreachPartition(_warm_partition(modules))
+            from .milestones import mark
+            mark("warm-job-done")
         except Exception:  # noqa: BLE001 - best effort (a stopped context, a cancelled job)
             pass
 
@@ -95,6 +100,8 @@ def wait_workers(sc, timeout: float = 120.0) -> None:
     t = _warming.pop(id(sc), None)
     if t is not None:
         t.join(timeout)
+        from .milestones import mark
+        mark("warm-joined")
 
 
 def task_started() -> None:
