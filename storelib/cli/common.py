@@ -297,6 +297,7 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         with worded(failures.CONFIG):         # an unreadable or invalid --config file
             cfg = config if config is not None else config_from_args(args)
         if session is not None:
+            mark("body")
             return body(session, cfg)
         loading = []
         mark("spark-session")
@@ -381,9 +382,10 @@ def emit_summary(summary: dict, json_path: str | None) -> None:
 
 
 # What an ingest's driver and its tasks import (run_job's preload / warm): the driver plans and
-# commits (Delta through deltalake); the tasks encode and write.
+# commits (Delta through deltalake); the tasks encode and write, and pyarrow's first array from
+# numpy imports pandas (~0.3-0.5 s a worker otherwise paid in its first encode task).
 INGEST_DRIVER_MODULES = ("storelib.ingest.driver", "deltalake")
-INGEST_TASK_MODULES = ("storelib.ingest.encode", "storelib.ingest.write")
+INGEST_TASK_MODULES = ("storelib.ingest.encode", "storelib.ingest.write", "pandas")
 
 
 def ingest(spark, cfg, args) -> int:

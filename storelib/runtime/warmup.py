@@ -35,14 +35,14 @@ import importlib
 import sys
 import threading
 
-__all__ = ["preload", "warm_workers", "wait_workers", "task_started"]
+__all__ = ["preload", "import_all", "warm_workers", "wait_workers", "task_started"]
 
 _warming: dict = {}          # id(SparkContext) -> the thread running its warm-up job
 
 
 class _Preload:
     def __init__(self, modules):
-        self._thread = threading.Thread(target=_import_all, args=(tuple(modules),), daemon=True,
+        self._thread = threading.Thread(target=import_all, args=(tuple(modules),), daemon=True,
                                         name="rocketlake-preload")
         self._thread.start()
 
@@ -52,7 +52,8 @@ class _Preload:
             gc.freeze()
 
 
-def _import_all(modules: tuple) -> None:
+def import_all(modules: tuple) -> None:
+    """Import each of ``modules``; one that fails is skipped."""
     for name in modules:
         try:
             importlib.import_module(name)
@@ -69,7 +70,7 @@ def _warm_partition(modules: tuple):
     def run(_rows):
         from .milestones import mark
         mark("warm-task")
-        _import_all(modules)
+        import_all(modules)
         gc.freeze()
         mark("warm-task-end")
         return iter(())
@@ -80,6 +81,7 @@ def warm_workers(sc, modules) -> None:
     """Start the warm-up job of ``sc`` (one task per default-parallelism slot) on a thread."""
     modules = tuple(modules)
     n = max(1, sc.defaultParallelism)
+    _daemon_preload(sc, modules)
 
     def job():
         try:
@@ -93,6 +95,22 @@ def warm_workers(sc, modules) -> None:
     t = threading.Thread(target=job, daemon=True, name="rocketlake-warm-workers")
     _warming[id(sc)] = t
     t.start()
+
+
+def _daemon_preload(sc, modules: tuple) -> None:
+    """Have the worker daemon import ``modules`` before it forks a worker (``runtime.pydaemon``),
+    when no job ran on ``sc`` yet: its Python workers' environment is then still unfixed (a
+    changed environment would start a second daemon beside the first)."""
+    from .pydaemon import PRELOAD_ENV
+    env = getattr(sc, "environment", None)
+    if not isinstance(env, dict) or not modules or PRELOAD_ENV in env:
+        return
+    try:
+        if sc.statusTracker().getJobIdsForGroup(None) or sc.statusTracker().getActiveJobsIds():
+            return
+    except Exception:  # noqa: BLE001 - a context that cannot say: leave its workers as they are
+        return
+    env[PRELOAD_ENV] = ",".join(modules)
 
 
 def wait_workers(sc, timeout: float = 120.0) -> None:
