@@ -15,13 +15,14 @@ from ..format.config import DEFAULT_CONFIG, default_config, load_config
 from ..errors import ExitCode, exit_code
 from . import failures
 from .failures import guarded, worded
+from ..runtime.fastexit import exit_now
 
 if TYPE_CHECKING:
     from ..runtime.sparkcontext import ContextSession
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT

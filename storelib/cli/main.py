@@ -111,5 +111,5 @@ def main(argv: list | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ..runtime.fastexit import exit_now
+    from .common import exit_now
     exit_now(main())     # the process ends once main returns (storelib.runtime.fastexit)

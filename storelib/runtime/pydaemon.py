@@ -18,10 +18,9 @@ from __future__ import annotations
 import os
 
 from .pysparkpath import prefer_installed_pyspark
+from .warmup import PRELOAD_ENV
 
 __all__ = ["PRELOAD_ENV", "main", "preload"]
-
-PRELOAD_ENV = "ROCKETLAKE_DAEMON_PRELOAD"
 
 
 def main() -> None:

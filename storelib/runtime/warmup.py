@@ -35,7 +35,10 @@ import importlib
 import sys
 import threading
 
-__all__ = ["preload", "import_all", "warm_workers", "wait_workers", "task_started"]
+__all__ = ["PRELOAD_ENV", "preload", "import_all", "warm_workers", "wait_workers", "task_started"]
+
+# the modules the worker daemon imports before it forks a worker (storelib.runtime.pydaemon)
+PRELOAD_ENV = "ROCKETLAKE_DAEMON_PRELOAD"
 
 _warming: dict = {}          # id(SparkContext) -> the thread running its warm-up job
 
@@ -101,7 +104,6 @@ def _daemon_preload(sc, modules: tuple) -> None:
     """Have the worker daemon import ``modules`` before it forks a worker (``runtime.pydaemon``),
     when no job ran on ``sc`` yet: its Python workers' environment is then still unfixed (a
     changed environment would start a second daemon beside the first)."""
-    from .pydaemon import PRELOAD_ENV
     env = getattr(sc, "environment", None)
     if not isinstance(env, dict) or not modules or PRELOAD_ENV in env:
         return
