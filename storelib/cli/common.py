@@ -198,7 +198,9 @@ class EarlySpark:
 
     def __init__(self, app: str, reach: dict | None = None, sql: bool = True):
         import threading
+        from ..compute import allocator
         from ..runtime.pysparkpath import prefer_installed_pyspark
+        allocator.tune()                 # the driver's malloc settings before a second thread allocates
         prefer_installed_pyspark()       # sys.path changed on this thread, before the other one imports
         from ..runtime import sparkcontext, sparkenv, stoplogs  # noqa: F401 - imported on this thread (above)
         from ..io import objstore  # noqa: F401
