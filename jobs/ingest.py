@@ -5,6 +5,7 @@ import sys
 # The checkout's storelib; jobs/ leaves sys.path (jobs/inspect.py would shadow the stdlib module).
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from storelib.cli.ingest import main  # noqa: E402
+from storelib.cli.common import exit_now  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())     # the process ends once main returns (storelib.runtime.fastexit)

@@ -15,13 +15,14 @@ from ..format.config import DEFAULT_CONFIG, default_config, load_config
 from ..errors import ExitCode, exit_code
 from . import failures
 from .failures import guarded, worded
+from ..runtime.fastexit import exit_now
 
 if TYPE_CHECKING:
     from ..runtime.sparkcontext import ContextSession
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "run_job", "emit_summary", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
@@ -180,6 +181,64 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
     return spark
 
 
+EARLY_SWITCH_S = 0.0005         # the interpreter's switch interval while EarlySpark starts a context
+
+
+class EarlySpark:
+    """A job's Spark application started on a thread while the job's own checks still run.
+
+    Under ``spark-submit`` the driver's JVM is up before any of our Python runs; what a job then
+    waits for is the ``SparkContext`` it asks the JVM for (about a second on 2 cores), and before
+    asking, the checks that need no Spark (the arguments, the input, the store's state: a third to
+    half a second, mostly imports). Started here, the context comes up beside the checks. A check
+    that fails still ends the job with its one line and status, before any task runs (the JVM
+    stops the context as it exits); ``run_job(early=...)`` joins it and reports its errors as
+    its own start's. The thread imports only PySpark: what ``spark_session`` imports of storelib
+    is imported first, here, so no module of ours is imported by two threads at once."""
+
+    def __init__(self, app: str, reach: dict | None = None, sql: bool = True):
+        import threading
+        from ..compute import allocator
+        from ..runtime.pysparkpath import prefer_installed_pyspark
+        allocator.tune()                 # the driver's malloc settings before a second thread allocates
+        prefer_installed_pyspark()       # sys.path changed on this thread, before the other one imports
+        from ..runtime import sparkcontext, sparkenv, stoplogs  # noqa: F401 - imported on this thread (above)
+        from ..io import objstore  # noqa: F401
+        from . import multihost  # noqa: F401
+        if sql:
+            from ..table import delta_spark  # noqa: F401
+        self._out: list = []
+        self._switch = sys.getswitchinterval()
+        # The start is ~100 Py4J calls, each waking this thread after a reply; the checks' imports
+        # hold the GIL meanwhile, and each wake-up would wait out a 5 ms switch interval.
+        sys.setswitchinterval(EARLY_SWITCH_S)
+        self._thread = threading.Thread(target=self._start, args=(app, reach, sql), daemon=True,
+                                        name="rocketlake-spark-start")
+        self._thread.start()
+
+    def _start(self, app: str, reach: dict | None, sql: bool) -> None:
+        try:
+            self._out.append(spark_session(app, reach, sql=sql))
+        except BaseException as e:  # noqa: BLE001 - raised again by session(), on the job's thread
+            self._out.append(e)
+        finally:
+            sys.setswitchinterval(self._switch)
+
+    def session(self):
+        """The session (joined); the error its start raised, raised here."""
+        self._thread.join()
+        got = self._out[0]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+
+def start_early(app: str, reach: dict | None = None, sql: bool = True) -> EarlySpark | None:
+    """``EarlySpark`` under ``spark-submit``; None otherwise (the ``rocketlake`` command starts its
+    JVM itself and only once the checks passed: a bad argument never starts one)."""
+    return EarlySpark(app, reach, sql) if _submitted() else None
+
+
 def _submitted() -> bool:
     """True under spark-submit (the master then comes from --master or its default local[*])."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -214,7 +273,7 @@ def _ship_code(spark) -> None:
 
 
 def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, state=None,
-            session=None, sql=True) -> int:
+            session=None, sql=True, early: EarlySpark | None = None) -> int:
     """Run ``body(spark, config)`` with clear errors and exit codes (``exit_code``).
 
     ``preload``: modules the body needs, imported while the JVM starts the SparkSession (not before:
@@ -225,9 +284,12 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
     runs; ``config``: the job's configuration if already resolved (``store_config``); ``state()``:
     the line an interrupted job prints (what the store holds, what to run); ``session``: a stand-in
     for Spark (``runtime.localrun.LocalSession``) to run the body in this process; ``sql=False``: the
-    body uses only ``spark.sparkContext`` (``spark_session``)."""
+    body uses only ``spark.sparkContext`` (``spark_session``); ``early``: the session already
+    starting (``start_early``; ``reach`` and ``sql`` were given to it), joined here."""
     from ..compute import allocator
     from ..runtime import interrupts, warmup
+    from ..runtime.milestones import mark
+    mark("run_job")
     allocator.tune()          # the driver's malloc settings, before Spark starts (as importing the codec did)
     interrupts.reset()
     on_signals()
@@ -238,14 +300,25 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         with worded(failures.CONFIG):         # an unreadable or invalid --config file
             cfg = config if config is not None else config_from_args(args)
         if session is not None:
+            mark("body")
             return body(session, cfg)
         loading = []
-        spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
+        mark("spark-session")
+        if early is not None:
+            loading.append(warmup.preload(preload))     # the checks' imports are done: no two importers
+            spark = early.session()
+        else:
+            spark = spark_session(app, reach, sql=sql, starting=lambda: loading.append(warmup.preload(preload)))
+        mark("spark-started")
         if warm:
             warmup.warm_workers(spark.sparkContext, warm)
         for started in loading or [warmup.preload(preload)]:
             started.wait()
-        return body(spark, cfg)
+        mark("body")
+        try:
+            return body(spark, cfg)
+        finally:
+            mark("body-end")
 
     def signalled_job() -> int:
         try:
@@ -261,7 +334,9 @@ def run_job(app: str, args, body, preload=(), warm=(), reach=None, config=None, 
         if spark is not None:
             try:
                 warmup.wait_workers(spark.sparkContext, timeout=10)
+                mark("spark-stop")
                 spark.stop()
+                mark("spark-stopped")
             except KeyboardInterrupt as e:      # while Spark shuts down: the job's work is done or not
                 _interrupted_exit(e, state)
     return _after_commit_signal(code)
@@ -310,9 +385,10 @@ def emit_summary(summary: dict, json_path: str | None) -> None:
 
 
 # What an ingest's driver and its tasks import (run_job's preload / warm): the driver plans and
-# commits (Delta through deltalake); the tasks encode and write.
+# commits (Delta through deltalake); the tasks encode and write, and pyarrow's first array from
+# numpy imports pandas (~0.3-0.5 s a worker otherwise paid in its first encode task).
 INGEST_DRIVER_MODULES = ("storelib.ingest.driver", "deltalake")
-INGEST_TASK_MODULES = ("storelib.ingest.encode", "storelib.ingest.write")
+INGEST_TASK_MODULES = ("storelib.ingest.encode", "storelib.ingest.write", "pandas")
 
 
 def ingest(spark, cfg, args) -> int:

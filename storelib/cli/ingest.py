@@ -79,8 +79,14 @@ def main(argv=None) -> int:
 
 
 def _ingest(args) -> int:
+    from ..runtime.milestones import mark
+    mark("preflight")
     from .preflight import check_ingest, ingest_state, small_local_input
-    cfg, before = check_ingest(args)        # a bad argument is one line, exit 2, before any JVM starts
+    early = None
+    if args.local == "never" and args.format not in ("table", "sql"):
+        # spark-submit: its JVM runs already; its SparkContext starts beside the checks
+        early = cli.start_early("ingest", {"--store": args.store, "--input": args.input}, sql=False)
+    cfg, before = check_ingest(args)        # a bad argument is one line, exit 2, before any task
     state = lambda: ingest_state(args.store, before)  # noqa: E731
     if args.format in ("table", "sql"):
         return cli.run_job("ingest", args, lambda spark, c: ingest_frame(spark, c, args), config=cfg, state=state,
@@ -94,7 +100,7 @@ def _ingest(args) -> int:
         prefetch(args.input, args.format)           # the input's identity is hashed while Spark starts
     return cli.run_job("ingest", args, lambda spark, c: cli.ingest(spark, c, args), config=cfg, state=state,
                        session=session, preload=cli.INGEST_DRIVER_MODULES, warm=cli.INGEST_TASK_MODULES,
-                       reach={"--store": args.store, "--input": args.input}, sql=False)
+                       reach={"--store": args.store, "--input": args.input}, sql=False, early=early)
 
 
 def _import(args) -> int:

@@ -111,4 +111,5 @@ def main(argv: list | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .common import exit_now
+    exit_now(main())     # the process ends once main returns (storelib.runtime.fastexit)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+from .milestones import mark
 
 __all__ = ["Progress"]
 
@@ -38,6 +39,7 @@ class Progress:
         self._thread: threading.Thread | None = None
 
     def say(self, msg: str) -> None:
+        mark(msg.split(":", 1)[0])
         if not self.quiet:
             print(f"[rocketlake {time.time() - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
@@ -53,6 +55,7 @@ class Progress:
             self._thread.join(timeout=10)
             self._thread = None
         self._stage = None
+        mark(f"stage {name}" if name else "stage end")
         if name is None:
             return
         self._stage = dict(info, name=name, tasks=tasks)

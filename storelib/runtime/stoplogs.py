@@ -25,6 +25,7 @@ import socketserver
 import sys
 import types
 
+from .accumserver import prompt_stop
 __all__ = ["STOP_NOISE", "quiet_stops"]
 
 # the whole message of each line a cancelled write or job logs (the logger in the comment)
@@ -46,6 +47,7 @@ def quiet_stops(spark) -> bool:
     """Filter the lines of a stopped query on ``spark``'s JVM (once); False if that failed."""
     sc = spark.sparkContext
     _quiet_accumulator_server(getattr(sc, "_accumulatorServer", None))
+    prompt_stop(getattr(sc, "_accumulatorServer", None))      # the context's stop() without a 1 s wait
     try:
         jvm = sc._jvm
         system = jvm.java.lang.System

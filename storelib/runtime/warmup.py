@@ -35,14 +35,17 @@ import importlib
 import sys
 import threading
 
-__all__ = ["preload", "warm_workers", "wait_workers", "task_started"]
+__all__ = ["PRELOAD_ENV", "preload", "import_all", "warm_workers", "wait_workers", "task_started"]
+
+# the modules the worker daemon imports before it forks a worker (storelib.runtime.pydaemon)
+PRELOAD_ENV = "ROCKETLAKE_DAEMON_PRELOAD"
 
 _warming: dict = {}          # id(SparkContext) -> the thread running its warm-up job
 
 
 class _Preload:
     def __init__(self, modules):
-        self._thread = threading.Thread(target=_import_all, args=(tuple(modules),), daemon=True,
+        self._thread = threading.Thread(target=import_all, args=(tuple(modules),), daemon=True,
                                         name="rocketlake-preload")
         self._thread.start()
 
@@ -52,7 +55,8 @@ class _Preload:
             gc.freeze()
 
 
-def _import_all(modules: tuple) -> None:
+def import_all(modules: tuple) -> None:
+    """Import each of ``modules``; one that fails is skipped."""
     for name in modules:
         try:
             importlib.import_module(name)
@@ -67,8 +71,11 @@ def preload(modules) -> _Preload:
 
 def _warm_partition(modules: tuple):
     def run(_rows):
-        _import_all(modules)
+        from .milestones import mark
+        mark("warm-task")
+        import_all(modules)
         gc.freeze()
+        mark("warm-task-end")
         return iter(())
     return run
 
@@ -77,11 +84,14 @@ def warm_workers(sc, modules) -> None:
     """Start the warm-up job of ``sc`` (one task per default-parallelism slot) on a thread."""
     modules = tuple(modules)
     n = max(1, sc.defaultParallelism)
+    _daemon_preload(sc, modules)
 
     def job():
         try:
             sc.setLocalProperty("spark.job.description", "rocketlake: warm up Python workers")
             sc.parallelize(range(n), n).foreachPartition(_warm_partition(modules))
+            from .milestones import mark
+            mark("warm-job-done")
         except Exception:  # noqa: BLE001 - best effort (a stopped context, a cancelled job)
             pass
 
@@ -90,11 +100,28 @@ def warm_workers(sc, modules) -> None:
     t.start()
 
 
+def _daemon_preload(sc, modules: tuple) -> None:
+    """Have the worker daemon import ``modules`` before it forks a worker (``runtime.pydaemon``),
+    when no job ran on ``sc`` yet: its Python workers' environment is then still unfixed (a
+    changed environment would start a second daemon beside the first)."""
+    env = getattr(sc, "environment", None)
+    if not isinstance(env, dict) or not modules or PRELOAD_ENV in env:
+        return
+    try:
+        if sc.statusTracker().getJobIdsForGroup(None) or sc.statusTracker().getActiveJobsIds():
+            return
+    except Exception:  # noqa: BLE001 - a context that cannot say: leave its workers as they are
+        return
+    env[PRELOAD_ENV] = ",".join(modules)
+
+
 def wait_workers(sc, timeout: float = 120.0) -> None:
     """Join ``sc``'s warm-up job, if one was started (at most ``timeout`` seconds)."""
     t = _warming.pop(id(sc), None)
     if t is not None:
         t.join(timeout)
+        from .milestones import mark
+        mark("warm-joined")
 
 
 def task_started() -> None:
