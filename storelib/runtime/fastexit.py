@@ -12,8 +12,8 @@ LLVM, pyarrow, pandas, deltalake, each freed one by one. Measured after an in-pr
 order, and then ends the process with ``code``: joins every non-daemon thread (after the
 ``threading`` exit hooks, which let ``concurrent.futures`` workers finish their queues), runs the
 ``atexit`` handlers (logging's flush among them), flushes stdout and stderr; it skips only the
-teardown. Used by the entry points (``jobs/*.py``, ``python -m storelib.cli.main``, the
-``rocketlake`` console script), never by ``main()`` itself, which tests call in their own
+teardown. Used by the entry points ``jobs/*.py`` and ``python -m storelib.cli.main`` (the
+``rocketlake`` console script still ends the ordinary way), never by ``main()`` itself, which tests call in their own
 process. A ``main()`` that raises still exits as Python does (a traceback, status 1; argparse's
 ``SystemExit``).
 """
