@@ -418,7 +418,7 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
         row = snap.files.get(rel) if snap is not None else None
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
-        committed[rel] = file_versions.committed_facts(row)
+        committed[rel] = file_versions.committed_facts(row, store)
     if store.objects:      # this batch's share of extent merges (storelib.io.fragments), file by file
         plan_m = fragments.plan_merges({rel: c["extents"] for rel, c in committed.items() if c["extents"]},
                                        int(fragments.MERGE_SHARE * plan.total_bytes))
