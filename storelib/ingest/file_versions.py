@@ -277,8 +277,8 @@ class FileVersion:
             raise CorruptStore(self.rel, 0, f"manifest extent lists: {e}") from None
         wrote = []
 
-        def write(k: int, data: bytes) -> str:
-            obj = f"{self.write_rel}.extents{k}"
+        def write(data: bytes) -> str:
+            obj = f"{self.write_rel}.extents"
             self.store.write_file(obj, [data])
             wrote.append(obj)
             return obj

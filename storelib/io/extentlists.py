@@ -6,16 +6,16 @@ make every batch pay again for every earlier one. So a row keeps only its newest
 (``detail.extents``) and names the older ones as a list of immutable **extent-list objects**
 (``detail.extent_lists``), oldest first:
 
-    [[object_path, sha256, first, end, count], ...]
+    [[object_path, sha256, first, end, size], ...]
 
-each object holding the ``count`` extents of the file range ``[first, end)`` (zlib'd JSON,
+each object holding the ``size`` extents of the file range ``[first, end)`` (zlib'd JSON,
 ``encode``), written under the writing batch attempt's own objects prefix. The lists tile the file
 from the first one's ``first`` to where the inline extents begin: no gap and no overlap
 (``resolve`` checks it and every object's sha256). A row without ``extent_lists`` reads as before.
 
-A version whose inline extents pass ``INLINE_EXTENTS`` writes all of them but the newest as one
-new list object (``split``), then merges the two newest lists while they are of one size class
-(``count.bit_length()``), like a binary counter: an extent is re-uploaded O(log n) times over a
+A version whose inline extents pass ``INLINE_EXTENTS`` moves all of them but the newest to a new
+list, which takes in the newest lists while they are of its size class or below
+(``size.bit_length()``), like a binary counter, and is written as one object (``split``): an extent is re-uploaded O(log n) times over a
 file's life and a row names O(log n) objects, while what a batch re-uploads of the row stays
 bounded. A list whose extents a version changed (an extent merge of ``fragments.merge_run`` over
 them) is not kept: it and every newer list are split again from the version's extents.
@@ -70,7 +70,7 @@ def lists_from_detail(value: object) -> list[ExtentList]:
         if (not isinstance(v, list) or len(v) != 5 or not isinstance(v[0], str)
                 or not v[0].startswith(OBJECTS_DIR + "/") or not isinstance(v[1], str) or len(v[1]) != 64
                 or not all(isinstance(x, int) and x >= 0 for x in v[2:]) or v[2] >= v[3] or v[4] < 1):
-            raise ValueError(f"extent list {v!r} is not [objects/ path, sha256, first, end, count]")
+            raise ValueError(f"extent list {v!r} is not [objects/ path, sha256, first, end, size]")
         if out and v[2] != out[-1].end:
             raise ValueError(f"extent list {v!r} does not start where the one before it ends ({out[-1].end})")
         out.append(ExtentList(*v))
@@ -158,13 +158,13 @@ def _within(extents: Sequence[Extent], lo: int, hi: int) -> list[Extent]:
 
 
 def split(rel: str, full: Sequence[ExtentLike], prior_lists: Sequence[ExtentList], prior_full: Sequence[ExtentLike],
-          write: Callable[[int, bytes], str], inline_max: int | None = None) -> tuple[list[ExtentList], list[Extent]]:
+          write: Callable[[bytes], str], inline_max: int | None = None) -> tuple[list[ExtentList], list[Extent]]:
     """(lists, inline extents) of a version whose extents are ``full``, continuing one whose lists
     were ``prior_lists`` over extents ``prior_full``. A prior list is kept while its extents are
     the version's, unchanged, and the version's next extent starts at its end; past
-    ``inline_max`` inline extents, all but the newest are written as a new list
-    (``write(k, bytes)`` -> its object path), then the two newest lists are merged while they are
-    of one size class."""
+    ``inline_max`` inline extents, all but the newest go to a new list, merged with the newest
+    lists while they are of its size class or below, and written as one object (``write(bytes)`` -> its object
+    path)."""
     inline_max = INLINE_EXTENTS if inline_max is None else inline_max
     ext = [Extent(*e) for e in full]
     prior = [Extent(*e) for e in prior_full]
@@ -179,22 +179,15 @@ def split(rel: str, full: Sequence[ExtentLike], prior_lists: Sequence[ExtentList
     inline = ext[k:]
     if len(inline) <= inline_max:
         return lists, inline
-    written = 0
-
-    def put(first: int, end: int, ext: list[Extent]) -> ExtentList:
-        nonlocal written
-        data = encode(rel, first, end, ext)
-        obj = write(written, data)
-        written += 1
-        return ExtentList(obj, hashlib.sha256(data).hexdigest(), first, end, len(ext))
-
-    contents = {i: _within(ext, x.first, x.end) for i, x in enumerate(lists)}
+    # the new list takes in the newest lists of its size class or below (in memory: only the final
+    # object is written, so none is left unnamed). Classes then fall from the oldest list to the
+    # newest (O(log n) lists), and a list taken in lands in one at least 1.5 times its size (an
+    # extent is rewritten O(log n) times), whatever the sizes of the batches' new lists.
     new, inline = inline[:-1], inline[-1:]
-    lists.append(put(new[0].file_pos, inline[0].file_pos, new))
-    contents[len(lists) - 1] = new
-    while len(lists) >= 2 and size_class(lists[-1].size) == size_class(lists[-2].size):
-        a, b = lists[-2], lists[-1]
-        both = contents[len(lists) - 2] + contents[len(lists) - 1]
-        lists[-2:] = [put(a.first, b.end, both)]
-        contents[len(lists) - 1] = both
+    while lists and size_class(lists[-1].size) <= size_class(len(new)):
+        new = _within(ext, lists[-1].first, lists[-1].end) + new
+        lists.pop()
+    end = inline[0].file_pos
+    data = encode(rel, new[0].file_pos, end, new)
+    lists.append(ExtentList(write(data), hashlib.sha256(data).hexdigest(), new[0].file_pos, end, len(new)))
     return lists, inline

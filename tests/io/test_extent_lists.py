@@ -21,8 +21,8 @@ class Objects(dict):
         self.uploaded = 0
 
     def writer(self, batch: int, rel: str = "f"):
-        def write(k: int, data: bytes) -> str:
-            key = f"_rocketlake/objects/b{batch}/a/t/{rel}.extents{k}"
+        def write(data: bytes) -> str:
+            key = f"_rocketlake/objects/b{batch}/a/t/{rel}.extents"
             assert key not in self, "a list object is written once"
             self[key] = data
             self.uploaded += len(data)
@@ -67,7 +67,8 @@ def test_split_then_resolve_gives_the_versions_extents(inline_max, batches):
         detail, lists = _version(objs, b, full, prior, inline_max)
         assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full
         assert len(detail["extents"]) <= inline_max or not lists
-        assert len(lists) <= 2 * max(1, len(full)).bit_length() + 1
+        classes = [extentlists.size_class(x.size) for x in lists]
+        assert classes == sorted(set(classes), reverse=True) and len(lists) <= len(full).bit_length()
         for a, c in zip(lists, lists[1:]):
             assert a.end == c.first
         prior = (lists, full)
@@ -85,7 +86,8 @@ def test_lists_merge_like_a_binary_counter_and_each_extent_is_uploaded_log_times
         prior = (lists, full)
     assert max(counts) <= 10                                          # log2(1000 / 4) + 1
     sizes = [x.size for x in prior[0]]
-    assert sizes == sorted(sizes, reverse=True) and len(set(map(extentlists.size_class, sizes))) == len(sizes)
+    classes = [extentlists.size_class(n) for n in sizes]
+    assert classes == sorted(set(classes), reverse=True)             # strictly falling: O(log n) lists
     assert extents_uploaded <= 1000 * 10                             # each extent O(log n) times, not n
 
 
