@@ -11,45 +11,25 @@ object of the killed attempt (its list objects included) is left behind.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 
 import pytest
 
-from support import s3server
-from conftest import golden_set
-from test_s3_kills import BUCKET, SMALL, _ingest, kill_then_rerun
+from test_s3_kills import kill_then_rerun
+from test_s3_merge_kills import three_batch_base
 
 pytestmark = pytest.mark.slow
 
-CUTS = (0, 1000, 1700)
 LIST_ENV = {"ROCKETLAKE_TEST_INLINE_EXTENTS": "1"}
 POINTS = ("after-extent-list", "after-files-staged", "between-delta-tables", "after-commit-before-publish")
 # `make test`: the list object written, nothing of the batch committed; `make faults` / `make long`: every point
 KILL_POINTS = POINTS if os.environ.get("ROCKETLAKE_FAULTS") == "all" else ("after-extent-list",)
 
 
-@contextlib.contextmanager
-def _base(tmp):
-    g = golden_set("small-roll")
-    props = tmp / "small.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
-    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    bounds = list(CUTS) + [len(lines)]
-    for k, name in enumerate(("a1", "a2", "b")):
-        (tmp / f"{name}.jsonl").write_text("".join(lines[bounds[k]:bounds[k + 1]]), encoding="utf-8")
-    with s3server.moto(BUCKET) as (env, client):
-        env = dict(env, **LIST_ENV)
-        for name in ("a1", "a2"):
-            r = _ingest(env, "base", str(tmp / f"{name}.jsonl"), str(props), name.upper())
-            assert r.returncode == 0, r.stderr[-3000:]
-        yield env, client, g, str(tmp / "b.jsonl"), str(props)
-
-
 @pytest.fixture(scope="module")
 def s3l(tmp_path_factory):
-    with _base(tmp_path_factory.mktemp("s3lists")) as got:
+    with three_batch_base(tmp_path_factory.mktemp("s3lists"), LIST_ENV) as got:
         yield got
 
 
