@@ -232,9 +232,10 @@ def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_p
         return np.array(out)
 
     def row(facts, b):
-        detail = {k: facts[k] for k in ("blocks", "extents", "tail", "head") if facts.get(k) is not None}
+        detail = {k: facts[k] for k in ("blocks", "extents", "extent_lists", "tail", "head") if facts.get(k) is not None}
         detail["header"] = b.header.to_dict()
-        return {"valid_bytes": b.valid_bytes(), "file_size": cfg.index_file_size, "detail": _json.dumps(detail)}
+        return {"path": rel, "valid_bytes": b.valid_bytes(), "file_size": cfg.index_file_size,
+                "detail": _json.dumps(detail)}
 
     b = IndexFileBuilder(cfg, ix.IndexHeader())
     b.put_keys(*keys(int(store_n * keys_per_msg)))
@@ -242,7 +243,7 @@ def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_p
     rows = []
     for i in range(1, batches + 1):
         header = ix.IndexHeader(**_json.loads(r["detail"])["header"])
-        v = FileVersion(ctx(i, {rel: committed_facts(r)}), st, rel, ix.entry_offset(header.index_count, cfg),
+        v = FileVersion(ctx(i, {rel: committed_facts(r, st)}), st, rel, ix.entry_offset(header.index_count, cfg),
                         cfg.index_file_size, "t", "entries")
         ph = paged_index.PagedHead(v, cfg)
         b = ph.builder(header)
