@@ -31,14 +31,14 @@ import json
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..format.paths import OBJECTS_DIR
 from .fragments import Extent, ExtentLike, extents_from_detail, extents_to_detail
 
 __all__ = ["INLINE_EXTENTS", "ExtentList", "lists_from_detail", "lists_to_detail", "encode", "decode",
-           "resolve", "split", "fetcher", "size_class"]
+           "resolve", "prefetch", "split", "fetcher", "size_class"]
 
 # Twice fragments.MAX_EXTENTS: the extent merge keeps a consume queue's tiny extents between 16
 # and 32 (storelib.io.fragments), so such files never overflow into lists that the next merge of
@@ -133,6 +133,29 @@ def _contents(lst: ExtentList, rel: str, fetch: Callable[[str], bytes]) -> tuple
 def fetcher(store: Any) -> Callable[[str], bytes]:
     """Reads a whole list object of ``store`` (a Store or LocalStore)."""
     return lambda obj: store.read(obj)
+
+
+def prefetch(rows: Iterable[tuple[str, Mapping[str, Any]]], fetch: Callable[[str], bytes], threads: int = 16) -> None:
+    """Read the list objects ``rows`` (``(file, detail)``) name into the cache, ``threads`` at a
+    time: a reader opening a store of many files with lists waits for one round of requests, not
+    one per list. What cannot be read is left for ``resolve`` to refuse."""
+    todo = []
+    for rel, detail in rows:
+        try:
+            todo += [(lst, rel) for lst in lists_from_detail(detail.get("extent_lists"))
+                     if (lst.sha256, rel, lst.first) not in _CACHE]
+        except ValueError:
+            continue
+
+    def one(item: tuple[ExtentList, str]) -> None:
+        try:
+            _contents(item[0], item[1], fetch)
+        except ValueError:
+            pass
+    if len(todo) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(min(threads, len(todo))) as ex:
+            list(ex.map(one, todo))
 
 
 def resolve(rel: str, detail: Mapping[str, Any], fetch: Callable[[str], bytes] | None) -> list[Extent]:

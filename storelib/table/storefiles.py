@@ -392,6 +392,8 @@ def files_from_snapshot(store: Store, snap: StoreSnapshot, config: StoreConfig |
     cfg = recorded_config(snap.batch, config) if config is not None else snap.config
     check_snapshot(snap, cfg)
     staged = staging_batches(store)
+    extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
+                         extentlists.fetcher(store))
 
     def where(row: ManifestRow) -> str:
         return reading_path(store, row, staged)

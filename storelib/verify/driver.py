@@ -426,8 +426,11 @@ def _map_objects(store: storage.Store, snap) -> list[Problem]:
     each, so the checks read the file there (a file without extents is read at its path). A row
     whose extents cannot be had (a missing or damaged extent-list object: storelib.io.extentlists)
     is a problem of its file, which is then checked as unreadable."""
+    from ..io import extentlists
     from ..table.storefiles import reading_path, staging_batches
     staged = staging_batches(store)
+    extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
+                         extentlists.fetcher(store))
     out = []
     for row in snap.files.values():
         try:
