@@ -128,6 +128,11 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
                          "manifest_rows": stored_delta(before, after, "/_rocketlake/manifest/")
                          - stored_delta(before, after, "/_rocketlake/manifest/_delta_log/"),
                          "extent_lists": stored_delta(before, after, ".extents"),
+                         # what else a batch uploads beside its records: merged extents (storelib.io.fragments),
+                         # the checkpoints table's data file(s), consume queue units, index entries
+                         "merged": stored_delta(before, after, ".merged"),
+                         "checkpoints_rows": stored_delta(before, after, "/_rocketlake/checkpoints/")
+                         - stored_delta(before, after, "/_rocketlake/checkpoints/_delta_log/"),
                          "load_avg": os.getloadavg()[0], "store_calls": calls["store"],
                          "refresh_store_calls": calls["refresh store"], "refresh_s": calls["refresh s"]})
             print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
