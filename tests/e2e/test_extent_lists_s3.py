@@ -2,6 +2,8 @@
 ingested as many small batches with an inline bound of one extent (so nearly every continued
 file's row names list objects, some merged), without Spark, in this process.
 
+* the last batch, killed right after it wrote a list object, leaves the previous snapshot and
+  no object behind once rerun;
 * the export is byte-identical to RocketMQ's golden store and to the export of the same batches
   into a local store (which has no extents), and verify finds nothing wrong;
 * a list object with one byte changed, and one deleted, is refused by readers (CorruptStore naming
@@ -13,12 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from support import goldenlib
 from support import s3server
-from conftest import golden_set
+from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
 
@@ -28,11 +32,43 @@ SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "m
 BATCHES = 3
 
 
-def _ingest_all(uri: str, parts: list, cfg) -> None:
+def _ingest_all(uri: str, parts: list, cfg, first: int = 0) -> None:
     from storelib.ingest.driver import run_ingest
     from storelib.runtime.localrun import LocalSession
-    for k, part in enumerate(parts):
+    for k, part in enumerate(parts, first):
         run_ingest(LocalSession(), uri, str(part), "jsonl", cfg, batch_id=f"b{k}", quiet=True)
+
+
+def _keys(client, prefix: str) -> set:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return {o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")}
+
+
+def _killed_then_rerun(env, client, uri: str, part, props, cfg) -> None:
+    """The last batch SIGKILLed right after it wrote an extent-list object (``after-extent-list``;
+    every other point of such a batch: tests/e2e/test_s3_extent_list_kills.py, ``make faults``):
+    the snapshot is the previous batch's, file for file, and verifies; the rerun commits the batch
+    and clears the killed attempt's objects, its list objects included."""
+    from storelib.io import storage
+    from storelib.table import manifest
+    from storelib.verify import driver as verify
+    st = storage.Store(uri)
+
+    def files():
+        snap = manifest.load_snapshot(st)
+        return snap.batch["batch_id"], {p: (r["file_size"], r["valid_bytes"], r["checksum"]) for p, r in snap.files.items()}
+    before = files()
+    batch = f"b{BATCHES - 1}"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", uri, str(part),
+                        str(props), batch], env=dict(os.environ, **env, ROCKETLAKE_TEST_INLINE_EXTENTS="1",
+                                                     ROCKETLAKE_FAULT="after-extent-list", ROCKETLAKE_FAULT_SKIP="0"),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, (r.returncode, r.stderr[-2000:])
+    killed = _keys(client, f"store/_rocketlake/objects/{batch}/")
+    assert any(k.endswith(".extents") for k in killed), sorted(killed)[:5]
+    assert files() == before and verify.verify_store(uri).problems == []
+    _ingest_all(uri, [part], cfg, BATCHES - 1)
+    assert files()[0] == batch and not killed & _keys(client, "store/")
 
 
 def _export(uri: str, out) -> None:
@@ -79,7 +115,8 @@ def lists_store(tmp_path_factory):
             mp.setenv(k, v)
         mp.setattr(extentlists, "INLINE_EXTENTS", 1)
         uri = f"s3://{BUCKET}/store"
-        _ingest_all(uri, parts, cfg)
+        _ingest_all(uri, parts[:-1], cfg)
+        _killed_then_rerun(env, client, uri, parts[-1], props, cfg)
         local = str(tmp / "local")
         _ingest_all(local, parts, cfg)
         try:
