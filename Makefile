@@ -227,7 +227,7 @@ long: install rocketmq kafka s3proxy hdfs s3a
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
-		tests/e2e/test_merge_race.py \
+		tests/e2e/test_merge_race.py tests/e2e/test_s3_extent_list_kills.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \
 		tests/e2e/test_commit_outcome_unknown.py

@@ -123,6 +123,16 @@ def _measure(store_n: int, batches: int, batch_n: int, workdir: str, proxy_on: b
                          "delta_checkpoints": sorted([k.split("/_rocketlake/")[-1], v[1]] for k, v in after.items()
                                                      if before.get(k) != v and k.endswith(".checkpoint.parquet")),
                          "delta_log": stored_delta(before, after, "/_delta_log/"),
+                         # the manifest table's data file(s) of the batch's rows (merges and compactions
+                         # included), and the extent-list objects it wrote (storelib.io.extentlists)
+                         "manifest_rows": stored_delta(before, after, "/_rocketlake/manifest/")
+                         - stored_delta(before, after, "/_rocketlake/manifest/_delta_log/"),
+                         "extent_lists": stored_delta(before, after, ".extents"),
+                         # what else a batch uploads beside its records: merged extents (storelib.io.fragments),
+                         # the checkpoints table's data file(s), consume queue units, index entries
+                         "merged": stored_delta(before, after, ".merged"),
+                         "checkpoints_rows": stored_delta(before, after, "/_rocketlake/checkpoints/")
+                         - stored_delta(before, after, "/_rocketlake/checkpoints/_delta_log/"),
                          "load_avg": os.getloadavg()[0], "store_calls": calls["store"],
                          "refresh_store_calls": calls["refresh store"], "refresh_s": calls["refresh s"]})
             print(f"batch {i}: stored {stored / 1e6:.3f} MB, records {out['record_bytes'] / 1e6:.3f} MB, head pages "
@@ -227,9 +237,10 @@ def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_p
         return np.array(out)
 
     def row(facts, b):
-        detail = {k: facts[k] for k in ("blocks", "extents", "tail", "head") if facts.get(k) is not None}
+        detail = {k: facts[k] for k in ("blocks", "extents", "extent_lists", "tail", "head") if facts.get(k) is not None}
         detail["header"] = b.header.to_dict()
-        return {"valid_bytes": b.valid_bytes(), "file_size": cfg.index_file_size, "detail": _json.dumps(detail)}
+        return {"path": rel, "valid_bytes": b.valid_bytes(), "file_size": cfg.index_file_size,
+                "detail": _json.dumps(detail)}
 
     b = IndexFileBuilder(cfg, ix.IndexHeader())
     b.put_keys(*keys(int(store_n * keys_per_msg)))
@@ -237,7 +248,7 @@ def _measure_head(store_n: int, batches: int, batch_n: int, workdir: str, keys_p
     rows = []
     for i in range(1, batches + 1):
         header = ix.IndexHeader(**_json.loads(r["detail"])["header"])
-        v = FileVersion(ctx(i, {rel: committed_facts(r)}), st, rel, ix.entry_offset(header.index_count, cfg),
+        v = FileVersion(ctx(i, {rel: committed_facts(r, st)}), st, rel, ix.entry_offset(header.index_count, cfg),
                         cfg.index_file_size, "t", "entries")
         ph = paged_index.PagedHead(v, cfg)
         b = ph.builder(header)
@@ -280,6 +291,8 @@ def summarize(res: dict) -> dict:
                                                                                       "refresh_s", "objects_put")
                 for q, f in (("p50", np.median), ("max", np.max), ("last10", lambda y: y[-10:].mean()))}
                if "store_calls" in b[0] else {}),
+            **({f"{q}_{k}": float(f(np.array([r[k] for r in b], float))) for k in ("manifest_rows", "extent_lists")
+                for q, f in (("p50", np.median), ("max", np.max), ("growth", _slope))} if "manifest_rows" in b[0] else {}),
             **({"p50_cache": float(np.median([r["cache"] for r in b])), "max_cache": float(max(r["cache"] for r in b)),
                 "cache_growth_per_batch": _slope(np.array([r["cache"] for r in b], float))} if "cache" in b[0] else {})}
 
@@ -306,6 +319,10 @@ def _table(name: str, s: dict) -> str:
                f"{s['p50_refresh_store_calls']:.0f}, max {s['max_refresh_store_calls']:.0f}, last 10 "
                f"{s['last10_refresh_store_calls']:.0f}; refresh p50 {s['p50_refresh_s']:.2f} s, max "
                f"{s['max_refresh_s']:.2f} s" if "p50_store_calls" in s else "")
+            + (f"; manifest rows' data files p50 {s['p50_manifest_rows'] / 1e3:.1f} KB, max "
+               f"{s['max_manifest_rows'] / 1e3:.1f} KB, grow {s['growth_manifest_rows'] / 1e3:.3f} KB a batch; extent "
+               f"lists p50 {s['p50_extent_lists'] / 1e3:.2f} KB, max {s['max_extent_lists'] / 1e3:.2f} KB"
+               if "p50_manifest_rows" in s else "")
             + (f"; snapshot cache p50 {s['p50_cache'] / 1e3:.1f} KB, max {s['max_cache'] / 1e3:.1f} KB, grows "
                f"{s['cache_growth_per_batch'] / 1e3:.2f} KB a batch" if "p50_cache" in s else "")
             + ("; Delta checkpoints (batch, object, KB): " + ", ".join(

@@ -247,6 +247,8 @@ def _file_detail(r: StagedFile, **extra: Any) -> str:
         d["head"] = r.head
     if r.extents is not None:
         d["extents"] = r.extents
+    if r.extent_lists:
+        d["extent_lists"] = r.extent_lists
     if r.patch:
         d["patch"] = {"staged": r.patch["staged"], "pieces": r.patch["extents"]}
     return manifest.dumps(d)

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ContinuedFileDamaged, IngestError
-from ..io import checksum, fragments, headpages, patches, shastate
+from ..errors import ContinuedFileDamaged, CorruptStore, IngestError
+from ..io import checksum, extentlists, fragments, headpages, patches, shastate
 from ..runtime.faults import fault
 from .context import WriteContext
 from ..table.rows import ManifestRow
@@ -63,12 +63,27 @@ class PairedBlockHasher(checksum.BlockHasher):
 OBJECT_PART_SIZE = 128 << 20
 
 
-def committed_facts(row: ManifestRow) -> dict:
-    """What a write task needs of a continued file's live manifest row (driver side)."""
+def committed_facts(row: ManifestRow, store=None) -> dict:
+    """What a write task needs of a continued file's live manifest row (driver side): its
+    ``extents`` whole, those of the extent-list objects it names (storelib.io.extentlists) read
+    from ``store`` here, once, so no task reads them again."""
     row = ManifestRow.of(row)
     detail = dict(row.detail)         # (a copy: the row's own stays as committed)
+    extents = detail.get("extents")
+    if extents is not None and detail.get("extent_lists"):
+        try:
+            extents = fragments.extents_to_detail(extentlists.resolve(
+                row.path, detail, extentlists.fetcher(store) if store is not None else None))
+        except ValueError as e:
+            raise CorruptStore(row.path, 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
     return {"valid_bytes": row.valid_bytes, "file_size": row.file_size, "blocks": detail.get("blocks"),
-            "extents": detail.get("extents"), "detail": detail}
+            "extents": extents, "detail": detail}
+
+
+def _whole_detail(prior: dict) -> dict:
+    """A continued file's committed detail with its whole extents inline (``committed_facts``)."""
+    detail = {k: v for k, v in (prior.get("detail") or {}).items() if k != "extent_lists"}
+    return dict(detail, extents=prior["extents"])
 
 
 class FileVersion:
@@ -89,8 +104,7 @@ class FileVersion:
             self.mode = "object"
             self.write_rel = fragments.object_rel(ctx.batch_id, ctx.attempt, tag, rel, part)
             if self.prior is not None:
-                store.map_file(rel, self.prior["file_size"], headpages.version_extents(
-                    dict(self.prior.get("detail") or {}, extents=self.prior["extents"])))
+                store.map_file(rel, self.prior["file_size"], headpages.version_extents(_whole_detail(self.prior)))
         elif start:
             self.mode = "patch"
             self.write_rel = f"{ctx.staging}/files/{tag}/{rel}.{part}.patch"
@@ -209,8 +223,9 @@ class FileVersion:
         """The commit's facts of a version written by ``write_stream`` (``new_bytes`` from
         ``start``; ``digests``: its block digests; ``tail``: the running state of its unfinished
         last block, ``BlockHasher.tail``)."""
-        out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
-               "checksum": checksum.combine(digests), "tail": tail if self.mode == "object" else None}
+        out = {"staged_path": None, "patch": None, "extents": None, "extent_lists": None,
+               "blocks": checksum.digests_to_detail(digests), "checksum": checksum.combine(digests),
+               "tail": tail if self.mode == "object" else None}
         if self.mode == "whole":
             out["staged_path"] = self.write_rel
         elif self.mode == "patch":
@@ -226,13 +241,14 @@ class FileVersion:
                 pos += n
             if pos != self.start + new_bytes:
                 raise IngestError(f"{self.rel}: {pos - self.start} bytes written as objects, {new_bytes} expected")
-            out["extents"] = self._bounded(fragments.overlay(prior, new), new_bytes)
+            out["extents"], out["extent_lists"] = self._bounded(fragments.overlay(prior, new), new_bytes)
         return out
 
-    def _bounded(self, extents: list, new_bytes: int) -> list:
+    def _bounded(self, extents: list, new_bytes: int) -> tuple[list, list | None]:
         """``extents``, with one run of them rewritten as one object when the list grew past
         ``fragments.MAX_EXTENTS``, within this version's merge budget (storelib.io.fragments:
-        the driver's ``plan_merges`` share, else what the version itself adds); as manifest detail."""
+        the driver's ``plan_merges`` share, else what the version itself adds); as manifest detail:
+        (inline extents, extent lists: ``_split``)."""
         budget = (self.prior or {}).get("merge", new_bytes)
         run = fragments.merge_run(extents, budget, keep=self.write_rel)
         if run is not None:
@@ -248,7 +264,28 @@ class FileVersion:
                 pos += n
             extents = list(extents[:i]) + merged + list(extents[j:])
             fault("after-extent-merge")
-        return fragments.extents_to_detail(extents)
+        return self._split(extents)
+
+    def _split(self, extents: list) -> tuple[list, list | None]:
+        """(inline extents, extent lists) of the version's ``extents`` (storelib.io.extentlists):
+        the prior version's lists it keeps, and past ``INLINE_EXTENTS`` inline ones a new list
+        object (and merged ones) of this attempt."""
+        detail = (self.prior or {}).get("detail") or {}
+        try:
+            prior_lists = extentlists.lists_from_detail(detail.get("extent_lists"))
+        except ValueError as e:
+            raise CorruptStore(self.rel, 0, f"manifest extent lists: {e}") from None
+        wrote = []
+
+        def write(data: bytes) -> str:
+            obj = f"{self.write_rel}.extents"
+            self.store.write_file(obj, [data])
+            wrote.append(obj)
+            return obj
+        lists, inline = extentlists.split(self.rel, extents, prior_lists, (self.prior or {}).get("extents") or [], write)
+        if wrote:
+            fault("after-extent-list")
+        return fragments.extents_to_detail(inline), (extentlists.lists_to_detail(lists) if lists else None)
 
     # -- files changed at several places (index files continued: entries, slot heads, header)
     def write_parts(self, parts: list, valid: int) -> dict:
@@ -266,16 +303,17 @@ class FileVersion:
         tail: list = []
         state = self.resume_state() if known else None
         digests = checksum.rehash_blocks(read_new, valid, known, dirty, state, tail if self.mode == "object" else None)
-        out = {"staged_path": None, "patch": None, "extents": None, "blocks": checksum.digests_to_detail(digests),
-               "checksum": checksum.combine(digests), "tail": tail[0] if tail else None}
+        out = {"staged_path": None, "patch": None, "extents": None, "extent_lists": None,
+               "blocks": checksum.digests_to_detail(digests), "checksum": checksum.combine(digests),
+               "tail": tail[0] if tail else None}
         if self.mode == "patch":
             out["patch"] = {"path": self.rel, "staged": self.write_rel,
                             "extents": patches.stage_patch(self.store, self.write_rel, parts, self.durable)}
             return out
         self.write_stream(d for _, d, _ in parts)
         sizes = [(p, memoryview(d).nbytes) for p, d, _ in parts]
-        out["extents"] = self._bounded(fragments.overlay(self.prior["extents"], _stream_extents(sizes, self._objects)),
-                                       sum(n for _, n in sizes))
+        out["extents"], out["extent_lists"] = self._bounded(
+            fragments.overlay(self.prior["extents"], _stream_extents(sizes, self._objects)), sum(n for _, n in sizes))
         return out
 
     def _check_blocks(self, known: list, dirty: list) -> None:

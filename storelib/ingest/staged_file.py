@@ -36,6 +36,7 @@ class StagedFile:
     staged_path: str | None = None           # a whole new file (local stores), renamed at publish
     patch: Mapping[str, Any] | None = None   # an in-place patch (local stores): {"path", "staged", "extents"}
     extents: list[Any] | None = None         # object stores: the version's extents
+    extent_lists: list[Any] | None = None    # object stores: the list objects of its older extents
     tail: Any = None                         # object stores: the running digest state of the last block
     head: Any = None                         # object stores: a paged index head
     base_offset: int = 0

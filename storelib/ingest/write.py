@@ -26,7 +26,7 @@ from ..codec import messages as codec
 from ..format import commitlog, consumequeue, indexfile
 from . import encode as encode_stage, file_versions, paged_index, sequencer, split_staging, topics as topics_mod
 from ..compute import allocator, grouping, kernels
-from ..io import fragments, patches, storage
+from ..io import extentlists, fragments, patches, storage
 from ..table import zonemap
 from ..format.config import StoreConfig
 from ..runtime import warmup
@@ -414,11 +414,14 @@ def version_context(store: storage.Store, snap, plan: sequencer.BatchPlan, confi
     continued += [consumequeue.rel_path(f.topic, f.queue_id, f.file_start_unit) for f in plan.cq_files if f.kept_units]
     continued += [f.extend for f in plan.index_files if f.extend]
     committed = {}
+    if store.objects and snap is not None:      # the continued files' extent lists, read at once
+        extentlists.prefetch(((r.path, r.detail) for r in (snap.files.get(rel) for rel in continued)
+                              if r is not None and r.has_detail("extent_lists")), extentlists.fetcher(store))
     for rel in continued:
         row = snap.files.get(rel) if snap is not None else None
         if row is None:
             raise IngestError(f"{rel}: the plan continues it, but the committed snapshot does not list it")
-        committed[rel] = file_versions.committed_facts(row)
+        committed[rel] = file_versions.committed_facts(row, store)
     if store.objects:      # this batch's share of extent merges (storelib.io.fragments), file by file
         plan_m = fragments.plan_merges({rel: c["extents"] for rel, c in committed.items() if c["extents"]},
                                        int(fragments.MERGE_SHARE * plan.total_bytes))

@@ -38,8 +38,8 @@ import numpy as np
 
 from ..format.commitlog import Buffer
 from ..format.paths import OBJECTS_DIR
-from . import checksum
-from .fragments import Extent, extents_from_detail
+from . import checksum, extentlists
+from .fragments import Extent
 
 __all__ = ["PAGE", "SWEEP", "HeadMap", "version_extents", "head_sum", "page_sums", "update_sum", "file_checksum",
            "pages_of_slots", "checksum_of"]
@@ -180,10 +180,13 @@ class HeadMap:
         return cls(value["len"], layers, layer, pos, total, nxt)
 
 
-def version_extents(detail: Mapping[str, Any]) -> list[Extent]:
-    """Every extent of a file version from its row's ``detail``: its ``extents``, and those of its
-    paged head (``head``) when it has one. ValueError when either is damaged."""
-    extents = extents_from_detail(detail["extents"])
+def version_extents(detail: Mapping[str, Any], rel: str = "", fetch: Callable[[str], bytes] | None = None
+                    ) -> list[Extent]:
+    """Every extent of file ``rel``'s version from its row's ``detail``: its ``extents`` (with those
+    of the extent-list objects it names, read through ``fetch``: storelib.io.extentlists), and
+    those of its paged head (``head``) when it has one. ValueError when any is damaged or missing,
+    and when the row names extent lists and no ``fetch`` is given."""
+    extents = extentlists.resolve(rel, detail, fetch)
     if "head" not in detail:
         return extents
     hm = HeadMap.from_detail(detail["head"])

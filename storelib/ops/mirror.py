@@ -334,7 +334,7 @@ class _Batch:
     def __init__(self, store, snap, state, cfg: StoreConfig, batch_id: str, attempt: str):
         self.store, self.snap, self.state, self.cfg = store, snap, state, cfg
         self.staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
-        committed = {r.path: committed_facts(r) for r in snap.files.values()
+        committed = {r.path: committed_facts(r, store) for r in snap.files.values()
                      if r.kind in FILE_KINDS} if snap.batch else {}
         for facts in committed.values():
             facts["detail"] = facts["detail"] or {}

@@ -28,7 +28,9 @@ Points (in the order an ingest passes them):
             mid-file-write (half of a consume queue / index file written)
   sink:     sink-write (a task of the ``rocketlake`` sink's write half, before it stages its rows)
   objects:  after-extent-merge (object stores: a run of a continued file's extents rewritten as
-            one object, the batch not committed; ``OBJECT_POINTS``)
+            one object, the batch not committed; ``OBJECT_POINTS``); after-extent-list (a file's
+            older extents written as an extent-list object, storelib.io.extentlists;
+            ``EXTENT_LIST_POINTS``)
   compact:  before-compaction (a batch committed, its manifest table's compaction due),
             mid-compaction (the compacted data file in the table, no version names it yet),
             after-compaction (the compaction committed, not yet checkpointed): reached by every
@@ -52,7 +54,7 @@ import os
 import signal
 import time
 
-__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
+__all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "EXTENT_LIST_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
            "COMPACT_POINTS", "MERGE_POINTS", "MANIFEST_MERGE_POINTS", "CACHE_POINTS", "fault"]
 
 DRIVER_POINTS = (
@@ -64,6 +66,8 @@ EXECUTOR_POINTS = ("encode-split", "mid-records-write", "mid-segment-write", "af
 POINTS = DRIVER_POINTS + EXECUTOR_POINTS
 # reached only by an ingest into an object store (tests/e2e/test_s3_merge_kills.py)
 OBJECT_POINTS = ("after-extent-merge",)
+# ... and by one whose continued file's inline extents overflow into a list object (storelib.io.extentlists)
+EXTENT_LIST_POINTS = ("after-extent-list",)
 # reached after a batch's switch when its commit compacts the manifest table (storelib.table.manifest)
 COMPACT_POINTS = ("before-compaction", "mid-compaction", "after-compaction")
 # reached after a batch's switch when its commit merges the checkpoints table's files (storelib.table.ckmerge)

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..format.names import rel_path_problem
-from ..io import headpages, storage
+from ..io import extentlists, headpages, storage
 from .rows import ManifestRow, manifest_rows
 
 __all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "delete", "finish", "objects_of"]
@@ -102,7 +102,7 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
             refuse(f"{p!r} is not a file its committed rows removed")
     if not staged.objects:
         return
-    live = _live_objects(snap)
+    live = _live_objects(store, snap)
     for o in staged.objects:
         if rel_path_problem(o) or not o.startswith(paths.OBJECTS_DIR + "/"):
             refuse(f"{o!r} is not an object inside the store's {paths.OBJECTS_DIR}/")
@@ -136,18 +136,30 @@ def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
     return {r["path"] for r in rows if batch.attempt_id is None or r["attempt_id"] == batch.attempt_id}
 
 
-def _live_objects(snap: Any) -> set[str]:
-    return _objects_named(snap.files.values())
+def _live_objects(store: storage.Store, snap: Any) -> set[str]:
+    return _objects_named(store, snap.files.values(), live=True)
 
 
-def _objects_named(rows: Iterable[ManifestRow]) -> set[str]:
-    """The objects the extents of ``rows`` name. A damaged row names none: nothing is deleted by
-    it (and rowcheck refuses a snapshot holding one before a finish checks against it)."""
+def _objects_named(store: storage.Store, rows: Iterable[ManifestRow], live: bool = False) -> set[str]:
+    """The objects the extents of ``rows`` name: their extent-list objects (storelib.io.extentlists)
+    and the objects those list. A damaged row names none: nothing is deleted by it (and rowcheck
+    refuses a snapshot holding one before a finish checks against it). A list object that cannot
+    be read: of a ``live`` row, CorruptStore (what it names is unknown, so nothing may be deleted);
+    of a dead one, only the list object itself is named (what it lists may stay behind)."""
     out: set[str] = set()
     for r in rows:
         if r.has_detail("extents"):
             try:
-                out.update(e.object_rel for e in headpages.version_extents(dict(r.detail)))
+                lists = extentlists.lists_from_detail(r.detail.get("extent_lists"))
+                out.update(x.object_rel for x in lists)
+                try:
+                    out.update(e.object_rel for e in headpages.version_extents(dict(r.detail), r.path,
+                                                                                 extentlists.fetcher(store)))
+                except ValueError as e:
+                    if live and lists:
+                        raise CorruptStore(r.path, 0, f"its extent lists: {e}") from None
+                    out.update(e.object_rel for e in headpages.version_extents(
+                        {k: v for k, v in r.detail.items() if k != "extent_lists"}))
             except (ValueError, KeyError, TypeError):
                 continue
     return out
@@ -199,5 +211,5 @@ def objects_of(store: storage.Store, files: set[str]) -> list[str]:
     if not files or not store.objects:
         return []
     rows = manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)))
-    return sorted(_objects_named(r for r in rows if r.action == "add" and r.path in files))
+    return sorted(_objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
 

@@ -33,7 +33,7 @@ from typing import Any, Mapping, NamedTuple, TYPE_CHECKING, cast
 
 from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
 from ..format import commitlog, consumequeue, indexfile, records
-from ..io import patches
+from ..io import extentlists, patches
 from .rows import BatchRow, FileKind, ManifestRow
 from .rows import recorded_config
 from .snapshots import StoreSnapshot, open_snapshot
@@ -341,12 +341,14 @@ def as_store(store: Store | str) -> Store:
     return Store(store)
 
 
-def _row_extents(row: ManifestRow) -> list[Any] | None:
-    """The extents a row's detail lists (object stores: storelib.io.fragments), or None."""
+def _row_extents(store: Store, row: ManifestRow) -> list[Any] | None:
+    """The extents a row's detail lists (object stores: storelib.io.fragments), those of the
+    extent-list objects it names included (read from ``store``: storelib.io.extentlists), or
+    None. CorruptStore naming the file when any is damaged or missing."""
     if not row.has_detail("extents"):
         return None
     try:
-        return version_extents(dict(row.detail))
+        return version_extents(dict(row.detail), row.path, extentlists.fetcher(store))
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptStore(row.path, 0, f"manifest extents of batch {row.get('batch_id')!r}: {e}") from None
 
@@ -363,7 +365,7 @@ def reading_path(store: Store, row: Mapping[str, Any], staged: set[str]) -> str:
     stores). The publish may go on while the reader reads: ``store.moved`` makes reads of a
     staged file that is gone by then read the final one."""
     row = row if isinstance(row, ManifestRow) else ManifestRow(row)
-    extents = _row_extents(row)
+    extents = _row_extents(store, row)
     if extents is not None:            # object stores: the file is assembled from objects
         store.map_file(row.path, row.file_size, extents)
         return row.path
@@ -390,6 +392,8 @@ def files_from_snapshot(store: Store, snap: StoreSnapshot, config: StoreConfig |
     cfg = recorded_config(snap.batch, config) if config is not None else snap.config
     check_snapshot(snap, cfg)
     staged = staging_batches(store)
+    extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
+                         extentlists.fetcher(store))
 
     def where(row: ManifestRow) -> str:
         return reading_path(store, row, staged)

@@ -381,7 +381,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
     else:
         cfg = config or StoreConfig()
     if has_manifest and not store.local:
-        _map_objects(store, snap)
+        meta += _map_objects(store, snap)
     ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
     if store.assembled:
         ctx = dataclasses.replace(ctx, assembled=dict(store.assembled))
@@ -421,13 +421,23 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
     return rep
 
 
-def _map_objects(store: storage.Store, snap) -> None:
+def _map_objects(store: storage.Store, snap) -> list[Problem]:
     """On an object store a file is the objects its manifest row lists (storelib.io.fragments): map
-    each, so the checks read the file there (a file without extents is read at its path)."""
+    each, so the checks read the file there (a file without extents is read at its path). A row
+    whose extents cannot be had (a missing or damaged extent-list object: storelib.io.extentlists)
+    is a problem of its file, which is then checked as unreadable."""
+    from ..io import extentlists
     from ..table.storefiles import reading_path, staging_batches
     staged = staging_batches(store)
+    extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
+                         extentlists.fetcher(store))
+    out = []
     for row in snap.files.values():
-        reading_path(store, row, staged)
+        try:
+            reading_path(store, row, staged)
+        except CorruptStore as e:
+            out.append(Problem(e.path, e.offset, e.what))
+    return out
 
 
 def _rebuilt(store: storage.Store, snap, pinned: bool) -> bool:

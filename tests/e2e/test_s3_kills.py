@@ -108,12 +108,14 @@ def _export(env, prefix, out):
 
 
 def _named_objects(snap) -> set:
-    """Objects a committed row names: its extents' objects, its paged head's layers."""
+    """Objects a committed row names: its extents' objects, its paged head's layers, its extent
+    lists' objects (what they list was named inline by an earlier batch's row)."""
     out = set()
     for r in snap.files.values():
         d = json.loads(r.get("detail") or "{}")
         out.update(e[2] for e in d.get("extents") or [])
         out.update((d.get("head") or {}).get("layers") or [])
+        out.update(x[0] for x in d.get("extent_lists") or [])
     return out
 
 

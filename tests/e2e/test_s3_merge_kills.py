@@ -33,7 +33,9 @@ KILL_POINTS = POINTS if os.environ.get("ROCKETLAKE_FAULTS") == "all" else ()
 
 
 @contextlib.contextmanager
-def _base(tmp):
+def three_batch_base(tmp, extra_env: dict):
+    """(env, client, golden dir, B's messages, properties) with A1 and A2 in ``base/``, every ingest
+    with ``extra_env`` (tests/support/local_ingest.py's test settings)."""
     g = golden_set("small-roll")
     props = tmp / "small.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
@@ -42,7 +44,7 @@ def _base(tmp):
     for k, name in enumerate(("a1", "a2", "b")):
         (tmp / f"{name}.jsonl").write_text("".join(lines[bounds[k]:bounds[k + 1]]), encoding="utf-8")
     with s3server.moto(BUCKET) as (env, client):
-        env = dict(env, **MERGE_ENV)
+        env = dict(env, **extra_env)
         for name in ("a1", "a2"):
             r = _ingest(env, "base", str(tmp / f"{name}.jsonl"), str(props), name.upper())
             assert r.returncode == 0, r.stderr[-3000:]
@@ -51,7 +53,7 @@ def _base(tmp):
 
 @pytest.fixture(scope="module")
 def s3m(tmp_path_factory):
-    with _base(tmp_path_factory.mktemp("s3merge")) as got:
+    with three_batch_base(tmp_path_factory.mktemp("s3merge"), MERGE_ENV) as got:
         yield got
 
 

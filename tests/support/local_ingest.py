@@ -51,6 +51,10 @@ def main(argv: list) -> int:
             if os.environ.get("ROCKETLAKE_TEST_MAX_EXTENTS"):
                 fragments.MAX_EXTENTS = int(os.environ["ROCKETLAKE_TEST_MAX_EXTENTS"])
                 fragments.MERGE_SHARE = float(os.environ.get("ROCKETLAKE_TEST_MERGE_SHARE", fragments.MERGE_SHARE))
+            # tests/e2e/test_extent_lists_s3.py: extent lists written within a few batches
+            if os.environ.get("ROCKETLAKE_TEST_INLINE_EXTENTS"):
+                from storelib.io import extentlists
+                extentlists.INLINE_EXTENTS = int(os.environ["ROCKETLAKE_TEST_INLINE_EXTENTS"])
             # tests/e2e/test_crash_compaction.py: the manifest table compacted in a small store
             if os.environ.get("ROCKETLAKE_TEST_COMPACT_MIN_ROWS"):
                 from storelib.table import manifest
