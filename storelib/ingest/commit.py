@@ -52,7 +52,7 @@ Snap = Union[manifest.Snapshot, StoreSnapshot]
 
 __all__ = ["StagedBatch", "commit_batch", "after_commit", "let_go", "publish", "pending_publishes",
            "finish_pending_publish", "clear_dead_attempts",
-           "outcome_unknown", "undo_attempt", "drop_staging", "is_committed"]
+           "outcome_unknown", "abandon_attempt", "undo_attempt", "drop_staging", "is_committed"]
 
 
 @dataclass(frozen=True)
@@ -482,6 +482,33 @@ def outcome_unknown(store: storage.Store, error: BaseException | None, committin
     may have sent a PUT whose answer was lost and that lands after any read of the table. A local
     store's commit is a ``link``, done or not when it returns: a read of the table decides."""
     return committing and not store.atomic_rename and not isinstance(error, ConcurrentWriteError)
+
+
+def abandon_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str, error: BaseException,
+                    committing: bool, lease: Any, what: str) -> None:
+    """A driver-side attempt (an expiry's, a repair's: ``what``) that failed with ``error``
+    (``committing``: in its Delta commits): its staging is removed only when it surely did not
+    commit and this writer still holds the lease; otherwise it is left as it is, for the next
+    writer, which decides from the tables (a committed batch's publish is finished,
+    ``finish_pending_publish``; a dead attempt's staging is cleared after that writer's commit,
+    ``clear_dead_attempts``). Left, for that reason:
+
+    * a lost lease (``LeaseLost``): the store is another writer's now, and this one touches nothing;
+    * a commit whose outcome is unknown (``outcome_unknown``: on object stores, a PUT whose answer
+      was lost may land after a read of the table found no commit), where dropping the staging
+      would leave a committed batch without its publish for good;
+    * a read of the table that fails (``is_committed``): nothing is known.
+
+    Never raises: the caller raises ``error``, whatever happens here."""
+    if isinstance(error, LeaseLost) or outcome_unknown(store, error, committing):
+        return
+    try:
+        if lease is not None:
+            lease.check()
+        if not is_committed(store, batch_id, attempt):
+            undo_attempt(store, staging, batch_id, attempt)
+    except Exception as failed:  # noqa: BLE001 - the next writer decides from the tables
+        Progress.warn(f"{what} {batch_id!r}: its attempt's staging is left for the next writer ({failed})")
 
 
 def undo_attempt(store: storage.Store, staging: str, batch_id: str, attempt: str) -> None:

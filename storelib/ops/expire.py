@@ -33,7 +33,7 @@ from ..format import paths
 from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, staged_deletes, writerlease
 from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..errors import ExpireError, LeaseLost
+from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import storage
 from ..runtime.faults import fault
@@ -251,33 +251,8 @@ def _commit(store: storage.Store, snap: StoreSnapshot, rows: list, ck: dict, sta
         committing = True
         return staged, manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
     except BaseException as e:
-        _abandon(store, staging, ck, e, committing, lease)
+        commit_stage.abandon_attempt(store, staging, ck["batch_id"], ck["attempt_id"], e, committing, lease, "expiry")
         raise
-
-
-def _abandon(store: storage.Store, staging: str, ck: dict, e: BaseException, committing: bool, lease) -> None:
-    """An attempt that failed with ``e`` (``committing``: in its Delta commits): its staging is
-    removed only when it surely did not commit and this writer still holds the lease; otherwise it
-    is left as it is, for the next writer, which decides from the tables (a committed expiry's
-    deletes are finished, ``commit.finish_pending_publish``; a dead attempt's staging is cleared
-    after that writer's commit, ``commit.clear_dead_attempts``). Left, for that reason:
-
-    * a lost lease (``LeaseLost``): the store is another writer's now, and this one touches nothing;
-    * a commit whose outcome is unknown (``commit.outcome_unknown``: on object stores, a PUT
-      whose answer was lost may land after a read of the table found no commit), where dropping
-      the staged document would leave the committed expiry's files undeleted for good;
-    * a read of the table that fails (``is_committed``): nothing is known.
-
-    Never raises: the caller raises ``e``, whatever happens here."""
-    if isinstance(e, LeaseLost) or commit_stage.outcome_unknown(store, e, committing):
-        return
-    try:
-        if lease is not None:
-            lease.check()
-        if not commit_stage.is_committed(store, ck["batch_id"], ck["attempt_id"]):
-            commit_stage.undo_attempt(store, staging, ck["batch_id"], ck["attempt_id"])
-    except Exception as failed:  # noqa: BLE001 - the next writer decides from the tables
-        Progress.warn(f"expiry {ck['batch_id']!r}: its attempt's staging is left for the next writer ({failed})")
 
 
 def _remove_rows(p: dict, batch_id: str, seq: int, committed_at: int, reserved_hours, now: int,

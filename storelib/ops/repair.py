@@ -517,6 +517,7 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     attempt = uuid.uuid4().hex[:12]
     staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
     durable = snap.batch.durable
+    committing = False
     try:
         _no_links(store, staging)
         for f in changed:
@@ -536,10 +537,10 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
             wall_time_ms=int((time.time() - t0) * 1000), attempt_id=attempt,
             detail=manifest.dumps({"replaced": [f["path"] for f in changed]}), **stamps)
         fault("before-delta-commit")
+        committing = True
         committed = manifest.commit(store, snap.versions, rows, ck, fault=fault, durable=durable, lease=lease)
-    except BaseException:
-        if not commit_stage.is_committed(store, batch_id, attempt):
-            commit_stage.undo_attempt(store, staging, batch_id, attempt)
+    except BaseException as e:
+        commit_stage.abandon_attempt(store, staging, batch_id, attempt, e, committing, lease, "repair")
         raise
     say(f"committed repair batch {batch_id} (seq {seq})")
     fault("after-commit-before-publish")

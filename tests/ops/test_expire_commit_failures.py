@@ -1,8 +1,9 @@
-"""An expiry whose commit fails (storelib.ops.expire ``_commit`` / ``_abandon``), in this process
-on expire-small: its staging (the staged deletes document) is removed only when the attempt surely
-did not commit and the writer still holds its lease; else it is left for the next writer, which
-decides from the tables. Never a file deleted, and the error the caller gets is the commit's.
-On an object store, a commit whose outcome is unknown: tests/e2e/test_expiry_deletes.py."""
+"""An expiry whose commit fails (storelib.ops.expire ``_commit``, storelib.ingest.commit
+``abandon_attempt``), in this process on expire-small: its staging (the staged deletes document)
+is removed only when the attempt surely did not commit and the writer still holds its lease; else
+it is left for the next writer, which decides from the tables. Never a file deleted, and the error
+the caller gets is the commit's. On an object store, a commit whose outcome is unknown:
+tests/e2e/test_expiry_deletes.py. A repair's commit takes the same path: its two cases at the end."""
 from __future__ import annotations
 
 import pytest
@@ -125,3 +126,72 @@ def _expire_failing_after(monkeypatch, store: str, module, name: str, error: Exc
     with pytest.raises(type(error)):
         retention.expire(store, 48, NOW, quiet=True, housekeeping=False)
     monkeypatch.undo()
+
+
+@pytest.fixture
+def damaged_rocketlake_store(restored_golden, tmp_path):
+    """small-roll adopted as a rocketlake store, then a consume-queue file removed: a repair's work."""
+    import os
+    import shutil
+    from support.opshelp import small_config
+    from storelib.ops import adopt
+    store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
+    adopt.adopt(None, store, store, small_config(), quiet=True)
+    cq = sorted(os.path.relpath(os.path.join(d, f), store)
+                for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)
+    os.remove(os.path.join(store, cq[5]))
+    return store
+
+
+def _staged_attempts(st) -> list:
+    return st.list_files(paths.STAGING_DIR) if st.exists(paths.STAGING_DIR) else []
+
+
+def test_a_repair_refused_whose_read_of_the_table_fails_raises_the_refusal(damaged_rocketlake_store, monkeypatch):
+    """As for an expiry: the repair's commit is refused and the read that would tell whether it
+    committed fails: the caller gets the refusal, not the read's error, and the staged files stay
+    for the next writer; the next repair commits and the store verifies clean."""
+    from storelib.ops import repair as repair_op
+    store = damaged_rocketlake_store
+    st = storage.Store(store)
+
+    def refused(*a, **k):
+        raise ConcurrentWriteError("another writer committed version 3 of _rocketlake/checkpoints first")
+
+    def unreachable(*a, **k):
+        raise OSError("the store did not answer")
+    monkeypatch.setattr(repair_op.manifest, "commit", refused)
+    monkeypatch.setattr(repair_op.commit_stage, "is_committed", unreachable)
+    with pytest.raises(ConcurrentWriteError):
+        repair_op.repair(store, apply=True, quiet=True)
+    monkeypatch.undo()
+    assert _staged_attempts(st), "the attempt's staged files are left for the next writer"
+    s = repair_op.repair(store, apply=True, quiet=True)
+    assert len(s["replaced"]) == 1 and not st.exists(paths.STAGING_DIR)
+    assert verify.verify_store(store, deep=True).problems == []
+
+
+def test_a_repair_that_lost_its_lease_between_the_tables_touches_nothing(damaged_rocketlake_store, monkeypatch):
+    """The lease is lost after the repair's manifest rows went in, before the switch: it raises
+    ``LeaseLost`` and removes nothing (the store is another writer's now)."""
+    from storelib.ops import repair as repair_op
+    store = damaged_rocketlake_store
+    st = storage.Store(store)
+    real = writerlease.WriterLease.check
+    calls = []
+
+    def lost_on_the_second(self):
+        calls.append(1)
+        if len(calls) >= 2:
+            raise LeaseLost("the lease was taken over")
+        return real(self)
+    monkeypatch.setattr(writerlease.WriterLease, "check", lost_on_the_second)
+    dropped = []
+    monkeypatch.setattr(repair_op.commit_stage, "undo_attempt", lambda *a: dropped.append(a))
+    with pytest.raises(LeaseLost):
+        repair_op.repair(store, apply=True, quiet=True)
+    monkeypatch.undo()
+    assert dropped == [] and _staged_attempts(st)
+    s = repair_op.repair(store, apply=True, quiet=True)
+    assert len(s["replaced"]) == 1 and not st.exists(paths.STAGING_DIR)
+    assert verify.verify_store(store, deep=True).problems == []
