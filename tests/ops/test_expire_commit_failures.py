@@ -32,6 +32,31 @@ def _state(st, snap) -> dict:
     return {p: st.exists(p) for p in [*snap.files, *snap.removed]}
 
 
+def _lease_lost_at_the_second_check(monkeypatch) -> None:
+    """The writer's lease checks out once (before the manifest rows), then is lost (before the switch)."""
+    real = writerlease.WriterLease.check
+    calls = []
+
+    def lost_on_the_second(self):
+        calls.append(1)
+        if len(calls) >= 2:
+            raise LeaseLost("the lease was taken over")
+        return real(self)
+    monkeypatch.setattr(writerlease.WriterLease, "check", lost_on_the_second)
+
+
+def _commit_refused_and_table_unreadable(monkeypatch, module) -> None:
+    """``module``'s Delta commit refused by a racing writer, and the read of the table that would
+    tell whether it went in failing too."""
+    def refused(*a, **k):
+        raise ConcurrentWriteError("another writer committed version 3 of _rocketlake/checkpoints first")
+
+    def unreachable(*a, **k):
+        raise OSError("the store did not answer")
+    monkeypatch.setattr(module.manifest, "commit", refused)
+    monkeypatch.setattr(module.commit_stage, "is_committed", unreachable)
+
+
 def test_a_failed_read_of_the_table_leaves_the_attempt_and_raises_the_commits_error(adopted, tmp_path, monkeypatch):  # noqa: F811
     """A racing writer's commit refuses the expiry's; the read that would tell whether it
     committed fails too (the store unreachable): the caller gets the refusal (exit 3), not the
@@ -41,13 +66,7 @@ def test_a_failed_read_of_the_table_leaves_the_attempt_and_raises_the_commits_er
     snap = open_snapshot(st, history=True)
     before = _state(st, snap)
 
-    def refused(*a, **k):
-        raise ConcurrentWriteError("another writer committed version 3 of _rocketlake/checkpoints first")
-
-    def unreachable(*a, **k):
-        raise OSError("the store did not answer")
-    monkeypatch.setattr(retention.manifest, "commit", refused)
-    monkeypatch.setattr(retention.commit_stage, "is_committed", unreachable)
+    _commit_refused_and_table_unreadable(monkeypatch, retention)
     with pytest.raises(ConcurrentWriteError) as e:
         retention.expire(store, 48, NOW, quiet=True, housekeeping=False)
     assert "another writer committed" in str(e.value)
@@ -68,15 +87,7 @@ def test_a_lease_lost_between_the_tables_leaves_everything_to_the_writer_that_to
     st = storage.Store(store)
     snap = open_snapshot(st, history=True)
     before = _state(st, snap)
-    real = writerlease.WriterLease.check
-    calls = []
-
-    def lost_on_the_second(self):
-        calls.append(1)
-        if len(calls) >= 2:
-            raise LeaseLost("the lease was taken over")
-        return real(self)
-    monkeypatch.setattr(writerlease.WriterLease, "check", lost_on_the_second)
+    _lease_lost_at_the_second_check(monkeypatch)
     dropped = []
     monkeypatch.setattr(retention.commit_stage, "undo_attempt", lambda *a: dropped.append(a))
     with pytest.raises(LeaseLost):
@@ -155,13 +166,7 @@ def test_a_repair_refused_whose_read_of_the_table_fails_raises_the_refusal(damag
     store = damaged_rocketlake_store
     st = storage.Store(store)
 
-    def refused(*a, **k):
-        raise ConcurrentWriteError("another writer committed version 3 of _rocketlake/checkpoints first")
-
-    def unreachable(*a, **k):
-        raise OSError("the store did not answer")
-    monkeypatch.setattr(repair_op.manifest, "commit", refused)
-    monkeypatch.setattr(repair_op.commit_stage, "is_committed", unreachable)
+    _commit_refused_and_table_unreadable(monkeypatch, repair_op)
     with pytest.raises(ConcurrentWriteError):
         repair_op.repair(store, apply=True, quiet=True)
     monkeypatch.undo()
@@ -177,15 +182,7 @@ def test_a_repair_that_lost_its_lease_between_the_tables_touches_nothing(damaged
     from storelib.ops import repair as repair_op
     store = damaged_rocketlake_store
     st = storage.Store(store)
-    real = writerlease.WriterLease.check
-    calls = []
-
-    def lost_on_the_second(self):
-        calls.append(1)
-        if len(calls) >= 2:
-            raise LeaseLost("the lease was taken over")
-        return real(self)
-    monkeypatch.setattr(writerlease.WriterLease, "check", lost_on_the_second)
+    _lease_lost_at_the_second_check(monkeypatch)
     dropped = []
     monkeypatch.setattr(repair_op.commit_stage, "undo_attempt", lambda *a: dropped.append(a))
     with pytest.raises(LeaseLost):
