@@ -105,14 +105,20 @@ def decode(data: bytes, rel: str, lst: ExtentList) -> list[Extent]:
     return ext
 
 
-# Decoded lists by sha256 (immutable and checked: safe to share between stores and rows).
-_CACHE: OrderedDict[tuple[str, str, int], tuple[Extent, ...]] = OrderedDict()
+# Decoded lists by sha256 and what the row that read them said of them (file, range, count: all
+# that ``decode`` checked), so a row that says otherwise is checked afresh, not served (immutable
+# and checked: safe to share between stores and rows).
+_CACHE: OrderedDict[tuple[str, str, int, int, int], tuple[Extent, ...]] = OrderedDict()
 _CACHE_MAX = 4096
 _LOCK = threading.Lock()
 
 
+def _key(lst: ExtentList, rel: str) -> tuple[str, str, int, int, int]:
+    return (lst.sha256, rel, lst.first, lst.end, lst.size)
+
+
 def _contents(lst: ExtentList, rel: str, fetch: Callable[[str], bytes]) -> tuple[Extent, ...]:
-    key = (lst.sha256, rel, lst.first)
+    key = _key(lst, rel)
     with _LOCK:
         got = _CACHE.get(key)
         if got is not None:
@@ -143,7 +149,7 @@ def prefetch(rows: Iterable[tuple[str, Mapping[str, Any]]], fetch: Callable[[str
     for rel, detail in rows:
         try:
             todo += [(lst, rel) for lst in lists_from_detail(detail.get("extent_lists"))
-                     if (lst.sha256, rel, lst.first) not in _CACHE]
+                     if _key(lst, rel) not in _CACHE]
         except ValueError:
             continue
 
