@@ -88,7 +88,8 @@ from storelib.cli.common import exit_now, on_signals
 on_signals()                                  # a job's handlers: SIGTERM raises errors.Interrupted
 atexit.register(lambda: print("atexit ran", flush=True))
 threading.Thread(target=time.sleep, args=(1.5,)).start()          # joined by the exit
-threading.Thread(target=lambda: (time.sleep(0.3), os.kill(os.getpid(), signal.SIGTERM)), daemon=True).start()
+# SIGTERM as the exit starts to join the threads (threading's own exit hook, on the main thread)
+threading._register_atexit(os.kill, os.getpid(), signal.SIGTERM)
 exit_now(0)                                   # the job's main returned 0: its work is done
 '''
 
