@@ -194,3 +194,21 @@ def test_a_row_that_misstates_a_cached_list_is_refused_as_an_uncached_one(damage
     extentlists._CACHE.clear()
     with pytest.raises(ValueError, match=lists[-1].object_rel):
         extentlists.resolve("commitlog/0", bad, objs.fetch)
+
+
+def test_a_fresh_prefetch_reads_again_what_the_cache_holds():
+    """Verify's read: a list object deleted or damaged since this process cached it is refused,
+    as a fresh process would refuse it; a plain prefetch leaves the cache as it is."""
+    objs, full = Objects(), []
+    for b in range(9):
+        full = _append(full, 10, b)
+    detail, lists = _version(objs, 9, full, None, 2)
+    extentlists._CACHE.clear()
+    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # cached now
+    for x in lists:
+        del objs[x.object_rel]
+    extentlists.prefetch([("commitlog/0", detail)], objs.fetch)
+    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # readers: the cache serves
+    extentlists.prefetch([("commitlog/0", detail)], objs.fetch, fresh=True)
+    with pytest.raises(ValueError, match="cannot be read"):
+        extentlists.resolve("commitlog/0", detail, objs.fetch)
