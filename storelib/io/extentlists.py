@@ -105,14 +105,20 @@ def decode(data: bytes, rel: str, lst: ExtentList) -> list[Extent]:
     return ext
 
 
-# Decoded lists by sha256 (immutable and checked: safe to share between stores and rows).
-_CACHE: OrderedDict[tuple[str, str, int], tuple[Extent, ...]] = OrderedDict()
+# Decoded lists by sha256 and what the row that read them said of them (file, range, count: all
+# that ``decode`` checked), so a row that says otherwise is checked afresh, not served (immutable
+# and checked: safe to share between stores and rows).
+_CACHE: OrderedDict[tuple[str, str, int, int, int], tuple[Extent, ...]] = OrderedDict()
 _CACHE_MAX = 4096
 _LOCK = threading.Lock()
 
 
+def _key(lst: ExtentList, rel: str) -> tuple[str, str, int, int, int]:
+    return (lst.sha256, rel, lst.first, lst.end, lst.size)
+
+
 def _contents(lst: ExtentList, rel: str, fetch: Callable[[str], bytes]) -> tuple[Extent, ...]:
-    key = (lst.sha256, rel, lst.first)
+    key = _key(lst, rel)
     with _LOCK:
         got = _CACHE.get(key)
         if got is not None:
@@ -135,17 +141,26 @@ def fetcher(store: Any) -> Callable[[str], bytes]:
     return lambda obj: store.read(obj)
 
 
-def prefetch(rows: Iterable[tuple[str, Mapping[str, Any]]], fetch: Callable[[str], bytes], threads: int = 16) -> None:
+def prefetch(rows: Iterable[tuple[str, Mapping[str, Any]]], fetch: Callable[[str], bytes], threads: int = 16,
+             fresh: bool = False) -> None:
     """Read the list objects ``rows`` (``(file, detail)``) name into the cache, ``threads`` at a
     time: a reader opening a store of many files with lists waits for one round of requests, not
-    one per list. What cannot be read is left for ``resolve`` to refuse."""
+    one per list. What cannot be read is left for ``resolve`` to refuse. ``fresh``: what the cache
+    holds of them is dropped and read again (verify: an object deleted or damaged since this
+    process cached it is found so, as a fresh process would find it)."""
     todo = []
     for rel, detail in rows:
         try:
-            todo += [(lst, rel) for lst in lists_from_detail(detail.get("extent_lists"))
-                     if (lst.sha256, rel, lst.first) not in _CACHE]
+            lists = lists_from_detail(detail.get("extent_lists"))
         except ValueError:
             continue
+        for lst in lists:
+            if fresh:
+                with _LOCK:
+                    _CACHE.pop(_key(lst, rel), None)
+            elif _key(lst, rel) in _CACHE:
+                continue
+            todo.append((lst, rel))
 
     def one(item: tuple[ExtentList, str]) -> None:
         try:

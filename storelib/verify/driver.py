@@ -425,12 +425,13 @@ def _map_objects(store: storage.Store, snap) -> list[Problem]:
     """On an object store a file is the objects its manifest row lists (storelib.io.fragments): map
     each, so the checks read the file there (a file without extents is read at its path). A row
     whose extents cannot be had (a missing or damaged extent-list object: storelib.io.extentlists)
-    is a problem of its file, which is then checked as unreadable."""
+    is a problem of its file, which is then checked as unreadable; each list object is read here,
+    whatever this process read before (a long-lived one, the UI's, has them cached)."""
     from ..io import extentlists
     from ..table.storefiles import reading_path, staging_batches
     staged = staging_batches(store)
     extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
-                         extentlists.fetcher(store))
+                         extentlists.fetcher(store), fresh=True)      # (read, not taken from a cache)
     out = []
     for row in snap.files.values():
         try:

@@ -167,12 +167,15 @@ def _a_damaged_or_missing_list_object_is_refused_and_named(env, client, uri, g, 
                      if p.startswith("commitlog/") and json.loads(r["detail"]).get("extent_lists"))
     key = f"store/{lst[0]}"
     body = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    open_files(uri)                             # read before the damage: this process has the lists cached
     if damage == "flipped":
         client.put_object(Bucket=BUCKET, Key=key, Body=body[:-1] + bytes([body[-1] ^ 1]))
     else:
         client.delete_object(Bucket=BUCKET, Key=key)
-    extentlists._CACHE.clear()                  # (a fresh process has no cache)
     try:
+        problems = verify.verify_store(uri).problems      # (a long-lived process's verify: the UI's)
+        assert any(str(p).startswith(path + "@") and lst[0] in str(p) for p in problems), (damage, problems)
+        extentlists._CACHE.clear()              # (a fresh process has no cache)
         with pytest.raises(CorruptStore) as e:
             open_files(uri)
         assert e.value.path == path and lst[0] in e.value.what, damage

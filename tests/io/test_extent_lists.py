@@ -170,3 +170,45 @@ def test_the_rows_bytes_per_batch_stay_flat_in_the_number_of_batches():
     assert mean(rows[late]) <= mean(rows[early]) + 400            # flat: one more list entry a file at most
     assert mean(whole[late]) > mean(whole[early]) + 20_000        # whole lists grow ~130 bytes a file a batch
     assert sum(lists_up[late]) <= 2 * sum(lists_up[early]) + 10_000
+
+
+@pytest.mark.parametrize("damage", ["end", "size"])
+def test_a_row_that_misstates_a_cached_list_is_refused_as_an_uncached_one(damage):
+    """The cache holds a list read for one row; another row naming the same object (its sha256 and
+    first) but another range or count is checked as a fresh read would check it, not served the
+    cached extents (the file would read with a gap, or a list short of what its row says)."""
+    objs, full = Objects(), []
+    for b in range(9):
+        full = _append(full, 10, b)
+    detail, lists = _version(objs, 9, full, None, 2)
+    extentlists._CACHE.clear()
+    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # cached now
+    bad = json.loads(json.dumps(detail))
+    if damage == "end":              # the list said to end later, the inline extents moved to match
+        bad["extent_lists"][-1][3] += 5
+        bad["extents"] = [[e[0] + 5, e[1], e[2], e[3]] for e in bad["extents"]]
+    else:
+        bad["extent_lists"][-1][4] += 1
+    with pytest.raises(ValueError, match=lists[-1].object_rel):
+        extentlists.resolve("commitlog/0", bad, objs.fetch)
+    extentlists._CACHE.clear()
+    with pytest.raises(ValueError, match=lists[-1].object_rel):
+        extentlists.resolve("commitlog/0", bad, objs.fetch)
+
+
+def test_a_fresh_prefetch_reads_again_what_the_cache_holds():
+    """Verify's read: a list object deleted or damaged since this process cached it is refused,
+    as a fresh process would refuse it; a plain prefetch leaves the cache as it is."""
+    objs, full = Objects(), []
+    for b in range(9):
+        full = _append(full, 10, b)
+    detail, lists = _version(objs, 9, full, None, 2)
+    extentlists._CACHE.clear()
+    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # cached now
+    for x in lists:
+        del objs[x.object_rel]
+    extentlists.prefetch([("commitlog/0", detail)], objs.fetch)
+    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # readers: the cache serves
+    extentlists.prefetch([("commitlog/0", detail)], objs.fetch, fresh=True)
+    with pytest.raises(ValueError, match="cannot be read"):
+        extentlists.resolve("commitlog/0", detail, objs.fetch)
