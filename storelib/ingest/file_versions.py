@@ -278,7 +278,7 @@ class FileVersion:
         wrote = []
 
         def write(data: bytes) -> str:
-            obj = f"{self.write_rel}.extents"
+            obj = self.write_rel + extentlists.SUFFIX
             self.store.write_file(obj, [data])
             wrote.append(obj)
             return obj

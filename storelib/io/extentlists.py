@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from ..format.paths import OBJECTS_DIR
 from .fragments import Extent, ExtentLike, extents_from_detail, extents_to_detail
 
-__all__ = ["INLINE_EXTENTS", "ExtentList", "lists_from_detail", "lists_to_detail", "encode", "decode",
+__all__ = ["INLINE_EXTENTS", "SUFFIX", "ExtentList", "lists_from_detail", "lists_to_detail", "encode", "decode",
            "resolve", "prefetch", "split", "fetcher", "size_class"]
 
 # Twice fragments.MAX_EXTENTS: the extent merge keeps a consume queue's tiny extents between 16
@@ -45,6 +45,8 @@ __all__ = ["INLINE_EXTENTS", "ExtentList", "lists_from_detail", "lists_to_detail
 # their older extents would have to split again; a file gaining an extent a batch that no merge
 # can pair (a segment, index entries of small batches) carries 1 to 32 inline, 16 on average.
 INLINE_EXTENTS = 32
+# A list object's name: the name of the object its writer wrote beside it, plus this.
+SUFFIX = ".extents"
 
 
 class ExtentList(NamedTuple):

@@ -20,7 +20,9 @@ first staged its publish: the files (and on object stores the objects) the rows 
 durably in the attempt's staging directory (storelib.table.staged_deletes). Only after the commit
 are they deleted, then the staging dropped; deletes a crash or a lost lease cut short are
 finished by whichever writer takes the lease next (``commit.finish_pending_publish``). Then Delta
-housekeeping on both tables: a checkpoint, expired log cleanup and a vacuum.
+housekeeping on both tables: a checkpoint, expired log cleanup and a vacuum; then, on object
+stores, the sweep of the objects no row of the manifest's remaining data files names
+(``storelib.table.objsweep``).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..format import paths
-from ..table import deltacommit, deltalog, manifest, rowcheck, snapcache, staged_deletes, writerlease
+from ..table import deltacommit, deltalog, manifest, objsweep, rowcheck, snapcache, staged_deletes, writerlease
 from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
@@ -191,7 +193,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
         say(f"{'dry run: would remove' if dry_run else 'nothing to remove:'} {n} file(s); min phy offset "
             f"{p['previous_min_phy_offset']} -> {p['min_phy_offset']}")
         if not dry_run and housekeeping:
-            summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
+            summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable, lease)
             snapcache.refresh(store)        # housekeeping may add Delta versions: the cache follows
         summary["seconds"] = round(time.time() - t0, 3)
         return summary
@@ -226,7 +228,7 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
         summary.update(published=False, seconds=round(time.time() - t0, 3))
         return summary
     if housekeeping:
-        summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable)
+        summary["housekeeping"] = delta_housekeeping(store, vacuum_retention_hours, durable, lease)
     snapcache.refresh(store, committed)     # (read again when housekeeping added Delta versions)
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
@@ -241,9 +243,10 @@ def _commit(store: storage.Store, snap: StoreSnapshot, rows: list, ck: dict, sta
     for r in rows:
         store.path(r.path)       # StorePathError before the commit: never delete outside the store
     files = [r.path for r in rows]
-    staged = staged_deletes.Staged(ck["batch_id"], ck["batch_seq"], tuple(files),
-                                   tuple(staged_deletes.objects_of(store, set(files))))
     assert snap.versions is not None, "an expiry's snapshot is read from the Delta tables (history=True)"
+    # (the version the commit goes on top of: the one a finish checks the document against)
+    staged = staged_deletes.Staged(ck["batch_id"], ck["batch_seq"], tuple(files),
+                                   tuple(staged_deletes.objects_of(store, set(files), snap.versions.manifest)))
     committing = False
     try:
         staged_deletes.stage(store, staging, staged, durable)
@@ -283,11 +286,14 @@ def _durable(snap: StoreSnapshot) -> bool:
         return True
 
 
-def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, durable: bool = True) -> dict:
-    """A checkpoint, cleanup of expired log files and a vacuum on both Delta tables. On a local
-    store the checkpoint is durable (storelib.table.deltacommit) before the cleanup may delete the log
-    files it replaces."""
-    out = {}
+def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, durable: bool = True,
+                       lease=None) -> dict:
+    """A checkpoint, cleanup of expired log files and a vacuum on both Delta tables; then, on an
+    object store, the sweep of the objects no row the vacuum left names (``objsweep``: what only
+    rows of vacuumed versions named; ``lease`` checked before it deletes). On a local store the
+    checkpoint is durable (storelib.table.deltacommit) before the cleanup may delete the log files
+    it replaces."""
+    out: dict = {}
     for name, rel in (("manifest", paths.MANIFEST_DIR), ("checkpoints", paths.CHECKPOINTS_DIR)):
         dt = manifest.open_table(store, rel)
         if dt is None:
@@ -313,4 +319,10 @@ def delta_housekeeping(store: storage.Store, vacuum_retention_hours: int = 168, 
         except Exception as e:  # noqa: BLE001
             r["vacuumed_files"] = f"failed: {e}"
         out[name] = r
+    if store.objects:
+        try:
+            out["objects"] = objsweep.sweep(store, lease.check if lease is not None else None, fault)
+        except Exception as e:  # noqa: BLE001 - housekeeping never fails the expiry (LeaseLost, damage: nothing deleted)
+            out["objects"] = f"failed: {e}"
+            Progress.warn(f"objects no retained manifest row names are kept for the next expire ({e})")
     return out

@@ -44,6 +44,10 @@ Points (in the order an ingest passes them):
   expire:   after-lease, before-delta-commit, between-delta-tables, after-commit-before-publish,
             mid-delete (half of the removed files deleted), after-publish-before-cleanup
             (``EXPIRE_POINTS``)
+  sweep:    before-sweep-delete (an expiry's housekeeping found the objects no retained manifest row
+            names, none deleted yet), mid-sweep-delete (half of them deleted): reached by an expire
+            on an object store whose sweep has objects to delete (``SWEEP_POINTS``,
+            storelib.table.objsweep)
   cache:    cache-before-write (a commit done, its snapshot cache not yet written), cache-after-base
             (a new base of the cache written, the previous delta not yet removed): reached by
             every writer after its commit (``CACHE_POINTS``, storelib.table.snapcache)
@@ -55,7 +59,7 @@ import signal
 import time
 
 __all__ = ["DRIVER_POINTS", "EXECUTOR_POINTS", "OBJECT_POINTS", "EXTENT_LIST_POINTS", "POINTS", "POST_COMMIT_POINTS", "EXPIRE_POINTS",
-           "COMPACT_POINTS", "MERGE_POINTS", "MANIFEST_MERGE_POINTS", "CACHE_POINTS", "fault"]
+           "SWEEP_POINTS", "COMPACT_POINTS", "MERGE_POINTS", "MANIFEST_MERGE_POINTS", "CACHE_POINTS", "fault"]
 
 DRIVER_POINTS = (
     "after-lease", "after-scan", "after-plan", "after-files-staged", "before-delta-commit",
@@ -76,6 +80,7 @@ MERGE_POINTS = ("before-checkpoints-merge", "mid-checkpoints-merge", "after-chec
 MANIFEST_MERGE_POINTS = ("before-manifest-merge", "mid-manifest-merge", "after-manifest-merge")
 # reached after every commit, where its snapshot cache is written (storelib.table.snapcache)
 CACHE_POINTS = ("cache-before-write", "cache-after-base")
+SWEEP_POINTS = ("before-sweep-delete", "mid-sweep-delete")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
                  "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

@@ -14,7 +14,8 @@ the staging directory (``storelib.ingest.commit.drop_staging``). A crash, a kill
 anywhere after the commit leaves the directory: every writer finishes a committed batch's
 pending publish at its start (``storelib.ingest.commit.finish_pending_publish``) and so deletes
 what the document lists (``finish``), after checking each entry. Knowing that deletes are pending
-costs a listing of ``staging/``, as for an ingest's publish: never a read of the manifest table.
+costs a listing of ``staging/``, as for an ingest's publish: never a read of the manifest table
+(finishing a document that lists objects reads one version of it: ``check``).
 A crash before the commit leaves a dead attempt, cleared as any other.
 """
 from __future__ import annotations
@@ -30,7 +31,8 @@ from ..format.names import rel_path_problem
 from ..io import extentlists, headpages, storage
 from .rows import ManifestRow, manifest_rows
 
-__all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "delete", "finish", "objects_of"]
+__all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "objects_before", "delete", "finish",
+           "objects_of"]
 
 FORMAT = "rocketlake-expiry-deletes"
 VERSION = 1
@@ -85,7 +87,9 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     anything the committed expiry ``batch`` did not remove: a path outside the store or outside
     its commitlog/consumequeue/index directories, a file live in ``snap``, a file the batch's
     committed rows do not record as removed (``removed_by``: whatever ``snap`` was read from),
-    an object outside ``_rocketlake/objects/`` or named by a live row."""
+    an object outside ``_rocketlake/objects/`` or named by a live row, or an object still there
+    that the removed files' rows did not name (``objects_before``: an older version of a live
+    file's object, which an ``--as-of-batch`` read still needs, is one)."""
     def refuse(what: str) -> None:
         raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
                                                  "nothing was deleted")
@@ -108,6 +112,35 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
             refuse(f"{o!r} is not an object inside the store's {paths.OBJECTS_DIR}/")
         if o in live:
             refuse(f"{o!r} holds bytes of a live file")
+    try:
+        theirs = objects_before(store, batch, removed)
+    except StoreError as e:
+        refuse(f"the manifest table as it was before its commit cannot be read ({e})")
+    if theirs is None:
+        return
+    for o in staged.objects:
+        # one already gone is not looked at: deleting it again changes nothing (a cut-short delete
+        # leaves the objects an extent-list object listed, deleted before it, unnamed by a read now)
+        if o not in theirs and store.exists(o):
+            refuse(f"{o!r} is an object its removed files' rows did not name")
+
+
+def objects_before(store: storage.Store, batch: Any, removed: set[str]) -> set[str] | None:
+    """The objects the rows of ``removed`` named in the manifest table version before expiry
+    ``batch``'s commit (``objects_of`` as the expiry read it when it staged its document: a
+    compaction in or after that commit drops those rows from later versions). None for an
+    expiry that recorded no manifest version (of an older version: only the live check applies)."""
+    version = batch.manifest_version
+    if version is None:
+        return None
+    if version < 1:
+        raise StoreError(f"expiry {batch.batch_id!r} records manifest version {version}: no version before it")
+    try:
+        return set(objects_of(store, removed, version - 1))
+    except StoreError:
+        raise
+    except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a vacuumed or damaged version
+        raise StoreError(f"version {version - 1}: {e}") from None
 
 
 def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
@@ -176,7 +209,10 @@ def delete(store: storage.Store, staged: Staged, durable: bool, fault: Callable[
         store.delete(p)
         if store.os_paths:
             dirs.add(os.path.dirname(store.path(p)))
-    for o in staged.objects:
+    # extent-list objects (``<object>.extents``, storelib.io.extentlists) last: a list object gone
+    # means what it listed is gone, so a redo's check never meets one of those still there and
+    # named by no readable list (``check``)
+    for o in sorted(staged.objects, key=lambda o: o.endswith(extentlists.SUFFIX)):
         store.delete(o)
     for p in staged.files:              # a queue's directory left empty (a queue keeps its last file: rare)
         if p.startswith(paths.CONSUMEQUEUE_DIR + "/") and store.os_paths:
@@ -201,15 +237,21 @@ def finish(store: storage.Store, staging: str, batch: Any, snap: Any, durable: b
     return len(staged.files) + len(staged.objects)
 
 
-def objects_of(store: storage.Store, files: set[str]) -> list[str]:
+def objects_of(store: storage.Store, files: set[str], version: int | None = None) -> list[str]:
     """Object stores: every object that ever held bytes of ``files`` (the extents of all their
     manifest rows, superseded index heads and merged extents included), read from the manifest
-    table: by the expiry, before its commit, once it knows it removes some. (The latest version's
-    rows: objects only rows a compaction dropped named, earlier versions', are not found, and
-    stay in the bucket.) The snapshot's rows would not do: they name the current versions' alone."""
+    table (``version``: that version of it; None: the latest): by the expiry, before its commit,
+    once it knows it removes some, and by ``check``. (Objects only rows a compaction dropped
+    named, earlier versions', are not found here: ``storelib.table.objsweep`` deletes them once
+    no retained version names them.) The snapshot's rows would not do: they name the current
+    versions' alone."""
     from . import manifest
     if not files or not store.objects:
         return []
-    rows = manifest_rows(manifest.read_rows(manifest.open_table(store, paths.MANIFEST_DIR)))
+    dt = manifest.open_table(store, paths.MANIFEST_DIR, version)
+    if dt is None and version is not None:
+        raise StoreError(f"{paths.MANIFEST_DIR} has no version {version}")
+    rows = manifest_rows(manifest.read_rows(dt))
+    dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
     return sorted(_objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
 

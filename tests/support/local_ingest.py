@@ -74,7 +74,10 @@ def main(argv: list) -> int:
             from storelib.ops.topic_retention import parse_rules
             store, hours, now = argv[1:4]
             rules = parse_rules(argv[4]) if len(argv) > 4 else None
-            out = expire(store, None if hours == "-" else float(hours), now_ms=int(now), quiet=True, topic_rules=rules)
+            # tests/ops/test_object_sweep.py: every replaced manifest data file vacuumed, then swept
+            vacuum = int(os.environ.get("ROCKETLAKE_TEST_VACUUM_HOURS", "168"))
+            out = expire(store, None if hours == "-" else float(hours), now_ms=int(now), quiet=True, topic_rules=rules,
+                         vacuum_retention_hours=vacuum)
         elif argv[0] == "adopt":
             from storelib.ops.adopt import adopt
             store, config = argv[1:3]

@@ -1,0 +1,174 @@
+"""Object stores on the moto S3 server built of many small batches whose manifest table compacts,
+and what their bucket holds: for the tests of the object sweep (storelib.table.objsweep) and of an
+expiry's staged object deletes (storelib.table.staged_deletes).
+
+small-roll is ingested in ``BATCHES`` batches, without Spark, in this process, with an inline
+bound of one extent (nearly every continued file's row names extent-list objects, which later
+batches split again) and the compaction due at every batch whose dead rows outnumber its live
+ones: objects that only superseded rows named pile up, as at scale over many more batches.
+
+``named_by_rows`` is this module's own reading of what the rows name (every row of every data
+file in the manifest table's directory: extents, paged heads' layers, extent-list objects and
+what they list), not the sweep's code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from contextlib import contextmanager
+
+import pytest
+
+from conftest import golden_set
+from support import s3server
+
+SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
+         "maxIndexNum": 256}
+BATCHES = 6
+OBJECTS = "_rocketlake/objects/"
+
+
+def parts_of(tmp, batches: int = BATCHES) -> tuple[list, object]:
+    """(small-roll's messages cut into ``batches`` JSON-lines files, its config) under ``tmp``."""
+    from storelib.format.config import load_config
+    g = golden_set("small-roll")
+    props = tmp / "small.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
+    parts = []
+    for k in range(batches):
+        p = tmp / f"part{k}.jsonl"
+        p.write_text("".join(lines[k * len(lines) // batches:(k + 1) * len(lines) // batches]), encoding="utf-8")
+        parts.append(p)
+    return parts, load_config(str(props))
+
+
+def now_after(part, hours: float = 2) -> int:
+    """``hours`` after the newest message of ``part``."""
+    return max(json.loads(x)["store_timestamp"] for x in open(part)) + int(hours * 3600 * 1000)
+
+
+def ingest(uri: str, parts: list, cfg, first: int = 0) -> None:
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    for k, part in enumerate(parts, first):
+        run_ingest(LocalSession(), uri, str(part), "jsonl", cfg, batch_id=f"b{k}", quiet=True)
+
+
+@contextmanager
+def small_batches():
+    """The inline bound and the compaction rule of the module docstring, for this process."""
+    from storelib.io import extentlists
+    from storelib.table import manifest
+    mp = pytest.MonkeyPatch()
+    mp.setattr(extentlists, "INLINE_EXTENTS", 1)
+    mp.setattr(manifest, "COMPACT_MIN_ROWS", 0)
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
+@contextmanager
+def seeded(bucket: str, tmp, batches: int):
+    """(env, client, parts, cfg) of a moto server whose ``seed/`` holds the first ``batches``
+    parts, the environment set for this process."""
+    parts, cfg = parts_of(tmp)
+    mp = pytest.MonkeyPatch()
+    with s3server.moto(bucket) as (env, client):
+        for k, v in env.items():
+            mp.setenv(k, v)
+        try:
+            with small_batches():
+                ingest(f"s3://{bucket}/seed", parts[:batches], cfg)
+            yield env, client, parts, cfg
+        finally:
+            mp.undo()
+
+
+def copy_prefix(client, bucket: str, src: str, dst: str) -> str:
+    """The URI of a copy of ``src/`` at ``dst/``."""
+    for key in keys(client, bucket, src + "/"):
+        client.copy_object(Bucket=bucket, Key=dst + key[len(src):], CopySource={"Bucket": bucket, "Key": key})
+    return f"s3://{bucket}/{dst}"
+
+
+def keys(client, bucket: str, prefix: str) -> dict:
+    """key -> size of every object under ``prefix``."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")}
+
+
+def store_objects(client, bucket: str, store: str) -> dict:
+    """store-relative path -> size of every object under the store's ``_rocketlake/objects/``."""
+    return {k[len(store) + 1:]: n for k, n in keys(client, bucket, f"{store}/{OBJECTS}").items()}
+
+
+def _names(value, out: set) -> None:
+    if isinstance(value, str):
+        if value.startswith(OBJECTS):
+            out.add(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _names(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _names(v, out)
+
+
+def data_file_rows(client, bucket: str, store: str, data_files: list | None = None) -> list:
+    """(path, action, detail as JSON) of every row of the manifest table's data files
+    (``data_files``: these keys; None: every one in its directory)."""
+    import io
+
+    import pyarrow.parquet as pq
+    if data_files is None:
+        data_files = [k for k in keys(client, bucket, f"{store}/_rocketlake/manifest/") if k.endswith(".parquet")
+                      and "/_delta_log/" not in k]
+    out = []
+    for key in data_files:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        for r in pq.read_table(io.BytesIO(body), columns=["path", "action", "detail"]).to_pylist():
+            out.append((r["path"], r["action"], json.loads(r["detail"] or "{}")))
+    return out
+
+
+def names_of(detail) -> set:
+    """The objects a row's detail names itself (not what its list objects list)."""
+    out: set = set()
+    _names(detail, out)
+    return out
+
+
+def named_by_rows(client, bucket: str, store: str, data_files: list | None = None) -> set:
+    """The objects the rows of the manifest table's data files (``data_files``: these keys; None:
+    every one in its directory) name: inline, as paged-head layers, as extent-list objects, and
+    in the list objects that are there."""
+    out: set = set()
+    for _, _, detail in data_file_rows(client, bucket, store, data_files):
+        _names(detail, out)
+    return with_listed(client, bucket, store, out)
+
+
+def with_listed(client, bucket: str, store: str, names: set) -> set:
+    """``names`` and what the extent-list objects among them that are there list."""
+    out = set(names)
+    for lst in [o for o in names if o.endswith(".extents")]:
+        try:
+            body = client.get_object(Bucket=bucket, Key=f"{store}/{lst}")["Body"].read()
+        except client.exceptions.NoSuchKey:
+            continue
+        _names(json.loads(zlib.decompress(body)), out)
+    return out
+
+
+def latest_data_files(uri: str) -> list:
+    """The bucket keys of the data files of the manifest table's latest version."""
+    from storelib.format import paths
+    from storelib.io import storage
+    from storelib.table import manifest
+    dt = manifest.open_table(storage.Store(uri), paths.MANIFEST_DIR)
+    out = [u.split("://", 1)[1].split("/", 1)[1] for u in dt.file_uris()]
+    dt = None
+    return out
