@@ -94,6 +94,8 @@ TOGETHER = {
     "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
     "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
     "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
+    "test_object_sweep.py": 190,        # one seeded store of small batches on moto for all (built once)
+    "test_staged_deletes_objects.py": 80,   # the same: one seeded store for its documents
 }
 HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,
