@@ -120,9 +120,9 @@ def write_segments(ctx: WriteContext, segs: list):
     uses = [p["split"] for seg in segs for p in seg["pieces"]]
     placed: dict = {}
     # A split whose every piece is in this task: its staged records are deleted once written into
-    # their segment. Dirty page cache slows every later write down (on these VMs a write runs at
-    # a third of its speed once a few GB are dirty), and a deleted file's dirty pages are dropped
-    # unwritten. A retried attempt that finds them gone encodes those rows again from the input.
+    # their segment. Staged with O_DIRECT (storelib.io.direct_io) that frees its disk space; staged
+    # through the page cache (where O_DIRECT is refused) a deleted file's dirty pages are dropped
+    # unwritten, and dirty cache slows every later write down. A retried attempt that finds them gone encodes those rows again from the input.
     last_use = {si: k for k, si in enumerate(uses)
                 if uses.count(si) == len(ctx.split_places[si]["pieces"])}
 
@@ -197,7 +197,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
                 fault("mid-segment-write")
             yield chunk(records)
             if release:
-                splits.delete(release)       # written: its dirty pages need never reach the disk
+                splits.delete(release)       # written: its space freed (staged buffered: its dirty pages dropped unwritten)
                 fault("after-records-released")
         if seg["close"]:
             yield chunk(commitlog.blank_record(seg["end_pos"], F))
