@@ -15,7 +15,7 @@ picks the file by the files' modification times and does not clamp to [min, max]
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +35,35 @@ __all__ = ["MAX_PULL_MSG_SIZE", "MAX_FILTER_MESSAGE_SIZE", "QueueState", "QueueR
 
 MAX_PULL_MSG_SIZE = 128 * 1024 * 1024          # DefaultMessageStore.MAX_PULL_MSG_SIZE
 MAX_FILTER_MESSAGE_SIZE = 16000                # MessageStoreConfig.maxFilterMessageSize default
+
+
+def _bisect_by_time(low: int, high: int, min_phy: int, unit: Callable[[int], tuple[int, int]],
+                    pickup: Callable[[int, int], int], timestamp: int) -> tuple[int, int, int, int, int] | None:
+    """The binary search over unit positions [low, high] of one file that both lines'
+    getOffsetInQueueByTime run: ``unit(pos)`` is (phy, size) of the unit at byte ``pos``, ``pickup``
+    the store time of a record (< 0: unreadable). A unit below ``min_phy`` counts as earlier.
+    Returns (target, left, right, left_ts, right_ts), -1 where unset (``target``: a unit whose store
+    time is ``timestamp``; ``left`` / ``right``: the last unit searched on each side, ``*_ts`` the
+    store time read there); None when a store time cannot be read (Java answers 0)."""
+    target = left = right = -1
+    left_ts = right_ts = -1
+    while high >= low:
+        mid = (low + high) // (2 * UNIT_SIZE) * UNIT_SIZE
+        phy, size = unit(mid)
+        if phy < min_phy:
+            low, left = mid + UNIT_SIZE, mid
+            continue
+        t = pickup(phy, size)
+        if t < 0:
+            return None
+        if t == timestamp:
+            target = mid
+            break
+        if t > timestamp:
+            high, right, right_ts = mid - UNIT_SIZE, mid, t
+        else:
+            low, left, left_ts = mid + UNIT_SIZE, mid, t
+    return target, left, right, left_ts, right_ts
 
 
 class QueueState:
@@ -333,25 +362,15 @@ class QueueReader:
         min_logic = self.min_logic(cq)
         low = min_logic - f.base if min_logic > f.base else 0
         high = len(units) * UNIT_SIZE - UNIT_SIZE
-        min_phy = self.commitlog.min_offset()
-        target = left = right = -1
-        left_ts = right_ts = -1
-        while high >= low:
-            mid = (low + high) // (2 * UNIT_SIZE) * UNIT_SIZE
-            phy, size = int(units["phys"][mid // UNIT_SIZE]), int(units["size"][mid // UNIT_SIZE])
-            if phy < min_phy:
-                low, left = mid + UNIT_SIZE, mid
-                continue
-            t = self.commitlog.pickup_store_timestamp(phy, size)
-            if t < 0:
-                return 0
-            if t == timestamp:
-                target = mid
-                break
-            if t > timestamp:
-                high, right, right_ts = mid - UNIT_SIZE, mid, t
-            else:
-                low, left, left_ts = mid + UNIT_SIZE, mid, t
+
+        def unit(pos: int) -> tuple[int, int]:
+            return int(units["phys"][pos // UNIT_SIZE]), int(units["size"][pos // UNIT_SIZE])
+
+        found = _bisect_by_time(low, high, self.commitlog.min_offset(), unit, self.commitlog.pickup_store_timestamp,
+                                timestamp)
+        if found is None:
+            return 0
+        target, left, right, left_ts, right_ts = found
         if target != -1:
             off = target
         elif left_ts == -1:
@@ -433,26 +452,10 @@ class QueueReader:
         if ts_at(floor) > timestamp:
             return java_div(f.base, UNIT_SIZE) if boundary == "LOWER" else 0
 
-        target = left = right = -1
-        while high >= low:
-            mid = (low + high) // (2 * UNIT_SIZE) * UNIT_SIZE
-            phy, size, _ = self.unit_at(f, mid)
-            if phy < min_phy:
-                low = mid + UNIT_SIZE
-                left = mid
-                continue
-            t = pickup(phy, size)
-            if t < 0:
-                return 0
-            if t == timestamp:
-                target = mid
-                break
-            if t > timestamp:
-                high = mid - UNIT_SIZE
-                right = mid
-            else:
-                low = mid + UNIT_SIZE
-                left = mid
+        found = _bisect_by_time(low, high, min_phy, lambda pos: self.unit_at(f, pos)[:2], pickup, timestamp)
+        if found is None:
+            return 0
+        target, left, right, _, _ = found
         if target != -1:
             prev = target
             if boundary == "LOWER":
