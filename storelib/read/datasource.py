@@ -281,38 +281,44 @@ def _committed_batches(snap) -> list:
     return list(snap.batches)
 
 
-class ManifestDataSource(DataSource):
+class _TableDataSource(DataSource):
+    """A data source over one of a store's Delta tables: ``table_schema`` names the table's Arrow
+    schema in storelib.table.manifest (imported when Spark asks: not at registration), ``rows_of``
+    gives a snapshot's rows of it."""
+    table_schema: str
+    rows_of: staticmethod
+
+    def _arrow_schema(self):
+        from ..table import manifest
+        return getattr(manifest, self.table_schema)
+
+    def schema(self):
+        return _spark_schema(self._arrow_schema())
+
+    def reader(self, schema):
+        return _TableReader(self.options, self.rows_of, self._arrow_schema())
+
+
+class ManifestDataSource(_TableDataSource):
     """``rocketlake_manifest``: one row per file of a snapshot (the latest committed batch, or
     ``asOfBatch``): the manifest row that wrote the file's current version (MANIFEST_SCHEMA)."""
+    table_schema = "MANIFEST_SCHEMA"
+    rows_of = staticmethod(_live_files)
 
     @classmethod
     def name(cls):
         return "rocketlake_manifest"
 
-    def schema(self):
-        from ..table.manifest import MANIFEST_SCHEMA
-        return _spark_schema(MANIFEST_SCHEMA)
 
-    def reader(self, schema):
-        from ..table.manifest import MANIFEST_SCHEMA
-        return _TableReader(self.options, _live_files, MANIFEST_SCHEMA)
-
-
-class CheckpointsDataSource(DataSource):
+class CheckpointsDataSource(_TableDataSource):
     """``rocketlake_checkpoints``: one row per committed batch, up to ``asOfBatch`` if given
     (CHECKPOINTS_SCHEMA)."""
+    table_schema = "CHECKPOINTS_SCHEMA"
+    rows_of = staticmethod(_committed_batches)
 
     @classmethod
     def name(cls):
         return "rocketlake_checkpoints"
-
-    def schema(self):
-        from ..table.manifest import CHECKPOINTS_SCHEMA
-        return _spark_schema(CHECKPOINTS_SCHEMA)
-
-    def reader(self, schema):
-        from ..table.manifest import CHECKPOINTS_SCHEMA
-        return _TableReader(self.options, _committed_batches, CHECKPOINTS_SCHEMA)
 
 
 # ---------------------------------------------------------------------------- registration
