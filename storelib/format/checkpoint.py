@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 from typing import TYPE_CHECKING
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, astuple
 
 from .paths import BROKER_TIMER_CHECK, CHECKPOINT_FILE
 
@@ -51,6 +51,13 @@ _LAYOUT = struct.Struct(">qqqqqq")
 assert _LAYOUT.size == LAYOUT_SIZE_5_5
 
 
+def _page(layout: struct.Struct, values: tuple[int, ...]) -> bytes:
+    """A whole checkpoint file (both kinds): ``values`` packed by ``layout`` at the start of one
+    FILE_SIZE page, the rest zero."""
+    head = layout.pack(*values)
+    return head + bytes(FILE_SIZE - len(head))
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     physic_msg_timestamp: int = 0
@@ -61,9 +68,7 @@ class Checkpoint:
     logics_physical_offset: int = 0       # 5.5 only (0: the file is the other lines')
 
     def to_bytes(self) -> bytes:
-        head = _LAYOUT.pack(self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
-                            self.master_flushed_offset, self.confirm_phy_offset, self.logics_physical_offset)
-        return head + bytes(FILE_SIZE - len(head))
+        return _page(_LAYOUT, astuple(self))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Checkpoint":
@@ -94,8 +99,7 @@ class TimerCheckpoint:
     counter: int = 0
 
     def to_bytes(self) -> bytes:
-        head = _TIMER_LAYOUT.pack(*asdict(self).values())
-        return head + bytes(FILE_SIZE - len(head))
+        return _page(_TIMER_LAYOUT, astuple(self))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "TimerCheckpoint":
