@@ -301,6 +301,14 @@ def _put64(out, p, v):
         out[p + t] = (v >> (56 - 8 * t)) & 0xFF
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put_host(out, p, hosts, lens, h):
+    """The packed host of row ``h`` of ``hosts`` (``lens[h]`` bytes) at ``out[p]``: the position after it."""
+    for t in range(lens[h]):
+        out[p + t] = hosts[h, t]
+    return p + lens[h]
+
+
 @njit(cache=True, nogil=True)
 def assemble_records(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys_flag, born_ts, born_host,
                      born_len, born_idx, store_ts, store_host, store_len, store_idx, reconsume, prep_tx, body,
@@ -320,17 +328,9 @@ def assemble_records(out, size, magic, body_crc, queue_id, flag, qoff, phys, sys
         _put64(out, p + POS_PHYSICALOFFSET, np.int64(phys[k]))
         _put32(out, p + POS_SYSFLAG, np.int64(sys_flag[k]))
         _put64(out, p + POS_BORNTIMESTAMP, np.int64(born_ts[k]))
-        p += POS_BORNHOST
-        h = born_idx[k]
-        for t in range(born_len[h]):
-            out[p + t] = born_host[h, t]
-        p += born_len[h]
+        p = _put_host(out, p + POS_BORNHOST, born_host, born_len, born_idx[k])
         _put64(out, p + REL_STORETIMESTAMP, np.int64(store_ts[k]))
-        p += REL_STOREHOST
-        h = store_idx[k]
-        for t in range(store_len[h]):
-            out[p + t] = store_host[h, t]
-        p += store_len[h]
+        p = _put_host(out, p + REL_STOREHOST, store_host, store_len, store_idx[k])
         _put32(out, p + REL_RECONSUMETIMES, np.int64(reconsume[k]))
         _put64(out, p + REL_PREPARED_TX_OFFSET, np.int64(prep_tx[k]))
         blen = body_off[k + 1] - body_off[k]
