@@ -30,27 +30,29 @@ final class Bounds implements Serializable {
     }
 
     void lowerTime(Long v) {
-        if (v != null) {
-            beginTs = beginTs == null ? v : Math.max(beginTs, v);
-        }
+        beginTs = atLeast(beginTs, v);
     }
 
     void upperTime(Long v) {
-        if (v != null) {
-            endTs = endTs == null ? v : Math.min(endTs, v);
-        }
+        endTs = atMost(endTs, v);
     }
 
     void lowerOffset(Long v) {
-        if (v != null) {
-            lo = lo == null ? v : Math.max(lo, v);
-        }
+        lo = atLeast(lo, v);
     }
 
     void upperOffset(Long v) {
-        if (v != null) {
-            hi = hi == null ? v : Math.min(hi, v);
-        }
+        hi = atMost(hi, v);
+    }
+
+    /** A lower bound raised to {@code v} (null: no bound; a null {@code v} leaves it). */
+    private static Long atLeast(Long bound, Long v) {
+        return v == null ? bound : bound == null ? v : Long.valueOf(Math.max(bound, v));
+    }
+
+    /** An upper bound lowered to {@code v} (null: no bound; a null {@code v} leaves it). */
+    private static Long atMost(Long bound, Long v) {
+        return v == null ? bound : bound == null ? v : Long.valueOf(Math.min(bound, v));
     }
 
     void topicIn(Collection<String> values) {
