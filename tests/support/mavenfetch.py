@@ -9,8 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+from collections.abc import Callable
+from typing import NoReturn
 
-__all__ = ["Unavailable", "fetch_pom"]
+__all__ = ["Unavailable", "fetch_pom", "command"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 M2 = os.path.join(ROOT, ".cache", "m2")
@@ -18,6 +21,16 @@ M2 = os.path.join(ROOT, ".cache", "m2")
 
 class Unavailable(RuntimeError):
     """The jars cannot be had (no mvn, no network to Maven Central): tests skip with this text."""
+
+
+def command(main: Callable[[list[str]], int]) -> NoReturn:
+    """A fetcher's command line: exits with ``main(sys.argv)``, or 1 after the reason where the
+    jars are unavailable."""
+    try:
+        sys.exit(main(sys.argv))
+    except Unavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 def fetch_pom(pom: str, out: str, want: str, what: str, mvn_args: tuple = ("-q",)) -> str:

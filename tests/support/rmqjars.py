@@ -21,9 +21,8 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 
-from support.mavenfetch import Unavailable, fetch_pom  # Unavailable: what callers catch
+from support.mavenfetch import Unavailable, command, fetch_pom  # Unavailable: what callers catch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.path.join(ROOT, ".cache")
@@ -123,8 +122,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv))
-    except Unavailable as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+    command(main)
