@@ -43,7 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests", "support")]
+sys.path[:0] = [ROOT, HERE, os.path.join(ROOT, "tests", "support"), os.path.join(ROOT, "tests")]
 
 
 class HdfsCounts:

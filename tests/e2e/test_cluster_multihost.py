@@ -24,6 +24,7 @@ import pytest
 
 from support import goldenlib
 from support import netns
+from support import procgroup
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
@@ -39,18 +40,6 @@ S3 = {"AWS_ENDPOINT_URL": f"http://{netns.CTL_IP}:{S3_PORT}", "AWS_ACCESS_KEY_ID
       "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
 JVM = "-XX:TieredStopAtLevel=1"
 WHY = netns.unavailable()
-
-
-def _kill(p: subprocess.Popen, sig=signal.SIGTERM) -> None:
-    try:
-        os.killpg(p.pid, sig)
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 class Cluster:
@@ -141,7 +130,7 @@ def cluster(tmp_path_factory):
         yield c
     finally:
         for p in c.procs.values():
-            _kill(p)
+            procgroup.stop(p)
         hosts.down()
 
 
@@ -201,12 +190,12 @@ def test_multihost_ingest_shares_nothing_but_s3(cluster, tmp_path):
         while not os.path.exists(w0 + gate + ".reached"):
             assert p.poll() is None and time.time() < deadline, p.communicate()[1][-4000:] if p.poll() else "no hold"
             time.sleep(0.2)
-        _kill(cluster.procs["worker0"], signal.SIGKILL)
+        procgroup.stop(cluster.procs["worker0"], sig=signal.SIGKILL)
         open(w1 + gate, "w").close()
         out, err = p.communicate(timeout=600)
     finally:
         if p.poll() is None:
-            _kill(p, signal.SIGKILL)
+            procgroup.stop(p, sig=signal.SIGKILL)
     times.append(round(time.time() - t, 1))
     assert p.returncode == 0, (out + err)[-4000:]
     assert json.loads((tmp_path / "s1.json").read_text())["status"] == "committed"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 from support import goldenlib
 from support import netns
+from support import procgroup
 from conftest import GOLDEN, ROOT, golden_set
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(netns.unavailable() is None,
@@ -34,20 +34,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _stop(procs):
-    for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +71,7 @@ def cluster(tmp_path_factory):
             time.sleep(1)
         yield url, env
     finally:
-        _stop(procs)
+        procgroup.stop(*procs)
         for log in logs:
             log.close()
 

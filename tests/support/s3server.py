@@ -21,12 +21,13 @@ import glob
 import hashlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from support import procgroup
 
 BIN = os.path.dirname(sys.executable)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,22 +76,10 @@ def _start(launch, bucket: str, what: str, attempts: int = 3, timeout: float = 6
                 except Exception:  # noqa: BLE001 - server still starting
                     time.sleep(0.3)
         except BaseException:
-            _stop(proc)
+            procgroup.stop(proc)
             raise
-        _stop(proc)
+        procgroup.stop(proc)
     raise AssertionError(f"{what} did not start")     # not reached
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @contextlib.contextmanager
@@ -104,7 +93,7 @@ def moto(bucket: str):
     try:
         yield env, s3
     finally:
-        _stop(proc)
+        procgroup.stop(proc)
 
 
 def s3proxy_jars(version: str = S3PROXY) -> str:
@@ -149,7 +138,7 @@ def s3proxy(bucket: str, version: str = S3PROXY, ignore_unknown_headers: bool = 
         try:
             yield env, s3
         finally:
-            _stop(proc)
+            procgroup.stop(proc)
     finally:
         log.close()
         shutil.rmtree(work, ignore_errors=True)
