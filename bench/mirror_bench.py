@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import numpy as np
 
@@ -238,9 +239,7 @@ def s3(messages: int, cycles: int, work: str) -> dict:
 
     rows = []
     with moto("bench") as (env, s3c):
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
+        with mock.patch.dict(os.environ, env):
             uri = "s3://bench/mirror"
             set_safe(broker, int(order[half]))
             t = time.time()
@@ -254,12 +253,6 @@ def s3(messages: int, cycles: int, work: str) -> dict:
                 s = mirror_broker(broker, uri, quiet=True)
                 rows.append({"record_bytes": s.get("record_bytes", 0), "uploaded": uploaded(before, listing(s3c)),
                              "s": round(time.time() - t, 2)})
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
     ratios = [r["uploaded"] / r["record_bytes"] for r in rows if r["record_bytes"]]
     out = {"messages": messages, "first_cycle": {"record_bytes": first.get("record_bytes"), "uploaded": first_up,
                                                  "s": round(first_s, 1)},

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 
@@ -52,18 +53,10 @@ def s3_store(tmp_path_factory, spark):
     with s3server.moto(BUCKET) as (env, s3):
         uri = f"s3://{BUCKET}/stores/small"
         _ingest(uri, tmp_path_factory.mktemp("objread"), env)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        from storelib.io import objstore
-        objstore.ship(spark.sparkContext)         # the Python reader's workers: the same server
-        try:
+        with mock.patch.dict(os.environ, env):
+            from storelib.io import objstore
+            objstore.ship(spark.sparkContext)         # the Python reader's workers: the same server
             yield env, s3, uri
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 @pytest.fixture(scope="module", autouse=True)
