@@ -6,7 +6,7 @@ Every pinned version has its pom, ``tests/rocketmq/pom-<version>.xml``. ``fetch(
 resolved jars to ``.cache/jars/rocketmq-<version>/``; a stamp file there (the pom's sha256) makes
 a second run fetch nothing. When the stamp is missing but ``.cache/m2`` already holds everything,
 mvn runs offline (``-o``) first. ``compile(version, what)`` compiles ``tests/rocketmq/src/<what>``
-(plus the line-specific sources) with javac into ``.cache/classes/<what>-<version>/``, again
+(plus the line-specific or shared sources) with javac into ``.cache/classes/<what>-<version>/``, again
 behind a stamp (the sources' sha256).
 
     PYTHONPATH=tests python -m support.rmqjars fetch [VERSION ...]      # default: every pinned version
@@ -69,9 +69,11 @@ def jars(version: str) -> list[str]:
 
 def compile(version: str, what: str) -> str:
     """Compile tests/rocketmq/src/<what> (for "main", the reference writer, with src/<v4|v5>, its
-    line-specific part) against the version's jars; the classes dir. Other files under
-    src/<what> (META-INF/service/...) are copied beside the classes."""
-    dirs = (what, line(version)) if what == "main" else (what,)
+    line-specific part; for "broker" and "broker4", the two lines' broker harness, with
+    src/brokercommon, the part that uses no RocketMQ API) against the version's jars; the classes
+    dir. Other files under src/<what> (META-INF/service/...) are copied beside the classes."""
+    dirs = {"main": (what, line(version)), "broker": (what, "brokercommon"),
+            "broker4": (what, "brokercommon")}.get(what, (what,))
     files = [p for d in dirs for p in glob.glob(os.path.join(SRC_DIR, d, "**", "*"), recursive=True) if os.path.isfile(p)]
     srcs = [p for p in files if p.endswith(".java")]
     want = _sha(files) + version
