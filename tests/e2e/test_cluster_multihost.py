@@ -31,8 +31,7 @@ pytestmark = pytest.mark.slow
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 BUCKET = "rl-cluster"
 S3_PORT, MASTER_PORT, UI_PORT = 9000, 7077, 8080
 SECRET = f"rl-secret-{os.getpid()}-{time.time_ns() % 10**9}"

@@ -17,8 +17,7 @@ pytestmark = pytest.mark.slow
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 BUCKET = "rocketlake-test"
 
 

@@ -42,6 +42,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ARCHIVE_DIR = os.path.join(os.path.dirname(HERE), "golden")
 CACHE_DIR = os.path.join(ARCHIVE_DIR, ".cache")
 SETS = ("small-roll", "default-size", "expire-small")
+# The store sizes small-roll was written with (its config.json's messageStoreConfig, less the
+# flush type): what a test gives an ingest that must give small-roll's bytes.
+SMALL_ROLL_CONFIG = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
+                     "maxIndexNum": 256}
 BLOCK = 4 << 20
 
 # What a store comparison looks at. Everything else under the store root is not part of the

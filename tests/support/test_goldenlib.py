@@ -208,3 +208,10 @@ def test_default_root_is_the_bundled_data(monkeypatch):
     assert os.path.isfile(os.path.join(root, "default-size", "messages.jsonl.gz"))
     for f in ("files_before.json", "files_after.json", "deleted.json", "store_after_changed/checkpoint"):
         assert os.path.isfile(os.path.join(root, "expire-small", f)), f
+
+
+def test_small_roll_config_is_the_sets_own():
+    """SMALL_ROLL_CONFIG is the store sizes small-roll's config.json records."""
+    with open(os.path.join(goldenlib.golden_root(), "small-roll", "config.json")) as fh:
+        written = json.load(fh)["messageStoreConfig"]
+    assert goldenlib.SMALL_ROLL_CONFIG == {k: v for k, v in written.items() if k != "flushDiskType"}
