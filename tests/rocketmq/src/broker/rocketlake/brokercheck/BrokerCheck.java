@@ -3,15 +3,9 @@ package rocketlake.brokercheck;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintWriter;
-import java.net.Inet6Address;
-import java.net.InetSocketAddress;
-import java.net.SocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Base64;
 import java.util.List;
-import java.util.Map;
-import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.nio.ByteBuffer;
@@ -30,7 +24,6 @@ import org.apache.rocketmq.client.impl.CommunicationMode;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.common.sysflag.PullSysFlag;
 import org.apache.rocketmq.remoting.protocol.header.PullMessageRequestHeader;
-import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -39,6 +32,9 @@ import org.apache.rocketmq.namesrv.NamesrvController;
 import org.apache.rocketmq.remoting.netty.NettyClientConfig;
 import org.apache.rocketmq.remoting.netty.NettyServerConfig;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+import static rocketlake.brokercheck.MsgLine.msg;
+import static rocketlake.brokercheck.Reflect.field;
 
 /**
  * A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
@@ -228,19 +224,6 @@ public final class BrokerCheck {
         return found;
     }
 
-    static Object field(Object target, String name) throws ReflectiveOperationException {
-        for (Class<?> c = target.getClass(); c != null; c = c.getSuperclass()) {
-            try {
-                java.lang.reflect.Field f = c.getDeclaredField(name);
-                f.setAccessible(true);
-                return f.get(target);
-            } catch (NoSuchFieldException e) {
-                // the superclass
-            }
-        }
-        throw new NoSuchFieldException(name);
-    }
-
     /**
      * Every queue 0..nqueues-1 of the topic, from its min offset to its max offset, through the
      * client's own requests (GET_MIN_OFFSET, GET_MAX_OFFSET, PULL_MESSAGE; decoded as the
@@ -289,32 +272,5 @@ public final class BrokerCheck {
                 offset = r.getNextBeginOffset();
             }
         }
-    }
-
-    static String b64(String s) {
-        return Base64.getEncoder().encodeToString(s.getBytes(StandardCharsets.UTF_8));
-    }
-
-    static String host(SocketAddress a) {
-        InetSocketAddress s = (InetSocketAddress) a;
-        String h = s.getAddress().getHostAddress();
-        return (s.getAddress() instanceof Inet6Address ? "[" + h + "]" : h) + ":" + s.getPort();
-    }
-
-    static String msg(MessageExt m) {
-        StringBuilder b = new StringBuilder("msg");
-        Object[] fields = {b64(m.getTopic()), m.getQueueId(), m.getQueueOffset(), m.getCommitLogOffset(),
-            m instanceof MessageClientExt ? ((MessageClientExt) m).getOffsetMsgId() : "", m.getMsgId(), m.getFlag(), m.getSysFlag(),
-            m.getBornTimestamp(), host(m.getBornHost()), m.getStoreTimestamp(), host(m.getStoreHost()),
-            m.getReconsumeTimes(), m.getPreparedTransactionOffset(),
-            Base64.getEncoder().encodeToString(m.getBody() == null ? new byte[0] : m.getBody())};
-        for (Object o : fields) {
-            b.append('\t').append(o);
-        }
-        Map<String, String> props = new TreeMap<>(m.getProperties());
-        for (Map.Entry<String, String> e : props.entrySet()) {
-            b.append('\t').append(b64(e.getKey())).append(':').append(b64(e.getValue()));
-        }
-        return b.toString();
     }
 }
