@@ -38,7 +38,8 @@ import static rocketlake.brokercheck.Reflect.field;
 
 /**
  * The 4.9 line's twin of src/broker's BrokerCheck (4.9's packages and callbacks differ; its
- * HA service is replaced by one that listens on no port). A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
+ * HA service is replaced by one that listens on no port; what uses neither is src/brokercommon,
+ * compiled with both). A real RocketMQ name server and broker on 127.0.0.1 (ephemeral ports) over a given
  * storePathRootDir, and a real client (DefaultMQPullConsumer) reading it.
  *
  * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]}. Commands come
