@@ -1,7 +1,9 @@
 """`make install`'s `pip install -q --no-deps -e .` prints nothing: no setuptools warning box.
 
 The step runs as the Makefile runs it (pip's isolated build with the newest setuptools the index
-offers) on a copy of the project's packaging inputs, installing into a throwaway prefix.
+offers) on a copy of the project's packaging inputs, installing into a throwaway prefix. pip
+uninstalls a distribution of the same name it finds on its own path before installing into a
+``--prefix``; ``--ignore-installed`` keeps the running environment's own rocketlake in place.
 """
 import os
 import shutil
@@ -16,6 +18,7 @@ UNREACHABLE = ("No matching distribution found for setuptools", "Could not find 
 
 @pytest.mark.slow
 def test_editable_install_prints_no_warning_box(tmp_path):
+    installed_before = _installed_rocketlake()
     project = tmp_path / "clone"
     project.mkdir()
     shutil.copy(os.path.join(ROOT, "pyproject.toml"), project)
@@ -23,7 +26,7 @@ def test_editable_install_prints_no_warning_box(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(project),
-         "--prefix", str(tmp_path / "prefix")],
+         "--prefix", str(tmp_path / "prefix"), "--ignore-installed"],
         capture_output=True, text=True, timeout=300, cwd=str(project))
     out = proc.stdout + proc.stderr
     if proc.returncode != 0 and any(s in out for s in UNREACHABLE):
@@ -36,3 +39,14 @@ def test_editable_install_prints_no_warning_box(tmp_path):
     # the editable install adds the project's directory, which holds storelib and its ui's files
     assert (site / pth[0]).read_text().split() == [str(project)]
     assert (project / "storelib" / "ui" / "templates" / "base.html").is_file()
+    assert _installed_rocketlake() == installed_before       # the environment's install untouched
+
+
+def _installed_rocketlake() -> list[str]:
+    """The files of the rocketlake distribution installed in the running environment, if any."""
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("rocketlake")
+    except metadata.PackageNotFoundError:
+        return []
+    return sorted(str(dist.locate_file(f)) for f in dist.files or [])
