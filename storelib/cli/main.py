@@ -110,6 +110,12 @@ def main(argv: list | None = None) -> int:
         return common.interrupted(e, "rerun the same command (a job never commits half a batch)")
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console script: the process ends once ``main`` returns (storelib.runtime.fastexit),
+    without the interpreter's teardown of every module a command loaded."""
     from .common import exit_now
-    exit_now(main())     # the process ends once main returns (storelib.runtime.fastexit)
+    exit_now(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -69,7 +69,7 @@ def store(tmp_path_factory):
 # --------------------------------------------------------------------------- one command
 def test_console_script_and_usage():
     text = open(os.path.join(ROOT, "pyproject.toml")).read()
-    assert 'rocketlake = "storelib.cli.main:main"' in text
+    assert 'rocketlake = "storelib.cli.main:run"' in text
     code, out, _ = rl("--help")
     assert code == 0 and all(c in out for c in ("ingest", "query", "inspect", "verify", "expire", "export", "demo"))
     code, _, err = rl("frobnicate")
