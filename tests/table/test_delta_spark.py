@@ -89,8 +89,11 @@ def _views_sql(store):
 
 @pytest.fixture(scope="module")
 def small_delta(spark):
-    """The tables are a few small files: Delta's log replay in 2 partitions, not 50 (time only)."""
-    conf = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.shuffle.partitions": "2"}
+    """The tables are a few small files: Delta's log replay in 2 partitions, not 50, and VACUUM's
+    listing of the table in 2 tasks, not 10000 (parallelPartitionDiscovery.parallelism: ~70 s per
+    VACUUM on local[2]); time only, VACUUM lists and deletes the same files."""
+    conf = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.shuffle.partitions": "2",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2"}
     old = {k: spark.conf.get(k, None) for k in conf}
     for k, v in conf.items():
         spark.conf.set(k, v)
