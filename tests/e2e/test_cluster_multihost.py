@@ -25,6 +25,7 @@ import pytest
 from support import goldenlib
 from support import netns
 from support import procgroup
+from support import s3server
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
@@ -99,7 +100,7 @@ def cluster(tmp_path_factory):
     hosts = netns.Hosts(2).up()
     c = Cluster(hosts, tmp)
     try:
-        c.start("s3", hosts.in_ctl([os.path.join(BIN, "moto_server"), "-H", netns.CTL_IP, "-p", str(S3_PORT)]))
+        c.start("s3", hosts.in_ctl([PY, s3server.__file__, "moto", "-H", netns.CTL_IP, "-p", str(S3_PORT)]))
         c.start("master", hosts.in_ctl([os.path.join(BIN, "spark-class"), "org.apache.spark.deploy.master.Master",
                                         "--host", netns.CTL_IP, "--port", str(MASTER_PORT),
                                         "--webui-port", str(UI_PORT)]),

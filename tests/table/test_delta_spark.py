@@ -8,8 +8,10 @@ One store for the module (small-roll cut into three ingests, the third one kille
 its two Delta commits and rerun, then an expiry), read by the suite's shared SparkSession
 (conftest ``spark``: every session has delta-spark); each maintenance case works on a copy.
 
-Runtime (shared 2-core machine, load 6-8 from other suites): 493 s for the module, of which the
-two maintenance cases ~190 s each, the store 23 s, register (two JVMs) 52 s.
+Runtime (shared 2-core machine, load 7-10 from other suites): the maintenance case ~140 s, of
+which its two VACUUMs ~28 s (with Spark's default listing parallelism, 10000 tasks for a table of
+a few files, ~70 s each: ``small_delta``); the store ~90 s with the session's start; register (two
+JVMs) ~45 s.
 """
 from __future__ import annotations
 
@@ -89,8 +91,11 @@ def _views_sql(store):
 
 @pytest.fixture(scope="module")
 def small_delta(spark):
-    """The tables are a few small files: Delta's log replay in 2 partitions, not 50 (time only)."""
-    conf = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.shuffle.partitions": "2"}
+    """The tables are a few small files: Delta's log replay in 2 partitions, not 50, and VACUUM's
+    listing of the table in 2 tasks, not 10000 (parallelPartitionDiscovery.parallelism: ~70 s per
+    VACUUM on local[2]); time only, VACUUM lists and deletes the same files."""
+    conf = {"spark.databricks.delta.snapshotPartitions": "2", "spark.sql.shuffle.partitions": "2",
+            "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2"}
     old = {k: spark.conf.get(k, None) for k in conf}
     for k, v in conf.items():
         spark.conf.set(k, v)
