@@ -44,11 +44,12 @@ def _record_pair(res, section: str, what: str, runs: dict, ours: str, base: str,
                mode="cold", runs=o["all"], baseline_runs=b["all"])
     res.record(section, f"{what}: best wall (s)", o["best"], b["best"], "s", "", mode="cold")
     om, bm = stats(runs[ours], "peak_rss_bytes"), stats(runs[base], "peak_rss_bytes")
-    kinds = {kk: max(r["peak_rss_by_kind"].get(kk, 0) for r in runs[ours]) / GB
-             for kk in ("jvm", "python_driver", "python_workers")}
+    kinds = {kk: max(r["peak_rss_by_kind"].get(kk, 0) for r in runs[ours]) / GB for kk in ("jvm", "python_workers")}
+    kinds["python_driver"] = max(r["peak_hwm_by_kind"].get("python_driver", 0) for r in runs[ours]) / GB
     res.record(section, f"{what}: peak RSS of the process tree (GB)", om["best"] and max(om["all"]) / GB,
                max(bm["all"]) / GB, "GB", "sum of RSS over the job's session (JVM + Python driver + "
-               "workers), max over rounds; ours by kind: " + ", ".join(f"{kk} {v:.2f}" for kk, v in kinds.items()),
+               "workers), max over rounds; ours by kind (the driver: its VmHWM): "
+               + ", ".join(f"{kk} {v:.2f}" for kk, v in kinds.items()),
                mode="cold", peak_by_kind_gb=kinds)
 
 

@@ -21,7 +21,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = os.path.join(ROOT, ".venv", "bin", "python") if os.path.exists(
     os.path.join(ROOT, ".venv", "bin", "python")) else os.environ.get("PYSPARK_PYTHON", "python3")
 SPARK_SUBMIT = os.path.join(os.path.dirname(PY), "spark-submit")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def spark_submit(*args: str, java_opts: str = "") -> list:
@@ -40,8 +39,9 @@ def job_env(extra: dict | None = None) -> dict:
 
 
 # ---------------------------------------------------------------------------- the process tree
-def _session_pids(sid: int) -> list:
-    out = []
+def _session_pids(sid: int) -> dict:
+    """{pid: parent pid} of the processes of session ``sid``."""
+    out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -52,7 +52,7 @@ def _session_pids(sid: int) -> list:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
         if int(fields[3]) == sid:               # field 6 of stat: session id
-            out.append(int(name))
+            out[int(name)] = int(fields[1])     # field 4: parent pid
     return out
 
 
@@ -73,30 +73,55 @@ def _kind(pid: int) -> str:
     return "python_driver" if "python" in cmd else "other"
 
 
+def _memory(pid: int) -> tuple | None:
+    """(VmRSS, VmHWM) of ``pid`` in bytes, from /proc/<pid>/status; None once it is gone."""
+    status = _read(f"/proc/{pid}/status")
+    if not status:
+        return None
+    got = {}
+    for line in status.splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            got[line[:5]] = int(line.split()[1]) * 1024
+    return got.get("VmRSS", 0), got.get("VmHWM", 0)
+
+
 class TreeSampler(threading.Thread):
     """Samples a session's processes every ``interval`` s: the peak of the summed RSS (and per
     kind: jvm, python_driver, python_workers), and bytes written per thread (``write_bytes -
     cancelled_write_bytes`` of /proc/<pid>/task/<tid>/io: per thread, so a child reaped by its
-    parent is not counted twice)."""
+    parent is not counted twice).
+
+    ``peak_hwm_by_kind``: per kind, the largest high-water mark of one process (VmHWM, kept by
+    the kernel): the Python driver's own peak, exact. The summed RSS of a kind is not: a sample
+    misses a peak shorter than the interval. A child that shares its parent's memory until it
+    execs (``subprocess`` and the JVM start children with vfork: its RSS, high-water mark and
+    command line are the parent's meanwhile) is not counted: a sample landing in that window
+    counted the parent twice."""
 
     def __init__(self, sid: int, interval: float = 0.05):
         super().__init__(daemon=True)
         self.sid, self.interval = sid, interval
         self.peak_rss = 0
         self.peak_by_kind: dict = {}
+        self.peak_hwm_by_kind: dict = {}
         self.thread_written: dict = {}
         self._stop_event = threading.Event()
 
     def sample(self):
         total, by_kind = 0, {}
-        for pid in _session_pids(self.sid):
-            statm = _read(f"/proc/{pid}/statm")
-            if not statm:
+        pids = _session_pids(self.sid)
+        seen = {pid: (_memory(pid), _read(f"/proc/{pid}/cmdline")) for pid in pids}
+        for pid, (mem, cmd) in seen.items():
+            if mem is None:
                 continue
-            rss = int(statm.split()[1]) * _PAGE
+            rss, hwm = mem
+            parent = seen.get(pids[pid])
+            if parent is not None and parent[0] is not None and (parent[0][1], parent[1]) == (hwm, cmd):
+                continue                # a child that shares its parent's memory until it execs (vfork): counted once
             kind = _kind(pid)           # each time: a forked child shows its parent's cmdline until it execs
             total += rss
             by_kind[kind] = by_kind.get(kind, 0) + rss
+            self.peak_hwm_by_kind[kind] = max(self.peak_hwm_by_kind.get(kind, 0), hwm)
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
@@ -166,7 +191,8 @@ def run_process(argv: list, env: dict | None = None, workdir: str | None = None,
     os.sync()
     dev_after = device_written(dev)
     return {"argv": argv, "rc": proc.returncode, "wall_s": wall, "peak_rss_bytes": sampler.peak_rss,
-            "peak_rss_by_kind": dict(sampler.peak_by_kind), "tree_written_bytes": sampler.written,
+            "peak_rss_by_kind": dict(sampler.peak_by_kind), "peak_hwm_by_kind": dict(sampler.peak_hwm_by_kind),
+            "tree_written_bytes": sampler.written,
             "device_written_bytes": (dev_after - dev_before) if dev_before is not None else None,
             "stdout": out, "stderr": err}
 

@@ -2,9 +2,10 @@
 default, ``--scale-sizes``), to show that the cost grows only with the work.
 
 Per size, cold (a fresh process each, ``sync`` before, alternated with the baseline): the ingest vs
-a Spark Parquet copy of the same input (seconds per million messages, the Python driver's and the
-whole tree's peak RSS), the three reads of ``readbench`` vs Spark's Parquet reader (full scan, one
-topic, a store-time tenth), shell key lookups vs a pyarrow scan; in process, the p50 of 200 key
+a Spark Parquet copy of the same input (seconds per million messages, the Python driver's peak RSS:
+its own high-water mark, VmHWM, ``harness.TreeSampler``; the whole tree's peak RSS), the three
+reads of ``readbench`` vs Spark's Parquet reader (full scan, one topic, a store-time tenth), shell
+key lookups vs a pyarrow scan; in process, the p50 of 200 key
 lookups on the open store, each key first as the ingest left the store, then again, with what a
 lookup reads (``lookup_cost``). Then the spread across sizes (max / min: flat = near 1) and a figure,
 time against messages for the ingest, the copy and the reads (``--scale-plot``; by default
@@ -48,7 +49,7 @@ def measure(res, workdir: str, n: int, rounds: int, shell_keys: int, section: st
     res.record(section, f"ingest s per million msgs at {n}", o["best"] / (n / MILLION), c["best"] / (n / MILLION),
                "s/M", "best round; baseline: the Parquet copy's", mode="cold")
     point = {"n": n, "ingest_s": o["best"], "copy_s": c["best"], "ingest_s_per_m": o["best"] / (n / MILLION),
-             "driver_rss_gb": max(r["peak_rss_by_kind"].get("python_driver", 0) for r in ours) / 1e9,
+             "driver_rss_gb": max(r["peak_hwm_by_kind"].get("python_driver", 0) for r in ours) / 1e9,
              "tree_rss_gb": max(r["peak_rss_bytes"] for r in ours) / 1e9,
              "load_avg": os.getloadavg()[0]}
     point["reads"] = readbench.bench_read_cold(res, ing["store"], ing["src"], rounds, section=section)

@@ -18,7 +18,6 @@ one ~1 ms). So large allocations come from one heap that keeps freed memory for 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 __all__ = ["tune", "release"]
@@ -29,7 +28,7 @@ M_ARENA_MAX = -8
 KEEP_BYTES = 1 << 30
 
 _done = False
-_libc = None            # set by tune(): looked up once (find_library forks a child)
+_libc = None            # set by tune()
 
 
 def tune() -> bool:
@@ -41,9 +40,11 @@ def tune() -> bool:
     if os.environ.get("ROCKETLAKE_MALLOC_TUNING", "1") == "0":
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # the process's own symbols, libc's among them: no library search (ctypes.util.find_library
+        # runs ``ldconfig -p`` in a child, which shares this process's memory until it execs)
+        libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-        gnu = ctypes.CDLL(None).gnu_get_libc_version        # glibc only
+        gnu = libc.gnu_get_libc_version                     # glibc only
     except (OSError, AttributeError):
         return False
     del gnu

@@ -34,8 +34,24 @@ class _Ctx(ctypes.Structure):
                 ("data", ctypes.c_uint8 * 64), ("num", ctypes.c_uint32), ("md_len", ctypes.c_uint32)]
 
 
+def _hashlib_module() -> str | None:
+    try:
+        import _hashlib
+        return str(_hashlib.__file__)
+    except (ImportError, AttributeError):
+        return None
+
+
 def _load() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("crypto")
+    """libcrypto's SHA-256 functions, checked: first through hashlib's OpenSSL module (its symbol
+    lookup reaches the libcrypto it links, with no search), then by ``ctypes.util.find_library``
+    (which runs ``ldconfig -p`` in a child: a child that shares the process's memory until it
+    execs, and a process's sampled memory then counts it twice)."""
+    lib = _checked(_hashlib_module())
+    return lib if lib is not None else _checked(ctypes.util.find_library("crypto"))
+
+
+def _checked(name: str | None) -> ctypes.CDLL | None:
     if not name:
         return None
     try:

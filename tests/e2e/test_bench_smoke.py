@@ -46,6 +46,34 @@ def test_process_tree_peak_memory_and_bytes_written(tmp_path):
         assert run["device_written_bytes"] >= 16 * MB
 
 
+_DRIVER = """
+import subprocess, sys, time
+buf = bytearray(300 * (1 << 20))            # touched: resident, then freed (a peak between samples)
+for i in range(0, len(buf), 4096):
+    buf[i] = 1
+del buf
+keep = bytearray(200 * (1 << 20))
+for i in range(0, len(keep), 4096):
+    keep[i] = 1
+end = time.time() + 2.0
+while time.time() < end:                    # children started with vfork: each shares this memory until it execs
+    subprocess.run(["true"])
+"""
+
+
+def test_driver_peak_is_its_high_water_mark(tmp_path):
+    """The driver's figure is the process's own peak (VmHWM): a peak freed before the next sample
+    is in it. A child sharing the driver's memory until it execs is not counted again, in the
+    driver's figures nor in the tree's sum."""
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    run = harness.run_process([sys.executable, str(script)], workdir=str(tmp_path))
+    assert run["rc"] == 0, run["stderr"]
+    assert 300 * MB <= run["peak_hwm_by_kind"]["python_driver"] < 400 * MB
+    assert 200 * MB <= run["peak_rss_by_kind"]["python_driver"] < 400 * MB      # sampled: the short peak may be missed
+    assert run["peak_rss_bytes"] < 400 * MB
+
+
 def test_counting_proxy_counts_uploads_copies_downloads():
     import boto3
     with moto("counted") as (env, _), s3bench.CountingProxy(env["AWS_ENDPOINT_URL"]) as proxy:

@@ -81,3 +81,25 @@ def test_in_place_changes_read_only_what_the_state_does_not_cover(monkeypatch):
     got = checksum.rehash_blocks(read_at, 1400, known, [(5, 9), (1050, 1051), (1100, 1400)],
                                  shastate.state_from_detail(h.tail()))
     assert checksum.combine(got) == checksum.checksum_of_bytes(bytes(new)) and (1024, 256) in reads
+
+
+_SPAWNS = """
+import sys
+spawned = []
+sys.addaudithook(lambda event, args: spawned.append(event) if event in ("subprocess.Popen", "os.posix_spawn",
+                                                                         "os.fork", "os.system") else None)
+from storelib.io import shastate
+assert shastate.AVAILABLE
+print(spawned)
+"""
+
+
+def test_loading_libcrypto_starts_no_child_process():
+    """No library search in a child (``ldconfig -p``): until it execs, a child started by a big
+    process (an ingest's driver) shares its memory, and a sampled memory figure counts it twice."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    out = subprocess.run([sys.executable, "-c", _SPAWNS], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT), check=True).stdout
+    assert out.strip() == "[]"
