@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..format.names import rel_path_problem
-from ..io import extentlists, headpages, storage
-from .rows import ManifestRow, manifest_rows
+from ..io import extentlists, storage
+from . import rowobjects
+from .rows import manifest_rows
 
 __all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "objects_before", "delete", "finish",
            "objects_of"]
@@ -170,32 +171,7 @@ def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
 
 
 def _live_objects(store: storage.Store, snap: Any) -> set[str]:
-    return _objects_named(store, snap.files.values(), live=True)
-
-
-def _objects_named(store: storage.Store, rows: Iterable[ManifestRow], live: bool = False) -> set[str]:
-    """The objects the extents of ``rows`` name: their extent-list objects (storelib.io.extentlists)
-    and the objects those list. A damaged row names none: nothing is deleted by it (and rowcheck
-    refuses a snapshot holding one before a finish checks against it). A list object that cannot
-    be read: of a ``live`` row, CorruptStore (what it names is unknown, so nothing may be deleted);
-    of a dead one, only the list object itself is named (what it lists may stay behind)."""
-    out: set[str] = set()
-    for r in rows:
-        if r.has_detail("extents"):
-            try:
-                lists = extentlists.lists_from_detail(r.detail.get("extent_lists"))
-                out.update(x.object_rel for x in lists)
-                try:
-                    out.update(e.object_rel for e in headpages.version_extents(dict(r.detail), r.path,
-                                                                                 extentlists.fetcher(store)))
-                except ValueError as e:
-                    if live and lists:
-                        raise CorruptStore(r.path, 0, f"its extent lists: {e}") from None
-                    out.update(e.object_rel for e in headpages.version_extents(
-                        {k: v for k, v in r.detail.items() if k != "extent_lists"}))
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+    return rowobjects.objects_named(store, snap.files.values(), live=True)
 
 
 def delete(store: storage.Store, staged: Staged, durable: bool, fault: Callable[[str], None] | None = None) -> None:
@@ -253,5 +229,5 @@ def objects_of(store: storage.Store, files: set[str], version: int | None = None
         raise StoreError(f"{paths.MANIFEST_DIR} has no version {version}")
     rows = manifest_rows(manifest.read_rows(dt))
     dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
-    return sorted(_objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
+    return sorted(rowobjects.objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
 
