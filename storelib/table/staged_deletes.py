@@ -90,7 +90,8 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     committed rows do not record as removed (``removed_by``: whatever ``snap`` was read from),
     an object outside ``_rocketlake/objects/`` or named by a live row, or an object still there
     that the removed files' rows did not name (``objects_before``: an older version of a live
-    file's object, which an ``--as-of-batch`` read still needs, is one)."""
+    file's object, which an ``--as-of-batch`` read still needs, is one; when that version can
+    no longer be read, one the sweep would not delete now: ``_swept_of``)."""
     def refuse(what: str) -> None:
         raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
                                                  "nothing was deleted")
@@ -116,7 +117,9 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     try:
         theirs = objects_before(store, batch, removed)
     except StoreError as e:
-        refuse(f"the manifest table as it was before its commit cannot be read ({e})")
+        before = str(e)
+        theirs = _swept_of(store, lambda why: refuse(
+            f"the manifest table as it was before its commit cannot be read ({before}), nor {why}"))
     if theirs is None:
         return
     for o in staged.objects:
@@ -142,6 +145,21 @@ def objects_before(store: storage.Store, batch: Any, removed: set[str]) -> set[s
         raise
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a vacuumed or damaged version
         raise StoreError(f"version {version - 1}: {e}") from None
+
+
+def _swept_of(store: storage.Store, refuse: Callable[[str], None]) -> set[str]:
+    """When the version before the expiry's commit cannot be read (a vacuum took its data files,
+    or a log clean-up its log), what the removed files' rows named there is unknown: the
+    objects the sweep would delete now (``objsweep.plan``: of committed attempts, named by no row
+    of any data file left, of whatever version). No readable version and no commit that can
+    still happen needs one of them, so a document may take them (its own objects are among them:
+    the rows that named them went with that version); it may take no other."""
+    from . import objsweep
+    try:
+        return set(objsweep.plan(store).unnamed)
+    except StoreError as e:             # (CorruptStore too: what the retained rows name is unknown)
+        refuse(f"the objects the retained rows name ({e})")
+        raise
 
 
 def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
