@@ -36,7 +36,10 @@ data files are listed) and of its own attempt (not committed when the sweep read
 writer continuing an older version cannot commit. So an object the sweep deletes is needed by
 no version a reader can open and no commit that can still happen. Each delete is of such an
 object, so a kill anywhere in the sweep loses nothing, and a rerun finds what is left the same
-way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``).
+way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``). The caller's lease is
+checked before every ``DELETE_BATCH`` deletes (and after the ``mid-sweep-delete`` point): a sweep
+stalled past its lease stops at its next check, as a writer that lost its lease never commits,
+once another writer may have taken the store over.
 
 ``expire`` runs it after its vacuum (``storelib.ops.expire``, under its lease), on object stores.
 """
@@ -55,6 +58,7 @@ from .rows import ManifestRow
 __all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects"]
 
 _PREFIX = paths.OBJECTS_DIR + "/"
+DELETE_BATCH = 64                # objects deleted between two checks of the caller's lease
 _COLUMNS = ("action", "path", "staged_path", "detail")
 
 
@@ -137,18 +141,19 @@ def plan(store: storage.Store) -> Sweep:
 def sweep(store: storage.Store, check: Callable[[], None] | None = None,
           fault: Callable[[str], None] | None = None) -> dict[str, int]:
     """Delete the objects ``plan`` finds no retained row naming (object stores; a local store has
-    none); ``check``: the caller's lease check, run before the deletes begin. Returns counts."""
+    none); ``check``: the caller's lease check, run before every ``DELETE_BATCH`` deletes (its
+    error ends the sweep). Returns counts."""
     if not store.objects:
         return {"deleted": 0, "bytes": 0, "kept": 0}
     found = plan(store)
-    if check is not None:
-        check()
-    if fault is not None:
-        fault("before-sweep-delete")
     todo = sorted(found.unnamed)
     for i, o in enumerate(todo):
+        if fault is not None and i == 0:
+            fault("before-sweep-delete")
         if fault is not None and i == len(todo) // 2:
             fault("mid-sweep-delete")
+        if check is not None and (i % DELETE_BATCH == 0 or i == len(todo) // 2):
+            check()
         store.delete(o)
     return {"deleted": len(todo), "bytes": sum(found.unnamed.values()), "kept": found.kept,
             "uncommitted": found.uncommitted, "data_files": found.data_files}
