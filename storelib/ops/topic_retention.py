@@ -125,11 +125,26 @@ def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int
     return gone, idle, reasons
 
 
+def _map_files(store: storage.Store, snap: StoreSnapshot) -> None:
+    """Map the snapshot's commitlog and consume-queue files, which the plan reads, to their objects
+    (``storefiles.reading_path``; their list objects read first, 16 at a time)."""
+    from ..io import extentlists
+    from ..table import storefiles
+    rows = [r for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE) for r in snap.of_kind(k)]
+    extentlists.prefetch(((r.path, r.detail) for r in rows if r.has_detail("extent_lists")),
+                         extentlists.fetcher(store))
+    staged = storefiles.staging_batches(store)
+    for r in rows:
+        storefiles.reading_path(store, r, staged)
+
+
 def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours: float | None, rules: dict,
                       now_ms: int, file_size: int) -> dict:
     """The plan of ``ops.expire.plan_expiry`` (same keys) with the topics' ``rules`` ({topic: hours})
     applied, plus ``reasons`` (path -> why) and ``queue_min_offsets`` (the queues whose minimum
     offset advances: topic, queue id, old and new minimum)."""
+    if store.objects:               # a file's bytes are in objects: read it assembled, as every reader does
+        _map_files(store, snap)
     queues = _queues(snap)
     gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
     lowest: dict[str, int] = {}                    # topic -> lowest commitlog offset of a message it keeps

@@ -24,35 +24,41 @@ What it keeps, and why that is all any reader or writer can still need:
   Such prefixes are the dead-attempt clean-up's (``storelib.ingest.commit.clear_dead_attempts``,
   after a commit under the lease), never the sweep's. The committed attempts are read before the
   data files are listed, so an attempt that commits in between is not one of them.
-* any object a live row names through an extent-list object that is missing or damaged, and any
-  object whose list cannot be read (not "not found"): ``CorruptStore`` / the storage error, and
-  nothing is deleted. A missing list object of a row that is not live is one an expiry deleted
-  with its file (what it listed went with it).
+* any object a row names through an extent-list object that is damaged (read and checked by
+  ``storelib.io.extentlists``, sha256 included, never from what this process read earlier), or
+  that cannot be read, and any a live row names through one that is missing: ``CorruptStore`` /
+  the storage error, and nothing is deleted. A missing list object of a row that is not live is
+  one an expiry deleted with its file (what it listed went with it). What a row names is read
+  by ``storelib.table.rowobjects``, the expiry's reading of it, strictly.
 
 A writer racing the sweep names only objects of the version it continues (its live rows, whose
 data files are listed) and of its own attempt (not committed when the sweep read the table); a
 writer continuing an older version cannot commit. So an object the sweep deletes is needed by
 no version a reader can open and no commit that can still happen. Each delete is of such an
 object, so a kill anywhere in the sweep loses nothing, and a rerun finds what is left the same
-way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``).
+way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``). The caller's lease is
+checked before every ``DELETE_BATCH`` deletes (and after the ``mid-sweep-delete`` point): a sweep
+stalled past its lease stops at its next check, as a writer that lost its lease never commits,
+once another writer may have taken the store over.
 
 ``expire`` runs it after its vacuum (``storelib.ops.expire``, under its lease), on object stores.
 """
 from __future__ import annotations
 
-import json
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import CorruptStore, StoreError
 from ..format import paths
-from ..io import extentlists, storage
+from ..io import storage
+from . import rowobjects
+from .rows import ManifestRow
 
 __all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects"]
 
 _PREFIX = paths.OBJECTS_DIR + "/"
+DELETE_BATCH = 64                # objects deleted between two checks of the caller's lease
 _COLUMNS = ("action", "path", "staged_path", "detail")
 
 
@@ -65,91 +71,6 @@ class Sweep:
     data_files: int = 0               # manifest data files read
 
 
-def _strings(value: Any) -> Iterable[str]:
-    """Every string anywhere in a JSON value (a row's detail, a list object's document)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def _lists(value: Any) -> Iterable[Any]:
-    """Every ``extent_lists`` value anywhere in a row's detail (a remove row keeps the removed
-    version's detail as ``previous_detail``)."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if k == "extent_lists":
-                yield v
-            else:
-                yield from _lists(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _lists(v)
-
-
-class _Named:
-    """The objects a set of rows names: ``add_row`` each row, then ``read_lists`` (the extent-list
-    objects they name, read once each, ``threads`` at a time)."""
-
-    def __init__(self, store: storage.Store):
-        self.store = store
-        self.names: set[str] = set()
-        self.lists: dict[str, tuple[str, bool]] = {}    # list object -> (its file, whether a live row names it)
-
-    def add_row(self, row: Mapping[str, Any], where: str, live: bool) -> None:
-        staged = row.get("staged_path")
-        if isinstance(staged, str) and staged.startswith(_PREFIX):
-            self.names.add(staged)
-        text = row.get("detail")
-        if not text or paths.OBJECTS_DIR not in text:
-            return
-        try:
-            detail = json.loads(text)
-        except ValueError:
-            raise CorruptStore(where, 0, f"the detail of {row.get('path')!r} is not JSON: what it names is "
-                                         "unknown, so the sweep deletes nothing") from None
-        self.names.update(s for s in _strings(detail) if s.startswith(_PREFIX))
-        for value in _lists(detail):
-            try:
-                lists = extentlists.lists_from_detail(value)
-            except ValueError:
-                continue                       # (its strings are named above; a malformed entry lists nothing readable)
-            for lst in lists:
-                seen = self.lists.get(lst.object_rel)
-                self.lists[lst.object_rel] = (str(row.get("path")), live or (seen is not None and seen[1]))
-
-    def read_lists(self, threads: int = 16) -> None:
-        """Name what every list object named so far lists (every object path in it)."""
-        from concurrent.futures import ThreadPoolExecutor
-        todo = sorted(self.lists.items())
-        with ThreadPoolExecutor(max(1, min(threads, len(todo)))) as ex:
-            for doc in ex.map(lambda item: self._contents(item[0], *item[1]), todo):
-                self.names.update(s for s in _strings(doc) if s.startswith(_PREFIX))
-
-    def _contents(self, obj: str, rel: str, live: bool) -> Any:
-        """The document of list object ``obj`` of file ``rel`` (None: it is gone, and no live row
-        names it)."""
-        try:
-            data = self.store.read(obj)
-        except OSError as e:
-            if self.store.exists(obj):          # there, and not read (an outage): nothing is known
-                raise StoreError(f"extent list object {obj} of {rel} could not be read ({e}); the sweep "
-                                 "deletes nothing") from None
-            if live:
-                raise CorruptStore(rel, 0, f"its extent list object {obj} is missing: the sweep deletes nothing") \
-                    from None
-            return None
-        try:
-            return json.loads(zlib.decompress(data))
-        except (zlib.error, ValueError):
-            raise CorruptStore(obj, 0, f"an extent list object of {rel} that cannot be read: what it lists is "
-                                       "unknown, so the sweep deletes nothing") from None
-
-
 def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] = (),
                   expected: Iterable[str] = ()) -> tuple[set[str], int]:
     """(every object any row of any data file in the manifest table's directory names, how many
@@ -158,9 +79,8 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     (the latest version's, read before it: a listing that misses one is not trusted,
     ``StoreError``). A data file that cannot be read: ``CorruptStore``."""
     import pyarrow.parquet as pq
-    named = _Named(store)
-    for r in live_rows:
-        named.add_row(r, paths.MANIFEST_DIR, live=True)
+    named = rowobjects.Named(store, strict=True)
+    named.add((ManifestRow.of(r) for r in live_rows), live=True)
     files = [f for f in store.list_files(paths.MANIFEST_DIR, recursive=False) if f.endswith(".parquet")]
     missed = set(expected) - {f.rsplit("/", 1)[-1] for f in files}
     if missed:
@@ -171,14 +91,12 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
             pf = pq.ParquetFile(store.path(f), filesystem=store.fs)
             cols = [c for c in _COLUMNS if c in pf.schema_arrow.names]
             for batch in pf.iter_batches(batch_size=4096, columns=cols):    # (a row group's rows at a time)
-                for r in batch.to_pylist():
-                    named.add_row(r, f, live=False)
+                named.add(ManifestRow(r) for r in batch.to_pylist())
         except StoreError:
             raise
         except Exception as e:  # noqa: BLE001 - Arrow's errors of a file gone or damaged
             raise CorruptStore(f, 0, f"a manifest data file that cannot be read ({e}): what its rows name is "
                                      "unknown, so the sweep deletes nothing") from None
-    named.read_lists()
     return named.names, len(files)
 
 
@@ -223,18 +141,19 @@ def plan(store: storage.Store) -> Sweep:
 def sweep(store: storage.Store, check: Callable[[], None] | None = None,
           fault: Callable[[str], None] | None = None) -> dict[str, int]:
     """Delete the objects ``plan`` finds no retained row naming (object stores; a local store has
-    none); ``check``: the caller's lease check, run before the deletes begin. Returns counts."""
+    none); ``check``: the caller's lease check, run before every ``DELETE_BATCH`` deletes (its
+    error ends the sweep). Returns counts."""
     if not store.objects:
         return {"deleted": 0, "bytes": 0, "kept": 0}
     found = plan(store)
-    if check is not None:
-        check()
-    if fault is not None:
-        fault("before-sweep-delete")
     todo = sorted(found.unnamed)
     for i, o in enumerate(todo):
+        if fault is not None and i == 0:
+            fault("before-sweep-delete")
         if fault is not None and i == len(todo) // 2:
             fault("mid-sweep-delete")
+        if check is not None and (i % DELETE_BATCH == 0 or i == len(todo) // 2):
+            check()
         store.delete(o)
     return {"deleted": len(todo), "bytes": sum(found.unnamed.values()), "kept": found.kept,
             "uncommitted": found.uncommitted, "data_files": found.data_files}

@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..format.names import rel_path_problem
-from ..io import extentlists, headpages, storage
-from .rows import ManifestRow, manifest_rows
+from ..io import extentlists, storage
+from . import rowobjects
+from .rows import manifest_rows
 
 __all__ = ["FORMAT", "Staged", "document", "stage", "read", "check", "removed_by", "objects_before", "delete", "finish",
            "objects_of"]
@@ -89,7 +90,8 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     committed rows do not record as removed (``removed_by``: whatever ``snap`` was read from),
     an object outside ``_rocketlake/objects/`` or named by a live row, or an object still there
     that the removed files' rows did not name (``objects_before``: an older version of a live
-    file's object, which an ``--as-of-batch`` read still needs, is one)."""
+    file's object, which an ``--as-of-batch`` read still needs, is one; when that version can
+    no longer be read, one the sweep would not delete now: ``_swept_of``)."""
     def refuse(what: str) -> None:
         raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
                                                  "nothing was deleted")
@@ -115,7 +117,9 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     try:
         theirs = objects_before(store, batch, removed)
     except StoreError as e:
-        refuse(f"the manifest table as it was before its commit cannot be read ({e})")
+        before = str(e)
+        theirs = _swept_of(store, lambda why: refuse(
+            f"the manifest table as it was before its commit cannot be read ({before}), nor {why}"))
     if theirs is None:
         return
     for o in staged.objects:
@@ -141,6 +145,21 @@ def objects_before(store: storage.Store, batch: Any, removed: set[str]) -> set[s
         raise
     except Exception as e:  # noqa: BLE001 - deltalake / Arrow errors of a vacuumed or damaged version
         raise StoreError(f"version {version - 1}: {e}") from None
+
+
+def _swept_of(store: storage.Store, refuse: Callable[[str], None]) -> set[str]:
+    """When the version before the expiry's commit cannot be read (a vacuum took its data files,
+    or a log clean-up its log), what the removed files' rows named there is unknown: the
+    objects the sweep would delete now (``objsweep.plan``: of committed attempts, named by no row
+    of any data file left, of whatever version). No readable version and no commit that can
+    still happen needs one of them, so a document may take them (its own objects are among them:
+    the rows that named them went with that version); it may take no other."""
+    from . import objsweep
+    try:
+        return set(objsweep.plan(store).unnamed)
+    except StoreError as e:             # (CorruptStore too: what the retained rows name is unknown)
+        refuse(f"the objects the retained rows name ({e})")
+        raise
 
 
 def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
@@ -170,32 +189,7 @@ def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:
 
 
 def _live_objects(store: storage.Store, snap: Any) -> set[str]:
-    return _objects_named(store, snap.files.values(), live=True)
-
-
-def _objects_named(store: storage.Store, rows: Iterable[ManifestRow], live: bool = False) -> set[str]:
-    """The objects the extents of ``rows`` name: their extent-list objects (storelib.io.extentlists)
-    and the objects those list. A damaged row names none: nothing is deleted by it (and rowcheck
-    refuses a snapshot holding one before a finish checks against it). A list object that cannot
-    be read: of a ``live`` row, CorruptStore (what it names is unknown, so nothing may be deleted);
-    of a dead one, only the list object itself is named (what it lists may stay behind)."""
-    out: set[str] = set()
-    for r in rows:
-        if r.has_detail("extents"):
-            try:
-                lists = extentlists.lists_from_detail(r.detail.get("extent_lists"))
-                out.update(x.object_rel for x in lists)
-                try:
-                    out.update(e.object_rel for e in headpages.version_extents(dict(r.detail), r.path,
-                                                                                 extentlists.fetcher(store)))
-                except ValueError as e:
-                    if live and lists:
-                        raise CorruptStore(r.path, 0, f"its extent lists: {e}") from None
-                    out.update(e.object_rel for e in headpages.version_extents(
-                        {k: v for k, v in r.detail.items() if k != "extent_lists"}))
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+    return rowobjects.objects_named(store, snap.files.values(), live=True)
 
 
 def delete(store: storage.Store, staged: Staged, durable: bool, fault: Callable[[str], None] | None = None) -> None:
@@ -253,5 +247,5 @@ def objects_of(store: storage.Store, files: set[str], version: int | None = None
         raise StoreError(f"{paths.MANIFEST_DIR} has no version {version}")
     rows = manifest_rows(manifest.read_rows(dt))
     dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
-    return sorted(_objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
+    return sorted(rowobjects.objects_named(store, (r for r in rows if r.action == "add" and r.path in files)))
 

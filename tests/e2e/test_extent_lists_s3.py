@@ -21,14 +21,12 @@ import sys
 import pytest
 
 from support import goldenlib
-from support import s3server
+from support import objstores, s3server
 from conftest import ROOT, golden_set
 
 pytestmark = pytest.mark.slow
 
 BUCKET = "rocketlake-lists"
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
 BATCHES = 3
 
 
@@ -96,19 +94,11 @@ def _same_files(a, b) -> bool:
 @pytest.fixture(scope="module")
 def lists_store(tmp_path_factory):
     """(env, client, uri, golden dir, tmp, local store path) of small-roll in BATCHES batches."""
-    from storelib.format.config import load_config
     from storelib.io import extentlists
     tmp = tmp_path_factory.mktemp("extent-lists")
     g = golden_set("small-roll")
-    props = tmp / "small.properties"
-    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
-    cfg = load_config(str(props))
-    lines = open(os.path.join(g, "messages.jsonl"), encoding="utf-8").readlines()
-    parts = []
-    for k in range(BATCHES):
-        p = tmp / f"part{k}.jsonl"
-        p.write_text("".join(lines[k * len(lines) // BATCHES:(k + 1) * len(lines) // BATCHES]), encoding="utf-8")
-        parts.append(p)
+    parts, cfg = objstores.parts_of(tmp, BATCHES)
+    props = tmp / "small.properties"           # (parts_of writes the config there)
     mp = pytest.MonkeyPatch()
     with s3server.moto(BUCKET) as (env, client):
         for k, v in env.items():
@@ -190,7 +180,7 @@ def _expire_keeps_what_live_rows_name_and_deletes_removed_files_lists(env, clien
     from storelib.format import paths
     from storelib.io import storage
     from storelib.ops.expire import expire
-    from storelib.table import manifest, staged_deletes
+    from storelib.table import manifest, rowobjects
     from storelib.table.rows import manifest_rows
     from storelib.verify import driver as verify
     st = storage.Store(uri)
@@ -205,6 +195,6 @@ def _expire_keeps_what_live_rows_name_and_deletes_removed_files_lists(env, clien
     gone = {x[0] for r in rows for x in (r.detail.get("extent_lists") or [])}
     assert gone, "no removed file had extent lists: the scenario tests nothing"
     assert not [o for o in gone if st.exists(o)], "list objects of expired files left"
-    live = staged_deletes._objects_named(st, snap.files.values(), live=True)
+    live = rowobjects.objects_named(st, snap.files.values(), live=True)
     assert any(".extents" in o for o in live) and all(st.exists(o) for o in live)
     assert verify.verify_store(uri).problems == []

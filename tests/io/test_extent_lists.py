@@ -172,17 +172,24 @@ def test_the_rows_bytes_per_batch_stay_flat_in_the_number_of_batches():
     assert sum(lists_up[late]) <= 2 * sum(lists_up[early]) + 10_000
 
 
-@pytest.mark.parametrize("damage", ["end", "size"])
-def test_a_row_that_misstates_a_cached_list_is_refused_as_an_uncached_one(damage):
-    """The cache holds a list read for one row; another row naming the same object (its sha256 and
-    first) but another range or count is checked as a fresh read would check it, not served the
-    cached extents (the file would read with a gap, or a list short of what its row says)."""
+def _nine_batches_cached():
+    """(objects, extents, detail, lists) of a file nine batches of ten extents long, its version
+    read once (its lists in the cache)."""
     objs, full = Objects(), []
     for b in range(9):
         full = _append(full, 10, b)
     detail, lists = _version(objs, 9, full, None, 2)
     extentlists._CACHE.clear()
     assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # cached now
+    return objs, full, detail, lists
+
+
+@pytest.mark.parametrize("damage", ["end", "size"])
+def test_a_row_that_misstates_a_cached_list_is_refused_as_an_uncached_one(damage):
+    """The cache holds a list read for one row; another row naming the same object (its sha256 and
+    first) but another range or count is checked as a fresh read would check it, not served the
+    cached extents (the file would read with a gap, or a list short of what its row says)."""
+    objs, full, detail, lists = _nine_batches_cached()
     bad = json.loads(json.dumps(detail))
     if damage == "end":              # the list said to end later, the inline extents moved to match
         bad["extent_lists"][-1][3] += 5
@@ -199,12 +206,7 @@ def test_a_row_that_misstates_a_cached_list_is_refused_as_an_uncached_one(damage
 def test_a_fresh_prefetch_reads_again_what_the_cache_holds():
     """Verify's read: a list object deleted or damaged since this process cached it is refused,
     as a fresh process would refuse it; a plain prefetch leaves the cache as it is."""
-    objs, full = Objects(), []
-    for b in range(9):
-        full = _append(full, 10, b)
-    detail, lists = _version(objs, 9, full, None, 2)
-    extentlists._CACHE.clear()
-    assert extentlists.resolve("commitlog/0", detail, objs.fetch) == full       # cached now
+    objs, full, detail, lists = _nine_batches_cached()
     for x in lists:
         del objs[x.object_rel]
     extentlists.prefetch([("commitlog/0", detail)], objs.fetch)

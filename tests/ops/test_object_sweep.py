@@ -10,6 +10,14 @@ the moto S3 server: a store of small batches whose manifest table compacts
   but none of that attempt's objects, nor any object the rows it commits name: the batch reads
   back as RocketMQ's golden store. A stray attempt that never committed is left to the
   dead-attempt clean-up.
+* An expire whose sweep stalls (SIGSTOP) past its lease at ``mid-sweep-delete`` while an ingest
+  takes the store over and commits a batch deletes nothing once it resumes (it checks its lease
+  before each batch of deletes): the store is RocketMQ's golden store and verifies.
+* The other paths that change an object store's manifest: a per-topic expire that runs at the
+  sweep's ``mid-sweep-delete`` (the sweep's lease lost) commits, and the store verifies with every
+  object its live rows name there, and so does a mirror cycle (make faults); while the sweep
+  holds its lease another writer is refused (make faults); repair --apply and adopt never write
+  an object store holding a manifest.
 * An expire killed (SIGKILL) in its sweep (``mid-sweep-delete`` in make test; every
   ``SWEEP_POINTS`` under ROCKETLAKE_FAULTS=all) loses nothing; its rerun finishes the sweep.
 
@@ -144,6 +152,166 @@ def test_a_sweep_racing_an_ingest_spares_its_attempt_and_what_it_names(seed, mon
     assert not st.exists(stray), "the dead attempt's objects outlived the next commit's clean-up"
 
 
+def _expire_args(uri: str, parts) -> list:
+    return [sys.executable, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "expire", uri, str(NOTHING),
+            str(objstores.now_after(parts[-2]))]
+
+
+def test_a_sweep_stalled_past_its_lease_deletes_nothing_once_another_writer_committed(seed, tmp_path):
+    from support.stall import stalled_past_lease
+    from storelib.verify import driver as verify
+    env, client, parts, cfg, tmp = seed
+    uri = objstores.copy_prefix(client, BUCKET, "seed", "stall")
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+
+    def expire(lease: dict) -> subprocess.Popen:
+        return subprocess.Popen(_expire_args(uri, parts),
+                                env=dict(os.environ, **env, **lease, ROCKETLAKE_TEST_VACUUM_HOURS="0"), **pipes)
+
+    def ingest(lease: dict) -> subprocess.Popen:          # the last batch, as the seed's were written
+        args = [sys.executable, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", uri,
+                str(parts[-1]), str(tmp / "small.properties"), f"b{objstores.BATCHES - 1}"]
+        return subprocess.Popen(args, env=dict(os.environ, **env, **lease, ROCKETLAKE_TEST_INLINE_EXTENTS="1",
+                                               ROCKETLAKE_TEST_COMPACT_MIN_ROWS="0"), **pipes)
+    with stalled_past_lease(tmp_path, 6, "mid-sweep-delete", expire, ingest, taker_point=None) as stall:
+        rc, err = stall.release_taker()
+        assert rc == 0, err[-2000:]
+        held = objstores.store_objects(client, BUCKET, "stall")
+        assert any(o.startswith(f"{objstores.OBJECTS}b{objstores.BATCHES - 1}/") for o in held)
+        assert _unnamed(client, "stall"), "the stalled sweep has nothing left to delete: the stall tests nothing"
+        rc, err = stall.resume_stalled()
+        assert rc == 0, err[-2000:]
+        assert objstores.store_objects(client, BUCKET, "stall") == held, "the sweep deleted after it lost its lease"
+        assert "lost the writer lease" in err, err[-2000:]
+    assert goldenlib.compare(golden_set("small-roll"), _export(uri, tmp / "stall-export")) == []
+    assert verify.verify_store(uri).problems == []
+
+
+def _vacuumed(st) -> None:
+    """Every replaced manifest data file vacuumed: garbage for the sweep."""
+    from storelib.format import paths
+    from storelib.table import manifest
+    dt = manifest.open_table(st, paths.MANIFEST_DIR)
+    dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    dt = None
+
+
+def _live_objects_there(client, name: str, uri: str) -> None:
+    """Every object the latest snapshot's live rows name is in the bucket, and the store verifies."""
+    import json
+
+    from storelib.io import storage
+    from storelib.table import manifest
+    from storelib.verify import driver as verify
+    live = manifest.load_snapshot(storage.Store(uri)).files.values()
+    named = objstores.with_listed(client, BUCKET, name,
+                                  set().union(*(objstores.names_of(json.loads(r["detail"])) for r in live)))
+    gone = named - set(objstores.store_objects(client, BUCKET, name))
+    assert not gone, f"{len(gone)} objects the live version names are gone, e.g. {sorted(gone)[0]}"
+    assert verify.verify_store(uri).problems == []
+
+
+def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed):
+    from storelib.io import storage
+    from storelib.ops.expire import expire
+    from storelib.table import objsweep
+    env, client, parts, cfg, tmp = seed
+    uri = objstores.copy_prefix(client, BUCKET, "seed", "topic-race")
+    st = storage.Store(uri)
+    _vacuumed(st)
+    ref = _export(uri, tmp / "topic-race-before")
+    ran = {}
+
+    def racing(point: str) -> None:
+        if point == "mid-sweep-delete":
+            ran[point] = expire(uri, None, now_ms=objstores.now_after(parts[-2]), quiet=True,
+                                topic_rules={"metrics-raw": 1})
+    got = objsweep.sweep(st, fault=racing)
+    done = ran["mid-sweep-delete"]
+    assert done["status"] == "committed" and done["consumequeue_removed"] > 0, done
+    assert got["deleted"] > 0, "the racing sweep found no garbage: it tests little"
+    _live_objects_there(client, "topic-race", uri)
+    out = _export(uri, tmp / "topic-race-after")
+    left = {os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs}
+    assert left and not left & set(done["removed"])
+    for rel in left - {"rocketlake.properties", "checkpoint"}:
+        assert filecmp.cmp(os.path.join(out, rel), os.path.join(ref, rel), shallow=False), rel
+
+
+@pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)")
+def test_a_sweep_racing_a_mirror_cycle_leaves_what_its_batch_names(seed):
+    """A store the mirror wrote in small cycles (the broker: small-roll's golden store, its safe
+    point moved by hand), swept while its last cycle commits: it reads back as the broker."""
+    from conftest import golden_set as golden
+    from support import goldenlib, mirrorhelp
+    from storelib.io import storage
+    from storelib.ops import mirror
+    from storelib.table import objsweep
+    env, client, parts, cfg, tmp = seed
+    broker = goldenlib.restore(golden("small-roll"), str(tmp / "mirror-broker"))
+    _, _, ts = mirrorhelp.records(broker)
+    uri = f"s3://{BUCKET}/mirror"
+    with objstores.small_batches():
+        for k in (400, 800, 1200, 1600, 2000):
+            mirrorhelp.set_safe(broker, int(ts[k]))
+            assert mirror.mirror_broker(broker, uri, quiet=True)["status"] == "committed"
+    st = storage.Store(uri)
+    _vacuumed(st)
+    mirrorhelp.set_safe(broker, int(ts.max()) + 1)
+    ran = {}
+
+    def racing(point: str) -> None:
+        if point == "mid-sweep-delete":
+            with objstores.small_batches():
+                ran[point] = mirror.mirror_broker(broker, uri, quiet=True)
+    got = objsweep.sweep(st, fault=racing)
+    assert ran["mid-sweep-delete"]["status"] == "committed" and got["deleted"] > 0, (ran, got)
+    _live_objects_there(client, "mirror", uri)
+    assert goldenlib.compare(golden("small-roll"), _export(uri, tmp / "mirror-export")) == []
+
+
+def test_repair_and_adopt_never_write_an_object_store_with_a_manifest(seed):
+    from conftest import golden_set as golden
+    from storelib.errors import AdoptError, RepairError
+    from storelib.ops.adopt import adopt
+    from storelib.ops.repair import repair
+    env, client, parts, cfg, tmp = seed
+    uri = f"s3://{BUCKET}/seed"
+    before = objstores.keys(client, BUCKET, "seed/")
+    with pytest.raises(RepairError, match="local stores only"):
+        repair(uri, cfg, apply=True, quiet=True)
+    with pytest.raises(AdoptError, match="already has a rocketlake manifest"):
+        adopt(None, uri, os.path.join(golden("small-roll"), "store"), cfg, quiet=True)
+    assert objstores.keys(client, BUCKET, "seed/") == before
+
+
+@pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)")
+def test_while_a_sweep_holds_its_lease_another_writer_is_refused(seed, tmp_path):
+    from storelib.errors import ConcurrentWriteError
+    from storelib.ops.expire import expire
+    from support.stall import wait_for
+    env, client, parts, cfg, tmp = seed
+    uri = objstores.copy_prefix(client, BUCKET, "seed", "held")
+    gate = str(tmp_path / "gate")
+    proc = subprocess.Popen(_expire_args(uri, parts), env=dict(os.environ, **env, ROCKETLAKE_TEST_VACUUM_HOURS="0",
+                                                               ROCKETLAKE_HOLD=f"mid-sweep-delete:{gate}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(gate + ".reached", proc)
+        held = objstores.store_objects(client, BUCKET, "held")
+        with pytest.raises(ConcurrentWriteError):
+            expire(uri, None, now_ms=objstores.now_after(parts[-2]), quiet=True, topic_rules={"metrics-raw": 1})
+        with pytest.raises(ConcurrentWriteError):
+            objstores.ingest(uri, parts[-1:], cfg, objstores.BATCHES - 1)
+        assert objstores.store_objects(client, BUCKET, "held") == held
+    finally:
+        open(gate, "w").close()
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    assert _unnamed(client, "held") == {}
+    _live_objects_there(client, "held", uri)
+
+
 def _faults_only(*values):
     return pytest.param(*values, marks=pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)"))
 
@@ -155,8 +323,7 @@ def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed
     uri = objstores.copy_prefix(client, BUCKET, "seed", f"kill-{point}")
     ref = _export(uri, tmp / f"kill-{point}-before")
     before = objstores.store_objects(client, BUCKET, f"kill-{point}")
-    args = [sys.executable, os.path.join(ROOT, "tests", "support", "local_ingest.py"), "expire", uri, str(NOTHING),
-            str(objstores.now_after(parts[-2]))]
+    args = _expire_args(uri, parts)
     run_env = dict(os.environ, **env, ROCKETLAKE_TEST_VACUUM_HOURS="0")
     r = subprocess.run(args, env=dict(run_env, ROCKETLAKE_FAULT=point), capture_output=True, text=True, timeout=300)
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])

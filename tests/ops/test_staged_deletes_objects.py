@@ -22,7 +22,7 @@ import json
 import pytest
 
 from support import objstores
-from storelib.errors import CorruptStore
+from storelib.errors import CorruptStore, StoreError
 from storelib.format import paths
 from storelib.ingest import commit as commit_stage
 from storelib.io import storage
@@ -127,3 +127,30 @@ def test_the_document_as_the_expiry_wrote_it_is_finished(seed, cut, monkeypatch)
     if cut:
         from storelib.verify import driver as verify
         assert verify.verify_store(st.uri).problems == []
+
+
+def test_a_document_whose_version_before_was_vacuumed_is_finished_and_a_forged_one_refused(seed, monkeypatch):
+    """The manifest table version before the expiry's commit vacuumed (its data files gone, as a
+    vacuum of retention 0 leaves it): the document is checked against what the sweep would
+    delete now. One that also lists an object of an attempt that never committed is refused
+    still; the document as the expiry wrote it is finished."""
+    client, parts = seed
+    name = "vacuumed"
+    st, snap, staging, doc = _interrupted(client, parts, name, monkeypatch)
+    extra = f"{paths.OBJECTS_DIR}/b9/deadattempt/local-x/commitlog/00000000000000000000.0"
+    st.write_file(extra, [b"an attempt that never committed"])
+    dt = manifest.open_table(st, paths.MANIFEST_DIR)
+    gone = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    dt = None
+    assert gone, "the vacuum removed no data file: the version before the commit still reads"
+    with pytest.raises(StoreError):
+        staged_deletes.objects_before(st, snap.batch, set(doc.files))
+    _write(st, staging, dataclasses.replace(doc, objects=doc.objects + (extra,)))
+    with pytest.raises(CorruptStore, match="is an object its removed files' rows did not name"):
+        commit_stage.finish_pending_publish(st, snap)
+    assert st.exists(extra) and all(st.exists(o) for o in doc.objects)
+    _write(st, staging, doc)
+    assert commit_stage.finish_pending_publish(st, snap) == 1
+    assert not any(st.exists(o) for o in doc.objects) and not st.exists(staging) and st.exists(extra)
+    from storelib.verify import driver as verify
+    assert verify.verify_store(st.uri).problems == []

@@ -13,7 +13,7 @@ import pytest
 
 from storelib.errors import CorruptStore
 from storelib.format import paths
-from storelib.io import extentlists, storage
+from storelib.io import extentlists, headpages, storage
 from storelib.table import objsweep
 
 OBJ = paths.OBJECTS_DIR
@@ -40,10 +40,11 @@ def _list(rel: str, obj: str, listed: list) -> tuple[bytes, list]:
 
 def test_every_object_a_row_names_counts_its_lists_contents_and_heads_included(tmp_path):
     data, entry = _list("commitlog/0", f"{OBJ}/b1/a1/t/commitlog/0.0.extents", [f"{OBJ}/b1/a1/t/commitlog/0.0"])
-    detail = {"extents": [[10, 5, f"{OBJ}/b2/a2/t/commitlog/0.0", 0]], "extent_lists": [entry],
-              "head": {"layers": [f"{OBJ}/b2/a2/t/index/x.pages"]}}
+    detail = {"extents": [[10, 5, f"{OBJ}/b2/a2/t/commitlog/0.0", 0]], "extent_lists": [entry]}
+    head = {"extents": [], "head": headpages.HeadMap.whole(40, f"{OBJ}/b2/a2/t/index/x.pages", 0).to_detail()}
     removed = {"reason": "x", "previous_detail": json.dumps({"extents": [[0, 1, f"{OBJ}/b0/a0/t/commitlog/9.0", 0]]})}
     st = _store(tmp_path, [{"path": "commitlog/0", "detail": json.dumps(detail)},
+                           {"path": "index/x", "detail": json.dumps(head)},
                            {"path": "commitlog/9", "action": "remove", "detail": json.dumps(removed)}],
                 {entry[0]: data})
     named, files = objsweep.named_objects(st)
@@ -53,10 +54,14 @@ def test_every_object_a_row_names_counts_its_lists_contents_and_heads_included(t
     # (a remove row's previous detail is a JSON string: its objects were the expiry's to delete)
 
 
+def _row(entry: list) -> dict:
+    return {"path": "commitlog/0", "detail": json.dumps({"extents": [[10, 5, f"{OBJ}/b2/a2/t/c.0", 0]],
+                                                         "extent_lists": [entry]})}
+
+
 def test_a_missing_list_object_names_nothing_more_unless_a_live_row_names_it(tmp_path):
     _, entry = _list("commitlog/0", f"{OBJ}/b1/a1/t/commitlog/0.0.extents", [f"{OBJ}/b1/a1/t/commitlog/0.0"])
-    row = {"path": "commitlog/0", "detail": json.dumps({"extents": [[10, 5, f"{OBJ}/b2/a2/t/c.0", 0]],
-                                                         "extent_lists": [entry]})}
+    row = _row(entry)
     st = _store(tmp_path, [row], {})
     named, _ = objsweep.named_objects(st)
     assert named == {entry[0], f"{OBJ}/b2/a2/t/c.0"}
@@ -64,12 +69,17 @@ def test_a_missing_list_object_names_nothing_more_unless_a_live_row_names_it(tmp
         objsweep.named_objects(st, [row])
 
 
-@pytest.mark.parametrize("damage", ["detail", "list"])
+@pytest.mark.parametrize("damage", ["detail", "list", "altered"])
 def test_what_cannot_be_read_stops_the_sweep(tmp_path, damage):
-    _, entry = _list("commitlog/0", f"{OBJ}/b1/a1/t/commitlog/0.0.extents", [f"{OBJ}/b1/a1/t/commitlog/0.0"])
-    detail = "{not json " + OBJ if damage == "detail" else json.dumps({"extents": [], "extent_lists": [entry]})
-    st = _store(tmp_path, [{"path": "commitlog/0", "detail": detail}], {entry[0]: b"not zlib"})
-    with pytest.raises(CorruptStore, match="the sweep deletes nothing"):
+    """A detail that does not parse, a list object that does not, and one whose bytes were altered
+    and still parse (it lists another object: only its sha256 tells), of a row that is not live."""
+    listed = f"{OBJ}/b1/a1/t/commitlog/0.0"
+    _, entry = _list("commitlog/0", f"{OBJ}/b1/a1/t/commitlog/0.0.extents", [listed])
+    body = {"detail": b"", "list": b"not zlib",
+            "altered": extentlists.encode("commitlog/0", 0, 10, [[0, 10, listed.replace("/t/", "/u/"), 0]])}[damage]
+    row = {"path": "commitlog/0", "detail": "{not json " + OBJ} if damage == "detail" else _row(entry)
+    st = _store(tmp_path, [row], {entry[0]: body})
+    with pytest.raises(CorruptStore, match="nothing is deleted"):
         objsweep.named_objects(st)
 
 
