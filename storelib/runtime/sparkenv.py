@@ -85,8 +85,9 @@ def quiet_jvm_boot() -> None:
     """The in-process JVM's stderr through a pipe that drops ``JVM_BOOT_NOISE`` lines and passes
     every other line on to this process's stderr (fd 2), as it comes. Wraps pyspark's
     ``launch_gateway`` for the next gateway this process starts (a no-op once one runs, or under
-    spark-submit, whose JVM is this process's parent)."""
-    import threading
+    spark-submit, whose JVM is this process's parent). At exit what the JVM has written so far is
+    passed on before the process ends (``exit_now`` skips the wait for daemon threads, and the
+    JVM outlives this process by a moment, so the pipe never ends first)."""
     try:
         from pyspark.core import context as ctx_mod
     except ImportError:                  # an older pyspark layout
@@ -95,21 +96,11 @@ def quiet_jvm_boot() -> None:
     if getattr(launch, "rocketlake_quiet", False) or getattr(ctx_mod.SparkContext, "_gateway", None):
         return
 
-    def relay(fd: int) -> None:
-        with os.fdopen(fd, "rb", buffering=0) as pipe:
-            for line in iter(pipe.readline, b""):
-                if not line.startswith(JVM_BOOT_NOISE):
-                    try:
-                        os.write(2, line)
-                    except OSError:
-                        pass
-
     def quiet_launch(conf=None, popen_kwargs=None):
         kw = dict(popen_kwargs or {})
         if "stderr" in kw:
             return launch(conf, kw)
-        r, w = os.pipe()
-        threading.Thread(target=relay, args=(r,), daemon=True, name="rocketlake-jvm-stderr").start()
+        w = _start_relay()
         kw["stderr"] = w
         try:
             return launch(conf, kw)
@@ -118,3 +109,57 @@ def quiet_jvm_boot() -> None:
 
     quiet_launch.rocketlake_quiet = True  # type: ignore[attr-defined]  # marks the wrapper as ours
     ctx_mod.launch_gateway = quiet_launch
+
+
+def _start_relay() -> int:
+    """A thread relaying lines from a new pipe to fd 2 without ``JVM_BOOT_NOISE``; returns the
+    pipe's write end. An ``atexit`` handler wakes the thread, which then relays what the pipe holds
+    (a last line without its newline too) and ends; the handler waits for it (at most 2 s)."""
+    import atexit
+    import select
+    import threading
+    r, w = os.pipe()
+    wake_r, wake_w = os.pipe()
+
+    def relay() -> None:
+        poller = select.poll()
+        poller.register(r, select.POLLIN)
+        poller.register(wake_r, select.POLLIN)
+        pending, draining, chunk = b"", False, b"-"
+        while chunk:
+            if not draining and any(fd == wake_r for fd, _ in poller.poll()):
+                draining = True
+                os.set_blocking(r, False)
+            try:
+                chunk = os.read(r, 65536)
+            except BlockingIOError:      # draining, and the pipe holds nothing more
+                chunk = b""
+            pending = _relay_lines(pending + chunk, last=not chunk)
+        os.close(r)
+
+    thread = threading.Thread(target=relay, daemon=True, name="rocketlake-jvm-stderr")
+    thread.start()
+
+    def drain() -> None:
+        os.write(wake_w, b"x")           # the pipe holds room for it: nothing else writes there
+        thread.join(2.0)
+        if not thread.is_alive():
+            os.close(wake_r)
+            os.close(wake_w)
+    atexit.register(drain)
+    return w
+
+
+def _relay_lines(data: bytes, last: bool) -> bytes:
+    """Write ``data``'s whole lines that are not boot noise to fd 2, and its unfinished tail too
+    when ``last`` (with a newline); return the tail otherwise."""
+    *lines, tail = data.split(b"\n")
+    if last and tail:
+        lines.append(tail)
+    out = b"".join(line + b"\n" for line in lines if not line.startswith(JVM_BOOT_NOISE))
+    if out:
+        try:
+            os.write(2, out)
+        except OSError:
+            pass
+    return b"" if last else tail
