@@ -1,10 +1,11 @@
 """The per-topic expire (``expire --topic``, storelib.ops.topic_retention) on an object store, on the
 moto S3 server, and what it reads on a local store.
 
-The store: two of small-roll's six parts in small batches whose manifest table compacts
-(tests/support/objstores.py, as the object sweep's tests build it), expired per topic
-(``RULES``) two hours after the second part's newest message (all of them), its vacuum of retention 0; a few
-objects under a committed attempt that no row names give the expire's sweep objects to delete.
+The store: two of small-roll's six parts as two small batches on S3 (tests/support/objstores.py,
+as the object sweep's tests build them: continued files' rows name extent-list objects),
+expired per topic (``RULES``; the other topics are kept) two hours after the second part's
+newest message, with a vacuum of retention 0; a few objects under a committed attempt that no
+row names give the expire's sweep objects to delete. The local store: the same two batches.
 
 * Reads: the plan opens the snapshot's files as every reader does
   (``storefiles.files_from_snapshot``): a manifest row ``rowcheck.check_snapshot`` refuses, and an
@@ -18,7 +19,7 @@ objects under a committed attempt that no row names give the expire's sweep obje
   the killed expire had not committed is not visible (the snapshot and the bucket as before);
   the store verifies, every object its live rows name is there, and the topics it keeps answer
   as before as of every committed batch; a rerun finishes with the manifest rows and the
-  objects of an uninterrupted run.
+  objects of an uninterrupted run, and leaves no staging.
 * A per-topic expire stopped (SIGSTOP) between its two Delta commits past its lease, while an
   ingest takes the store over and commits, never commits and deletes nothing.
 """
@@ -73,7 +74,7 @@ def seed(tmp_path_factory):
         assert r.returncode == 0, r.stderr[-2000:]
         out = json.loads(r.stdout)
         assert out["status"] == "committed" and out["consumequeue_removed"] >= 4, out
-        assert out["housekeeping"]["objects"]["deleted"] > 0, ("the sweep had nothing to delete: its points go untested", out["housekeeping"], out["removed"])
+        assert out["housekeeping"]["objects"]["deleted"] > 0, "the sweep had nothing to delete: its points go untested"
         seed_rows = _rows(f"s3://{BUCKET}/seed")
         yield env, client, parts, cfg, tmp, now, (_rows(ref), objstores.store_objects(client, BUCKET, "ref")), \
             (seed_rows, _kept_view(f"s3://{BUCKET}/seed", seed_rows[0]))
@@ -155,6 +156,7 @@ def test_a_per_topic_expire_killed_on_s3_loses_nothing_and_its_rerun_finishes(se
     assert r.returncode == 0, r.stderr[-2000:]
     assert _rows(uri) == ref_rows, point
     assert objstores.store_objects(client, BUCKET, name) == ref_objects, point
+    assert not objstores.keys(client, BUCKET, f"{name}/_rocketlake/staging/"), f"{point}: staging left behind"
     _live_objects_there(client, name, uri)
     assert _kept_view(uri, before_rows[0]) == view, f"{point}: a kept topic reads otherwise after the rerun"
 
