@@ -221,7 +221,8 @@ long: install rocketmq kafka s3proxy hdfs s3a
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
 # SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
-# of a batch continuing a store on S3 (make test: 1 of 13), and of repair (make test: 4 of 16); the
+# of a batch continuing a store on S3 (make test: 1 of 13), of a per-topic expire on S3 (make test:
+# 1 of 8), and of repair (make test: 4 of 16); the
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race);
 # the manifest table's merge racing an ingest and an expiry (make faults only).
 faults: install
@@ -230,7 +231,7 @@ faults: install
 		tests/e2e/test_merge_race.py tests/e2e/test_s3_extent_list_kills.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \
-		tests/e2e/test_commit_outcome_unknown.py
+		tests/e2e/test_commit_outcome_unknown.py tests/e2e/test_s3_topic_expire.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).

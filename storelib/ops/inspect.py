@@ -187,7 +187,7 @@ def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig 
             v = q[k]
             if v is not None and v >= 0:
                 t[k] = v if t[k] is None else fn(t[k], v)
-    _retention_columns(store, snap, cfg, topics, manifest.now_ms() if now_ms is None else now_ms)
+    _retention_columns(store, snap, cfg, files, topics, manifest.now_ms() if now_ms is None else now_ms)
     cost = disk_cost(store, snap, cfg, files)
     total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in queues),
              "bytes_readable": sum(q["bytes"] for q in queues),
@@ -216,7 +216,8 @@ def _live_store_times(snap: StoreSnapshot, topics: dict) -> tuple:
     return (min(lows) if lows else None), (max(highs) if highs else None)
 
 
-def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dict, now_ms: int) -> None:
+def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, files: StoreFiles, topics: dict,
+                       now_ms: int) -> None:
     """Per topic: its retention rule (``topicRetention``, else the store-wide ``fileReservedTime``),
     the store time of its oldest live message, and (rocketlake stores) the bytes of commitlog
     segments the store-wide rule alone would remove now that a kept message of the topic holds."""
@@ -224,7 +225,8 @@ def _retention_columns(store: storage.Store, snap, cfg: StoreConfig, topics: dic
     rules = parse_rules(cfg.extra.get("topicRetention"))
     held = {}
     if snap is not None and snap.batch is not None and rules:
-        plan = plan_topic_expiry(store, snap, cfg.fileReservedTime, rules, now_ms, cfg.mappedFileSizeCommitLog)
+        plan = plan_topic_expiry(store, snap, cfg.fileReservedTime, rules, now_ms, cfg.mappedFileSizeCommitLog,
+                                 files)
         held = plan["held_back"]
     for t in topics.values():
         name = t["topic"]

@@ -19,6 +19,10 @@ keep the store-wide rule:
   the new minimum then starts at its end, as the broker's ``correctMinOffset`` has it;
 * then, as for the store-wide rule, every queue file pointing only below the new minimum offset and
   every index file ending below it.
+
+The plan reads queue units and record heads: of the snapshot's files as every reader opens them
+(``storefiles.files_from_snapshot``), so it refuses the rows every reader refuses and reads the
+bytes every reader reads (objects, staged copies of an unfinished publish).
 """
 from __future__ import annotations
 
@@ -28,32 +32,54 @@ import numpy as np
 from ..format.config import parse_topic_retention as parse_rules   # the topicRetention map, checked with the config
 from ..format import commitlog as cl, consumequeue, records
 from ..io import storage
+from ..table import storefiles
 from ..table.rows import FileKind, ManifestRow
 from ..table.snapshots import StoreSnapshot
 
 __all__ = ["parse_rules", "plan_topic_expiry", "min_phy_offset_after", "expiry_plan"]
 
 HOUR_MS = 3600 * 1000
-def _unit_ts(store: storage.Store, r: ManifestRow, i: int, segs: dict, file_size: int):
+class _Files:
+    """The snapshot's files as every reader opens them (``storefiles.files_from_snapshot``: its rows
+    checked first, ``rowcheck.check_snapshot``, ``CorruptStore`` for rows readers refuse; a file
+    assembled from its objects on object stores; a file of a batch whose publish is unfinished read
+    from its staged copy): ``read`` of a row's file reads where a reader reads it. ``files``: the
+    snapshot's, when the caller opened them so already."""
+
+    def __init__(self, store: storage.Store, snap: StoreSnapshot, files: storefiles.StoreFiles | None = None):
+        if files is None:
+            files, _ = storefiles.files_from_snapshot(store, snap)
+        segs = {s.base: s.rel for s in files.commitlog}
+        queues = {(t, q, f.base): f.rel for (t, q), fs in files.consume_queues.items() for f in fs}
+        self.store = store
+        self.at = {r.path: segs[r.base_offset] for r in snap.of_kind(FileKind.COMMITLOG)}
+        self.at.update({r.path: queues[(str(r.topic), int(r.queue_id or 0), r.base_offset)]
+                        for r in snap.of_kind(FileKind.CONSUMEQUEUE)})
+
+    def read(self, r: ManifestRow, offset: int, size: int) -> bytes:
+        return self.store.read(self.at[r.path], offset, size)
+
+
+def _unit_ts(files: _Files, r: ManifestRow, i: int, segs: dict, file_size: int):
     """(phys, store time of its record) of unit ``i`` of a queue file (time None: record gone)."""
-    raw = store.read(r.path, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
+    raw = files.read(r, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
     if len(raw) < consumequeue.UNIT_SIZE:
         return None, None
     phys, size, _ = consumequeue.parse_unit(raw)
     seg = segs.get(phys - phys % file_size)
     if seg is None or size <= 0:
         return phys, None
-    head = store.read(seg.path, phys % file_size, min(size, cl.POS_BORNHOST + 64))
+    head = files.read(seg, phys % file_size, min(size, cl.POS_BORNHOST + 64))
     return phys, records.pickup_store_timestamp(head)
 
 
-def _newest_ts(store: storage.Store, r: ManifestRow, segs: dict, file_size: int):
+def _newest_ts(files: _Files, r: ManifestRow, segs: dict, file_size: int):
     """Store time of the record the queue file's last unit points at (None: unreadable or gone)."""
     n = int(r.count or 0)
-    return _unit_ts(store, r, n - 1, segs, file_size)[1] if n > 0 else None
+    return _unit_ts(files, r, n - 1, segs, file_size)[1] if n > 0 else None
 
 
-def _lowest_live(store: storage.Store, r: ManifestRow, segs: dict, file_size: int, cutoff: int):
+def _lowest_live(files: _Files, r: ManifestRow, segs: dict, file_size: int, cutoff: int):
     """Commitlog offset of the file's first unit whose message is newer than ``cutoff`` (store
     times rise with the offset, as a broker writes them: a binary search of O(log n) reads), None
     when every message is older."""
@@ -61,7 +87,7 @@ def _lowest_live(store: storage.Store, r: ManifestRow, segs: dict, file_size: in
     found = None
     while lo < hi:
         mid = (lo + hi) // 2
-        phys, ts = _unit_ts(store, r, mid, segs, file_size)
+        phys, ts = _unit_ts(files, r, mid, segs, file_size)
         if ts is not None and ts > cutoff:
             found, hi = phys, mid
         else:
@@ -83,14 +109,14 @@ def _max_phys(r: ManifestRow):
         return None
 
 
-def _first_live(store: storage.Store, r: ManifestRow, min_offset: int) -> int:
+def _first_live(files: _Files, r: ManifestRow, min_offset: int) -> int:
     """The queue offset of the file's first unit pointing at or above ``min_offset`` (the file's
     end when none does): the queue's minimum once the segments below go (``correctMinOffset``)."""
     first = int(r.base_offset) // consumequeue.UNIT_SIZE
     if (_min_phys(r) or 0) >= min_offset:
         return r.min_offset if r.min_offset is not None else first
     n = int(r.count or 0)
-    units = consumequeue.decode_units(store.read(r.path, 0, n * consumequeue.UNIT_SIZE))
+    units = consumequeue.decode_units(files.read(r, 0, n * consumequeue.UNIT_SIZE))
     return first + int(np.searchsorted(units["phys"].astype(np.int64), min_offset))
 
 
@@ -101,22 +127,22 @@ def _queues(snap: StoreSnapshot) -> dict:
     return {k: sorted(v, key=lambda r: r.base_offset) for k, v in sorted(queues.items())}
 
 
-def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int) -> tuple[set, set, dict]:
+def _topic_files(files: _Files, snap, queues: dict, rule_of, now_ms: int, file_size: int) -> tuple[set, set, dict]:
     """(paths of queue files the topics' rules remove, paths of queues' last files whose every
     message the rule expires (kept, as a queue keeps its last file, but pinning no segment),
     reason per path). ``rule_of(topic)``: its hours (None: kept for ever)."""
     segs = {r.base_offset: r for r in snap.of_kind(FileKind.COMMITLOG)}
     gone, idle, reasons = set(), set(), {}
-    for (topic, _qid), files in queues.items():
+    for (topic, _qid), qfiles in queues.items():
         hours = rule_of(topic)
         if hours is None:
             continue
         reserved = int(hours * HOUR_MS)
-        for k, r in enumerate(files):
-            ts = _newest_ts(store, r, segs, file_size)
+        for k, r in enumerate(qfiles):
+            ts = _newest_ts(files, r, segs, file_size)
             if ts is not None and now_ms < ts + reserved:
                 break
-            if k == len(files) - 1:
+            if k == len(qfiles) - 1:
                 idle.add(r.path)
                 break
             gone.add(r.path)
@@ -125,37 +151,24 @@ def _topic_files(store, snap, queues: dict, rule_of, now_ms: int, file_size: int
     return gone, idle, reasons
 
 
-def _map_files(store: storage.Store, snap: StoreSnapshot) -> None:
-    """Map the snapshot's commitlog and consume-queue files, which the plan reads, to their objects
-    (``storefiles.reading_path``; their list objects read first, 16 at a time)."""
-    from ..io import extentlists
-    from ..table import storefiles
-    rows = [r for k in (FileKind.COMMITLOG, FileKind.CONSUMEQUEUE) for r in snap.of_kind(k)]
-    extentlists.prefetch(((r.path, r.detail) for r in rows if r.has_detail("extent_lists")),
-                         extentlists.fetcher(store))
-    staged = storefiles.staging_batches(store)
-    for r in rows:
-        storefiles.reading_path(store, r, staged)
-
-
 def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours: float | None, rules: dict,
-                      now_ms: int, file_size: int) -> dict:
+                      now_ms: int, file_size: int, opened: storefiles.StoreFiles | None = None) -> dict:
     """The plan of ``ops.expire.plan_expiry`` (same keys) with the topics' ``rules`` ({topic: hours})
     applied, plus ``reasons`` (path -> why) and ``queue_min_offsets`` (the queues whose minimum
-    offset advances: topic, queue id, old and new minimum)."""
-    if store.objects:               # a file's bytes are in objects: read it assembled, as every reader does
-        _map_files(store, snap)
+    offset advances: topic, queue id, old and new minimum). It reads the snapshot's files as every
+    reader does (``_Files``; ``opened``: them, as ``storefiles.files_from_snapshot`` gave them)."""
+    files = _Files(store, snap, opened)
     queues = _queues(snap)
-    gone, idle, reasons = _topic_files(store, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
+    gone, idle, reasons = _topic_files(files, snap, queues, lambda t: rules.get(t, reserved_hours), now_ms, file_size)
     lowest: dict[str, int] = {}                    # topic -> lowest commitlog offset of a message it keeps
     segs_at = {r.base_offset: r for r in snap.of_kind(FileKind.COMMITLOG)}
-    for (topic, _), files in queues.items():
+    for (topic, _), qfiles in queues.items():
         hours = rules.get(topic, reserved_hours)
-        kept = [r for r in files if r.path not in gone and r.path not in idle]
+        kept = [r for r in qfiles if r.path not in gone and r.path not in idle]
         if not kept:
             continue
         m = _min_phys(kept[0]) if hours is None else \
-            _lowest_live(store, kept[0], segs_at, file_size, now_ms - int(hours * HOUR_MS))
+            _lowest_live(files, kept[0], segs_at, file_size, now_ms - int(hours * HOUR_MS))
         if m is not None:
             lowest[topic] = min(m, lowest.get(topic, m))
     live_min = min(lowest.values()) if lowest else None
@@ -169,18 +182,18 @@ def plan_topic_expiry(store: storage.Store, snap: StoreSnapshot, reserved_hours:
     held = _held_back(snap, segs, len(gone_cl), reserved_hours, now_ms, lowest, rules)
     min_offset = min_phy_offset_after(snap, segs, gone_cl)
     gone_cq, new_min = [], []
-    for (topic, qid), files in queues.items():
+    for (topic, qid), qfiles in queues.items():
         first_kept = None
-        for k, r in enumerate(files):
-            below = k < len(files) - 1 and (_max_phys(r) is None or _max_phys(r) < min_offset)
+        for k, r in enumerate(qfiles):
+            below = k < len(qfiles) - 1 and (_max_phys(r) is None or _max_phys(r) < min_offset)
             if r.path in gone or below:
                 gone_cq.append(r)
                 reasons.setdefault(r.path, f"points only below the new min phy offset {min_offset}")
             elif first_kept is None:
                 first_kept = r
-        new = _first_live(store, first_kept, min_offset) if first_kept else None
-        if new != files[0].min_offset:
-            new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": files[0].min_offset,
+        new = _first_live(files, first_kept, min_offset) if first_kept else None
+        if new != qfiles[0].min_offset:
+            new_min.append({"topic": topic, "queue_id": qid, "min_offset_before": qfiles[0].min_offset,
                             "min_offset": new})
     return expiry_plan(snap, gone_cl, gone_cq, min_offset, now_ms, reserved_hours, reasons=reasons,
                        queue_min_offsets=new_min, topic_rules=dict(rules), held_back=held)

@@ -55,7 +55,7 @@ from ..io import storage
 from . import rowobjects
 from .rows import ManifestRow
 
-__all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects"]
+__all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects", "unnamed_among"]
 
 _PREFIX = paths.OBJECTS_DIR + "/"
 DELETE_BATCH = 64                # objects deleted between two checks of the caller's lease
@@ -100,6 +100,12 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     return named.names, len(files)
 
 
+def _attempt_of(o: str) -> tuple[str, str] | None:
+    """(batch_id, attempt_id) of the attempt whose prefix holds object ``o`` (None: none does)."""
+    parts = o[len(_PREFIX):].split("/")
+    return (parts[0], parts[1]) if o.startswith(_PREFIX) and len(parts) >= 3 else None
+
+
 def unnamed_objects(store: storage.Store, committed: set[tuple[str, str]], named: set[str]) -> Sweep:
     """The objects under the prefixes of the ``committed`` attempts ((batch_id, attempt_id)) that
     ``named`` does not hold (one listing of ``_rocketlake/objects/``); objects of other attempts
@@ -112,8 +118,7 @@ def unnamed_objects(store: storage.Store, committed: set[tuple[str, str]], named
         if info.type != FileType.File or not info.path.startswith(root):
             continue
         o = info.path[len(root):]
-        parts = o[len(_PREFIX):].split("/")
-        if len(parts) < 3 or (parts[0], parts[1]) not in committed:
+        if _attempt_of(o) not in committed:
             out.uncommitted += 1
         elif o in named:
             out.kept += 1
@@ -122,10 +127,10 @@ def unnamed_objects(store: storage.Store, committed: set[tuple[str, str]], named
     return out
 
 
-def plan(store: storage.Store) -> Sweep:
-    """What ``sweep`` would delete now (reads only): the committed attempts and the live rows
-    first (the latest snapshot, from the Delta tables), then every data file's rows, then the
-    objects."""
+def _committed_and_named(store: storage.Store) -> tuple[set[tuple[str, str]], set[str], int]:
+    """(the committed attempts, the objects rows name, data files read): the committed attempts
+    and the live rows first (the latest snapshot, from the Delta tables), then every data file's
+    rows (``named_objects``)."""
     from . import manifest
     snap = manifest.load_snapshot(store, queue_offsets=False)
     committed = {(b.batch_id, b.attempt_id) for b in snap.batches if b.attempt_id}
@@ -133,9 +138,23 @@ def plan(store: storage.Store) -> Sweep:
     expected = {u.rstrip("/").rsplit("/", 1)[-1] for u in dt.file_uris()} if dt is not None else set()
     dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
     named, data_files = named_objects(store, snap.files.values(), expected)
+    return committed, named, data_files
+
+
+def plan(store: storage.Store) -> Sweep:
+    """What ``sweep`` would delete now (reads only): ``_committed_and_named``, then the objects."""
+    committed, named, data_files = _committed_and_named(store)
     out = unnamed_objects(store, committed, named)
     out.data_files = data_files
     return out
+
+
+def unnamed_among(store: storage.Store, objects: Iterable[str]) -> set[str]:
+    """Those of ``objects`` that ``plan`` finds unnamed when they are there: under a committed
+    attempt's prefix and named by no row of any data file left (the reads of ``plan`` but its
+    listing of ``_rocketlake/objects/``)."""
+    committed, named, _ = _committed_and_named(store)
+    return {o for o in objects if _attempt_of(o) in committed and o not in named}
 
 
 def sweep(store: storage.Store, check: Callable[[], None] | None = None,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from ..errors import CorruptStore, StoreError
 from ..format import paths
@@ -92,7 +92,7 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
     that the removed files' rows did not name (``objects_before``: an older version of a live
     file's object, which an ``--as-of-batch`` read still needs, is one; when that version can
     no longer be read, one the sweep would not delete now: ``_swept_of``)."""
-    def refuse(what: str) -> None:
+    def refuse(what: str) -> NoReturn:
         raise CorruptStore(document(staging), 0, f"expiry {batch.batch_id!r} (seq {batch.batch_seq}): {what}; "
                                                  "nothing was deleted")
     if (staged.batch_id, staged.batch_seq) != (batch.batch_id, batch.batch_seq):
@@ -118,7 +118,7 @@ def check(store: storage.Store, staging: str, staged: Staged, batch: Any, snap: 
         theirs = objects_before(store, batch, removed)
     except StoreError as e:
         before = str(e)
-        theirs = _swept_of(store, lambda why: refuse(
+        theirs = _swept_of(store, staged.objects, lambda why: refuse(
             f"the manifest table as it was before its commit cannot be read ({before}), nor {why}"))
     if theirs is None:
         return
@@ -147,19 +147,19 @@ def objects_before(store: storage.Store, batch: Any, removed: set[str]) -> set[s
         raise StoreError(f"version {version - 1}: {e}") from None
 
 
-def _swept_of(store: storage.Store, refuse: Callable[[str], None]) -> set[str]:
+def _swept_of(store: storage.Store, objects: tuple[str, ...], refuse: Callable[[str], NoReturn]) -> set[str]:
     """When the version before the expiry's commit cannot be read (a vacuum took its data files,
-    or a log clean-up its log), what the removed files' rows named there is unknown: the
-    objects the sweep would delete now (``objsweep.plan``: of committed attempts, named by no row
-    of any data file left, of whatever version). No readable version and no commit that can
-    still happen needs one of them, so a document may take them (its own objects are among them:
-    the rows that named them went with that version); it may take no other."""
+    or a log clean-up its log), what the removed files' rows named there is unknown: of
+    ``objects``, those the sweep would delete now when they are there (``objsweep.unnamed_among``:
+    of committed attempts, named by no row of any data file left, of whatever version). No
+    readable version and no commit that can still happen needs one of them, so a document may
+    take them (its own objects are among them: the rows that named them went with that version);
+    it may take no other."""
     from . import objsweep
     try:
-        return set(objsweep.plan(store).unnamed)
+        return objsweep.unnamed_among(store, objects)
     except StoreError as e:             # (CorruptStore too: what the retained rows name is unknown)
         refuse(f"the objects the retained rows name ({e})")
-        raise
 
 
 def removed_by(store: storage.Store, batch: Any, snap: Any) -> set[str]:

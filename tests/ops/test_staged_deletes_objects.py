@@ -27,7 +27,7 @@ from storelib.format import paths
 from storelib.ingest import commit as commit_stage
 from storelib.io import storage
 from storelib.ops import expire as retention
-from storelib.table import manifest, staged_deletes
+from storelib.table import manifest, objsweep, staged_deletes
 
 pytestmark = pytest.mark.slow
 
@@ -132,19 +132,28 @@ def test_the_document_as_the_expiry_wrote_it_is_finished(seed, cut, monkeypatch)
 def test_a_document_whose_version_before_was_vacuumed_is_finished_and_a_forged_one_refused(seed, monkeypatch):
     """The manifest table version before the expiry's commit vacuumed (its data files gone, as a
     vacuum of retention 0 leaves it): the document is checked against what the sweep would
-    delete now. One that also lists an object of an attempt that never committed is refused
+    delete now (``objsweep.unnamed_among``: ``objsweep.plan``'s answer on the objects there, an
+    older version's object of a live file and objects not there asked too). One that also lists an object of an attempt that never committed is refused
     still; the document as the expiry wrote it is finished."""
     client, parts = seed
     name = "vacuumed"
     st, snap, staging, doc = _interrupted(client, parts, name, monkeypatch)
     extra = f"{paths.OBJECTS_DIR}/b9/deadattempt/local-x/commitlog/00000000000000000000.0"
     st.write_file(extra, [b"an attempt that never committed"])
+    older = _older_versions_object(client, st, snap, name)      # (while rows still name it)
     dt = manifest.open_table(st, paths.MANIFEST_DIR)
     gone = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
     dt = None
     assert gone, "the vacuum removed no data file: the version before the commit still reads"
     with pytest.raises(StoreError):
         staged_deletes.objects_before(st, snap.batch, set(doc.files))
+    # the check's answer without listing the objects is the sweep's plan's, on every object there
+    first = snap.batches[0]
+    gone = f"{paths.OBJECTS_DIR}/{first.batch_id}/{first.attempt_id}/commitlog/never-written"
+    asked = {*doc.objects, extra, older, gone}
+    among = objsweep.unnamed_among(st, asked)
+    assert {o for o in among if st.exists(o)} == set(objsweep.plan(st).unnamed) & asked
+    assert set(doc.objects) <= among and extra not in among and st.exists(older)
     _write(st, staging, dataclasses.replace(doc, objects=doc.objects + (extra,)))
     with pytest.raises(CorruptStore, match="is an object its removed files' rows did not name"):
         commit_stage.finish_pending_publish(st, snap)
