@@ -96,16 +96,28 @@ final class SplitReader extends BatchReader {
                 pending.addFirst(next);
             }
             drain();
-            got = read(at, Math.max(n, window));
-            asked = at + got.limit();
+            // the windows after this one are asked for before this one is awaited: a split's
+            // first requests are in flight together (its first window's wait is the query's
+            // fixed cost; waiting for it before asking for the next put two round trips in series)
+            int len = (int) Math.min(Math.max(n, window), mapEnd - at);
+            CompletableFuture<ByteBuffer> first = readAhead > 0
+                ? CompletableFuture.supplyAsync(() -> read(at, len), AHEAD) : null;
+            asked = at + len;
+            askAhead();
+            got = first != null ? await(first) : read(at, len);
         }
+        askAhead();
+        return got;
+    }
+
+    /** Range reads in the background up to {@code readAhead} windows past {@code asked}. */
+    private void askAhead() {
         while (pending.size() < readAhead && asked < mapEnd) {
             long from = asked;
             int len = (int) Math.min(window, mapEnd - from);
             pending.add(new Range(from, CompletableFuture.supplyAsync(() -> read(from, len), AHEAD)));
             asked = from + len;
         }
-        return got;
     }
 
     /** map's last {@code carry} bytes (from {@code at}) followed by window {@code b}. */
