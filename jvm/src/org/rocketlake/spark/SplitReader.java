@@ -84,6 +84,13 @@ final class SplitReader extends BatchReader {
     private ByteBuffer window(long at, int n, long have) {
         ByteBuffer got = null;
         Range next = pending.poll();
+        if (next == null && readAhead == 0 && have < mapEnd && at >= mapStart && at <= have) {
+            // no read ahead: the next window is read now, from where this one ends (its last
+            // bytes, a record's head, are joined to it, not fetched again)
+            int len = (int) Math.min(window, mapEnd - have);
+            next = new Range(have, CompletableFuture.completedFuture(read(have, len)));
+            asked = have + len;
+        }
         if (next != null && next.start == have && at >= mapStart && at <= have) {
             ByteBuffer b = await(next.got);
             int carry = (int) (have - at);
