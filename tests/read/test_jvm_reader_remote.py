@@ -216,3 +216,32 @@ def test_a_time_range_fetches_at_most_its_zones_bytes(spark, store, tmp_path, ra
         assert want and got == want, (window, ahead)
         assert needed <= fetched <= bound, (window, ahead, needed, fetched, bound)
         assert bound < sum(s[5] - s[4] for s in plan["splits"]) / 3, (bound, "the range is a fraction of the store")
+
+
+def test_the_splits_of_a_segment_are_joined_before_they_are_cut_into_tasks(spark, store, tmp_path, raw_local):
+    """With one task per core, the planner's splits of one segment that follow each other are read
+    as one run cut into tasks of about equal bytes (not a task per planned split: splits of unequal
+    bytes, in waves): a full scan and a time range planned in small splits are read in fewer tasks
+    than the splits, no larger than a segment, with the local rows and the zones' bytes."""
+    from storelib.read import jvmsource
+    assert jvmsource.ensure_loadable(spark)
+    cols = ["commitlog_offset", "store_timestamp", "sha2(body, 256) AS body"]
+    local_df = spark.read.format("rocketmq").load(store)
+    ts = sorted(r["store_timestamp"] for r in _rows(local_df.select("store_timestamp")))
+    lo, hi = ts[len(ts) * 2 // 10], ts[len(ts) * 7 // 10]
+    from storelib.read.datasource import RocketMQReader
+    plan = json.loads(jvmsource.jvm_plan(RocketMQReader({"path": store, "tasksPerCore": 1}), split_bytes=20000))
+    segments = {s[0] for s in plan["splits"]}
+    assert len(plan["splits"]) >= 4 * len(segments), "several planned splits per segment"
+    remote = _as_objects(plan, tmp_path)
+    for where in (None, f"store_timestamp BETWEEN {lo} AND {hi}"):
+        df = jvmsource.load_jvm(spark, json.dumps(remote))
+        if where:
+            df = df.where(where)
+        want = _rows((local_df.where(where) if where else local_df).selectExpr(*cols))
+        before = _read_bytes(spark)
+        assert want and _rows(df.selectExpr(*cols)) == want, where
+        fetched = _read_bytes(spark) - before
+        assert fetched <= (_zone_bytes(plan, lo, hi) if where else sum(s[5] - s[4] for s in plan["splits"])), where
+        tasks = df.rdd.getNumPartitions()
+        assert tasks <= len(segments) + spark.sparkContext.defaultParallelism, (where, tasks, len(segments))
