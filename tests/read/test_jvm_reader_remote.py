@@ -174,3 +174,74 @@ def test_remote_tuning_options_are_integers():
         {"window_bytes": 65536, "read_ahead": 3}
     with pytest.raises(ValueError, match=r"option readAhead='two': expected an integer"):
         jvmsource._tuning({"readahead": "two"})
+
+
+def _zone_bytes(plan: dict, lo: int, hi: int) -> int:
+    """The bytes of the zones whose store-time range meets [lo, hi], over the plan's splits: what
+    a time range may fetch (a zone's bytes run to the next zone's start, the last one's to its
+    split's stop, within the segment's valid bytes)."""
+    total = 0
+    for s in plan["splits"]:
+        base, valid, stop, zones = s[2], s[3], s[5], s[8]
+        assert zones, "every split of this store starts on a zone"
+        ends = [z[0] for z in zones[1:]] + [min(stop, base + valid)]
+        total += sum(end - z[0] for z, end in zip(zones, ends) if z[2] >= lo and z[1] <= hi)
+    return total
+
+
+def test_a_time_range_fetches_at_most_its_zones_bytes(spark, store, tmp_path, raw_local):
+    """The bound on a store-time range's fetch: at most the bytes of the zones its range meets
+    (1.0x of them: no window, read ahead or task cut fetches a byte past them, nor any byte
+    twice: with no read ahead, a window's last bytes, a record's head, are joined to the next
+    window, not fetched again), and at least the matching records' bytes; with windows smaller
+    than a zone, no read ahead, one and three range reads in flight at once."""
+    from storelib.read import jvmsource
+    assert jvmsource.ensure_loadable(spark)
+    local_df = spark.read.format("rocketmq").load(store)
+    ts = sorted(r["store_timestamp"] for r in _rows(local_df.select("store_timestamp")))
+    lo, hi = ts[len(ts) * 45 // 100], ts[len(ts) * 55 // 100]
+    where = f"store_timestamp BETWEEN {lo} AND {hi}"
+    cols = ["commitlog_offset", "store_timestamp", "sha2(body, 256) AS body"]
+    want = _rows(local_df.where(where).selectExpr(*cols))
+    needed = local_df.where(where).selectExpr("sum(store_size)").collect()[0][0]
+    for window, ahead in ((None, None), (3000, 0), (3000, 1), (3000, 3)):
+        options = {k: v for k, v in (("windowBytes", window), ("readAhead", ahead)) if v is not None}
+        plan = _plan(store, **options)
+        bound = _zone_bytes(plan, lo, hi)
+        (tmp_path / f"w{window}-{ahead}").mkdir()
+        remote = _as_objects(plan, tmp_path / f"w{window}-{ahead}")
+        before = _read_bytes(spark)
+        got = _rows(jvmsource.load_jvm(spark, json.dumps(remote)).where(where).selectExpr(*cols))
+        fetched = _read_bytes(spark) - before
+        assert want and got == want, (window, ahead)
+        assert needed <= fetched <= bound, (window, ahead, needed, fetched, bound)
+        assert bound < sum(s[5] - s[4] for s in plan["splits"]) / 3, (bound, "the range is a fraction of the store")
+
+
+def test_the_splits_of_a_segment_are_joined_before_they_are_cut_into_tasks(spark, store, tmp_path, raw_local):
+    """With one task per core, the planner's splits of one segment that follow each other are read
+    as one run cut into tasks of about equal bytes (not a task per planned split: splits of unequal
+    bytes, in waves): a full scan and a time range planned in small splits are read in fewer tasks
+    than the splits, no larger than a segment, with the local rows and the zones' bytes."""
+    from storelib.read import jvmsource
+    assert jvmsource.ensure_loadable(spark)
+    cols = ["commitlog_offset", "store_timestamp", "sha2(body, 256) AS body"]
+    local_df = spark.read.format("rocketmq").load(store)
+    ts = sorted(r["store_timestamp"] for r in _rows(local_df.select("store_timestamp")))
+    lo, hi = ts[len(ts) * 2 // 10], ts[len(ts) * 7 // 10]
+    from storelib.read.datasource import RocketMQReader
+    plan = json.loads(jvmsource.jvm_plan(RocketMQReader({"path": store, "tasksPerCore": 1}), split_bytes=20000))
+    segments = {s[0] for s in plan["splits"]}
+    assert len(plan["splits"]) >= 4 * len(segments), "several planned splits per segment"
+    remote = _as_objects(plan, tmp_path)
+    for where in (None, f"store_timestamp BETWEEN {lo} AND {hi}"):
+        df = jvmsource.load_jvm(spark, json.dumps(remote))
+        if where:
+            df = df.where(where)
+        want = _rows((local_df.where(where) if where else local_df).selectExpr(*cols))
+        before = _read_bytes(spark)
+        assert want and _rows(df.selectExpr(*cols)) == want, where
+        fetched = _read_bytes(spark) - before
+        assert fetched <= (_zone_bytes(plan, lo, hi) if where else sum(s[5] - s[4] for s in plan["splits"])), where
+        tasks = df.rdd.getNumPartitions()
+        assert tasks <= len(segments) + spark.sparkContext.defaultParallelism, (where, tasks, len(segments))

@@ -207,8 +207,12 @@ final class Plan implements Serializable {
         }
 
         /** {@code splits} with each one that has zones cut on zone starts into pieces of about
-         *  total / {@code tasks} bytes (a split without zones, or one zone, stays whole). */
+         *  total / {@code tasks} bytes (a split without zones, or one zone, stays whole), after
+         *  joining the splits of one segment that follow each other: the planner's splits of a
+         *  segment (about 256 MiB each, the last one shorter) would otherwise be tasks of unequal
+         *  bytes, in waves (four of 256, 256, 256 and 70 MiB on two cores: one core reads 61%). */
         static List<Split> even(List<Split> splits, long tasks) {
+            splits = joined(splits);
             long total = 0;
             for (Split s : splits) {
                 total += s.stop - s.start;
@@ -241,6 +245,32 @@ final class Plan implements Serializable {
                     }
                 }
             }
+            return out;
+        }
+
+        /** {@code splits} with each run of splits of one file, each with zones, each starting
+         *  where the one before stops, as one split. */
+        static List<Split> joined(List<Split> splits) {
+            List<Split> out = new ArrayList<>();
+            for (Split s : splits) {
+                Split last = out.isEmpty() ? null : out.get(out.size() - 1);
+                if (last != null && last.zoneStart != null && s.zoneStart != null && last.file.equals(s.file)
+                    && last.stop == s.start) {
+                    out.set(out.size() - 1, new Split(s.file, s.rel, s.base, s.valid, last.start, s.stop,
+                        last.minTs == null || s.minTs == null ? null : Math.min(last.minTs, s.minTs),
+                        last.maxTs == null || s.maxTs == null ? null : Math.max(last.maxTs, s.maxTs),
+                        concat(last.zoneStart, s.zoneStart), concat(last.zoneMinTs, s.zoneMinTs),
+                        concat(last.zoneMaxTs, s.zoneMaxTs), s.source));
+                } else {
+                    out.add(s);
+                }
+            }
+            return out;
+        }
+
+        private static long[] concat(long[] a, long[] b) {
+            long[] out = java.util.Arrays.copyOf(a, a.length + b.length);
+            System.arraycopy(b, 0, out, a.length, b.length);
             return out;
         }
 

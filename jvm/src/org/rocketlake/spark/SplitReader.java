@@ -84,6 +84,13 @@ final class SplitReader extends BatchReader {
     private ByteBuffer window(long at, int n, long have) {
         ByteBuffer got = null;
         Range next = pending.poll();
+        if (next == null && readAhead == 0 && have < mapEnd && at >= mapStart && at <= have) {
+            // no read ahead: the next window is read now, from where this one ends (its last
+            // bytes, a record's head, are joined to it, not fetched again)
+            int len = (int) Math.min(window, mapEnd - have);
+            next = new Range(have, CompletableFuture.completedFuture(read(have, len)));
+            asked = have + len;
+        }
         if (next != null && next.start == have && at >= mapStart && at <= have) {
             ByteBuffer b = await(next.got);
             int carry = (int) (have - at);
@@ -96,16 +103,28 @@ final class SplitReader extends BatchReader {
                 pending.addFirst(next);
             }
             drain();
-            got = read(at, Math.max(n, window));
-            asked = at + got.limit();
+            // the windows after this one are asked for before this one is awaited: a split's
+            // first requests are in flight together (its first window's wait is the query's
+            // fixed cost; waiting for it before asking for the next put two round trips in series)
+            int len = (int) Math.min(Math.max(n, window), mapEnd - at);
+            CompletableFuture<ByteBuffer> first = readAhead > 0
+                ? CompletableFuture.supplyAsync(() -> read(at, len), AHEAD) : null;
+            asked = at + len;
+            askAhead();
+            got = first != null ? await(first) : read(at, len);
         }
+        askAhead();
+        return got;
+    }
+
+    /** Range reads in the background up to {@code readAhead} windows past {@code asked}. */
+    private void askAhead() {
         while (pending.size() < readAhead && asked < mapEnd) {
             long from = asked;
             int len = (int) Math.min(window, mapEnd - from);
             pending.add(new Range(from, CompletableFuture.supplyAsync(() -> read(from, len), AHEAD)));
             asked = from + len;
         }
-        return got;
     }
 
     /** map's last {@code carry} bytes (from {@code at}) followed by window {@code b}. */
