@@ -21,8 +21,7 @@ from conftest import ROOT, golden_set
 PY = sys.executable
 BIN = os.path.dirname(PY)
 BUCKET = "rl-gcs"
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 
 
 # The emulator serves one request at a time (http.server.HTTPServer): a reader that leaves one

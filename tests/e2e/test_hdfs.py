@@ -35,8 +35,7 @@ store_tests = pytest.mark.skipif(not (os.environ.get("ROCKETLAKE_BACKENDS") or o
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 CUT = 1700
 
 

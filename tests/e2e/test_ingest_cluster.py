@@ -26,8 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(netns.unavailable() is None,
 
 PY = sys.executable
 BIN = os.path.dirname(PY)
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 
 
 def free_port() -> int:

@@ -45,8 +45,7 @@ pytestmark = pytest.mark.slow
 
 PY = sys.executable
 RUNNER = os.path.join(ROOT, "tests", "support", "ingest_runner.py")
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 CUT = 1513
 
 # point -> ROCKETLAKE_FAULT_SKIP (let it pass a few times: a later file, a partly done publish)

@@ -92,8 +92,7 @@ from conftest import ROOT, golden_set
 PY = sys.executable
 BIN = os.path.dirname(PY)
 HERE = os.path.abspath(__file__)
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 BUCKET = "rocketlake-race"
 WAIT_S = 300                      # any single wait of a round (a hang fails the test, not the suite)
 

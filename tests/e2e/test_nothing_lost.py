@@ -33,8 +33,7 @@ from storelib.errors import LeaseLost
 pytestmark = pytest.mark.slow          # processes of their own: `make check` runs tests/ingest/test_local_store.py
 
 RUNNER = os.path.join(ROOT, "tests", "support", "local_ingest.py")
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 CUT = 1513
 
 

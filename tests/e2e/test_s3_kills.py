@@ -32,8 +32,7 @@ pytestmark = pytest.mark.slow
 
 PY = sys.executable
 BUCKET = "rocketlake-kills"
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 CUT = 1700
 # the driver's steps and both stages' writers as an object store runs them (no publish there)
 POINTS = ("after-lease", "after-scan", "after-plan", "encode-split", "mid-records-write", "mid-segment-write",

@@ -18,8 +18,7 @@ from conftest import ROOT, golden_set
 
 PY = sys.executable
 BUCKET = "rocketlake-small"
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 
 
 def test_export_stays_golden_after_several_small_batches(tmp_path, monkeypatch):

@@ -24,8 +24,7 @@ from storelib.ingest.driver import run_ingest
 from storelib.errors import IngestError
 from storelib.format import paths
 
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 CFG = load_config(None, SMALL)
 NO_TOPICS = topics_mod.Topics({}, 4)
 

@@ -19,8 +19,7 @@ from storelib.ingest.driver import run_ingest
 from storelib.runtime.localrun import LocalSession
 from storelib.format import paths
 
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 
 
 def test_two_batches_in_process_give_rocketmq_bytes(tmp_path):

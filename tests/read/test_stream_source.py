@@ -10,13 +10,13 @@ import threading
 import pytest
 
 from conftest import golden_set
+from support import goldenlib
 
 from storelib.format.config import load_config
 
 pytestmark = pytest.mark.spark
 
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 PARTS = ((0, 1000), (1000, 2000), (2000, 3000))
 
 

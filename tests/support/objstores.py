@@ -21,10 +21,9 @@ from contextlib import contextmanager
 import pytest
 
 from conftest import golden_set
-from support import s3server
+from support import goldenlib, s3server
 
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 BATCHES = 6
 OBJECTS = "_rocketlake/objects/"
 

@@ -12,8 +12,7 @@ from conftest import GOLDEN, ROOT, golden_set
 
 from storelib.format.config import load_config
 
-SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600, "maxHashSlotNum": 64,
-         "maxIndexNum": 256}
+SMALL = goldenlib.SMALL_ROLL_CONFIG
 PY = sys.executable
 SUBMIT = os.path.join(os.path.dirname(PY), "spark-submit")
 
