@@ -45,7 +45,10 @@ once another writer may have taken the store over.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +63,8 @@ __all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects", "unname
 _PREFIX = paths.OBJECTS_DIR + "/"
 DELETE_BATCH = 64                # objects deleted between two checks of the caller's lease
 _COLUMNS = ("action", "path", "staged_path", "detail")
+_READ_AHEAD = 8                  # manifest data files opened (and small ones read) ahead of their rows
+_SMALL_DATA_FILE = 8 << 20       # a data file read whole ahead: its rows' bytes at most this
 
 
 @dataclass
@@ -78,7 +83,6 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     there (``CorruptStore`` otherwise); ``expected``: names of data files the listing must hold
     (the latest version's, read before it: a listing that misses one is not trusted,
     ``StoreError``). A data file that cannot be read: ``CorruptStore``."""
-    import pyarrow.parquet as pq
     named = rowobjects.Named(store, strict=True)
     named.add((ManifestRow.of(r) for r in live_rows), live=True)
     files = [f for f in store.list_files(paths.MANIFEST_DIR, recursive=False) if f.endswith(".parquet")]
@@ -86,18 +90,38 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     if missed:
         raise StoreError(f"the listing of {paths.MANIFEST_DIR} misses {sorted(missed)[0]}, a data file of its "
                          "latest version: the sweep deletes nothing")
-    for f in files:
-        try:
-            pf = pq.ParquetFile(store.path(f), filesystem=store.fs)
-            cols = [c for c in _COLUMNS if c in pf.schema_arrow.names]
-            for batch in pf.iter_batches(batch_size=4096, columns=cols):    # (a row group's rows at a time)
-                named.add(ManifestRow(r) for r in batch.to_pylist())
-        except StoreError:
-            raise
-        except Exception as e:  # noqa: BLE001 - Arrow's errors of a file gone or damaged
-            raise CorruptStore(f, 0, f"a manifest data file that cannot be read ({e}): what its rows name is "
-                                     "unknown, so the sweep deletes nothing") from None
+    with ThreadPoolExecutor(_READ_AHEAD) as pool:
+        todo = iter(files)
+        ahead = deque((f, pool.submit(_open_data_file, store, f)) for f in islice(todo, _READ_AHEAD))
+        while ahead:
+            f, opened = ahead.popleft()
+            following = next(todo, None)
+            if following is not None:
+                ahead.append((following, pool.submit(_open_data_file, store, following)))
+            try:
+                pf, cols, table = opened.result()
+                batches = table.to_batches(4096) if table is not None else \
+                    pf.iter_batches(batch_size=4096, columns=cols)             # (a row group's rows at a time)
+                for batch in batches:
+                    named.add(ManifestRow(r) for r in batch.to_pylist())
+            except StoreError:
+                raise
+            except Exception as e:  # noqa: BLE001 - Arrow's errors of a file gone or damaged
+                raise CorruptStore(f, 0, f"a manifest data file that cannot be read ({e}): what its rows name is "
+                                         "unknown, so the sweep deletes nothing") from None
     return named.names, len(files)
+
+
+def _open_data_file(store: storage.Store, f: str) -> tuple[Any, list[str], Any]:
+    """(ParquetFile, the columns to read, its rows as a table when they are at most
+    ``_SMALL_DATA_FILE`` bytes, else None): run ``_READ_AHEAD`` files ahead of the one whose rows
+    are taken, so the requests of the files (an open, a footer, a row group each: most of an
+    object store's time per file) overlap; a large file's rows are streamed by the caller."""
+    import pyarrow.parquet as pq
+    pf = pq.ParquetFile(store.path(f), filesystem=store.fs)
+    cols = [c for c in _COLUMNS if c in pf.schema_arrow.names]
+    size = sum(pf.metadata.row_group(i).total_byte_size for i in range(pf.num_row_groups))
+    return pf, cols, (pf.read(columns=cols) if size <= _SMALL_DATA_FILE else None)
 
 
 def _attempt_of(o: str) -> tuple[str, str] | None:
