@@ -121,19 +121,6 @@ def _kept_view(uri: str, batches: list) -> dict:
     return out
 
 
-def _live_objects_there(client, name: str, uri: str) -> None:
-    """Every object the latest snapshot's live rows name is in the bucket, and the store verifies."""
-    from storelib.io import storage
-    from storelib.table import manifest
-    from storelib.verify import driver as verify
-    live = manifest.load_snapshot(storage.Store(uri)).files.values()
-    named = objstores.with_listed(client, BUCKET, name,
-                                  set().union(*(objstores.names_of(json.loads(r["detail"])) for r in live)))
-    gone = named - set(objstores.store_objects(client, BUCKET, name))
-    assert not gone, f"{len(gone)} objects the live version names are gone, e.g. {sorted(gone)[0]}"
-    assert verify.verify_store(uri).problems == []
-
-
 @pytest.mark.parametrize("point", KILL_POINTS)
 def test_a_per_topic_expire_killed_on_s3_loses_nothing_and_its_rerun_finishes(seed, point, tmp_path):
     env, client, parts, cfg, tmp, now, (ref_rows, ref_objects), (before_rows, view) = seed
@@ -150,14 +137,14 @@ def test_a_per_topic_expire_killed_on_s3_loses_nothing_and_its_rerun_finishes(se
         assert objstores.store_objects(client, BUCKET, name) == before_objects, point
     else:
         assert cut == ref_rows, point
-    _live_objects_there(client, name, uri)
+    objstores.live_objects_there(client, BUCKET, name, uri)
     assert _kept_view(uri, before_rows[0]) == view, f"{point}: a kept topic reads otherwise"
     r = _expire(env, uri, now)
     assert r.returncode == 0, r.stderr[-2000:]
     assert _rows(uri) == ref_rows, point
     assert objstores.store_objects(client, BUCKET, name) == ref_objects, point
     assert not objstores.keys(client, BUCKET, f"{name}/_rocketlake/staging/"), f"{point}: staging left behind"
-    _live_objects_there(client, name, uri)
+    objstores.live_objects_there(client, BUCKET, name, uri)
     assert _kept_view(uri, before_rows[0]) == view, f"{point}: a kept topic reads otherwise after the rerun"
 
 
@@ -189,7 +176,7 @@ def test_a_per_topic_expire_stalled_past_its_lease_on_s3_never_commits(seed, tmp
     assert batches == before_rows[0] + [f"b{SEED}"], batches
     assert set(before_rows[1]) <= set(files), "a file the stalled expiry would remove is gone"
     assert objstores.store_objects(client, BUCKET, "stall") == taken and set(before) <= set(taken)
-    _live_objects_there(client, "stall", uri)
+    objstores.live_objects_there(client, BUCKET, "stall", uri)
     assert _kept_view(uri, before_rows[0]) == view
 
 

@@ -196,21 +196,6 @@ def _vacuumed(st) -> None:
     dt = None
 
 
-def _live_objects_there(client, name: str, uri: str) -> None:
-    """Every object the latest snapshot's live rows name is in the bucket, and the store verifies."""
-    import json
-
-    from storelib.io import storage
-    from storelib.table import manifest
-    from storelib.verify import driver as verify
-    live = manifest.load_snapshot(storage.Store(uri)).files.values()
-    named = objstores.with_listed(client, BUCKET, name,
-                                  set().union(*(objstores.names_of(json.loads(r["detail"])) for r in live)))
-    gone = named - set(objstores.store_objects(client, BUCKET, name))
-    assert not gone, f"{len(gone)} objects the live version names are gone, e.g. {sorted(gone)[0]}"
-    assert verify.verify_store(uri).problems == []
-
-
 def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed):
     from storelib.io import storage
     from storelib.ops.expire import expire
@@ -230,7 +215,7 @@ def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed):
     done = ran["mid-sweep-delete"]
     assert done["status"] == "committed" and done["consumequeue_removed"] > 0, done
     assert got["deleted"] > 0, "the racing sweep found no garbage: it tests little"
-    _live_objects_there(client, "topic-race", uri)
+    objstores.live_objects_there(client, BUCKET, "topic-race", uri)
     out = _export(uri, tmp / "topic-race-after")
     left = {os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs}
     assert left and not left & set(done["removed"])
@@ -266,7 +251,7 @@ def test_a_sweep_racing_a_mirror_cycle_leaves_what_its_batch_names(seed):
                 ran[point] = mirror.mirror_broker(broker, uri, quiet=True)
     got = objsweep.sweep(st, fault=racing)
     assert ran["mid-sweep-delete"]["status"] == "committed" and got["deleted"] > 0, (ran, got)
-    _live_objects_there(client, "mirror", uri)
+    objstores.live_objects_there(client, BUCKET, "mirror", uri)
     assert goldenlib.compare(golden("small-roll"), _export(uri, tmp / "mirror-export")) == []
 
 
@@ -309,7 +294,7 @@ def test_while_a_sweep_holds_its_lease_another_writer_is_refused(seed, tmp_path)
         _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-2000:]
     assert _unnamed(client, "held") == {}
-    _live_objects_there(client, "held", uri)
+    objstores.live_objects_there(client, BUCKET, "held", uri)
 
 
 def _faults_only(*values):

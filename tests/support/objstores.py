@@ -171,3 +171,15 @@ def latest_data_files(uri: str) -> list:
     out = [u.split("://", 1)[1].split("/", 1)[1] for u in dt.file_uris()]
     dt = None
     return out
+
+
+def live_objects_there(client, bucket: str, name: str, uri: str) -> None:
+    """Every object the latest snapshot's live rows name is in the bucket, and the store verifies."""
+    from storelib.io import storage
+    from storelib.table import manifest
+    from storelib.verify import driver as verify
+    live = manifest.load_snapshot(storage.Store(uri)).files.values()
+    named = with_listed(client, bucket, name, set().union(*(names_of(json.loads(r["detail"])) for r in live)))
+    gone = named - set(store_objects(client, bucket, name))
+    assert not gone, f"{len(gone)} objects the live version names are gone, e.g. {sorted(gone)[0]}"
+    assert verify.verify_store(uri).problems == []
