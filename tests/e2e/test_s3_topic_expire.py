@@ -21,7 +21,8 @@ row names give the expire's sweep objects to delete. The local store: the same t
   as before as of every committed batch; a rerun finishes with the manifest rows and the
   objects of an uninterrupted run, and leaves no staging.
 * A per-topic expire stopped (SIGSTOP) between its two Delta commits past its lease, while an
-  ingest takes the store over and commits, never commits and deletes nothing.
+  ingest takes the store over and commits, never commits and deletes nothing (under
+  ROCKETLAKE_FAULTS=all, as the S3 case of a damaged queue row).
 """
 from __future__ import annotations
 
@@ -148,6 +149,7 @@ def test_a_per_topic_expire_killed_on_s3_loses_nothing_and_its_rerun_finishes(se
     assert _kept_view(uri, before_rows[0]) == view, f"{point}: a kept topic reads otherwise after the rerun"
 
 
+@pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all); make test stalls the local one (test_crash_ops)")
 def test_a_per_topic_expire_stalled_past_its_lease_on_s3_never_commits(seed, tmp_path):
     """Stopped (SIGSTOP) between its two Delta commits for longer than its lease while an ingest
     takes the stale lease and commits the next part: once resumed it finds the lease gone, exits
@@ -244,8 +246,9 @@ DAMAGES = {
 }
 
 
-@pytest.mark.parametrize("where,damage", [("local", "queue-valid-bytes-10"), ("s3", "queue-valid-bytes-10"),
-                                          ("s3", "index-extents")])
+# (make test: a row check_snapshot refuses on a local store, damaged extents on S3; both on S3 under make faults)
+@pytest.mark.parametrize("where,damage", [("local", "queue-valid-bytes-10"), ("s3", "index-extents")]
+                         + ([("s3", "queue-valid-bytes-10")] if ALL else []))
 def test_a_damaged_row_makes_a_per_topic_expire_refuse_and_change_nothing(seed, where, damage, tmp_path):
     from storelib.ops.expire import expire
     from storelib.read.query import open_store
