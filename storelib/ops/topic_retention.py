@@ -39,6 +39,8 @@ from ..table.snapshots import StoreSnapshot
 __all__ = ["parse_rules", "plan_topic_expiry", "min_phy_offset_after", "expiry_plan"]
 
 HOUR_MS = 3600 * 1000
+
+
 class _Files:
     """The snapshot's files as every reader opens them (``storefiles.files_from_snapshot``: its rows
     checked first, ``rowcheck.check_snapshot``, ``CorruptStore`` for rows readers refuse; a file
