@@ -37,7 +37,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from support import objstores
+from support import objstores, opshelp
 from storelib.errors import CorruptStore
 from storelib.runtime.faults import EXPIRE_POINTS, SWEEP_POINTS
 
@@ -188,40 +188,6 @@ def test_every_kill_point_is_one_the_expire_passes():
 
 
 # ----------------------------------------------------------------------------- what the plan reads
-def _edit_row(uri: str, pick, edit) -> None:
-    """``edit(row)`` on the first live manifest row ``pick`` accepts: the manifest table rewritten
-    with every row it holds (as an edit of its Parquet file would leave it), the snapshot cache
-    dropped."""
-    import pyarrow as pa
-    from deltalake import write_deltalake
-    from storelib.format import paths
-    from storelib.io import storage
-    from storelib.table import manifest, tableread
-    st = storage.Store(uri)
-    live = manifest.load_snapshot(st).files
-    dt = manifest.open_table(st, paths.MANIFEST_DIR)
-    rows = manifest.read_rows(dt)
-    dt = None
-    hit = next(r for r in sorted(rows, key=lambda r: r["path"])
-               if r["action"] == "add" and live.get(r["path"]) == r and pick(r))
-    edit(hit)
-    write_deltalake(tableread.table_uri(st, paths.MANIFEST_DIR), pa.Table.from_pylist(rows, schema=manifest.MANIFEST_SCHEMA),
-                    mode="overwrite", storage_options=storage.delta_storage_options(uri))
-    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
-        if st.exists(rel):
-            st.delete(rel)
-
-
-def _tree(store: str) -> dict:
-    """Every file of a local store, the Delta tables' included -> sha256 of its bytes."""
-    out = {}
-    for d, _, fs in os.walk(store):
-        for f in fs:
-            with open(os.path.join(d, f), "rb") as fh:
-                out[os.path.relpath(os.path.join(d, f), store)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
-
-
 def _bucket(client, prefix: str) -> dict:
     """key -> (size, ETag) of every object under ``prefix/``, the Delta tables' included."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
@@ -259,12 +225,12 @@ def test_a_damaged_row_makes_a_per_topic_expire_refuse_and_change_nothing(seed, 
         shutil.copytree(tmp / "local", uri)
     else:
         uri = objstores.copy_prefix(client, BUCKET, "seed", name)
-    _edit_row(uri, *DAMAGES[damage])
+    opshelp.edit_row(uri, *DAMAGES[damage])
     with pytest.raises(CorruptStore):
         open_store(uri)                    # (what every reader refuses)
 
     def state():
-        return _tree(uri) if where == "local" else _bucket(client, name)
+        return opshelp.tree_digest(uri) if where == "local" else _bucket(client, name)
     before = state()
     for dry in (True, False):
         with pytest.raises(CorruptStore) as e:

@@ -8,17 +8,15 @@ Parquet file would leave it): a path named twice, a segment's or a queue file's 
 to 10."""
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 
-import pyarrow as pa
 import pytest
 
 from conftest import ROOT
-from support.opshelp import small_config
+from support.opshelp import edit_row, small_config, tree_digest
 from storelib.errors import CorruptStore
 from storelib.io import storage
 from storelib.table import manifest, rowcheck
@@ -42,36 +40,10 @@ def _ingest(store: str, path: str) -> dict:
     return run_ingest(LocalSession(), store, path, "jsonl", small_config(), quiet=True)
 
 
-def tree_digest(store: str) -> dict:
-    """Every file of the store (the Delta tables too) -> sha256 of its bytes."""
-    out = {}
-    for d, _, fs in os.walk(store):
-        for f in fs:
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, store)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
-
-
 def edit_rows(store: str, pick, **changes) -> dict:
-    """Change the first live manifest row ``pick`` accepts, in place: the manifest table
-    rewritten with every row it holds, one of them edited. Returns the row as it was."""
-    from deltalake import write_deltalake
-    s = storage.Store(store)
-    live = manifest.load_snapshot(s).files
-    dt = manifest.open_table(s, "_rocketlake/manifest")
-    rows = manifest.read_rows(dt)
-    dt = None
-    hit = next(r for r in sorted(rows, key=lambda r: r["path"])
-               if r["action"] == "add" and live.get(r["path"]) == r and pick(r))
-    before = dict(hit)
-    hit.update(changes)
-    write_deltalake(os.path.join(store, "_rocketlake", "manifest"),
-                    pa.Table.from_pylist(rows, schema=manifest.MANIFEST_SCHEMA), mode="overwrite")
-    for f in os.listdir(os.path.join(store, "_rocketlake")):
-        if f.startswith("snapshot-cache"):
-            os.remove(os.path.join(store, "_rocketlake", f))
-    return before
+    """Change the first live manifest row ``pick`` accepts, in place (``opshelp.edit_row``).
+    Returns the row as it was."""
+    return edit_row(store, pick, lambda r: r.update(changes))
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Helpers shared by the store-operations tests (inspect, verify, expire, import)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -82,3 +83,40 @@ def write_messages(src_jsonl: str, out: str, start: int, n: int) -> str:
             if i >= start:
                 o.write(line)
     return out
+
+
+def tree_digest(store: str) -> dict:
+    """Every file of a local store (the Delta tables too) -> sha256 of its bytes."""
+    out = {}
+    for d, _, fs in os.walk(store):
+        for f in fs:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, store)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def edit_row(uri: str, pick, edit) -> dict:
+    """``edit(row)`` on the first live manifest row ``pick`` accepts, in place (a local or an
+    object store): the manifest table rewritten with every row it holds (as an edit of its
+    Parquet file would leave it), the snapshot cache dropped. Returns the row as it was."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from storelib.format import paths
+    from storelib.io import storage
+    from storelib.table import manifest, tableread
+    st = storage.Store(uri)
+    live = manifest.load_snapshot(st).files
+    dt = manifest.open_table(st, paths.MANIFEST_DIR)
+    rows = manifest.read_rows(dt)
+    dt = None
+    hit = next(r for r in sorted(rows, key=lambda r: r["path"])
+               if r["action"] == "add" and live.get(r["path"]) == r and pick(r))
+    before = dict(hit)
+    edit(hit)
+    write_deltalake(tableread.table_uri(st, paths.MANIFEST_DIR), pa.Table.from_pylist(rows, schema=manifest.MANIFEST_SCHEMA),
+                    mode="overwrite", storage_options=storage.delta_storage_options(uri))
+    for rel in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA):
+        if st.exists(rel):
+            st.delete(rel)
+    return before
