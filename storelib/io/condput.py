@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import UnsafeObjectStore
 from . import objstore
+from .filesystems import s3_client
 
 __all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "refuse_locking_provider", "probe"]
 
@@ -58,23 +58,6 @@ def needs_probe(uri: str) -> bool:
     return (delta_storage_options(uri) or {}).get("AWS_CONDITIONAL_PUT") == "etag"
 
 
-def _client(settings: dict[str, str]) -> Any:        # a botocore S3 client (botocore has no types)
-    import botocore.session
-    from botocore.config import Config
-    kw: dict[str, str | None] = {}
-    if settings.get("AWS_ENDPOINT_URL"):
-        kw["endpoint_url"] = settings["AWS_ENDPOINT_URL"]
-    if settings.get("AWS_ACCESS_KEY_ID") and settings.get("AWS_SECRET_ACCESS_KEY"):
-        kw.update(aws_access_key_id=settings["AWS_ACCESS_KEY_ID"],
-                  aws_secret_access_key=settings["AWS_SECRET_ACCESS_KEY"],
-                  aws_session_token=settings.get("AWS_SESSION_TOKEN") or None)
-    # path-style addressing at a custom endpoint, as pyarrow and delta-rs use it
-    cfg = Config(s3={"addressing_style": "path"} if "endpoint_url" in kw else {},
-                 retries={"max_attempts": 2, "mode": "standard"}, connect_timeout=10, read_timeout=30)
-    return botocore.session.get_session().create_client(
-        "s3", region_name=settings.get("AWS_REGION") or "us-east-1", config=cfg, **kw)
-
-
 def _code(err: Exception) -> tuple[str, str, str]:
     """(error code, HTTP status, Server header) of a botocore ClientError."""
     resp = getattr(err, "response", {}) or {}
@@ -87,11 +70,10 @@ def probe(uri: str) -> tuple[bool, str]:
     """Ask the S3 server of the store at ``uri`` whether it honours ``If-None-Match: *`` on PUT:
     (honoured, what it did). The probe object is deleted again."""
     from botocore.exceptions import ClientError
-    settings = objstore.s3_settings()
     u = urlparse(uri)
     bucket, prefix = u.netloc, u.path.strip("/")
     key = (prefix + "/" if prefix else "") + PROBE_PREFIX + uuid.uuid4().hex
-    s3 = _client(settings)
+    s3 = s3_client()
     server = ""
     try:
         try:

@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 from . import objstore
 from ..format.paths import is_local, local_path
 
-__all__ = ["is_local", "local_path", "filesystem"]
+__all__ = ["is_local", "local_path", "filesystem", "s3_client"]
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -35,7 +35,7 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 # (scheme, pid, settings) -> file system: one client per process and settings (a forked child
 # makes its own).
-_fs_cache: dict[tuple[object, ...], pafs.FileSystem] = {}
+_fs_cache: dict[tuple[object, ...], Any] = {}
 
 
 def _s3() -> pafs.FileSystem:
@@ -59,6 +59,31 @@ def _s3() -> pafs.FileSystem:
                       session_token=st.get("AWS_SESSION_TOKEN") or None)
         fs = _fs_cache[key] = pafs.S3FileSystem(**kw)
     return fs
+
+
+def s3_client() -> Any:                  # a botocore S3 client (botocore has no types)
+    """A botocore client of this process's S3 settings (those of ``_s3``), one per process and
+    settings: S3's own requests where pyarrow's file system adds to them (``storelib.io.objkeys``)
+    or has none (the conditional put, ``storelib.io.condput``)."""
+    st = objstore.s3_settings()
+    key = ("s3-client", os.getpid()) + tuple(sorted(st.items()))
+    client = _fs_cache.get(key)
+    if client is None:
+        import botocore.session
+        from botocore.config import Config
+        kw: dict[str, str | None] = {}
+        if st.get("AWS_ENDPOINT_URL"):
+            kw["endpoint_url"] = st["AWS_ENDPOINT_URL"]
+        if st.get("AWS_ACCESS_KEY_ID") and st.get("AWS_SECRET_ACCESS_KEY"):
+            kw.update(aws_access_key_id=st["AWS_ACCESS_KEY_ID"], aws_secret_access_key=st["AWS_SECRET_ACCESS_KEY"],
+                      aws_session_token=st.get("AWS_SESSION_TOKEN") or None)
+        # path-style addressing at a custom endpoint, as pyarrow and delta-rs use it; pyarrow's
+        # timeouts and attempts
+        cfg = Config(s3={"addressing_style": "path"} if "endpoint_url" in kw else {},
+                     retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=30)
+        client = _fs_cache[key] = botocore.session.get_session().create_client(
+            "s3", region_name=st.get("AWS_REGION") or "us-east-1", config=cfg, **kw)
+    return client
 
 
 def _gcs() -> pafs.FileSystem:

@@ -26,12 +26,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-import pyarrow.fs as pafs
 from pyarrow.fs import FileSelector, FileType  # re-exported for callers
 
 from ..errors import StoreError, StorePathError
 from . import objstore
 from .filesystems import filesystem, is_local, local_path
+from .objkeys import delete_tree
+from . import objkeys
 from . import patches
 from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
@@ -413,7 +414,7 @@ class Store(Capabilities):
             if durable:
                 sync_dirs([parent] + [os.path.dirname(d) for d in new_dirs])
             return total_size if total_size is not None else written
-        self.fs.create_dir(parent, recursive=True)
+        objkeys.make_dir(self.fs, parent)
         with self.fs.open_output_stream(path) as out:
             for c in chunks:
                 mv = memoryview(c).cast("B") if not isinstance(c, bytes) else c
@@ -445,7 +446,7 @@ class Store(Capabilities):
                     if stream is None:
                         rel = rel_of_part(len(out))
                         path = self.path(rel)
-                        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+                        objkeys.make_dir(self.fs, path.rsplit("/", 1)[0])
                         stream, filled = self.fs.open_output_stream(path), 0
                         out.append([rel, 0])
                     k = min(len(mv), part_size - filled)
@@ -478,12 +479,8 @@ class Store(Capabilities):
             os.makedirs(parent, exist_ok=True)
             os.replace(src, dst)
             return [parent] + [os.path.dirname(d) for d in new_dirs]
-        self.fs.create_dir(dst.rsplit("/", 1)[0], recursive=True)
-        try:
-            self.fs.move(src, dst)
-        except (OSError, NotImplementedError):
-            self.fs.copy_file(src, dst)
-            self.fs.delete_file(src)
+        objkeys.make_dir(self.fs, dst.rsplit("/", 1)[0])
+        objkeys.move(self.fs, src, dst)
         return None
 
     def sync_files(self, rels: Iterable[str]) -> int:
@@ -534,7 +531,7 @@ class Store(Capabilities):
                 delete_tree(self.fs, path)
         else:
             try:
-                self.fs.delete_file(path)
+                objkeys.delete_file(self.fs, path)
             except FileNotFoundError:
                 pass                               # removed by a racing writer after the look above
 
@@ -542,34 +539,7 @@ class Store(Capabilities):
         if self.local:
             os.makedirs(self.path(rel), exist_ok=True)
         else:
-            self.fs.create_dir(self.path(rel), recursive=True)
-
-
-def delete_tree(fs: pafs.FileSystem, path: str) -> None:
-    """Remove a directory of an object store and everything under it. pyarrow removes the objects
-    in bulk (``DeleteObjects``); a server that refuses that request for want of a checksum it
-    knows (S3Proxy 4.0: "Missing required header for this request: Content-Md5") gets one
-    ``DeleteObject`` per object, deepest first, directory markers last. An object another writer
-    removed meanwhile (a racing writer clearing its own attempt) is gone as asked."""
-    try:
-        fs.delete_dir(path)
-        return
-    except FileNotFoundError:
-        pass                                   # removed (in part, or all) by another writer meanwhile
-    except OSError as e:
-        if "DeleteObjects" not in str(e):
-            raise
-    infos = fs.get_file_info(FileSelector(path, recursive=True, allow_not_found=True))
-    for f in sorted(infos, key=lambda i: (i.type == FileType.Directory, -i.path.count("/"))) + [None]:
-        try:
-            if f is None:
-                fs.delete_dir(path)
-            elif f.type == FileType.File:
-                fs.delete_file(f.path)
-            elif f.type == FileType.Directory:
-                fs.delete_dir(f.path)
-        except FileNotFoundError:
-            pass
+            objkeys.make_dir(self.fs, self.path(rel))
 
 
 def _missing_dirs(path: str) -> list[str]:

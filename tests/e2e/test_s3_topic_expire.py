@@ -189,11 +189,10 @@ def test_every_kill_point_is_one_the_expire_passes():
 
 # ----------------------------------------------------------------------------- what the plan reads
 def _bucket(client, prefix: str) -> dict:
-    """key -> (size, ETag) of every object under ``prefix/``, the Delta tables' included."""
+    """key -> (size, ETag) of every object under ``prefix/``, the Delta tables' included, and any
+    directory marker (a key ending in "/", which no writer may add: storelib.io.objkeys)."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
-    # (a key ending in "/" is an empty directory marker the writer lease's storage calls may leave: no object)
-    return {o["Key"]: (o["Size"], o["ETag"]) for page in pages for o in page.get("Contents", [])
-            if not o["Key"].endswith("/")}
+    return {o["Key"]: (o["Size"], o["ETag"]) for page in pages for o in page.get("Contents", [])}
 
 
 def _bad_extents(r: dict) -> None:
