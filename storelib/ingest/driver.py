@@ -489,9 +489,9 @@ def _quiesce(sc, timeout: float = 60.0) -> None:
 
 
 def _new_dirs(store: storage.Store) -> list:
-    """Object stores: the store root and those of its ancestors that do not exist yet, deepest
-    first. Writing there leaves directory marker objects behind (pyarrow keeps a directory that
-    loses its last object as a marker), which a failed first batch removes again."""
+    """Stores without OS paths: the store root and those of its ancestors that do not exist yet,
+    deepest first. HDFS makes them directories as the batch writes there, which a failed first
+    batch removes again (S3 gets no directories: storelib.io.objkeys)."""
     if store.os_paths:
         return []
     out, path = [], store.root.rstrip("/")
@@ -503,8 +503,8 @@ def _new_dirs(store: storage.Store) -> list:
 
 def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
     """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
-    them (each only if empty: never another writer's file); on object stores also the marker
-    objects of ``new_dirs`` (``_new_dirs``) left empty."""
+    them (each only if empty: never another writer's file); elsewhere also the directories
+    ``new_dirs`` (``_new_dirs``) left empty."""
     try:
         if storage.remove_dir_if_empty(store, paths.META_DIR) and store.os_paths:
             os.rmdir(store.root)
