@@ -64,6 +64,12 @@ abstract class FileBytes implements Closeable {
         return bytes(pos, len);
     }
 
+    /** {@link #bytes(long, long, int)} read into {@code into} when it is not null and holds
+     *  room + len bytes (remote: a caller's buffer used again, no new array of a window's size). */
+    ByteBuffer bytes(long pos, long len, int room, byte[] into) throws IOException {
+        return bytes(pos, len, room);
+    }
+
     /** A local file, memory-mapped. */
     static final class Local extends FileBytes {
         private final FileChannel channel;
@@ -162,21 +168,30 @@ abstract class FileBytes implements Closeable {
 
         @Override
         ByteBuffer bytes(long pos, long len, int room) throws IOException {
+            return bytes(pos, len, room, null);
+        }
+
+        @Override
+        ByteBuffer bytes(long pos, long len, int room, byte[] into) throws IOException {
             int n = Math.toIntExact(len);
-            byte[] out = new byte[room + n];
+            byte[] out = into != null && into.length >= room + n ? into : new byte[room + n];
             if (source == null) {
                 read(file, pos, out, room, n);
                 return ByteBuffer.wrap(out, room, n).slice();
             }
             long end = Math.min(pos + len, source.size);
+            long done = pos;                 // out holds the file's bytes up to here
             for (int k = source.first(pos); k < source.filePos.length && source.filePos[k] < end; k++) {
                 long a = Math.max(pos, source.filePos[k]);
                 long b = Math.min(end, source.filePos[k] + source.length[k]);
                 if (a < b) {
+                    java.util.Arrays.fill(out, room + (int) (done - pos), room + (int) (a - pos), (byte) 0);
                     read(source.objects[k], source.objectPos[k] + (a - source.filePos[k]), out, room + (int) (a - pos),
                         (int) (b - a));
+                    done = b;
                 }
             }
+            java.util.Arrays.fill(out, room + (int) (done - pos), room + n, (byte) 0);   // no extent: zeros
             return ByteBuffer.wrap(out, room, n).slice();
         }
 

@@ -41,6 +41,9 @@ final class SplitReader extends BatchReader {
     private final java.util.ArrayDeque<Range> pending = new java.util.ArrayDeque<>();
     private long asked;
     private byte[] record = new byte[1 << 12];
+    // remote: window arrays decoded and done with, read into again (a new array of a window's size
+    // per range read is a G1 humongous allocation: most of a scan's collections, and their pauses)
+    private final java.util.ArrayDeque<byte[]> spare = new java.util.ArrayDeque<>();
     private long pos;                       // commitlog offset of the next record
     private boolean done;
 
@@ -75,8 +78,10 @@ final class SplitReader extends BatchReader {
     private int at(long at, int n) {
         long have = mapStart + map.limit();
         if (at + n > have && have < mapEnd) {
+            ByteBuffer done = map;
             map = window(at, n, have);
             mapStart = at;
+            spare(done);
         }
         return (int) (at - mapStart);
     }
@@ -147,7 +152,7 @@ final class SplitReader extends BatchReader {
     private void drain() {
         for (Range r : pending) {
             try {
-                r.got.get();
+                spare(r.got.get());
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             } catch (java.util.concurrent.ExecutionException e) {
@@ -157,9 +162,28 @@ final class SplitReader extends BatchReader {
         pending.clear();
     }
 
+    /** A window's array, done with (one of a window's size: a longer record's is left to the GC). */
+    private void spare(ByteBuffer done) {
+        if (done.hasArray() && done.array().length == ROOM + window) {
+            synchronized (spare) {
+                spare.push(done.array());
+            }
+        }
+    }
+
     private ByteBuffer read(long at, int n) {
+        int len = (int) Math.min(n, mapEnd - at);
+        byte[] into = null;
+        if (len <= window) {
+            synchronized (spare) {
+                into = spare.poll();
+            }
+            if (into == null && len == window) {
+                into = new byte[ROOM + window];
+            }
+        }
         try {
-            return file.bytes(at - split.base, Math.min(n, mapEnd - at), ROOM);
+            return file.bytes(at - split.base, len, ROOM, into);
         } catch (IOException e) {
             throw new UncheckedIOException("rocketmq source: cannot read " + split.rel + " at " + (at - split.base), e);
         }
