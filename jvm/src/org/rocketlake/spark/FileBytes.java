@@ -118,9 +118,9 @@ abstract class FileBytes implements Closeable {
         // idle open streams per object: reads of one file may run at once (a split's windows read
         // ahead), each on a stream of its own (a stream's positioned reads take turns)
         private final Map<String, ArrayDeque<FSDataInputStream>> idle = new HashMap<>();
-        // object -> the length it is opened with: the end of the last extent read from it (the
-        // object may be longer: Hadoop's openFile takes this length as a lower bound, and no read
-        // goes past it)
+        // object -> the length it is opened with: the furthest end of this file's extents in it
+        // (the object may be longer: Hadoop's openFile takes the length as a lower bound, and no
+        // read goes past it)
         private final Map<String, Long> lengths = new HashMap<>();
         private volatile FileStatus status;     // a file that is one object: got once, for its size
 
