@@ -19,7 +19,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.FutureDataInputStreamBuilder;
 import org.apache.hadoop.fs.Path;
 
 /**
@@ -28,7 +30,10 @@ import org.apache.hadoop.fs.Path;
  * assembled from extents of objects (storelib.io.fragments: bytes no extent covers are zeros).
  * Remote reads are positioned range reads of exactly the bytes asked for (S3A's "random" read
  * policy: one ranged GET per read, no read-ahead past it; reads at once each on a stream of its own), counted in Hadoop's own statistics of
- * the file system (bytes read, read operations) like Spark's other readers' reads.
+ * the file system (bytes read, read operations) like Spark's other readers' reads. A stream is
+ * opened with the length the plan already knows (an object: at least the end of the extents read
+ * from it; a file that is one object: its status, asked for once): without it S3A asks the server
+ * for the object's metadata (a HEAD) per stream opened.
  */
 abstract class FileBytes implements Closeable {
     final String rel;
@@ -57,6 +62,12 @@ abstract class FileBytes implements Closeable {
      *  in front of them without copying these. */
     ByteBuffer bytes(long pos, long len, int room) throws IOException {
         return bytes(pos, len);
+    }
+
+    /** {@link #bytes(long, long, int)} read into {@code into} when it is not null and holds
+     *  room + len bytes (remote: a caller's buffer used again, no new array of a window's size). */
+    ByteBuffer bytes(long pos, long len, int room, byte[] into) throws IOException {
+        return bytes(pos, len, room);
     }
 
     /** A local file, memory-mapped. */
@@ -107,12 +118,22 @@ abstract class FileBytes implements Closeable {
         // idle open streams per object: reads of one file may run at once (a split's windows read
         // ahead), each on a stream of its own (a stream's positioned reads take turns)
         private final Map<String, ArrayDeque<FSDataInputStream>> idle = new HashMap<>();
+        // object -> the length it is opened with: the furthest end of this file's extents in it
+        // (the object may be longer: Hadoop's openFile takes the length as a lower bound, and no
+        // read goes past it)
+        private final Map<String, Long> lengths = new HashMap<>();
+        private volatile FileStatus status;     // a file that is one object: got once, for its size
 
         Remote(String file, String rel, Plan.Source source, Map<String, String> hadoop) {
             super(rel);
             this.file = file;
             this.source = source;
             this.hadoop = hadoop == null ? Map.of() : hadoop;
+            if (source != null) {
+                for (int k = 0; k < source.objects.length; k++) {
+                    lengths.merge(source.objects[k], source.objectPos[k] + source.length[k], Math::max);
+                }
+            }
         }
 
         @Override
@@ -125,11 +146,19 @@ abstract class FileBytes implements Closeable {
             if (source != null) {
                 return source.size;
             }
-            try {
-                return system(file).getFileStatus(new Path(file)).getLen();
-            } catch (FileNotFoundException e) {
-                throw Corrupt.at(rel, 0, "missing file");
+            return status().getLen();
+        }
+
+        private FileStatus status() throws IOException {
+            FileStatus st = status;
+            if (st == null) {
+                try {
+                    st = status = system(file).getFileStatus(new Path(file));
+                } catch (FileNotFoundException e) {
+                    throw Corrupt.at(rel, 0, "missing file");
+                }
             }
+            return st;
         }
 
         @Override
@@ -139,21 +168,30 @@ abstract class FileBytes implements Closeable {
 
         @Override
         ByteBuffer bytes(long pos, long len, int room) throws IOException {
+            return bytes(pos, len, room, null);
+        }
+
+        @Override
+        ByteBuffer bytes(long pos, long len, int room, byte[] into) throws IOException {
             int n = Math.toIntExact(len);
-            byte[] out = new byte[room + n];
+            byte[] out = into != null && into.length >= room + n ? into : new byte[room + n];
             if (source == null) {
                 read(file, pos, out, room, n);
                 return ByteBuffer.wrap(out, room, n).slice();
             }
             long end = Math.min(pos + len, source.size);
+            long done = pos;                 // out holds the file's bytes up to here
             for (int k = source.first(pos); k < source.filePos.length && source.filePos[k] < end; k++) {
                 long a = Math.max(pos, source.filePos[k]);
                 long b = Math.min(end, source.filePos[k] + source.length[k]);
                 if (a < b) {
+                    java.util.Arrays.fill(out, room + (int) (done - pos), room + (int) (a - pos), (byte) 0);
                     read(source.objects[k], source.objectPos[k] + (a - source.filePos[k]), out, room + (int) (a - pos),
                         (int) (b - a));
+                    done = b;
                 }
             }
+            java.util.Arrays.fill(out, room + (int) (done - pos), room + n, (byte) 0);   // no extent: zeros
             return ByteBuffer.wrap(out, room, n).slice();
         }
 
@@ -164,8 +202,7 @@ abstract class FileBytes implements Closeable {
             }
             try {
                 if (in == null) {
-                    in = system(object).openFile(new Path(object))
-                        .opt("fs.option.openfile.read.policy", "random").build().get();
+                    in = open(object);
                 }
                 in.readFully(at, out, off, n);
                 synchronized (idle) {
@@ -190,6 +227,20 @@ abstract class FileBytes implements Closeable {
                     in.close();      // a read that failed: its stream is not used again
                 }
             }
+        }
+
+        /** A stream on {@code object}, opened without asking the server for what the plan knows. */
+        private FSDataInputStream open(String object) throws IOException, InterruptedException,
+                java.util.concurrent.ExecutionException {
+            FutureDataInputStreamBuilder b = system(object).openFile(new Path(object))
+                .opt("fs.option.openfile.read.policy", "random");
+            Long len = lengths.get(object);
+            if (len != null) {
+                b.opt("fs.option.openfile.length", Long.toString(len));
+            } else if (object.equals(file)) {
+                b.withFileStatus(status());
+            }
+            return b.build().get();
         }
 
         private FileSystem system(String uri) throws IOException {

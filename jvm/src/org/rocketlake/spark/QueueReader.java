@@ -19,13 +19,14 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * (PHYSICALOFFSET and TOTALSIZE) and its topic; rows come in commitlog order, as a walk gives them.
  * Planned only for snapshots where every live record has exactly one live unit. On a remote file
  * system the records are fetched by range reads, each over a run of units whose records lie at
- * most the plan's gap apart (and at most {@link SplitReader#WINDOW} long): the bytes between the
+ * most the plan's gap apart (and at most {@link #RANGE} long): the bytes between the
  * topic's records are fetched only where skipping them would cost more requests than bytes; the
  * next range is read in the background while one is decoded. Where those ranges would cover more
  * than half the split's bytes (a topic spread evenly over the commitlog), the split is walked
  * instead (a {@link SplitReader} with the same bounds: the same rows, in the same order).
  */
 final class QueueReader extends BatchReader {
+    static final int RANGE = 8 << 20;      // the longest range read of a topic's records
     private final Plan.QueueSplit qs;
 
     private long[] phys;
@@ -178,7 +179,7 @@ final class QueueReader extends BatchReader {
     private int rangeEnd(int k) {
         long end = phys[k] + size[k];
         int j = k + 1;
-        for (; j < phys.length && phys[j] - end <= gapBytes && phys[j] + size[j] - phys[k] <= SplitReader.WINDOW; j++) {
+        for (; j < phys.length && phys[j] - end <= gapBytes && phys[j] + size[j] - phys[k] <= RANGE; j++) {
             end = Math.max(end, phys[j] + size[j]);
         }
         return j;
