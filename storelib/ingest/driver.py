@@ -434,14 +434,9 @@ def _write(run: _Run, ctx: EncodeContext, plan: sequencer.BatchPlan, scans: list
     # Segment tasks mostly wait on the disk (read the staged records, write the segment), file
     # tasks mostly compute (place the splits, build the index files): alternate them, so that
     # the tasks running at once are one of each rather than two segment writers sharing the disk.
-    if os.environ.get("ROCKETLAKE_WRITE_PAIRS", "1") == "1":
-        tasks = [("pair", (s, g)) if s is not None and g is not None else
-                 ("segments", s) if s is not None else ("files", g)
-                 for s, g in itertools.zip_longest(seg_tasks, file_groups)]
-    else:
-        seg = [("segments", t) for t in seg_tasks]
-        files = [("files", g) for g in file_groups]
-        tasks = [t for pair in itertools.zip_longest(seg, files) for t in pair if t is not None]
+    seg = [("segments", t) for t in seg_tasks]
+    files = [("files", g) for g in file_groups]
+    tasks = [t for pair in itertools.zip_longest(seg, files) for t in pair if t is not None]
     prog.say(f"write: {len(plan.segments)} segment(s) in {len(seg_tasks)} task(s), "
              f"{len(plan.cq_files) + len(plan.index_files)} consume queue/index file(s) in "
              f"{len(file_groups)} task(s)")

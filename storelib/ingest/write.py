@@ -16,7 +16,6 @@ side of the stage is here too: ``split_places`` (what a task needs to place a sp
 """
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, cast
@@ -98,18 +97,14 @@ def place_split(store: storage.Store, place: dict, tcfg: "topics_mod.Topics") ->
 
 
 def run_write_task(ctx: WriteContext, task: tuple):
-    """Stage 3 task: ("segments", [segment payloads]), ("files", {FileKind.CONSUMEQUEUE: [...],
-    FileKind.INDEX: [...]}) or ("pair", (segment payloads, file group)): both, the segments on a
-    thread beside the files (``_pair``)."""
+    """Stage 3 task: ("segments", [segment payloads]) or ("files", {FileKind.CONSUMEQUEUE: [...],
+    FileKind.INDEX: [...]})."""
     warmup.task_started()
     kind, payload = task
     allocator.release()          # what the encode tasks left mapped in this worker: not this task's shape
     try:
-        if kind == "pair":
-            yield from _pair(ctx, *payload)
-        else:
-            yield from profiled_iter(kind, write_segments(ctx, payload) if kind == "segments"
-                                     else write_file_group(ctx, payload))
+        yield from profiled_iter(kind, write_segments(ctx, payload) if kind == "segments"
+                                 else write_file_group(ctx, payload))
     except ContinuedFileDamaged as e:
         # Deterministic: a retry would find the same damage. The driver stops the batch with it.
         yield DamagedFile(e.path, e.offset, e.what)
@@ -117,33 +112,8 @@ def run_write_task(ctx: WriteContext, task: tuple):
         allocator.release()
 
 
-# Chunks of a segment written but not hashed yet, at most.
-HASH_AHEAD = 4
-
-# A segment written beside a file group reads this many records at a time: the task holds the
-# group's placed splits too, so the segment's read-ahead window stays small.
-PAIR_RUN_ROWS = 50_000
-
-
-def _pair(ctx: WriteContext, segs: list, group: dict):
-    """A run of segments and a group of consume-queue / index files in one task: a segment
-    writer mostly waits on the disk (its staged records read, its segment written) and a file
-    group mostly computes, so the segments go on a thread while this one builds the files; the
-    task's slot then keeps its core busy through the segment's disk waits. Both are whole: the
-    staged files, and what is reported of them, are those of the two tasks run apart."""
-    with ThreadPoolExecutor(max_workers=1) as one:
-        segments = one.submit(lambda: list(write_segments(ctx, segs, PAIR_RUN_ROWS)))
-        try:
-            files = list(write_file_group(ctx, group))
-        finally:
-            done = segments.result()
-    yield from done
-    yield from files
-
-
-def write_segments(ctx: WriteContext, segs: list, run_rows: int = RUN_ROWS):
-    """A run of consecutive segments (one task per segment would cost a task each), read and
-    patched ``run_rows`` records at a time."""
+def write_segments(ctx: WriteContext, segs: list):
+    """A run of consecutive segments (one task per segment would cost a task each)."""
     store = storage.Store(ctx.store)
     splits = split_staging.staging_store(ctx.local_staging, store)
     tcfg = ctx.topics
@@ -165,21 +135,22 @@ def write_segments(ctx: WriteContext, segs: list, run_rows: int = RUN_ROWS):
 
     use = 0
     for seg in segs:
-        yield write_segment(ctx, store, splits, seg, get, use, last_use, run_rows)
+        yield write_segment(ctx, store, splits, seg, get, use, last_use)
         use += len(seg["pieces"])
 
 
-def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict,
-                  run_rows: int = RUN_ROWS) -> StagedFile:
+def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, get, use: int, last_use: dict) -> StagedFile:
     """Stage one whole commitlog segment: committed prefix, then the pieces' staged records with
-    their placement patched in, then the BLANK record if the segment is full. A thread pool reads
-    and patches runs of ``run_rows`` records while this thread writes them in order; sha256 runs
-    in its own thread beside the writes."""
+    their placement patched in, then the BLANK record if the segment is full.
+
+    A thread pool reads and patches runs of RUN_ROWS records while this thread writes them in
+    order; sha256 runs in its own thread beside the writes.
+    """
     cfg = ctx.config
     F = cfg.mappedFileSizeCommitLog
     rel = commitlog.rel_path(seg["base_offset"])
     version = FileVersion(ctx, store, rel, seg["start_pos"], F, attempt_tag(), "records")
-    n_runs = sum(-(-(p["row_end"] - p["row_start"]) // run_rows) for p in seg["pieces"])
+    n_runs = sum(-(-(p["row_end"] - p["row_start"]) // RUN_ROWS) for p in seg["pieces"])
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
     blocks = version.hasher()
@@ -210,16 +181,14 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
             lo, hi = int(ps.ts[r0:r1].min()), int(ps.ts[r0:r1].max())
             stats["min_ts"] = lo if stats["min_ts"] is None else min(stats["min_ts"], lo)
             stats["max_ts"] = hi if stats["max_ts"] is None else max(stats["max_ts"], hi)
-            for a in range(r0, r1, run_rows):
-                b = min(r1, a + run_rows)
+            for a in range(r0, r1, RUN_ROWS):
+                b = min(r1, a + RUN_ROWS)
                 release = ps.records_path if b == r1 and last_use.get(piece["split"]) == use + k else None
                 yield lambda si=piece["split"], ps=ps, a=a, b=b, rel_=release: patched(si, ps, a, b, rel_)
 
-    hash_behind = _hashing(hasher, blocks)
-
     def chunk(c):
         stats["new"] += len(c)
-        hash_behind(c)
+        hasher.submit(blocks.update, c)
         return c
 
     def stream(pool):
@@ -249,23 +218,6 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
         "zones": zonemap.to_detail(zones)}))
-
-
-def _hashing(hasher: ThreadPoolExecutor, blocks):
-    """``blocks.update`` of each chunk on ``hasher``, at most HASH_AHEAD chunks behind: a hasher
-    short of CPU holds back the writes instead of holding more chunks."""
-    ahead = threading.BoundedSemaphore(HASH_AHEAD)
-
-    def hashed(c):
-        try:
-            blocks.update(c)
-        finally:
-            ahead.release()
-
-    def submit(c):
-        ahead.acquire()
-        hasher.submit(hashed, c)
-    return submit
 
 
 def write_file_group(ctx: WriteContext, group: dict):
