@@ -111,11 +111,13 @@ def ingest_argv(root: str, store: str, src: str, events: str, summary: str) -> l
                        "--conf", f"spark.eventLog.dir=file://{events}"] + argv[1:]
 
 
-def run_sampled(argv: list, env: dict) -> dict:
-    """The command in its own session: wall, CPU samples every TICK, the tree's peak RSS."""
+def run_sampled(argv: list, env: dict, cwd: str = ROOT) -> dict:
+    """The command in its own session, in ``cwd`` (the checkout it runs: the Python workers put
+    their working directory first on their path): wall, CPU samples every TICK, the tree's peak
+    RSS."""
     t0 = time.time()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True, cwd=ROOT)
+                            start_new_session=True, cwd=cwd)
     rss = TreeSampler(proc.pid, interval=0.1)
     rss.start()
     runnable = Runnable(proc.pid)
@@ -245,7 +247,7 @@ def one_ingest(root: str, src: str, store: str, work: str) -> dict:
     env = dict(os.environ, PYSPARK_PYTHON=PY, PYSPARK_DRIVER_PYTHON=PY, ROCKETLAKE_STARTUP_TRACE=trace,
                PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     os.sync()
-    run = run_sampled(ingest_argv(root, store, src, events, summary), env)
+    run = run_sampled(ingest_argv(root, store, src, events, summary), env, cwd=root)
     if run["rc"] != 0:
         raise RuntimeError(f"ingest failed ({run['rc']}): {run['stderr']}")
     with open(summary) as fh:
