@@ -186,7 +186,9 @@ def bucket_of(t: float, tasks: list, names: dict, marks: list) -> str:
         waiting = any(s == running[0] and a > t for s, a, _b in tasks)
         return f"{stage}: both slots" if len(running) >= 2 else f"{stage}: {'one slot, more queued' if waiting else 'tail'}"
     before = [n for m, n in marks if m <= t]
-    last = before[-1] if before else "spark-submit, JVM start"
+    if not before:
+        return "driver: spark-submit, JVM start"
+    last = before[-1]
     return "driver: " + (" ".join(last.split()[:2]) if last.startswith("stage") else last.split(" ")[0])
 
 
