@@ -96,6 +96,7 @@ TOGETHER = {
     "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
     "test_object_sweep.py": 190,        # one seeded store of small batches on moto for all (built once)
     "test_staged_deletes_objects.py": 80,   # the same: one seeded store for its documents
+    "test_sweep_state.py": 150,         # the same: one seeded store for the sweep's skip
     "test_s3_topic_expire.py": 50,      # the same: one seeded store (and its expired reference) for all
 }
 HEAVY = {

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 __all__ = ["is_local", "local_path", "local_root",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "STAGED_DELETES",
-           "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "BROKER_TOPICS", "delta_commit",
+           "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
            "LOCK_FILE", "BROKER_DIRS", "BROKER_DELAY_OFFSET", "BROKER_TIMER_CHECK"]
 
@@ -35,6 +35,7 @@ INCOMING_DIR = f"{META_DIR}/incoming"      # rows handed to a commit (storelib.i
 LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.writerlease)
 SNAPSHOT_CACHE = f"{META_DIR}/snapshot-cache.json"    # storelib.table.snapcache: its base
 SNAPSHOT_CACHE_DELTA = f"{META_DIR}/snapshot-cache.delta.json"    # and what changed since the base
+SWEEP_STATE = f"{META_DIR}/sweep-state.json"    # object stores: what the last sweep read and kept (storelib.table.sweepstate)
 # A broker's storePathRootDir, as RocketMQ names its parts (StorePathConfigHelper).
 COMMITLOG_DIR = "commitlog"
 CONSUMEQUEUE_DIR = "consumequeue"

@@ -46,8 +46,9 @@ Points (in the order an ingest passes them):
             (``EXPIRE_POINTS``)
   sweep:    before-sweep-delete (an expiry's housekeeping found the objects no retained manifest row
             names, none deleted yet), mid-sweep-delete (half of them deleted): reached by an expire
-            on an object store whose sweep has objects to delete (``SWEEP_POINTS``,
-            storelib.table.objsweep)
+            on an object store whose sweep has objects to delete; before-sweep-state (every one
+            deleted, the sweep's state not yet written): by every expire on an object store whose
+            sweep completed (``SWEEP_POINTS``, storelib.table.objsweep, storelib.table.sweepstate)
   cache:    cache-before-write (a commit done, its snapshot cache not yet written), cache-after-base
             (a new base of the cache written, the previous delta not yet removed): reached by
             every writer after its commit (``CACHE_POINTS``, storelib.table.snapcache)
@@ -80,7 +81,7 @@ MERGE_POINTS = ("before-checkpoints-merge", "mid-checkpoints-merge", "after-chec
 MANIFEST_MERGE_POINTS = ("before-manifest-merge", "mid-manifest-merge", "after-manifest-merge")
 # reached after every commit, where its snapshot cache is written (storelib.table.snapcache)
 CACHE_POINTS = ("cache-before-write", "cache-after-base")
-SWEEP_POINTS = ("before-sweep-delete", "mid-sweep-delete")
+SWEEP_POINTS = ("before-sweep-delete", "mid-sweep-delete", "before-sweep-state")
 EXPIRE_POINTS = ("after-lease", "before-delta-commit", "between-delta-tables", "after-commit-before-publish",
                  "mid-delete", "after-publish-before-cleanup")
 # Points after the checkpoint-table commit: the batch is committed, publishing may be unfinished.

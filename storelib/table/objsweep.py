@@ -36,10 +36,23 @@ data files are listed) and of its own attempt (not committed when the sweep read
 writer continuing an older version cannot commit. So an object the sweep deletes is needed by
 no version a reader can open and no commit that can still happen. Each delete is of such an
 object, so a kill anywhere in the sweep loses nothing, and a rerun finds what is left the same
-way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``). The caller's lease is
+way (``SWEEP_POINTS``: ``before-sweep-delete``, ``mid-sweep-delete``, ``before-sweep-state``). The caller's lease is
 checked before every ``DELETE_BATCH`` deletes (and after the ``mid-sweep-delete`` point): a sweep
 stalled past its lease stops at its next check, as a writer that lost its lease never commits,
 once another writer may have taken the store over.
+
+Its cost grows with what changed since the last sweep, not with the history kept: a sweep that
+completed writes the state (``storelib.table.sweepstate``: the data files it read, the objects of
+committed attempts left, each named by a row of those files), after its deletes and a check of
+the lease (kill point ``before-sweep-state``: a kill before it leaves the previous state, or
+none). The next sweep SKIPS (``skip``: deletes nothing, reads no data file of the state) only when
+every data file of the state is still listed (an object becomes unnamed only when the data file
+naming it goes: a data file never changes, and a list object a row names goes only with what it
+lists, ``staged_deletes.delete``) and every object of an attempt committed now that the state did
+not keep is named by a row of a data file listed since, those read strictly as above; else it
+runs the full sweep, which never reads the state. A skip deletes nothing, so the state, trusted or
+not, can only make a sweep delete less: a forged or stale one leaves garbage while it applies,
+never deletes, and the full sweep that runs once it does not apply deletes what is unnamed then.
 
 ``expire`` runs it after its vacuum (``storelib.ops.expire``, under its lease), on object stores.
 """
@@ -55,10 +68,10 @@ from typing import Any
 from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..io import storage
-from . import rowobjects
+from . import rowobjects, sweepstate
 from .rows import ManifestRow
 
-__all__ = ["Sweep", "plan", "sweep", "named_objects", "unnamed_objects", "unnamed_among"]
+__all__ = ["Sweep", "plan", "skip", "sweep", "named_objects", "unnamed_objects", "unnamed_among"]
 
 _PREFIX = paths.OBJECTS_DIR + "/"
 DELETE_BATCH = 64                # objects deleted between two checks of the caller's lease
@@ -74,6 +87,10 @@ class Sweep:
     kept: int = 0                     # objects of committed attempts some row names
     uncommitted: int = 0              # objects of attempts not committed (the dead-attempt clean-up's)
     data_files: int = 0               # manifest data files read
+    files: list[str] = field(default_factory=list)        # the manifest data files listed (all named or read)
+    kept_objects: set[str] = field(default_factory=set)   # the ``kept`` objects themselves
+    skipped: bool = False             # the state applied: nothing deleted, no data file of it read
+    unchanged: bool = False           # ... and it holds what a new one would (not written again)
 
 
 def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] = (),
@@ -83,13 +100,38 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     there (``CorruptStore`` otherwise); ``expected``: names of data files the listing must hold
     (the latest version's, read before it: a listing that misses one is not trusted,
     ``StoreError``). A data file that cannot be read: ``CorruptStore``."""
+    named, files = _named_by_listed(store, live_rows, expected)
+    return named, len(files)
+
+
+def _named_by_listed(store: storage.Store, live_rows: Iterable[Mapping[str, Any]],
+                     expected: Iterable[str]) -> tuple[set[str], list[str]]:
+    """(``named_objects``' names, the data files it listed and read)."""
     named = rowobjects.Named(store, strict=True)
     named.add((ManifestRow.of(r) for r in live_rows), live=True)
+    files = _data_files(store, expected)
+    _add_rows(store, named, files)
+    return named.names, files
+
+
+def _data_files(store: storage.Store, expected: Iterable[str]) -> list[str]:
+    """The manifest data files listed in the table's directory; ``StoreError`` when the listing
+    misses one of ``expected`` (names)."""
     files = [f for f in store.list_files(paths.MANIFEST_DIR, recursive=False) if f.endswith(".parquet")]
-    missed = set(expected) - {f.rsplit("/", 1)[-1] for f in files}
+    missed = set(expected) - {_name(f) for f in files}
     if missed:
         raise StoreError(f"the listing of {paths.MANIFEST_DIR} misses {sorted(missed)[0]}, a data file of its "
                          "latest version: the sweep deletes nothing")
+    return files
+
+
+def _name(f: str) -> str:
+    return f.rsplit("/", 1)[-1]
+
+
+def _add_rows(store: storage.Store, named: rowobjects.Named, files: list[str]) -> None:
+    """Add every row of the data files ``files`` to ``named`` (strict); one that cannot be read:
+    ``CorruptStore``."""
     with ThreadPoolExecutor(_READ_AHEAD) as pool:
         todo = iter(files)
         ahead = deque((f, pool.submit(_open_data_file, store, f)) for f in islice(todo, _READ_AHEAD))
@@ -109,7 +151,6 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
             except Exception as e:  # noqa: BLE001 - Arrow's errors of a file gone or damaged
                 raise CorruptStore(f, 0, f"a manifest data file that cannot be read ({e}): what its rows name is "
                                          "unknown, so the sweep deletes nothing") from None
-    return named.names, len(files)
 
 
 def _open_data_file(store: storage.Store, f: str) -> tuple[Any, list[str], Any]:
@@ -146,30 +187,71 @@ def unnamed_objects(store: storage.Store, committed: set[tuple[str, str]], named
             out.uncommitted += 1
         elif o in named:
             out.kept += 1
+            out.kept_objects.add(o)
         else:
             out.unnamed[o] = int(info.size or 0)
     return out
 
 
-def _committed_and_named(store: storage.Store) -> tuple[set[tuple[str, str]], set[str], int]:
-    """(the committed attempts, the objects rows name, data files read): the committed attempts
-    and the live rows first (the latest snapshot, from the Delta tables), then every data file's
-    rows (``named_objects``)."""
+def _committed_and_latest(store: storage.Store) -> tuple[set[tuple[str, str]], Any, set[str]]:
+    """(the committed attempts, the latest snapshot, the names of its manifest data files), read
+    from the Delta tables before any data file is listed."""
     from . import manifest
     snap = manifest.load_snapshot(store, queue_offsets=False)
     committed = {(b.batch_id, b.attempt_id) for b in snap.batches if b.attempt_id}
     dt = manifest.open_table(store, paths.MANIFEST_DIR)
     expected = {u.rstrip("/").rsplit("/", 1)[-1] for u in dt.file_uris()} if dt is not None else set()
     dt = None                       # (no DeltaTable object alive when raising: it can abort the exit)
-    named, data_files = named_objects(store, snap.files.values(), expected)
-    return committed, named, data_files
+    return committed, snap, expected
+
+
+def _committed_and_named(store: storage.Store) -> tuple[set[tuple[str, str]], set[str], list[str]]:
+    """(the committed attempts, the objects rows name, the data files read): the committed attempts
+    and the live rows first (the latest snapshot, from the Delta tables), then every data file's
+    rows (``named_objects``)."""
+    committed, snap, expected = _committed_and_latest(store)
+    named, files = _named_by_listed(store, snap.files.values(), expected)
+    return committed, named, files
 
 
 def plan(store: storage.Store) -> Sweep:
-    """What ``sweep`` would delete now (reads only): ``_committed_and_named``, then the objects."""
-    committed, named, data_files = _committed_and_named(store)
+    """What the full sweep would delete now (reads only): ``_committed_and_named``, then the objects."""
+    committed, named, files = _committed_and_named(store)
     out = unnamed_objects(store, committed, named)
-    out.data_files = data_files
+    out.data_files, out.files = len(files), [_name(f) for f in files]
+    return out
+
+
+def skip(store: storage.Store) -> Sweep | None:
+    """What a sweep may skip to (nothing to delete, no data file of the state read) when the
+    store's state (``sweepstate``) applies; None when the full sweep must run: no state that can be
+    read and trusted, a data file of the state no longer listed (a vacuum, or anything else, removed
+    it: only then can an object it names become unnamed), or an object of an attempt committed now
+    that is not one the state kept and that no row of a data file listed since names (those new
+    files read as the full sweep reads them). Reads in the full sweep's order: the committed
+    attempts, the data files, the objects."""
+    state = sweepstate.read(store)
+    if state is None:
+        return None
+    committed, _, expected = _committed_and_latest(store)
+    listed = {_name(f): f for f in _data_files(store, expected)}
+    if not state.data_files <= listed.keys():
+        return None
+    out = unnamed_objects(store, committed, set(state.kept))
+    new = [listed[n] for n in sorted(listed.keys() - state.data_files)]
+    if out.unnamed:
+        if not new:
+            return None
+        named = rowobjects.Named(store, strict=True)
+        _add_rows(store, named, new)
+        if not named.names.issuperset(out.unnamed):
+            return None
+        out.data_files = len(new)
+        out.kept += len(out.unnamed)
+        out.kept_objects.update(out.unnamed)
+        out.unnamed = {}
+    out.files, out.skipped = sorted(listed), True
+    out.unchanged = not new and out.kept_objects == state.kept
     return out
 
 
@@ -183,12 +265,15 @@ def unnamed_among(store: storage.Store, objects: Iterable[str]) -> set[str]:
 
 def sweep(store: storage.Store, check: Callable[[], None] | None = None,
           fault: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Delete the objects ``plan`` finds no retained row naming (object stores; a local store has
-    none); ``check``: the caller's lease check, run before every ``DELETE_BATCH`` deletes (its
-    error ends the sweep). Returns counts."""
+    """Delete the objects ``plan`` finds no retained row naming, unless the state lets it
+    ``skip`` (object stores; a local store has none), then write the state; ``check``: the
+    caller's lease check, run before every ``DELETE_BATCH`` deletes and before the state is
+    written (its error ends the sweep). Returns counts."""
     if not store.objects:
         return {"deleted": 0, "bytes": 0, "kept": 0}
-    found = plan(store)
+    found = skip(store)
+    if found is None:
+        found = plan(store)
     todo = sorted(found.unnamed)
     for i, o in enumerate(todo):
         if fault is not None and i == 0:
@@ -198,5 +283,11 @@ def sweep(store: storage.Store, check: Callable[[], None] | None = None,
         if check is not None and (i % DELETE_BATCH == 0 or i == len(todo) // 2):
             check()
         store.delete(o)
+    if not found.unchanged:
+        if fault is not None:
+            fault("before-sweep-state")
+        if check is not None:
+            check()
+        sweepstate.write(store, found.files, found.kept_objects)
     return {"deleted": len(todo), "bytes": sum(found.unnamed.values()), "kept": found.kept,
-            "uncommitted": found.uncommitted, "data_files": found.data_files}
+            "uncommitted": found.uncommitted, "data_files": found.data_files, "skipped": found.skipped}

@@ -19,7 +19,9 @@ the moto S3 server: a store of small batches whose manifest table compacts
   holds its lease another writer is refused (make faults); repair --apply and adopt never write
   an object store holding a manifest.
 * An expire killed (SIGKILL) in its sweep (``mid-sweep-delete`` in make test; every
-  ``SWEEP_POINTS`` under ROCKETLAKE_FAULTS=all) loses nothing; its rerun finishes the sweep.
+  ``SWEEP_POINTS`` under ROCKETLAKE_FAULTS=all, ``before-sweep-state`` included; make test stops
+  one there in process, tests/ops/test_sweep_state.py) loses nothing and writes no sweep state;
+  its rerun finishes the sweep and writes it.
 
 The measurement line (objects and bytes in the bucket with and without the sweep) is printed by
 the first test (``-s``).
@@ -303,6 +305,9 @@ def _faults_only(*values):
 
 @pytest.mark.parametrize("point", [_faults_only(p) if p != "mid-sweep-delete" else p for p in SWEEP_POINTS])
 def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed, point):
+    from storelib.format import paths
+    from storelib.io import storage
+    from storelib.table import sweepstate
     from storelib.verify import driver as verify
     env, client, parts, cfg, tmp = seed
     uri = objstores.copy_prefix(client, BUCKET, "seed", f"kill-{point}")
@@ -313,10 +318,16 @@ def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed
     r = subprocess.run(args, env=dict(run_env, ROCKETLAKE_FAULT=point), capture_output=True, text=True, timeout=300)
     assert r.returncode == -signal.SIGKILL, (r.returncode, r.stderr[-2000:])
     cut = objstores.store_objects(client, BUCKET, f"kill-{point}")
-    assert _unnamed(client, f"kill-{point}"), "the kill left nothing to sweep"
-    assert (len(cut) < len(before)) == (point == "mid-sweep-delete")
+    state = f"kill-{point}/{paths.SWEEP_STATE}"
+    assert not objstores.keys(client, BUCKET, state), "the killed sweep wrote its state"
+    if point == "before-sweep-state":            # (every unnamed object deleted: the state alone is left to write)
+        assert len(cut) < len(before) and _unnamed(client, f"kill-{point}") == {}
+    else:
+        assert _unnamed(client, f"kill-{point}"), "the kill left nothing to sweep"
+        assert (len(cut) < len(before)) == (point == "mid-sweep-delete")
     assert _same_tree(_export(uri, tmp / f"kill-{point}-cut"), ref) and verify.verify_store(uri).problems == []
     r = subprocess.run(args, env=run_env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert _unnamed(client, f"kill-{point}") == {}
+    assert sweepstate.read(storage.Store(uri)) is not None, "the rerun's sweep wrote no state"
     assert _same_tree(_export(uri, tmp / f"kill-{point}-after"), ref) and verify.verify_store(uri).problems == []

@@ -1,0 +1,217 @@
+"""The object sweep's skip (storelib.table.objsweep.skip, its state: storelib.table.sweepstate)
+on the moto S3 server, on stores of small batches whose manifest table compacts
+(tests/support/objstores.py):
+
+* A sweep after a completed one, with nothing changed, skips: it deletes nothing and reads no
+  manifest data file. After a batch committed it reads only the data files new since the state,
+  and still leaves nothing a full sweep would delete.
+* A vacuum that removed a data file of the state, and an object of a committed attempt the state
+  did not keep that no new data file names (under an old attempt, or under the new batch's beside
+  what its rows name): the full sweep runs and deletes what is unnamed.
+* A forged state that keeps an object no row names: a skipping sweep leaves it (the state can
+  only make a sweep delete less), and the full sweep deletes it once the state does not apply. A
+  damaged state: the full sweep (and a missing, cut short or foreign one, under
+  ROCKETLAKE_FAULTS=all).
+* A sweep that stops before its state is written (``before-sweep-state``) leaves the previous
+  state, and the next sweep runs in full. (The SIGKILL there: tests/ops/test_object_sweep.py.)
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from support import objstores
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "rocketlake-sweepstate"
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweepstate")
+    with objstores.seeded(BUCKET, tmp, objstores.BATCHES - 1) as (env, client, parts, cfg):
+        yield env, client, parts, cfg, tmp
+
+
+def _copy(seed, name: str):
+    from storelib.io import storage
+    env, client, parts, cfg, tmp = seed
+    return storage.Store(objstores.copy_prefix(client, BUCKET, "seed", name))
+
+
+def _vacuumed(st) -> list:
+    """Every replaced manifest data file vacuumed; the files it removed."""
+    from storelib.format import paths
+    from storelib.table import manifest
+    dt = manifest.open_table(st, paths.MANIFEST_DIR)
+    gone = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    dt = None
+    return list(gone)
+
+
+def _counted(monkeypatch) -> list:
+    """The manifest data files the sweep opens from now on."""
+    from storelib.table import objsweep
+    opened: list = []
+    real = objsweep._open_data_file
+
+    def counting(store, f):
+        opened.append(f)
+        return real(store, f)
+    monkeypatch.setattr(objsweep, "_open_data_file", counting)
+    return opened
+
+
+def _committed_prefix(st) -> str:
+    from storelib.format import paths
+    from storelib.table import manifest
+    b = manifest.load_snapshot(st, queue_offsets=False).batches[0]
+    return f"{paths.OBJECTS_DIR}/{b.batch_id}/{b.attempt_id}"
+
+
+def test_a_sweep_with_nothing_changed_skips_and_one_after_a_batch_reads_only_the_new_files(seed, monkeypatch):
+    from storelib.table import objsweep, sweepstate
+    env, client, parts, cfg, tmp = seed
+    st = _copy(seed, "same")
+    opened = _counted(monkeypatch)
+    first = objsweep.sweep(st)
+    assert not first["skipped"] and first["data_files"] == len(opened) > 1, first
+    state = sweepstate.read(st)
+    assert state is not None and state.kept == set(objsweep.plan(st).kept_objects)
+    opened.clear()
+    again = objsweep.sweep(st)
+    assert again["skipped"] and again["deleted"] == 0 and again["data_files"] == 0 and opened == [], again
+    assert again["kept"] == first["kept"]
+    with objstores.small_batches():
+        objstores.ingest(st.uri, parts[-1:], cfg, objstores.BATCHES - 1)
+    new = {f.rsplit("/", 1)[-1] for f in st.list_files("_rocketlake/manifest", recursive=False)
+           if f.endswith(".parquet")} - state.data_files
+    assert new, "the batch wrote no data file"
+    opened.clear()
+    after = objsweep.sweep(st)
+    assert after["skipped"] and after["deleted"] == 0, after
+    assert {f.rsplit("/", 1)[-1] for f in opened} <= new and after["data_files"] == len(opened), (opened, new)
+    assert objsweep.plan(st).unnamed == {}, "the skip left objects a full sweep deletes"
+    assert sweepstate.read(st).data_files == state.data_files | new
+    opened.clear()
+    assert objsweep.sweep(st)["skipped"] and opened == []
+
+
+def test_a_vacuum_that_removed_a_data_file_of_the_state_makes_the_sweep_full(seed):
+    from storelib.table import objsweep
+    st = _copy(seed, "vacuum")
+    first = objsweep.sweep(st)
+    assert not first["skipped"]
+    unnamed = set(objsweep.plan(st).unnamed)
+    assert unnamed == set()
+    assert _vacuumed(st), "the vacuum removed no data file"
+    unnamed = set(objsweep.plan(st).unnamed)
+    assert unnamed, "the vacuum left nothing to sweep: the test tests nothing"
+    got = objsweep.sweep(st)
+    assert not got["skipped"] and got["deleted"] == len(unnamed), got
+    assert not any(st.exists(o) for o in unnamed)
+    assert objsweep.sweep(st)["skipped"]
+
+
+@pytest.mark.parametrize("where", ["old-attempt", "new-batch"])
+def test_an_object_of_a_committed_attempt_the_state_did_not_keep_and_no_new_row_names_is_deleted(seed, where,
+                                                                                                 monkeypatch):
+    from storelib.ingest import commit as commit_stage
+    from storelib.format import paths
+    from storelib.table import objsweep
+    env, client, parts, cfg, tmp = seed
+    st = _copy(seed, f"stray-{where}")
+    assert not objsweep.sweep(st)["skipped"]
+    if where == "old-attempt":
+        stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
+        st.write_file(stray, [b"named by no row"])
+    else:
+        real = commit_stage.fault
+        stray = ""
+
+        def staging_stray(point: str) -> None:
+            nonlocal stray
+            if point == "before-delta-commit" and not stray:
+                prefix = {"/".join(o.split("/")[:4]) for o in objstores.store_objects(client, BUCKET, f"stray-{where}")
+                          if o.startswith(f"{paths.OBJECTS_DIR}/b{objstores.BATCHES - 1}/")}
+                assert len(prefix) == 1, prefix
+                stray = f"{prefix.pop()}/local-x/commitlog/stray.0"
+                st.write_file(stray, [b"named by no row of its batch"])
+            real(point)
+        monkeypatch.setattr(commit_stage, "fault", staging_stray)
+        with objstores.small_batches():
+            objstores.ingest(st.uri, parts[-1:], cfg, objstores.BATCHES - 1)
+        monkeypatch.undo()
+    assert set(objsweep.plan(st).unnamed) == {stray}
+    got = objsweep.sweep(st)
+    assert not got["skipped"] and got["deleted"] == 1 and not st.exists(stray), got
+    objstores.live_objects_there(client, BUCKET, f"stray-{where}", st.uri)
+
+
+def test_a_forged_state_leaves_garbage_but_never_deletes_and_the_full_sweep_takes_it(seed):
+    from storelib.table import objsweep, sweepstate
+    env, client, parts, cfg, tmp = seed
+    st = _copy(seed, "forged")
+    objsweep.sweep(st)
+    before = objstores.store_objects(client, BUCKET, "forged")
+    stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
+    st.write_file(stray, [b"named by no row"])
+    state = sweepstate.read(st)
+    sweepstate.write(st, state.data_files, set(state.kept) | {stray})      # "every object is named"
+    got = objsweep.sweep(st)
+    assert got["skipped"] and got["deleted"] == 0 and st.exists(stray), got
+    assert objstores.store_objects(client, BUCKET, "forged") == dict(before, **{stray: len(b"named by no row")})
+    assert _vacuumed(st)                                                    # the state does not apply any more
+    got = objsweep.sweep(st)
+    assert not got["skipped"] and got["deleted"] > 0 and not st.exists(stray), got
+    objstores.live_objects_there(client, BUCKET, "forged", st.uri)
+
+
+def _faults_only(value: str):
+    return pytest.param(value, marks=pytest.mark.skipif(os.environ.get("ROCKETLAKE_FAULTS") != "all",
+                                                        reason="make faults (ROCKETLAKE_FAULTS=all)"))
+
+
+# (make test: a changed byte; every reading of a state it refuses: tests/table/test_sweepstate.py)
+@pytest.mark.parametrize("damage", ["altered"] + [_faults_only(d) for d in ("missing", "cut", "version")])
+def test_a_state_missing_damaged_or_foreign_makes_the_sweep_full(seed, damage):
+    from storelib.format import paths
+    from storelib.table import objsweep, sweepstate
+    st = _copy(seed, f"damaged-{damage}")
+    objsweep.sweep(st)
+    stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
+    st.write_file(stray, [b"named by no row"])
+    state = sweepstate.read(st)
+    data = sweepstate.encode(state.data_files, set(state.kept) | {stray})   # a state that would keep it
+    if damage == "missing":
+        st.delete(paths.SWEEP_STATE)
+    else:
+        st.write_file(paths.SWEEP_STATE, [{"altered": data[:-1] + bytes([data[-1] ^ 1]), "cut": data[:-5],
+                                           "version": data.replace(b'"version":1', b'"version":2')}[damage]])
+    got = objsweep.sweep(st)
+    assert not got["skipped"] and got["deleted"] == 1 and not st.exists(stray), got
+    assert sweepstate.read(st) is not None
+
+
+def test_a_sweep_stopped_before_its_state_leaves_the_previous_one_and_the_next_sweep_is_full(seed, monkeypatch):
+    from storelib.format import paths
+    from storelib.table import objsweep
+    st = _copy(seed, "stopped")
+    objsweep.sweep(st)
+    previous = st.read(paths.SWEEP_STATE)
+    _vacuumed(st)
+    unnamed = set(objsweep.plan(st).unnamed)
+    assert unnamed
+
+    def stop(point: str) -> None:
+        if point == "before-sweep-state":
+            raise KeyboardInterrupt(point)
+    with pytest.raises(KeyboardInterrupt):
+        objsweep.sweep(st, fault=stop)
+    assert not any(st.exists(o) for o in unnamed) and st.read(paths.SWEEP_STATE) == previous
+    opened = _counted(monkeypatch)
+    got = objsweep.sweep(st)
+    assert not got["skipped"] and got["deleted"] == 0 and got["data_files"] == len(opened) > 0, got
+    assert st.read(paths.SWEEP_STATE) != previous
