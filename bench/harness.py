@@ -85,6 +85,24 @@ def _memory(pid: int) -> tuple | None:
     return got.get("VmRSS", 0), got.get("VmHWM", 0)
 
 
+def session_cpu(sid: int, cpu_by_pid: dict) -> float:
+    """CPU seconds so far of every process of session ``sid`` (a job's tree, the Python workers
+    included, whose parent never reaps them: the command's own rusage misses them), updating
+    ``cpu_by_pid``, where a process gone keeps its last reading."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(f[3]) == sid:                  # field 6 (session) of stat, after the command's name
+            cpu_by_pid[name] = max(cpu_by_pid.get(name, 0.0), (int(f[11]) + int(f[12])) / tick)
+    return sum(cpu_by_pid.values())
+
+
 class TreeSampler(threading.Thread):
     """Samples a session's processes every ``interval`` s: the peak of the summed RSS (and per
     kind: jvm, python_driver, python_workers), and bytes written per thread (``write_bytes -

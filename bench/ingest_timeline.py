@@ -32,26 +32,10 @@ import tempfile
 import threading
 import time
 
-from harness import PY, ROOT, TreeSampler, spark_submit
+from harness import PY, ROOT, TreeSampler, session_cpu, spark_submit
 
 CORES = 2
 TICK = 0.25
-
-
-def _tree_cpu(sid: int, cpu_by_pid: dict) -> float:
-    """CPU seconds so far of session ``sid`` (a process gone keeps its last reading)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(f[3]) == sid:
-            cpu_by_pid[name] = max(cpu_by_pid.get(name, 0.0), (int(f[11]) + int(f[12])) / tick)
-    return sum(cpu_by_pid.values())
 
 
 class Runnable(threading.Thread):
@@ -128,10 +112,10 @@ def run_sampled(argv: list, env: dict, cwd: str = ROOT) -> dict:
     cpu_by_pid: dict = {}
     samples = []
     while proc.poll() is None:
-        samples.append((time.time(), _tree_cpu(proc.pid, cpu_by_pid)) + _machine_busy())
+        samples.append((time.time(), session_cpu(proc.pid, cpu_by_pid)) + _machine_busy())
         time.sleep(TICK - (time.time() - t0) % TICK)
     t1 = time.time()
-    samples.append((t1, _tree_cpu(proc.pid, cpu_by_pid)) + _machine_busy())
+    samples.append((t1, session_cpu(proc.pid, cpu_by_pid)) + _machine_busy())
     rss.stop()
     runnable.stop()
     reader.join(5)

@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from harness import session_cpu
+
 # (phase, from milestone, to milestone): milestones of the driver unless prefixed "worker:"
 PHASES = (
     ("spark-submit: launcher + driver JVM until Python starts", "cmd-start", "process-start"),
@@ -40,22 +42,6 @@ PHASES = (
 )
 
 
-def _sample_cpu(sid: int, cpu_by_pid: dict) -> None:
-    """The CPU seconds so far of every process of session ``sid`` (the job's tree, including the
-    Python workers, whose parent never reaps them: the command's own rusage misses them)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(f[3]) == sid:                  # field 6 (session) of stat, after the command's name
-            cpu_by_pid[name] = max(cpu_by_pid.get(name, 0.0), (int(f[11]) + int(f[12])) / tick)
-
-
 def run_once(argv: list, env: dict | None = None) -> dict:
     """Run ``argv`` with a fresh trace file; the milestones (first of each name per kind)."""
     fd, trace = tempfile.mkstemp(prefix="rocketlake-startup-", suffix=".trace")
@@ -66,7 +52,7 @@ def run_once(argv: list, env: dict | None = None) -> dict:
                             start_new_session=True)
     cpu_by_pid: dict = {}
     while proc.poll() is None:
-        _sample_cpu(proc.pid, cpu_by_pid)
+        session_cpu(proc.pid, cpu_by_pid)
         time.sleep(0.05)
     t1 = time.time()
     rc = proc.returncode

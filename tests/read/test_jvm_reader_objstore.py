@@ -150,18 +150,23 @@ def test_reads_make_no_metadata_requests(spark, s3_store):
         assert _read_ops(spark) - ops == 0, (where, _read_ops(spark) - ops)
 
 
-def test_an_object_shorter_than_its_extents_is_refused(spark, s3_store):
-    """A stream opened with the length of its extents (no HEAD) still finds an object that ends
-    before them: the read fails naming the file, it does not read past the object's end."""
+def _first_record_object(s3, uri: str) -> tuple:
+    """(the first segment, its first extent, the key of that extent's object, the object's bytes)."""
     from storelib.table.storefiles import as_store, open_files
-    env, s3, uri = s3_store
     store = as_store(uri)
     files, _ = open_files(store)
     seg = files.commitlog[0]
     size, extents = store.assembled[seg.rel]
     first = sorted(extents)[0]
     key = f"stores/small/{first[2]}"
-    original = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    return seg, first, key, s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+
+def test_an_object_shorter_than_its_extents_is_refused(spark, s3_store):
+    """A stream opened with the length of its extents (no HEAD) still finds an object that ends
+    before them: the read fails naming the file, it does not read past the object's end."""
+    env, s3, uri = s3_store
+    seg, first, key, original = _first_record_object(s3, uri)
     s3.put_object(Bucket=BUCKET, Key=key, Body=original[:first[3] + first[1] - 100])
     try:
         with pytest.raises(Exception) as e:
@@ -176,15 +181,8 @@ def test_a_damaged_object_is_refused(spark, s3_store, tmp_path):
     file and the record's place; the records before it still read."""
     from storelib.codec.messages import decode_one
     from storelib.format import commitlog as cl
-    from storelib.table.storefiles import as_store, open_files
     env, s3, uri = s3_store
-    store = as_store(uri)
-    files, _ = open_files(store)
-    seg = files.commitlog[0]
-    size, extents = store.assembled[seg.rel]
-    first = sorted(extents)[0]
-    key = f"stores/small/{first[2]}"
-    original = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    seg, first, key, original = _first_record_object(s3, uri)
     buf = bytearray(original)
     pos = 0
     for _ in range(4):
