@@ -69,6 +69,9 @@ def s3_client() -> Any:                  # a botocore S3 client (botocore has no
     key = ("s3-client", os.getpid()) + tuple(sorted(st.items()))
     client = _fs_cache.get(key)
     if client is None:
+        # botocore reads the environment itself, and takes the empty AWS_PROFILE a Spark worker
+        # is shipped (objstore.ship: unset) for a profile named "" that does not exist
+        objstore.unset_empty()
         import botocore.session
         from botocore.config import Config
         kw: dict[str, str | None] = {}

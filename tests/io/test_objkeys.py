@@ -67,3 +67,15 @@ def test_a_tree_goes_with_the_markers_an_earlier_writer_left(s3):
     st.delete("h")
     st.delete("h")                                              # gone already: no error
     assert _keys(s3, "old/") == []
+
+
+def test_a_spark_worker_with_the_shipped_empty_settings_deletes(s3, monkeypatch):
+    """A Spark worker's environment holds the settings the driver left unset as empty values
+    (objstore.ship): botocore took an empty AWS_PROFILE for a profile named "" (ProfileNotFound)."""
+    from storelib.io import filesystems, objstore, storage
+    for k, v in objstore.executor_env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(filesystems, "_fs_cache", {})
+    s3.put_object(Bucket=BUCKET, Key="worker/x", Body=b"1")
+    storage.Store(f"s3://{BUCKET}/worker").delete("x")
+    assert _keys(s3, "worker/") == []
