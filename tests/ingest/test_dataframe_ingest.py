@@ -11,7 +11,8 @@ import pytest
 
 from support import goldenlib
 from conftest import golden_set
-from test_golden_ingest import golden_properties, spark_submit, tree
+from test_golden_ingest import golden_properties, spark_submit
+from support.opshelp import tree_digest
 
 from storelib.ingest import inputs
 from storelib.table import manifest
@@ -62,21 +63,21 @@ def test_rerun_is_recognized_whatever_the_partitioning(spark, ingested):
     the same rows is already committed; other rows under a committed id are an error."""
     import storelib
     store, summary, table, props = ingested
-    before = tree(store)
+    before = tree_digest(store)
     shuffled = _frame(spark, table, 3).orderBy("born_timestamp", ascending=False)
     again = storelib.ingest_dataframe(shuffled, store, config=props, quiet=True)
     assert again["status"] == "already-committed" and again["batch_id"] == summary["batch_id"]
     with pytest.raises(storelib.IngestError, match="already committed with different input"):
         storelib.ingest_dataframe(_frame(spark, table.slice(0, 100), 2), store, config=props,
                                   batch_id=summary["batch_id"], quiet=True)
-    assert tree(store) == before
+    assert tree_digest(store) == before
 
 
 def test_bad_frames_name_row_and_column(spark, ingested):
     import numpy as np
     import storelib
     store, _, table, props = ingested
-    before = tree(store)
+    before = tree_digest(store)
     part = table.slice(0, 40)
     qid = part.column("queue_id").to_numpy().copy()
     qid[33] = 2**31 + 5                             # partition 1 (rows 20..39), row 13
@@ -96,7 +97,7 @@ def test_bad_frames_name_row_and_column(spark, ingested):
     no_ts = part.drop_columns(["store_timestamp", "born_timestamp"])
     with pytest.raises(storelib.InputError, match=r"DataFrame row 0 \(partition 0 row 0\): field 'store_timestamp': missing"):
         storelib.ingest_dataframe(spark.createDataFrame(no_ts), store, config=props, quiet=True)
-    assert tree(store) == before
+    assert tree_digest(store) == before
     assert np.all(qid[:33] < 2**31)
 
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from support import goldenlib
+from support.opshelp import tree_digest
 from conftest import ROOT, golden_set
 
 from storelib.ingest import inputs
@@ -46,16 +47,6 @@ def golden_properties(set_dir: str, tmp_path) -> str:
 def storecmp(set_dir: str, store: str) -> list:
     """Differences from the set's golden store ([] = byte-identical)."""
     return goldenlib.compare(set_dir, store)
-
-
-def tree(path: str) -> dict:
-    out = {}
-    for d, _, files in os.walk(path):
-        for f in files:
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, path)] = fh.read()
-    return out
 
 
 @pytest.mark.slow
@@ -121,7 +112,7 @@ def test_bad_input_rejected_before_any_write(tmp_path):
     r = spark_submit("jobs/ingest.py", "--store", store, "--input", str(good), "--config", props,
                      "--batch-id", "first")
     assert r.returncode == 0, r.stderr[-2000:]
-    before = tree(store)
+    before = tree_digest(store)
     batch = lines[200:350]
     for line_no, _, _, mutate in BAD_ROWS:
         m = json.loads(batch[line_no - 1])
@@ -139,7 +130,7 @@ def test_bad_input_rejected_before_any_write(tmp_path):
     assert len(problems) == len(BAD_ROWS), out[-3000:]
     for (line_no, field, needle, _), got in zip(BAD_ROWS, problems):
         assert got.startswith(f"{bad} line {line_no}: field '{field}'") and needle in got, got
-    assert tree(store) == before, "a rejected batch changed the store"
+    assert tree_digest(store) == before, "a rejected batch changed the store"
 
 
 def test_missing_input_is_a_clear_error(tmp_path):
