@@ -41,6 +41,21 @@ checked before every ``DELETE_BATCH`` deletes (and after the ``mid-sweep-delete`
 stalled past its lease stops at its next check, as a writer that lost its lease never commits,
 once another writer may have taken the store over.
 
+The order of its reads is what makes the keeping above hold against commits racing it (``_Reads``): the
+committed attempts and the latest snapshot (the names of its data files) first; then the data
+files listed (the latest version's among them, or nothing is deleted); then their rows read, and
+the live rows' (their list objects must be there); then the objects listed. Reading the
+committed attempts before listing the data files is what every attempt counted as committed
+needs: its rows are in a data file listed (data files never change; only a vacuum removes one),
+and an attempt that commits later is never counted. The listing of the objects needs only to
+follow the first read: which of the objects listed are deleted rests on their attempts
+(committed at that read) and on the rows read, never on when the listing saw them (one deleted
+since it was listed is deleted again, a no-op; one written after the listing is left to the next
+sweep). So ``skip`` lists the objects before it reads the rows of
+the data files new since its state, and the full sweep that runs when the skip does not apply
+takes that listing, and every other read the skip made, instead of making it again: each read
+is made once a sweep.
+
 Its cost grows with what changed since the last sweep, not with the history kept: a sweep that
 completed writes the state (``storelib.table.sweepstate``: the data files it read, the objects of
 committed attempts left, each named by a row of those files), after its deletes and a check of
@@ -50,16 +65,21 @@ every data file of the state is still listed (an object becomes unnamed only whe
 naming it goes: a data file never changes, and a list object a row names goes only with what it
 lists, ``staged_deletes.delete``) and every object of an attempt committed now that the state did
 not keep is named by a row of a data file listed since, those read strictly as above; else it
-runs the full sweep, which never reads the state. A skip deletes nothing, so the state, trusted or
-not, can only make a sweep delete less: a forged or stale one leaves garbage while it applies,
-never deletes, and the full sweep that runs once it does not apply deletes what is unnamed then.
+runs the full sweep, which never reads the state (it goes on from the skip's reads, above). A
+skip deletes nothing, so the state, trusted or not, can only make a sweep delete less: a forged or
+stale one leaves garbage while it applies, never deletes, and the full sweep that runs once it
+does not apply deletes what is unnamed then. A skip refuses what the full sweep refuses of the
+live rows without a request: a live row whose extent-list object its listing of the objects does
+not hold, or whose detail or lists do not parse (``CorruptStore``, nothing deleted, no state
+written). (A list object that is there but damaged is found only by the full sweep, which reads
+every one: a skip reads none of the state's data files' rows.)
 
 ``expire`` runs it after its vacuum (``storelib.ops.expire``, under its lease), on object stores.
 """
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from dataclasses import dataclass, field
@@ -100,18 +120,11 @@ def named_objects(store: storage.Store, live_rows: Iterable[Mapping[str, Any]] =
     there (``CorruptStore`` otherwise); ``expected``: names of data files the listing must hold
     (the latest version's, read before it: a listing that misses one is not trusted,
     ``StoreError``). A data file that cannot be read: ``CorruptStore``."""
-    named, files = _named_by_listed(store, live_rows, expected)
-    return named, len(files)
-
-
-def _named_by_listed(store: storage.Store, live_rows: Iterable[Mapping[str, Any]],
-                     expected: Iterable[str]) -> tuple[set[str], list[str]]:
-    """(``named_objects``' names, the data files it listed and read)."""
     named = rowobjects.Named(store, strict=True)
     named.add((ManifestRow.of(r) for r in live_rows), live=True)
     files = _data_files(store, expected)
     _add_rows(store, named, files)
-    return named.names, files
+    return named.names, len(files)
 
 
 def _data_files(store: storage.Store, expected: Iterable[str]) -> list[str]:
@@ -175,21 +188,29 @@ def unnamed_objects(store: storage.Store, committed: set[tuple[str, str]], named
     """The objects under the prefixes of the ``committed`` attempts ((batch_id, attempt_id)) that
     ``named`` does not hold (one listing of ``_rocketlake/objects/``); objects of other attempts
     are counted, never listed as unnamed."""
+    return _sorted_out(_list_objects(store), committed, named)
+
+
+def _list_objects(store: storage.Store) -> dict[str, int]:
+    """Every object under ``_rocketlake/objects/`` (store-relative key -> size): one listing."""
     from pyarrow.fs import FileSelector, FileType
-    out = Sweep()
     root = store.path("").rstrip("/") + "/"
     selector = FileSelector(store.path(paths.OBJECTS_DIR), recursive=True, allow_not_found=True)
-    for info in store.fs.get_file_info(selector):
-        if info.type != FileType.File or not info.path.startswith(root):
-            continue
-        o = info.path[len(root):]
+    return {info.path[len(root):]: int(info.size or 0) for info in store.fs.get_file_info(selector)
+            if info.type == FileType.File and info.path.startswith(root)}
+
+
+def _sorted_out(objects: Mapping[str, int], committed: set[tuple[str, str]], named: Container[str]) -> Sweep:
+    """``unnamed_objects`` of the listing ``objects``."""
+    out = Sweep()
+    for o, size in objects.items():
         if _attempt_of(o) not in committed:
             out.uncommitted += 1
         elif o in named:
             out.kept += 1
             out.kept_objects.add(o)
         else:
-            out.unnamed[o] = int(info.size or 0)
+            out.unnamed[o] = size
     return out
 
 
@@ -205,20 +226,55 @@ def _committed_and_latest(store: storage.Store) -> tuple[set[tuple[str, str]], A
     return committed, snap, expected
 
 
-def _committed_and_named(store: storage.Store) -> tuple[set[tuple[str, str]], set[str], list[str]]:
-    """(the committed attempts, the objects rows name, the data files read): the committed attempts
-    and the live rows first (the latest snapshot, from the Delta tables), then every data file's
-    rows (``named_objects``)."""
-    committed, snap, expected = _committed_and_latest(store)
-    named, files = _named_by_listed(store, snap.files.values(), expected)
-    return committed, named, files
+class _Reads:
+    """The reads of one sweep, each made once whether ``skip``, ``plan`` or both use it, in the
+    order its safety rests on (module docstring): at once the committed attempts and the latest
+    snapshot, then the listing of the manifest data files; then, when asked, rows (``rows``: of
+    listed data files, each file read once, and the latest snapshot's live rows) and the listing
+    of the objects (``objects``: once, by whichever asks first)."""
+
+    def __init__(self, store: storage.Store):
+        self.store = store
+        self.committed, self.snap, expected = _committed_and_latest(store)
+        self.files = _data_files(store, expected)
+        self.named = rowobjects.Named(store, strict=True)
+        self._read: set[str] = set()                    # the data files whose rows ``named`` holds
+        self._live = False
+        self._objects: dict[str, int] | None = None
+
+    def live_rows(self) -> Iterable[ManifestRow]:
+        return (ManifestRow.of(r) for r in self.snap.files.values())
+
+    def rows(self, files: Iterable[str], live: bool = False) -> set[str]:
+        """The objects named by every row of ``files`` (some of ``self.files``) and, ``live``, of
+        the live rows (their list objects must be there), with every row read before."""
+        if live and not self._live:
+            self.named.add(self.live_rows(), live=True)
+            self._live = True
+        todo = [f for f in files if f not in self._read]
+        _add_rows(self.store, self.named, todo)
+        self._read.update(todo)
+        return self.named.names
+
+    def objects(self) -> dict[str, int]:
+        """``_list_objects``, listed once."""
+        if self._objects is None:
+            self._objects = _list_objects(self.store)
+        return self._objects
 
 
 def plan(store: storage.Store) -> Sweep:
-    """What the full sweep would delete now (reads only): ``_committed_and_named``, then the objects."""
-    committed, named, files = _committed_and_named(store)
-    out = unnamed_objects(store, committed, named)
-    out.data_files, out.files = len(files), [_name(f) for f in files]
+    """What the full sweep would delete now (reads only): the committed attempts and the latest
+    snapshot, the data files listed, their rows and the live ones read, then the objects listed."""
+    return _plan(_Reads(store))
+
+
+def _plan(reads: _Reads) -> Sweep:
+    """``plan`` on ``reads``: what they have read already (a ``_skip`` that did not apply) is
+    not read again."""
+    named = reads.rows(reads.files, live=True)
+    out = _sorted_out(reads.objects(), reads.committed, named)
+    out.data_files, out.files = len(reads.files), [_name(f) for f in reads.files]
     return out
 
 
@@ -229,22 +285,26 @@ def skip(store: storage.Store) -> Sweep | None:
     it: only then can an object it names become unnamed), or an object of an attempt committed now
     that is not one the state kept and that no row of a data file listed since names (those new
     files read as the full sweep reads them). Reads in the full sweep's order: the committed
-    attempts, the data files, the objects."""
+    attempts, the data files, the objects. A live row whose extent-list object the listing of the
+    objects does not hold: ``CorruptStore``, as the full sweep refuses it."""
     state = sweepstate.read(store)
-    if state is None:
-        return None
-    committed, _, expected = _committed_and_latest(store)
-    listed = {_name(f): f for f in _data_files(store, expected)}
+    return None if state is None else _skip(_Reads(store), state)
+
+
+def _skip(reads: _Reads, state: sweepstate.State) -> Sweep | None:
+    """``skip`` on ``reads`` and the store's ``state``."""
+    listed = {_name(f): f for f in reads.files}
     if not state.data_files <= listed.keys():
         return None
-    out = unnamed_objects(store, committed, set(state.kept))
+    objects = reads.objects()
+    lists = reads.named.list_objects(reads.live_rows())
+    gone = sorted(o for o in lists if o not in objects)
+    if gone:
+        raise CorruptStore(lists[gone[0]], 0, f"its extent list object {gone[0]} is missing; nothing is deleted")
+    out = _sorted_out(objects, reads.committed, state.kept)
     new = [listed[n] for n in sorted(listed.keys() - state.data_files)]
     if out.unnamed:
-        if not new:
-            return None
-        named = rowobjects.Named(store, strict=True)
-        _add_rows(store, named, new)
-        if not named.names.issuperset(out.unnamed):
+        if not new or not reads.rows(new).issuperset(out.unnamed):
             return None
         out.data_files = len(new)
         out.kept += len(out.unnamed)
@@ -259,8 +319,18 @@ def unnamed_among(store: storage.Store, objects: Iterable[str]) -> set[str]:
     """Those of ``objects`` that ``plan`` finds unnamed when they are there: under a committed
     attempt's prefix and named by no row of any data file left (the reads of ``plan`` but its
     listing of ``_rocketlake/objects/``)."""
-    committed, named, _ = _committed_and_named(store)
-    return {o for o in objects if _attempt_of(o) in committed and o not in named}
+    reads = _Reads(store)
+    named = reads.rows(reads.files, live=True)
+    return {o for o in objects if _attempt_of(o) in reads.committed and o not in named}
+
+
+def _found(store: storage.Store) -> Sweep:
+    """What the sweep deletes: ``skip``'s answer when the state applies, else ``plan``'s, on the
+    same reads (none made twice)."""
+    state = sweepstate.read(store)
+    reads = _Reads(store)
+    found = _skip(reads, state) if state is not None else None
+    return found if found is not None else _plan(reads)
 
 
 def sweep(store: storage.Store, check: Callable[[], None] | None = None,
@@ -271,9 +341,7 @@ def sweep(store: storage.Store, check: Callable[[], None] | None = None,
     written (its error ends the sweep). Returns counts."""
     if not store.objects:
         return {"deleted": 0, "bytes": 0, "kept": 0}
-    found = skip(store)
-    if found is None:
-        found = plan(store)
+    found = _found(store)
     todo = sorted(found.unnamed)
     for i, o in enumerate(todo):
         if fault is not None and i == 0:

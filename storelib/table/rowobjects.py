@@ -115,6 +115,18 @@ class Named:
                     return                  # a damaged row names nothing: nothing is deleted by it
         self.names.update(out)
 
+    def list_objects(self, rows: Iterable[ManifestRow]) -> dict[str, str]:
+        """(extent-list object -> the file of a row naming it) of the lists ``rows`` name where
+        ``add`` resolves them (rows with extents; its ``live`` check of a missing one is of these),
+        none of them read; a detail or lists that do not parse: as ``add``."""
+        out: dict[str, str] = {}
+        for r in rows:
+            d = self._detail(r)
+            if d is not None and "extents" in d:
+                for lst in self._lists(r, d):
+                    out.setdefault(lst.object_rel, r.path)
+        return out
+
     def _unreadable(self, r: ManifestRow, lists: list[extentlists.ExtentList], live: bool, why: str) -> None:
         """Refuse, when it must, a row whose extents could not be read (``why``)."""
         if not lists:

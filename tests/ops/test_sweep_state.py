@@ -14,10 +14,18 @@ on the moto S3 server, on stores of small batches whose manifest table compacts
   ROCKETLAKE_FAULTS=all).
 * A sweep that stops before its state is written (``before-sweep-state``) leaves the previous
   state, and the next sweep runs in full. (The SIGKILL there: tests/ops/test_object_sweep.py.)
+* A sweep whose state does not apply (a vacuum removed a data file of it; an object no row names
+  beside a batch new since, whose data files the skip read) makes each read once: the snapshot,
+  the listings of the manifest directory and of the objects, each data file and list object, as
+  many as a sweep of the same store without a state, and deletes the same.
+* A live row's extent-list object missing: the skipping sweep refuses it as the full sweep does
+  (``CorruptStore``), and neither changes the bucket.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 
 import pytest
 
@@ -215,3 +223,78 @@ def test_a_sweep_stopped_before_its_state_leaves_the_previous_one_and_the_next_s
     got = objsweep.sweep(st)
     assert not got["skipped"] and got["deleted"] == 0 and got["data_files"] == len(opened) > 0, got
     assert st.read(paths.SWEEP_STATE) != previous
+
+
+def _reads(st, monkeypatch):
+    """What a sweep of ``st`` reads from now on (a Counter): its snapshot loads and its opens of
+    a Delta table (``load_snapshot``, ``open_table``), its listings and the files it opens
+    (``objstores.counted``: the manifest data files, the list objects, the state)."""
+    from storelib.table import manifest
+    seen = objstores.counted(st)
+
+    def counting(name: str):
+        real = getattr(manifest, name)
+
+        def counted(*a, **kw):
+            seen[name] += 1
+            return real(*a, **kw)
+        return counted
+    for name in ("load_snapshot", "open_table"):
+        monkeypatch.setattr(manifest, name, counting(name))
+    return seen
+
+
+@pytest.mark.parametrize("why", ["vacuumed", "unnamed-beside-a-new-batch"])
+def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(seed, why, monkeypatch):
+    from storelib.format import paths
+    from storelib.io import storage
+    from storelib.table import objsweep
+    env, client, parts, cfg, tmp = seed
+    name = f"once-{why}"
+    st = _copy(seed, name)
+    assert not objsweep.sweep(st)["skipped"]
+    if why == "vacuumed":
+        assert _vacuumed(st)
+    else:
+        st.write_file(f"{_committed_prefix(st)}/local-x/commitlog/stray.0", [b"named by no row"])
+        with objstores.small_batches():
+            objstores.ingest(st.uri, parts[-1:], cfg, objstores.BATCHES - 1)
+    ref = storage.Store(objstores.copy_prefix(client, BUCKET, name, f"{name}-ref"))
+    ref.delete(paths.SWEEP_STATE)                                   # the same store, swept in full
+    if why == "unnamed-beside-a-new-batch":
+        assert objsweep.skip(st) is None and objsweep.plan(st).unnamed, "the state applies: the test tests nothing"
+    seen = _reads(st, monkeypatch)
+    got = objsweep.sweep(st)
+    monkeypatch.undo()
+    full = _reads(ref, monkeypatch)
+    want = objsweep.sweep(ref)
+    monkeypatch.undo()
+    assert not got["skipped"] and got["deleted"] == want["deleted"] > 0, (got, want)
+    data_files = {k: n for k, n in seen.items() if k[0] == "open" and k[1].endswith(".parquet")}
+    assert data_files and set(data_files.values()) == {1}, data_files
+    assert seen["load_snapshot"] == 1 and seen["list", paths.MANIFEST_DIR] == 1 and \
+        seen["list", paths.OBJECTS_DIR] == 1, seen
+    assert seen == full, (seen, full)                  # (the state: read by both, missing in ``ref``)
+    assert objstores.store_objects(client, BUCKET, name) == objstores.store_objects(client, BUCKET, f"{name}-ref")
+
+
+@pytest.mark.parametrize("sweep", ["skipping", "full"])
+def test_a_live_rows_missing_extent_list_object_stops_the_skipping_and_the_full_sweep(seed, sweep):
+    from storelib.errors import CorruptStore
+    from storelib.table import manifest, objsweep
+    env, client, parts, cfg, tmp = seed
+    name = f"list-gone-{sweep}"
+    st = _copy(seed, name)
+    assert not objsweep.sweep(st)["skipped"]
+    if sweep == "skipping":
+        assert objsweep.skip(st) is not None, "the state does not apply: the test tests nothing"
+    else:
+        assert _vacuumed(st) and objsweep.plan(st).unnamed, "nothing for the full sweep to delete"
+    live = manifest.load_snapshot(st, queue_offsets=False).files.values()
+    lists = sorted(x[0] for r in live for x in json.loads(r["detail"] or "{}").get("extent_lists") or [])
+    assert lists and st.exists(lists[0]), "no live row names an extent-list object: the test tests nothing"
+    st.delete(lists[0])
+    before = objstores.digest(client, BUCKET, name)
+    with pytest.raises(CorruptStore, match=re.escape(f"its extent list object {lists[0]} is missing")):
+        objsweep.sweep(st)
+    assert objstores.digest(client, BUCKET, name) == before, "the refused sweep changed the bucket"

@@ -9,13 +9,15 @@ ones: objects that only superseded rows named pile up, as at scale over many mor
 
 ``named_by_rows`` is this module's own reading of what the rows name (every row of every data
 file in the manifest table's directory: extents, paged heads' layers, extent-list objects and
-what they list), not the sweep's code.
+what they list), not the sweep's code. ``digest`` tells a bucket unchanged; ``counted`` counts a
+store's listings and opens (what a sweep reads).
 """
 from __future__ import annotations
 
 import json
 import os
 import zlib
+from collections import Counter
 from contextlib import contextmanager
 
 import pytest
@@ -183,3 +185,80 @@ def live_objects_there(client, bucket: str, name: str, uri: str) -> None:
     gone = named - set(store_objects(client, bucket, name))
     assert not gone, f"{len(gone)} objects the live version names are gone, e.g. {sorted(gone)[0]}"
     assert verify.verify_store(uri).problems == []
+
+
+def digest(client, bucket: str, store: str) -> dict:
+    """key -> (ETag, size) of every object under ``store/``: equal only when no object of the
+    store (its Delta tables, its objects, its sweep state) was added, removed or rewritten."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=store + "/")
+    return {o["Key"]: (o["ETag"], o["Size"]) for page in pages for o in page.get("Contents", [])}
+
+
+def counted(store) -> Counter:
+    """From now on, count ``store``'s listings (``("list", rel)``: of the directory ``rel``) and
+    opens of a file to read (``("open", rel)``), store-relative, through a file system that hands
+    every call on to the store's own one (S3's directories and deletes as the store makes them,
+    ``storelib.io.objkeys``). Delta's reads (deltalake's own client) are not counted."""
+    import pyarrow.fs as pafs
+    from storelib.io import objkeys
+    real, root, seen = store.fs, store.path("").rstrip("/") + "/", Counter()
+
+    def rel(path: str) -> str:
+        return path[len(root):] if path.startswith(root) else path
+
+    class Handler(pafs.FileSystemHandler):
+        def get_type_name(self):
+            return "counted-" + real.type_name
+
+        def normalize_path(self, path):
+            return real.normalize_path(path)
+
+        def get_file_info(self, paths):
+            return real.get_file_info(paths)
+
+        def get_file_info_selector(self, selector):
+            seen["list", rel(selector.base_dir)] += 1
+            return real.get_file_info(selector)
+
+        def create_dir(self, path, recursive):
+            objkeys.make_dir(real, path)
+
+        def delete_dir(self, path):
+            objkeys.delete_tree(real, path)
+
+        def delete_dir_contents(self, path, missing_dir_ok=False):
+            real.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
+
+        def delete_root_dir_contents(self):
+            raise NotImplementedError("a store never empties its file system's root")
+
+        def delete_file(self, path):
+            objkeys.delete_file(real, path)
+
+        def move(self, src, dest):
+            objkeys.move(real, src, dest)
+
+        def copy_file(self, src, dest):
+            real.copy_file(src, dest)
+
+        def open_input_stream(self, path):
+            seen["open", rel(path)] += 1
+            return real.open_input_stream(path)
+
+        def open_input_file(self, path):
+            seen["open", rel(path)] += 1
+            return real.open_input_file(path)
+
+        def open_output_stream(self, path, metadata):
+            return real.open_output_stream(path, metadata=metadata)
+
+        def open_append_stream(self, path, metadata):
+            return real.open_append_stream(path, metadata=metadata)
+
+        def __eq__(self, other):
+            return self is other
+
+        def __ne__(self, other):
+            return self is not other
+    store.fs = pafs.PyFileSystem(Handler())
+    return seen
