@@ -192,13 +192,6 @@ def test_every_kill_point_is_one_the_expire_passes():
 
 
 # ----------------------------------------------------------------------------- what the plan reads
-def _bucket(client, prefix: str) -> dict:
-    """key -> (size, ETag) of every object under ``prefix/``, the Delta tables' included, and any
-    directory marker (a key ending in "/", which no writer may add: storelib.io.objkeys)."""
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{prefix}/")
-    return {o["Key"]: (o["Size"], o["ETag"]) for page in pages for o in page.get("Contents", [])}
-
-
 def _bad_extents(r: dict) -> None:
     d = json.loads(r["detail"])
     d["extents"] = [["not", "an", "extent"]]
@@ -233,7 +226,7 @@ def test_a_damaged_row_makes_a_per_topic_expire_refuse_and_change_nothing(seed, 
         open_store(uri)                    # (what every reader refuses)
 
     def state():
-        return opshelp.tree_digest(uri) if where == "local" else _bucket(client, name)
+        return opshelp.tree_digest(uri) if where == "local" else objstores.digest(client, BUCKET, name)
     before = state()
     for dry in (True, False):
         with pytest.raises(CorruptStore) as e:

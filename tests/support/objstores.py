@@ -188,7 +188,8 @@ def live_objects_there(client, bucket: str, name: str, uri: str) -> None:
 
 
 def digest(client, bucket: str, store: str) -> dict:
-    """key -> (ETag, size) of every object under ``store/``: equal only when no object of the
+    """key -> (ETag, size) of every object under ``store/``, directory markers included (a key
+    ending in "/", which no writer may add: storelib.io.objkeys): equal only when no object of the
     store (its Delta tables, its objects, its sweep state) was added, removed or rewritten."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=store + "/")
     return {o["Key"]: (o["ETag"], o["Size"]) for page in pages for o in page.get("Contents", [])}
