@@ -44,11 +44,11 @@ from ..ingest.context import WriteContext
 from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
 from ..ingest.staged_file import StagedFile
-from ..io import checksum, storage
+from ..io import checksum, extentlists, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import writerlease, zonemap
-from ..table.rows import FILE_KINDS, FileKind, recorded_config
+from ..table.rows import FileKind, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
@@ -328,14 +328,36 @@ def _committed(store: storage.Store, row: dict, pos: int, n: int) -> bytes:
 
 
 # ---------------------------------------------------------------------------- one batch
+def _continuable(snap: StoreSnapshot, state: sequencer.StoreState) -> list:
+    """The rows a cycle can continue: a cycle appends at the mirror's ends only, so to its last
+    segment (or closes it with a BLANK), each queue's last consume-queue file and the newest
+    index file; the files behind them it never writes, nor reads their extent lists."""
+    last: dict = {}
+    for r in snap.files.values():
+        if r.kind == FileKind.COMMITLOG:
+            key: object = FileKind.COMMITLOG
+        elif r.kind == FileKind.CONSUMEQUEUE:
+            key = (str(r["topic"]), int(r["queue_id"]))
+        else:
+            continue
+        if key not in last or r.base_offset > last[key].base_offset:
+            last[key] = r
+    rows = list(last.values())
+    tail = snap.files.get(state.index_tail.rel_path) if state.index_tail is not None else None
+    return rows + [tail] if tail is not None else rows
+
+
 class _Batch:
     """What one cycle stages: its file versions and the plan/summary ``commit_batch`` takes."""
 
     def __init__(self, store, snap, state, cfg: StoreConfig, batch_id: str, attempt: str):
         self.store, self.snap, self.state, self.cfg = store, snap, state, cfg
         self.staging = f"{paths.STAGING_DIR}/{batch_id}/{attempt}"
-        committed = {r.path: committed_facts(r, store) for r in snap.files.values()
-                     if r.kind in FILE_KINDS} if snap.batch else {}
+        rows = _continuable(snap, state) if snap.batch else []
+        if store.objects:                 # their extent lists, read at once
+            extentlists.prefetch(((r.path, r.detail) for r in rows if r.has_detail("extent_lists")),
+                                 extentlists.fetcher(store))
+        committed = {r.path: committed_facts(r, store) for r in rows}
         for facts in committed.values():
             facts["detail"] = facts["detail"] or {}
         # topics None: the mirror's queues come from the broker's records, no topic config shapes them
