@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from ..format import paths
-from ..table import deltacommit, deltalog, manifest, objsweep, rowcheck, snapcache, staged_deletes, writerlease
+from ..table import (deltacommit, deltalog, manifest, objsweep, rowcheck, snapcache, staged_deletes, storefiles,
+                     writerlease)
 from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
@@ -169,14 +170,16 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     if snap.batch is None:
         raise ExpireError(f"{store.uri} has no rocketlake manifest: adopt it first "
                           f"(jobs/ingest.py --store {store.uri} --from-store {store.uri})")
-    rowcheck.check_snapshot(snap)            # never builds on rows verify rejects
+    opened = _checked(store, snap, rules)
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:
-        snap = finish_pending(store, snap, say, every=False)
+        done = finish_pending(store, snap, say, every=False)
+        if done is not snap:                 # read afresh once a publish was finished: checked in turn
+            snap, opened = done, _checked(store, done, rules)
     if rules:
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
-                                              snap.config.mappedFileSizeCommitLog)
+                                              snap.config.mappedFileSizeCommitLog, opened)
     else:
         p = plan_expiry(snap, cast(float, reserved_hours), now)     # (given: no topic rule without one)
     summary = {"status": "dry-run" if dry_run else "nothing-to-do", "now_ms": now, "reserved_hours": reserved_hours,
@@ -232,6 +235,16 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     snapcache.refresh(store, committed)     # (read again when housekeeping added Delta versions)
     summary["seconds"] = round(time.time() - t0, 3)
     return summary
+
+
+def _checked(store: storage.Store, snap: StoreSnapshot, rules: dict | None) -> storefiles.StoreFiles | None:
+    """``CorruptStore`` for rows verify rejects (an expiry never builds on them), once per snapshot;
+    with topic rules, the snapshot's files as readers open them (``storefiles.files_from_snapshot``
+    checks the rows first), which the plan reads."""
+    if rules:
+        return storefiles.files_from_snapshot(store, snap)[0]
+    rowcheck.check_snapshot(snap)
+    return None
 
 
 def _commit(store: storage.Store, snap: StoreSnapshot, rows: list, ck: dict, staging: str, durable: bool,
