@@ -10,7 +10,9 @@ add rows are gone from the latest version). Then the next writer's finish
   object of an older version of a live file (an ``--as-of-batch`` read still needs it) or an
   object of an attempt that never committed;
 * finishes the document as the expiry wrote it, and also after a cut-short delete took some of
-  its objects, extent-list objects included.
+  its objects, extent-list objects included;
+* with the version before the commit vacuumed, takes only what the object sweep would delete
+  now: a forged document naming an object a committed row names is refused, the bucket unchanged.
 
 The local-store cases: tests/ops/test_staged_deletes.py.
 """
@@ -163,3 +165,53 @@ def test_a_document_whose_version_before_was_vacuumed_is_finished_and_a_forged_o
     assert not any(st.exists(o) for o in doc.objects) and not st.exists(staging) and st.exists(extra)
     from storelib.verify import driver as verify
     assert verify.verify_store(st.uri).problems == []
+
+
+def _live_names(client, st, snap, name: str) -> dict:
+    """The objects the live rows name, by how: inline (extents, paged heads' layers), as
+    extent-list objects, and only inside those list objects."""
+    named = set()
+    for r in snap.files.values():
+        named |= objstores.names_of(json.loads(r["detail"]))
+    out = {"inline": {o for o in named if not o.endswith(".extents")},
+           "list": {o for o in named if o.endswith(".extents")},
+           "listed": objstores.with_listed(client, BUCKET, name, named) - named}
+    assert all(out.values()), f"the live rows name no object {[k for k, v in out.items() if not v]}: " \
+                              "the scenario tests nothing"
+    assert all(st.exists(o) for v in out.values() for o in v)
+    return out
+
+
+def test_a_forged_document_whose_version_before_was_vacuumed_takes_only_what_the_sweep_would(seed, monkeypatch):
+    """The version before the expiry's commit vacuumed, so what the removed files' rows named
+    there is unknown (``staged_deletes._swept_of``): a forged document naming an object a
+    committed row names (the live rows' inline objects, their extent-list objects, what those
+    list) is refused with the bucket unchanged, one naming every object of the store too; the
+    sweep's check alone (``objsweep.unnamed_among``) takes none of them either; a document
+    naming, beside its own, objects the sweep would delete now is finished, and takes only
+    those."""
+    client, parts = seed
+    name = "vacuumed-forged"
+    st, snap, staging, doc = _interrupted(client, parts, name, monkeypatch)
+    dt = manifest.open_table(st, paths.MANIFEST_DIR)
+    assert dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    dt = None
+    with pytest.raises(StoreError):
+        staged_deletes.objects_before(st, snap.batch, set(doc.files))
+    live = _live_names(client, st, snap, name)
+    every = set(objstores.store_objects(client, BUCKET, name))
+    assert not objsweep.unnamed_among(st, set().union(*live.values())), "the sweep would take a live object"
+    forged = [(o,) for o in (sorted(v)[0] for v in live.values())] + [tuple(sorted(every - set(doc.objects)))]
+    for extra in forged:
+        _write(st, staging, dataclasses.replace(doc, objects=doc.objects + extra))
+        before = objstores.digest(client, BUCKET, name)
+        with pytest.raises(CorruptStore) as e:
+            commit_stage.finish_pending_publish(st, snap)
+        assert "nothing was deleted" in str(e.value)
+        assert objstores.digest(client, BUCKET, name) == before, f"a refused document ({extra[:3]}) changed the bucket"
+    unnamed = set(objsweep.plan(st).unnamed) - set(doc.objects)
+    assert unnamed, "the sweep would delete nothing but the document's own objects: the case tests nothing"
+    _write(st, staging, dataclasses.replace(doc, objects=doc.objects + tuple(sorted(unnamed))))
+    assert commit_stage.finish_pending_publish(st, snap) == 1
+    assert set(objstores.store_objects(client, BUCKET, name)) == every - set(doc.objects) - unnamed
+    objstores.live_objects_there(client, BUCKET, name, st.uri)
