@@ -79,3 +79,31 @@ def test_a_spark_worker_with_the_shipped_empty_settings_deletes(s3, monkeypatch)
     s3.put_object(Bucket=BUCKET, Key="worker/x", Body=b"1")
     storage.Store(f"s3://{BUCKET}/worker").delete("x")
     assert _keys(s3, "worker/") == []
+
+
+def test_a_lease_taken_and_released_and_a_refused_expiry_add_no_key(s3):
+    """A store copied without markers (its keys only): the writer lease taken and released, and
+    an expiry that takes the lease and refuses (no manifest: an unadopted copy), leave every key
+    of the bucket under it as they were (``objstores.digest``: markers included)."""
+    from support import objstores
+    from storelib.errors import ExpireError
+    from storelib.io import storage
+    from storelib.ops.expire import expire
+    from storelib.table.writerlease import WriterLease
+    for k in ("copy/commitlog/00000000000000000000", "copy/consumequeue/t/0/00000000000000000000"):
+        s3.put_object(Bucket=BUCKET, Key=k, Body=b"1")
+    before = objstores.digest(s3, BUCKET, "copy")
+    st = storage.Store(f"s3://{BUCKET}/copy")
+    lease = WriterLease(st, "b1")
+    lease.acquire()
+    assert objstores.digest(s3, BUCKET, "copy").keys() == before.keys() | {f"copy/{lease_path()}"}
+    lease.release()
+    assert objstores.digest(s3, BUCKET, "copy") == before
+    with pytest.raises(ExpireError, match="no rocketlake manifest"):
+        expire(st.uri, 48, now_ms=1, quiet=True)
+    assert objstores.digest(s3, BUCKET, "copy") == before
+
+
+def lease_path() -> str:
+    from storelib.format import paths
+    return paths.LEASE_PATH
