@@ -39,7 +39,7 @@ def _ingest_all(uri: str, parts: list, cfg, first: int = 0) -> None:
 
 def _keys(client, prefix: str) -> set:
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
-    return {o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")}
+    return {o["Key"] for page in pages for o in page.get("Contents", [])}      # (no writer adds a marker)
 
 
 def _killed_then_rerun(env, client, uri: str, part, props, cfg) -> None:

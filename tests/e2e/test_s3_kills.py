@@ -160,6 +160,7 @@ def golden_and_no_stray(env, client, g, prefix, snap, tmp_path):
     _export(env, prefix, tmp_path / "export")
     assert goldenlib.compare(g, str(tmp_path / "export")) == []
     named = set().union(*(_named_objects(_snapshot(prefix, b["batch_seq"])[0]) for b in snap.batches))
-    stray = {k for k in _keys(client, prefix) if k and not k.endswith("/") and k not in named
-             and (k.startswith("_rocketlake/objects/") or not k.startswith("_rocketlake/"))}
+    keys = _keys(client, prefix)
+    stray = {k for k in keys if k not in named and (k.startswith("_rocketlake/objects/") or not k.startswith("_rocketlake/"))}
     assert named and not stray, sorted(stray)[:10]
+    assert not [k for k in keys if k == "" or k.endswith("/")], "a writer added directory markers"

@@ -96,9 +96,10 @@ def copy_prefix(client, bucket: str, src: str, dst: str) -> str:
 
 
 def keys(client, bucket: str, prefix: str) -> dict:
-    """key -> size of every object under ``prefix``."""
+    """key -> size of every object under ``prefix`` (a directory marker, a key ending in "/",
+    too: no writer adds one, storelib.io.objkeys)."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")}
+    return {o["Key"]: o["Size"] for page in pages for o in page.get("Contents", [])}
 
 
 def store_objects(client, bucket: str, store: str) -> dict:
