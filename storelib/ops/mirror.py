@@ -337,7 +337,7 @@ def _continuable(snap: StoreSnapshot, state: sequencer.StoreState) -> list:
         if r.kind == FileKind.COMMITLOG:
             key: object = FileKind.COMMITLOG
         elif r.kind == FileKind.CONSUMEQUEUE:
-            key = (str(r["topic"]), int(r["queue_id"]))
+            key = (str(r.topic), int(r.queue_id or 0))
         else:
             continue
         if key not in last or r.base_offset > last[key].base_offset:
