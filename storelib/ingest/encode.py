@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..codec import messages as codec
 from . import inputs, sequencer, split_facts, split_staging, staged_arrays, topics as topics_mod
@@ -37,7 +36,7 @@ from ..errors import IngestError, InputError
 from ..runtime import warmup
 from ..runtime.faults import fault
 from .context import EncodeContext
-from ..compute.arrays import binary_lengths, numeric_values, valid_mask
+from ..compute.arrays import binary_lengths, valid_mask
 from .task_pipeline import attempt_tag, in_order, profiled, RUN_ROWS, writer_threads
 
 __all__ = [
@@ -63,21 +62,21 @@ def default_store_timestamp(splits: list) -> int | None:
 # ---------------------------------------------------------------------------- the task
 def _queue_keys(pm: codec.PreparedMessages):
     """(codes, keys): per message an int code of (topic, queue_id), and the distinct keys."""
-    tenc = pc.dictionary_encode(pm.topic)
-    tidx = numeric_values(tenc.indices).astype(np.int64)
+    tidx = pm.topic_index.astype(np.int64)          # prepare's dictionary of the topics
+    ntopics = len(pm.topic_dictionary)
     width = int(pm.queue_id.max()) + 1 if pm.n else 0
-    if 0 < width * len(tenc.dictionary) <= 4 * pm.n + 4096:
+    if 0 < width * ntopics <= 4 * pm.n + 4096:
         # Few (topic, queue) pairs with small queue ids: a lookup table over topic * width + queue
         # (np.unique's return_inverse sorts every message: ~0.1 s per 500k).
         dense = tidx * width + pm.queue_id
-        seen = np.flatnonzero(np.bincount(dense, minlength=width * len(tenc.dictionary)))
-        lut = np.zeros(width * len(tenc.dictionary), np.int64)
+        seen = np.flatnonzero(np.bincount(dense, minlength=width * ntopics))
+        lut = np.zeros(width * ntopics, np.int64)
         lut[seen] = np.arange(len(seen))
         codes = lut[dense]
         uniq = (seen // width) * (2**32) + seen % width
     else:
         uniq, codes = np.unique(tidx * (2**32) + pm.queue_id.astype(np.int64), return_inverse=True)
-    topics = tenc.dictionary.to_pylist()
+    topics = pm.topic_dictionary.to_pylist()
     keys = [(topics[int(u // 2**32)], int(u % 2**32)) for u in uniq]
     return codes.astype(np.int32), keys
 
