@@ -187,11 +187,8 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
         return out
 
     def encoded(pool):
-        # Each run's chunk is allocated here, on the task's thread, where malloc's main heap keeps
-        # freed memory for the next run (storelib.compute.allocator). A pool thread may be served
-        # by another arena (one made before the allocator's settings), whose heap cannot hold a
-        # run's ~80 MB: each chunk was then a fresh mapping, every page faulted in and zeroed
-        # (~0.03 CPU-s a split, measured).
+        # chunks allocated on this thread, whose heap keeps them for the next run: a pool thread's
+        # arena may map each afresh, every page faulted and zeroed (docs/PERFORMANCE.md, encode CPU)
         jobs = (functools.partial(run_records, r0, r1, run_chunk(r0, r1)) for r0, r1 in runs)
         for j, records in enumerate(in_order(pool, jobs, threads + 1)):
             if j == len(runs) // 2:
