@@ -388,7 +388,8 @@ def emit_summary(summary: dict, json_path: str | None) -> None:
 # commits (Delta through deltalake); the tasks encode and write, and pyarrow's first array from
 # numpy imports pandas (~0.3-0.5 s a worker otherwise paid in its first encode task).
 INGEST_DRIVER_MODULES = ("storelib.ingest.driver", "deltalake")
-INGEST_TASK_MODULES = ("storelib.ingest.encode", "storelib.ingest.write", "pandas")
+# the encode task's compiled kernels loaded once, in the worker daemon, not in each worker's first task
+INGEST_TASK_MODULES = ("storelib.ingest.encode:load_kernels", "storelib.ingest.write", "pandas")
 
 
 def ingest(spark, cfg, args) -> int:

@@ -114,6 +114,8 @@ class PreparedMessages:
     index_hash: np.ndarray          # int32 abs(java hash of topic#key) per index entry
     waits: np.ndarray               # bool: the put waits for the flush (Message.isWaitStoreMsgOK)
     parts: dict                     # record parts for the encoder
+    topic_dictionary: pa.Array      # the distinct topics (``_Topics.dictionary``)
+    topic_index: np.ndarray         # row -> distinct topic (``_Topics.index``)
 
     @property
     def index_counts(self) -> np.ndarray:
@@ -201,6 +203,7 @@ def prepare(table: pa.Table, config: StoreConfig, label=None, topic_names: bool 
         n=table.num_rows, topic=c.topic, queue_id=c.queue_id, sys_flag=sys_flag, store_timestamp=c.store_ts,
         sizes=sizes, tran_type=tran_type, cq_eligible=cq_eligible, tags_code=tags_code.astype(np.int64),
         body_crc=_body_crc(c.body), index_msg=key_msg, index_hash=index_hash, waits=waits, parts=parts,
+        topic_dictionary=topics.dictionary, topic_index=topics.index,
     )
 
 
@@ -380,9 +383,13 @@ def _waits(pdata, wait_start, wait_end) -> np.ndarray:
     waits = wait_start < 0
     rows = np.flatnonzero(~waits & (wait_end - wait_start == 4))
     if len(rows):
-        vals, off = kernels.gather_slices(pdata, wait_start[rows], wait_end[rows] - wait_start[rows])
-        text = binary_from_numpy(vals, off).cast(pa.large_string())
-        waits[rows] = pc.equal(pc.ascii_lower(text), "true").to_numpy(zero_copy_only=False)
+        # Four UTF-8 bytes equal "true" ignoring case only if all are ASCII: byte by byte, with
+        # the case bit (0x20) set, which maps only 'T' and 't' to 't' (and so on).
+        first = wait_start[rows]
+        true = np.ones(len(rows), bool)
+        for t, ch in enumerate(b"true"):
+            true &= (pdata[first + t] | 0x20) == ch
+        waits[rows] = true
     return waits
 
 

@@ -69,14 +69,25 @@ def value_spans(data, i, end, names, name_offsets, spans):
 
     Segments end at U+0002; a segment counts when its first U+0001 leaves a non-empty name and
     a non-empty value; the later duplicate wins. (The one copy of this loop: the encoder's
-    tags/keys, the readers and verify's scan all call it.)
+    tags/keys, the readers and verify's scan all call it.) The wanted names are distinct
+    (``encode_names``).
     """
     nw = name_offsets.shape[0] - 1
     for w in range(nw):
         spans[2 * w] = -1
         spans[2 * w + 1] = -1
     while i < end:
-        j, sep = _segment(data, i, end)
+        # One pass over the bytes (``_segment`` reads a name twice): up to the segment's first
+        # U+0001 or its U+0002; a segment without U+0001 counts for nothing.
+        sep = i
+        while sep < end and data[sep] != 1 and data[sep] != 2:
+            sep += 1
+        if sep == end or data[sep] == 2:
+            i = sep + 1
+            continue
+        j = sep + 1
+        while j < end and data[j] != 2:
+            j += 1
         if i < sep and sep < j - 1:
             for w in range(nw):
                 a = name_offsets[w]
@@ -90,6 +101,7 @@ def value_spans(data, i, end, names, name_offsets, spans):
                     if same:
                         spans[2 * w] = sep + 1
                         spans[2 * w + 1] = j
+                        break           # the names are distinct: no other can match
         i = j + 1
 
 
@@ -106,7 +118,9 @@ def _property_spans(data, firsts, lasts, names, name_offsets, starts, ends):
 
 
 def encode_names(names: list):
-    """(name bytes, offsets) of ``names`` in UTF-8, as ``value_spans`` takes them."""
+    """(name bytes, offsets) of ``names`` in UTF-8, as ``value_spans`` takes them (distinct)."""
+    if len(set(names)) != len(names):
+        raise ValueError(f"wanted property names must be distinct: {names!r}")
     enc = [nm.encode("utf-8") for nm in names]
     name_buf = np.frombuffer(b"".join(enc), dtype=np.uint8) if enc else np.zeros(0, np.uint8)
     name_off = np.concatenate([[0], np.cumsum([len(e) for e in enc])]).astype(np.int64)

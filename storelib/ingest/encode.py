@@ -22,20 +22,21 @@ them already released). What identifies the input: storelib.ingest.identity.
 """
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pyarrow.compute as pc
+import pyarrow as pa
 
 from ..codec import messages as codec
 from . import inputs, sequencer, split_facts, split_staging, staged_arrays, topics as topics_mod
-from ..format import checkpoint as ckpt
+from ..format import checkpoint as ckpt, config as format_config
 from ..io import direct_io, storage
 from ..errors import IngestError, InputError
 from ..runtime import warmup
 from ..runtime.faults import fault
 from .context import EncodeContext
-from ..compute.arrays import binary_lengths, numeric_values, valid_mask
+from ..compute.arrays import binary_lengths, valid_mask
 from .task_pipeline import attempt_tag, in_order, profiled, RUN_ROWS, writer_threads
 
 __all__ = [
@@ -61,21 +62,21 @@ def default_store_timestamp(splits: list) -> int | None:
 # ---------------------------------------------------------------------------- the task
 def _queue_keys(pm: codec.PreparedMessages):
     """(codes, keys): per message an int code of (topic, queue_id), and the distinct keys."""
-    tenc = pc.dictionary_encode(pm.topic)
-    tidx = numeric_values(tenc.indices).astype(np.int64)
+    tidx = pm.topic_index.astype(np.int64)          # prepare's dictionary of the topics
+    ntopics = len(pm.topic_dictionary)
     width = int(pm.queue_id.max()) + 1 if pm.n else 0
-    if 0 < width * len(tenc.dictionary) <= 4 * pm.n + 4096:
+    if 0 < width * ntopics <= 4 * pm.n + 4096:
         # Few (topic, queue) pairs with small queue ids: a lookup table over topic * width + queue
         # (np.unique's return_inverse sorts every message: ~0.1 s per 500k).
         dense = tidx * width + pm.queue_id
-        seen = np.flatnonzero(np.bincount(dense, minlength=width * len(tenc.dictionary)))
-        lut = np.zeros(width * len(tenc.dictionary), np.int64)
+        seen = np.flatnonzero(np.bincount(dense, minlength=width * ntopics))
+        lut = np.zeros(width * ntopics, np.int64)
         lut[seen] = np.arange(len(seen))
         codes = lut[dense]
         uniq = (seen // width) * (2**32) + seen % width
     else:
         uniq, codes = np.unique(tidx * (2**32) + pm.queue_id.astype(np.int64), return_inverse=True)
-    topics = tenc.dictionary.to_pylist()
+    topics = pm.topic_dictionary.to_pylist()
     keys = [(topics[int(u // 2**32)], int(u % 2**32)) for u in uniq]
     return codes.astype(np.int32), keys
 
@@ -103,6 +104,29 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
     # of the encode stage, measured at 10M); the write tasks release it before they start.
     return out
+
+
+def load_kernels() -> None:
+    """Run a two-message split through what an encode task runs (the input's conversion, the
+    defaults, ``prepare``, the queue keys, ``encode``), in memory: every compiled kernel the task
+    calls is then loaded from numba's cache into this process. The worker daemon calls it before it
+    forks (``ROCKETLAKE_DAEMON_PRELOAD``, storelib.runtime.pydaemon), so its workers inherit the
+    loaded kernels instead of each loading them in its first task (~0.4 CPU-s a worker)."""
+    pairs = pa.list_(pa.struct([("name", pa.string()), ("value", pa.string())]))
+    props = [[{"name": "TAGS", "value": "a"}, {"name": "KEYS", "value": "k1 k2"},
+              {"name": "UNIQ_KEY", "value": "u"}, {"name": "WAIT", "value": "true"}], None]
+    raw = pa.table({"topic": ["t", "t"], "queue_id": pa.array([0, None], pa.int32()),
+                    "store_timestamp": pa.array([1, 2], pa.int64()),
+                    "body": pa.array([b"x", b"y"], pa.large_binary()), "properties": pa.array(props, pairs)})
+    label = lambda i: f"row {i}"  # noqa: E731
+    cfg = format_config.StoreConfig()
+    filled = topics_mod.fill(inputs.to_canonical(raw, label, "body"), topics_mod.Topics.default(), None, None,
+                             None, label)
+    pm = codec.prepare(filled.table, cfg, label)
+    _queue_keys(pm)
+    unplaced = np.zeros(pm.n, np.int64)
+    codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, rows=(0, pm.n), fill_crc=False,
+                 out=np.empty(int(pm.sizes.sum()), np.uint8))
 
 
 EMPTY_BODY_SHOWN = 5
@@ -152,16 +176,20 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
     ends = np.cumsum(pm.sizes, dtype=np.int64)
     threads = writer_threads()
 
-    def run_records(r0: int, r1: int):
+    def run_chunk(r0: int, r1: int):
         # encoded where the direct write takes it from (direct_io.placed): no copy into its buffers
         pos = int(ends[r0 - 1]) if r0 else 0
-        out = direct_io.placed(int(ends[r1 - 1]) - pos, pos)
+        return direct_io.placed(int(ends[r1 - 1]) - pos, pos)
+
+    def run_records(r0: int, r1: int, out):
         codec.encode(pm, unplaced, unplaced, cfg.enabledAppendPropCRC, rows=(r0, r1), fill_crc=False,
                      out=out.view(np.ndarray))
         return out
 
     def encoded(pool):
-        jobs = (lambda r=r: run_records(*r) for r in runs)
+        # chunks allocated on this thread, whose heap keeps them for the next run: a pool thread's
+        # arena may map each afresh, every page faulted and zeroed (docs/PERFORMANCE.md, encode CPU)
+        jobs = (functools.partial(run_records, r0, r1, run_chunk(r0, r1)) for r0, r1 in runs)
         for j, records in enumerate(in_order(pool, jobs, threads + 1)):
             if j == len(runs) // 2:
                 fault("mid-records-write")

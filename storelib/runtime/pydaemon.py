@@ -7,7 +7,8 @@ workers run this interpreter, which imports storelib as the tasks do). It is
 the workers it forks then load compiled PySpark instead of compiling ``pyspark.zip`` again.
 
 Before it serves, the daemon imports the modules named in ``ROCKETLAKE_DAEMON_PRELOAD``
-(comma-separated; ``warmup.warm_workers`` sets it in a fresh context's worker environment): every
+(comma-separated; ``warmup.warm_workers`` sets it in a fresh context's worker environment; a
+``module:function`` entry also runs the module's warm-up function, ``warmup.import_all``): every
 worker it forks then starts with them loaded, so a job's task modules (pyarrow, numba, the
 encoder) are imported once per job instead of once per worker, and the objects they made are
 frozen out of the collector's generations (``gc.freeze``, as ``warmup`` does in a worker). Best
@@ -44,7 +45,7 @@ def preload() -> list:
     import_all(names)
     gc.freeze()
     mark("daemon-preloaded")
-    return [n for n in names if n in sys.modules]
+    return [n for n in names if n.partition(":")[0] in sys.modules]
 
 
 if __name__ == "__main__":

@@ -56,10 +56,14 @@ class _Preload:
 
 
 def import_all(modules: tuple) -> None:
-    """Import each of ``modules``; one that fails is skipped."""
-    for name in modules:
+    """Import each of ``modules``; one that fails is skipped. ``module:function`` also calls
+    ``function()`` of the module once it is imported (a warm-up: ``encode.load_kernels``)."""
+    for entry in modules:
+        name, _, call = entry.partition(":")
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            if call:
+                getattr(module, call)()
         except Exception:  # noqa: BLE001 - the job imports it again and reports any error there
             pass
 

@@ -191,3 +191,24 @@ def test_staged_records_written_in_place_are_the_encoded_bytes(tmp_path, monkeyp
     probe = tmp_path / "probe"
     if direct_io.write_direct(str(probe), [b"x" * (2 * direct_io.BUFFER_SIZE)]) is not None:
         assert len(in_place) > 2 * len(splits)       # (where the file system takes O_DIRECT)
+
+
+def test_run_chunks_are_allocated_on_the_task_thread(tmp_path, monkeypatch):
+    """Each run's chunk (``direct_io.placed``) comes from the encode task's own thread, whose malloc
+    heap keeps freed memory for the next run, not from a pool thread (whose arena may map and zero
+    every ~80 MB chunk afresh: docs/PERFORMANCE.md, the encode stage's CPU); the bytes are the same."""
+    import threading
+    import numpy as np
+    from storelib.ingest import encode as encode_stage
+    from storelib.io import direct_io
+    monkeypatch.setattr(encode_stage, "RUN_ROWS", 29)
+    monkeypatch.setenv("ROCKETLAKE_WRITER_THREADS", "2")
+    threads = []
+    real = direct_io.placed
+    monkeypatch.setattr(direct_io, "placed", lambda n, pos: threads.append(threading.get_ident()) or real(n, pos))
+    ctx, splits, st = _encode_context(tmp_path, False, 2)
+    for s in splits:
+        r = encode_stage.encode_split(ctx, s.to_dict())
+        whole = encode_stage.reencode_rows(ctx, s.index, 0, r["count"])
+        assert np.frombuffer(st.read(r["records_path"]), np.uint8).tobytes() == whole.tobytes()
+    assert len(threads) > 2 * len(splits) and set(threads) == {threading.get_ident()}
