@@ -144,7 +144,7 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     their placement patched in, then the BLANK record if the segment is full.
 
     A thread pool reads and patches runs of RUN_ROWS records while this thread writes them in
-    order; sha256 and the deletes of the staged records written (``_Releases``) run beside them.
+    order; sha256 runs in its own thread beside the writes.
     """
     cfg = ctx.config
     F = cfg.mappedFileSizeCommitLog
@@ -153,7 +153,6 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
     n_runs = sum(-(-(p["row_end"] - p["row_start"]) // RUN_ROWS) for p in seg["pieces"])
     threads = writer_threads()
     hasher = ThreadPoolExecutor(max_workers=1)       # in order, beside the writes
-    releases = _Releases(splits)
     blocks = version.hasher()
     stats: dict[str, Any] = {"count": 0, "min_ts": None, "max_ts": None, "new": 0, "zones": []}
     zone = zonemap.zone_bytes(F)
@@ -197,7 +196,9 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
             if j == n_runs // 2:
                 fault("mid-segment-write")
             yield chunk(records)
-            releases.submit(release)
+            if release:
+                splits.delete(release)       # written: its space freed (staged buffered: its dirty pages dropped unwritten)
+                fault("after-records-released")
         if seg["close"]:
             yield chunk(commitlog.blank_record(seg["end_pos"], F))
 
@@ -206,8 +207,6 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
             version.write_stream(stream(pool))
     finally:
         hasher.shutdown(wait=True)
-        releases.close()
-    releases.check()
     fault("after-segment-write")
     first = seg["pieces"][0]["phys_start"] if seg["pieces"] else None
     _, digests = blocks.finish()
@@ -219,35 +218,6 @@ def write_segment(ctx: WriteContext, store: storage.Store, splits, seg: dict, ge
         "first_new_offset": first, "end_offset": seg["base_offset"] + seg["end_pos"],
         "min_ts": stats["min_ts"], "max_ts": stats["max_ts"], "kept_bytes": seg["start_pos"],
         "zones": zonemap.to_detail(zones)}))
-
-
-class _Releases:
-    """Deletes a segment task's staged split records once they are written into their segment,
-    on a thread of its own: an unlink waits on the file system (a split's ~100 MB of extents
-    freed, and trimmed where the file system is mounted with ``discard``: 18-30 ms a split on
-    this project's VMs), which on the writer's thread would hold up the segment's writes.
-    Deleted in order; ``check`` raises the first delete's error (the task fails with it)."""
-
-    def __init__(self, splits):
-        self.splits = splits
-        self.pool = ThreadPoolExecutor(max_workers=1)
-        self.done: list = []
-
-    def _release(self, rel: str) -> None:
-        self.splits.delete(rel)     # its space freed (staged buffered: its dirty pages dropped unwritten)
-        fault("after-records-released")
-
-    def submit(self, rel: str | None) -> None:
-        """Delete ``rel`` (None: nothing to delete) once the deletes before it are done."""
-        if rel is not None:
-            self.done.append(self.pool.submit(self._release, rel))
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-    def check(self) -> None:
-        for f in self.done:
-            f.result()
 
 
 def write_file_group(ctx: WriteContext, group: dict):
