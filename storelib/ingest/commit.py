@@ -45,6 +45,7 @@ from ..format.config import StoreConfig
 from ..errors import ConcurrentWriteError, CorruptStore, IngestError, LeaseLost
 from ..runtime.faults import fault
 from ..runtime import interrupts
+from ..runtime.milestones import mark
 from ..runtime.progress import Progress
 
 # A committed snapshot as a writer holds it (open_snapshot's, or the Delta tables' own read).
@@ -94,8 +95,10 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     # checkpoint write fsync'd them: flushDiskType=SYNC_FLUSH), and so is every directory that
     # leads to them (a directory some task created without fsync included), so the switch below
     # never makes visible a batch a power cut could take back.
+    mark("commit sync-tree")
     if config.durable:
         store.sync_tree(staging)
+    mark("commit delta")
     fault("before-delta-commit")
     assert snap.versions is not None, "a writer continues a snapshot read from the Delta tables (open_snapshot history=True)"
     committed = manifest.commit(store, snap.versions, rows, checkpoint_row, fault=fault, durable=config.durable,
@@ -106,11 +109,14 @@ def commit_batch(store: storage.Store, batch: StagedBatch, config: StoreConfig, 
     summary = _summary(batch, seq, counts, t0, prog)
 
     def settle() -> None:
+        mark("commit publish")
         publish(store, rows, durable=config.durable, lease=lease)
         fault("after-publish-before-cleanup")
+        mark("commit drop-staging")
         drop_staging(store, staging, durable=config.durable)
         clear_dead_attempts(store, [*snap.batches, checkpoint_row], lease)
     published = after_commit(batch.batch_id, lease, settle)
+    mark("commit snapcache")
     if published:
         snapcache.refresh(store, committed)    # readers open this snapshot without Delta/pyarrow
     let_go(snap, committed)

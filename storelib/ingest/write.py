@@ -257,13 +257,19 @@ def write_file_group(ctx: WriteContext, group: dict):
                 m = ps.imsg[a:b]
                 w.add(ps.entry_base + a, ps.ihash[a:b], ps.phys[m], ps.ts[m])
         del ps
-    for i, f in enumerate(cqs):
-        yield _write_cq_file(ctx, cfg, store, f["plan"], _concat_parts(units[i], CQ_DTYPES), tag)
+    def cq_file(i: int, f: dict):
+        return lambda: _write_cq_file(ctx, cfg, store, f["plan"], _concat_parts(units[i], CQ_DTYPES), tag)
+
+    # Each file's write ends waiting on the disk (its fsync, behind the segment tasks' streams):
+    # a few at once wait together rather than one after another.
+    with ThreadPoolExecutor(max_workers=CQ_WRITES) as pool:
+        yield from in_order(pool, (cq_file(i, f) for i, f in enumerate(cqs)), CQ_WRITES)
     for w in index_files:
         yield w.finish()
 
 
 CQ_DTYPES = {"qoff": np.int64, "phys": np.int64, "size": np.int32, "tags": np.int64}
+CQ_WRITES = 4        # consume-queue files a file task writes at once (a few MB each at most)
 
 
 def _faulty_chunks(chunks, point):

@@ -17,7 +17,8 @@ the disk anyway.
 
 ``write_direct(path, chunks, total_size)`` copies the chunks into two page-aligned buffers and
 writes each full buffer on a writer thread while the caller fills the other (a file smaller
-than one buffer is written through the page cache: a direct write of a few KB only waits).
+than one buffer is one write, direct from ``MIN_DIRECT_FILL`` bytes on, through the page cache
+below: a direct write of a few KB only waits).
 A producer that knows where its chunk falls in the file can spare that copy: ``placed(n, pos)``
 gives a ``Placed`` chunk of n bytes in an aligned allocation with ``pos % ALIGN`` free bytes
 before it; the writer puts the unaligned tail of what came before into them and writes the
@@ -79,6 +80,11 @@ def placed(n: int, pos: int) -> Placed:
 
 # A placed chunk smaller than this is copied like any other (its in-place write would be a few blocks).
 MIN_PLACED = 64 << 10
+# A whole file of less than this goes through the page cache (a direct write of a few KB only
+# waits on the device); from it on, one direct write on the caller's thread (a consume-queue
+# file of a few MB: buffered, each of its pages is first allocated in the cache, then written
+# back by the fsync).
+MIN_DIRECT_FILL = 1 << 20
 
 
 class _Writer:
@@ -173,7 +179,11 @@ class _Writer:
             self.placed.result()
         length = self.pos + self.fill
         if self.pool is None:                  # the whole file fits one buffer
-            if self.fill:
+            if self.fill >= MIN_DIRECT_FILL:
+                padded = -(-self.fill // ALIGN) * ALIGN
+                self.bufs[0][self.fill:padded] = bytes(padded - self.fill)
+                self._pwrite_all(self.bufs[0], padded, 0)
+            elif self.fill:
                 self._buffered()
                 self._pwrite_all(self.bufs[0], self.fill, 0)
             return length

@@ -157,8 +157,9 @@ def test_staged_reads_and_writes_around_the_cache(tmp_path):
 
 
 def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatch):
-    """Every write of a file of several buffers goes out with O_DIRECT; a file smaller than one
-    buffer is one write through the page cache (a direct write of a few KB only waits)."""
+    """Every write of a file of several buffers goes out with O_DIRECT, and so does the one write
+    of a file within one buffer from MIN_DIRECT_FILL bytes on (a consume-queue file); a smaller
+    file is one write through the page cache (a direct write of a few KB only waits)."""
     import fcntl
     flags = []
     real = os.pwrite
@@ -173,6 +174,15 @@ def test_large_files_are_written_direct_small_ones_buffered(tmp_path, monkeypatc
     assert flags == [True] * 4
     flags.clear()
     write_direct(str(tmp_path / "small"), [bytes(1000)])
+    assert flags == [False]
+    flags.clear()
+    mid = np.random.default_rng(7).integers(0, 256, direct_io.MIN_DIRECT_FILL + 12345, dtype=np.uint8)
+    assert write_direct(str(tmp_path / "mid"), [mid[:1000], mid[1000:]], 6 << 20) == len(mid)
+    assert flags == [True]
+    data = (tmp_path / "mid").read_bytes()
+    assert len(data) == 6 << 20 and data[:len(mid)] == mid.tobytes() and not any(data[len(mid):])
+    flags.clear()
+    write_direct(str(tmp_path / "below"), [bytes(direct_io.MIN_DIRECT_FILL - 1)])
     assert flags == [False]
 
 
