@@ -29,7 +29,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import cast
+from typing import Callable, cast
 
 from ..format import paths
 from ..table import (deltacommit, deltalog, manifest, objsweep, rowcheck, snapcache, staged_deletes, storefiles,
@@ -108,14 +108,18 @@ def finish_pending_deletes(store: storage.Store, snap: StoreSnapshot, every: boo
     return left
 
 
-def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None, every: bool = True) -> StoreSnapshot:
+def finish_pending(store: storage.Store, snap: StoreSnapshot, say, config=None, every: bool = True, *,
+                   check: Callable[[StoreSnapshot], object]) -> StoreSnapshot:
     """A writer holding the lease first finishes what a crash cut short: the publish of a committed
     batch (an expiry's: its staged deletes), then the deletes of committed expiries that staged
     none (``finish_pending_deletes``: ``every`` for repair, only an older version's for expire);
-    returns the snapshot to go on from."""
+    returns the snapshot to go on from. ``snap``: checked by the caller; the snapshot read afresh
+    once a publish was finished is given to ``check`` (``CorruptStore`` for rows verify rejects)
+    before anything, those deletes included, is built on it."""
     if commit_stage.finish_pending_publish(store, snap, config):
         say("finished the publish of a committed batch a crash had interrupted")
         snap = open_snapshot(store, history=True)
+        check(snap)
     left = finish_pending_deletes(store, snap, every)
     if left:
         say(f"deleted {len(left)} file(s) an earlier expiry had committed as removed")
@@ -174,9 +178,9 @@ def _expire(store: storage.Store, req: Expiry, say, t0: float, lease,
     now = manifest.now_ms() if now_ms is None else int(now_ms)
     durable = _durable(snap)
     if not dry_run:
-        done = finish_pending(store, snap, say, every=False)
-        if done is not snap:                 # read afresh once a publish was finished: checked in turn
-            snap, opened = done, _checked(store, done, rules)
+        again: list = []                     # (the snapshot read afresh once a publish was finished)
+        snap = finish_pending(store, snap, say, every=False, check=lambda s: again.append(_checked(store, s, rules)))
+        opened = again[0] if again else opened
     if rules:
         p = topic_retention.plan_topic_expiry(store, snap, reserved_hours, rules, now,
                                               snap.config.mappedFileSizeCommitLog, opened)

@@ -47,7 +47,7 @@ from ..ingest.staged_file import StagedFile
 from ..io import checksum, extentlists, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
-from ..table import writerlease, zonemap
+from ..table import rowcheck, writerlease, zonemap
 from ..table.rows import FileKind, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import infer_config, reading_path
@@ -532,6 +532,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     dispatcher = None
     try:
         snap = open_snapshot(store, history=True, queue_offsets=False)
+        rowcheck.check_snapshot(snap)        # never publishes or appends on rows verify rejects
         if snap.batch is None:
             check_store_root(store, snap)
             if not broker.segments() or config is None and not broker.shaped():

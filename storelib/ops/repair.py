@@ -598,7 +598,9 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
             if apply:
                 lease = writerlease.WriterLease(store, batch_id or "repair")
                 lease.acquire()
-                snap = finish_pending(store, open_snapshot(store, history=True), say, cfg)   # as of the lease
+                snap = open_snapshot(store, history=True)       # as of the lease: a writer may have committed
+                rowcheck.check_snapshot(snap)
+                snap = finish_pending(store, snap, say, cfg, check=rowcheck.check_snapshot)
                 fault("after-lease")
         else:
             from ..table.storefiles import infer_config
