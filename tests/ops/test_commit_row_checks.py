@@ -8,7 +8,6 @@ one consume-queue file truncated for repair to replace, and the same with a per-
 killed right after its commit."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -17,33 +16,15 @@ import pytest
 
 from conftest import GOLDEN
 from support.mirrorhelp import first_batch
-from support.opshelp import edit_row, restore, run, small_config, small_properties, tree_digest
+from support.opshelp import edit_row
+from support import rowchecks
 from storelib.errors import CorruptStore
 from storelib.format import paths
 from storelib.io import storage
-from storelib.ops import adopt, expire as expire_op, mirror, repair as repair_op
-from storelib.table import rowcheck
-from storelib.table.rows import ManifestRow
+from storelib.ops import expire as expire_op, mirror, repair as repair_op
 from storelib.table.snapshots import open_snapshot
 
 NOW = json.load(open(os.path.join(GOLDEN, "expire-small", "config.json")))["expire"]["now_ms"]
-
-
-def _state(store: str) -> dict:
-    """Every file of the store but the writer lease's lock (taken and released by every writer)."""
-    return {k: v for k, v in tree_digest(store).items() if k != paths.LEASE_PATH}
-
-
-def _batches(store: str) -> list:
-    return [b.batch_id for b in open_snapshot(storage.Store(store), history=True).batches]
-
-
-def _damage(snap):
-    """``snap`` with its first consume-queue row claiming 10 valid bytes (verify rejects it)."""
-    path = sorted(p for p, r in snap.files.items() if r.kind == "consumequeue")[0]
-    files = dict(snap.files)
-    files[path] = ManifestRow(dict(files[path], valid_bytes=10))
-    return dataclasses.replace(snap, files=files)
 
 
 def test_a_mirror_cycle_refuses_a_damaged_row(tmp_path):
@@ -51,29 +32,18 @@ def test_a_mirror_cycle_refuses_a_damaged_row(tmp_path):
     rejects: refused before it stages or commits anything."""
     broker, store, _ = first_batch(tmp_path)
     edit_row(store, lambda r: r["kind"] == "consumequeue", lambda r: r.update(valid_bytes=10))
-    before, batches = _state(store), _batches(store)
+    before, batches = rowchecks.state(store), rowchecks.batches(store)
     with pytest.raises(CorruptStore):
         mirror.mirror_broker(broker, store, quiet=True)
-    assert _batches(store) == batches, "a mirror cycle committed on rows verify rejects"
-    assert _state(store) == before, "a refused mirror cycle changed the store"
+    assert rowchecks.batches(store) == batches, "a mirror cycle committed on rows verify rejects"
+    assert rowchecks.state(store) == before, "a refused mirror cycle changed the store"
 
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """(adopted expire-small, the same with a committed per-topic expiry whose publish a kill cut
     short); in both, a consume-queue file of a topic the expiry keeps truncated (repair replaces it)."""
-    tmp = tmp_path_factory.mktemp("commitchecks")
-    plain = restore("expire-small", "files_before.json", str(tmp / "plain"))
-    adopt.adopt(None, plain, plain, small_config(), quiet=True)
-    pending = shutil.copytree(plain, str(tmp / "pending"))
-    os.environ["ROCKETLAKE_FAULT"] = "after-commit-before-publish"
-    try:
-        r = run("expire.py", "--store", pending, "--topic", "coupon_issue", "--reserved-hours", "48",
-                "--config", small_properties(tmp), "--now", str(NOW), "--quiet")
-    finally:
-        os.environ.pop("ROCKETLAKE_FAULT")
-    assert r.returncode == -9, r.stderr[-2000:]
-    assert storage.Store(pending).exists(paths.STAGING_DIR), "the killed expiry left no publish to finish"
+    plain, pending = rowchecks.adopted_and_pending(str(tmp_path_factory.mktemp("commitchecks")), NOW)
     for store in (plain, pending):
         snap = open_snapshot(storage.Store(store), history=True)
         rel = sorted(p for p, r in snap.files.items() if r.kind == "consumequeue" and r.topic != "coupon_issue")[-1]
@@ -89,7 +59,7 @@ def _damaged_read(monkeypatch, module, nth: int) -> list:
     def reading(*a, **kw):
         reads.append(1)
         snap = real(*a, **kw)
-        return _damage(snap) if len(reads) == nth else snap
+        return rowchecks.damaged(snap) if len(reads) == nth else snap
     monkeypatch.setattr(module, "open_snapshot", reading)
     return reads
 
@@ -98,28 +68,28 @@ def test_repair_refuses_a_damaged_row_read_under_the_lease(stores, tmp_path, mon
     """The snapshot repair reads again once it holds the lease has a row verify rejects (the one
     it read first had not): refused, nothing committed, no file replaced."""
     store = shutil.copytree(stores[0], str(tmp_path / "store"))
-    before, batches = _state(store), _batches(store)
+    before, batches = rowchecks.state(store), rowchecks.batches(store)
     reads = _damaged_read(monkeypatch, repair_op, 2)
     with pytest.raises(CorruptStore):
         repair_op.repair(store, apply=True, quiet=True)
     monkeypatch.undo()
     assert len(reads) == 2, f"{len(reads)} snapshot reads: the test shows nothing"
-    assert _batches(store) == batches, "repair committed on a snapshot it had not checked"
-    assert _state(store) == before, "a refused repair changed the store"
+    assert rowchecks.batches(store) == batches, "repair committed on a snapshot it had not checked"
+    assert rowchecks.state(store) == before, "a refused repair changed the store"
 
 
 def test_repair_refuses_a_damaged_row_read_after_the_publish_is_finished(stores, tmp_path, monkeypatch):
     """The snapshot read once the pending publish is finished (``expire.finish_pending``) has a
     row verify rejects: refused, nothing committed (the committed expiry's publish is finished)."""
     store = shutil.copytree(stores[1], str(tmp_path / "store"))
-    batches = _batches(store)
+    batches = rowchecks.batches(store)
     reads = _damaged_read(monkeypatch, expire_op, 1)
     with pytest.raises(CorruptStore):
         repair_op.repair(store, apply=True, quiet=True)
     monkeypatch.undo()
     assert len(reads) == 1, f"{len(reads)} snapshot reads after the publish: the test shows nothing"
     assert not storage.Store(store).exists(paths.STAGING_DIR), "the pending publish was not finished"
-    assert _batches(store) == batches, "repair committed on a snapshot it had not checked"
+    assert rowchecks.batches(store) == batches, "repair committed on a snapshot it had not checked"
 
 
 @pytest.mark.parametrize("op", ["repair", "expire"])
@@ -145,18 +115,6 @@ def test_no_pending_delete_is_looked_for_on_an_unchecked_snapshot(stores, tmp_pa
     assert given == [], "pending deletes were looked for on a snapshot not checked yet"
 
 
-def _checks(monkeypatch) -> list:
-    """The snapshots ``rowcheck.check_snapshot`` checks from now on (as each caller looks it up)."""
-    seen: list = []
-    real = rowcheck.check_snapshot
-
-    def counting(snap, cfg=None):
-        seen.append(snap)
-        return real(snap, cfg)
-    monkeypatch.setattr(rowcheck, "check_snapshot", counting)
-    return seen
-
-
 @pytest.mark.parametrize("op,checks", [("mirror", 1), ("repair", 2), ("repair-pending", 3)])
 def test_each_snapshot_a_writer_builds_on_is_checked_once(stores, tmp_path, monkeypatch, op, checks):
     """A mirror cycle checks the one snapshot it reads; repair the one it reads first (a dry run's
@@ -164,13 +122,13 @@ def test_each_snapshot_a_writer_builds_on_is_checked_once(stores, tmp_path, monk
     finished: each once (and, undamaged, the cycle or the repair commits)."""
     if op == "mirror":
         broker, store, _ = first_batch(tmp_path)
-        seen = _checks(monkeypatch)
+        seen = rowchecks.counted_checks(monkeypatch)
         assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "committed"
     else:
         store = shutil.copytree(stores[op == "repair-pending"], str(tmp_path / "store"))
-        batches = _batches(store)
-        seen = _checks(monkeypatch)
+        batches = rowchecks.batches(store)
+        seen = rowchecks.counted_checks(monkeypatch)
         s = repair_op.repair(store, apply=True, quiet=True)
-        assert len(s["replaced"]) == 1 and _batches(store) == batches + [s["batch_id"]], s
+        assert len(s["replaced"]) == 1 and rowchecks.batches(store) == batches + [s["batch_id"]], s
     assert len(seen) == checks and len({id(s) for s in seen}) == checks, \
         f"{len(seen)} checks of {len({id(s) for s in seen})} snapshots, {checks} expected"
