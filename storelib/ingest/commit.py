@@ -539,12 +539,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
         src = store.path(staging)
         if os.path.isdir(src):
             trash = store.path(f"{paths.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
-            os.makedirs(os.path.dirname(trash), exist_ok=True)
-            try:
-                os.rename(src, trash)
-                moved = True
-            except FileNotFoundError:
-                moved = False
+            moved = _rename_into_tmp(src, trash)
             if moved:
                 if durable:
                     storage.sync_dirs([os.path.dirname(src), os.path.dirname(trash)])
@@ -557,3 +552,18 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
     for rel in (staging.rsplit("/", 1)[0], paths.STAGING_DIR):
         if not storage.remove_dir_if_empty(store, rel):
             return
+
+
+def _rename_into_tmp(src: str, trash: str, tries: int = 16) -> bool:
+    """Rename ``src`` to ``trash`` under ``_rocketlake/tmp``; False when ``src`` is gone. Another
+    writer may remove that directory while it is empty, between its making and the rename: the
+    rename then fails for the target's parent, and is tried again."""
+    for _ in range(tries):
+        storage.make_dirs(os.path.dirname(trash))
+        try:
+            os.rename(src, trash)
+            return True
+        except FileNotFoundError:
+            if not os.path.exists(src):
+                return False
+    return False

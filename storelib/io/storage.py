@@ -41,7 +41,7 @@ from ..format.names import rel_path_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
-           "remove_dir_if_empty", "delete_tree"]
+           "remove_dir_if_empty", "make_dirs", "delete_tree"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -593,6 +593,19 @@ def sync_dirs(dirs: Iterable[str]) -> None:
             fsync_fd(fd)
         finally:
             os.close(fd)
+
+
+def make_dirs(path: str, tries: int = 16) -> None:
+    """``os.makedirs(path, exist_ok=True)`` against writers that remove a shared parent while it is
+    empty (``remove_dir_if_empty``, e.g. ``_rocketlake/tmp``): a parent removed between two of its
+    ``mkdir`` calls is made again."""
+    for _ in range(tries - 1):
+        try:
+            os.makedirs(path, exist_ok=True)
+            return
+        except FileNotFoundError:
+            continue
+    os.makedirs(path, exist_ok=True)
 
 
 def remove_dir_if_empty(store: Store, rel: str) -> bool:

@@ -67,7 +67,7 @@ def _scratch(store: Any, table_rel: str, version: int | None) -> str:
     """A scratch copy of the table's log as of ``version`` (None: an empty directory)."""
     root: str = store.path(f"{TMP_DIR}/{uuid.uuid4().hex}")
     log = os.path.join(root, "_delta_log")
-    os.makedirs(log)
+    storage.make_dirs(log)               # (another writer's _drop may remove an empty _rocketlake/tmp)
     if version is not None:
         real_log = os.path.join(store.path(table_rel), "_delta_log")
         names = _log_files(real_log, version)

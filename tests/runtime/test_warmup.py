@@ -93,7 +93,8 @@ def test_task_started_freezes_what_a_spark_worker_holds_and_nothing_outside_a_ta
     held = [[] for _ in range(1000)]
     before = gc.get_freeze_count()
     warmup.task_started()
-    assert gc.get_freeze_count() == before
+    # (not ==: a frozen object another thread of this process frees meanwhile leaves the count)
+    assert gc.get_freeze_count() <= before
     del held
 
     def frozen(_rows):
