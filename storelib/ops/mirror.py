@@ -48,7 +48,7 @@ from ..io import checksum, extentlists, storage
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
-from ..table.rows import FileKind, recorded_config
+from ..table.rows import FileKind, last_queue_files, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import infer_config, reading_path
 from . import rebuild
@@ -332,17 +332,8 @@ def _continuable(snap: StoreSnapshot, state: sequencer.StoreState) -> list:
     """The rows a cycle can continue: a cycle appends at the mirror's ends only, so to its last
     segment (or closes it with a BLANK), each queue's last consume-queue file and the newest
     index file; the files behind them it never writes, nor reads their extent lists."""
-    last: dict = {}
-    for r in snap.files.values():
-        if r.kind == FileKind.COMMITLOG:
-            key: object = FileKind.COMMITLOG
-        elif r.kind == FileKind.CONSUMEQUEUE:
-            key = (str(r.topic), int(r.queue_id or 0))
-        else:
-            continue
-        if key not in last or r.base_offset > last[key].base_offset:
-            last[key] = r
-    rows = list(last.values())
+    segments = snap.of_kind(FileKind.COMMITLOG)              # (by path: by start offset)
+    rows = segments[-1:] + list(last_queue_files(snap.files.values()).values())
     tail = snap.files.get(state.index_tail.rel_path) if state.index_tail is not None else None
     return rows + [tail] if tail is not None else rows
 

@@ -20,7 +20,7 @@ from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfi
 from ..format.consumequeue import UNIT_SIZE
 from ..format.indexfile import IndexHeader
 
-__all__ = ["FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
+__all__ = ["last_queue_files", "FileKind", "FILE_KINDS", "ManifestRow", "BatchRow", "FileDetail", "BatchDetail", "RECORDED_KEYS",
            "manifest_rows", "batch_rows", "recorded_config", "overlay", "queue_ends"]
 
 
@@ -344,10 +344,9 @@ def overlay(base: StoreConfig, recorded: Mapping[str, Any]) -> StoreConfig:
     return dataclasses.replace(base, **shaping) if shaping else base
 
 
-def queue_ends(files: Iterable[ManifestRow]) -> dict[tuple[str, int], int]:
-    """``{(topic, queue_id): next offset}`` of the queues the live consume-queue rows ``files``
-    hold: the end of each queue's last file (what a batch row's ``queue_offsets`` listed whole
-    before batches listed only the queues they changed)."""
+def last_queue_files(files: Iterable[ManifestRow]) -> dict[tuple[str, int], ManifestRow]:
+    """``{(topic, queue_id): row}`` of each queue's last file among the consume-queue rows of
+    ``files`` (the one a batch continues)."""
     last: dict[tuple[str, int], ManifestRow] = {}
     for r in files:
         if r.kind != FileKind.CONSUMEQUEUE:
@@ -356,4 +355,12 @@ def queue_ends(files: Iterable[ManifestRow]) -> dict[tuple[str, int], int]:
         cur = last.get(key)
         if cur is None or r.base_offset > cur.base_offset:
             last[key] = r
+    return last
+
+
+def queue_ends(files: Iterable[ManifestRow]) -> dict[tuple[str, int], int]:
+    """``{(topic, queue_id): next offset}`` of the queues the live consume-queue rows ``files``
+    hold: the end of each queue's last file (what a batch row's ``queue_offsets`` listed whole
+    before batches listed only the queues they changed)."""
+    last = last_queue_files(files)
     return {k: r.base_offset // UNIT_SIZE + r.valid_bytes // UNIT_SIZE for k, r in last.items()}
