@@ -79,7 +79,7 @@ from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
 from .encode import default_store_timestamp, encode_split
-from .identity import earlier_fingerprint, input_fingerprint
+from .identity import IDENTITY, earlier_fingerprints, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
@@ -172,7 +172,8 @@ class _Run:
     staging: str | None = None
     snap: StoreSnapshot | None = None   # the committed snapshot this attempt continues
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
-    earlier: Callable[[], str] | None = None   # () -> the identity earlier versions gave the input, if any
+    # (kinds) -> the identities earlier versions gave the input (``identity.earlier_fingerprints``)
+    earlier: Callable[[list], list] | None = None
 
 
 def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig,
@@ -214,9 +215,9 @@ class FileInput:
     def fingerprint_of(self, scans: list) -> str:
         return self.fingerprint
 
-    def earlier_fingerprint(self) -> str:
-        """The identity earlier versions gave this input (``identity.earlier_fingerprint``)."""
-        return earlier_fingerprint(self.input_path, self.fmt, self.splits)
+    def earlier_fingerprints(self, kinds: list) -> list:
+        """The identities earlier versions gave this input (``identity.earlier_fingerprints``)."""
+        return earlier_fingerprints(self.input_path, self.fmt, self.splits, kinds)
 
 
 # The staging name of a batch whose id is derived from what its encode stage produced: its
@@ -240,7 +241,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     given_topics = _load_topics(options.topics, config)        # TopicsError before the lease
     run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
-               earlier=getattr(source, "earlier_fingerprint", None))
+               earlier=getattr(source, "earlier_fingerprints", None))
     lease = writerlease.WriterLease(store, batch_id)
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
@@ -305,13 +306,23 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     return summary
 
 
+def _earlier_kinds(snap: StoreSnapshot) -> list:
+    """The identities earlier versions gave inputs that the store's ingest batches may carry: a
+    batch of this version records its ``identity``, one of the version before recorded its topic
+    config only, and older ones neither."""
+    details = [b.detail for b in snap.batches if b.operation == "ingest"]
+    kinds = ["sha256"] if any("topics" in d and "identity" not in d for d in details) else []
+    return kinds + (["path"] if any("topics" not in d for d in details) else [])
+
+
 def _topic_detail(snap: StoreSnapshot, tcfg: "topics_mod.Topics", changes: dict, scans: list,
                   rr_after: dict) -> dict:
-    """What the batch records of its topics: round-robin positions after it, the topic config with
-    every topic the config placed messages of so far, and the queue counts it changed."""
+    """What the batch records of its topics (round-robin positions after it, the topic config with
+    every topic the config placed messages of so far, and the queue counts it changed), and the
+    identity this version gives inputs."""
     placed = set((snap.last_detail("topics") or {}).get("placed", ()))
     placed.update(t for s in scans for t in s.get("placed_topics", ()))
-    out = {"round_robin": rr_after, "topics": tcfg.to_dict(placed)}
+    out = {"round_robin": rr_after, "topics": tcfg.to_dict(placed), "identity": IDENTITY}
     if changes:
         out["topic_changes"] = changes
     return out
@@ -354,18 +365,16 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     return the "already-committed" summary (IngestError if the input differs); else None.
 
     A batch an earlier version committed carries the identity it gave the input
-    (``identity.earlier_fingerprint``): the same id with that identity is this input too, and
+    (``identity.earlier_fingerprints``): the same id with that identity is this input too, and
     without a given id a batch with it is found by its fingerprint."""
     prior = [b for b in snap.batches if b.batch_id == run.batch_id]
-    # (batches of this version record their topic config: none -> an earlier version's)
-    older = any(b.operation == "ingest" and "topics" not in b.detail for b in snap.batches)
-    earlier = run.earlier() if run.earlier is not None and older else None
+    earlier = run.earlier(_earlier_kinds(snap)) if run.earlier is not None else []
     if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
-        prior = [b for b in snap.batches if b.operation == "ingest" and b.input_fingerprint == earlier]
+        prior = [b for b in snap.batches if b.operation == "ingest" and b.input_fingerprint in earlier]
     if not prior:
         return None
     finish_pending_publish(run.store, snap)
-    if prior[-1].input_fingerprint not in (run.fingerprint, earlier):
+    if prior[-1].input_fingerprint not in (run.fingerprint, *earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {str(prior[-1].input_fingerprint)[:16]}, this input "
                           f"{run.fingerprint[:16]}); use another --batch-id for new data")

@@ -37,8 +37,8 @@ def _batches(store: str) -> list:
     return [(b["batch_id"], b["messages"]) for b in manifest.load_snapshot(storage.Store(store)).batches]
 
 
-def _identity(path: str, fmt: str = "jsonl") -> str:
-    return identity.input_fingerprint(path, fmt, inputs.plan_splits(path, fmt, 3, split_bytes=4096))
+def _identity(path: str, fmt: str = "jsonl", kind: str = identity.IDENTITY) -> str:
+    return identity.input_fingerprint(path, fmt, inputs.plan_splits(path, fmt, 3, split_bytes=4096), kind)
 
 
 def test_same_file_by_any_path_is_one_batch(tmp_path):
@@ -275,7 +275,7 @@ def test_batches_of_earlier_versions_are_recognised(tmp_path, monkeypatch):
     (tmp_path / "b.jsonl").write_text(_lines(100, skip=100), encoding="utf-8")
     store = str(tmp_path / "store")
     with monkeypatch.context() as m:              # what earlier versions committed
-        m.setattr(driver, "input_fingerprint", identity.earlier_fingerprint)
+        m.setattr(driver, "input_fingerprint", identity.path_fingerprint)
         m.setattr(driver, "_topic_detail", lambda snap, tcfg, changes, scans, rr: {"round_robin": rr})
         for args in (("--input", "a.jsonl"), ("--input", "b.jsonl", "--batch-id", "B")):
             code, out, err = rl("ingest", "--store", store, *args, "--config", DEMO_CONF, "--quiet", cwd=tmp_path)
@@ -286,6 +286,54 @@ def test_batches_of_earlier_versions_are_recognised(tmp_path, monkeypatch):
         assert code == 0 and (_summary(out)["status"], _summary(out)["batch_id"]) == ("already-committed", want), \
             out + err
     assert [m for _, m in _batches(store)] == [100, 100]
+
+
+def test_batches_identified_by_sha256_are_recognised(tmp_path, monkeypatch):
+    """A batch committed while the identity was SHA-256 (it records its topic config, no
+    ``identity``) is found again after the identity became BLAKE3: by its fingerprint under an
+    auto id, by its id when given, and the given id with other bytes is still refused."""
+    from storelib.ingest import driver
+    (tmp_path / "a.jsonl").write_text(_lines(100), encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(_lines(100, skip=100), encoding="utf-8")
+    store = str(tmp_path / "store")
+    real_detail = driver._topic_detail
+    with monkeypatch.context() as m:              # what the version before committed
+        m.setattr(driver, "input_fingerprint", lambda p, f, s: identity.input_fingerprint(p, f, s, "sha256"))
+        m.setattr(driver, "_topic_detail",
+                  lambda *a: {k: v for k, v in real_detail(*a).items() if k != "identity"})
+        for args in (("--input", "a.jsonl"), ("--input", "b.jsonl", "--batch-id", "B")):
+            code, out, err = rl("ingest", "--store", store, *args, "--config", DEMO_CONF, "--quiet", cwd=tmp_path)
+            assert code == 0 and _summary(out)["status"] == "committed", err
+    first = _batches(store)[0][0]
+    assert first == f"auto-{_identity(str(tmp_path / 'a.jsonl'), kind='sha256')[:16]}"
+    assert first != f"auto-{_identity(str(tmp_path / 'a.jsonl'))[:16]}"
+    for args, want in ((("--input", "a.jsonl"), first), (("--input", "./a.jsonl"), first),
+                       (("--input", "b.jsonl", "--batch-id", "B"), "B")):
+        code, out, err = rl("ingest", "--store", store, *args, "--quiet", cwd=tmp_path)
+        assert code == 0 and (_summary(out)["status"], _summary(out)["batch_id"]) == ("already-committed", want), \
+            out + err
+    code, out, err = rl("ingest", "--store", store, "--input", "a.jsonl", "--batch-id", "B", "--quiet", cwd=tmp_path)
+    assert code != 0 and "already committed with different input" in err, out + err
+    assert [m for _, m in _batches(store)] == [100, 100]
+
+
+def test_a_store_of_this_version_hashes_its_inputs_once(tmp_path, monkeypatch):
+    """Batches that record this version's identity need no earlier one: a new input and a rerun
+    hash each file with BLAKE3 only, and the batch records the identity it was given."""
+    (tmp_path / "a.jsonl").write_text(_lines(100), encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(_lines(100, skip=100), encoding="utf-8")
+    store = str(tmp_path / "store")
+    kinds = []
+    real = identity.file_digests
+    monkeypatch.setattr(identity, "file_digests", lambda files, kind=identity.IDENTITY: kinds.append(kind)
+                        or real(files, kind))
+    for f, status in (("a.jsonl", "committed"), ("b.jsonl", "committed"), ("a.jsonl", "already-committed")):
+        code, out, err = rl("ingest", "--store", store, "--input", f, "--config", DEMO_CONF, "--quiet", cwd=tmp_path)
+        assert code == 0 and _summary(out)["status"] == status, out + err
+    assert kinds == ["blake3"] * 3
+    snap = manifest.load_snapshot(storage.Store(store))
+    assert [b.detail["identity"] for b in snap.batches] == ["blake3", "blake3"]
+    assert [b.input_fingerprint for b in snap.batches] == [_identity(str(tmp_path / f)) for f in ("a.jsonl", "b.jsonl")]
 
 
 def test_round_robin_continues_after_an_expiry(tmp_path):
