@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from ..compute import kernels
 from ..format.commitlog import HOST_V4_SIZE, HOST_V6_SIZE, pack_host
-from ..compute.arrays import binary_from_numpy, numeric_values, single_array
+from ..compute.arrays import binary_from_numpy, dictionary_encoded, numeric_values, single_array
 from ..format.textforms import format_host
 
 __all__ = ["parse_host", "HostColumn", "host_column", "host_strings"]
@@ -66,13 +66,19 @@ def host_column(arr) -> tuple[HostColumn, list]:
     """Parse a host column once per distinct value: (the column, [(rows, error message)] for
     every distinct value that does not parse; those rows keep an all-zero IPv4 host)."""
     arr = single_array(arr)
-    if len(arr) and not arr.null_count and pc.all(pc.equal(arr, arr[0])).as_py():
+    if pa.types.is_dictionary(arr.type) and len(arr.dictionary) == 1 and not arr.null_count \
+            and arr.dictionary.is_valid()[0].as_py():
+        # a dictionary of one host (a Parquet column chunk of one host): every row holds it
+        uniq, index = [arr.dictionary[0].as_py()], np.zeros(len(arr), np.int64)
+        row_host = index
+    elif not pa.types.is_dictionary(arr.type) and len(arr) and not arr.null_count \
+            and pc.all(pc.equal(arr, arr[0])).as_py():
         # one host on every row (the broker's own address, a single producer): one comparison
         # pass instead of hashing every row (a fifth of the time)
         uniq, index = [arr[0].as_py()], np.zeros(len(arr), np.int64)
         row_host = index
     else:
-        enc = single_array(pc.dictionary_encode(arr))
+        enc = dictionary_encoded(arr)
         uniq, index = enc.dictionary.to_pylist(), numeric_values(enc.indices).astype(np.int64)
         row_host = np.asarray(enc.indices.fill_null(-1))
     raw = np.zeros((max(1, len(uniq)), HOST_V6_SIZE), np.uint8)

@@ -21,7 +21,7 @@ from ..compute import allocator, crc32, kernels, tag_index
 from ..format import commitlog as cl
 from ..format.commitlog import (FLAG_BORNHOST_V6, FLAG_STOREHOST_V6, MAGIC_V1, MAGIC_V2, MAX_PROPERTIES_LENGTH,
                                  TRANSACTION_COMMIT, TRANSACTION_MASK, TRANSACTION_NOT, TRANSACTION_ROLLBACK)
-from ..compute.arrays import (as_large_binary, as_large_string, binary_from_numpy, binary_lengths, numeric_values, single_array,
+from ..compute.arrays import (as_large_binary, as_large_string, binary_from_numpy, binary_lengths, dictionary_encoded, numeric_values, single_array,
                      string_buffers, valid_mask)
 from ..format.config import StoreConfig
 from .hosts import host_column, host_strings, HostColumn
@@ -32,7 +32,7 @@ from ..format.textforms import PROPERTY_SEP
 __all__ = [
     # encoder limits and names
     "MESSAGE_SIZE_SLACK", "CRC32_PROPERTY_NAME", "CRC32_RESERVED_LEN", "SCHEDULE_TOPIC",
-    "MESSAGE_SCHEMA", "DECODED_SCHEMA",
+    "MESSAGE_SCHEMA", "DICTIONARY_FIELDS", "TEXT_DICTIONARY", "message_schema", "DECODED_SCHEMA",
     # Java string hashes
     "utf16_lengths", "java_hash", "index_key_hash", "dispatch_of_records",
     # encode
@@ -65,6 +65,18 @@ MESSAGE_SCHEMA = pa.schema([
     ("body", pa.large_binary()),
     ("properties_string", pa.large_string()),
 ])
+
+# Columns of few distinct values that a canonical table may also hold dictionary-encoded
+# (TEXT_DICTIONARY): a Parquet input's are read so (inputs.read_split), and ``prepare`` and
+# ``topics.fill`` take the distinct values from the dictionary instead of hashing every row.
+DICTIONARY_FIELDS = ("topic", "born_host", "store_host")
+TEXT_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def message_schema(types: dict) -> pa.Schema:
+    """MESSAGE_SCHEMA with the DICTIONARY_FIELDS whose ``types`` entry is TEXT_DICTIONARY so."""
+    return pa.schema([f.with_type(TEXT_DICTIONARY) if f.name in DICTIONARY_FIELDS and types.get(f.name) == TEXT_DICTIONARY
+                      else f for f in MESSAGE_SCHEMA])
 
 
 # ---------------------------------------------------------------------------- java hash
@@ -101,7 +113,7 @@ def index_key_hash(h: np.ndarray) -> np.ndarray:
 class PreparedMessages:
     """Validated messages with everything the encoder and the dispatchers need, per message."""
     n: int
-    topic: pa.Array                 # large_string
+    topic: pa.Array                 # large_string, or TEXT_DICTIONARY
     queue_id: np.ndarray            # int32
     sys_flag: np.ndarray            # int32, with the IPv6 bits the store ORs in
     store_timestamp: np.ndarray     # int64
@@ -145,7 +157,7 @@ class _Problems(list):
 @dataclass
 class _Columns:
     """The canonical columns as the encoder reads them: defaults filled in, numpy dtypes fixed."""
-    topic: pa.Array                 # large_string
+    topic: pa.Array                 # large_string, or TEXT_DICTIONARY
     queue_id: np.ndarray            # int32
     flag: np.ndarray                # int32
     sys_flag: np.ndarray            # int32, as given
@@ -226,12 +238,18 @@ def _read_columns(table: pa.Table, config: StoreConfig) -> _Columns:
     if config.enabledAppendPropCRC:
         props = _without_crc_property(props)
     return _Columns(
-        topic=as_large_string(_col(table, "topic")),
+        topic=_text(_col(table, "topic")),
         queue_id=ints("queue_id", np.int32), flag=ints("flag", np.int32, 0), sys_flag=ints("sys_flag", np.int32, 0),
         store_ts=ints("store_timestamp", np.int64),
         born_ts=numeric_values(born_ts).astype(np.int64),
         reconsume=ints("reconsume_times", np.int32, 0), prep_tx=ints("prepared_transaction_offset", np.int64, 0),
         body=as_large_binary(_col(table, "body")), props=props)
+
+
+def _text(arr) -> pa.Array:
+    """A text column as large_string; a dictionary column as it is (its values are decoded only
+    where needed: per distinct value)."""
+    return arr if pa.types.is_dictionary(arr.type) else as_large_string(arr)
 
 
 def _without_crc_property(props: pa.Array) -> pa.Array:
@@ -251,11 +269,12 @@ def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems, v2_ok:
     the topic directory name rules; the record's topic part with its length prefix. Without
     ``v2_ok`` (RocketMQ 4.9, which has no V2 records) a V2 topic is a problem."""
     n = len(topic)
-    tenc = pc.dictionary_encode(topic)
+    tenc = dictionary_encoded(topic)
     tidx = numeric_values(tenc.indices)
+    tdict = as_large_string(tenc.dictionary)
     tparts, t16, tbad = [], [], []
-    name_bad = topic_problems(tenc.dictionary) if topic_names else {}
-    for k, t in enumerate(tenc.dictionary.to_pylist()):
+    name_bad = topic_problems(tdict) if topic_names else {}
+    for k, t in enumerate(tdict.to_pylist()):
         raw = t.encode("utf-8")
         units = len(t.encode("utf-16-le")) // 2
         v2 = units > cl.V2_TOPIC_CHARS
@@ -282,16 +301,15 @@ def _topic_parts(topic: pa.Array, topic_names: bool, problems: _Problems, v2_ok:
     topic_part = pa.array(tparts, pa.large_binary()).take(tenc.indices)
     is_v2 = np.asarray(t16, bool)[tidx] if n else np.zeros(0, bool)
     topic_len = np.diff(string_buffers(topic_part)[1]) if n else np.zeros(0, np.int64)
-    return _Topics(topic_part, is_v2, topic_len, tenc.dictionary, tidx)
+    return _Topics(topic_part, is_v2, topic_len, tdict, tidx)
 
 
 def _host_columns(table: pa.Table, config: StoreConfig, sys_flag: np.ndarray, problems: _Problems):
     """(born hosts, store hosts, sys_flag with the IPv6 bits): the born host defaults to the store
     host, the store host to the broker's own address; the store ORs the IPv6 bits in itself
     (CommitLog), it never clears them, so a bit set for an IPv4 host is a problem."""
-    default_store = pa.scalar(config.store_host, pa.string())
-    store_host_s = pc.coalesce(_col(table, "store_host"), default_store)
-    born_host_s = pc.coalesce(_col(table, "born_host"), store_host_s)
+    store_host_s = _or_default(_col(table, "store_host"), pa.scalar(config.store_host, pa.string()))
+    born_host_s = _or_default(_col(table, "born_host"), store_host_s)
     born_host = _hosts_column(born_host_s, "born_host", problems)
     store_host = _hosts_column(store_host_s, "store_host", problems)
     born_v6, store_v6 = born_host.is_v6, store_host.is_v6
@@ -302,6 +320,16 @@ def _host_columns(table: pa.Table, config: StoreConfig, sys_flag: np.ndarray, pr
     sys_flag = sys_flag | np.where(born_v6, FLAG_BORNHOST_V6, 0).astype(np.int32) \
         | np.where(store_v6, FLAG_STOREHOST_V6, 0).astype(np.int32)
     return born_host, store_host, sys_flag
+
+
+def _or_default(arr: pa.Array, default) -> pa.Array:
+    """``arr`` with its nulls replaced by ``default`` (a scalar or a column); a column without
+    nulls is kept as it is, a dictionary one too."""
+    if not arr.null_count:
+        return arr
+    def text(a):
+        return a.cast(pa.string()) if isinstance(a, pa.Array) and pa.types.is_dictionary(a.type) else a
+    return pc.coalesce(text(arr), text(default))
 
 
 def _hosts_column(arr, field: str, problems: _Problems) -> HostColumn:
@@ -363,7 +391,7 @@ def _dispatch_fields(c: _Columns, topics: _Topics, sys_flag: np.ndarray, config:
 
     # tagsCode: the TAGS hash sign-extended to 64 bits (a long holding an int).
     tags_code = np.where(vs[0] >= 0, kernels.java_hash_slices(pdata, vs[0], ve[0]).view(np.int32).astype(np.int64), 0)
-    tags_code = _delay_tags_code(c, pdata, vs[3], ve[3], tags_code, config, problems)
+    tags_code = _delay_tags_code(c, topics, pdata, vs[3], ve[3], tags_code, config, problems)
 
     # Index keys in dispatch order: UNIQ_KEY, then every non-empty KEYS token; ROLLBACK skipped.
     indexed = tran_type != TRANSACTION_ROLLBACK
@@ -418,12 +446,13 @@ def dispatch_of_records(table: pa.Table, config: StoreConfig) -> tuple:
     return cq_eligible, tags_code.astype(np.int64), key_msg, key_hash, waits
 
 
-def _delay_tags_code(c: _Columns, pdata, delay_start, delay_end, tags_code, config: StoreConfig,
+def _delay_tags_code(c: _Columns, topics: _Topics, pdata, delay_start, delay_end, tags_code, config: StoreConfig,
                      problems: _Problems) -> np.ndarray:
     """Delay messages (DELAY on SCHEDULE_TOPIC_XXXX): tagsCode = deliver time, the store time plus
     the level's delay (DefaultMessageStore.computeDeliverTimestamp); a DELAY that is not an int is a problem."""
     n = len(c.topic)
-    is_sched = numeric_values(pc.equal(c.topic, SCHEDULE_TOPIC))
+    sched = np.flatnonzero(numeric_values(pc.fill_null(pc.equal(topics.dictionary, SCHEDULE_TOPIC), False)))
+    is_sched = np.isin(topics.index, sched) if len(sched) else np.zeros(n, bool)
     delay_rows = is_sched & (delay_start >= 0)
     if not delay_rows.any():
         return tags_code

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["single_array", "as_large_string", "as_large_binary", "string_buffers", "binary_from_numpy",
-           "binary_lengths", "sorted_unique", "valid_mask", "numeric_values"]
+           "binary_lengths", "sorted_unique", "valid_mask", "numeric_values", "dictionary_encoded"]
 
 
 def single_array(arr) -> pa.Array:
@@ -34,6 +35,20 @@ def as_large_binary(arr) -> pa.Array:
     if arr.type != pa.large_binary():
         arr = arr.cast(pa.large_binary())
     return arr
+
+
+def dictionary_encoded(arr) -> pa.DictionaryArray:
+    """``pc.dictionary_encode`` of the column's values: the distinct values in the order they first
+    occur, int32 indices, null where the value is null. A dictionary column (a Parquet column
+    read with ``read_dictionary``) is encoded from its indices, not by hashing every row's value:
+    its dictionary may hold values no row uses, a value twice, nulls, in any order, and the result
+    is still the one its decoded values would give."""
+    arr = single_array(arr)
+    if not pa.types.is_dictionary(arr.type):
+        return pc.dictionary_encode(arr)
+    used = pc.dictionary_encode(arr.indices)            # the codes rows use, in first-use order
+    distinct = pc.dictionary_encode(arr.dictionary.take(used.dictionary))
+    return pa.DictionaryArray.from_arrays(distinct.indices.take(used.indices), distinct.dictionary)
 
 
 def string_buffers(arr: pa.Array):

@@ -50,7 +50,7 @@ import pyarrow.compute as pc
 from ..errors import InputError, TopicsError
 from ..format.paths import PROJECT_ROOT
 from ..codec import messages as codec
-from ..compute.arrays import as_large_string, numeric_values, single_array, valid_mask
+from ..compute.arrays import as_large_string, dictionary_encoded, numeric_values, single_array, valid_mask
 from ..format.names import topic_problem
 from ..codec.properties import property_values
 
@@ -232,7 +232,7 @@ def fill(table: pa.Table, topics: Topics, queue_by: str | None = None, rr_start:
         if topic.null_count:
             rows = np.flatnonzero(~valid_mask(topic))
             raise InputError([f"{label(int(r))}: field 'topic': missing (required)" for r in rows[:20]], len(rows))
-        tenc = pc.dictionary_encode(topic)
+        tenc = dictionary_encoded(topic)
         tidx = numeric_values(tenc.indices).astype(np.int64)
         names = tenc.dictionary.to_pylist()
         nq = np.asarray([topics.write_queue_nums(t) for t in names], np.int64)[tidx]

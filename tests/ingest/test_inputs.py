@@ -40,7 +40,8 @@ def write_jsonl(path, rows, trailing_newline=True) -> bytes:
 
 
 def read_splits(splits) -> pa.Table:
-    tables = [inputs.read_split(s)[0] for s in splits]
+    """The splits' canonical tables, their dictionary columns decoded (exactly MESSAGE_SCHEMA)."""
+    tables = [inputs.read_split(s)[0].cast(codec.MESSAGE_SCHEMA) for s in splits]
     return pa.concat_tables(tables) if tables else codec.MESSAGE_SCHEMA.empty_table()
 
 
