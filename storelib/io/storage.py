@@ -595,17 +595,19 @@ def sync_dirs(dirs: Iterable[str]) -> None:
             os.close(fd)
 
 
-def make_dirs(path: str, tries: int = 16) -> None:
-    """``os.makedirs(path, exist_ok=True)`` against writers that remove a shared parent while it is
-    empty (``remove_dir_if_empty``, e.g. ``_rocketlake/tmp``): a parent removed between two of its
-    ``mkdir`` calls is made again."""
+def make_dirs(path: str, tries: int = 16, exist_ok: bool = True) -> None:
+    """``os.makedirs(path, exist_ok=exist_ok)`` against writers that remove a shared parent while
+    it is empty (``remove_dir_if_empty``, e.g. ``_rocketlake/tmp``, ``_rocketlake/staging``): a
+    parent removed between two of its ``mkdir`` calls is made again. ``exist_ok`` False: a
+    directory (or link) already at ``path`` is ``FileExistsError`` (a failed ``mkdir`` of
+    ``path`` itself made nothing, so trying again never finds its own)."""
     for _ in range(tries - 1):
         try:
-            os.makedirs(path, exist_ok=True)
+            os.makedirs(path, exist_ok=exist_ok)
             return
         except FileNotFoundError:
             continue
-    os.makedirs(path, exist_ok=True)
+    os.makedirs(path, exist_ok=exist_ok)
 
 
 def remove_dir_if_empty(store: Store, rel: str) -> bool:
