@@ -393,7 +393,7 @@ class Store(Capabilities):
         written = 0
         if self.local:
             new_dirs = _missing_dirs(parent) if durable else []
-            os.makedirs(parent, exist_ok=True)
+            make_dirs(parent)              # (a writer that lost its lease may drop an empty staging/ meanwhile)
             got = None
             if not cache or (durable and _worth_direct(chunks, total_size)):
                 got = write_direct(path, chunks, total_size, fsync_fd if durable else None)
