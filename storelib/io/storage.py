@@ -393,7 +393,7 @@ class Store(Capabilities):
         written = 0
         if self.local:
             new_dirs = _missing_dirs(parent) if durable else []
-            os.makedirs(parent, exist_ok=True)
+            make_dirs(parent)              # (a writer that lost its lease may drop an empty staging/ meanwhile)
             got = None
             if not cache or (durable and _worth_direct(chunks, total_size)):
                 got = write_direct(path, chunks, total_size, fsync_fd if durable else None)
@@ -595,17 +595,19 @@ def sync_dirs(dirs: Iterable[str]) -> None:
             os.close(fd)
 
 
-def make_dirs(path: str, tries: int = 16) -> None:
-    """``os.makedirs(path, exist_ok=True)`` against writers that remove a shared parent while it is
-    empty (``remove_dir_if_empty``, e.g. ``_rocketlake/tmp``): a parent removed between two of its
-    ``mkdir`` calls is made again."""
+def make_dirs(path: str, tries: int = 16, exist_ok: bool = True) -> None:
+    """``os.makedirs(path, exist_ok=exist_ok)`` against writers that remove a shared parent while
+    it is empty (``remove_dir_if_empty``, e.g. ``_rocketlake/tmp``, ``_rocketlake/staging``): a
+    parent removed between two of its ``mkdir`` calls is made again. ``exist_ok`` False: a
+    directory (or link) already at ``path`` is ``FileExistsError`` (a failed ``mkdir`` of
+    ``path`` itself made nothing, so trying again never finds its own)."""
     for _ in range(tries - 1):
         try:
-            os.makedirs(path, exist_ok=True)
+            os.makedirs(path, exist_ok=exist_ok)
             return
         except FileNotFoundError:
             continue
-    os.makedirs(path, exist_ok=True)
+    os.makedirs(path, exist_ok=exist_ok)
 
 
 def remove_dir_if_empty(store: Store, rel: str) -> bool:

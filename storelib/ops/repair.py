@@ -438,13 +438,16 @@ def _no_links(store: storage.Store, rel: str) -> None:
                               "writes: stopped; no committed file was changed")
 
 
-def _make_dirs(folder: str) -> list:
-    """Create ``folder`` (and its parents); the parents whose entries changed (to fsync)."""
+def _make_dirs(folder: str, exist_ok: bool = True) -> list:
+    """Create ``folder`` (and its parents; ``exist_ok`` False: ``FileExistsError`` when it is
+    there); the parents whose entries changed (to fsync). A parent another process removes
+    meanwhile as empty (``_rocketlake/tmp``, ``_rocketlake/``: writers that hold the writer lease,
+    which a broker directory's repair does not take) is made again."""
     made, d = [], folder
     while not os.path.isdir(d):
         made.append(d)
         d = os.path.dirname(d)
-    os.makedirs(folder, exist_ok=True)
+    storage.make_dirs(folder, exist_ok=exist_ok)
     return [os.path.dirname(m) for m in made]
 
 
@@ -667,9 +670,8 @@ def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | No
         tmp_rel = f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         _no_links(store, tmp_rel)
         tmp_dir = store.path(tmp_rel)
-        synced = _make_dirs(os.path.dirname(tmp_dir))
-        os.mkdir(tmp_dir)                          # (a name nobody else uses: FileExistsError otherwise)
-        storage.sync_dirs(synced + [os.path.dirname(tmp_dir)])
+        synced = _make_dirs(tmp_dir, exist_ok=False)   # (a name nobody else uses: FileExistsError otherwise)
+        storage.sync_dirs(synced)                      # (tmp_dir's parent among them)
         for n, f in enumerate(changed):
             _replace_in_place(store, f, tmp_dir, n)
             fault("mid-publish")

@@ -30,6 +30,10 @@ What it keeps, and why that is all any reader or writer can still need:
   the storage error, and nothing is deleted. A missing list object of a row that is not live is
   one an expiry deleted with its file (what it listed went with it). What a row names is read
   by ``storelib.table.rowobjects``, the expiry's reading of it, strictly.
+* anything, when the latest snapshot's rows fail the row check (``rowcheck.check_snapshot``, made
+  once a sweep, as every writer checks the snapshot it reads): ``CorruptStore``, nothing deleted.
+  What a row names does not rest on the fields that check judges (its ``detail`` is read strictly
+  above), but a store whose rows verify rejects is repaired before anything is deleted from it.
 
 A writer racing the sweep names only objects of the version it continues (its live rows, whose
 data files are listed) and of its own attempt (not committed when the sweep read the table); a
@@ -72,7 +76,9 @@ does not apply deletes what is unnamed then. A skip refuses what the full sweep 
 live rows without a request: a live row whose extent-list object its listing of the objects does
 not hold, or whose detail or lists do not parse (``CorruptStore``, nothing deleted, no state
 written). (A list object that is there but damaged is found only by the full sweep, which reads
-every one: a skip reads none of the state's data files' rows.)
+every one: a skip reads none of the state's data files' rows. Meanwhile nothing is deleted, and
+the skip's state keeps what the list named when it was last read: the full sweep that runs once
+the state does not apply refuses the store, ``CorruptStore``, and deletes nothing either.)
 
 ``expire`` runs it after its vacuum (``storelib.ops.expire``, under its lease), on object stores.
 """
@@ -88,7 +94,7 @@ from typing import Any
 from ..errors import CorruptStore, StoreError
 from ..format import paths
 from ..io import storage
-from . import rowobjects, sweepstate
+from . import rowcheck, rowobjects, sweepstate
 from .rows import ManifestRow
 
 __all__ = ["Sweep", "plan", "skip", "sweep", "named_objects", "unnamed_objects", "unnamed_among"]
@@ -236,6 +242,7 @@ class _Reads:
     def __init__(self, store: storage.Store):
         self.store = store
         self.committed, self.snap, expected = _committed_and_latest(store)
+        rowcheck.check_snapshot(self.snap)      # (rows verify rejects: CorruptStore, nothing deleted)
         self.files = _data_files(store, expected)
         self.named = rowobjects.Named(store, strict=True)
         self._read: set[str] = set()                    # the data files whose rows ``named`` holds

@@ -315,6 +315,31 @@ def test_a_planted_broker_temporary_directory_stops_nothing_and_is_cleared(resto
     assert goldenlib.compare(golden_set("small-roll"), store) == []
 
 
+def test_a_broker_directory_repair_whose_tmp_dir_another_writer_removes_as_empty_makes_it_again(
+        restored_golden, tmp_path, monkeypatch):
+    """Writers holding the writer lease remove ``_rocketlake/tmp`` when they find it empty (an
+    in-place import's scratch Delta tables, ``deltacommit._drop``); a broker directory's repair
+    takes the broker's lock, not that lease. That directory removed between repair's making of it
+    and of its own ``repair-*`` directory in it: made again, and the repair completes."""
+    store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
+    cq = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)[0]
+    with open(cq, "r+b") as fh:
+        fh.truncate(100)
+    real, raced = os.mkdir, []
+
+    def racing(path, mode=0o777, **kw):
+        if os.path.basename(str(path)).startswith("repair-") and not raced:
+            raced.append(path)
+            os.rmdir(os.path.dirname(path))            # the other writer found it empty
+        return real(path, mode, **kw)
+    monkeypatch.setattr(os, "mkdir", racing)
+    s = repair_op.repair(store, small_config(), apply=True, quiet=True)
+    monkeypatch.undo()
+    assert raced and s["replaced"] == [os.path.relpath(cq, store)]
+    assert goldenlib.compare(golden_set("small-roll"), store) == []
+    assert not os.path.exists(os.path.join(store, paths.META_DIR))
+
+
 # ---------------------------------------------------------------------------- item 9: checkpoint rule
 def test_checkpoint_rule_is_ingests_when_the_last_put_did_not_wait(tmp_path):
     """small-roll's first 20 messages end with a put whose WAIT is false: physicMsgTimestamp is the

@@ -20,6 +20,11 @@ on the moto S3 server, on stores of small batches whose manifest table compacts
   many as a sweep of the same store without a state, and deletes the same.
 * A live row's extent-list object missing: the skipping sweep refuses it as the full sweep does
   (``CorruptStore``), and neither changes the bucket.
+* A live row's extent-list object there but damaged: the skip (which reads no list object of the
+  state) deletes nothing and keeps its state; once the state does not apply, the full sweep
+  refuses the store and deletes nothing.
+* Rows verify rejects in the latest snapshot: the sweep refuses them (``CorruptStore``, the row
+  check made once) before it deletes anything.
 """
 from __future__ import annotations
 
@@ -297,4 +302,60 @@ def test_a_live_rows_missing_extent_list_object_stops_the_skipping_and_the_full_
     before = objstores.digest(client, BUCKET, name)
     with pytest.raises(CorruptStore, match=re.escape(f"its extent list object {lists[0]} is missing")):
         objsweep.sweep(st)
+    assert objstores.digest(client, BUCKET, name) == before, "the refused sweep changed the bucket"
+
+
+def _live_list_object(st) -> str:
+    from storelib.table import manifest
+    live = manifest.load_snapshot(st, queue_offsets=False).files.values()
+    lists = sorted(x[0] for r in live for x in json.loads(r["detail"] or "{}").get("extent_lists") or [])
+    assert lists and st.exists(lists[0]), "no live row names an extent-list object: the test tests nothing"
+    return lists[0]
+
+
+def test_a_live_rows_damaged_extent_list_object_is_never_swept_on_by_the_skip_nor_the_full_sweep(seed):
+    from storelib.errors import CorruptStore
+    from storelib.format import paths
+    from storelib.table import objsweep
+    env, client, parts, cfg, tmp = seed
+    name = "list-damaged"
+    st = _copy(seed, name)
+    assert not objsweep.sweep(st)["skipped"]
+    lst = _live_list_object(st)
+    data = st.read(lst)
+    st.write_file(lst, [data[:-1] + bytes([data[-1] ^ 1])])               # there, one byte changed
+    state, before = st.read(paths.SWEEP_STATE), objstores.digest(client, BUCKET, name)
+    got = objsweep.sweep(st)
+    assert got["skipped"] and got["deleted"] == 0, got
+    assert objstores.digest(client, BUCKET, name) == before and st.read(paths.SWEEP_STATE) == state
+    assert _vacuumed(st), "the vacuum removed no data file"
+    assert objsweep.skip(st) is None, "the state still applies: the test tests nothing"
+    before = objstores.digest(client, BUCKET, name)
+    with pytest.raises(CorruptStore, match="nothing is deleted"):
+        objsweep.sweep(st)
+    assert objstores.digest(client, BUCKET, name) == before, "a sweep went on from a damaged list object"
+
+
+@pytest.mark.parametrize("state", ["none", "skipping"])
+def test_a_sweep_refuses_rows_verify_rejects_before_it_deletes(seed, state, monkeypatch):
+    from support import rowchecks
+    from storelib.errors import CorruptStore
+    from storelib.format import paths
+    from storelib.table import manifest, objsweep
+    env, client, parts, cfg, tmp = seed
+    name = f"rowcheck-{state}"
+    st = _copy(seed, name)
+    if state == "skipping":
+        objsweep.sweep(st)
+        assert objsweep.skip(st) is not None, "the state does not apply: the test tests nothing"
+    else:
+        assert _vacuumed(st) and objsweep.plan(st).unnamed, "nothing for the sweep to delete: the test tests nothing"
+        assert not st.exists(paths.SWEEP_STATE)
+    real = manifest.load_snapshot
+    monkeypatch.setattr(manifest, "load_snapshot", lambda *a, **kw: rowchecks.damaged(real(*a, **kw)))
+    checked = rowchecks.counted_checks(monkeypatch)
+    before = objstores.digest(client, BUCKET, name)
+    with pytest.raises(CorruptStore, match="valid_bytes"):
+        objsweep.sweep(st)
+    assert len(checked) == 1, checked
     assert objstores.digest(client, BUCKET, name) == before, "the refused sweep changed the bucket"
