@@ -65,7 +65,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable, cast
+from typing import Any, Callable, Sequence, cast
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
@@ -306,7 +306,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     return summary
 
 
-def _earlier_kinds(batches: list) -> list:
+def _earlier_kinds(batches: Sequence) -> list:
     """The identities earlier versions gave inputs that these ingest batches may carry: a batch of
     this version records its ``identity``, one of the version before recorded its topic config
     only, and older ones neither."""
