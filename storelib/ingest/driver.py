@@ -65,7 +65,7 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable, cast
+from typing import Any, Callable, Sequence, cast
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
@@ -306,11 +306,11 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     return summary
 
 
-def _earlier_kinds(snap: StoreSnapshot) -> list:
-    """The identities earlier versions gave inputs that the store's ingest batches may carry: a
-    batch of this version records its ``identity``, one of the version before recorded its topic
-    config only, and older ones neither."""
-    details = [b.detail for b in snap.batches if b.operation == "ingest"]
+def _earlier_kinds(batches: Sequence) -> list:
+    """The identities earlier versions gave inputs that these ingest batches may carry: a batch of
+    this version records its ``identity``, one of the version before recorded its topic config
+    only, and older ones neither."""
+    details = [b.detail for b in batches if b.operation == "ingest"]
     kinds = ["sha256"] if any("topics" in d and "identity" not in d for d in details) else []
     return kinds + (["path"] if any("topics" not in d for d in details) else [])
 
@@ -368,8 +368,8 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     (``identity.earlier_fingerprints``): the same id with that identity is this input too, and
     without a given id a batch with it is found by its fingerprint."""
     prior = [b for b in snap.batches if b.batch_id == run.batch_id]
-    earlier = run.earlier(_earlier_kinds(snap)) if run.earlier is not None else []
-    if not prior and earlier and run.batch_id == f"auto-{run.fingerprint[:16]}":
+    earlier = _earlier(run, snap, prior)
+    if not prior and earlier:
         prior = [b for b in snap.batches if b.operation == "ingest" and b.input_fingerprint in earlier]
     if not prior:
         return None
@@ -382,6 +382,22 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     run.prog.say(f"batch {done.batch_id} is already committed (seq {done.batch_seq}): nothing to do")
     return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
             "messages": done.messages}
+
+
+def _earlier(run: _Run, snap: StoreSnapshot, prior: list) -> list:
+    """The identities earlier versions gave the input, computed (a second hash of every input
+    byte) only where one can decide: the batch of the run's id is an earlier version's and does
+    not carry this input's identity, or, the id being the input's own, no batch has it and the
+    store holds batches of earlier versions. A new --batch-id, or a batch of this version, needs none."""
+    if run.earlier is None:
+        return []
+    if prior:
+        kinds = _earlier_kinds(prior[-1:]) if prior[-1].input_fingerprint != run.fingerprint else []
+    elif run.batch_id == f"auto-{run.fingerprint[:16]}":
+        kinds = _earlier_kinds(snap.batches)
+    else:
+        kinds = []
+    return run.earlier(kinds) if kinds else []
 
 
 def _start_attempt(run: _Run, snap: StoreSnapshot) -> tuple[_Run, sequencer.StoreState]:

@@ -435,6 +435,7 @@ def _times_from_text(src: pa.Array, name: str, label, problems: list) -> pa.Arra
 
 def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     """Raw input columns -> MESSAGE_SCHEMA (types checked, properties serialized)."""
+    raw = _wide_dictionaries(raw)
     n = raw.num_rows
     cols = {}
     problems: list[str] = []
@@ -484,6 +485,16 @@ def to_canonical(raw: pa.Table, label, body_field: str) -> pa.Table:
     if problems:
         raise InputError(problems)
     return pa.table(cols, schema=message_schema({name: col.type for name, col in cols.items()}))
+
+
+def _wide_dictionaries(raw: pa.Table) -> pa.Table:
+    """``raw`` with its dictionary columns of narrow indices (a Parquet file's stored Arrow type,
+    e.g. int8) widened to int32: a split of several row groups holds one dictionary per group,
+    and joining them into one array needs room for every group's values."""
+    for k, f in enumerate(raw.schema):
+        if pa.types.is_dictionary(f.type) and f.type.index_type.bit_width < 32:
+            raw = raw.set_column(k, f.name, raw.column(k).cast(pa.dictionary(pa.int32(), f.type.value_type)))
+    return raw
 
 
 def _is_text(typ) -> bool:

@@ -317,6 +317,41 @@ def test_batches_identified_by_sha256_are_recognised(tmp_path, monkeypatch):
     assert [m for _, m in _batches(store)] == [100, 100]
 
 
+def test_an_earlier_identity_is_computed_only_where_it_can_decide(tmp_path, monkeypatch):
+    """In a store that holds a batch identified with SHA-256, an input's SHA-256 (a second pass
+    over every byte, after the lease) is computed only where it can find such a batch: an input
+    under its own id that no batch has. A new --batch-id and the rerun of a batch of this version
+    (by its own id or a given one) hash with BLAKE3 only; the earlier batch is still found."""
+    from storelib.ingest import driver
+    for name, skip in (("a", 0), ("b", 100), ("c", 200)):
+        (tmp_path / f"{name}.jsonl").write_text(_lines(100, skip=skip), encoding="utf-8")
+    store = str(tmp_path / "store")
+    real_detail = driver._topic_detail
+    with monkeypatch.context() as m:              # what the version before committed
+        m.setattr(driver, "input_fingerprint", lambda p, f, s: identity.input_fingerprint(p, f, s, "sha256"))
+        m.setattr(driver, "_topic_detail",
+                  lambda *a: {k: v for k, v in real_detail(*a).items() if k != "identity"})
+        code, out, err = rl("ingest", "--store", store, "--input", "a.jsonl", "--config", DEMO_CONF, "--quiet",
+                            cwd=tmp_path)
+        assert code == 0 and _summary(out)["status"] == "committed", err
+    kinds: list = []
+    real = identity.file_digests
+    monkeypatch.setattr(identity, "file_digests", lambda files, kind=identity.IDENTITY: kinds.append(kind)
+                        or real(files, kind))
+    for args, status, hashed in ((("b.jsonl", "--batch-id", "B"), "committed", ["blake3"]),
+                                 (("b.jsonl", "--batch-id", "B"), "already-committed", ["blake3"]),
+                                 (("c.jsonl",), "committed", ["blake3", "sha256"]),
+                                 (("c.jsonl",), "already-committed", ["blake3"]),
+                                 (("a.jsonl",), "already-committed", ["blake3", "sha256"])):
+        kinds.clear()
+        code, out, err = rl("ingest", "--store", store, "--input", *args, "--quiet", cwd=tmp_path)
+        assert code == 0 and _summary(out)["status"] == status, out + err
+        assert kinds == hashed, (args, status)
+    code, out, err = rl("ingest", "--store", store, "--input", "c.jsonl", "--batch-id", "B", "--quiet", cwd=tmp_path)
+    assert code != 0 and "already committed with different input" in err, out + err
+    assert [m for _, m in _batches(store)] == [100, 100, 100]
+
+
 def test_a_store_of_this_version_hashes_its_inputs_once(tmp_path, monkeypatch):
     """Batches that record this version's identity need no earlier one: a new input and a rerun
     hash each file with BLAKE3 only, and the batch records the identity it was given."""

@@ -133,3 +133,60 @@ def test_a_host_dictionary_of_one_host_is_every_row_that_host():
     strings, _ = host_column(pa.array([HOSTS[2]] * 3))
     assert not bad and one.index.tolist() == [0, 0, 0] and one.is_v6.tolist() == [True] * 3
     assert one.raw.tolist() == strings.raw.tolist() and one.length.tolist() == strings.length.tolist()
+
+
+def _typed(table: pa.Table, types: dict) -> pa.Table:
+    return table.cast(pa.schema([f.with_type(types.get(f.name, f.type)) for f in table.schema]))
+
+
+MANY = 600          # distinct topics and hosts past row 200: a 2 KB dictionary page overflows, plain pages follow
+FILE_FORMS = {
+    "large_string": ({"topic": pa.large_string(), "born_host": pa.large_string(), "store_host": pa.large_string()}, {}),
+    "dictionary of large_string": ({"topic": pa.dictionary(pa.int16(), pa.large_string()),
+                                    "born_host": pa.dictionary(pa.int16(), pa.string())}, {}),
+    "binary": ({"topic": pa.binary(), "born_host": pa.large_binary()}, {}),
+    "plain after the dictionary page": ({}, {"dictionary_pagesize_limit": 2048, "data_page_size": 512}),
+    "row groups of their own topics": ({}, {"row_group_size": 37}),
+}
+
+
+def test_every_form_of_the_text_columns_encodes_as_its_strings(tmp_path):
+    """Text columns stored as large_string, as an Arrow dictionary (of large_string, int16 indices),
+    as binary, in a chunk whose dictionary page overflowed into plain pages, in row groups each with
+    its own dictionary, hosts all null: a split's records and facts are those of the same rows read
+    without dictionaries."""
+    n = MANY + 200
+    topic = lambda i: TOPICS[(i // 37) % len(TOPICS)] if i < 200 else f"t{i}"  # noqa: E731
+    born = lambda i: None if i % 11 == 0 else (HOSTS[i % 4] if i < 200 else f"10.1.{i % 250}.{i // 250}:{i}")  # noqa: E731
+    label = lambda i: f"row {i}"  # noqa: E731
+    for name, (types, opts) in FILE_FORMS.items():
+        for hosts in (lambda i: HOSTS[1], lambda i: None):
+            table = _typed(parquet_rows(n, topic, born if hosts(0) else hosts, hosts), types)
+            path = str(tmp_path / "in.parquet")
+            pq.write_table(table, path, **opts)
+            plain = inputs.to_canonical(pq.read_table(path), label, "body").cast(codec.MESSAGE_SCHEMA)
+            got = [inputs.read_split(s) for s in inputs.plan_splits(path, "parquet", 3)]
+            whole = pa.concat_tables([t.cast(codec.MESSAGE_SCHEMA) for t, _ in got])
+            assert whole.equals(plain), name
+            for t, lab in got:
+                assert encoded(t, lab) == encoded(t.cast(codec.MESSAGE_SCHEMA), lab), name
+            assert encoded(*inputs.read_split(inputs.plan_splits(path, "parquet", 1)[0])) == encoded(plain, label), name
+
+
+def test_row_groups_of_a_narrow_dictionary_join_in_one_split(tmp_path):
+    """A column stored as an Arrow dictionary with int8 indices, each row group with its own 100
+    values: one split reads three groups, 300 values in all, and encodes them as their strings
+    (joining the groups' int8 dictionaries failed: "the unified dictionary requires a larger
+    index type")."""
+    path = str(tmp_path / "int8.parquet")
+    narrow = pa.dictionary(pa.int8(), pa.string())
+    groups = [_typed(parquet_rows(200, lambda i, g=g: f"g{g}-{i % 100}", lambda i: HOSTS[i % 2], lambda i: HOSTS[3]),
+                     {"topic": narrow}) for g in range(3)]
+    with pq.ParquetWriter(path, groups[0].schema) as w:
+        for rows in groups:
+            w.write_table(rows)
+    [split] = inputs.plan_splits(path, "parquet", 1)
+    got, label = inputs.read_split(split)
+    assert got.column("topic").to_pylist() == [f"g{g}-{i % 100}" for g in range(3) for i in range(200)]
+    plain = inputs.to_canonical(_typed(pa.concat_tables(groups), {"topic": pa.string()}), label, "body")
+    assert encoded(got, label) == encoded(plain, label)
