@@ -78,7 +78,7 @@ from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_pub
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..errors import ConfigError, IngestError
 from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
-from .encode import default_store_timestamp, encode_split
+from .encode import SPLITS_PER_TASK, default_store_timestamp, encode_splits
 from .identity import IDENTITY, earlier_fingerprints, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
@@ -199,7 +199,7 @@ def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig
 
 class FileInput:
     """Input files cut into splits (storelib.ingest.inputs): identified before anything is encoded, by
-    the files' identity; encoded by one ``encode_stage.encode_split`` task per split.
+    the files' identity; encoded by ``encode_stage.encode_splits`` tasks of consecutive splits.
 
     The other kind of input, a DataFrame (storelib.ingest.frame), has the same members; its
     ``fingerprint`` is None until its encode tasks report what they encoded (``fingerprint_of``)."""
@@ -421,9 +421,13 @@ def _encode(run: _Run, ctx: EncodeContext, input_path: str, fmt: str) -> list:
     prog.say(f"encode: {len(splits)} input split(s) of {input_path} ({fmt})")
     bctx = sc.broadcast(ctx)
     warmup.wait_workers(sc)          # the workers it warmed take the encode tasks
-    prog.stage("encode", len(splits))
-    scans = sc.parallelize([s.to_dict() for s in splits], max(1, len(splits))) \
-        .map(lambda s: encode_split(bctx.value, s)).collect()
+    # Consecutive splits share a task (encode_splits: one split's records reach the disk while the
+    # next is read), as long as every slot still gets one.
+    tasks = max(1, min(len(splits), max(sc.defaultParallelism, -(-len(splits) // SPLITS_PER_TASK))))
+    groups = [[s.to_dict() for s in splits[k * len(splits) // tasks:(k + 1) * len(splits) // tasks]]
+              for k in range(tasks)]
+    prog.stage("encode", tasks)
+    scans = sc.parallelize(groups, tasks).flatMap(lambda g: encode_splits(bctx.value, g)).collect()
     prog.stage(None)
     scans.sort(key=lambda r: r["index"])
     encode_stage.check_scans(scans, splits)

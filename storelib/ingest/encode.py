@@ -1,6 +1,7 @@
-"""Stage 1 of an ingest, encode: one task per input split, and what the driver makes of them.
+"""Stage 1 of an ingest, encode: a task per two input splits (``encode_splits``: one split's
+records go to the disk while the next is read), and what the driver makes of them.
 
-The task (``encode_split``) reads its split, fills broker defaults (storelib.ingest.topics: queue ids
+For each split (``encode_split``) the task reads it, fills broker defaults (storelib.ingest.topics: queue ids
 by round robin / sharding key, store time), validates, encodes every record once (with
 placeholder placement) and stages two files under the attempt's staging directory:
 
@@ -23,7 +24,8 @@ them already released). What identifies the input: storelib.ingest.identity.
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
+from typing import cast
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +42,7 @@ from ..compute.arrays import binary_lengths, valid_mask
 from .task_pipeline import attempt_tag, in_order, profiled, RUN_ROWS, writer_threads
 
 __all__ = [
-    "default_store_timestamp", "encode_split", "encode_table", "reencode_rows", "facts_file", "load_split_facts",
+    "default_store_timestamp", "encode_split", "encode_splits", "SPLITS_PER_TASK", "encode_table", "reencode_rows", "facts_file", "load_split_facts",
     "final_queues", "read_detail", "check_scans", "round_robin_starts", "split_summaries",
 ]
 
@@ -81,9 +83,10 @@ def _queue_keys(pm: codec.PreparedMessages):
     return codes.astype(np.int32), keys
 
 
-def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
+def encode_split(ctx: EncodeContext, split_dict: dict, stager: ThreadPoolExecutor | None = None) -> dict | Future:
     """Stage 1 task: read one split, fill broker defaults, validate, encode; stage its records
-    and its per-message facts; return its summary for the sequencer.
+    and its per-message facts; return its summary for the sequencer (with ``stager``: a Future of
+    it, the records encoded and staged on that thread: ``encode_splits``).
 
     The records are encoded before they are placed: QUEUEID (of round-robin rows), QUEUEOFFSET
     and PHYSICALOFFSET are placeholders the segment writer patches (``kernels.patch_placement``),
@@ -98,12 +101,26 @@ def encode_split(ctx: EncodeContext, split_dict: dict) -> dict:
             table, label = inputs.read_split(split)
         except InputError as e:
             return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-        out = encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body")
+        out = _encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body", stager)
         del table
     # The freed heap stays mapped for the worker's next split, which needs as much again: handing
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
     # of the encode stage, measured at 10M); the write tasks release it before they start.
     return out
+
+
+# Splits an encode task takes in turn (fewer when the stage would otherwise leave a slot idle).
+SPLITS_PER_TASK = 2
+
+
+def encode_splits(ctx: EncodeContext, split_dicts: list) -> list:
+    """Stage 1 task of consecutive splits: each split's records are encoded and staged on a thread
+    while the next split is read and prepared, so the task's core does not sit idle while the
+    direct writes of its records reach the disk (docs/PERFORMANCE.md, "the encode stage's waits").
+    One split stages at a time; the summaries come back once every split is staged."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rocketlake-stager") as stager:
+        out = [encode_split(ctx, d, stager) for d in split_dicts]
+        return [r.result() if isinstance(r, Future) else r for r in out]
 
 
 def load_kernels() -> None:
@@ -150,6 +167,13 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
     """Stage 1 for one split already read as a canonical table (codec.MESSAGE_SCHEMA): what
     ``encode_split`` does after reading (also the task of a DataFrame partition, storelib.ingest.frame).
     ``label(i)`` names row i in error messages, ``body_field`` the input's body field."""
+    return cast(dict, _encode_table(ctx, index, table, label, body_field, None))
+
+
+def _encode_table(ctx: EncodeContext, index: int, table, label, body_field: str,
+                  stager: ThreadPoolExecutor | None) -> dict | Future:
+    """``encode_table``; with ``stager``, the records are encoded and staged, and the facts
+    written, on that thread: a Future of the summary (a problem found before is a summary)."""
     cfg, tcfg = ctx.config, ctx.topics
     empty, n_empty = ([], 0) if ctx.allow_empty_body else empty_body_problems(table, label, body_field)
     try:
@@ -186,33 +210,50 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
                      out=out.view(np.ndarray))
         return out
 
+    # Chunks allocated on this thread, whose heap keeps them for the next run: a pool thread's
+    # arena may map each afresh, every page faulted and zeroed (docs/PERFORMANCE.md, encode CPU).
+    # Staged on a stager thread, all of the split's chunks are allocated here first.
+    chunks = [run_chunk(r0, r1) for r0, r1 in runs] if stager is not None else None
+
     def encoded(pool):
-        # chunks allocated on this thread, whose heap keeps them for the next run: a pool thread's
-        # arena may map each afresh, every page faulted and zeroed (docs/PERFORMANCE.md, encode CPU)
-        jobs = (functools.partial(run_records, r0, r1, run_chunk(r0, r1)) for r0, r1 in runs)
+        jobs = (functools.partial(run_records, r0, r1, chunks[k] if chunks is not None else run_chunk(r0, r1))
+                for k, (r0, r1) in enumerate(runs))
         for j, records in enumerate(in_order(pool, jobs, threads + 1)):
             if j == len(runs) // 2:
                 fault("mid-records-write")
             yield records
 
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        # read once, by a segment writer: around the page cache (storelib.io.direct_io)
-        records_bytes = store.write_file(records_path, encoded(pool), cache=False)
-    store.write_file(meta_path, facts_file(
-        {"sizes": pm.sizes.astype(np.int32), "qkey": qcode, "entries": entries, "queue_id": pm.queue_id,
-         "rr_topic": filled.rr_topic, "rr_rank": filled.rr_rank, "tags": pm.tags_code, "ts": pm.store_timestamp,
-         "imsg": pm.index_msg.astype(np.int32), "ihash": pm.index_hash},
-        qkeys=keys, rr_topics=filled.rr_topics))
+    def staged() -> dict:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            # read once, by a segment writer: around the page cache (storelib.io.direct_io)
+            records_bytes = store.write_file(records_path, encoded(pool), cache=False)
+        if chunks is not None:
+            chunks.clear()
+        store.write_file(meta_path, facts_file(
+            {"sizes": pm.sizes.astype(np.int32), "qkey": qcode, "entries": entries, "queue_id": pm.queue_id,
+             "rr_topic": filled.rr_topic, "rr_rank": filled.rr_rank, "tags": pm.tags_code, "ts": pm.store_timestamp,
+             "imsg": pm.index_msg.astype(np.int32), "ihash": pm.index_hash},
+            qkeys=keys, rr_topics=filled.rr_topics))
+        store.write_file(plan_path, split_facts.planner_file(pm.sizes, entries, pcode, keys, filled.rr_topics,
+                                                             rr_queue_nums))
+        return dict(summary, records_bytes=records_bytes)
+
     rr_queue_nums = [tcfg.write_queue_nums(t) for t in filled.rr_topics]
     pcode = split_facts.planner_codes(qcode, len(keys), filled.rr_topic, filled.rr_rank, rr_queue_nums)
-    store.write_file(plan_path, split_facts.planner_file(pm.sizes, entries, pcode, keys, filled.rr_topics,
-                                                         rr_queue_nums))
+    summary = dict(_summary(tcfg, index, pm, filled, keys, counts, entries), meta_path=meta_path,
+                   plan_path=plan_path, records_path=records_path)
+    return stager.submit(staged) if stager is not None else staged()
+
+
+def _summary(tcfg, index: int, pm: codec.PreparedMessages, filled, keys: list, counts: np.ndarray,
+             entries: np.ndarray) -> dict:
+    """What the driver learns of an encoded split (``check_scans``, ``split_summaries``), its
+    staged files' paths and size aside."""
     with_entries = np.flatnonzero(entries > 0)
     cq_rows = np.flatnonzero(pm.cq_eligible)
     ts = pm.store_timestamp
     return {
-        "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()), "meta_path": meta_path,
-        "plan_path": plan_path, "records_path": records_path, "records_bytes": records_bytes,
+        "index": index, "count": pm.n, "total_bytes": int(pm.sizes.sum()),
         "queue_counts": [[k[0], k[1], int(c)] for k, c in zip(keys, counts) if c],
         "rr_topics": filled.rr_topics, "rr_total": [filled.rr_total[t] for t in filled.rr_topics],
         "placed_topics": filled.placed,

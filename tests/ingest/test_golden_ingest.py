@@ -212,3 +212,50 @@ def test_run_chunks_are_allocated_on_the_task_thread(tmp_path, monkeypatch):
         whole = encode_stage.reencode_rows(ctx, s.index, 0, r["count"])
         assert np.frombuffer(st.read(r["records_path"]), np.uint8).tobytes() == whole.tobytes()
     assert len(threads) > 2 * len(splits) and set(threads) == {threading.get_ident()}
+
+
+def test_an_encode_task_reads_its_next_split_while_the_last_one_is_staged(tmp_path, monkeypatch):
+    """``encode_splits``: split k+1 is read while split k's records are still being written (the
+    task's core is not idle while they reach the disk: docs/PERFORMANCE.md); the summaries and
+    every staged byte are those of the splits encoded one by one, the run chunks still come from
+    the task's thread, and a failure while staging fails the task."""
+    import threading
+    import numpy as np
+    from storelib.ingest import encode as encode_stage
+    from storelib.io import direct_io
+    ctx, splits, st = _encode_context(tmp_path, False, 3)
+    alone = [encode_stage.encode_split(ctx, s.to_dict()) for s in splits]
+    read_next = threading.Event()
+    reads, placed = [], []
+    real_read, real_write, real_placed = inputs.read_split, storage.Store.write_file, direct_io.placed
+
+    def read(split):
+        reads.append(split.index)
+        if split.index == 1:
+            read_next.set()
+        return real_read(split)
+
+    def write(self, path, data, **kw):
+        if path.endswith(".records") and "split-000000-" in path:
+            assert read_next.wait(30), "split 1 was not read while split 0's records were staged"
+        return real_write(self, path, data, **kw)
+
+    monkeypatch.setattr(inputs, "read_split", read)
+    monkeypatch.setattr(storage.Store, "write_file", write)
+    monkeypatch.setattr(direct_io, "placed", lambda n, pos: placed.append(threading.get_ident()) or real_placed(n, pos))
+    together = encode_stage.encode_splits(ctx, [s.to_dict() for s in splits])
+    assert reads == list(range(len(splits))) and len(splits) > 2 and set(placed) == {threading.get_ident()}
+    drop = ("meta_path", "plan_path", "records_path")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in together] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in alone]
+    for a, b in zip(alone, together):
+        for k in drop:
+            assert np.array_equal(np.frombuffer(st.read(a[k]), np.uint8), np.frombuffer(st.read(b[k]), np.uint8))
+
+    def broken(self, path, data, **kw):
+        if path.endswith(".records"):
+            raise OSError("disk full")
+        return real_write(self, path, data, **kw)
+    monkeypatch.setattr(storage.Store, "write_file", broken)
+    with pytest.raises(OSError, match="disk full"):
+        encode_stage.encode_splits(ctx, [s.to_dict() for s in splits])
