@@ -7,7 +7,7 @@ module. Stages (Spark only schedules; executors read the input and write the fil
              second ingest fails at once with ConcurrentWriteError (exit 3) and touches nothing.
              Then: finish the publish of a committed batch a dead run left unfinished. The
              lease renews itself on a thread; each commit checks it is still this writer's.
-1. encode    storelib.ingest.encode: one task per input split: read, fill broker defaults
+1. encode    storelib.ingest.encode: a task per two input splits; each split: read, fill broker defaults
              (storelib.ingest.topics: queue ids by round robin / sharding key, store time), validate,
              encode every record once (with placeholder placement), stage the records and the
              split's per-message facts (sizes, queues, tags codes, store times, index key
@@ -415,7 +415,7 @@ def _start_attempt(run: _Run, snap: StoreSnapshot) -> tuple[_Run, sequencer.Stor
 
 
 def _encode(run: _Run, ctx: EncodeContext, input_path: str, fmt: str) -> list:
-    """Stage 1: one encode task per split; their summaries in split order (InputError with every
+    """Stage 1: encode tasks of consecutive splits; the splits' summaries in split order (InputError with every
     split's problems if the input is bad)."""
     sc, prog, splits = run.sc, run.prog, run.splits
     prog.say(f"encode: {len(splits)} input split(s) of {input_path} ({fmt})")
