@@ -288,19 +288,24 @@ def test_batches_of_earlier_versions_are_recognised(tmp_path, monkeypatch):
     assert [m for _, m in _batches(store)] == [100, 100]
 
 
+def _as_the_sha256_version(m) -> None:
+    """``m`` (a monkeypatch context) makes ingests commit as the version before BLAKE3 did: a
+    SHA-256 input identity, and no ``identity`` in the batch's detail."""
+    from storelib.ingest import driver
+    real_detail = driver._topic_detail
+    m.setattr(driver, "input_fingerprint", lambda p, f, s: identity.input_fingerprint(p, f, s, "sha256"))
+    m.setattr(driver, "_topic_detail", lambda *a: {k: v for k, v in real_detail(*a).items() if k != "identity"})
+
+
 def test_batches_identified_by_sha256_are_recognised(tmp_path, monkeypatch):
     """A batch committed while the identity was SHA-256 (it records its topic config, no
     ``identity``) is found again after the identity became BLAKE3: by its fingerprint under an
     auto id, by its id when given, and the given id with other bytes is still refused."""
-    from storelib.ingest import driver
     (tmp_path / "a.jsonl").write_text(_lines(100), encoding="utf-8")
     (tmp_path / "b.jsonl").write_text(_lines(100, skip=100), encoding="utf-8")
     store = str(tmp_path / "store")
-    real_detail = driver._topic_detail
     with monkeypatch.context() as m:              # what the version before committed
-        m.setattr(driver, "input_fingerprint", lambda p, f, s: identity.input_fingerprint(p, f, s, "sha256"))
-        m.setattr(driver, "_topic_detail",
-                  lambda *a: {k: v for k, v in real_detail(*a).items() if k != "identity"})
+        _as_the_sha256_version(m)
         for args in (("--input", "a.jsonl"), ("--input", "b.jsonl", "--batch-id", "B")):
             code, out, err = rl("ingest", "--store", store, *args, "--config", DEMO_CONF, "--quiet", cwd=tmp_path)
             assert code == 0 and _summary(out)["status"] == "committed", err
@@ -322,15 +327,11 @@ def test_an_earlier_identity_is_computed_only_where_it_can_decide(tmp_path, monk
     over every byte, after the lease) is computed only where it can find such a batch: an input
     under its own id that no batch has. A new --batch-id and the rerun of a batch of this version
     (by its own id or a given one) hash with BLAKE3 only; the earlier batch is still found."""
-    from storelib.ingest import driver
     for name, skip in (("a", 0), ("b", 100), ("c", 200)):
         (tmp_path / f"{name}.jsonl").write_text(_lines(100, skip=skip), encoding="utf-8")
     store = str(tmp_path / "store")
-    real_detail = driver._topic_detail
     with monkeypatch.context() as m:              # what the version before committed
-        m.setattr(driver, "input_fingerprint", lambda p, f, s: identity.input_fingerprint(p, f, s, "sha256"))
-        m.setattr(driver, "_topic_detail",
-                  lambda *a: {k: v for k, v in real_detail(*a).items() if k != "identity"})
+        _as_the_sha256_version(m)
         code, out, err = rl("ingest", "--store", store, "--input", "a.jsonl", "--config", DEMO_CONF, "--quiet",
                             cwd=tmp_path)
         assert code == 0 and _summary(out)["status"] == "committed", err
