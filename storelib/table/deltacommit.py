@@ -249,9 +249,13 @@ def clear_scratch(store: Any) -> None:
     if not store.os_paths:
         return
     tmp = store.path(TMP_DIR)
-    if os.path.islink(tmp) or not os.path.isdir(tmp):
+    if os.path.islink(tmp):
         return
-    for name in os.listdir(tmp):
+    try:
+        names = os.listdir(tmp)
+    except (FileNotFoundError, NotADirectoryError):      # (another writer removed it as empty)
+        return
+    for name in names:
         if _SCRATCH_NAME.match(name):
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
     try:
