@@ -11,6 +11,14 @@ the store exactly where the broker left it.
 
 ``--store`` equal to ``--from-store`` adopts in place (the usual case). Otherwise the files are
 first copied (sparse where the source is sparse) into ``--store``.
+
+An in-place adopt of a local directory holds the broker lock (``repair.hold_broker_lock``: the
+fcntl lock a running broker holds on ``<store>/lock``) for its whole run, taken before anything
+is written: a running broker, a repair of the directory or another adopt of it is refused
+(``BrokerRunning``, exit 3) with nothing changed, and no broker starts on the files meanwhile.
+Holding it, the adopt clears what a killed repair of the directory left (``repair.clear_broker_tmp``)
+before its commit. A copy only reads its source and writes a new store (no broker runs on
+either); an object store has no file locks and no broker.
 """
 from __future__ import annotations
 
@@ -30,8 +38,9 @@ from ..io import checksum, storage
 from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
+from .repair import clear_broker_tmp, hold_broker_lock
 
-__all__ = [ "SKIP_TOP", "check_source", "copy_store", "adopt", "build_rows"]
+__all__ = [ "SKIP_TOP", "check_source", "copy_store", "in_place", "adopt", "build_rows"]
 
 
 SKIP_TOP = {paths.META_DIR}
@@ -112,12 +121,17 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     say = Progress(quiet).say
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     fresh = store.os_paths and not os.path.exists(store.root)
-    lease = writerlease.WriterLease(store, batch_id or "import")
-    lease.acquire()          # ConcurrentWriteError: another writer holds the store
+    lock_fd = hold_broker_lock(store) if in_place(storage.Store(source_uri), store) else None
     try:
-        return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease), source_uri)
+        lease = writerlease.WriterLease(store, batch_id or "import")
+        lease.acquire()          # ConcurrentWriteError: another writer holds the store
+        try:
+            return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease, lock_fd is not None), source_uri)
+        finally:
+            lease.release()
     finally:
-        lease.release()
+        if lock_fd is not None:
+            os.close(lock_fd)
         if fresh:
             try:
                 os.rmdir(store.root)         # a refused import into a new directory leaves none
@@ -135,6 +149,7 @@ class _Adoption:
     say: Callable[[str], None]
     t0: float
     lease: writerlease.WriterLease
+    locked: bool             # holds the broker lock of the directory it adopts in place
 
 
 def _adopt(job: _Adoption, source_uri: str) -> dict:
@@ -151,9 +166,7 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
         raise AdoptError(f"{store.uri} already has a rocketlake manifest: import only into a store without one")
     src = storage.Store(source_uri)
     check_source(src)
-    same = os.path.abspath(src.root) == os.path.abspath(store.root) if src.os_paths and store.os_paths \
-        else src.uri.rstrip("/") == store.uri.rstrip("/")
-    if not same:
+    if not in_place(src, store):
         say(f"copy {src.uri} -> {store.uri}")
         before = set(store.list_files(""))
         try:
@@ -165,6 +178,13 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
                 _remove_copies(store, before)
             raise
     return _adopt_files(job, src, snap)
+
+
+def in_place(src: storage.Store, store: storage.Store) -> bool:
+    """Is ``store`` the broker's directory ``src`` itself (an adopt in place)?"""
+    if src.os_paths and store.os_paths:
+        return os.path.abspath(src.root) == os.path.abspath(store.root)
+    return src.uri.rstrip("/") == store.uri.rstrip("/")
 
 
 def _remove_copies(store: storage.Store, before: set) -> None:
@@ -207,6 +227,8 @@ def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
         # The broker's files (or our copies) may still be in the page cache: on stable storage
         # before the commit that makes them part of the store.
         store.sync_files(sorted({r.path for r in rows}))
+    if job.locked:
+        clear_broker_tmp(store)
     committed = manifest.commit(store, snap.versions, rows, ck_row, durable=config.durable, lease=job.lease)
     snapcache.refresh(store, committed)     # readers open this snapshot without Delta/pyarrow
     say(f"committed import batch {ck_row.batch_id}: {ck_row.total_messages} messages, "

@@ -72,7 +72,7 @@ from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
 from .expire import finish_pending
 
-__all__ = ["LOCK_FILE", "hold_broker_lock", "plan_repair", "repair", "write_exclusive"]
+__all__ = ["LOCK_FILE", "hold_broker_lock", "clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
 
 LOCK_FILE = paths.LOCK_FILE
 _LEGACY_TMP_SUFFIX = ".repair-tmp"          # where an earlier repair wrote beside the file (removed on apply)
@@ -81,7 +81,11 @@ _TMP_PREFIX = "repair-"                     # _rocketlake/tmp/repair-<token>/: a
 
 def hold_broker_lock(store: storage.Store):
     """The fd holding an exclusive lock on the store's ``lock`` file (None: no such file, or not a
-    local store); ``BrokerRunning`` when another process (a running broker) holds it."""
+    local store); ``BrokerRunning`` when another process holds it. Every process that changes a
+    broker's directory in place takes it for its whole run: a running broker (RocketMQ's
+    ``FileChannel.tryLock``, an ``fcntl`` lock), a repair, an in-place adopt. A broker creates the
+    file when it starts and never removes it. The lock is per process (POSIX): it excludes other
+    processes only."""
     if not store.local:
         return None
     path = os.path.join(store.root, LOCK_FILE)
@@ -92,8 +96,8 @@ def hold_broker_lock(store: storage.Store):
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
-        raise BrokerRunning(f"{path} is locked by another process (a running broker): stop it before "
-                            "repairing its store; nothing was changed") from None
+        raise BrokerRunning(f"{path} is locked by another process (a running broker, or a repair or adopt of "
+                            "this directory): stop it first; nothing was changed") from None
     return fd
 
 
@@ -451,9 +455,12 @@ def _make_dirs(folder: str, exist_ok: bool = True) -> list:
     return [os.path.dirname(m) for m in made]
 
 
-def _clear_broker_tmp(store: storage.Store) -> None:
+def clear_broker_tmp(store: storage.Store) -> None:
     """What a killed repair of a broker's directory left: its temporary directories under
-    ``_rocketlake/tmp/``, and files an earlier repair wrote beside their target (``<file>.repair-tmp``)."""
+    ``_rocketlake/tmp/``, and files an earlier repair wrote beside their target (``<file>.repair-tmp``).
+    Called by a holder of the broker lock (a repair, an in-place adopt): every repair of the
+    directory holds it for its whole run, so what is there is a dead run's. A commit's own
+    clean-up (``deltacommit.clear_scratch``) never removes these."""
     tmp = store.path(paths.TMP_DIR)
     if os.path.isdir(tmp) and not os.path.islink(tmp):
         for name in os.listdir(tmp):
@@ -665,7 +672,7 @@ def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | No
         say(f"replaced {len(changed)} file(s)")
         return out
     extra = [f for f in findings if f["state"] == "extra"]
-    _clear_broker_tmp(store)
+    clear_broker_tmp(store)
     if changed:
         tmp_rel = f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         _no_links(store, tmp_rel)
@@ -676,7 +683,7 @@ def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | No
             _replace_in_place(store, f, tmp_dir, n)
             fault("mid-publish")
         fault("after-publish-before-cleanup")
-        _clear_broker_tmp(store)
+        clear_broker_tmp(store)
     for f in extra:
         store.delete(f["path"])
     if extra:

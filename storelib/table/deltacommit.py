@@ -46,6 +46,7 @@ __all__ = [ "CHECKPOINT_INTERVAL", "commit_version", "commit_local", "checkpoint
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
 # post-commit checkpoint is turned off in scratch tables, ours is durable).
 CHECKPOINT_INTERVAL = 100
+_SCRATCH_NAME = re.compile(r"^(?:[0-9a-f]{32}|drop-.+)$")     # a scratch table (uuid4 hex), a staging being dropped
 _LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d{10}\.\d{10})?\.parquet)$")
 
 
@@ -237,9 +238,30 @@ def checkpoint_local(store: Any, table_rel: str, durable: bool) -> int | None:
 
 
 def clear_scratch(store: Any) -> None:
-    """Remove scratch tables dead commits left (the caller holds the lease and has committed)."""
-    if store.os_paths:
-        shutil.rmtree(store.path(TMP_DIR), ignore_errors=True)
+    """Remove what dead commits left under ``_rocketlake/tmp``, and only that: scratch tables
+    (``_scratch``'s names) and staging directories renamed there to be deleted (``drop-*``,
+    ``ingest.commit.drop_staging``). The caller holds the writer lease and has committed, so no
+    attempt that could still commit needs them. Every other entry belongs to an operation that
+    does not take that lease and may be running: a broker directory's repair works in
+    ``repair-*`` under the broker lock, and what a killed one left is removed by a holder of that
+    lock (the next repair, or the in-place adopt that makes the directory a store:
+    ``ops.repair.clear_broker_tmp``)."""
+    if not store.os_paths:
+        return
+    tmp = store.path(TMP_DIR)
+    if os.path.islink(tmp):
+        return
+    try:
+        names = os.listdir(tmp)
+    except (FileNotFoundError, NotADirectoryError):      # (another writer removed it as empty)
+        return
+    for name in names:
+        if _SCRATCH_NAME.match(name):
+            shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
+    try:
+        os.rmdir(tmp)
+    except OSError:
+        pass
 
 
 def commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -149,3 +152,94 @@ def test_import_records_the_brokers_topic_config(tmp_path):
         ingest.resolve_topics(snap, other, small_config())
     tcfg, changes = ingest.resolve_topics(snap, other, small_config(), update=True)
     assert changes == {topics[0]: [6, 3]} and tcfg.write_queue_nums(topics[1]) == 6
+
+
+# A process holding the fcntl lock a running broker holds on <store>/lock (Python's lockf is the lock
+# RocketMQ's FileChannel.tryLock takes on Linux).
+_HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def _stat_tree(store: str) -> dict:
+    """Every file and directory of ``store``: bytes' digest (files), mtime and inode."""
+    out = {}
+    for d, dirs, fs in os.walk(store):
+        for name in dirs + fs:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            out[os.path.relpath(p, store)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def test_in_place_import_refuses_a_directory_a_running_broker_locks(tmp_path):
+    """A broker running on the directory: refused (BrokerRunning, exit 3, one line), every file
+    byte for byte, inode and mtime as it was, no ``_rocketlake/``; the broker gone, it imports."""
+    from support.opshelp import tree_digest
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    lock = os.path.join(store, "lock")
+    assert os.path.isfile(lock)              # (a broker creates it when it starts)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, lock], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before, digest = _stat_tree(store), tree_digest(store)
+        with pytest.raises(errors.BrokerRunning, match="running broker"):
+            adopt.adopt(None, store, store, small_config(), quiet=True)
+        res = run("ingest.py", "--store", store, "--from-store", store, "--config", small_properties(tmp_path))
+        assert res.returncode == 3 and "running broker" in res.stderr, res.stderr[-2000:]
+        assert _stat_tree(store) == before and tree_digest(store) == digest
+        assert not os.path.exists(os.path.join(store, "_rocketlake"))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+
+
+def test_in_place_import_and_broker_directory_repair_exclude_each_other(tmp_path, monkeypatch):
+    """A repair of the directory (another process, held between two file replacements) holds the
+    broker lock: an in-place import of it meanwhile is refused and changes nothing; the repair
+    completes, and then the import goes through, clearing nothing of the repair's files."""
+    from conftest import ROOT
+    from support.opshelp import PY, tree_digest
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    assert os.path.isfile(os.path.join(store, "lock"))
+    queues = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)
+    for q in queues[:2]:
+        with open(q, "r+b") as fh:
+            fh.truncate(100)
+    gate = str(tmp_path / "gate")
+    env = dict(os.environ, ROCKETLAKE_HOLD=f"mid-publish:{gate}")
+    repair = subprocess.Popen([PY, os.path.join(ROOT, "jobs", "repair.py"), "--store", store, "--apply", "--config",
+                               small_properties(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(gate + ".reached") and repair.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(gate + ".reached"), repair.communicate()[1][-2000:]
+        digest = tree_digest(store)
+        with pytest.raises(errors.BrokerRunning):
+            adopt.adopt(None, store, store, small_config(), quiet=True)
+        assert tree_digest(store) == digest
+    finally:
+        open(gate, "w").close()
+        out, err = repair.communicate(timeout=120)
+    assert repair.returncode == 0, err[-2000:]
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+    assert verify.verify_store(store).problems == []
+
+
+def test_in_place_import_clears_what_a_killed_repair_left(tmp_path):
+    """A repair killed in a broker's directory left ``_rocketlake/tmp/repair-*``: the in-place
+    import, holding the broker lock every repair holds, removes it with its commit."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    dead = os.path.join(store, "_rocketlake", "tmp", "repair-1-dead")
+    os.makedirs(dead)
+    open(os.path.join(dead, "000000"), "wb").write(b"junk")
+    assert os.path.isfile(os.path.join(store, "lock"))
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+    assert not os.path.exists(os.path.join(store, "_rocketlake", "tmp"))

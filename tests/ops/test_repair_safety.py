@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 
@@ -336,6 +337,47 @@ def test_a_broker_directory_repair_whose_tmp_dir_another_writer_removes_as_empty
     s = repair_op.repair(store, small_config(), apply=True, quiet=True)
     monkeypatch.undo()
     assert raced and s["replaced"] == [os.path.relpath(cq, store)]
+    assert goldenlib.compare(golden_set("small-roll"), store) == []
+    assert not os.path.exists(os.path.join(store, paths.META_DIR))
+
+
+def test_a_commits_scratch_clear_up_during_a_broker_directory_repair_leaves_its_directory(
+        restored_golden, tmp_path, monkeypatch):
+    """A writer whose commit went through clears what dead commits left under ``_rocketlake/tmp``
+    (``ingest.commit.clear_dead_attempts`` -> ``deltacommit.clear_scratch``) while a broker
+    directory's repair, held between two file replacements, works in its ``repair-*`` directory
+    there: that directory survives, the repair completes, and what a dead commit left (a scratch
+    table, a staging being dropped) is removed."""
+    from concurrent.futures import ThreadPoolExecutor
+    from storelib.ingest import commit as commit_stage
+    store = shutil.copytree(restored_golden("small-roll"), str(tmp_path / "store"))
+    queues = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)
+    for q in queues[:2]:
+        with open(q, "r+b") as fh:
+            fh.truncate(100)
+    gate = str(tmp_path / "gate")
+    monkeypatch.setenv("ROCKETLAKE_HOLD", f"mid-publish:{gate}")
+    pool = ThreadPoolExecutor(1)
+    repairing = pool.submit(repair_op.repair, store, small_config(), apply=True, quiet=True)
+    try:
+        for _ in range(1200):
+            if os.path.exists(gate + ".reached") or repairing.done():
+                break
+            time.sleep(0.05)
+        assert os.path.exists(gate + ".reached"), repairing.exception() if repairing.done() else "not reached"
+        tmp = os.path.join(store, paths.TMP_DIR)
+        working = [n for n in os.listdir(tmp) if n.startswith("repair-")]
+        dead = [os.path.join(tmp, "0123456789abcdef0123456789abcdef", "_delta_log"),
+                os.path.join(tmp, "drop-attempt-1-2")]
+        for d in dead:
+            os.makedirs(d)
+        commit_stage.clear_dead_attempts(storage.Store(store), [], None)
+        assert working and all(os.path.isdir(os.path.join(tmp, n)) for n in working)
+        assert not any(os.path.exists(d) for d in dead)
+    finally:
+        open(gate, "w").close()
+        pool.shutdown(wait=True)
+    assert sorted(repairing.result()["replaced"]) == sorted(os.path.relpath(q, store) for q in queues[:2])
     assert goldenlib.compare(golden_set("small-roll"), store) == []
     assert not os.path.exists(os.path.join(store, paths.META_DIR))
 
