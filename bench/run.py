@@ -30,6 +30,7 @@ Sections:
                alternated): msgs/s each, where each spends its time, stores checked byte-identical
   scale        (make bench-scale; not in the default run) growth, per --scale-sizes (2M, 10M,
                50M): cold ingest vs Parquet copy (s per million msgs, driver and tree peak RSS),
+               the same warm in one running Spark application,
                the cold reads vs Parquet, key lookups; spreads across sizes; the figure
                --scale-plot (docs/bench-scale.png, shown in docs/PERFORMANCE.md)
 
