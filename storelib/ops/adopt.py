@@ -182,9 +182,10 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
 
 
 def in_place(src: storage.Store, store: storage.Store) -> bool:
-    """Is ``store`` the broker's directory ``src`` itself (an adopt in place)?"""
+    """Is ``store`` the broker's directory ``src`` itself (an adopt in place), however either is
+    spelled (relative, through a symbolic link)?"""
     if src.os_paths and store.os_paths:
-        return os.path.abspath(src.root) == os.path.abspath(store.root)
+        return os.path.realpath(src.root) == os.path.realpath(store.root)
     return src.uri.rstrip("/") == store.uri.rstrip("/")
 
 

@@ -130,6 +130,18 @@ def test_a_lock_that_is_not_a_regular_file_is_refused(tmp_path, what):
     assert os.stat(outside).st_mtime_ns == outside_stat.st_mtime_ns and open(outside, "rb").read() == b"lock"
 
 
+def test_an_in_place_import_through_a_symlinked_path_holds_the_lock(tmp_path, monkeypatch):
+    """``--store`` a symbolic link to the directory ``--from-store`` names: the same directory,
+    adopted in place (not refused as a copy into a non-empty directory) under its broker lock."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    link = str(tmp_path / "link")
+    os.symlink(store, link)
+    seen = _spy_commit(monkeypatch, os.path.join(store, "lock"))
+    assert adopt.adopt(None, link, store, small_config(), quiet=True)["status"] == "committed"
+    assert seen == ["held"]
+    assert verify.verify_store(store).problems == []
+
+
 def test_an_in_place_import_given_a_relative_store_holds_the_lock(tmp_path, monkeypatch):
     """``--store`` relative, ``--from-store`` absolute: one directory, its lock held at the commit."""
     store = restore("small-roll", "files.json", str(tmp_path / "s"))
