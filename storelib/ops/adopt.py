@@ -12,7 +12,7 @@ the store exactly where the broker left it.
 ``--store`` equal to ``--from-store`` adopts in place (the usual case). Otherwise the files are
 first copied (sparse where the source is sparse) into ``--store``.
 
-An in-place adopt of a local directory holds the broker lock (``repair.hold_broker_lock``: the
+An in-place adopt of a local directory holds the broker lock (``brokerlock.hold_broker_lock``: the
 fcntl lock a running broker holds on ``<store>/lock``) for its whole run, taken before anything
 is written: a running broker, a repair of the directory or another adopt of it is refused
 (``BrokerRunning``, exit 3) with nothing changed, and no broker starts on the files meanwhile.
@@ -38,7 +38,8 @@ from ..io import checksum, storage
 from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
-from .repair import clear_broker_tmp, hold_broker_lock
+from .brokerlock import hold_broker_lock
+from .repair import clear_broker_tmp
 
 __all__ = [ "SKIP_TOP", "check_source", "copy_store", "in_place", "adopt", "build_rows"]
 
@@ -121,17 +122,17 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     say = Progress(quiet).say
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     fresh = store.os_paths and not os.path.exists(store.root)
-    lock_fd = hold_broker_lock(store) if in_place(storage.Store(source_uri), store) else None
+    broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None
     try:
         lease = writerlease.WriterLease(store, batch_id or "import")
         lease.acquire()          # ConcurrentWriteError: another writer holds the store
         try:
-            return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease, lock_fd is not None), source_uri)
+            return _adopt(_Adoption(spark, store, config, batch_id, say, t0, lease, broker_lock is not None), source_uri)
         finally:
             lease.release()
     finally:
-        if lock_fd is not None:
-            os.close(lock_fd)
+        if broker_lock is not None:
+            broker_lock.release()
         if fresh:
             try:
                 os.rmdir(store.root)         # a refused import into a new directory leaves none
@@ -181,9 +182,10 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
 
 
 def in_place(src: storage.Store, store: storage.Store) -> bool:
-    """Is ``store`` the broker's directory ``src`` itself (an adopt in place)?"""
+    """Is ``store`` the broker's directory ``src`` itself (an adopt in place), however either is
+    spelled (relative, through a symbolic link)?"""
     if src.os_paths and store.os_paths:
-        return os.path.abspath(src.root) == os.path.abspath(store.root)
+        return os.path.realpath(src.root) == os.path.realpath(store.root)
     return src.uri.rstrip("/") == store.uri.rstrip("/")
 
 

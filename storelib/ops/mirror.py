@@ -512,8 +512,8 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     prog = Progress(quiet)
     broker = BrokerFiles(broker_dir)
     store = storage.Store(store_uri)
-    if store.os_paths and os.path.abspath(store.root).startswith(broker.root + os.sep) \
-            or store.os_paths and os.path.abspath(store.root) == broker.root:
+    real = os.path.realpath(broker.root)      # (either may be named through a symbolic link)
+    if store.os_paths and (os.path.realpath(store.root) + os.sep).startswith(real + os.sep):
         raise MirrorError(f"{store.uri}: the mirror cannot live inside the broker's directory {broker.root}")
     lease = writerlease.WriterLease(store, "mirror")
     fresh_meta = not store.exists(paths.META_DIR)

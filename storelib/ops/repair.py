@@ -49,7 +49,6 @@ of its own, never beside the store's files, fsynced, then renamed over its path.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import time
@@ -58,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import BrokerRunning, RepairError, RepairRefused
+from ..errors import RepairError, RepairRefused
 from ..format import checkpoint as ckpt, commitlog, consumequeue, indexfile, paths
 from ..format.config import StoreConfig
 from ..ingest import commit as commit_stage
@@ -70,35 +69,14 @@ from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
+from .brokerlock import hold_broker_lock
 from .expire import finish_pending
 
-__all__ = ["LOCK_FILE", "hold_broker_lock", "clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
+__all__ = ["LOCK_FILE", "clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
 
 LOCK_FILE = paths.LOCK_FILE
 _LEGACY_TMP_SUFFIX = ".repair-tmp"          # where an earlier repair wrote beside the file (removed on apply)
 _TMP_PREFIX = "repair-"                     # _rocketlake/tmp/repair-<token>/: a broker directory's temporary files
-
-
-def hold_broker_lock(store: storage.Store):
-    """The fd holding an exclusive lock on the store's ``lock`` file (None: no such file, or not a
-    local store); ``BrokerRunning`` when another process holds it. Every process that changes a
-    broker's directory in place takes it for its whole run: a running broker (RocketMQ's
-    ``FileChannel.tryLock``, an ``fcntl`` lock), a repair, an in-place adopt. A broker creates the
-    file when it starts and never removes it. The lock is per process (POSIX): it excludes other
-    processes only."""
-    if not store.local:
-        return None
-    path = os.path.join(store.root, LOCK_FILE)
-    if not os.path.isfile(path):
-        return None
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise BrokerRunning(f"{path} is locked by another process (a running broker, or a repair or adopt of "
-                            "this directory): stop it first; nothing was changed") from None
-    return fd
 
 
 def _segments(store: storage.Store, snap) -> list:
@@ -566,8 +544,12 @@ def _commit(store: storage.Store, snap, changed: list, lease, batch_id: str | No
     return {"batch_id": batch_id, "batch_seq": seq}
 
 
+def _has_manifest(store: storage.Store) -> bool:
+    return store.exists(f"{paths.MANIFEST_DIR}/_delta_log") or store.exists(paths.CHECKPOINTS_DIR)
+
+
 def _load_snapshot(store: storage.Store):
-    if not store.exists(f"{paths.MANIFEST_DIR}/_delta_log") and not store.exists(paths.CHECKPOINTS_DIR):
+    if not _has_manifest(store):
         return None
     snap = open_snapshot(store, history=True)
     return snap if snap.batch is not None else None
@@ -598,7 +580,7 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         raise RepairError(f"{store.uri} is not a directory")
     if apply and not store.local:
         raise RepairError(f"{store.uri}: --apply repairs local stores only (a dry run works anywhere)")
-    lock_fd = hold_broker_lock(store)
+    broker_lock = hold_broker_lock(store, create=store.local and not _has_manifest(store))
     lease = None
     try:
         snap = _load_snapshot(store)
@@ -643,8 +625,8 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     finally:
         if lease is not None:
             lease.release()
-        if lock_fd is not None:
-            os.close(lock_fd)
+        if broker_lock is not None:
+            broker_lock.release()
 
 
 def _summary(p: dict, store: storage.Store, snap, apply: bool, t0: float) -> dict:

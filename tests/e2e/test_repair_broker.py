@@ -62,6 +62,33 @@ def test_broker_serves_a_repaired_store(tmp_path):
     assert n == sum(len(v) for v in queues.values()) and nq > 10
 
 
+def test_broker_serves_a_directory_adopted_in_place(tmp_path):
+    """A directory without a ``lock`` adopted in place: the lock the adopt made is gone after it, a
+    broker starts on the directory and serves every message, and an in-place adopt while it runs
+    is refused by the broker's own lock (BrokerRunning)."""
+    import json
+    from storelib import errors
+    from storelib.ops import adopt
+    from support.opshelp import small_config
+    try:
+        rmqjars.compile(rmqjars.V5, "broker")
+    except rmqjars.Unavailable as e:
+        pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
+    g = goldenlib.resolve_set(SET)
+    store = goldenlib.restore(g, str(tmp_path / "store"))
+    os.remove(os.path.join(store, "lock"))
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+    assert not os.path.lexists(os.path.join(store, "lock"))
+    _, _, queues = expected(g, 3000)
+    broker_topics(store, queues)
+    cfg = json.load(open(os.path.join(g, "config.json")))["messageStoreConfig"]
+    with Broker(store, str(tmp_path / "broker"), {k: v for k, v in cfg.items() if k != "flushDiskType"}) as b:
+        with pytest.raises(errors.BrokerRunning):
+            adopt.adopt(None, store, store, small_config(), quiet=True)
+        n = consume_all(b, queues)
+    assert n == sum(len(v) for v in queues.values())
+
+
 def test_default_size_store_repaired(tmp_path):
     import time
     from storelib.ops import repair as repair_op

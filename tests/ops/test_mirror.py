@@ -352,3 +352,26 @@ def test_the_sweep_rolls_over_the_copied_range(broker, tmp_path, monkeypatch):
     assert mirror.mirror_broker(broker, store, quiet=True)["status"] == "nothing-new"      # segment 2
     with pytest.raises(mirror.MirrorDiverged, match=f"offset {3 * 65536 + 77} "):
         mirror.mirror_broker(broker, store, quiet=True)                                    # segment 3
+
+
+@pytest.mark.parametrize("spelling", ["plain", "store-through-a-link", "broker-through-a-link"])
+def test_the_mirror_never_lives_inside_the_brokers_directory(tmp_path, spelling):
+    """A store inside the broker's directory is refused (MirrorError) before anything is written,
+    however the two paths are spelled: directly, the store through a symbolic link into the
+    broker's directory, the broker's directory through a link."""
+    from storelib.errors import MirrorError
+    from support.opshelp import restore, small_config
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    inside = os.path.join(broker, "mirror")
+    os.mkdir(inside)
+    store, named = inside, broker
+    if spelling == "store-through-a-link":
+        store = str(tmp_path / "store-link")
+        os.symlink(inside, store)
+    elif spelling == "broker-through-a-link":
+        named = str(tmp_path / "broker-link")
+        os.symlink(broker, named)
+    before = tree(broker, skip=())
+    with pytest.raises(MirrorError, match="inside the broker's directory"):
+        mirror.mirror_broker(named, store, small_config(), quiet=True)
+    assert tree(broker, skip=()) == before and os.listdir(inside) == []

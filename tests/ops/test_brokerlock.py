@@ -1,0 +1,151 @@
+"""The broker lock (``ops.brokerlock``) an in-place adopt and a broker directory's repair hold on
+``<store>/lock``: held whatever the directory or the path to it looks like, never through a link."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.opshelp import PY, restore, small_config, small_properties, tree_digest
+from storelib import errors
+from storelib.ops import adopt, repair as repair_op
+from storelib.table import manifest
+from storelib.verify import driver as verify
+
+# Whether another process can take the lock on a file now (a broker's FileChannel.tryLock is this fcntl lock).
+_TRY_LOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("free")
+except OSError:
+    print("held")
+"""
+
+
+def _lock_state(path: str) -> str:
+    return subprocess.run([sys.executable, "-c", _TRY_LOCK, path], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def _spy_commit(monkeypatch, lock: str) -> list:
+    """What another process finds of ``lock`` when the adopt commits."""
+    seen: list = []
+    real = manifest.commit
+
+    def commit(*a, **k):
+        seen.append(_lock_state(lock) if os.path.exists(lock) else "absent")
+        return real(*a, **k)
+    monkeypatch.setattr(manifest, "commit", commit)
+    return seen
+
+
+def _differing_queues(store: str, n: int) -> list:
+    """``n`` consume-queue files with a unit's tag code changed: a structural verify passes them, a
+    repair replaces them."""
+    queues = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)
+    for q in queues[:n]:
+        with open(q, "r+b") as fh:
+            fh.seek(12)
+            fh.write(b"\x7f" * 8)
+    return queues[:n]
+
+
+def test_a_directory_without_a_lock_file_still_excludes_a_repair_from_an_in_place_import(tmp_path):
+    """A broker's directory with no ``lock`` (a copy without it): a repair (another process, held
+    between two file replacements) takes the lock all the same, so an in-place import meanwhile is
+    refused and changes nothing; both then go through one after the other, the store verifies, and
+    no ``lock`` is left behind (the directory as it was found)."""
+    from conftest import ROOT
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    os.remove(os.path.join(store, "lock"))
+    _differing_queues(store, 2)
+    gate = str(tmp_path / "gate")
+    env = dict(os.environ, ROCKETLAKE_HOLD=f"mid-publish:{gate}")
+    repair = subprocess.Popen([PY, os.path.join(ROOT, "jobs", "repair.py"), "--store", store, "--apply", "--config",
+                               small_properties(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(gate + ".reached") and repair.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(gate + ".reached"), repair.communicate()[1][-2000:]
+        digest = tree_digest(store)
+        with pytest.raises(errors.BrokerRunning):
+            adopt.adopt(None, store, store, small_config(), quiet=True)
+        assert tree_digest(store) == digest
+    finally:
+        open(gate, "w").close()
+        _, err = repair.communicate(timeout=120)
+    assert repair.returncode == 0, err[-2000:]
+    assert not os.path.lexists(os.path.join(store, "lock"))
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+    assert verify.verify_store(store).problems == []
+    assert not os.path.lexists(os.path.join(store, "lock"))
+
+
+def test_an_in_place_import_without_a_lock_file_holds_one_it_removes(tmp_path, monkeypatch):
+    """No ``lock`` in the directory: the import holds one while it commits (a broker starting then
+    is refused) and removes it after; a refused import leaves the directory byte for byte."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    lock = os.path.join(store, "lock")
+    os.remove(lock)
+    open(os.path.join(store, "abort"), "wb").close()
+    digest = tree_digest(store)
+    with pytest.raises(errors.AdoptError, match="did not shut down cleanly"):
+        adopt.adopt(None, store, store, small_config(), quiet=True)
+    assert tree_digest(store) == digest and not os.path.lexists(lock)
+    os.remove(os.path.join(store, "abort"))
+    seen = _spy_commit(monkeypatch, lock)
+    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
+    assert seen == ["held"] and not os.path.lexists(lock)
+
+
+@pytest.mark.parametrize("what", ["link", "directory"])
+def test_a_lock_that_is_not_a_regular_file_is_refused(tmp_path, what):
+    """``lock`` a symbolic link to a file outside the store, or a directory: an in-place import and a
+    repair refuse (StorePathError, exit 1) before anything is opened through it or written, the
+    file outside never locked."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    lock = os.path.join(store, "lock")
+    os.remove(lock)
+    outside = str(tmp_path / "outside")
+    with open(outside, "wb") as fh:
+        fh.write(b"lock")
+    if what == "link":
+        os.symlink(outside, lock)
+    else:
+        os.mkdir(lock)
+    digest, outside_stat = tree_digest(store), os.stat(outside)
+    with pytest.raises(errors.StorePathError, match="not a regular file"):
+        adopt.adopt(None, store, store, small_config(), quiet=True)
+    with pytest.raises(errors.StorePathError, match="not a regular file"):
+        repair_op.repair(store, small_config(), apply=False, quiet=True)
+    assert tree_digest(store) == digest and os.path.lexists(lock)
+    assert not os.path.exists(os.path.join(store, "_rocketlake"))
+    assert os.stat(outside).st_mtime_ns == outside_stat.st_mtime_ns and open(outside, "rb").read() == b"lock"
+
+
+def test_an_in_place_import_through_a_symlinked_path_holds_the_lock(tmp_path, monkeypatch):
+    """``--store`` a symbolic link to the directory ``--from-store`` names: the same directory,
+    adopted in place (not refused as a copy into a non-empty directory) under its broker lock."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    link = str(tmp_path / "link")
+    os.symlink(store, link)
+    seen = _spy_commit(monkeypatch, os.path.join(store, "lock"))
+    assert adopt.adopt(None, link, store, small_config(), quiet=True)["status"] == "committed"
+    assert seen == ["held"]
+    assert verify.verify_store(store).problems == []
+
+
+def test_an_in_place_import_given_a_relative_store_holds_the_lock(tmp_path, monkeypatch):
+    """``--store`` relative, ``--from-store`` absolute: one directory, its lock held at the commit."""
+    store = restore("small-roll", "files.json", str(tmp_path / "s"))
+    monkeypatch.chdir(tmp_path)
+    seen = _spy_commit(monkeypatch, os.path.join(store, "lock"))
+    assert adopt.adopt(None, "s", store, small_config(), quiet=True)["status"] == "committed"
+    assert seen == ["held"] and _lock_state(os.path.join(store, "lock")) == "free"
