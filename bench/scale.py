@@ -121,9 +121,9 @@ def plot(points: list, path: str) -> str:
     import matplotlib.pyplot as plt
     ns = [p["n"] / MILLION for p in points]
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    ax.plot(ns, [p["ingest_s"] for p in points], "o-", color="C0", label="rocketlake ingest")
-    ax.plot(ns, [p["copy_s"] for p in points], "o--", color="C0", alpha=0.6, label="Spark Parquet copy")
-    ax.plot(ns, [p["warm_ingest_s"] for p in points], "^-", color="C4", label="rocketlake ingest, warm")
+    ax.plot(ns, [p["ingest_s"] for p in points], "o-", color="C0", label="rocketlake ingest (fresh spark-submit)")
+    ax.plot(ns, [p["copy_s"] for p in points], "o--", color="C0", alpha=0.6, label="Spark Parquet copy (fresh spark-submit)")
+    ax.plot(ns, [p["warm_ingest_s"] for p in points], "^-", color="C4", label="rocketlake ingest, warm (one running application)")
     ax.plot(ns, [p["warm_copy_s"] for p in points], "^--", color="C4", alpha=0.6, label="Spark Parquet copy, warm")
     for i, q in enumerate(("full", "topic", "time")):
         color = f"C{i + 1}"
@@ -134,7 +134,7 @@ def plot(points: list, path: str) -> str:
     ax.set_xticks(ns, [f"{x:g}M" for x in ns])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("messages")
-    ax.set_ylabel("wall time (s): a fresh process (best ingest / median read); warm: in one application")
+    ax.set_ylabel("wall time (s): best ingest, median read")
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     title = f"make bench-scale: commit {git_commit()[:10]}, {when}, {os.cpu_count()} cores, " \
             f"load avg {max(p['load_avg'] for p in points):.1f}"
