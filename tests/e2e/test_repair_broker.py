@@ -31,13 +31,18 @@ pytestmark = [pytest.mark.slow,
 SET = "small-roll"
 
 
-def test_broker_serves_a_repaired_store(tmp_path):
+def _golden_store(tmp_path):
+    """The golden set and a copy of its store, once RocketMQ's broker is built (else a skip)."""
     try:
         rmqjars.compile(rmqjars.V5, "broker")
     except rmqjars.Unavailable as e:
         pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
     g = goldenlib.resolve_set(SET)
-    store = goldenlib.restore(g, str(tmp_path / "store"))
+    return g, goldenlib.restore(g, str(tmp_path / "store"))
+
+
+def test_broker_serves_a_repaired_store(tmp_path):
+    g, store = _golden_store(tmp_path)
     shutil.rmtree(os.path.join(store, "consumequeue"))
     shutil.rmtree(os.path.join(store, "index"))
     with open(os.path.join(store, "checkpoint"), "r+b") as fh:
@@ -70,12 +75,7 @@ def test_broker_serves_a_directory_adopted_in_place(tmp_path):
     from storelib import errors
     from storelib.ops import adopt
     from support.opshelp import small_config
-    try:
-        rmqjars.compile(rmqjars.V5, "broker")
-    except rmqjars.Unavailable as e:
-        pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
-    g = goldenlib.resolve_set(SET)
-    store = goldenlib.restore(g, str(tmp_path / "store"))
+    g, store = _golden_store(tmp_path)
     os.remove(os.path.join(store, "lock"))
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
     assert not os.path.lexists(os.path.join(store, "lock"))

@@ -55,14 +55,18 @@ def _differing_queues(store: str, n: int) -> list:
     return queues[:n]
 
 
-def test_a_directory_without_a_lock_file_still_excludes_a_repair_from_an_in_place_import(tmp_path):
-    """A broker's directory with no ``lock`` (a copy without it): a repair (another process, held
-    between two file replacements) takes the lock all the same, so an in-place import meanwhile is
-    refused and changes nothing; both then go through one after the other, the store verifies, and
-    no ``lock`` is left behind (the directory as it was found)."""
+@pytest.mark.parametrize("lock_file", [True, False], ids=["broker-lock-file", "no-lock-file"])
+def test_a_broker_directory_repair_and_an_in_place_import_exclude_each_other(tmp_path, lock_file):
+    """A repair of a broker's directory (another process, held between two file replacements)
+    holds the broker lock, on the broker's ``lock`` or, in a directory without one (a copy), on
+    one it makes: an in-place import meanwhile is refused and changes nothing; both then go
+    through one after the other, the store verifies, and the directory keeps its ``lock`` only if
+    it had one."""
     from conftest import ROOT
     store = restore("small-roll", "files.json", str(tmp_path / "s"))
-    os.remove(os.path.join(store, "lock"))
+    assert os.path.isfile(os.path.join(store, "lock"))
+    if not lock_file:
+        os.remove(os.path.join(store, "lock"))
     _differing_queues(store, 2)
     gate = str(tmp_path / "gate")
     env = dict(os.environ, ROCKETLAKE_HOLD=f"mid-publish:{gate}")
@@ -82,10 +86,10 @@ def test_a_directory_without_a_lock_file_still_excludes_a_repair_from_an_in_plac
         open(gate, "w").close()
         _, err = repair.communicate(timeout=120)
     assert repair.returncode == 0, err[-2000:]
-    assert not os.path.lexists(os.path.join(store, "lock"))
+    assert os.path.lexists(os.path.join(store, "lock")) == lock_file
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
     assert verify.verify_store(store).problems == []
-    assert not os.path.lexists(os.path.join(store, "lock"))
+    assert os.path.lexists(os.path.join(store, "lock")) == lock_file
 
 
 def test_an_in_place_import_without_a_lock_file_holds_one_it_removes(tmp_path, monkeypatch):

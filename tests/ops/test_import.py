@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -197,40 +196,6 @@ def test_in_place_import_refuses_a_directory_a_running_broker_locks(tmp_path):
         holder.kill()
         holder.wait()
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
-
-
-def test_in_place_import_and_broker_directory_repair_exclude_each_other(tmp_path, monkeypatch):
-    """A repair of the directory (another process, held between two file replacements) holds the
-    broker lock: an in-place import of it meanwhile is refused and changes nothing; the repair
-    completes, and then the import goes through, clearing nothing of the repair's files."""
-    from conftest import ROOT
-    from support.opshelp import PY, tree_digest
-    store = restore("small-roll", "files.json", str(tmp_path / "s"))
-    assert os.path.isfile(os.path.join(store, "lock"))
-    queues = sorted(os.path.join(d, f) for d, _, fs in os.walk(os.path.join(store, "consumequeue")) for f in fs)
-    for q in queues[:2]:
-        with open(q, "r+b") as fh:
-            fh.truncate(100)
-    gate = str(tmp_path / "gate")
-    env = dict(os.environ, ROCKETLAKE_HOLD=f"mid-publish:{gate}")
-    repair = subprocess.Popen([PY, os.path.join(ROOT, "jobs", "repair.py"), "--store", store, "--apply", "--config",
-                               small_properties(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 120
-        while not os.path.exists(gate + ".reached") and repair.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        assert os.path.exists(gate + ".reached"), repair.communicate()[1][-2000:]
-        digest = tree_digest(store)
-        with pytest.raises(errors.BrokerRunning):
-            adopt.adopt(None, store, store, small_config(), quiet=True)
-        assert tree_digest(store) == digest
-    finally:
-        open(gate, "w").close()
-        out, err = repair.communicate(timeout=120)
-    assert repair.returncode == 0, err[-2000:]
-    assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
-    assert verify.verify_store(store).problems == []
 
 
 def test_in_place_import_clears_what_a_killed_repair_left(tmp_path):
