@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 __all__ = ["is_local", "local_path", "local_root",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "STAGED_DELETES",
-           "TMP_DIR", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
+           "TMP_DIR", "TMP_DROP_PREFIX", "TMP_REPAIR_PREFIX", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
            "LOCK_FILE", "BROKER_DIRS", "BROKER_DELAY_OFFSET", "BROKER_TIMER_CHECK"]
 
@@ -30,6 +30,8 @@ CHECKPOINTS_DIR = f"{META_DIR}/checkpoints"
 STAGING_DIR = f"{META_DIR}/staging"
 STAGED_DELETES = "deletes.json"            # in an expiry attempt's staging dir: what its publish deletes
 TMP_DIR = f"{META_DIR}/tmp"                 # scratch Delta tables, staging dirs being removed
+TMP_DROP_PREFIX = "drop-"                   # TMP_DIR/drop-*: a staging directory renamed there to be removed
+TMP_REPAIR_PREFIX = "repair-"               # TMP_DIR/repair-*: a broker directory repair's new files
 OBJECTS_DIR = f"{META_DIR}/objects"         # object stores: the immutable extents (storelib.io.fragments)
 INCOMING_DIR = f"{META_DIR}/incoming"      # rows handed to a commit (storelib.ingest.sink)
 LEASE_PATH = f"{META_DIR}/writer.lock"      # the writer lease (storelib.table.writerlease)

@@ -538,7 +538,7 @@ def drop_staging(store: storage.Store, staging: str, durable: bool = True) -> No
     if store.atomic_rename:
         src = store.path(staging)
         if os.path.isdir(src):
-            trash = store.path(f"{paths.TMP_DIR}/drop-{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
+            trash = store.path(f"{paths.TMP_DIR}/{paths.TMP_DROP_PREFIX}{os.path.basename(src)}-{os.getpid()}-{time.time_ns()}")
             moved = _rename_into_tmp(src, trash)
             if moved:
                 if durable:

@@ -72,11 +72,9 @@ from . import filediff, rebuild
 from .brokerlock import hold_broker_lock
 from .expire import finish_pending
 
-__all__ = ["LOCK_FILE", "clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
+__all__ = ["clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
 
-LOCK_FILE = paths.LOCK_FILE
 _LEGACY_TMP_SUFFIX = ".repair-tmp"          # where an earlier repair wrote beside the file (removed on apply)
-_TMP_PREFIX = "repair-"                     # _rocketlake/tmp/repair-<token>/: a broker directory's temporary files
 
 
 def _segments(store: storage.Store, snap) -> list:
@@ -442,7 +440,7 @@ def clear_broker_tmp(store: storage.Store) -> None:
     tmp = store.path(paths.TMP_DIR)
     if os.path.isdir(tmp) and not os.path.islink(tmp):
         for name in os.listdir(tmp):
-            if name.startswith(_TMP_PREFIX):
+            if name.startswith(paths.TMP_REPAIR_PREFIX):
                 shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
         storage.remove_dir_if_empty(store, paths.TMP_DIR)
         storage.remove_dir_if_empty(store, paths.META_DIR)
@@ -656,7 +654,7 @@ def _apply(store: storage.Store, snap, findings: list, lease, batch_id: str | No
     extra = [f for f in findings if f["state"] == "extra"]
     clear_broker_tmp(store)
     if changed:
-        tmp_rel = f"{paths.TMP_DIR}/{_TMP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp_rel = f"{paths.TMP_DIR}/{paths.TMP_REPAIR_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         _no_links(store, tmp_rel)
         tmp_dir = store.path(tmp_rel)
         synced = _make_dirs(tmp_dir, exist_ok=False)   # (a name nobody else uses: FileExistsError otherwise)

@@ -37,7 +37,7 @@ from urllib.parse import unquote
 
 from ..errors import ConcurrentWriteError, LocalCommitConflict, StorePathError
 from ..io import storage
-from ..format.paths import TMP_DIR
+from ..format.paths import TMP_DIR, TMP_DROP_PREFIX
 from .tableread import open_table, table_uri
 
 __all__ = [ "CHECKPOINT_INTERVAL", "commit_version", "commit_local", "checkpoint_local",
@@ -46,7 +46,8 @@ __all__ = [ "CHECKPOINT_INTERVAL", "commit_version", "commit_local", "checkpoint
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
 # post-commit checkpoint is turned off in scratch tables, ours is durable).
 CHECKPOINT_INTERVAL = 100
-_SCRATCH_NAME = re.compile(r"^(?:[0-9a-f]{32}|drop-.+)$")     # a scratch table (uuid4 hex), a staging being dropped
+# a scratch table (``_scratch``: uuid4 hex), a staging being dropped (``ingest.commit.drop_staging``)
+_SCRATCH_NAME = re.compile(rf"^(?:[0-9a-f]{{32}}|{re.escape(TMP_DROP_PREFIX)}.+)$")
 _LOG_FILE = re.compile(r"^(\d{20})\.(json|checkpoint(\.\d{10}\.\d{10})?\.parquet)$")
 
 
