@@ -74,15 +74,15 @@ def _kind(pid: int) -> str:
 
 
 def _memory(pid: int) -> tuple | None:
-    """(VmRSS, VmHWM) of ``pid`` in bytes, from /proc/<pid>/status; None once it is gone."""
+    """(VmRSS, VmHWM, RssAnon) of ``pid`` in bytes, from /proc/<pid>/status; None once it is gone."""
     status = _read(f"/proc/{pid}/status")
     if not status:
         return None
     got = {}
     for line in status.splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            got[line[:5]] = int(line.split()[1]) * 1024
-    return got.get("VmRSS", 0), got.get("VmHWM", 0)
+        if line.startswith(("VmRSS:", "VmHWM:", "RssAnon:")):
+            got[line.split(":", 1)[0]] = int(line.split()[1]) * 1024
+    return got.get("VmRSS", 0), got.get("VmHWM", 0), got.get("RssAnon", 0)
 
 
 def session_cpu(sid: int, cpu_by_pid: dict) -> float:
@@ -110,7 +110,11 @@ class TreeSampler(threading.Thread):
     parent is not counted twice).
 
     ``peak_hwm_by_kind``: per kind, the largest high-water mark of one process (VmHWM, kept by
-    the kernel): the Python driver's own peak, exact. The summed RSS of a kind is not: a sample
+    the kernel): the Python driver's own peak, exact. It counts mapped files too (the libraries'
+    pages), which the kernel takes back under page-cache pressure (a 50M ingest writes 48 GB), so
+    it moves with what else the machine caches. ``peak_anon_by_kind``: per kind, the largest
+    sampled anonymous memory of one process (RssAnon: what it allocated; without swap never
+    taken back), the memory that would grow with the work. The summed RSS of a kind is not: a sample
     misses a peak shorter than the interval. A child that shares its parent's memory until it
     execs (``subprocess`` and the JVM start children with vfork: its RSS, high-water mark and
     command line are the parent's meanwhile) is not counted: a sample landing in that window
@@ -122,6 +126,7 @@ class TreeSampler(threading.Thread):
         self.peak_rss = 0
         self.peak_by_kind: dict = {}
         self.peak_hwm_by_kind: dict = {}
+        self.peak_anon_by_kind: dict = {}
         self.thread_written: dict = {}
         self._stop_event = threading.Event()
 
@@ -132,7 +137,7 @@ class TreeSampler(threading.Thread):
         for pid, (mem, cmd) in seen.items():
             if mem is None:
                 continue
-            rss, hwm = mem
+            rss, hwm, anon = mem
             parent = seen.get(pids[pid])
             if parent is not None and parent[0] is not None and (parent[0][1], parent[1]) == (hwm, cmd):
                 continue                # a child that shares its parent's memory until it execs (vfork): counted once
@@ -140,6 +145,7 @@ class TreeSampler(threading.Thread):
             total += rss
             by_kind[kind] = by_kind.get(kind, 0) + rss
             self.peak_hwm_by_kind[kind] = max(self.peak_hwm_by_kind.get(kind, 0), hwm)
+            self.peak_anon_by_kind[kind] = max(self.peak_anon_by_kind.get(kind, 0), anon)
             try:
                 tids = os.listdir(f"/proc/{pid}/task")
             except OSError:
@@ -210,6 +216,7 @@ def run_process(argv: list, env: dict | None = None, workdir: str | None = None,
     dev_after = device_written(dev)
     return {"argv": argv, "rc": proc.returncode, "wall_s": wall, "peak_rss_bytes": sampler.peak_rss,
             "peak_rss_by_kind": dict(sampler.peak_by_kind), "peak_hwm_by_kind": dict(sampler.peak_hwm_by_kind),
+            "peak_anon_by_kind": dict(sampler.peak_anon_by_kind),
             "tree_written_bytes": sampler.written,
             "device_written_bytes": (dev_after - dev_before) if dev_before is not None else None,
             "stdout": out, "stderr": err}

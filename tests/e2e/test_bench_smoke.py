@@ -71,6 +71,7 @@ def test_driver_peak_is_its_high_water_mark(tmp_path):
     assert run["rc"] == 0, run["stderr"]
     assert 300 * MB <= run["peak_hwm_by_kind"]["python_driver"] < 400 * MB
     assert 200 * MB <= run["peak_rss_by_kind"]["python_driver"] < 400 * MB      # sampled: the short peak may be missed
+    assert 200 * MB <= run["peak_anon_by_kind"]["python_driver"] < 400 * MB     # the 200 MB it holds is anonymous
     # (not the tree's sum: a sample may read a child's memory before its exec and its command line
     # after it, "true", which no rule can match to its parent; the driver's kind needs the command
     # line of the driver, read before the exec, when the child still shares the driver's memory)
@@ -175,7 +176,7 @@ def test_scale_figure_and_docs_block(tmp_path):
     """The growth figure is a PNG that says when it is only a harness check; the doc block is rewritten."""
     import scale
     points = [{"n": n, "ingest_s": n / 1e5, "copy_s": n / 5e4, "ingest_s_per_m": 10.0, "warm_ingest_s": n / 2e5,
-               "warm_copy_s": n / 1e5, "warm_ingest_s_per_m": 5.0, "driver_rss_gb": 0.26,
+               "warm_copy_s": n / 1e5, "warm_ingest_s_per_m": 5.0, "driver_rss_gb": 0.26, "driver_anon_gb": 0.11,
                "tree_rss_gb": 1.2, "load_avg": 1.0, "lookup_p50_ms": 1.5, "lookup_warm_p50_ms": 0.08,
                "lookup": {"entries_mean": 5.25},
                "reads": {"full": (4.0, 5.0), "topic": (2.0, 4.0), "time": (1.0, 3.0)}} for n in (100_000, 200_000)]
@@ -186,7 +187,7 @@ def test_scale_figure_and_docs_block(tmp_path):
     scale.update_docs(points, png, str(doc))
     text = doc.read_text()
     assert "(regenerated)" not in text and "![time against messages" in text and "(fig.png)" in text
-    assert "| 200,000 | 10.00 (20.00) | 5.00 (10.00) | 0.26 | 1.20 | 0.80x / 0.50x / 0.33x | 1.50 / 0.08 (5.2) | 1.0 |" in text
+    assert "| 200,000 | 10.00 (20.00) | 5.00 (10.00) | 0.26 (0.11) | 1.20 | 0.80x / 0.50x / 0.33x | 1.50 / 0.08 (5.2) | 1.0 |" in text
     assert text.endswith(f"{scale.END}\nb\n")
     assert scale.spread([2.0, 2.2, 2.1]) == pytest.approx(1.1)
     real = open(os.path.join(ROOT, "docs", "PERFORMANCE.md")).read()
