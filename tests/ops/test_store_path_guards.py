@@ -1,10 +1,13 @@
 """Store paths that are not what their name says, against every command: a FIFO or a device where
 a store file is (``Store.path`` refuses it: a read would block for ever, a write would go to a
-device)."""
+device), and a commit whose files the publish after it could not reach (a link out of the store,
+a directory where the file goes: ``manifest.check_row_targets`` refuses it before anything is
+committed, rather than leaving a committed batch no writer can publish)."""
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -127,3 +130,52 @@ def test_commands_refuse_a_fifo_in_the_store(store, tmp_path, where, args):
     assert "FIFO" in r.stderr and where in r.stderr, r.stderr[-2000:]
     assert _state(store) == before
     assert not os.path.exists(tmp_path / "exported")
+
+
+def _batches(store: str) -> int:
+    from storelib.table.snapshots import open_snapshot
+    return len(open_snapshot(storage.Store(store), history=True).batches)
+
+
+@pytest.mark.parametrize("case", ["queue-dir-links-out", "checkpoint-links-out", "checkpoint-is-a-directory"])
+def test_an_ingest_whose_publish_could_not_reach_its_files_commits_nothing(store, tmp_path, case):
+    """An ingest whose new files would go through a link out of the store, or onto a directory:
+    refused before its commit (on the base it committed, then its publish failed, and so would
+    every later writer's), the store and the link's target unchanged."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    src = str(tmp_path / "in.jsonl")
+    with open(SAMPLE) as fh, open(src, "w") as out:
+        lines = [next(fh) for _ in range(5)]
+        if case == "queue-dir-links-out":           # a topic the store has no directory of yet
+            lines = [re.sub(r'"topic": "[^"]*"', '"topic": "brandnew"', ln) for ln in lines]
+        out.writelines(lines)
+    if case == "queue-dir-links-out":
+        os.symlink(str(outside), os.path.join(store, "consumequeue", "brandnew"))
+    elif case == "checkpoint-links-out":
+        shutil.move(os.path.join(store, "checkpoint"), outside / "checkpoint")
+        os.symlink(str(outside / "checkpoint"), os.path.join(store, "checkpoint"))
+    else:
+        os.remove(os.path.join(store, "checkpoint"))
+        os.mkdir(os.path.join(store, "checkpoint"))
+    n, before, beyond = _batches(store), _state(store), _state(str(outside))
+    r = _cli("ingest", "--store", store, "--input", src, "--local", "always", "--quiet")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "committed" not in r.stderr.replace("nothing was committed", ""), r.stderr[-2000:]
+    assert ("a directory where" if case == "checkpoint-is-a-directory" else "outside the store root") in r.stderr
+    assert _batches(store) == n, "the batch was committed"
+    assert _state(str(outside)) == beyond
+    after = _state(store)
+    # a refused attempt may leave its staging (the next writer clears it), nothing else
+    assert {k: v for k, v in after.items() if not k.startswith("_rocketlake/staging")} == before
+
+
+def test_a_repair_that_could_not_put_a_file_in_place_commits_nothing(store):
+    """``repair --apply`` of a store whose checkpoint is a directory: refused before its commit."""
+    os.remove(os.path.join(store, "checkpoint"))
+    os.mkdir(os.path.join(store, "checkpoint"))
+    n, before = _batches(store), _state(store)
+    r = _cli("repair", "--store", store, "--apply")
+    assert r.returncode != 0 and "a directory where" in r.stderr, r.stderr[-2000:]
+    assert _batches(store) == n, "the repair batch was committed"
+    assert {k: v for k, v in _state(store).items() if not k.startswith("_rocketlake/staging")} == before
