@@ -14,7 +14,7 @@ import re
 import stat
 from urllib.parse import urlparse
 
-__all__ = ["is_local", "local_path", "local_root", "local_target_problem",
+__all__ = ["is_local", "local_path", "local_root", "local_target_problem", "within",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "STAGED_DELETES",
            "TMP_DIR", "TMP_DROP_PREFIX", "TMP_REPAIR_PREFIX", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
@@ -105,3 +105,10 @@ def local_target_problem(real_root: str, path: str) -> str | None:
             return (f"is {what} ({real}), not a file or directory: its bytes are not the store's (a read "
                     "could block for ever)")
     return None
+
+
+def within(root: str, path: str) -> bool:
+    """Whether the local ``path`` is ``root`` or lies under it, however either is spelled
+    (relative, ``..``, through symbolic links): their real paths compared."""
+    r, p = os.path.realpath(root), os.path.realpath(path)
+    return p == r or p.startswith(r.rstrip("/") + "/")

@@ -179,3 +179,16 @@ def test_a_repair_that_could_not_put_a_file_in_place_commits_nothing(store):
     assert r.returncode != 0 and "a directory where" in r.stderr, r.stderr[-2000:]
     assert _batches(store) == n, "the repair batch was committed"
     assert {k: v for k, v in _state(store).items() if not k.startswith("_rocketlake/staging")} == before
+
+
+@pytest.mark.parametrize("to", ["consumequeue/zz", "linked/zz"])
+def test_export_refuses_a_target_inside_the_store(store, tmp_path, to):
+    """``export --to`` a directory inside the store (directly, or through a link to it): refused,
+    exit 2, nothing written (on the base every exported file landed in the store, which then no
+    longer verified and which a broker would have read as a topic)."""
+    os.symlink(store, str(tmp_path / "linked"))
+    target = os.path.join(store if to.startswith("consumequeue") else str(tmp_path), to)
+    before = _state(store)
+    r = _cli("export", "--store", store, "--to", target)
+    assert r.returncode == 2 and "inside the store" in r.stderr, r.stderr[-2000:]
+    assert _state(store) == before
