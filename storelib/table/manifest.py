@@ -385,11 +385,9 @@ def check_row_paths(row: dict[Any, Any]) -> None:
 
 
 def check_row_targets(store: storage.Store, rows: list[ManifestRow]) -> None:
-    """Before a commit: every file its rows name (their ``path``, and ``staged_path``) is one the
-    publish that follows the commit can reach, so a committed batch is never left unpublishable.
-    A path leading out of the store (a symbolic link out, a FIFO or device: ``Store.path``) is
-    ``StorePathError``; on a local store a directory where a row's file goes (a file the batch adds
-    or replaces) is ``CorruptStore``. Nothing is written before this returns."""
+    """Before a commit: its publish can reach every file its rows name (``path``, ``staged_path``),
+    so no committed batch is left unpublishable: a path out of the store (``Store.path``) is
+    ``StorePathError``, a directory where a file goes (local stores) ``CorruptStore``."""
     for r in rows:
         check_row_paths(r)
         if r.staged_path:
