@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from urllib.parse import urlparse
 
-__all__ = ["is_local", "local_path", "local_root",
+__all__ = ["is_local", "local_path", "local_root", "local_target_problem", "within",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "STAGED_DELETES",
            "TMP_DIR", "TMP_DROP_PREFIX", "TMP_REPAIR_PREFIX", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
@@ -78,3 +79,36 @@ def local_root(uri: str) -> str | None:
 def delta_commit(table: str, version: int) -> str:
     """Store-relative path of a Delta table's commit file of ``version``."""
     return f"{table}/_delta_log/{version:020d}.json"
+
+
+# What a store path must never be on a local file system: reading one blocks or reads another
+# process's or a device's bytes, writing one writes there (the store's bytes are never there).
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def local_target_problem(real_root: str, path: str) -> str | None:
+    """Why the local path ``path`` is no place of the store whose root's real path is
+    ``real_root`` (None if it is): a symbolic link along it resolving outside that root, or a
+    FIFO, device or socket where it ends (a read of a FIFO would block for ever). The one rule
+    ``storage.Store.path`` and ``localstore.LocalStore.path`` apply to every local store path."""
+    real = os.path.realpath(path)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        return (f"resolves to {real}, outside the store root {real_root} (a symbolic link pointing out of "
+                "the store)")
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        return None                     # nothing there (yet): what is made there is made in the store
+    for test, what in _SPECIAL:
+        if test(mode):
+            return (f"is {what} ({real}), not a file or directory: its bytes are not the store's (a read "
+                    "could block for ever)")
+    return None
+
+
+def within(root: str, path: str) -> bool:
+    """Whether the local ``path`` is ``root`` or lies under it, however either is spelled
+    (relative, ``..``, through symbolic links): their real paths compared."""
+    r, p = os.path.realpath(root), os.path.realpath(path)
+    return p == r or p.startswith(r.rstrip("/") + "/")

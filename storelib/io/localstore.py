@@ -10,7 +10,8 @@ fails here is retried there with the same rules.
 
 Path containment is never weaker than ``storage.Store.path``: ``path`` accepts only a strict
 subset on its own (components of ``[A-Za-z0-9_%|=+.-]``, none of them ``.``/``..``/empty, not
-absolute, whose real path stays under the real store root); anything else is decided, and
+absolute, whose real path stays under the real store root and is no FIFO or device:
+``paths.local_target_problem``); anything else is decided, and
 refused with its ``StorePathError``, by ``storage.Store.path``.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import stat
 
 from typing import TYPE_CHECKING, Any
 
-from ..format.paths import is_local, local_path
+from ..format.paths import is_local, local_path, local_target_problem
 from .protocol import Capabilities
 
 if TYPE_CHECKING:                       # (storage loads pyarrow: not on the shell lookup path)
@@ -97,9 +98,8 @@ class LocalStore(Capabilities):
         root = self._real_root
         if root is None:
             root = self._real_root = os.path.realpath(self.root)
-        real = os.path.realpath(p)
-        if real != root and not real.startswith(root.rstrip("/") + "/"):
-            return self.full.path(rel)               # a symlink out of the store: refused there
+        if local_target_problem(root, p):
+            return self.full.path(rel)               # a symlink out of the store, a FIFO: refused there
         self._paths[rel] = p
         return p
 

@@ -38,6 +38,7 @@ from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
 from .protocol import Capabilities
 from ..format.names import rel_path_problem
+from ..format.paths import local_target_problem
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
@@ -127,8 +128,9 @@ class Store(Capabilities):
     def path(self, rel: str) -> str:
         """The file system path of ``rel``, which must stay inside the store: not absolute, no
         ``..``/``.``/empty component, no backslash or NUL (``names.rel_path_problem``) and, on a
-        local file system, no symlink along it that resolves outside the store root's real path.
-        Raises StorePathError naming ``rel`` otherwise."""
+        local file system, no symlink along it that resolves outside the store root's real path,
+        and not a FIFO, device or socket (``paths.local_target_problem``). Raises StorePathError
+        naming ``rel`` otherwise."""
         if not rel:
             return self.root
         p = self._paths.get(rel)
@@ -143,10 +145,9 @@ class Store(Capabilities):
             root = self._real_root
             if root is None:
                 root = self._real_root = os.path.realpath(self.root)
-            real = os.path.realpath(p)
-            if real != root and not real.startswith(root.rstrip("/") + "/"):
-                raise StorePathError(f"store path {rel!r} resolves to {real}, outside the store root {root} "
-                                     f"(a symbolic link pointing out of the store); refusing to use it")
+            problem = local_target_problem(root, p)
+            if problem:
+                raise StorePathError(f"store path {rel!r} {problem}; refusing to use it")
         if len(self._paths) >= _PATH_CACHE_MAX:
             self._paths.clear()
         self._paths[rel] = p
@@ -195,8 +196,9 @@ class Store(Capabilities):
                       if f.type == FileType.Directory)
 
     def _scan_local(self, rel: str, base: str, recursive: bool, dirs: bool) -> list[str]:
-        """Local listing that never leaves the store: every symlink met is checked by ``path``
-        (a link out raises StorePathError naming it), linked directories inside the store are
+        """Local listing that never leaves the store: every symlink met, and every entry that is
+        neither a file nor a directory, is checked by ``path`` (a link out, a FIFO or a device
+        raises StorePathError naming it), linked directories inside the store are
         followed once (no loops). ``dirs``: names of the subdirectories of ``base``; else the
         relative paths of the files under it."""
         if not os.path.isdir(base):
@@ -211,8 +213,8 @@ class Store(Capabilities):
             for e in entries:
                 r = prefix + e.name
                 link = e.is_symlink()
-                if link:
-                    self.path(r)            # StorePathError: a link out of the store
+                if link or not (e.is_dir() or e.is_file()):
+                    self.path(r)            # StorePathError: a link out of the store, a FIFO, a device
                 if e.is_dir():
                     if dirs:
                         out.append(e.name)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections import Counter
 import time
 import uuid
@@ -54,7 +55,7 @@ from ..io import storage
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
     "CHECKPOINTS_SCHEMA", "TableVersions", "Snapshot", "open_table", "read_rows",
     "Tables", "read_tables", "at_batch", "snapshot_of", "load_snapshot", "committed_snapshot", "COMPACT", "COMPACT_MIN_ROWS", "COMPACT_MIN_FILES",
-    "compaction_due", "check_row_paths", "commit", "now_ms", "dumps", "config_column",
+    "compaction_due", "check_row_paths", "check_row_targets", "commit", "now_ms", "dumps", "config_column",
     "file_row", "remove_row", "checkpoint_row", "checkpoint_row_after", "queue_offsets",
 ]
 
@@ -383,6 +384,20 @@ def check_row_paths(row: dict[Any, Any]) -> None:
                 f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
 
 
+def check_row_targets(store: storage.Store, rows: list[ManifestRow]) -> None:
+    """Before a commit: its publish can reach every file its rows name (``path``, ``staged_path``),
+    so no committed batch is left unpublishable: a path out of the store (``Store.path``) is
+    ``StorePathError``, a directory where a file goes (local stores) ``CorruptStore``."""
+    for r in rows:
+        check_row_paths(r)
+        if r.staged_path:
+            store.path(r.staged_path)
+        path = store.path(r.path)
+        if store.os_paths and r.action == "add" and os.path.isdir(path):
+            raise CorruptStore(r.path, 0, f"a directory where the {r.kind} file of batch {r.batch_id!r} goes: "
+                                          "its publish could not put the file there; nothing was committed")
+
+
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],
            fault: Callable[[str], None] | None = None, durable: bool = True, lease: Any = None) -> Snapshot | None:
     """Conditional appends: manifest rows first, then the checkpoint row (the switch); then, when
@@ -405,6 +420,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     opts = storage.delta_storage_options(store.uri)
     checkpoint_row = _recorded(checkpoint_row, manifest_rows, versions)
     manifest_rows = manifest_rows_of(manifest_rows)    # (typed once: ingest's rows are built typed)
+    check_row_targets(store, manifest_rows)
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": checkpoint_row["operation"],

@@ -1,0 +1,194 @@
+"""Store paths that are not what their name says, against every command: a FIFO or a device where
+a store file is (``Store.path`` refuses it: a read would block for ever, a write would go to a
+device), and a commit whose files the publish after it could not reach (a link out of the store,
+a directory where the file goes: ``manifest.check_row_targets`` refuses it before anything is
+committed, rather than leaving a committed batch no writer can publish)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import ROOT
+from support.opshelp import restore, small_config
+
+from storelib.errors import StorePathError
+from storelib.io import localstore, storage
+from storelib.ops import adopt
+
+SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
+SEGMENT = "commitlog/00000000000000000000"
+
+
+def _state(root: str) -> dict:
+    """Every entry under ``root``: a file's sha256, a link's target, a directory, anything else
+    by its type (never opened: a FIFO would block)."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            p = os.path.join(d, n)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                v = "link " + os.readlink(p)
+            elif stat.S_ISREG(st.st_mode):
+                with open(p, "rb") as fh:
+                    v = hashlib.sha256(fh.read()).hexdigest()
+            else:
+                v = stat.S_IFMT(st.st_mode)
+            out[os.path.relpath(p, root)] = v
+    return out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    """``rocketlake ARGS``; a run that blocks past a minute (a read of a FIFO) fails the test."""
+    try:
+        return subprocess.run([sys.executable, "-m", "storelib.cli.main", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"rocketlake {' '.join(args)} still running after 60 s (blocked on a FIFO?)")
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory):
+    base = tmp_path_factory.mktemp("guards")
+    broker = restore("small-roll", "files.json", str(base / "broker"))
+    store = str(base / "store")
+    assert adopt.adopt(None, store, broker, small_config(), quiet=True)["status"] == "committed"
+    return store
+
+
+@pytest.fixture
+def store(adopted, tmp_path):
+    s = str(tmp_path / "s")
+    shutil.copytree(adopted, s, symlinks=True)
+    return s
+
+
+def _unblock_later(path: str) -> threading.Timer:
+    """Open ``path`` (a FIFO) for writing in a few seconds and close it: a reader blocked on it
+    then reads nothing instead of blocking the test for ever."""
+    def writer() -> None:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass                    # no reader: nothing blocked
+    t = threading.Timer(5, writer)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("kind", ["fifo", "chardev"])
+def test_special_files_are_no_store_paths(tmp_path, kind):
+    """A FIFO or a device at a store file's name: refused by both local stores' ``path`` (their
+    reads), and by a listing that meets it."""
+    root = tmp_path / "s"
+    (root / "commitlog").mkdir(parents=True)
+    p = str(root / SEGMENT)
+    if kind == "fifo":
+        os.mkfifo(p)
+    else:
+        os.mknod(p, 0o600 | stat.S_IFCHR, os.makedev(1, 3))   # /dev/null's device
+    timer = _unblock_later(p) if kind == "fifo" else None
+    try:
+        for st in (storage.Store(str(root)), localstore.LocalStore(str(root))):
+            with pytest.raises(StorePathError, match="FIFO" if kind == "fifo" else "character device"):
+                st.read(SEGMENT, 0, 8)
+        with pytest.raises(StorePathError, match=SEGMENT):
+            storage.Store(str(root)).list_files("commitlog")
+        with pytest.raises(StorePathError):
+            storage.Store(str(root)).write_file(SEGMENT, [b"x" * 8])
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+@pytest.mark.parametrize("where,args", [
+    (SEGMENT, ["export", "--to", "{tmp}/exported"]),
+    ("_rocketlake/checkpoints/_delta_log/00000000000000000000.json",
+     ["expire", "--reserved-hours", "0", "--now", "99999999999999"]),
+    ("_rocketlake/writer.lock", ["ingest", "--input", SAMPLE, "--local", "always", "--quiet"]),
+    ("index/20000101000024000", ["query", "key", "--topic", "refund", "--key", "order-0"]),
+], ids=["export-segment", "expire-delta-log", "ingest-lease", "query-index"])
+def test_commands_refuse_a_fifo_in_the_store(store, tmp_path, where, args):
+    """A FIFO where a store file or one of its tables' files is: the command ends with a line
+    naming it, exit 1, and the store is as it was (no command blocks on it)."""
+    p = os.path.join(store, where)
+    if os.path.exists(p):
+        os.remove(p)
+    os.mkfifo(p)
+    before = _state(store)
+    cmd = args[:1] + ["--store", store] + [a.replace("{tmp}", str(tmp_path)) for a in args[1:]]
+    r = _cli(*cmd)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "FIFO" in r.stderr and where in r.stderr, r.stderr[-2000:]
+    assert _state(store) == before
+    assert not os.path.exists(tmp_path / "exported")
+
+
+def _batches(store: str) -> int:
+    from storelib.table.snapshots import open_snapshot
+    return len(open_snapshot(storage.Store(store), history=True).batches)
+
+
+@pytest.mark.parametrize("case", ["queue-dir-links-out", "checkpoint-links-out", "checkpoint-is-a-directory"])
+def test_an_ingest_whose_publish_could_not_reach_its_files_commits_nothing(store, tmp_path, case):
+    """An ingest whose new files would go through a link out of the store, or onto a directory:
+    refused before its commit (on the base it committed, then its publish failed, and so would
+    every later writer's), the store and the link's target unchanged."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    src = str(tmp_path / "in.jsonl")
+    with open(SAMPLE) as fh, open(src, "w") as out:
+        lines = [next(fh) for _ in range(5)]
+        if case == "queue-dir-links-out":           # a topic the store has no directory of yet
+            lines = [re.sub(r'"topic": "[^"]*"', '"topic": "brandnew"', ln) for ln in lines]
+        out.writelines(lines)
+    if case == "queue-dir-links-out":
+        os.symlink(str(outside), os.path.join(store, "consumequeue", "brandnew"))
+    elif case == "checkpoint-links-out":
+        shutil.move(os.path.join(store, "checkpoint"), outside / "checkpoint")
+        os.symlink(str(outside / "checkpoint"), os.path.join(store, "checkpoint"))
+    else:
+        os.remove(os.path.join(store, "checkpoint"))
+        os.mkdir(os.path.join(store, "checkpoint"))
+    n, before, beyond = _batches(store), _state(store), _state(str(outside))
+    r = _cli("ingest", "--store", store, "--input", src, "--local", "always", "--quiet")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "committed" not in r.stderr.replace("nothing was committed", ""), r.stderr[-2000:]
+    assert ("a directory where" if case == "checkpoint-is-a-directory" else "outside the store root") in r.stderr
+    assert _batches(store) == n, "the batch was committed"
+    assert _state(str(outside)) == beyond
+    after = _state(store)
+    # a refused attempt may leave its staging (the next writer clears it), nothing else
+    assert {k: v for k, v in after.items() if not k.startswith("_rocketlake/staging")} == before
+
+
+def test_a_repair_that_could_not_put_a_file_in_place_commits_nothing(store):
+    """``repair --apply`` of a store whose checkpoint is a directory: refused before its commit."""
+    os.remove(os.path.join(store, "checkpoint"))
+    os.mkdir(os.path.join(store, "checkpoint"))
+    n, before = _batches(store), _state(store)
+    r = _cli("repair", "--store", store, "--apply")
+    assert r.returncode != 0 and "a directory where" in r.stderr, r.stderr[-2000:]
+    assert _batches(store) == n, "the repair batch was committed"
+    assert {k: v for k, v in _state(store).items() if not k.startswith("_rocketlake/staging")} == before
+
+
+@pytest.mark.parametrize("to", ["consumequeue/zz", "linked/zz"])
+def test_export_refuses_a_target_inside_the_store(store, tmp_path, to):
+    """``export --to`` a directory inside the store (directly, or through a link to it): refused,
+    exit 2, nothing written (on the base every exported file landed in the store, which then no
+    longer verified and which a broker would have read as a topic)."""
+    os.symlink(store, str(tmp_path / "linked"))
+    target = os.path.join(store if to.startswith("consumequeue") else str(tmp_path), to)
+    before = _state(store)
+    r = _cli("export", "--store", store, "--to", target)
+    assert r.returncode == 2 and "inside the store" in r.stderr, r.stderr[-2000:]
+    assert _state(store) == before
