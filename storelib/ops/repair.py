@@ -62,6 +62,7 @@ from ..format import checkpoint as ckpt, commitlog, consumequeue, indexfile, pat
 from ..format.config import StoreConfig
 from ..ingest import commit as commit_stage
 from ..io import checksum, storage
+from ..io.brokerlock import hold_broker_lock
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
@@ -69,7 +70,6 @@ from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
-from .brokerlock import hold_broker_lock
 from .expire import finish_pending
 
 __all__ = ["clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
