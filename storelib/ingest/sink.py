@@ -26,7 +26,10 @@ input fingerprint is a digest of that id, so a micro-batch Spark runs again afte
 commit not yet in the checkpoint) is found "already committed" and writes nothing; a commit the
 failure interrupted after the Delta switch is finished, not redone. Another query writing the
 same store takes turns with this one through the writer lease: a commit waits up to
-``leaseWaitSeconds`` (default 120) for the lease, then fails naming the holder.
+``leaseWaitSeconds`` (default 120) for the lease, then fails naming the holder. A local store's
+lease is held under the broker lock (``io.brokerlock``): while a RocketMQ broker runs on the
+directory (or a repair or in-place adopt of it does), a commit waits the same, then fails with
+``BrokerRunning``, nothing written.
 
 A batch ``write`` (no micro-batch id) is identified as ``ingest_dataframe`` identifies a
 DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given, so writing the
@@ -53,7 +56,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
-from ..errors import ConcurrentWriteError
+from ..errors import BrokerRunning, ConcurrentWriteError
 from ..format.paths import INCOMING_DIR
 from ..io import storage
 from . import frame
@@ -292,7 +295,8 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
             break
         except ConcurrentWriteError as e:
             if time.time() >= deadline:
-                raise ConcurrentWriteError(f"rocketlake sink: waited {wait:.0f}s for the writer lease: {e}") from None
+                what = BrokerRunning if isinstance(e, BrokerRunning) else ConcurrentWriteError
+                raise what(f"rocketlake sink: waited {wait:.0f}s for the writer lease: {e}") from None
             time.sleep(0.5)
     print(f"rocketlake sink: batch {summary.get('batch_id')} {summary.get('status', 'committed')}: "
           f"{summary.get('messages')} messages", file=sys.stderr)

@@ -12,13 +12,15 @@ the store exactly where the broker left it.
 ``--store`` equal to ``--from-store`` adopts in place (the usual case). Otherwise the files are
 first copied (sparse where the source is sparse) into ``--store``.
 
-An in-place adopt of a local directory holds the broker lock (``brokerlock.hold_broker_lock``: the
+An in-place adopt of a local directory holds the broker lock exclusively (``io.brokerlock``: the
 fcntl lock a running broker holds on ``<store>/lock``) for its whole run, taken before anything
-is written: a running broker, a repair of the directory or another adopt of it is refused
-(``BrokerRunning``, exit 3) with nothing changed, and no broker starts on the files meanwhile.
-Holding it, the adopt clears what a killed repair of the directory left (``repair.clear_broker_tmp``)
-before its commit. A copy only reads its source and writes a new store (no broker runs on
-either); an object store has no file locks and no broker.
+is written: a running broker, a repair of the directory, another adopt of it or a rocketlake
+writer on it is refused (``BrokerRunning``, exit 3) with nothing changed, and no broker starts
+on the files meanwhile. Holding it, the adopt clears what a killed repair of the directory left
+(``repair.clear_broker_tmp``) before its commit. A copy only reads its source, and writes a new
+store under that store's writer lease (which holds the new store's broker lock, shared); the
+source's ``lock`` is a running broker's, not a store file: it is not copied. An object store has
+no file locks and no broker.
 """
 from __future__ import annotations
 
@@ -35,10 +37,10 @@ from ..table.rows import BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
+from ..io.brokerlock import hold_broker_lock
 from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
-from .brokerlock import hold_broker_lock
 from .repair import clear_broker_tmp
 
 __all__ = [ "SKIP_TOP", "check_source", "copy_store", "in_place", "adopt", "build_rows"]
@@ -70,12 +72,13 @@ def check_source(src: storage.Store) -> list:
 
 
 def copy_store(src_uri: str, dst_uri: str) -> int:
-    """Copy every file of a store (not _rocketlake/) keeping zero tails sparse; returns files copied."""
+    """Copy every file of a store (not _rocketlake/, not the broker's ``lock``) keeping zero tails
+    sparse; returns files copied."""
     src, dst = storage.Store(src_uri), storage.Store(dst_uri)
     n = 0
     for rel in src.list_files(""):
-        if rel.split("/", 1)[0] in SKIP_TOP:
-            continue
+        if rel.split("/", 1)[0] in SKIP_TOP or rel == paths.LOCK_FILE:
+            continue                 # (the target's lock is held by this adopt's lease)
         if dst.exists(rel):
             raise AdoptError(f"{dst.uri_of(rel)} already exists: copy into an empty directory")
         size = src.size(rel) or 0

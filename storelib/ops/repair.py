@@ -41,8 +41,9 @@ of its own, never beside the store's files, fsynced, then renamed over its path.
   commit is finished by the next writer). No committed byte changes before the commit, so a
   repair that stalls past its lease changes nothing. Nothing to replace: no batch.
 * A broker's directory: a running broker's lock on ``<storePathRootDir>/lock`` (RocketMQ holds an
-  exclusive ``fcntl`` lock on it) is refused, and the lock is held for the whole run so that no
-  broker starts meanwhile; each file is written under ``_rocketlake/tmp/repair-*`` (where neither a
+  exclusive ``fcntl`` lock on it) is refused, and the lock is held (exclusively) for the whole run
+  so that no broker starts meanwhile (a rocketlake store's repair holds it shared, as its writer
+  lease does: ``io.brokerlock``); each file is written under ``_rocketlake/tmp/repair-*`` (where neither a
   broker nor verify looks; a killed run's leftovers are removed by the next one), renamed over its
   path, its directory fsynced. Sizes the files cannot tell (no queue file, no index file left)
   must come from a ``--config`` (``sizes_given``), never from RocketMQ's defaults in silence.
@@ -62,6 +63,7 @@ from ..format import checkpoint as ckpt, commitlog, consumequeue, indexfile, pat
 from ..format.config import StoreConfig
 from ..ingest import commit as commit_stage
 from ..io import checksum, storage
+from ..io.brokerlock import hold_broker_lock
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
@@ -69,7 +71,6 @@ from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
-from .brokerlock import hold_broker_lock
 from .expire import finish_pending
 
 __all__ = ["clear_broker_tmp", "plan_repair", "repair", "write_exclusive"]
@@ -578,7 +579,11 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         raise RepairError(f"{store.uri} is not a directory")
     if apply and not store.local:
         raise RepairError(f"{store.uri}: --apply repairs local stores only (a dry run works anywhere)")
-    broker_lock = hold_broker_lock(store, create=store.local and not _has_manifest(store))
+    # A broker's directory: held exclusively, as a broker holds it. A rocketlake store: shared, as its
+    # writer lease (taken for --apply) holds it: a running broker refuses the repair, another
+    # rocketlake writer is the lease's to refuse.
+    managed = _has_manifest(store)
+    broker_lock = hold_broker_lock(store, create=store.local and not managed, shared=managed)
     lease = None
     try:
         snap = _load_snapshot(store)

@@ -58,7 +58,9 @@ def store_kind(uri: str) -> str:
         return StoreKind.ROCKETLAKE
     if names & set(paths.BROKER_DIRS):
         return StoreKind.BROKER
-    return StoreKind.EMPTY if not names else StoreKind.OTHER
+    # ``lock`` alone: what a writer killed before its first lease left (io.brokerlock), or a broker's
+    # that made nothing else: no store yet, nothing of anything else either
+    return StoreKind.EMPTY if not names - {paths.LOCK_FILE} else StoreKind.OTHER
 
 
 def check_store(uri: str, writing: bool = False, allow_nonempty: bool = False) -> str:

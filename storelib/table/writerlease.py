@@ -1,8 +1,15 @@
 """The writer lease: one writer per store at a time (``_rocketlake/writer.lock``).
 
-Ingest, expire and adopt take it before they plan and check it before each Delta commit: a writer
-that lost it (taken over, or not renewed for too long) never commits. The conditional Delta commits
-stay the real guard against racing writers; the lease makes the loser fail early and clearly.
+Ingest, expire, adopt, repair and the mirror take it before they plan and check it before each
+Delta commit: a writer that lost it (taken over, or not renewed for too long) never commits. The
+conditional Delta commits stay the real guard against racing writers; the lease makes the loser
+fail early and clearly.
+
+On a local store the lease is held under the broker lock (``io.brokerlock``, shared), taken
+first and let go last: a RocketMQ broker running on the directory (a store adopted in place, or a
+store a broker was started on), or a repair or in-place adopt of it, refuses the writer
+(``BrokerRunning``, exit 3) before anything is written, and no broker starts on the directory
+while the lease is held.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import uuid
 from ..errors import ConcurrentWriteError, CorruptStore, LeaseLost
 from ..format.paths import LEASE_PATH, META_DIR
 from ..io import condput, storage
+from ..io.brokerlock import BrokerLock, hold_broker_lock
 from .manifest import now_ms
 
 __all__ = ["LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease"]
@@ -53,6 +61,7 @@ class WriterLease:
         self.held = False
         self.lost: str | None = None        # why the lease is gone, once it is
         self._lock = threading.Lock()         # renewals from the keeper thread and from check()
+        self._broker: BrokerLock | None = None
 
     def _content(self, started: int | None = None) -> bytes:
         now = now_ms()
@@ -94,23 +103,51 @@ class WriterLease:
     def acquire(self) -> None:
         # a server that ignores conditional puts is refused before anything is written (exit 2)
         condput.require_conditional_put(self.store.uri)
-        for _ in range(3):
-            if self._create():
-                self.held = True
-                self._started = now_ms()
-                self._renewed = _clocks()
-                self._keep()
-                return
-            holder = self.read()
-            if holder is None:
-                continue          # released meanwhile: try again
-            if not self.is_stale(holder):
-                raise ConcurrentWriteError(
-                    f"the store is being written by batch {holder.get('batch_id')!r} (pid {holder.get('pid')} "
-                    f"on {holder.get('host')}, lease {LEASE_PATH} renewed "
-                    f"{(now_ms() - int(holder.get('renewed_ms', 0))) / 1000:.0f}s ago)")
-            self._break(holder)
-        raise ConcurrentWriteError(f"could not take the writer lease {LEASE_PATH}: other writers keep taking it")
+        made_root = self._hold_broker_lock()        # BrokerRunning: nothing written
+        try:
+            for _ in range(3):
+                if self._create():
+                    self.held = True
+                    self._started = now_ms()
+                    self._renewed = _clocks()
+                    self._keep()
+                    return
+                holder = self.read()
+                if holder is None:
+                    continue          # released meanwhile: try again
+                if not self.is_stale(holder):
+                    raise ConcurrentWriteError(
+                        f"the store is being written by batch {holder.get('batch_id')!r} (pid {holder.get('pid')} "
+                        f"on {holder.get('host')}, lease {LEASE_PATH} renewed "
+                        f"{(now_ms() - int(holder.get('renewed_ms', 0))) / 1000:.0f}s ago)")
+                self._break(holder)
+            raise ConcurrentWriteError(f"could not take the writer lease {LEASE_PATH}: other writers keep taking it")
+        except BaseException:
+            self._release_broker_lock()
+            if made_root:
+                _rmdir(self.store.root)
+            raise
+
+    def _hold_broker_lock(self) -> bool:
+        """A local store's broker lock, held shared (the store's directory made first when there is
+        none yet, so that no broker starts on a first batch either); whether the directory was made."""
+        if not self.store.local:
+            return False
+        made = not os.path.isdir(self.store.root)
+        if made:
+            os.makedirs(self.store.root, exist_ok=True)
+        try:
+            self._broker = hold_broker_lock(self.store, create=True, shared=True)
+        except BaseException:
+            if made:
+                _rmdir(self.store.root)
+            raise
+        return made
+
+    def _release_broker_lock(self) -> None:
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            broker.release()
 
     def _create(self) -> bool:
         data = self._content()
@@ -228,7 +265,9 @@ class WriterLease:
             raise LeaseLost(self.lost)
 
     def release(self) -> None:
+        """Give the lease up (its file removed if still this writer's), then the broker lock."""
         if not self.held:
+            self._release_broker_lock()
             return
         self.held = False
         if getattr(self, "_stop", None) is not None:
@@ -241,6 +280,8 @@ class WriterLease:
                 storage.remove_dir_if_empty(self.store, META_DIR)     # if the lease was all there was in it
         except Exception:  # noqa: BLE001 - best effort; a stale lease is taken over later
             pass
+        finally:
+            self._release_broker_lock()
 
 
 # The fields a writer writes into its lease, with their types.
@@ -250,6 +291,14 @@ _REMOVE = "if no rocketlake writer is running on this store, remove it and rerun
 
 def _typed(value: Any, t: type) -> bool:
     return isinstance(value, t) and not isinstance(value, bool)
+
+
+def _rmdir(path: str) -> None:
+    """Remove a directory this writer made, if it is still empty."""
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _clocks() -> tuple[float, float]:

@@ -155,6 +155,7 @@ def _check_ingest(label, k, returned, state, base, before_batches, before_files,
     assert out["status"] in ("committed", "already-committed"), (label, out)
     assert expect(store) == [], label
     assert not storage.Store(store).exists(paths.STAGING_DIR), label
+    assert not os.path.lexists(os.path.join(store, paths.LOCK_FILE)), label      # the rerun's, or a cut run's: removed
     shutil.rmtree(state)
 
 

@@ -15,6 +15,7 @@ import shutil
 
 from conftest import golden_set
 from support.opshelp import SMALL, small_config
+from storelib.format import paths
 from storelib.format.config import load_config
 
 
@@ -56,7 +57,9 @@ def adopted(golden_store: str, out: str) -> str:
 
 def files_state(store: str) -> dict:
     """Every store file outside ``_rocketlake/``: path -> sha256 (what a broker would load). An
-    export's ``rocketlake.properties`` (its configuration, beside the files) is not a store file."""
+    export's ``rocketlake.properties`` (its configuration, beside the files) is not a store file,
+    nor is an empty ``lock`` (a writer holding the broker lock made it, or was killed holding
+    it: ``storelib.io.brokerlock``); a broker's ``lock`` (it writes ``lock`` into it) is one."""
     from storelib.table.export import PROPERTIES_NAME
     out = {}
     for d, _, names in os.walk(store):
@@ -64,9 +67,9 @@ def files_state(store: str) -> dict:
         if rel_d.split(os.sep)[0] == "_rocketlake":
             continue
         for n in names:
-            if rel_d == "." and n == PROPERTIES_NAME:
-                continue
             p = os.path.join(d, n)
+            if rel_d == "." and (n == PROPERTIES_NAME or n == paths.LOCK_FILE and os.path.getsize(p) == 0):
+                continue
             with open(p, "rb") as fh:
                 out[os.path.relpath(p, store)] = hashlib.sha256(fh.read()).hexdigest()
     return out

@@ -1,0 +1,423 @@
+"""Every writer of a local store holds the broker lock (``io.brokerlock``) under its writer lease:
+ingest (a first batch and an append, in this process and through spark-submit), expire (store-wide
+and per topic), the streaming sink's commit and the mirror's target are refused while another
+process (a running broker) holds ``<store>/lock``, the store byte for byte as it was; while a
+writer runs, a broker cannot take the lock; a killed writer's empty ``lock`` is no damage and the
+next writer removes it. And the lock's holds within one process: counted, one fd, thread-safe."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from conftest import ROOT, golden_set
+from support.opshelp import run, small_properties
+from storelib import errors
+from storelib.format import paths
+from storelib.format.config import load_config
+from storelib.io import brokerlock, storage
+from storelib.table import writerlease
+
+RUNNER = os.path.join(ROOT, "tests", "support", "local_ingest.py")
+CUT = 1800                               # small-roll's messages: a.jsonl before, b.jsonl from here
+
+# A broker holding its lock: FileChannel.tryLock(0, 1, false) is this fcntl lock (it makes the file
+# when there is none, as a broker's RandomAccessFile "rw" does).
+_BROKER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+# Whether another process can take the lock now, exclusively (a broker) or shared (a rocketlake writer).
+_TRY = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.lockf(fd, (fcntl.LOCK_SH if sys.argv[2] == "shared" else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+    print("free")
+except OSError:
+    print("held")
+"""
+
+
+def _try(lock: str, mode: str = "exclusive") -> str:
+    return subprocess.run([sys.executable, "-c", _TRY, lock, mode], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@contextmanager
+def _broker_running(store: str):
+    """Another process holding ``<store>/lock`` as a running broker does."""
+    holder = subprocess.Popen([sys.executable, "-c", _BROKER, os.path.join(store, paths.LOCK_FILE)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _tree(store: str) -> dict:
+    """Every entry under ``store`` (``_rocketlake/`` too): kind, size, mtime, inode, and a file's sha256."""
+    out = {}
+    for d, dirs, files in os.walk(store):
+        for name in dirs + files:
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            digest = None
+            if name in files:
+                with open(p, "rb") as fh:
+                    digest = hashlib.sha256(fh.read()).hexdigest()
+            out[os.path.relpath(p, store)] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+    return out
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bl-inputs")
+    lines = open(os.path.join(golden_set("small-roll"), "messages.jsonl")).readlines()
+    (base / "a.jsonl").write_text("".join(lines[:CUT]))
+    (base / "b.jsonl").write_text("".join(lines[CUT:]))
+    small_properties(base)
+    return base
+
+
+def _ingest(inputs, store: str, part: str, batch: str) -> dict:
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    return run_ingest(LocalSession(), store, str(inputs / f"{part}.jsonl"), "jsonl",
+                      load_config(str(inputs / "small.properties")), batch_id=batch, quiet=True)
+
+
+@pytest.fixture(scope="module")
+def store_a(inputs, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("bl-a") / "store")
+    assert _ingest(inputs, out, "a", "A")["status"] == "committed"
+    assert not os.path.lexists(os.path.join(out, paths.LOCK_FILE))          # a clean run leaves none
+    return out
+
+
+def _newest(inputs) -> int:
+    return max(json.loads(x)["store_timestamp"] for x in open(inputs / "a.jsonl"))
+
+
+def _topics(inputs) -> set:
+    return {json.loads(x)["topic"] for x in open(inputs / "a.jsonl")}
+
+
+def _stage_sink_parts(inputs, store: str):
+    """The streaming sink's task half of one micro-batch (its rows staged under ``_rocketlake/incoming``):
+    the writer, its parts and the micro-batch's batch id and fingerprint."""
+    from storelib.codec.messages import MESSAGE_SCHEMA
+    from storelib.ingest.inputs import jsonl_to_table
+    from storelib.ingest.sink import _Parts, _stream_fingerprint, stream_batch_id
+    table = jsonl_to_table(str(inputs / "b.jsonl")).select(MESSAGE_SCHEMA.names)
+    writer = _Parts({"path": store, "config": str(inputs / "small.properties"), "leasewaitseconds": "1"},
+                    owner="q-broker")
+    parts = [writer._stage(iter(table.to_batches()))]
+    bid = stream_batch_id("q-broker", 0)
+    return writer, parts, bid, _stream_fingerprint(bid)
+
+
+def _write(what: str, inputs, store: str, broker_dir: str):
+    """One writer of ``what`` on ``store`` in this process."""
+    from storelib.ops.expire import expire
+    if what in ("ingest-first", "append"):
+        return _ingest(inputs, store, "b", "B")
+    if what == "expire":
+        return expire(store, 1, now_ms=_newest(inputs) + 2 * 3600_000, quiet=True)
+    if what == "expire-topic":
+        return expire(store, None, now_ms=_newest(inputs) + 2 * 3600_000, quiet=True,
+                      topic_rules={t: 1 for t in _topics(inputs)})
+    if what == "mirror":
+        from storelib.ops.mirror import mirror_broker
+        return mirror_broker(broker_dir, store, quiet=True)
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize("what", ["ingest-first", "append", "expire", "expire-topic", "mirror"])
+def test_a_writer_is_refused_while_a_broker_holds_the_stores_lock(inputs, store_a, tmp_path, what):
+    """A broker running on the store (a store adopted in place, or one a broker was started on):
+    the writer is refused (BrokerRunning) before it writes anything: every entry of the store,
+    ``_rocketlake/`` included, byte for byte, mtime and inode as it was (no lease, no
+    ``_rocketlake/`` where there was none). The mirror's target: the mirror's own store, never the
+    broker's directory it reads. Once the broker is gone, the writer goes through."""
+    store = str(tmp_path / "store")
+    broker_dir = str(tmp_path / "broker")
+    if what in ("ingest-first", "mirror"):
+        os.makedirs(store)                  # a directory a broker was started on, nothing of a store yet
+    else:
+        shutil.copytree(store_a, store)
+    if what == "mirror":
+        from support import goldenlib
+        goldenlib.restore(golden_set("small-roll"), broker_dir)
+        os.remove(os.path.join(broker_dir, "abort.bak"))
+    with _broker_running(store):
+        before = _tree(store)
+        with pytest.raises(errors.BrokerRunning, match="running broker"):
+            _write(what, inputs, store, broker_dir)
+        assert _tree(store) == before
+    out = _write(what, inputs, store, broker_dir)
+    assert out["status"] == "committed", out
+
+
+def test_the_streaming_sinks_commit_is_refused_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
+    """The sink's commit waits ``leaseWaitSeconds`` and fails with BrokerRunning: nothing of the
+    store changed but its own staged parts, which the sink always discards; the broker gone, the
+    next micro-batch commits."""
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    writer, parts, bid, fp = _stage_sink_parts(inputs, store)
+    staged = {p.rel for p in parts}
+    with _broker_running(store):
+        before = {k: v for k, v in _tree(store).items() if k not in staged}
+        t0 = time.time()
+        with pytest.raises(errors.BrokerRunning, match="running broker"):
+            writer._ingest(parts, bid, fp)
+        assert time.time() - t0 < 30
+        after = _tree(store)
+    assert not staged & set(after)
+    incoming = [k for k in before if k.startswith(paths.INCOMING_DIR)] + [paths.META_DIR]
+    assert {k: v for k, v in after.items() if k not in incoming} == {k: v for k, v in before.items()
+                                                                     if k not in incoming}
+    writer, parts, bid, fp = _stage_sink_parts(inputs, store)
+    assert writer._ingest(parts, bid, fp)["status"] == "committed"
+    assert not os.path.lexists(os.path.join(store, paths.LOCK_FILE))
+
+
+def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
+    """The broker lock the mirror holds is its target's: a broker running on the directory it
+    mirrors (the whole point of a mirror) stops nothing, and its lock is never touched."""
+    from support import goldenlib
+    from storelib.ops.mirror import mirror_broker
+    broker_dir = str(tmp_path / "broker")
+    goldenlib.restore(golden_set("small-roll"), broker_dir)
+    os.remove(os.path.join(broker_dir, "abort.bak"))
+    lock = os.path.join(broker_dir, paths.LOCK_FILE)
+    with _broker_running(broker_dir):
+        assert mirror_broker(broker_dir, str(tmp_path / "mirror"), quiet=True)["status"] == "committed"
+        assert _try(lock) == "held"
+    assert open(lock, "rb").read() == b"lock"
+    assert not os.path.lexists(str(tmp_path / "mirror" / paths.LOCK_FILE))
+
+
+def test_ingest_through_spark_submit_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
+    """``jobs/ingest.py`` under spark-submit, appending to a store a broker runs on: exit 3 naming
+    the running broker, the store as it was."""
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    with _broker_running(store):
+        before = _tree(store)
+        res = run("ingest.py", "--store", store, "--input", str(inputs / "b.jsonl"), "--format", "jsonl",
+                  "--batch-id", "B", "--quiet", submit=True)
+        # (spark-submit's PythonRunner passes the job's stderr on as its stdout)
+        assert res.returncode == 3 and "running broker" in res.stdout + res.stderr, res.stderr[-3000:]
+        assert _tree(store) == before
+
+
+def test_expire_job_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    with _broker_running(store):
+        before = _tree(store)
+        res = run("expire.py", "--store", store, "--reserved-hours", "1", "--now",
+                  str(_newest(inputs) + 2 * 3600_000), "--quiet")
+        assert res.returncode == 3 and "running broker" in res.stderr, res.stderr[-3000:]
+        assert _tree(store) == before
+
+
+def _runner(args: list, env: dict | None = None, popen: bool = False):
+    cmd = [sys.executable, RUNNER, *map(str, args)]
+    e = dict(os.environ, **(env or {}))
+    if popen:
+        return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("what", ["ingest", "expire", "sink"])
+def test_a_broker_cannot_take_the_lock_while_a_writer_runs(inputs, store_a, tmp_path, what):
+    """A writer held right before its Delta commit (its files staged): ``lock`` is there, made by
+    the writer, and a broker starting then cannot take it (its tryLock fails: it does not start);
+    another rocketlake writer can share it (the writer lease orders those). The writer goes on,
+    commits, and leaves no ``lock``."""
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    lock = os.path.join(store, paths.LOCK_FILE)
+    gate = str(tmp_path / "gate")
+    args = {"ingest": ["ingest", store, inputs / "b.jsonl", inputs / "small.properties", "B"],
+            "expire": ["expire", store, 1, _newest(inputs) + 2 * 3600_000],
+            "sink": ["sink", store, inputs / "b.jsonl", inputs / "small.properties", "q1", 0]}[what]
+    proc = _runner(args, {"ROCKETLAKE_HOLD": f"before-delta-commit:{gate}"}, popen=True)
+    try:
+        deadline = time.time() + 300
+        while not os.path.exists(gate + ".reached") and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(gate + ".reached"), proc.communicate()[1][-3000:]
+        assert os.path.getsize(lock) == 0
+        assert _try(lock, "exclusive") == "held" and _try(lock, "shared") == "free"
+    finally:
+        open(gate, "w").close()
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert json.loads(out)["status"] == "committed"
+    assert not os.path.lexists(lock)
+
+
+def test_a_killed_writers_empty_lock_is_no_damage_and_the_next_writer_removes_it(inputs, store_a, tmp_path):
+    """An ingest killed after its lease leaves ``lock``, empty: verify finds nothing, inspect reads
+    the store, the store is still a store to write; the rerun commits and removes it."""
+    from storelib.ops import inspect as inspection
+    from storelib.table.snapshots import open_snapshot
+    from storelib.table.storeinfo import StoreKind, check_store
+    from storelib.verify import driver as verify
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    lock = os.path.join(store, paths.LOCK_FILE)
+    killed = _runner(["ingest", store, inputs / "b.jsonl", inputs / "small.properties", "B"],
+                     {"ROCKETLAKE_FAULT": "after-files-staged"})
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert os.path.isfile(lock) and os.path.getsize(lock) == 0
+    assert verify.verify_store(store, load_config(str(inputs / "small.properties"))).problems == []
+    st = storage.Store(store)
+    assert inspection.stats(st, open_snapshot(st))
+    assert check_store(store, writing=True) == StoreKind.ROCKETLAKE
+    assert _ingest(inputs, store, "b", "B")["status"] == "committed"
+    assert not os.path.lexists(lock)
+
+
+def test_a_directory_a_killed_first_ingest_left_only_its_lock_in_is_empty(tmp_path):
+    """Killed after it made the store's ``lock`` and before its lease: the directory holds that
+    empty file only, and is still an empty directory to write a store into."""
+    from storelib.table.storeinfo import StoreKind, check_store
+    d = tmp_path / "new"
+    d.mkdir()
+    (d / paths.LOCK_FILE).write_bytes(b"")
+    assert check_store(str(d), writing=True) == StoreKind.EMPTY
+    (d / "other").write_bytes(b"x")
+    with pytest.raises(errors.StoreNotFound):
+        check_store(str(d), writing=True)
+
+
+# -- holds within one process
+
+def _store(tmp_path) -> storage.Store:
+    d = tmp_path / "s"
+    d.mkdir(exist_ok=True)
+    return storage.Store(str(d))
+
+
+def _hold(st: storage.Store, mode: str):
+    return brokerlock.hold_broker_lock(st, create=True, **({"shared": True} if mode == "shared" else {}))
+
+
+@pytest.mark.parametrize("outer,inner", [("exclusive", "shared"), ("shared", "shared"), ("exclusive", "exclusive")])
+def test_a_nested_hold_released_first_leaves_the_outer_one_in_force(tmp_path, outer, inner):
+    """A repair or an in-place adopt (exclusive), then its writer lease (shared), in one process:
+    POSIX drops a process's locks on a file when any fd of it closes, so the inner hold's end
+    must not end the outer one: another process still cannot take the lock, in the outer's mode."""
+    st = _store(tmp_path)
+    lock = os.path.join(st.root, paths.LOCK_FILE)
+    a, b = _hold(st, outer), _hold(st, inner)
+    assert a is not None and b is not None
+    b.release()
+    assert _try(lock, "exclusive") == "held"
+    b.release()                            # a second release of one hold does nothing
+    assert _try(lock, "shared") == ("free" if outer == "shared" else "held")
+    a.release()
+    assert not os.path.lexists(lock)       # made by this process, removed by its last hold
+
+
+def test_an_exclusive_hold_inside_a_shared_one_and_its_end(tmp_path):
+    """A writer's lease (shared), then an exclusive hold in the same process: the lock becomes
+    exclusive while both are held, shared again when the exclusive one ends; refused (and the
+    shared hold kept) when another process shares the lock."""
+    st = _store(tmp_path)
+    lock = os.path.join(st.root, paths.LOCK_FILE)
+    a = brokerlock.hold_broker_lock(st, create=True, shared=True)
+    b = brokerlock.hold_broker_lock(st, create=True)
+    assert _try(lock, "shared") == "held"
+    b.release()
+    assert _try(lock, "shared") == "free" and _try(lock, "exclusive") == "held"
+    sharer = subprocess.Popen([sys.executable, "-c", _TRY.replace("print(\"free\")", "print(\"free\", flush=True)\n"
+                                                                  "    sys.stdin.read()"), lock, "shared"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert sharer.stdout.readline().strip() == "free"
+        with pytest.raises(errors.BrokerRunning):
+            brokerlock.hold_broker_lock(st, create=True)
+        assert _try(lock, "exclusive") == "held"
+    finally:
+        sharer.communicate("")
+    a.release()
+    assert not os.path.lexists(lock)
+
+
+def test_holds_from_many_threads_share_one_lock(tmp_path):
+    """Threads taking and ending holds at once (a sink's commit beside a repair in one process):
+    while one hold lives the lock stays held; the last one removes the file it made, and no fd
+    is left open."""
+    st = _store(tmp_path)
+    lock = os.path.join(st.root, paths.LOCK_FILE)
+    keep = brokerlock.hold_broker_lock(st, create=True, shared=True)
+    errs: list = []
+
+    def churn(k: int) -> None:
+        try:
+            for i in range(200):
+                h = brokerlock.hold_broker_lock(st, create=True, shared=(i + k) % 3 != 0)
+                assert h is not None
+                h.release()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errs.append(e)
+    threads = [threading.Thread(target=churn, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errs == []
+    assert _try(lock, "exclusive") == "held"
+    keep.release()
+    assert not os.path.lexists(lock)
+    assert not [n for n in os.listdir("/proc/self/fd") if _names(n, lock)]
+
+
+def _names(fd: str, path: str) -> bool:
+    """Is this process's fd ``fd`` open on ``path`` (removed or not)?"""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith(path)
+    except OSError:
+        return False
+
+
+def test_a_writer_lease_refused_by_the_broker_lock_writes_nothing(tmp_path):
+    """``WriterLease.acquire`` on a store a broker holds: BrokerRunning, no lease file, no
+    ``_rocketlake/``; on a new directory it makes the directory first and holds its lock, and its
+    release leaves the directory as it found it."""
+    st = _store(tmp_path)
+    with _broker_running(st.root):
+        before = _tree(st.root)
+        lease = writerlease.WriterLease(st, "x")
+        with pytest.raises(errors.BrokerRunning):
+            lease.acquire()
+        assert _tree(st.root) == before
+        lease.release()
+    new = storage.Store(str(tmp_path / "new" / "store"))
+    lease = writerlease.WriterLease(new, "y")
+    lease.acquire()
+    try:
+        assert _try(os.path.join(new.root, paths.LOCK_FILE)) == "held"
+    finally:
+        lease.release()
+    assert os.listdir(new.root) == []
