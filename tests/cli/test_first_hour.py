@@ -220,7 +220,8 @@ def test_failed_import_removes_what_it_copied(store, tmp_path):
     dst.mkdir()
     code, _, err = rl("ingest", "--store", str(dst), "--from-store", src, "--quiet")
     assert code == 1 and "did not shut down cleanly" in err and "Traceback" not in err
-    assert os.listdir(dst) == [], os.listdir(dst)
+    assert os.listdir(dst) == ["lock"], os.listdir(dst)      # (the empty one its lease held: it stays)
+    assert os.path.getsize(dst / "lock") == 0
     os.remove(os.path.join(src, "abort"))
     code, out, err = rl("ingest", "--store", str(dst), "--from-store", src, "--quiet")
     assert code == 0 and "status=committed" in out, err
