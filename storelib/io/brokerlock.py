@@ -34,7 +34,9 @@ symbolic link (which could lead out of the store) or anything else is refused
 The lock is POSIX's: per process, it excludes other processes only, and closing any fd of the
 file drops all of the process's locks on it. So a process holds one fd per directory whatever
 the number of its holds (a repair's, then its writer lease's), counted: the last release closes
-it, and the lock is in the strongest mode a hold still asks for.
+it, and the lock is in the strongest mode a hold still asks for. A forked child holds none of
+its parent's locks: its first hold opens an fd of its own, and ending a hold it inherited does
+nothing.
 """
 from __future__ import annotations
 
@@ -54,8 +56,8 @@ __all__ = ["BrokerLock", "hold_broker_lock"]
 
 @dataclass
 class _Held:
-    """This process's lock on one directory's ``lock``: the one fd, the process that holds it, the
-    holds of each mode, the mode the lock is in."""
+    """This process's lock on one directory's ``lock``: the one fd, the process that holds it (a
+    forked child has a copy of it, not the lock), the holds of each mode, the mode the lock is in."""
     fd: int
     path: str
     pid: int
@@ -82,12 +84,16 @@ class BrokerLock:
     def release(self) -> None:
         """End this hold (a second call does nothing). The last hold of the process closes the fd,
         which drops the lock (the file stays: see the module docstring); an exclusive hold ended
-        beside shared ones leaves the lock shared."""
+        beside shared ones leaves the lock shared. In a forked child a parent's hold ends as
+        nothing: the lock is the parent's, and converting or testing it here would act as the
+        child's own (a conversion to shared would wait for the parent's exclusive lock for ever)."""
         with _GUARD:
             if self._released:
                 return
             self._released = True
             h = self._held
+            if h.pid != os.getpid():
+                return
             if self.exclusive:
                 h.exclusive -= 1
             else:

@@ -4,7 +4,7 @@ and per topic), the streaming sink's commit and the mirror's target are refused 
 process (a running broker) holds ``<store>/lock``, the store byte for byte as it was; while a
 writer runs, a broker cannot take the lock; the ``lock`` a writer made stays (a broker that opened
 it meanwhile locks that very file), empty, and is no damage. And the lock's holds within one
-process: counted, one fd, thread-safe."""
+process: counted, one fd, thread-safe, nothing of them in a forked child."""
 from __future__ import annotations
 
 import hashlib
@@ -268,6 +268,48 @@ def test_a_broker_that_opened_lock_before_a_writer_ended_still_excludes_the_next
     finally:
         broker.kill()
         broker.wait()
+
+
+@pytest.mark.parametrize("order", ["shared-first", "exclusive-first"])
+def test_a_forked_childs_end_of_an_inherited_hold_leaves_the_parents_lock(tmp_path, order):
+    """A child forked while this process holds the lock (exclusive, and shared: a repair and its
+    lease) and ending the holds it inherited: the lock is the parent's, not the child's. The
+    child neither blocks (converting a lock it does not hold to shared would wait for the
+    parent's for ever) nor touches the file; the parent's lock stays in force on that file."""
+    import warnings
+    st = _store(tmp_path)
+    lock = os.path.join(st.root, paths.LOCK_FILE)
+    ex, sh = _hold(st, "exclusive"), _hold(st, "shared")
+    ino = os.stat(lock).st_ino
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)       # (fork in a process with threads)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for h in ((sh, ex) if order == "shared-first" else (ex, sh)):
+                h.release()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child blocked ending the holds it inherited")
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert os.stat(lock).st_ino == ino
+        assert _try(lock, "shared") == "held"
+    finally:
+        sh.release()
+        ex.release()
+    assert _try(lock, "exclusive") == "free"
 
 
 def test_ingest_through_spark_submit_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
