@@ -532,7 +532,8 @@ def _new_dirs(store: storage.Store) -> list:
 
 def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
     """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
-    them (each only if empty: never another writer's file); elsewhere also the directories
+    them (each only if empty: never another writer's file; a local directory keeps the empty
+    ``lock`` its writer held, ``io.brokerlock``, and so stays); elsewhere also the directories
     ``new_dirs`` (``_new_dirs``) left empty."""
     try:
         if storage.remove_dir_if_empty(store, paths.META_DIR) and store.os_paths:

@@ -19,19 +19,24 @@ that excludes this one, nothing changed:
   is excluded; rocketlake's writers do not exclude each other here (the writer lease orders
   them, and takes a stalled writer's store over).
 
-A directory without ``lock`` gets one (``create``), made exclusively. The last release in the
-process removes it, while no other process holds it, when this process made it, or when it is
-empty (what a killed run leaves: a broker that started wrote ``lock`` into its own), so that a
-run leaves the directory as it found it. A holder that finds the file it locked removed or
-replaced meanwhile (its creator released it) tries again, so two processes never hold locks on
-two different files of one name. ``lock`` must be a regular file in the directory: a symbolic
-link (which could lead out of the store) or anything else is refused (``StorePathError``),
-nothing opened through it.
+A directory without ``lock`` gets one (``create``), made exclusively, and keeps it: no holder
+ever removes ``lock``. A broker opens the file in its constructor and locks it only in
+``start()``, after ``load()`` (its recovery: seconds on a large store); a writer that removed the
+file meanwhile (it made it, or found it empty) would leave that broker locking a file no longer
+in the directory, and the next writer, making a new ``lock``, would lock that one and write under
+the running broker. RocketMQ's own store keeps ``lock`` for good too (a broker never removes it);
+an empty one is what a writer (or a broker that never started) leaves. A holder that finds the
+file it locked removed or replaced meanwhile (by hand) tries again, so two processes never hold
+locks on two different files of one name. ``lock`` must be a regular file in the directory: a
+symbolic link (which could lead out of the store) or anything else is refused
+(``StorePathError``), nothing opened through it.
 
 The lock is POSIX's: per process, it excludes other processes only, and closing any fd of the
 file drops all of the process's locks on it. So a process holds one fd per directory whatever
 the number of its holds (a repair's, then its writer lease's), counted: the last release closes
-it, and the lock is in the strongest mode a hold still asks for.
+it, and the lock is in the strongest mode a hold still asks for. A forked child holds none of
+its parent's locks: its first hold opens an fd of its own, and ending a hold it inherited does
+nothing.
 """
 from __future__ import annotations
 
@@ -51,11 +56,10 @@ __all__ = ["BrokerLock", "hold_broker_lock"]
 
 @dataclass
 class _Held:
-    """This process's lock on one directory's ``lock``: the one fd, whether this process made the
-    file, the holds of each mode, the mode the lock is in."""
+    """This process's lock on one directory's ``lock``: the one fd, the process that holds it (a
+    forked child has a copy of it, not the lock), the holds of each mode, the mode the lock is in."""
     fd: int
     path: str
-    created: bool
     pid: int
     exclusive: int = 0
     shared: int = 0
@@ -78,14 +82,18 @@ class BrokerLock:
         return self._held.path
 
     def release(self) -> None:
-        """End this hold (a second call does nothing). The last hold of the process removes the
-        file (``hold_broker_lock``), then closes the fd, which drops the lock; an exclusive hold
-        ended beside shared ones leaves the lock shared."""
+        """End this hold (a second call does nothing). The last hold of the process closes the fd,
+        which drops the lock (the file stays: see the module docstring); an exclusive hold ended
+        beside shared ones leaves the lock shared. In a forked child a parent's hold ends as
+        nothing: the lock is the parent's, and converting or testing it here would act as the
+        child's own (a conversion to shared would wait for the parent's exclusive lock for ever)."""
         with _GUARD:
             if self._released:
                 return
             self._released = True
             h = self._held
+            if h.pid != os.getpid():
+                return
             if self.exclusive:
                 h.exclusive -= 1
             else:
@@ -97,11 +105,7 @@ class BrokerLock:
                 return
             if _HELD.get(self._key) is h:
                 del _HELD[self._key]
-            try:
-                if _alone(h) and _same_file(h.fd, h.path) and (h.created or os.fstat(h.fd).st_size == 0):
-                    os.unlink(h.path)          # still locked: nobody else holds a lock on it
-            finally:
-                os.close(h.fd)
+            os.close(h.fd)
 
 
 def hold_broker_lock(store: storage.Store, create: bool = False, shared: bool = False) -> BrokerLock | None:
@@ -121,11 +125,10 @@ def hold_broker_lock(store: storage.Store, create: bool = False, shared: bool = 
             h = None
         if h is None:
             path = os.path.join(store.root, paths.LOCK_FILE)
-            locked = _lock(path, create, shared)
-            if locked is None:
+            fd = _lock(path, create, shared)
+            if fd is None:
                 return None
-            fd, created = locked
-            h = _HELD[key] = _Held(fd, path, created, os.getpid(), locked_exclusive=not shared)
+            h = _HELD[key] = _Held(fd, path, os.getpid(), locked_exclusive=not shared)
         elif not shared and not h.locked_exclusive:
             try:
                 fcntl.lockf(h.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)      # failing, it stays shared
@@ -139,21 +142,20 @@ def hold_broker_lock(store: storage.Store, create: bool = False, shared: bool = 
         return BrokerLock(key, h, not shared)
 
 
-def _lock(path: str, create: bool, shared: bool) -> tuple[int, bool] | None:
-    """(fd, created) of ``path`` locked in the mode asked, None when there is no file to lock."""
+def _lock(path: str, create: bool, shared: bool) -> int | None:
+    """An fd of ``path`` locked in the mode asked, None when there is no file to lock."""
     while True:
-        opened = _open(path, create)
-        if opened is None:
+        fd = _open(path, create)
+        if fd is None:
             return None
-        fd, created = opened
         try:
             fcntl.lockf(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise _running(path) from None
         if _same_file(fd, path):
-            return fd, created
-        os.close(fd)         # its creator removed it when it released it: lock the one there now
+            return fd
+        os.close(fd)         # removed or replaced meanwhile: lock the one there now
 
 
 def _running(path: str) -> BrokerRunning:
@@ -161,31 +163,17 @@ def _running(path: str) -> BrokerRunning:
                          "ingest, expire or mirror of this directory): stop it first; nothing was changed")
 
 
-def _alone(h: _Held) -> bool:
-    """Does no other process hold a lock on the file? (Its lock taken exclusive to tell.)"""
-    if h.locked_exclusive:
-        return True
-    try:
-        fcntl.lockf(h.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    h.locked_exclusive = True
-    return True
-
-
-def _open(path: str, create: bool) -> tuple[int, bool] | None:
-    """(fd, created) of the regular file ``path``, made exclusively when there is none and
-    ``create`` (None: there is none, and it is not to be or cannot be made)."""
+def _open(path: str, create: bool) -> int | None:
+    """An fd of the regular file ``path``, made exclusively when there is none and ``create``
+    (None: there is none, and it is not to be or cannot be made)."""
     while True:
         try:
             fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
-            created = False
         except FileNotFoundError:
             if not create:
                 return None
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-                created = True
             except FileExistsError:
                 continue
             except OSError as e:
@@ -197,7 +185,7 @@ def _open(path: str, create: bool) -> tuple[int, bool] | None:
                 raise
             raise StorePathError(_not_a_file(path, e.strerror)) from None
         if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd, created
+            return fd
         os.close(fd)
         raise StorePathError(_not_a_file(path, "not a regular file"))
 

@@ -581,9 +581,10 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
         raise RepairError(f"{store.uri}: --apply repairs local stores only (a dry run works anywhere)")
     # A broker's directory: held exclusively, as a broker holds it. A rocketlake store: shared, as its
     # writer lease (taken for --apply) holds it: a running broker refuses the repair, another
-    # rocketlake writer is the lease's to refuse.
+    # rocketlake writer is the lease's to refuse. A dry run makes no ``lock`` where there is none
+    # (one made stays: io.brokerlock), and changes nothing.
     managed = _has_manifest(store)
-    broker_lock = hold_broker_lock(store, create=store.local and not managed, shared=managed)
+    broker_lock = hold_broker_lock(store, create=store.local and not managed and apply, shared=managed)
     lease = None
     try:
         snap = _load_snapshot(store)

@@ -58,8 +58,8 @@ def store_kind(uri: str) -> str:
         return StoreKind.ROCKETLAKE
     if names & set(paths.BROKER_DIRS):
         return StoreKind.BROKER
-    # ``lock`` alone: what a writer killed before its first lease left (io.brokerlock), or a broker's
-    # that made nothing else: no store yet, nothing of anything else either
+    # ``lock`` alone: what a writer that made it and committed nothing left (io.brokerlock: it stays),
+    # or a broker's that made nothing else: no store yet, nothing of anything else either
     return StoreKind.EMPTY if not names - {paths.LOCK_FILE} else StoreKind.OTHER
 
 

@@ -130,7 +130,8 @@ class WriterLease:
 
     def _hold_broker_lock(self) -> bool:
         """A local store's broker lock, held shared (the store's directory made first when there is
-        none yet, so that no broker starts on a first batch either); whether the directory was made."""
+        none yet, so that no broker starts on a first batch either; its ``lock`` then stays in
+        it, as every ``lock`` does); whether the directory was made."""
         if not self.store.local:
             return False
         made = not os.path.isdir(self.store.root)

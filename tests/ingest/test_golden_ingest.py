@@ -66,8 +66,10 @@ def test_small_roll_jsonl_seven_partitions(tmp_path):
     assert snap.batch["messages"] == 3000
     assert len(snap.of_kind("commitlog")) == 63 and len(snap.of_kind("index")) == 25
     assert len(snap.of_kind("consumequeue")) == 142
-    # The rest of the root stays a plain RocketMQ storePathRootDir.
-    assert sorted(os.listdir(store)) == ["_rocketlake", "checkpoint", "commitlog", "consumequeue", "index"]
+    # The rest of the root stays a plain RocketMQ storePathRootDir (its ``lock``: the empty one the
+    # ingest held the broker lock on, storelib.io.brokerlock).
+    assert sorted(os.listdir(store)) == ["_rocketlake", "checkpoint", "commitlog", "consumequeue", "index", "lock"]
+    assert os.path.getsize(os.path.join(store, paths.LOCK_FILE)) == 0
     assert not os.path.exists(os.path.join(store, paths.STAGING_DIR, s["batch_id"]))
 
 

@@ -2,8 +2,9 @@
 ingest (a first batch and an append, in this process and through spark-submit), expire (store-wide
 and per topic), the streaming sink's commit and the mirror's target are refused while another
 process (a running broker) holds ``<store>/lock``, the store byte for byte as it was; while a
-writer runs, a broker cannot take the lock; a killed writer's empty ``lock`` is no damage and the
-next writer removes it. And the lock's holds within one process: counted, one fd, thread-safe."""
+writer runs, a broker cannot take the lock; the ``lock`` a writer made stays (a broker that opened
+it meanwhile locks that very file), empty, and is no damage. And the lock's holds within one
+process: counted, one fd, thread-safe, nothing of them in a forked child."""
 from __future__ import annotations
 
 import hashlib
@@ -105,7 +106,7 @@ def _ingest(inputs, store: str, part: str, batch: str) -> dict:
 def store_a(inputs, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("bl-a") / "store")
     assert _ingest(inputs, out, "a", "A")["status"] == "committed"
-    assert not os.path.lexists(os.path.join(out, paths.LOCK_FILE))          # a clean run leaves none
+    assert os.path.getsize(os.path.join(out, paths.LOCK_FILE)) == 0        # the one it held: it stays
     return out
 
 
@@ -194,7 +195,7 @@ def test_the_streaming_sinks_commit_is_refused_while_a_broker_holds_the_lock(inp
                                                                      if k not in incoming}
     writer, parts, bid, fp = _stage_sink_parts(inputs, store)
     assert writer._ingest(parts, bid, fp)["status"] == "committed"
-    assert not os.path.lexists(os.path.join(store, paths.LOCK_FILE))
+    assert _try(os.path.join(store, paths.LOCK_FILE)) == "free"
 
 
 def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
@@ -210,7 +211,105 @@ def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
         assert mirror_broker(broker_dir, str(tmp_path / "mirror"), quiet=True)["status"] == "committed"
         assert _try(lock) == "held"
     assert open(lock, "rb").read() == b"lock"
-    assert not os.path.lexists(str(tmp_path / "mirror" / paths.LOCK_FILE))
+    assert os.path.getsize(str(tmp_path / "mirror" / paths.LOCK_FILE)) == 0      # the target's own
+
+
+# A broker starting: DefaultMessageStore's constructor opens ``lock`` (RandomAccessFile "rw": made
+# when there is none), its load() (the recovery) runs, and only start() takes FileChannel.tryLock(0,
+# 1, false) and writes "lock" into the file. Told on stdin, it locks the file it opened.
+_STARTING_BROKER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+print("opened", flush=True)
+sys.stdin.readline()
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+except OSError:
+    print("refused", flush=True)
+else:
+    os.pwrite(fd, b"lock", 0)
+    print("started", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("made_by", ["writer", "broker"])
+def test_a_broker_that_opened_lock_before_a_writer_ended_still_excludes_the_next_writer(inputs, store_a, tmp_path,
+                                                                                         made_by):
+    """A broker opens ``lock`` (made by a writer running then, or by the broker itself, empty) and
+    takes its lock only after its load(): a writer that ends in between must leave that very file
+    where it is. Removed, the broker would lock a file no longer in the directory and run, and the
+    next writer would make a new ``lock``, lock it, and append under the running broker. Here that
+    next writer is refused (BrokerRunning), the store as it was."""
+    store = str(tmp_path / "store")
+    shutil.copytree(store_a, store)
+    lock = os.path.join(store, paths.LOCK_FILE)
+    if os.path.lexists(lock):
+        os.remove(lock)
+    lease = writerlease.WriterLease(storage.Store(store), "W")
+    if made_by == "writer":
+        lease.acquire()
+        assert os.path.isfile(lock)
+    broker = subprocess.Popen([sys.executable, "-c", _STARTING_BROKER, lock], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert broker.stdout.readline().strip() == "opened"
+        if made_by == "broker":
+            lease.acquire()              # the broker's file, empty: it has not started yet
+        lease.release()                  # the writer ends while the broker loads
+        broker.stdin.write("\n")
+        broker.stdin.flush()
+        assert broker.stdout.readline().strip() == "started"
+        before = _tree(store)
+        with pytest.raises(errors.BrokerRunning, match="running broker"):
+            _write("append", inputs, store, "")
+        assert _tree(store) == before
+        assert open(lock, "rb").read() == b"lock"
+    finally:
+        broker.kill()
+        broker.wait()
+
+
+@pytest.mark.parametrize("order", ["shared-first", "exclusive-first"])
+def test_a_forked_childs_end_of_an_inherited_hold_leaves_the_parents_lock(tmp_path, order):
+    """A child forked while this process holds the lock (exclusive, and shared: a repair and its
+    lease) and ending the holds it inherited: the lock is the parent's, not the child's. The
+    child neither blocks (converting a lock it does not hold to shared would wait for the
+    parent's for ever) nor touches the file; the parent's lock stays in force on that file."""
+    import warnings
+    st = _store(tmp_path)
+    lock = os.path.join(st.root, paths.LOCK_FILE)
+    ex, sh = _hold(st, "exclusive"), _hold(st, "shared")
+    ino = os.stat(lock).st_ino
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)       # (fork in a process with threads)
+        pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for h in ((sh, ex) if order == "shared-first" else (ex, sh)):
+                h.release()
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the child blocked ending the holds it inherited")
+    try:
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert os.stat(lock).st_ino == ino
+        assert _try(lock, "shared") == "held"
+    finally:
+        sh.release()
+        ex.release()
+    assert _try(lock, "exclusive") == "free"
 
 
 def test_ingest_through_spark_submit_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
@@ -248,10 +347,10 @@ def _runner(args: list, env: dict | None = None, popen: bool = False):
 
 @pytest.mark.parametrize("what", ["ingest", "expire", "sink"])
 def test_a_broker_cannot_take_the_lock_while_a_writer_runs(inputs, store_a, tmp_path, what):
-    """A writer held right before its Delta commit (its files staged): ``lock`` is there, made by
-    the writer, and a broker starting then cannot take it (its tryLock fails: it does not start);
-    another rocketlake writer can share it (the writer lease orders those). The writer goes on,
-    commits, and leaves no ``lock``."""
+    """A writer held right before its Delta commit (its files staged): ``lock`` is there, and a
+    broker starting then cannot take it (its tryLock fails: it does not start); another
+    rocketlake writer can share it (the writer lease orders those). The writer goes on, commits,
+    and leaves ``lock`` where it was, free."""
     store = str(tmp_path / "store")
     shutil.copytree(store_a, store)
     lock = os.path.join(store, paths.LOCK_FILE)
@@ -272,12 +371,12 @@ def test_a_broker_cannot_take_the_lock_while_a_writer_runs(inputs, store_a, tmp_
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert json.loads(out)["status"] == "committed"
-    assert not os.path.lexists(lock)
+    assert os.path.getsize(lock) == 0 and _try(lock) == "free"
 
 
-def test_a_killed_writers_empty_lock_is_no_damage_and_the_next_writer_removes_it(inputs, store_a, tmp_path):
-    """An ingest killed after its lease leaves ``lock``, empty: verify finds nothing, inspect reads
-    the store, the store is still a store to write; the rerun commits and removes it."""
+def test_a_killed_writers_lock_is_no_damage(inputs, store_a, tmp_path):
+    """An ingest killed after its lease leaves ``lock`` as it was, empty: verify finds nothing,
+    inspect reads the store, the store is still a store to write; the rerun commits."""
     from storelib.ops import inspect as inspection
     from storelib.table.snapshots import open_snapshot
     from storelib.table.storeinfo import StoreKind, check_store
@@ -294,7 +393,7 @@ def test_a_killed_writers_empty_lock_is_no_damage_and_the_next_writer_removes_it
     assert inspection.stats(st, open_snapshot(st))
     assert check_store(store, writing=True) == StoreKind.ROCKETLAKE
     assert _ingest(inputs, store, "b", "B")["status"] == "committed"
-    assert not os.path.lexists(lock)
+    assert os.path.getsize(lock) == 0 and _try(lock) == "free"
 
 
 def test_a_directory_a_killed_first_ingest_left_only_its_lock_in_is_empty(tmp_path):
@@ -336,7 +435,7 @@ def test_a_nested_hold_released_first_leaves_the_outer_one_in_force(tmp_path, ou
     b.release()                            # a second release of one hold does nothing
     assert _try(lock, "shared") == ("free" if outer == "shared" else "held")
     a.release()
-    assert not os.path.lexists(lock)       # made by this process, removed by its last hold
+    assert _try(lock) == "free" and os.path.getsize(lock) == 0        # made by this process: it stays
 
 
 def test_an_exclusive_hold_inside_a_shared_one_and_its_end(tmp_path):
@@ -361,12 +460,12 @@ def test_an_exclusive_hold_inside_a_shared_one_and_its_end(tmp_path):
     finally:
         sharer.communicate("")
     a.release()
-    assert not os.path.lexists(lock)
+    assert _try(lock) == "free"
 
 
 def test_holds_from_many_threads_share_one_lock(tmp_path):
     """Threads taking and ending holds at once (a sink's commit beside a repair in one process):
-    while one hold lives the lock stays held; the last one removes the file it made, and no fd
+    while one hold lives the lock stays held; the last one lets it go, and no fd
     is left open."""
     st = _store(tmp_path)
     lock = os.path.join(st.root, paths.LOCK_FILE)
@@ -389,7 +488,7 @@ def test_holds_from_many_threads_share_one_lock(tmp_path):
     assert errs == []
     assert _try(lock, "exclusive") == "held"
     keep.release()
-    assert not os.path.lexists(lock)
+    assert _try(lock) == "free"
     assert not [n for n in os.listdir("/proc/self/fd") if _names(n, lock)]
 
 
@@ -404,7 +503,7 @@ def _names(fd: str, path: str) -> bool:
 def test_a_writer_lease_refused_by_the_broker_lock_writes_nothing(tmp_path):
     """``WriterLease.acquire`` on a store a broker holds: BrokerRunning, no lease file, no
     ``_rocketlake/``; on a new directory it makes the directory first and holds its lock, and its
-    release leaves the directory as it found it."""
+    release leaves that ``lock`` alone in it."""
     st = _store(tmp_path)
     with _broker_running(st.root):
         before = _tree(st.root)
@@ -420,4 +519,4 @@ def test_a_writer_lease_refused_by_the_broker_lock_writes_nothing(tmp_path):
         assert _try(os.path.join(new.root, paths.LOCK_FILE)) == "held"
     finally:
         lease.release()
-    assert os.listdir(new.root) == []
+    assert os.listdir(new.root) == [paths.LOCK_FILE]
