@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections import Counter
 import time
 import uuid
@@ -47,9 +46,9 @@ from ..errors import CorruptStore, NoSuchBatch, StoreError, StorePathError
 from . import ckmerge, deltacommit, deltalog
 from .tableread import (QUEUE_OFFSETS, SOURCE, as_read, batch_as_read, batch_row_whole, batch_rows_lean, open_table,
                         read_rows)
+from .rowcheck import check_row_paths, check_row_targets
 from .rows import RECORDED_KEYS, BatchRow, FileKind, ManifestRow, batch_rows, manifest_rows as manifest_rows_of
 from ..format.config import StoreConfig
-from ..format import names
 from ..io import storage
 
 __all__ = [ "MANIFEST_SCHEMA", "QUEUE_OFFSETS_TYPE",
@@ -368,34 +367,6 @@ def _table_rows(store: storage.Store, rel: str, read: Callable[[Any], list[dict[
         if problems:
             raise CorruptStore(*problems[0])
     return version, rows
-
-
-def check_row_paths(row: dict[Any, Any]) -> None:
-    """A manifest row's ``path`` (and ``staged_path``) must be store-relative paths that stay in
-    the store; StorePathError naming the row otherwise (a reader never follows it)."""
-    for col in ("path", "staged_path"):
-        rel = row.get(col)
-        if rel is None and col == "staged_path":
-            continue
-        problem = names.rel_path_problem(rel) if rel != "" else "is empty"
-        if problem:
-            raise StorePathError(
-                f"manifest row of batch {row.get('batch_id')!r} (seq {row.get('batch_seq')}, {row.get('action')} "
-                f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
-
-
-def check_row_targets(store: storage.Store, rows: list[ManifestRow]) -> None:
-    """Before a commit: its publish can reach every file its rows name (``path``, ``staged_path``),
-    so no committed batch is left unpublishable: a path out of the store (``Store.path``) is
-    ``StorePathError``, a directory where a file goes (local stores) ``CorruptStore``."""
-    for r in rows:
-        check_row_paths(r)
-        if r.staged_path:
-            store.path(r.staged_path)
-        path = store.path(r.path)
-        if store.os_paths and r.action == "add" and os.path.isdir(path):
-            raise CorruptStore(r.path, 0, f"a directory where the {r.kind} file of batch {r.batch_id!r} goes: "
-                                          "its publish could not put the file there; nothing was committed")
 
 
 def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[Any], checkpoint_row: Mapping[str, Any],

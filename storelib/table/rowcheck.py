@@ -22,21 +22,27 @@ one-line refusal before it changes anything.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import functools
 import json
+import os
 import re
+import stat
 
-from ..errors import CorruptStore
+from ..errors import CorruptStore, StorePathError
 from ..format import checkpoint, commitlog, consumequeue, indexfile
 from ..format.checkpoint import FILE_NAME as CHECKPOINT_FILE
 from ..format.config import StoreConfig
+from ..format import names
 from ..format.names import OFFSET_FILE_NAME
 from ..format.paths import STAGING_DIR
-from .rows import BatchRow, FileKind
+from .rows import BatchRow, FileKind, ManifestRow
 
-__all__ = ["snapshot_problems", "usable_rows", "row_problem", "check_snapshot", "segment_gaps", "HEADER_KEYS"]
+if TYPE_CHECKING:                   # (storage loads pyarrow: not on the shell lookup path)
+    from ..io import storage
+
+__all__ = ["check_row_paths", "check_row_targets", "snapshot_problems", "usable_rows", "row_problem", "check_snapshot", "segment_gaps", "HEADER_KEYS"]
 
 _UNIT = consumequeue.UNIT_SIZE
 _PREFIX = {"commitlog": "commitlog/", "consumequeue": "consumequeue/", "index": "index/", "checkpoint": "checkpoint"}
@@ -52,7 +58,7 @@ def _is_int(v: Any) -> bool:
 
 def row_problem(r: dict[Any, Any], cfg: StoreConfig) -> str | None:
     """What is wrong with a live manifest row (``None``: a row readers can use). Its path is
-    already known to stay inside the store (``manifest.check_row_paths``)."""
+    already known to stay inside the store (``check_row_paths``)."""
     kind: Any = r.get("kind")
     path: str = r.get("path") or ""
     limits = {FileKind.COMMITLOG: cfg.mappedFileSizeCommitLog, FileKind.CONSUMEQUEUE: cfg.cq_file_size,
@@ -237,3 +243,54 @@ def _index(rows: dict[Any, Any], cfg: StoreConfig) -> list[Any]:
             out.append((r["path"], 0, f"manifest valid_bytes {r['valid_bytes']} / count {r['count']} disagree with "
                                       f"the committed header's indexCount {ic} (valid bytes {want})"))
     return out
+
+
+def check_row_paths(row: dict[Any, Any]) -> None:
+    """A manifest row's ``path`` (and ``staged_path``) must be store-relative paths that stay in
+    the store; StorePathError naming the row otherwise (a reader never follows it)."""
+    for col in ("path", "staged_path"):
+        rel = row.get(col)
+        if rel is None and col == "staged_path":
+            continue
+        problem = names.rel_path_problem(rel) if rel != "" else "is empty"
+        if problem:
+            raise StorePathError(
+                f"manifest row of batch {row.get('batch_id')!r} (seq {row.get('batch_seq')}, {row.get('action')} "
+                f"{row.get('kind')}): {col} {rel!r} {problem}: not a path inside the store; refusing to use it")
+
+
+def check_row_targets(store: storage.Store, rows: list[ManifestRow]) -> None:
+    """Before a commit: its publish can reach every file its rows name (``path``, ``staged_path``),
+    so no committed batch is left unpublishable: a path out of the store (``Store.path``) is
+    ``StorePathError``, a directory where a file goes (local stores) ``CorruptStore``."""
+    dirs: dict[str, str] = {}
+    for r in rows:
+        check_row_paths(r)
+        if r.staged_path:
+            _reachable(store, r.staged_path, dirs)
+        if _reachable(store, r.path, dirs) and r.action == "add":
+            raise CorruptStore(r.path, 0, f"a directory where the {r.kind} file of batch {r.batch_id!r} goes: "
+                                          "its publish could not put the file there; nothing was committed")
+
+
+def _reachable(store: storage.Store, rel: str, dirs: dict[str, str]) -> bool:
+    """``Store.path``'s rule for ``rel`` (StorePathError), at one ``lstat`` a file: each directory
+    is resolved once a commit (a batch's rows share a few thousand queue directories, and a real
+    path costs a ``lstat`` per component); a file that is no plain file or directory (a link, a
+    FIFO) goes through the whole rule. Whether a local store has a directory there."""
+    if not store.os_paths:
+        store.path(rel)
+        return False
+    parent, _, name = rel.rpartition("/")
+    base = dirs.get(parent)
+    if base is None:
+        base = dirs[parent] = store.path(parent)
+    try:
+        mode = os.lstat(os.path.join(base, name)).st_mode
+    except FileNotFoundError:
+        return False                              # made there by the publish, in a directory checked above
+    except OSError:
+        return os.path.isdir(store.path(rel))     # no directory above it: the whole rule
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return os.path.isdir(store.path(rel))
+    return stat.S_ISDIR(mode)
