@@ -274,23 +274,36 @@ def check_row_targets(store: storage.Store, rows: list[ManifestRow]) -> None:
 
 
 def _reachable(store: storage.Store, rel: str, dirs: dict[str, str]) -> bool:
-    """``Store.path``'s rule for ``rel`` (StorePathError), at one ``lstat`` a file: each directory
-    is resolved once a commit (a batch's rows share a few thousand queue directories, and a real
-    path costs a ``lstat`` per component); a file that is no plain file or directory (a link, a
-    FIFO) goes through the whole rule. Whether a local store has a directory there."""
+    """``Store.path``'s rule for ``rel`` (StorePathError) at one ``lstat`` a new path component:
+    a directory is resolved once a commit, from its parent's resolution (a real path from the root
+    costs a ``lstat`` a component, for every one of a commit's tens of thousands of queue files); a
+    link, FIFO or device along it goes through the whole rule. Whether a local store has a
+    directory there."""
     if not store.os_paths:
         store.path(rel)
         return False
+    mode, path = _component(store, rel, dirs)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
+def _component(store: storage.Store, rel: str, dirs: dict[str, str]) -> tuple[int | None, str]:
+    """(the mode of what is at ``rel``, None for nothing; its path, inside the store); parents'
+    paths kept in ``dirs``."""
+    if rel == "":
+        return stat.S_IFDIR, store.path("")
     parent, _, name = rel.rpartition("/")
     base = dirs.get(parent)
     if base is None:
-        base = dirs[parent] = store.path(parent)
+        base = dirs[parent] = _component(store, parent, dirs)[1]
+    path = os.path.join(base, name)
     try:
-        mode = os.lstat(os.path.join(base, name)).st_mode
+        found = os.lstat(path).st_mode
     except FileNotFoundError:
-        return False                              # made there by the publish, in a directory checked above
+        return None, path                 # made there by the publish, below a directory checked already
     except OSError:
-        return os.path.isdir(store.path(rel))     # no directory above it: the whole rule
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        return os.path.isdir(store.path(rel))
-    return stat.S_ISDIR(mode)
+        path = store.path(rel)            # no directory above it: the whole rule
+        return (os.stat(path).st_mode if os.path.exists(path) else None), path
+    if stat.S_ISREG(found) or stat.S_ISDIR(found):
+        return found, path
+    path = store.path(rel)                # a link (in the store, or StorePathError), a FIFO (StorePathError)
+    return (os.stat(path).st_mode if os.path.exists(path) else None), path
