@@ -275,7 +275,9 @@ def state_main(uri: str, out: str) -> int:
             else checksum.checksum_of_bytes(data)
         if sha != r["checksum"]:
             bad.append(f"{path}: checksum differs from the manifest's")
-    on_disk = [p for p in infos if not p.startswith(paths.META_DIR + "/")]
+    # (the broker lock every writer of a local store holds stays, empty: io.brokerlock)
+    on_disk = [p for p in infos if not p.startswith(paths.META_DIR + "/")
+               and not (p == paths.LOCK_FILE and infos[p].size == 0)]
     meta = [p for p in infos if p.startswith(paths.META_DIR + "/")
             and not p.startswith((paths.MANIFEST_DIR + "/", paths.CHECKPOINTS_DIR + "/",
                                   paths.OBJECTS_DIR + "/")) and p not in (paths.SNAPSHOT_CACHE, paths.SNAPSHOT_CACHE_DELTA)]
