@@ -282,7 +282,7 @@ def _reachable(store: storage.Store, rel: str, dirs: dict[str, str]) -> bool:
     if not store.os_paths:
         store.path(rel)
         return False
-    mode, path = _component(store, rel, dirs)
+    mode = _component(store, rel, dirs)[0]
     return mode is not None and stat.S_ISDIR(mode)
 
 
@@ -301,9 +301,12 @@ def _component(store: storage.Store, rel: str, dirs: dict[str, str]) -> tuple[in
     except FileNotFoundError:
         return None, path                 # made there by the publish, below a directory checked already
     except OSError:
-        path = store.path(rel)            # no directory above it: the whole rule
-        return (os.stat(path).st_mode if os.path.exists(path) else None), path
+        return _whole_rule(store, rel)    # no directory above it
     if stat.S_ISREG(found) or stat.S_ISDIR(found):
         return found, path
-    path = store.path(rel)                # a link (in the store, or StorePathError), a FIFO (StorePathError)
+    return _whole_rule(store, rel)        # a link (in the store, or StorePathError), a FIFO (StorePathError)
+
+
+def _whole_rule(store: storage.Store, rel: str) -> tuple[int | None, str]:
+    path = store.path(rel)
     return (os.stat(path).st_mode if os.path.exists(path) else None), path

@@ -84,15 +84,6 @@ def tree(path: str) -> dict:
     return out
 
 
-def without_empty_locks(entries: dict) -> dict:
-    """``tree``'s entries without the empty broker ``lock`` a refused writer leaves (a writer never
-    removes it: io.brokerlock) and the directories that hold nothing else, which it made."""
-    out = {k: v for k, v in entries.items() if not (os.path.basename(k) == "lock" and v == b"")}
-    return {k: v for k, v in out.items()
-            if not (k.endswith("/") and not any(o.startswith(k) and o != k for o in out)
-                    and k + "lock" in entries)}
-
-
 # ============================================================================ (a) topic validator
 @pytest.mark.parametrize("topic", HOSTILE_TOPICS, ids=repr)
 def test_hostile_topic_rejected(topic):
@@ -309,7 +300,7 @@ def test_ingest_rejects_hostile_topic(tmp_path, committed, state):
     if state == "committed":
         shutil.copytree(committed, store, symlinks=True)
     bad = write_lines(tmp_path / "bad.jsonl", with_topics(golden_lines(200)[150:], {3: "../../escape2", 41: "a/b"}))
-    before = without_empty_locks(tree(str(box)))
+    before = tree(str(box))
     r = spark_submit("jobs/ingest.py", "--store", store, "--input", bad, "--config", small_properties(tmp_path),
                      "--batch-id", "hostile")
     out = r.stdout + r.stderr
@@ -318,7 +309,7 @@ def test_ingest_rejects_hostile_topic(tmp_path, committed, state):
     assert len(lines) == 2, out[-3000:]
     assert lines[0].startswith(f"{bad} line 3: field 'topic': topic '../../escape2' contains '/'"), lines
     assert lines[1].startswith(f"{bad} line 41: field 'topic': topic 'a/b' contains '/'"), lines
-    assert without_empty_locks(tree(str(box))) == before, "a rejected batch changed the store or wrote beside it"
+    assert tree(str(box)) == before, "a rejected batch changed the store or wrote beside it"
     assert sorted(os.listdir(tmp_path)) == ["bad.jsonl", "box", "small.properties"]
     assert not os.path.exists(os.path.join(ROOT, "escape2"))
 
@@ -516,13 +507,13 @@ def test_adopt_refuses_links_out_and_odd_names(broker_copy, tmp_path, case, in_p
         os.makedirs(os.path.join(broker, "consumequeue", topic, "0"))
         needle = "consumequeue/" + repr(topic)
     dst = broker if in_place else str(tmp_path / "box" / "copy")
-    before = without_empty_locks(tree(str(tmp_path / "box")))
+    before = tree(str(tmp_path / "box"))
     watch = Watch(outside)
     with watch, pytest.raises(AdoptError) as e:
         adopt.adopt(None, dst, broker, small_config(), quiet=True)
     assert needle in str(e.value) and "nothing was imported" in str(e.value), str(e.value)
     watch.assert_untouched()
-    assert without_empty_locks(tree(str(tmp_path / "box"))) == before
+    assert tree(str(tmp_path / "box")) == before
 
 
 @pytest.mark.parametrize("what", ["data-file", "log-file", "table-dir"])
