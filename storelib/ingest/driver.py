@@ -60,7 +60,6 @@ tasks encoded (storelib.ingest.record_digest), so ``ingest_batch`` names its spl
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import time
 import uuid
@@ -72,6 +71,7 @@ from ..format import paths
 from ..table import rowcheck, writerlease
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import objstore, storage
+from ..io.brokerlock import remove_made_dir
 from ..runtime import warmup
 from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, outcome_unknown,
                      undo_attempt)
@@ -532,12 +532,12 @@ def _new_dirs(store: storage.Store) -> list:
 
 def _remove_empty_meta(store: storage.Store, new_dirs=()) -> None:
     """Leave no trace: drop ``_rocketlake/`` and the store directory if a failed first batch created
-    them (each only if empty: never another writer's file; a local directory keeps the empty
-    ``lock`` its writer held, ``io.brokerlock``, and so stays); elsewhere also the directories
-    ``new_dirs`` (``_new_dirs``) left empty."""
+    them (each only if empty, but for the empty ``lock`` its writer held: never another writer's
+    file, ``brokerlock.remove_made_dir``); elsewhere also the directories ``new_dirs``
+    (``_new_dirs``) left empty."""
     try:
         if storage.remove_dir_if_empty(store, paths.META_DIR) and store.os_paths:
-            os.rmdir(store.root)
+            remove_made_dir(store.root)
         for d in new_dirs:
             sel = storage.FileSelector(d, recursive=True, allow_not_found=True)
             if any(f.type == storage.FileType.File for f in store.fs.get_file_info(sel)):

@@ -20,7 +20,8 @@ that excludes this one, nothing changed:
   them, and takes a stalled writer's store over).
 
 A directory without ``lock`` gets one (``create``), made exclusively, and keeps it: no holder
-ever removes ``lock``. A broker opens the file in its constructor and locks it only in
+ever removes ``lock`` (but ``remove_made_dir``, with the directory a refused first run made). A
+broker opens the file in its constructor and locks it only in
 ``start()``, after ``load()`` (its recovery: seconds on a large store); a writer that removed the
 file meanwhile (it made it, or found it empty) would leave that broker locking a file no longer
 in the directory, and the next writer, making a new ``lock``, would lock that one and write under
@@ -51,7 +52,7 @@ from ..errors import BrokerRunning, StorePathError
 from ..format import paths
 from . import storage
 
-__all__ = ["BrokerLock", "hold_broker_lock"]
+__all__ = ["BrokerLock", "hold_broker_lock", "remove_made_dir"]
 
 
 @dataclass
@@ -140,6 +141,33 @@ def hold_broker_lock(store: storage.Store, create: bool = False, shared: bool = 
         else:
             h.exclusive += 1
         return BrokerLock(key, h, not shared)
+
+
+def remove_made_dir(root: str) -> None:
+    """Remove the directory ``root`` that a refused or empty first run made, if it holds nothing
+    or nothing but an empty ``lock`` (its writers' hold); OSError, everything left, otherwise. A
+    refused first batch leaves no directory, as before its writers held the lock. The ``lock`` goes
+    only while no process holds it, this one included (closing a second fd would drop this
+    process's own lock), and nothing else is there: a broker makes its ``commitlog`` and
+    ``consumequeue`` before it opens ``lock`` (``DefaultMessageStore``), so a directory holding
+    ``lock`` alone has no broker that could lock it after it is gone."""
+    path = os.path.join(root, paths.LOCK_FILE)
+    if os.listdir(root) == [paths.LOCK_FILE]:
+        st = os.stat(root)
+        with _GUARD:
+            h = _HELD.get((st.st_dev, st.st_ino))
+            if h is not None and h.pid == os.getpid():
+                raise OSError(errno.EBUSY, f"{path}: held by this process")
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)    # ELOOP: a link stays
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size:
+                raise OSError(errno.ENOTEMPTY, f"{path}: not an empty lock file")
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)                # OSError: another process holds it
+            if _same_file(fd, path) and os.listdir(root) == [paths.LOCK_FILE]:
+                os.unlink(path)
+        finally:
+            os.close(fd)
+    os.rmdir(root)
 
 
 def _lock(path: str, create: bool, shared: bool) -> int | None:

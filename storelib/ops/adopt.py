@@ -37,7 +37,7 @@ from ..table.rows import BatchRow, FileKind, ManifestRow, manifest_rows
 from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
-from ..io.brokerlock import hold_broker_lock
+from ..io.brokerlock import hold_broker_lock, remove_made_dir
 from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
@@ -138,7 +138,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
             broker_lock.release()
         if fresh:
             try:
-                os.rmdir(store.root)         # a refused import into a new directory leaves none
+                remove_made_dir(store.root)         # a refused import into a new directory leaves none
             except OSError:
                 pass
 

@@ -45,6 +45,7 @@ from ..ingest.driver import check_store_root, store_state
 from ..ingest.file_versions import FileVersion, committed_facts
 from ..ingest.staged_file import StagedFile
 from ..io import checksum, extentlists, storage
+from ..io.brokerlock import remove_made_dir
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
@@ -573,7 +574,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
             try:
-                os.rmdir(store.root)         # a refused first cycle into a new directory leaves none
+                remove_made_dir(store.root)         # a refused first cycle into a new directory leaves none
             except OSError:
                 pass
 

@@ -25,7 +25,7 @@ import uuid
 from ..errors import ConcurrentWriteError, CorruptStore, LeaseLost
 from ..format.paths import LEASE_PATH, META_DIR
 from ..io import condput, storage
-from ..io.brokerlock import BrokerLock, hold_broker_lock
+from ..io.brokerlock import BrokerLock, hold_broker_lock, remove_made_dir
 from .manifest import now_ms
 
 __all__ = ["LEASE_TTL_S", "LEASE_RENEW_S", "WriterLease"]
@@ -125,7 +125,7 @@ class WriterLease:
         except BaseException:
             self._release_broker_lock()
             if made_root:
-                _rmdir(self.store.root)
+                _remove_made(self.store.root)
             raise
 
     def _hold_broker_lock(self) -> bool:
@@ -141,7 +141,7 @@ class WriterLease:
             self._broker = hold_broker_lock(self.store, create=True, shared=True)
         except BaseException:
             if made:
-                _rmdir(self.store.root)
+                _remove_made(self.store.root)
             raise
         return made
 
@@ -294,10 +294,11 @@ def _typed(value: Any, t: type) -> bool:
     return isinstance(value, t) and not isinstance(value, bool)
 
 
-def _rmdir(path: str) -> None:
-    """Remove a directory this writer made, if it is still empty."""
+def _remove_made(path: str) -> None:
+    """Remove the store directory this writer made (and the empty ``lock`` it held there), if that
+    is all there is."""
     try:
-        os.rmdir(path)
+        remove_made_dir(path)
     except OSError:
         pass
 

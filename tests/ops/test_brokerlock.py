@@ -158,3 +158,52 @@ def test_an_in_place_import_given_a_relative_store_holds_the_lock(tmp_path, monk
     seen = _spy_commit(monkeypatch, os.path.join(store, "lock"))
     assert adopt.adopt(None, "s", store, small_config(), quiet=True)["status"] == "committed"
     assert seen == ["held"] and _lock_state(os.path.join(store, "lock")) == "free"
+
+
+# A child holding the broker lock until its stdin closes (a broker, or another rocketlake writer).
+_HOLD = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize("case", ["alone", "held-by-another", "beside-a-commitlog", "not-empty", "held-here"])
+def test_a_refused_first_runs_directory_goes_only_with_nothing_but_a_free_empty_lock(tmp_path, case):
+    """``remove_made_dir``: the directory a refused first run made, with the empty ``lock`` its
+    writers held, goes; a ``lock`` another process (or this one) holds, a non-empty one (a broker's)
+    or one beside anything else (a broker makes its directories before it opens ``lock``) stays,
+    and so does the directory."""
+    from storelib.io import brokerlock, storage
+    root = tmp_path / "store"
+    root.mkdir()
+    lock = root / "lock"
+    lock.write_bytes(b"lock" if case == "not-empty" else b"")
+    if case == "beside-a-commitlog":
+        (root / "commitlog").mkdir()
+    child = held = None
+    if case == "held-by-another":
+        child = subprocess.Popen([sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "held"
+    if case == "held-here":
+        held = brokerlock.hold_broker_lock(storage.Store(str(root)), shared=True)
+    try:
+        if case == "alone":
+            brokerlock.remove_made_dir(str(root))
+            assert not root.exists()
+            return
+        with pytest.raises(OSError):
+            brokerlock.remove_made_dir(str(root))
+        if held is not None:
+            assert _lock_state(str(lock)) == "held"       # this process's own lock survived the attempt
+    finally:
+        if child is not None:
+            child.stdin.close()
+            child.wait()
+        if held is not None:
+            held.release()
+    # (read only now: closing an fd of the file in this process would drop its own lock)
+    assert lock.read_bytes() == (b"lock" if case == "not-empty" else b"")
