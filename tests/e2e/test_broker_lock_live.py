@@ -10,7 +10,6 @@ through.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -19,14 +18,13 @@ import sys
 import pytest
 
 from conftest import ROOT
-from support import goldenlib, rmqjars
 from support.opshelp import small_config
+from support.lockholder import stat_tree
 from support.rmqbroker import Broker
 
-from test_rocketmq_broker import broker_topics, consume_all, expected
+from test_rocketmq_broker import broker_topics, consume_all, expected, golden_store
 
 pytestmark = pytest.mark.slow
-SET = "small-roll"
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
 WRITTEN = ("commitlog", "consumequeue", "index", "_rocketlake")      # what a rocketlake writer changes
 
@@ -36,31 +34,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
 
 
-def _state(store: str) -> dict:
-    """The directory's entries, and every file under ``WRITTEN``: sha256, mtime, inode. (What the
-    running broker writes itself, config/ and its checkpoint flushes, is left out.)"""
-    out: dict = {"": sorted(os.listdir(store))}
-    for top in WRITTEN:
-        for d, dirs, files in os.walk(os.path.join(store, top)):
-            for n in dirs + files:
-                p = os.path.join(d, n)
-                st = os.lstat(p)
-                digest = None
-                if n in files:
-                    with open(p, "rb") as fh:
-                        digest = hashlib.sha256(fh.read()).hexdigest()
-                out[os.path.relpath(p, store)] = (st.st_size, st.st_mtime_ns, st.st_ino, digest)
-    return out
-
-
 def test_writers_are_refused_while_a_broker_runs_on_an_adopted_store(tmp_path):
     from storelib.ops import adopt
-    try:
-        rmqjars.compile(rmqjars.V5, "broker")
-    except rmqjars.Unavailable as e:
-        pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
-    g = goldenlib.resolve_set(SET)
-    store = goldenlib.restore(g, str(tmp_path / "store"))
+    g, store = golden_store(tmp_path)
     lock = os.path.join(store, "lock")
     assert open(lock, "rb").read() == b"lock"
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
@@ -68,14 +44,14 @@ def test_writers_are_refused_while_a_broker_runs_on_an_adopted_store(tmp_path):
     broker_topics(store, queues)
     cfg = json.load(open(os.path.join(g, "config.json")))["messageStoreConfig"]
     with Broker(store, str(tmp_path / "broker"), {k: v for k, v in cfg.items() if k != "flushDiskType"}) as b:
-        before = _state(store)
+        before = stat_tree(store, WRITTEN)
         ingest = _cli("ingest", "--store", store, "--input", SAMPLE, "--local", "always", "--quiet")
         assert ingest.returncode == 3 and "running broker" in ingest.stderr, ingest.stderr[-3000:]
         expire = _cli("expire", "--store", store, "--reserved-hours", "0", "--now", "99999999999999", "--quiet")
         assert expire.returncode == 3 and "running broker" in expire.stderr, expire.stderr[-3000:]
-        assert _state(store) == before
+        assert stat_tree(store, WRITTEN) == before
         n = consume_all(b, queues)
     assert n == sum(len(v) for v in queues.values())
     ingest = _cli("ingest", "--store", store, "--input", SAMPLE, "--local", "always", "--quiet")
     assert ingest.returncode == 0, ingest.stderr[-3000:]
-    assert _state(store) != before
+    assert stat_tree(store, WRITTEN) != before

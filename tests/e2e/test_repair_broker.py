@@ -18,31 +18,19 @@ import shutil
 import pytest
 
 from support import goldenlib
-from support import rmqjars
 from support.opshelp import run, small_properties
 from support.rmqbroker import Broker
 
-from test_rocketmq_broker import broker_topics, check_queries, consume_all, expected
+from test_rocketmq_broker import broker_topics, check_queries, consume_all, expected, golden_store
 
 # Two minutes of a broker JVM, plus the default-size set (2 GB sparse): `make repair-fidelity`.
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not os.environ.get("ROCKETLAKE_REPAIR_FIDELITY"),
                                  reason="make repair-fidelity runs these (ROCKETLAKE_REPAIR_FIDELITY=1)")]
-SET = "small-roll"
-
-
-def _golden_store(tmp_path):
-    """The golden set and a copy of its store, once RocketMQ's broker is built (else a skip)."""
-    try:
-        rmqjars.compile(rmqjars.V5, "broker")
-    except rmqjars.Unavailable as e:
-        pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
-    g = goldenlib.resolve_set(SET)
-    return g, goldenlib.restore(g, str(tmp_path / "store"))
 
 
 def test_broker_serves_a_repaired_store(tmp_path):
-    g, store = _golden_store(tmp_path)
+    g, store = golden_store(tmp_path)
     shutil.rmtree(os.path.join(store, "consumequeue"))
     shutil.rmtree(os.path.join(store, "index"))
     with open(os.path.join(store, "checkpoint"), "r+b") as fh:
@@ -75,7 +63,7 @@ def test_broker_serves_a_directory_adopted_in_place(tmp_path):
     from storelib import errors
     from storelib.ops import adopt
     from support.opshelp import small_config
-    g, store = _golden_store(tmp_path)
+    g, store = golden_store(tmp_path)
     os.remove(os.path.join(store, "lock"))
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
     assert os.path.getsize(os.path.join(store, "lock")) == 0

@@ -145,11 +145,23 @@ def check_queries(b: Broker, set_dir: str, limit: int = 80) -> int:
     return done
 
 
-def test_broker_serves_a_rocketlake_store(tmp_path):
+def broker_built() -> None:
+    """RocketMQ's 5.x broker compiled (its jars fetched by `make rocketmq`), else a skip."""
     try:
         rmqjars.compile(rmqjars.V5, "broker")
     except rmqjars.Unavailable as e:
         pytest.skip(f"RocketMQ {rmqjars.V5} unavailable: {e}")
+
+
+def golden_store(tmp_path) -> tuple:
+    """The golden set ``SET`` and a copy of its store (as RocketMQ wrote it), once the broker is built."""
+    broker_built()
+    g = goldenlib.resolve_set(SET)
+    return g, goldenlib.restore(g, str(tmp_path / "store"))
+
+
+def test_broker_serves_a_rocketlake_store(tmp_path):
+    broker_built()
     t0 = time.time()
     g = goldenlib.resolve_set(SET)
     cfg = json.load(open(os.path.join(g, "config.json")))["messageStoreConfig"]

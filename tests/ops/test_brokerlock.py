@@ -2,38 +2,22 @@
 ``<store>/lock``: held whatever the directory or the path to it looks like, never through a link."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
+from support.lockholder import broker_holding, lock_state
 from support.opshelp import PY, restore, small_config, small_properties, tree_digest
 from storelib import errors
 from storelib.ops import adopt, repair as repair_op
 from storelib.table import manifest
 from storelib.verify import driver as verify
 
-# Whether another process can take the lock on a file now (a broker's FileChannel.tryLock is this fcntl lock).
-_TRY_LOCK = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-try:
-    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    print("free")
-except OSError:
-    print("held")
-"""
-
-
 _EMPTY = hashlib.sha256(b"").hexdigest()
-
-
-def _lock_state(path: str) -> str:
-    return subprocess.run([sys.executable, "-c", _TRY_LOCK, path], capture_output=True, text=True,
-                          check=True).stdout.strip()
 
 
 def _spy_commit(monkeypatch, lock: str) -> list:
@@ -42,7 +26,7 @@ def _spy_commit(monkeypatch, lock: str) -> list:
     real = manifest.commit
 
     def commit(*a, **k):
-        seen.append(_lock_state(lock) if os.path.exists(lock) else "absent")
+        seen.append(lock_state(lock) if os.path.exists(lock) else "absent")
         return real(*a, **k)
     monkeypatch.setattr(manifest, "commit", commit)
     return seen
@@ -111,7 +95,7 @@ def test_an_in_place_import_without_a_lock_file_holds_one_it_leaves(tmp_path, mo
     os.remove(os.path.join(store, "abort"))
     seen = _spy_commit(monkeypatch, lock)
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
-    assert seen == ["held"] and os.path.getsize(lock) == 0 and _lock_state(lock) == "free"
+    assert seen == ["held"] and os.path.getsize(lock) == 0 and lock_state(lock) == "free"
 
 
 @pytest.mark.parametrize("what", ["link", "directory"])
@@ -157,17 +141,7 @@ def test_an_in_place_import_given_a_relative_store_holds_the_lock(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     seen = _spy_commit(monkeypatch, os.path.join(store, "lock"))
     assert adopt.adopt(None, "s", store, small_config(), quiet=True)["status"] == "committed"
-    assert seen == ["held"] and _lock_state(os.path.join(store, "lock")) == "free"
-
-
-# A child holding the broker lock until its stdin closes (a broker, or another rocketlake writer).
-_HOLD = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-print("held", flush=True)
-sys.stdin.read()
-"""
+    assert seen == ["held"] and lock_state(os.path.join(store, "lock")) == "free"
 
 
 @pytest.mark.parametrize("case", ["alone", "held-by-another", "beside-a-commitlog", "not-empty", "held-here"])
@@ -183,27 +157,19 @@ def test_a_refused_first_runs_directory_goes_only_with_nothing_but_a_free_empty_
     lock.write_bytes(b"lock" if case == "not-empty" else b"")
     if case == "beside-a-commitlog":
         (root / "commitlog").mkdir()
-    child = held = None
-    if case == "held-by-another":
-        child = subprocess.Popen([sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
-        assert child.stdout.readline().strip() == "held"
-    if case == "held-here":
-        held = brokerlock.hold_broker_lock(storage.Store(str(root)), shared=True)
-    try:
-        if case == "alone":
-            brokerlock.remove_made_dir(str(root))
-            assert not root.exists()
-            return
-        with pytest.raises(OSError):
-            brokerlock.remove_made_dir(str(root))
-        if held is not None:
-            assert _lock_state(str(lock)) == "held"       # this process's own lock survived the attempt
-    finally:
-        if child is not None:
-            child.stdin.close()
-            child.wait()
-        if held is not None:
-            held.release()
+    if case == "alone":
+        brokerlock.remove_made_dir(str(root))
+        assert not root.exists()
+        return
+    held = brokerlock.hold_broker_lock(storage.Store(str(root)), shared=True) if case == "held-here" else None
+    with broker_holding(str(lock)) if case == "held-by-another" else contextlib.nullcontext():
+        try:
+            with pytest.raises(OSError):
+                brokerlock.remove_made_dir(str(root))
+            if held is not None:
+                assert lock_state(str(lock)) == "held"       # this process's own lock survived the attempt
+        finally:
+            if held is not None:
+                held.release()
     # (read only now: closing an fd of the file in this process would drop its own lock)
     assert lock.read_bytes() == (b"lock" if case == "not-empty" else b"")

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from conftest import GOLDEN
+from support.lockholder import broker_holding, stat_tree
 from support.opshelp import mismatches, restore, run, small_config, small_properties, write_messages
 from storelib import errors
 from storelib.ops import adopt, inspect as inspection
@@ -153,28 +152,6 @@ def test_import_records_the_brokers_topic_config(tmp_path):
     assert changes == {topics[0]: [6, 3]} and tcfg.write_queue_nums(topics[1]) == 6
 
 
-# A process holding the fcntl lock a running broker holds on <store>/lock (Python's lockf is the lock
-# RocketMQ's FileChannel.tryLock takes on Linux).
-_HOLD_LOCK = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-time.sleep(60)
-"""
-
-
-def _stat_tree(store: str) -> dict:
-    """Every file and directory of ``store``: bytes' digest (files), mtime and inode."""
-    out = {}
-    for d, dirs, fs in os.walk(store):
-        for name in dirs + fs:
-            p = os.path.join(d, name)
-            st = os.lstat(p)
-            out[os.path.relpath(p, store)] = (st.st_ino, st.st_mtime_ns, st.st_size)
-    return out
-
-
 def test_in_place_import_refuses_a_directory_a_running_broker_locks(tmp_path):
     """A broker running on the directory: refused (BrokerRunning, exit 3, one line), every file
     byte for byte, inode and mtime as it was, no ``_rocketlake/``; the broker gone, it imports."""
@@ -182,19 +159,14 @@ def test_in_place_import_refuses_a_directory_a_running_broker_locks(tmp_path):
     store = restore("small-roll", "files.json", str(tmp_path / "s"))
     lock = os.path.join(store, "lock")
     assert os.path.isfile(lock)              # (a broker creates it when it starts)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, lock], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        before, digest = _stat_tree(store), tree_digest(store)
+    with broker_holding(lock):
+        before, digest = stat_tree(store), tree_digest(store)
         with pytest.raises(errors.BrokerRunning, match="running broker"):
             adopt.adopt(None, store, store, small_config(), quiet=True)
         res = run("ingest.py", "--store", store, "--from-store", store, "--config", small_properties(tmp_path))
         assert res.returncode == 3 and "running broker" in res.stderr, res.stderr[-2000:]
-        assert _stat_tree(store) == before and tree_digest(store) == digest
+        assert stat_tree(store) == before and tree_digest(store) == digest
         assert not os.path.exists(os.path.join(store, "_rocketlake"))
-    finally:
-        holder.kill()
-        holder.wait()
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
 
 

@@ -7,7 +7,6 @@ it meanwhile locks that very file), empty, and is no damage. And the lock's hold
 process: counted, one fd, thread-safe, nothing of them in a forked child."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,11 +14,11 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 
 import pytest
 
 from conftest import ROOT, golden_set
+from support.lockholder import broker_holding, lock_state, stat_tree
 from support.opshelp import run, small_properties
 from storelib import errors
 from storelib.format import paths
@@ -29,61 +28,6 @@ from storelib.table import writerlease
 
 RUNNER = os.path.join(ROOT, "tests", "support", "local_ingest.py")
 CUT = 1800                               # small-roll's messages: a.jsonl before, b.jsonl from here
-
-# A broker holding its lock: FileChannel.tryLock(0, 1, false) is this fcntl lock (it makes the file
-# when there is none, as a broker's RandomAccessFile "rw" does).
-_BROKER = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-print("locked", flush=True)
-time.sleep(120)
-"""
-
-# Whether another process can take the lock now, exclusively (a broker) or shared (a rocketlake writer).
-_TRY = """
-import fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-try:
-    fcntl.lockf(fd, (fcntl.LOCK_SH if sys.argv[2] == "shared" else fcntl.LOCK_EX) | fcntl.LOCK_NB)
-    print("free")
-except OSError:
-    print("held")
-"""
-
-
-def _try(lock: str, mode: str = "exclusive") -> str:
-    return subprocess.run([sys.executable, "-c", _TRY, lock, mode], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-@contextmanager
-def _broker_running(store: str):
-    """Another process holding ``<store>/lock`` as a running broker does."""
-    holder = subprocess.Popen([sys.executable, "-c", _BROKER, os.path.join(store, paths.LOCK_FILE)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        yield
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def _tree(store: str) -> dict:
-    """Every entry under ``store`` (``_rocketlake/`` too): kind, size, mtime, inode, and a file's sha256."""
-    out = {}
-    for d, dirs, files in os.walk(store):
-        for name in dirs + files:
-            p = os.path.join(d, name)
-            st = os.lstat(p)
-            digest = None
-            if name in files:
-                with open(p, "rb") as fh:
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-            out[os.path.relpath(p, store)] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ino, digest)
-    return out
-
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
@@ -165,11 +109,11 @@ def test_a_writer_is_refused_while_a_broker_holds_the_stores_lock(inputs, store_
         from support import goldenlib
         goldenlib.restore(golden_set("small-roll"), broker_dir)
         os.remove(os.path.join(broker_dir, "abort.bak"))
-    with _broker_running(store):
-        before = _tree(store)
+    with broker_holding(os.path.join(store, paths.LOCK_FILE)):
+        before = stat_tree(store)
         with pytest.raises(errors.BrokerRunning, match="running broker"):
             _write(what, inputs, store, broker_dir)
-        assert _tree(store) == before
+        assert stat_tree(store) == before
     out = _write(what, inputs, store, broker_dir)
     assert out["status"] == "committed", out
 
@@ -182,20 +126,20 @@ def test_the_streaming_sinks_commit_is_refused_while_a_broker_holds_the_lock(inp
     shutil.copytree(store_a, store)
     writer, parts, bid, fp = _stage_sink_parts(inputs, store)
     staged = {p.rel for p in parts}
-    with _broker_running(store):
-        before = {k: v for k, v in _tree(store).items() if k not in staged}
+    with broker_holding(os.path.join(store, paths.LOCK_FILE)):
+        before = {k: v for k, v in stat_tree(store).items() if k not in staged}
         t0 = time.time()
         with pytest.raises(errors.BrokerRunning, match="running broker"):
             writer._ingest(parts, bid, fp)
         assert time.time() - t0 < 30
-        after = _tree(store)
+        after = stat_tree(store)
     assert not staged & set(after)
     incoming = [k for k in before if k.startswith(paths.INCOMING_DIR)] + [paths.META_DIR]
     assert {k: v for k, v in after.items() if k not in incoming} == {k: v for k, v in before.items()
                                                                      if k not in incoming}
     writer, parts, bid, fp = _stage_sink_parts(inputs, store)
     assert writer._ingest(parts, bid, fp)["status"] == "committed"
-    assert _try(os.path.join(store, paths.LOCK_FILE)) == "free"
+    assert lock_state(os.path.join(store, paths.LOCK_FILE)) == "free"
 
 
 def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
@@ -207,9 +151,9 @@ def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
     goldenlib.restore(golden_set("small-roll"), broker_dir)
     os.remove(os.path.join(broker_dir, "abort.bak"))
     lock = os.path.join(broker_dir, paths.LOCK_FILE)
-    with _broker_running(broker_dir):
+    with broker_holding(os.path.join(broker_dir, paths.LOCK_FILE)):
         assert mirror_broker(broker_dir, str(tmp_path / "mirror"), quiet=True)["status"] == "committed"
-        assert _try(lock) == "held"
+        assert lock_state(lock) == "held"
     assert open(lock, "rb").read() == b"lock"
     assert os.path.getsize(str(tmp_path / "mirror" / paths.LOCK_FILE)) == 0      # the target's own
 
@@ -217,6 +161,15 @@ def test_the_mirror_reads_a_running_brokers_directory(inputs, tmp_path):
 # A broker starting: DefaultMessageStore's constructor opens ``lock`` (RandomAccessFile "rw": made
 # when there is none), its load() (the recovery) runs, and only start() takes FileChannel.tryLock(0,
 # 1, false) and writes "lock" into the file. Told on stdin, it locks the file it opened.
+# Another rocketlake writer: the lock held shared until its stdin closes.
+_SHARER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+print("free", flush=True)
+sys.stdin.read()
+"""
+
 _STARTING_BROKER = """
 import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
@@ -260,10 +213,10 @@ def test_a_broker_that_opened_lock_before_a_writer_ended_still_excludes_the_next
         broker.stdin.write("\n")
         broker.stdin.flush()
         assert broker.stdout.readline().strip() == "started"
-        before = _tree(store)
+        before = stat_tree(store)
         with pytest.raises(errors.BrokerRunning, match="running broker"):
             _write("append", inputs, store, "")
-        assert _tree(store) == before
+        assert stat_tree(store) == before
         assert open(lock, "rb").read() == b"lock"
     finally:
         broker.kill()
@@ -305,11 +258,11 @@ def test_a_forked_childs_end_of_an_inherited_hold_leaves_the_parents_lock(tmp_pa
     try:
         assert os.waitstatus_to_exitcode(status) == 0
         assert os.stat(lock).st_ino == ino
-        assert _try(lock, "shared") == "held"
+        assert lock_state(lock, "shared") == "held"
     finally:
         sh.release()
         ex.release()
-    assert _try(lock, "exclusive") == "free"
+    assert lock_state(lock, "exclusive") == "free"
 
 
 def test_ingest_through_spark_submit_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
@@ -317,24 +270,24 @@ def test_ingest_through_spark_submit_exits_3_while_a_broker_holds_the_lock(input
     the running broker, the store as it was."""
     store = str(tmp_path / "store")
     shutil.copytree(store_a, store)
-    with _broker_running(store):
-        before = _tree(store)
+    with broker_holding(os.path.join(store, paths.LOCK_FILE)):
+        before = stat_tree(store)
         res = run("ingest.py", "--store", store, "--input", str(inputs / "b.jsonl"), "--format", "jsonl",
                   "--batch-id", "B", "--quiet", submit=True)
         # (spark-submit's PythonRunner passes the job's stderr on as its stdout)
         assert res.returncode == 3 and "running broker" in res.stdout + res.stderr, res.stderr[-3000:]
-        assert _tree(store) == before
+        assert stat_tree(store) == before
 
 
 def test_expire_job_exits_3_while_a_broker_holds_the_lock(inputs, store_a, tmp_path):
     store = str(tmp_path / "store")
     shutil.copytree(store_a, store)
-    with _broker_running(store):
-        before = _tree(store)
+    with broker_holding(os.path.join(store, paths.LOCK_FILE)):
+        before = stat_tree(store)
         res = run("expire.py", "--store", store, "--reserved-hours", "1", "--now",
                   str(_newest(inputs) + 2 * 3600_000), "--quiet")
         assert res.returncode == 3 and "running broker" in res.stderr, res.stderr[-3000:]
-        assert _tree(store) == before
+        assert stat_tree(store) == before
 
 
 def _runner(args: list, env: dict | None = None, popen: bool = False):
@@ -365,13 +318,13 @@ def test_a_broker_cannot_take_the_lock_while_a_writer_runs(inputs, store_a, tmp_
             time.sleep(0.05)
         assert os.path.exists(gate + ".reached"), proc.communicate()[1][-3000:]
         assert os.path.getsize(lock) == 0
-        assert _try(lock, "exclusive") == "held" and _try(lock, "shared") == "free"
+        assert lock_state(lock, "exclusive") == "held" and lock_state(lock, "shared") == "free"
     finally:
         open(gate, "w").close()
         out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err[-3000:]
     assert json.loads(out)["status"] == "committed"
-    assert os.path.getsize(lock) == 0 and _try(lock) == "free"
+    assert os.path.getsize(lock) == 0 and lock_state(lock) == "free"
 
 
 def test_a_killed_writers_lock_is_no_damage(inputs, store_a, tmp_path):
@@ -393,7 +346,7 @@ def test_a_killed_writers_lock_is_no_damage(inputs, store_a, tmp_path):
     assert inspection.stats(st, open_snapshot(st))
     assert check_store(store, writing=True) == StoreKind.ROCKETLAKE
     assert _ingest(inputs, store, "b", "B")["status"] == "committed"
-    assert os.path.getsize(lock) == 0 and _try(lock) == "free"
+    assert os.path.getsize(lock) == 0 and lock_state(lock) == "free"
 
 
 def test_a_directory_a_killed_first_ingest_left_only_its_lock_in_is_empty(tmp_path):
@@ -431,11 +384,11 @@ def test_a_nested_hold_released_first_leaves_the_outer_one_in_force(tmp_path, ou
     a, b = _hold(st, outer), _hold(st, inner)
     assert a is not None and b is not None
     b.release()
-    assert _try(lock, "exclusive") == "held"
+    assert lock_state(lock, "exclusive") == "held"
     b.release()                            # a second release of one hold does nothing
-    assert _try(lock, "shared") == ("free" if outer == "shared" else "held")
+    assert lock_state(lock, "shared") == ("free" if outer == "shared" else "held")
     a.release()
-    assert _try(lock) == "free" and os.path.getsize(lock) == 0        # made by this process: it stays
+    assert lock_state(lock) == "free" and os.path.getsize(lock) == 0        # made by this process: it stays
 
 
 def test_an_exclusive_hold_inside_a_shared_one_and_its_end(tmp_path):
@@ -446,21 +399,20 @@ def test_an_exclusive_hold_inside_a_shared_one_and_its_end(tmp_path):
     lock = os.path.join(st.root, paths.LOCK_FILE)
     a = brokerlock.hold_broker_lock(st, create=True, shared=True)
     b = brokerlock.hold_broker_lock(st, create=True)
-    assert _try(lock, "shared") == "held"
+    assert lock_state(lock, "shared") == "held"
     b.release()
-    assert _try(lock, "shared") == "free" and _try(lock, "exclusive") == "held"
-    sharer = subprocess.Popen([sys.executable, "-c", _TRY.replace("print(\"free\")", "print(\"free\", flush=True)\n"
-                                                                  "    sys.stdin.read()"), lock, "shared"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert lock_state(lock, "shared") == "free" and lock_state(lock, "exclusive") == "held"
+    sharer = subprocess.Popen([sys.executable, "-c", _SHARER, lock], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert sharer.stdout.readline().strip() == "free"
         with pytest.raises(errors.BrokerRunning):
             brokerlock.hold_broker_lock(st, create=True)
-        assert _try(lock, "exclusive") == "held"
+        assert lock_state(lock, "exclusive") == "held"
     finally:
         sharer.communicate("")
     a.release()
-    assert _try(lock) == "free"
+    assert lock_state(lock) == "free"
 
 
 def test_holds_from_many_threads_share_one_lock(tmp_path):
@@ -486,9 +438,9 @@ def test_holds_from_many_threads_share_one_lock(tmp_path):
     for t in threads:
         t.join()
     assert errs == []
-    assert _try(lock, "exclusive") == "held"
+    assert lock_state(lock, "exclusive") == "held"
     keep.release()
-    assert _try(lock) == "free"
+    assert lock_state(lock) == "free"
     assert not [n for n in os.listdir("/proc/self/fd") if _names(n, lock)]
 
 
@@ -505,18 +457,18 @@ def test_a_writer_lease_refused_by_the_broker_lock_writes_nothing(tmp_path):
     ``_rocketlake/``; on a new directory it makes the directory first and holds its lock, and its
     release leaves that ``lock`` alone in it."""
     st = _store(tmp_path)
-    with _broker_running(st.root):
-        before = _tree(st.root)
+    with broker_holding(os.path.join(st.root, paths.LOCK_FILE)):
+        before = stat_tree(st.root)
         lease = writerlease.WriterLease(st, "x")
         with pytest.raises(errors.BrokerRunning):
             lease.acquire()
-        assert _tree(st.root) == before
+        assert stat_tree(st.root) == before
         lease.release()
     new = storage.Store(str(tmp_path / "new" / "store"))
     lease = writerlease.WriterLease(new, "y")
     lease.acquire()
     try:
-        assert _try(os.path.join(new.root, paths.LOCK_FILE)) == "held"
+        assert lock_state(os.path.join(new.root, paths.LOCK_FILE)) == "held"
     finally:
         lease.release()
     assert os.listdir(new.root) == [paths.LOCK_FILE]
