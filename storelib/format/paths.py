@@ -93,7 +93,7 @@ def local_target_problem(real_root: str, path: str) -> str | None:
     FIFO, device or socket where it ends (a read of a FIFO would block for ever). The one rule
     ``storage.Store.path`` and ``localstore.LocalStore.path`` apply to every local store path."""
     real = os.path.realpath(path)
-    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+    if not _under(real_root, real):
         return (f"resolves to {real}, outside the store root {real_root} (a symbolic link pointing out of "
                 "the store)")
     try:
@@ -110,5 +110,9 @@ def local_target_problem(real_root: str, path: str) -> str | None:
 def within(root: str, path: str) -> bool:
     """Whether the local ``path`` is ``root`` or lies under it, however either is spelled
     (relative, ``..``, through symbolic links): their real paths compared."""
-    r, p = os.path.realpath(root), os.path.realpath(path)
-    return p == r or p.startswith(r.rstrip("/") + "/")
+    return _under(os.path.realpath(root), os.path.realpath(path))
+
+
+def _under(root: str, path: str) -> bool:
+    """Whether the real path ``path`` is the real path ``root`` or lies under it."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
