@@ -14,7 +14,7 @@ import re
 import stat
 from urllib.parse import urlparse
 
-__all__ = ["is_local", "local_path", "local_root", "local_target_problem", "within",
+__all__ = ["is_local", "local_path", "local_root", "local_target_problem", "special_kind", "within",
            "PROJECT_ROOT", "CONF_DIR", "LOG4J_CONFIG", "META_DIR", "MANIFEST_DIR", "CHECKPOINTS_DIR", "STAGING_DIR", "STAGED_DELETES",
            "TMP_DIR", "TMP_DROP_PREFIX", "TMP_REPAIR_PREFIX", "OBJECTS_DIR", "INCOMING_DIR", "LEASE_PATH", "SNAPSHOT_CACHE", "SNAPSHOT_CACHE_DELTA", "SWEEP_STATE", "BROKER_TOPICS", "delta_commit",
            "COMMITLOG_DIR", "CONSUMEQUEUE_DIR", "INDEX_DIR", "CONFIG_DIR", "CHECKPOINT_FILE", "ABORT_FILE",
@@ -100,11 +100,17 @@ def local_target_problem(real_root: str, path: str) -> str | None:
         mode = os.stat(real).st_mode
     except OSError:
         return None                     # nothing there (yet): what is made there is made in the store
-    for test, what in _SPECIAL:
-        if test(mode):
-            return (f"is {what} ({real}), not a file or directory: its bytes are not the store's (a read "
-                    "could block for ever)")
+    what = special_kind(mode)
+    if what:
+        return (f"is {what} ({real}), not a file or directory: its bytes are not the store's (a read "
+                "could block for ever)")
     return None
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file of ``st_mode`` ``mode`` is if it is a FIFO, a device or a socket ("a FIFO
+    (named pipe)", ...): no file whose bytes a store or a broker's directory holds. None otherwise."""
+    return next((what for test, what in _SPECIAL if test(mode)), None)
 
 
 def within(root: str, path: str) -> bool:

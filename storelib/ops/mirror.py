@@ -15,7 +15,9 @@ batch is staged and committed by the ingest's own machinery (``ingest.file_versi
 the writer lease, publish and its redo are the ingest's.
 
 The broker's directory is only read (``os.pread`` of files opened read-only: no lock, no
-``abort`` file, no mapping). What the broker deletes later stays in the mirror until the mirror's
+``abort`` file, no mapping), and only its regular files: a FIFO, a device, a socket or a directory
+where a segment, a consume-queue or index file or the checkpoint is expected refuses the cycle
+(``MirrorError``, exit 2) before a byte of it is read. What the broker deletes later stays in the mirror until the mirror's
 own ``expire``. Divergence is never silent (``MirrorDiverged``, exit 3): the first batch records
 the broker store's identity (its first record's digest); each cycle checks it, and the broker's
 bytes under the mirror's last committed ones, before copying anything.
@@ -23,9 +25,11 @@ bytes under the mirror's last committed ones, before copying anything.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import json
 import os
+import stat
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,7 +38,7 @@ import numpy as np
 
 from ..codec import messages as codec
 from ..compute import grouping, kernels
-from ..errors import CorruptStore, MirrorDiverged, MirrorError
+from ..errors import CorruptStore, MirrorDiverged, MirrorError, StorePathError
 from ..format import checkpoint as ckpt, commitlog, paths
 from ..format.config import StoreConfig
 from ..ingest import sequencer, write as write_stage
@@ -67,7 +71,8 @@ _sweep_at: dict = {}            # store uri -> where this process's next sweep s
 
 
 class BrokerFiles:
-    """A broker's store directory, read only: segment names and sizes, ``pread`` of a file."""
+    """A broker's store directory, read only: segment names and sizes, ``pread`` of a file (a
+    regular file only: ``MirrorError`` naming anything else, never read)."""
 
     def __init__(self, root: str):
         if not paths.is_local(root):
@@ -88,9 +93,8 @@ class BrokerFiles:
         """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone);
         ``ahead``: bytes after them the kernel starts reading meanwhile (``POSIX_FADV_WILLNEED``,
         a hint: the next window of a catch-up comes from the disk while this one is worked on)."""
-        try:
-            fd = os.open(os.path.join(self.root, rel), os.O_RDONLY)
-        except FileNotFoundError:
+        fd = self._open(rel)
+        if fd is None:
             return b""
         try:
             raw = os.pread(fd, n, pos)
@@ -99,6 +103,28 @@ class BrokerFiles:
             return raw
         finally:
             os.close(fd)
+
+    def _open(self, rel: str) -> int | None:
+        """A read-only fd of the regular file ``rel`` (None: there is none). Opened non-blocking
+        (a FIFO's open returns at once, where a blocking one waits for a writer for ever; a
+        regular file's reads ignore the flag) and checked on the fd itself (``fstat``: the file
+        checked is the file read, whatever replaces the name meanwhile): anything but a regular
+        file is ``MirrorError`` naming it, closed unread."""
+        path = os.path.join(self.root, rel)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno != errno.ENXIO:           # (a socket: no file to open)
+                raise
+            raise MirrorError(_not_a_file(path, f"no file ({e.strerror})")) from None
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return fd
+        os.close(fd)
+        raise MirrorError(_not_a_file(path, paths.special_kind(mode) or
+                                      ("a directory" if stat.S_ISDIR(mode) else "no regular file")))
 
     def shaped(self) -> bool:
         """Whether a consume-queue file and an index file exist (``infer_config`` reads their sizes)."""
@@ -118,6 +144,11 @@ class BrokerFiles:
             return b""
         size = int.from_bytes(head[:4], "big", signed=True)
         return self.read(rel, 0, size) if 0 < size <= 64 << 20 else head
+
+
+def _not_a_file(path: str, what: str) -> str:
+    return (f"{path} is {what}, not a regular file: the mirror reads nothing but a broker's files (a read of a "
+            "FIFO would block for ever, a device's bytes are no broker's); nothing was mirrored by this cycle")
 
 
 @dataclasses.dataclass
@@ -531,7 +562,11 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                 prog.say("waiting for the broker's first CommitLog segment, consume-queue and index files (their "
                          "sizes shape the mirror's; or pass the broker's properties as config)")
                 return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
-            cfg = infer_config(storage.Store(broker.root), config)
+            try:
+                cfg = infer_config(storage.Store(broker.root), config)
+            except StorePathError as e:      # a FIFO, a device, a link out where a file's size is read
+                raise MirrorError(f"the broker's directory {broker.root}: {e}; nothing was mirrored by this "
+                                  "cycle") from None
             ident = None                         # read once its first record is safe (final)
             _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
         else:

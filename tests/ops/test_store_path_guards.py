@@ -2,7 +2,10 @@
 a store file is (``Store.path`` refuses it: a read would block for ever, a write would go to a
 device), and a commit whose files the publish after it could not reach (a link out of the store,
 a directory where the file goes: ``manifest.check_row_targets`` refuses it before anything is
-committed, rather than leaving a committed batch no writer can publish)."""
+committed, rather than leaving a committed batch no writer can publish). Also what lies outside a
+store's own files: a FIFO or a device in the broker's directory a mirror reads (refused, never read),
+a file a command writes that would land in the store (refused before any work), the checkpoints
+log a preflight lists through a link out of the store (refused)."""
 from __future__ import annotations
 
 import hashlib
@@ -46,13 +49,13 @@ def _state(root: str) -> dict:
     return out
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    """``rocketlake ARGS``; a run that blocks past a minute (a read of a FIFO) fails the test."""
+def _cli(*args: str, timeout: int = 60) -> subprocess.CompletedProcess:
+    """``rocketlake ARGS``; a run that blocks past ``timeout`` seconds (a read of a FIFO) fails the test."""
     try:
         return subprocess.run([sys.executable, "-m", "storelib.cli.main", *args], cwd=ROOT, capture_output=True,
-                              text=True, timeout=60, env=dict(os.environ, PYTHONPATH=ROOT))
+                              text=True, timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT))
     except subprocess.TimeoutExpired:
-        pytest.fail(f"rocketlake {' '.join(args)} still running after 60 s (blocked on a FIFO?)")
+        pytest.fail(f"rocketlake {' '.join(args)} still running after {timeout} s (blocked on a FIFO?)")
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +195,83 @@ def test_export_refuses_a_target_inside_the_store(store, tmp_path, to):
     r = _cli("export", "--store", store, "--to", target)
     assert r.returncode == 2 and "inside the store" in r.stderr, r.stderr[-2000:]
     assert _state(store) == before
+
+
+# ---------------------------------------------------------------- the broker's directory a mirror reads
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """(broker, mirror): the small-roll broker mirrored up to its 1,500th record, its safe point
+    then moved to its end (the next cycle reads on)."""
+    from support.mirrorhelp import first_batch
+    broker, mirror_store, _ = first_batch(tmp_path_factory.mktemp("mirrored"))
+    return broker, mirror_store
+
+
+def _mirror_end(store: str) -> int:
+    from storelib.table.snapshots import open_snapshot
+    return int(open_snapshot(storage.Store(store)).batch.max_phy_offset)
+
+
+def _special(path: str, kind: str) -> None:
+    """Put a FIFO, /dev/zero's device or a directory where the file ``path`` was."""
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "chardev":
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    else:
+        os.mkdir(path)
+
+
+def _first_queue_file(broker: str) -> str:
+    """The first file of the first queue of the first topic (the sizes a first cycle reads)."""
+    rel = "consumequeue"
+    for _ in range(3):
+        rel += "/" + sorted(os.listdir(os.path.join(broker, rel)))[0]
+    return rel
+
+
+@pytest.mark.parametrize("cycle,where,kind", [
+    ("next", "segment-past-the-mirror", "fifo"),
+    ("next", "first-segment", "fifo"),
+    ("next", "checkpoint", "fifo"),
+    ("next", "checkpoint", "chardev"),
+    ("next", "segment-past-the-mirror", "directory"),
+    ("first", "consumequeue-file", "fifo"),
+    ("first", "index-file", "fifo"),
+    ("first", "checkpoint", "fifo"),
+], ids=lambda v: v)
+def test_the_mirror_refuses_a_broker_file_that_is_no_file(mirrored, tmp_path, cycle, where, kind):
+    """A FIFO, a device or a directory where the broker's directory has a CommitLog segment, a
+    consume-queue file, an index file or its checkpoint: the mirror ends at once with exit 2 and a
+    line naming it (on the base a read of a FIFO blocked for ever, the device's zeros were read as
+    the checkpoint), never reading it; the mirror (a next cycle) or its directory (a first one)
+    and the broker's directory are as they were."""
+    broker = str(tmp_path / "broker")
+    shutil.copytree(mirrored[0], broker)
+    if cycle == "next":
+        store = str(tmp_path / "mirror")
+        shutil.copytree(mirrored[1], store, symlinks=True)
+    else:
+        store = str(tmp_path / "new-mirror")
+    F = 65536                                   # small-roll's CommitLog file size
+    rel = {"segment-past-the-mirror": f"commitlog/{(_mirror_end(mirrored[1]) // F + 1) * F:020d}",
+           "first-segment": SEGMENT, "checkpoint": "checkpoint",
+           "consumequeue-file": _first_queue_file(broker),
+           "index-file": "index/" + sorted(os.listdir(os.path.join(broker, "index")))[0]}[where]
+    assert os.path.isfile(os.path.join(broker, rel))
+    _special(os.path.join(broker, rel), kind)
+    before, mine = _state(broker), _state(store) if cycle == "next" else None
+    r = _cli("mirror", "--from", broker, "--store", store, "--once", "--quiet", timeout=45)
+    assert r.returncode == 2, r.stderr[-2000:]
+    what = {"fifo": "FIFO", "chardev": "character device", "directory": "directory"}[kind]
+    assert what in r.stderr and os.path.join(broker, rel) in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert _state(broker) == before
+    if cycle == "next":
+        assert _state(store) == mine
+    else:
+        assert not os.path.exists(store)
