@@ -10,9 +10,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Callable, NoReturn
 
+from ..format import paths
 from ..format.paths import PROJECT_ROOT
 from ..format.config import DEFAULT_CONFIG, default_config, load_config
-from ..errors import ExitCode, exit_code
+from ..errors import BadInput, ExitCode, exit_code
 from . import failures
 from .failures import guarded, worded
 from ..runtime.fastexit import exit_now
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "prog", "help_doc", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "refuse_outputs_in_store", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
@@ -41,6 +42,22 @@ def help_doc(doc: str) -> str:
     if os.environ.get("ROCKETLAKE_PROG"):
         text = re.sub(r"(?:spark-submit |python )?jobs/(\w+)\.py", r"rocketlake \1", text)
     return text
+
+
+def refuse_outputs_in_store(store: str, outputs: dict[str, str | None]) -> None:
+    """``BadInput`` (exit 2) naming the first of ``outputs`` (option -> a file the command writes;
+    None: not given) that lies inside the local store ``store``, however either is spelled (their
+    real paths: ``paths.within``): the store's directory holds the store's own files only (a broker
+    reads them all as its store). Every command naming a file it writes calls this first, before
+    any work (no Spark, no lease, nothing read or written). A remote store, a remote output: nothing
+    to check."""
+    root = paths.local_root(store)
+    if root is None:
+        return
+    for option, path in outputs.items():
+        if path and paths.is_local(path) and paths.within(root, paths.local_path(path)):
+            raise BadInput(f"{option} {path} is inside the store {store}: a command writes nothing among a store's "
+                           "own files; name a file outside the store (nothing was done)")
 
 
 def config_from_args(args):

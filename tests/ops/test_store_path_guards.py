@@ -275,3 +275,81 @@ def test_the_mirror_refuses_a_broker_file_that_is_no_file(mirrored, tmp_path, cy
         assert _state(store) == mine
     else:
         assert not os.path.exists(store)
+
+
+# ---------------------------------------------------------------- files a command writes
+_WRITERS = {
+    "query-key": ["query", "--store", "{store}", "key", "--topic", "order_events", "--key",
+                  "0A00002A0F0E0102030473036C2B0001", "--output", "{out}"],
+    "query-range": ["query", "--store", "{store}", "range", "--begin", "0", "--end", "2100-01-01", "--local",
+                    "always", "--output", "{out}.parquet"],
+    "query-queries": ["query", "--store", "{store}", "--queries", "{queries}", "--output", "{out}"],
+    "ingest": ["ingest", "--store", "{store}", "--input", SAMPLE, "--local", "always", "--quiet",
+               "--json-summary", "{out}"],
+    "import": ["ingest", "--store", "{store}", "--from-store", "{store}", "--local", "always", "--quiet",
+               "--json-summary", "{out}"],
+    "expire": ["expire", "--store", "{store}", "--reserved-hours", "0", "--now", "99999999999999", "--quiet",
+               "--json-summary", "{out}"],
+    "repair": ["repair", "--store", "{store}", "--apply", "--json-summary", "{out}"],
+}
+
+
+def _writer_args(name: str, store: str, out: str) -> list:
+    from conftest import golden_set
+    queries = os.path.join(golden_set("small-roll"), "queries.jsonl")
+    return [a.format(store=store, out=out, queries=queries) for a in _WRITERS[name]]
+
+
+@pytest.mark.parametrize("spelling", ["in-the-store", "through-a-link"])
+@pytest.mark.parametrize("name", sorted(_WRITERS))
+def test_a_file_a_command_writes_never_lands_in_the_store(store, tmp_path, name, spelling):
+    """--output of a query (a lookup, a scan, the --queries job) and --json-summary of an ingest,
+    an import, an expiry and a repair, naming a file inside the store (directly, or through a link
+    to it): exit 2 with a line naming the option, before any work: no Spark, no lease, the store
+    as it was (on the base the command ran, changed the store, and wrote its file among the
+    store's own)."""
+    if spelling == "in-the-store":
+        out = os.path.join(store, "consumequeue", "out.json")
+    else:
+        os.symlink(store, str(tmp_path / "linked"))
+        out = str(tmp_path / "linked" / "out.json")
+    args = _writer_args(name, store, out)
+    option = args[-2]
+    before = _state(store)
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert f"{option} {args[-1]} is inside the store {store}" in r.stderr, r.stderr[-2000:]
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert _state(store) == before
+
+
+@pytest.mark.parametrize("name", ["query-key", "query-range", "ingest", "expire", "repair"])
+def test_a_file_beside_the_store_is_written(store, tmp_path, name):
+    """The same options naming a file in a directory beside the store (whose name starts with the
+    store's): the command runs and writes it."""
+    beside = str(tmp_path / (os.path.basename(store) + "-out"))
+    os.mkdir(beside)
+    args = _writer_args(name, store, os.path.join(beside, "out.json"))
+    if name == "repair":
+        args.remove("--apply")                  # (a dry run: nothing to repair, exit 0)
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert os.path.getsize(args[-1]) > 0
+
+
+def test_the_output_check_is_of_local_paths_only(tmp_path):
+    """Only a local output under a local store is refused: a remote store or a remote output is
+    never inside a local directory; real paths decide (``..``, a name sharing the store's prefix)."""
+    from storelib.cli.common import refuse_outputs_in_store
+    from storelib.errors import BadInput
+    s = str(tmp_path / "s")
+    os.mkdir(s)
+    refuse_outputs_in_store("s3://bucket/store", {"--output": s + "/x.json"})
+    refuse_outputs_in_store("hdfs://nn/store", {"--output": s + "/x.json"})
+    refuse_outputs_in_store(s, {"--output": "s3://bucket/x.json", "--json-summary": None})
+    refuse_outputs_in_store(s, {"--output": s + "-out/x.json", "--json-summary": s + "/../x.json"})
+    for inside in (s, s + "/x.json", str(tmp_path / "elsewhere" / ".." / "s" / "x.json"), "file://" + s + "/x"):
+        with pytest.raises(BadInput, match="inside the store"):
+            refuse_outputs_in_store(s, {"--output": inside})
+    with pytest.raises(BadInput, match="--json-summary"):
+        refuse_outputs_in_store("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
