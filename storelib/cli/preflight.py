@@ -20,11 +20,16 @@ LOCAL_INPUT_BYTES = 32 << 20
 
 
 def batch_seq(store_uri: str) -> int:
-    """The version of the store's checkpoints table (-1: none): a commit moves it. Read from the
-    names in its Delta log, without deltalake (an interrupt may have broken a deltalake call)."""
-    log = os.path.join(store_uri, paths.CHECKPOINTS_DIR, "_delta_log")
+    """The version of the store's checkpoints table (-1: none, or not a local store): a commit
+    moves it. Read from the names in its Delta log, without deltalake (an interrupt may have broken
+    a deltalake call); the log's path by the store's own rule (``LocalStore.path``: a link out of
+    the store is ``StorePathError``)."""
+    from ..io.localstore import open_local
+    store = open_local(store_uri)
+    if store is None:
+        return -1
     try:
-        names = os.listdir(log)
+        names = os.listdir(store.path(f"{paths.CHECKPOINTS_DIR}/_delta_log"))
     except OSError:
         return -1
     versions = [int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit()]

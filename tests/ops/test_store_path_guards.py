@@ -353,3 +353,22 @@ def test_the_output_check_is_of_local_paths_only(tmp_path):
             refuse_outputs_in_store(s, {"--output": inside})
     with pytest.raises(BadInput, match="--json-summary"):
         refuse_outputs_in_store("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
+
+
+# ---------------------------------------------------------------- what a preflight lists
+@pytest.mark.parametrize("link", ["_rocketlake", "_rocketlake/checkpoints/_delta_log"])
+def test_the_batch_seq_preflight_lists_no_log_outside_the_store(store, tmp_path, link):
+    """``preflight.batch_seq`` (the version an interrupted ingest compares) through ``_rocketlake``
+    or the checkpoints log linked out of the store: StorePathError, as every store path (on the
+    base it listed the directory outside and answered with its newest version)."""
+    from storelib.cli.preflight import batch_seq
+    seq = batch_seq(store)
+    assert seq >= 0
+    outside = str(tmp_path / "outside")
+    shutil.move(os.path.join(store, link), outside)
+    log = os.path.join(outside, "checkpoints", "_delta_log") if link == "_rocketlake" else outside
+    open(os.path.join(log, f"{seq + 7:020d}.json"), "w").close()
+    os.symlink(outside, os.path.join(store, link))
+    with pytest.raises(StorePathError, match="outside the store root"):
+        batch_seq(store)
+    assert batch_seq(str(tmp_path / "no-store")) == -1
