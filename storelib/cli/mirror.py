@@ -10,7 +10,8 @@ then exits; --every SECONDS runs a cycle every SECONDS until interrupted (SIGINT
 between cycles or abandon the one running: a cycle never commits half a batch).
 Exit status: 0 done, 130/143 interrupted (SIGINT/SIGTERM), 1 failed (a damaged broker record,
 an unexpected error), 2 bad arguments (not a broker directory, a store that is no mirror, a
-broker whose CommitLog no longer starts at 0 on the first cycle), 3 the broker's CommitLog no
+broker whose CommitLog no longer starts at 0 on the first cycle, a FIFO or device where a broker's
+file is), 3 the broker's CommitLog no
 longer matches what the mirror committed, or another writer holds the store.
 """
 import argparse

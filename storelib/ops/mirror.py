@@ -17,8 +17,8 @@ the writer lease, publish and its redo are the ingest's.
 The broker's directory is only read (``os.pread`` of files opened read-only: no lock, no
 ``abort`` file, no mapping), and only its regular files: a FIFO, a device, a socket or a directory
 where a segment, a consume-queue or index file or the checkpoint is expected refuses the cycle
-(``MirrorError``, exit 2) before a byte of it is read. What the broker deletes later stays in the mirror until the mirror's
-own ``expire``. Divergence is never silent (``MirrorDiverged``, exit 3): the first batch records
+(``MirrorError``, exit 2) before a byte of it is read. What the broker deletes later stays in the
+mirror until the mirror's own ``expire``. Divergence is never silent (``MirrorDiverged``, exit 3): the first batch records
 the broker store's identity (its first record's digest); each cycle checks it, and the broker's
 bytes under the mirror's last committed ones, before copying anything.
 """
