@@ -600,8 +600,12 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
                 fault("after-lease")
         else:
             from ..table.storefiles import infer_config
-            cfg = infer_config(store, config)
-            unknown = [] if sizes_given else _unreadable_sizes(store)
+            from ..table.storeinfo import exported_config
+            # an export's sizes are recorded beside its files: never guessed from them (an index
+            # file's size fits more than one slots/entries pair)
+            exported = exported_config(store.uri, config or StoreConfig(), config if sizes_given else None)
+            cfg = exported if exported is not None else infer_config(store, config)
+            unknown = [] if sizes_given or exported is not None else _unreadable_sizes(store)
             if unknown:
                 raise RepairError(f"{store.uri}: no {' and no '.join(unknown)} left to read their sizes off: pass "
                                   "--config with the broker's sizes (RocketMQ's defaults are not assumed); nothing "
