@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
-from ..table.rows import BatchRow, FileKind, ManifestRow, manifest_rows
+from ..table.rows import BatchRow, FileKind, ManifestRow, check_batch_id, manifest_rows
 from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, StorePathError
 from ..io import checksum, storage
@@ -123,6 +123,8 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
           quiet: bool = False) -> dict:
     t0 = time.time()
     say = Progress(quiet).say
+    if batch_id is not None:
+        check_batch_id(batch_id)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     fresh = store.os_paths and not os.path.exists(store.root)
     broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None

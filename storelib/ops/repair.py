@@ -67,7 +67,7 @@ from ..io.brokerlock import hold_broker_lock
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
+from ..table.rows import FileKind, ManifestRow, check_batch_id, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
@@ -574,6 +574,8 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     RocketMQ's defaults."""
     t0 = time.time()
     say = Progress(quiet).say
+    if batch_id is not None:
+        check_batch_id(batch_id)
     store = storage.Store(store_uri)
     if store.local and not os.path.isdir(store.root):
         raise RepairError(f"{store.uri} is not a directory")

@@ -217,6 +217,26 @@ def test_export_into_a_non_empty_directory_is_a_bad_argument(tmp_path):
     assert os.listdir(target) == ["notes.txt"]
 
 
+def _tree(store: str) -> dict:
+    return {os.path.relpath(os.path.join(d, n), store): os.stat(os.path.join(d, n)).st_mtime_ns
+            for d, _, names in os.walk(store) for n in names}
+
+
+@pytest.mark.parametrize("argv", [
+    ("ingest", "--input", "IN"), ("expire", "--reserved-hours", "1"), ("repair", "--apply")])
+@pytest.mark.parametrize("batch_id", ["1", "007", "z" * 300, "a/b", ".."])
+def test_a_batch_id_that_cannot_name_its_batch_is_exit_2(tmp_path, argv, batch_id):
+    """--as-of-batch reads digits as a sequence number (a batch called "1" committed as seq 4 made
+    `--as-of-batch 1` read seq 4, not seq 1); a staging directory is named by the id."""
+    store = _small_store(tmp_path)
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    before = _tree(store)
+    code, out, err = rl(*[src if a == "IN" else a for a in argv], "--store", store, "--batch-id", batch_id, "--quiet")
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "batch id" in line, (code, err)
+    assert _tree(store) == before
+
+
 @pytest.mark.parametrize("argv", [
     ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
     ("repair",)])
