@@ -237,6 +237,26 @@ def test_a_batch_id_that_cannot_name_its_batch_is_exit_2(tmp_path, argv, batch_i
     assert _tree(store) == before
 
 
+def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
+    """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
+    naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
+    store = str(tmp_path / "store")
+    rows = [_line(body=bytes([65 + i]) * 100_000, store_timestamp=1717200000000 + i) for i in range(6)]
+    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "big.jsonl", rows),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
+    assert code == 0 and "commitlog_removed=0" not in out + err, out + err
+    expiry = (out + err).split("batch_id=")[1].split()[0]
+    target = tmp_path / "restored"
+    code, out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", "1")
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "commitlog/00000000000000000000" in line and expiry in line, (code, err)
+    assert not target.exists()
+    code, _out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", expiry)
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("argv", [
     ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
     ("repair",)])
