@@ -237,6 +237,21 @@ def test_a_batch_id_that_cannot_name_its_batch_is_exit_2(tmp_path, argv, batch_i
     assert _tree(store) == before
 
 
+@pytest.mark.parametrize("rules", [("--topic", "orderz", "--reserved-hours", "1"),
+                                   ("--topic", "t", "--reserved-hours", "1", "--topic", "t", "--reserved-hours", "2")])
+@pytest.mark.parametrize("dry", [(), ("--dry-run",)])
+def test_expire_of_a_topic_the_store_lacks_or_ruled_twice_is_exit_2(tmp_path, rules, dry):
+    """A mistyped --topic expired nothing and said nothing wrong (exit 0); two rules for one topic
+    kept the last silently."""
+    store = _small_store(tmp_path)
+    before = _tree(store)
+    code, out, err = rl("expire", "--store", store, *rules, *dry)
+    line = one_line_error(err)
+    assert code == 2 and out == "" and (("orderz" in line and "'t'" in line) if "orderz" in rules
+                                        else "--topic t" in line), (code, out, err)
+    assert _tree(store) == before
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
