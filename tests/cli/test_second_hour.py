@@ -327,6 +327,12 @@ def test_query_words_a_user_sees(tmp_path):
     assert code == 0, err
     data = csv_path.read_bytes()
     assert data.count(b"\n") == 3 and b"\r" not in data
+    # a mistyped topic is named as such by every lookup of one topic, not as a key it lacks
+    for argv in (("key", "--key", "k"), ("unique-key", "--key", "k"), ("offset", "--queue", "0", "--offset", "0"),
+                 ("time", "--queue", "0", "--timestamp", "0"),
+                 ("range", "--begin", "2024-01-01", "--end", "2025-01-01")):
+        code, out, err = rl("query", "--store", store, argv[0], "--topic", "tt", *argv[1:])
+        assert code == 0 and err.strip() == "nothing found: no topic 'tt' in this store", (argv, err)
 
 
 def test_docs_say_what_a_user_sees():
