@@ -252,6 +252,30 @@ def test_expire_of_a_topic_the_store_lacks_or_ruled_twice_is_exit_2(tmp_path, ru
     assert _tree(store) == before
 
 
+def test_import_of_another_directory_into_an_adopted_store_is_refused(tmp_path):
+    """A store adopted from one broker directory answered an import of another one with
+    status=already-committed (exit 0), though none of its messages were imported."""
+    exports = []
+    for name in ("a", "b"):
+        store = str(tmp_path / f"src-{name}")
+        code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / f"{name}.jsonl", [
+            _line(body=name.encode())]), "--config", DEMO_CONF, "--quiet")
+        assert code == 0, err
+        exports.append(str(tmp_path / f"export-{name}"))
+        code, _out, err = rl("export", "--store", store, "--to", exports[-1])
+        assert code == 0, err
+    store = str(tmp_path / "adopted")
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[0], "--quiet")
+    assert code == 0 and "status=committed" in out + err, out + err
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[0], "--quiet")
+    assert code == 0 and "status=already-committed" in out + err, out + err
+    before = _tree(store)
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[1], "--quiet")
+    line = one_line_error(err)
+    assert code == 2 and "already-committed" not in out and exports[0] in line and exports[1] in line, (code, err)
+    assert _tree(store) == before
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
