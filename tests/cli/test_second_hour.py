@@ -276,6 +276,15 @@ def test_import_of_another_directory_into_an_adopted_store_is_refused(tmp_path):
     assert _tree(store) == before
 
 
+def test_format_parquet_on_a_file_that_is_not_parquet_is_exit_2(tmp_path):
+    store = _small_store(tmp_path)
+    before = _tree(store)
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--format", "parquet", "--quiet")
+    assert code == 2 and out == "" and "Traceback" not in err and "more.jsonl" in err and "Parquet" in err, (code, err)
+    assert _tree(store) == before
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
