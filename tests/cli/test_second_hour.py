@@ -285,6 +285,28 @@ def test_format_parquet_on_a_file_that_is_not_parquet_is_exit_2(tmp_path):
     assert _tree(store) == before
 
 
+@pytest.mark.parametrize("argv", [("ingest", "--input", "IN", "--json-summary"),
+                                  ("expire", "--reserved-hours", "1", "--json-summary"),
+                                  ("repair", "--apply", "--json-summary"),
+                                  ("query", "range", "--begin", "0", "--end", "1", "--output")])
+@pytest.mark.parametrize("where", ["nosuchdir/out.json", "adir"])
+def test_an_output_file_that_cannot_be_written_is_exit_2_before_any_work(tmp_path, argv, where):
+    """An ingest committed its batch, then failed on its --json-summary with a traceback, exit 1."""
+    store = _small_store(tmp_path)
+    (tmp_path / "adir").mkdir()
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    before = _tree(store)
+    argv = [src if a == "IN" else a for a in argv]
+    if argv[0] == "query":
+        argv = ["query", "--store", store, *argv[1:]]
+    else:
+        argv = [*argv[:1], "--store", store, *argv[1:]]
+    code, out, err = rl(*argv, str(tmp_path / where))
+    line = one_line_error(err)
+    assert code == 2 and out == "" and where.split("/")[0] in line, (code, out, err)
+    assert _tree(store) == before
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
