@@ -323,6 +323,8 @@ def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     line = one_line_error(err)
     assert code == 2 and out == "" and "commitlog/00000000000000000000" in line and expiry in line, (code, err)
     assert not target.exists()
+    code, out, err = rl("verify", "--store", store, "--as-of-batch", "1")     # (verify rebuilds it by an export)
+    assert code == 2 and out == "" and expiry in one_line_error(err), (code, err)
     code, _out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", expiry)
     assert code == 0, err
 
