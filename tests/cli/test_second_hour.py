@@ -307,6 +307,15 @@ def test_an_output_file_that_cannot_be_written_is_exit_2_before_any_work(tmp_pat
     assert _tree(store) == before
 
 
+@pytest.mark.parametrize("version", ["999", "-1"])
+def test_a_version_the_checkpoints_table_lacks_is_exit_2(tmp_path, version):
+    store = _small_store(tmp_path)
+    for argv in (("inspect", "--store", store, "segments"), ("verify", "--store", store)):
+        code, out, err = rl(*argv, "--version", version)
+        line = one_line_error(err)
+        assert code == 2 and out == "" and f"version {version}" in line and "0..0" in line, (argv, code, err)
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
