@@ -316,6 +316,26 @@ def test_a_version_the_checkpoints_table_lacks_is_exit_2(tmp_path, version):
         assert code == 2 and out == "" and f"version {version}" in line and "0..0" in line, (argv, code, err)
 
 
+def test_mirror_of_a_broker_directory_an_export_made_takes_its_sizes(tmp_path):
+    """A broker restored from an export keeps its rocketlake.properties: a mirror of it takes the
+    sizes from there (as verify does), not off an index file that fits no 1:4 ratio ("damaged")."""
+    store = str(tmp_path / "store")
+    rows = [_line(store_timestamp=1717200000000 + i) for i in range(3)]
+    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", rows),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    broker = str(tmp_path / "restored")
+    code, _out, err = rl("export", "--store", store, "--to", broker)
+    assert code == 0, err
+    mirror = str(tmp_path / "mirror")
+    code, out, err = rl("mirror", "--from", broker, "--store", mirror, "--once", "--quiet")
+    assert code == 0, out + err
+    code, out, err = rl("verify", "--store", mirror, "--deep")
+    assert code == 0 and "status=ok" in out + err, out + err
+    code, out, err = rl("query", "--store", mirror, "key", "--topic", "t", "--key", "k")
+    assert code == 0 and "2 message(s)" in err, err         # (the last: past the broker's safe point)
+
+
 def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
     naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
