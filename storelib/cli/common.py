@@ -49,15 +49,21 @@ def refuse_outputs_in_store(store: str, outputs: dict[str, str | None]) -> None:
     None: not given) that lies inside the local store ``store``, however either is spelled (their
     real paths: ``paths.within``): the store's directory holds the store's own files only (a broker
     reads them all as its store). Every command naming a file it writes calls this first, before
-    any work (no Spark, no lease, nothing read or written). A remote store, a remote output: nothing
-    to check."""
+    any work (no Spark, no lease, nothing read or written). So is a local output that names a
+    directory or lies in no directory (a job that committed would fail after its commit). A remote
+    output: nothing to check."""
     root = paths.local_root(store)
-    if root is None:
-        return
     for option, path in outputs.items():
-        if path and paths.is_local(path) and paths.within(root, paths.local_path(path)):
+        if not path or not paths.is_local(path):
+            continue
+        local = paths.local_path(path)
+        if root is not None and paths.within(root, local):
             raise BadInput(f"{option} {path} is inside the store {store}: a command writes nothing among a store's "
                            "own files; name a file outside the store (nothing was done)")
+        if os.path.isdir(local):
+            raise BadInput(f"{option} {path} is a directory: name a file (nothing was done)")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(local))):
+            raise BadInput(f"{option} {path}: its directory does not exist (nothing was done)")
 
 
 def config_from_args(args):

@@ -25,6 +25,7 @@ from .failures import CHECK, EXPIRE, guarded, worded
 from .timeargs import epoch_ms
 from ..errors import BadInput
 from ..format.config import retention_hours
+from ..format.filekinds import FileKind
 
 
 from . import common as _cli
@@ -35,20 +36,39 @@ __all__ = ["main"]
 def _topic_pairs(argv: list) -> tuple[list, dict]:
     """``--topic T --reserved-hours N`` pairs taken out of ``argv`` (the rest, {topic: hours}); a
     --reserved-hours not right after a --topic is the store-wide rule."""
-    rest, rules, i = [], {}, 0
+    rest: list = []
+    rules: dict[str, float] = {}
+    i = 0
     while i < len(argv):
         if argv[i] == "--topic":
             if i + 3 >= len(argv) or argv[i + 2] != "--reserved-hours":
                 raise BadInput("--topic T must be followed by --reserved-hours N")
             try:
-                rules[argv[i + 1]] = retention_hours(argv[i + 3])
+                hours = retention_hours(argv[i + 3])
             except ValueError as e:
                 raise BadInput(f"--topic {argv[i + 1]} --reserved-hours: {e}") from None
+            if rules.get(argv[i + 1], hours) != hours:
+                raise BadInput(f"--topic {argv[i + 1]} is given two rules ({rules[argv[i + 1]]:g} and {hours:g} "
+                               f"hours): give it one")
+            rules[argv[i + 1]] = hours
             i += 4
             continue
         rest.append(argv[i])
         i += 1
     return rest, rules
+
+
+def _known_topics(store: str, snap, rules: dict) -> None:
+    """A --topic the store has no queue of is a mistake (a typo would expire nothing and say
+    nothing): BadInput naming the store's topics. (topicRetention of a --config may name topics a
+    store does not have: one file may serve many stores.)"""
+    if not rules or snap is None or snap.batch is None:
+        return
+    have = {r.topic or r.path.split("/")[1] for r in snap.of_kind(FileKind.CONSUMEQUEUE)}
+    unknown = sorted(set(rules) - have)
+    if unknown:
+        raise BadInput(f"--topic {', '.join(repr(t) for t in unknown)}: no such topic in {store} (its topics: "
+                       f"{', '.join(repr(t) for t in sorted(have)) or 'none'}); nothing was removed")
 
 
 def _hours_arg(text: str) -> float:
@@ -88,6 +108,7 @@ def _expire(argv: list) -> int:
         # (from the Delta tables, with their versions: the expiry goes on from it under the lease)
         read = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=None),
                                   history=True).snapshot
+    _known_topics(args.store, read, topic_rules)
     cli.on_signals()
     if args.config:                          # an unreadable --config, its topicRetention rules
         from ..format.config import load_config

@@ -37,7 +37,8 @@ def main(argv=None) -> int:
                          "else jsonl)")
     ap.add_argument("--config", help="broker-style .properties file (default: the store's own, recorded with its "
                                      "first batch; for a new store conf/store.properties)")
-    ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity)")
+    ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity; not "
+                    "digits alone, which --as-of-batch reads as a sequence number)")
     ap.add_argument("--partitions", type=int, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
     ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "

@@ -83,7 +83,7 @@ from .identity import IDENTITY, earlier_fingerprints, input_fingerprint
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from .write import run_write_task
-from ..table.rows import FileKind, queue_ends, recorded_config
+from ..table.rows import FileKind, check_batch_id, queue_ends, recorded_config
 
 __all__ = ["run_ingest", "ingest_batch", "FileInput", "PENDING_BATCH_ID", "store_state", "check_store_root", "check_config",
            "resolve_topics"]
@@ -125,12 +125,6 @@ def check_config(snap: StoreSnapshot, config: StoreConfig) -> None:
     if diff:
         raise ConfigError("configuration differs from the one this store was written with: "
                           + ", ".join(f"{k} store={a!r} given={b!r}" for k, (a, b) in diff.items()))
-
-
-def _safe(batch_id: str) -> str:
-    if not batch_id or any(c in batch_id for c in "/\\\0") or batch_id in (".", ".."):
-        raise IngestError(f"invalid batch id {batch_id!r}: no '/', '\\' or empty ids")
-    return batch_id
 
 
 def _load_topics(topics, config: StoreConfig) -> "topics_mod.Topics | None":
@@ -236,7 +230,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
         objstore.ship(sc)       # a caller's own session too (cli.spark_session's already carries them)
     prog = Progress(options.quiet, sc, options.progress_interval)
     store = storage.Store(store_uri)
-    given = _safe(options.batch_id) if options.batch_id else None
+    given = check_batch_id(options.batch_id) if options.batch_id is not None else None
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     given_topics = _load_topics(options.topics, config)        # TopicsError before the lease

@@ -178,7 +178,10 @@ def plan_splits(path: str, fmt: str, target_splits: int = 0, split_bytes: int = 
     for f in files:
         fs, p = storage.filesystem(f)
         with fs.open_input_file(p) as fh:
-            md = pq.ParquetFile(fh).metadata
+            try:
+                md = pq.ParquetFile(fh).metadata
+            except (pa.ArrowInvalid, OSError) as e:       # (--format parquet on another kind of file)
+                raise InputError([f"{f}: not a readable Parquet file ({e})"], 1) from None
             groups.append([md.row_group(g).num_rows for g in range(md.num_row_groups)])
     total = max(1, sum(sum(g) for g in groups))
     for f, group_rows in zip(files, groups):

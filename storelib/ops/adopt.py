@@ -33,9 +33,9 @@ from typing import Any, Callable
 
 from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
-from ..table.rows import BatchRow, FileKind, ManifestRow, manifest_rows
+from ..table.rows import BatchRow, FileKind, ManifestRow, check_batch_id, manifest_rows
 from ..table.snapshots import open_snapshot
-from ..errors import AdoptError, StorePathError
+from ..errors import AdoptError, BadInput, StorePathError
 from ..io import checksum, storage
 from ..io.brokerlock import hold_broker_lock, remove_made_dir
 from ..verify import driver as verify
@@ -123,6 +123,8 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
           quiet: bool = False) -> dict:
     t0 = time.time()
     say = Progress(quiet).say
+    if batch_id is not None:
+        check_batch_id(batch_id)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     fresh = store.os_paths and not os.path.exists(store.root)
     broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None
@@ -164,6 +166,7 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
     if snap.batch is not None:
         first = snap.batches[0]
         if first.operation == "import" and (batch_id is None or first.batch_id == batch_id):
+            _same_source(store, first, storage.Store(source_uri))
             say(f"{store.uri} was already adopted (batch {first.batch_id}): nothing to do")
             return {"batch_id": first.batch_id, "status": "already-committed", "batch_seq": first.batch_seq,
                     "messages": first.messages}
@@ -182,6 +185,20 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
                 _remove_copies(store, before)
             raise
     return _adopt_files(job, src, snap)
+
+
+def _same_source(store: storage.Store, first: BatchRow, src: storage.Store) -> None:
+    """An import into a store adopted before is a rerun only from the directory it was adopted
+    from (however spelled), or of the store itself (its files are the adopted ones): another one is
+    BadInput (exit 2), never "already committed" for messages that are not in the store."""
+    recorded = str(first.detail.get("source") or "")
+    was = storage.Store(recorded) if recorded else None
+    if in_place(src, store):
+        return
+    if was is not None and (recorded == src.uri or in_place(was, src)):
+        return
+    raise BadInput(f"{store.uri} was adopted from {recorded or 'another directory'} (batch {first.batch_id}), not "
+                   f"from {src.uri}: nothing was imported (import {src.uri} into a store of its own)")
 
 
 def in_place(src: storage.Store, store: storage.Store) -> bool:

@@ -34,7 +34,7 @@ from typing import Callable, cast
 from ..format import paths
 from ..table import (deltacommit, deltalog, manifest, objsweep, rowcheck, snapcache, staged_deletes, storefiles,
                      writerlease)
-from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, manifest_rows
+from ..table.rows import FILE_KINDS, BatchRow, FileKind, ManifestRow, check_batch_id, manifest_rows
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
@@ -137,6 +137,8 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
+    if batch_id is not None:
+        check_batch_id(batch_id)
     req = Expiry(reserved_hours, now_ms, dry_run, batch_id, vacuum_retention_hours, housekeeping, topic_rules)
     if dry_run:
         return _expire(store, req, say, t0, None, snapshot)

@@ -67,7 +67,7 @@ from ..io.brokerlock import hold_broker_lock
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
-from ..table.rows import FileKind, ManifestRow, manifest_rows, recorded_config
+from ..table.rows import FileKind, ManifestRow, check_batch_id, manifest_rows, recorded_config
 from ..table.snapshots import open_snapshot
 from ..verify import commitlog as verify_commitlog, indexfile as verify_index
 from . import filediff, rebuild
@@ -574,6 +574,8 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     RocketMQ's defaults."""
     t0 = time.time()
     say = Progress(quiet).say
+    if batch_id is not None:
+        check_batch_id(batch_id)
     store = storage.Store(store_uri)
     if store.local and not os.path.isdir(store.root):
         raise RepairError(f"{store.uri} is not a directory")
@@ -600,8 +602,12 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
                 fault("after-lease")
         else:
             from ..table.storefiles import infer_config
-            cfg = infer_config(store, config)
-            unknown = [] if sizes_given else _unreadable_sizes(store)
+            from ..table.storeinfo import exported_config
+            # an export's sizes are recorded beside its files: never guessed from them (an index
+            # file's size fits more than one slots/entries pair)
+            exported = exported_config(store.uri, config or StoreConfig(), config if sizes_given else None)
+            cfg = exported if exported is not None else infer_config(store, config)
+            unknown = [] if sizes_given or exported is not None else _unreadable_sizes(store)
             if unknown:
                 raise RepairError(f"{store.uri}: no {' and no '.join(unknown)} left to read their sizes off: pass "
                                   "--config with the broker's sizes (RocketMQ's defaults are not assumed); nothing "

@@ -29,7 +29,7 @@ import os
 import shutil
 import uuid
 
-from ..errors import BadInput, ConfigError, ExportError
+from ..errors import BadInput, ConfigError, CorruptStore, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..format.paths import within
@@ -151,7 +151,10 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     try:
         scan = config_files(store, snap, staged) if config_files is not None else None
         for _rel, row in sorted(snap.files.items()):
-            n_bytes += _export_file(store, work, row, config, durable, check, staged, scan)
+            try:
+                n_bytes += _export_file(store, work, row, config, durable, check, staged, scan)
+            except FileNotFoundError:
+                raise _missing(store, snap, row) from None
         starts = queue_starts_of(r["path"] for r in snap.of_kind(FileKind.CONSUMEQUEUE))
         text = properties_text(config, out.root if out.local else None, starts).encode()
         work.write_file(PROPERTIES_NAME, [text], len(text), durable=durable)
@@ -174,6 +177,19 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     return {"store": store_uri, "target": target, "batch_id": snap.batch["batch_id"],
             "batch_seq": snap.batch["batch_seq"], "files": len(snap.files), "valid_bytes": n_bytes,
             "config_files": [rel for rel, _ in extra], **extra_summary}
+
+
+def _missing(store: storage.Store, snap: StoreSnapshot, row: ManifestRow) -> Exception:
+    """The error for a file of ``snap`` the store no longer has: an expiry committed after ``snap``
+    deleted it (the batch can no longer be read whole, by an export or verify's rebuild; that
+    expiry's and later ones can: BadInput), else the store lost it (CorruptStore)."""
+    gone = open_snapshot(store, history=True).removed.get(row["path"])     # (the cache holds no removed rows)
+    batch = snap.batch
+    if gone is not None and batch is not None and gone.batch_seq > batch.batch_seq:
+        return BadInput(f"{row['path']} of batch {batch.batch_id} (seq {batch.batch_seq}) was deleted by the expiry "
+                        f"{gone.batch_id} (seq {gone.batch_seq}): batch {batch.batch_id} can no longer be read whole "
+                        f"(exported, verified); {gone.batch_id} and later ones can (nothing was written)")
+    return CorruptStore(row["path"], 0, "missing file (the snapshot's manifest row names it)")
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable, Mapping, NoReturn, Self, TypedDict
 
+from ..errors import BadInput
 from ..format.filekinds import FILE_KINDS, FileKind, json_column as _parsed
 from ..format.config import DEFAULT_ROCKETMQ_LINE, FILE_SHAPING_KEYS, StoreConfig
 from ..format.consumequeue import UNIT_SIZE
@@ -320,6 +321,22 @@ class BatchRow(_Row):
         """Whether ``as_of_batch`` (a batch id, or a sequence number as int or text) names this
         batch: the one rule every ``--as-of-batch`` goes through."""
         return self.batch_id == str(as_of_batch) or str(self.batch_seq) == str(as_of_batch)
+
+
+def check_batch_id(batch_id: str) -> str:
+    """A batch id given to a writer (``--batch-id``), or ``BadInput`` (exit 2) if it could not name
+    its batch: ``matches`` reads digits alone as a sequence number (``--as-of-batch 1`` would name
+    seq 1 and a batch called "1" alike), and the id names its staging directory (one path
+    component of at most 255 bytes)."""
+    if not batch_id or any(c in batch_id for c in "/\\\0") or batch_id in (".", ".."):
+        raise BadInput(f"invalid batch id {batch_id!r}: no '/', '\\' or empty ids (nothing was written)")
+    if batch_id.isascii() and batch_id.isdigit():
+        raise BadInput(f"invalid batch id {batch_id!r}: digits alone read as a batch sequence number in "
+                       f"--as-of-batch; give it a letter (nothing was written)")
+    if len(batch_id.encode("utf-8", "surrogatepass")) > 255:
+        raise BadInput(f"invalid batch id {batch_id[:40]!r}...: longer than 255 UTF-8 bytes (it names a "
+                       f"directory; nothing was written)")
+    return batch_id
 
 
 def manifest_rows(rows: Iterable[Mapping[str, Any]]) -> list[ManifestRow]:

@@ -137,6 +137,10 @@ def _target(store: Store, tables: manifest.Tables, as_of_batch: str | int | None
         raise no_such_batch(repr(as_of_batch), store.uri)
     if version is None:
         return as_of_batch
+    last = tables.versions.checkpoints
+    if last is None or not 0 <= version <= last:       # (before deltalake is asked: its errors say less)
+        raise NoSuchBatch(f"no checkpoints table version {version} in {store.uri} (its versions: "
+                          f"{'none' if last is None else f'0..{last}'})")
     from . import manifest
     dt = manifest.open_table(store, paths.CHECKPOINTS_DIR, version)
     if dt is None:

@@ -30,7 +30,7 @@ from .rows import overlay
 from .snapshots import StoreSnapshot, open_snapshot
 
 __all__ = ["EXPORT_PROPERTIES", "StoreKind", "store_kind", "check_store", "resolve_config",
-           "ResolvedConfig", "config_mismatch"]
+           "ResolvedConfig", "config_mismatch", "exported_config"]
 
 EXPORT_PROPERTIES = "rocketlake.properties"
 
@@ -121,14 +121,9 @@ def resolve_config(uri: str, given_path: str | None, kind: str | None = None, as
 def _unrecorded(uri: str, given: StoreConfig | None, base: StoreConfig, kind: str, infer: bool) -> ResolvedConfig:
     """The configuration of a store without a committed batch: an export's properties file,
     the given one, the sizes a broker's files have, the default."""
-    root = paths.local_root(uri)
-    exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
-    if exported and os.path.isfile(exported):
-        mine = load_config(exported)
-        _check_exported(uri, exported, mine)
-        if given is not None:
-            config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
-        return ResolvedConfig(overlay(base, mine.file_shaping()), "export")
+    exported = exported_config(uri, base, given)
+    if exported is not None:
+        return ResolvedConfig(exported, "export")
     if given is not None:
         return ResolvedConfig(given, "given")
     if kind == StoreKind.BROKER and infer:
@@ -145,6 +140,21 @@ def _unrecorded(uri: str, given: StoreConfig | None, base: StoreConfig, kind: st
         return ResolvedConfig(cfg, "files", f"{uri} has no recorded configuration; sizes read off its files: "
                                             f"{found} (pass --config to use others)")
     return ResolvedConfig(base, "default")
+
+
+def exported_config(uri: str, base: StoreConfig, given: StoreConfig | None = None) -> StoreConfig | None:
+    """``base`` with the sizes of the ``rocketlake.properties`` an export wrote beside its files at
+    ``uri`` (None without one): checked against the files, and a ``given`` --config that disagrees
+    is a ConfigError naming each key."""
+    root = paths.local_root(uri)
+    exported = os.path.join(root, EXPORT_PROPERTIES) if root is not None else None
+    if not (exported and os.path.isfile(exported)):
+        return None
+    mine = load_config(exported)
+    _check_exported(uri, exported, mine)
+    if given is not None:
+        config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
+    return overlay(base, mine.file_shaping())
 
 
 def _check_exported(uri: str, exported: str, mine: StoreConfig) -> None:

@@ -217,6 +217,147 @@ def test_export_into_a_non_empty_directory_is_a_bad_argument(tmp_path):
     assert os.listdir(target) == ["notes.txt"]
 
 
+def _tree(store: str) -> dict:
+    return {os.path.relpath(os.path.join(d, n), store): os.stat(os.path.join(d, n)).st_mtime_ns
+            for d, _, names in os.walk(store) for n in names}
+
+
+@pytest.mark.parametrize("argv", [
+    ("ingest", "--input", "IN"), ("expire", "--reserved-hours", "1"), ("repair", "--apply")])
+@pytest.mark.parametrize("batch_id", ["1", "007", "z" * 300, "a/b", ".."])
+def test_a_batch_id_that_cannot_name_its_batch_is_exit_2(tmp_path, argv, batch_id):
+    """--as-of-batch reads digits as a sequence number (a batch called "1" committed as seq 4 made
+    `--as-of-batch 1` read seq 4, not seq 1); a staging directory is named by the id."""
+    store = _small_store(tmp_path)
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    before = _tree(store)
+    code, out, err = rl(*[src if a == "IN" else a for a in argv], "--store", store, "--batch-id", batch_id, "--quiet")
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "batch id" in line, (code, err)
+    assert _tree(store) == before
+
+
+@pytest.mark.parametrize("rules", [("--topic", "orderz", "--reserved-hours", "1"),
+                                   ("--topic", "t", "--reserved-hours", "1", "--topic", "t", "--reserved-hours", "2")])
+@pytest.mark.parametrize("dry", [(), ("--dry-run",)])
+def test_expire_of_a_topic_the_store_lacks_or_ruled_twice_is_exit_2(tmp_path, rules, dry):
+    """A mistyped --topic expired nothing and said nothing wrong (exit 0); two rules for one topic
+    kept the last silently."""
+    store = _small_store(tmp_path)
+    before = _tree(store)
+    code, out, err = rl("expire", "--store", store, *rules, *dry)
+    line = one_line_error(err)
+    assert code == 2 and out == "" and (("orderz" in line and "'t'" in line) if "orderz" in rules
+                                        else "--topic t" in line), (code, out, err)
+    assert _tree(store) == before
+
+
+def test_import_of_another_directory_into_an_adopted_store_is_refused(tmp_path):
+    """A store adopted from one broker directory answered an import of another one with
+    status=already-committed (exit 0), though none of its messages were imported."""
+    exports = []
+    for name in ("a", "b"):
+        store = str(tmp_path / f"src-{name}")
+        code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / f"{name}.jsonl", [
+            _line(body=name.encode())]), "--config", DEMO_CONF, "--quiet")
+        assert code == 0, err
+        exports.append(str(tmp_path / f"export-{name}"))
+        code, _out, err = rl("export", "--store", store, "--to", exports[-1])
+        assert code == 0, err
+    store = str(tmp_path / "adopted")
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[0], "--quiet")
+    assert code == 0 and "status=committed" in out + err, out + err
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[0], "--quiet")
+    assert code == 0 and "status=already-committed" in out + err, out + err
+    before = _tree(store)
+    code, out, err = rl("ingest", "--store", store, "--from-store", exports[1], "--quiet")
+    line = one_line_error(err)
+    assert code == 2 and "already-committed" not in out and exports[0] in line and exports[1] in line, (code, err)
+    assert _tree(store) == before
+
+
+def test_format_parquet_on_a_file_that_is_not_parquet_is_exit_2(tmp_path):
+    store = _small_store(tmp_path)
+    before = _tree(store)
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    code, out, err = rl("ingest", "--store", store, "--input", src, "--format", "parquet", "--quiet")
+    assert code == 2 and out == "" and "Traceback" not in err and "more.jsonl" in err and "Parquet" in err, (code, err)
+    assert _tree(store) == before
+
+
+@pytest.mark.parametrize("argv", [("ingest", "--input", "IN", "--json-summary"),
+                                  ("expire", "--reserved-hours", "1", "--json-summary"),
+                                  ("repair", "--apply", "--json-summary"),
+                                  ("query", "range", "--begin", "0", "--end", "1", "--output")])
+@pytest.mark.parametrize("where", ["nosuchdir/out.json", "adir"])
+def test_an_output_file_that_cannot_be_written_is_exit_2_before_any_work(tmp_path, argv, where):
+    """An ingest committed its batch, then failed on its --json-summary with a traceback, exit 1."""
+    store = _small_store(tmp_path)
+    (tmp_path / "adir").mkdir()
+    src = _write_jsonl(tmp_path / "more.jsonl", [_line(body=b"more")])
+    before = _tree(store)
+    argv = [src if a == "IN" else a for a in argv]
+    if argv[0] == "query":
+        argv = ["query", "--store", store, *argv[1:]]
+    else:
+        argv = [*argv[:1], "--store", store, *argv[1:]]
+    code, out, err = rl(*argv, str(tmp_path / where))
+    line = one_line_error(err)
+    assert code == 2 and out == "" and where.split("/")[0] in line, (code, out, err)
+    assert _tree(store) == before
+
+
+@pytest.mark.parametrize("version", ["999", "-1"])
+def test_a_version_the_checkpoints_table_lacks_is_exit_2(tmp_path, version):
+    store = _small_store(tmp_path)
+    for argv in (("inspect", "--store", store, "segments"), ("verify", "--store", store)):
+        code, out, err = rl(*argv, "--version", version)
+        line = one_line_error(err)
+        assert code == 2 and out == "" and f"version {version}" in line and "0..0" in line, (argv, code, err)
+
+
+def test_mirror_of_a_broker_directory_an_export_made_takes_its_sizes(tmp_path):
+    """A broker restored from an export keeps its rocketlake.properties: a mirror of it takes the
+    sizes from there (as verify does), not off an index file that fits no 1:4 ratio ("damaged")."""
+    store = str(tmp_path / "store")
+    rows = [_line(store_timestamp=1717200000000 + i) for i in range(3)]
+    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "in.jsonl", rows),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    broker = str(tmp_path / "restored")
+    code, _out, err = rl("export", "--store", store, "--to", broker)
+    assert code == 0, err
+    mirror = str(tmp_path / "mirror")
+    code, out, err = rl("mirror", "--from", broker, "--store", mirror, "--once", "--quiet")
+    assert code == 0, out + err
+    code, out, err = rl("verify", "--store", mirror, "--deep")
+    assert code == 0 and "status=ok" in out + err, out + err
+    code, out, err = rl("query", "--store", mirror, "key", "--topic", "t", "--key", "k")
+    assert code == 0 and "2 message(s)" in err, err         # (the last: past the broker's safe point)
+
+
+def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
+    """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
+    naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
+    store = str(tmp_path / "store")
+    rows = [_line(body=bytes([65 + i]) * 100_000, store_timestamp=1717200000000 + i) for i in range(6)]
+    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "big.jsonl", rows),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
+    assert code == 0 and "commitlog_removed=0" not in out + err, out + err
+    expiry = (out + err).split("batch_id=")[1].split()[0]
+    target = tmp_path / "restored"
+    code, out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", "1")
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "commitlog/00000000000000000000" in line and expiry in line, (code, err)
+    assert not target.exists()
+    code, out, err = rl("verify", "--store", store, "--as-of-batch", "1")     # (verify rebuilds it by an export)
+    assert code == 2 and out == "" and expiry in one_line_error(err), (code, err)
+    code, _out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", expiry)
+    assert code == 0, err
+
+
 @pytest.mark.parametrize("argv", [
     ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
     ("repair",)])
@@ -272,6 +413,12 @@ def test_query_words_a_user_sees(tmp_path):
     assert code == 0, err
     data = csv_path.read_bytes()
     assert data.count(b"\n") == 3 and b"\r" not in data
+    # a mistyped topic is named as such by every lookup of one topic, not as a key it lacks
+    for argv in (("key", "--key", "k"), ("unique-key", "--key", "k"), ("offset", "--queue", "0", "--offset", "0"),
+                 ("time", "--queue", "0", "--timestamp", "0"),
+                 ("range", "--begin", "2024-01-01", "--end", "2025-01-01")):
+        code, out, err = rl("query", "--store", store, argv[0], "--topic", "tt", *argv[1:])
+        assert code == 0 and err.strip() == "nothing found: no topic 'tt' in this store", (argv, err)
 
 
 def test_docs_say_what_a_user_sees():

@@ -21,7 +21,7 @@ from storelib.table import manifest
 from storelib.ingest import topics as topics_mod
 from storelib.format.config import load_config
 from storelib.ingest.driver import run_ingest
-from storelib.errors import IngestError
+from storelib.errors import BadInput, IngestError
 from storelib.format import paths
 
 SMALL = goldenlib.SMALL_ROLL_CONFIG
@@ -124,7 +124,7 @@ def test_batch_ids_are_idempotent(spark, golden_lines, tmp_path):
         run_ingest(spark, store, other, "jsonl", CFG, batch_id=s1["batch_id"], quiet=True, topics=NO_TOPICS)
     assert store_tree(store, skip_meta=False) == before
     # Bad ids are refused before anything happens.
-    with pytest.raises(IngestError, match="invalid batch id"):
+    with pytest.raises(BadInput, match="invalid batch id"):
         run_ingest(spark, store, other, "jsonl", CFG, batch_id="a/b", quiet=True, topics=NO_TOPICS)
     s3 = run_ingest(spark, store, other, "jsonl", CFG, batch_id="second", quiet=True, topics=NO_TOPICS)
     assert s3["status"] == "committed" and s3["batch_seq"] == 2

@@ -447,3 +447,30 @@ def test_broker_directory_without_queue_and_index_files_needs_config(restored_go
     res = run("repair.py", "--store", store, "--apply", "--config", small_properties(tmp_path))
     assert res.returncode == 0, res.stderr
     assert goldenlib.compare(golden_set("small-roll"), store) == []
+
+
+# ---------------------------------------------------------------------------- an export's own sizes
+def test_repair_of_an_export_takes_the_sizes_its_properties_record(tmp_path):
+    """An export without a manifest records its sizes in rocketlake.properties (verify, query and
+    import read them): repair must too, rather than guess from the index file's size with the 1:4
+    ratio, which fits these sizes' file (21 slots, 21 entries: 544 bytes) as 6 slots and 24 entries
+    and would rewrite a sound index file into a damaged one."""
+    props = tmp_path / "odd.properties"
+    props.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
+                     "maxHashSlotNum=21\nmaxIndexNum=21\n")
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"topic": "orders", "body": f"order {i}", "store_timestamp": 1717228800000 + i,
+                                       "properties": [["KEYS", f"order-{i}"]]}) + "\n" for i in range(3)))
+    store, out = str(tmp_path / "store"), str(tmp_path / "export")
+    res = run("ingest.py", "--store", store, "--input", str(src), "--config", str(props), "--local", "always")
+    assert res.returncode == 0, res.stderr
+    res = run("export.py", "--store", store, "--to", out)
+    assert res.returncode == 0, res.stderr
+    before = repairstores.files_state(out)
+    for mode in ((), ("--apply",)):
+        res = run("repair.py", "--store", out, *mode)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert '"ok":5' in res.stderr and res.stdout == "", res.stdout + res.stderr
+        assert repairstores.files_state(out) == before
+    res = run("repair.py", "--store", out, "--config", small_properties(tmp_path))
+    assert res.returncode == 2 and "maxHashSlotNum" in res.stderr, res.stderr

@@ -347,6 +347,7 @@ def test_the_output_check_is_of_local_paths_only(tmp_path):
     refuse_outputs_in_store("s3://bucket/store", {"--output": s + "/x.json"})
     refuse_outputs_in_store("hdfs://nn/store", {"--output": s + "/x.json"})
     refuse_outputs_in_store(s, {"--output": "s3://bucket/x.json", "--json-summary": None})
+    os.mkdir(s + "-out")                 # (an output in no directory is refused on its own)
     refuse_outputs_in_store(s, {"--output": s + "-out/x.json", "--json-summary": s + "/../x.json"})
     for inside in (s, s + "/x.json", str(tmp_path / "elsewhere" / ".." / "s" / "x.json"), "file://" + s + "/x"):
         with pytest.raises(BadInput, match="inside the store"):
