@@ -25,7 +25,6 @@ from .failures import CHECK, EXPIRE, guarded, worded
 from .timeargs import epoch_ms
 from ..errors import BadInput
 from ..format.config import retention_hours
-from ..format.filekinds import FileKind
 
 
 from . import common as _cli
@@ -64,7 +63,7 @@ def _known_topics(store: str, snap, rules: dict) -> None:
     store does not have: one file may serve many stores.)"""
     if not rules or snap is None or snap.batch is None:
         return
-    have = {r.topic or r.path.split("/")[1] for r in snap.of_kind(FileKind.CONSUMEQUEUE)}
+    have = snap.topics()
     unknown = sorted(set(rules) - have)
     if unknown:
         raise BadInput(f"--topic {', '.join(repr(t) for t in unknown)}: no such topic in {store} (its topics: "

@@ -237,7 +237,7 @@ def single(args) -> int:
         what = f"{'key' if args.cmd == 'key' else 'unique key'} {args.key!r} in topic {args.topic!r}"
         msgs, cursor = _key_messages(r, args)
         if not msgs:
-            what = _topic_miss(r.files.consume_queues, args.topic) or what
+            what = _topic_miss({t for t, _ in r.files.consume_queues}, args.topic) or what
     elif args.cmd == "id":
         what = f"message id {args.msg_id}"
         try:
@@ -278,10 +278,10 @@ def single(args) -> int:
     return ExitCode.OK
 
 
-def _topic_miss(consume_queues, topic: str | None) -> str | None:
-    """Why a lookup in ``topic`` found nothing when the store has no queue of it (a mistyped
-    topic is named as such, not as a key or time it lacks); None when it has one."""
-    if topic is None or any(t == topic for t, _ in consume_queues):
+def _topic_miss(topics: set, topic: str | None) -> str | None:
+    """Why a lookup in ``topic`` found nothing when ``topics`` (the store's topics with a queue)
+    lack it (a mistyped topic is named as such, not as a key or time it lacks); None when it has one."""
+    if topic is None or topic in topics:
         return None
     return f"no topic {topic!r} in this store"
 
@@ -290,7 +290,7 @@ def _queue_miss(r, args) -> str | None:
     """Why ``offset`` found nothing: no such topic or queue, or an offset outside the queue's bounds."""
     queues = sorted(q for t, q in r.files.consume_queues if t == args.topic)
     if not queues:
-        return _topic_miss((), args.topic)
+        return _topic_miss(set(), args.topic)
     if args.queue not in queues:
         return f"no queue {args.queue} in topic {args.topic!r} (its queues: {', '.join(map(str, queues))})"
     lo, hi = r.get_min_offset_in_queue(args.topic, args.queue), r.get_max_offset_in_queue(args.topic, args.queue)
@@ -338,7 +338,7 @@ def _time_lookup(r, args, out: Output, t0: float) -> int:
             out.write_table(None, _time_schema())
         else:
             out.write_rows([])
-        _nothing(_topic_miss(r.files.consume_queues, args.topic) or what + " (no such queue, or it is empty)")
+        _nothing(_topic_miss({t for t, _ in r.files.consume_queues}, args.topic) or what + " (no such queue, or it is empty)")
         return ExitCode.OK
     off = r.get_offset_in_queue_by_time(args.topic, args.queue, args.timestamp, args.boundary.upper())
     unit_ts = r.get_message_store_timestamp(args.topic, args.queue, off)
@@ -487,8 +487,7 @@ def _range_page(args, table) -> int:
     what = f"messages stored in [{args.begin}, {args.end}]" + (f" in topic {args.topic!r}" if args.topic else "")
     snap = _snapshot(args) if args.topic and not table.num_rows else None
     if snap is not None and snap.batch is not None:       # (a broker's directory: its queues are not listed here)
-        from ..format.filekinds import FileKind
-        what = _topic_miss({(r.topic, 0) for r in snap.of_kind(FileKind.CONSUMEQUEUE)}, args.topic) or what
+        what = _topic_miss(snap.topics(), args.topic) or what
     return _finish_table(args, table, what,
                          f"{table.column('commitlog_offset')[-1].as_py()}" if more and table.num_rows else None)
 

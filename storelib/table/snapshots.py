@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import NoSuchBatch
 from ..format import paths
 from ..format.config import StoreConfig
-from .rows import BatchRow, ManifestRow, recorded_config
+from .rows import BatchRow, FileKind, ManifestRow, recorded_config
 
 if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported where needed, not on the shell path
     from . import manifest
@@ -71,6 +71,10 @@ class StoreSnapshot:
     def of_kind(self, kind: str) -> list[ManifestRow]:
         """The live files of one kind, by path (= RocketMQ's load order within a directory)."""
         return sorted((r for r in self.files.values() if r.kind == kind), key=lambda r: r.path)
+
+    def topics(self) -> set[str]:
+        """The topics that have a live consume-queue file."""
+        return {str(r.topic) for r in self.files.values() if r.kind == FileKind.CONSUMEQUEUE}
 
     def last_detail(self, key: str) -> Any:
         """``detail[key]`` of the last batch whose row has it (an ingest's round-robin positions
