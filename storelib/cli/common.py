@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROOT", "DEFAULT_CONFIG", "ExitCode", "exit_code", "config_from_args", "store_config", "on_signals",
-    "interrupted", "prog", "help_doc", "refuse_outputs_in_store", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
+    "interrupted", "prog", "help_doc", "check_outputs", "store_snapshot", "spark_session", "EarlySpark", "start_early", "run_job", "emit_summary", "exit_now", "ingest", "adopt", "INGEST_DRIVER_MODULES", "INGEST_TASK_MODULES",
 ]
 
 ROOT = PROJECT_ROOT
@@ -44,14 +44,13 @@ def help_doc(doc: str) -> str:
     return text
 
 
-def refuse_outputs_in_store(store: str, outputs: dict[str, str | None]) -> None:
-    """``BadInput`` (exit 2) naming the first of ``outputs`` (option -> a file the command writes;
-    None: not given) that lies inside the local store ``store``, however either is spelled (their
-    real paths: ``paths.within``): the store's directory holds the store's own files only (a broker
-    reads them all as its store). Every command naming a file it writes calls this first, before
-    any work (no Spark, no lease, nothing read or written). So is a local output that names a
-    directory or lies in no directory (a job that committed would fail after its commit). A remote
-    output: nothing to check."""
+def check_outputs(store: str, outputs: dict[str, str | None]) -> None:
+    """The files a command writes (``outputs``: option -> path, None: not given), checked before
+    any work (no Spark, no lease, nothing read or written): ``BadInput`` (exit 2) naming the first
+    local one that lies inside the local store ``store``, however either is spelled (real paths,
+    ``paths.within``: the store's directory holds the store's own files only, and a broker reads
+    them all as its store), that names a directory, or whose directory does not exist (a job that
+    committed would fail after its commit). A remote output: nothing to check."""
     root = paths.local_root(store)
     for option, path in outputs.items():
         if not path or not paths.is_local(path):

@@ -102,7 +102,7 @@ def _expire(argv: list) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     from . import common as cli
-    cli.refuse_outputs_in_store(args.store, {"--json-summary": args.json_summary})
+    cli.check_outputs(args.store, {"--json-summary": args.json_summary})
     with worded(CHECK):                      # not a store: one line, exit 2
         # (from the Delta tables, with their versions: the expiry goes on from it under the lease)
         read = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=None),

@@ -82,7 +82,7 @@ def main(argv=None) -> int:
 def _ingest(args) -> int:
     from ..runtime.milestones import mark
     mark("preflight")
-    cli.refuse_outputs_in_store(args.store, {"--json-summary": args.json_summary})    # before Spark starts
+    cli.check_outputs(args.store, {"--json-summary": args.json_summary})    # before Spark starts
     from .preflight import check_ingest, ingest_state, small_local_input
     early = None
     if args.local == "never" and args.format not in ("table", "sql"):
@@ -108,7 +108,7 @@ def _ingest(args) -> int:
 def _import(args) -> int:
     """--from-store: the sizes come from --config, else the source's own files (said on stderr)."""
     from .preflight import check_import
-    cli.refuse_outputs_in_store(args.store, {"--json-summary": args.json_summary})
+    cli.check_outputs(args.store, {"--json-summary": args.json_summary})
     cfg = check_import(args)                # one line, exit 2, before any JVM starts
     session = None
     if args.local != "never":           # the checks run on this process's threads instead of Spark tasks

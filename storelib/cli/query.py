@@ -586,7 +586,7 @@ def answer(argv=None) -> int:
 
     def run() -> int:
         nonlocal spark, owned
-        _cli.refuse_outputs_in_store(args.store, {"--output": args.output})
+        _cli.check_outputs(args.store, {"--output": args.output})
         _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):
             return int(single(args))

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
 
     def run() -> dict:
         nonlocal spark
-        cli.refuse_outputs_in_store(args.store, {"--json-summary": args.json_summary})
+        cli.check_outputs(args.store, {"--json-summary": args.json_summary})
         cfg = cli.config_from_args(args)
         if args.spark:
             spark = cli.spark_session("repair")

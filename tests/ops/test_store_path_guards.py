@@ -340,20 +340,20 @@ def test_a_file_beside_the_store_is_written(store, tmp_path, name):
 def test_the_output_check_is_of_local_paths_only(tmp_path):
     """Only a local output under a local store is refused: a remote store or a remote output is
     never inside a local directory; real paths decide (``..``, a name sharing the store's prefix)."""
-    from storelib.cli.common import refuse_outputs_in_store
+    from storelib.cli.common import check_outputs
     from storelib.errors import BadInput
     s = str(tmp_path / "s")
     os.mkdir(s)
-    refuse_outputs_in_store("s3://bucket/store", {"--output": s + "/x.json"})
-    refuse_outputs_in_store("hdfs://nn/store", {"--output": s + "/x.json"})
-    refuse_outputs_in_store(s, {"--output": "s3://bucket/x.json", "--json-summary": None})
+    check_outputs("s3://bucket/store", {"--output": s + "/x.json"})
+    check_outputs("hdfs://nn/store", {"--output": s + "/x.json"})
+    check_outputs(s, {"--output": "s3://bucket/x.json", "--json-summary": None})
     os.mkdir(s + "-out")                 # (an output in no directory is refused on its own)
-    refuse_outputs_in_store(s, {"--output": s + "-out/x.json", "--json-summary": s + "/../x.json"})
+    check_outputs(s, {"--output": s + "-out/x.json", "--json-summary": s + "/../x.json"})
     for inside in (s, s + "/x.json", str(tmp_path / "elsewhere" / ".." / "s" / "x.json"), "file://" + s + "/x"):
         with pytest.raises(BadInput, match="inside the store"):
-            refuse_outputs_in_store(s, {"--output": inside})
+            check_outputs(s, {"--output": inside})
     with pytest.raises(BadInput, match="--json-summary"):
-        refuse_outputs_in_store("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
+        check_outputs("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
 
 
 # ---------------------------------------------------------------- what a preflight lists
