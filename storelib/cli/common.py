@@ -105,15 +105,18 @@ def on_signals() -> None:
     Called again once a SparkContext exists: PySpark's own SIGINT handler calls into the JVM
     (cancelAllJobs) from inside the signal handler, which breaks the Py4J call the driver was in
     and prints pages of Py4J tracebacks; the job ends its JVM by exiting instead."""
+    import logging
     import signal
     from ..errors import Interrupted
+    from ..runtime import interrupts
 
+    # The handler imports nothing: a signal that lands while a module is half imported would
+    # otherwise fail the handler's own import (logging needs ``string``) and end the job with
+    # that ImportError instead of its one line.
     def _raise(signum, _frame):
-        from ..runtime import interrupts
         if interrupts.deferring() and interrupts.pending() is None:
             interrupts.record(signum)       # the batch is committed: finish it, then say so (exit 0)
             return                          # (a second signal ends the job now; the next run finishes it)
-        import logging
         logging.disable(logging.CRITICAL)   # Py4J logs the call the interrupt broke; the job says one line
         _SIGNALLED.append(signum)
         raise Interrupted(signum)

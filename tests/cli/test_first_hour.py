@@ -336,6 +336,32 @@ def test_interrupt_is_one_line(tmp_path, sig):
     assert code == 0 and "problems=0" in err
 
 
+HALF_IMPORTED = r'''
+import os, signal, sys, types
+from storelib.cli.common import on_signals
+from storelib.errors import Interrupted
+
+on_signals()
+# the signal lands while a module is half imported: ``string`` is in sys.modules without its names,
+# and nothing has imported logging yet
+for name in [m for m in sys.modules if m == "logging" or m.startswith("logging.")]:
+    del sys.modules[name]
+sys.modules["string"] = types.ModuleType("string")
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+except Interrupted as e:
+    print("interrupted", e.signum)
+'''
+
+
+def test_a_signal_during_an_import_is_still_the_interrupt():
+    """The signal handler imports nothing: one that lands mid-import raises ``Interrupted``, not the
+    ImportError of its own import (which ended such a job with exit 1 and a line about ``string``)."""
+    out = subprocess.run([sys.executable, "-c", HALF_IMPORTED], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout == "interrupted 2\n", out.stderr
+
+
 def test_data_source_times_name_the_option():
     """`.option("beginTimestamp", ...)`: ISO-8601 or epoch ms; anything else names the option."""
     from storelib.read.datasource import RocketMQReader
