@@ -609,10 +609,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             dispatcher.close()
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
-            try:
-                remove_made_dir(store.root)         # a refused first cycle into a new directory leaves none
-            except OSError:
-                pass
+            remove_made_dir(store.root)             # a refused first cycle into a new directory leaves none
 
 
 def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dispatcher, broker: BrokerFiles,
