@@ -12,17 +12,22 @@ import csv
 import datetime as dt
 import json
 
-from ..format.times import TIME_FORMS, time_ms
+from ..format.times import TIME_FORMS, time_ms, time_range_problem
 
 __all__ = ["epoch_ms", "iso", "write_csv"]
 
 
 def epoch_ms(text: str) -> int:
-    """argparse type: epoch milliseconds from an integer or an ISO-8601 date/time (UTC if no offset)."""
+    """argparse type: epoch milliseconds from an integer or an ISO-8601 date/time (UTC if no offset),
+    refused (exit 2, before any work) outside what a store holds (``times.time_range_problem``)."""
     try:
-        return time_ms(text)
+        ms = time_ms(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither {TIME_FORMS.replace(' or ', ' nor ', 1)}") from None
+    problem = time_range_problem(ms)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
+    return ms
 
 
 def iso(ms) -> str:

@@ -3,14 +3,28 @@
 One parser for every place a time is typed or given: the ``--store-timestamp`` / ``--from`` /
 ``--to`` options (``cli.timeargs``) and the ``store_timestamp`` / ``born_timestamp`` fields of a
 JSON lines input (``ingest.jsonrows``). A time without an offset is UTC.
+
+``time_range_problem``: what is wrong with a time given for an option (``--store-timestamp``,
+``--now``, a query's bounds; an ingest's default store time), if anything: the store keeps epoch
+ms in RocketMQ's signed 64-bit fields, and a time before 1970 is no time a broker stores.
 """
 from __future__ import annotations
 
 import datetime as dt
 
-__all__ = ["TIME_FORMS", "time_ms"]
+__all__ = ["TIME_FORMS", "MAX_TIME_MS", "time_ms", "time_range_problem"]
 
 TIME_FORMS = "epoch milliseconds or an ISO-8601 time (e.g. 2024-06-01T08:00:00Z)"
+MAX_TIME_MS = 2**63 - 1          # RocketMQ's store and born timestamps: Java longs
+
+
+def time_range_problem(ms: int) -> str | None:
+    """Why ``ms`` is no store time (before 1970-01-01, or past a 64-bit count of ms); None if it is one."""
+    if ms < 0:
+        return f"{ms} is before 1970-01-01T00:00:00Z (epoch ms 0): times are 0 .. {MAX_TIME_MS} epoch ms"
+    if ms > MAX_TIME_MS:
+        return f"{ms} is past the largest time a store holds ({MAX_TIME_MS} epoch ms, a signed 64-bit field)"
+    return None
 
 
 def time_ms(text: object) -> int:

@@ -76,7 +76,8 @@ from ..runtime import warmup
 from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, outcome_unknown,
                      undo_attempt)
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
-from ..errors import ConfigError, IngestError
+from ..format.times import time_range_problem
+from ..errors import BadInput, ConfigError, IngestError
 from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
 from .encode import SPLITS_PER_TASK, default_store_timestamp, encode_splits
 from .identity import IDENTITY, earlier_fingerprints, input_fingerprint
@@ -214,6 +215,14 @@ class FileInput:
         return earlier_fingerprints(self.input_path, self.fmt, self.splits, kinds)
 
 
+def _check_store_time(ms: int | None) -> None:
+    """The default store time of a batch (``store_timestamp``, the sink's ``storeTimestamp``) must
+    be one a store holds: BadInput before anything is made or written otherwise."""
+    problem = time_range_problem(int(ms)) if ms is not None else None
+    if problem is not None:
+        raise BadInput(f"store timestamp {problem} (nothing was written)")
+
+
 # The staging name of a batch whose id is derived from what its encode stage produced: its
 # split records are staged here; its files are staged under the real id once it is known.
 PENDING_BATCH_ID = "pending-id"
@@ -231,6 +240,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     prog = Progress(options.quiet, sc, options.progress_interval)
     store = storage.Store(store_uri)
     given = check_batch_id(options.batch_id) if options.batch_id is not None else None
+    _check_store_time(source.default_store_ts)
     fingerprint = source.fingerprint
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     given_topics = _load_topics(options.topics, config)        # TopicsError before the lease

@@ -143,14 +143,25 @@ def hold_broker_lock(store: storage.Store, create: bool = False, shared: bool = 
         return BrokerLock(key, h, not shared)
 
 
-def remove_made_dir(root: str) -> None:
+def remove_made_dir(root: str) -> bool:
     """Remove the directory ``root`` that a refused or empty first run made, if it holds nothing
-    or nothing but an empty ``lock`` (its writers' hold); OSError, everything left, otherwise. A
-    refused first batch leaves no directory, as before its writers held the lock. The ``lock`` goes
-    only while no process holds it, this one included (closing a second fd would drop this
-    process's own lock), and nothing else is there: a broker makes its ``commitlog`` and
-    ``consumequeue`` before it opens ``lock`` (``DefaultMessageStore``), so a directory holding
-    ``lock`` alone has no broker that could lock it after it is gone."""
+    or nothing but an empty ``lock`` (its writers' hold): whether it is gone. A refused first batch
+    leaves no directory, as before its writers held the lock; anything else there, or a directory
+    that cannot be removed, stays and is no error (this is the cleanup after a run that already
+    failed or did nothing: the run's own outcome is what it reports). The ``lock`` goes only
+    while no process holds it, this one included (closing a second fd would drop this process's
+    own lock), and nothing else is there: a broker makes its ``commitlog`` and ``consumequeue``
+    before it opens ``lock`` (``DefaultMessageStore``), so a directory holding ``lock`` alone has
+    no broker that could lock it after it is gone."""
+    try:
+        _remove_made_dir(root)
+    except OSError:
+        return False
+    return True
+
+
+def _remove_made_dir(root: str) -> None:
+    """``remove_made_dir``; OSError, everything left, where it must stay."""
     path = os.path.join(root, paths.LOCK_FILE)
     if os.listdir(root) == [paths.LOCK_FILE]:
         st = os.stat(root)

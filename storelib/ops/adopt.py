@@ -139,10 +139,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
         if broker_lock is not None:
             broker_lock.release()
         if fresh:
-            try:
-                remove_made_dir(store.root)         # a refused import into a new directory leaves none
-            except OSError:
-                pass
+            remove_made_dir(store.root)             # a refused import into a new directory leaves none
 
 
 @dataclass(frozen=True)

@@ -55,8 +55,8 @@ from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
 from ..table.rows import FileKind, last_queue_files, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..table.storefiles import infer_config, reading_path
-from ..table.storeinfo import exported_config
+from ..table.storefiles import reading_path
+from ..table.storeinfo import broker_config
 from . import rebuild
 
 __all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "FIRST_WINDOW", "MAX_BATCH"]
@@ -564,9 +564,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                          "sizes shape the mirror's; or pass the broker's properties as config)")
                 return {"status": "nothing-new", "messages": 0, "from": 0, "to": 0, "source": broker.root}
             try:
-                # a broker restored from an export keeps its sizes there: never guessed off its files
-                exported = exported_config(broker.root, config or StoreConfig(), config)
-                cfg = exported if exported is not None else infer_config(storage.Store(broker.root), config)
+                cfg = broker_config(storage.Store(broker.root), config, config).config
             except StorePathError as e:      # a FIFO, a device, a link out where a file's size is read
                 raise MirrorError(f"the broker's directory {broker.root}: {e}; nothing was mirrored by this "
                                   "cycle") from None
@@ -611,10 +609,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             dispatcher.close()
         lease.release()
         if not committed and fresh_meta and storage.remove_dir_if_empty(store, paths.META_DIR) and fresh_root:
-            try:
-                remove_made_dir(store.root)         # a refused first cycle into a new directory leaves none
-            except OSError:
-                pass
+            remove_made_dir(store.root)             # a refused first cycle into a new directory leaves none
 
 
 def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dispatcher, broker: BrokerFiles,

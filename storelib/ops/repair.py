@@ -601,13 +601,10 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
                 snap = finish_pending(store, snap, say, cfg, check=rowcheck.check_snapshot)
                 fault("after-lease")
         else:
-            from ..table.storefiles import infer_config
-            from ..table.storeinfo import exported_config
-            # an export's sizes are recorded beside its files: never guessed from them (an index
-            # file's size fits more than one slots/entries pair)
-            exported = exported_config(store.uri, config or StoreConfig(), config if sizes_given else None)
-            cfg = exported if exported is not None else infer_config(store, config)
-            unknown = [] if sizes_given or exported is not None else _unreadable_sizes(store)
+            from ..table.storeinfo import broker_config
+            sized = broker_config(store, config, config if sizes_given else None)
+            cfg = sized.config
+            unknown = [] if sizes_given or sized.source == "export" else _unreadable_sizes(store)
             if unknown:
                 raise RepairError(f"{store.uri}: no {' and no '.join(unknown)} left to read their sizes off: pass "
                                   "--config with the broker's sizes (RocketMQ's defaults are not assumed); nothing "

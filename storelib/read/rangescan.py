@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import messages as codec
+from ..errors import CorruptStore
 from ..format import commitlog as cl
 from ..format.records import MESSAGE_FIELDS
 from ..io.checked import read_stored
@@ -106,7 +107,11 @@ def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = No
 
     ``lo``/``hi``: optional commitlog-offset bounds; records starting outside [lo, hi] are left
     out (the walk still starts at the segment's first byte: record starts are only known by
-    walking). Stops at BLANK / TOTALSIZE 0 / unknown magic, like a broker's recovery.
+    walking). Stops at a BLANK record (a segment's end) or the end of the valid bytes; a TOTALSIZE
+    of 0 or less or an unknown magic before the valid bytes end, or a record running past them,
+    is damage (those bytes were read as records by whatever set ``valid``: the manifest, a
+    broker's recovery, a full segment's BLANK end), ``CorruptStore`` naming the file and
+    position as ``verify`` does, never a scan that ends early in silence.
     """
     pos, valid = 0, seg.valid
     size = chunk
@@ -120,14 +125,21 @@ def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = No
                 yield buf, seg.base + pos, starts
             elif keep.any():
                 yield buf, seg.base + pos, starts[keep]
-        if reason == 1 or end >= valid:
-            break                                   # BLANK record / end of the valid bytes
+        if reason == 1:
+            break                                   # BLANK record: the segment's end
         need = size
-        if reason == 2:
+        if reason == 2:                             # (its TOTALSIZE and magic are in buf)
             rec_size, magic = cl.parse_size_magic(buf, stop)
             if rec_size <= 0 or magic not in (cl.MAGIC_V1, cl.MAGIC_V2):
-                break                               # end of data
+                raise CorruptStore(seg.rel, pos + stop, f"a zero size or an unknown magic (TOTALSIZE {rec_size}, magic "
+                                                        f"{magic & 0xFFFFFFFF:#x}): the records end here, before the "
+                                                        f"{valid} valid bytes")
+            if end >= valid:
+                raise CorruptStore(seg.rel, pos + stop, f"a record of {rec_size} bytes (TOTALSIZE) runs past the "
+                                                        f"{valid} valid bytes")
             need = max(chunk, rec_size + cl.BLANK_SIZE)     # the record runs past this chunk
+        if end >= valid:
+            break                                   # the end of the valid bytes
         if stop == 0:
             size = max(size * 2, need)
             continue

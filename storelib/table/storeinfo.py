@@ -30,7 +30,7 @@ from .rows import overlay
 from .snapshots import StoreSnapshot, open_snapshot
 
 __all__ = ["EXPORT_PROPERTIES", "StoreKind", "store_kind", "check_store", "resolve_config",
-           "ResolvedConfig", "config_mismatch", "exported_config"]
+           "ResolvedConfig", "config_mismatch", "exported_config", "broker_config"]
 
 EXPORT_PROPERTIES = "rocketlake.properties"
 
@@ -155,6 +155,20 @@ def exported_config(uri: str, base: StoreConfig, given: StoreConfig | None = Non
     if given is not None:
         config_mismatch(mine.file_shaping(), given, f"recorded in {exported}")
     return overlay(base, mine.file_shaping())
+
+
+def broker_config(store: Any, base: StoreConfig | None = None, given: StoreConfig | None = None) -> ResolvedConfig:
+    """The file-shaping sizes of a directory without a manifest (a broker's, an export's) for a
+    command that works on its files (repair, the mirror's first cycle): the ``rocketlake.properties``
+    an export wrote beside them (``exported_config``; ``given``, a --config, must agree with it),
+    never guessed off the files while it is there (an index file's size fits more than one
+    slots/entries pair); else ``base`` fitted to the files' sizes (``storefiles.infer_config``).
+    ``source``: "export" or "files"."""
+    exported = exported_config(store.uri, base or StoreConfig(), given)
+    if exported is not None:
+        return ResolvedConfig(exported, "export")
+    from .storefiles import infer_config
+    return ResolvedConfig(infer_config(store, base), "files")
 
 
 def _check_exported(uri: str, exported: str, mine: StoreConfig) -> None:

@@ -530,3 +530,44 @@ def test_a_second_signal_after_the_commit_ends_the_job_committed(tmp_path):
     code, out, err = rl("ingest", "--store", store, "--input", src, "--quiet")       # the rerun finishes it
     assert code == 0 and "already" in out + err, out + err
     assert rl("verify", "--store", store)[0] == 0
+
+
+@pytest.mark.parametrize("command,flag,value", [
+    ("ingest", "--store-timestamp", "-5"), ("ingest", "--store-timestamp", "1969-12-31"),
+    ("ingest", "--store-timestamp", str(2**63)), ("expire", "--now", "-1"), ("expire", "--now", str(2**64)),
+    ("query", "--begin", "-1"), ("query", "--end", str(2**63)), ("query", "--timestamp", "-1")])
+def test_a_time_option_before_1970_or_past_64_bits_is_refused_before_any_work(tmp_path, command, flag, value):
+    """A time a store cannot hold (epoch ms below 0, or past RocketMQ's signed 64-bit field) given
+    to an option: one line naming the option and the bounds, exit 2, and nothing made or changed
+    (an ingest's new store directory is not even created)."""
+    src = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "t", "body": "no store time"}])
+    store = tmp_path / "store"
+    if command != "ingest":
+        code, _out, err = rl("ingest", "--store", store, "--input", src, "--store-timestamp", "1717200000000",
+                             "--quiet")
+        assert code == 0, err
+    before = sorted((p, os.path.getsize(os.path.join(d, p))) for d, _, fs in os.walk(store) for p in fs)
+    argv = {"ingest": ["ingest", "--store", store, "--input", src, flag, value, "--quiet"],
+            "expire": ["expire", "--store", store, "--reserved-hours", "1", flag, value, "--quiet"],
+            "query": ["query", "--store", store, *(["time", "--topic", "t", "--queue", "0"] if flag == "--timestamp"
+                                                  else ["range", "--begin", "0", "--end", "1"]), flag, value]}[command]
+    code, out, err = rl(*argv)
+    assert code == 2 and out == "", (code, out, err)
+    assert f"argument {flag}: {value!r}" in err and ("before 1970" in err or "64-bit" in err), err
+    after = sorted((p, os.path.getsize(os.path.join(d, p))) for d, _, fs in os.walk(store) for p in fs)
+    assert after == before and (command != "ingest" or not store.exists())
+
+
+def test_an_ingest_given_a_default_store_time_before_1970_refuses_it_before_any_work(tmp_path):
+    """The library's ``store_timestamp`` (and the sink's ``storeTimestamp``, which goes the same
+    way): BadInput (exit 2) before the store directory is made, not an OverflowError mid-encode."""
+    from storelib.errors import BadInput
+    from storelib.format.config import load_config
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    src = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "t", "body": "no store time"}])
+    for ms in (-1, 2**63):
+        with pytest.raises(BadInput, match="store timestamp .*nothing was written"):
+            run_ingest(LocalSession(), str(tmp_path / "store"), src, "jsonl", load_config(None), store_timestamp=ms,
+                       quiet=True)
+        assert not (tmp_path / "store").exists()

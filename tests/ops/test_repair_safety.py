@@ -474,3 +474,13 @@ def test_repair_of_an_export_takes_the_sizes_its_properties_record(tmp_path):
         assert repairstores.files_state(out) == before
     res = run("repair.py", "--store", out, "--config", small_properties(tmp_path))
     assert res.returncode == 2 and "maxHashSlotNum" in res.stderr, res.stderr
+    # the one choice repair and the mirror make: the export's sizes while its properties are there
+    from storelib.format.config import load_config
+    from storelib.table.storeinfo import broker_config
+    sized = broker_config(storage.Store(out))
+    assert sized.source == "export" and (sized.config.maxHashSlotNum, sized.config.maxIndexNum) == (21, 21)
+    with pytest.raises(Exception, match="maxHashSlotNum"):
+        broker_config(storage.Store(out), small_config(), small_config())
+    os.remove(os.path.join(out, "rocketlake.properties"))
+    guessed = broker_config(storage.Store(out), load_config(None))
+    assert guessed.source == "files" and (guessed.config.maxHashSlotNum, guessed.config.maxIndexNum) == (6, 24)

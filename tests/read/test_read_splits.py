@@ -136,6 +136,31 @@ def test_a_split_off_the_record_boundaries_is_an_error(stores):
     assert sum(t.num_rows for t in splits.split_messages(st, last)) > 0
 
 
+@pytest.mark.parametrize("damage", ["magic", "zero-size", "past-valid"])
+def test_a_segment_walk_that_ends_before_its_valid_bytes_is_an_error(stores, tmp_path, damage):
+    """A record whose magic or TOTALSIZE is damaged ends the walk before the segment's valid bytes
+    (the manifest's): the scan of a range raises CorruptStore naming the file and the record's
+    position (as verify does), never returns the records before it as the whole answer."""
+    import shutil
+    from storelib.read.localscan import scan_range_local
+    store = shutil.copytree(stores["units"], str(tmp_path / "store"))
+    files, _ = open_files(as_store(store))
+    seg = files.commitlog[0]
+    path = os.path.join(store, seg.rel)
+    with open(path, "rb") as fh:
+        data = fh.read(seg.valid)
+    second = int.from_bytes(data[:4], "big")
+    put = {"magic": (second + 4, b"\x00\x00\x00\x01"), "zero-size": (second, b"\x00\x00\x00\x00"),
+           "past-valid": (second, (seg.valid - second + 8).to_bytes(4, "big"))}[damage]
+    with open(path, "r+b") as fh:
+        fh.seek(put[0])
+        fh.write(put[1])
+    with pytest.raises(CorruptStore, match=f"^{seg.rel}@{second}: "):
+        list(rangescan.segment_messages(Store(store), seg))
+    with pytest.raises(CorruptStore, match=f"^{seg.rel}@{second}: "):
+        scan_range_local(store, 0, 2**62)
+
+
 @pytest.fixture(scope="module")
 def zoned(tmp_path_factory):
     """(store, whole walk): times in clusters out of order, two batches (support/zoned_store.py)."""
