@@ -254,11 +254,14 @@ def _zoned_edges(store: Store, seg: CommitLogSegment, info: SnapshotInfo | None,
 # ----------------------------------------------------------------------------- reading
 def _walk_chunks(store: Store, sp: Split, chunk: int) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
     """(buf, buf's commitlog offset, record starts in buf) over the records of a walk split.
-    The walk must end exactly at ``stop`` unless the split is the segment's last (which ends
-    like a broker's recovery: at a BLANK, a zero size, an unknown magic or the valid bytes' end)."""
+    The walk must end exactly at ``stop``, or for the segment's last split at a BLANK record (a
+    full segment's end): the valid bytes were read as records by whatever set them (the manifest,
+    a broker's recovery), so a zero size, an unknown magic or a record running past them before
+    they end is damage (``CorruptStore``), never a read that ends early in silence."""
     from ..codec import messages as codec
     pos, stop = sp.start - sp.base, sp.stop - sp.base
     size = chunk
+    blank = False
     while stop - pos >= cl.BLANK_SIZE:
         end = min(stop, pos + size)
         buf = np.frombuffer(read_stored(store, sp.rel, pos, end - pos), np.uint8)
@@ -267,6 +270,7 @@ def _walk_chunks(store: Store, sp: Split, chunk: int) -> Iterator[tuple[np.ndarr
             yield buf, sp.base + pos, starts
         if reason == 1:                             # BLANK record
             pos += at
+            blank = True
             break
         if reason == 2:
             rec_size, magic = cl.parse_size_magic(buf, at)
@@ -286,6 +290,9 @@ def _walk_chunks(store: Store, sp: Split, chunk: int) -> Iterator[tuple[np.ndarr
     if not sp.last and pos != stop:
         raise CorruptStore(sp.rel, pos, f"the records do not end at {stop}, where a consume-queue unit says the "
                                         "next record starts")
+    if sp.last and not blank and pos < stop:
+        raise CorruptStore(sp.rel, pos, f"the records end here, before the segment's {sp.valid} valid bytes (a zero "
+                                        "size, an unknown magic or a record running past them)")
 
 
 def _coalesce(phys: np.ndarray, size: np.ndarray, gap: int) -> list[tuple[int, int]]:

@@ -188,6 +188,21 @@ def test_damaged_record_is_an_error_naming_its_place(spark, restored_golden, tmp
     assert _read(spark, store, "jvm", f"commitlog_offset < {pos}").count() == 5
 
 
+@pytest.mark.parametrize("damage", ["zero-size", "magic"])
+def test_records_that_end_before_the_valid_bytes_are_an_error(spark, restored_golden, tmp_path, damage):
+    """A segment's last split whose walk meets a zero TOTALSIZE or an unknown magic before the
+    segment's valid bytes end: an error naming the place in both readers, not the records before
+    it as the whole answer."""
+    def change(buf, pos, r):
+        at = pos if damage == "zero-size" else pos + 4
+        buf[at:at + 4] = (0 if damage == "zero-size" else 1).to_bytes(4, "big")
+    store, rel, pos = _changed(restored_golden, tmp_path, 5, change)
+    for engine in ("jvm", "python"):
+        with pytest.raises(Exception) as e:
+            _read(spark, store, engine).count()
+        assert f"{rel}@{pos}" in str(e.value) and "the records end here" in str(e.value), (engine, str(e.value)[-3000:])
+
+
 def test_a_dataframe_reads_the_snapshot_it_was_loaded_on(spark, tmp_path):
     """Plans are made at load: a later batch is seen by the next load, not by an earlier DataFrame."""
     from storelib.format.config import StoreConfig

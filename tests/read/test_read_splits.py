@@ -159,6 +159,10 @@ def test_a_segment_walk_that_ends_before_its_valid_bytes_is_an_error(stores, tmp
         list(rangescan.segment_messages(Store(store), seg))
     with pytest.raises(CorruptStore, match=f"^{seg.rel}@{second}: "):
         scan_range_local(store, 0, 2**62)
+    whole = splits.plan_splits(as_store(store), files, [seg], split_bytes=1 << 30)     # one split: the last
+    assert len(whole) == 1 and whole[0].last
+    with pytest.raises(CorruptStore, match=f"^{seg.rel}@{second}: "):
+        list(splits.split_messages(Store(store), whole[0]))
 
 
 @pytest.fixture(scope="module")

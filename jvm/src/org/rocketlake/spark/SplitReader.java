@@ -208,7 +208,7 @@ final class SplitReader extends BatchReader {
     private int step(int row) {
         long stop = split.stop;
         if (stop - pos < BLANK_SIZE || pos + BLANK_SIZE > mapEnd) {
-            return finish();
+            return finish(false);
         }
         int at = at(pos, HEAD);
         int size = map.getInt(at + POS_TOTALSIZE);
@@ -217,7 +217,7 @@ final class SplitReader extends BatchReader {
             startsRecord(at, size, magic);
         }
         if (magic == BLANK_MAGIC || size <= 0 || (magic != MAGIC_V1 && magic != MAGIC_V2) || pos + size > stop) {
-            return finish();
+            return finish(magic == BLANK_MAGIC);
         }
         if (pos + size > mapEnd) {
             throw Corrupt.at(split.rel, pos - split.base, "file ends inside a record of " + size + " bytes");
@@ -260,11 +260,18 @@ final class SplitReader extends BatchReader {
         }
     }
 
-    private int finish() {
+    /** The walk ends: exactly at stop, or for the segment's last split at a BLANK record (a full
+     *  segment's end). The valid bytes were read as records by whatever set them (the manifest, a
+     *  broker's recovery), so records that end before them are damage, not a shorter answer. */
+    private int finish(boolean blank) {
         done = true;
         if (!split.last() && pos != split.stop) {
             throw Corrupt.at(split.rel, pos - split.base, "the records do not end at " + split.stop
                 + ", where a consume-queue unit says the next record starts");
+        }
+        if (split.last() && !blank && pos < split.base + split.valid) {
+            throw Corrupt.at(split.rel, pos - split.base, "the records end here, before the segment's " + split.valid
+                + " valid bytes (a zero size, an unknown magic or a record running past them)");
         }
         return 0;
     }
