@@ -191,6 +191,7 @@ class RocketMQReader(DataSourceReader):
 
     def partitions(self):
         from .pruning import prune_segments
+        from .queuemins import queue_minimums
         from .splits import SPLIT_BYTES, plan_splits, queue_plan_ok
         from ..table.storefiles import as_store, open_files
         b = self.bounds
@@ -206,18 +207,19 @@ class RocketMQReader(DataSourceReader):
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
                              b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
                              b.hi["store_timestamp"])
-        return [InputPartition((tuple(s), task_view(store, _split_rels(s)))) for s in splits]
+        mins = queue_minimums(files)
+        return [InputPartition((tuple(s), task_view(store, _split_rels(s)), mins)) for s in splits]
 
     def read(self, partition):
         from .splits import Split, split_messages
         from ..io.storage import Store
-        split, view = partition.value
+        split, view, mins = partition.value
         sp = Split(*split)
         b = self.bounds
         store = Store(self.path).apply_mappings(view)
         for t in split_messages(store, sp, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
                                 b.lo["commitlog_offset"], b.hi["commitlog_offset"],
-                                coalesce_gap=int_option(self.options, "coalescebytes")):
+                                coalesce_gap=int_option(self.options, "coalescebytes"), mins=mins):
             yield from t.to_batches()
 
 

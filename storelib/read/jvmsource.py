@@ -101,6 +101,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     its path, bounds, snapshot and config), or None when the JVM reader cannot read this store
     (module docstring)."""
     from .pruning import prune_segments
+    from .queuemins import queue_minimums
     from .splits import SPLIT_BYTES, plan_splits
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
@@ -125,7 +126,8 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     tuning = _tuning(reader.options)
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote, **tuning,
                        "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
-                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader)})
+                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader),
+                       "queue_mins": queue_minimums(files).entries()})
 
 
 # remote reads: the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option

@@ -29,6 +29,7 @@ from ..io.checked import read_stored
 from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
 from .pruning import prune_segments  # (re-exported)
+from .queuemins import QueueMins, drop_below_minimum, queue_minimums
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -151,11 +152,12 @@ def iter_segment_chunks(store: Store, seg: CommitLogSegment, lo: int | None = No
 
 def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = None, end: int | None = None,
                      topics: set[str] | None = None, lo: int | None = None, hi: int | None = None,
-                     batch_rows: int = 8192) -> Iterator[pa.Table]:
+                     batch_rows: int = 8192, mins: QueueMins | None = None) -> Iterator[pa.Table]:
     """Yield MESSAGE_SCHEMA tables of one segment's records, filtered exactly.
 
     begin/end: inclusive store-timestamp bounds; topics: a set of topic names (None = all);
-    lo/hi: inclusive commitlog-offset bounds of the record start.
+    lo/hi: inclusive commitlog-offset bounds of the record start; mins: the store's queue
+    minimums (``queuemins.queue_minimums``): records below them are left out.
     """
     topic_arr = pa.array(sorted(topics), pa.string()) if topics is not None else None
     for buf, base, starts in iter_segment_chunks(store, seg, lo, hi):
@@ -164,7 +166,7 @@ def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = No
             starts = starts[keep]
         for k in range(0, len(starts), batch_rows):
             part = starts[k:k + batch_rows]
-            dec = codec.decode_records(buf, base, part, origin=(seg.rel, base - seg.base))
+            dec = drop_below_minimum(codec.decode_records(buf, base, part, origin=(seg.rel, base - seg.base)), mins)
             if topic_arr is not None:
                 dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
             if dec.num_rows:
@@ -184,6 +186,7 @@ def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, en
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config, snapshot)
     segs = prune_segments(files, info, begin, end)
+    mins = queue_minimums(files)
     topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
     uri = store.uri
     if not segs:
@@ -197,7 +200,7 @@ def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, en
         for b in batches:
             for i in b.column(0).to_pylist():
                 seg = CommitLogSegment(*bsegs.value[i])
-                for t in segment_messages(st, seg, begin, end, topics):
+                for t in segment_messages(st, seg, begin, end, topics, mins=mins):
                     yield from t.to_batches()
 
     return spark.range(0, len(segs), 1, len(segs)).mapInArrow(run, MESSAGE_DDL)

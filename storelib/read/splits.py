@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..io.protocol import Store
+    from .queuemins import QueueMins
     from ..table.storefiles import CommitLogSegment, ConsumeQueueFile, SnapshotInfo, StoreFiles
 
 # A coalesced read: (bytes, record starts in them, the records' commitlog offsets, their sizes)
@@ -377,12 +378,16 @@ def _joined(pend: list[Chunk]) -> Chunk:
 
 def split_messages(store: Store, sp: Split, begin: int | None = None, end: int | None = None,
                    topics: set[str] | None = None, lo: int | None = None, hi: int | None = None,
-                   batch_rows: int = BATCH_ROWS, coalesce_gap: int | None = None) -> Iterator[pa.Table]:
+                   batch_rows: int = BATCH_ROWS, coalesce_gap: int | None = None,
+                   mins: QueueMins | None = None) -> Iterator[pa.Table]:
     """MESSAGE_SCHEMA tables of one split's records, filtered exactly (store time in
-    [begin, end], topic in ``topics``, record start in [lo, hi]), in commitlog order."""
+    [begin, end], topic in ``topics``, record start in [lo, hi]), in commitlog order; a walk
+    leaves out the records below their queue's minimum offset (``mins``: a queue plan reads
+    only the units the queues still hold)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from ..codec import messages as codec
+    from .queuemins import drop_below_minimum
     from .rangescan import CHUNK_BYTES, message_table, time_mask, within
     topic_arr = pa.array(sorted(topics), pa.string()) if topics is not None else None
     if sp.queues is not None:
@@ -413,6 +418,7 @@ def split_messages(store: Store, sp: Split, begin: int | None = None, end: int |
             starts = starts[keep]
         for k in range(0, len(starts), batch_rows):
             dec = codec.decode_records(buf, base, starts[k:k + batch_rows], origin=(sp.rel, base - sp.base))
+            dec = drop_below_minimum(dec, mins)
             if topic_arr is not None:
                 dec = dec.filter(pc.is_in(dec.column("topic"), value_set=topic_arr))
             if dec.num_rows:

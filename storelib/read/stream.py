@@ -154,6 +154,7 @@ class RocketMQStreamReader(DataSourceStreamReader):
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         from ..table.storefiles import as_store, open_files
         from .pruning import prune_segments
+        from .queuemins import queue_minimums
         self.last_end = end
         lo, hi = int(start["offset"]), int(end["offset"])
         if hi <= lo:
@@ -170,7 +171,8 @@ class RocketMQStreamReader(DataSourceStreamReader):
             return []
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"], lo_b, hi_b)
         # object stores: the task reads the segment through the objects this planner mapped it to
-        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel})))
+        mins = queue_minimums(files)
+        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel}), mins))
                 for s in segs]
 
     def _check_loss(self, files: StoreFiles, lo: int, hi: int) -> None:
@@ -187,10 +189,10 @@ class RocketMQStreamReader(DataSourceStreamReader):
         from ..io.storage import Store
         from ..table.storefiles import CommitLogSegment
         from .rangescan import segment_messages
-        rel, base, valid, lo, hi, view = partition.value
+        rel, base, valid, lo, hi, view, mins = partition.value
         b = self.batch_reader.bounds
         for t in segment_messages(Store(self.path).apply_mappings(view), CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
-                                  b.hi["store_timestamp"], b.topics, lo, hi):
+                                  b.hi["store_timestamp"], b.topics, lo, hi, mins=mins):
             yield from t.to_batches()
 
     def commit(self, end: Offset) -> None:

@@ -170,6 +170,7 @@ def _range(q: Query, store_uri: str, as_of, config) -> Found:
     once the page is full, so a page of a big store reads only what it shows (the command reads
     the whole range, then sorts it: the same rows)."""
     import pyarrow as pa
+    from ..read.queuemins import queue_minimums
     from ..read.rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
     from ..table.storefiles import open_files
     try:
@@ -179,11 +180,13 @@ def _range(q: Query, store_uri: str, as_of, config) -> Found:
     store = Store(store_uri)
     files, info = open_files(store, as_of, config)
     topics = {q.topic} if q.topic else None
+    mins = queue_minimums(files)
     parts, rows = [], 0
     for seg in sorted(prune_segments(files, info, q.begin, q.end), key=lambda s: s.base):
         if after is not None and seg.base + seg.valid <= after + 1:
             continue
-        for t in segment_messages(store, seg, q.begin, q.end, topics, lo=None if after is None else after + 1):
+        for t in segment_messages(store, seg, q.begin, q.end, topics, lo=None if after is None else after + 1,
+                                  mins=mins):
             parts.append(t)
             rows += t.num_rows
             if q.limit is not None and rows > q.limit:

@@ -78,6 +78,32 @@ def test_queries_answer_from_the_new_minimum(by_topic):
         [kept["commitlog_offset"]]
 
 
+def test_range_reads_leave_out_what_the_queues_no_longer_hold(by_topic, spark):
+    """The records below a queue's new minimum stay in their shared segments; every walk of the
+    segments leaves them out, as the queues, key lookups and stats do: the local range scan, the
+    data source's JVM and Python readers (a topic filter walked, not read through the queues too)."""
+    from storelib.read.datasource import register
+    from storelib.read.localscan import scan_range_local
+    from storelib.format.records import is_queued
+    store = by_topic[0]
+    t = scan_range_local(store)
+    rows = sorted(zip(t.column("topic").to_pylist(), t.column("queue_id").to_pylist(),
+                      t.column("queue_offset").to_pylist()))
+    r = open_store(store)
+    for topic, floor in (("notify_sms", 300), ("coupon_issue", 90)):
+        offsets = [o for tp, q, o, f in zip(*(t.column(c).to_pylist() for c in ("topic", "queue_id", "queue_offset",
+                                                                               "sys_flag")))
+                   if (tp, q) == (topic, 0) and is_queued(f)]      # (PREPARED records have no queue offset)
+        assert sorted(offsets) == list(range(floor, r.get_max_offset_in_queue(topic, 0))), topic
+    register(spark)
+    for engine in ("jvm", "python"):
+        df = spark.read.format("rocketmq").option("engine", engine).load(store)
+        assert sorted(tuple(x) for x in df.select("topic", "queue_id", "queue_offset").collect()) == rows, engine
+        walked = spark.read.format("rocketmq").option("engine", engine).option("topicQueues", "false").load(store)
+        got = [x[0] for x in walked.where("topic = 'notify_sms'").select("queue_offset").collect()]
+        assert sorted(got) == [o for tp, _, o in rows if tp == "notify_sms"], engine
+
+
 def test_one_expire_batch_that_verifies(by_topic):
     store = by_topic[0]
     snap = manifest.load_snapshot(storage.Store(store))

@@ -18,6 +18,7 @@ final class Bounds implements Serializable {
     Long lo;
     Long hi;
     Set<String> topics;        // null: every topic
+    QueueFloors floors = QueueFloors.NONE;     // records below their queue's minimum offset: left out
 
     Bounds copy() {
         Bounds b = new Bounds();
@@ -26,6 +27,7 @@ final class Bounds implements Serializable {
         b.lo = lo;
         b.hi = hi;
         b.topics = topics == null ? null : new LinkedHashSet<>(topics);
+        b.floors = floors;
         return b;
     }
 

@@ -331,6 +331,7 @@ final class Plan implements Serializable {
                 }
                 b.topicIn(t);
             }
+            b.floors = QueueFloors.parse(root.get("queue_mins"));
             Map<String, List<List<QueueFile>>> queues = null;
             JsonNode jq = root.get("queues");
             if (jq != null && !jq.isNull()) {

@@ -71,12 +71,24 @@ final class RecordColumns {
     /** Decodes the record at {@code at} into row {@code row} if its topic is one of {@code topics}
      *  (null: any); false if it is not. A record whose parts do not fit inside it is corrupt. */
     boolean put(byte[] b, int at, long segPos, byte[][] topics, OnHeapColumnVector[] out, int row) {
+        return put(b, at, segPos, topics, QueueFloors.NONE, out, row);
+    }
+
+    /** As above, and false for a queued record below its queue's minimum offset ({@code floors}). */
+    boolean put(byte[] b, int at, long segPos, byte[][] topics, QueueFloors floors, OnHeapColumnVector[] out, int row) {
         int size = BatchReader.be32(b, at + POS_TOTALSIZE);
         if (!layout(b, at, size)) {
             throw Corrupt.at(rel, segPos, "damaged record (TOTALSIZE " + size + "): its fields do not fit inside it");
         }
         if (topics != null && !topicIn(b, topics)) {
             return false;
+        }
+        if (!floors.isEmpty()) {
+            int tx = sysFlag & TRANSACTION_MASK;
+            if ((tx == TRANSACTION_NOT || tx == TRANSACTION_COMMIT) && BatchReader.be64(b, at + POS_QUEUEOFFSET)
+                    < floors.floor(b, topicAt, topicLen, BatchReader.be32(b, at + POS_QUEUEID))) {
+                return false;
+            }
         }
         if (needProps) {
             parseProperties(b);

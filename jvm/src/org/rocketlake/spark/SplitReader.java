@@ -239,13 +239,13 @@ final class SplitReader extends BatchReader {
             }
         }
         if (map.hasArray()) {               // a remote window: decoded where it lies
-            return columns.put(map.array(), map.arrayOffset() + at, recordAt - split.base, topics, vectors, row) ? 1 : 0;
+            return columns.put(map.array(), map.arrayOffset() + at, recordAt - split.base, topics, bounds.floors, vectors, row) ? 1 : 0;
         }
         if (record.length < size) {
             record = new byte[Math.max(size, 2 * record.length)];
         }
         map.get(at, record, 0, size);
-        return columns.put(record, 0, recordAt - split.base, topics, vectors, row) ? 1 : 0;
+        return columns.put(record, 0, recordAt - split.base, topics, bounds.floors, vectors, row) ? 1 : 0;
     }
 
     /** A split starts on a record (the plan's boundaries come from consume-queue units or zone
