@@ -165,13 +165,15 @@ class StoreReader:
         return self.commitlog.get_by_offset(offset)
 
     def get_by_msg_id(self, msg_id: str) -> Message | None:
-        """The message an offset msgId names, if it still exists and the id's store host matches."""
+        """The message an offset msgId names, if it still exists, the id's store host matches and it
+        is not below its queue's minimum offset (as ``find_by_key``; ``view_message_by_id`` is the
+        broker's lookup, which does not ask)."""
         try:
             host, offset = decode_msg_id(msg_id)
         except ValueError:
             return None
         msg = self.get_by_offset(offset)
-        if msg is None or msg["msg_id"] != msg_id.upper():
+        if msg is None or msg["msg_id"] != msg_id.upper() or not self.in_queue(msg):
             return None
         return msg
 

@@ -73,7 +73,10 @@ def test_queries_answer_from_the_new_minimum(by_topic):
     assert r.query_message("notify_sms", uniq, 32, 0, 2**62)["phy_offsets"] == [gone_msg["commitlog_offset"]]
     assert r.find_by_key("notify_sms", uniq).messages == []
     assert r.find_by_unique_key("notify_sms", uniq) == []
+    assert r.get_by_msg_id(gone_msg["msg_id"]) is None
+    assert r.view_message_by_id(gone_msg["msg_id"])[2]["commitlog_offset"] == gone_msg["commitlog_offset"]  # the broker's
     kept = r.get_by_queue_offset("notify_sms", 0, 300)[0]
+    assert r.get_by_msg_id(kept["msg_id"])["commitlog_offset"] == kept["commitlog_offset"]
     assert [m["commitlog_offset"] for m in r.find_by_key("notify_sms", message_keys(kept)[0]).messages] == \
         [kept["commitlog_offset"]]
 
