@@ -178,13 +178,22 @@ class _Parts:
         return StagedPart(part, rel, rows)
 
     def _discard(self, messages) -> None:
+        """Delete the tasks' incoming files and their directories (one per write: left empty, a
+        query would leave one per micro-batch, each listed again by every later commit)."""
         store = storage.Store(self.store_uri)
+        dirs = set()
         for m in messages:
             if m is not None and m.rel:
+                dirs.add(m.rel.rsplit("/", 1)[0])
                 try:
                     store.delete(m.rel)
                 except OSError:
                     pass
+        for d in dirs:
+            try:
+                storage.remove_dir_if_empty(store, d)
+            except OSError:
+                pass
 
     def _ingest(self, messages, batch_id: str | None, fingerprint: str | None) -> dict | None:
         parts = sorted((m for m in messages if m is not None and m.rows), key=lambda m: m.partition)
@@ -234,6 +243,7 @@ def _drop_orphans(store: storage.Store, current: str, owner: str) -> None:
             if mine or time.time() - time.mktime(time.strptime(d[:15], "%Y%m%dT%H%M%S")) > _ORPHAN_AGE_S:
                 for f in store.list_files(f"{INCOMING_DIR}/{d}"):
                     store.delete(f)
+                storage.remove_dir_if_empty(store, f"{INCOMING_DIR}/{d}")
     except (OSError, ValueError):
         pass
 

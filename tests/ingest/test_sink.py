@@ -86,3 +86,21 @@ def test_empty_frames_commit_nothing(spark, tmp_path):
     finally:
         spark.sparkContext.setLocalProperty("sql.streaming.queryId", None)
     assert batches(store) == [("stream-q-empty-1", 500)]
+
+
+def test_a_committed_write_leaves_no_incoming_directory(spark, tmp_path):
+    """Each write (each micro-batch of a query) stages under its own ``_rocketlake/incoming/<id>/``:
+    the commit removes the directory with its files, and a dead writer's emptied one goes too. Left
+    behind, a query made one per micro-batch and every commit listed them all again."""
+    from storelib.ingest import sink
+    from storelib.io import storage
+    from storelib.format.paths import INCOMING_DIR
+    sink.register(spark)
+    store = str(tmp_path / "s")
+    df = frame(spark)
+    df.write.format("rocketlake").mode("append").save(store)
+    dead = f"{INCOMING_DIR}/20200101T000000-write-0123456789ab"      # a writer that died staging
+    storage.Store(store).write_file(f"{dead}/part-00000-x.arrow", [b"x"])
+    df.limit(10).write.format("rocketlake").mode("append").save(store)
+    assert len(batches(store)) == 2
+    assert os.listdir(os.path.join(store, INCOMING_DIR)) == []
