@@ -40,7 +40,8 @@ topics.json path; default: the queue counts the store recorded), ``updateTopics`
 ``topics`` may change them, as ``--update-topics``), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
 of rows without store_timestamp and born_timestamp; without it such rows are an error),
 ``batchId`` (batch writes), ``leaseWaitSeconds``, ``allowEmptyBody`` (``true``: write rows whose body
-is empty, which RocketMQ's producers refuse; refused by default). The rows: ``ingest_dataframe``'s columns.
+is empty, which RocketMQ's producers refuse; refused by default); any other name is refused
+(``OPTIONS``). The rows: ``ingest_dataframe``'s columns.
 Only append: ``mode("overwrite")`` / ``outputMode("complete")`` are refused.
 """
 from __future__ import annotations
@@ -106,6 +107,37 @@ def query_id_of(checkpoint: str) -> str:
     return qid
 
 
+# The options the sink takes (as the docs spell them; given in any case): another name is refused,
+# since an ignored `queue_by` would write the batch without it.
+OPTIONS = ("path", "checkpointLocation", "config", "topics", "updateTopics", "queueBy", "storeTimestamp", "batchId",
+           "leaseWaitSeconds", "allowEmptyBody")
+
+
+def _check_options(opts: dict) -> None:
+    """ValueError for an option name the sink does not take (the nearest one suggested) or a bad
+    storeTimestamp / leaseWaitSeconds, on the driver before any task runs."""
+    import difflib
+    known = {n.lower(): n for n in OPTIONS}
+    for name in opts:
+        if name not in known:
+            near = difflib.get_close_matches(name.replace("_", ""), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {known[near[0]]}?" if near else ""
+            raise ValueError(f"rocketlake sink: unknown option {name!r} (the options: {', '.join(OPTIONS[1:])}){hint}")
+    _store_ts(opts)
+    _lease_wait(opts)
+
+
+def _lease_wait(opts: dict) -> float:
+    v = opts.get("leasewaitseconds", 120)
+    try:
+        wait = float(v)
+    except (TypeError, ValueError):
+        wait = -1.0
+    if not wait >= 0:
+        raise ValueError(f"rocketlake sink: option leaseWaitSeconds={v!r}: give seconds (0 or more)")
+    return wait
+
+
 def _store_ts(opts: dict) -> int | None:
     v = opts.get("storetimestamp")
     if v is None or v == "":
@@ -131,6 +163,7 @@ class RocketLakeDataSource(DataSource):
             raise ValueError("rocketlake sink: give the store root: .save(STORE) / .start(STORE)")
         if overwrite:
             raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
+        _check_options(opts)
         frame.check_frame_schema(schema)
         return opts
 
@@ -292,7 +325,7 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     from .driver import ingest_batch
     cfg = frame.store_config(opts.get("config") or None)
     source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
-    wait = float(opts.get("leasewaitseconds", 120))
+    wait = _lease_wait(opts)
     deadline = time.time() + wait
     options = IngestOptions(batch_id=batch_id, topics=opts.get("topics") or None,
                             update_topics=str(opts.get("updatetopics", "")).lower() == "true",

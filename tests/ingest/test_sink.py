@@ -104,3 +104,21 @@ def test_a_committed_write_leaves_no_incoming_directory(spark, tmp_path):
     df.limit(10).write.format("rocketlake").mode("append").save(store)
     assert len(batches(store)) == 2
     assert os.listdir(os.path.join(store, INCOMING_DIR)) == []
+
+
+def test_an_option_the_sink_does_not_take_is_refused_before_any_task(tmp_path):
+    """A misspelt option (`queue_by`, `storeTimestmp`) was ignored and the batch written without
+    it; a bad leaseWaitSeconds failed only at the commit, as Python's float() error."""
+    from pyspark.sql import types as T
+    from storelib.ingest import sink
+    schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("body", T.StringType())])
+    store = str(tmp_path / "s")
+    with pytest.raises(ValueError, match="rocketlake sink: unknown option 'queue_by'.*did you mean queueBy"):
+        sink.RocketLakeDataSource({"path": store, "queue_by": "k"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option leaseWaitSeconds='abc': give seconds"):
+        sink.RocketLakeDataSource({"path": store, "leaseWaitSeconds": "abc"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option storeTimestamp='soon': give milliseconds or 'now'"):
+        sink.RocketLakeDataSource({"path": store, "storeTimestamp": "soon"}).writer(schema, False)
+    sink.RocketLakeDataSource({"path": store, "QUEUEBY": "k", "leaseWaitSeconds": "1.5", "storeTimestamp": "now",
+                               "config": "c", "topics": "t", "updateTopics": "true", "batchId": "b",
+                               "allowEmptyBody": "true"}).writer(schema, False)
