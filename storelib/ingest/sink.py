@@ -95,6 +95,8 @@ def query_id_of(checkpoint: str) -> str:
     if checkpoint.startswith("file:"):
         checkpoint = checkpoint[len("file:"):]
         checkpoint = "/" + checkpoint.lstrip("/")
+    elif checkpoint.startswith("s3a://"):           # Hadoop's name for S3, which pyarrow does not open
+        checkpoint = "s3://" + checkpoint[len("s3a://"):]
     try:
         data = storage.Store(checkpoint).read("metadata")
     except (OSError, ValueError) as e:

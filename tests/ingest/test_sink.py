@@ -122,3 +122,23 @@ def test_an_option_the_sink_does_not_take_is_refused_before_any_task(tmp_path):
     sink.RocketLakeDataSource({"path": store, "QUEUEBY": "k", "leaseWaitSeconds": "1.5", "storeTimestamp": "now",
                                "config": "c", "topics": "t", "updateTopics": "true", "batchId": "b",
                                "allowEmptyBody": "true"}).writer(schema, False)
+
+
+def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
+    """Spark keeps a checkpoint on S3 under an s3a:// URI (Hadoop's file system), which pyarrow
+    does not open: the sink failed every micro-batch with 'cannot read the query's id'. The same
+    object is read as s3://."""
+    from storelib.ingest import sink
+    read = []
+
+    class Store:
+        def __init__(self, uri):
+            self.uri = uri
+
+        def read(self, rel):
+            read.append(f"{self.uri}/{rel}")
+            return b'{"id":"q-1"}\n'
+    monkeypatch.setattr(sink.storage, "Store", Store)
+    assert sink.query_id_of("s3a://bucket/ck/orders") == "q-1"
+    assert sink.query_id_of("file:///data/ck") == "q-1"
+    assert read == ["s3://bucket/ck/orders/metadata", "/data/ck/metadata"]
