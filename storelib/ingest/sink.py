@@ -35,7 +35,8 @@ A batch ``write`` (no micro-batch id) is identified as ``ingest_dataframe`` iden
 DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given, so writing the
 same rows again is a no-op.
 
-Options: ``config`` (a ``.properties`` path; default conf/store.properties), ``topics`` (a
+Options: ``config`` (a ``.properties`` path; default: the sizes the store was made with, recorded with
+its first batch; conf/store.properties for a new store), ``topics`` (a
 topics.json path; default: the queue counts the store recorded), ``updateTopics`` (``true``:
 ``topics`` may change them, as ``--update-topics``), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
 of rows without store_timestamp and born_timestamp; without it such rows are an error),
@@ -325,7 +326,7 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     from ..runtime.localrun import LocalSession
     from .context import IngestOptions
     from .driver import ingest_batch
-    cfg = frame.store_config(opts.get("config") or None)
+    cfg = frame.store_config(opts.get("config") or None, store_uri)      # none given: the store's own
     source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
     wait = _lease_wait(opts)
     deadline = time.time() + wait

@@ -142,3 +142,17 @@ def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
     assert sink.query_id_of("s3a://bucket/ck/orders") == "q-1"
     assert sink.query_id_of("file:///data/ck") == "q-1"
     assert read == ["s3://bucket/ck/orders/metadata", "/data/ck/metadata"]
+
+
+def test_a_write_without_config_takes_the_stores_own(spark, tmp_path):
+    """A store remembers the sizes it was made with, so later batches need no config (README): a
+    sink write without ``config`` took conf/store.properties instead, and every write into a store
+    made with other sizes failed ('configuration differs')."""
+    from storelib.ingest import frame as frame_ingest, sink
+    sink.register(spark)
+    store = str(tmp_path / "s")
+    small = {"mappedFileSizeCommitLog": "20000", "mappedFileSizeConsumeQueue": "600"}
+    frame_ingest.ingest_dataframe(frame(spark).limit(10), store, config=small, quiet=True)
+    frame(spark).write.format("rocketlake").mode("append").save(store)
+    assert [n for _, n in batches(store)] == [10, 500]
+    assert os.path.getsize(os.path.join(store, "commitlog", "00000000000000000000")) == 20000
