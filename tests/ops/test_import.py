@@ -205,3 +205,17 @@ def test_in_place_import_however_the_paths_are_spelt(tmp_path, monkeypatch):
         check(store, src)
     with pytest.raises(errors.ConfigError, match="is a rocketlake store, not a broker's directory"):
         check(str(tmp_path / "other"), "link")
+
+
+def test_an_import_into_or_around_its_own_source_is_refused(tmp_path):
+    """`--store broker/lake --from-store broker` copied the broker's directory into itself (the
+    store's own lease and lock files too, as `lake/...`), writing into the source it must only
+    read; the reverse nests the source in the store. Both are refused, nothing written."""
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    before = stat_tree(broker)
+    with pytest.raises(errors.BadInput, match="is inside the broker's directory"):
+        adopt.adopt(None, os.path.join(broker, "lake"), broker + "/", small_config(), quiet=True)
+    assert stat_tree(broker) == before
+    with pytest.raises(errors.BadInput, match="holds the broker's directory"):
+        adopt.adopt(None, str(tmp_path), broker, small_config(), quiet=True)
+    assert stat_tree(broker) == before and not os.path.exists(tmp_path / "_rocketlake")
