@@ -175,6 +175,9 @@ class RocketLakeDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool):  # pyspark's name
         opts = self._check(schema, overwrite)
+        if opts.get("batchid"):
+            raise ValueError("rocketlake sink: option batchId is for batch writes; a query's micro-batch n is "
+                             "batch stream-<query id>-n")
         if not opts.get("checkpointlocation"):
             raise ValueError("rocketlake sink: give the query a checkpointLocation (its id makes "
                              "each micro-batch's batch id; exactly-once needs it)")

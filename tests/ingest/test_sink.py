@@ -119,6 +119,9 @@ def test_an_option_the_sink_does_not_take_is_refused_before_any_task(tmp_path):
         sink.RocketLakeDataSource({"path": store, "leaseWaitSeconds": "abc"}).writer(schema, False)
     with pytest.raises(ValueError, match="rocketlake sink: option storeTimestamp='soon': give milliseconds or 'now'"):
         sink.RocketLakeDataSource({"path": store, "storeTimestamp": "soon"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option batchId is for batch writes"):
+        sink.RocketLakeDataSource({"path": store, "checkpointLocation": str(tmp_path / "ck"),
+                                   "batchId": "b"}).streamWriter(schema, False)
     sink.RocketLakeDataSource({"path": store, "QUEUEBY": "k", "leaseWaitSeconds": "1.5", "storeTimestamp": "now",
                                "config": "c", "topics": "t", "updateTopics": "true", "batchId": "b",
                                "allowEmptyBody": "true"}).writer(schema, False)
