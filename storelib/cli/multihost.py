@@ -26,24 +26,42 @@ def multi_host(master: str) -> bool:
 
 
 def shared_prefixes(env=None) -> list:
+    """The shared directories, each as named and as resolved (a symlink to the mount, made alike on
+    every host, names it as well as the mount itself)."""
     env = os.environ if env is None else env
-    return [os.path.realpath(p) for p in (env.get(SHARED_ENV) or "").split(":") if p.strip()]
+    named = [os.path.normpath(os.path.abspath(p.strip())) for p in (env.get(SHARED_ENV) or "").split(":") if p.strip()]
+    return list(dict.fromkeys(named + [os.path.realpath(p) for p in named]))
 
 
-def _shared(path: str, prefixes: list) -> bool:
-    real = os.path.realpath(os.path.abspath(path))
-    return any(real == p or real.startswith(p.rstrip("/") + "/") for p in prefixes)
+def _under(path: str, prefixes: list) -> str | None:
+    return next((p for p in prefixes if path == p or path.startswith(p.rstrip("/") + "/")), None)
 
 
 def check_reachable(master: str, paths: dict, env=None) -> None:
     """Raise UnreachablePath for the first of ``paths`` (option name -> path or URI; None skipped)
-    that is on the driver's local disk while ``master`` is multi-host."""
+    that is on the driver's local disk while ``master`` is multi-host. The executors open the path
+    as given: a relative one they resolve in their own working directory, and one that leaves the
+    shared directories (a symlink on the driver's disk into them, or out of them) is not theirs."""
     if not multi_host(master):
         return
     prefixes = shared_prefixes(env)
+    real_prefixes = [os.path.realpath(p) for p in prefixes]
     for option, path in paths.items():
-        if not path or not is_local(path) or _shared(local_path(path), prefixes):
+        if not path or not is_local(path):
             continue
+        given = local_path(path)
+        if not os.path.isabs(given):
+            raise UnreachablePath(
+                f"{option} {path} is a relative path, which each executor of the multi-host master {master} "
+                f"would resolve in its own working directory; give an absolute path under a directory named in "
+                f"{SHARED_ENV} (or an s3://, gs:// or hdfs:// URI)")
+        real = os.path.realpath(given)
+        if _under(os.path.normpath(given), prefixes) and _under(real, real_prefixes):
+            continue
+        if _under(real, real_prefixes):
+            raise UnreachablePath(
+                f"{option} {path} is a symlink on the driver's disk into a shared directory, which the executors "
+                f"of the multi-host master {master} do not have; give the path under the shared directory, {real}")
         raise UnreachablePath(
             f"{option} {path} is on the driver's local disk, which the executors of the multi-host master "
             f"{master} cannot read; give an s3://, gs:// or hdfs:// URI (or name a directory mounted at the "

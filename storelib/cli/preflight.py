@@ -77,11 +77,14 @@ def check_import(args):
     from ..table import storeinfo
     import argparse
     src = argparse.Namespace(store=args.from_store, config=args.config, as_of_batch=None)
+    from ..io import storage
+    from ..ops.adopt import in_place
     kind = storeinfo.check_store(args.from_store)
-    if kind == storeinfo.StoreKind.ROCKETLAKE and os.path.abspath(args.from_store) != os.path.abspath(args.store):
+    same = in_place(storage.Store(args.from_store), storage.Store(args.store))     # as the import judges it
+    if kind == storeinfo.StoreKind.ROCKETLAKE and not same:
         raise ConfigError(f"{args.from_store} is a rocketlake store, not a broker's directory: export it "
                           f"(rocketlake export) or ingest into it")
-    if os.path.abspath(args.from_store) != os.path.abspath(args.store):
+    if not same:
         storeinfo.check_store(args.store, writing=True, allow_nonempty=args.allow_nonempty)
     return cli.store_config(src, infer=True, say=True)
 

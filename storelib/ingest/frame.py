@@ -4,7 +4,7 @@
     summary = storelib.ingest_dataframe(spark.table("events"), "/data/store", store_timestamp=1718000000000)
 
 The DataFrame needs the ingest schema's column names (README "Input schema"; other columns are
-ignored), with any type that converts: an integer column wider than the field is range-checked
+ignored, but one that differs from them only in case is refused), with any type that converts: an integer column wider than the field is range-checked
 (never truncated), ``body`` binary or string (UTF-8), ``properties`` as
 ``array<struct<name,value>>`` (order kept), ``array<array<string>>`` pairs,
 ``map<string,string>`` or the RocketMQ properties string, timestamps as long milliseconds or as
@@ -237,6 +237,11 @@ def check_frame_schema(schema) -> None:
              times: "long milliseconds or timestamp", numbers: "an integer or a value that converts to one"}
     fields = {f.name: f.dataType for f in schema.fields}
     problems = [f"DataFrame column '{c}' is missing (required)" for c in _REQUIRED if c not in fields]
+    # Spark matches names in any case, the ingest exactly: a `Properties` column would be left out
+    # as an extra column, its messages written without their keys.
+    exact = {c.lower(): c for c in INPUT_COLUMNS}
+    problems += [f"DataFrame column '{n}': column names are matched exactly: rename it '{exact[n.lower()]}' "
+                 f"(or drop it)" for n in fields if n not in INPUT_COLUMNS and n.lower() in exact]
     for name, typ in fields.items():
         if name == "properties":
             ok = (isinstance(typ, strings)

@@ -35,12 +35,14 @@ A batch ``write`` (no micro-batch id) is identified as ``ingest_dataframe`` iden
 DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given, so writing the
 same rows again is a no-op.
 
-Options: ``config`` (a ``.properties`` path; default conf/store.properties), ``topics`` (a
+Options: ``config`` (a ``.properties`` path; default: the sizes the store was made with, recorded with
+its first batch; conf/store.properties for a new store), ``topics`` (a
 topics.json path; default: the queue counts the store recorded), ``updateTopics`` (``true``:
 ``topics`` may change them, as ``--update-topics``), ``queueBy`` (a column), ``storeTimestamp`` (ms, or ``now``: the store time
 of rows without store_timestamp and born_timestamp; without it such rows are an error),
 ``batchId`` (batch writes), ``leaseWaitSeconds``, ``allowEmptyBody`` (``true``: write rows whose body
-is empty, which RocketMQ's producers refuse; refused by default). The rows: ``ingest_dataframe``'s columns.
+is empty, which RocketMQ's producers refuse; refused by default); any other name is refused
+(``OPTIONS``). The rows: ``ingest_dataframe``'s columns.
 Only append: ``mode("overwrite")`` / ``outputMode("complete")`` are refused.
 """
 from __future__ import annotations
@@ -94,6 +96,8 @@ def query_id_of(checkpoint: str) -> str:
     if checkpoint.startswith("file:"):
         checkpoint = checkpoint[len("file:"):]
         checkpoint = "/" + checkpoint.lstrip("/")
+    elif checkpoint.startswith("s3a://"):           # Hadoop's name for S3, which pyarrow does not open
+        checkpoint = "s3://" + checkpoint[len("s3a://"):]
     try:
         data = storage.Store(checkpoint).read("metadata")
     except (OSError, ValueError) as e:
@@ -104,6 +108,37 @@ def query_id_of(checkpoint: str) -> str:
     if not qid:
         raise ValueError(f"rocketlake sink: {checkpoint}/metadata holds no query id")
     return qid
+
+
+# The options the sink takes (as the docs spell them; given in any case): another name is refused,
+# since an ignored `queue_by` would write the batch without it.
+OPTIONS = ("path", "checkpointLocation", "config", "topics", "updateTopics", "queueBy", "storeTimestamp", "batchId",
+           "leaseWaitSeconds", "allowEmptyBody")
+
+
+def _check_options(opts: dict) -> None:
+    """ValueError for an option name the sink does not take (the nearest one suggested) or a bad
+    storeTimestamp / leaseWaitSeconds, on the driver before any task runs."""
+    import difflib
+    known = {n.lower(): n for n in OPTIONS}
+    for name in opts:
+        if name not in known:
+            near = difflib.get_close_matches(name.replace("_", ""), list(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {known[near[0]]}?" if near else ""
+            raise ValueError(f"rocketlake sink: unknown option {name!r} (the options: {', '.join(OPTIONS[1:])}){hint}")
+    _store_ts(opts)
+    _lease_wait(opts)
+
+
+def _lease_wait(opts: dict) -> float:
+    v = opts.get("leasewaitseconds", 120)
+    try:
+        wait = float(v)
+    except (TypeError, ValueError):
+        wait = -1.0
+    if not wait >= 0:
+        raise ValueError(f"rocketlake sink: option leaseWaitSeconds={v!r}: give seconds (0 or more)")
+    return wait
 
 
 def _store_ts(opts: dict) -> int | None:
@@ -131,6 +166,7 @@ class RocketLakeDataSource(DataSource):
             raise ValueError("rocketlake sink: give the store root: .save(STORE) / .start(STORE)")
         if overwrite:
             raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
+        _check_options(opts)
         frame.check_frame_schema(schema)
         return opts
 
@@ -139,6 +175,9 @@ class RocketLakeDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool):  # pyspark's name
         opts = self._check(schema, overwrite)
+        if opts.get("batchid"):
+            raise ValueError("rocketlake sink: option batchId is for batch writes; a query's micro-batch n is "
+                             "batch stream-<query id>-n")
         if not opts.get("checkpointlocation"):
             raise ValueError("rocketlake sink: give the query a checkpointLocation (its id makes "
                              "each micro-batch's batch id; exactly-once needs it)")
@@ -178,13 +217,22 @@ class _Parts:
         return StagedPart(part, rel, rows)
 
     def _discard(self, messages) -> None:
+        """Delete the tasks' incoming files and their directories (one per write: left empty, a
+        query would leave one per micro-batch, each listed again by every later commit)."""
         store = storage.Store(self.store_uri)
+        dirs = set()
         for m in messages:
             if m is not None and m.rel:
+                dirs.add(m.rel.rsplit("/", 1)[0])
                 try:
                     store.delete(m.rel)
                 except OSError:
                     pass
+        for d in dirs:
+            try:
+                storage.remove_dir_if_empty(store, d)
+            except OSError:
+                pass
 
     def _ingest(self, messages, batch_id: str | None, fingerprint: str | None) -> dict | None:
         parts = sorted((m for m in messages if m is not None and m.rows), key=lambda m: m.partition)
@@ -234,6 +282,7 @@ def _drop_orphans(store: storage.Store, current: str, owner: str) -> None:
             if mine or time.time() - time.mktime(time.strptime(d[:15], "%Y%m%dT%H%M%S")) > _ORPHAN_AGE_S:
                 for f in store.list_files(f"{INCOMING_DIR}/{d}"):
                     store.delete(f)
+                storage.remove_dir_if_empty(store, f"{INCOMING_DIR}/{d}")
     except (OSError, ValueError):
         pass
 
@@ -280,9 +329,9 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
     from ..runtime.localrun import LocalSession
     from .context import IngestOptions
     from .driver import ingest_batch
-    cfg = frame.store_config(opts.get("config") or None)
+    cfg = frame.store_config(opts.get("config") or None, store_uri)      # none given: the store's own
     source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
-    wait = float(opts.get("leasewaitseconds", 120))
+    wait = _lease_wait(opts)
     deadline = time.time() + wait
     options = IngestOptions(batch_id=batch_id, topics=opts.get("topics") or None,
                             update_topics=str(opts.get("updatetopics", "")).lower() == "true",

@@ -126,6 +126,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     if batch_id is not None:
         check_batch_id(batch_id)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
+    _check_apart(storage.Store(source_uri), store)
     fresh = store.os_paths and not os.path.exists(store.root)
     broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None
     try:
@@ -204,6 +205,23 @@ def in_place(src: storage.Store, store: storage.Store) -> bool:
     if src.os_paths and store.os_paths:
         return os.path.realpath(src.root) == os.path.realpath(store.root)
     return src.uri.rstrip("/") == store.uri.rstrip("/")
+
+
+def _check_apart(src: storage.Store, store: storage.Store) -> None:
+    """BadInput if one of the two directories lies inside the other (not the same one): the copy
+    would copy the store into itself, writing into the broker's directory it must only read."""
+    if in_place(src, store):
+        return
+    if src.os_paths and store.os_paths:
+        a, b = os.path.realpath(src.root), os.path.realpath(store.root)
+    else:
+        a, b = src.uri.rstrip("/"), store.uri.rstrip("/")
+    if b.startswith(a.rstrip("/") + "/"):
+        raise BadInput(f"{store.uri} is inside the broker's directory {src.uri}: importing would copy the "
+                       f"directory into itself; nothing was imported (give a directory outside it)")
+    if a.startswith(b.rstrip("/") + "/"):
+        raise BadInput(f"{store.uri} holds the broker's directory {src.uri}: nothing was imported (import in "
+                       f"place, --store {src.uri}, or into a directory beside it)")
 
 
 def _remove_copies(store: storage.Store, before: set) -> None:

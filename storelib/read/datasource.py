@@ -57,7 +57,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from .schema import MESSAGE_DDL
 
 __all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register",
-           "register_python_sources", "REUSE_GUARD", "int_option", "task_view"]
+           "register_python_sources", "REUSE_GUARD", "int_option", "task_view", "check_option_names",
+           "READ_OPTIONS", "STREAM_OPTIONS"]
 
 # A filter true of every record, on every rocketmq DataFrame (see the module docstring).
 REUSE_GUARD = "commitlog_offset >= 0"
@@ -135,10 +136,41 @@ class _Bounds:
 
 
 _OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimestamp", "minoffset": "minOffset",
-                 "maxoffset": "maxOffset"}
+                 "maxoffset": "maxOffset", "maxbatchespertrigger": "maxBatchesPerTrigger",
+                 "maxmessagespertrigger": "maxMessagesPerTrigger"}
+
+# The options a read takes (as spelt in the docs; given in any case), beside the MessageStoreConfig
+# keys: a name outside them is refused, since an ignored `topik` would read every topic.
+READ_OPTIONS = ("path", "topic", "beginTimestamp", "endTimestamp", "minOffset", "maxOffset", "engine", "batchRows",
+                "asOfBatch", "config", "splitBytes", "topicQueues", "pushdown", "coalesceBytes", "rangeGapBytes",
+                "windowBytes", "readAhead", "tasksPerCore")
+STREAM_OPTIONS = ("startingOffsets", "maxBatchesPerTrigger", "maxMessagesPerTrigger", "failOnDataLoss")
 
 
-def int_option(options, name):
+def check_option_names(options: dict, stream: bool) -> None:
+    """ValueError for an option name no read takes (a close name suggested), or a stream's own
+    option on a batch read."""
+    import dataclasses
+    import difflib
+    from ..format.config import StoreConfig
+    names = READ_OPTIONS + (STREAM_OPTIONS if stream else ()) + tuple(
+        f.name for f in dataclasses.fields(StoreConfig) if f.name != "extra")
+    known = {n.lower(): n for n in names}
+    for name in options:
+        key = str(name).lower()
+        if key in known:
+            continue
+        if key in {n.lower() for n in STREAM_OPTIONS}:
+            raise ValueError(f"rocketmq data source: option {_OPTION_NAMES.get(key, name)} is a readStream option; "
+                             f"a batch read (spark.read) does not take it")
+        near = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {known[near[0]]}?" if near else ""
+        raise ValueError(f"rocketmq data source: unknown option {str(name)!r} (the options: "
+                         f"{', '.join(READ_OPTIONS + (STREAM_OPTIONS if stream else ()))}, and "
+                         f"MessageStoreConfig keys){hint}")
+
+
+def int_option(options: dict, name: str) -> int | None:
     """An integer option; the timestamps also as ISO-8601 (UTC without an offset). A bad value is a
     ValueError naming the option."""
     v = options.get(name)
@@ -161,7 +193,8 @@ def int_option(options, name):
 
 
 class RocketMQReader(DataSourceReader):
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, stream: bool = False):
+        check_option_names(dict(options), stream)
         self.options = {str(k).lower(): v for k, v in dict(options).items()}   # option names: any case
         path = self.options.get("path")
         if not path:

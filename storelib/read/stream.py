@@ -66,11 +66,6 @@ def _snapshot(path: str) -> StoreSnapshot:
     return open_snapshot(store, history=True)
 
 
-def _int_option(options: dict[str, Any], name: str) -> int | None:
-    v = options.get(name)
-    return None if v is None or v == "" else int(v)
-
-
 def _store_config(options: dict[str, Any]) -> StoreConfig | None:
     """The store configuration the options give (``config`` path, MessageStoreConfig keys), as the
     batch reader takes it; None: fitted to the files."""
@@ -102,11 +97,11 @@ def _end_of(batch: BatchRow) -> Offset:
 
 class RocketMQStreamReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, Any]):
-        self.batch_reader = datasource.RocketMQReader(options)     # options, bounds, config
+        self.batch_reader = datasource.RocketMQReader(options, stream=True)     # options, bounds, config
         self.options = self.batch_reader.options
         self.path = self.batch_reader.path
-        self.max_batches = _int_option(self.options, "maxbatchespertrigger")
-        self.max_messages = _int_option(self.options, "maxmessagespertrigger")
+        self.max_batches = datasource.int_option(self.options, "maxbatchespertrigger")
+        self.max_messages = datasource.int_option(self.options, "maxmessagespertrigger")
         self.fail_on_loss = str(self.options.get("failondataloss", "true")).lower() != "false"
         self.last_end: Offset | None = None      # the end of the latest micro-batch this reader planned
 

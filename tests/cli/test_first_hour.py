@@ -371,3 +371,21 @@ def test_data_source_times_name_the_option():
         RocketMQReader({"path": "s", "beginTimestamp": "yesterday"})
     with pytest.raises(ValueError, match="option minOffset='x': expected an integer"):
         RocketMQReader({"path": "s", "minOffset": "x"})
+
+
+def test_data_source_refuses_an_option_it_does_not_take():
+    """A misspelt option (`topik`) was ignored: the read returned every topic's messages. Each
+    option name is checked (any case), a stream's own option on a batch read says so, and a bad
+    stream option value names the option."""
+    from storelib.read.datasource import RocketMQReader
+    from storelib.read.stream import RocketMQStreamReader
+    with pytest.raises(ValueError, match="rocketmq data source: unknown option 'topik' .*did you mean topic"):
+        RocketMQReader({"path": "s", "topik": "orders"})
+    with pytest.raises(ValueError, match="option maxMessagesPerTrigger is a readStream option"):
+        RocketMQReader({"path": "s", "maxMessagesPerTrigger": "10"})
+    RocketMQReader({"path": "s", "TOPIC": "orders", "mappedfilesizecommitlog": "1024", "engine": "python",
+                    "splitBytes": "100", "asOfBatch": "1", "pushdown": "false", "windowBytes": "1"})
+    r = RocketMQStreamReader({"path": "s", "maxMessagesPerTrigger": "10", "startingOffsets": "latest"})
+    assert r.max_messages == 10
+    with pytest.raises(ValueError, match="option maxBatchesPerTrigger='x': expected an integer"):
+        RocketMQStreamReader({"path": "s", "maxBatchesPerTrigger": "x"})

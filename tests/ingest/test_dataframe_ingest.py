@@ -179,3 +179,22 @@ def test_jobs_table_format(spark, tmp_path):
     assert ingest_frame(spark, load_config(golden_properties(g, tmp_path)), args) == 0
     assert goldenlib.compare(g, store) == []
     assert json.loads((tmp_path / "summary.json").read_text())["messages"] == _golden_arrow().num_rows
+
+
+def test_a_column_named_in_another_case_is_refused():
+    """Spark matches column names in any case, the ingest exactly: a `Properties` or `QUEUE_ID`
+    column was ignored as an extra column, and its messages written without their keys or in
+    other queues. Such a column is named, before the store is touched."""
+    import storelib
+    from pyspark.sql import types as T
+    from storelib.ingest.frame import check_frame_schema
+    s = T.StringType()
+    schema = T.StructType([T.StructField("topic", s), T.StructField("body", s), T.StructField("note", s),
+                           T.StructField("Properties", T.MapType(s, s)), T.StructField("QUEUE_ID", T.IntegerType())])
+    with pytest.raises(storelib.InputError) as e:
+        check_frame_schema(schema)
+    assert e.value.problems == [
+        "DataFrame column 'Properties': column names are matched exactly: rename it 'properties' (or drop it)",
+        "DataFrame column 'QUEUE_ID': column names are matched exactly: rename it 'queue_id' (or drop it)"]
+    with pytest.raises(storelib.InputError, match="DataFrame column 'Topic': column names are matched exactly"):
+        check_frame_schema(T.StructType([T.StructField("Topic", s), T.StructField("body", s)]))

@@ -86,3 +86,76 @@ def test_empty_frames_commit_nothing(spark, tmp_path):
     finally:
         spark.sparkContext.setLocalProperty("sql.streaming.queryId", None)
     assert batches(store) == [("stream-q-empty-1", 500)]
+
+
+def test_a_committed_write_leaves_no_incoming_directory(spark, tmp_path):
+    """Each write (each micro-batch of a query) stages under its own ``_rocketlake/incoming/<id>/``:
+    the commit removes the directory with its files, and a dead writer's emptied one goes too. Left
+    behind, a query made one per micro-batch and every commit listed them all again."""
+    from storelib.ingest import sink
+    from storelib.io import storage
+    from storelib.format.paths import INCOMING_DIR
+    sink.register(spark)
+    store = str(tmp_path / "s")
+    df = frame(spark)
+    df.write.format("rocketlake").mode("append").save(store)
+    dead = f"{INCOMING_DIR}/20200101T000000-write-0123456789ab"      # a writer that died staging
+    storage.Store(store).write_file(f"{dead}/part-00000-x.arrow", [b"x"])
+    df.limit(10).write.format("rocketlake").mode("append").save(store)
+    assert len(batches(store)) == 2
+    assert os.listdir(os.path.join(store, INCOMING_DIR)) == []
+
+
+def test_an_option_the_sink_does_not_take_is_refused_before_any_task(tmp_path):
+    """A misspelt option (`queue_by`, `storeTimestmp`) was ignored and the batch written without
+    it; a bad leaseWaitSeconds failed only at the commit, as Python's float() error."""
+    from pyspark.sql import types as T
+    from storelib.ingest import sink
+    schema = T.StructType([T.StructField("topic", T.StringType()), T.StructField("body", T.StringType())])
+    store = str(tmp_path / "s")
+    with pytest.raises(ValueError, match="rocketlake sink: unknown option 'queue_by'.*did you mean queueBy"):
+        sink.RocketLakeDataSource({"path": store, "queue_by": "k"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option leaseWaitSeconds='abc': give seconds"):
+        sink.RocketLakeDataSource({"path": store, "leaseWaitSeconds": "abc"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option storeTimestamp='soon': give milliseconds or 'now'"):
+        sink.RocketLakeDataSource({"path": store, "storeTimestamp": "soon"}).writer(schema, False)
+    with pytest.raises(ValueError, match="rocketlake sink: option batchId is for batch writes"):
+        sink.RocketLakeDataSource({"path": store, "checkpointLocation": str(tmp_path / "ck"),
+                                   "batchId": "b"}).streamWriter(schema, False)
+    sink.RocketLakeDataSource({"path": store, "QUEUEBY": "k", "leaseWaitSeconds": "1.5", "storeTimestamp": "now",
+                               "config": "c", "topics": "t", "updateTopics": "true", "batchId": "b",
+                               "allowEmptyBody": "true"}).writer(schema, False)
+
+
+def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
+    """Spark keeps a checkpoint on S3 under an s3a:// URI (Hadoop's file system), which pyarrow
+    does not open: the sink failed every micro-batch with 'cannot read the query's id'. The same
+    object is read as s3://."""
+    from storelib.ingest import sink
+    read = []
+
+    class Store:
+        def __init__(self, uri):
+            self.uri = uri
+
+        def read(self, rel):
+            read.append(f"{self.uri}/{rel}")
+            return b'{"id":"q-1"}\n'
+    monkeypatch.setattr(sink.storage, "Store", Store)
+    assert sink.query_id_of("s3a://bucket/ck/orders") == "q-1"
+    assert sink.query_id_of("file:///data/ck") == "q-1"
+    assert read == ["s3://bucket/ck/orders/metadata", "/data/ck/metadata"]
+
+
+def test_a_write_without_config_takes_the_stores_own(spark, tmp_path):
+    """A store remembers the sizes it was made with, so later batches need no config (README): a
+    sink write without ``config`` took conf/store.properties instead, and every write into a store
+    made with other sizes failed ('configuration differs')."""
+    from storelib.ingest import frame as frame_ingest, sink
+    sink.register(spark)
+    store = str(tmp_path / "s")
+    small = {"mappedFileSizeCommitLog": "20000", "mappedFileSizeConsumeQueue": "600"}
+    frame_ingest.ingest_dataframe(frame(spark).limit(10), store, config=small, quiet=True)
+    frame(spark).write.format("rocketlake").mode("append").save(store)
+    assert [n for _, n in batches(store)] == [10, 500]
+    assert os.path.getsize(os.path.join(store, "commitlog", "00000000000000000000")) == 20000

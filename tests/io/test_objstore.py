@@ -107,6 +107,26 @@ def test_multi_host_masters_refuse_the_drivers_disk(tmp_path):
         multihost.check_reachable("yarn", {"--store": str(tmp_path) + "-other"}, env=shared)
 
 
+
+def test_a_shared_path_is_the_one_the_executors_are_given(tmp_path, monkeypatch):
+    """The executors open the path as given, not as the driver resolves it: a relative path (each
+    executor resolves it in its own working directory) and a symlink on the driver's disk into the
+    shared directory (other hosts do not have it) were let through, and their tasks wrote files
+    outside the store. A trailing slash, and a shared directory named through a symlink, still pass."""
+    share = tmp_path / "nfs"
+    (share / "store").mkdir(parents=True)
+    os.symlink(share, tmp_path / "mnt")                   # /mnt -> the mount, on every host
+    os.symlink(share / "store", tmp_path / "my-store")    # a link in the driver's home
+    env = {multihost.SHARED_ENV: f"{tmp_path}/mnt/"}
+    for ok in (f"{share}/store/", f"{tmp_path}/mnt/store", f"file://{share}/store"):
+        multihost.check_reachable("yarn", {"--store": ok}, env=env)
+    with pytest.raises(multihost.UnreachablePath, match=f"^--store {tmp_path}/my-store is a symlink .* {share}/store"):
+        multihost.check_reachable("yarn", {"--store": str(tmp_path / "my-store")}, env=env)
+    monkeypatch.chdir(share)
+    with pytest.raises(multihost.UnreachablePath, match="^--store store is a relative path"):
+        multihost.check_reachable("yarn", {"--store": "store"}, env=env)
+    multihost.check_reachable("local[2]", {"--store": "store"}, env=env)
+
 def test_kernels_of_a_shipped_zip_are_cached_by_source_not_by_folder(tmp_path, monkeypatch):
     from numba.core import caching
     monkeypatch.setattr(caching.config, "CACHE_DIR", "")

@@ -180,3 +180,42 @@ def test_in_place_import_clears_what_a_killed_repair_left(tmp_path):
     assert os.path.isfile(os.path.join(store, "lock"))
     assert adopt.adopt(None, store, store, small_config(), quiet=True)["status"] == "committed"
     assert not os.path.exists(os.path.join(store, "_rocketlake", "tmp"))
+
+
+def test_in_place_import_however_the_paths_are_spelt(tmp_path, monkeypatch):
+    """`--store` and `--from-store` naming one directory through a symlink, a relative path or a
+    trailing slash are an import in place, as the import itself judges it: the command's own check
+    compared absolute paths only, so it refused the broker's directory as a non-empty non-store
+    (and, once adopted, called it "a rocketlake store, not a broker's directory")."""
+    import argparse
+    from storelib.cli.preflight import check_import
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    os.symlink(broker, tmp_path / "link")
+    props = small_properties(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    spellings = [(str(tmp_path / "link"), broker), (broker, "link/"), ("broker/", broker)]
+
+    def check(store, src):
+        return check_import(argparse.Namespace(store=store, from_store=src, config=props, allow_nonempty=False,
+                                               quiet=True))
+    for store, src in spellings:
+        check(store, src)
+    adopt.adopt(None, broker, broker, small_config(), quiet=True)
+    for store, src in spellings:
+        check(store, src)
+    with pytest.raises(errors.ConfigError, match="is a rocketlake store, not a broker's directory"):
+        check(str(tmp_path / "other"), "link")
+
+
+def test_an_import_into_or_around_its_own_source_is_refused(tmp_path):
+    """`--store broker/lake --from-store broker` copied the broker's directory into itself (the
+    store's own lease and lock files too, as `lake/...`), writing into the source it must only
+    read; the reverse nests the source in the store. Both are refused, nothing written."""
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    before = stat_tree(broker)
+    with pytest.raises(errors.BadInput, match="is inside the broker's directory"):
+        adopt.adopt(None, os.path.join(broker, "lake"), broker + "/", small_config(), quiet=True)
+    assert stat_tree(broker) == before
+    with pytest.raises(errors.BadInput, match="holds the broker's directory"):
+        adopt.adopt(None, str(tmp_path), broker, small_config(), quiet=True)
+    assert stat_tree(broker) == before and not os.path.exists(tmp_path / "_rocketlake")
