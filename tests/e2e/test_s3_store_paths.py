@@ -87,3 +87,14 @@ def test_a_prefix_of_another_stores_prefix_is_its_own_store(s3, tmp_path):
     assert os.listdir(tmp_path / "ea" / "commitlog") == ["00000000000000000000"]
     r = _cli(env, "inspect", "--store", f"s3://{BUCKET}/stores/a", "stats")
     assert r.returncode == 0 and "messages_readable=200 " in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("inside", ["stores/a/sub", "stores/a/commitlog/x", "stores/a/_rocketlake/staging/x"])
+def test_a_new_store_under_another_stores_prefix_is_refused(s3, inside):
+    """Its objects would be objects of the other store no manifest names (under its _rocketlake/,
+    among what that store's writers sweep)."""
+    env, client = s3
+    before = _bucket(client)
+    r = _cli(env, "ingest", "--store", f"s3://{BUCKET}/{inside}", "--input", SAMPLE, "--quiet")
+    assert r.returncode == 2 and " lies inside " in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert _bucket(client) == before

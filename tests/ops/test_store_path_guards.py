@@ -197,6 +197,35 @@ def test_export_refuses_a_target_inside_the_store(store, tmp_path, to):
     assert _state(store) == before
 
 
+@pytest.mark.parametrize("command", ["ingest", "mirror", "import"])
+@pytest.mark.parametrize("inside", ["consumequeue/zz", "_rocketlake/staging/zz", "side", "linked/zz",
+                                    "broker:consumequeue/zz"])
+def test_a_new_store_inside_another_store_is_refused(store, tmp_path, command, inside):
+    """A new store (an ingest's, a mirror's, an import's copy) whose directory lies inside another
+    rocketlake store (directly, through a link to it) or under a broker directory's queues:
+    refused, exit 2, nothing written. On the base its files became files of the other store: one
+    under consumequeue/ a broker would load as a topic whose queue ids are not numbers, one under
+    _rocketlake/ among the directories that store's writers clean up. (A parent directory the
+    refused run made on its way may stay, empty, as after any refused first batch.)"""
+    os.symlink(store, str(tmp_path / "linked"))
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    if inside.startswith("broker:"):
+        outer, target = broker, os.path.join(broker, inside.split(":", 1)[1])
+    else:
+        outer = store
+        target = os.path.join(str(tmp_path) if inside.startswith("linked") else store, inside)
+    args = {"ingest": ("ingest", "--store", target, "--input", SAMPLE, "--quiet"),
+            "mirror": ("mirror", "--from", store if outer == broker else broker, "--store", target, "--once",
+                       "--quiet"),
+            "import": ("ingest", "--store", target, "--from-store", broker, "--quiet")}[command]
+    def files(root: str) -> dict:
+        return {k: v for k, v in _state(root).items() if v != stat.S_IFDIR}
+    before = files(outer)
+    r = _cli(*args)
+    assert r.returncode == 2 and " lies inside " in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert files(outer) == before
+
+
 # ---------------------------------------------------------------- the broker's directory a mirror reads
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory):
