@@ -385,6 +385,23 @@ def test_the_output_check_is_of_local_paths_only(tmp_path):
         check_outputs("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
 
 
+@pytest.mark.parametrize("output", ["s3://bucket/store/x.parquet", "s3://bucket/store/commitlog/x.parquet",
+                                    "s3://bucket/store/", "hdfs://nn:8020/store/_rocketlake/x.json",
+                                    "s3://bucket/elsewhere/../store/x.parquet"])
+def test_a_remote_output_under_the_remote_stores_prefix_is_refused(output):
+    """An output under a remote store's own prefix (the bucket or name node and path decide, as
+    spelled: one with '..' is refused for that) is refused before any work; on the base a Parquet
+    range written to s3://bucket/store/commitlog/x.parquet landed among the store's files (its
+    verify then FAILED)."""
+    from storelib.cli.common import check_outputs
+    from storelib.errors import BadInput
+    store = "hdfs://nn:8020/store" if output.startswith("hdfs") else "s3://bucket/store"
+    with pytest.raises(BadInput, match="inside the store|component in the path"):
+        check_outputs(store, {"--output": output})
+    for beside in ("s3://bucket/store2/x.parquet", "s3://other/store/x.parquet", "hdfs://nn2:8020/store/x.json"):
+        check_outputs(store, {"--output": beside})
+
+
 # ---------------------------------------------------------------- what a preflight lists
 @pytest.mark.parametrize("link", ["_rocketlake", "_rocketlake/checkpoints/_delta_log"])
 def test_the_batch_seq_preflight_lists_no_log_outside_the_store(store, tmp_path, link):
