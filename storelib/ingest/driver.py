@@ -114,8 +114,10 @@ def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
         return
     for d in paths.BROKER_DIRS:
         if store.list_files(d):
-            raise IngestError(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: "
-                              f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
+            raise BadInput(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: a new store "
+                           "(an ingest's, a mirror's) starts in an empty or absent directory; to keep those files as "
+                           f"a store, import them: `rocketlake ingest --store {store.uri} --from-store {store.uri}` "
+                           "(nothing was written)")
     outer = enclosing_store(store)
     if outer is not None:
         raise BadInput(f"{store.uri} lies inside {outer}: its files would be files of that store no manifest names "
