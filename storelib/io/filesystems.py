@@ -14,7 +14,7 @@ from . import objstore
 from ..errors import BadInput
 from ..format.paths import is_local, local_path
 
-__all__ = ["is_local", "local_path", "filesystem", "s3_client"]
+__all__ = ["is_local", "local_path", "filesystem", "s3_client", "check_store_uri"]
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -37,6 +37,23 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return _hdfs(u.hostname, u.port), u.path.rstrip("/") or "/"
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path.rstrip("/")
+
+
+def check_store_uri(uri: str) -> None:
+    """A remote store root (``storage.Store``) with ``?``, ``#``, ``%``, ``;``, a backslash or a
+    control character is ``BadInput``: its files are reached by the key as spelled, its Delta tables
+    through ``object_store``'s URL parser, which takes them as a query, a fragment, an escape, so
+    the two would land under different keys (the Delta log of ``s3://b/x?y`` at ``x/_delta_log``,
+    that of ``s3://b/a%2Fb`` under ``a/b/``). (A file's key under a root may hold them: a topic's
+    ``%RETRY%`` queue directories.)"""
+    if is_local(uri):
+        return
+    odd = sorted({c for c in uri.split("://", 1)[-1] if c in "?#%;\\" or ord(c) < 32})
+    if odd:
+        raise BadInput(f"{uri}: {', '.join(repr(c) for c in odd)} in an object store or HDFS URI: its files are "
+                       "reached by the key as spelled, its Delta tables through a URL parser that takes it as a "
+                       "query, a fragment or an escape, so the two would land under different keys; name a prefix "
+                       "without it (nothing was done)")
 
 
 def _check_remote_path(uri: str) -> None:

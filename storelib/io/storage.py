@@ -31,7 +31,7 @@ from pyarrow.fs import FileSelector, FileType  # re-exported for callers
 
 from ..errors import StoreError, StorePathError
 from . import objstore
-from .filesystems import filesystem, is_local, local_path
+from .filesystems import check_store_uri, filesystem, is_local, local_path
 from .objkeys import delete_tree
 from . import objkeys
 from . import patches
@@ -124,6 +124,7 @@ class Store(Capabilities):
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        check_store_uri(self.uri)
         self.fs, self.root = filesystem(self.uri)
         self.local = is_local(self.uri)
         self._paths: dict[str, str] = {}    # rel -> checked path (the check is per file, not per read)
