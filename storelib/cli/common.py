@@ -50,10 +50,18 @@ def check_outputs(store: str, outputs: dict[str, str | None]) -> None:
     local one that lies inside the local store ``store``, however either is spelled (real paths,
     ``paths.within``: the store's directory holds the store's own files only, and a broker reads
     them all as its store), that names a directory, or whose directory does not exist (a job that
-    committed would fail after its commit). A remote output: nothing to check."""
+    committed would fail after its commit). A remote output: refused under a remote store's own
+    prefix (``storage.inside``: same bucket or name node) or with a ``..``-like component."""
     root = paths.local_root(store)
     for option, path in outputs.items():
-        if not path or not paths.is_local(path):
+        if not path:
+            continue
+        if not paths.is_local(path):
+            if root is None:
+                from ..io import storage
+                if storage.inside(storage.Store(store), storage.Store(path)):
+                    raise BadInput(f"{option} {path} is inside the store {store}: a command writes nothing among a "
+                                   "store's own files; name a file outside the store (nothing was done)")
             continue
         local = paths.local_path(path)
         if root is not None and paths.within(root, local):

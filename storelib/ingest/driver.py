@@ -60,11 +60,13 @@ tasks encoded (storelib.ingest.record_digest), so ``ingest_batch`` names its spl
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import time
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence, cast
+from urllib.parse import urlparse
 
 from . import encode as encode_stage, inputs, sequencer, split_staging, topics as topics_mod, write as write_stage
 from ..format import paths
@@ -77,7 +79,7 @@ from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_pub
                      undo_attempt)
 from ..format.config import DEFAULT_ROCKETMQ_LINE, StoreConfig
 from ..format.times import time_range_problem
-from ..errors import BadInput, ConfigError, IngestError
+from ..errors import BadInput, ConfigError, IngestError, StorePathError
 from .context import EncodeContext, IngestOptions, WriteContext, empty_bodies_allowed
 from .encode import SPLITS_PER_TASK, default_store_timestamp, encode_splits
 from .identity import IDENTITY, earlier_fingerprints, input_fingerprint
@@ -107,13 +109,46 @@ def store_state(snap: StoreSnapshot) -> sequencer.StoreState:
 
 
 def check_store_root(store: storage.Store, snap: StoreSnapshot) -> None:
-    """A store without our tables must not already hold RocketMQ files (import those instead)."""
+    """A store without our tables must not already hold RocketMQ files (import those instead),
+    nor lie inside another store (``enclosing_store``)."""
     if snap.batch is not None:
         return
     for d in paths.BROKER_DIRS:
         if store.list_files(d):
-            raise IngestError(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: "
-                              f"adopt it with `jobs/ingest.py --store {store.uri} --from-store {store.uri}`")
+            raise BadInput(f"{store.uri} already holds RocketMQ files ({d}/) but no rocketlake manifest: a new store "
+                           "(an ingest's, a mirror's) starts in an empty or absent directory; to keep those files as "
+                           f"a store, import them: `rocketlake ingest --store {store.uri} --from-store {store.uri}` "
+                           "(nothing was written)")
+    outer = enclosing_store(store)
+    if outer is not None:
+        raise BadInput(f"{store.uri} lies inside {outer}: its files would be files of that store no manifest names "
+                       "(a broker on it would take them for its own; that store's writers clean up their own "
+                       "directories); put the new store beside it (nothing was written)")
+
+
+def enclosing_store(store: storage.Store) -> str | None:
+    """The rocketlake store (a ``_rocketlake/checkpoints`` directory), or the broker directory
+    under whose ``commitlog/``, ``consumequeue/`` or ``index/`` it lies (a ``commitlog/``
+    directory), that holds ``store``'s root below its own; None: none does. Local roots by their
+    real paths; remote ones by their parent prefixes (one look-up each, made before a store's
+    first batch only)."""
+    if store.os_paths:
+        parts = os.path.realpath(store.root).strip("/").split("/")
+        def parent(k: int) -> storage.Store:
+            return storage.Store("/" + "/".join(parts[:k]))
+    else:
+        u = urlparse(store.uri)
+        parts = u.path.strip("/").split("/")
+        def parent(k: int) -> storage.Store:
+            return storage.Store(f"{u.scheme}://{u.netloc}/" + "/".join(parts[:k]))
+    for k in range(len(parts) - 1, -1, -1):
+        p = parent(k)
+        try:
+            if p.exists(paths.CHECKPOINTS_DIR) or parts[k] in paths.BROKER_DIRS and p.exists(paths.COMMITLOG_DIR):
+                return p.uri
+        except (OSError, StorePathError):    # a parent this writer may not list (a bucket policy on its prefix)
+            continue
+    return None
 
 
 def check_config(snap: StoreSnapshot, config: StoreConfig) -> None:

@@ -11,15 +11,21 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 from . import objstore
+from ..errors import BadInput
 from ..format.paths import is_local, local_path
 
-__all__ = ["is_local", "local_path", "filesystem", "s3_client"]
+__all__ = ["is_local", "local_path", "filesystem", "s3_client", "check_store_uri"]
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """(filesystem, path inside it) for a local path or URI."""
+    """(filesystem, path inside it) for a local path or URI. A remote URI whose path has a
+    ``.``, ``..`` or empty component is ``BadInput``: an object store's listing takes such a
+    prefix as it is spelled, its reads and writes of one key as the HTTP layer resolves it
+    (``a/x/../b/k`` is ``a/b/k``), so a check that lists (is the target empty, is this a store)
+    would look at one place and the writes land in another (another store's files)."""
     if is_local(uri):
         return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    _check_remote_path(uri)
     if uri.startswith("s3://"):
         u = urlparse(uri)
         return _s3(), (u.netloc + u.path).rstrip("/")
@@ -31,6 +37,33 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return _hdfs(u.hostname, u.port), u.path.rstrip("/") or "/"
     fs, path = pafs.FileSystem.from_uri(uri)
     return fs, path.rstrip("/")
+
+
+def check_store_uri(uri: str) -> None:
+    """A remote store root (``storage.Store``) with ``?``, ``#``, ``%``, ``;``, a backslash or a
+    control character is ``BadInput``: its files are reached by the key as spelled, its Delta tables
+    through ``object_store``'s URL parser, which takes them as a query, a fragment, an escape, so
+    the two would land under different keys (the Delta log of ``s3://b/x?y`` at ``x/_delta_log``,
+    that of ``s3://b/a%2Fb`` under ``a/b/``). (A file's key under a root may hold them: a topic's
+    ``%RETRY%`` queue directories.)"""
+    if is_local(uri):
+        return
+    odd = sorted({c for c in uri.split("://", 1)[-1] if c in "?#%;\\" or ord(c) < 32})
+    if odd:
+        raise BadInput(f"{uri}: {', '.join(repr(c) for c in odd)} in an object store or HDFS URI: its files are "
+                       "reached by the key as spelled, its Delta tables through a URL parser that takes it as a "
+                       "query, a fragment or an escape, so the two would land under different keys; name a prefix "
+                       "without it (nothing was done)")
+
+
+def _check_remote_path(uri: str) -> None:
+    path = urlparse(uri).path.rstrip("/")
+    bad = [p for p in path.split("/")[1:] if p in ("", ".", "..")]
+    if bad:
+        what = f"a {bad[0]!r}" if bad[0] else "an empty ('//')"
+        raise BadInput(f"{uri}: {what} component in the path: an object store or HDFS lists such a path as it is "
+                       "spelled but reads and writes its files where the component leads, so its checks would see "
+                       "one place and its files land in another; spell the path without it (nothing was done)")
 
 
 # (scheme, pid, settings) -> file system: one client per process and settings (a forked child

@@ -24,13 +24,14 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import numpy as np
 from pyarrow.fs import FileSelector, FileType  # re-exported for callers
 
 from ..errors import StoreError, StorePathError
 from . import objstore
-from .filesystems import filesystem, is_local, local_path
+from .filesystems import check_store_uri, filesystem, is_local, local_path
 from .objkeys import delete_tree
 from . import objkeys
 from . import patches
@@ -38,11 +39,11 @@ from .direct_io import MIN_DIRECT_SIZE, read_exact, write_direct
 from .fragments import AssembledFile
 from .protocol import Capabilities
 from ..format.names import rel_path_problem
-from ..format.paths import local_target_problem
+from ..format.paths import local_target_problem, within
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
-           "remove_dir_if_empty", "make_dirs", "delete_tree"]
+           "remove_dir_if_empty", "make_dirs", "delete_tree", "inside"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -61,6 +62,18 @@ def rejoin(original: str, root: str, path: str) -> str:
         return path
     rel = path[len(root):].lstrip("/")
     return join(original, rel)
+
+
+def inside(store: "Store", other: "Store") -> bool:
+    """Whether ``other``'s root is ``store``'s root or lies under it: local ones however either is
+    spelled (``paths.within``), remote ones on the same bucket or name node (scheme and netloc) by
+    their paths (``filesystem`` refuses ``..`` and the like in them)."""
+    if store.os_paths or other.os_paths:
+        return store.os_paths and other.os_paths and within(store.root, other.root)
+    a, b = urlparse(store.uri), urlparse(other.uri)
+    if (a.scheme, a.netloc) != (b.scheme, b.netloc):
+        return False
+    return other.root == store.root or other.root.startswith(store.root.rstrip("/") + "/")
 
 
 def delta_storage_options(uri: str) -> dict[str, str] | None:
@@ -107,6 +120,7 @@ class Store(Capabilities):
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
+        check_store_uri(self.uri)
         self.fs, self.root = filesystem(self.uri)
         self.local = is_local(self.uri)
         self._paths: dict[str, str] = {}    # rel -> checked path (the check is per file, not per read)

@@ -38,6 +38,7 @@ from ..table.snapshots import open_snapshot
 from ..errors import AdoptError, BadInput, StorePathError
 from ..io import checksum, storage
 from ..io.brokerlock import hold_broker_lock, remove_made_dir
+from ..ingest.driver import enclosing_store
 from ..verify import driver as verify
 from ..format.config import StoreConfig
 from ..runtime.progress import Progress
@@ -172,6 +173,10 @@ def _adopt(job: _Adoption, source_uri: str) -> dict:
     src = storage.Store(source_uri)
     check_source(src)
     if not in_place(src, store):
+        outer = enclosing_store(store)
+        if outer is not None:
+            raise BadInput(f"{store.uri} lies inside {outer}: the copy's files would be files of that store no "
+                           "manifest names; import into a directory beside it (nothing was written)")
         say(f"copy {src.uri} -> {store.uri}")
         before = set(store.list_files(""))
         try:

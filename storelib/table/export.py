@@ -32,7 +32,6 @@ import uuid
 from ..errors import BadInput, ConfigError, CorruptStore, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
-from ..format.paths import within
 from ..io import checksum, headpages, patches, storage
 from . import rowcheck, storefiles
 from .snapshots import StoreSnapshot, check_readable, expired_error, open_snapshot
@@ -129,7 +128,7 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     export`` writes)."""
     store = storage.Store(store_uri)
     out = storage.Store(target)
-    if store.os_paths and out.os_paths and within(store.root, out.root):
+    if storage.inside(store, out):
         raise BadInput(f"--to {target} is inside the store {store_uri}: its files would become files of the store "
                        "no manifest names (nothing was written)")
     if out.list_files(""):

@@ -169,6 +169,20 @@ def test_a_mirror_starts_at_the_brokers_first_record(broker, tmp_path, capsys):
     assert not os.path.exists(store)
 
 
+def test_a_mirror_into_a_brokers_directory_is_refused(broker, tmp_path, capsys):
+    """--store naming a directory that already holds RocketMQ files (another broker's, a copy of
+    this one): exit 2, one line saying a new store starts in an empty or absent directory, that
+    directory unchanged (on the base: exit 1, only advising an import, whose store no mirror may
+    then continue)."""
+    other = str(tmp_path / "other")
+    shutil.copytree(broker, other)
+    before = tree(other)
+    code = mirror_cli.main(["--from", broker, "--store", other, "--once", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "starts in an empty or absent directory" in err, (code, err)
+    assert tree(other) == before
+
+
 def test_once_catches_up_in_bounded_batches(broker, tmp_path, capsys):
     store = str(tmp_path / "m")
     assert mirror_cli.main(["--from", broker, "--store", store, "--quiet", "--max-batch-mb", "1"]) == 0

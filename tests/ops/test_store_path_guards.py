@@ -197,6 +197,35 @@ def test_export_refuses_a_target_inside_the_store(store, tmp_path, to):
     assert _state(store) == before
 
 
+@pytest.mark.parametrize("command", ["ingest", "mirror", "import"])
+@pytest.mark.parametrize("inside", ["consumequeue/zz", "_rocketlake/staging/zz", "side", "linked/zz",
+                                    "broker:consumequeue/zz"])
+def test_a_new_store_inside_another_store_is_refused(store, tmp_path, command, inside):
+    """A new store (an ingest's, a mirror's, an import's copy) whose directory lies inside another
+    rocketlake store (directly, through a link to it) or under a broker directory's queues:
+    refused, exit 2, nothing written. On the base its files became files of the other store: one
+    under consumequeue/ a broker would load as a topic whose queue ids are not numbers, one under
+    _rocketlake/ among the directories that store's writers clean up. (A parent directory the
+    refused run made on its way may stay, empty, as after any refused first batch.)"""
+    os.symlink(store, str(tmp_path / "linked"))
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    if inside.startswith("broker:"):
+        outer, target = broker, os.path.join(broker, inside.split(":", 1)[1])
+    else:
+        outer = store
+        target = os.path.join(str(tmp_path) if inside.startswith("linked") else store, inside)
+    args = {"ingest": ("ingest", "--store", target, "--input", SAMPLE, "--quiet"),
+            "mirror": ("mirror", "--from", store if outer == broker else broker, "--store", target, "--once",
+                       "--quiet"),
+            "import": ("ingest", "--store", target, "--from-store", broker, "--quiet")}[command]
+    def files(root: str) -> dict:
+        return {k: v for k, v in _state(root).items() if v != stat.S_IFDIR}
+    before = files(outer)
+    r = _cli(*args)
+    assert r.returncode == 2 and " lies inside " in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert files(outer) == before
+
+
 # ---------------------------------------------------------------- the broker's directory a mirror reads
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory):
@@ -354,6 +383,23 @@ def test_the_output_check_is_of_local_paths_only(tmp_path):
             check_outputs(s, {"--output": inside})
     with pytest.raises(BadInput, match="--json-summary"):
         check_outputs("file://" + s, {"--output": None, "--json-summary": s + "/x.json"})
+
+
+@pytest.mark.parametrize("output", ["s3://bucket/store/x.parquet", "s3://bucket/store/commitlog/x.parquet",
+                                    "s3://bucket/store/", "hdfs://nn:8020/store/_rocketlake/x.json",
+                                    "s3://bucket/elsewhere/../store/x.parquet"])
+def test_a_remote_output_under_the_remote_stores_prefix_is_refused(output):
+    """An output under a remote store's own prefix (the bucket or name node and path decide, as
+    spelled: one with '..' is refused for that) is refused before any work; on the base a Parquet
+    range written to s3://bucket/store/commitlog/x.parquet landed among the store's files (its
+    verify then FAILED)."""
+    from storelib.cli.common import check_outputs
+    from storelib.errors import BadInput
+    store = "hdfs://nn:8020/store" if output.startswith("hdfs") else "s3://bucket/store"
+    with pytest.raises(BadInput, match="inside the store|component in the path"):
+        check_outputs(store, {"--output": output})
+    for beside in ("s3://bucket/store2/x.parquet", "s3://other/store/x.parquet", "hdfs://nn2:8020/store/x.json"):
+        check_outputs(store, {"--output": beside})
 
 
 # ---------------------------------------------------------------- what a preflight lists
