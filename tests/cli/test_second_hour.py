@@ -358,6 +358,42 @@ def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     assert code == 0, err
 
 
+def test_lookups_of_a_batch_whose_files_an_expiry_removed(tmp_path):
+    """query, inspect stats and the store browser as of a batch before an expiry: a lookup that
+    needs a file the expiry deleted says so in one line naming the file and the expiry (exit 2,
+    the page 400), not "missing file" (exit 1, 500: a damaged store); the batch is refused whole;
+    a live file that is missing is still a damaged store."""
+    from storelib.ui.server import create_app
+    store = str(tmp_path / "store")
+    rows = [_line(body=bytes([65 + i]) * 100_000, store_timestamp=1717200000000 + i) for i in range(6)]
+    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "big.jsonl", rows),
+                         "--config", DEMO_CONF, "--quiet")
+    assert code == 0, err
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
+    assert code == 0 and "commitlog_removed=0" not in out + err, out + err
+    expiry = (out + err).split("batch_id=")[1].split()[0]
+    for argv in (("query", "--store", store, "--as-of-batch", "1", "offset", "--topic", "t", "--queue", "0",
+                  "--offset", "0"),
+                 ("query", "--store", store, "--as-of-batch", "1", "key", "--topic", "t", "--key", "k"),
+                 ("query", "--store", store, "--as-of-batch", "1", "range", "--begin", "2024-06-01", "--end",
+                  "2024-06-02"),
+                 ("inspect", "--store", store, "--as-of-batch", "1", "stats")):
+        code, out, err = rl(*argv)
+        line = one_line_error(err)
+        assert code == 2 and out == "" and expiry in line and " was deleted by the expiry " in line, (argv, code, err)
+    code, out, err = rl("query", "--store", store, "--as-of-batch", "1", "offset", "--topic", "t", "--queue", "0",
+                        "--offset", "5")                      # the batch is refused whole, even where a lookup
+    assert code == 2 and expiry in one_line_error(err), err   # would need no deleted file
+    client = create_app(store).test_client()
+    for page in ("/topics?batch=1", "/find?mode=offset&topic=t&queue=0&offset=0&batch=1"):
+        r = client.get(page)
+        assert r.status_code == 400 and expiry in r.get_data(as_text=True), (page, r.status_code)
+    last = sorted(os.listdir(os.path.join(store, "commitlog")))[-1]
+    os.remove(os.path.join(store, "commitlog", last))
+    code, out, err = rl("query", "--store", store, "offset", "--topic", "t", "--queue", "0", "--offset", "5")
+    assert code == 1 and "missing file" in err and expiry not in err, (code, err)     # a live file: damage
+
+
 @pytest.mark.parametrize("argv", [
     ("ingest", "--input", SAMPLE), ("verify",), ("inspect", "stats"), ("expire", "--reserved-hours", "1", "--dry-run"),
     ("repair",)])
