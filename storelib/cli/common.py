@@ -166,7 +166,7 @@ def spark_session(app: str, reach: dict | None = None, sql: bool = True, startin
         quiet_jvm_boot()             # no "Using incubator modules" line from the JVM's boot
     from pyspark.sql import SparkSession
     from ..table.delta_spark import configure_delta
-    from .multihost import check_reachable
+    from ..runtime.multihost import check_reachable
     if reach and _submitted():
         check_reachable(_submitted_master(), reach)        # before the application even starts
         reach = None
@@ -237,7 +237,7 @@ class EarlySpark:
         prefer_installed_pyspark()       # sys.path changed on this thread, before the other one imports
         from ..runtime import sparkcontext, sparkenv, stoplogs  # noqa: F401 - imported on this thread (above)
         from ..io import objstore  # noqa: F401
-        from . import multihost  # noqa: F401
+        from ..runtime import multihost  # noqa: F401
         if sql:
             from ..table import delta_spark  # noqa: F401
         self._out: list = []

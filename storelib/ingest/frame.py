@@ -101,7 +101,10 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
         source.collect()
         session = LocalSession()
     else:
+        from ..runtime.multihost import check_reachable
         from ..runtime.sparkenv import python_for_workers
+        # the executors write the store: on a multi-host master a path on the driver's disk is not theirs
+        check_reachable(session.sparkContext.master, {"store": store})
         python_for_workers(session.sparkContext)     # local workers run this interpreter, not PATH's python3
     return ingest_batch(session, store, source, cfg, IngestOptions(
         batch_id=batch_id, topics=topics, update_topics=update_topics, queue_by=queue_by,

@@ -198,3 +198,29 @@ def test_a_column_named_in_another_case_is_refused():
         "DataFrame column 'QUEUE_ID': column names are matched exactly: rename it 'queue_id' (or drop it)"]
     with pytest.raises(storelib.InputError, match="DataFrame column 'Topic': column names are matched exactly"):
         check_frame_schema(T.StructType([T.StructField("Topic", s), T.StructField("body", s)]))
+
+
+def test_a_store_on_the_drivers_disk_is_refused_on_a_multi_host_master(spark, tmp_path, monkeypatch):
+    """On Spark (not collected into this process) the executors write the store: with a multi-host
+    master a path on the driver's disk is refused before anything is made, as the command refuses it
+    (their tasks would write on each host's own disk, outside the store)."""
+    from types import SimpleNamespace
+    from storelib.errors import UnreachablePath
+    from storelib.ingest.frame import ingest_dataframe
+    from storelib.runtime.multihost import SHARED_ENV
+
+    class OnYarn:
+        def __init__(self, df):
+            self._df = df
+
+        def __getattr__(self, name):
+            return getattr(self._df, name)
+
+        sparkSession = SimpleNamespace(sparkContext=SimpleNamespace(master="yarn"))
+
+    monkeypatch.delenv(SHARED_ENV, raising=False)
+    df = OnYarn(spark.createDataFrame([("t", b"x")], "topic string, body binary"))
+    store = tmp_path / "store"
+    with pytest.raises(UnreachablePath, match=f"^store {store} is on the driver's local disk"):
+        ingest_dataframe(df, str(store), local="never", quiet=True)
+    assert not store.exists()

@@ -1,5 +1,5 @@
 """Object-store settings shipped with every task (storelib.io.objstore), the refusals of paths a
-multi-host master cannot reach (storelib.cli.multihost), and kernels cached by source, not by the
+multi-host master cannot reach (storelib.runtime.multihost), and kernels cached by source, not by the
 folder a shipped zip sits in (storelib.compute.kernelcache). No Spark: the cluster itself is
 test_cluster_multihost.py's."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from storelib.compute import kernelcache
-from storelib.cli import multihost
+from storelib.runtime import multihost
 from storelib.io import objstore, storage
 
 

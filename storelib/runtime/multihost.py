@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ..errors import UnreachablePath
-from ..io.storage import is_local, local_path
+from ..format.paths import is_local, local_path
 
 __all__ = ["SHARED_ENV", "UnreachablePath", "multi_host", "shared_prefixes", "check_reachable"]
 
