@@ -336,9 +336,9 @@ def test_mirror_of_a_broker_directory_an_export_made_takes_its_sizes(tmp_path):
     assert code == 0 and "2 message(s)" in err, err         # (the last: past the broker's safe point)
 
 
-def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
-    """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
-    naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
+def _expired_after_its_first_batch(tmp_path) -> tuple[str, str]:
+    """(store, the expiry's batch id): six 100 KB messages in small segments, then an expiry that
+    deleted batch 1's first segments."""
     store = str(tmp_path / "store")
     rows = [_line(body=bytes([65 + i]) * 100_000, store_timestamp=1717200000000 + i) for i in range(6)]
     code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "big.jsonl", rows),
@@ -347,6 +347,13 @@ def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
     assert code == 0 and "commitlog_removed=0" not in out + err, out + err
     expiry = (out + err).split("batch_id=")[1].split()[0]
+    return store, expiry
+
+
+def test_export_of_a_batch_whose_files_an_expiry_removed(tmp_path):
+    """A batch before an expiry cannot be exported once the expiry deleted its segments: one line
+    naming the file and the expiry (exit 2), not a bare "No such file or directory" (exit 1)."""
+    store, expiry = _expired_after_its_first_batch(tmp_path)
     target = tmp_path / "restored"
     code, out, err = rl("export", "--store", store, "--to", target, "--as-of-batch", "1")
     line = one_line_error(err)
@@ -364,14 +371,7 @@ def test_lookups_of_a_batch_whose_files_an_expiry_removed(tmp_path):
     the page 400), not "missing file" (exit 1, 500: a damaged store); the batch is refused whole;
     a live file that is missing is still a damaged store."""
     from storelib.ui.server import create_app
-    store = str(tmp_path / "store")
-    rows = [_line(body=bytes([65 + i]) * 100_000, store_timestamp=1717200000000 + i) for i in range(6)]
-    code, _out, err = rl("ingest", "--store", store, "--input", _write_jsonl(tmp_path / "big.jsonl", rows),
-                         "--config", DEMO_CONF, "--quiet")
-    assert code == 0, err
-    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1", "--quiet")
-    assert code == 0 and "commitlog_removed=0" not in out + err, out + err
-    expiry = (out + err).split("batch_id=")[1].split()[0]
+    store, expiry = _expired_after_its_first_batch(tmp_path)
     for argv in (("query", "--store", store, "--as-of-batch", "1", "offset", "--topic", "t", "--queue", "0",
                   "--offset", "0"),
                  ("query", "--store", store, "--as-of-batch", "1", "key", "--topic", "t", "--key", "k"),
