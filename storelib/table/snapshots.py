@@ -172,10 +172,9 @@ def check_readable(store: Store, snap: StoreSnapshot) -> None:
     """Refuse (``expired_error``) a read of a snapshot a later expiry deleted a file of, before
     anything is read. (A crash may leave an expired file on disk until the next expiry: while
     every one is there, the snapshot is still served.)"""
-    expired: Mapping[str, ManifestRow] = getattr(snap, "expired", _NO_FILES)   # (a writer's manifest.Snapshot: none)
-    for path in sorted(expired):
+    for path in sorted(snap.expired):
         if not store.exists(path):
-            raise expired_error(snap, path, expired[path])
+            raise expired_error(snap, path, snap.expired[path])
 
 
 def _target(store: Store, tables: manifest.Tables, as_of_batch: str | int | None,
