@@ -34,7 +34,7 @@ from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
 from . import rowcheck, storefiles
-from .snapshots import StoreSnapshot, check_readable, expired_error, open_snapshot
+from .snapshots import StoreSnapshot, open_snapshot
 from .rows import FileKind, ManifestRow, recorded_config
 
 __all__ = ["export_store", "ConfigScan", "PROPERTIES_NAME", "QUEUE_STARTS_KEY", "properties_text", "queue_starts_of",
@@ -139,7 +139,6 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
         raise ExportError(f"{store_uri} has no committed batch to export")
     if check:
         rowcheck.check_snapshot(snap)
-    check_readable(store, snap)
     config = recorded_config(snap.batch)           # the store's own sizes over RocketMQ's defaults
     work = out
     if out.atomic_rename:
@@ -181,12 +180,14 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
 
 def _missing(store: storage.Store, snap: StoreSnapshot, row: ManifestRow) -> Exception:
     """The error for a file of ``snap`` the store no longer has: an expiry committed after ``snap``
-    was opened deleted it meanwhile (``snapshots.expired_error``), else the store lost it
-    (CorruptStore)."""
+    deleted it (the batch can no longer be read whole, by an export or verify's rebuild; that
+    expiry's and later ones can: BadInput), else the store lost it (CorruptStore)."""
     gone = open_snapshot(store, history=True).removed.get(row["path"])     # (the cache holds no removed rows)
     batch = snap.batch
     if gone is not None and batch is not None and gone.batch_seq > batch.batch_seq:
-        return expired_error(snap, row["path"], gone)
+        return BadInput(f"{row['path']} of batch {batch.batch_id} (seq {batch.batch_seq}) was deleted by the expiry "
+                        f"{gone.batch_id} (seq {gone.batch_seq}): batch {batch.batch_id} can no longer be read whole "
+                        f"(exported, verified); {gone.batch_id} and later ones can (nothing was written)")
     return CorruptStore(row["path"], 0, "missing file (the snapshot's manifest row names it)")
 
 

@@ -12,10 +12,7 @@ opening it again. The rules that decide which snapshot live here, each once:
   Delta tables, read once whichever batch is asked for;
 * its configuration: the base configuration (``format.config.default_config`` or what the
   command was given) with the file-shaping keys the batch recorded over it
-  (``rows.recorded_config``);
-* whether an earlier batch's files can still be read: a later expiry deleted some
-  (``StoreSnapshot.expired``; ``check_readable`` refuses a read of such a snapshot, and
-  ``expired_error`` words it, for every reader alike: query, inspect, export, verify).
+  (``rows.recorded_config``).
 """
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import BadInput, NoSuchBatch
+from ..errors import NoSuchBatch
 from ..format import paths
 from ..format.config import StoreConfig
 from .rows import BatchRow, FileKind, ManifestRow, recorded_config
@@ -33,7 +30,7 @@ if TYPE_CHECKING:    # manifest and storage load pyarrow/deltalake: imported whe
     from . import manifest
     from ..io.storage import Store
 
-__all__ = ["StoreSnapshot", "open_snapshot", "no_such_batch", "check_readable", "expired_error"]
+__all__ = ["StoreSnapshot", "open_snapshot", "no_such_batch"]
 
 _NO_FILES: Mapping[str, ManifestRow] = MappingProxyType({})
 
@@ -53,9 +50,6 @@ class StoreSnapshot:
     removed: Mapping[str, ManifestRow] = field(default_factory=lambda: _NO_FILES)  # path -> remove row of an expiry
     duplicates: tuple[str, ...] = ()
     latest: BatchRow | None = None                   # the store's latest batch when it was read
-    # path -> remove row of a committed expiry after ``batch`` that removed a file of this snapshot
-    # (an earlier batch's, read from the Delta tables; the files may be gone: ``check_readable``)
-    expired: Mapping[str, ManifestRow] = field(default_factory=lambda: _NO_FILES)
 
     @property
     def pinned(self) -> bool:
@@ -137,44 +131,7 @@ def open_snapshot(store: Store, as_of_batch: str | int | None = None, version: i
     snap = manifest.snapshot_of(manifest.at_batch(store, tables, target), target)
     return StoreSnapshot(snap.batch, MappingProxyType(snap.files), recorded_config(snap.batch, base), "delta",
                          snap.versions, tuple(snap.batches), MappingProxyType(snap.removed), tuple(snap.duplicates),
-                         latest, MappingProxyType(_expired_since(tables, snap.batch, snap.files)))
-
-
-def _expired_since(tables: manifest.Tables, batch: BatchRow | None,
-                   files: Mapping[str, ManifestRow]) -> dict[str, ManifestRow]:
-    """path -> remove row of each file of ``files`` (the snapshot of ``batch``) that a committed
-    expiry after ``batch`` removed (the latest's rows: a compaction keeps an expiry's remove rows)."""
-    if batch is None or not tables.batches or tables.batches[-1].batch_seq == batch.batch_seq:
-        return {}
-    # (the attempt that committed: a dead one may have left rows under the same id and sequence)
-    expiries = {(b.batch_id, b.batch_seq): b.get("attempt_id") for b in tables.batches
-                if b.operation == "expire" and b.batch_seq > batch.batch_seq}
-    out: dict[str, ManifestRow] = {}
-    for r in tables.rows:
-        key = (r.batch_id, r.batch_seq)
-        if r.action != "add" and key in expiries and r.path in files \
-                and expiries[key] in (None, r.get("attempt_id")):
-            out.setdefault(r.path, r)
-    return out
-
-
-def expired_error(snap: StoreSnapshot, path: str, removal: ManifestRow) -> BadInput:
-    """The error for a read of ``snap`` (an earlier batch) whose file ``path`` the later expiry of
-    ``removal`` deleted (exit 2: the batch asked for can no longer be served, later ones can)."""
-    b = snap.batch
-    name, seq = (b.batch_id, b.batch_seq) if b is not None else (None, 0)
-    return BadInput(f"{path} of batch {name} (seq {seq}) was deleted by the expiry {removal.batch_id} "
-                    f"(seq {removal.batch_seq}): batch {name} can no longer be read (queried, inspected, exported, "
-                    f"verified); {removal.batch_id} and later batches can (nothing was read or written)")
-
-
-def check_readable(store: Store, snap: StoreSnapshot) -> None:
-    """Refuse (``expired_error``) a read of a snapshot a later expiry deleted a file of, before
-    anything is read. (A crash may leave an expired file on disk until the next expiry: while
-    every one is there, the snapshot is still served.)"""
-    for path in sorted(snap.expired):
-        if not store.exists(path):
-            raise expired_error(snap, path, snap.expired[path])
+                         latest)
 
 
 def _target(store: Store, tables: manifest.Tables, as_of_batch: str | int | None,

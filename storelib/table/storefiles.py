@@ -36,7 +36,7 @@ from ..format import commitlog, consumequeue, indexfile, records
 from ..io import extentlists, patches
 from .rows import BatchRow, FileKind, ManifestRow
 from .rows import recorded_config
-from .snapshots import StoreSnapshot, check_readable, open_snapshot
+from .snapshots import StoreSnapshot, open_snapshot
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..io.headpages import version_extents
@@ -391,7 +391,6 @@ def files_from_snapshot(store: Store, snap: StoreSnapshot, config: StoreConfig |
     from .rowcheck import check_snapshot
     cfg = recorded_config(snap.batch, config) if config is not None else snap.config
     check_snapshot(snap, cfg)
-    check_readable(store, snap)
     staged = staging_batches(store)
     extentlists.prefetch(((r.path, r.detail) for r in snap.files.values() if r.has_detail("extent_lists")),
                          extentlists.fetcher(store))

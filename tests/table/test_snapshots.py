@@ -11,7 +11,6 @@ import io
 import json
 import os
 import pickle
-import shutil
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
@@ -202,48 +201,3 @@ def test_expire_reads_its_snapshot_once_and_again_only_when_the_tables_moved(inp
     loads.reset()
     expire.expire(store, 0, 9999999999999, quiet=True, housekeeping=False, snapshot=after)
     assert loads.delta == 0
-
-
-def _status(main, argv: list) -> tuple[int, str]:
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()) as err:
-        try:
-            rc = main(argv)
-        except SystemExit as e:
-            rc = e.code
-    return int(rc or 0), err.getvalue()
-
-
-def test_an_earlier_batch_an_expiry_deleted_files_of_is_refused_alike_by_every_reader(inputs, tmp_path):
-    """Query, inspect, export and verify of an earlier batch whose files a later expiry deleted:
-    one clear line naming the file and the expiry, exit 2 (a batch that cannot be served, like a
-    batch id the store does not have), before anything is read or written; the expiry's batch
-    and the latest are served. A file the expiry removed that a crash left on disk still serves."""
-    from storelib.cli import expire as expire_cli, export, ingest, inspect, query, verify
-    store, props = str(tmp_path / "store"), tmp_path / "small.properties"
-    props.write_text("mappedFileSizeCommitLog=32768\n")              # several segments: some expire
-    for part, batch in ((inputs[0][0], "b1"), (inputs[0][1], "b2")):
-        _cli(ingest.main, ["--store", store, "--input", part, "--local", "always", "--quiet", "--batch-id", batch,
-                           "--config", str(props)])
-    gone = "commitlog/00000000000000000000"
-    kept = tmp_path / "kept"
-    shutil.copytree(os.path.join(store, "commitlog"), kept)
-    _cli(expire_cli.main, ["--store", store, "--reserved-hours", "0", "--now", "9999999999999", "--quiet"])
-    assert not os.path.exists(os.path.join(store, gone))
-    rng = ["range", "--begin", "0", "--end", "9999999999999", "--local", "always"]
-    out = tmp_path / "export"
-    readers = ((query.main, ["--store", store, *rng, "--as-of-batch", "b1"]),
-               (inspect.main, ["--store", store, "stats", "--as-of-batch", "b1"]),
-               (export.main, ["--store", store, "--to", str(out), "--as-of-batch", "b1"]),
-               (verify.main, ["--store", store, "--as-of-batch", "b1"]))
-    for main, argv in readers:
-        rc, err = _status(main, argv)
-        assert rc == 2, (argv, err)
-        assert f"error: {gone} of batch b1 (seq 1) was deleted by the expiry expire-9999999999999-3 (seq 3)" in err
-        assert "can no longer be read" in err and "Traceback" not in err, err
-    assert not out.exists()
-    for seq in ("3", None):                                          # the expiry's batch, the latest
-        assert _status(query.main, ["--store", store, *rng, *(["--as-of-batch", seq] if seq else [])])[0] == 0
-    for name in os.listdir(kept):                                    # left on disk by a crash
-        if not os.path.exists(os.path.join(store, "commitlog", name)):
-            os.replace(kept / name, os.path.join(store, "commitlog", name))
-    assert _status(query.main, ["--store", store, *rng, "--as-of-batch", "b1"])[0] == 0
