@@ -180,15 +180,9 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
 
 def _missing(store: storage.Store, snap: StoreSnapshot, row: ManifestRow) -> Exception:
     """The error for a file of ``snap`` the store no longer has: an expiry committed after ``snap``
-    deleted it (the batch can no longer be read whole, by an export or verify's rebuild; that
-    expiry's and later ones can: BadInput), else the store lost it (CorruptStore)."""
-    gone = open_snapshot(store, history=True).removed.get(row["path"])     # (the cache holds no removed rows)
-    batch = snap.batch
-    if gone is not None and batch is not None and gone.batch_seq > batch.batch_seq:
-        return BadInput(f"{row['path']} of batch {batch.batch_id} (seq {batch.batch_seq}) was deleted by the expiry "
-                        f"{gone.batch_id} (seq {gone.batch_seq}): batch {batch.batch_id} can no longer be read whole "
-                        f"(exported, verified); {gone.batch_id} and later ones can (nothing was written)")
-    return CorruptStore(row["path"], 0, "missing file (the snapshot's manifest row names it)")
+    deleted it (``storefiles.expired_file_error``: BadInput), else the store lost it (CorruptStore)."""
+    gone = storefiles.expired_file_error(store, row["path"], snap.batch)
+    return gone if gone is not None else CorruptStore(row["path"], 0, "missing file (the snapshot's manifest row names it)")
 
 
 def _export_file(store: storage.Store, out: storage.Store, row: ManifestRow, config: StoreConfig, durable: bool,
