@@ -222,7 +222,9 @@ def test_a_new_store_inside_another_store_is_refused(store, tmp_path, command, i
         return {k: v for k, v in _state(root).items() if v != stat.S_IFDIR}
     before = files(outer)
     r = _cli(*args)
-    assert r.returncode == 2 and " lies inside " in r.stderr, (r.returncode, r.stderr[-2000:])
+    # an import into the very broker directory it reads says that first (adopt's own check)
+    said = "importing would copy the directory into itself" if (command, outer) == ("import", broker) else " lies inside "
+    assert r.returncode == 2 and said in r.stderr, (r.returncode, r.stderr[-2000:])
     assert files(outer) == before
 
 
