@@ -9,8 +9,8 @@ The shared core of ``range``, the ``rocketmq`` data source and the batch key loo
   ``MessageDecoder.string2messageProperties`` (``properties.parse_properties``), plus
   ``tags``/``keys``/``uniq_key``.
 * ``scan_range(spark, store, begin, end, topic)``: segments pruned by the manifest's min/max
-  store time (all segments of a store without manifest), one task per segment, exact filter on
-  the record's store timestamp (and topic).
+  store time (all segments of a store without manifest), consecutive segments grouped into tasks
+  (``task_count``), exact filter on the record's store timestamp (and topic).
 """
 from __future__ import annotations
 
@@ -41,9 +41,13 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "within", "time_mask", "iter_segment_chunks", "segment_messages",
-           "prune_segments", "scan_range"]
+           "prune_segments", "task_count", "scan_range"]
 
 CHUNK_BYTES = 64 << 20
+# A task's fixed cost (a Python worker's round trip, ~0.1-0.2 s) outweighs the scan of a small
+# segment: consecutive segments share a task up to about this many bytes, as Spark's file sources
+# pack small files (spark.sql.files.maxPartitionBytes).
+TASK_BYTES = 128 << 20
 
 # The public message columns (records.MESSAGE_FIELDS): the record fields (codec.DECODED_SCHEMA) with the
 # body as binary and the properties parsed; as Arrow here, as Spark DDL in read/schema.py.
@@ -174,12 +178,21 @@ def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = No
 
 
 # ----------------------------------------------------------------------------- Spark
+def task_count(sizes: list[int], parallelism: int) -> int:
+    """How many tasks scan segments of these sizes: one per segment when segments are large (a
+    full 1 GiB segment is its own task), fewer when they are small, never fewer than the cores."""
+    if not sizes:
+        return 0
+    return min(len(sizes), max(parallelism, -(-sum(sizes) // TASK_BYTES)))
+
+
 def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, end: int | None = None,
                topic: str | list[str] | None = None, as_of_batch: str | int | None = None,
                config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> DataFrame:
     """DataFrame (MESSAGE_DDL) of every message with begin <= store_timestamp <= end (and topic).
 
-    One task per commitlog segment that survives pruning; rows in commitlog order per task.
+    The commitlog segments that survive pruning, consecutive ones grouped into ``task_count``
+    tasks; rows in commitlog order per task.
     """
     from ..table.storefiles import open_files
     from ..io.storage import Store
@@ -203,4 +216,5 @@ def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, en
                 for t in segment_messages(st, seg, begin, end, topics, mins=mins):
                     yield from t.to_batches()
 
-    return spark.range(0, len(segs), 1, len(segs)).mapInArrow(run, MESSAGE_DDL)
+    tasks = task_count([s.valid for s in segs], spark.sparkContext.defaultParallelism)
+    return spark.range(0, len(segs), 1, tasks).mapInArrow(run, MESSAGE_DDL)

@@ -210,3 +210,15 @@ def test_zone_maps_cut_and_prune_splits_without_losing_a_record(zoned):
     want = whole.filter(pa.array((whole.column("commitlog_offset").to_numpy() >= seg.base) &
                                  (whole.column("commitlog_offset").to_numpy() < seg.base + seg.valid)))
     assert _read(store, plan).equals(want.combine_chunks())
+
+
+def test_range_scan_tasks_pack_small_segments_and_keep_large_ones_apart():
+    """``scan_range``'s tasks: a full 1 GiB segment each, small segments packed up to TASK_BYTES,
+    never fewer tasks than cores (nor more than segments)."""
+    gib, t = 1 << 30, rangescan.TASK_BYTES
+    assert rangescan.task_count([], 2) == 0
+    assert rangescan.task_count([gib] * 5 + [7], 2) == 6
+    assert rangescan.task_count([4096] * 63, 2) == 2
+    assert rangescan.task_count([4096] * 63, 200) == 63
+    assert rangescan.task_count([t // 4] * 40, 2) == 10
+    assert rangescan.task_count([10], 8) == 1
