@@ -220,7 +220,7 @@ long: install rocketmq kafka s3proxy hdfs s3a
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
-# SIGKILL at every fault point of an ingest, then the reruns (make test: 9 of the 16 points), and
+# SIGKILL at every fault point of an ingest, then the reruns (make test: 6 of the 16 points), and
 # of a batch continuing a store on S3 (make test: 1 of 13), of a per-topic expire on S3 (make test:
 # 1 of 8), and of repair (make test: 4 of 16); the
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race);

@@ -89,21 +89,21 @@ def spark():
 # after them in collection order), so that no long test is left to run alone at the end. The
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
-    "test_ingest_faults.py": 170,       # 14 kill/rerun jobs sharing one base store and KILLED
+    "test_ingest_faults.py": 120,       # 11 kill/rerun jobs sharing one base store and KILLED
     "test_delta_spark.py": 150,         # one store (three ingests, a killed attempt, an expiry) for all
     "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
     "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
     "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
     "test_object_sweep.py": 190,        # one seeded store of small batches on moto for all (built once)
-    "test_staged_deletes_objects.py": 80,   # the same: one seeded store for its documents
-    "test_sweep_state.py": 150,         # the same: one seeded store for the sweep's skip
+    "test_staged_deletes_objects.py": 55,   # the same: one seeded store for its documents
+    "test_sweep_state.py": 110,         # the same: one seeded store for the sweep's skip
     "test_s3_topic_expire.py": 50,      # the same: one seeded store (and its expired reference) for all
 }
 HEAVY = {
     "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,
     # RocketMQ in the loop (needs `make rocketmq`): per version one writer JVM (writes, then answers)
     # and one process writing the cases with rocketlake, mostly without Spark
-    "test_rocketmq_differential.py::test_differential_5_3_3": 90,
+    "test_rocketmq_differential.py::test_differential_5_3_3": 60,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 80,
     "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 80,
     "test_rocketmq_differential.py::test_differential_4_9_8": 25,
@@ -124,7 +124,7 @@ HEAVY = {
     "test_datasource.py::test_filters_and_pushdown": 75,
     "test_ingest_s3.py::test_default_sizes_on_s3_take_several_batches": 60,
     "test_hostile_names.py": 60,
-    "test_query_cli.py": 60,
+    "test_query_cli.py": 35,
     "test_dataframe_ingest.py::test_jobs_table_and_sql_formats": 58,
     "test_ingest_race.py::test_racing_ingests_on_local_disk": 55,
     "test_ingest_s3.py::test_ingest_to_s3_is_golden": 53,

@@ -18,6 +18,7 @@ import harness
 import s3bench
 import table
 from support.s3server import moto
+from support.longrun import long_test
 
 MB = 1 << 20
 
@@ -107,6 +108,7 @@ def test_readme_table_is_generated_between_markers(tmp_path):
 
 
 @pytest.mark.slow
+@long_test("four spark-submits of the benchmark at tiny sizes, ~1 min")
 def test_bench_smoke_runs_the_cold_sections(tmp_path):
     """incremental and s3 at tiny sizes (4 spark-submits): every figure present and positive."""
     results = tmp_path / "results"

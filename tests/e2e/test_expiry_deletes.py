@@ -29,6 +29,7 @@ import signal
 import pytest
 
 from support import s3server
+from support.longrun import faults_only
 from storelib.format import paths
 from storelib.io import storage
 from storelib.ops.expire import expire
@@ -44,10 +45,6 @@ pytestmark = [pytest.mark.slow]
 ALL = os.environ.get("ROCKETLAKE_FAULTS") == "all"
 RULES = "metrics-raw=1,audit_log=1"
 TTL = 4
-
-
-def _faults_only(*values):
-    return pytest.param(*values, marks=pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)"))
 
 
 def now_of(base) -> int:
@@ -115,10 +112,10 @@ def _finished(label, store, inputs, want) -> None:  # noqa: F811
 
 @pytest.mark.parametrize("rule,point,writer", [
     ("store-wide", "mid-delete", "ingest"),
-    _faults_only("store-wide", "after-commit-before-publish", "ingest"),
-    _faults_only("topic", "mid-delete", "ingest"),
-    _faults_only("topic", "after-commit-before-publish", "ingest"),
-    _faults_only("store-wide", "mid-delete", "sink"),
+    faults_only("store-wide", "after-commit-before-publish", "ingest"),
+    faults_only("topic", "mid-delete", "ingest"),
+    faults_only("topic", "after-commit-before-publish", "ingest"),
+    faults_only("store-wide", "mid-delete", "sink"),
 ])
 def test_the_next_writer_finishes_a_killed_expirys_deletes(inputs, seeds, tmp_path, rule, point, writer):  # noqa: F811
     seed, want = seeds
@@ -133,7 +130,7 @@ def test_the_next_writer_finishes_a_killed_expirys_deletes(inputs, seeds, tmp_pa
     _finished(f"{rule} {point} {writer}", store, inputs, want[rule, writer])
 
 
-@pytest.mark.parametrize("point", ["mid-delete", _faults_only("after-commit-before-publish")])
+@pytest.mark.parametrize("point", ["mid-delete", faults_only("after-commit-before-publish")])
 def test_the_writer_that_takes_over_from_a_stalled_expiry_finishes_its_deletes(inputs, seeds, tmp_path, point):  # noqa: F811
     """The expiry stopped past its lease after its commit; an ingest takes the store over and
     finishes the deletes before its own batch. The expiry then resumes, says it lost the lease
@@ -229,7 +226,7 @@ def kept(inputs, seeds, tmp_path_factory):  # noqa: F811
     return files_state(ref), _views(ref)
 
 
-@pytest.mark.parametrize("point", ["before-delta-commit", _faults_only("between-delta-tables")])
+@pytest.mark.parametrize("point", ["before-delta-commit", faults_only("between-delta-tables")])
 def test_an_expiry_killed_before_its_switch_leaves_its_files_to_the_next_ingest(inputs, seeds, kept, tmp_path, point):  # noqa: F811
     """Killed with its deletes document written, before its switch: the document is a dead
     attempt's, not a committed batch's, so the next ingest deletes none of what it lists (clears it

@@ -56,10 +56,10 @@ POINTS = {
     "before-delta-commit": 0, "between-delta-tables": 0, "after-commit-before-publish": 0, "mid-apply": 0,
     "mid-publish": 40, "after-publish-before-cleanup": 0,
 }
-# `make test` kills at these (the driver's steps from lease to cleanup, both stages' writers, both
-# Delta commits and the publish); ROCKETLAKE_FAULTS=all (`make faults`) at every point above.
-SAMPLED = ("after-lease", "mid-records-write", "after-plan", "mid-segment-write", "mid-file-write",
-           "before-delta-commit", "between-delta-tables", "mid-apply", "mid-publish")
+# `make test` kills at these (both stages' writers, both Delta commits and the publish);
+# ROCKETLAKE_FAULTS=all (`make faults`) at every point above.
+SAMPLED = ("mid-records-write", "mid-segment-write", "mid-file-write",
+           "before-delta-commit", "between-delta-tables", "mid-publish")
 KILL_POINTS = list(POINTS) if os.environ.get("ROCKETLAKE_FAULTS") == "all" else list(SAMPLED)
 KILLED: dict = {}     # point -> store left by the killed run (for the rerun test)
 TRIED: list = []      # the points test_kill_at ran in this session

@@ -10,8 +10,8 @@ fault point and rerun. Then RocketMQ opens its stores again and answers the 12 q
 (tests/rmqqueries.py); rocketlake's reader must answer the same on the same files. A failing case
 is shrunk and printed with its first differing file and byte (or answer).
 
-    RMQ_CASES=N        cases against 5.3.3 (default 200; `make fidelity N=...`)
-    RMQ_CASES_OTHER=N  cases against 4.9.8 and against the newest 5.x (default 40 each)
+    RMQ_CASES=N        cases against 5.3.3 (default 120, `make long` 300; `make fidelity N=...`)
+    RMQ_CASES_OTHER=N  cases against 4.9.8 and against the newest 5.x (default 24 each, `make long` 60)
     RMQ_SEED=S         hypothesis seed (default: a fixed one, so `make test` is reproducible)
 
 rocketlake writes 4.9.8's cases with rocketmqVersion=4.9, the newest 5.x's with 5.5 (docs/FORMAT.md §12).
@@ -29,10 +29,11 @@ from support import rmqdiff
 from support import rmqjars
 from support import rmqqueries
 from support import rmqwriter
+from support.longrun import LONG
 
 
-CASES = int(os.environ.get("RMQ_CASES", "200"))
-CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "40"))
+CASES = int(os.environ.get("RMQ_CASES", "300" if LONG else "120"))
+CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "60" if LONG else "24"))
 SEED = int(os.environ.get("RMQ_SEED", "20261126"))
 
 # rocketlake's rocketmqVersion for each RocketMQ version (docs/FORMAT.md §12)

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from support import s3server
+from support.longrun import long_only
 
 BUCKET = "rocketlake-paths"
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
@@ -48,7 +49,7 @@ def _bucket(client) -> dict:
     return out
 
 
-@pytest.mark.parametrize("to", ["stores/a/x", "stores/a/commitlog", "stores/a"])
+@pytest.mark.parametrize("to", ["stores/a/x", long_only("stores/a/commitlog"), long_only("stores/a")])
 def test_an_export_into_the_stores_own_prefix_is_refused(s3, to):
     env, client = s3
     before = _bucket(client)
@@ -95,7 +96,8 @@ def test_a_prefix_of_another_stores_prefix_is_its_own_store(s3, tmp_path):
     assert r.returncode == 0 and "messages_readable=200 " in r.stdout, r.stdout
 
 
-@pytest.mark.parametrize("inside", ["stores/a/sub", "stores/a/commitlog/x", "stores/a/_rocketlake/staging/x"])
+@pytest.mark.parametrize("inside", [long_only("stores/a/sub"), long_only("stores/a/commitlog/x"),
+                                    "stores/a/_rocketlake/staging/x"])
 def test_a_new_store_under_another_stores_prefix_is_refused(s3, inside):
     """Its objects would be objects of the other store no manifest names (under its _rocketlake/,
     among what that store's writers sweep)."""

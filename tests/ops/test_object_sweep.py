@@ -38,6 +38,7 @@ import pytest
 
 from conftest import ROOT, golden_set
 from support import goldenlib, objstores
+from support.longrun import faults_only
 from storelib.runtime.faults import SWEEP_POINTS
 
 pytestmark = pytest.mark.slow
@@ -299,11 +300,7 @@ def test_while_a_sweep_holds_its_lease_another_writer_is_refused(seed, tmp_path)
     objstores.live_objects_there(client, BUCKET, "held", uri)
 
 
-def _faults_only(*values):
-    return pytest.param(*values, marks=pytest.mark.skipif(not ALL, reason="make faults (ROCKETLAKE_FAULTS=all)"))
-
-
-@pytest.mark.parametrize("point", [_faults_only(p) if p != "mid-sweep-delete" else p for p in SWEEP_POINTS])
+@pytest.mark.parametrize("point", [faults_only(p) if p != "mid-sweep-delete" else p for p in SWEEP_POINTS])
 def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed, point):
     from storelib.format import paths
     from storelib.io import storage

@@ -24,6 +24,7 @@ import json
 import pytest
 
 from support import objstores
+from support.longrun import long_only
 from storelib.errors import CorruptStore, StoreError
 from storelib.format import paths
 from storelib.ingest import commit as commit_stage
@@ -91,7 +92,7 @@ def _write(st, staging: str, doc: staged_deletes.Staged) -> None:
     staged_deletes.stage(st, staging, doc, durable=True)
 
 
-@pytest.mark.parametrize("how", ["older", "dead"])
+@pytest.mark.parametrize("how", ["older", long_only("dead")])
 def test_a_document_naming_an_object_its_removed_files_did_not_have_is_refused(seed, how, monkeypatch):
     """``older``: an older version's object of a live file; ``dead``: an object of an attempt
     that never committed."""
@@ -111,7 +112,7 @@ def test_a_document_naming_an_object_its_removed_files_did_not_have_is_refused(s
     assert st.exists(extra) and all(st.exists(o) for o in doc.objects)
 
 
-@pytest.mark.parametrize("cut", [False, True])
+@pytest.mark.parametrize("cut", [long_only(False), True])
 def test_the_document_as_the_expiry_wrote_it_is_finished(seed, cut, monkeypatch):
     """Also when the commit compacted the manifest table, and after a delete cut short (its
     objects, extent-list objects included, deleted in the order ``delete`` takes them)."""

@@ -29,12 +29,12 @@ on the moto S3 server, on stores of small batches whose manifest table compacts
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
 from support import objstores
+from support.longrun import faults_only, long_only
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +128,7 @@ def test_a_vacuum_that_removed_a_data_file_of_the_state_makes_the_sweep_full(see
     assert objsweep.sweep(st)["skipped"]
 
 
-@pytest.mark.parametrize("where", ["old-attempt", "new-batch"])
+@pytest.mark.parametrize("where", ["old-attempt", long_only("new-batch")])
 def test_an_object_of_a_committed_attempt_the_state_did_not_keep_and_no_new_row_names_is_deleted(seed, where,
                                                                                                  monkeypatch):
     from storelib.ingest import commit as commit_stage
@@ -182,13 +182,8 @@ def test_a_forged_state_leaves_garbage_but_never_deletes_and_the_full_sweep_take
     objstores.live_objects_there(client, BUCKET, "forged", st.uri)
 
 
-def _faults_only(value: str):
-    return pytest.param(value, marks=pytest.mark.skipif(os.environ.get("ROCKETLAKE_FAULTS") != "all",
-                                                        reason="make faults (ROCKETLAKE_FAULTS=all)"))
-
-
 # (make test: a changed byte; every reading of a state it refuses: tests/table/test_sweepstate.py)
-@pytest.mark.parametrize("damage", ["altered"] + [_faults_only(d) for d in ("missing", "cut", "version")])
+@pytest.mark.parametrize("damage", ["altered"] + [faults_only(d) for d in ("missing", "cut", "version")])
 def test_a_state_missing_damaged_or_foreign_makes_the_sweep_full(seed, damage):
     from storelib.format import paths
     from storelib.table import objsweep, sweepstate
@@ -249,7 +244,7 @@ def _reads(st, monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("why", ["vacuumed", "unnamed-beside-a-new-batch"])
+@pytest.mark.parametrize("why", [long_only("vacuumed"), "unnamed-beside-a-new-batch"])
 def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(seed, why, monkeypatch):
     from storelib.format import paths
     from storelib.io import storage
@@ -283,7 +278,7 @@ def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(seed, why, mon
     assert objstores.store_objects(client, BUCKET, name) == objstores.store_objects(client, BUCKET, f"{name}-ref")
 
 
-@pytest.mark.parametrize("sweep", ["skipping", "full"])
+@pytest.mark.parametrize("sweep", ["skipping", long_only("full")])
 def test_a_live_rows_missing_extent_list_object_stops_the_skipping_and_the_full_sweep(seed, sweep):
     from storelib.errors import CorruptStore
     from storelib.table import manifest, objsweep
@@ -336,7 +331,7 @@ def test_a_live_rows_damaged_extent_list_object_is_never_swept_on_by_the_skip_no
     assert objstores.digest(client, BUCKET, name) == before, "a sweep went on from a damaged list object"
 
 
-@pytest.mark.parametrize("state", ["none", "skipping"])
+@pytest.mark.parametrize("state", [long_only("none"), "skipping"])
 def test_a_sweep_refuses_rows_verify_rejects_before_it_deletes(seed, state, monkeypatch):
     from support import rowchecks
     from storelib.errors import CorruptStore
