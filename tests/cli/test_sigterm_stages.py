@@ -12,13 +12,13 @@ import time
 import pytest
 
 from conftest import ROOT
+from support.longrun import long_test
 
 SAMPLE = os.path.join(ROOT, "samples", "messages.jsonl")
-LONG = os.environ.get("ROCKETLAKE_LONG") == "1"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not LONG, reason="a Spark job per stage: ROCKETLAKE_LONG=1 (make long)")
+@long_test("a Spark job per stage")
 @pytest.mark.parametrize("point", ["encode-split", "mid-segment-write", "before-delta-commit"])
 def test_sigterm_in_a_stage_says_one_line(tmp_path, point):
     gate, store = str(tmp_path / "gate"), tmp_path / "s"

@@ -12,6 +12,7 @@ import pytest
 
 from storelib.table import manifest
 from storelib.io import storage
+from support.longrun import long_test
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -35,8 +36,7 @@ print("STOPPED", file=sys.stderr, flush=True)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("ROCKETLAKE_LONG") != "1",
-                    reason="its own JVM held mid-write, minutes on 2 cores: ROCKETLAKE_LONG=1 (make long)")
+@long_test("its own JVM held mid-write, minutes on 2 cores")
 def test_stop_during_the_write_prints_nothing_of_sparks(tmp_path):
     src = tmp_path / "in"
     src.mkdir()

@@ -13,12 +13,11 @@ import urllib.request
 import pytest
 
 from support import s3server
+from support.longrun import long_test
 from support.uibrowser import ROOT, SPECIAL, Server, _special_lines, ingest
 from support.uibrowser import browser, shot, ui_server, ui_store  # noqa: F401 - the module's fixtures
 
-# an S3 server, writes through it and `rocketlake ui`: about 40 s, so `make long` (ROCKETLAKE_LONG=1)
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not os.environ.get("ROCKETLAKE_LONG"), reason="ROCKETLAKE_LONG=1 (make long) runs it")]
+pytestmark = [pytest.mark.slow, long_test("an S3 server, writes through it and `rocketlake ui`, ~40 s")]
 BUCKET = "rocketlake-ui"
 
 
