@@ -57,8 +57,8 @@ from ..table.rows import BatchRow, FileKind, ManifestRow
 from ..errors import CorruptStore, StoreError
 from ..format.config import StoreConfig
 from ..format.names import INDEX_FILE_NAME, OFFSET_FILE_NAME
-from .access import Problem, problem, VerifyContext
-from .indexfile import verify_index
+from .access import FileData, Problem, problem, VerifyContext
+from .indexfile import paged_head_len, verify_index
 from .consumequeue import verify_queues
 from .commitlog import ScanBuffers, verify_segment
 
@@ -164,7 +164,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
             problems.append(problem(rel, 0, "unexpected file in an index subdirectory"))
     if snap is not None and has_manifest:
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_manifest(snap, config, disk_cl + disk_cq + disk_idx,
-                                                                       problems, store.size)
+                                                                       problems, store)
     else:
         cl, cqs, idx, segments, min_phy, max_phy = _plan_from_disk(store, config, disk_cl, disk_cq, disk_idx,
                                                                    problems)
@@ -193,7 +193,20 @@ def _row_header(r: ManifestRow | None) -> dict | None:
     return h if isinstance(h, dict) and isinstance(h.get("index_count"), int) else None
 
 
-def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list, size_of):
+def _left_by_an_expiry(store: storage.Store, rel: str, gone: dict) -> bool:
+    """Whether ``rel`` is the file a crash-cut expiry removed from the manifest and has yet to
+    delete: the size and checksum of the row it removed. Anything else under that name is not
+    that file, and a broker would load it before the store's first segment."""
+    row = ManifestRow.of(gone)
+    if store.size(rel) != row.file_size:
+        return False
+    got, _ = FileData(store, rel).checksum(row.valid_bytes,
+                                           head_len=paged_head_len(gone) if row.kind == FileKind.INDEX else None)
+    return got == row.checksum
+
+
+def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: list, problems: list,
+                        store: storage.Store):
     """(commitlog, queues, index, segments, min_phy, max_phy) the manifest names; problems of its rows."""
     # rows readers cannot use (garbage values) are reported and left out of the checks below; the
     # structural checks of the rows (table.rowcheck) are the ones every operation makes first
@@ -215,7 +228,7 @@ def _plan_from_manifest(snap: manifest.Snapshot, config: StoreConfig, on_disk: l
     pending_delete = getattr(snap, "removed", {})     # left by an expiry a crash cut short
     for rel in on_disk:
         gone = pending_delete.get(rel)
-        if gone is not None and size_of(rel) == ManifestRow.of(gone).file_size:
+        if gone is not None and _left_by_an_expiry(store, rel, gone):
             continue
         if rel not in known:
             problems.append(problem(rel, 0, f"extra file: not in the manifest (as of batch "

@@ -201,3 +201,23 @@ def test_a_writer_whose_snapshot_comes_from_the_cache_refuses_what_the_batch_did
     assert commit_stage.finish_pending_publish(st, open_snapshot(st)) == 1
     assert not any(st.exists(p) for p in pending) and not st.exists(paths.STAGING_DIR)
     assert verify.verify_store(store, deep=True).problems == []
+
+
+def test_verify_takes_a_pending_delete_only_when_it_is_the_file_the_expiry_removed(adopted, tmp_path, monkeypatch):
+    """A crash-cut expiry leaves the files it removed until the next writer deletes them: verify
+    passes them over, but only with the bytes their removed rows record. Another file under such
+    a name (same size, other bytes) is an extra file: a broker would load it as the store's first
+    segment, queue file or index."""
+    store = _interrupted(adopted, tmp_path, monkeypatch)
+    st = storage.Store(store)
+    snap = open_snapshot(st, history=True)
+    assert verify.verify_store(store).problems == []
+    seg = min(p for p in snap.removed if p.startswith("commitlog/"))
+    cq = min(p for p in snap.removed if p.startswith("consumequeue/"))
+    for rel in (seg, cq):
+        path = st.path(rel)
+        data = bytearray(open(path, "rb").read())
+        data[7] ^= 0xFF
+        open(path, "wb").write(bytes(data))
+    problems = verify.verify_store(store).problems
+    assert {p.split("@", 1)[0] for p in problems if "extra file" in p} == {seg, cq}, problems

@@ -1,7 +1,7 @@
 """Fuzzed readers: damaged and hostile stores never hang, never end in a raw traceback, and
 ``verify`` names every damaged file.
 
-Seeded (``derandomize=True``) hypothesis tests corrupt real stores and drive every reader:
+Seeded (``derandomize=True``) hypothesis tests (``make long``: twice the examples) corrupt real stores and drive every reader:
 
 * record decoding: ``codec.decode_one`` / ``decode_records`` / ``decode_valid_records`` against
   the pure-Python ``records.decode_message``, the numba record walk and ``verify.commitlog.check_records``;
@@ -39,6 +39,7 @@ from hypothesis import event, given, HealthCheck, Phase, settings, strategies as
 
 from conftest import ROOT
 from support.opshelp import small_config
+from support.longrun import LONG
 from storelib.ops import adopt, expire as retention, inspect as inspection
 from storelib.codec import messages as codec
 from storelib import errors
@@ -63,7 +64,8 @@ PHASES = (Phase.explicit, Phase.reuse, Phase.generate) + (() if os.environ.get("
 
 
 def fuzz(n: int):
-    return settings(max_examples=n, derandomize=True, database=None, deadline=10_000, print_blob=True,
+    """``n`` examples in ``make long``, half as many in ``make test``."""
+    return settings(max_examples=n if LONG else max(20, n // 2), derandomize=True, database=None, deadline=10_000, print_blob=True,
                     phases=PHASES, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                           HealthCheck.function_scoped_fixture])
 
