@@ -209,7 +209,7 @@ def in_place(src: storage.Store, store: storage.Store) -> bool:
     spelled (relative, through a symbolic link)?"""
     if src.os_paths and store.os_paths:
         return os.path.realpath(src.root) == os.path.realpath(store.root)
-    return src.uri.rstrip("/") == store.uri.rstrip("/")
+    return storage.inside(src, store) and storage.inside(store, src)     # (one name node however named)
 
 
 def _check_apart(src: storage.Store, store: storage.Store) -> None:
@@ -217,14 +217,10 @@ def _check_apart(src: storage.Store, store: storage.Store) -> None:
     would copy the store into itself, writing into the broker's directory it must only read."""
     if in_place(src, store):
         return
-    if src.os_paths and store.os_paths:
-        a, b = os.path.realpath(src.root), os.path.realpath(store.root)
-    else:
-        a, b = src.uri.rstrip("/"), store.uri.rstrip("/")
-    if b.startswith(a.rstrip("/") + "/"):
+    if storage.inside(src, store):
         raise BadInput(f"{store.uri} is inside the broker's directory {src.uri}: importing would copy the "
                        f"directory into itself; nothing was imported (give a directory outside it)")
-    if a.startswith(b.rstrip("/") + "/"):
+    if storage.inside(store, src):
         raise BadInput(f"{store.uri} holds the broker's directory {src.uri}: nothing was imported (import in "
                        f"place, --store {src.uri}, or into a directory beside it)")
 
