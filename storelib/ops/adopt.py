@@ -1,7 +1,8 @@
 """Adopt a RocketMQ broker's store directory as a rocketlake store (``ingest.py --from-store``).
 
-The files are not rewritten. The store is verified (structural checks of ``verify``, distributed
-like a verify run), and the facts those tasks collect become the manifest: one row per
+The files are not rewritten. The store is verified (structural checks of ``verify`` and every
+record's body against its BODYCRC, distributed like a verify run; any problem refuses the import,
+nothing committed, no copied file left), and the facts those tasks collect become the manifest: one row per
 commitlog segment (valid bytes = end of the record chain, as a broker's recovery finds it; a
 closed segment includes its BLANK record), consume-queue file (valid units) and index file
 (header in ``detail``), plus the checkpoint file. One checkpoint row (operation ``import``)
@@ -251,8 +252,10 @@ def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
                          "stop it once (its recovery repairs the files) before importing")
     if not store.list_files(paths.COMMITLOG_DIR):
         raise AdoptError(f"{store.uri} holds no commitlog files")
-    say("verify (structural)")
-    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False)
+    say("verify (structural, body CRCs)")
+    # every body against its BODYCRC too (in the structural pass over the records): a flipped
+    # body byte is damage the structure does not show, and an import commits no damage
+    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False, body_crcs=True)
     if rep.problems:
         shown = "\n".join(rep.problems[:30])
         more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""
