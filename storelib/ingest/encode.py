@@ -24,6 +24,7 @@ them already released). What identifies the input: storelib.ingest.identity.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import cast
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -101,7 +102,8 @@ def encode_split(ctx: EncodeContext, split_dict: dict, stager: ThreadPoolExecuto
             table, label = inputs.read_split(split)
         except InputError as e:
             return {"index": split.index, "errors": e.problems, "error_total": e.total, "rows": getattr(e, "rows", None)}
-        out = _encode_table(ctx, split.index, table, label, "body_b64" if split.fmt == "jsonl" else "body", stager)
+        body_field = label.body_field if isinstance(label, inputs.JsonLabel) else "body"
+        out = _encode_table(ctx, split.index, table, label, body_field, stager)
         del table
     # The freed heap stays mapped for the worker's next split, which needs as much again: handing
     # it back (allocator.release) and faulting it in afresh cost ~0.1 s of each task (a fifth
@@ -149,17 +151,20 @@ def load_kernels() -> None:
 EMPTY_BODY_SHOWN = 5
 
 
-def empty_body_problems(table, label, field: str = "body") -> tuple[list, int]:
+def empty_body_problems(table, label, field: str | Callable[[int], str] = "body") -> tuple[list, int]:
     """The rows whose body is empty (the first few, then a count): RocketMQ's producer refuses them
     (``Validators.checkMessage``: "the message body length is zero"), and a proxy serving such a
-    store fails every receive. ``allow_empty_body`` (``--allow-empty-body``) writes them anyway."""
+    store fails every receive. ``allow_empty_body`` (``--allow-empty-body``) writes them anyway.
+    ``field``: the input's body field, or row -> the field that row gave its body in (JSON lines:
+    ``inputs.JsonLabel.body_field``)."""
     body = table.column("body")
     empty = (binary_lengths(body) == 0) & valid_mask(body)
     rows = np.flatnonzero(empty)
-    out = [f"{label(int(r))}: field '{field}': empty body (RocketMQ's producers refuse a message whose body "
-           f"length is zero; --allow-empty-body writes it anyway)" for r in rows[:EMPTY_BODY_SHOWN]]
+    name = field if callable(field) else (lambda _r: field)
+    out = [f"{label(int(r))}: field '{name(int(r))}': empty body (RocketMQ's producers refuse a message whose "
+           f"body length is zero; --allow-empty-body writes it anyway)" for r in rows[:EMPTY_BODY_SHOWN]]
     if len(rows) > EMPTY_BODY_SHOWN:
-        out.append(f"... field '{field}': {len(rows) - EMPTY_BODY_SHOWN} more row(s) with an empty body")
+        out.append(f"... {len(rows) - EMPTY_BODY_SHOWN} more row(s) with an empty body")
     return out, len(rows)
 
 
@@ -170,7 +175,7 @@ def encode_table(ctx: EncodeContext, index: int, table, label, body_field: str =
     return cast(dict, _encode_table(ctx, index, table, label, body_field, None))
 
 
-def _encode_table(ctx: EncodeContext, index: int, table, label, body_field: str,
+def _encode_table(ctx: EncodeContext, index: int, table, label, body_field: str | Callable[[int], str],
                   stager: ThreadPoolExecutor | None) -> dict | Future:
     """``encode_table``; with ``stager``, the records are encoded and staged, and the facts
     written, on that thread: a Future of the summary (a problem found before is a summary)."""

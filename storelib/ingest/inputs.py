@@ -37,7 +37,7 @@ from ..codec.properties import (PAIR_NAME_EMPTY, PAIR_NAME_SOH, PAIR_NAME_STX, P
                                  second_or_empty)
 from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
-__all__ = ["FORMATS", "JSONL_SCHEMA", "detect_format", "check_format", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
+__all__ = ["FORMATS", "JSONL_SCHEMA", "JsonLabel", "detect_format", "check_format", "Split", "list_input_files", "plan_splits", "b64decode_column", "to_canonical",
            "read_split", "resolve_line_labels", "jsonl_to_table", "canonical_to_parquet_input", "read_all",
            "split_from_dict"]
 
@@ -399,6 +399,15 @@ def _castable(one: pa.Array, typ) -> bool:
         return False
 
 
+def _text_body_rows(raw: pa.Table) -> np.ndarray | None:
+    """JSON lines: the rows that give their body as text in ``body`` (no ``body_b64``), as
+    ``_text_bodies`` takes it; None when no row does."""
+    if "body" not in raw.column_names or raw.column("body").null_count == raw.num_rows:
+        return None
+    b64 = raw.column("body_b64") if "body_b64" in raw.column_names else pa.nulls(raw.num_rows)
+    return np.asarray(pc.and_(pc.is_null(b64), pc.is_valid(raw.column("body"))))
+
+
 def _text_bodies(decoded: pa.Array, raw: pa.Table, label, problems: list) -> pa.Array:
     """JSON lines: a row without ``body_b64`` may give its body as UTF-8 text in ``body``; a row
     with neither is a problem naming both fields."""
@@ -408,8 +417,8 @@ def _text_bodies(decoded: pa.Array, raw: pa.Table, label, problems: list) -> pa.
             decoded = pc.if_else(pc.is_null(decoded), text.cast(pa.large_binary()), decoded)
     if decoded.null_count:
         for r in np.flatnonzero(np.asarray(pc.is_null(decoded)))[:20]:
-            problems.append(f"{label(int(r))}: field 'body_b64': missing (the body base64-encoded; or give it "
-                            "as UTF-8 text in 'body')")
+            problems.append(f"{label(int(r))}: field 'body' / 'body_b64': missing (the body as UTF-8 text in "
+                            "'body', or base64-encoded in 'body_b64')")
     return decoded
 
 
@@ -504,20 +513,36 @@ def _is_text(typ) -> bool:
     return pa.types.is_string(typ) or pa.types.is_large_string(typ)
 
 
+class JsonLabel:
+    """How problem lines name the rows of a JSON lines split: ``label(i)`` its file and line, and
+    ``body_field(i)`` the field the line gave its body in (``body`` as UTF-8 text, else
+    ``body_b64``), so a refusal of the body names the field the user wrote."""
+
+    def __init__(self, name: Callable[[int], str]):
+        self._name = name
+        self.text_rows: np.ndarray | None = None      # True: the row's body came from 'body'
+
+    def __call__(self, i: int) -> str:
+        return self._name(i)
+
+    def body_field(self, i: int) -> str:
+        return "body" if self.text_rows is not None and bool(self.text_rows[i]) else "body_b64"
+
+
 def read_split(split: Split) -> tuple[pa.Table, Callable[[int], str]]:
-    """Read one split into the canonical table; returns (table, label function for errors)."""
+    """Read one split into the canonical table; returns (table, label function for errors: a
+    ``JsonLabel`` for JSON lines)."""
     if split.fmt == "jsonl":
         data, begin = _jsonl_block(split)
-        base_name = split.path
-        if split.first_line:
-            line0 = split.first_line
-            label = lambda i, b=base_name, l0=line0: f"{b} line {l0 + i}"  # noqa: E731
-        else:
+        base_name, line0, k = split.path, split.first_line, split.index
+
+        def line_of(i: int) -> str:
             # The split's first line number is known only once earlier splits are counted:
-            # the driver rewrites "line +i@split" with resolve_line_labels.
-            label = lambda i, b=base_name, k=split.index: f"{b} line +{i}@{k}"  # noqa: E731
+            # without it the driver rewrites "line +i@split" with resolve_line_labels.
+            return f"{base_name} line {line0 + i}" if line0 else f"{base_name} line +{i}@{k}"
+        lines = JsonLabel(line_of)
         if not data.strip():
-            return MESSAGE_SCHEMA.empty_table(), label
+            return MESSAGE_SCHEMA.empty_table(), lines
         try:
             raw = pajson.read_json(io.BytesIO(data), read_options=pajson.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
                                    parse_options=pajson.ParseOptions(explicit_schema=JSONL_SCHEMA,
@@ -527,9 +552,10 @@ def read_split(split: Split) -> tuple[pa.Table, Callable[[int], str]]:
             # A row the vectorized reader cannot convert (or an ISO-8601 time, properties as an
             # object): the split's lines one by one, every bad row named (ingest.jsonrows).
             from .jsonrows import read_rows
-            raw = read_rows(data, JSONL_SCHEMA, label)
+            raw = read_rows(data, JSONL_SCHEMA, lines)
+        lines.text_rows = _text_body_rows(raw)
         try:
-            return to_canonical(raw, label, "body_b64"), label
+            return to_canonical(raw, lines, "body_b64"), lines
         except InputError as e:
             e.rows = raw.num_rows
             raise

@@ -5,6 +5,8 @@ set), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anyt
 from __future__ import annotations
 
 import os
+import socket
+import xml.etree.ElementTree as ET
 from typing import Any
 from urllib.parse import urlparse
 
@@ -14,7 +16,11 @@ from . import objstore
 from ..errors import BadInput
 from ..format.paths import is_local, local_path
 
-__all__ = ["is_local", "local_path", "filesystem", "s3_client", "check_store_uri"]
+__all__ = ["is_local", "local_path", "filesystem", "s3_client", "check_store_uri", "file_system_of",
+           "HDFS_DEFAULT_PORT"]
+
+# The NameNode's RPC port when a URI names none (Hadoop's and hdfs-native's default).
+HDFS_DEFAULT_PORT = 8020
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -145,3 +151,85 @@ def _hdfs(host: str | None, port: int | None) -> pafs.FileSystem:
         from hdfs_native.fsspec import HdfsFileSystem
         fs = _fs_cache[key] = pafs.PyFileSystem(pafs.FSSpecHandler(HdfsFileSystem(host=host, port=port)))
     return fs
+
+
+def file_system_of(uri: str) -> tuple[str, frozenset[Any]]:
+    """Which file system serves the remote ``uri``, as two URIs can be compared: (scheme, the set of
+    what identifies it). S3 and GCS: the bucket, as spelled (bucket names are case-sensitive).
+    HDFS: the socket addresses of its name node(s), however the URI names them: an empty host is
+    ``fs.defaultFS`` of ``$HADOOP_CONF_DIR`` (or ``$HADOOP_HOME/etc/hadoop``), as hdfs-native and
+    Hadoop resolve ``hdfs:///path``; a host without a port is an HA name service of that
+    configuration (its name nodes' RPC addresses) or a host at port 8020; host names are resolved
+    (``localhost`` and ``127.0.0.1`` are one name node). Two URIs are on one file system when
+    their schemes are equal and their sets meet. ``LookupError`` (its message says why) when an
+    HDFS URI's name node cannot be resolved."""
+    u = urlparse(uri)
+    scheme = u.scheme.lower()
+    if scheme != "hdfs":
+        return scheme, frozenset([u.netloc])
+    netloc = u.netloc
+    if not netloc:
+        conf = _hadoop_conf("core-site.xml")
+        default = conf.get("fs.defaultFS") or conf.get("fs.default.name") or ""     # (Hadoop 1's name)
+        d = urlparse(default)
+        if d.scheme.lower() != "hdfs" or not d.netloc:
+            raise LookupError(f"{uri} names the default file system, and fs.defaultFS is "
+                              f"{default or 'not set'} in {_hadoop_conf_dir() or 'no Hadoop configuration'} "
+                              "($HADOOP_CONF_DIR)")
+        netloc = d.netloc
+    n = urlparse(f"hdfs://{netloc}")
+    try:
+        host, port = n.hostname or "", n.port          # (hostname: lower case)
+    except ValueError as e:
+        raise LookupError(f"{uri}: the name node {netloc} has no valid port ({e})") from None
+    if port is None:
+        nns = _nameservice_addresses(host)
+        if nns:
+            return scheme, frozenset(a for h, p in nns for a in _addresses(uri, h, p))
+    return scheme, frozenset(_addresses(uri, host, port if port is not None else HDFS_DEFAULT_PORT))
+
+
+def _addresses(uri: str, host: str, port: int) -> set[tuple[str, int]]:
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as e:
+        raise LookupError(f"{uri}: its name node {host}:{port} cannot be resolved ({e})") from None
+    return {(str(i[4][0]), port) for i in infos}
+
+
+def _hadoop_conf_dir() -> str | None:
+    d = os.environ.get("HADOOP_CONF_DIR")
+    if not d and os.environ.get("HADOOP_HOME"):
+        d = os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop")
+    return d or None
+
+
+def _hadoop_conf(name: str) -> dict[str, str]:
+    """The properties of the Hadoop configuration file ``name`` (core-site.xml, hdfs-site.xml) of
+    ``_hadoop_conf_dir``; {} when there is none."""
+    d = _hadoop_conf_dir()
+    if not d:
+        return {}
+    try:
+        root = ET.parse(os.path.join(d, name)).getroot()
+    except (OSError, ET.ParseError):
+        return {}
+    return {(p.findtext("name") or "").strip(): (p.findtext("value") or "").strip() for p in root.iter("property")}
+
+
+def _nameservice_addresses(host: str) -> list[tuple[str, int]]:
+    """The (host, port) RPC addresses of the name nodes of HA name service ``host`` (hdfs-site.xml
+    ``dfs.nameservices``, ``dfs.ha.namenodes.<ns>``, ``dfs.namenode.rpc-address.<ns>.<nn>``); []
+    when ``host`` is not one."""
+    conf = _hadoop_conf("hdfs-site.xml")
+    services = {s.strip().lower(): s.strip() for s in conf.get("dfs.nameservices", "").split(",") if s.strip()}
+    ns = services.get(host)
+    if ns is None:
+        return []
+    out = []
+    for nn in (n.strip() for n in conf.get(f"dfs.ha.namenodes.{ns}", "").split(",") if n.strip()):
+        addr = conf.get(f"dfs.namenode.rpc-address.{ns}.{nn}", "")
+        h, _, p = addr.rpartition(":")
+        if h and p.isdigit():
+            out.append((h.strip("[]").lower(), int(p)))
+    return out

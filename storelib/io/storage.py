@@ -24,14 +24,13 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import numpy as np
 from pyarrow.fs import FileSelector, FileType  # re-exported for callers
 
-from ..errors import StoreError, StorePathError
+from ..errors import BadInput, StoreError, StorePathError
 from . import objstore
-from .filesystems import check_store_uri, filesystem, is_local, local_path
+from .filesystems import check_store_uri, file_system_of, filesystem, is_local, local_path
 from .objkeys import delete_tree
 from . import objkeys
 from . import patches
@@ -43,7 +42,7 @@ from ..format.paths import local_target_problem, within
 
 __all__ = ["FileSelector", "FileType", "is_local", "local_path", "filesystem", "join", "rejoin",
            "delta_storage_options", "Store", "read_local_into", "fsync_fd", "sync_dirs",
-           "remove_dir_if_empty", "make_dirs", "delete_tree", "inside"]
+           "remove_dir_if_empty", "make_dirs", "delete_tree", "inside", "same_file_system"]
 
 ZERO_BLOCK = bytes(8 << 20)
 
@@ -66,14 +65,26 @@ def rejoin(original: str, root: str, path: str) -> str:
 
 def inside(store: "Store", other: "Store") -> bool:
     """Whether ``other``'s root is ``store``'s root or lies under it: local ones however either is
-    spelled (``paths.within``), remote ones on the same bucket or name node (scheme and netloc) by
-    their paths (``filesystem`` refuses ``..`` and the like in them)."""
+    spelled (``paths.within``), remote ones on the same file system (``same_file_system``: the
+    same bucket, the same name node however named) by their paths (``filesystem`` refuses ``..``
+    and the like in them). Roots whose paths nest on HDFS URIs whose name nodes cannot be resolved
+    are ``BadInput`` naming both: they may be one (a caller would write into the store)."""
     if store.os_paths or other.os_paths:
         return store.os_paths and other.os_paths and within(store.root, other.root)
-    a, b = urlparse(store.uri), urlparse(other.uri)
-    if (a.scheme, a.netloc) != (b.scheme, b.netloc):
+    if not (other.root == store.root or other.root.startswith(store.root.rstrip("/") + "/")):
         return False
-    return other.root == store.root or other.root.startswith(store.root.rstrip("/") + "/")
+    return same_file_system(store.uri, other.uri)
+
+
+def same_file_system(a: str, b: str) -> bool:
+    """Whether remote URIs ``a`` and ``b`` are served by one file system (``file_system_of``);
+    ``BadInput`` naming both when that cannot be told (an HDFS name node not resolved)."""
+    try:
+        (sa, ka), (sb, kb) = file_system_of(a), file_system_of(b)
+    except LookupError as e:
+        raise BadInput(f"cannot tell whether {a} and {b} are on one HDFS name node ({e}): they may be one "
+                       "place, so nothing was done; name both with the name node's host:port") from None
+    return sa == sb and bool(ka & kb)
 
 
 def delta_storage_options(uri: str) -> dict[str, str] | None:

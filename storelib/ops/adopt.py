@@ -1,7 +1,8 @@
 """Adopt a RocketMQ broker's store directory as a rocketlake store (``ingest.py --from-store``).
 
-The files are not rewritten. The store is verified (structural checks of ``verify``, distributed
-like a verify run), and the facts those tasks collect become the manifest: one row per
+The files are not rewritten. The store is verified (structural checks of ``verify`` and every
+record's body against its BODYCRC, distributed like a verify run; any problem refuses the import,
+nothing committed, no copied file left), and the facts those tasks collect become the manifest: one row per
 commitlog segment (valid bytes = end of the record chain, as a broker's recovery finds it; a
 closed segment includes its BLANK record), consume-queue file (valid units) and index file
 (header in ``detail``), plus the checkpoint file. One checkpoint row (operation ``import``)
@@ -209,7 +210,7 @@ def in_place(src: storage.Store, store: storage.Store) -> bool:
     spelled (relative, through a symbolic link)?"""
     if src.os_paths and store.os_paths:
         return os.path.realpath(src.root) == os.path.realpath(store.root)
-    return src.uri.rstrip("/") == store.uri.rstrip("/")
+    return storage.inside(src, store) and storage.inside(store, src)     # (one name node however named)
 
 
 def _check_apart(src: storage.Store, store: storage.Store) -> None:
@@ -217,14 +218,10 @@ def _check_apart(src: storage.Store, store: storage.Store) -> None:
     would copy the store into itself, writing into the broker's directory it must only read."""
     if in_place(src, store):
         return
-    if src.os_paths and store.os_paths:
-        a, b = os.path.realpath(src.root), os.path.realpath(store.root)
-    else:
-        a, b = src.uri.rstrip("/"), store.uri.rstrip("/")
-    if b.startswith(a.rstrip("/") + "/"):
+    if storage.inside(src, store):
         raise BadInput(f"{store.uri} is inside the broker's directory {src.uri}: importing would copy the "
                        f"directory into itself; nothing was imported (give a directory outside it)")
-    if a.startswith(b.rstrip("/") + "/"):
+    if storage.inside(store, src):
         raise BadInput(f"{store.uri} holds the broker's directory {src.uri}: nothing was imported (import in "
                        f"place, --store {src.uri}, or into a directory beside it)")
 
@@ -255,8 +252,10 @@ def _adopt_files(job: _Adoption, src: storage.Store, snap) -> dict:
                          "stop it once (its recovery repairs the files) before importing")
     if not store.list_files(paths.COMMITLOG_DIR):
         raise AdoptError(f"{store.uri} holds no commitlog files")
-    say("verify (structural)")
-    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False)
+    say("verify (structural, body CRCs)")
+    # every body against its BODYCRC too (in the structural pass over the records): a flipped
+    # body byte is damage the structure does not show, and an import commits no damage
+    rep = verify.verify_store(store.uri, config, deep=False, spark=job.spark, use_manifest=False, body_crcs=True)
     if rep.problems:
         shown = "\n".join(rep.problems[:30])
         more = f"\n... and {len(rep.problems) - 30} more" if len(rep.problems) > 30 else ""

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["MODES", "Query", "Found", "find", "display_rows", "csv_text", "hex_dump", "message_fields",
-           "HEX_LIMIT", "PAGE_ROWS"]
+           "HEX_LIMIT", "PAGE_ROWS", "CSV_ROWS", "csv_cut"]
 
 MODES = ("key", "id", "unique-key", "offset", "range")
 HEX_LIMIT = 64 << 10            # a body's hex dump on the page: its first 64 KiB (the download has all)
 PAGE_ROWS = 1000                # rows a result page shows at most (a browser stays usable)
+CSV_ROWS = 100_000              # rows a CSV download holds at most (built in the server's memory)
 
 
 @dataclass
@@ -73,13 +74,14 @@ class Query:
                 raise BadInput("--end is before --begin")
         return q
 
-    def cap(self) -> bool:
-        """Page at most ``PAGE_ROWS`` rows (the paged modes; ``offset``'s count); True if that cut it."""
-        if self.mode in ("key", "unique-key", "range") and (self.limit is None or self.limit > PAGE_ROWS):
-            self.limit = PAGE_ROWS
+    def cap(self, rows: int = PAGE_ROWS) -> bool:
+        """Answer at most ``rows`` rows (the paged modes' limit; ``offset``'s count); True if that
+        lowered what was asked."""
+        if self.mode in ("key", "unique-key", "range") and (self.limit is None or self.limit > rows):
+            self.limit = rows
             return True
-        if self.mode == "offset" and self.count > PAGE_ROWS:
-            self.count = PAGE_ROWS
+        if self.mode == "offset" and self.count > rows:
+            self.count = rows
             return True
         return False
 
@@ -232,6 +234,16 @@ def csv_text(found: Found, body_as: str) -> str:
             out.write_table(found.table)
         with open(path, encoding="utf-8", newline="") as fh:
             return fh.read()
+
+
+def csv_cut(q: Query, found: Found, capped: bool) -> str | None:
+    """What a CSV of ``found`` (asked as ``q``, cut to ``CSV_ROWS`` rows when ``capped``) leaves
+    out, as one line; None when it holds every row asked for."""
+    if not capped or (found.cursor is None and found.count < CSV_ROWS):
+        return None
+    rest = f"the next page: after={found.cursor}" if found.cursor else f"the next: offset={(q.offset or 0) + found.count}"
+    return (f"cut at {CSV_ROWS} rows (a CSV download holds at most that many); {rest}; rocketlake query "
+            f"{q.mode} --output FILE.csv writes every row")
 
 
 def message_fields(m: dict) -> dict:

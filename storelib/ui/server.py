@@ -140,10 +140,11 @@ class Pages:
         except Exception as e:  # noqa: BLE001
             return self.failed("queue.html", "topics", e, series=None)
 
-    def run_find(self, page: bool = False):
-        """The lookup the form asks; ``page``: at most ``lookup.PAGE_ROWS`` rows (the CSV has no cap)."""
+    def run_find(self, rows: int):
+        """The lookup the form asks, at most ``rows`` rows (``lookup.PAGE_ROWS`` a page,
+        ``lookup.CSV_ROWS`` a CSV); (query, found, whether the bound lowered what was asked)."""
         q = lookup.Query.from_params(request.args)
-        capped = page and q.cap()
+        capped = q.cap(rows)
         cfg = self.view.config(self.as_of())
         return q, lookup.find(self.view.reader(self.as_of(), cfg), q, self.view.uri, self.as_of(), cfg), capped
 
@@ -152,21 +153,26 @@ class Pages:
         if not params.get("mode"):
             return self.page("find.html", "find", q=None, found=None, rows=[], argv=None, params={})
         try:
-            q, found, capped = self.run_find(page=True)
+            q, found, capped = self.run_find(lookup.PAGE_ROWS)
             return self.page("find.html", "find", q=q, found=found, rows=lookup.display_rows(found),
                              argv=q.argv(self.view.uri, self.as_of()), params=params,
-                             capped=lookup.PAGE_ROWS if capped else None)
+                             capped=lookup.PAGE_ROWS if capped else None, csv_rows=lookup.CSV_ROWS)
         except Exception as e:  # noqa: BLE001
             return self.failed("find.html", "find", e, lookup_line=True, q=None, found=None, rows=[], argv=None,
                                params=params)
 
     def find_csv(self):
         try:
-            q, found, _ = self.run_find()
+            q, found, capped = self.run_find(lookup.CSV_ROWS)
         except Exception as e:  # noqa: BLE001
             return Response(error_line(e, True) + "\n", http_status(e), mimetype="text/plain")
-        return Response(lookup.csv_text(found, q.body_as), mimetype="text/csv",
-                        headers={"Content-Disposition": f"attachment; filename=rocketlake-{q.mode}.csv"})
+        # a cut CSV says so in its name and a header: its rows stay exactly the command's CSV
+        cut = lookup.csv_cut(q, found, capped)
+        name = f"rocketlake-{q.mode}" + (f"-first-{lookup.CSV_ROWS}" if cut else "")
+        headers = {"Content-Disposition": f"attachment; filename={name}.csv"}
+        if cut:
+            headers["X-Rocketlake-Cut"] = cut
+        return Response(lookup.csv_text(found, q.body_as), mimetype="text/csv", headers=headers)
 
     def one_message(self):
         offset = as_int(request.args, "offset", minimum=0)

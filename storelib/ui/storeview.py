@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 from ..cli import failures
 from ..cli.common import store_snapshot
-from ..errors import BadInput, ExitCode, StorePathError, exit_code
+from ..errors import BadInput, ExitCode, exit_code
 from ..format.names import rel_path_problem
 from ..io import storage
 from ..table.snapshots import StoreSnapshot, open_snapshot
@@ -85,10 +85,11 @@ def as_int(params, name: str, default=None, minimum: int | None = None):
 
 def checked_rel(rel: str, known) -> str:
     """A store-relative path a request names: refused unless it stays in the store and is one of
-    ``known`` (the files of the batch shown); the page never opens anything else."""
+    ``known`` (the files of the batch shown); the page never opens anything else. Either refusal
+    is ``BadInput`` (a request's 400): what the request asked, not damage of the store."""
     problem = rel_path_problem(rel) if rel else "is empty"
     if problem:
-        raise StorePathError(f"{rel!r} {problem}: the browser reads only files of the store")
+        raise BadInput(f"{rel!r} {problem}: the browser reads only files of the store")
     if rel not in known:
         raise BadInput(f"{rel!r} is not a file of this batch of the store")
     return rel

@@ -40,6 +40,8 @@ class VerifyContext:
     max_phy: int
     queues: list = field(default_factory=list)          # deep: [{topic, queue_id, files: [{path, base}]}]
     index_files: list = field(default_factory=list)     # deep: [{path, header}]
+    # every record's body against its BODYCRC without the other deep checks (an import's verify)
+    body_crcs: bool = False
     # object stores: each file's (size, extents) as the manifest assembles it (io.fragments)
     assembled: dict = field(default_factory=dict)
     # in the driver's process only: its Store, the threads of a segment task, the scan buffers

@@ -208,7 +208,8 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
         fd.populate(0, n)
         starts, stop, reason = kernels.walk_records(fd.buf, 0, n, bufs[0])
         valid = _data_end(fd, stop, reason, n, F, last, out)
-        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep, pool, threads, valid, bufs[1:])
+        msgs, rec, scan, good, digests = scan_check(fd.buf, starts, base, ctx.deep or ctx.body_crcs, pool, threads,
+                                                    valid, bufs[1:])
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import RecordFacts, check_targets

@@ -148,8 +148,9 @@ class Report:
 
 
 def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | None, deep: bool,
-         queues_per_task: int = 16):
-    """(ctx, tasks, driver problems)."""
+         queues_per_task: int = 16, body_crcs: bool = False):
+    """(ctx, tasks, driver problems); ``body_crcs``: the segment tasks compare every body with its
+    BODYCRC without ``deep`` (``verify_store``)."""
     problems: list = []
     F = config.mappedFileSizeCommitLog
     has_manifest = snap is not None and snap.batch is not None
@@ -177,7 +178,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
                   for t in tasks if t["kind"] == "queues" for q in t["queues"]]
         index_files = [{"path": p, "header": _row_header(r)} for p, r in idx]
     ctx = VerifyContext(store=store.uri, config=config, deep=deep, segments=segments, min_phy=min_phy,
-                        max_phy=max_phy, queues=queues, index_files=index_files)
+                        max_phy=max_phy, queues=queues, index_files=index_files, body_crcs=body_crcs)
     problems += check_checkpoint(store, snap)
     return ctx, tasks, problems
 
@@ -356,9 +357,11 @@ def check_checkpoint(store: storage.Store, snap) -> list:
 
 def verify_store(store: str | storage.Store, config: StoreConfig | None = None, deep: bool = False, spark=None,
                  as_of_batch=None, version: int | None = None, snap=None, use_manifest: bool = True,
-                 threads: int | None = None) -> Report:
+                 threads: int | None = None, body_crcs: bool = False) -> Report:
     """Run every check; ``spark`` None runs the tasks in this process, on ``threads`` threads
-    (default: the processors this process may use; the checks' kernels and hashing release the GIL)."""
+    (default: the processors this process may use; the checks' kernels and hashing release the GIL).
+    ``body_crcs``: the structural checks also compare every record's body with its BODYCRC (in the
+    same compiled pass over the records), without ``deep``'s cross-file checks."""
     from ..table.rows import recorded_config
     from ..table.snapshots import open_snapshot
     t0 = time.time()
@@ -395,7 +398,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
         cfg = config or StoreConfig()
     if has_manifest and not store.local:
         meta += _map_objects(store, snap)
-    ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep)
+    ctx, tasks, problems = plan(store, cfg, snap if has_manifest else None, deep, body_crcs=body_crcs)
     if store.assembled:
         ctx = dataclasses.replace(ctx, assembled=dict(store.assembled))
     problems = meta + list(problems)

@@ -97,6 +97,27 @@ def test_empty_body_refused_unless_allowed(tmp_path, monkeypatch):
     assert code == 0 and "messages=3" in out, err
 
 
+def test_an_empty_body_is_named_by_the_field_the_line_gave_it_in(tmp_path, monkeypatch):
+    """A JSON line's body may be UTF-8 text in 'body' or base64 in 'body_b64': an empty one is
+    refused naming the field that line wrote (every empty text body was named 'body_b64'); a line
+    with neither names both."""
+    monkeypatch.delenv("ROCKETLAKE_ALLOW_EMPTY_BODY", raising=False)
+    text = {"topic": "t", "body": ""}
+    src = _write_jsonl(tmp_path / "in.jsonl", [_line(), text, _line(body=b""), {"topic": "t", "body": "x"},
+                                               {"topic": "t"}])
+    store = str(tmp_path / "store")
+    code, _out, err = rl("ingest", "--store", store, "--input", src, "--quiet")
+    assert code == 2, err
+    assert f"{src} line 2: field 'body': empty body" in err, err
+    assert f"{src} line 3: field 'body_b64': empty body" in err, err
+    assert f"{src} line 5: field 'body' / 'body_b64': missing" in err, err
+    assert "line 1" not in err and "line 4" not in err
+    assert not os.path.exists(os.path.join(store, "commitlog"))
+    only_text = _write_jsonl(tmp_path / "text.jsonl", [text])
+    code, _out, err = rl("ingest", "--store", store, "--input", only_text, "--quiet")
+    assert code == 2 and f"{only_text} line 1: field 'body': empty body" in err, err
+
+
 def test_empty_body_refused_by_the_python_api(tmp_path, monkeypatch):
     from storelib.errors import InputError
     from storelib.format.config import load_config

@@ -217,6 +217,52 @@ def test_two_delta_commits_of_one_version_on_hdfs_one_wins(namenode):
     assert sorted(DeltaTable(table).to_pyarrow_table()["x"].to_pylist()) == [0, 1]
 
 
+def test_one_name_node_however_a_uri_names_it(namenode, tmp_path, monkeypatch):
+    """``hdfs:///path`` (fs.defaultFS), ``hdfs://localhost:P`` and ``hdfs://127.0.0.1:P`` are one
+    name node: an export, a query's output, an import naming the store one way and a place inside
+    it another is refused (exit 2) and nothing is written; a name node that cannot be resolved is
+    refused as "may be the same", naming both."""
+    from storelib.errors import BadInput
+    from storelib.cli.common import check_outputs
+    from storelib.io import storage
+    from storelib.ops import adopt
+    from storelib.table.export import export_store
+    conf = tmp_path / "hadoop"
+    conf.mkdir()
+    (conf / "core-site.xml").write_text("<configuration><property><name>fs.defaultFS</name>"
+                                        f"<value>{namenode}</value></property></configuration>")
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(conf))
+    props = tmp_path / "small.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in SMALL.items()))
+    part = tmp_path / "part.jsonl"
+    part.write_text("".join(open(os.path.join(ROOT, "samples", "messages.jsonl")).readlines()[:20]))
+    port = namenode.rsplit(":", 1)[1]
+    store = f"{namenode}/warehouse/spelled"
+    r = _run([os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest", store, str(part), str(props), "A"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    before = storage.Store(store).list_files("")
+    spellings = [(store, "hdfs:///warehouse/spelled"), ("hdfs:///warehouse/spelled", store),
+                 (f"hdfs://LocalHost:{port}/warehouse/spelled", store), (store, f"hdfs://localhost:{port}/warehouse/spelled")]
+    for a, b in spellings:
+        with pytest.raises(BadInput, match="inside the store"):
+            export_store(a, b + "/sub")
+        with pytest.raises(BadInput, match="inside the store"):
+            check_outputs(a, {"--output": b + "/rows.csv"})
+        assert adopt.in_place(storage.Store(a), storage.Store(b)), (a, b)
+        with pytest.raises(BadInput, match="inside the broker's directory"):
+            adopt._check_apart(storage.Store(a), storage.Store(b + "/sub"))
+    assert storage.Store(store).list_files("") == before
+    # another name node (port) is another file system: its paths may be the same
+    assert not storage.inside(storage.Store(store), storage.Store(f"hdfs://127.0.0.1:{int(port) + 1}/warehouse/spelled/x"))
+    # a name node that cannot be resolved may be the store's: refused, naming both
+    with pytest.raises(BadInput, match="cannot tell whether .*127.0.0.1.* and .*no-such-host.invalid"):
+        export_store(store, "hdfs://no-such-host.invalid:9000/warehouse/spelled/sub")
+    monkeypatch.delenv("HADOOP_CONF_DIR")
+    monkeypatch.delenv("HADOOP_HOME", raising=False)
+    with pytest.raises(BadInput, match="fs.defaultFS is not set"):
+        storage.inside(storage.Store(store), storage.Store("hdfs:///warehouse/spelled/sub"))
+
+
 @store_tests
 def test_expire_on_hdfs(hdfs_store):
     """Runs last: expiry removes whole old segments; the store still verifies."""

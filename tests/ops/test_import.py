@@ -120,6 +120,47 @@ def test_import_refuses_a_damaged_store(tmp_path):
     assert not os.path.exists(os.path.join(store, "_rocketlake"))
 
 
+def _flip_body_byte(store: str, seg: str = "commitlog/00000000000000065536", k: int = 2) -> int:
+    """Flip one bit of the body of record ``k`` of segment ``seg``; returns the record's offset in it."""
+    import numpy as np
+    from storelib.compute import kernels
+    path = os.path.join(store, seg)
+    buf = np.fromfile(path, np.uint8)
+    starts, _stop, _reason = kernels.walk_records(buf, 0, len(buf))
+    at = int(kernels.record_fields(buf, starts[k:k + 1])[kernels.F_BODY_POS][0])
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        b = fh.read(1)[0]
+        fh.seek(at)
+        fh.write(bytes([b ^ 0x20]))
+    return int(starts[k])
+
+
+def test_import_refuses_a_body_that_is_not_its_crc(tmp_path):
+    """A record whose body no longer matches its BODYCRC (a flipped byte the structure does not
+    show) is damage the import finds: refused naming the file and the record's offset, nothing
+    imported (in place: no ``_rocketlake/``, every file as it was; a copy: no copied file left, no
+    directory made), exit 1 from the command. (An import checked the structure only, so the store
+    was adopted and ``verify --deep`` then failed on it.)"""
+    from support.opshelp import tree_digest
+    broker = restore("small-roll", "files.json", str(tmp_path / "broker"))
+    pos = _flip_body_byte(broker)
+    want = rf"commitlog/00000000000000065536@{pos}: BODYCRC \d+ but the body's crc32"
+    before, digest = stat_tree(broker), tree_digest(broker)
+    with pytest.raises(errors.AdoptError, match=want):
+        adopt.adopt(None, broker, broker, small_config(), quiet=True)
+    assert stat_tree(broker) == before and tree_digest(broker) == digest
+    assert not os.path.exists(os.path.join(broker, "_rocketlake"))
+    lake = tmp_path / "lake"
+    with pytest.raises(errors.AdoptError, match=want):
+        adopt.adopt(None, str(lake), broker, small_config(), quiet=True)
+    assert not lake.exists() and stat_tree(broker) == before
+    res = run("ingest.py", "--store", broker, "--from-store", broker, "--config", small_properties(tmp_path))
+    assert res.returncode == errors.AdoptError.exit_status and "BODYCRC" in res.stderr, (res.returncode,
+                                                                                         res.stderr[-2000:])
+    assert stat_tree(broker) == before
+
+
 def test_import_default_size(tmp_path):
     store = restore("default-size", "files.json", str(tmp_path / "d"))
     s = adopt.adopt(None, store, store, load_config(None), quiet=True)

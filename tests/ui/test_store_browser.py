@@ -404,6 +404,37 @@ def test_nothing_but_reads_and_nothing_from_elsewhere(ui_store):
 
 
 
+def test_a_verify_outside_the_store_is_a_400_and_a_csv_is_bounded(ui_store, tmp_path, monkeypatch):
+    """Through the application (no browser): a quick verify naming a path out of the store is the
+    request's fault, 400 with its one line (it was a 500, the store's fault); a CSV download holds
+    at most ``lookup.CSV_ROWS`` rows (it had no bound: a range of the whole store was built in the
+    server's memory), and one cut there says so in its name and a header while its rows stay the
+    command's own CSV of that many; the page says the bound."""
+    from storelib.ui import lookup
+    from storelib.ui.server import create_app
+    client = create_app(ui_store).test_client()
+    for rel in ("../outside", "/etc/passwd", "commitlog/../../x"):
+        r = client.post("/health/verify", data={"file": rel})
+        assert r.status_code == 400, (rel, r.status_code)
+        assert "the browser reads only files of the store" in html.unescape(r.get_data(as_text=True))
+    monkeypatch.setattr(lookup, "CSV_ROWS", 7)
+    span = ["--begin", "0", "--end", "9999999999999"]
+    r = client.get("/find.csv", query_string={"mode": "range", "begin": "0", "end": "9999999999999"})
+    out = str(tmp_path / "cli.csv")
+    code, _o, err = run_cli("query", "--store", ui_store, "--output", out, "range", *span, "--limit", "7")
+    assert code == 0, err
+    assert r.status_code == 200 and r.get_data() == open(out, "rb").read() and r.get_data().count(b"\n") == 8
+    assert "filename=rocketlake-range-first-7.csv" in r.headers["Content-Disposition"]
+    assert r.headers["X-Rocketlake-Cut"].startswith("cut at 7 rows") and "after=" in r.headers["X-Rocketlake-Cut"]
+    r = client.get("/find.csv", query_string={"mode": "offset", "topic": "orders", "queue": "0", "offset": "0",
+                                              "count": "50"})
+    assert r.status_code == 200 and r.get_data().count(b"\n") == 8 and "offset=7" in r.headers["X-Rocketlake-Cut"]
+    r = client.get("/find.csv", query_string={"mode": "range", "begin": "0", "end": "9999999999999", "limit": "5"})
+    assert "X-Rocketlake-Cut" not in r.headers and "filename=rocketlake-range.csv" in r.headers["Content-Disposition"]
+    page = client.get("/find", query_string={"mode": "range", "begin": "0", "end": "9999999999999"})
+    assert "at most 7 rows" in page.get_data(as_text=True)
+
+
 def test_a_damaged_store_shows_the_cli_line(ui_store, tmp_path):
     """A Delta log file turned to garbage: each page says what the command line says (through the
     application, no browser: the lines are the same text the pages above show)."""
