@@ -21,8 +21,10 @@ queue_offset, flag, sys_flag, body_crc, born_timestamp, born_host, store_timesta
 reconsume_times, prepared_transaction_offset, body, properties map<string,string>, tags, keys,
 uniq_key). Partitions are splits of the commitlog segments (``storelib.read.splits``: about
 ``splitBytes`` each, default 256 MiB, each starting on a record start found through the consume
-queues); a task walks its split (numba), decodes vectorized (``codec.decode_records``) and
-yields Arrow record batches. A ``topic`` filter (=, IN) on a store where every record has a
+queues), consecutive small ones sharing a partition (``splits.group_splits``: a task's fixed cost
+outweighs the read of a small segment) but no fewer partitions than ``minPartitions`` (default:
+the session's cores); a task walks its splits (numba), decodes vectorized
+(``codec.decode_records``) and yields Arrow record batches. A ``topic`` filter (=, IN) on a store where every record has a
 consume-queue unit reads only the topic's records, found through its queues' units
 (``storelib.read.splits``; ``option("topicQueues", "false")``: walk every record instead).
 
@@ -50,6 +52,8 @@ Reads rocketlake stores (a snapshot of one committed batch) and RocketMQ broker 
 manifest: the broker's own view after a restart) alike.
 """
 from __future__ import annotations
+
+import os
 
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
                                     GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual)
@@ -143,7 +147,7 @@ _OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimesta
 # keys: a name outside them is refused, since an ignored `topik` would read every topic.
 READ_OPTIONS = ("path", "topic", "beginTimestamp", "endTimestamp", "minOffset", "maxOffset", "engine", "batchRows",
                 "asOfBatch", "config", "splitBytes", "topicQueues", "pushdown", "coalesceBytes", "rangeGapBytes",
-                "windowBytes", "readAhead", "tasksPerCore")
+                "windowBytes", "readAhead", "tasksPerCore", "minPartitions")
 STREAM_OPTIONS = ("startingOffsets", "maxBatchesPerTrigger", "maxMessagesPerTrigger", "failOnDataLoss")
 
 
@@ -225,7 +229,7 @@ class RocketMQReader(DataSourceReader):
     def partitions(self):
         from .pruning import prune_segments
         from .queuemins import queue_minimums
-        from .splits import SPLIT_BYTES, plan_splits, queue_plan_ok
+        from .splits import SPLIT_BYTES, group_splits, plan_splits, queue_plan_ok
         from ..table.storefiles import as_store, open_files
         b = self.bounds
         store = as_store(self.path)
@@ -241,19 +245,22 @@ class RocketMQReader(DataSourceReader):
                              b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
                              b.hi["store_timestamp"])
         mins = queue_minimums(files)
-        return [InputPartition((tuple(s), task_view(store, _split_rels(s)), mins)) for s in splits]
+        parallelism = int_option(self.options, "minpartitions") or os.cpu_count() or 1
+        return [InputPartition((tuple(tuple(s) for s in group), task_view(store, set().union(*map(_split_rels, group))),
+                                mins))
+                for group in group_splits(splits, parallelism, split_bytes)]
 
     def read(self, partition):
         from .splits import Split, split_messages
         from ..io.storage import Store
-        split, view, mins = partition.value
-        sp = Split(*split)
+        splits, view, mins = partition.value
         b = self.bounds
         store = Store(self.path).apply_mappings(view)
-        for t in split_messages(store, sp, b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
-                                b.lo["commitlog_offset"], b.hi["commitlog_offset"],
-                                coalesce_gap=int_option(self.options, "coalescebytes"), mins=mins):
-            yield from t.to_batches()
+        for split in splits:
+            for t in split_messages(store, Split(*split), b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
+                                    b.lo["commitlog_offset"], b.hi["commitlog_offset"],
+                                    coalesce_gap=int_option(self.options, "coalescebytes"), mins=mins):
+                yield from t.to_batches()
 
 
 class RocketMQPushdownReader(RocketMQReader):
@@ -421,6 +428,9 @@ def _guard_loads() -> None:
         if df is not None:
             return df
         register_python_sources(self._spark)
+        if not any(str(k).lower() == "minpartitions" for k in opts):
+            # the planner runs in a Python worker, without the session: it is told the session's cores
+            options = dict(options, minPartitions=self._spark.sparkContext.defaultParallelism)
         return plain_load(self, path, format, schema, **options).where(REUSE_GUARD)
 
     # pyspark's reader class gets the guarded methods: a patch of the class, by name

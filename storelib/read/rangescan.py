@@ -30,6 +30,7 @@ from ..codec.properties import MAP_TYPE, parse_properties
 from .schema import MESSAGE_DDL  # (Spark DDL of MESSAGE_SCHEMA; re-exported)
 from .pruning import prune_segments  # (re-exported)
 from .queuemins import QueueMins, drop_below_minimum, queue_minimums
+from .tasks import TASK_BYTES, task_count  # (re-exported)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -41,13 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNK_BYTES", "MESSAGE_SCHEMA", "MESSAGE_DDL", "message_table", "empty_messages",
            "record_starts", "store_timestamps", "within", "time_mask", "iter_segment_chunks", "segment_messages",
-           "prune_segments", "task_count", "scan_range"]
+           "prune_segments", "TASK_BYTES", "task_count", "scan_range"]
 
 CHUNK_BYTES = 64 << 20
-# A task's fixed cost (a Python worker's round trip, ~0.1-0.2 s) outweighs the scan of a small
-# segment: consecutive segments share a task up to about this many bytes, as Spark's file sources
-# pack small files (spark.sql.files.maxPartitionBytes).
-TASK_BYTES = 128 << 20
 
 # The public message columns (records.MESSAGE_FIELDS): the record fields (codec.DECODED_SCHEMA) with the
 # body as binary and the properties parsed; as Arrow here, as Spark DDL in read/schema.py.
@@ -178,14 +175,6 @@ def segment_messages(store: Store, seg: CommitLogSegment, begin: int | None = No
 
 
 # ----------------------------------------------------------------------------- Spark
-def task_count(sizes: list[int], parallelism: int) -> int:
-    """How many tasks scan segments of these sizes: one per segment when segments are large (a
-    full 1 GiB segment is its own task), fewer when they are small, never fewer than the cores."""
-    if not sizes:
-        return 0
-    return min(len(sizes), max(parallelism, -(-sum(sizes) // TASK_BYTES)))
-
-
 def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, end: int | None = None,
                topic: str | list[str] | None = None, as_of_batch: str | int | None = None,
                config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> DataFrame:

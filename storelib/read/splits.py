@@ -36,6 +36,7 @@ from ..format import commitlog as cl
 from ..format.consumequeue import UNIT_DTYPE, UNIT_SIZE
 from ..errors import CorruptStore
 from ..io.checked import read_stored
+from .tasks import task_count
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +54,7 @@ QueueFiles = tuple[tuple[str, int, int], ...]
 # runs: planning runs in short-lived processes that need neither.
 
 __all__ = ["SPLIT_BYTES", "BATCH_ROWS", "COALESCE_LOCAL", "Split", "QueueUnits", "queue_plan_ok",
-           "plan_splits", "split_messages"]
+           "plan_splits", "group_splits", "split_messages"]
 
 SPLIT_BYTES = 256 << 20        # bytes of commitlog per split (a task: each costs Spark a Python round trip)
 BATCH_ROWS = 65536             # rows per Arrow batch handed to Spark (fewer, larger batches: less per-batch cost)
@@ -224,6 +225,25 @@ def plan_splits(store: Store, files: StoreFiles, segs: Sequence[CommitLogSegment
                 if (lo is not None and b <= lo) or (hi is not None and a > hi):
                     continue
                 out.append(Split(seg.rel, seg.base, seg.valid, a, b, qsel))
+    return out
+
+
+def group_splits(splits: Sequence[Split], parallelism: int, split_bytes: int = SPLIT_BYTES) -> list[list[Split]]:
+    """``splits`` (in plan order) as ``task_count`` runs of consecutive splits of about equal
+    bytes, about ``split_bytes`` each: splits of small segments share a task, as Spark's file
+    sources pack small files; no two splits of ``split_bytes`` or more share one."""
+    sizes = [max(1, s.stop - s.start) for s in splits]
+    k = task_count(sizes, max(1, parallelism), split_bytes)
+    total = sum(sizes)
+    out: list[list[Split]] = []
+    last, before = -1, 0
+    for sp, n in zip(splits, sizes):
+        g = ((2 * before + n) * k) // (2 * total)       # the group of the split's middle byte
+        if g != last:
+            out.append([])
+            last = g
+        out[-1].append(sp)
+        before += n
     return out
 
 

@@ -176,6 +176,24 @@ def test_range_scan_matches_brute_force(spark, golden, expected):
         assert got == want, (lo, hi, topic)
 
 
+def test_python_reader_packs_small_segments_into_the_cores_partitions(spark, golden):
+    """The Python reader on a store of many small segments: one partition per core of the session
+    (``minPartitions`` by default), not one per segment (each costs its task ~0.1-0.2 s), each
+    reading its segments in commitlog order: the rows of a local scan."""
+    from storelib.read.localscan import scan_range_local
+    from storelib.table.storefiles import as_store, open_files
+    segments = len(open_files(as_store(golden), None)[0].commitlog)
+    cores = spark.sparkContext.defaultParallelism
+    assert segments > cores
+    packed = spark.read.format("rocketmq").option("engine", "python").load(golden)
+    each = spark.read.format("rocketmq").option("engine", "python").option("minPartitions", segments).load(golden)
+    assert packed.rdd.getNumPartitions() == cores and each.rdd.getNumPartitions() == segments
+    cols = ["commitlog_offset", "msg_id", "topic", "body", "properties"]
+    local = scan_range_local(golden).select(cols).to_pylist()
+    assert [r.asDict() for r in packed.select(*cols).collect()] == [dict(r, properties=dict(r["properties"]))
+                                                                    for r in local]
+
+
 def test_splits_and_topic_queues_under_spark(spark, tmp_path):
     """Splits inside segments (``splitBytes``) and a topic read through its consume queues give
     the rows of one whole-segment task per segment: small-roll's messages that all have a unit

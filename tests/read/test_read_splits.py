@@ -222,3 +222,25 @@ def test_range_scan_tasks_pack_small_segments_and_keep_large_ones_apart():
     assert rangescan.task_count([4096] * 63, 200) == 63
     assert rangescan.task_count([t // 4] * 40, 2) == 10
     assert rangescan.task_count([10], 8) == 1
+
+
+def test_small_splits_share_a_partition_and_large_ones_stay_apart():
+    """The Python reader's partitions (``group_splits``): consecutive splits of small segments
+    share one up to about ``split_bytes``, never fewer than the cores nor more than the splits,
+    no two of ``split_bytes`` together; the splits keep their plan order."""
+    def plan(sizes):
+        out, at = [], 0
+        for n in sizes:
+            out.append(splits.Split(f"s{at}", at, n, at, at + n))
+            at += n
+        return out
+
+    small = plan([65536] * 40)
+    groups = splits.group_splits(small, 2, splits.SPLIT_BYTES)
+    assert len(groups) == 2 and [s for g in groups for s in g] == small
+    assert [len(g) for g in groups] == [20, 20]
+    assert len(splits.group_splits(small, 64, splits.SPLIT_BYTES)) == 40
+    assert len(splits.group_splits(small, 2, 65536 * 4)) == 10
+    large = plan([1 << 28] * 3 + [100, 100])
+    assert [len(g) for g in splits.group_splits(large, 2, 1 << 28)] == [1, 1, 3]     # never two large ones
+    assert splits.group_splits([], 2) == []
