@@ -173,13 +173,14 @@ streaming: install kafka
 bench-streaming: install kafka
 	$(SPARK_ENV) $(PY) bench/streaming.py $(BENCH_ARGS)
 
-# The differential suite alone, with many cases: make fidelity N=5000 [N_OTHER=500] [SEED=...]
+# The differential suites alone, with many cases: make fidelity N=5000 [N_OTHER=500] [N_QUERY=300] [SEED=...]
 N ?= 2000
 N_OTHER ?= 200
+N_QUERY ?= 100
 SEED ?= 20261126
 fidelity: install rocketmq
-	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
-		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py
+	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_QUERY_CASES=$(N_QUERY) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
+		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py tests/e2e/test_query_differential.py
 
 # repair against RocketMQ itself: a broker serves a store whose queues, index and checkpoint repair
 # rebuilt, and the default-size set damaged and repaired (tests/e2e/test_repair_broker.py, ~4 min).

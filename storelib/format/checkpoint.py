@@ -111,6 +111,8 @@ def physic_msg_timestamp(store_ts: npt.NDArray[np.int64], waits: npt.NDArray[np.
     """physicMsgTimestamp after the puts ``store_ts`` (arrays in put order): only a put that waits
     for its flush (``WAIT`` absent or true, ``Message.isWaitStoreMsgOK``) hands its store time to
     the group commit that sets it, so it is the store time of the last put that waited, else
-    ``previous`` (what it was before these puts)."""
-    waited = waits.nonzero()[0]
+    ``previous`` (what it was before these puts). The group commit sets only a store time > 0
+    (CommitLog's ``if (storeTimestamp > 0)``, 4.9 and 5.x): a put stored at time 0 or before
+    leaves the value as it was."""
+    waited = (waits & (store_ts > 0)).nonzero()[0]
     return int(store_ts[waited[-1]]) if len(waited) else previous
