@@ -173,13 +173,14 @@ streaming: install kafka
 bench-streaming: install kafka
 	$(SPARK_ENV) $(PY) bench/streaming.py $(BENCH_ARGS)
 
-# The differential suite alone, with many cases: make fidelity N=5000 [N_OTHER=500] [SEED=...]
+# The differential suites alone, with many cases: make fidelity N=5000 [N_OTHER=500] [N_QUERY=300] [SEED=...]
 N ?= 2000
 N_OTHER ?= 200
+N_QUERY ?= 100
 SEED ?= 20261126
 fidelity: install rocketmq
-	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
-		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py
+	RMQ_CASES=$(N) RMQ_CASES_OTHER=$(N_OTHER) RMQ_QUERY_CASES=$(N_QUERY) RMQ_SEED=$(SEED) $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 \
+		$(PYTEST_ARGS) tests/e2e/test_rocketmq_differential.py tests/e2e/test_query_differential.py
 
 # repair against RocketMQ itself: a broker serves a store whose queues, index and checkpoint repair
 # rebuilt, and the default-size set damaged and repaired (tests/e2e/test_repair_broker.py, ~4 min).
@@ -215,7 +216,9 @@ ops-sequences: install
 	ROCKETLAKE_LONG=1 $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests/ops/test_ops_sequences.py
 
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
-# cases, the default-VACUUM maintenance case, beside the rest of the suite.
+# cases, the default-VACUUM maintenance case, the parametrizations `make test` runs one of
+# (tests/support/longrun.py), twice the fuzzed readers' examples, 300 differential cases against
+# RocketMQ 5.3.3 and 60 against each other line (make test: 120 and 24), beside the rest of the suite.
 long: install rocketmq kafka s3proxy hdfs s3a
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests

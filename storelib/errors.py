@@ -46,7 +46,7 @@ __all__ = [
     "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "UnsafeObjectStore", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError",
-    "RepairError", "RepairRefused",
+    "RepairError", "RepairRefused", "MissingFile",
     "BrokerRunning", "MirrorDiverged", "MirrorError", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE",
     "exit_code", "task_error", "from_task", "TASK_MARKER",
 ]
@@ -101,6 +101,11 @@ class CorruptStore(StoreError):
         self.offset = int(offset or 0)
         self.what = what
         super().__init__(f"{path}@{self.offset}: {what}")
+
+
+class MissingFile(CorruptStore):
+    """A file a reader was told exists (by the manifest or a broker's listing) is not there: the
+    store lost it, unless an expiry after the batch read deleted it (``table.expired``)."""
 
 
 class IngestError(RocketlakeError, RuntimeError):

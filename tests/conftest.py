@@ -109,6 +109,7 @@ HEAVY = {
     "test_rocketmq_differential.py::test_differential_4_9_8": 25,
     "test_rocketmq_differential.py::test_differential_newest_5x": 30,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
+    "test_query_differential.py::test_lookups_answer_as_rocketmq": 40,
     "test_ingest_race.py::test_racing_ingests_on_s3": 124,
     # a Kafka broker and three spark-submits of one streaming query (two SIGKILLed)
     "test_streaming.py::test_kafka_stream_killed_twice_is_exactly_once": 70,

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FILE_NAME", "FILE_SIZE", "POS_PHYSIC_MSG_TIMESTAMP", "POS_LOGICS_MSG_TIMESTAMP", "POS_INDEX_MSG_TIMESTAMP",
            "POS_MASTER_FLUSHED_OFFSET", "POS_CONFIRM_PHY_OFFSET", "POS_LOGICS_PHYSICAL_OFFSET", "LAYOUT_SIZE",
-           "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp", "TimerCheckpoint", "TIMER_CHECK_FILE"]
+           "LAYOUT_SIZE_5_5", "Checkpoint", "physic_msg_timestamp", "logics_msg_timestamp", "TimerCheckpoint",
+           "TIMER_CHECK_FILE"]
 
 FILE_NAME = CHECKPOINT_FILE
 FILE_SIZE = 4096
@@ -111,6 +112,19 @@ def physic_msg_timestamp(store_ts: npt.NDArray[np.int64], waits: npt.NDArray[np.
     """physicMsgTimestamp after the puts ``store_ts`` (arrays in put order): only a put that waits
     for its flush (``WAIT`` absent or true, ``Message.isWaitStoreMsgOK``) hands its store time to
     the group commit that sets it, so it is the store time of the last put that waited, else
-    ``previous`` (what it was before these puts)."""
-    waited = waits.nonzero()[0]
+    ``previous`` (what it was before these puts). The group commit sets only a store time > 0
+    (CommitLog's ``if (storeTimestamp > 0)``, 4.9 and 5.x): a put stored at time 0 or before
+    leaves the value as it was."""
+    waited = (waits & (store_ts > 0)).nonzero()[0]
     return int(store_ts[waited[-1]]) if len(waited) else previous
+
+
+def logics_msg_timestamp(last_queued: int | None, previous: int, line_5_5: bool) -> int:
+    """logicsMsgTimestamp after puts whose last message with a consume-queue unit was stored at
+    ``last_queued`` (None: no such message; ``previous``: the value before them). The 4.9 and 5.3
+    lines' dispatch sets it to every such store time. The 5.5 line's dispatch keeps the time
+    aside (``tmpLogicsMsgTimestamp``) and its consume-queue flush takes it into the checkpoint only
+    when it is > 0, so a last queued message stored at time 0 or before leaves the value as it was."""
+    if last_queued is None or (line_5_5 and last_queued <= 0):
+        return previous
+    return last_queued

@@ -204,7 +204,8 @@ def _checkpoint(snap: Snap, state: sequencer.StoreState, summaries: list, idxs: 
     physic = ckpt.physic_msg_timestamp(waited, np.array([s.last_wait_store_ts is not None for s in summaries]),
                                        prev_ck.physic_msg_timestamp) or 0
     cq_last = [s.last_cq_store_ts for s in summaries if s.last_cq_store_ts is not None]
-    logics = cq_last[-1] if cq_last else prev_ck.logics_msg_timestamp
+    logics = ckpt.logics_msg_timestamp(cq_last[-1] if cq_last else None, prev_ck.logics_msg_timestamp,
+                                       line_5_5=cqs is not None)
     index_ts = prev_ck.index_msg_timestamp
     prev_end = state.index_tail.header["end_timestamp"] if state.index_tail else None
     for r in idxs:

@@ -1,9 +1,8 @@
 """Reads of bytes a reader was told exist (by the manifest or a broker's listing), checked.
 
 A missing, unreadable or short file raises ``CorruptStore`` naming the file and offset, so a query
-on a damaged store fails with the words ``verify`` reports; a missing file the store can explain
-(``store.explain_missing``, set by ``storefiles.files_from_snapshot``: an expiry committed after the
-batch read deleted it) raises what that returns instead.
+on a damaged store fails with the words ``verify`` reports; a missing one ``MissingFile``, which a
+reader that knows its batch turns into what an expiry's deletion of it means (``table.expired``).
 """
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, cast
 
-from ..errors import CorruptStore
+from ..errors import CorruptStore, MissingFile
 
 __all__ = ["read_stored", "open_stored", "read_stored_at", "StoredRanges"]
 
@@ -26,38 +25,29 @@ _REQUESTS = 8                                # ranged reads of one call in fligh
 
 def read_stored(store: Any, rel: str, offset: int, length: int) -> bytes:
     """``store.read(rel, offset, length)`` of bytes a reader was told exist (by the manifest or a
-    broker's listing): a missing, unreadable or short file raises ``CorruptStore``."""
+    broker's listing): a missing, unreadable or short file raises ``CorruptStore`` (missing:
+    ``MissingFile``)."""
     try:
         data = store.read(rel, offset, length)
     except FileNotFoundError:
-        raise _missing(store, rel) from None
+        raise _missing(rel) from None
     except OSError as e:
         raise CorruptStore(rel, offset, f"cannot be read ({type(e).__name__}: {e})") from None
     return _whole(data, rel, offset, length)
 
 
 def open_stored(store: Any, rel: str) -> Any:
-    """``store.open_reader(rel)`` of a file a reader was told exists: missing raises ``CorruptStore``."""
+    """``store.open_reader(rel)`` of a file a reader was told exists: missing raises ``MissingFile``."""
     try:
         return store.open_reader(rel)
     except FileNotFoundError:
-        raise _missing(store, rel) from None
+        raise _missing(rel) from None
     except OSError as e:
         raise CorruptStore(rel, 0, f"cannot be read ({type(e).__name__}: {e})") from None
 
 
-def _missing(store: Any, rel: str) -> Exception:
-    """The error for ``rel``, which a reader was told exists and is not there: what the store's
-    ``explain_missing`` says of it, else ``CorruptStore`` (the store lost it)."""
-    explain = getattr(store, "explain_missing", None)
-    if explain is not None:
-        try:
-            known = explain(rel)
-        except Exception:  # noqa: BLE001 - no explanation: the file is missing, as far as is known
-            known = None
-        if known is not None:
-            return cast(Exception, known)
-    return CorruptStore(rel, 0, "missing file")
+def _missing(rel: str) -> MissingFile:
+    return MissingFile(rel, 0, "missing file")
 
 
 def read_stored_at(fh: Any, rel: str, length: int, offset: int) -> bytes:

@@ -20,7 +20,7 @@ import os
 import re
 import stat
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..format.paths import is_local, local_path, local_target_problem
 from .protocol import Capabilities
@@ -54,7 +54,6 @@ class LocalStore(Capabilities):
     ``protocol.Store``."""
 
     local = True
-    explain_missing: Callable[[str], Exception | None] | None = None     # as ``storage.Store``'s
 
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri != "/" else uri

@@ -129,10 +129,6 @@ class Store(Capabilities):
     the store (``StorePathError``). A ``protocol.Store``; its capability flags (``os_paths``,
     ``atomic_rename``, ``objects``) follow from ``local`` (``protocol.Capabilities``)."""
 
-    # rel -> the error for a file a reader was told of and that is gone, or None (``io.checked``;
-    # set by ``storefiles.files_from_snapshot``)
-    explain_missing: Callable[[str], Exception | None] | None = None
-
     def __init__(self, uri: str):
         self.uri = uri.rstrip("/") if uri not in ("/",) else uri
         check_store_uri(self.uri)

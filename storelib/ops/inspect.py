@@ -17,6 +17,7 @@ from ..io import storage
 from ..format.config import StoreConfig
 from ..io.checked import read_stored
 from ..read.query import StoreReader
+from ..table.expired import explained
 from ..table.rows import FILE_KINDS, FileKind, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
@@ -159,6 +160,12 @@ def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig 
     else:
         cfg = config or StoreConfig()
         files = StoreFiles.scan(store, cfg)
+    with explained(store, files.expired):      # a file of an older batch an expiry deleted: said so
+        return _stats(store, snap, cfg, files, manifest.now_ms() if now_ms is None else now_ms)
+
+
+def _stats(store: storage.Store, snap: StoreSnapshot | None, cfg: StoreConfig, files: StoreFiles,
+           now_ms: int) -> dict:
     reader = StoreReader(store, cfg, files)
     queues = []
     topics: dict[str, dict[str, Any]] = {}
@@ -187,7 +194,7 @@ def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig 
             v = q[k]
             if v is not None and v >= 0:
                 t[k] = v if t[k] is None else fn(t[k], v)
-    _retention_columns(store, snap, cfg, files, topics, manifest.now_ms() if now_ms is None else now_ms)
+    _retention_columns(store, snap, cfg, files, topics, now_ms)
     cost = disk_cost(store, snap, cfg, files)
     total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in queues),
              "bytes_readable": sum(q["bytes"] for q in queues),

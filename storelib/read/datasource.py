@@ -48,6 +48,10 @@ Other options: ``engine`` (``auto``, ``jvm``, ``python``), ``batchRows`` (rows p
 (a broker-style .properties file for stores without a manifest; sizes are otherwise fitted to
 the files found), and any ``MessageStoreConfig`` key by name.
 
+A read of an older batch (``asOfBatch``) that needs a file an expiry after it deleted fails with
+one error naming the file and the expiry (``table.expired``; exit 2 in a command), at planning
+(``splits.refuse_expired``) or in a Python task, whichever meets it first.
+
 Reads rocketlake stores (a snapshot of one committed batch) and RocketMQ broker stores (no
 manifest: the broker's own view after a restart) alike.
 """
@@ -229,7 +233,7 @@ class RocketMQReader(DataSourceReader):
     def partitions(self):
         from .pruning import prune_segments
         from .queuemins import queue_minimums
-        from .splits import SPLIT_BYTES, group_splits, plan_splits, queue_plan_ok
+        from .splits import SPLIT_BYTES, group_splits, plan_splits, queue_plan_ok, refuse_expired
         from ..table.storefiles import as_store, open_files
         b = self.bounds
         store = as_store(self.path)
@@ -244,23 +248,26 @@ class RocketMQReader(DataSourceReader):
         splits = plan_splits(store, files, segs, b.topics, queue_plan, b.lo["commitlog_offset"],
                              b.hi["commitlog_offset"], split_bytes, info, b.lo["store_timestamp"],
                              b.hi["store_timestamp"])
+        refuse_expired(self.options.get("asofbatch"), store, files, set().union(*map(_split_rels, splits)))
         mins = queue_minimums(files)
         parallelism = int_option(self.options, "minpartitions") or os.cpu_count() or 1
         return [InputPartition((tuple(tuple(s) for s in group), task_view(store, set().union(*map(_split_rels, group))),
-                                mins))
+                                mins, files.expired))
                 for group in group_splits(splits, parallelism, split_bytes)]
 
     def read(self, partition):
         from .splits import Split, split_messages
         from ..io.storage import Store
-        splits, view, mins = partition.value
+        from ..table.expired import explained
+        splits, view, mins, expired = partition.value
         b = self.bounds
         store = Store(self.path).apply_mappings(view)
-        for split in splits:
-            for t in split_messages(store, Split(*split), b.lo["store_timestamp"], b.hi["store_timestamp"], b.topics,
-                                    b.lo["commitlog_offset"], b.hi["commitlog_offset"],
-                                    coalesce_gap=int_option(self.options, "coalescebytes"), mins=mins):
-                yield from t.to_batches()
+        with explained(store, expired):       # a file an expiry deleted after the planned batch: said so
+            for split in splits:
+                for t in split_messages(store, Split(*split), b.lo["store_timestamp"], b.hi["store_timestamp"],
+                                        b.topics, b.lo["commitlog_offset"], b.hi["commitlog_offset"],
+                                        coalesce_gap=int_option(self.options, "coalescebytes"), mins=mins):
+                    yield from t.to_batches()
 
 
 class RocketMQPushdownReader(RocketMQReader):

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["I64_MIN", "I64_MAX", "ref_header", "visible_count", "walk_chain", "walk_chains", "entry_time_bounds"]
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+INT_MAX = 2**31 - 1                 # IndexFile.putKey's clamp of timeDiff (Integer.MAX_VALUE)
 
 
 def ref_header(store: Store, ref: IndexFileRef) -> IndexHeader:
@@ -85,17 +86,23 @@ def entry_time_bounds(pos: np.ndarray, time_diff: np.ndarray,
 def entry_time_bounds(pos: Any, time_diff: Any, begin_timestamp: Any) -> tuple[Any, Any]:
     """(lo, hi) store-time interval an entry's timeDiff guarantees: timeDiff > 0 (not a file's
     first entry) puts the store time in [begin + diff*1000, +999]; timeDiff 0 below begin + 1000;
-    the first entry (pos 1) is unbounded. Python ints for one entry (a lookup's few hits: numpy's
-    per-call cost is ten times the arithmetic), or numpy arrays (the files' beginTimestamp one
-    for all or one per entry)."""
+    the first entry (pos 1) is unbounded. RocketMQ's putKey writes 0 for every entry of a file
+    whose beginTimestamp is <= 0 and clamps a diff past Integer.MAX_VALUE to it: such an entry
+    says nothing (begin <= 0), or only its lower bound (INT_MAX). Python ints for one entry (a
+    lookup's few hits: numpy's per-call cost is ten times the arithmetic), or numpy arrays (the
+    files' beginTimestamp one for all or one per entry)."""
     if isinstance(pos, int) and isinstance(time_diff, int) and isinstance(begin_timestamp, int):
-        if pos > 1 and time_diff > 0:
-            return begin_timestamp + time_diff * 1000, begin_timestamp + time_diff * 1000 + 999
-        return I64_MIN, (begin_timestamp + 999 if pos > 1 and time_diff == 0 else I64_MAX)
+        if pos <= 1 or begin_timestamp <= 0:
+            return I64_MIN, I64_MAX
+        if time_diff > 0:
+            t0 = begin_timestamp + time_diff * 1000
+            return t0, (t0 + 999 if time_diff < INT_MAX else I64_MAX)
+        return I64_MIN, (begin_timestamp + 999 if time_diff == 0 else I64_MAX)
     pos = np.asarray(pos, np.int64)
     time_diff = np.asarray(time_diff, np.int64)
     t0 = begin_timestamp + time_diff * 1000
-    later = pos > 1
+    later = (pos > 1) & (np.asarray(begin_timestamp, np.int64) > 0)
     lo = np.where(later & (time_diff > 0), t0, I64_MIN)
-    hi = np.where(later & (time_diff > 0), t0 + 999, np.where(later & (time_diff == 0), begin_timestamp + 999, I64_MAX))
+    hi = np.where(later & (time_diff > 0) & (time_diff < INT_MAX), t0 + 999,
+                  np.where(later & (time_diff == 0), begin_timestamp + 999, I64_MAX))
     return lo, hi

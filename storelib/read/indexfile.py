@@ -173,9 +173,8 @@ class IndexReader:
         ``live(msg)``: whether a found message is still in the store's queues (a record a topic's
         retention removed from its queue stays in a shared segment, and in the index, until the
         segment goes).
-        Index entries are pruned by time only where the entry's own time bound is certain:
-        timeDiff > 0 (not the first entry of a file) bounds the store time to
-        [begin + diff*1000, +999]; anything else is read and checked.
+        Index entries are pruned by time only where the entry's own time bound is certain
+        (``indexchain.entry_time_bounds``, docs/FORMAT.md §3.3); anything else is read and checked.
         """
         lo = begin if begin is not None else -(2**63)
         hi = end if end is not None else 2**63 - 1

@@ -26,7 +26,9 @@ to build the reader, no S3A classes, ``option("engine", "python")``) reads throu
 source, with the same rows.
 
 A DataFrame reads the snapshot that was committed when it was loaded (its plan is made then):
-load again to see later batches.
+load again to see later batches. A load of an older batch (``asOfBatch``) whose plan reads a file an
+expiry after it deleted is refused then, naming the file and the expiry
+(``splits.refuse_expired``): the JVM tasks never meet the missing file.
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     (module docstring)."""
     from .pruning import prune_segments
     from .queuemins import queue_minimums
-    from .splits import SPLIT_BYTES, plan_splits
+    from .splits import SPLIT_BYTES, plan_splits, refuse_expired
     from ..table.storefiles import as_store, open_files
     b = reader.bounds
     store = as_store(reader.path)
@@ -117,6 +119,9 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     begin, end = b.lo["store_timestamp"], b.hi["store_timestamp"]
     splits = plan_splits(store, files, segs, None, False, b.lo["commitlog_offset"], b.hi["commitlog_offset"],
                          split_bytes or SPLIT_BYTES, info, begin, end)
+    queues = _queues(store, files, info, reader)
+    refuse_expired(reader.options.get("asofbatch"), store, files, {s.rel for s in splits}
+                   | {f[1] for qs in (queues or {}).values() for q in qs for f in q})
     where = _remote_file if remote else _local_file
     rows = [where(store, s.rel)[:1] + [s.rel, s.base, s.valid, s.start, s.stop] + _split_times(info, s)
             + where(store, s.rel)[1:] for s in splits]
@@ -126,7 +131,7 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     tuning = _tuning(reader.options)
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote, **tuning,
                        "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
-                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": _queues(store, files, info, reader),
+                       "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": queues,
                        "queue_mins": queue_minimums(files).entries()})
 
 

@@ -494,9 +494,8 @@ BROADCAST_LIMIT = 5_000_000     # distinct queries sent to every task (about 40 
 
 
 def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame, as_of_batch: str | int | None = None,
-                config: StoreConfig | None = None, partitions: int | None = None,
-                broadcast_limit: int = BROADCAST_LIMIT, lazy: bool = False,
-                snapshot: StoreSnapshot | None = None) -> DataFrame:
+                config: StoreConfig | None = None, partitions: int | None = None, broadcast_limit: int = BROADCAST_LIMIT,
+                lazy: bool = False, snapshot: StoreSnapshot | None = None) -> DataFrame:
     """DataFrame (RESULT_DDL) of the exact matches of every (topic, key[, begin, end]) in ``keys``.
 
     ``keys``: a Spark DataFrame or pyarrow Table with columns topic, key and optional begin/end
@@ -506,15 +505,14 @@ def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame,
     commitlog_offset and store_size, and the other message columns are decoded by a second pass
     over the matched records only when a query uses them (``count()`` and selects of those columns
     skip it, full rows pay for it: +1.4 s at 1M rows, bench/run.py ``batch``); default: the tasks
-    return whole rows.
-    """
+    return whole rows."""
     from pyspark.sql import functions as F
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config, snapshot)
     cfg = files.config
-    uri = store.uri
+    uri, expired = store.uri, files.expired        # (the batch the files are of: table.expired)
     sc = spark.sparkContext
     # An Arrow table the broadcast plan can take goes straight to _query_table: no round trip of
     # the keys through the JVM.
@@ -535,12 +533,14 @@ def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame,
 
     def scan_index(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import index_candidates
+        from storelib.table.expired import explained
         from storelib.table.storefiles import IndexFileRef
         from storelib.io.storage import Store as _Store
         st = _Store(uri)
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                yield index_candidates(st, b_cfg.value, IndexFileRef(*b_index.value[i]), b_hashes.value)
+        with explained(st, expired):
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    yield index_candidates(st, b_cfg.value, IndexFileRef(*b_index.value[i]), b_hashes.value)
 
     n_idx = len(files.index)
     cands = spark.range(0, n_idx, 1, n_idx).mapInArrow(scan_index, CAND_DDL)
@@ -557,6 +557,7 @@ def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame,
 
     def fetch(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import check_candidates
+        from storelib.table.expired import explained
         from storelib.table.storefiles import CommitLogSegment
         from storelib.io.storage import Store as _Store
         st = _Store(uri)
@@ -564,12 +565,13 @@ def lookup_keys(spark: SparkSession, store_uri: str, keys: pa.Table | DataFrame,
         if tbl.num_rows == 0:
             return
         seg_map = {b: CommitLogSegment(*v) for b, v in b_segs.value.items()}
-        for t in check_candidates(st, seg_map, fsize, tbl, light=lazy):
-            yield from t.to_batches()
+        with explained(st, expired):
+            for t in check_candidates(st, seg_map, fsize, tbl, light=lazy):
+                yield from t.to_batches()
 
     if not lazy:
         return by_seg.mapInArrow(fetch, RESULT_DDL)
-    return with_message_columns(by_seg.mapInArrow(fetch, LIGHT_DDL), uri, files.commitlog, fsize)
+    return with_message_columns(by_seg.mapInArrow(fetch, LIGHT_DDL), uri, files.commitlog, fsize, expired)
 
 
 def _lookup_broadcast(spark: SparkSession, store: Store, files: StoreFiles, q: pa.Table, partitions: int | None,
@@ -586,35 +588,44 @@ def _lookup_broadcast(spark: SparkSession, store: Store, files: StoreFiles, q: p
     b_q = sc.broadcast(sink.getvalue().to_pybytes())
     b_ranges = sc.broadcast(ranges)
     # The driver's snapshot, without the consume queues the lookup does not read.
-    b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index)))
+    b_files = sc.broadcast(StoreFiles(config=files.config, commitlog=list(files.commitlog), index=list(files.index),
+                                      expired=files.expired))
     uri = store.uri
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from storelib.read.keylookup import lookup_range
         from storelib.io.storage import Store as _Store
+        from storelib.table.expired import explained
         st = _Store(uri)
         fl = b_files.value
         queries = ipc.open_stream(pa.py_buffer(b_q.value)).read_all()
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                lo, hi = b_ranges.value[i]
-                for t in lookup_range(st, fl, queries, lo, hi, light=lazy):
-                    yield from t.to_batches()
+        with explained(st, fl.expired):
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    lo, hi = b_ranges.value[i]
+                    for t in lookup_range(st, fl, queries, lo, hi, light=lazy):
+                        yield from t.to_batches()
 
     if not lazy:
         return spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, RESULT_DDL)
 
     light = spark.range(0, len(ranges), 1, len(ranges)).mapInArrow(run, LIGHT_DDL)
-    return with_message_columns(light, uri, files.commitlog, files.config.mappedFileSizeCommitLog)
+    return with_message_columns(light, uri, files.commitlog, files.config.mappedFileSizeCommitLog, files.expired)
 
 
 def lookup_keys_local(store_uri: str, keys: pa.Table, as_of_batch: str | int | None = None,
                       config: StoreConfig | None = None, snapshot: StoreSnapshot | None = None) -> pa.Table | None:
     """The same lookup without Spark (one process), for small key sets and tests; None: no match."""
+    from ..table.expired import explained
     from ..table.storefiles import open_files
     from ..io.storage import Store
     store = Store(store_uri)
     files, info = open_files(store, as_of_batch, config, snapshot)
+    with explained(store, files.expired):
+        return _lookup_here(store, files, keys)
+
+
+def _lookup_here(store: Store, files: StoreFiles, keys: pa.Table) -> pa.Table | None:
     n = keys.num_rows
     q = pa.table({"topic": keys.column("topic").cast(pa.string()), "key": keys.column("key").cast(pa.string()),
                   "begin": keys.column("begin").cast(pa.int64()) if "begin" in keys.column_names else pa.nulls(n, pa.int64()),

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from ..io.storage import Store
+    from ..table.expired import ExpiredFiles
     from ..table.storefiles import CommitLogSegment
 
 # segment base -> its memory map (``mapped_segment``; None: read instead), kept across calls
@@ -137,23 +138,27 @@ def fetch_messages(store: Store, segs: dict[int, CommitLogSegment], fsize: int, 
     return msgs
 
 
-def with_message_columns(light: DataFrame, uri: str, segs: list[CommitLogSegment], fsize: int) -> DataFrame:
+def with_message_columns(light: DataFrame, uri: str, segs: list[CommitLogSegment], fsize: int,
+                         expired: ExpiredFiles | None = None) -> DataFrame:
     """``light`` (a DataFrame of LIGHT_DDL) with the other message columns, in RESULT order:
     query columns, then rangescan.MESSAGE_DDL. The message columns come from one Arrow UDF that
-    Spark leaves out when a query does not use them."""
+    Spark leaves out when a query does not use them. ``expired``: the batch ``segs`` are of
+    (``table.expired``)."""
     from pyspark.sql import functions as F
     b_segs = light.sparkSession.sparkContext.broadcast([(s.rel, s.base, s.valid) for s in segs])
 
     def fetch(batches: Iterator[Tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         from storelib.read.keylookup_rows import fetch_messages as _fetch
         from storelib.io.storage import Store as _Store
+        from storelib.table.expired import explained
         from storelib.table.storefiles import CommitLogSegment
         st = _Store(uri)
         seg_map = {s[1]: CommitLogSegment(*s) for s in b_segs.value}
         maps: SegmentMaps = {}               # each segment mapped once per task
-        for phy, size in batches:
-            t = _fetch(st, seg_map, fsize, np.asarray(phy, np.int64), np.asarray(size, np.int64), maps)
-            yield pa.StructArray.from_arrays([c.combine_chunks() for c in t.columns], names=LAZY_NAMES)
+        with explained(st, expired):
+            for phy, size in batches:
+                t = _fetch(st, seg_map, fsize, np.asarray(phy, np.int64), np.asarray(size, np.int64), maps)
+                yield pa.StructArray.from_arrays([c.combine_chunks() for c in t.columns], names=LAZY_NAMES)
 
     # an iterator UDF (told by its type hints): the segment maps are kept for the whole task.
     # (pyspark's stubs know arrow_udf only with an explicit functionType, not the form told by hints)

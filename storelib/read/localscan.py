@@ -48,11 +48,13 @@ def scan_range_local(store_uri: str, begin: int | None = None, end: int | None =
     """The rows ``rangescan.scan_range`` returns (MESSAGE_SCHEMA), in commitlog order."""
     from .queuemins import queue_minimums
     from .rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
+    from ..table.expired import explained
     store, files, info = _open(store_uri, as_of_batch, config, snapshot)
     topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
     mins = queue_minimums(files)
-    parts = [t for seg in prune_segments(files, info, begin, end)
-             for t in segment_messages(store, seg, begin, end, topics, mins=mins)]
+    with explained(store, files.expired):
+        parts = [t for seg in prune_segments(files, info, begin, end)
+                 for t in segment_messages(store, seg, begin, end, topics, mins=mins)]
     return pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
 
 

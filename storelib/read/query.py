@@ -12,6 +12,9 @@ three parts over it, one per kind of file: ``read.commitlog.CommitLogReader``,
 ``read.consumequeue.QueueReader`` (consume queues), ``read.indexfile.IndexReader`` (keys); records are
 decoded by ``storelib.format.records``.
 
+A reader of a batch that an expiry deleted files of after it says so where it meets one
+(``table.expired``; every public query of ``StoreReader``).
+
 Every read is a range read through ``Store.read``: a header, one slot, chain entries, one record.
 Nothing reads whole index / commitlog files, except ``scan``'s walk over the tail of the last
 commitlog file (a broker's recovery does the same; it starts from the newest consume-queue /
@@ -19,13 +22,15 @@ index position it can verify, so usually only the last few records are read).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+import functools
+from typing import TYPE_CHECKING, Any, Callable, ParamSpec, TypeVar, cast
 
 from .commitlog import CommitLogReader, Message
 from ..format.config import StoreConfig
 from .indexfile import IndexReader, KeyPage
 from .consumequeue import QueueReader
 from ..format.records import answer_message, decode_msg_id, earliest_probe_size, is_queued
+from ..table.expired import explained
 from ..table.storefiles import SnapshotInfo, StoreFiles, as_store, open_files
 from ..format.textforms import format_host
 
@@ -34,6 +39,20 @@ if TYPE_CHECKING:                # storage loads pyarrow: a local store is read 
     from ..table.snapshots import StoreSnapshot
 
 __all__ = ["open_store", "StoreReader"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _explained(method: Callable[P, R]) -> Callable[P, R]:
+    """A ``StoreReader`` query whose reads of a file an expiry after the reader's batch deleted
+    say so (``table.expired``: the batch its ``files`` are of), on whatever ``Store`` it reads."""
+    @functools.wraps(method)
+    def query(*args: P.args, **kwargs: P.kwargs) -> R:
+        reader = cast(StoreReader, args[0])
+        with explained(reader.store, reader.files.expired):
+            return method(*args, **kwargs)
+    return query
 
 
 class StoreReader:
@@ -58,27 +77,33 @@ class StoreReader:
         self.broker_ip_is_v6 = ":" in config.brokerIP1
 
     # ================================================================= commitlog
+    @_explained
     def get_min_phy_offset(self) -> int:
         """CommitLog.getMinOffset: start of the first remaining file (-1 without files)."""
         return self.commitlog.min_offset()
 
+    @_explained
     def get_max_phy_offset(self) -> int:
         """CommitLog.getMaxOffset: end of the readable data of the last file (0 without files)."""
         return self.commitlog.max_offset()
 
+    @_explained
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         """CommitLog.pickupStoreTimestamp: -1 unless [offset, offset+size) is readable."""
         return self.commitlog.pickup_store_timestamp(offset, size)
 
+    @_explained
     def look_message_by_offset(self, offset: int) -> Message | None:
         """DefaultMessageStore.lookMessageByOffset (offset 0 falls back to the first file)."""
         return self.commitlog.look_message_by_offset(offset)
 
+    @_explained
     def view_message_by_id(self, msg_id: str) -> tuple[str, int, Message | None]:
         """decodeMessageId + lookMessageByOffset: (decoded address, decoded offset, message)."""
         host, offset = decode_msg_id(msg_id)
         return format_host(host), offset, self.look_message_by_offset(offset)
 
+    @_explained
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store-wide (no topic): store time of the record at getMinPhyOffset. Per queue: of its min unit."""
         if topic is None:
@@ -104,18 +129,23 @@ class StoreReader:
         return log.pickup_store_timestamp(offset, min(size, log.max_offset() - offset))
 
     # ================================================================= consume queues
+    @_explained
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.queues.get_min_offset_in_queue(topic, queue_id)
 
+    @_explained
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.queues.get_max_offset_in_queue(topic, queue_id)
 
+    @_explained
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return self.queues.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
 
+    @_explained
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
         return self.queues.get_message_store_timestamp(topic, queue_id, cq_offset)
 
+    @_explained
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int) -> dict[str, Any]:
         """DefaultMessageStore.getMessage without a filter, on a master, all data "in memory".
 
@@ -124,15 +154,18 @@ class StoreReader:
         """
         return self.queues.get_message(group, topic, queue_id, offset, max_msg_nums)
 
+    @_explained
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = "LOWER") -> int:
         """ConsumeQueueStore.getOffsetInQueueByTime: file by time, binary search, clamp to [min, max]."""
         return self.queues.get_offset_in_queue_by_time(topic, queue_id, timestamp, boundary)
 
     # ================================================================= index
+    @_explained
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (offsets in index order, indexLastUpdateTimestamp, ...Phyoffset)."""
         return self.index.query_offset(topic, key, max_num, begin, end)
 
+    @_explained
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> dict[str, Any]:
         """DefaultMessageStore.queryMessage.
 
@@ -142,6 +175,7 @@ class StoreReader:
         return self.index.query_message(topic, key, max_num, begin, end)
 
     # ================================================================= exact variants
+    @_explained
     def find_by_key(self, topic: str, key: str, begin: int | None = None, end: int | None = None,
                     limit: int | None = None, after: tuple[int, int] | None = None) -> KeyPage:
         """Every stored message of ``topic`` whose UNIQ_KEY or one of whose KEYS tokens is ``key``,
@@ -149,10 +183,12 @@ class StoreReader:
         A message below its queue's minimum offset (its queue file was removed) is not returned."""
         return self.index.find_by_key(topic, key, begin, end, limit, after, live=self.in_queue)
 
+    @_explained
     def find_by_unique_key(self, topic: str, uniq_key: str) -> list[Message]:
         """Messages of ``topic`` whose UNIQ_KEY property equals ``uniq_key`` (by store time)."""
         return self.index.find_by_unique_key(topic, uniq_key, live=self.in_queue)
 
+    @_explained
     def in_queue(self, msg: Message) -> bool:
         """A NOT/COMMIT message at or above its queue's minimum offset (PREPARED ones have no queue)."""
         if not is_queued(msg["sys_flag"]):
@@ -160,10 +196,12 @@ class StoreReader:
         live: bool = msg["queue_offset"] >= self.get_min_offset_in_queue(msg["topic"], msg["queue_id"])
         return live
 
+    @_explained
     def get_by_offset(self, offset: int) -> Message | None:
         """The record starting exactly at commitlog ``offset`` (None if absent / not a record start)."""
         return self.commitlog.get_by_offset(offset)
 
+    @_explained
     def get_by_msg_id(self, msg_id: str) -> Message | None:
         """The message an offset msgId names, if it still exists, the id's store host matches and it
         is not below its queue's minimum offset (as ``find_by_key``; ``view_message_by_id`` is the
@@ -177,6 +215,7 @@ class StoreReader:
             return None
         return msg
 
+    @_explained
     def get_by_queue_offset(self, topic: str, queue_id: int, offset: int, count: int = 1) -> list[Message]:
         """Messages at queue offsets [offset, offset+count) that still exist (crosses CQ files).
 
@@ -185,6 +224,7 @@ class StoreReader:
         return self.queues.get_by_queue_offset(topic, queue_id, offset, count)
 
     # ================================================================= golden query lines
+    @_explained
     def answer(self, q: dict[str, Any]) -> dict[str, Any]:
         """Run one queries.jsonl line; the answers.jsonl line RocketMQ gives (docs/FORMAT.md §7.2)."""
         t = q["type"]

@@ -191,19 +191,22 @@ def scan_range(spark: SparkSession, store_uri: str, begin: int | None = None, en
     mins = queue_minimums(files)
     topics = None if topic is None else ({topic} if isinstance(topic, str) else set(topic))
     uri = store.uri
+    expired = files.expired
     if not segs:
         return spark.createDataFrame([], MESSAGE_DDL)
     bsegs = spark.sparkContext.broadcast([tuple(s) for s in segs])
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from storelib.table.expired import explained
         from storelib.table.storefiles import CommitLogSegment
         from storelib.io.storage import Store as _Store
         st = _Store(uri)
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                seg = CommitLogSegment(*bsegs.value[i])
-                for t in segment_messages(st, seg, begin, end, topics, mins=mins):
-                    yield from t.to_batches()
+        with explained(st, expired):
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    seg = CommitLogSegment(*bsegs.value[i])
+                    for t in segment_messages(st, seg, begin, end, topics, mins=mins):
+                        yield from t.to_batches()
 
     tasks = task_count([s.valid for s in segs], spark.sparkContext.defaultParallelism)
     return spark.range(0, len(segs), 1, tasks).mapInArrow(run, MESSAGE_DDL)

@@ -27,7 +27,7 @@ segment with the same filters.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -53,7 +53,7 @@ QueueFiles = tuple[tuple[str, int, int], ...]
 # The reading half (tasks) imports the decoder (codec: compiled kernels) and pyarrow where it
 # runs: planning runs in short-lived processes that need neither.
 
-__all__ = ["SPLIT_BYTES", "BATCH_ROWS", "COALESCE_LOCAL", "Split", "QueueUnits", "queue_plan_ok",
+__all__ = ["SPLIT_BYTES", "BATCH_ROWS", "COALESCE_LOCAL", "Split", "QueueUnits", "queue_plan_ok", "refuse_expired",
            "plan_splits", "group_splits", "split_messages"]
 
 SPLIT_BYTES = 256 << 20        # bytes of commitlog per split (a task: each costs Spark a Python round trip)
@@ -193,8 +193,24 @@ def plan_splits(store: Store, files: StoreFiles, segs: Sequence[CommitLogSegment
     """The splits of ``segs`` (already pruned): queue splits for ``topics`` when ``queue_plan``,
     else walk splits. ``lo``/``hi``: inclusive commitlog-offset bounds; splits wholly outside
     them are left out. A segment with a zone map (``info.zones``, ``table.zonemap``) is cut on
-    zone starts, and only its runs of zones meeting store time [``begin``, ``end``] are read."""
-    split_bytes = max(1, int(split_bytes))
+    zone starts, and only its runs of zones meeting store time [``begin``, ``end``] are read.
+    A file of an older batch an expiry deleted is said so (``table.expired``)."""
+    from ..table.expired import explained
+    with explained(store, files.expired):
+        return _plan_splits(store, files, segs, topics, queue_plan, lo, hi, max(1, int(split_bytes)), info, begin, end)
+
+
+def refuse_expired(as_of_batch: str | int | None, store: Store, files: StoreFiles, rels: Iterable[str]) -> None:
+    """A plan of an older batch (``as_of_batch`` given) that reads a file (``rels``) an expiry after
+    that batch deleted is refused on the driver, naming the file and the expiry (``table.expired``):
+    a task of either engine would only find the file missing."""
+    if as_of_batch not in (None, "") and files.expired is not None:
+        files.expired.check(store, sorted(rels))
+
+
+def _plan_splits(store: Store, files: StoreFiles, segs: Sequence[CommitLogSegment], topics: set[str] | None,
+                 queue_plan: bool, lo: int | None, hi: int | None, split_bytes: int, info: SnapshotInfo | None,
+                 begin: int | None, end: int | None) -> list[Split]:
     out = []
     qsel: tuple[QueueFiles, ...] | None = None
     if queue_plan and topics is not None:

@@ -167,8 +167,8 @@ class RocketMQStreamReader(DataSourceStreamReader):
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"], lo_b, hi_b)
         # object stores: the task reads the segment through the objects this planner mapped it to
         mins = queue_minimums(files)
-        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel}), mins))
-                for s in segs]
+        return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel}), mins,
+                                files.expired)) for s in segs]
 
     def _check_loss(self, files: StoreFiles, lo: int, hi: int) -> None:
         first = min((s.base for s in files.commitlog if s.valid > 0), default=hi)
@@ -182,13 +182,16 @@ class RocketMQStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from ..io.storage import Store
+        from ..table.expired import explained
         from ..table.storefiles import CommitLogSegment
         from .rangescan import segment_messages
-        rel, base, valid, lo, hi, view, mins = partition.value
+        rel, base, valid, lo, hi, view, mins, expired = partition.value
         b = self.batch_reader.bounds
-        for t in segment_messages(Store(self.path).apply_mappings(view), CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
-                                  b.hi["store_timestamp"], b.topics, lo, hi, mins=mins):
-            yield from t.to_batches()
+        store = Store(self.path).apply_mappings(view)
+        with explained(store, expired):       # a segment an expiry after the planned batch deleted: said so
+            for t in segment_messages(store, CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],
+                                      b.hi["store_timestamp"], b.topics, lo, hi, mins=mins):
+                yield from t.to_batches()
 
     def commit(self, end: Offset) -> None:
         self.last_end = end

@@ -34,6 +34,7 @@ from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
 from . import rowcheck, storefiles
+from .expired import expired_file_error
 from .snapshots import StoreSnapshot, open_snapshot
 from .rows import FileKind, ManifestRow, recorded_config
 
@@ -183,8 +184,8 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
 
 def _missing(store: storage.Store, snap: StoreSnapshot, row: ManifestRow) -> Exception:
     """The error for a file of ``snap`` the store no longer has: an expiry committed after ``snap``
-    deleted it (``storefiles.expired_file_error``: BadInput), else the store lost it (CorruptStore)."""
-    gone = storefiles.expired_file_error(store, row["path"], snap.batch)
+    deleted it (``expired.expired_file_error``: BadInput), else the store lost it (CorruptStore)."""
+    gone = expired_file_error(store, row["path"], snap.batch)
     return gone if gone is not None else CorruptStore(row["path"], 0, "missing file (the snapshot's manifest row names it)")
 
 

@@ -22,19 +22,22 @@ build one:
   where it does not match (``infer_config``). Only the tail of the last commitlog file is walked,
   from the newest consume-queue / index position that can be verified.
 
+A snapshot's ``StoreFiles`` carry its batch (``expired``: what a reader says of a file of it that a
+later expiry deleted, ``table.expired``), so every reader of them says the same, wherever it runs.
+
 ``SnapshotInfo`` carries what pruning needs besides the files: per-segment min/max store time
 (manifest only) and the batch row.
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, TYPE_CHECKING, cast
 
-from ..errors import BadInput, CorruptStore, NoSuchBatch, StoreNotFound
+from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
 from ..format import commitlog, consumequeue, indexfile, records
 from ..io import extentlists, patches
+from .expired import ExpiredFiles
 from .rows import BatchRow, FileKind, ManifestRow
 from .rows import recorded_config
 from .snapshots import StoreSnapshot, open_snapshot
@@ -89,6 +92,9 @@ class StoreFiles:
     commitlog: list[CommitLogSegment] = field(default_factory=list)
     consume_queues: dict[tuple[str, int], list[ConsumeQueueFile]] = field(default_factory=dict)
     index: list[IndexFileRef] = field(default_factory=list)
+    # the batch these files are of (a rocketlake snapshot): what a reader says of one an expiry
+    # after it deleted (``table.expired``); None: a broker's view
+    expired: ExpiredFiles | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         self.commitlog = sorted((CommitLogSegment(*s) for s in self.commitlog), key=lambda s: s.base)
@@ -413,26 +419,10 @@ def files_from_snapshot(store: Store, snap: StoreSnapshot, config: StoreConfig |
     for r in snap.of_kind(FileKind.INDEX):          # sorted by path = by name = RocketMQ's load order
         hdr = r.index_header
         index.append(IndexFileRef(where(r), hdr.index_count, hdr))
-    files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index)
-    if snap.batch is not None:
-        store.explain_missing = functools.partial(expired_file_error, store, batch=snap.batch)
+    files = StoreFiles(config=cfg, commitlog=segs, consume_queues=cqs, index=index,
+                       expired=ExpiredFiles.of(snap.batch) if snap.batch is not None else None)
     return files, SnapshotInfo(batch=snap.batch, seg_ts=seg_ts, source="manifest", seg_count=seg_count,
                                seg_rows=seg_rows)
-
-
-def expired_file_error(store: Store, rel: str, batch: BatchRow | None = None) -> BadInput | None:
-    """The error for ``rel``, a file of ``batch`` (a reader of that batch was told of it) that the
-    store no longer has because an expiry committed after that batch deleted it: that batch can no
-    longer be read whole, the expiry's and later ones can (BadInput, exit 2). None when no such
-    expiry did (the store lost it: the caller's CorruptStore)."""
-    latest = open_snapshot(store, history=True)     # (the cache holds no removed rows)
-    gone = latest.removed.get(rel)
-    if gone is None or rel in latest.files or batch is not None and gone.batch_seq <= batch.batch_seq:
-        return None
-    of = f"batch {batch.batch_id} (seq {batch.batch_seq})" if batch is not None else "an earlier batch"
-    return BadInput(f"{rel} of {of} was deleted by the expiry {gone.batch_id} (seq {gone.batch_seq}): {of} can no "
-                    f"longer be read whole (exported, verified, or looked up where it needs that file); "
-                    f"{gone.batch_id} and later ones can (nothing was written)")
 
 
 def open_files(store: Store | str, as_of_batch: str | int | None = None, config: StoreConfig | None = None,

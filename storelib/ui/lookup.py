@@ -174,6 +174,7 @@ def _range(q: Query, store_uri: str, as_of, config) -> Found:
     import pyarrow as pa
     from ..read.queuemins import queue_minimums
     from ..read.rangescan import MESSAGE_SCHEMA, prune_segments, segment_messages
+    from ..table.expired import explained
     from ..table.storefiles import open_files
     try:
         after = int(q.after) if q.after else None
@@ -184,17 +185,18 @@ def _range(q: Query, store_uri: str, as_of, config) -> Found:
     topics = {q.topic} if q.topic else None
     mins = queue_minimums(files)
     parts, rows = [], 0
-    for seg in sorted(prune_segments(files, info, q.begin, q.end), key=lambda s: s.base):
-        if after is not None and seg.base + seg.valid <= after + 1:
-            continue
-        for t in segment_messages(store, seg, q.begin, q.end, topics, lo=None if after is None else after + 1,
-                                  mins=mins):
-            parts.append(t)
-            rows += t.num_rows
+    with explained(store, files.expired):
+        for seg in sorted(prune_segments(files, info, q.begin, q.end), key=lambda s: s.base):
+            if after is not None and seg.base + seg.valid <= after + 1:
+                continue
+            for t in segment_messages(store, seg, q.begin, q.end, topics, lo=None if after is None else after + 1,
+                                      mins=mins):
+                parts.append(t)
+                rows += t.num_rows
+                if q.limit is not None and rows > q.limit:
+                    break
             if q.limit is not None and rows > q.limit:
                 break
-        if q.limit is not None and rows > q.limit:
-            break
     table = pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
     cursor = None
     if q.limit is not None and table.num_rows > q.limit:

@@ -45,3 +45,29 @@ def test_golden_checkpoint_round_trips_and_holds_the_put_times():
     last_cq = [p for p in puts if p["stored_sys_flag"] & 0xC in (0, 0x8)][-1]
     assert c.logics_msg_timestamp == last_cq["store_timestamp"]           # the last one with a queue unit
     assert c.index_msg_timestamp > 0 and c.master_flushed_offset == c.confirm_phy_offset == 0
+
+
+def test_physic_msg_timestamp_keeps_only_a_positive_store_time():
+    """RocketMQ's group commit sets physicMsgTimestamp only to a store time > 0 (CommitLog's
+    GroupCommitService and FlushRealTimeService, 4.9 and 5.x alike): waited puts stored at time 0
+    or before leave the previous value."""
+    import numpy as np
+    from storelib.format.checkpoint import physic_msg_timestamp
+    ts = np.array([5, 2, -2998, 0], np.int64)
+    assert physic_msg_timestamp(ts, np.array([True, True, True, True]), 0) == 2
+    assert physic_msg_timestamp(ts[2:], np.array([True, True]), 7) == 7
+    assert physic_msg_timestamp(ts[2:], np.array([True, True]), None) is None
+    assert physic_msg_timestamp(ts, np.array([True, False, True, False]), 0) == 5
+
+
+def test_logics_msg_timestamp_on_the_5_5_line_keeps_only_a_positive_store_time():
+    """4.9 and 5.3: the dispatch sets logicsMsgTimestamp to every queued store time, whatever its
+    sign. 5.5.1: the dispatch sets tmpLogicsMsgTimestamp, which the consume-queue flush copies
+    only when > 0 (ConsumeQueueStore.FlushConsumeQueueService.doFlush)."""
+    from storelib.format.checkpoint import logics_msg_timestamp
+    assert logics_msg_timestamp(-2998, 7, line_5_5=False) == -2998
+    assert logics_msg_timestamp(0, 7, line_5_5=False) == 0
+    assert logics_msg_timestamp(-2998, 7, line_5_5=True) == 7
+    assert logics_msg_timestamp(0, 0, line_5_5=True) == 0
+    assert logics_msg_timestamp(5, 7, line_5_5=True) == 5
+    assert logics_msg_timestamp(None, 7, line_5_5=True) == logics_msg_timestamp(None, 7, line_5_5=False) == 7

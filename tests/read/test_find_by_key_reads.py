@@ -215,3 +215,36 @@ def test_stored_ranges_sends_an_object_stores_ranges_together():
     with StoredRanges(Remote()) as files:
         assert files.read([("index/a", 1, 2), ("index/b", 2, 1), ("commitlog/c", 3, 3)]) == [b"\x01\x01", b"\x02",
                                                                                           b"\x03\x03\x03"]
+
+
+@pytest.mark.parametrize("times", [[0, 5_000, 9_999, 20_000], [-5_000, 0, 1_500, 7_000],
+                                   [1_000_000_000_000, 1_000_000_000_500, 3_200_000_000_000, 3_200_000_000_001]],
+                         ids=["begins-at-0", "begins-before-0", "70-years-later"])
+def test_entries_whose_time_diff_bounds_nothing_are_found_in_windows_and_pages(tmp_path, times):
+    """An index file whose first message is stored at time <= 0 has timeDiff 0 in every entry, and
+    a message stored 2^31 s or more after the first has Integer.MAX_VALUE (RocketMQ's putKey): a
+    window or a page (``after``) past the first second must still find them."""
+    from storelib.ingest.driver import run_ingest
+    from storelib.read.query import open_store
+    from storelib.runtime.localrun import LocalSession
+    rows = [{"topic": "t", "queue_id": 0, "flag": 0, "sys_flag": 0, "born_timestamp": ts, "store_timestamp": ts,
+             "born_host": "10.0.0.7:50123", "store_host": "192.168.0.10:10911", "reconsume_times": 0,
+             "prepared_transaction_offset": 0, "body_b64": "eA==", "properties": [["KEYS", "k"]]} for ts in times]
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    s = run_ingest(LocalSession(), str(tmp_path / "store"), str(path), "jsonl", load_config(None, CONFIG), quiet=True)
+    assert s["status"] == "committed", s
+    reader = open_store(str(tmp_path / "store"))
+    every = reader.find_by_key("t", "k").messages
+    assert [m["store_timestamp"] for m in every] == sorted(times)
+    for lo, hi in ((times[2], times[3]), (times[1] + 1, None), (times[3], times[3])):
+        got = reader.find_by_key("t", "k", lo, hi).messages
+        assert [m["store_timestamp"] for m in got] == [t for t in sorted(times) if lo <= t and (hi is None or t <= hi)]
+    paged, after = [], None
+    for _ in range(len(times) + 1):
+        page = reader.find_by_key("t", "k", limit=1, after=after)
+        paged += [m["store_timestamp"] for m in page.messages]
+        after = page.next_after
+        if after is None:
+            break
+    assert paged == sorted(times)

@@ -30,3 +30,16 @@ def test_time_bounds_scalar_and_vector_agree():
     assert hi.tolist() == [I64_MAX, begin + 999, begin + 7999, I64_MAX]
     for i in range(4):
         assert tuple(int(x) for x in entry_time_bounds(int(pos[i]), int(diff[i]), begin)) == (lo[i], hi[i])
+
+
+def test_time_bounds_where_the_time_diff_says_nothing():
+    """RocketMQ's IndexFile.putKey writes timeDiff 0 for every entry of a file whose beginTimestamp
+    is <= 0 (a first message stored at time 0 or before), and Integer.MAX_VALUE for any store time
+    2^31 s or more past it: neither bounds the entry's store time from above."""
+    pos, diff = np.array([2, 3, 2]), np.array([0, 0, 2**31 - 1])
+    begins = np.array([0, -5000, 1_000_000_000_000])
+    lo, hi = entry_time_bounds(pos, diff, begins)
+    assert lo.tolist() == [I64_MIN, I64_MIN, 1_000_000_000_000 + (2**31 - 1) * 1000]
+    assert hi.tolist() == [I64_MAX, I64_MAX, I64_MAX]
+    for i in range(3):
+        assert tuple(int(x) for x in entry_time_bounds(int(pos[i]), int(diff[i]), int(begins[i]))) == (lo[i], hi[i])

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 
 from support import rmqcompare
 from support import rmqqueries
@@ -36,12 +37,16 @@ KILL_POINTS = ("after-scan", "mid-segment-write", "mid-file-write", "before-delt
 
 
 def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_threads: int = 4,
-        spark_every: int = 0, kill_every: int = 0, queries: bool = True) -> list[list[str]]:
+        spark_every: int = 0, kill_every: int = 0, queries: bool | Callable = True,
+        judge: Callable | None = None) -> list[list[str]]:
     """Problems per case ([] = every file byte-identical). rocketlake writes case i in Spark when
     ``spark_every`` divides i - 1, else in process; when ``kill_every`` divides i - 2, the last
     batch of case i is killed once at a fault point (KILL_POINTS in turn) and run again. With
     ``queries``, rocketlake's answers on the RocketMQ-written store must also be RocketMQ's own
-    (tests/rmqqueries.py), once the files are identical."""
+    (tests/rmqqueries.py), once the files are identical. ``queries`` may instead be a function
+    (messages as RocketMQ got them, the writer's per-message results) -> queries, made once the
+    store is written; ``judge(case, rocketmq_store, rocketlake_store, config, queries, answers)``
+    -> problems then replaces the comparison of rmqqueries.differences."""
     os.makedirs(work, exist_ok=True)
     jobs, ingest = [], []
     for i, c in enumerate(cases):
@@ -52,8 +57,10 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
         # RocketMQ cannot open again a store whose consume-queue files hold one unit each: its
         # recovery (ConsumeQueue.truncateDirtyLogicFiles) loops forever on such a file
         answerable = -(-int(c["config"].get("mappedFileSizeConsumeQueue", 6000000)) // 20) > 1
-        jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rm, c["config"],
-                                  queries=rmqqueries.make_queries(rm) if queries and answerable else None))
+        picked = None
+        if queries and answerable:
+            picked = [] if callable(queries) else rmqqueries.make_queries(rm)
+        jobs.append(rmqwriter.Job(os.path.join(d, "rocketmq"), rm, c["config"], queries=picked))
         with open(os.path.join(d, "store.properties"), "w") as fh:
             for k, v in {**c["config"], **c.get("rocketlake_config", {})}.items():
                 fh.write(f"{k}={str(v).lower() if isinstance(v, bool) else v}\n")
@@ -100,6 +107,10 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
             problems[i].insert(0, f"RocketMQ {version} refused the case: {job.error[:1500]}")
         elif not problems[i]:
             problems[i] = rmqcompare.compare(job.store, os.path.join(work, f"case{i}", "rocketlake"))
+    if callable(queries):
+        for job in jobs:
+            if job.queries is not None and not job.error:
+                job.queries = queries(job.messages, job.results)
     # then RocketMQ answers the queries on its stores (opened again), and rocketlake on the same files
     asked = [(i, job) for i, job in enumerate(jobs) if job.queries is not None and not problems[i]]
     if asked:
@@ -110,7 +121,11 @@ def run(version: str, cases: list[dict], work: str, threads: int = 16, ingest_th
                 problems[i].append(f"RocketMQ {version} could not answer: {job.error[:1500]}")
             else:
                 cfg = load_config(os.path.join(work, f"case{i}", "store.properties"))
-                problems[i] = rmqqueries.differences(job.store, cfg, job.queries, job.answers)
+                if judge is not None:
+                    problems[i] = judge(cases[i], job.store, os.path.join(work, f"case{i}", "rocketlake"), cfg,
+                                        job.queries, job.answers)
+                else:
+                    problems[i] = rmqqueries.differences(job.store, cfg, job.queries, job.answers)
     return problems
 
 

@@ -76,6 +76,7 @@ _ARGS = {
     "getCommitLogOffsetInQueue": ("topic", "queue_id", "cq_offset"),
     "getMessageStoreTimeStamp": ("topic", "queue_id", "cq_offset"),
     "getEarliestMessageTime": ("topic", "queue_id"), "getMinPhyOffset": (), "getMaxPhyOffset": (),
+    "scanCommitLog": (),
 }
 _TEXT = {"topic", "key", "group"}
 

@@ -69,6 +69,9 @@ final class Answers {
         Files.write(new File(answersPath).toPath(), out.toString().getBytes(StandardCharsets.UTF_8));
     }
 
+    /** CommitLog.BLANK_MAGIC_CODE (the end-of-file filler's magic; the same in 4.9 and 5.x). */
+    static final int BLANK_MAGIC_CODE = -875286124;
+
     static String s(String b64) {
         return new String(Base64.getDecoder().decode(b64), StandardCharsets.UTF_8);
     }
@@ -144,6 +147,33 @@ final class Answers {
                 j.field("result", q.length > 2 ? store.getEarliestMessageTime(s(q[2]), Integer.parseInt(q[3]))
                     : store.getEarliestMessageTime());
                 break;
+            case "scanCommitLog": {
+                // every record from getMinPhyOffset to getMaxPhyOffset, read as the broker reads
+                // one (selectOneMessageByOffset), a segment's end blank skipped to the next file
+                int fileSize = store.getMessageStoreConfig().getMappedFileSizeCommitLog();
+                List<Object> msgs = new ArrayList<>();
+                long off = store.getMinPhyOffset();
+                long max = store.getMaxPhyOffset();
+                while (off >= 0 && off < max) {
+                    SelectMappedBufferResult r = store.selectOneMessageByOffset(off);
+                    if (r == null) {
+                        throw new IllegalStateException("no record at commit-log offset " + off);
+                    }
+                    try {
+                        ByteBuffer b = r.getByteBuffer().slice();
+                        if (b.getInt(4) == BLANK_MAGIC_CODE) {
+                            off = off - off % fileSize + fileSize;
+                            continue;
+                        }
+                        msgs.add(message(b, off));
+                        off += b.getInt(0);
+                    } finally {
+                        r.release();
+                    }
+                }
+                j.field("messages", msgs);
+                break;
+            }
             case "getMinPhyOffset":
                 j.field("result", store.getMinPhyOffset());
                 break;
@@ -171,7 +201,10 @@ final class Answers {
         ByteBuffer copy = bb.duplicate();
         MessageExt m = MessageDecoder.decode(copy, true, false);
         byte[] body = m.getBody() == null ? new byte[0] : m.getBody();
-        Map<String, String> props = new TreeMap<>(m.getProperties());
+        Map<String, String> props = new TreeMap<>();
+        if (m.getProperties() != null) {        // null for a record without properties
+            props.putAll(m.getProperties());
+        }
         List<Object> sorted = new ArrayList<>();
         for (Map.Entry<String, String> e : props.entrySet()) {
             List<Object> pair = new ArrayList<>();
