@@ -24,6 +24,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import numpy as np
 from pyarrow.fs import FileSelector, FileType  # re-exported for callers
@@ -78,7 +79,11 @@ def inside(store: "Store", other: "Store") -> bool:
 
 def same_file_system(a: str, b: str) -> bool:
     """Whether remote URIs ``a`` and ``b`` are served by one file system (``file_system_of``);
-    ``BadInput`` naming both when that cannot be told (an HDFS name node not resolved)."""
+    ``BadInput`` naming both when that cannot be told (an HDFS name node not resolved). One
+    spelling of scheme and host is one file system, resolved or not."""
+    ua, ub = urlparse(a), urlparse(b)
+    if (ua.scheme.lower(), ua.netloc.lower()) == (ub.scheme.lower(), ub.netloc.lower()):
+        return True
     try:
         (sa, ka), (sb, kb) = file_system_of(a), file_system_of(b)
     except LookupError as e:
