@@ -63,7 +63,7 @@ from ..format.paths import INCOMING_DIR
 from ..io import storage
 from . import frame
 
-__all__ = ["RocketLakeDataSource", "register", "rocketlake_batch_writer", "stream_batch_id", "query_id_of",
+__all__ = ["RocketLakeDataSource", "bound_source", "register", "rocketlake_batch_writer", "stream_batch_id", "query_id_of",
            "StagedPart", "StagedInput", "ingest_staged"]
 
 # Incoming files older than this belong to a writer that died before its commit.
@@ -154,7 +154,15 @@ def _store_ts(opts: dict) -> int | None:
 
 
 class RocketLakeDataSource(DataSource):
-    """Writes only (read a store with format ``rocketmq``)."""
+    """Writes only (read a store with format ``rocketmq``).
+
+    ``register`` binds the session's master and ``ROCKETLAKE_SHARED_PATHS`` to the class it
+    registers: the tasks stage their rows into the store, so on a multi-host master a store on the
+    driver's disk is refused before any task runs (``runtime.multihost``), as ``ingest_dataframe``
+    refuses it. The Python worker that plans the write has no SparkContext to ask."""
+
+    master = "local"
+    shared_paths: str | None = None
 
     @classmethod
     def name(cls):
@@ -168,6 +176,8 @@ class RocketLakeDataSource(DataSource):
             raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
         _check_options(opts)
         frame.check_frame_schema(schema)
+        from ..runtime.multihost import SHARED_ENV, check_reachable
+        check_reachable(self.master, {"store": opts["path"]}, env={SHARED_ENV: self.shared_paths or ""})
         return opts
 
     def writer(self, schema, overwrite: bool):
@@ -355,9 +365,18 @@ def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None,
 def register(spark) -> None:
     """Register the ``rocketlake`` data source on ``spark`` (and quiet the lines Spark logs when a
     query into it is stopped: ``runtime.stoplogs``)."""
+    import os
+    from ..runtime.multihost import SHARED_ENV
     from ..runtime.stoplogs import quiet_stops
-    spark.dataSource.register(RocketLakeDataSource)
+    spark.dataSource.register(bound_source(spark.sparkContext.master, os.environ.get(SHARED_ENV)))
     quiet_stops(spark)
+
+
+def bound_source(master: str, shared_paths: str | None) -> type:
+    """``RocketLakeDataSource`` for a session on ``master``: a class of its own (pickled to the
+    planning worker by value, with its attributes), named as the base."""
+    return type("RocketLakeDataSource", (RocketLakeDataSource,),
+                {"master": master, "shared_paths": shared_paths, "__qualname__": "RocketLakeDataSource.bound"})
 
 
 def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str | None = None,

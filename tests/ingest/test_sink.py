@@ -159,3 +159,34 @@ def test_a_write_without_config_takes_the_stores_own(spark, tmp_path):
     frame(spark).write.format("rocketlake").mode("append").save(store)
     assert [n for _, n in batches(store)] == [10, 500]
     assert os.path.getsize(os.path.join(store, "commitlog", "00000000000000000000")) == 20000
+
+
+@pytest.mark.parametrize("kind", ["write", "stream"])
+def test_a_store_on_the_drivers_disk_is_refused_on_a_multi_host_master(tmp_path, kind):
+    """The tasks stage their rows into the store: on a multi-host master each would write into its
+    own host's copy of a local path, which the commit on the driver never sees."""
+    from pyspark.sql.types import StringType, StructField, StructType
+    from storelib.errors import UnreachablePath
+    from storelib.ingest import sink
+    schema = StructType([StructField("topic", StringType()), StructField("body", StringType())])
+    store = str(tmp_path / "store")
+    opts = {"path": store, "checkpointLocation": str(tmp_path / "cp")}
+
+    def plan(source):
+        ds = source(options=dict(opts))
+        return ds.writer(schema, False) if kind == "write" else ds.streamWriter(schema, False)
+
+    with pytest.raises(UnreachablePath, match="driver's local disk.*spark://h:7077"):
+        plan(sink.bound_source("spark://h:7077", None))
+    assert not os.path.exists(store)
+    with pytest.raises(UnreachablePath, match="relative path"):
+        opts["path"] = "store"
+        plan(sink.bound_source("yarn", str(tmp_path)))
+    opts["path"] = store
+    for source in (sink.bound_source("yarn", str(tmp_path)),     # under a directory every host mounts
+                   sink.bound_source("local[2]", None)):
+        if kind == "write":
+            assert plan(source) is not None
+        else:                                              # past the check: the query's id is next
+            with pytest.raises(ValueError, match="query's id"):
+                plan(source)
