@@ -66,7 +66,7 @@ def seed(tmp_path_factory):
     uninterrupted per-topic expire of a copy leaves (its live rows and bucket objects);
     ``before``: the seed's rows and its kept topics' view (``_kept_view``)."""
     tmp = tmp_path_factory.mktemp("topic-expire")
-    with objstores.seeded(BUCKET, tmp, SEED) as (env, client, parts, cfg):
+    with objstores.seeded(BUCKET, tmp_path_factory, tmp, SEED) as (env, client, parts, cfg):
         from storelib.io import storage
         _unnamed_objects(storage.Store(f"s3://{BUCKET}/seed"))
         objstores.ingest(str(tmp / "local"), parts[:SEED - 1], cfg)        # the local store, its last batch below

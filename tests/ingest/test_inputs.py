@@ -11,12 +11,16 @@ import pytest
 from hypothesis import given, HealthCheck, settings, strategies as st
 
 from conftest import golden_set
+from support.longrun import LONG
 from storelib import errors
 from storelib.codec import messages as codec
 from storelib.ingest import inputs
 from storelib.ingest.inputs import Split
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the two split properties write a file per example (~0.3 s each on the loaded 2 cores): half the
+# examples in make test, all of them under ROCKETLAKE_LONG=1
+SPLIT_SETTINGS = settings(SETTINGS, max_examples=100 if LONG else 50)
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02\n"),
                 max_size=30)
@@ -46,7 +50,7 @@ def read_splits(splits) -> pa.Table:
 
 
 # ============================================================================ jsonl
-@SETTINGS
+@SPLIT_SETTINGS
 @given(lengths=st.lists(st.integers(0, 400), min_size=1, max_size=12),
        pads=st.lists(_text, min_size=12, max_size=12),
        n_splits=st.integers(1, 40), split_bytes=st.integers(16, 4096), trailing=st.booleans())
@@ -147,7 +151,7 @@ def canonical_rows(n: int) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=codec.MESSAGE_SCHEMA)
 
 
-@SETTINGS
+@SPLIT_SETTINGS
 @given(file_rows=st.lists(st.integers(0, 30), min_size=1, max_size=4), row_group=st.integers(1, 9),
        n_splits=st.integers(1, 50))
 def test_parquet_row_range_splits(tmp_path_factory, file_rows, row_group, n_splits):

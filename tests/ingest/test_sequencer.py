@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st, HealthCheck
 
+from support.longrun import LONG
 from storelib.ingest import sequencer
 from storelib.format.config import StoreConfig
 
@@ -101,7 +102,7 @@ def workloads(draw):
     return F, sizes, qkeys, eligible, entries, max_index_num, batch_cut, cuts1, cuts2
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300 if LONG else 150, deadline=None, suppress_health_check=[HealthCheck.too_slow])   # make long: all
 @given(workloads())
 def test_sequencer_matches_sequential_reference(w):
     F, sizes, qkeys, eligible, entries, max_index_num, batch_cut, cuts1, cuts2 = w

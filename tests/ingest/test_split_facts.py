@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, HealthCheck, settings, strategies as st
 
 from conftest import golden_set
+from support.longrun import LONG
 from storelib.ingest import encode as encode_stage, inputs, sequencer, split_facts, topics as topics_mod
 from storelib.io import storage
 from storelib.format.config import StoreConfig
@@ -93,7 +94,7 @@ def splits(draw):
     return sizes, entries, nkeys, rr_nq, rows, eligible, starts, chunk, room
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200 if LONG else 100, deadline=None, suppress_health_check=[HealthCheck.too_slow])   # make long: all
 @given(splits())
 def test_chunked_detail_equals_whole_split(tmp_path_factory, w):
     sizes, entries, nkeys, rr_nq, rows, eligible, starts, chunk, room = w

@@ -15,7 +15,7 @@ from support.mirrorhelp import records, set_safe
 from conftest import golden_set
 
 BUCKET = "rocketlake-mirror-lists"
-CYCLES = 8
+CYCLES = 4
 SLOW = 0.05            # seconds each list read takes: overlapping reads show as overlapping spans
 
 

@@ -51,7 +51,7 @@ NOTHING = 10 ** 6            # a retention under which nothing expires: the expi
 @pytest.fixture(scope="module")
 def seed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
-    with objstores.seeded(BUCKET, tmp, objstores.BATCHES - 1) as (env, client, parts, cfg):
+    with objstores.seeded(BUCKET, tmp_path_factory, tmp, objstores.BATCHES - 1) as (env, client, parts, cfg):
         yield env, client, parts, cfg, tmp
 
 

@@ -45,7 +45,7 @@ class _CutShort(Exception):
 @pytest.fixture(scope="module")
 def seed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("staged-objects")
-    with objstores.seeded(BUCKET, tmp, SEED) as (env, client, parts, cfg):
+    with objstores.seeded(BUCKET, tmp_path_factory, tmp, SEED) as (env, client, parts, cfg):
         yield client, parts[:SEED]
 
 

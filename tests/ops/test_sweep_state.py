@@ -44,7 +44,7 @@ BUCKET = "rocketlake-sweepstate"
 @pytest.fixture(scope="module")
 def seed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweepstate")
-    with objstores.seeded(BUCKET, tmp, objstores.BATCHES - 1) as (env, client, parts, cfg):
+    with objstores.seeded(BUCKET, tmp_path_factory, tmp, objstores.BATCHES - 1) as (env, client, parts, cfg):
         yield env, client, parts, cfg, tmp
 
 

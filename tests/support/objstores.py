@@ -7,6 +7,11 @@ bound of one extent (nearly every continued file's row names extent-list objects
 batches split again) and the compaction due at every batch whose dead rows outnumber its live
 ones: objects that only superseded rows named pile up, as at scale over many more batches.
 
+The stores of the first k parts (k < ``BATCHES``) are built once per run (``seed_copies``: one
+ingest of the parts in turn on a moto server of its own, a copy of the store kept on disk after
+each batch, shared by the run's pytest-xdist workers) and uploaded into each module's bucket:
+every module's seed is the same store, byte for byte, as one ingest of its parts leaves it.
+
 ``named_by_rows`` is this module's own reading of what the rows name (every row of every data
 file in the manifest table's directory: extents, paged heads' layers, extent-list objects and
 what they list), not the sweep's code. ``digest`` tells a bucket unchanged; ``counted`` counts a
@@ -14,8 +19,10 @@ store's listings and opens (what a sweep reads).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import zlib
 from collections import Counter
 from contextlib import contextmanager
@@ -71,18 +78,80 @@ def small_batches():
         mp.undo()
 
 
+def shared_dir(tmp_path_factory):
+    """The run's temporary directory: every pytest-xdist worker's base directory is in it."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def seed_copies(shared) -> object:
+    """The directory under ``shared`` whose ``<k>/`` holds the objects (keys relative to the
+    store's prefix) of a store of the first k parts (1 <= k < ``BATCHES``), ingested as
+    ``small_batches``. Built once, under a lock: the first process to ask builds it, the others
+    wait for it and read it."""
+    out = shared / "objstores-seed"
+    with open(shared / "objstores-seed.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "done").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            _build_seed_copies(out)
+            (out / "done").write_text("")
+    return out
+
+
+def _build_seed_copies(out) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    out.mkdir(parents=True)
+    parts, cfg = parts_of(out)
+    bucket, mp, had = "rocketlake-seed", pytest.MonkeyPatch(), {}
+    with s3server.moto(bucket) as (env, client), ThreadPoolExecutor(8) as pool:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        try:
+            for k in range(BATCHES - 1):
+                with small_batches():
+                    ingest(f"s3://{bucket}/seed", parts[k:k + 1], cfg, k)
+                now, copy, last = digest(client, bucket, "seed"), out / str(k + 1), out / str(k)
+
+                def keep(key: str, copy=copy, last=last, now=now, had=had) -> None:
+                    """The object into the copy: a link to the last copy's file when unchanged."""
+                    dest = copy / key[len("seed/"):]
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    if had.get(key) == now[key]:
+                        os.link(last / key[len("seed/"):], dest)
+                    else:
+                        dest.write_bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                list(pool.map(keep, now))           # (list: a failed read raises here)
+                had = now
+        finally:
+            mp.undo()
+
+
+def _upload(client, bucket: str, src, prefix: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+    files = [os.path.join(d, f) for d, _, fs in os.walk(src) for f in fs]
+
+    def put(path: str) -> None:
+        with open(path, "rb") as fh:
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{os.path.relpath(path, src)}", Body=fh.read())
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, files))
+
+
 @contextmanager
-def seeded(bucket: str, tmp, batches: int):
-    """(env, client, parts, cfg) of a moto server whose ``seed/`` holds the first ``batches``
-    parts, the environment set for this process."""
+def seeded(bucket: str, tmp_path_factory, tmp, batches: int):
+    """(env, client, parts, cfg) of a moto server whose ``seed/`` holds the store of the first
+    ``batches`` parts (``seed_copies``), the environment set for this process; the parts under
+    ``tmp``."""
+    assert 1 <= batches < BATCHES, batches
+    copies = seed_copies(shared_dir(tmp_path_factory))
     parts, cfg = parts_of(tmp)
     mp = pytest.MonkeyPatch()
     with s3server.moto(bucket) as (env, client):
         for k, v in env.items():
             mp.setenv(k, v)
         try:
-            with small_batches():
-                ingest(f"s3://{bucket}/seed", parts[:batches], cfg)
+            _upload(client, bucket, copies / str(batches), "seed")
             yield env, client, parts, cfg
         finally:
             mp.undo()
