@@ -19,7 +19,9 @@ gives each file as its extents in objects (``storelib.io.fragments``) and the re
 ranges: a split's windows, a time range's zones, a topic's records through its consume-queue
 units (records at most ``rangeGapBytes`` apart in one range, default ``RANGE_GAP``; a split in
 windows of ``windowBytes``, ``readAhead`` of them in flight, cut into about ``tasksPerCore``
-tasks a core: the JVM reader's defaults, docs/CLUSTERS.md). The S3
+tasks a core: the JVM reader's defaults, docs/CLUSTERS.md). ``minPartitions`` is the Python
+reader's: no fewer tasks than that where the splits allow, local or remote (the JVM cuts a split
+on its zone starts; a topic read through the queues keeps its splits). The S3
 endpoint, region and keys are the store's (``storelib.io.objstore``), set as S3A's per-bucket
 settings (``fs.s3a.bucket.<bucket>.*``) of the session. Anything else (a publish in flight, no JDK
 to build the reader, no S3A classes, ``option("engine", "python")``) reads through the Python
@@ -152,8 +154,9 @@ def _batch(files) -> dict | None:
     return None if ex is None else {"batch_id": ex.batch_id, "batch_seq": ex.batch_seq}
 
 
-# remote reads: the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option
-_TUNING = {"window_bytes": "windowBytes", "read_ahead": "readAhead", "tasks_per_core": "tasksPerCore"}
+# the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option
+_TUNING = {"window_bytes": "windowBytes", "read_ahead": "readAhead", "tasks_per_core": "tasksPerCore",
+           "min_partitions": "minPartitions"}
 
 
 def _tuning(options: dict) -> dict:

@@ -199,9 +199,14 @@ final class MessageScan implements Scan, Batch {
             }
         }
         // (not a topic read through the queues: each task searches the queues' units for its bounds)
-        if (plan.remote && plan.tasksPerCore > 0 && (bounds.topics == null || plan.queues == null)) {
-            splits = Plan.Split.even(splits, (long) plan.tasksPerCore
-                * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism());
+        if (bounds.topics == null || plan.queues == null) {
+            long tasks = plan.remote && plan.tasksPerCore > 0 ? (long) plan.tasksPerCore
+                * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism() : 0;
+            // minPartitions, as the Python reader takes it: no fewer tasks than that where the
+            // splits' zones allow (a split is cut on its zone starts only)
+            if (tasks > 0 || splits.size() < plan.minPartitions) {
+                splits = Plan.Split.even(splits, Math.max(tasks, plan.minPartitions));
+            }
         }
         List<InputPartition> out = new ArrayList<>();
         for (Plan.Split s : splits) {
