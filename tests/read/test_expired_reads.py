@@ -158,3 +158,31 @@ def test_a_jvm_read_planned_before_an_expiry_says_what_deleted_its_file(spark, t
         del planned_too
     finally:
         os.rename(last + ".away", last)
+
+
+def test_history_is_read_only_when_a_planned_file_is_gone(expired, monkeypatch):
+    """The refusal of an ``asOfBatch`` plan reads the manifest's history only when a planned file
+    is no longer live (the latest snapshot's file list tells), and then once, however many of
+    its files and tasks ask (the expiry's removals, once read, are known to the process)."""
+    from storelib.read.splits import refuse_expired
+    from storelib.table import expired as expired_mod
+    from storelib.table import manifest
+    from storelib.table.storefiles import as_store, open_files
+    path, expiry = expired
+    store = as_store(path)
+    reads = []
+    plain = manifest.read_tables
+    monkeypatch.setattr(manifest, "read_tables", lambda *a, **k: reads.append(1) or plain(*a, **k))
+    monkeypatch.setattr(expired_mod, "_KNOWN", {}, raising=False)
+    files = open_files(store, 1)[0]
+    live = [s.rel for s in files.commitlog if os.path.exists(os.path.join(path, s.rel))]
+    reads.clear()
+    refuse_expired("1", store, files, live)
+    assert reads == []
+    with pytest.raises(BadInput) as e:
+        refuse_expired("1", store, files, [FIRST, *live])
+    assert _is_expiry_error(e.value, expiry), e.value
+    assert len(reads) == 1
+    for _ in range(3):                              # a task's explanation of the same file
+        assert _is_expiry_error(files.expired.error(store, [FIRST]), expiry)
+    assert len(reads) == 1
