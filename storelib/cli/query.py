@@ -149,7 +149,7 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .timeargs import epoch_ms
+    from .timeargs import query_ms as epoch_ms     # (before 1970 too: RocketMQ's lookups take any long)
     ap = argparse.ArgumentParser(prog=_cli.prog("query.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(ap, False)

@@ -2,7 +2,9 @@
 
 ``epoch_ms`` is an argparse type: ``1717200000000``, ``2024-06-01T00:00:00Z``,
 ``2024-06-01 08:00:00+08:00`` or ``2024-06-01`` (a time without an offset is UTC, as the store
-keeps epoch ms). ``iso`` writes an epoch-ms time back in ISO-8601 (UTC, milliseconds).
+keeps epoch ms), 1970 or later (a time a broker stamps: an ingest's default, an expiry's now);
+``query_ms`` the same for a time a query looks for: any signed 64-bit value, before 1970 too
+(``times.query_time_problem``). ``iso`` writes an epoch-ms time back in ISO-8601 (UTC, milliseconds).
 ``write_csv`` writes dict rows with a header; maps and lists become JSON text in their cell.
 """
 from __future__ import annotations
@@ -12,19 +14,30 @@ import csv
 import datetime as dt
 import json
 
-from ..format.times import TIME_FORMS, time_ms, time_range_problem
+from ..format.times import TIME_FORMS, query_time_problem, time_ms, time_range_problem
 
-__all__ = ["epoch_ms", "iso", "write_csv"]
+__all__ = ["epoch_ms", "query_ms", "iso", "write_csv"]
 
 
 def epoch_ms(text: str) -> int:
     """argparse type: epoch milliseconds from an integer or an ISO-8601 date/time (UTC if no offset),
-    refused (exit 2, before any work) outside what a store holds (``times.time_range_problem``)."""
+    refused (exit 2, before any work) outside what a broker stamps (``times.time_range_problem``)."""
+    return _checked(text, time_range_problem)
+
+
+def query_ms(text: str) -> int:
+    """argparse type: ``epoch_ms`` for a time a query looks for: any signed 64-bit value, so that
+    the messages an ingest stored with times before 1970 are found by time
+    (``times.query_time_problem``)."""
+    return _checked(text, query_time_problem)
+
+
+def _checked(text: str, problem_of) -> int:
     try:
         ms = time_ms(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is neither {TIME_FORMS.replace(' or ', ' nor ', 1)}") from None
-    problem = time_range_problem(ms)
+    problem = problem_of(ms)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{text!r}: {problem}")
     return ms

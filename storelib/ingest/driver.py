@@ -361,9 +361,22 @@ def _topic_detail(snap: StoreSnapshot, tcfg: "topics_mod.Topics", changes: dict,
     identity this version gives inputs."""
     placed = set((snap.last_detail("topics") or {}).get("placed", ()))
     placed.update(t for s in scans for t in s.get("placed_topics", ()))
-    out = {"round_robin": rr_after, "topics": tcfg.to_dict(placed), "identity": IDENTITY}
+    out = {"round_robin": rr_after, "topics": tcfg.grown(_highest_queues(snap, scans)).to_dict(placed),
+           "identity": IDENTITY}
     if changes:
         out["topic_changes"] = changes
+    return out
+
+
+def _highest_queues(snap: StoreSnapshot, scans: list) -> dict[str, int]:
+    """topic -> the highest queue id the store holds of it after the batch: its live consume
+    queues and the batch's (per queue, not per message)."""
+    out: dict[str, int] = {}
+    pairs = [(r.topic, r.queue_id) for r in snap.of_kind(FileKind.CONSUMEQUEUE)]
+    pairs += [(t, q) for s in scans for t, q, _ in s.get("queue_counts", ())]
+    for t, q in pairs:
+        if t is not None and q is not None and int(q) > out.get(t, -1):
+            out[t] = int(q)
     return out
 
 

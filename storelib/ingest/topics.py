@@ -35,7 +35,10 @@ and in the segment writers, so every task sees the same messages:
                                 "perm": 6, ...}}, "dataVersion": {...}}
 
 A topic with ``readQueueNums < writeQueueNums`` gets a warning: consumers would never read the
-queues above ``readQueueNums``.
+queues above ``readQueueNums``. Rows that carry a queue id at or above their topic's
+``readQueueNums`` (replicated data from a broker with more queues) are stored as given, and the
+topic config the batch records has ``readQueueNums`` raised to cover them (``Topics.grown``: a
+broker serves no queue above it), ``writeQueueNums`` unchanged.
 """
 from __future__ import annotations
 
@@ -131,6 +134,21 @@ class Topics:
         return [f"topic {t.name!r}: readQueueNums {t.read_queue_nums} < writeQueueNums {t.write_queue_nums}: "
                 f"queues {t.read_queue_nums}..{t.write_queue_nums - 1} get messages no consumer reads"
                 for t in self.table.values() if t.read_queue_nums < t.write_queue_nums]
+
+    def grown(self, highest: dict) -> "Topics":
+        """This config with each topic's ``readQueueNums`` raised to cover ``highest`` (topic ->
+        the highest queue id the store holds of it). Rows that carry their queue id keep it (the
+        input is the authority), and a broker serves only queues below ``readQueueNums``: a pull
+        of queue N >= readQueueNums is "queueId is illegal" (PullMessageProcessor), consumers are
+        given readQueueNums queues (the topic route), and a send is refused at N >= max(read,
+        write) (msgCheck). So the recorded config is the one a broker needs to serve every
+        stored message; ``writeQueueNums`` (where producers and round robin put messages) stays."""
+        table = dict(self.table)
+        for name, q in highest.items():
+            t = table.get(name) or TopicConfig(name, self.default_queue_nums, self.default_queue_nums)
+            if q >= t.read_queue_nums:
+                table[name] = TopicConfig(name, int(q) + 1, t.write_queue_nums, t.perm)
+        return Topics(table, self.default_queue_nums, self.source)
 
     def to_dict(self, placed=()) -> dict:
         """What a batch records of the topic config it used (its checkpoint row's

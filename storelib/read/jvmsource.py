@@ -19,7 +19,9 @@ gives each file as its extents in objects (``storelib.io.fragments``) and the re
 ranges: a split's windows, a time range's zones, a topic's records through its consume-queue
 units (records at most ``rangeGapBytes`` apart in one range, default ``RANGE_GAP``; a split in
 windows of ``windowBytes``, ``readAhead`` of them in flight, cut into about ``tasksPerCore``
-tasks a core: the JVM reader's defaults, docs/CLUSTERS.md). The S3
+tasks a core: the JVM reader's defaults, docs/CLUSTERS.md). ``minPartitions`` is the Python
+reader's: no fewer tasks than that where the splits allow, local or remote (the JVM cuts a split
+on its zone starts; a topic read through the queues keeps its splits). The S3
 endpoint, region and keys are the store's (``storelib.io.objstore``), set as S3A's per-bucket
 settings (``fs.s3a.bucket.<bucket>.*``) of the session. Anything else (a publish in flight, no JDK
 to build the reader, no S3A classes, ``option("engine", "python")``) reads through the Python
@@ -28,7 +30,13 @@ source, with the same rows.
 A DataFrame reads the snapshot that was committed when it was loaded (its plan is made then):
 load again to see later batches. A load of an older batch (``asOfBatch``) whose plan reads a file an
 expiry after it deleted is refused then, naming the file and the expiry
-(``splits.refuse_expired``): the JVM tasks never meet the missing file.
+(``splits.refuse_expired``): the JVM tasks never meet the missing file. A plan of the latest batch
+may meet one, deleted by an expiry that committed after the load: a task cannot tell that from a
+file the store lost (that takes the manifest's history), so its error names the store, the file
+and the plan's batch (``MISSING_MARKER``), and the driver, as pyspark turns the JVM's error into
+the Python exception (``explain_task_failures``), raises what the Python tasks raise there: the
+expiry's ``BadInput`` (``table.expired``); a file no expiry removed stays the task's
+``CorruptStore`` error.
 """
 from __future__ import annotations
 
@@ -40,7 +48,8 @@ from urllib.parse import urlparse
 from .schema import MESSAGE_DDL
 
 __all__ = ["ENGINE_OPTION", "RANGE_GAP", "S3A_DIR", "plain_files", "hadoop_uri", "s3a_settings", "s3a_jars",
-           "jvm_plan", "load_jvm", "ensure_loadable", "fetched"]
+           "jvm_plan", "load_jvm", "ensure_loadable", "fetched", "MISSING_MARKER", "explained_failure",
+           "explain_task_failures"]
 
 ENGINE_OPTION = "engine"            # "jvm" | "python" | "auto" (the default: jvm where it can)
 _JVM_BATCH_ROWS = 4096              # rows per column batch (Spark's own vectorized readers use 4096)
@@ -49,6 +58,9 @@ _JVM_BATCH_ROWS = 4096              # rows per column batch (Spark's own vectori
 RANGE_GAP = 256 << 10
 _HADOOP_SCHEMES = {"s3": "s3a", "hdfs": "hdfs"}     # store URI scheme -> the Hadoop file system's
 _S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+# ends a JVM task's missing-file error, with {"store", "rel", "batch": {"batch_id", "batch_seq"}}
+# (org.rocketlake.spark.Corrupt)
+MISSING_MARKER = "rocketlake-missing "
 # hadoop-aws at pyspark's Hadoop version and its AWS SDK bundle (jvm/pom-s3a.xml, `make s3a`)
 S3A_DIR = os.environ.get("S3A_JARS") or os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".cache", "jars", "hadoop-aws-3.4.2")
@@ -132,11 +144,19 @@ def jvm_plan(reader, split_bytes: int | None = None, batch_rows: int | None = No
     return json.dumps({"store": reader.path, "splits": rows, "bounds": bounds, "remote": remote, **tuning,
                        "gap_bytes": int(gap) if gap not in (None, "") else RANGE_GAP,
                        "batch_rows": batch_rows or _JVM_BATCH_ROWS, "queues": queues,
-                       "queue_mins": queue_minimums(files).entries()})
+                       "queue_mins": queue_minimums(files).entries(), "batch": _batch(files)})
 
 
-# remote reads: the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option
-_TUNING = {"window_bytes": "windowBytes", "read_ahead": "readAhead", "tasks_per_core": "tasksPerCore"}
+def _batch(files) -> dict | None:
+    """The committed batch the plan's files are of (None: a broker's store), for a task that meets
+    one of them missing (``MISSING_MARKER``)."""
+    ex = files.expired
+    return None if ex is None else {"batch_id": ex.batch_id, "batch_seq": ex.batch_seq}
+
+
+# the reader's own tuning (org.rocketlake.spark: SplitReader, Plan), plan key -> option
+_TUNING = {"window_bytes": "windowBytes", "read_ahead": "readAhead", "tasks_per_core": "tasksPerCore",
+           "min_partitions": "minPartitions"}
 
 
 def _tuning(options: dict) -> dict:
@@ -259,7 +279,65 @@ def fetched(spark, scheme: str) -> tuple:
     return tuple(total)
 
 
+def explained_failure(text: str):
+    """The error of the expiry that deleted the file a JVM task's failure (its text) names missing
+    (``MISSING_MARKER``), when an expiry committed after the plan's batch did (``table.expired``:
+    ``BadInput``); else None (another failure, or a file the store lost: damage)."""
+    at = text.rfind(MISSING_MARKER)
+    if at < 0:
+        return None
+    try:
+        mark = json.loads(text[at + len(MISSING_MARKER):].split("\n", 1)[0])
+        batch, store, rel = mark["batch"], str(mark["store"]), str(mark["rel"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not batch:
+        return None
+    from ..table.expired import ExpiredFiles
+    from ..table.storefiles import as_store
+    try:
+        return ExpiredFiles(str(batch["batch_id"]), int(batch["batch_seq"])).error(as_store(store), [rel])
+    except Exception:  # noqa: BLE001 - no explanation: the file is missing, as far as is known
+        return None
+
+
+def _failure_text(java_exception, converted) -> str:
+    """The text of a JVM failure and of its causes (a task's error is in a cause's message)."""
+    parts, e = [str(converted)], java_exception
+    for _ in range(8):
+        if e is None or MISSING_MARKER in parts[-1]:
+            break
+        try:
+            parts.append(str(e.getMessage()))
+            e = e.getCause()
+        except Exception:  # noqa: BLE001 - not a Java throwable (py4j): nothing more to read
+            break
+    return "\n".join(parts)
+
+
+def explain_task_failures() -> None:
+    """pyspark's conversion of a JVM error into a Python exception (every action on the driver:
+    ``count``, ``collect``, a write) raises, for a JVM task's file an expiry after the plan's
+    batch deleted, the expiry's error (``explained_failure``), as a Python task does; any other
+    error converts as before. Once per process; a patch of pyspark's module function, by name
+    (its wrapper of every Py4J call looks it up there at each error)."""
+    from pyspark.errors.exceptions import captured
+    if getattr(captured, "_rocketlake_explained", False):
+        return
+    plain = captured.convert_exception
+
+    def convert(e):
+        converted = plain(e)
+        text = _failure_text(e, converted)
+        known = explained_failure(text) if MISSING_MARKER in text else None
+        return converted if known is None else known
+
+    captured.convert_exception = convert
+    captured._rocketlake_explained = True  # type: ignore[attr-defined]
+
+
 def load_jvm(spark, plan: str):
     """The DataFrame of a plan, read by the JVM reader."""
     from ..runtime.jvmjar import SOURCE_CLASS
+    explain_task_failures()
     return spark.read.format(SOURCE_CLASS).option("plan", plan).option("schema", MESSAGE_DDL).load()

@@ -203,7 +203,8 @@ def plan_splits(store: Store, files: StoreFiles, segs: Sequence[CommitLogSegment
 def refuse_expired(as_of_batch: str | int | None, store: Store, files: StoreFiles, rels: Iterable[str]) -> None:
     """A plan of an older batch (``as_of_batch`` given) that reads a file (``rels``) an expiry after
     that batch deleted is refused on the driver, naming the file and the expiry (``table.expired``):
-    a task of either engine would only find the file missing."""
+    a task of either engine would only find the file missing (the history is read only when a
+    planned file is no longer live: ``ExpiredFiles.check``)."""
     if as_of_batch not in (None, "") and files.expired is not None:
         files.expired.check(store, sorted(rels))
 

@@ -15,6 +15,8 @@ reader's columns (``rangescan.MESSAGE_DDL``) and its options ``topic``, ``beginT
 
 Options of the stream: ``startingOffsets`` = ``earliest`` (default: the first message still in
 the store), ``latest`` (only batches committed after the query starts) or a commitlog offset;
+``minPartitions``: a micro-batch is read by a task per segment it spans or, when that is fewer,
+by about this many, its range cut on record starts (``splits.plan_splits``, as a batch read's);
 ``maxBatchesPerTrigger`` / ``maxMessagesPerTrigger``: a micro-batch takes whole committed
 batches, at least one, up to that many batches / messages (pyspark 4.1 gives a Python source no
 admission control, so this reader keeps the previous end itself: exact within a run; the first
@@ -167,8 +169,25 @@ class RocketMQStreamReader(DataSourceStreamReader):
         segs = prune_segments(files, info, b.lo["store_timestamp"], b.hi["store_timestamp"], lo_b, hi_b)
         # object stores: the task reads the segment through the objects this planner mapped it to
         mins = queue_minimums(files)
+        least = datasource.int_option(self.options, "minpartitions") or 0
+        if len(segs) < least:
+            return self._split_partitions(store, files, info, segs, lo_b, hi_b, least, mins)
         return [InputPartition((s.rel, s.base, s.valid, lo_b, hi_b, datasource.task_view(store, {s.rel}), mins,
                                 files.expired)) for s in segs]
+
+    def _split_partitions(self, store: Any, files: StoreFiles, info: Any, segs: Sequence[Any], lo: int, hi: int,
+                          least: int, mins: Any) -> list[InputPartition]:
+        """``minPartitions`` more than the micro-batch's segments: the range cut into splits on
+        record starts (``splits.plan_splits``, as the batch reader's), about ``least`` of them."""
+        from .splits import group_splits, plan_splits
+        b = self.batch_reader.bounds
+        size = sum(max(0, min(s.base + s.valid, hi + 1) - max(s.base, lo)) for s in segs)
+        split_bytes = max(1, -(-size // least))
+        splits = plan_splits(store, files, segs, None, False, lo, hi, split_bytes, info, b.lo["store_timestamp"],
+                             b.hi["store_timestamp"])
+        return [InputPartition((tuple(tuple(s) for s in group), lo, hi,
+                                datasource.task_view(store, {s.rel for s in group}), mins, files.expired))
+                for group in group_splits(splits, least, split_bytes)]
 
     def _check_loss(self, files: StoreFiles, lo: int, hi: int) -> None:
         first = min((s.base for s in files.commitlog if s.valid > 0), default=hi)
@@ -185,8 +204,18 @@ class RocketMQStreamReader(DataSourceStreamReader):
         from ..table.expired import explained
         from ..table.storefiles import CommitLogSegment
         from .rangescan import segment_messages
-        rel, base, valid, lo, hi, view, mins, expired = partition.value
+        from .splits import Split, split_messages
         b = self.batch_reader.bounds
+        if len(partition.value) == 6:         # splits (_split_partitions)
+            splits, lo, hi, view, mins, expired = partition.value
+            store = Store(self.path).apply_mappings(view)
+            with explained(store, expired):
+                for sp in splits:
+                    for t in split_messages(store, Split(*sp), b.lo["store_timestamp"], b.hi["store_timestamp"],
+                                            b.topics, lo, hi, mins=mins):
+                        yield from t.to_batches()
+            return
+        rel, base, valid, lo, hi, view, mins, expired = partition.value
         store = Store(self.path).apply_mappings(view)
         with explained(store, expired):       # a segment an expiry after the planned batch deleted: said so
             for t in segment_messages(store, CommitLogSegment(rel, base, valid), b.lo["store_timestamp"],

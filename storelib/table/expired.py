@@ -35,19 +35,28 @@ class ExpiredFiles:
         return cls(str(batch["batch_id"]), int(batch["batch_seq"]))
 
     def error(self, store: Any, rels: Iterable[str]) -> BadInput | None:
-        """The error for the first of ``rels`` an expiry committed after this batch deleted (the
-        history is read once), else None."""
-        latest = open_snapshot(store, history=True)     # (the cache holds no removed rows)
-        for rel in rels:
-            gone = latest.removed.get(rel)
-            if gone is not None and rel not in latest.files and gone.batch_seq > self.batch_seq:
-                return _deleted(rel, f"batch {self.batch_id} (seq {self.batch_seq})", gone)
+        """The error for the first of ``rels`` an expiry committed after this batch deleted, else
+        None. The history is read at most once per call, and not at all for files an earlier
+        read in this process found removed (``_removals``)."""
+        rels = list(rels)
+        for fresh in (False, True):
+            removed = _removals(store, fresh)
+            if removed is None:
+                continue
+            for rel in rels:
+                gone = removed.get(rel)
+                if gone is not None and gone.batch_seq > self.batch_seq:
+                    return _deleted(rel, f"batch {self.batch_id} (seq {self.batch_seq})", gone)
         return None
 
     def check(self, store: Any, rels: Iterable[str]) -> None:
         """Raise the error for the first of ``rels`` (the files a plan reads) that an expiry after
-        this batch deleted."""
-        err = self.error(store, rels)
+        this batch deleted. Only files the latest snapshot no longer lists can be such (its file
+        list: the snapshot cache's few small reads, no request per file): the history is read
+        only when there are some."""
+        live = open_snapshot(store).files
+        gone = [rel for rel in rels if rel not in live]
+        err = self.error(store, gone) if gone else None
         if err is not None:
             raise err
 
@@ -79,6 +88,25 @@ def expired_file_error(store: Any, rel: str, batch: Mapping[str, Any] | None = N
     latest = open_snapshot(store, history=True)
     gone = latest.removed.get(rel)
     return None if gone is None or rel in latest.files else _deleted(rel, "an earlier batch", gone)
+
+
+# store URI -> the files the latest snapshot of the last history read had removed (path -> its
+# remove row): a removal is final (an expired file's name is never written again: commitlog and
+# consume-queue names are offsets past it, index names times), so a file found there stays
+# explained; one not found there reads the history again (an expiry since, or damage).
+_KNOWN: dict[str, Mapping[str, Any]] = {}
+
+
+def _removals(store: Any, fresh: bool) -> Mapping[str, Any] | None:
+    """The removed files of ``store``'s latest snapshot: known from an earlier read (``fresh``
+    False; None when there was none), or read now (``fresh``)."""
+    key = str(getattr(store, "uri", store))
+    if not fresh:
+        return _KNOWN.get(key)
+    latest = open_snapshot(store, history=True)     # (the cache holds no removed rows)
+    removed = {rel: row for rel, row in latest.removed.items() if rel not in latest.files}
+    _KNOWN[key] = removed
+    return removed
 
 
 def _deleted(rel: str, of: str, gone: Any) -> BadInput:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..cli.query import Output, parse_after
-from ..cli.timeargs import epoch_ms, iso
+from ..cli.timeargs import iso, query_ms
 from ..errors import BadInput
 from ..format.records import decode_msg_id, message_row
 from ..io.storage import Store
@@ -118,7 +118,7 @@ def _time(p, name: str, required: bool):
             raise BadInput(f"argument {name}: required (epoch ms or ISO-8601)")
         return None
     try:
-        return epoch_ms(text)
+        return query_ms(text)
     except argparse.ArgumentTypeError as e:
         raise BadInput(f"argument {name}: {e}") from None
 

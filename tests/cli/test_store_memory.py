@@ -387,3 +387,26 @@ def test_round_robin_continues_after_an_expiry(tmp_path):
             t = json.loads(x)["topic"]
             seen[t] = seen.get(t, 0) + 1
     assert manifest.load_snapshot(storage.Store(store)).last_detail("round_robin") == seen
+
+
+def test_queue_ids_past_the_topic_config_grow_its_read_queues(tmp_path):
+    """Rows whose queue id is at or past their topic's readQueueNums (replicated from a broker with
+    more queues) are stored as given, and the topic config the store records (``inspect topics``:
+    what a broker is to be given) has readQueueNums raised to cover them, since a broker serves no
+    queue at or above it; writeQueueNums (round robin) stays, and a later batch keeps the growth."""
+    rows = [{"topic": "orders", "queue_id": q, "body": f"m{q}"} for q in (0, 6, 2)]
+    rows += [{"topic": "fresh", "queue_id": 9, "body": "x"}, {"topic": "orders", "body": "placed"}]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(json.dumps({"topic": "orders", "queue_id": 1, "body": "n"}) + "\n",
+                                      encoding="utf-8")
+    topics = _topics_json(tmp_path / "topics.json", {"orders": 5})
+    store = str(tmp_path / "store")
+    for src in ("a.jsonl", "b.jsonl"):
+        code, out, err = rl("ingest", "--store", store, "--input", tmp_path / src, "--config", DEMO_CONF,
+                            "--topics", topics, "--quiet")
+        assert code == 0, err
+        code, out, _ = rl("inspect", "--store", store, "--json", "topics")
+        shown = {r["topic"]: r for r in map(json.loads, out.splitlines())}
+        assert (shown["orders"]["read_queue_nums"], shown["orders"]["write_queue_nums"]) == (7, 5), shown
+        assert (shown["fresh"]["read_queue_nums"], shown["fresh"]["write_queue_nums"]) == (10, 4), shown
+    assert os.path.exists(os.path.join(store, "consumequeue", "orders", "6"))

@@ -115,3 +115,74 @@ def test_a_python_task_of_the_batch_says_what_deleted_its_file(expired):
     with pytest.raises(BadInput) as e:
         list(RocketMQReader({"path": path, "asOfBatch": "1"}).read(part))
     assert _is_expiry_error(e.value, expiry), e.value
+
+
+def _fresh_store(tmp) -> str:
+    """A store of one batch of several segments (as ``expired`` makes, before its expiry)."""
+    from storelib.format.config import StoreConfig
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    store = str(tmp / "store")
+    src = tmp / "m.jsonl"
+    src.write_text("".join(json.dumps({"topic": "t", "body": f"{k:04d}" * 2000}) + "\n" for k in range(40)))
+    run_ingest(LocalSession(), store, str(src), "jsonl", StoreConfig(mappedFileSizeCommitLog=65536,
+               mappedFileSizeConsumeQueue=600, maxHashSlotNum=64, maxIndexNum=256), quiet=True)
+    return store
+
+
+def test_a_jvm_read_planned_before_an_expiry_says_what_deleted_its_file(spark, tmp_path):
+    """A JVM reader's DataFrame of the latest batch (no asOfBatch), planned before an expiry
+    committed: its task meets a file the expiry deleted, and the driver says so (the expiry named,
+    exit 2), not that the store is damaged; a file that is really missing stays damage."""
+    from storelib.errors import exit_code, ExitCode
+    from storelib.ops.expire import expire
+    from storelib.read.datasource import register
+    register(spark)
+    path = _fresh_store(tmp_path)
+    df = spark.read.format("rocketmq").option("engine", "jvm").load(path)
+    planned_too = spark.read.format("rocketmq").option("engine", "jvm").load(path)
+    out = expire(path, 1, now_ms=NOW, quiet=True)
+    assert not os.path.exists(os.path.join(path, FIRST)), out
+    with pytest.raises(Exception) as e:
+        df.count()
+    assert _is_expiry_error(e.value, str(out["batch_id"])), str(e.value)[-3000:]
+    assert "CorruptStore" not in str(e.value), str(e.value)[-3000:]
+    assert exit_code(e.value) == ExitCode.BAD_INPUT
+    last = os.path.join(path, sorted(os.listdir(os.path.join(path, "commitlog")))[-1].join(["commitlog/", ""]))
+    os.rename(last, last + ".away")
+    try:
+        with pytest.raises(Exception) as e:
+            spark.read.format("rocketmq").option("engine", "jvm").load(path).count()
+        assert "missing file" in str(e.value) and "was deleted by the expiry" not in str(e.value), str(e.value)[-3000:]
+        assert exit_code(e.value) == ExitCode.FAILED
+        del planned_too
+    finally:
+        os.rename(last + ".away", last)
+
+
+def test_history_is_read_only_when_a_planned_file_is_gone(expired, monkeypatch):
+    """The refusal of an ``asOfBatch`` plan reads the manifest's history only when a planned file
+    is no longer live (the latest snapshot's file list tells), and then once, however many of
+    its files and tasks ask (the expiry's removals, once read, are known to the process)."""
+    from storelib.read.splits import refuse_expired
+    from storelib.table import expired as expired_mod
+    from storelib.table import manifest
+    from storelib.table.storefiles import as_store, open_files
+    path, expiry = expired
+    store = as_store(path)
+    reads = []
+    plain = manifest.read_tables
+    monkeypatch.setattr(manifest, "read_tables", lambda *a, **k: reads.append(1) or plain(*a, **k))
+    monkeypatch.setattr(expired_mod, "_KNOWN", {}, raising=False)
+    files = open_files(store, 1)[0]
+    live = [s.rel for s in files.commitlog if os.path.exists(os.path.join(path, s.rel))]
+    reads.clear()
+    refuse_expired("1", store, files, live)
+    assert reads == []
+    with pytest.raises(BadInput) as e:
+        refuse_expired("1", store, files, [FIRST, *live])
+    assert _is_expiry_error(e.value, expiry), e.value
+    assert len(reads) == 1
+    for _ in range(3):                              # a task's explanation of the same file
+        assert _is_expiry_error(files.expired.error(store, [FIRST]), expiry)
+    assert len(reads) == 1

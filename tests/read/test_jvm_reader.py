@@ -309,3 +309,20 @@ def test_store_time_prunes_inside_segments(spark, tmp_path):
     df = jvmsource.load_jvm(spark, json.dumps(plan))
     with pytest.raises(Exception, match="no record starts here"):
         df.where(f"store_timestamp >= {zones[1][1]} AND store_timestamp <= {zones[1][2]}").count()
+
+
+def test_min_partitions_is_honoured(spark, tmp_path):
+    """``minPartitions`` (the Python reader's option) on the JVM reader: no fewer tasks than that
+    where the splits' zones allow, the same rows; without it, the splits as planned."""
+    from conftest import GOLDEN
+    from storelib.format.config import StoreConfig
+    from support.zoned_store import zoned_store
+    store = zoned_store(tmp_path, os.path.join(GOLDEN, "small-roll", "messages.jsonl"),
+                        StoreConfig(mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=6000,
+                                    maxHashSlotNum=64, maxIndexNum=256))
+    cols = ["commitlog_offset", "store_timestamp", "topic"]
+    plain = _read(spark, store, "jvm", cols=cols)
+    assert plain.rdd.getNumPartitions() < 5
+    many = _read(spark, store, "jvm", cols=cols, minPartitions=5)
+    assert many.rdd.getNumPartitions() >= 5
+    assert _rows(many) == _rows(plain) == _same(spark, store, cols=cols, minPartitions=5)

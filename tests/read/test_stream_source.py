@@ -130,3 +130,27 @@ def test_expired_before_read_is_reported(spark, inputs, tmp_path):
     q.stop()
     left = all_rows(spark, store)
     assert lenient.rows == [r for r in left if r[0] >= got.rows[-1][0] + 1] and lenient.rows
+
+
+def test_min_partitions_cuts_a_micro_batch(inputs, tmp_path):
+    """``minPartitions`` on a stream: a micro-batch inside one segment is read by about that many
+    tasks, cut on record starts, with the rows of one task per segment."""
+    from storelib.read.stream import RocketMQStreamReader
+    store = str(tmp_path / "store")
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    run_ingest(LocalSession(), store, inputs[1][0], "jsonl",
+               load_config(None, dict(SMALL, mappedFileSizeCommitLog=1 << 22)), quiet=True)
+
+    def read(**opts):
+        r = RocketMQStreamReader({"path": store, **opts})
+        start, end = r.initialOffset(), r.latestOffset()
+        parts = r.partitions(start, end)
+        rows = sorted((int(o), int(q)) for p in parts for b in r.read(p)
+                      for o, q in zip(b.column("commitlog_offset").to_pylist(), b.column("queue_offset").to_pylist()))
+        return parts, rows
+
+    one, want = read()
+    many, got = read(minPartitions="4")
+    assert len(one) == 1 and len(many) >= 4
+    assert got == want and len(want) == 1000

@@ -79,7 +79,7 @@ abstract class FileBytes implements Closeable {
             try {
                 channel = FileChannel.open(Paths.get(file), StandardOpenOption.READ);
             } catch (NoSuchFileException e) {
-                throw Corrupt.at(rel, 0, "missing file");
+                throw Corrupt.missing(rel, "missing file");
             } catch (IOException e) {
                 throw new UncheckedIOException("rocketmq source: cannot open " + file, e);
             }
@@ -155,7 +155,7 @@ abstract class FileBytes implements Closeable {
                 try {
                     st = status = system(file).getFileStatus(new Path(file));
                 } catch (FileNotFoundException e) {
-                    throw Corrupt.at(rel, 0, "missing file");
+                    throw Corrupt.missing(rel, "missing file");
                 }
             }
             return st;
@@ -210,7 +210,7 @@ abstract class FileBytes implements Closeable {
                 }
                 in = null;
             } catch (FileNotFoundException e) {
-                throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
+                throw Corrupt.missing(rel, "missing " + (object.equals(file) ? "file" : "object " + object));
             } catch (EOFException e) {
                 throw Corrupt.at(rel, 0, (object.equals(file) ? "file" : "object " + object) + " ends before "
                     + (at + n) + " (" + e.getMessage() + ")");
@@ -219,7 +219,7 @@ abstract class FileBytes implements Closeable {
                 throw new IOException("interrupted opening " + object, e);
             } catch (java.util.concurrent.ExecutionException e) {
                 if (e.getCause() instanceof FileNotFoundException) {
-                    throw Corrupt.at(rel, 0, "missing " + (object.equals(file) ? "file" : "object " + object));
+                    throw Corrupt.missing(rel, "missing " + (object.equals(file) ? "file" : "object " + object));
                 }
                 throw new IOException("cannot open " + object, e.getCause());
             } finally {

@@ -199,9 +199,14 @@ final class MessageScan implements Scan, Batch {
             }
         }
         // (not a topic read through the queues: each task searches the queues' units for its bounds)
-        if (plan.remote && plan.tasksPerCore > 0 && (bounds.topics == null || plan.queues == null)) {
-            splits = Plan.Split.even(splits, (long) plan.tasksPerCore
-                * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism());
+        if (bounds.topics == null || plan.queues == null) {
+            long tasks = plan.remote && plan.tasksPerCore > 0 ? (long) plan.tasksPerCore
+                * org.apache.spark.sql.SparkSession.active().sparkContext().defaultParallelism() : 0;
+            // minPartitions, as the Python reader takes it: no fewer tasks than that where the
+            // splits' zones allow (a split is cut on its zone starts only)
+            if (tasks > 0 || splits.size() < plan.minPartitions) {
+                splits = Plan.Split.even(splits, Math.max(tasks, plan.minPartitions));
+            }
         }
         List<InputPartition> out = new ArrayList<>();
         for (Plan.Split s : splits) {
@@ -249,6 +254,8 @@ final class MessageScan implements Scan, Batch {
         private final long gapBytes;
         private final int windowBytes;
         private final int readAhead;
+        private final String store;
+        private final String batch;
 
         Factory(StructType required, Bounds bounds, Plan plan, java.util.Map<String, String> hadoop) {
             this.required = required;
@@ -258,6 +265,8 @@ final class MessageScan implements Scan, Batch {
             this.gapBytes = plan.gapBytes;
             this.windowBytes = plan.windowBytes;
             this.readAhead = plan.readAhead;
+            this.store = plan.store;
+            this.batch = plan.batch;
         }
 
         @Override
@@ -267,16 +276,53 @@ final class MessageScan implements Scan, Batch {
 
         @Override
         public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-            if (partition instanceof Plan.QueueSplit) {
-                return new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop, gapBytes,
-                    windowBytes, readAhead);
+            try {
+                if (partition instanceof Plan.QueueSplit) {
+                    return new Named(new QueueReader((Plan.QueueSplit) partition, required, bounds, batchRows, hadoop,
+                        gapBytes, windowBytes, readAhead), store, batch);
+                }
+                return new Named(new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop,
+                    windowBytes, readAhead), store, batch);
+            } catch (RuntimeException e) {
+                throw Corrupt.named(e, store, batch);
             }
-            return new SplitReader((Plan.Split) partition, required, bounds, batchRows, hadoop, windowBytes, readAhead);
         }
 
         @Override
         public PartitionReader<InternalRow> createReader(InputPartition partition) {
             throw new UnsupportedOperationException("the rocketmq source reads column batches");
+        }
+    }
+
+    /** A split's reader whose missing file's error names the store and the plan's batch ({@link Corrupt#named}). */
+    static final class Named implements PartitionReader<ColumnarBatch> {
+        private final PartitionReader<ColumnarBatch> reader;
+        private final String store;
+        private final String batch;
+
+        Named(PartitionReader<ColumnarBatch> reader, String store, String batch) {
+            this.reader = reader;
+            this.store = store;
+            this.batch = batch;
+        }
+
+        @Override
+        public boolean next() throws java.io.IOException {
+            try {
+                return reader.next();
+            } catch (RuntimeException e) {
+                throw Corrupt.named(e, store, batch);
+            }
+        }
+
+        @Override
+        public ColumnarBatch get() {
+            return reader.get();
+        }
+
+        @Override
+        public void close() throws java.io.IOException {
+            reader.close();
         }
     }
 }

@@ -35,10 +35,16 @@ final class Plan implements Serializable {
     // many tasks per core of the session, of about equal bytes (not for a topic read through the
     // queues); 0: as planned
     final int tasksPerCore;
+    // the committed batch the plan's files are of ({"batch_id", "batch_seq"}, as JSON text; null: a
+    // broker's store): named with a missing file, so that the driver can tell a file an expiry
+    // after that batch deleted from one the store lost (storelib.read.jvmsource)
+    final String batch;
+    // option minPartitions: at least this many tasks where the splits' zones allow; 0: not given
+    final int minPartitions;
 
     private Plan(String store, List<Split> splits, Bounds bounds, int batchRows,
                  Map<String, List<List<QueueFile>>> queues, boolean remote, long gapBytes, int windowBytes,
-                 int readAhead, int tasksPerCore) {
+                 int readAhead, int tasksPerCore, String batch, int minPartitions) {
         this.store = store;
         this.splits = splits;
         this.bounds = bounds;
@@ -49,6 +55,8 @@ final class Plan implements Serializable {
         this.windowBytes = windowBytes;
         this.readAhead = readAhead;
         this.tasksPerCore = tasksPerCore;
+        this.batch = batch;
+        this.minPartitions = minPartitions;
     }
 
     /** A consume-queue file: its valid units. */
@@ -353,7 +361,10 @@ final class Plan implements Serializable {
                 remote != null && remote.asBoolean(), root.has("gap_bytes") ? root.get("gap_bytes").asLong() : 0,
                 root.has("window_bytes") ? root.get("window_bytes").asInt() : SplitReader.WINDOW,
                 root.has("read_ahead") ? root.get("read_ahead").asInt() : SplitReader.READ_AHEAD,
-                root.has("tasks_per_core") ? root.get("tasks_per_core").asInt() : TASKS_PER_CORE);
+                root.has("tasks_per_core") ? root.get("tasks_per_core").asInt() : TASKS_PER_CORE,
+                root.has("batch") && !root.get("batch").isNull() ? root.get("batch").toString() : null,
+                root.has("min_partitions") && !root.get("min_partitions").isNull()
+                    ? Math.max(1, root.get("min_partitions").asInt()) : 0);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("rocketmq source: unreadable plan: " + e.getMessage(), e);
         }
