@@ -64,7 +64,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 
 from .schema import MESSAGE_DDL
 
-__all__ = ["RocketMQDataSource", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register",
+__all__ = ["RocketMQDataSource", "bound_source", "RocketMQReader", "ManifestDataSource", "CheckpointsDataSource", "register",
            "register_python_sources", "REUSE_GUARD", "int_option", "task_view", "check_option_names",
            "READ_OPTIONS", "STREAM_OPTIONS"]
 
@@ -281,6 +281,14 @@ class RocketMQPushdownReader(RocketMQReader):
 
 
 class RocketMQDataSource(DataSource):
+    """``register_python_sources`` registers it bound to the session's master and
+    ``ROCKETLAKE_SHARED_PATHS`` (``bound_source``): the tasks open the store's files, so on a
+    multi-host master a store on the driver's disk is refused before any task runs
+    (``runtime.multihost``). The Python worker that plans the read has no SparkContext to ask."""
+
+    master = "local"
+    shared_paths: str | None = None
+
     @classmethod
     def name(cls):
         return "rocketmq"
@@ -288,7 +296,13 @@ class RocketMQDataSource(DataSource):
     def schema(self):
         return MESSAGE_DDL
 
+    def check_reachable(self) -> None:
+        from ..runtime.multihost import SHARED_ENV, check_reachable
+        path = next((v for k, v in dict(self.options).items() if str(k).lower() == "path"), None)
+        check_reachable(self.master, {"path": path}, env={SHARED_ENV: self.shared_paths or ""})
+
     def reader(self, schema):
+        self.check_reachable()
         opts = {str(k).lower(): v for k, v in dict(self.options).items()}
         if str(opts.get("pushdown", "true")).lower() == "false":
             return RocketMQReader(self.options)
@@ -390,9 +404,19 @@ def register_python_sources(spark, rocketmq=None) -> None:
     checkpoints."""
     if getattr(spark, _PYTHON_SOURCES, False):
         return
-    for source in (rocketmq or RocketMQDataSource, ManifestDataSource, CheckpointsDataSource):
+    from ..runtime.multihost import SHARED_ENV
+    spark.dataSource.register(bound_source(rocketmq or RocketMQDataSource, spark.sparkContext.master,
+                                           os.environ.get(SHARED_ENV)))
+    for source in (ManifestDataSource, CheckpointsDataSource):
         spark.dataSource.register(source)
     setattr(spark, _PYTHON_SOURCES, True)
+
+
+def bound_source(source: type, master: str, shared_paths: str | None) -> type:
+    """``source`` (a ``RocketMQDataSource``) for a session on ``master``: a class of its own
+    (pickled to the planning worker by value, with its attributes), named as ``source``."""
+    return type(source.__name__, (source,), {"master": master, "shared_paths": shared_paths,
+                                             "__qualname__": f"{source.__qualname__}.bound"})
 
 
 def _guard_loads() -> None:
@@ -431,6 +455,9 @@ def _guard_loads() -> None:
         opts = dict(noted(self), **options)
         if path is not None:
             opts["path"] = path
+        from ..runtime.multihost import check_reachable
+        check_reachable(self._spark.sparkContext.master,       # the tasks, of either engine, open the files
+                        {"path": next((v for k, v in opts.items() if str(k).lower() == "path"), None)})
         df = None if schema is not None else _jvm_dataframe(self._spark, opts)
         if df is not None:
             return df

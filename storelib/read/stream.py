@@ -230,6 +230,7 @@ class RocketMQStreamingDataSource(datasource.RocketMQDataSource):
     """``rocketmq`` for ``spark.read`` (storelib.read.datasource) and ``spark.readStream``."""
 
     def streamReader(self, schema: StructType) -> RocketMQStreamReader:
+        self.check_reachable()
         return RocketMQStreamReader(self.options)
 
 
