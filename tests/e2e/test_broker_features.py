@@ -124,6 +124,32 @@ def test_batch_puts_with_ipv6_hosts_and_crc_read_as_rocketmq(stores):
     assert _import_export(case) == []
 
 
+def test_rocketlake_ingest_of_batch_put_records_is_rocketmqs_bytes(stores, tmp_path):
+    """The reverse: the records of RocketMQ's batch puts (batch-level properties, IPv6 hosts,
+    CRC32) as rocketlake's input give the same files, where no batch meets a segment end (one
+    that does goes whole to the next segment in RocketMQ: docs/FORMAT.md §1.10)."""
+    import base64
+    from storelib.ingest.driver import run_ingest
+    from storelib.read.localscan import scan_range_local
+    from storelib.runtime.localrun import LocalSession
+    from support.rmqcases import properties_string
+    case = stores["batch-whole"]
+    rows = scan_range_local(case["store"], -2**63, 2**63 - 1, None, config=case["config"]).to_pylist()
+    assert len(rows) == len(case["messages"])
+    inp = tmp_path / "records.jsonl"
+    with open(inp, "w", encoding="utf-8") as fh:
+        for r in sorted(rows, key=lambda r: r["commitlog_offset"]):
+            m = {k: r[k] for k in ("topic", "queue_id", "flag", "sys_flag", "born_timestamp", "store_timestamp",
+                                   "born_host", "store_host", "reconsume_times", "prepared_transaction_offset")}
+            pairs = [list(p) for p in r["properties"] if p[0] != "__CRC32#"]
+            m.update(body_b64=base64.b64encode(r["body"]).decode(), properties=pairs,
+                     properties_string=properties_string(pairs))
+            fh.write(json.dumps(m, ensure_ascii=False) + "\n")
+    ours = str(tmp_path / "rocketlake")
+    run_ingest(LocalSession(), ours, str(inp), "jsonl", case["config"], batch_id="b0", quiet=True)
+    assert rmqcompare.compare(case["store"], ours) == []
+
+
 def test_light_message_queues_verify_count_once_and_answer_as_rocketmq(stores):
     case = stores["lmq"]
     n = len(case["messages"])

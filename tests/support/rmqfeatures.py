@@ -64,6 +64,9 @@ def cases(n: int) -> dict[str, tuple[list[dict], dict]]:
     plain = [message("orders", i % 3, i, T0 + i, [("KEYS", f"k{i}")]) for i in range(n)]
     return {
         "batch": (batches(max(2, n // 4)), dict(BASE_CONFIG, enabledAppendPropCRC=True)),
+        # no batch meets a segment end: rocketlake's ingest of the records must be these bytes
+        "batch-whole": (batches(max(2, n // 4)), dict(BASE_CONFIG, mappedFileSizeCommitLog=1 << 20,
+                                                      enabledAppendPropCRC=True)),
         "lmq": (lmq, dict(BASE_CONFIG, enableLmq=True, enableMultiDispatch=True)),
         "batchcq": (bcq, dict(BASE_CONFIG, batchCQTopics="bt")),
         "rocksdb": (plain, dict(BASE_CONFIG, storeType="defaultRocksDB")),
