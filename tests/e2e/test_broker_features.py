@@ -199,6 +199,17 @@ def test_queues_kept_elsewhere_are_refused_by_name(stores, name, feature):
     assert not os.path.exists(target) or not os.listdir(target)
 
 
+@pytest.mark.parametrize("name, feature", [("lmq", "light message queues"), ("batchcq", "batch consume queue")])
+def test_a_mirror_refuses_queues_it_does_not_derive(stores, name, feature):
+    from storelib.errors import MirrorError
+    from storelib.ops.mirror import mirror_broker
+    case = stores[name]
+    target = case["store"] + "-mirror"
+    with pytest.raises(MirrorError, match=feature):
+        mirror_broker(case["store"], target, case["config"], quiet=True)
+    assert not os.path.exists(target) or not os.listdir(target)
+
+
 def test_a_broker_that_died_reads_as_its_recovery_would(stores):
     """Halted after its puts: abort is there, and the segment RocketMQ allocated ahead of its
     data is all zero; recovery ends the data in the segment before it and deletes it."""
