@@ -162,6 +162,16 @@ def test_light_message_queues_verify_count_once_and_answer_as_rocketmq(stores):
     assert _import_export(case) == []
 
 
+def test_repair_leaves_light_queues_as_they_are_and_says_why(stores):
+    from storelib.io import storage
+    from storelib.ops.repair import plan_repair
+    case = stores["lmq"]
+    found = plan_repair(storage.Store(case["store"]), case["config"])["findings"]
+    light = [f for f in found if f["path"].startswith("consumequeue/%LMQ%")]
+    assert light and all(f["state"] == "underived" and "light message queue" in f["detail"] for f in light)
+    assert {f["state"] for f in found if f not in light} == {"ok"}
+
+
 def test_a_unit_of_a_light_queue_its_record_does_not_name_is_a_problem(stores, tmp_path):
     """The LMQ check is not a pass for every unit: a unit of %LMQ%b pointed at a record only
     %LMQ%a was dispatched to, and one of %LMQ%a pointed at its record of another offset, are
