@@ -39,7 +39,7 @@ import numpy as np
 from ..codec import messages as codec
 from ..compute import grouping, kernels
 from ..errors import CorruptStore, MirrorDiverged, MirrorError, StorePathError
-from ..format import checkpoint as ckpt, commitlog, consumequeue, paths
+from ..format import checkpoint as ckpt, commitlog, paths
 from ..format.config import StoreConfig
 from ..ingest import sequencer, write as write_stage
 from ..ingest.commit import (StagedBatch, commit_batch, finish_pending_publish, is_committed, outcome_unknown,
@@ -55,7 +55,7 @@ from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
 from ..table.rows import FileKind, last_queue_files, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..table.storefiles import reading_path
+from ..table.storefiles import queues_not_derived, reading_path
 from ..table.storeinfo import broker_config
 from . import rebuild
 
@@ -81,21 +81,9 @@ class BrokerFiles:
         self.root = os.path.abspath(paths.local_path(root))
         if not os.path.isdir(os.path.join(self.root, commitlog.DIR)):
             raise MirrorError(f"{self.root} is not a broker's store directory (no {commitlog.DIR}/)")
-        self._refuse_queues_not_derived()
-
-    def _refuse_queues_not_derived(self) -> None:
-        """A mirror derives every queue from the CommitLog as an ingest would (one unit a
-        record): a broker whose queues are not all that (docs/FORMAT.md §2.1, §2.2) is refused,
-        named, rather than mirrored without them."""
-        if os.path.isdir(os.path.join(self.root, consumequeue.BATCH_CQ_DIR)):
-            raise MirrorError(f"{self.root}: the broker has the batch consume queue ({consumequeue.BATCH_CQ_DIR}/, "
-                              "topics with queue.type=BatchCQ), which a mirror does not derive; nothing was mirrored")
-        cq_dir = os.path.join(self.root, consumequeue.DIR)
-        light = sorted(t for t in (os.listdir(cq_dir) if os.path.isdir(cq_dir) else []) if consumequeue.is_lmq(t))
-        if light:
-            raise MirrorError(f"{self.root}: the broker has light message queues ({light[0]}, ...: multi-dispatch), "
-                              "which a mirror does not derive; nothing was mirrored (adopt a stopped copy: "
-                              "rocketlake ingest --from-store keeps them)")
+        what = queues_not_derived(storage.Store(self.root))    # a mirror derives one unit a record
+        if what:
+            raise MirrorError(f"{self.root}: the broker has {what}, which a mirror does not derive; nothing was mirrored")
 
     def segments(self) -> list:
         """(base offset, rel path) of the CommitLog segments, in offset order."""

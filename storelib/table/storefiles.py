@@ -55,7 +55,7 @@ if TYPE_CHECKING:    # storage loads pyarrow: imported where needed, not on the 
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
            "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
-           "recovered_end", "refuse_unsupported"]
+           "recovered_end", "refuse_unsupported", "queues_not_derived"]
 
 _WALK_CHUNK = 1 << 20
 
@@ -139,6 +139,16 @@ class StoreFiles:
 
 
 # ----------------------------------------------------------------------------- broker view (scan)
+def queues_not_derived(store: Store) -> str | None:
+    """The queues of a broker's directory that one unit a record (what ingest, mirror and repair
+    derive from the CommitLog) does not make, named (docs/FORMAT.md §2.1-2.2); None if none."""
+    if store.list_dirs(consumequeue.BATCH_CQ_DIR):
+        return f"the batch consume queue ({consumequeue.BATCH_CQ_DIR}/, queue.type=BatchCQ)"
+    if any(consumequeue.is_lmq(t) for t in store.list_dirs(consumequeue.DIR)):
+        return "light message queues (%LMQ%..., multi-dispatch: ingest --from-store of a stopped copy keeps them)"
+    return None
+
+
 def refuse_unsupported(store: Store) -> None:
     """UnsupportedStore for a broker's directory whose queues live where rocketlake does not read
     them (docs/FORMAT.md §2.2): every answer from the rest would be short by those queues."""
