@@ -46,7 +46,7 @@ __all__ = [
     "StoreNotFound",
     "ContinuedFileDamaged", "LocalCommitConflict", "ExportError", "ConcurrentWriteError", "LeaseLost", "ConfigError",
     "UnreachablePath", "UnsafeObjectStore", "TopicsError", "InputError", "BadInput", "ExpireError", "AdoptError",
-    "RepairError", "RepairRefused", "MissingFile",
+    "RepairError", "RepairRefused", "MissingFile", "UnsupportedStore",
     "BrokerRunning", "MirrorDiverged", "MirrorError", "DeltaJarsMissing", "Interrupted", "ExitCode", "EXIT_TABLE",
     "exit_code", "task_error", "from_task", "TASK_MARKER",
 ]
@@ -101,6 +101,11 @@ class CorruptStore(StoreError):
         self.offset = int(offset or 0)
         self.what = what
         super().__init__(f"{path}@{self.offset}: {what}")
+
+
+class UnsupportedStore(StoreError):
+    """A broker's directory written with a store feature rocketlake does not read (named in the
+    message): refused whole rather than read without the files that feature keeps."""
 
 
 class MissingFile(CorruptStore):

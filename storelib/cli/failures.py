@@ -61,6 +61,7 @@ WRITER = Voice(by_class=_frozen({
     "StoreError": "the store is damaged, nothing was written: {e} (rocketlake verify --store STORE names every "
                   "problem)",
     "StorePathError": "{e}",
+    "UnsupportedStore": "{e}",
 }))
 # A job's --config file that cannot be read or holds a bad value (before Spark starts).
 CONFIG = Voice(by_class=_frozen({"ConfigError": "configuration: {e}"}),

@@ -30,12 +30,14 @@ from ..compute import kernelcache  # noqa: F401  (before the kernels: numba pick
 
 from ..compute import kernels
 from ..compute.arrays import as_large_string, binary_from_numpy, single_array, string_buffers
+from ..format import consumequeue as cq
 from ..format.textforms import PROPERTY_NAME_VALUE_SEP, PROPERTY_SEP
 
 __all__ = ["MAP_TYPE", "parse_properties",
            "property_values", "property_spans", "property_spans_between", "value_spans", "encode_names",
            "property_pairs", "second_or_empty", "properties_from_pairs",
-           "join_pairs", "PAIR_NAME_SOH", "PAIR_NAME_STX", "PAIR_VALUE_STX", "PAIR_NAME_EMPTY", "delete_property"]
+           "join_pairs", "PAIR_NAME_SOH", "PAIR_NAME_STX", "PAIR_VALUE_STX", "PAIR_NAME_EMPTY", "delete_property",
+           "lmq_queue_offsets"]
 
 MAP_TYPE = pa.map_(pa.string(), pa.string())
 
@@ -339,3 +341,32 @@ def delete_property(props: str, name: str) -> str:
             break
         idx0 = idx2 + 1
     return "".join(out)
+
+
+def lmq_queue_offsets(props, queue: str) -> np.ndarray:
+    """Per properties string: the queue offset ``queue`` (a light message queue) got where the
+    record's INNER_MULTI_DISPATCH names it (the value at the same place of INNER_MULTI_QUEUE_OFFSET,
+    docs/FORMAT.md §2.1), -1 where it is not named or the lists do not pair up."""
+    pv = property_values(props, (cq.PROPERTY_LMQ_NAMES, cq.PROPERTY_LMQ_OFFSETS))
+    n = len(props)
+    out = np.full(n, -1, dtype=np.int64)
+    names = pc.split_pattern(pv[cq.PROPERTY_LMQ_NAMES].fill_null(""), cq.LMQ_SEPARATOR)
+    offs = pc.split_pattern(pv[cq.PROPERTY_LMQ_OFFSETS].fill_null(""), cq.LMQ_SEPARATOR)
+    n_len = pc.list_value_length(names).to_numpy(zero_copy_only=False)
+    o_len = pc.list_value_length(offs).to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(names)
+    parent = pc.list_parent_indices(names).to_numpy()
+    hit = np.flatnonzero(pc.equal(flat, queue).fill_null(False).to_numpy(zero_copy_only=False))
+    if not len(hit):
+        return out
+    starts = np.concatenate([[0], np.cumsum(n_len)])[:-1]
+    rows, first = np.unique(parent[hit], return_index=True)     # a queue named twice: its first place
+    place = hit[first] - starts[rows]
+    paired = n_len[rows] == o_len[rows]
+    rows, place = rows[paired], place[paired]
+    o_starts = np.concatenate([[0], np.cumsum(o_len)])[:-1]
+    vals = pc.list_flatten(offs).take(pa.array(o_starts[rows] + place))
+    digits = np.asarray(pc.match_substring_regex(vals, r"^-?[0-9]{1,18}$").fill_null(False))
+    rows, vals = rows[digits], vals.filter(pa.array(digits))
+    out[rows] = pc.cast(vals, pa.int64()).to_numpy(zero_copy_only=False)
+    return out

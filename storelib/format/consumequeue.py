@@ -40,10 +40,35 @@ from .paths import CONSUMEQUEUE_DIR
 
 __all__ = ["DIR", "UNIT_SIZE", "UNIT_PHYSICALOFFSET", "UNIT_TOTALSIZE", "UNIT_TAGSCODE", "UNIT_DTYPE",
            "FILLER_SIZE", "rel_path", "pack_unit", "parse_unit", "encode_units", "decode_units", "unit_in_use",
-           "valid_units", "unit_position"]
+           "valid_units", "unit_position", "LMQ_PREFIX", "LMQ_QUEUE_ID", "PROPERTY_LMQ_NAMES",
+           "PROPERTY_LMQ_OFFSETS", "LMQ_SEPARATOR", "is_lmq", "BATCH_CQ_DIR", "ROCKSDB_MARKER"]
 
 DIR = CONSUMEQUEUE_DIR
 UNIT_SIZE = 20
+
+# Light message queues (enableLmq + enableMultiDispatch, ConsumeQueue.multiDispatchLmqQueue): a
+# record of topic T that names queues "%LMQ%a,%LMQ%b" in INNER_MULTI_DISPATCH also gets a unit in
+# consumequeue/%LMQ%a/0/..., at the queue offset the store wrote in the same place of
+# INNER_MULTI_QUEUE_OFFSET ("3,7"); its own QUEUEOFFSET is T's. One record, several units.
+LMQ_PREFIX = "%LMQ%"                               # MixAll.LMQ_PREFIX
+LMQ_QUEUE_ID = 0                                   # MixAll.LMQ_QUEUE_ID
+PROPERTY_LMQ_NAMES = "INNER_MULTI_DISPATCH"        # MessageConst.PROPERTY_INNER_MULTI_DISPATCH
+PROPERTY_LMQ_OFFSETS = "INNER_MULTI_QUEUE_OFFSET"  # MessageConst.PROPERTY_INNER_MULTI_QUEUE_OFFSET
+LMQ_SEPARATOR = ","                                # MixAll.LMQ_DISPATCH_SEPARATOR
+
+
+# Consume queues rocketlake does not read (docs/FORMAT.md §2.2): a topic with the attribute
+# queue.type=BatchCQ keeps its queue in batchconsumequeue/<topic>/<queueId>/ (BatchConsumeQueue:
+# 46-byte units, one per inner-batch record that holds several messages); a store with
+# storeType=defaultRocksDB keeps every queue in a RocksDB database in consumequeue/ itself, whose
+# CURRENT file names its manifest.
+BATCH_CQ_DIR = "batchconsumequeue"
+ROCKSDB_MARKER = "CURRENT"
+
+
+def is_lmq(topic: str) -> bool:
+    """A light message queue's name (MixAll.isLmq)."""
+    return topic.startswith(LMQ_PREFIX)
 UNIT_PHYSICALOFFSET = 0
 UNIT_TOTALSIZE = 8
 UNIT_TAGSCODE = 12

@@ -36,6 +36,7 @@ from ..format import checkpoint as ckpt, consumequeue, names, paths
 from ..table import manifest, rowcheck, snapcache, writerlease
 from ..table.rows import BatchRow, FileKind, ManifestRow, check_batch_id, manifest_rows
 from ..table.snapshots import open_snapshot
+from ..table.storefiles import refuse_unsupported
 from ..errors import AdoptError, BadInput, StorePathError
 from ..io import checksum, storage
 from ..io.brokerlock import hold_broker_lock, remove_made_dir
@@ -55,7 +56,9 @@ def check_source(src: storage.Store) -> list:
     """Every file of a broker's store directory must be a plain store path inside it, and every
     consume-queue topic directory a valid topic name; AdoptError naming the first one that is
     not (a symlink pointing out of the directory, a backslash, a topic outside RocketMQ's
-    character set...). Returns the files (not ``_rocketlake/``)."""
+    character set...), UnsupportedStore for queues kept where rocketlake does not read them
+    (``storefiles.refuse_unsupported``). Returns the files (not ``_rocketlake/``)."""
+    refuse_unsupported(src)
     try:
         files = [r for r in src.list_files("") if r.split("/", 1)[0] not in SKIP_TOP]
         for rel in files:

@@ -149,7 +149,9 @@ def stats(store: storage.Store, snap: StoreSnapshot | None, config: StoreConfig 
     """Totals per topic/queue (messages, bytes, offsets, times) and the store's disk cost.
 
     Per queue: messages = max offset - min offset (what a consumer can still read), bytes = sum
-    of the sizes in those units, store time range of the first/last readable unit.
+    of the sizes in those units, store time range of the first/last readable unit. A light message
+    queue (``%LMQ%...``, docs/FORMAT.md §2.1) is listed like a topic, but its units are records of
+    other topics: the totals leave them out and count them as ``lmq_units_readable``.
     Per topic also its retention rule, oldest live message and the bytes its rule holds back.
     Cost: RocketMQ broker disk (every file at full size, as mmapped files take) against what the
     storage holds (allocated blocks of the sparse files locally, object sizes on object stores).
@@ -196,10 +198,14 @@ def _stats(store: storage.Store, snap: StoreSnapshot | None, cfg: StoreConfig, f
                 t[k] = v if t[k] is None else fn(t[k], v)
     _retention_columns(store, snap, cfg, files, topics, now_ms)
     cost = disk_cost(store, snap, cfg, files)
-    total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in queues),
-             "bytes_readable": sum(q["bytes"] for q in queues),
+    # A light message queue's units point at records of other topics, already counted there.
+    own = [q for q in queues if not consumequeue.is_lmq(q["topic"])]
+    total: dict[str, Any] = {"messages_readable": sum(q["messages"] for q in own),
+             "bytes_readable": sum(q["bytes"] for q in own),
              "min_phy_offset": reader.get_min_phy_offset(), "max_phy_offset": reader.get_max_phy_offset(),
              "topics": len(topics), "queues": len(queues)}
+    if len(own) < len(queues):
+        total["lmq_units_readable"] = sum(q["messages"] for q in queues) - total["messages_readable"]
     if snap is not None and snap.batch is not None:
         # The store times still stored (an expiry removes the oldest; the batch row keeps all
         # written): the range of the live segments' records, whatever order batches came in (a

@@ -55,7 +55,7 @@ from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
 from ..table.rows import FileKind, last_queue_files, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..table.storefiles import reading_path
+from ..table.storefiles import queues_not_derived, reading_path
 from ..table.storeinfo import broker_config
 from . import rebuild
 
@@ -81,6 +81,9 @@ class BrokerFiles:
         self.root = os.path.abspath(paths.local_path(root))
         if not os.path.isdir(os.path.join(self.root, commitlog.DIR)):
             raise MirrorError(f"{self.root} is not a broker's store directory (no {commitlog.DIR}/)")
+        what = queues_not_derived(storage.Store(self.root))    # a mirror derives one unit a record
+        if what:
+            raise MirrorError(f"{self.root}: the broker has {what}, which a mirror does not derive; nothing was mirrored")
 
     def segments(self) -> list:
         """(base offset, rel path) of the CommitLog segments, in offset order."""

@@ -249,8 +249,11 @@ def _queue_findings(view: _View, cfg: StoreConfig, d: rebuild.Dispatch) -> list:
     else:
         on_disk = [r.path for r in view.snap.of_kind(FileKind.CONSUMEQUEUE)]
     for rel in sorted(set(on_disk) - set(expected)):
+        light = consumequeue.is_lmq(rel.split("/")[1]) if rel.count("/") >= 3 else False
         out.append({"kind": FileKind.CONSUMEQUEUE, "path": rel, "state": "underived",
-                    "detail": "no record of the commitlog lands in this file: left as it is"})
+                    "detail": "a light message queue's file (multi-dispatch, docs/FORMAT.md §2.1): repair does not "
+                              "derive those; left as it is" if light
+                    else "no record of the commitlog lands in this file: left as it is"})
     return out
 
 

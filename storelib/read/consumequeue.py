@@ -309,9 +309,11 @@ class QueueReader:
                 next_phy_file_start = phy + cl_size - phy % cl_size
                 continue
             total_bytes += size
-            out["queue_offsets"].append(q)
-            out["phy_offsets"].append(phy)
             msgs.append(records.decode_message(raw))
+            # the record's QUEUEOFFSET, as the answers give it (docs/FORMAT.md §7.2): q but for a
+            # light message queue's unit, whose record holds its own topic's offset
+            out["queue_offsets"].append(msgs[-1]["queue_offset"] if msgs[-1] else q)
+            out["phy_offsets"].append(phy)
             status = "FOUND"
             next_phy_file_start = None
         out.update(status=status, next_begin_offset=next_begin)

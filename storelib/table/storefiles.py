@@ -34,7 +34,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, TYPE_CHECKING, cast
 
-from ..errors import CorruptStore, NoSuchBatch, StoreNotFound
+from ..errors import CorruptStore, NoSuchBatch, StoreNotFound, UnsupportedStore
 from ..format import commitlog, consumequeue, indexfile, records
 from ..io import extentlists, patches
 from .expired import ExpiredFiles
@@ -55,7 +55,7 @@ if TYPE_CHECKING:    # storage loads pyarrow: imported where needed, not on the 
 
 __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles", "SnapshotInfo",
            "open_files", "as_store", "files_from_snapshot", "reading_path", "staging_batches", "infer_config",
-           "recovered_end"]
+           "recovered_end", "refuse_unsupported", "queues_not_derived"]
 
 _WALK_CHUNK = 1 << 20
 
@@ -117,9 +117,12 @@ class StoreFiles:
         Consume queues: every file but the last is full; the last up to the first unit that is
         not ``offset >= 0 && size > 0``; then units pointing at or beyond the commitlog end are
         dropped (``truncateDirtyLogicFiles``). Index files: sorted by name, headers from disk.
-        Assumes a clean shutdown (no ``abort`` file): abnormal recovery is not modelled.
+        A last segment still all zero after one whose records end without a BLANK (allocated
+        ahead by a running broker or one that died) is dropped, as recovery deletes it.
+        Otherwise assumes a clean shutdown (no ``abort`` file): abnormal recovery is not modelled.
         """
         store = as_store(store)
+        refuse_unsupported(store)
         # consume queues first (the commitlog walk may start from their newest unit)
         cqs = _scan_consume_queues(store, config.cq_file_size)
         index = [IndexFileRef(r) for r in sorted(store.list_files(indexfile.DIR, recursive=False),
@@ -136,6 +139,31 @@ class StoreFiles:
 
 
 # ----------------------------------------------------------------------------- broker view (scan)
+def queues_not_derived(store: Store) -> str | None:
+    """The queues of a broker's directory that one unit a record (what ingest, mirror and repair
+    derive from the CommitLog) does not make, named (docs/FORMAT.md §2.1-2.2); None if none."""
+    if store.list_dirs(consumequeue.BATCH_CQ_DIR):
+        return f"the batch consume queue ({consumequeue.BATCH_CQ_DIR}/, queue.type=BatchCQ)"
+    if any(consumequeue.is_lmq(t) for t in store.list_dirs(consumequeue.DIR)):
+        return "light message queues (%LMQ%..., multi-dispatch: ingest --from-store of a stopped copy keeps them)"
+    return None
+
+
+def refuse_unsupported(store: Store) -> None:
+    """UnsupportedStore for a broker's directory whose queues live where rocketlake does not read
+    them (docs/FORMAT.md §2.2): every answer from the rest would be short by those queues."""
+    found = []
+    if store.list_dirs(consumequeue.BATCH_CQ_DIR):
+        found.append(f"the batch consume queue ({consumequeue.BATCH_CQ_DIR}/: topics with queue.type=BatchCQ, "
+                     f"records that each hold a batch of messages)")
+    if any(r.rsplit("/", 1)[-1] == consumequeue.ROCKSDB_MARKER
+           for r in store.list_files(consumequeue.DIR, recursive=False)):
+        found.append(f"the RocksDB consume queue ({consumequeue.DIR}/ is a RocksDB database: storeType=defaultRocksDB)")
+    if found:
+        raise UnsupportedStore(f"{store.uri}: written with "
+                               + " and ".join(found) + ", which rocketlake does not read; nothing was read or changed")
+
+
 def _numbered(store: Store, rel_dir: str) -> list[str]:
     """The files of ``rel_dir`` named by 20 digits, in name (= offset) order."""
     rels = [r for r in store.list_files(rel_dir, recursive=False) if OFFSET_FILE_NAME.match(r.rsplit("/", 1)[-1])]
@@ -177,15 +205,34 @@ def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: lis
             continue
         if len(raw) >= indexfile.HEADER_SIZE:
             hints.append(IndexHeader.parse(raw).end_phy_offset)
+    segs[-1] = last._replace(valid=_recovered_from_hints(store, last, hints, fsize))
+    # A segment a broker created ahead of its data (AllocateMappedFileService makes the next file
+    # before it is needed; a clean shutdown deletes it, a crash or a running broker leaves it): all
+    # zero, after a segment whose records end without a BLANK. Recovery ends the data in that
+    # segment and deletes the files after it (truncateDirtyFiles).
+    while len(segs) > 1 and segs[-1].valid == 0:
+        prev = segs[-2]
+        end = _recovered_from_hints(store, prev, hints, fsize)
+        raw = store.read(prev.rel, end, commitlog.BLANK_SIZE) if end + commitlog.BLANK_SIZE <= fsize else b""
+        head = records.record_head(raw) if len(raw) == commitlog.BLANK_SIZE else None
+        if head is None or head[1] == commitlog.BLANK_MAGIC:
+            break                       # prev is full: the next record starts the empty segment
+        segs.pop()
+        segs[-1] = prev._replace(valid=end)
+    return segs
+
+
+def _recovered_from_hints(store: Store, seg: CommitLogSegment, hints: list[int], fsize: int) -> int:
+    """The valid length of ``seg`` as the broker's recovery walk finds it, the walk started at the
+    end of the newest hinted record (a consume-queue unit, an index end) that checks out inside it."""
     start = 0
     for h in sorted(set(hints), reverse=True):
-        if last.base <= h < last.base + fsize:
-            end = _verified_record_end(store, last.rel, h - last.base, h, fsize)
+        if seg.base <= h < seg.base + fsize:
+            end = _verified_record_end(store, seg.rel, h - seg.base, h, fsize)
             if end is not None:
                 start = end
                 break
-    segs[-1] = last._replace(valid=recovered_end(store, last.rel, start, fsize))
-    return segs
+    return recovered_end(store, seg.rel, start, fsize)
 
 
 def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:

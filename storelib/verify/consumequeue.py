@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..io import checksum
 from ..format import consumequeue
 from ..format.config import StoreConfig
+from ..codec.properties import lmq_queue_offsets
 from .access import (MAX_PROBLEMS_PER_FILE, FileData, Problem, SegmentLookup, expected_tags_code, problem,
                      task_store, VerifyContext)
 from .kernels import queue_summary
@@ -166,6 +168,13 @@ def deep_units(look: SegmentLookup, cfg: StoreConfig, qu: QueueUnits, min_phy: i
     units = live[okj]
     where_bad = ~topic_ok | (t_qid != qid)
     qoff_bad = t_qoff != first_q + units
+    if consumequeue.is_lmq(topic) and qid == consumequeue.LMQ_QUEUE_ID and where_bad.any():
+        # a light message queue's unit: the record (of another topic) names the queue in
+        # INNER_MULTI_DISPATCH, its queue offset at the same place of INNER_MULTI_QUEUE_OFFSET
+        lmq_off = lmq_queue_offsets(table["properties_string"].take(pa.array(rows)), topic)
+        listed = where_bad & (lmq_off >= 0)
+        qoff_bad = np.where(listed, lmq_off != first_q + units, qoff_bad)
+        where_bad = where_bad & ~listed
     size_bad = t_size != size[units]
     tags_bad = t_tags != tags[units]
     tran_bad = np.isin(t_sys & 0xC, (0x4, 0xC))
@@ -176,9 +185,12 @@ def deep_units(look: SegmentLookup, cfg: StoreConfig, qu: QueueUnits, min_phy: i
         q = first_q + i
         errs = []
         if where_bad[k]:
-            errs.append(f"record is {table['topic'][int(rows[k])].as_py()}/{t_qid[k]}, not {topic}/{qid}")
+            errs.append(f"record is {table['topic'][int(rows[k])].as_py()}/{t_qid[k]}, not {topic}/{qid}"
+                        + (" (nor dispatched to it)" if consumequeue.is_lmq(topic) else ""))
         if qoff_bad[k]:
-            errs.append(f"record QUEUEOFFSET {t_qoff[k]}, unit is queue offset {q}")
+            errs.append(f"record QUEUEOFFSET {t_qoff[k]}, unit is queue offset {q}" if where_bad[k] or t_qoff[k] != q
+                        or not consumequeue.is_lmq(topic)
+                        else f"record's {topic} offset in INNER_MULTI_QUEUE_OFFSET differs from the unit's {q}")
         if size_bad[k]:
             errs.append(f"record size {t_size[k]}, unit says {size[i]}")
         if tags_bad[k]:

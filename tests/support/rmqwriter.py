@@ -55,7 +55,8 @@ def tsv_line(m: dict) -> str:
     return "\t".join(str(x) for x in (
         b64(m["topic"]), m["queue_id"], m["flag"], m["sys_flag"], m["born_timestamp"], m["store_timestamp"],
         m["born_host"], m["store_host"], m.get("reconsume_times", 0), m.get("prepared_transaction_offset", 0),
-        m.get("body_b64", ""), b64(m.get("properties_string", "")))) + "\n"
+        m.get("body_b64", ""), b64(m.get("properties_string", "")), m.get("batch", ""),
+        b64(m.get("batch_properties", "")))) + "\n"
 
 
 def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float = 900,
@@ -64,6 +65,8 @@ def write_stores(version: str, jobs: list[Job], threads: int = 8, timeout: float
     sets job.results (or job.answers) or job.error. ``answer_only``: the stores are written
     already, RocketMQ only answers (opening a store again may change it: RocketMQ re-dispatches
     the tail of the commit log that no consume queue holds, indexing those messages again)."""
+    if len(jobs) > 1 and any(j.config.get("haltAfterWrite") for j in jobs):
+        raise ValueError("a haltAfterWrite job halts the writer's JVM: write it alone")
     cp = rmqjars.classpath(version, "main")
     work = tempfile.mkdtemp(prefix="rmqwriter-")
     lines = []

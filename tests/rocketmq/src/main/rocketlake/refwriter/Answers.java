@@ -36,10 +36,10 @@ final class Answers {
     private Answers() {
     }
 
-    static void answer(MessageStoreConfig cfg, String storeDir, String queriesPath, String answersPath) throws Exception {
+    static void answer(MessageStoreConfig cfg, List<String> batchCQTopics, String storeDir, String queriesPath, String answersPath) throws Exception {
         File ck = new File(storeDir, "checkpoint");
         byte[] checkpoint = Files.readAllBytes(ck.toPath());
-        DefaultMessageStore store = Compat.newStore(cfg, null, new BrokerStatsManager("DefaultCluster", false));
+        DefaultMessageStore store = Compat.newStore(cfg, null, new BrokerStatsManager("DefaultCluster", false), batchCQTopics);
         StringBuilder out = new StringBuilder();
         try {
             if (!store.load()) {

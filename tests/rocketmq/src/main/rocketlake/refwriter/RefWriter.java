@@ -17,9 +17,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.rocketmq.common.SystemClock;
+import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageExtBatch;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.PutMessageStatus;
@@ -37,10 +39,16 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * <p>messages.tsv, one message per line, tab-separated: topic (base64 UTF-8), queue_id, flag,
  * sys_flag, born_timestamp, store_timestamp, born_host, store_host ({@code ip:port} or
  * {@code [ipv6]:port}), reconsume_times, prepared_transaction_offset, body (base64),
- * properties_string (base64 UTF-8).
+ * properties_string (base64 UTF-8), and optionally a batch id and the batch's own properties string
+ * (base64 UTF-8): consecutive messages with the same non-empty batch id go to the store in one
+ * {@code putMessages} (a MessageExtBatch: topic, queue, sys flag, born time and hosts of the first;
+ * flag, body and properties of each), as the broker's batch send does.
  *
  * <p>config.properties: MessageStoreConfig setters by name (mappedFileSizeCommitLog=65536, ...);
- * storePathRootDir and storePathCommitLog are set from the job's store directory.
+ * storePathRootDir and storePathCommitLog are set from the job's store directory. Keys that are the
+ * harness's, not the store's: {@code batchCQTopics} (comma-separated topics whose TopicConfig has
+ * {@code queue.type=BatchCQ}) and {@code haltAfterWrite=true} (the JVM halts after the puts, without
+ * the store's shutdown: the store of a broker that died, abort file and all).
  *
  * <p>results.tsv, one line per message: status, wrote_offset, wrote_bytes, msg_id, queue_offset,
  * store_timestamp.
@@ -84,10 +92,10 @@ public final class RefWriter {
                 String status;
                 try {
                     if (!f[2].isEmpty()) {
-                        write(f[1], f[2], f[3], f[4]);
+                        write(f[0], f[1], f[2], f[3], f[4]);
                     }
                     if (f.length > 6 && !f[5].isEmpty()) {
-                        Answers.answer(config(f[1], f[3]), f[1], f[5], f[6]);
+                        Answers.answer(config(f[1], f[3]), batchCQTopics(f[3]), f[1], f[5], f[6]);
                     }
                     status = "ok";
                 } catch (Throwable t) {
@@ -110,50 +118,94 @@ public final class RefWriter {
         System.exit(0);
     }
 
-    static MessageStoreConfig config(String storeDir, String configPath) throws Exception {
-        MessageStoreConfig cfg = new MessageStoreConfig();
+    /** The harness's keys of a config file (see the class comment), not MessageStoreConfig's. */
+    static final java.util.Set<String> HARNESS_KEYS = new java.util.HashSet<>(
+        java.util.Arrays.asList("batchCQTopics", "haltAfterWrite"));
+
+    static Properties props(String configPath) throws Exception {
         Properties props = new Properties();
         try (FileInputStream fin = new FileInputStream(configPath)) {
             props.load(new InputStreamReader(fin, StandardCharsets.UTF_8));
         }
+        return props;
+    }
+
+    static java.util.List<String> batchCQTopics(String configPath) throws Exception {
+        String v = props(configPath).getProperty("batchCQTopics", "").trim();
+        return v.isEmpty() ? new ArrayList<>() : java.util.Arrays.asList(v.split(","));
+    }
+
+    static MessageStoreConfig config(String storeDir, String configPath) throws Exception {
+        MessageStoreConfig cfg = new MessageStoreConfig();
+        Properties props = props(configPath);
         for (String key : props.stringPropertyNames()) {
-            setConfig(cfg, key, props.getProperty(key).trim());
+            if (!HARNESS_KEYS.contains(key)) {
+                setConfig(cfg, key, props.getProperty(key).trim());
+            }
         }
         cfg.setStorePathRootDir(storeDir);
         cfg.setStorePathCommitLog(storeDir + File.separator + "commitlog");
         return cfg;
     }
 
-    static void write(String storeDir, String messagesPath, String configPath, String resultsPath) throws Exception {
+    static void write(String id, String storeDir, String messagesPath, String configPath, String resultsPath) throws Exception {
         MessageStoreConfig cfg = config(storeDir, configPath);
         Clock clock = new Clock();
-        DefaultMessageStore store = Compat.newStore(cfg, clock);
+        DefaultMessageStore store = Compat.newStore(cfg, clock, null, batchCQTopics(configPath));
         if (!store.load()) {
             throw new IllegalStateException("DefaultMessageStore.load() failed for " + storeDir);
         }
         store.start();
+        boolean halt = Boolean.parseBoolean(props(configPath).getProperty("haltAfterWrite", "false").trim());
         File indexDir = new File(storeDir, "index");
         StringBuilder results = new StringBuilder();
+        List<String[]> lines = new ArrayList<>();
         try (BufferedReader r = Files.newBufferedReader(new File(messagesPath).toPath(), StandardCharsets.UTF_8)) {
             String line;
-            int n = 0;
             while ((line = r.readLine()) != null) {
-                if (line.isEmpty()) {
-                    continue;
+                if (!line.isEmpty()) {
+                    lines.add(line.split("\t", -1));
                 }
-                MessageExt msg = message(line.split("\t", -1));
-                clock.now = msg.getStoreTimestamp();
+            }
+        }
+        try {
+            int n = 0;
+            while (n < lines.size()) {
+                String batch = batchId(lines.get(n));
+                int end = n + 1;
+                while (!batch.isEmpty() && end < lines.size() && batch.equals(batchId(lines.get(end)))) {
+                    end++;
+                }
                 int indexFiles = count(indexDir);
-                PutMessageResult res = Compat.put(store, msg);
-                if (res.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
-                    throw new IllegalStateException("message " + n + ": putMessage answered " + res.getPutMessageStatus());
+                if (batch.isEmpty()) {
+                    MessageExt msg = message(lines.get(n));
+                    clock.now = msg.getStoreTimestamp();
+                    PutMessageResult res = Compat.put(store, msg);
+                    check(res, n);
+                    results.append(res.getPutMessageStatus()).append('\t')
+                        .append(res.getAppendMessageResult().getWroteOffset()).append('\t')
+                        .append(res.getAppendMessageResult().getWroteBytes()).append('\t')
+                        .append(res.getAppendMessageResult().getMsgId()).append('\t')
+                        .append(res.getAppendMessageResult().getLogicsOffset()).append('\t')
+                        .append(msg.getStoreTimestamp()).append('\n');
+                } else {
+                    MessageExtBatch b = batch(lines.subList(n, end));
+                    clock.now = Long.parseLong(lines.get(n)[5]);
+                    PutMessageResult res = store.putMessages(b);
+                    check(res, n);
+                    // one line per inner message: its record's offset from its msgId, its size up
+                    // to the next record (the last: to the batch's end)
+                    String[] ids = res.getAppendMessageResult().getMsgId().split(",");
+                    long batchEnd = res.getAppendMessageResult().getWroteOffset() + res.getAppendMessageResult().getWroteBytes();
+                    for (int i = 0; i < ids.length; i++) {
+                        long off = MessageDecoder.decodeMessageId(ids[i]).getOffset();
+                        long next = i + 1 < ids.length ? MessageDecoder.decodeMessageId(ids[i + 1]).getOffset() : batchEnd;
+                        results.append(res.getPutMessageStatus()).append('\t').append(off).append('\t')
+                            .append(next - off).append('\t').append(ids[i]).append('\t')
+                            .append(res.getAppendMessageResult().getLogicsOffset() + i).append('\t')
+                            .append(clock.now).append('\n');
+                    }
                 }
-                results.append(res.getPutMessageStatus()).append('\t')
-                    .append(res.getAppendMessageResult().getWroteOffset()).append('\t')
-                    .append(res.getAppendMessageResult().getWroteBytes()).append('\t')
-                    .append(res.getAppendMessageResult().getMsgId()).append('\t')
-                    .append(res.getAppendMessageResult().getLogicsOffset()).append('\t')
-                    .append(msg.getStoreTimestamp()).append('\n');
                 // The consume queues and the index are built by the store's reput thread: wait
                 // for it, so that every message is dispatched before the next one is put.
                 while (store.dispatchBehindBytes() > 0) {
@@ -163,12 +215,57 @@ public final class RefWriter {
                 if (count(indexDir) != indexFiles) {
                     Thread.sleep(3);
                 }
-                n++;
+                n = end;
+            }
+            if (halt) {
+                // a broker that dies here: the commit log is flushed (SYNC_FLUSH), the consume
+                // queues and checkpoint as far as the flush services got; abort stays
+                Files.write(new File(resultsPath).toPath(), results.toString().getBytes(StandardCharsets.UTF_8));
+                System.out.println("done " + id + " ok");
+                System.out.flush();
+                Runtime.getRuntime().halt(0);
             }
         } finally {
             store.shutdown();
         }
         Files.write(new File(resultsPath).toPath(), results.toString().getBytes(StandardCharsets.UTF_8));
+    }
+
+    static String batchId(String[] f) {
+        return f.length > 12 ? f[12] : "";
+    }
+
+    static void check(PutMessageResult res, int n) {
+        if (res.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
+            throw new IllegalStateException("message " + n + ": put answered " + res.getPutMessageStatus());
+        }
+    }
+
+    /** A batch as the broker's batch send makes it: the inner messages encoded into the body. */
+    static MessageExtBatch batch(List<String[]> fs) throws Exception {
+        List<Message> inner = new ArrayList<>();
+        for (String[] f : fs) {
+            Message m = new Message(new String(Base64.getDecoder().decode(f[0]), StandardCharsets.UTF_8),
+                Base64.getDecoder().decode(f[10]));
+            m.setFlag(Integer.parseInt(f[2]));
+            MessageAccessor.setProperties(m, MessageDecoder.string2messageProperties(
+                new String(Base64.getDecoder().decode(f[11]), StandardCharsets.UTF_8)));
+            inner.add(m);
+        }
+        String[] f = fs.get(0);
+        MessageExtBatch b = new MessageExtBatch();
+        b.setTopic(new String(Base64.getDecoder().decode(f[0]), StandardCharsets.UTF_8));
+        b.setQueueId(Integer.parseInt(f[1]));
+        b.setSysFlag(Integer.parseInt(f[3]));
+        b.setBornTimestamp(Long.parseLong(f[4]));
+        b.setBornHost(host(f[6]));
+        b.setStoreHost(host(f[7]));
+        b.setReconsumeTimes(Integer.parseInt(f[8]));
+        b.setBody(MessageDecoder.encodeMessages(inner));
+        String props = f.length > 13 ? new String(Base64.getDecoder().decode(f[13]), StandardCharsets.UTF_8) : "";
+        MessageAccessor.setProperties(b, MessageDecoder.string2messageProperties(props));
+        Compat.setBatchPropertiesString(b, props);
+        return b;
     }
 
     static int count(File dir) {

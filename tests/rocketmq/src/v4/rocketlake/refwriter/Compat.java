@@ -17,15 +17,18 @@ final class Compat {
 
     /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
     static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
-        return newStore(cfg, clock, null);
+        return newStore(cfg, clock, null, java.util.Collections.emptyList());
     }
 
     /** With broker statistics (getMessage records into them): the store the queries are asked of.
      *  One store is built at a time: the writer builds several at once, and RocketMQ 5's
      *  StoreStatsService fills a static TreeMap in its constructor (concurrent builds can corrupt
      *  it and fail with a NullPointerException inside TreeMap). */
-    static synchronized DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
-        throws Exception {
+    static synchronized DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats,
+            java.util.List<String> batchCQTopics) throws Exception {
+        if (!batchCQTopics.isEmpty()) {
+            throw new IllegalArgumentException("RocketMQ 4.9 has no batch consume queue (batchCQTopics)");
+        }
         DefaultMessageStore store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig()) {
             @Override
             public SystemClock getSystemClock() {
@@ -34,6 +37,11 @@ final class Compat {
         };
         Fields.set(store, "haService", new NoHA(store));
         return store;
+    }
+
+    /** The batch-level properties string (5.x keeps it beside the map). */
+    static void setBatchPropertiesString(org.apache.rocketmq.common.message.MessageExtBatch b, String s) {
+        // 4.9's MessageExtBatch keeps only the properties map: its encoder reads that
     }
 
     /** The broker-side message type (its package differs between the lines). */

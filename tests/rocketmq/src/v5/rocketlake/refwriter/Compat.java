@@ -4,6 +4,9 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.rocketmq.common.BoundaryType;
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.common.SystemClock;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.TopicAttributes;
+import org.apache.rocketmq.store.RocksDBMessageStore;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.store.DefaultMessageStore;
@@ -19,25 +22,49 @@ final class Compat {
 
     /** A store whose clock is the harness's (CommitLog stamps STORETIMESTAMP from getSystemClock()). */
     static DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock) throws Exception {
-        return newStore(cfg, clock, null);
+        return newStore(cfg, clock, null, java.util.Collections.emptyList());
     }
 
     /** With broker statistics (getMessage records into them): the store the queries are asked of.
      *  One store is built at a time: the writer builds several at once, and RocketMQ 5's
      *  StoreStatsService fills a static TreeMap in its constructor (concurrent builds can corrupt
      *  it and fail with a NullPointerException inside TreeMap). */
-    static synchronized DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats)
-        throws Exception {
-        DefaultMessageStore store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig(), new ConcurrentHashMap<>()) {
-            @Override
-            public SystemClock getSystemClock() {
-                return clock != null ? clock : super.getSystemClock();
-            }
-        };
+    static synchronized DefaultMessageStore newStore(MessageStoreConfig cfg, SystemClock clock, BrokerStatsManager stats,
+            java.util.List<String> batchCQTopics) throws Exception {
+        // topics with the batch consume queue: their TopicConfig says queue.type=BatchCQ
+        ConcurrentHashMap<String, TopicConfig> topics = new ConcurrentHashMap<>();
+        for (String t : batchCQTopics) {
+            TopicConfig tc = new TopicConfig(t, 8, 8);
+            java.util.Map<String, String> attrs = new java.util.HashMap<>();
+            attrs.put(TopicAttributes.QUEUE_TYPE_ATTRIBUTE.getName(), "BatchCQ");
+            tc.setAttributes(attrs);
+            topics.put(t, tc);
+        }
+        DefaultMessageStore store;
+        if ("defaultRocksDB".equals(cfg.getStoreType())) {
+            store = new RocksDBMessageStore(cfg, stats, null, new BrokerConfig(), topics) {
+                @Override
+                public SystemClock getSystemClock() {
+                    return clock != null ? clock : super.getSystemClock();
+                }
+            };
+        } else {
+            store = new DefaultMessageStore(cfg, stats, null, new BrokerConfig(), topics) {
+                @Override
+                public SystemClock getSystemClock() {
+                    return clock != null ? clock : super.getSystemClock();
+                }
+            };
+        }
         NoHA ha = new NoHA();
         ha.init(store);
         Fields.set(store, "haService", ha);
         return store;
+    }
+
+    /** The batch-level properties string (5.x keeps it beside the map). */
+    static void setBatchPropertiesString(org.apache.rocketmq.common.message.MessageExtBatch b, String s) {
+        b.setPropertiesString(s);
     }
 
     /** The broker-side message type (its package differs between the lines). */
