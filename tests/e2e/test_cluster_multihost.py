@@ -147,6 +147,11 @@ def _parts(tmp, cluster) -> list:
     return [f"s3://{BUCKET}/{key}" for _, key in uploads]
 
 
+def _finished(p: subprocess.Popen, timeout: float = 600) -> subprocess.CompletedProcess:
+    out, err = p.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
 def _one_line_refusal(r, what):
     out = r.stdout + r.stderr            # spark-submit merges the Python driver's stderr into stdout
     lines = [ln for ln in out.splitlines() if ln.startswith("error:")]
@@ -161,12 +166,17 @@ def test_multihost_ingest_shares_nothing_but_s3(cluster, tmp_path):
     store = f"s3://{BUCKET}/stores/small"
     common = ["--store", store, "--config", str(props), "--partitions", "4"]
 
-    # Refused before the application starts: input or store on the driver's disk.
+    # Refused before the application starts: input or store on the driver's disk (the two
+    # spark-submits side by side: each is a JVM's start, then one line).
     local_in = tmp_path / "part0.jsonl"
-    r = cluster.submit(["--store", store, "--input", str(local_in), "--config", str(props)])
-    _one_line_refusal(r, "--input")
-    r = cluster.submit(["--store", str(tmp_path / "store"), "--input", parts[0], "--config", str(props)])
-    _one_line_refusal(r, "--store")
+    refused = [cluster.submit(["--store", store, "--input", str(local_in), "--config", str(props)], popen=True),
+               cluster.submit(["--store", str(tmp_path / "store"), "--input", parts[0], "--config", str(props)],
+                              popen=True)]
+    try:
+        for p, what in zip(refused, ("--input", "--store")):
+            _one_line_refusal(_finished(p), what)
+    finally:
+        procgroup.stop(*[p for p in refused if p.poll() is None], sig=signal.SIGKILL)
     assert not (tmp_path / "store").exists() and cluster.keys("stores/") == []
 
     times = []

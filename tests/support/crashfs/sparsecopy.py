@@ -11,7 +11,7 @@ import errno
 import os
 
 
-def _segments(fd: int, size: int):
+def data_segments(fd: int, size: int):
     """(offset, length) of the data segments of an open file; the whole file where holes can't be found."""
     off = 0
     while off < size:
@@ -30,7 +30,7 @@ def _segments(fd: int, size: int):
 def copy_fd(src: int, dst: int) -> int:
     """Copy src's bytes into dst (both open fds; dst empty). Returns the size."""
     size = os.fstat(src).st_size
-    for start, length in _segments(src, size):
+    for start, length in data_segments(src, size):
         done = 0
         while done < length:
             n = os.copy_file_range(src, dst, length - done, start + done, start + done)
