@@ -260,3 +260,24 @@ def test_a_broker_that_died_reads_as_its_recovery_would(stores):
     assert _stats(case)["messages_readable"] == len(case["messages"])
     with pytest.raises(AdoptError, match="did not shut down cleanly"):
         adopt(None, store + "-imported", store, cfg, quiet=True)
+
+
+@longrun.long_test("a Spark session")
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ["batch", "lmq", "crash"])
+def test_spark_reads_of_both_engines_are_the_local_scan(stores, spark, name):
+    from storelib.read.datasource import register
+    from storelib.read.localscan import scan_range_local
+    case = stores[name]
+    cfg = os.path.join(case["work"], f"{name}.properties")          # the one _config loaded
+    register(spark)
+
+    def key(r, props):
+        props = props.items() if isinstance(props, dict) else props      # Spark's map, the scan's pairs
+        return r["commitlog_offset"], r["msg_id"], bytes(r["body"]), tuple(sorted(map(tuple, props)))
+    want = sorted(key(r, r["properties"]) for r in scan_range_local(case["store"], 0, 2**62, None,
+                                                                     config=case["config"]).to_pylist())
+    assert len(want) == len(case["messages"])
+    for engine in ("jvm", "python"):
+        rows = spark.read.format("rocketmq").option("engine", engine).option("config", cfg).load(case["store"]).collect()
+        assert sorted(key(r, r["properties"]) for r in rows) == want, engine
