@@ -20,7 +20,8 @@
   creates one more (possibly empty) file.
 * ``expected_checkpoint``: store time of the last put that waited for its flush (ingest's rule,
   ``format.checkpoint.physic_msg_timestamp``), of the last record with a queue unit, the end time
-  of the last index file that was rolled over.
+  of the last index file that was rolled over; in the 5.5 line also the commitlog offset of
+  the last record with a queue unit.
 """
 from __future__ import annotations
 
@@ -256,15 +257,18 @@ def expected_index(d: Dispatch, cfg: StoreConfig) -> list:
     return files
 
 
-def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkpoint | None = None) -> ckpt.Checkpoint:
+def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkpoint | None = None,
+                        line_5_5: bool = False) -> ckpt.Checkpoint:
     """The checkpoint after the dispatch of every record: physicMsgTimestamp by ingest's rule
     (``checkpoint.physic_msg_timestamp``: the last put that waited; without one, the value
     ``keep`` holds, whose put may have gone with expired segments); the HA fields (master flushed
     offset, confirm offset) are the ones ``keep`` holds when they lie inside the commitlog, else 0,
-    and so is indexMsgTimestamp when the index files are not derivable (``index_files`` None)."""
+    and so is indexMsgTimestamp when the index files are not derivable (``index_files`` None). The
+    5.5 line (``line_5_5``) has the sixth value, the commitlog offset of the last record with a
+    consume-queue unit, and its own logicsMsgTimestamp rule (``checkpoint.logics_msg_timestamp``)."""
     physic = ckpt.physic_msg_timestamp(d.store_ts, d.waits, keep.physic_msg_timestamp if keep is not None else 0) or 0
     cq = np.flatnonzero(d.cq)
-    logics = int(d.store_ts[cq[-1]]) if len(cq) else 0
+    logics = ckpt.logics_msg_timestamp(int(d.store_ts[cq[-1]]) if len(cq) else None, 0, line_5_5)
     index_ts = 0
     for prev in (index_files or [])[:-1]:         # each roll records the full file's end time
         if prev.header.end_timestamp > 0:
@@ -276,4 +280,5 @@ def expected_checkpoint(d: Dispatch, index_files: list | None, keep: ckpt.Checkp
     if keep is not None:
         master = keep.master_flushed_offset if 0 <= keep.master_flushed_offset <= end else 0
         confirm = keep.confirm_phy_offset if 0 <= keep.confirm_phy_offset <= end else 0
-    return ckpt.Checkpoint(physic, logics, index_ts, master, confirm)
+    lpo = int(d.phys[cq[-1]]) if line_5_5 and len(cq) else 0
+    return ckpt.Checkpoint(physic, logics, index_ts, master, confirm, lpo)

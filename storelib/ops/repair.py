@@ -359,11 +359,11 @@ def _committed_checkpoint(view: _View, fd):
     return ckpt.Checkpoint.from_bytes(bytes(fd.buf[:ckpt.LAYOUT_SIZE])) if fd.exists else None
 
 
-def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list | None) -> dict:
+def _checkpoint_finding(view: _View, d: rebuild.Dispatch, files: list | None, cfg: StoreConfig) -> dict:
     if not view.holds(ckpt.FILE_NAME):
         return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": "unlisted", "detail": _UNLISTED}
     fd = view.file(ckpt.FILE_NAME)
-    ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd))
+    ck = rebuild.expected_checkpoint(d, files, _committed_checkpoint(view, fd), line_5_5=cfg.line_5_5)
     want = np.frombuffer(ck.to_bytes(), np.uint8)
     state, detail = filediff.judge(fd, want, ckpt.FILE_SIZE, filediff.name_checkpoint)
     return {"kind": FileKind.CHECKPOINT, "path": ckpt.FILE_NAME, "state": state, "detail": detail, "data": want,
@@ -385,7 +385,7 @@ def plan_repair(store: storage.Store, cfg: StoreConfig, snap=None, spark=None, t
                                                   "rows, so nothing can be derived from it; nothing was changed")
     files = rebuild.expected_index(d, cfg) if segs[0][1] == 0 else None
     findings = _queue_findings(view, cfg, d) + _index_findings(view, cfg, d, files or [])
-    findings.append(_checkpoint_finding(view, d, files))
+    findings.append(_checkpoint_finding(view, d, files, cfg))
     notes = [f"{rel}: a damaged record at byte {stop}: nothing from there on was dispatched" for rel, _, _, stop, reason in d.segments if reason == 3]
     notes += [f"{rel}: the data ends at byte {stop} without the BLANK record that closes a segment"
               for rel, _, _, stop, reason in d.segments[:-1] if reason == 2]

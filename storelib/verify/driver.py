@@ -179,7 +179,7 @@ def plan(store: storage.Store, config: StoreConfig, snap: manifest.Snapshot | No
         index_files = [{"path": p, "header": _row_header(r)} for p, r in idx]
     ctx = VerifyContext(store=store.uri, config=config, deep=deep, segments=segments, min_phy=min_phy,
                         max_phy=max_phy, queues=queues, index_files=index_files, body_crcs=body_crcs)
-    problems += check_checkpoint(store, snap)
+    problems += check_checkpoint(store, snap, config)
     return ctx, tasks, problems
 
 
@@ -318,7 +318,7 @@ def _checkpoint_changes(rel: str, data: bytes, row: ManifestRow, batch: BatchRow
     return out
 
 
-def check_checkpoint(store: storage.Store, snap) -> list:
+def check_checkpoint(store: storage.Store, snap, config: StoreConfig | None = None) -> list:
     out = []
     rel = ckpt.FILE_NAME
     size = store.size(rel)
@@ -330,7 +330,8 @@ def check_checkpoint(store: storage.Store, snap) -> list:
     data = store.read(rel)
     if size != ckpt.FILE_SIZE:
         out.append(problem(rel, min(size, ckpt.FILE_SIZE), f"file size {size}, expected {ckpt.FILE_SIZE}"))
-    line = snap.batch.rocketmq_line if has_manifest else None
+    # a store without a manifest (a broker's) is of the line its config names: 5.5's sixth value
+    line = snap.batch.rocketmq_line if has_manifest else config.rocketmqVersion if config is not None else None
     layout = ckpt.LAYOUT_SIZE_5_5 if line == "5.5" else ckpt.LAYOUT_SIZE
     nz = np.flatnonzero(np.frombuffer(data[layout:], dtype=np.uint8))
     if len(nz):

@@ -36,8 +36,7 @@ CASES = int(os.environ.get("RMQ_CASES", "300" if LONG else "120"))
 CASES_OTHER = int(os.environ.get("RMQ_CASES_OTHER", "60" if LONG else "24"))
 SEED = int(os.environ.get("RMQ_SEED", "20261126"))
 
-# rocketlake's rocketmqVersion for each RocketMQ version (docs/FORMAT.md §12)
-LINES = {rmqjars.V5: "5", rmqjars.V4: "4.9", rmqjars.NEWEST: "5.5"}
+LINES = rmqjars.LINES
 
 # a run's time grows with the number of cases (`make fidelity`): no per-test limit then
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(900, 20 * (CASES + 2 * CASES_OTHER)))]

@@ -228,3 +228,27 @@ def test_spark_tasks_per_segment(small_roll, spark):
     s = repair_op.repair(store, small_config(), apply=True, spark=spark, quiet=True)
     assert s["segments"] == 63 and len(s["replaced"]) == 1
     assert goldenlib.compare(golden_set("small-roll"), store) == []
+
+
+def test_a_5_5_store_keeps_its_sixth_checkpoint_value(tmp_path):
+    """rocketmqVersion=5.5: the checkpoint's sixth value (the commitlog offset of the last record
+    with a queue unit) is part of the file. Repair derives it (a store of that line, with or
+    without its manifest, has nothing to repair) and verify of the broker's view reads it as the
+    line's, not as a non-zero byte past the layout."""
+    import dataclasses
+    from storelib.ingest.driver import run_ingest
+    from storelib.runtime.localrun import LocalSession
+    from support.rmqfeatures import message
+    cfg = dataclasses.replace(small_config(), rocketmqVersion="5.5")
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps(message("orders", i % 2, i, 1_717_000_000_000 + i, [("KEYS", f"k{i}")])) + "\n"
+                           for i in range(40)))
+    store = str(tmp_path / "store")
+    run_ingest(LocalSession(), store, str(inp), "jsonl", cfg, batch_id="b0", quiet=True)
+    broker = shutil.copytree(store, str(tmp_path / "broker"), ignore=shutil.ignore_patterns("_rocketlake*"))
+    assert int.from_bytes(open(os.path.join(broker, "checkpoint"), "rb").read()[40:48], "big") > 0
+    for s in (store, broker):
+        found = repair_op.plan_repair(storage.Store(s), cfg,
+                                      snap=manifest.load_snapshot(storage.Store(s)) if s == store else None)
+        assert {f["path"]: f["state"] for f in found["findings"] if f["state"] != "ok"} == {}, s
+    assert verify.verify_store(broker, cfg, deep=True).problems == []

@@ -4,8 +4,8 @@ the properties' CRC32, light message queues (multi-dispatch), the batch consume 
 RocksDB consume queue, and a broker that died after its puts (abort file, a segment allocated
 ahead of its data).
 
-``cases(n)`` gives one case per feature, ``n`` messages (or batches) each: {name: (messages,
-config)}, messages in the golden format plus the writer's ``batch`` / ``batch_properties``
+``cases(n, version)`` gives one case per feature the version's store code has (``FEATURES``),
+``n`` messages (or batches) each: {name: (messages, config)}, messages in the golden format plus the writer's ``batch`` / ``batch_properties``
 columns, ``properties`` as [name, value] pairs (rmqhunt.make_queries reads them).
 """
 from __future__ import annotations
@@ -54,7 +54,19 @@ def batches(n: int) -> list[dict]:
     return out
 
 
-def cases(n: int) -> dict[str, tuple[list[dict], dict]]:
+# Which features each pinned version's store code has (read from its source / jar): 4.9 has
+# batch puts, IPv6 hosts and light message queues (MultiDispatch) but no properties' CRC32
+# (enabledAppendPropCRC), no batch consume queue and no RocksDB consume queue (5.x).
+FEATURES = {
+    "4.9.8": ("batch", "batch-whole", "lmq", "crash"),
+    "5.3.3": ("batch", "batch-whole", "lmq", "batchcq", "rocksdb", "crash"),
+    "5.5.1": ("batch", "batch-whole", "lmq", "batchcq", "rocksdb", "crash"),
+}
+HAS_PROP_CRC = {"4.9.8": False, "5.3.3": True, "5.5.1": True}
+
+
+def cases(n: int, version: str) -> dict[str, tuple[list[dict], dict]]:
+    crc = {"enabledAppendPropCRC": True} if HAS_PROP_CRC[version] else {}
     lmq = [message("orders", i % 2, i, T0 + i, [("KEYS", f"k{i}"),
                                                 ("INNER_MULTI_DISPATCH", ",".join(LMQ_QUEUES[:1 + i % 2]))])
            for i in range(n)]
@@ -62,17 +74,17 @@ def cases(n: int) -> dict[str, tuple[list[dict], dict]]:
         message("bt", 0, i, T0 + i, [("KEYS", f"k{i}"), ("INNER_NUM", "3")], sys_flag=0x80),
         message("orders", 0, i, T0 + i, [("KEYS", f"o{i}")]))]
     plain = [message("orders", i % 3, i, T0 + i, [("KEYS", f"k{i}")]) for i in range(n)]
-    return {
-        "batch": (batches(max(2, n // 4)), dict(BASE_CONFIG, enabledAppendPropCRC=True)),
+    every = {
+        "batch": (batches(max(2, n // 4)), dict(BASE_CONFIG, **crc)),
         # no batch meets a segment end: rocketlake's ingest of the records must be these bytes
-        "batch-whole": (batches(max(2, n // 4)), dict(BASE_CONFIG, mappedFileSizeCommitLog=1 << 20,
-                                                      enabledAppendPropCRC=True)),
+        "batch-whole": (batches(max(2, n // 4)), dict(BASE_CONFIG, mappedFileSizeCommitLog=1 << 20, **crc)),
         "lmq": (lmq, dict(BASE_CONFIG, enableLmq=True, enableMultiDispatch=True)),
         "batchcq": (bcq, dict(BASE_CONFIG, batchCQTopics="bt")),
         "rocksdb": (plain, dict(BASE_CONFIG, storeType="defaultRocksDB")),
         "crash": (plain + [message("orders", 0, n + i, T0 + n + i, [("KEYS", f"k{n + i}")]) for i in range(n)],
                   dict(BASE_CONFIG, haltAfterWrite=True)),
     }
+    return {name: every[name] for name in FEATURES[version]}
 
 
 def store_config(config: dict) -> dict:

@@ -35,6 +35,8 @@ NEWEST = "5.5.1"
 # The 4.9 line's broker and name server (Maven Central has no 4.9.8 broker or name server).
 V4_BROKER = "4.9.7"
 VERSIONS = (V5, V4, NEWEST, V4_BROKER)
+# rocketlake's rocketmqVersion for a store each writes (docs/FORMAT.md §12)
+LINES = {V5: "5", V4: "4.9", NEWEST: "5.5"}
 
 
 def line(version: str) -> str:
