@@ -19,7 +19,7 @@ import pytest
 from support import goldenlib
 from conftest import ROOT, golden_set
 from support.crashfs.availability import unavailable_reason
-from test_crash_sim import TORN, _record, _states
+from test_crash_sim import ALL_POINTS, TORN, _record, _states
 from support.mirrorhelp import first_batch as mirror_first_batch
 from test_nothing_lost import files_state
 
@@ -92,6 +92,7 @@ def test_kill_at(first_batch, tmp_path, point):
 
 
 @pytest.mark.skipif(bool(unavailable_reason()), reason=f"no crash simulator: {unavailable_reason()}")
+@pytest.mark.timeout(3600 if ALL_POINTS else 900)     # every distinct cut: 474 s alone, over 900 s beside make crash's others
 def test_power_cuts_during_a_mirror_cycle(first_batch, tmp_path):
     broker, seed = first_batch
     fs, out = _record(tmp_path, seed, ["mirror", "{store}", broker])
