@@ -58,8 +58,8 @@ def check_source(src: storage.Store) -> list:
     not (a symlink pointing out of the directory, a backslash, a topic outside RocketMQ's
     character set...), UnsupportedStore for queues kept where rocketlake does not read them
     (``storefiles.refuse_unsupported``). Returns the files (not ``_rocketlake/``)."""
-    refuse_unsupported(src)
     try:
+        refuse_unsupported(src)            # (its listing meets a link out first: StorePathError)
         files = [r for r in src.list_files("") if r.split("/", 1)[0] not in SKIP_TOP]
         for rel in files:
             problem = names.rel_path_problem(rel)

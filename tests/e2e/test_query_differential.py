@@ -23,7 +23,7 @@ from support import rmqdiff
 from support import rmqhunt
 from support import rmqjars
 from support import rmqqueries
-from test_rocketmq_differential import logics_race
+from test_rocketmq_differential import _byte
 
 CASES = int(os.environ.get("RMQ_QUERY_CASES", "30" if os.environ.get("ROCKETLAKE_LONG") else "3"))
 SEED = int(os.environ.get("RMQ_SEED", "20261201"))
@@ -49,14 +49,15 @@ def test_lookups_answer_as_rocketmq(tmp_path):
     print(f"{len(cases)} cases, {sum(len(c['messages']) for c in cases)} messages: {compared} answers compared "
           f"in {time.time() - t:.0f}s")
     assert compared >= 200 * len(cases), "too few of RocketMQ's answers were compared"
-    # RocketMQ's own race on the checkpoint's logicsMsgTimestamp (test_rocketmq_differential.py's
-    # logics_race) leaves a case's files unequal, so it is not asked: written again, it is
-    raced = [i for i, p in enumerate(results) if p and logics_race(cases[i], p)]
+    # RocketMQ's own races on the checkpoint's logicsMsgTimestamp (test_rocketmq_differential.py's
+    # logics_race) and indexMsgTimestamp (rolled index files flushed on threads of their own) leave
+    # a case's files unequal, so it is not asked: written again, it is
+    raced = [i for i, p in enumerate(results) if p and checkpoint_race(p)]
     if raced:
         again = rmqdiff.run(rmqjars.V5, [cases[i] for i in raced], str(tmp_path / "again"), threads=4,
                             queries=rmqhunt.make_queries, judge=rmqhunt.judge)
         for i, p in zip(raced, again):
-            if p and logics_race(cases[i], p):
+            if p and checkpoint_race(p):
                 print(f"case {i}: RocketMQ's checkpoint race again, not judged")
                 p = []
             results[i] = p
@@ -65,3 +66,11 @@ def test_lookups_answer_as_rocketmq(tmp_path):
         i, p = failing[0]
         pytest.fail(f"{len(failing)} of {len(cases)} cases differ; case {i} (seed {SEED}):\n"
                     + rmqdiff.report(cases[i], p, rmqjars.V5))
+
+
+def checkpoint_race(problems: list[str]) -> bool:
+    """Only the checkpoint's logicsMsgTimestamp or indexMsgTimestamp (bytes 8..23) differ: which
+    time RocketMQ's flush threads leave there is timing (seen in CI: 1 of 3 cases, byte 22); the
+    store bytes themselves are test_rocketmq_differential.py's, which counts a difference that
+    comes back."""
+    return bool(problems) and all(p.startswith("differs: checkpoint:") and 8 <= _byte(p) < 24 for p in problems)
