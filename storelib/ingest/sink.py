@@ -176,8 +176,8 @@ class RocketLakeDataSource(DataSource):
             raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
         _check_options(opts)
         frame.check_frame_schema(schema)
-        from ..runtime.multihost import SHARED_ENV, check_reachable
-        check_reachable(self.master, {"store": opts["path"]}, env={SHARED_ENV: self.shared_paths or ""})
+        from ..runtime.multihost import check_bound
+        check_bound(self, "store", opts["path"])
         return opts
 
     def writer(self, schema, overwrite: bool):
@@ -373,10 +373,9 @@ def register(spark) -> None:
 
 
 def bound_source(master: str, shared_paths: str | None) -> type:
-    """``RocketLakeDataSource`` for a session on ``master``: a class of its own (pickled to the
-    planning worker by value, with its attributes), named as the base."""
-    return type("RocketLakeDataSource", (RocketLakeDataSource,),
-                {"master": master, "shared_paths": shared_paths, "__qualname__": "RocketLakeDataSource.bound"})
+    """``RocketLakeDataSource`` bound to a session (``runtime.multihost.bound_to``)."""
+    from ..runtime.multihost import bound_to
+    return bound_to(RocketLakeDataSource, master, shared_paths)
 
 
 def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str | None = None,

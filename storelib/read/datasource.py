@@ -297,9 +297,8 @@ class RocketMQDataSource(DataSource):
         return MESSAGE_DDL
 
     def check_reachable(self) -> None:
-        from ..runtime.multihost import SHARED_ENV, check_reachable
-        path = next((v for k, v in dict(self.options).items() if str(k).lower() == "path"), None)
-        check_reachable(self.master, {"path": path}, env={SHARED_ENV: self.shared_paths or ""})
+        from ..runtime.multihost import check_bound
+        check_bound(self, "path", next((v for k, v in dict(self.options).items() if str(k).lower() == "path"), None))
 
     def reader(self, schema):
         self.check_reachable()
@@ -413,10 +412,9 @@ def register_python_sources(spark, rocketmq=None) -> None:
 
 
 def bound_source(source: type, master: str, shared_paths: str | None) -> type:
-    """``source`` (a ``RocketMQDataSource``) for a session on ``master``: a class of its own
-    (pickled to the planning worker by value, with its attributes), named as ``source``."""
-    return type(source.__name__, (source,), {"master": master, "shared_paths": shared_paths,
-                                             "__qualname__": f"{source.__qualname__}.bound"})
+    """``source`` (a ``RocketMQDataSource``) bound to a session (``runtime.multihost.bound_to``)."""
+    from ..runtime.multihost import bound_to
+    return bound_to(source, master, shared_paths)
 
 
 def _guard_loads() -> None:

@@ -15,7 +15,8 @@ import os
 from ..errors import UnreachablePath
 from ..format.paths import is_local, local_path
 
-__all__ = ["SHARED_ENV", "UnreachablePath", "multi_host", "shared_prefixes", "check_reachable"]
+__all__ = ["SHARED_ENV", "UnreachablePath", "multi_host", "shared_prefixes", "check_reachable", "bound_to",
+           "check_bound"]
 
 SHARED_ENV = "ROCKETLAKE_SHARED_PATHS"
 
@@ -66,3 +67,19 @@ def check_reachable(master: str, paths: dict, env=None) -> None:
             f"{option} {path} is on the driver's local disk, which the executors of the multi-host master "
             f"{master} cannot read; give an s3://, gs:// or hdfs:// URI (or name a directory mounted at the "
             f"same path on every host in {SHARED_ENV})")
+
+
+def bound_to(source: type, master: str, shared_paths: str | None) -> type:
+    """``source`` (a pyspark ``DataSource`` class) for a session on ``master`` with
+    ``ROCKETLAKE_SHARED_PATHS`` ``shared_paths``: a class of its own, named as ``source``, that
+    Spark pickles to the worker planning a read or write by value, with these attributes (that
+    worker has no SparkContext to ask), for ``check_bound``."""
+    return type(source.__name__, (source,), {"master": master, "shared_paths": shared_paths,
+                                             "__qualname__": f"{source.__qualname__}.bound"})
+
+
+def check_bound(source, option: str, path) -> None:
+    """``check_reachable`` of ``path`` (given as ``option``) for a data source made by ``bound_to``
+    (an unbound one has master ``local``: nothing to check)."""
+    check_reachable(getattr(source, "master", "local"), {option: path},
+                    env={SHARED_ENV: getattr(source, "shared_paths", None) or ""})
