@@ -100,9 +100,11 @@ def merge(store: storage.Store, rel: str, version: int, files: pa.Table | None, 
         fault(f"before-{name}-merge")
     if lease is not None:
         lease.check()
+    mine = deltacommit.commit_token()
     write = writer(table_uri(store, rel), todo, schema, {"rocketlake.batch_id": batch_id,
-                                                          "rocketlake.operation": "merge", "userMetadata": batch_id})
-    deltacommit.commit_version(store, rel, version, write, durable, fault, f"mid-{name}-merge")
+                                                          "rocketlake.operation": "merge", "userMetadata": batch_id,
+                                                          **mine})
+    deltacommit.commit_version(store, rel, version, write, durable, fault, f"mid-{name}-merge", mine=mine)
     if fault:
         fault(f"after-{name}-merge")
     return True

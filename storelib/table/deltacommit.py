@@ -40,9 +40,12 @@ from ..io import storage
 from ..format.paths import TMP_DIR, TMP_DROP_PREFIX
 from .tableread import open_table, table_uri
 
-__all__ = [ "CHECKPOINT_INTERVAL", "commit_version", "commit_local", "checkpoint_local",
-           "clear_scratch"]
+__all__ = [ "CHECKPOINT_INTERVAL", "COMMIT_KEY", "commit_token", "commit_version", "commit_local",
+           "checkpoint_local", "clear_scratch"]
 
+# The commitInfo field that names one commit call (``commit_token``): how a writer whose object-store
+# commit failed after its PUT may have landed tells its own version from another writer's.
+COMMIT_KEY = "rocketlake.commit"
 # A Delta checkpoint every this many versions of a table (delta-rs' default interval; its own
 # post-commit checkpoint is turned off in scratch tables, ours is durable).
 CHECKPOINT_INTERVAL = 100
@@ -265,13 +268,21 @@ def clear_scratch(store: Any) -> None:
         pass
 
 
+def commit_token() -> dict[str, str]:
+    """Custom commit metadata naming one commit call alone (``commit_version``'s ``mine``)."""
+    return {COMMIT_KEY: uuid.uuid4().hex}
+
+
 def commit_version(store: storage.Store, rel: str, version: int | None, write: Callable[..., None], durable: bool,
-                    fault: Callable[[str], None] | None = None, point: str | None = None) -> int | None:
+                    fault: Callable[[str], None] | None = None, point: str | None = None,
+                    mine: dict[str, str] | None = None) -> int | None:
     """One conditional Delta commit on top of ``version`` of the table at ``rel`` (the new
     version on a local store; ``point``: the fault point between its data files and its log entry):
     local stores through ``commit_local`` (and a checkpoint every ``CHECKPOINT_INTERVAL``
     versions), object stores through delta-rs' conditional put. ``ConcurrentWriteError`` when
-    another writer committed that version first."""
+    another writer committed that version first. ``mine``: custom metadata ``write`` puts in the
+    commit (``commit_token``), by which an object-store commit that failed other than by a refused
+    put is found to have gone in or not (``_commit_object_store``)."""
     from deltalake.exceptions import CommitFailedError
     new = None
     try:
@@ -281,7 +292,7 @@ def commit_version(store: storage.Store, rel: str, version: int | None, write: C
             if new and new % CHECKPOINT_INTERVAL == 0:
                 checkpoint_local(store, rel, durable)
         else:
-            _commit_object_store(store, rel, version, write)
+            _commit_object_store(store, rel, version, write, mine)
     except LocalCommitConflict as e:
         raise ConcurrentWriteError(str(e)) from None
     except CommitFailedError as e:
@@ -290,10 +301,17 @@ def commit_version(store: storage.Store, rel: str, version: int | None, write: C
     return new
 
 
-def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None]) -> None:
+def _commit_object_store(store: storage.Store, rel: str, version: int | None, write: Callable[..., None],
+                         mine: dict[str, str] | None = None) -> None:
     """One conditional Delta commit on an object store (a completed PUT is durable). A batch that
     creates the table creates it or fails (mode "error"): a writer that found no table, then met
-    one another writer created meanwhile, must not append to it."""
+    one another writer created meanwhile, must not append to it.
+
+    delta-rs can fail after its PUT went in (reading the new table back while another writer's
+    put races it: "No files in log segment"), so an error other than a refused put is checked
+    against the version it aimed at: ours (its commitInfo carries ``mine``) is a commit, another
+    writer's a lost race (``ConcurrentWriteError``); a version not there leaves the error as it is,
+    its outcome unknown (a PUT whose answer was lost may still land)."""
     dt = open_table(store, rel, version) if version is not None else None
     if version is None and open_table(store, rel) is not None:
         raise ConcurrentWriteError(f"{rel} was created by another writer since this batch was planned")
@@ -304,7 +322,29 @@ def _commit_object_store(store: storage.Store, rel: str, version: int | None, wr
             write(dt)
     except Exception as e:  # table creation races surface as several errors
         from deltalake.exceptions import CommitFailedError
-        if not isinstance(e, CommitFailedError) and ("already exists" in str(e).lower()
-                                                     or "version" in str(e).lower()):
+        if isinstance(e, CommitFailedError):
+            raise
+        aimed = 0 if version is None else version + 1
+        owner = _committed_by(store, rel, aimed, mine) if mine else None
+        if owner is True:
+            return
+        if owner is False or "already exists" in str(e).lower() or "version" in str(e).lower():
             raise ConcurrentWriteError(f"another writer committed to {rel} ({e})") from None
         raise
+
+
+def _committed_by(store: storage.Store, rel: str, version: int, mine: dict[str, str]) -> bool | None:
+    """Whether ``version`` of the table at ``rel`` is the commit whose commitInfo carries ``mine``
+    (False: another's); None when it is not there or cannot be read."""
+    try:
+        data = store.read(f"{rel}/_delta_log/{version:020d}.json")
+    except Exception:  # noqa: BLE001 - not there, or unreadable: nothing is known
+        return None
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            info = json.loads(line).get("commitInfo")
+        except (ValueError, AttributeError):
+            return None
+        if isinstance(info, dict):
+            return all(info.get(k) == v for k, v in mine.items())
+    return False

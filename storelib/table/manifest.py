@@ -392,11 +392,12 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
     checkpoint_row = _recorded(checkpoint_row, manifest_rows, versions)
     manifest_rows = manifest_rows_of(manifest_rows)    # (typed once: ingest's rows are built typed)
     check_row_targets(store, manifest_rows)
+    mine = deltacommit.commit_token()
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": checkpoint_row["operation"],
                                               # what DESCRIBE HISTORY shows (delta-spark)
-                                              "userMetadata": checkpoint_row["batch_id"]})
+                                              "userMetadata": checkpoint_row["batch_id"], **mine})
     files: dict[str, pa.Table] = {}           # each table's data files as its write left them (the merges')
     # what a read gives back of each table's rows (the manifest's Arrow table is let go once committed)
     read_back: dict[str, list[Any]] = {}
@@ -418,7 +419,7 @@ def commit(store: storage.Store, versions: TableVersions, manifest_rows: list[An
             else:
                 write_deltalake(target, table, mode="append", commit_properties=props, schema_mode="merge", **kw)
                 files[rel] = ckmerge.files_of(target)
-        deltacommit.commit_version(store, rel, version, write, durable)
+        deltacommit.commit_version(store, rel, version, write, durable, mine=mine)
         if point and fault:
             fault(point)
     del table, write
@@ -569,10 +570,11 @@ def _compact(store: storage.Store, version: int, rows: list[dict[str, Any]], che
     if fault:
         fault("before-compaction")
     table = pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA)
+    mine = deltacommit.commit_token()
     props = CommitProperties(max_commit_retries=0,
                              custom_metadata={"rocketlake.batch_id": checkpoint_row["batch_id"],
                                               "rocketlake.operation": COMPACT,
-                                              "userMetadata": checkpoint_row["batch_id"]})
+                                              "userMetadata": checkpoint_row["batch_id"], **mine})
     if lease is not None:
         lease.check()
 
@@ -588,7 +590,8 @@ def _compact(store: storage.Store, version: int, rows: list[dict[str, Any]], che
                                                                    current.column("size_bytes").to_pylist())]
         kw = {} if hooks is None else {"post_commithook_properties": hooks}
         dt.create_write_transaction(actions, mode="append", schema=MANIFEST_SCHEMA, commit_properties=props, **kw)
-    deltacommit.commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction")
+    deltacommit.commit_version(store, MANIFEST_DIR, version, write, durable, fault, "mid-compaction",
+                               mine=mine)
     if fault:
         fault("after-compaction")
 

@@ -483,6 +483,11 @@ def run_rounds(race: Race, rounds: list) -> None:
             print(race.log[-1], flush=True)
             detail = "\n".join(f"--- {w.tag} rc={w.rc}\n{w.stdout()[-3000:]}\n{w.stderr()[-3000:]}" for w in ws)
             won = [w for w in ws if w.rc == 0 and (w.result() or {}).get("status") == "committed"]
+            if len(won) != 1:                 # what the tables say, beside what the writers said
+                try:
+                    detail += f"\n--- store state: {race.state()}"
+                except Exception as e:  # noqa: BLE001 - a diagnosis only
+                    detail += f"\n--- store state unreadable: {e}"
             assert len(won) == 1, f"{len(won)} writers committed\n{detail}"
             winner = won[0]
             loser = next(w for w in ws if w is not winner)
