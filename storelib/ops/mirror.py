@@ -273,9 +273,10 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot
     if not segs or segs[0][0] > end:
         lo = segs[0][0] if segs else None
         raise MirrorDiverged(f"{broker.root}: the mirror ends at CommitLog offset {end}, the broker's CommitLog "
-                             + (f"now starts at {lo}: it deleted records the mirror never copied; start a new mirror "
-                                "(or raise the broker's fileReservedTime and mirror more often)" if lo is not None
-                                else "holds no segment: " + what))
+                             + (f"now starts at {lo}: its retention deleted records {end}..{lo} the mirror never "
+                                "copied (lost to the mirror, which keeps every batch it committed); "
+                                + _new_mirror(broker) + " (mirror more often than the broker's fileReservedTime)"
+                                if lo is not None else "holds no segment: " + what))
     last = rows[-1]
     valid = last.valid_bytes
     lo = max(0, valid - _TAIL_CHECK)
@@ -287,7 +288,7 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot
     if segs[-1][0] < last.base_offset or len(have) < valid - lo:
         raise MirrorDiverged(f"{broker.root}: the broker's CommitLog ends before offset {end}, where the mirror "
                              "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
-                             "start a new mirror for what the broker writes from now on")
+                             + _new_mirror(broker))
     if len(have):
         mine = _committed(store, last, lo, valid - lo)
         if have != mine:
@@ -301,6 +302,20 @@ def _check_broker(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot
         if theirs and _committed(store, row, 0, len(theirs)) != theirs:
             raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {oldest_base} differs from what "
                                  f"the mirror committed there: {what}")
+
+
+def _new_mirror(broker: BrokerFiles) -> str:
+    """What an operator can do once a mirror cannot go on: a new mirror starts at the broker's
+    first record, at CommitLog offset 0 (``_identity``), which a broker past its retention no
+    longer holds."""
+    segs = broker.segments()
+    if segs and segs[0][0] == 0:
+        return "mirror the broker into a new store from now on"
+    return "a new mirror starts at CommitLog offset 0, which the broker deleted: " + _ADOPT
+
+
+_ADOPT = ("this broker can no longer be mirrored; adopt a stopped copy of it (rocketlake ingest --from-store) into "
+          "a new store to keep what it holds")
 
 
 def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budget: int) -> int:
@@ -339,8 +354,7 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budge
                 raise MirrorDiverged(f"{broker.root}: CommitLog offset {off + d} (copied by an earlier batch) differs "
                                      "from what the mirror committed there: the broker's file was damaged or "
                                      "replaced; the mirror keeps its batches (check the broker with `rocketlake "
-                                     "inspect --store BROKER_DIR verify --deep`); start a new mirror for what it "
-                                     "writes from now on")
+                                     "inspect --store BROKER_DIR verify --deep`); " + _new_mirror(broker))
         spent += size
         if spent >= budget:
             break
@@ -451,7 +465,7 @@ class _Batch:
                 "kept_bytes": start, "zones": zonemap.to_detail(zones)})))
         return out
 
-    def queues(self, d: rebuild.Dispatch, groups: list, queue_next: dict) -> tuple:
+    def queues(self, d: rebuild.Dispatch, groups: list, queue_next: dict, broker: BrokerFiles) -> tuple:
         """(facts, plans) of the consume-queue files the records' units continue or create
         (``groups``: ``_queue_groups``); the files are written on a few threads (each one's
         time is mostly its fsyncs)."""
@@ -462,9 +476,18 @@ class _Batch:
             offs = d.queue_offset[rows]
             if offs[0] != first or not np.array_equal(offs, np.arange(first, first + len(rows))):
                 k = int(np.flatnonzero(offs != np.arange(first, first + len(rows)))[0])
-                raise MirrorDiverged(f"queue {key[0]}/{key[1]}: the record at CommitLog offset {int(d.phys[rows[k]])} "
-                                     f"has queue offset {int(offs[k])}, the mirror's queue continues at {first + k}: "
-                                     "the broker's queues no longer follow the mirror's; start a new mirror")
+                at = f"queue {key[0]}/{key[1]}: the record at CommitLog offset {int(d.phys[rows[k]])}"
+                if int(offs[k]) == 0:
+                    # a broker's deleteTopic drops the topic's queues with their offsets: the topic
+                    # created again (by an admin or a producer) numbers its queues from 0
+                    raise MirrorDiverged(f"{at} starts the queue over at queue offset 0 (the mirror's continues at "
+                                         f"{first + k}): the broker deleted the topic and it was created again, "
+                                         "which restarts its queues; a mirror cannot take a queue back to 0 (the "
+                                         "mirror keeps every batch it committed), nor can a new one (it starts at "
+                                         "the broker's first record and meets the same restart): " + _ADOPT)
+                raise MirrorDiverged(f"{at} has queue offset {int(offs[k])}, the mirror's queue continues at "
+                                     f"{first + k}: the broker's queues no longer follow the mirror's; "
+                                     + _new_mirror(broker))
             hi = first + len(rows)
             for f in range(first // U, (hi - 1) // U + 1):
                 lo_u, hi_u = max(first, f * U), min(hi, (f + 1) * U)
@@ -634,7 +657,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dis
         d = dispatcher.result(pieces, broker)
         groups = _queue_groups(d)
         queue_next = dict(state.queue_next)
-        cq, cq_plans = b.queues(d, groups, queue_next)
+        cq, cq_plans = b.queues(d, groups, queue_next, broker)
         idx, idx_plans = b.index(d)
         results = b.segment_facts(written.result(), d) + cq + idx
         fault("after-files-staged")

@@ -18,6 +18,9 @@ from support import goldenlib
 from conftest import golden_set
 from support.mirrorhelp import records as _records, set_safe
 from storelib.cli import mirror as mirror_cli
+from storelib.codec import messages as codec
+from storelib.compute import kernels
+from storelib.format import commitlog
 from storelib.ops import mirror
 from storelib.table import manifest
 from storelib.io import storage
@@ -137,10 +140,26 @@ def _damage(broker: str, how: str, mirror_end: int) -> None:
         for s, rel in segs:
             if s <= mirror_end + F:
                 os.remove(os.path.join(broker, rel))
+    elif how == "queue-restarted":               # deleteTopic, the topic created again: its queues from 0
+        base = mirror_end // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        buf = np.frombuffer(bytes(raw), np.uint8)
+        st, _, _ = codec.record_starts(buf, mirror_end - base, len(buf))
+        qoff = kernels.record_fields(buf, np.asarray(st, np.int64))[kernels.F_QUEUEOFFSET]
+        at = int(st[int(np.flatnonzero(qoff > 0)[0])]) + commitlog.POS_QUEUEOFFSET
+        raw[at:at + 8] = bytes(8)
+        open(p, "wb").write(bytes(raw))
+
+
+# what each divergence's line says besides the offset: its cause, and what an operator can do
+SAYS = {"queue-restarted": ("deleted the topic and it was created again", "can no longer be mirrored",
+                            "ingest --from-store"),
+        "deleted-before-copied": ("never copied", "can no longer be mirrored", "ingest --from-store")}
 
 
 @pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "segment-gone",
-                                 "deleted-before-copied"])
+                                 "deleted-before-copied", "queue-restarted"])
 def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, capsys, how):
     store = str(tmp_path / "mirror")
     _, _, ts = _records(broker)
@@ -154,6 +173,7 @@ def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, ca
     assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "offset" in err[0] and ("new mirror" in err[0] or "new store" in err[0]), err
+    assert all(words in err[0] for words in SAYS.get(how, ())), err
     assert tree(store, skip=()) == before
 
 
