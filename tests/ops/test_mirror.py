@@ -10,6 +10,9 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -409,3 +412,68 @@ def test_the_mirror_never_lives_inside_the_brokers_directory(tmp_path, spelling)
     with pytest.raises(MirrorError, match="inside the broker's directory"):
         mirror.mirror_broker(named, store, small_config(), quiet=True)
     assert tree(broker, skip=()) == before and os.listdir(inside) == []
+
+
+def _every(broker: str, store: str, seconds: str) -> subprocess.Popen:
+    from conftest import ROOT
+    return subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker, "--store", store,
+                             "--every", seconds, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), start_new_session=True)
+
+
+def _line(stream, p: subprocess.Popen, words: str) -> str:
+    """The next line of ``stream`` holding ``words`` (AssertionError if ``p`` ends first)."""
+    for line in stream:
+        if words in line:
+            return line
+    raise AssertionError(f"{p.args[3:]} ended ({p.wait()}) before saying {words!r}: {p.stderr.read()[-2000:]}")
+
+
+def test_a_second_mirror_of_a_store_is_refused(broker, tmp_path, capsys):
+    """While ``mirror --every`` runs, another mirror of its store on this host (--once, --every)
+    is refused before it does anything (exit 2, naming the running one's pid); once that one is
+    gone, a mirror goes on from its batches."""
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    p = _every(broker, store, "30")
+    try:
+        _line(p.stdout, p, '"status": "committed"')
+        set_safe(broker, int(ts.max()) + 1)
+        before = tree(store, skip=())
+        capsys.readouterr()
+        assert mirror_cli.main(["--from", broker, "--store", store, "--once", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "one mirror a store" in err and f"pid {p.pid}" in err, err
+        assert tree(store, skip=()) == before
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=60)
+    assert mirror_cli.main(["--from", broker, "--store", store, "--once", "--quiet"]) == 0
+    assert len(manifest.load_snapshot(storage.Store(store)).batches) == 2
+
+
+def test_every_skips_a_cycle_while_another_writer_has_the_store(broker, tmp_path):
+    """``mirror --every``: a cycle that finds the writer lease held (an expire of the mirror's
+    history, a repair) commits nothing, says so, and the run goes on: its next cycle commits."""
+    from storelib.table import writerlease
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    set_safe(broker, int(ts.max()) + 1)
+    other = writerlease.WriterLease(storage.Store(store), "expire-elsewhere")
+    other.acquire()
+    p = _every(broker, store, "0.5")
+    try:
+        line = _line(p.stderr, p, "cycle skipped")
+        assert "expire-elsewhere" in line, line
+        assert len(manifest.load_snapshot(storage.Store(store)).batches) == 1
+        other.release()
+        _line(p.stdout, p, '"status": "committed"')
+    finally:
+        other.release()
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=60)
+    assert p.returncode in (0, 143), p.stderr.read()[-2000:]     # (0: the signal came in a cycle)
+    assert manifest.load_snapshot(storage.Store(store)).batch["max_phy_offset"] == int(_records(broker)[1][-1])
