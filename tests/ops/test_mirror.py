@@ -477,3 +477,26 @@ def test_every_skips_a_cycle_while_another_writer_has_the_store(broker, tmp_path
         p.wait(timeout=60)
     assert p.returncode in (0, 143), p.stderr.read()[-2000:]     # (0: the signal came in a cycle)
     assert manifest.load_snapshot(storage.Store(store)).batch["max_phy_offset"] == int(_records(broker)[1][-1])
+
+
+def test_segments_the_broker_deletes_while_a_cycle_reads_are_no_divergence(broker, tmp_path, monkeypatch):
+    """The broker's retention deleting its oldest segment right after a cycle listed the segments
+    (before the identity check or the sweep reads it) is the broker's retention, not damage: the
+    cycle commits, every record copied."""
+    store = str(tmp_path / "mirror")
+    _, ends, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    set_safe(broker, int(ts.max()) + 1)
+    listed = mirror.BrokerFiles.segments
+
+    def then_delete(self):
+        segs = listed(self)
+        if len(segs) > 20:                       # (the oldest, long copied; the mirror's end is far later)
+            os.remove(os.path.join(self.root, segs[0][1]))
+        return segs
+    monkeypatch.setattr(mirror.BrokerFiles, "segments", then_delete)
+    out = mirror.mirror_broker(broker, store, quiet=True)
+    assert out["status"] == "committed" and out["to"] == int(ends[-1]), out
+    monkeypatch.undo()
+    assert verify.verify_store(store, None, deep=True, threads=1).problems == []
