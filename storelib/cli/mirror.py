@@ -8,11 +8,13 @@ entries, and commits them as one batch, as an ingest commits. The broker's direc
 mirror until `rocketlake expire` removes it. --once runs cycles until the mirror has caught up,
 then exits; --every SECONDS runs a cycle every SECONDS until interrupted (SIGINT/SIGTERM end it
 between cycles or abandon the one running: a cycle never commits half a batch).
+With --every, a cycle that finds another writer on the store (an expire of the mirror, a repair)
+commits nothing and says so on stderr; the next cycle runs as planned.
 Exit status: 0 done, 130/143 interrupted (SIGINT/SIGTERM), 1 failed (a damaged broker record,
 an unexpected error), 2 bad arguments (not a broker directory, a store that is no mirror, a
 broker whose CommitLog no longer starts at 0 on the first cycle, a FIFO or device where a broker's
-file is), 3 the broker's CommitLog no
-longer matches what the mirror committed, or another writer holds the store.
+file is, a store another `mirror --every` on this host still mirrors), 3 the broker's CommitLog no
+longer matches what the mirror committed, or (--once) another writer holds the store.
 """
 import argparse
 import json
@@ -47,6 +49,7 @@ def main(argv=None) -> int:
 
 def _cycles(args) -> int:
     """Mirror cycles: until caught up (--once), or one every --every seconds."""
+    from ..errors import ConcurrentWriteError
     from ..ops.mirror import mirror_broker
     from ..runtime import interrupts
     cfg = cli_common.config_from_args(args) if args.config else None
@@ -54,7 +57,17 @@ def _cycles(args) -> int:
         started = time.time()
         while True:                  # catch up: batches until one finds nothing new
             interrupts.reset()       # a signal before this cycle's commit abandons the cycle
-            s = mirror_broker(args.broker, args.store, cfg, quiet=args.quiet, max_bytes=args.max_batch_mb << 20)
+            try:
+                s = mirror_broker(args.broker, args.store, cfg, quiet=args.quiet, max_bytes=args.max_batch_mb << 20,
+                                  every=args.every)
+            except ConcurrentWriteError as e:
+                if args.every is None:
+                    raise
+                # another writer (an expire of the mirror's history, a repair) had the store: this
+                # cycle committed nothing and changed nothing, the next one starts over from the store
+                print(f"rocketlake: cycle skipped, concurrent writer: {e.line()}; the next cycle in "
+                      f"{args.every:g}s", file=sys.stderr, flush=True)
+                break
             print("rocketlake: " + json.dumps(s, sort_keys=True), flush=True)
             signum = interrupts.pending()
             if signum is not None:   # ... after it: the batch was finished first; stop here

@@ -25,11 +25,9 @@ bytes under the mirror's last committed ones, before copying anything.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import json
 import os
-import stat
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,7 +37,7 @@ import numpy as np
 from ..codec import messages as codec
 from ..compute import grouping, kernels
 from ..errors import CorruptStore, MirrorDiverged, MirrorError, StorePathError
-from ..format import checkpoint as ckpt, commitlog, paths
+from ..format import commitlog, paths
 from ..format.config import StoreConfig
 from ..ingest import sequencer, write as write_stage
 from ..ingest.commit import (StagedBatch, commit_batch, finish_pending_publish, is_committed, outcome_unknown,
@@ -55,104 +53,19 @@ from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
 from ..table.rows import FileKind, last_queue_files, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
-from ..table.storefiles import queues_not_derived, reading_path
 from ..table.storeinfo import broker_config
-from . import rebuild
+from . import mirrorsource as source, rebuild
+from .mirrorsource import BrokerFiles
 
 __all__ = ["BrokerFiles", "safe_records", "mirror_broker", "WINDOW", "FIRST_WINDOW", "MAX_BATCH"]
 
 WINDOW = 32 << 20               # bytes of a broker segment read at a time
 FIRST_WINDOW = 1 << 20          # ... the first time in a cycle
 MAX_BATCH = 512 << 20           # record bytes one cycle copies at most (the rest: the next cycle)
-_TAIL_CHECK = 4096              # committed bytes compared with the broker's before each cycle
 CQ_WRITERS = 4                  # consume-queue files of a cycle written at a time
 DISPATCHERS = 2                 # threads dispatching a cycle's pieces
 SWEEP_BYTES = 16 << 20          # committed bytes one cycle re-checks against the broker's (the rolling sweep)
 _sweep_at: dict = {}            # store uri -> where this process's next sweep starts (cycles that commit nothing)
-
-
-class BrokerFiles:
-    """A broker's store directory, read only: segment names and sizes, ``pread`` of a file (a
-    regular file only: ``MirrorError`` naming anything else, never read)."""
-
-    def __init__(self, root: str):
-        if not paths.is_local(root):
-            raise MirrorError(f"{root}: mirror reads a broker's store from a local directory only")
-        self.root = os.path.abspath(paths.local_path(root))
-        if not os.path.isdir(os.path.join(self.root, commitlog.DIR)):
-            raise MirrorError(f"{self.root} is not a broker's store directory (no {commitlog.DIR}/)")
-        what = queues_not_derived(storage.Store(self.root))    # a mirror derives one unit a record
-        if what:
-            raise MirrorError(f"{self.root}: the broker has {what}, which a mirror does not derive; nothing was mirrored")
-
-    def segments(self) -> list:
-        """(base offset, rel path) of the CommitLog segments, in offset order."""
-        out = []
-        for name in os.listdir(os.path.join(self.root, commitlog.DIR)):
-            if len(name) == 20 and name.isdigit():
-                out.append((int(name), f"{commitlog.DIR}/{name}"))
-        return sorted(out)
-
-    def read(self, rel: str, pos: int, n: int, ahead: int = 0) -> bytes:
-        """Up to ``n`` bytes at ``pos`` (fewer at the end of the file; b"" if it is gone);
-        ``ahead``: bytes after them the kernel starts reading meanwhile (``POSIX_FADV_WILLNEED``,
-        a hint: the next window of a catch-up comes from the disk while this one is worked on)."""
-        fd = self._open(rel)
-        if fd is None:
-            return b""
-        try:
-            raw = os.pread(fd, n, pos)
-            if ahead and len(raw) == n and hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, pos + n, ahead, os.POSIX_FADV_WILLNEED)
-            return raw
-        finally:
-            os.close(fd)
-
-    def _open(self, rel: str) -> int | None:
-        """A read-only fd of the regular file ``rel`` (None: there is none). Opened non-blocking
-        (a FIFO's open returns at once, where a blocking one waits for a writer for ever; a
-        regular file's reads ignore the flag) and checked on the fd itself (``fstat``: the file
-        checked is the file read, whatever replaces the name meanwhile): anything but a regular
-        file is ``MirrorError`` naming it, closed unread."""
-        path = os.path.join(self.root, rel)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            if e.errno != errno.ENXIO:           # (a socket: no file to open)
-                raise
-            raise MirrorError(_not_a_file(path, f"no file ({e.strerror})")) from None
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISREG(mode):
-            return fd
-        os.close(fd)
-        raise MirrorError(_not_a_file(path, paths.special_kind(mode) or
-                                      ("a directory" if stat.S_ISDIR(mode) else "no regular file")))
-
-    def shaped(self) -> bool:
-        """Whether a consume-queue file and an index file exist (``infer_config`` reads their sizes)."""
-        cq = os.path.join(self.root, paths.CONSUMEQUEUE_DIR)
-        has_cq = os.path.isdir(cq) and any(files for _, _, files in os.walk(cq))
-        idx = os.path.join(self.root, paths.INDEX_DIR)
-        return has_cq and os.path.isdir(idx) and bool(os.listdir(idx))
-
-    def physic_timestamp(self) -> int:
-        """The checkpoint's physicMsgTimestamp (0 without a checkpoint file)."""
-        raw = self.read(ckpt.FILE_NAME, 0, ckpt.LAYOUT_SIZE)
-        return ckpt.Checkpoint.from_bytes(raw).physic_msg_timestamp if len(raw) == ckpt.LAYOUT_SIZE else 0
-
-    def first_record(self, rel: str) -> bytes:
-        head = self.read(rel, 0, 8)
-        if len(head) < 8:
-            return b""
-        size = int.from_bytes(head[:4], "big", signed=True)
-        return self.read(rel, 0, size) if 0 < size <= 64 << 20 else head
-
-
-def _not_a_file(path: str, what: str) -> str:
-    return (f"{path} is {what}, not a regular file: the mirror reads nothing but a broker's files (a read of a "
-            "FIFO would block for ever, a device's bytes are no broker's); nothing was mirrored by this cycle")
 
 
 @dataclasses.dataclass
@@ -220,89 +133,6 @@ def safe_records(broker: BrokerFiles, start: int, safe_ts: int, file_size: int, 
     return pieces
 
 
-# ---------------------------------------------------------------------------- identity and divergence
-def _identity(broker: BrokerFiles) -> dict:
-    segs = broker.segments()
-    if not segs:
-        raise MirrorError(f"{broker.root} holds no CommitLog segment yet: nothing to mirror")
-    base, rel = segs[0]
-    if base != 0:
-        raise MirrorError(f"{broker.root}: the broker's CommitLog starts at {base}, not 0 (it has deleted older "
-                          "segments): a mirror starts with the broker's first record; adopt a stopped copy "
-                          "(rocketlake ingest --from-store) to keep what it still holds")
-    first = broker.first_record(rel)
-    return {"source": broker.root, "first_segment": rel.rsplit("/", 1)[-1],
-            "first_record_sha256": hashlib.sha256(first).hexdigest()}
-
-
-def _mirror_identity(snap: StoreSnapshot, store: storage.Store) -> dict:
-    for b in snap.batches:
-        m = b.detail.get("mirror")
-        if m:
-            return m["identity"]
-    raise MirrorError(f"{store.uri} is a rocketlake store but not a mirror (its first batch records no broker): "
-                      "mirror into a new store")
-
-
-def _check_only_mirrored(snap: StoreSnapshot, store: storage.Store) -> None:
-    """MirrorDiverged if a batch other than a mirror cycle's appended records to the mirror (an
-    ingest, a streaming sink's commit): the broker never wrote them, so the mirror's CommitLog no
-    longer follows the broker's. (An earlier version recorded mirror batches as ``ingest``: its
-    batches carry ``detail.mirror`` all the same.)"""
-    for b in snap.batches:
-        if b.operation in ("ingest", "import") and "mirror" not in b.detail:
-            raise MirrorDiverged(f"{store.uri}: batch {b.batch_id!r} ({b.operation}) appended records at "
-                                 f"CommitLog offsets up to {b.max_phy_offset} that the broker never wrote: the "
-                                 "mirror cannot go on; start a new mirror")
-
-
-def _check_broker(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, ident: dict, end: int) -> None:
-    """MirrorDiverged unless the broker's CommitLog still holds what the mirror committed where
-    both hold it: its first record (if still there), the bytes under the mirror's end, and the
-    first record of its oldest segment."""
-    segs = broker.segments()
-    first = f"{commitlog.DIR}/{ident['first_segment']}"
-    what = "it is another broker's store or its files were replaced: mirror it into a new store"
-    if any(rel == first for _, rel in segs):
-        if hashlib.sha256(broker.first_record(first)).hexdigest() != ident["first_record_sha256"]:
-            raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset 0 is not the one this mirror "
-                                 f"started from: {what}")
-    rows = sorted(snap.of_kind(FileKind.COMMITLOG), key=lambda r: r.base_offset)
-    if not rows:
-        return
-    if not segs or segs[0][0] > end:
-        lo = segs[0][0] if segs else None
-        raise MirrorDiverged(f"{broker.root}: the mirror ends at CommitLog offset {end}, the broker's CommitLog "
-                             + (f"now starts at {lo}: it deleted records the mirror never copied; start a new mirror "
-                                "(or raise the broker's fileReservedTime and mirror more often)" if lo is not None
-                                else "holds no segment: " + what))
-    last = rows[-1]
-    valid = last.valid_bytes
-    lo = max(0, valid - _TAIL_CHECK)
-    have = broker.read(last.path, lo, valid - lo)
-    if not have and segs[-1][0] > last.base_offset:
-        raise MirrorDiverged(f"{broker.root}: the broker has no {last.path} (CommitLog offset "
-                             f"{last.base_offset}), where the mirror ends, but older and newer segments: "
-                             f"{what}")
-    if segs[-1][0] < last.base_offset or len(have) < valid - lo:
-        raise MirrorDiverged(f"{broker.root}: the broker's CommitLog ends before offset {end}, where the mirror "
-                             "ends (it truncated its tail, e.g. after a power cut): the mirror keeps its batches; "
-                             "start a new mirror for what the broker writes from now on")
-    if len(have):
-        mine = _committed(store, last, lo, valid - lo)
-        if have != mine:
-            d = next(i for i in range(len(mine)) if have[i] != mine[i])
-            raise MirrorDiverged(f"{broker.root}: CommitLog offset {last.base_offset + lo + d} differs from "
-                                 f"what the mirror committed there: {what}")
-    oldest_base, oldest_rel = segs[0]
-    row = snap.files.get(oldest_rel)
-    if 0 < oldest_base < end and row is not None:
-        theirs = broker.first_record(oldest_rel)
-        if theirs and _committed(store, row, 0, len(theirs)) != theirs:
-            raise MirrorDiverged(f"{broker.root}: the record at CommitLog offset {oldest_base} differs from what "
-                                 f"the mirror committed there: {what}")
-
-
 def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budget: int) -> int:
     """Re-check ``budget`` bytes (at least one checksum block) of the CommitLog range both the
     mirror and the broker still hold against the block digests the mirror committed, from where
@@ -330,8 +160,10 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budge
         lo = i * checksum.BLOCK_SIZE
         size = min(checksum.BLOCK_SIZE, r.valid_bytes - lo)
         theirs = broker.read(r.path, lo, size)
-        if digest is None or len(theirs) != size or checksum.block_digest(theirs) != digest:
-            mine = _committed(store, r, lo, size)
+        if not theirs and not broker.holds(r.path):
+            pass                                     # deleted since listed: the broker's retention
+        elif digest is None or len(theirs) != size or checksum.block_digest(theirs) != digest:
+            mine = source.committed_bytes(store, r, lo, size)
             if theirs != mine:
                 m = min(len(theirs), len(mine))
                 diff = np.flatnonzero(np.frombuffer(theirs, np.uint8, m) != np.frombuffer(mine, np.uint8, m))
@@ -339,8 +171,7 @@ def _sweep(broker: BrokerFiles, store: storage.Store, snap: StoreSnapshot, budge
                 raise MirrorDiverged(f"{broker.root}: CommitLog offset {off + d} (copied by an earlier batch) differs "
                                      "from what the mirror committed there: the broker's file was damaged or "
                                      "replaced; the mirror keeps its batches (check the broker with `rocketlake "
-                                     "inspect --store BROKER_DIR verify --deep`); start a new mirror for what it "
-                                     "writes from now on")
+                                     "inspect --store BROKER_DIR verify --deep`); " + source.new_mirror(broker))
         spent += size
         if spent >= budget:
             break
@@ -356,11 +187,6 @@ def _last_sweep(snap: StoreSnapshot) -> int:
         if m:
             return int(m.get("sweep", 0))
     return 0
-
-
-def _committed(store: storage.Store, row: dict, pos: int, n: int) -> bytes:
-    """Bytes of the committed version of ``row``'s file (object stores: assembled from its extents)."""
-    return store.read(reading_path(store, row, set()), pos, n)
 
 
 # ---------------------------------------------------------------------------- one batch
@@ -451,7 +277,7 @@ class _Batch:
                 "kept_bytes": start, "zones": zonemap.to_detail(zones)})))
         return out
 
-    def queues(self, d: rebuild.Dispatch, groups: list, queue_next: dict) -> tuple:
+    def queues(self, d: rebuild.Dispatch, groups: list, queue_next: dict, broker: BrokerFiles) -> tuple:
         """(facts, plans) of the consume-queue files the records' units continue or create
         (``groups``: ``_queue_groups``); the files are written on a few threads (each one's
         time is mostly its fsyncs)."""
@@ -462,9 +288,18 @@ class _Batch:
             offs = d.queue_offset[rows]
             if offs[0] != first or not np.array_equal(offs, np.arange(first, first + len(rows))):
                 k = int(np.flatnonzero(offs != np.arange(first, first + len(rows)))[0])
-                raise MirrorDiverged(f"queue {key[0]}/{key[1]}: the record at CommitLog offset {int(d.phys[rows[k]])} "
-                                     f"has queue offset {int(offs[k])}, the mirror's queue continues at {first + k}: "
-                                     "the broker's queues no longer follow the mirror's; start a new mirror")
+                at = f"queue {key[0]}/{key[1]}: the record at CommitLog offset {int(d.phys[rows[k]])}"
+                if int(offs[k]) == 0:
+                    # a broker's deleteTopic drops the topic's queues with their offsets: the topic
+                    # created again (by an admin or a producer) numbers its queues from 0
+                    raise MirrorDiverged(f"{at} starts the queue over at queue offset 0 (the mirror's continues at "
+                                         f"{first + k}): the broker deleted the topic and it was created again, "
+                                         "which restarts its queues; a mirror cannot take a queue back to 0 (the "
+                                         "mirror keeps every batch it committed), nor can a new one (it starts at "
+                                         "the broker's first record and meets the same restart): " + source.ADOPT)
+                raise MirrorDiverged(f"{at} has queue offset {int(offs[k])}, the mirror's queue continues at "
+                                     f"{first + k}: the broker's queues no longer follow the mirror's; "
+                                     + source.new_mirror(broker))
             hi = first + len(rows)
             for f in range(first // U, (hi - 1) // U + 1):
                 lo_u, hi_u = max(first, f * U), min(hi, (f + 1) * U)
@@ -541,9 +376,11 @@ def _dispatch(pieces: list, done: list, broker: BrokerFiles) -> rebuild.Dispatch
 
 
 def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = None, quiet: bool = False,
-                  max_bytes: int = MAX_BATCH) -> dict:
+                  max_bytes: int = MAX_BATCH, every: float | None = None) -> dict:
     """One mirror cycle: the broker's records past the mirror's end, up to the safe point, as one
-    committed batch of ``store_uri``; the summary (``status`` ``committed`` or ``nothing-new``)."""
+    committed batch of ``store_uri``; the summary (``status`` ``committed`` or ``nothing-new``).
+    ``every``: this process runs a cycle every so many seconds (``mirror --every``: a batch
+    records it, and a second such process on this host is refused, ``mirrorsource.check_one_mirror``)."""
     t0 = time.time()
     prog = Progress(quiet)
     broker = BrokerFiles(broker_dir)
@@ -551,6 +388,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     real = os.path.realpath(broker.root)      # (either may be named through a symbolic link)
     if store.os_paths and (os.path.realpath(store.root) + os.sep).startswith(real + os.sep):
         raise MirrorError(f"{store.uri}: the mirror cannot live inside the broker's directory {broker.root}")
+    me = source.this_run(every)
     lease = writerlease.WriterLease(store, "mirror")
     fresh_meta = not store.exists(paths.META_DIR)
     fresh_root = store.os_paths and not os.path.exists(store.root)
@@ -572,17 +410,18 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
                 raise MirrorError(f"the broker's directory {broker.root}: {e}; nothing was mirrored by this "
                                   "cycle") from None
             ident = None                         # read once its first record is safe (final)
-            _identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
+            source.identity(broker)                    # (a CommitLog that no longer starts at 0: refused now)
         else:
             cfg = recorded_config(snap.batch, config)
-            ident = _mirror_identity(snap, store)
-            _check_only_mirrored(snap, store)
+            ident = source.mirror_identity(snap, store)
+            source.check_one_mirror(snap, store, me)
+            source.check_only_mirrored(snap, store)
             finish_pending_publish(store, snap, cfg)
         state = store_state(snap)
         start = state.next_phys
         if snap.batch is not None:
             assert ident is not None                 # a mirror's batch recorded it
-            _check_broker(broker, store, snap, ident, start)
+            source.check_broker(broker, store, snap, ident, start)
             sweep = _sweep(broker, store, snap, SWEEP_BYTES)
         else:
             sweep = 0
@@ -595,10 +434,10 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
             committed = snap.batch is not None
             prog.say(f"nothing new below the safe point (physicMsgTimestamp {safe_ts}) from offset {start}")
             return dict(base, status="nothing-new", messages=0, to=start, seconds=round(time.time() - t0, 3))
-        ident = ident or _identity(broker)
+        ident = ident or source.identity(broker)
         end = pieces[-1].base + pieces[-1].pos + pieces[-1].end
         mirror_detail = {"identity": ident, "from": start, "to": end, "safe_timestamp": safe_ts, "source": broker.root,
-                         "sweep": sweep}
+                         "sweep": sweep, "run": me}
         out, d = _commit(store, snap, state, cfg, pieces, dispatcher, broker, mirror_detail, t0, prog, lease)
         committed = True
         now = int(time.time() * 1000)
@@ -634,7 +473,7 @@ def _commit(store, snap, state, cfg: StoreConfig, pieces: list, dispatcher: _Dis
         d = dispatcher.result(pieces, broker)
         groups = _queue_groups(d)
         queue_next = dict(state.queue_next)
-        cq, cq_plans = b.queues(d, groups, queue_next)
+        cq, cq_plans = b.queues(d, groups, queue_next, broker)
         idx, idx_plans = b.index(d)
         results = b.segment_facts(written.result(), d) + cq + idx
         fault("after-files-staged")

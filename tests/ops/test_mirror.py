@@ -10,6 +10,9 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +21,9 @@ from support import goldenlib
 from conftest import golden_set
 from support.mirrorhelp import records as _records, set_safe
 from storelib.cli import mirror as mirror_cli
+from storelib.codec import messages as codec
+from storelib.compute import kernels
+from storelib.format import commitlog
 from storelib.ops import mirror
 from storelib.table import manifest
 from storelib.io import storage
@@ -137,10 +143,26 @@ def _damage(broker: str, how: str, mirror_end: int) -> None:
         for s, rel in segs:
             if s <= mirror_end + F:
                 os.remove(os.path.join(broker, rel))
+    elif how == "queue-restarted":               # deleteTopic, the topic created again: its queues from 0
+        base = mirror_end // F * F
+        p = os.path.join(broker, f"commitlog/{base:020d}")
+        raw = bytearray(open(p, "rb").read())
+        buf = np.frombuffer(bytes(raw), np.uint8)
+        st, _, _ = codec.record_starts(buf, mirror_end - base, len(buf))
+        qoff = kernels.record_fields(buf, np.asarray(st, np.int64))[kernels.F_QUEUEOFFSET]
+        at = int(st[int(np.flatnonzero(qoff > 0)[0])]) + commitlog.POS_QUEUEOFFSET
+        raw[at:at + 8] = bytes(8)
+        open(p, "wb").write(bytes(raw))
+
+
+# what each divergence's line says besides the offset: its cause, and what an operator can do
+SAYS = {"queue-restarted": ("deleted the topic and it was created again", "can no longer be mirrored",
+                            "ingest --from-store"),
+        "deleted-before-copied": ("never copied", "can no longer be mirrored", "ingest --from-store")}
 
 
 @pytest.mark.parametrize("how", ["another-broker", "truncated-tail", "replaced-file", "segment-gone",
-                                 "deleted-before-copied"])
+                                 "deleted-before-copied", "queue-restarted"])
 def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, capsys, how):
     store = str(tmp_path / "mirror")
     _, _, ts = _records(broker)
@@ -154,6 +176,7 @@ def test_divergence_stops_with_exit_3_and_leaves_the_mirror(broker, tmp_path, ca
     assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "offset" in err[0] and ("new mirror" in err[0] or "new store" in err[0]), err
+    assert all(words in err[0] for words in SAYS.get(how, ())), err
     assert tree(store, skip=()) == before
 
 
@@ -389,3 +412,91 @@ def test_the_mirror_never_lives_inside_the_brokers_directory(tmp_path, spelling)
     with pytest.raises(MirrorError, match="inside the broker's directory"):
         mirror.mirror_broker(named, store, small_config(), quiet=True)
     assert tree(broker, skip=()) == before and os.listdir(inside) == []
+
+
+def _every(broker: str, store: str, seconds: str) -> subprocess.Popen:
+    from conftest import ROOT
+    return subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "mirror", "--from", broker, "--store", store,
+                             "--every", seconds, "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), start_new_session=True)
+
+
+def _line(stream, p: subprocess.Popen, words: str) -> str:
+    """The next line of ``stream`` holding ``words`` (AssertionError if ``p`` ends first)."""
+    for line in stream:
+        if words in line:
+            return line
+    raise AssertionError(f"{p.args[3:]} ended ({p.wait()}) before saying {words!r}: {p.stderr.read()[-2000:]}")
+
+
+def test_a_second_mirror_of_a_store_is_refused(broker, tmp_path, capsys):
+    """While ``mirror --every`` runs, another mirror of its store on this host (--once, --every)
+    is refused before it does anything (exit 2, naming the running one's pid); once that one is
+    gone, a mirror goes on from its batches."""
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    p = _every(broker, store, "30")
+    try:
+        _line(p.stdout, p, '"status": "committed"')
+        set_safe(broker, int(ts.max()) + 1)
+        before = tree(store, skip=())
+        capsys.readouterr()
+        assert mirror_cli.main(["--from", broker, "--store", store, "--once", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "one mirror a store" in err and f"pid {p.pid}" in err, err
+        assert tree(store, skip=()) == before
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=60)
+    assert mirror_cli.main(["--from", broker, "--store", store, "--once", "--quiet"]) == 0
+    assert len(manifest.load_snapshot(storage.Store(store)).batches) == 2
+
+
+def test_every_skips_a_cycle_while_another_writer_has_the_store(broker, tmp_path):
+    """``mirror --every``: a cycle that finds the writer lease held (an expire of the mirror's
+    history, a repair) commits nothing, says so, and the run goes on: its next cycle commits."""
+    from storelib.table import writerlease
+    store = str(tmp_path / "mirror")
+    _, _, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    set_safe(broker, int(ts.max()) + 1)
+    other = writerlease.WriterLease(storage.Store(store), "expire-elsewhere")
+    other.acquire()
+    p = _every(broker, store, "0.5")
+    try:
+        line = _line(p.stderr, p, "cycle skipped")
+        assert "expire-elsewhere" in line, line
+        assert len(manifest.load_snapshot(storage.Store(store)).batches) == 1
+        other.release()
+        _line(p.stdout, p, '"status": "committed"')
+    finally:
+        other.release()
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=60)
+    assert p.returncode in (0, 143), p.stderr.read()[-2000:]     # (0: the signal came in a cycle)
+    assert manifest.load_snapshot(storage.Store(store)).batch["max_phy_offset"] == int(_records(broker)[1][-1])
+
+
+def test_segments_the_broker_deletes_while_a_cycle_reads_are_no_divergence(broker, tmp_path, monkeypatch):
+    """The broker's retention deleting its oldest segment right after a cycle listed the segments
+    (before the identity check or the sweep reads it) is the broker's retention, not damage: the
+    cycle commits, every record copied."""
+    store = str(tmp_path / "mirror")
+    _, ends, ts = _records(broker)
+    set_safe(broker, int(ts[1200]))
+    assert mirror_cli.main(["--from", broker, "--store", store, "--quiet"]) == 0
+    set_safe(broker, int(ts.max()) + 1)
+    listed = mirror.BrokerFiles.segments
+
+    def then_delete(self):
+        segs = listed(self)
+        if len(segs) > 20:                       # (the oldest, long copied; the mirror's end is far later)
+            os.remove(os.path.join(self.root, segs[0][1]))
+        return segs
+    monkeypatch.setattr(mirror.BrokerFiles, "segments", then_delete)
+    out = mirror.mirror_broker(broker, store, quiet=True)
+    assert out["status"] == "committed" and out["to"] == int(ends[-1]), out
+    monkeypatch.undo()
+    assert verify.verify_store(store, None, deep=True, threads=1).problems == []
