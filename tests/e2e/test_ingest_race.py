@@ -431,13 +431,19 @@ class Race:
             time.sleep(0.1)
 
     def state(self) -> dict:
+        """In this process (no interpreter's start-up, ~3 s), with the store's settings (S3's
+        endpoint and keys) in the environment while it reads."""
         out = self.work / f"state-{self.n}.json"
-        if not self.uri.startswith("s3://"):      # local: in this process, no interpreter's start-up (~3 s)
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
             state_main(self.uri, str(out))
-            return json.loads(out.read_text())
-        r = subprocess.run([PY, HERE, "state", self.uri, str(out)], cwd=ROOT, env=self._env({}),
-                           capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         return json.loads(out.read_text())
 
     # -- the reader process
@@ -578,6 +584,4 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "reader":
         sys.exit(reader_main(*sys.argv[2:8]))
-    if mode == "state":
-        sys.exit(state_main(*sys.argv[2:4]))
     sys.exit(f"unknown mode {mode!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from support.filedigest import BLOCK, digest
+from support.filedigest import BLOCK, digest, digest_of
 
 SIZE = 5 * BLOCK + 123                 # a last block shorter than BLOCK
 
@@ -44,3 +44,14 @@ def test_every_difference_shows(tmp_path):
     for path in others:
         assert open(path, "rb").read() != open(tmp_path / "a", "rb").read()
         assert digest(path) != want, os.path.basename(path)
+
+
+def test_digest_of_a_head_and_its_zero_tail_is_the_files(tmp_path):
+    """A head that ends inside a block, on a block's end, or is empty; a size past its last block."""
+    for name, head, size in (("mid", b"\x07" * (BLOCK + 10) + bytes(5) + b"z", SIZE),
+                             ("edge", b"x" * (2 * BLOCK), SIZE), ("none", b"", SIZE),
+                             ("short", b"abc", 3), ("zeros", bytes(BLOCK + 1) + b"q", 4 * BLOCK)):
+        path = make(tmp_path / name, {0: head}, size)
+        assert digest_of(head, size) == digest(path), name
+    assert digest_of(b"abc", SIZE) != digest_of(b"abd", SIZE)
+    assert digest_of(b"abc", SIZE) != digest_of(b"abc", SIZE + 1)

@@ -54,6 +54,23 @@ def test_restore_matches_files_json(store):
     assert goldenlib.compare(golden_set(SET), store) == []
 
 
+def test_every_listing_is_its_stored_bytes():
+    """compare() trusts a set's stored bytes (and zero tails): each is the file its listing's
+    size and sha256 describe, in every set and listing."""
+    root = goldenlib.golden_root()
+    for name in goldenlib.SETS:
+        listings = sorted(n for n in os.listdir(os.path.join(root, name)) if n.startswith("files") and n.endswith(".json"))
+        assert listings, name
+        for ln in listings:
+            base, files = goldenlib.load_listing(os.path.join(root, name), ln)
+            for f in files:
+                h = hashlib.sha256()
+                for block in goldenlib.golden_blocks(os.path.join(base, f["stored_as"]), f["size"]):
+                    h.update(block)
+                assert h.hexdigest() == f["sha256"], (name, ln, f["path"])
+                assert goldenlib._golden_digest(os.path.join(base, f["stored_as"]), f["size"]) is not None, f
+
+
 def test_flipped_byte(store):
     flip(os.path.join(store, "commitlog/00000000000000065536"), 1234)
     assert goldenlib.compare(golden_set(SET), store) == [
