@@ -255,11 +255,23 @@ def test_a_reset_checkpoint_is_refused_not_skipped(spark, tmp_path):
     """A checkpoint reused with offsets/ and commits/ deleted and metadata kept: the same query id,
     micro-batches numbered from 0 again. Its micro-batch 0 (b.json's rows) was found "already
     committed" as batch stream-<id>-0 and its rows dropped without a word; it fails now, saying
-    what happened and what to do, and the store is as it was."""
+    what happened and what to do, and the store is as it was. So does one whose sources' offsets
+    equal those batch 0 was committed from."""
     import shutil
     from storelib.errors import ExitCode, IngestError, exit_code, from_task
     src, ck, store, qid = _first_query(spark, tmp_path)
     before = (batches(str(store)), store_files(str(store)))
+    first = (ck / "offsets" / "0").read_text().splitlines()
+    # the file source's log deleted too: micro-batch 0 reads a.json again, from the same source
+    # offset; the entry's metadata line (batchTimestampMs) tells the reset
+    for d in ("offsets", "commits", "sources"):
+        shutil.rmtree(ck / d)
+    with pytest.raises(Exception, match="offsets were reset or reused"):
+        _run_query(spark, src, ck, store)
+    again = (ck / "offsets" / "0").read_text().splitlines()
+    assert again[2:] == first[2:] and again[1] != first[1]
+    assert (batches(str(store)), store_files(str(store))) == before
+    # the source's log kept: micro-batch 0 is b.json's rows, which were dropped as "already committed"
     shutil.rmtree(ck / "offsets")
     shutil.rmtree(ck / "commits")
     _json_rows(src / "b.json", 40, 25)
