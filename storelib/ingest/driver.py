@@ -204,6 +204,9 @@ class _Run:
     local_staging: str | None = None        # host-local split staging (storelib.ingest.split_staging)
     # (kinds) -> the identities earlier versions gave the input (``identity.earlier_fingerprints``)
     earlier: Callable[[list], list] | None = None
+    # what the "same id, other input" error advises, where the input knows better than
+    # "another --batch-id" (the streaming sink: a reset checkpoint)
+    other_input: str | None = None
 
 
 def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig,
@@ -280,7 +283,7 @@ def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: In
     batch_id = given or (f"auto-{fingerprint[:16]}" if fingerprint else PENDING_BATCH_ID)
     given_topics = _load_topics(options.topics, config)        # TopicsError before the lease
     run = _Run(sc, store, config, prog, source.splits, given_topics, batch_id, fingerprint, t0,
-               earlier=getattr(source, "earlier_fingerprints", None))
+               earlier=getattr(source, "earlier_fingerprints", None), other_input=getattr(source, "other_input", None))
     lease = writerlease.WriterLease(store, batch_id)
     new_dirs = _new_dirs(store)
     lease.acquire()          # ConcurrentWriteError: another ingest holds the store
@@ -429,7 +432,7 @@ def _already_committed(run: _Run, snap: StoreSnapshot) -> dict | None:
     if prior[-1].input_fingerprint not in (run.fingerprint, *earlier):
         raise IngestError(f"batch id {run.batch_id!r} is already committed with different input "
                           f"(fingerprint {str(prior[-1].input_fingerprint)[:16]}, this input "
-                          f"{run.fingerprint[:16]}); use another --batch-id for new data")
+                          f"{run.fingerprint[:16]}); {run.other_input or 'use another --batch-id for new data'}")
     done = prior[-1]
     run.prog.say(f"batch {done.batch_id} is already committed (seq {done.batch_seq}): nothing to do")
     return {"batch_id": done.batch_id, "status": "already-committed", "batch_seq": done.batch_seq,
@@ -440,12 +443,17 @@ def _earlier(run: _Run, snap: StoreSnapshot, prior: list) -> list:
     """The identities earlier versions gave the input, computed (a second hash of every input
     byte) only where one can decide: the batch of the run's id is an earlier version's and does
     not carry this input's identity, or, the id being the input's own, no batch has it and the
-    store holds batches of earlier versions. A new --batch-id, or a batch of this version, needs none."""
+    store holds batches of earlier versions. A new --batch-id, or a batch of this version, needs none.
+    The batch of the run's id with another fingerprint asks the input even for no file kind: an
+    input may know an earlier identity of its own without reading a byte (the streaming sink's
+    micro-batch: the digest of its id)."""
     if run.earlier is None:
         return []
     if prior:
-        kinds = _earlier_kinds(prior[-1:]) if prior[-1].input_fingerprint != run.fingerprint else []
-    elif run.batch_id == f"auto-{run.fingerprint[:16]}":
+        if prior[-1].input_fingerprint == run.fingerprint:
+            return []
+        return run.earlier(_earlier_kinds(prior[-1:]))
+    if run.batch_id == f"auto-{run.fingerprint[:16]}":
         kinds = _earlier_kinds(snap.batches)
     else:
         kinds = []

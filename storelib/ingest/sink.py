@@ -21,15 +21,32 @@ them. Commitlog order is the DataFrame's partition order, then row order, as ``i
 for one process.
 
 Exactly once. A micro-batch's batch id is ``stream-<query id>-<micro-batch id>``: the query id is
-the one Spark keeps in ``<checkpointLocation>/metadata`` (stable across restarts), and the batch's
-input fingerprint is a digest of that id, so a micro-batch Spark runs again after a failure (its
-commit not yet in the checkpoint) is found "already committed" and writes nothing; a commit the
-failure interrupted after the Delta switch is finished, not redone. Another query writing the
+the one Spark keeps in ``<checkpointLocation>/metadata`` (stable across restarts). Its input
+fingerprint is a digest of that id and of ``<checkpointLocation>/offsets/<micro-batch id>``, Spark's
+offset log entry, which Spark writes before it runs the micro-batch and reads back as it is when it
+runs it again (``stream_fingerprint``). So a micro-batch Spark runs again after a failure (its
+commit not yet in the checkpoint) is found "already committed" and writes nothing, even if the
+source's data changed meanwhile (the committed batch is the truth); a commit the failure
+interrupted after the Delta switch is finished, not redone. A checkpoint whose ``offsets/`` and
+``commits/`` were deleted and ``metadata`` kept (the same query id; Spark numbers micro-batches
+from 0 again) writes new offset entries, whose line of batch metadata holds a new
+``batchTimestampMs`` even where the sources' offsets are the same: its micro-batch of an id this
+store holds fails (IngestError, ``_reset_advice``), nothing written, instead of being dropped as
+"already committed". Batches committed before this identity carry the digest of the batch id
+alone (``_id_fingerprint``): a rerun of one of them is still "already committed"
+(``StagedInput.earlier_fingerprints``), so a reset is told apart only for batches committed since.
+Another query writing the
 same store takes turns with this one through the writer lease: a commit waits up to
 ``leaseWaitSeconds`` (default 120) for the lease, then fails naming the holder. A local store's
 lease is held under the broker lock (``io.brokerlock``): while a RocketMQ broker runs on the
 directory (or a repair or in-place adopt of it does), a commit waits the same, then fails with
 ``BrokerRunning``, nothing written.
+
+``foreachBatch`` with ``rocketlake_batch_writer`` names micro-batches the same, but identifies one
+by its records (``ingest_dataframe``'s digest of what it encodes): it never skips rows it did not
+write either (a reset checkpoint's micro-batch that encodes to other records than the committed
+batch of its id fails; one that encodes to the same records is those records, already in the
+store), but a replay whose source data changed fails too instead of being a no-op.
 
 A batch ``write`` (no micro-batch id) is identified as ``ingest_dataframe`` identifies a
 DataFrame: ``auto-<digest of the encoded records>`` unless ``batchId`` is given, so writing the
@@ -54,6 +71,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
@@ -64,7 +82,7 @@ from ..io import storage
 from . import frame
 
 __all__ = ["RocketLakeDataSource", "bound_source", "register", "rocketlake_batch_writer", "stream_batch_id", "query_id_of",
-           "StagedPart", "StagedInput", "ingest_staged"]
+           "stream_fingerprint", "offset_entry", "StagedPart", "StagedInput", "ingest_staged"]
 
 # Incoming files older than this belong to a writer that died before its commit.
 _ORPHAN_AGE_S = 24 * 3600
@@ -87,19 +105,38 @@ def stream_batch_id(query_id: str, micro_batch: int) -> str:
     return f"stream-{query_id}-{int(micro_batch)}"
 
 
-def _stream_fingerprint(batch_id: str) -> str:
+def stream_fingerprint(batch_id: str, offsets: bytes) -> str:
+    """The input fingerprint of micro-batch ``batch_id``: its id and its offset log entry (the
+    bytes of ``offset_entry``), every line of it. The sources' offsets say what the micro-batch
+    reads; the line of batch metadata (``batchTimestampMs``) tells a reset checkpoint's entry from
+    the one the batch was committed from where the offsets coincide (a Kafka source read again
+    from ``earliest`` with the same ``maxOffsetsPerTrigger``)."""
+    h = hashlib.sha256(f"rocketlake-stream-offsets\0{batch_id}\0".encode())
+    h.update(offsets)
+    return h.hexdigest()
+
+
+def _id_fingerprint(batch_id: str) -> str:
+    """The fingerprint stream batches were committed with before ``stream_fingerprint``: their id alone."""
     return hashlib.sha256(f"rocketlake-stream\0{batch_id}".encode()).hexdigest()
+
+
+def _checkpoint_store(checkpoint: str) -> tuple[storage.Store, str]:
+    """The checkpoint directory as a Store, and its name as opened (Spark's ``file:`` and
+    Hadoop's ``s3a://``, which pyarrow does not open, as a path and ``s3://``)."""
+    if checkpoint.startswith("file:"):
+        checkpoint = checkpoint[len("file:"):]
+        checkpoint = "/" + checkpoint.lstrip("/")
+    elif checkpoint.startswith("s3a://"):
+        checkpoint = "s3://" + checkpoint[len("s3a://"):]
+    return storage.Store(checkpoint), checkpoint
 
 
 def query_id_of(checkpoint: str) -> str:
     """The id Spark keeps in ``<checkpoint>/metadata`` for the query (the same after a restart)."""
-    if checkpoint.startswith("file:"):
-        checkpoint = checkpoint[len("file:"):]
-        checkpoint = "/" + checkpoint.lstrip("/")
-    elif checkpoint.startswith("s3a://"):           # Hadoop's name for S3, which pyarrow does not open
-        checkpoint = "s3://" + checkpoint[len("s3a://"):]
+    store, checkpoint = _checkpoint_store(checkpoint)
     try:
-        data = storage.Store(checkpoint).read("metadata")
+        data = store.read("metadata")
     except (OSError, ValueError) as e:
         raise ValueError(f"rocketlake sink: cannot read the query's id from {checkpoint}/metadata ({e}); "
                          f"the streaming sink needs the query's checkpointLocation") from None
@@ -108,6 +145,35 @@ def query_id_of(checkpoint: str) -> str:
     if not qid:
         raise ValueError(f"rocketlake sink: {checkpoint}/metadata holds no query id")
     return qid
+
+
+def offset_entry(checkpoint: str, micro_batch: int) -> bytes:
+    """The bytes of ``<checkpoint>/offsets/<micro_batch>``, the entry of Spark's offset log Spark
+    writes before it runs the micro-batch (a version line, a line of batch metadata, a line of
+    offsets per source) and runs it again from, unchanged, after a failure."""
+    store, checkpoint = _checkpoint_store(checkpoint)
+    try:
+        data = store.read(f"offsets/{int(micro_batch)}")
+    except (OSError, ValueError) as e:
+        data, why = b"", str(e)
+    else:
+        why = "empty"
+    if not data:
+        raise ValueError(f"rocketlake sink: cannot read micro-batch {int(micro_batch)}'s offsets from "
+                         f"{checkpoint}/offsets/{int(micro_batch)} ({why}); the sink identifies a micro-batch by "
+                         "Spark's offset log entry, written before the micro-batch runs (nothing was written)")
+    return data
+
+
+def _reset_advice(checkpoint: str, query_id: str, micro_batch: int) -> str:
+    """What the ingest's "same batch id, other input" error says of a micro-batch: the only way
+    Spark hands the sink an id it committed with another offset entry is a reset checkpoint."""
+    return (f"micro-batch {int(micro_batch)} of query {query_id} was committed to this store from another entry "
+            f"of Spark's offset log than {checkpoint.rstrip('/')}/offsets/{int(micro_batch)}: that checkpoint's "
+            "offsets were reset or reused (offsets/ and commits/ deleted, metadata kept: Spark numbers the "
+            "micro-batches from 0 again) for a query already committed to this store, so its rows would be "
+            "dropped as already committed. Nothing was written; start the query with a new checkpointLocation "
+            "(a new query id: its micro-batches are new batches)")
 
 
 # The options the sink takes (as the docs spell them; given in any case): another name is refused,
@@ -244,12 +310,18 @@ class _Parts:
             except OSError:
                 pass
 
-    def _ingest(self, messages, batch_id: str | None, fingerprint: str | None) -> dict | None:
+    def _ingest(self, messages, batch_id: str | None, fingerprint: str | Callable[[], str] | None,
+                earlier: tuple = (), other_input: str | None = None) -> dict | None:
+        """Ingest the tasks' parts as one batch (``ingest_staged``), then remove them whatever
+        happens; ``fingerprint`` may be a function, called only when there are rows (an empty
+        micro-batch needs no identity)."""
         parts = sorted((m for m in messages if m is not None and m.rows), key=lambda m: m.partition)
         try:
             if not parts:
                 return None
-            return ingest_staged(self.store_uri, parts, self.opts, batch_id, fingerprint)
+            if callable(fingerprint):
+                fingerprint = fingerprint()
+            return ingest_staged(self.store_uri, parts, self.opts, batch_id, fingerprint, earlier, other_input)
         finally:
             self._discard(messages)
             _drop_orphans(storage.Store(self.store_uri), self.write_id, self.owner)
@@ -275,7 +347,9 @@ class _StreamWriter(_Parts, DataSourceStreamArrowWriter):
 
     def commit(self, messages, batchId):  # pyspark's name
         bid = stream_batch_id(self.owner, batchId)
-        self._ingest(messages, bid, _stream_fingerprint(bid))
+        ck = self.opts["checkpointlocation"]
+        self._ingest(messages, bid, lambda: stream_fingerprint(bid, offset_entry(ck, batchId)),
+                     earlier=(_id_fingerprint(bid),), other_input=_reset_advice(ck, self.owner, batchId))
 
     def abort(self, messages, batchId):
         self._discard(messages)
@@ -299,14 +373,25 @@ def _drop_orphans(store: storage.Store, current: str, owner: str) -> None:
 
 class StagedInput:
     """Incoming Arrow files as the input of ``driver.ingest_batch`` (the members of ``FrameInput``):
-    file k of the commit is DataFrame partition k."""
+    file k of the commit is DataFrame partition k. ``fingerprint``: the input's identity when the
+    caller knows it (a micro-batch's: ``stream_fingerprint``), else the digest of the encoded
+    records; ``earlier``: identities earlier versions gave the same input; ``other_input``: what
+    the error says when the batch id is committed with another input (None: the driver's words)."""
 
     splits: list = []
 
-    def __init__(self, store_uri: str, parts: list, store_timestamp: int | None, fingerprint: str | None):
+    def __init__(self, store_uri: str, parts: list, store_timestamp: int | None, fingerprint: str | None,
+                 earlier: tuple = (), other_input: str | None = None):
         self.store_uri, self.parts = store_uri, parts
         self.default_store_ts = store_timestamp
         self.fingerprint = fingerprint
+        self.earlier = tuple(earlier)
+        self.other_input = other_input
+
+    def earlier_fingerprints(self, kinds: list) -> list:
+        """The identities earlier versions gave this input, known without reading it (``kinds``
+        name file identities, which staged rows have none of)."""
+        return list(self.earlier)
 
     def encode(self, run, ctx: dict) -> list:
         bctx = run.sc.broadcast(ctx)
@@ -333,14 +418,16 @@ def _read_ipc(store: storage.Store, rel: str) -> list:
     return list(pa.ipc.open_stream(store.read(rel)))
 
 
-def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None, fingerprint: str | None) -> dict:
-    """Ingest the incoming files ``parts`` as one batch in this process; waits for the writer
-    lease up to ``leaseWaitSeconds`` (another query's commit), then raises ConcurrentWriteError."""
+def ingest_staged(store_uri: str, parts: list, opts: dict, batch_id: str | None, fingerprint: str | None,
+                  earlier: tuple = (), other_input: str | None = None) -> dict:
+    """Ingest the incoming files ``parts`` as one batch in this process (``StagedInput`` says what
+    ``fingerprint``, ``earlier`` and ``other_input`` are); waits for the writer lease up to
+    ``leaseWaitSeconds`` (another query's commit), then raises ConcurrentWriteError."""
     from ..runtime.localrun import LocalSession
     from .context import IngestOptions
     from .driver import ingest_batch
     cfg = frame.store_config(opts.get("config") or None, store_uri)      # none given: the store's own
-    source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint)
+    source = StagedInput(store_uri, parts, _store_ts(opts), fingerprint, earlier, other_input)
     wait = _lease_wait(opts)
     deadline = time.time() + wait
     options = IngestOptions(batch_id=batch_id, topics=opts.get("topics") or None,
@@ -384,7 +471,12 @@ def rocketlake_batch_writer(store: str, config=None, topics=None, queue_by: str 
     """A ``foreachBatch`` function: each micro-batch through ``ingest_dataframe`` (on Spark) as
     batch ``stream-<query id>-<micro-batch id>``; a replayed micro-batch is "already committed"
     when it encodes to the same records (else IngestError: the input of a replay changed). The
-    query id is read from Spark (or from ``checkpoint``/metadata when given)."""
+    query id is read from Spark (or from ``checkpoint``/metadata when given).
+
+    A micro-batch is identified by its records, not by the offset log as the sink's (its
+    checkpoint is known only when ``checkpoint`` is given, and the batches it committed carry the
+    records' digest, which a replay knows only once encoded): a reset checkpoint's micro-batch
+    whose records differ from those of the batch of its id fails the same way, never dropped."""
 
     def write(df, epoch_id: int) -> dict:
         from ..runtime.stoplogs import quiet_stops

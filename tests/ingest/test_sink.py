@@ -147,6 +147,30 @@ def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
     assert read == ["s3://bucket/ck/orders/metadata", "/data/ck/metadata"]
 
 
+def test_a_micro_batchs_offsets_are_read_from_a_local_or_s3a_checkpoint(monkeypatch, tmp_path):
+    """A micro-batch is identified by its entry of Spark's offset log, read where ``metadata`` is
+    (a path, ``file:``, ``s3a://``); without one the commit refuses, naming the file."""
+    from storelib.ingest import sink
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "7").write_bytes(b'v1\n{"batchTimestampMs":1}\n{"logOffset":7}\n')
+    assert sink.offset_entry(str(tmp_path), 7) == sink.offset_entry(f"file://{tmp_path}", 7) == \
+        b'v1\n{"batchTimestampMs":1}\n{"logOffset":7}\n'
+    with pytest.raises(ValueError, match=f"cannot read micro-batch 8's offsets from {tmp_path}/offsets/8"):
+        sink.offset_entry(str(tmp_path), 8)
+    read = []
+
+    class Store:
+        def __init__(self, uri):
+            self.uri = uri
+
+        def read(self, rel):
+            read.append(f"{self.uri}/{rel}")
+            return b"v1\n{}\n{}\n"
+    monkeypatch.setattr(sink.storage, "Store", Store)
+    assert sink.offset_entry("s3a://bucket/ck/orders", 3) == b"v1\n{}\n{}\n"
+    assert read == ["s3://bucket/ck/orders/offsets/3"]
+
+
 def test_a_write_without_config_takes_the_stores_own(spark, tmp_path):
     """A store remembers the sizes it was made with, so later batches need no config (README): a
     sink write without ``config`` took conf/store.properties instead, and every write into a store
@@ -190,3 +214,110 @@ def test_a_store_on_the_drivers_disk_is_refused_on_a_multi_host_master(tmp_path,
         else:                                              # past the check: the query's id is next
             with pytest.raises(ValueError, match="query's id"):
                 plan(source)
+
+
+# ----------------------------------------------------------------------------- a micro-batch's identity
+def _json_rows(path, first: int, n: int) -> None:
+    import json
+    with open(path, "w") as f:
+        for i in range(first, first + n):
+            f.write(json.dumps({"topic": f"t{i % 3}", "body": f"body {i}", "store_timestamp": 1718000000000 + i}) + "\n")
+
+
+def _run_query(spark, src, ck, store) -> None:
+    """A file-source query into the sink until the files present are written (availableNow)."""
+    q = (spark.readStream.schema("topic string, body string, store_timestamp long").json(str(src))
+         .writeStream.format("rocketlake").option("checkpointLocation", str(ck)).trigger(availableNow=True)
+         .start(str(store)))
+    q.awaitTermination()
+
+
+def _first_query(spark, tmp_path):
+    """(source directory, checkpoint, store, query id) after micro-batch 0 of a query wrote a.json."""
+    from storelib.ingest import sink
+    sink.register(spark)
+    src, ck, store = tmp_path / "in", tmp_path / "ck", tmp_path / "s"
+    src.mkdir()
+    _json_rows(src / "a.json", 0, 40)
+    _run_query(spark, src, ck, store)
+    qid = sink.query_id_of(str(ck))
+    assert batches(str(store)) == [(f"stream-{qid}-0", 40)]
+    return src, ck, store, qid
+
+
+def _uncommit(ck, n: int) -> None:
+    """Micro-batch ``n`` out of Spark's commit log (its checksum too): a crash after the sink's commit."""
+    os.remove(ck / "commits" / str(n))
+    os.remove(ck / "commits" / f".{n}.crc")
+
+
+def test_a_reset_checkpoint_is_refused_not_skipped(spark, tmp_path):
+    """A checkpoint reused with offsets/ and commits/ deleted and metadata kept: the same query id,
+    micro-batches numbered from 0 again. Its micro-batch 0 (b.json's rows) was found "already
+    committed" as batch stream-<id>-0 and its rows dropped without a word; it fails now, saying
+    what happened and what to do, and the store is as it was. So does one whose sources' offsets
+    equal those batch 0 was committed from."""
+    import shutil
+    from storelib.errors import ExitCode, IngestError, exit_code, from_task
+    src, ck, store, qid = _first_query(spark, tmp_path)
+    before = (batches(str(store)), store_files(str(store)))
+    first = (ck / "offsets" / "0").read_text().splitlines()
+    # the file source's log deleted too: micro-batch 0 reads a.json again, from the same source
+    # offset; the entry's metadata line (batchTimestampMs) tells the reset
+    for d in ("offsets", "commits", "sources"):
+        shutil.rmtree(ck / d)
+    with pytest.raises(Exception, match="offsets were reset or reused"):
+        _run_query(spark, src, ck, store)
+    again = (ck / "offsets" / "0").read_text().splitlines()
+    assert again[2:] == first[2:] and again[1] != first[1]
+    assert (batches(str(store)), store_files(str(store))) == before
+    # the source's log kept: micro-batch 0 is b.json's rows, which were dropped as "already committed"
+    shutil.rmtree(ck / "offsets")
+    shutil.rmtree(ck / "commits")
+    _json_rows(src / "b.json", 40, 25)
+    with pytest.raises(Exception) as got:
+        _run_query(spark, src, ck, store)
+    err = from_task(got.value)
+    assert isinstance(err, IngestError), got.value
+    assert f"batch id 'stream-{qid}-0' is already committed with different input" in err.line()
+    assert f"micro-batch 0 of query {qid} was committed to this store from another entry" in err.line()
+    assert "offsets were reset or reused" in err.line() and "new checkpointLocation" in err.line()
+    assert exit_code(got.value) == ExitCode.FAILED
+    assert (batches(str(store)), store_files(str(store))) == before
+    # a new checkpointLocation writes b.json's rows (a.json's too: a new query reads every file)
+    _run_query(spark, src, tmp_path / "ck2", store)
+    assert [n for _, n in batches(str(store))] == [40, 65]
+
+
+def test_a_replayed_micro_batch_is_a_no_op_though_its_input_changed(spark, tmp_path):
+    """Spark runs micro-batch 0 again (committed to the store, not to Spark's commit log: a crash
+    between the two) from the same offsets/0, and the file it reads changed meanwhile (as a Kafka
+    topic past its retention): the committed batch is the truth, nothing is written."""
+    src, ck, store, qid = _first_query(spark, tmp_path)
+    before = (batches(str(store)), store_files(str(store)))
+    _uncommit(ck, 0)
+    _json_rows(src / "a.json", 100, 40)
+    _run_query(spark, src, ck, store)
+    assert (ck / "commits" / "0").exists()                 # Spark ran micro-batch 0 again
+    assert (batches(str(store)), store_files(str(store))) == before
+
+
+def test_a_micro_batch_committed_with_the_id_digest_is_still_found(spark, tmp_path):
+    """Stream batches committed before the offsets identity carry the digest of their batch id
+    alone: a replay of one of them after the upgrade is "already committed", not an error."""
+    import hashlib
+    import pyarrow as pa
+    from storelib.ingest import sink
+    src, ck, _, qid = _first_query(spark, tmp_path)
+    store = str(tmp_path / "old")
+    bid = f"stream-{qid}-0"
+    rows = pa.table({"topic": [f"t{i % 3}" for i in range(40)], "body": [f"body {i}" for i in range(40)],
+                     "store_timestamp": [1718000000000 + i for i in range(40)]})
+    writer = sink._Parts({"path": store}, owner=qid)             # the commit as the earlier version made it
+    old = hashlib.sha256(f"rocketlake-stream\0{bid}".encode()).hexdigest()
+    assert writer._ingest([writer._stage(iter(rows.to_batches()))], bid, old)["status"] == "committed"
+    before = (batches(store), store_files(store))
+    _uncommit(ck, 0)
+    _run_query(spark, src, ck, store)
+    assert (ck / "commits" / "0").exists()
+    assert (batches(store), store_files(store)) == before

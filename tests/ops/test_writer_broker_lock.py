@@ -67,13 +67,13 @@ def _stage_sink_parts(inputs, store: str):
     the writer, its parts and the micro-batch's batch id and fingerprint."""
     from storelib.codec.messages import MESSAGE_SCHEMA
     from storelib.ingest.inputs import jsonl_to_table
-    from storelib.ingest.sink import _Parts, _stream_fingerprint, stream_batch_id
+    from storelib.ingest.sink import _Parts, stream_batch_id, stream_fingerprint
     table = jsonl_to_table(str(inputs / "b.jsonl")).select(MESSAGE_SCHEMA.names)
     writer = _Parts({"path": store, "config": str(inputs / "small.properties"), "leasewaitseconds": "1"},
                     owner="q-broker")
     parts = [writer._stage(iter(table.to_batches()))]
     bid = stream_batch_id("q-broker", 0)
-    return writer, parts, bid, _stream_fingerprint(bid)
+    return writer, parts, bid, stream_fingerprint(bid, b'v1\n{}\n{"q-broker":0}\n')
 
 
 def _write(what: str, inputs, store: str, broker_dir: str):

@@ -24,7 +24,7 @@ def sink_commit(store: str, path: str, config: str, query: str, micro_batch: str
     Spark runs it, without Spark: each half of the input staged as one task's part under
     ``_rocketlake/incoming/``, then the writer's commit (``ingest_staged``) on the driver."""
     from storelib.codec.messages import MESSAGE_SCHEMA
-    from storelib.ingest.sink import _Parts, _stream_fingerprint, stream_batch_id
+    from storelib.ingest.sink import _Parts, stream_batch_id, stream_fingerprint
     from storelib.ingest.inputs import jsonl_to_table
     table = jsonl_to_table(path).select(MESSAGE_SCHEMA.names)
     half = table.num_rows // 2
@@ -33,7 +33,9 @@ def sink_commit(store: str, path: str, config: str, query: str, micro_batch: str
     for k, p in enumerate(parts):
         parts[k] = type(p)(k, p.rel, p.rows)
     bid = stream_batch_id(query, int(micro_batch))
-    out = writer._ingest(parts, bid, _stream_fingerprint(bid))
+    # the entry Spark's offset log would hold for it: the same on every run, as on a replay
+    offsets = f'v1\n{{"batchWatermarkMs":0}}\n{{"{query}":{micro_batch}}}\n'.encode()
+    out = writer._ingest(parts, bid, stream_fingerprint(bid, offsets))
     return out if out is not None else {"status": "empty"}
 
 
