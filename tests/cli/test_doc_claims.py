@@ -1,0 +1,61 @@
+"""What README.md and docs/OPERATIONS.md say a command does, where no other test holds it: each
+option a lookup takes changes its answer, and one it does not take is refused (exit 2, one line),
+never silently ignored.
+
+Commands run in this process through ``storelib.cli.main.main`` (``rl`` of test_first_hour: small
+stores never start a JVM).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_first_hour import one_line_error, rl
+from test_second_hour import _small_store, _write_jsonl
+
+MSG_ID = "0A00000200002A9F0000000000000000"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """Three messages of topic t, key k, at one store time (the key lookup pages over them)."""
+    return _small_store(tmp_path_factory.mktemp("claims"), 3)
+
+
+@pytest.mark.parametrize("argv, named", [
+    (("key", "--topic", "t", "--key", "k", "--max-num", "1"), "--max-num"),
+    (("key", "--topic", "t", "--key", "k", "--rocketmq-compat", "--after", "1:0"), "--after"),
+    (("unique-key", "--topic", "t", "--key", "k", "--rocketmq-compat", "--limit", "1"), "--limit"),
+    (("offset", "--topic", "t", "--queue", "0", "--offset", "0", "--limit", "1"), "--count"),
+    (("id", MSG_ID, "--after", "1:0"), "--after"),
+    (("time", "--topic", "t", "--queue", "0", "--timestamp", "0", "--limit", "1"), "--limit"),
+    (("range", "--begin", "0", "--end", "2030-01-01", "--rocketmq-compat"), "--rocketmq-compat"),
+])
+def test_an_option_the_lookup_does_not_take_is_refused(store, argv, named):
+    code, out, err = rl("query", "--store", store, *argv)
+    assert code == 2 and out == "" and named in one_line_error(err), (argv, err)
+
+
+def test_the_options_a_lookup_takes_change_its_answer(store):
+    code, out, err = rl("query", "--store", store, "key", "--topic", "t", "--key", "k")
+    assert code == 0 and len(out.splitlines()) == 3, err
+    code, out, err = rl("query", "--store", store, "key", "--topic", "t", "--key", "k", "--rocketmq-compat",
+                        "--max-num", "2")
+    assert code == 0 and len(out.splitlines()) == 2, err
+    code, out, err = rl("query", "--store", store, "key", "--topic", "t", "--key", "k", "--limit", "2")
+    assert code == 0 and len(out.splitlines()) == 2
+    cursor = err.split("rerun with --after ")[1].split()[0]
+    code, out2, err = rl("query", "--store", store, "key", "--topic", "t", "--key", "k", "--limit", "2",
+                         "--after", cursor)
+    assert code == 0 and len(out2.splitlines()) == 1 and "more results" not in err
+    offsets = [json.loads(x)["commitlog_offset"] for x in out.splitlines() + out2.splitlines()]
+    assert offsets == sorted(set(offsets))
+
+
+def test_a_file_of_queries_takes_no_command(store, tmp_path):
+    queries = _write_jsonl(tmp_path / "q.jsonl", [{"qid": 1, "type": "getMinPhyOffset"}])
+    code, out, err = rl("query", "--store", store, "--queries", queries, "--output", tmp_path / "a.jsonl",
+                        "key", "--topic", "t", "--key", "k")
+    assert code == 2 and out == "" and "--queries" in one_line_error(err)
+    assert not (tmp_path / "a.jsonl").exists()
