@@ -59,3 +59,15 @@ def test_a_file_of_queries_takes_no_command(store, tmp_path):
                         "key", "--topic", "t", "--key", "k")
     assert code == 2 and out == "" and "--queries" in one_line_error(err)
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_every_command_a_help_text_shows_exists():
+    """Each `rocketlake COMMAND --option` / `[...]` a --help shows names a command the console script has."""
+    import re
+    from storelib.cli.main import COMMANDS
+    shown = set()
+    for cmd in ("", *COMMANDS):
+        code, out, err = rl(*([cmd] if cmd else []), "--help")
+        assert code in (0, 2), (cmd, err)
+        shown |= set(re.findall(r"rocketlake ([a-z_][\w-]*)(?= --| \[|`)", out + err))
+    assert shown - set(COMMANDS) == set() and len(shown) >= 8, shown
