@@ -71,3 +71,28 @@ def test_every_command_a_help_text_shows_exists():
         assert code in (0, 2), (cmd, err)
         shown |= set(re.findall(r"rocketlake ([a-z_][\w-]*)(?= --| \[|`)", out + err))
     assert shown - set(COMMANDS) == set() and len(shown) >= 8, shown
+
+
+def test_every_option_of_every_command_says_what_it_does(monkeypatch):
+    """`rocketlake COMMAND --help` describes each option it lists (a bare flag reads as undocumented)."""
+    import argparse
+    from storelib.cli.main import COMMANDS
+    parsers = []
+
+    def capture(self, args=None, namespace=None):
+        parsers.append(self)
+        raise SystemExit(0)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    for cmd in COMMANDS:
+        n = len(parsers)
+        rl(cmd, "--store", "nowhere")
+        assert len(parsers) > n, cmd
+    bare = []
+    while parsers:
+        p = parsers.pop()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                parsers.extend(a.choices.values())
+            elif a.option_strings and a.help is None:
+                bare.append(f"{p.prog} {a.option_strings[0]}")
+    assert bare == []
