@@ -77,6 +77,18 @@ def _hours_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _vacuum_hours_arg(text: str) -> int:
+    """--vacuum-retention-hours: whole hours, 0 or more (Delta's vacuum refuses a negative one, and
+    housekeeping never fails the expiry: it would only say so in the JSON summary)."""
+    try:
+        hours = int(text)
+    except ValueError:
+        hours = -1
+    if hours < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: whole hours, 0 or more")
+    return hours
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     return guarded(lambda: _expire(argv), EXPIRE, interrupted=lambda e: _cli.interrupted(
@@ -97,7 +109,7 @@ def _expire(argv: list) -> int:
     ap.add_argument("--now", type=epoch_ms, help="reference time: epoch ms or ISO-8601 (default: the wall clock)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
-    ap.add_argument("--vacuum-retention-hours", type=int, default=168,
+    ap.add_argument("--vacuum-retention-hours", type=_vacuum_hours_arg, default=168,
                     help="Delta vacuum (and object sweep) keeps what batches of the last N hours read (default 168): "
                          "how far back --as-of-batch reaches")
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")

@@ -96,3 +96,20 @@ def test_every_option_of_every_command_says_what_it_does(monkeypatch):
             elif a.option_strings and a.help is None:
                 bare.append(f"{p.prog} {a.option_strings[0]}")
     assert bare == []
+
+
+def test_a_negative_vacuum_retention_is_refused_before_any_work(tmp_path):
+    """Delta's vacuum refuses it, and housekeeping never fails an expiry: it would exit 0 with the
+    vacuum skipped, said only in the JSON summary."""
+    store = _small_store(tmp_path)
+    log = tmp_path / "store" / "_rocketlake" / "checkpoints" / "_delta_log"
+    before = sorted(p.name for p in log.iterdir())
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1000000", "--vacuum-retention-hours", "-1",
+                        "--json-summary", tmp_path / "s.json")
+    assert code == 2 and out == "" and "--vacuum-retention-hours" in err and "Traceback" not in err
+    assert sorted(p.name for p in log.iterdir()) == before and not (tmp_path / "s.json").exists()
+    code, out, err = rl("expire", "--store", store, "--reserved-hours", "1000000", "--vacuum-retention-hours", "0",
+                        "--json-summary", tmp_path / "s.json")
+    assert code == 0, err
+    kept = json.load(open(tmp_path / "s.json"))["housekeeping"]
+    assert all(isinstance(kept[t]["vacuumed_files"], int) for t in ("manifest", "checkpoints")), kept
