@@ -113,3 +113,62 @@ def test_a_negative_vacuum_retention_is_refused_before_any_work(tmp_path):
     assert code == 0, err
     kept = json.load(open(tmp_path / "s.json"))["housekeeping"]
     assert all(isinstance(kept[t]["vacuumed_files"], int) for t in ("manifest", "checkpoints")), kept
+
+
+@pytest.mark.parametrize("host", [None, "127.0.0.2"])
+def test_the_ui_listens_on_this_machine_unless_host_says_otherwise(store, host):
+    """README: `rocketlake ui` is bound to 127.0.0.1 unless --host, and says where, read only."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from conftest import ROOT
+    argv = [sys.executable, "-m", "storelib.cli.main", "ui", "--store", store, "--port", "0"]
+    proc = subprocess.Popen(argv + (["--host", host] if host else []), cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+    try:
+        line = next((x for x in proc.stderr if x.startswith("rocketlake ui: ")), "")
+        bound = host or "127.0.0.1"
+        prefix = f"rocketlake ui: {store} at http://{bound}:"
+        assert line.startswith(prefix) and line.rstrip().endswith("/ (read only; Ctrl-C stops)"), line
+        port = int(line[len(prefix):].split("/")[0])
+        socket.create_connection((bound, port), timeout=5).close()
+        other = "127.0.0.1" if host else "127.0.0.2"
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((other, port), timeout=5).close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        proc.stderr.close()
+
+
+def test_inputs_up_to_the_readmes_size_run_in_the_process(tmp_path):
+    """README: without --master, local inputs up to 32 MB are ingested in the `rocketlake` process
+    (--local auto), larger ones (a file or a directory's files together) start Spark."""
+    import argparse
+    import os
+    import re
+    from conftest import ROOT
+    from storelib.cli.preflight import LOCAL_INPUT_BYTES, small_local_input
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert int(re.search(r"small local inputs \(up to (\d+) MB\)", readme).group(1)) << 20 == LOCAL_INPUT_BYTES
+
+    def sparse(path, size):
+        with open(path, "wb") as fh:
+            fh.truncate(size)
+        return str(path)
+
+    def here(inp, fmt="jsonl", store=str(tmp_path / "store")):
+        return small_local_input(argparse.Namespace(format=fmt, input=inp, store=store))
+    assert here(sparse(tmp_path / "at.jsonl", LOCAL_INPUT_BYTES))
+    assert not here(sparse(tmp_path / "over.jsonl", LOCAL_INPUT_BYTES + 1))
+    assert here(str(tmp_path / "at.jsonl"), "parquet")
+    assert not here(str(tmp_path / "at.jsonl"), "delta")
+    assert not here(str(tmp_path / "at.jsonl"), store="s3://bucket/store")
+    d = tmp_path / "dir"
+    d.mkdir()
+    sparse(d / "a.jsonl", LOCAL_INPUT_BYTES // 2)
+    sparse(d / "b.jsonl", LOCAL_INPUT_BYTES // 2)
+    assert here(str(d))
+    sparse(d / "c.jsonl", 1)
+    assert not here(str(d))
