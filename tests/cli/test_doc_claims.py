@@ -172,3 +172,11 @@ def test_inputs_up_to_the_readmes_size_run_in_the_process(tmp_path):
     assert here(str(d))
     sparse(d / "c.jsonl", 1)
     assert not here(str(d))
+
+
+@pytest.mark.parametrize("cmd", ["verify", "repair"])
+@pytest.mark.parametrize("threads", ["0", "-2"])
+def test_threads_below_one_is_a_bad_argument(store, cmd, threads):
+    """verify and repair run on --threads threads; fewer than one is a mistake, said as repair says it."""
+    code, out, err = rl(cmd, "--store", store, "--threads", threads)
+    assert code == 2 and out == "" and "--threads must be >= 1" in err, err
