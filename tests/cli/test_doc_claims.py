@@ -180,3 +180,18 @@ def test_threads_below_one_is_a_bad_argument(store, cmd, threads):
     """verify and repair run on --threads threads; fewer than one is a mistake, said as repair says it."""
     code, out, err = rl(cmd, "--store", store, "--threads", threads)
     assert code == 2 and out == "" and "--threads must be >= 1" in err, err
+
+
+def test_every_make_target_the_docs_name_exists():
+    import glob
+    import os
+    import re
+    from conftest import ROOT
+    targets = set(re.findall(r"^([a-z0-9-]+):", open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read(), re.M))
+    named = {}
+    for doc in [os.path.join(ROOT, "README.md"), *glob.glob(os.path.join(ROOT, "docs", "*.md"))]:
+        text = open(doc, encoding="utf-8").read()
+        for t in re.findall(r"(?:`|^|\$ )make ([a-z0-9-]+)", text, re.M):
+            named.setdefault(t, os.path.basename(doc))
+    assert {"demo", "test", "check", "mirror", "long"} <= set(named)
+    assert {t: d for t, d in named.items() if t not in targets} == {}

@@ -85,6 +85,16 @@ def test_readme_commands_run(tmp_path):
     assert '"body":"first order"' in out                                 # key lookup, --body-as text
     assert "rocketlake verify: status=ok problems=0" in err
     assert "ingest: 2000 messages" in out                                # rocketlake demo
+    # the sample outputs README shows, but for times and what depends on them
+    texts = blocks("text")
+    summary = next(t for t in texts if "as seq 1" in t).splitlines()[-1].split(" seconds=")[0]
+    assert summary in out, summary
+    stats = next(t for t in texts if t.startswith("store: ")).split(" batch_id=")[0]
+    assert stats in out, stats
+    found = next(t for t in texts if t.startswith('{"commitlog_offset":0')).splitlines()
+    assert found[0] in out and found[1] in err
+    assert '"body":"paid"' in out                                        # the export's key lookup
+    assert "rocketlake: status=dry-run " in out                          # expire --dry-run on the demo store
     assert "Traceback" not in err
     csv = open(tmp_path / "june.csv").read().splitlines()
     assert csv[0].startswith("commitlog_offset,") and len(csv) == 4      # the three June messages
