@@ -195,3 +195,15 @@ def test_every_make_target_the_docs_name_exists():
             named.setdefault(t, os.path.basename(doc))
     assert {"demo", "test", "check", "mirror", "long"} <= set(named)
     assert {t: d for t, d in named.items() if t not in targets} == {}
+
+
+@pytest.mark.timeout(60, method="thread")
+def test_a_store_on_gs_is_refused_before_anything_there_is_read(tmp_path, monkeypatch):
+    """docs/CLUSTERS.md: gs:// is an input only; a store there is refused (exit 2), before the
+    ingest reads the store (an unreachable GCS would hang it first)."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")      # nothing listens: nothing leaves
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "none")
+    inp = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "t", "body": "b"}])
+    code, out, err = rl("ingest", "--store", "gs://bucket/store", "--input", inp)
+    line = one_line_error(err)
+    assert code == 2 and out == "" and "gs://" in line and "input only" in line, err
