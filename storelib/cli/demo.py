@@ -1,4 +1,4 @@
-"""rocketlake demo [--store demo-store]      python jobs/demo_report.py --store STORE [--config FILE] [--summary FILE]
+"""rocketlake demo [--store demo-store] [--config FILE] [--summary FILE]
 
 Ingests the bundled sample (samples/messages.jsonl, 2,000 messages, small files from
 conf/demo.properties) into STORE unless it already holds a store, then prints what it holds: the

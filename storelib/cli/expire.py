@@ -77,6 +77,18 @@ def _hours_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _vacuum_hours_arg(text: str) -> int:
+    """--vacuum-retention-hours: whole hours, 0 or more (Delta's vacuum refuses a negative one, and
+    housekeeping never fails the expiry: it would only say so in the JSON summary)."""
+    try:
+        hours = int(text)
+    except ValueError:
+        hours = -1
+    if hours < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: whole hours, 0 or more")
+    return hours
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     return guarded(lambda: _expire(argv), EXPIRE, interrupted=lambda e: _cli.interrupted(
@@ -89,7 +101,7 @@ def _expire(argv: list) -> int:
         argv, topic_rules = _topic_pairs(argv)
     ap = argparse.ArgumentParser(prog=_cli.prog("expire.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", required=True)
+    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--reserved-hours", type=_hours_arg,
                     help="RocketMQ fileReservedTime (hours): the store-wide rule; after --topic T: that topic's")
     ap.add_argument("--topic", metavar="T", help="(with --reserved-hours N right after it, repeatable) a topic's rule")
@@ -97,9 +109,11 @@ def _expire(argv: list) -> int:
     ap.add_argument("--now", type=epoch_ms, help="reference time: epoch ms or ISO-8601 (default: the wall clock)")
     ap.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
     ap.add_argument("--batch-id", help="id of the expire batch (default expire-<now>)")
-    ap.add_argument("--vacuum-retention-hours", type=int, default=168)
+    ap.add_argument("--vacuum-retention-hours", type=_vacuum_hours_arg, default=168,
+                    help="Delta vacuum (and object sweep) keeps what batches of the last N hours read (default 168): "
+                         "how far back --as-of-batch reaches")
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines and no per-file lines but under --dry-run (the summary still prints)")
     args = ap.parse_args(argv)
     from . import common as cli
     cli.check_outputs(args.store, {"--json-summary": args.json_summary})

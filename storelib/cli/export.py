@@ -24,7 +24,7 @@ __all__ = ["main"]
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog=_cli.prog("export.py"), description=_cli.help_doc(__doc__),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--store", required=True)
+    ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--to", required=True, help="target directory (or store URI), empty or absent")
     ap.add_argument("--as-of-batch", help="batch id or sequence number (default: the latest)")
     ap.add_argument("--no-fsync", action="store_true", help="do not fsync the exported files")

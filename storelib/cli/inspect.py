@@ -61,8 +61,8 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     sub = ap.add_subparsers(dest="command", required=True)
     sp = sub.add_parser("segments")
-    sp.add_argument("--kind", choices=[k.value for k in FileKind])
-    sp.add_argument("--topic")
+    sp.add_argument("--kind", choices=[k.value for k in FileKind], help="only files of this kind")
+    sp.add_argument("--topic", help="only this topic's consume-queue files")
     sub.add_parser("checkpoints")
     sub.add_parser("topics")
     sub.add_parser("history")
@@ -77,9 +77,10 @@ def main(argv=None) -> int:
     for p in (sp, vp, rp) + tuple(sub.choices[c] for c in ("checkpoints", "topics", "history", "stats")):
         p.add_argument("--store", dest="store_sub", help=argparse.SUPPRESS)
         p.add_argument("--config", dest="config_sub", help=argparse.SUPPRESS)
-        p.add_argument("--json", action="store_true", dest="json_sub")
-        p.add_argument("--as-of-batch", dest="as_of_batch_sub")
-        p.add_argument("--version", type=int, dest="version_sub")
+        p.add_argument("--json", action="store_true", dest="json_sub", help="JSON lines instead of a table")
+        p.add_argument("--as-of-batch", dest="as_of_batch_sub",
+                       help="batch id or sequence number to look at (default: the latest)")
+        p.add_argument("--version", type=int, dest="version_sub", help="checkpoints-table Delta version to look at")
     args = ap.parse_args(argv)
     args.store = args.store_sub or args.store
     args.config = args.config_sub or args.config

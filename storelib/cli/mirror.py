@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     when.add_argument("--every", type=float, metavar="SECONDS", help="a cycle every SECONDS until interrupted")
     ap.add_argument("--max-batch-mb", type=int, default=512, help="record bytes one batch copies at most (MiB)")
     ap.add_argument("--config", help="broker-style .properties (file sizes, delay levels) for the first cycle")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and each summary still print)")
     args = ap.parse_args(argv)
     if args.every is not None and args.every <= 0:
         ap.error("--every must be > 0")

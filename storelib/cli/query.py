@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", required=True, help="a KEYS token or the UNIQ_KEY")
     p.add_argument("--begin", type=epoch_ms, help="store time lower bound (inclusive): epoch ms or ISO-8601")
     p.add_argument("--end", type=epoch_ms, help="store time upper bound (inclusive): epoch ms or ISO-8601")
-    p.add_argument("--max-num", type=int, default=64, help="--rocketmq-compat: queryMessage maxNum")
+    p.add_argument("--max-num", type=int, help="--rocketmq-compat: queryMessage maxNum (default 64)")
     p = sub.add_parser("id", help="message by offset msgId")
     _common(p, True)
     p.add_argument("msg_id", help="the 32-hex-digit offset message id (store host + commitlog offset)")
@@ -192,6 +192,27 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, True)
     p.add_argument("--input", required=True, help="Parquet file with columns topic, key[, begin, end (epoch ms)]")
     return ap
+
+
+def _unused_options(args) -> str | None:
+    """Why an option given does nothing for this lookup (None: each one given is used): an option
+    that is silently ignored reads as an answer to a question the user did not ask."""
+    cmd, compat = args.cmd, args.rocketmq_compat
+    mode = f"query {cmd}" if cmd else "--queries"
+    if cmd and args.queries:
+        return f"--queries answers a file of queries on its own; it takes no command ({cmd})"
+    if compat and cmd in ("range", "keys"):
+        return f"--rocketmq-compat: a broker has no {cmd} lookup; query {cmd} is exact only"
+    if getattr(args, "max_num", None) is not None and not compat:
+        return "--max-num is queryMessage's maxNum under --rocketmq-compat; without it use --limit (and --after)"
+    if compat:
+        mode += " --rocketmq-compat"
+    if args.after is not None and (compat or cmd not in ("key", "unique-key", "range")):
+        return f"--after pages exact key, unique-key and range lookups; {mode} takes none"
+    if args.limit is not None and (cmd not in ("key", "unique-key", "range", "keys") or (compat and cmd != "key")):
+        hint = " (--count says how many messages)" if cmd == "offset" else ""
+        return f"--limit cuts key, unique-key, range and keys lookups; {mode} takes none{hint}"
+    return None
 
 
 def _resolved(args):
@@ -307,7 +328,7 @@ def _key_messages(r, args) -> tuple[list, tuple[int, int] | None]:
     cursor = None
     if args.rocketmq_compat:
         if args.cmd == "key":
-            max_num = args.limit if args.limit is not None else args.max_num
+            max_num = args.limit if args.limit is not None else (args.max_num if args.max_num is not None else 64)
             res = r.query_message(args.topic, args.key, max_num,
                                   args.begin if args.begin is not None else 0,
                                   args.end if args.end is not None else I64_MAX)
@@ -586,6 +607,9 @@ def answer(argv=None) -> int:
 
     def run() -> int:
         nonlocal spark, owned
+        unused = _unused_options(args)
+        if unused:
+            raise BadInput(unused)
         _cli.check_outputs(args.store, {"--output": args.output})
         _config(args)                       # not a store, or a --config that disagrees: before any JVM
         if args.cmd in ("key", "id", "unique-key", "offset", "time"):

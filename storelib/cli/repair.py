@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", help="broker-style .properties (a broker's directory: file sizes, delay levels)")
     ap.add_argument("--batch-id", help="id of the repair batch on a rocketlake store (default repair-<now>-<seq>)")
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines (the per-file lines and the summary still print)")
     args = ap.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         ap.error("--threads must be >= 1")

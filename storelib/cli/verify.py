@@ -36,6 +36,8 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     ap.add_argument("--json", action="store_true", help="the summary as JSON")
     args = ap.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        ap.error("--threads must be >= 1")
     from . import common as cli
     from ..ops import deepverify as verify
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them

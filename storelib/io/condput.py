@@ -40,7 +40,7 @@ from ..errors import UnsafeObjectStore
 from . import objstore
 from .filesystems import s3_client
 
-__all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "refuse_locking_provider", "probe"]
+__all__ = ["PROBE_PREFIX", "needs_probe", "require_conditional_put", "refuse_locking_provider", "refuse_gs_store", "probe"]
 
 PROBE_PREFIX = "_rocketlake/probe-"
 # (endpoint, bucket) this process found honouring conditional puts
@@ -108,14 +108,20 @@ def _named(server: str) -> str:
     return f"; the server calls itself {server!r}" if server else ""
 
 
-def require_conditional_put(uri: str) -> None:
-    """Raise ``UnsafeObjectStore`` unless the store at ``uri`` is safe for concurrent Delta commits
-    (module docstring). Once per process, endpoint and bucket; a no-op for stores that are not
-    on S3 or that use another guard; a ``gs://`` store is refused."""
+def refuse_gs_store(uri: str) -> None:
+    """``UnsafeObjectStore`` for a store on ``gs://`` (an input only): a writer says so before it
+    reads anything there."""
     if uri.startswith("gs://"):
         raise UnsafeObjectStore(
             f"{uri}: a store on gs:// is not supported (its Delta tables on GCS are untested); gs:// URIs are "
             f"read as --input only. Put the store on a local path, s3:// or hdfs://")
+
+
+def require_conditional_put(uri: str) -> None:
+    """Raise ``UnsafeObjectStore`` unless the store at ``uri`` is safe for concurrent Delta commits
+    (module docstring). Once per process, endpoint and bucket; a no-op for stores that are not
+    on S3 or that use another guard; a ``gs://`` store is refused."""
+    refuse_gs_store(uri)
     refuse_locking_provider(uri)
     if not needs_probe(uri):
         return

@@ -41,10 +41,37 @@ def run_shell_blocks(cwd) -> subprocess.CompletedProcess:
 def test_readme_is_short_and_links_exist():
     text = open(README, encoding="utf-8").read()
     assert len(text.splitlines()) <= 250
-    assert "make demo" in blocks("sh")[0] and "make test" in blocks("sh")[0]
+    first = [ln.split("#")[0].strip() for ln in blocks("sh")[0].splitlines() if ln.split("#")[0].strip()]
+    assert first == ["make demo", "make test"] and re.search(r"```(\w*)\n", text).group(1) == "sh", first
     for link in re.findall(r"\]\((docs/[^)#]+)", text):
         if link != "docs/CLUSTERS.md":             # written beside this README by the cluster work
             assert os.path.exists(os.path.join(ROOT, link)), link
+
+
+def test_readme_says_what_the_install_and_the_suite_download():
+    """What `make install` and `make test` fetch is what README's list says: the requirements files
+    pip reads (every package it names pinned there), Debian's packages apt-get installs, and a pom
+    for every RocketMQ version it names and every pom set the suite's fetchers read."""
+    import glob
+    text = open(README, encoding="utf-8").read()
+    make = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    pypi = text.split("* **PyPI**: ", 1)[1].split("\n* ", 1)[0]
+    files = re.findall(r"-r (\S+)", next(ln for ln in make.splitlines() if "pip install" in ln and " -r " in ln))
+    assert files and all(f"`{f}`" in pypi for f in files), files
+    pinned = {ln.split("==")[0].split("[")[0].lower() for f in files
+              for ln in open(os.path.join(ROOT, f), encoding="utf-8") if "==" in ln}
+    named = {w.lower() for w in re.findall(r"\b([a-z][\w-]*[a-z0-9])\b", pypi.split("pin (", 1)[1])
+             if w not in ("for", "and", "the", "tests", "hdfs", "rocketlake", "ui")}
+    assert named <= pinned, named - pinned
+    apt = set(re.findall(r"apt-get install -y -qq ([\w -]+?) >", make))
+    assert apt and all(f"`{p}`" in text for a in apt for p in a.split()), apt
+    for v in re.findall(r"\*\*(\d+\.\d+\.\d+)\*\*", text.split("* **Maven Central**", 1)[1]):
+        assert os.path.exists(os.path.join(ROOT, "tests", "rocketmq", f"pom-{v}.xml")), v
+    for pom in re.findall(r"`((?:conf|tests)/[\w/]+/pom[\w*.-]*\.xml)`", text):
+        assert glob.glob(os.path.join(ROOT, pom)), pom
+    for target in re.search(r"^test: (.*)$", make, re.M).group(1).split():
+        assert target == "install" or target in ("rocketmq", "kafka", "s3proxy", "hdfs"), target
+    assert "hadoop-client-minicluster" in text and "S3Proxy" in text and "Kafka" in text
 
 
 @pytest.mark.slow
@@ -58,6 +85,16 @@ def test_readme_commands_run(tmp_path):
     assert '"body":"first order"' in out                                 # key lookup, --body-as text
     assert "rocketlake verify: status=ok problems=0" in err
     assert "ingest: 2000 messages" in out                                # rocketlake demo
+    # the sample outputs README shows, but for times and what depends on them
+    texts = blocks("text")
+    summary = next(t for t in texts if "as seq 1" in t).splitlines()[-1].split(" seconds=")[0]
+    assert summary in out, summary
+    stats = next(t for t in texts if t.startswith("store: ")).split(" batch_id=")[0]
+    assert stats in out, stats
+    found = next(t for t in texts if t.startswith('{"commitlog_offset":0')).splitlines()
+    assert found[0] in out and found[1] in err
+    assert '"body":"paid"' in out                                        # the export's key lookup
+    assert "rocketlake: status=dry-run " in out                          # expire --dry-run on the demo store
     assert "Traceback" not in err
     csv = open(tmp_path / "june.csv").read().splitlines()
     assert csv[0].startswith("commitlog_offset,") and len(csv) == 4      # the three June messages
