@@ -8,8 +8,9 @@ One JVM (its own process group) holds the name server and the broker, both on 12
 ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. The 4.9 line
 (src/broker4, 4.9.7's broker: Maven Central has none at 4.9.8) cannot bind to one address: its
 JVM runs in a network namespace of its own holding only the loopback interface (unshare -rn).
-Leaving the block sends ``quit`` (clean shutdown); whatever happens, the process group is
-killed afterwards.
+Leaving the block sends ``quit`` (clean shutdown: RocketMQ's store and broker take about
+10 s for it); whatever happens, the process group is killed afterwards. ``clean_exit=False``
+only kills it: for a last broker whose store nothing looks at afterwards.
 """
 from __future__ import annotations
 
@@ -44,10 +45,12 @@ def parse_msg(line: str) -> dict:
 
 
 class Broker:
-    def __init__(self, store_root: str, work: str, config: dict, version: str = rmqjars.V5):
+    def __init__(self, store_root: str, work: str, config: dict, version: str = rmqjars.V5,
+                 clean_exit: bool = True):
         self.line4 = version.startswith("4.")
         self.cp = rmqjars.classpath(version, "broker4" if self.line4 else "broker")
         self.store_root, self.work, self.config = store_root, work, config
+        self.clean_exit = clean_exit
         self.proc = None
         self.log = os.path.join(work, "broker-jvm.log")
 
@@ -139,7 +142,7 @@ class Broker:
 
     def __exit__(self, *exc):
         try:
-            if self.proc.poll() is None:
+            if self.clean_exit and self.proc.poll() is None:
                 self.proc.stdin.write("quit\n")
                 self.proc.stdin.flush()
                 self.proc.wait(timeout=60)
