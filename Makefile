@@ -86,8 +86,9 @@ $(DELTA_STAMP): conf/jars/delta/pom.xml
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@
 
-# A plain `spark-submit jobs/ingest.py` gets the cold-job JVM options through the spark-env.sh
-# hook written into the venv's pyspark (storelib/runtime/submit_hook.py); rewritten when it changes.
+# The class-data archive, built once per java and pyspark, and the spark-submit hook: a plain
+# `spark-submit jobs/ingest.py` gets the cold-job JVM options through the spark-env.sh hook written
+# into the venv's pyspark (storelib/runtime/submit_hook.py); rewritten when it changes.
 $(SUBMIT_HOOK): $(STAMP) storelib/runtime/submit_hook.py storelib/runtime/jvm_archive.py
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build >/dev/null
 	@touch $@
@@ -97,7 +98,6 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
-	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build
 	@touch $(STAMP)
 
 demo: install
@@ -112,8 +112,30 @@ demo: install
 # tests/conftest.py decides what runs together and hands out the longest tests first.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-test: install rocketmq kafka s3proxy hdfs
+test: setup
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
+
+# What `make test` needs before pytest starts (install rocketmq kafka s3proxy hdfs), as two makes at
+# once, for neither needs the other: the virtualenv and what is built from it (pip, then the
+# class-data archive, the JVM reader and numba's kernels at once: PyPI and CPU), and every jar from
+# Maven Central (delta-spark, RocketMQ, Kafka, S3Proxy, the HDFS mini cluster: mvn and the system
+# Python, mostly waiting on the network). The jars' make takes its steps one at a time: the mvn runs
+# share .cache/m2, which Maven 3.8 does not lock against concurrent writers; so do fuse3 and
+# chromium, which share dpkg's lock. Both exit codes are checked and a failed side is named once
+# both have stopped. `make -n setup` lists the steps one after the other.
+SETUP_VENV := fuse3 chromium $(STAMP)
+SETUP_BUILDS := $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
+SETUP_JARS := $(DELTA_STAMP) rocketmq kafka s3proxy hdfs
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+.PHONY: setup
+setup: check-java
+	@if [ -n "$(DRY_RUN)" ]; then $(MAKE) --no-print-directory $(SETUP_VENV) $(SETUP_BUILDS) $(SETUP_JARS); exit; fi; \
+	$(MAKE) --no-print-directory $(SETUP_JARS) & jars=$$!; \
+	$(MAKE) --no-print-directory $(SETUP_VENV) && $(MAKE) --no-print-directory -j3 $(SETUP_BUILDS); venv=$$?; \
+	wait $$jars; jars=$$?; \
+	[ $$venv = 0 ] || echo "error: the set-up of the virtualenv failed (exit $$venv): see above" >&2; \
+	[ $$jars = 0 ] || echo "error: the set-up of the jars from Maven Central failed (exit $$jars): see above" >&2; \
+	[ $$venv = 0 ] && [ $$jars = 0 ]
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
 # tests/rocketmq/pom-<version>.xml, into .cache/m2 and .cache/jars/rocketmq-<version>/ (git-ignored);
@@ -201,7 +223,7 @@ mirror: install rocketmq
 # slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
 # First the linter and the type checker (ruff, mypy: configured in pyproject.toml).
 CHECK_DIRS := $(filter-out tests/e2e/,$(sort $(dir $(wildcard tests/*/test_*.py))))
-check: check-java $(STAMP)
+check: check-java $(STAMP) $(SUBMIT_HOOK)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_DIRS)
