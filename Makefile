@@ -123,19 +123,23 @@ test: setup
 # share .cache/m2, which Maven 3.8 does not lock against concurrent writers; so do fuse3 and
 # chromium, which share dpkg's lock. Both exit codes are checked and a failed side is named once
 # both have stopped. `make -n setup` lists the steps one after the other.
-SETUP_VENV := fuse3 chromium $(STAMP)
-SETUP_BUILDS := $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
-SETUP_JARS := $(DELTA_STAMP) rocketmq kafka s3proxy hdfs
 DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
-.PHONY: setup
+.PHONY: setup setup-venv setup-builds setup-jars
 setup: check-java
-	@if [ -n "$(DRY_RUN)" ]; then $(MAKE) --no-print-directory $(SETUP_VENV) $(SETUP_BUILDS) $(SETUP_JARS); exit; fi; \
-	$(MAKE) --no-print-directory $(SETUP_JARS) & jars=$$!; \
-	$(MAKE) --no-print-directory $(SETUP_VENV) && $(MAKE) --no-print-directory -j3 $(SETUP_BUILDS); venv=$$?; \
+	@if [ -n "$(DRY_RUN)" ]; then $(MAKE) --no-print-directory setup-venv setup-builds setup-jars; exit; fi; \
+	$(MAKE) --no-print-directory setup-jars & jars=$$!; \
+	$(MAKE) --no-print-directory setup-venv && $(MAKE) --no-print-directory -j3 setup-builds; venv=$$?; \
 	wait $$jars; jars=$$?; \
 	[ $$venv = 0 ] || echo "error: the set-up of the virtualenv failed (exit $$venv): see above" >&2; \
 	[ $$jars = 0 ] || echo "error: the set-up of the jars from Maven Central failed (exit $$jars): see above" >&2; \
 	[ $$venv = 0 ] && [ $$jars = 0 ]
+# (`@:`: nothing of their own to do, and no "is up to date" line when their steps are)
+setup-venv: fuse3 chromium $(STAMP)
+	@:
+setup-builds: $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
+	@:
+setup-jars: $(DELTA_STAMP) rocketmq kafka s3proxy hdfs
+	@:
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
 # tests/rocketmq/pom-<version>.xml, into .cache/m2 and .cache/jars/rocketmq-<version>/ (git-ignored);

@@ -30,7 +30,8 @@ def test_setup_runs_every_step_of_install_and_the_jars():
     install = _line(db, r"^install: (.*)$")
     assert _line(db, r"^test: (.*)$") == ["setup"]
     setup = _line(db, r"^setup: (.*)$")
-    venv, builds, jars = (_line(db, rf"^SETUP_{k} := (.*)$") for k in ("VENV", "BUILDS", "JARS"))
+    venv, builds, jars = (_line(db, rf"^setup-{k}: (.*)$") for k in ("venv", "builds", "jars"))
+    assert "$(MAKE) --no-print-directory setup-jars &" in open(os.path.join(ROOT, "Makefile")).read()
     steps = setup + venv + builds + jars
     assert sorted(steps) == sorted(set(steps)), steps          # nothing runs twice
     assert set(steps) == set(install) | {"rocketmq", "kafka", "s3proxy", "hdfs"}
