@@ -115,30 +115,31 @@ PYTEST_ARGS ?=
 test: setup
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
 
-# What `make test` needs before pytest starts (install rocketmq kafka s3proxy hdfs), as two makes at
-# once, for neither needs the other: the virtualenv and what is built from it (pip, then the
-# class-data archive, the JVM reader and numba's kernels at once: PyPI and CPU), and every jar from
-# Maven Central (delta-spark, RocketMQ, Kafka, S3Proxy, the HDFS mini cluster: mvn and the system
-# Python, mostly waiting on the network). The jars' make takes its steps one at a time: the mvn runs
-# share .cache/m2, which Maven 3.8 does not lock against concurrent writers; so do fuse3 and
-# chromium, which share dpkg's lock. Both exit codes are checked and a failed side is named once
-# both have stopped. `make -n setup` lists the steps one after the other.
+# What `make test` needs before pytest starts (install rocketmq kafka s3proxy hdfs), in two sides at
+# once, for neither needs the other: setup-venv, the virtualenv and what is built from it (pip, then
+# the class-data archive, the JVM reader and numba's kernels at once: PyPI and CPU), and setup-jars,
+# every jar from Maven Central (delta-spark, RocketMQ, Kafka, S3Proxy, the HDFS mini cluster: mvn and
+# the system Python, mostly waiting on the network). A make of its own per step keeps the steps of a
+# side one at a time whatever job slots are free: the mvn runs share .cache/m2, which Maven 3.8 does
+# not lock against concurrent writers, and fuse3 and chromium share dpkg's lock. make itself checks
+# both sides' exit codes and names a failed one; `make -n setup` lists the steps in one make, in order.
 DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
-.PHONY: setup setup-venv setup-builds setup-jars
+DRY_SETUP := fuse3 chromium setup-pip setup-builds setup-delta rocketmq kafka s3proxy hdfs
+.PHONY: setup setup-venv setup-pip setup-builds setup-jars setup-delta
 setup: check-java
-	@if [ -n "$(DRY_RUN)" ]; then $(MAKE) --no-print-directory setup-venv setup-builds setup-jars; exit; fi; \
-	$(MAKE) --no-print-directory setup-jars & jars=$$!; \
-	$(MAKE) --no-print-directory setup-venv && $(MAKE) --no-print-directory -j3 setup-builds; venv=$$?; \
-	wait $$jars; jars=$$?; \
-	[ $$venv = 0 ] || echo "error: the set-up of the virtualenv failed (exit $$venv): see above" >&2; \
-	[ $$jars = 0 ] || echo "error: the set-up of the jars from Maven Central failed (exit $$jars): see above" >&2; \
-	[ $$venv = 0 ] && [ $$jars = 0 ]
+	@$(MAKE) --no-print-directory $(if $(DRY_RUN),$(DRY_SETUP),-j4 setup-venv setup-jars)
+setup-venv:
+	@$(MAKE) --no-print-directory fuse3 && $(MAKE) --no-print-directory chromium && \
+	$(MAKE) --no-print-directory setup-pip && $(MAKE) --no-print-directory setup-builds
+setup-jars:
+	@$(MAKE) --no-print-directory setup-delta && $(MAKE) --no-print-directory rocketmq && \
+	$(MAKE) --no-print-directory kafka && $(MAKE) --no-print-directory s3proxy && $(MAKE) --no-print-directory hdfs
 # (`@:`: nothing of their own to do, and no "is up to date" line when their steps are)
-setup-venv: fuse3 chromium $(STAMP)
+setup-pip: $(STAMP)
 	@:
 setup-builds: $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
 	@:
-setup-jars: $(DELTA_STAMP) rocketmq kafka s3proxy hdfs
+setup-delta: $(DELTA_STAMP)
 	@:
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
