@@ -86,8 +86,9 @@ $(DELTA_STAMP): conf/jars/delta/pom.xml
 	rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS)
 	@touch $@
 
-# A plain `spark-submit jobs/ingest.py` gets the cold-job JVM options through the spark-env.sh
-# hook written into the venv's pyspark (storelib/runtime/submit_hook.py); rewritten when it changes.
+# The class-data archive, built once per java and pyspark, and the spark-submit hook: a plain
+# `spark-submit jobs/ingest.py` gets the cold-job JVM options through the spark-env.sh hook written
+# into the venv's pyspark (storelib/runtime/submit_hook.py); rewritten when it changes.
 $(SUBMIT_HOOK): $(STAMP) storelib/runtime/submit_hook.py storelib/runtime/jvm_archive.py
 	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build >/dev/null
 	@touch $@
@@ -97,7 +98,6 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e .
-	$(SPARK_ENV) $(PY) -m storelib.runtime.jvm_archive --build
 	@touch $(STAMP)
 
 demo: install
@@ -112,8 +112,35 @@ demo: install
 # tests/conftest.py decides what runs together and hands out the longest tests first.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
-test: install rocketmq kafka s3proxy hdfs
+test: setup
 	$(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) tests
+
+# What `make test` needs before pytest starts (install rocketmq kafka s3proxy hdfs), in two sides at
+# once, for neither needs the other: setup-venv, the virtualenv and what is built from it (pip, then
+# the class-data archive, the JVM reader and numba's kernels at once: PyPI and CPU), and setup-jars,
+# every jar from Maven Central (delta-spark, RocketMQ, Kafka, S3Proxy, the HDFS mini cluster: mvn and
+# the system Python, mostly waiting on the network). A make of its own per step keeps the steps of a
+# side one at a time whatever job slots are free: the mvn runs share .cache/m2, which Maven 3.8 does
+# not lock against concurrent writers, and fuse3 and chromium share dpkg's lock. make itself checks
+# both sides' exit codes and names a failed one; `make -n setup` lists the steps in one make, in order.
+DRY_RUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+DRY_SETUP := fuse3 chromium setup-pip setup-builds setup-delta rocketmq kafka s3proxy hdfs
+.PHONY: setup setup-venv setup-pip setup-builds setup-jars setup-delta
+setup: check-java
+	@$(MAKE) --no-print-directory $(if $(DRY_RUN),$(DRY_SETUP),-j4 setup-venv setup-jars)
+setup-venv:
+	@$(MAKE) --no-print-directory fuse3 && $(MAKE) --no-print-directory chromium && \
+	$(MAKE) --no-print-directory setup-pip && $(MAKE) --no-print-directory setup-builds
+setup-jars:
+	@$(MAKE) --no-print-directory setup-delta && $(MAKE) --no-print-directory rocketmq && \
+	$(MAKE) --no-print-directory kafka && $(MAKE) --no-print-directory s3proxy && $(MAKE) --no-print-directory hdfs
+# (`@:`: nothing of their own to do, and no "is up to date" line when their steps are)
+setup-pip: $(STAMP)
+	@:
+setup-builds: $(SUBMIT_HOOK) jvm-reader $(KERNELS_STAMP)
+	@:
+setup-delta: $(DELTA_STAMP)
+	@:
 
 # RocketMQ's own jars (5.3.3, 4.9.8, the newest 5.x, 4.9.7's broker) from Maven Central through mvn, pinned by
 # tests/rocketmq/pom-<version>.xml, into .cache/m2 and .cache/jars/rocketmq-<version>/ (git-ignored);
@@ -201,7 +228,7 @@ mirror: install rocketmq
 # slow (processes of their own) or spark (the in-process SparkSession). `make test` runs everything.
 # First the linter and the type checker (ruff, mypy: configured in pyproject.toml).
 CHECK_DIRS := $(filter-out tests/e2e/,$(sort $(dir $(wildcard tests/*/test_*.py))))
-check: check-java $(STAMP)
+check: check-java $(STAMP) $(SUBMIT_HOOK)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(SPARK_ENV) $(PY) -m pytest -q -m "not slow and not spark" $(CHECK_DIRS)
