@@ -154,16 +154,22 @@ def check_only_mirrored(snap: StoreSnapshot, store: storage.Store) -> None:
 
 
 def this_run(every: float | None) -> dict:
-    """What a batch records of the process that mirrored it: host, pid and the pid's start (boot
-    id and start time: a pid reused by another process does not match), and ``every`` for a
-    process that mirrors on (``mirror --every``)."""
-    start = None
+    """What a batch records of the process that mirrored it: host, pid and the pid's start
+    (``_process_start``: a pid reused by another process does not match; None without /proc:
+    nobody can tell this run is alive), and ``every`` for a process that mirrors on (``mirror --every``)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid()),
+            "every": every}
+
+
+def _process_start(pid: int) -> str | None:
+    """``<boot id>:<start time>`` of the live process ``pid`` (None: no such process, a zombie, no /proc)."""
     try:
-        with open("/proc/sys/kernel/random/boot_id") as fh, open(f"/proc/{os.getpid()}/stat") as st:
-            start = f"{fh.read().strip()}:{st.read().rsplit(')', 1)[1].split()[19]}"
-    except (OSError, IndexError):
-        pass                                     # (no /proc: nobody can tell this run is alive)
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": start, "every": every}
+        with open("/proc/sys/kernel/random/boot_id") as fh, open(f"/proc/{int(pid)}/stat") as st:
+            boot, rest = fh.read().strip(), st.read().rsplit(")", 1)[1].split()
+            state, started = rest[0], rest[19]
+    except (OSError, IndexError, ValueError):
+        return None
+    return f"{boot}:{started}" if state != "Z" else None
 
 
 def _runs_on(run: dict) -> bool:
@@ -171,11 +177,9 @@ def _runs_on(run: dict) -> bool:
     if not run.get("start") or run.get("host") != socket.gethostname():
         return False
     try:
-        with open("/proc/sys/kernel/random/boot_id") as fh, open(f"/proc/{int(run['pid'])}/stat") as st:
-            boot, rest = fh.read().strip(), st.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError, ValueError):
+        return _process_start(int(run["pid"])) == run["start"]
+    except (TypeError, ValueError):
         return False
-    return rest[0] != "Z" and f"{boot}:{rest[19]}" == run["start"]
 
 
 def check_one_mirror(snap: StoreSnapshot, store: storage.Store, me: dict) -> None:
