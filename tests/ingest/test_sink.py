@@ -127,11 +127,8 @@ def test_an_option_the_sink_does_not_take_is_refused_before_any_task(tmp_path):
                                "allowEmptyBody": "true"}).writer(schema, False)
 
 
-def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
-    """Spark keeps a checkpoint on S3 under an s3a:// URI (Hadoop's file system), which pyarrow
-    does not open: the sink failed every micro-batch with 'cannot read the query's id'. The same
-    object is read as s3://."""
-    from storelib.ingest import sink
+def _checkpoint_reads(monkeypatch, sink, answer: bytes) -> list:
+    """The sink's checkpoint reads answered with ``answer``: the list of what was read (store/rel)."""
     read = []
 
     class Store:
@@ -140,8 +137,17 @@ def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
 
         def read(self, rel):
             read.append(f"{self.uri}/{rel}")
-            return b'{"id":"q-1"}\n'
+            return answer
     monkeypatch.setattr(sink.storage, "Store", Store)
+    return read
+
+
+def test_the_query_id_is_read_from_an_s3a_checkpoint(monkeypatch):
+    """Spark keeps a checkpoint on S3 under an s3a:// URI (Hadoop's file system), which pyarrow
+    does not open: the sink failed every micro-batch with 'cannot read the query's id'. The same
+    object is read as s3://."""
+    from storelib.ingest import sink
+    read = _checkpoint_reads(monkeypatch, sink, b'{"id":"q-1"}\n')
     assert sink.query_id_of("s3a://bucket/ck/orders") == "q-1"
     assert sink.query_id_of("file:///data/ck") == "q-1"
     assert read == ["s3://bucket/ck/orders/metadata", "/data/ck/metadata"]
@@ -157,16 +163,7 @@ def test_a_micro_batchs_offsets_are_read_from_a_local_or_s3a_checkpoint(monkeypa
         b'v1\n{"batchTimestampMs":1}\n{"logOffset":7}\n'
     with pytest.raises(ValueError, match=f"cannot read micro-batch 8's offsets from {tmp_path}/offsets/8"):
         sink.offset_entry(str(tmp_path), 8)
-    read = []
-
-    class Store:
-        def __init__(self, uri):
-            self.uri = uri
-
-        def read(self, rel):
-            read.append(f"{self.uri}/{rel}")
-            return b"v1\n{}\n{}\n"
-    monkeypatch.setattr(sink.storage, "Store", Store)
+    read = _checkpoint_reads(monkeypatch, sink, b"v1\n{}\n{}\n")
     assert sink.offset_entry("s3a://bucket/ck/orders", 3) == b"v1\n{}\n{}\n"
     assert read == ["s3://bucket/ck/orders/offsets/3"]
 
