@@ -5,7 +5,9 @@
         b.query(topic, key, max_num, begin, end); b.view(topic, offset_msg_id)
 
 One JVM (its own process group) holds the name server and the broker, both on 127.0.0.1 with
-ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. The 4.9 line
+ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. ``ha=True`` starts
+RocketMQ's HA service, its listener on 127.0.0.1 too (``addresses``: name server, broker port, HA
+port); a slave's JVM is given its master's name server (``namesrv=`` in ``config``) and starts none. The 4.9 line
 (src/broker4, 4.9.7's broker: Maven Central has none at 4.9.8) cannot bind to one address: its
 JVM runs in a network namespace of its own holding only the loopback interface (unshare -rn).
 Leaving the block sends ``quit`` (clean shutdown: RocketMQ's store and broker take about
@@ -23,7 +25,7 @@ import threading
 from support import rmqjars
 
 TIMEOUT = 120
-ANSWERS = {"ready", "queue", "msg", "pull", "error", "route", "produced"}
+ANSWERS = {"ready", "queue", "msg", "pull", "error", "route", "produced", "offsets"}
 
 
 def _b64(s: str) -> str:
@@ -46,11 +48,12 @@ def parse_msg(line: str) -> dict:
 
 class Broker:
     def __init__(self, store_root: str, work: str, config: dict, version: str = rmqjars.V5,
-                 clean_exit: bool = True):
+                 clean_exit: bool = True, ha: bool = False):
         self.line4 = version.startswith("4.")
         self.cp = rmqjars.classpath(version, "broker4" if self.line4 else "broker")
         self.store_root, self.work, self.config = store_root, work, config
         self.clean_exit = clean_exit
+        self.ha = ha
         self.proc = None
         self.log = os.path.join(work, "broker-jvm.log")
 
@@ -61,6 +64,7 @@ class Broker:
         cmd = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Duser.home={home}",
                f"-Drocketmq.home.dir={home}", "-Drocketmq.client.logRoot=" + os.path.join(home, "logs"),
                "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+               *(["-Drocketlake.ha=loopback"] if self.ha else []),
                "-cp", self.cp, "rocketlake.brokercheck.BrokerCheck", self.store_root, self.work,
                *[f"{k}={v}" for k, v in self.config.items()]]
         if self.line4:
@@ -120,6 +124,11 @@ class Broker:
                 other.append(line)
         return queues, msgs, other
 
+    def offsets(self) -> tuple[int, int]:
+        """The store's (min, max) CommitLog offset."""
+        _, lo, hi = self._checked(self.ask("offsets"))[0].split("\t")
+        return int(lo), int(hi)
+
     def query(self, topic, key, max_num, begin, end) -> list[dict]:
         return [parse_msg(x) for x in self._checked(self.ask("query", topic, key, max_num, begin, end))]
 
@@ -140,7 +149,10 @@ class Broker:
             except ProcessLookupError:
                 pass
 
-    def __exit__(self, *exc):
+    def stop(self):
+        """Shut the JVM down (cleanly unless ``clean_exit=False``); again: nothing."""
+        if self.proc is None or self._err.closed:
+            return
         try:
             if self.clean_exit and self.proc.poll() is None:
                 self.proc.stdin.write("quit\n")
@@ -152,4 +164,7 @@ class Broker:
             self.kill()
             self.proc.wait()
             self._err.close()
+
+    def __exit__(self, *exc):
+        self.stop()
         return False

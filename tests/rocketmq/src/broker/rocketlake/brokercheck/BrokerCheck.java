@@ -41,7 +41,8 @@ import static rocketlake.brokercheck.Reflect.field;
  * storePathRootDir, and a real client (DefaultMQPullConsumer) reading it.
  *
  * <p>Args: {@code STORE_ROOT WORK_DIR [key=value MessageStoreConfig settings...]} ({@code broker.key=value}:
- * a BrokerConfig setting). Commands come
+ * a BrokerConfig setting; {@code namesrv=HOST:PORT}: register with that name server, e.g. a slave
+ * with its master's, instead of starting one). Once up it answers {@code ready NAMESRV PORT HA_PORT}. Commands come
  * on stdin, one per line; answers go to stdout, each ending with a line {@code end}:
  * <ul>
  * <li>{@code consume TOPIC NQUEUES}: queues 0..NQUEUES-1 of the topic from min to max offset:
@@ -51,6 +52,7 @@ import static rocketlake.brokercheck.Reflect.field;
  * <li>{@code specials FILE N FIRST DELAY_TOPIC TRANS_TOPIC [TIMER_TOPIC]}: N delay-level and N transactional
  *     messages (Specials; with a timer topic also N timer messages and N transactional ones resolved
  *     by the broker's check-back), {@code produced SENT FAILED};</li>
+ * <li>{@code offsets}: the store's min and max CommitLog offset, {@code offsets MIN MAX};</li>
  * <li>{@code quit}: shut everything down.</li>
  * </ul>
  * A msg line: topic, queueId, queueOffset, commitLogOffset, offsetMsgId, msgId, flag, sysFlag,
@@ -70,23 +72,34 @@ public final class BrokerCheck {
         System.setOut(System.err);
         PrintWriter out = new PrintWriter(new java.io.OutputStreamWriter(answers, StandardCharsets.UTF_8), true);
 
-        NamesrvConfig nsConfig = new NamesrvConfig();
-        nsConfig.setKvConfigPath(work + "/namesrv/kvConfig.json");
-        nsConfig.setConfigStorePath(work + "/namesrv/namesrv.properties");
-        NettyServerConfig nsNetty = new NettyServerConfig();
-        nsNetty.setListenPort(0);
-        nsNetty.setBindAddress("127.0.0.1");
-        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty, new NettyClientConfig());
-        if (!namesrv.initialize()) {
-            throw new IllegalStateException("name server did not initialize");
+        // namesrv=HOST:PORT (a slave's JVM: its master's name server) or a name server of our own
+        String nsAddr = null;
+        for (int i = 2; i < args.length; i++) {
+            if (args[i].startsWith("namesrv=")) {
+                nsAddr = args[i].substring("namesrv=".length());
+            }
         }
-        namesrv.start();
-        String nsAddr = "127.0.0.1:" + namesrv.getRemotingServer().localListenPort();
+        NamesrvController namesrv = null;
+        if (nsAddr == null) {
+            NamesrvConfig nsConfig = new NamesrvConfig();
+            nsConfig.setKvConfigPath(work + "/namesrv/kvConfig.json");
+            nsConfig.setConfigStorePath(work + "/namesrv/namesrv.properties");
+            NettyServerConfig nsNetty = new NettyServerConfig();
+            nsNetty.setListenPort(0);
+            nsNetty.setBindAddress("127.0.0.1");
+            namesrv = new NamesrvController(nsConfig, nsNetty, new NettyClientConfig());
+            if (!namesrv.initialize()) {
+                throw new IllegalStateException("name server did not initialize");
+            }
+            namesrv.start();
+            nsAddr = "127.0.0.1:" + namesrv.getRemotingServer().localListenPort();
+        }
 
         BrokerConfig bc = new BrokerConfig();
         bc.setBrokerName("rocketlake-broker");
         bc.setBrokerClusterName("rocketlake");
         bc.setBrokerIP1("127.0.0.1");
+        bc.setBrokerIP2("127.0.0.1");           // the HA address the broker registers
         bc.setNamesrvAddr(nsAddr);
         bc.setAutoCreateTopicEnable(false);
         NettyServerConfig bNetty = new NettyServerConfig();
@@ -99,7 +112,9 @@ public final class BrokerCheck {
         sc.setHaListenPort(0);
         for (int i = 2; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
-            if (kv[0].startsWith("broker.")) {       // a BrokerConfig setting (transactionCheckInterval, ...)
+            if (kv[0].equals("namesrv")) {
+                continue;
+            } else if (kv[0].startsWith("broker.")) {       // a BrokerConfig setting (transactionCheckInterval, ...)
                 rocketlake.brokercheck.Config.set(bc, kv[0].substring("broker.".length()), kv[1]);
             } else {
                 rocketlake.brokercheck.Config.set(sc, kv[0], kv[1]);
@@ -111,7 +126,7 @@ public final class BrokerCheck {
         }
         broker.start();
         // wait until the broker is registered with the name server
-        for (int i = 0; i < 200 && namesrv.getRouteInfoManager().getAllClusterInfo().getBrokerAddrTable().isEmpty(); i++) {
+        for (int i = 0; namesrv != null && i < 200 && namesrv.getRouteInfoManager().getAllClusterInfo().getBrokerAddrTable().isEmpty(); i++) {
             Thread.sleep(50);
         }
 
@@ -125,7 +140,7 @@ public final class BrokerCheck {
         consumer.setVipChannelEnabled(false);
         consumer.start();
         MQClientInstance client = (MQClientInstance) field(consumer.getDefaultMQPullConsumerImpl(), "mQClientFactory");
-        out.println("ready " + nsAddr + " " + bNetty.getListenPort());
+        out.println("ready " + nsAddr + " " + bNetty.getListenPort() + " " + sc.getHaListenPort());
         out.println("end");
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -149,6 +164,9 @@ public final class BrokerCheck {
                             f.length > 6 ? f[6] : null));
                     } else if (f[0].equals("stopproduce")) {
                         out.println("produced\t" + producing.end());
+                    } else if (f[0].equals("offsets")) {
+                        out.println("offsets\t" + broker.getMessageStore().getMinPhyOffset() + "\t"
+                            + broker.getMessageStore().getMaxPhyOffset());
                     } else if (f[0].equals("consume")) {
                         consume(consumer, client, brokerAddr, f[1], Integer.parseInt(f[2]), out);
                     } else if (f[0].equals("query")) {
@@ -171,7 +189,9 @@ public final class BrokerCheck {
             Specials.shutdown();
             consumer.shutdown();
             broker.shutdown();
-            namesrv.shutdown();
+            if (namesrv != null) {
+                namesrv.shutdown();
+            }
         }
         out.println("stopped");
         out.flush();
