@@ -217,11 +217,12 @@ repair-fidelity: install rocketmq
 # A running RocketMQ broker mirrored into the lake: steady producer, SIGKILL and restart, retention,
 # restore on a broker, delay-level, timer and transactional messages (check-backs too) restored
 # exactly once from a middle and the last batch (tests/e2e/test_mirror_broker.py, ~10 min;
-# ROCKETLAKE_MIRROR_SECONDS per sending phase),
-# and a mirror on the moto S3 server (tests/e2e/test_mirror_s3.py, ~2 min).
+# ROCKETLAKE_MIRROR_SECONDS per sending phase), a mirror on the moto S3 server
+# (tests/e2e/test_mirror_s3.py, ~2 min), and a new slave of a running master seeded with the
+# mirror's export, beside one seeded with another broker's (tests/e2e/test_mirror_slave.py, ~2 min).
 mirror: install rocketmq
 	ROCKETLAKE_MIRROR=1 $(SPARK_ENV) $(PY) -m pytest -q -s -n 0 $(PYTEST_ARGS) tests/e2e/test_mirror_broker.py \
-		tests/e2e/test_mirror_s3.py
+		tests/e2e/test_mirror_s3.py tests/e2e/test_mirror_slave.py
 
 # The inner loop, no Spark and no Maven: every wing's folder of tests (layouts, codec, golden query
 # answers, sequencer, inputs, names, the house rules, ...) except tests/e2e, without the tests marked

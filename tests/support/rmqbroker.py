@@ -6,10 +6,11 @@
 
 One JVM (its own process group) holds the name server and the broker, both on 127.0.0.1 with
 ephemeral ports, and a DefaultMQPullConsumer that talks to them over TCP. ``ha=True`` starts
-RocketMQ's HA service, its listener on 127.0.0.1 too (``addresses``: name server, broker port, HA
-port); a slave's JVM is given its master's name server (``namesrv=`` in ``config``) and starts none. The 4.9 line
-(src/broker4, 4.9.7's broker: Maven Central has none at 4.9.8) cannot bind to one address: its
-JVM runs in a network namespace of its own holding only the loopback interface (unshare -rn).
+RocketMQ's HA service, its listener on 127.0.0.1 too (``addresses``: name server, broker port,
+HA port); a slave's JVM is given its master's name server (``namesrv=`` in ``config``) and starts
+none of its own. The 4.9 line (src/broker4, 4.9.7's broker: Maven Central has none at 4.9.8)
+cannot bind to one address: its JVM runs in a network namespace of its own holding only the
+loopback interface (unshare -rn).
 Leaving the block sends ``quit`` (clean shutdown: RocketMQ's store and broker take about
 10 s for it); whatever happens, the process group is killed afterwards. ``clean_exit=False``
 only kills it: for a last broker whose store nothing looks at afterwards.
