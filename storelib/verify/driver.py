@@ -62,7 +62,7 @@ from .indexfile import paged_head_len, verify_index
 from .consumequeue import verify_queues
 from .commitlog import ScanBuffers, verify_segment
 
-__all__ = ["run_task", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
+__all__ = ["run_task", "run_tasks", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
 
 
 # ---------------------------------------------------------------------------- driver
@@ -83,6 +83,16 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
     r["seconds"] = time.time() - t0
     r["task"] = kind
     return r
+
+
+def run_tasks(ctx: VerifyContext, tasks: list) -> list:
+    """``run_task`` of each of a Spark task's work units; the queue and index files the segment
+    tasks kept (``VerifyContext.targets``) are let go of at the end (their bounds stay with the
+    process's copy of ``ctx``, for its next Spark task)."""
+    try:
+        return [run_task(ctx, t) for t in tasks]
+    finally:
+        ctx.targets.clear()
 
 
 def _weight(t: dict, cfg: StoreConfig) -> int:
@@ -407,14 +417,16 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
         sc = spark.sparkContext
         bctx = sc.broadcast(ctx)
         parts = pack_tasks(tasks, cfg, 4 * sc.defaultParallelism)
-        results = sc.parallelize(parts, len(parts)).flatMap(
-            lambda units: [run_task(bctx.value, t) for t in units]).collect()
+        results = sc.parallelize(parts, len(parts)).flatMap(lambda units: run_tasks(bctx.value, units)).collect()
     else:
         threads = threads or _processors()
         # in process: one Store (and its checked paths) and one set of scan buffers for all
         # tasks; a segment task runs its pieces on ``threads`` threads of its own
         local = dataclasses.replace(ctx, local_store=store, threads=threads, scan_buffers=ScanBuffers())
-        results = _run_local(local, tasks, cfg, threads)
+        try:
+            results = _run_local(local, tasks, cfg, threads)
+        finally:
+            local.targets.clear()
     facts = []
     found = list(problems)
     rep = Report(found=[], deep=deep, manifest=has_manifest)
