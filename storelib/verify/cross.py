@@ -88,13 +88,17 @@ class RecordFacts:
 
 
 def check_targets(ctx: VerifyContext, store: storage.Store, facts: RecordFacts, out: list[Problem],
-                  pool: ThreadPoolExecutor | None = None, threads: int = 1) -> None:
+                  pool: ThreadPoolExecutor | None = None, threads: int = 1, segment: FileData | None = None) -> None:
     """The units and index entries pointing into the segment of ``facts`` (see the module doc);
-    the pieces run on ``pool`` (``threads`` workers) when given."""
+    the pieces run on ``pool`` (``threads`` workers) when given. ``segment``: the segment's file
+    as its task read it, for the per-offset checks of targets in it (a record the scan left to
+    the slow path: not opened, or downloaded, again)."""
     cfg = ctx.config
     base = facts.base
     seg = (max(base, ctx.min_phy), base + cfg.mappedFileSizeCommitLog)
     look = SegmentLookup(store, ctx.segments, cfg.mappedFileSizeCommitLog)
+    if segment is not None:
+        look.cache[segment.rel] = segment
     bounds = file_bounds(ctx, store)
     kept = ctx.targets
     jobs: list[tuple[int | None, Callable[[], Any]]] = []        # (file, piece): None is the units' sweep

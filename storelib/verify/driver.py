@@ -423,10 +423,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
         # in process: one Store (and its checked paths) and one set of scan buffers for all
         # tasks; a segment task runs its pieces on ``threads`` threads of its own
         local = dataclasses.replace(ctx, local_store=store, threads=threads, scan_buffers=ScanBuffers())
-        try:
-            results = _run_local(local, tasks, cfg, threads)
-        finally:
-            local.targets.clear()
+        results = _run_local(local, tasks, cfg, threads)
     facts = []
     found = list(problems)
     rep = Report(found=[], deep=deep, manifest=has_manifest)
@@ -502,14 +499,18 @@ def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threa
 def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
     """The tasks in this process on ``threads`` threads (results in task order): index files first
     (one thread each, for their whole length), then the biggest first (a segment task keeps every
-    thread busy with its own pieces, so it can come after a long index file and still end with it)."""
+    thread busy with its own pieces, so it can come after a long index file and still end with it).
+    The queue and index files the segment tasks kept (``VerifyContext.targets``) are let go of at the end."""
     if threads is None:
         threads = _processors()
     if threads <= 1 or len(tasks) <= 1:
-        return [run_task(ctx, t) for t in tasks]
+        return run_tasks(ctx, tasks)
     order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != FileKind.INDEX, -_weight(tasks[i], cfg)))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    finally:
+        ctx.targets.clear()
     return [done[i] for i in range(len(tasks))]
 
 
