@@ -4,22 +4,25 @@ Every consume-queue unit must point at a record of its topic / queue id / queue 
 stored size and tagsCode, not PREPARED/ROLLBACK; every index entry at a record (not a ROLLBACK)
 one of whose keys hashes to the stored keyHash, with the stored timeDiff (docs/FORMAT.md §2, §3).
 
-Decoding each unit's and each entry's record again by offset would be random reads over the
-whole commitlog (97 s for the 20M entries of one index file). So the segment task, which has
-just read every record of its segment (``verify.scan.scan_records``: topic key, tagsCode, the
-spans of KEYS / UNIQ_KEY, in the same pass as the field checks), checks the units and entries that point into its segment (found by two
-binary searches: units and entries are in commitlog order; the queue and index tasks check a file
-out of order whole themselves). The comparisons are compiled and read the files in place:
-the units of all the segment's queue files in one pass over the records
-(``verify.scan.units_by_records``: each record checks the unit at its queue offset); a file with
-a unit that points elsewhere, and each range of an index file's entries, by finding each one's
-record in one sweep over the record positions (``units_against``, ``entries_against``: one
-64-byte row gathered each). The pieces run on the segment's threads and their findings are named
-file by file afterwards, in order. A target that is not the start of a record that passed every
-field check (a damaged segment), and every target that fails a check, goes through the
-per-offset checks (``verify.consumequeue.deep_units``, ``verify.indexfile.deep_index``), so a
-problem is named in the same words whichever task finds it. Units and entries pointing into a
-missing segment are left to the queue and index tasks.
+Decoding each unit's and each entry's record again by offset would be random reads over the whole
+commitlog (97 s for the 20M entries of one index file). So the segment task, which has just read
+every record of its segment (``verify.scan.scan_records``: topic key, tagsCode, the spans of KEYS
+/ UNIQ_KEY, in the same pass as the field checks), checks the units and entries that point into
+its segment (found by two binary searches: units and entries are in commitlog order; the queue and
+index tasks check a file out of order whole themselves). A file is opened for a segment only when
+the offsets of its first and last unit / entry, read once per verify and process
+(``file_bounds``), bracket part of the segment, and a file opened is kept for the next segments
+(``VerifyContext.targets``): the files read grow with the units and entries to check, not with
+segments times files. The comparisons are compiled and read the files in place: the units of all
+the segment's queue files in one pass over the records (``verify.scan.units_by_records``: each
+record checks the unit at its queue offset); a file with a unit that points elsewhere, and each
+range of an index file's entries, by finding each one's record in one sweep over the record
+positions (``units_against``, ``entries_against``: one 64-byte row gathered each). The pieces run
+on the segment's threads and their findings are named file by file afterwards, in order. A target
+that is not the start of a record that passed every field check (a damaged segment), and every
+target that fails a check, goes through the per-offset checks (``verify.consumequeue.deep_units``,
+``verify.indexfile.deep_index``), so a problem is named in the same words whichever task finds it.
+Units and entries pointing into a missing segment are left to the queue and index tasks.
 
 Topics are compared by two independent 32-bit hashes of their bytes (Java's String.hashCode and
 CRC-32): a different topic passes only if both collide.
@@ -194,6 +197,7 @@ def _queue_bounds(store: storage.Store, cfg: StoreConfig, rel: str, last: bool) 
     if size is None:
         return None
     n = min(size, cfg.cq_file_size) // consumequeue.UNIT_SIZE
+    first = end = None
     if last:
         n, first, end = _units_in_use(store, rel, n)
     elif n:
