@@ -5,6 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:            # commitlog imports this module
     from .commitlog import ScanBuffers
 
 __all__ = ["MAX_PROBLEMS_PER_FILE", "VerifyContext", "task_store", "Problem", "problem", "Found", "FileData",
-           "SegmentLookup", "expected_tags_code"]
+           "TargetFiles", "SegmentLookup", "expected_tags_code"]
 
 MAX_PROBLEMS_PER_FILE = 50
 
@@ -49,8 +51,9 @@ class VerifyContext:
     local_store: storage.Store | None = None
     threads: int | None = None
     scan_buffers: ScanBuffers | None = None
-    # per process: a last queue file's units in use, counted once, not once per segment
-    units_in_use: dict = field(default_factory=dict, compare=False)
+    # per process: what the segment tasks read of the queue and index files once, not once per
+    # segment (verify.cross)
+    targets: TargetFiles = field(default_factory=lambda: TargetFiles(), compare=False)
 
     @property
     def cl_size(self) -> int:
@@ -189,6 +192,66 @@ class FileData:
                 pos = h
         finally:
             os.close(fd)
+
+
+class TargetFiles:
+    """The queue and index files as the segment tasks' cross-file checks (``verify.cross``) read
+    them, once per verify and process instead of once per segment: ``bounds`` (filled once, under
+    ``bounds_lock``, by ``verify.cross.file_bounds``), and the files' ``FileData`` kept for the next segment (most
+    recently used, at most ``MAX_FILES`` of them, and on object stores, where each is a whole
+    download, at most ``MAX_BYTES`` of downloaded bytes besides the one just read). Shared by the
+    threads of a process; a copy pickled for another process (a Spark task) starts empty."""
+
+    MAX_FILES = 128
+    MAX_BYTES = 1 << 30
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.lock = threading.Lock()
+        self.bounds_lock = threading.Lock()
+        self.bounds: dict | None = None
+        self._files: OrderedDict[str, FileData] = OrderedDict()
+        self._loading: dict[str, threading.Lock] = {}
+        self._bytes = 0
+        self.opened = 0                       # FileData built (each an open, or a download)
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self._reset()
+
+    def file(self, store: storage.Store, rel: str) -> FileData:
+        """``rel``'s FileData: the one kept, else read now (once, whichever threads ask for it)."""
+        with self.lock:
+            fd = self._files.get(rel)
+            if fd is not None:
+                self._files.move_to_end(rel)
+                return fd
+            loading = self._loading.setdefault(rel, threading.Lock())
+        with loading:                         # (a download is not made twice at once)
+            with self.lock:
+                fd = self._files.get(rel)
+            if fd is None:
+                fd = FileData(store, rel)
+                with self.lock:
+                    self.opened += 1
+                    self._files[rel] = fd
+                    self._bytes += 0 if fd.os_paths else fd.size
+                    while len(self._files) > 1 and (len(self._files) > self.MAX_FILES or self._bytes > self.MAX_BYTES):
+                        _, old = self._files.popitem(last=False)
+                        self._bytes -= 0 if old.os_paths else old.size
+        with self.lock:
+            self._loading.pop(rel, None)
+        return fd
+
+    def clear(self) -> None:
+        """Let go of the files kept (their maps close when no check holds them any more)."""
+        with self.lock:
+            self._files.clear()
+            self._bytes = 0
 
 
 class SegmentLookup:

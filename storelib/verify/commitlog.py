@@ -213,7 +213,8 @@ def verify_segment(ctx: VerifyContext, t: dict) -> dict:
         out.extend(problem(rel, pos, what) for pos, what in msgs.items())
         if ctx.deep and (ctx.queues or ctx.index_files):    # (planned by verify.plan)
             from .cross import RecordFacts, check_targets
-            check_targets(ctx, store, RecordFacts(fd.buf, base, starts, scan, good, ctx.config), out, pool, threads)
+            check_targets(ctx, store, RecordFacts(fd.buf, base, starts, scan, good, ctx.config), out, pool, threads,
+                          fd)
     # a segment without a manifest row (an adopt's scan): the zone map its new row gets
     zones = _zone_map(fd.buf, starts, scan, good, F) if m is None and len(starts) and not msgs else None
     buffers.give(bufs)

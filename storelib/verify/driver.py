@@ -62,7 +62,7 @@ from .indexfile import paged_head_len, verify_index
 from .consumequeue import verify_queues
 from .commitlog import ScanBuffers, verify_segment
 
-__all__ = ["run_task", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
+__all__ = ["run_task", "run_tasks", "pack_tasks", "Report", "plan", "check_checkpoint", "verify_store"]
 
 
 # ---------------------------------------------------------------------------- driver
@@ -83,6 +83,16 @@ def run_task(ctx: VerifyContext, t: dict) -> dict:
     r["seconds"] = time.time() - t0
     r["task"] = kind
     return r
+
+
+def run_tasks(ctx: VerifyContext, tasks: list) -> list:
+    """``run_task`` of each of a Spark task's work units; the queue and index files the segment
+    tasks kept (``VerifyContext.targets``) are let go of at the end (their bounds stay with the
+    process's copy of ``ctx``, for its next Spark task)."""
+    try:
+        return [run_task(ctx, t) for t in tasks]
+    finally:
+        ctx.targets.clear()
 
 
 def _weight(t: dict, cfg: StoreConfig) -> int:
@@ -407,8 +417,7 @@ def verify_store(store: str | storage.Store, config: StoreConfig | None = None, 
         sc = spark.sparkContext
         bctx = sc.broadcast(ctx)
         parts = pack_tasks(tasks, cfg, 4 * sc.defaultParallelism)
-        results = sc.parallelize(parts, len(parts)).flatMap(
-            lambda units: [run_task(bctx.value, t) for t in units]).collect()
+        results = sc.parallelize(parts, len(parts)).flatMap(lambda units: run_tasks(bctx.value, units)).collect()
     else:
         threads = threads or _processors()
         # in process: one Store (and its checked paths) and one set of scan buffers for all
@@ -490,14 +499,18 @@ def _verify_rebuilt(store: storage.Store, snap, config, deep: bool, spark, threa
 def _run_local(ctx: VerifyContext, tasks: list, cfg: StoreConfig, threads: int | None) -> list:
     """The tasks in this process on ``threads`` threads (results in task order): index files first
     (one thread each, for their whole length), then the biggest first (a segment task keeps every
-    thread busy with its own pieces, so it can come after a long index file and still end with it)."""
+    thread busy with its own pieces, so it can come after a long index file and still end with it).
+    The queue and index files the segment tasks kept (``VerifyContext.targets``) are let go of at the end."""
     if threads is None:
         threads = _processors()
     if threads <= 1 or len(tasks) <= 1:
-        return [run_task(ctx, t) for t in tasks]
+        return run_tasks(ctx, tasks)
     order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["kind"] != FileKind.INDEX, -_weight(tasks[i], cfg)))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            done = dict(zip(order, pool.map(lambda i: run_task(ctx, tasks[i]), order)))
+    finally:
+        ctx.targets.clear()
     return [done[i] for i in range(len(tasks))]
 
 
