@@ -67,8 +67,10 @@ def _same_tree(a, b) -> bool:
 
 
 def _export(uri: str, out, as_of=None) -> str:
+    """The store as of ``as_of`` (latest: None), exported to compare with another export: without
+    fsyncs, which were most of an export's time here and which nothing here reads back."""
     from storelib.table.export import export_store
-    export_store(uri, str(out), as_of_batch=as_of)
+    export_store(uri, str(out), as_of_batch=as_of, durable=False)
     return str(out)
 
 
