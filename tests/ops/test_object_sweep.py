@@ -55,6 +55,14 @@ def seed(tmp_path_factory):
         yield env, client, parts, cfg, tmp
 
 
+@pytest.fixture(scope="module")
+def seed_export(seed) -> str:
+    """The export of the seed's latest snapshot, once: what each copy of it exports before a test
+    changes it (the copies hold the same objects), the reference the tests compare with."""
+    env, client, parts, cfg, tmp = seed
+    return _export(f"s3://{BUCKET}/seed", tmp / "seed-export")
+
+
 def _same_tree(a, b) -> bool:
     """Two exports hold the same files, byte for byte (but the properties file, which names the
     directory it was exported to)."""
@@ -67,8 +75,10 @@ def _same_tree(a, b) -> bool:
 
 
 def _export(uri: str, out, as_of=None) -> str:
+    """The store as of ``as_of`` (latest: None), exported to compare with another export: without
+    fsyncs, which were most of an export's time here and which nothing here reads back."""
     from storelib.table.export import export_store
-    export_store(uri, str(out), as_of_batch=as_of)
+    export_store(uri, str(out), as_of_batch=as_of, durable=False)
     return str(out)
 
 
@@ -78,7 +88,7 @@ def _unnamed(client, store: str) -> dict:
     return {o: n for o, n in objstores.store_objects(client, BUCKET, store).items() if o not in named}
 
 
-def test_expire_sweeps_only_what_no_retained_version_names(seed):
+def test_expire_sweeps_only_what_no_retained_version_names(seed, seed_export):
     from storelib.errors import CorruptStore
     from storelib.io import storage
     from storelib.ops.expire import expire
@@ -95,7 +105,8 @@ def test_expire_sweeps_only_what_no_retained_version_names(seed):
     before = objstores.store_objects(client, BUCKET, "kept")
     only_old = set(before) - objstores.named_by_rows(client, BUCKET, "kept", objstores.latest_data_files(uri))
     assert only_old, "no object is named by replaced rows alone: the scenario tests nothing"
-    views = {b: _export(uri, tmp / f"before-{b}", b) for b in {old[0], old[-1], snap.batch.batch_id}}
+    views = {b: _export(uri, tmp / f"before-{b}", b) for b in {old[0], old[-1]}}
+    views[snap.batch.batch_id] = seed_export
     now = objstores.now_after(parts[-2])
 
     kept = expire(uri, NOTHING, now_ms=now, quiet=True)
@@ -199,7 +210,7 @@ def _vacuumed(st) -> None:
     dt = None
 
 
-def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed):
+def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed, seed_export):
     from storelib.io import storage
     from storelib.ops.expire import expire
     from storelib.table import objsweep
@@ -207,7 +218,7 @@ def test_a_sweep_racing_a_per_topic_expire_leaves_what_its_version_names(seed):
     uri = objstores.copy_prefix(client, BUCKET, "seed", "topic-race")
     st = storage.Store(uri)
     _vacuumed(st)
-    ref = _export(uri, tmp / "topic-race-before")
+    ref = seed_export
     ran = {}
 
     def racing(point: str) -> None:
@@ -301,14 +312,14 @@ def test_while_a_sweep_holds_its_lease_another_writer_is_refused(seed, tmp_path)
 
 
 @pytest.mark.parametrize("point", [faults_only(p) if p != "mid-sweep-delete" else p for p in SWEEP_POINTS])
-def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed, point):
+def test_an_expire_killed_in_its_sweep_loses_nothing_and_its_rerun_finishes(seed, seed_export, point):
     from storelib.format import paths
     from storelib.io import storage
     from storelib.table import sweepstate
     from storelib.verify import driver as verify
     env, client, parts, cfg, tmp = seed
     uri = objstores.copy_prefix(client, BUCKET, "seed", f"kill-{point}")
-    ref = _export(uri, tmp / f"kill-{point}-before")
+    ref = seed_export
     before = objstores.store_objects(client, BUCKET, f"kill-{point}")
     args = _expire_args(uri, parts)
     run_env = dict(os.environ, **env, ROCKETLAKE_TEST_VACUUM_HOURS="0")

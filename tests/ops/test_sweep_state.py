@@ -48,10 +48,21 @@ def seed(tmp_path_factory):
         yield env, client, parts, cfg, tmp
 
 
-def _copy(seed, name: str):
+@pytest.fixture(scope="module")
+def swept(seed):
+    """``swept/``: the seed after a full sweep (its state written), which the tests that begin
+    with one copy instead of sweeping a copy of the seed the same way each."""
+    from storelib.table import objsweep
+    st = _copy(seed, "swept")
+    got = objsweep.sweep(st)
+    assert not got["skipped"], got
+    return seed
+
+
+def _copy(seed, name: str, src: str = "seed"):
     from storelib.io import storage
     env, client, parts, cfg, tmp = seed
-    return storage.Store(objstores.copy_prefix(client, BUCKET, "seed", name))
+    return storage.Store(objstores.copy_prefix(client, BUCKET, src, name))
 
 
 def _vacuumed(st) -> list:
@@ -112,11 +123,9 @@ def test_a_sweep_with_nothing_changed_skips_and_one_after_a_batch_reads_only_the
     assert objsweep.sweep(st)["skipped"] and opened == []
 
 
-def test_a_vacuum_that_removed_a_data_file_of_the_state_makes_the_sweep_full(seed):
+def test_a_vacuum_that_removed_a_data_file_of_the_state_makes_the_sweep_full(swept):
     from storelib.table import objsweep
-    st = _copy(seed, "vacuum")
-    first = objsweep.sweep(st)
-    assert not first["skipped"]
+    st = _copy(swept, "vacuum", "swept")
     unnamed = set(objsweep.plan(st).unnamed)
     assert unnamed == set()
     assert _vacuumed(st), "the vacuum removed no data file"
@@ -129,14 +138,13 @@ def test_a_vacuum_that_removed_a_data_file_of_the_state_makes_the_sweep_full(see
 
 
 @pytest.mark.parametrize("where", ["old-attempt", long_only("new-batch")])
-def test_an_object_of_a_committed_attempt_the_state_did_not_keep_and_no_new_row_names_is_deleted(seed, where,
+def test_an_object_of_a_committed_attempt_the_state_did_not_keep_and_no_new_row_names_is_deleted(swept, where,
                                                                                                  monkeypatch):
     from storelib.ingest import commit as commit_stage
     from storelib.format import paths
     from storelib.table import objsweep
-    env, client, parts, cfg, tmp = seed
-    st = _copy(seed, f"stray-{where}")
-    assert not objsweep.sweep(st)["skipped"]
+    env, client, parts, cfg, tmp = swept
+    st = _copy(swept, f"stray-{where}", "swept")
     if where == "old-attempt":
         stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
         st.write_file(stray, [b"named by no row"])
@@ -163,11 +171,10 @@ def test_an_object_of_a_committed_attempt_the_state_did_not_keep_and_no_new_row_
     objstores.live_objects_there(client, BUCKET, f"stray-{where}", st.uri)
 
 
-def test_a_forged_state_leaves_garbage_but_never_deletes_and_the_full_sweep_takes_it(seed):
+def test_a_forged_state_leaves_garbage_but_never_deletes_and_the_full_sweep_takes_it(swept):
     from storelib.table import objsweep, sweepstate
-    env, client, parts, cfg, tmp = seed
-    st = _copy(seed, "forged")
-    objsweep.sweep(st)
+    env, client, parts, cfg, tmp = swept
+    st = _copy(swept, "forged", "swept")
     before = objstores.store_objects(client, BUCKET, "forged")
     stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
     st.write_file(stray, [b"named by no row"])
@@ -184,11 +191,10 @@ def test_a_forged_state_leaves_garbage_but_never_deletes_and_the_full_sweep_take
 
 # (make test: a changed byte; every reading of a state it refuses: tests/table/test_sweepstate.py)
 @pytest.mark.parametrize("damage", ["altered"] + [faults_only(d) for d in ("missing", "cut", "version")])
-def test_a_state_missing_damaged_or_foreign_makes_the_sweep_full(seed, damage):
+def test_a_state_missing_damaged_or_foreign_makes_the_sweep_full(swept, damage):
     from storelib.format import paths
     from storelib.table import objsweep, sweepstate
-    st = _copy(seed, f"damaged-{damage}")
-    objsweep.sweep(st)
+    st = _copy(swept, f"damaged-{damage}", "swept")
     stray = f"{_committed_prefix(st)}/local-x/commitlog/stray.0"
     st.write_file(stray, [b"named by no row"])
     state = sweepstate.read(st)
@@ -203,11 +209,10 @@ def test_a_state_missing_damaged_or_foreign_makes_the_sweep_full(seed, damage):
     assert sweepstate.read(st) is not None
 
 
-def test_a_sweep_stopped_before_its_state_leaves_the_previous_one_and_the_next_sweep_is_full(seed, monkeypatch):
+def test_a_sweep_stopped_before_its_state_leaves_the_previous_one_and_the_next_sweep_is_full(swept, monkeypatch):
     from storelib.format import paths
     from storelib.table import objsweep
-    st = _copy(seed, "stopped")
-    objsweep.sweep(st)
+    st = _copy(swept, "stopped", "swept")
     previous = st.read(paths.SWEEP_STATE)
     _vacuumed(st)
     unnamed = set(objsweep.plan(st).unnamed)
@@ -245,14 +250,13 @@ def _reads(st, monkeypatch):
 
 
 @pytest.mark.parametrize("why", [long_only("vacuumed"), "unnamed-beside-a-new-batch"])
-def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(seed, why, monkeypatch):
+def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(swept, why, monkeypatch):
     from storelib.format import paths
     from storelib.io import storage
     from storelib.table import objsweep
-    env, client, parts, cfg, tmp = seed
+    env, client, parts, cfg, tmp = swept
     name = f"once-{why}"
-    st = _copy(seed, name)
-    assert not objsweep.sweep(st)["skipped"]
+    st = _copy(swept, name, "swept")
     if why == "vacuumed":
         assert _vacuumed(st)
     else:
@@ -279,13 +283,12 @@ def test_a_sweep_whose_state_does_not_apply_reads_each_thing_once(seed, why, mon
 
 
 @pytest.mark.parametrize("sweep", ["skipping", long_only("full")])
-def test_a_live_rows_missing_extent_list_object_stops_the_skipping_and_the_full_sweep(seed, sweep):
+def test_a_live_rows_missing_extent_list_object_stops_the_skipping_and_the_full_sweep(swept, sweep):
     from storelib.errors import CorruptStore
     from storelib.table import manifest, objsweep
-    env, client, parts, cfg, tmp = seed
+    env, client, parts, cfg, tmp = swept
     name = f"list-gone-{sweep}"
-    st = _copy(seed, name)
-    assert not objsweep.sweep(st)["skipped"]
+    st = _copy(swept, name, "swept")
     if sweep == "skipping":
         assert objsweep.skip(st) is not None, "the state does not apply: the test tests nothing"
     else:
@@ -308,14 +311,13 @@ def _live_list_object(st) -> str:
     return lists[0]
 
 
-def test_a_live_rows_damaged_extent_list_object_is_never_swept_on_by_the_skip_nor_the_full_sweep(seed):
+def test_a_live_rows_damaged_extent_list_object_is_never_swept_on_by_the_skip_nor_the_full_sweep(swept):
     from storelib.errors import CorruptStore
     from storelib.format import paths
     from storelib.table import objsweep
-    env, client, parts, cfg, tmp = seed
+    env, client, parts, cfg, tmp = swept
     name = "list-damaged"
-    st = _copy(seed, name)
-    assert not objsweep.sweep(st)["skipped"]
+    st = _copy(swept, name, "swept")
     lst = _live_list_object(st)
     data = st.read(lst)
     st.write_file(lst, [data[:-1] + bytes([data[-1] ^ 1])])               # there, one byte changed
@@ -332,16 +334,15 @@ def test_a_live_rows_damaged_extent_list_object_is_never_swept_on_by_the_skip_no
 
 
 @pytest.mark.parametrize("state", [long_only("none"), "skipping"])
-def test_a_sweep_refuses_rows_verify_rejects_before_it_deletes(seed, state, monkeypatch):
+def test_a_sweep_refuses_rows_verify_rejects_before_it_deletes(swept, state, monkeypatch):
     from support import rowchecks
     from storelib.errors import CorruptStore
     from storelib.format import paths
     from storelib.table import manifest, objsweep
-    env, client, parts, cfg, tmp = seed
+    env, client, parts, cfg, tmp = swept
     name = f"rowcheck-{state}"
-    st = _copy(seed, name)
+    st = _copy(swept, name, "swept" if state == "skipping" else "seed")
     if state == "skipping":
-        objsweep.sweep(st)
         assert objsweep.skip(st) is not None, "the state does not apply: the test tests nothing"
     else:
         assert _vacuumed(st) and objsweep.plan(st).unnamed, "nothing for the sweep to delete: the test tests nothing"
