@@ -90,29 +90,29 @@ def spark():
 # estimates only steer the order: a stale one costs balance, never correctness.
 TOGETHER = {
     "test_ingest_faults.py": 120,       # 11 kill/rerun jobs sharing one base store and KILLED
-    "test_delta_spark.py": 170,         # one store (three ingests, a killed attempt, an expiry) for all
+    "test_delta_spark.py": 220,         # one store (three ingests, a killed attempt, an expiry) for all
     "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
     "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
     "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
-    "test_object_sweep.py": 170,        # one seeded store of small batches on moto for all (objstores.seed_copies)
+    "test_object_sweep.py": 200,        # one seeded store of small batches on moto for all (objstores.seed_copies)
     "test_staged_deletes_objects.py": 55,   # the same: one seeded store for its documents
-    "test_sweep_state.py": 95,          # the same: one seeded store for the sweep's skip
+    "test_sweep_state.py": 150,          # the same: one seeded store for the sweep's skip
     "test_s3_topic_expire.py": 50,      # the same: one seeded store (and its expired reference) for all
 }
 HEAVY = {
-    "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 75,
+    "test_crash_sim.py::test_power_cuts_during_an_appended_batch": 35,
     # RocketMQ in the loop (needs `make rocketmq`): per version one writer JVM (writes, then answers)
     # and one process writing the cases with rocketlake, mostly without Spark
-    "test_rocketmq_differential.py::test_differential_5_3_3": 80,
+    "test_rocketmq_differential.py::test_differential_5_3_3": 115,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 45,
     "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 40,
     "test_rocketmq_differential.py::test_differential_4_9_8": 25,
     "test_rocketmq_differential.py::test_differential_newest_5x": 30,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_query_differential.py::test_lookups_answer_as_rocketmq": 40,
-    "test_ingest_race.py::test_racing_ingests_on_s3": 65,
+    "test_ingest_race.py::test_racing_ingests_on_s3": 95,
     # a Kafka broker and three spark-submits of one streaming query (two SIGKILLed)
-    "test_streaming.py::test_kafka_stream_killed_twice_is_exactly_once": 100,
+    "test_streaming.py::test_kafka_stream_killed_twice_is_exactly_once": 120,
     "test_stream_source.py": 40,        # readStream in the session: a restart, an expiry
     "test_crash_sim.py::test_power_cuts_during_expire": 40,
     "test_crash_sim.py::test_power_cuts_during_a_first_batch": 35,
