@@ -27,7 +27,7 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the tasks run their own threads)
 
 from .common import ExitCode
-from .failures import REPAIR, guarded
+from .failures import CHECK, REPAIR, guarded, worded
 
 from . import common as cli_common
 
@@ -58,6 +58,10 @@ def main(argv=None) -> int:
 
     def run() -> dict:
         nonlocal spark
+        if args.apply:
+            from ..io.condput import refuse_gs_store
+            with worded(CHECK):              # as every writer words it (a dry run only reads)
+                refuse_gs_store(args.store)
         cli.check_outputs(args.store, {"--json-summary": args.json_summary})
         cfg = cli.config_from_args(args)
         if args.spark:
