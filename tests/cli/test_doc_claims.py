@@ -8,6 +8,7 @@ stores never start a JVM).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -174,12 +175,44 @@ def test_inputs_up_to_the_readmes_size_run_in_the_process(tmp_path):
     assert not here(str(d))
 
 
-@pytest.mark.parametrize("cmd", ["verify", "repair"])
-@pytest.mark.parametrize("threads", ["0", "-2"])
-def test_threads_below_one_is_a_bad_argument(store, cmd, threads):
-    """verify and repair run on --threads threads; fewer than one is a mistake, said as repair says it."""
-    code, out, err = rl(cmd, "--store", store, "--threads", threads)
-    assert code == 2 and out == "" and "--threads must be >= 1" in err, err
+BAD_NUMBERS = [
+    (("ingest", "--store", "{new}", "--input", "{input}", "--partitions", "-3"), "--partitions",
+     "must be an integer, 0 or more (got '-3')"),
+    (("ingest", "--store", "{new}", "--input", "{input}", "--partitions", "many"), "--partitions",
+     "must be an integer, 0 or more (got 'many')"),
+    (("verify", "--store", "{store}", "--threads", "0"), "--threads", "must be a positive integer (got '0')"),
+    (("repair", "--store", "{store}", "--apply", "--threads", "-2"), "--threads",
+     "must be a positive integer (got '-2')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--max-batch-mb", "0"), "--max-batch-mb",
+     "must be a positive integer (got '0')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "0"), "--every",
+     "must be a positive number of seconds (got '0')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "nan"), "--every",
+     "must be a positive number of seconds (got 'nan')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "inf"), "--every",
+     "must be a positive number of seconds (got 'inf')"),
+    (("query", "--store", "{store}", "key", "--topic", "t", "--key", "k", "--limit", "0"), "--limit",
+     "must be a positive integer (got '0')"),
+    (("query", "--store", "{store}", "key", "--topic", "t", "--key", "k", "--rocketmq-compat", "--max-num", "-1"),
+     "--max-num", "must be a positive integer (got '-1')"),
+    (("query", "--store", "{store}", "offset", "--topic", "t", "--queue", "0", "--offset", "0", "--count", "0"),
+     "--count", "must be a positive integer (got '0')"),
+]
+
+
+@pytest.mark.parametrize("argv, option, says", BAD_NUMBERS, ids=[f"{a[0]} {o} {a[-1]}" for a, o, _ in BAD_NUMBERS])
+def test_a_bad_number_is_refused_by_the_parser_and_nothing_is_written(store, tmp_path, argv, option, says):
+    """A numeric option out of its range (a negative --partitions, --threads 0, --every nan: a
+    mirror that would never wait) is refused in argparse's words, exit 2, naming the option and
+    what it takes, before anything is read or written (a --every nan mirror used to run forever)."""
+    new, broker = tmp_path / "new", tmp_path / "broker"
+    broker.mkdir()
+    inp = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "t", "body": "b"}])
+    before = sorted(os.listdir(store)), sorted(os.listdir(broker))
+    code, out, err = rl(*[a.format(new=new, input=inp, store=store, broker=broker) for a in argv])
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and last.endswith(f"error: argument {option}: {says}"), err
+    assert not new.exists() and (sorted(os.listdir(store)), sorted(os.listdir(broker))) == before
 
 
 def test_every_make_target_the_docs_name_exists():
