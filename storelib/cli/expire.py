@@ -116,6 +116,10 @@ def _expire(argv: list) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress lines and no per-file lines but under --dry-run (the summary still prints)")
     args = ap.parse_args(argv)
     from . import common as cli
+    from ..io.condput import refuse_gs_store
+    with worded(CHECK):                      # a writer on gs://: refused before anything there is read
+        if not args.dry_run:
+            refuse_gs_store(args.store)
     cli.check_outputs(args.store, {"--json-summary": args.json_summary})
     with worded(CHECK):                      # not a store: one line, exit 2
         # (from the Delta tables, with their versions: the expiry goes on from it under the lease)

@@ -34,9 +34,11 @@ def main(argv=None) -> int:
 
 
 def _export(args) -> int:
+    from ..io.condput import refuse_gs_store
     from ..ops import scheduled
     from ..table import export
     from . import common as cli
+    refuse_gs_store(args.to)                # a target on gs://: refused before the store is read
     res = cli.store_snapshot(argparse.Namespace(store=args.store, config=None, as_of_batch=args.as_of_batch))  # a store?
     as_of = int(args.as_of_batch) if args.as_of_batch and args.as_of_batch.isdigit() else args.as_of_batch
     s = export.export_store(args.store, args.to, as_of, durable=not args.no_fsync, snap=res.snapshot,

@@ -16,6 +16,7 @@ import argparse
 
 from . import common as cli
 from .failures import CHECK, guarded
+from .numargs import NON_NEGATIVE
 from .timeargs import epoch_ms
 
 
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
                                      "first batch; for a new store conf/store.properties)")
     ap.add_argument("--batch-id", help="idempotency key (default: derived from the input's identity; not "
                     "digits alone, which --as-of-batch reads as a sequence number)")
-    ap.add_argument("--partitions", type=int, default=0,
+    ap.add_argument("--partitions", type=NON_NEGATIVE, default=0,
                     help="split the input into at least this many tasks (default: Spark's parallelism)")
     ap.add_argument("--topics", help="RocketMQ topics.json: write queues per topic, for rows without queue_id "
                                      "(default: the queue counts the store recorded with its batches; for a new "

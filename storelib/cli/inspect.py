@@ -4,7 +4,8 @@ Look at a rocketlake store (or, for stats/verify, any RocketMQ store directory):
 
   segments [--kind commitlog|consumequeue|index|checkpoint] [--topic T]
                  the manifest: one row per live file (offsets, valid bytes, counts, time range, batch);
-                 a consume queue's max_offset is the next offset (exclusive), as in stats
+                 a consume queue's max_offset is the next offset (exclusive), as in stats; a --topic
+                 the store never had is refused (exit 2, naming its topics)
   checkpoints    one row per committed batch (ingest / import / expire)
   topics         the topic config the store recorded with its batches (queue numbers per topic; a
                  later ingest without --topics uses it, a --topics that disagrees is refused)
@@ -110,6 +111,7 @@ def _inspect(args) -> int:
         store, args.as_of_batch, args.version, history=True)
     if args.command == "segments":
         rowcheck.check_snapshot(snap)
+        _known_topic(args, snap)
         # (ops.inspect annotates manifest.Snapshot; it reads files, batch and batches, which the
         # command's StoreSnapshot has too: the annotation is its module's to widen)
         rows = [_exclusive(r) for r in inspection.segment_rows(snap, args.kind, args.topic)]  # type: ignore[arg-type]
@@ -129,6 +131,17 @@ def _inspect(args) -> int:
     elif args.command == "stats":
         cmd_stats(store, snap, args)
     return int(ExitCode.OK)
+
+
+def _known_topic(args, snap) -> None:
+    """A --topic the store never had is a mistake (a typo would list nothing and say "no live
+    files"): BadInput naming the store's topics, as query names a topic it lacks."""
+    if args.topic is None or snap.batch is None:
+        return
+    have = inspection.known_topics(snap)
+    if args.topic not in have:
+        raise BadInput(f"--topic {args.topic!r}: no topic {args.topic!r} in {args.store} (its topics: "
+                       f"{', '.join(repr(t) for t in sorted(have)) or 'none'})")
 
 
 def _exclusive(row: dict) -> dict:

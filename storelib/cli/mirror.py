@@ -23,6 +23,7 @@ import time
 
 from . import common as cli_common
 from .failures import CHECK, guarded
+from .numargs import POSITIVE, seconds
 
 __all__ = ["main"]
 
@@ -34,15 +35,11 @@ def main(argv=None) -> int:
     ap.add_argument("--store", required=True, help="the mirror: a rocketlake store (new, or one this mirror wrote)")
     when = ap.add_mutually_exclusive_group()
     when.add_argument("--once", action="store_true", help="catch up, then exit (the default)")
-    when.add_argument("--every", type=float, metavar="SECONDS", help="a cycle every SECONDS until interrupted")
-    ap.add_argument("--max-batch-mb", type=int, default=512, help="record bytes one batch copies at most (MiB)")
+    when.add_argument("--every", type=seconds, metavar="SECONDS", help="a cycle every SECONDS until interrupted")
+    ap.add_argument("--max-batch-mb", type=POSITIVE, default=512, help="record bytes one batch copies at most (MiB)")
     ap.add_argument("--config", help="broker-style .properties (file sizes, delay levels) for the first cycle")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (errors and each summary still print)")
     args = ap.parse_args(argv)
-    if args.every is not None and args.every <= 0:
-        ap.error("--every must be > 0")
-    if args.max_batch_mb < 1:
-        ap.error("--max-batch-mb must be >= 1")
     return guarded(lambda: _cycles(args), CHECK, interrupted=lambda e: cli_common.interrupted(
         e, f"every committed mirror batch of {args.store} is intact; rerun the same command to go on"))
 

@@ -66,8 +66,6 @@ def check_ingest(args):
         Progress(args.quiet).say(f"input format: {args.format} ({why}; --format to choose)")
     else:
         check_format(args.input, args.format)
-    if args.partitions < 0:
-        raise InputError([f"--partitions {args.partitions}: must be >= 0"])
     return cfg, batch_seq(args.store)
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from ..errors import BadInput
 from .common import ExitCode, spark_session
 from .failures import QUERY, guarded
+from .numargs import POSITIVE
 from .timeargs import write_csv
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _common(p: argparse.ArgumentParser, suppress: bool) -> None:
                                                      "(default: JSON lines on stdout)")
     p.add_argument("--body-as", choices=["base64", "text"], default=d("base64"),
                    help="bodies in JSON lines / CSV as base64 (default) or UTF-8 text")
-    p.add_argument("--limit", type=int, default=d(None), help="at most this many results (then --after pages on)")
+    p.add_argument("--limit", type=POSITIVE, default=d(None), help="at most this many results (then --after pages on)")
     p.add_argument("--after", default=d(None), help="cursor printed by the previous page")
     p.add_argument("--local", choices=["auto", "always", "never"], default=d("never"),
                    help="range / keys in this process without Spark: auto = when the store is small (the "
@@ -162,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", required=True, help="a KEYS token or the UNIQ_KEY")
     p.add_argument("--begin", type=epoch_ms, help="store time lower bound (inclusive): epoch ms or ISO-8601")
     p.add_argument("--end", type=epoch_ms, help="store time upper bound (inclusive): epoch ms or ISO-8601")
-    p.add_argument("--max-num", type=int, help="--rocketmq-compat: queryMessage maxNum (default 64)")
+    p.add_argument("--max-num", type=POSITIVE, help="--rocketmq-compat: queryMessage maxNum (default 64)")
     p = sub.add_parser("id", help="message by offset msgId")
     _common(p, True)
     p.add_argument("msg_id", help="the 32-hex-digit offset message id (store host + commitlog offset)")
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topic", required=True, help="topic")
     p.add_argument("--queue", type=int, required=True, help="queue id")
     p.add_argument("--offset", type=int, required=True, help="first queue offset (the consume queue's unit index)")
-    p.add_argument("--count", type=int, default=1, help="how many messages from there (default 1)")
+    p.add_argument("--count", type=POSITIVE, default=1, help="how many messages from there (default 1)")
     p = sub.add_parser("time", help="queue offset by store time (getOffsetInQueueByTime)")
     _common(p, True)
     p.add_argument("--topic", required=True, help="topic")
@@ -275,8 +276,6 @@ def single(args) -> int:
         msgs = [m] if m is not None else []
     elif args.cmd == "offset":
         what = f"queue offset {args.offset} (+{args.count}) of {args.topic}/{args.queue}"
-        if args.count < 1:
-            raise BadInput("--count must be at least 1")
         if args.rocketmq_compat:
             res = r.get_message("rocketlake-cli", args.topic, args.queue, args.offset, args.count)
             print(f"status={res['status']} next_begin_offset={res['next_begin_offset']} "
@@ -601,8 +600,6 @@ def answer(argv=None) -> int:
     if args.cmd is None and not args.queries:
         ap.error("give --queries FILE.jsonl --output OUT.jsonl, or a command (key, id, unique-key, offset, "
                  "time, range, keys)")
-    if args.limit is not None and args.limit < 1:
-        ap.error("--limit must be at least 1")
     spark, owned = None, False
 
     def run() -> int:

@@ -27,7 +27,8 @@ import sys
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")      # (verify's reason: the tasks run their own threads)
 
 from .common import ExitCode
-from .failures import REPAIR, guarded
+from .failures import CHECK, REPAIR, guarded, worded
+from .numargs import POSITIVE
 
 from . import common as cli_common
 
@@ -44,20 +45,22 @@ def main(argv=None) -> int:
     mode.add_argument("--dry-run", action="store_true", help="report what differs; write nothing (the default)")
     mode.add_argument("--apply", action="store_true", help="replace the files that differ")
     ap.add_argument("--spark", action="store_true", help="one Spark task per commitlog segment")
-    ap.add_argument("--threads", type=int, help="threads in process (default: the processors this process may use)")
+    ap.add_argument("--threads", type=POSITIVE, help="threads in process (default: the processors this process may use)")
     ap.add_argument("--config", help="broker-style .properties (a broker's directory: file sizes, delay levels)")
     ap.add_argument("--batch-id", help="id of the repair batch on a rocketlake store (default repair-<now>-<seq>)")
     ap.add_argument("--json-summary", help="also write the summary as JSON to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress lines (the per-file lines and the summary still print)")
     args = ap.parse_args(argv)
-    if args.threads is not None and args.threads < 1:
-        ap.error("--threads must be >= 1")
     from . import common as cli
     from ..ops import repair as repair_op
     spark = None
 
     def run() -> dict:
         nonlocal spark
+        if args.apply:
+            from ..io.condput import refuse_gs_store
+            with worded(CHECK):              # as every writer words it (a dry run only reads)
+                refuse_gs_store(args.store)
         cli.check_outputs(args.store, {"--json-summary": args.json_summary})
         cfg = cli.config_from_args(args)
         if args.spark:

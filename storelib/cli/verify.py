@@ -17,6 +17,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from .common import ExitCode
 from .failures import VERIFY, guarded
+from .numargs import POSITIVE
 
 from . import common as _cli
 
@@ -28,7 +29,7 @@ def main(argv=None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, help="store root: a local path or s3://, gs://, hdfs:// URI")
     ap.add_argument("--deep", action="store_true", help="also cross-file checks (CQ/index -> commitlog) and body CRCs")
-    ap.add_argument("--threads", type=int, help="threads in process (default: the processors this process may use)")
+    ap.add_argument("--threads", type=POSITIVE, help="threads in process (default: the processors this process may use)")
     ap.add_argument("--spark", action="store_true", help="run the checks as Spark tasks")
     ap.add_argument("--as-of-batch", help="batch id or sequence number to check (default: the latest)")
     ap.add_argument("--version", type=int, help="checkpoints-table Delta version to check")
@@ -36,8 +37,6 @@ def main(argv=None) -> int:
                                      "configuration, else the sizes read off its files)")
     ap.add_argument("--json", action="store_true", help="the summary as JSON")
     args = ap.parse_args(argv)
-    if args.threads is not None and args.threads < 1:
-        ap.error("--threads must be >= 1")
     from . import common as cli
     from ..ops import deepverify as verify
     gc.freeze()          # the imports' objects are never garbage: the collections of the run skip them

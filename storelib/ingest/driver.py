@@ -74,6 +74,7 @@ from ..table import rowcheck, writerlease
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..io import objstore, storage
 from ..io.brokerlock import remove_made_dir
+from ..io.condput import refuse_gs_store
 from ..runtime import warmup
 from .commit import (StagedBatch, commit_batch, drop_staging, finish_pending_publish, is_committed, outcome_unknown,
                      undo_attempt)
@@ -223,6 +224,7 @@ def run_ingest(spark, store: str, input_path: str, fmt: str, config: StoreConfig
     ``queue_by`` / ``store_timestamp``: see storelib.ingest.topics.
     """
     t0 = time.time()
+    refuse_gs_store(store)                  # before the input (or anything of the store) is read
     splits = inputs.plan_splits(input_path, fmt, target_splits or spark.sparkContext.defaultParallelism, split_bytes)
     source = FileInput(input_path, fmt, splits, store_timestamp)
     return ingest_batch(spark, store, source, config, IngestOptions(
@@ -267,9 +269,9 @@ PENDING_BATCH_ID = "pending-id"
 
 
 def ingest_batch(spark, store_uri: str, source, config: StoreConfig, options: IngestOptions | None = None) -> dict:
-    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``) as
-    ``options`` ask (None: the defaults); the stages of the module docstring. Returns the summary
-    dict (``run_ingest``)."""
+    """Ingest one batch of ``source`` (``FileInput`` or ``storelib.ingest.frame.FrameInput``) as ``options``
+    ask (None: the defaults), the stages of the module docstring; returns the summary dict (``run_ingest``)."""
+    refuse_gs_store(store_uri)              # before anything there is read
     options = options or IngestOptions()
     t0 = options.t0 or time.time()
     sc = spark.sparkContext

@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 
 from . import encode as encode_stage, inputs, record_digest, split_staging
 from ..io import storage
+from ..io.condput import refuse_gs_store
 from ..codec.messages import MESSAGE_SCHEMA
 from ..errors import InputError
 from ..format.config import default_config, load_config, StoreConfig
@@ -93,6 +94,7 @@ def ingest_dataframe(df, store: str, config=None, batch_id: str | None = None, t
     """
     if local not in _LOCAL_MODES:
         raise ValueError(f"ingest_dataframe: local={local!r}: give one of {', '.join(_LOCAL_MODES)}")
+    refuse_gs_store(store)                  # before anything there (its recorded config) is read
     cfg = store_config(config, store)
     source = FrameInput(df, store_timestamp)
     session = df.sparkSession

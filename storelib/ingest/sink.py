@@ -79,6 +79,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
 from ..errors import BrokerRunning, ConcurrentWriteError
 from ..format.paths import INCOMING_DIR
 from ..io import storage
+from ..io.condput import refuse_gs_store
 from . import frame
 
 __all__ = ["RocketLakeDataSource", "bound_source", "register", "rocketlake_batch_writer", "stream_batch_id", "query_id_of",
@@ -240,6 +241,7 @@ class RocketLakeDataSource(DataSource):
             raise ValueError("rocketlake sink: give the store root: .save(STORE) / .start(STORE)")
         if overwrite:
             raise ValueError("rocketlake sink: a store is append-only: use mode('append') / outputMode('append')")
+        refuse_gs_store(opts["path"])       # before a task stages rows there
         _check_options(opts)
         frame.check_frame_schema(schema)
         from ..runtime.multihost import check_bound

@@ -40,6 +40,7 @@ from ..table.storefiles import refuse_unsupported
 from ..errors import AdoptError, BadInput, StorePathError
 from ..io import checksum, storage
 from ..io.brokerlock import hold_broker_lock, remove_made_dir
+from ..io.condput import refuse_gs_store
 from ..ingest.driver import enclosing_store
 from ..verify import driver as verify
 from ..format.config import StoreConfig
@@ -131,6 +132,7 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     if batch_id is not None:
         check_batch_id(batch_id)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
+    refuse_gs_store(store.uri)              # before anything there (or of the source) is read
     _check_apart(storage.Store(source_uri), store)
     fresh = store.os_paths and not os.path.exists(store.root)
     broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None

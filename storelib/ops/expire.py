@@ -39,6 +39,7 @@ from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..errors import ExpireError
 from ..ingest import commit as commit_stage
 from ..io import storage
+from ..io.condput import refuse_gs_store
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from . import topic_retention
@@ -135,6 +136,8 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
     t0 = time.time()
     say = Progress(quiet).say
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
+    if not dry_run:
+        refuse_gs_store(store.uri)          # before anything there is read (a dry run only reads)
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
     if batch_id is not None:

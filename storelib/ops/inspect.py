@@ -22,7 +22,7 @@ from ..table.rows import FILE_KINDS, FileKind, recorded_config
 from ..table.snapshots import StoreSnapshot, open_snapshot
 from ..table.storefiles import files_from_snapshot, StoreFiles
 
-__all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows",
+__all__ = ["snapshot_reader", "SEGMENT_COLUMNS", "segment_rows", "known_topics",
            "CHECKPOINT_COLUMNS", "checkpoint_rows", "TOPIC_COLUMNS", "topic_rows", "HISTORY_COLUMNS", "history_rows", "format_table",
            "to_json_lines", "allocated_bytes", "stats", "disk_cost", "read_unit"]
 
@@ -50,6 +50,18 @@ def segment_rows(snap: manifest.Snapshot, kind: str | None = None, topic: str | 
     order: dict[str, int] = {k: i for i, k in enumerate((*FILE_KINDS, FileKind.CHECKPOINT))}
     rows.sort(key=lambda r: (order.get(r.kind, 9), r.topic or "", r.queue_id or 0, r.base_offset, r.path))
     return rows
+
+
+def known_topics(snap: StoreSnapshot) -> set[str]:
+    """The topics of ``snap``'s store: one with a live consume-queue file, or one a batch wrote a
+    queue of (every file of it expired since: still the store's topic, with no live files)."""
+    have = {str(r.topic) for r in snap.files.values() if r.kind == FileKind.CONSUMEQUEUE}
+    for b in snap.batches:
+        try:
+            have.update(str(q["topic"]) for q in b.queue_offsets)
+        except KeyError:            # (a row read without its queue offsets: the live files say enough)
+            pass
+    return have
 
 
 CHECKPOINT_COLUMNS = ("batch_seq", "batch_id", "operation", "committed_at", "messages", "bytes",

@@ -48,6 +48,7 @@ from ..ingest.file_versions import FileVersion, committed_facts
 from ..ingest.staged_file import StagedFile
 from ..io import checksum, extentlists, storage
 from ..io.brokerlock import remove_made_dir
+from ..io.condput import refuse_gs_store
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import rowcheck, writerlease, zonemap
@@ -381,6 +382,7 @@ def mirror_broker(broker_dir: str, store_uri: str, config: StoreConfig | None = 
     committed batch of ``store_uri``; the summary (``status`` ``committed`` or ``nothing-new``).
     ``every``: this process runs a cycle every so many seconds (``mirror --every``: a batch
     records it, and a second such process on this host is refused, ``mirrorsource.check_one_mirror``)."""
+    refuse_gs_store(store_uri)              # before anything there is read
     t0 = time.time()
     prog = Progress(quiet)
     broker = BrokerFiles(broker_dir)

@@ -64,6 +64,7 @@ from ..format.config import StoreConfig
 from ..ingest import commit as commit_stage
 from ..io import checksum, storage
 from ..io.brokerlock import hold_broker_lock
+from ..io.condput import refuse_gs_store
 from ..runtime.faults import fault
 from ..runtime.progress import Progress
 from ..table import export, manifest, rowcheck, snapcache, storefiles, writerlease
@@ -579,6 +580,8 @@ def repair(store_uri: str, config: StoreConfig | None = None, apply: bool = Fals
     say = Progress(quiet).say
     if batch_id is not None:
         check_batch_id(batch_id)
+    if apply:
+        refuse_gs_store(store_uri)          # before anything there is read (a dry run only reads)
     store = storage.Store(store_uri)
     if store.local and not os.path.isdir(store.root):
         raise RepairError(f"{store.uri} is not a directory")

@@ -143,16 +143,14 @@ class _Bounds:
         return False
 
 
-_OPTION_NAMES = {"begintimestamp": "beginTimestamp", "endtimestamp": "endTimestamp", "minoffset": "minOffset",
-                 "maxoffset": "maxOffset", "maxbatchespertrigger": "maxBatchesPerTrigger",
-                 "maxmessagespertrigger": "maxMessagesPerTrigger"}
-
 # The options a read takes (as spelt in the docs; given in any case), beside the MessageStoreConfig
 # keys: a name outside them is refused, since an ignored `topik` would read every topic.
 READ_OPTIONS = ("path", "topic", "beginTimestamp", "endTimestamp", "minOffset", "maxOffset", "engine", "batchRows",
                 "asOfBatch", "config", "splitBytes", "topicQueues", "pushdown", "coalesceBytes", "rangeGapBytes",
                 "windowBytes", "readAhead", "tasksPerCore", "minPartitions")
 STREAM_OPTIONS = ("startingOffsets", "maxBatchesPerTrigger", "maxMessagesPerTrigger", "failOnDataLoss")
+# an option as the docs spell it (a message names it so; the options arrive in lower case)
+_OPTION_NAMES = {n.lower(): n for n in READ_OPTIONS + STREAM_OPTIONS}
 
 
 def check_option_names(options: dict, stream: bool) -> None:

@@ -33,6 +33,7 @@ from ..errors import BadInput, ConfigError, CorruptStore, ExportError
 from ..format import checkpoint as ckpt, consumequeue
 from ..format.config import StoreConfig, parse_java_properties
 from ..io import checksum, headpages, patches, storage
+from ..io.condput import refuse_gs_store
 from . import rowcheck, storefiles
 from .expired import expired_file_error
 from .snapshots import StoreSnapshot, open_snapshot
@@ -128,6 +129,7 @@ def export_store(store_uri: str, target: str, as_of_batch: str | int | None = No
     staged)``: a ``ConfigScan`` of further (path, bytes) to write and summary keys
     (``ops.scheduled.export_config_files``: the broker's delivery cursors, what ``rocketlake
     export`` writes)."""
+    refuse_gs_store(target)                 # before anything there (or of the store) is read
     store = storage.Store(store_uri)
     out = storage.Store(target)
     if storage.inside(store, out):

@@ -8,6 +8,7 @@ stores never start a JVM).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -174,12 +175,44 @@ def test_inputs_up_to_the_readmes_size_run_in_the_process(tmp_path):
     assert not here(str(d))
 
 
-@pytest.mark.parametrize("cmd", ["verify", "repair"])
-@pytest.mark.parametrize("threads", ["0", "-2"])
-def test_threads_below_one_is_a_bad_argument(store, cmd, threads):
-    """verify and repair run on --threads threads; fewer than one is a mistake, said as repair says it."""
-    code, out, err = rl(cmd, "--store", store, "--threads", threads)
-    assert code == 2 and out == "" and "--threads must be >= 1" in err, err
+BAD_NUMBERS = [
+    (("ingest", "--store", "{new}", "--input", "{input}", "--partitions", "-3"), "--partitions",
+     "must be an integer, 0 or more (got '-3')"),
+    (("ingest", "--store", "{new}", "--input", "{input}", "--partitions", "many"), "--partitions",
+     "must be an integer, 0 or more (got 'many')"),
+    (("verify", "--store", "{store}", "--threads", "0"), "--threads", "must be a positive integer (got '0')"),
+    (("repair", "--store", "{store}", "--apply", "--threads", "-2"), "--threads",
+     "must be a positive integer (got '-2')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--max-batch-mb", "0"), "--max-batch-mb",
+     "must be a positive integer (got '0')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "0"), "--every",
+     "must be a positive number of seconds (got '0')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "nan"), "--every",
+     "must be a positive number of seconds (got 'nan')"),
+    (("mirror", "--from", "{broker}", "--store", "{new}", "--every", "inf"), "--every",
+     "must be a positive number of seconds (got 'inf')"),
+    (("query", "--store", "{store}", "key", "--topic", "t", "--key", "k", "--limit", "0"), "--limit",
+     "must be a positive integer (got '0')"),
+    (("query", "--store", "{store}", "key", "--topic", "t", "--key", "k", "--rocketmq-compat", "--max-num", "-1"),
+     "--max-num", "must be a positive integer (got '-1')"),
+    (("query", "--store", "{store}", "offset", "--topic", "t", "--queue", "0", "--offset", "0", "--count", "0"),
+     "--count", "must be a positive integer (got '0')"),
+]
+
+
+@pytest.mark.parametrize("argv, option, says", BAD_NUMBERS, ids=[f"{a[0]} {o} {a[-1]}" for a, o, _ in BAD_NUMBERS])
+def test_a_bad_number_is_refused_by_the_parser_and_nothing_is_written(store, tmp_path, argv, option, says):
+    """A numeric option out of its range (a negative --partitions, --threads 0, --every nan: a
+    mirror that would never wait) is refused in argparse's words, exit 2, naming the option and
+    what it takes, before anything is read or written (a --every nan mirror used to run forever)."""
+    new, broker = tmp_path / "new", tmp_path / "broker"
+    broker.mkdir()
+    inp = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "t", "body": "b"}])
+    before = sorted(os.listdir(store)), sorted(os.listdir(broker))
+    code, out, err = rl(*[a.format(new=new, input=inp, store=store, broker=broker) for a in argv])
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and last.endswith(f"error: argument {option}: {says}"), err
+    assert not new.exists() and (sorted(os.listdir(store)), sorted(os.listdir(broker))) == before
 
 
 def test_every_make_target_the_docs_name_exists():
@@ -207,3 +240,85 @@ def test_a_store_on_gs_is_refused_before_anything_there_is_read(tmp_path, monkey
     code, out, err = rl("ingest", "--store", "gs://bucket/store", "--input", inp)
     line = one_line_error(err)
     assert code == 2 and out == "" and "gs://" in line and "input only" in line, err
+
+
+def _tree(root) -> dict:
+    out = {}
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            out[os.path.relpath(p, root)] = open(p, "rb").read()
+    return out
+
+
+def test_export_no_fsync_calls_no_fsync_and_writes_the_same_bytes(store, tmp_path, monkeypatch):
+    """`export --no-fsync` ("do not fsync the exported files"): not one fsync (of a file or a
+    directory) where the default export makes them, and the same files, byte for byte. Counted in
+    this process (os.fsync, os.fdatasync) and, with strace, as system calls of a child process."""
+    import shutil
+    import subprocess
+    import sys
+    from conftest import ROOT
+    calls = []
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, _real=real, _name=name: (calls.append(_name), _real(fd))[1])
+    target = tmp_path / "broker"
+    trees = {}
+    for flag in ((), ("--no-fsync",)):
+        calls.clear()
+        code, _out, err = rl("export", "--store", store, "--to", target, *flag)
+        assert code == 0, err
+        trees[flag], trees[flag, "calls"] = _tree(target), len(calls)
+        shutil.rmtree(target)
+    assert trees[()] == trees[("--no-fsync",)] and len(trees[()]) > 5
+    assert trees[(), "calls"] > len(trees[()]) and trees[("--no-fsync",), "calls"] == 0
+    strace = shutil.which("strace")
+    if strace is None:
+        return
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for flag, some in (((), True), (("--no-fsync",), False)):
+        log = tmp_path / "strace.txt"
+        r = subprocess.run([strace, "-f", "-qq", "-o", str(log), "-e", "trace=fsync,fdatasync,syncfs,sync,sync_file_range",
+                            sys.executable, "-m", "storelib.cli.main", "export", "--store", store, "--to", str(target),
+                            *flag], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        synced = [x for x in log.read_text().splitlines() if "sync" in x]
+        assert bool(synced) == some and _tree(target) == trees[()], (flag, synced[:5])
+        shutil.rmtree(target)
+
+
+def _java_queue(value: str, queues: int) -> int:
+    """RocketMQ's SelectMessageQueueByHash: abs(value.hashCode() % queues), Java's String hash (an
+    ASCII value: one UTF-16 unit per character) and remainder (the dividend's sign)."""
+    h = 0
+    for c in value:
+        h = (31 * h + ord(c)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return abs(h) % queues
+
+
+def test_ingest_queue_by_places_each_message_by_its_sharding_key(tmp_path):
+    """docs/DESIGN.md: `ingest --queue-by NAME` puts a row without queue_id in queue
+    abs(javaHash(value) % writeQueueNums) of its property NAME (a topic not in topics.json: 4
+    queues), where without it the k-th message of the topic goes to queue k % 4; a row without the
+    property is refused, nothing written."""
+    orders = [f"order-{i % 7}" for i in range(28)]
+    inp = _write_jsonl(tmp_path / "in.jsonl", [{"topic": "qb", "body": f"m{i}", "properties": {"ORDER_ID": o}}
+                                               for i, o in enumerate(orders)])
+
+    def queues(*extra):
+        store = tmp_path / f"store{len(extra)}"
+        code, _out, err = rl("ingest", "--store", store, "--input", inp, "--quiet", *extra)
+        assert code == 0, err
+        code, out, err = rl("query", "--store", store, "range", "--begin", "0", "--end", "2100-01-01", "--topic", "qb")
+        assert code == 0, err
+        rows = sorted((json.loads(x) for x in out.splitlines()), key=lambda r: r["commitlog_offset"])
+        assert [r["properties"]["ORDER_ID"] for r in rows] == orders
+        return [r["queue_id"] for r in rows]
+    by_key = queues("--queue-by", "ORDER_ID")
+    assert by_key == [_java_queue(o, 4) for o in orders] and len(set(by_key)) > 1
+    assert queues() == [i % 4 for i in range(len(orders))] != by_key
+    bad = _write_jsonl(tmp_path / "bad.jsonl", [{"topic": "qb", "body": "m", "properties": {"OTHER": "x"}}])
+    code, out, err = rl("ingest", "--store", tmp_path / "bad", "--input", bad, "--queue-by", "ORDER_ID", "--quiet")
+    assert code == 2 and out == "" and "--queue-by ORDER_ID" in err and not (tmp_path / "bad").exists(), err

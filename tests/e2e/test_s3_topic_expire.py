@@ -156,7 +156,9 @@ def test_a_per_topic_expire_killed_on_s3_loses_nothing_and_its_rerun_finishes(se
 def test_a_per_topic_expire_stalled_past_its_lease_on_s3_never_commits(seed, tmp_path):
     """Stopped (SIGSTOP) between its two Delta commits for longer than its lease while an ingest
     takes the stale lease and commits the next part: once resumed it finds the lease gone, exits
-    3, commits nothing and deletes nothing."""
+    3, commits nothing and deletes nothing. Only the stalled expiry has the short lease (4 s); the
+    ingest's (20 s: the stall lasts past it) leaves it 10 s between renewals, which a loaded host
+    can need on S3 (with 4 s, a 2 s gap once lost the ingest its own lease: exit 3)."""
     from support.stall import stalled_past_lease
     env, client, parts, cfg, tmp, now, _, (before_rows, view) = seed
     uri = objstores.copy_prefix(client, BUCKET, "seed", "stall")
@@ -170,7 +172,8 @@ def test_a_per_topic_expire_stalled_past_its_lease_on_s3_never_commits(seed, tmp
     def ingest(lease: dict) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, RUNNER, "ingest", uri, str(parts[SEED]), str(tmp / "small.properties"),
                                  f"b{SEED}"], env=dict(os.environ, **env, **lease), **pipes)
-    with stalled_past_lease(tmp_path, 4, "between-delta-tables", expire, ingest, taker_point=None) as stall:
+    with stalled_past_lease(tmp_path, 4, "between-delta-tables", expire, ingest, taker_point=None,
+                            taker_ttl=20) as stall:
         rc, err = stall.release_taker()
         assert rc == 0, err[-2000:]
         taken = objstores.store_objects(client, BUCKET, "stall")

@@ -42,6 +42,27 @@ def test_segments_table_and_json(store):
     assert sum(x["count"] for x in old) == 3000
 
 
+@pytest.mark.parametrize("json_out", [(), ("--json",)])
+def test_segments_of_a_topic_the_store_never_had_is_a_bad_argument(store, json_out):
+    """As query names a topic it lacks (and expire refuses one): a mistyped --topic is one line,
+    exit 2, naming the store's topics, never an empty listing that reads as "no live files"."""
+    r = run("inspect.py", "--store", store, *json_out, "segments", "--topic", "early_smss")
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"error: --topic 'early_smss': no topic 'early_smss' in {store} (its topics: ")
+    assert "'early_sms'" in lines[0]
+
+
+def test_a_topic_whose_files_all_expired_is_still_the_stores():
+    """known_topics: a topic a batch wrote a queue of counts, though no live file is left of it."""
+    from types import SimpleNamespace
+    from storelib.table.rows import FileKind
+    live = SimpleNamespace(kind=FileKind.CONSUMEQUEUE, topic="kept")
+    snap = SimpleNamespace(files={"consumequeue/kept/0/0": live}, batches=[
+        SimpleNamespace(queue_offsets=[{"topic": "gone", "queue_id": 0, "max_offset": 5}])])
+    assert inspection.known_topics(snap) == {"kept", "gone"}
+
+
 def test_checkpoints_history_version(store):
     rows = _json_lines(run("inspect.py", "--store", store, "checkpoints", "--json").stdout)
     assert [x["operation"] for x in rows] == ["import", "expire"]

@@ -244,3 +244,33 @@ def test_small_splits_share_a_partition_and_large_ones_stay_apart():
     large = plan([1 << 28] * 3 + [100, 100])
     assert [len(g) for g in splits.group_splits(large, 2, 1 << 28)] == [1, 1, 3]     # never two large ones
     assert splits.group_splits([], 2) == []
+
+
+def test_the_coalesce_bytes_option_reaches_the_queue_read_by_name(stores, monkeypatch):
+    """docs/OPERATIONS.md: the Python reader reads a topic's records through its queues as byte
+    ranges coalesced across gaps up to ``option("coalesceBytes", N)``: the option, given by its
+    documented name (in any case), is the gap every queue read uses; the rows stay the same; a
+    value that is not a number is refused naming the option."""
+    from storelib.read.datasource import RocketMQReader
+    store = stores["units"]
+    gaps = []
+    read = splits._queue_chunks
+
+    def spy(st, sp, lo, hi, gap, batch_rows):
+        gaps.append(gap)
+        return read(st, sp, lo, hi, gap, batch_rows)
+    monkeypatch.setattr(splits, "_queue_chunks", spy)
+
+    def rows(**options):
+        gaps.clear()
+        r = RocketMQReader({"path": store, "topic": "metrics-raw", **options})
+        got = pa.concat_tables([rangescan.empty_messages()] + [pa.Table.from_batches([b]) for p in r.partitions()
+                                                               for b in r.read(p)])
+        return got.combine_chunks(), set(gaps)
+    want, default = rows()
+    assert want.num_rows > 0 and default == {splits.COALESCE_LOCAL}
+    for options, gap in (({"coalesceBytes": "0"}, 0), ({"COALESCEBYTES": "123456"}, 123456)):
+        got, used = rows(**options)
+        assert used == {gap} and got.equals(want), options
+    with pytest.raises(ValueError, match="option coalesceBytes='lots': expected an integer"):
+        rows(coalesceBytes="lots")

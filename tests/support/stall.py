@@ -56,12 +56,18 @@ class Takeover:
 
 @contextmanager
 def stalled_past_lease(tmp: str, ttl: float, point: str, start_stalled: Start, start_taker: Start,
-                       taker_point: str | None = "after-files-staged") -> Iterator[Takeover]:
+                       taker_point: str | None = "after-files-staged",
+                       taker_ttl: float | None = None) -> Iterator[Takeover]:
     """``start_stalled(env)`` (a writer's process; ``env``: its lease of ``ttl`` seconds, held at
-    ``point``) stopped there past its lease; then ``start_taker(env)`` (the same lease, held at
-    ``taker_point``; None: not held, run to its end before this yields). Gates go in ``tmp``.
-    Every process is ended on the way out (continued first, if stopped)."""
+    ``point``) stopped there past its lease; then ``start_taker(env)`` (a lease of ``taker_ttl``
+    seconds, default ``ttl``; held at ``taker_point``; None: not held, run to its end before this
+    yields). Gates go in ``tmp``. Every process is ended on the way out (continued first, if stopped).
+
+    A writer judges another's lease stale by its own TTL, so the stall lasts past the longer of the
+    two. A longer ``taker_ttl`` gives the taker more time between its own renewals (half its TTL)
+    before it counts its lease lost: on a loaded host a 2 s gap is not rare."""
     lease = {"ROCKETLAKE_LEASE_TTL": str(ttl)}
+    taker_lease = {"ROCKETLAKE_LEASE_TTL": str(ttl if taker_ttl is None else taker_ttl)}
     gate, taker_gate = os.path.join(str(tmp), "gate-stalled"), os.path.join(str(tmp), "gate-taker")
     stalled = start_stalled(dict(lease, ROCKETLAKE_HOLD=f"{point}:{gate}"))
     taker = None
@@ -69,9 +75,9 @@ def stalled_past_lease(tmp: str, ttl: float, point: str, start_stalled: Start, s
         wait_for(gate + ".reached", stalled)
         os.kill(stalled.pid, signal.SIGSTOP)
         open(gate, "w").close()
-        time.sleep(ttl + 0.5)                              # past the stalled writer's lease
+        time.sleep(max(ttl, taker_ttl or 0) + 0.5)         # past the stalled writer's lease, as the taker sees it
         held = taker_point is not None
-        taker = start_taker(dict(lease, ROCKETLAKE_HOLD=f"{taker_point}:{taker_gate}") if held else lease)
+        taker = start_taker(dict(taker_lease, ROCKETLAKE_HOLD=f"{taker_point}:{taker_gate}") if held else taker_lease)
         takeover = Takeover(stalled, taker, taker_gate if held else None)
         if held:
             wait_for(taker_gate + ".reached", taker)
