@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from support.opshelp import tree_digest
 from test_first_hour import one_line_error, rl
 from test_second_hour import _small_store, _write_jsonl
 
@@ -242,15 +243,6 @@ def test_a_store_on_gs_is_refused_before_anything_there_is_read(tmp_path, monkey
     assert code == 2 and out == "" and "gs://" in line and "input only" in line, err
 
 
-def _tree(root) -> dict:
-    out = {}
-    for d, _dirs, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = open(p, "rb").read()
-    return out
-
-
 def test_export_no_fsync_calls_no_fsync_and_writes_the_same_bytes(store, tmp_path, monkeypatch):
     """`export --no-fsync` ("do not fsync the exported files"): not one fsync (of a file or a
     directory) where the default export makes them, and the same files, byte for byte. Counted in
@@ -269,7 +261,7 @@ def test_export_no_fsync_calls_no_fsync_and_writes_the_same_bytes(store, tmp_pat
         calls.clear()
         code, _out, err = rl("export", "--store", store, "--to", target, *flag)
         assert code == 0, err
-        trees[flag], trees[flag, "calls"] = _tree(target), len(calls)
+        trees[flag], trees[flag, "calls"] = tree_digest(target), len(calls)
         shutil.rmtree(target)
     assert trees[()] == trees[("--no-fsync",)] and len(trees[()]) > 5
     assert trees[(), "calls"] > len(trees[()]) and trees[("--no-fsync",), "calls"] == 0
@@ -284,7 +276,7 @@ def test_export_no_fsync_calls_no_fsync_and_writes_the_same_bytes(store, tmp_pat
                             *flag], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         synced = [x for x in log.read_text().splitlines() if "sync" in x]
-        assert bool(synced) == some and _tree(target) == trees[()], (flag, synced[:5])
+        assert bool(synced) == some and tree_digest(target) == trees[()], (flag, synced[:5])
         shutil.rmtree(target)
 
 

@@ -16,6 +16,7 @@ import os
 import shutil
 import time
 
+from support.opshelp import tree_digest
 from test_first_hour import DEMO_CONF, SAMPLE, one_line_error, rl
 
 from storelib.ingest import identity, inputs
@@ -110,7 +111,6 @@ def test_identity_is_content_for_directories_and_delta(tmp_path, monkeypatch):
     assert _identity(dt, "delta") != _identity(str(tmp_path / "dt-copy"), "delta")
 
 
-
 def test_identity_hashed_while_spark_starts_is_used_once(tmp_path, monkeypatch):
     """``rocketlake ingest`` hashes the input while its JVM starts (``identity.prefetch``); the
     ingest takes that digest unless the file changed since (then it hashes it again)."""
@@ -130,13 +130,6 @@ def test_identity_hashed_while_spark_starts_is_used_once(tmp_path, monkeypatch):
 
 
 # --------------------------------------------------------------------------- an empty input
-def _tree(path: str) -> dict:
-    out = {}
-    for d, _, files in os.walk(path):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, path)] = open(p, "rb").read()
-    return out
 
 
 def test_empty_input_commits_nothing(tmp_path):
@@ -156,10 +149,10 @@ def test_empty_input_commits_nothing(tmp_path):
     store = str(tmp_path / "store")
     code, out, err = rl("ingest", "--store", store, "--input", SAMPLE, "--config", DEMO_CONF, "--quiet")
     assert code == 0, err
-    before = _tree(store)
+    before = tree_digest(store)
     code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "empty.jsonl", "--batch-id", "E")
     assert code == 0 and _summary(out) == {"batch_id": "E", "status": "nothing-to-commit", "messages": "0"}, out
-    assert _tree(store) == before and [m for _, m in _batches(store)] == [2000]
+    assert tree_digest(store) == before and [m for _, m in _batches(store)] == [2000]
 
 
 # --------------------------------------------------------------------------- the store's times
@@ -204,7 +197,7 @@ def _unplaced(n: int, skip: int) -> str:
 
 
 def _store_bytes(store: str) -> dict:
-    return {k: v for k, v in _tree(store).items() if not k.startswith("_rocketlake")}
+    return {k: v for k, v in tree_digest(store).items() if not k.startswith("_rocketlake")}
 
 
 CONFIGURED = {"orders": 5, "payments": 6, "refund": 7, "shipping": 8, "unused": 3}
@@ -239,13 +232,13 @@ def test_store_keeps_its_topic_config(tmp_path):
     assert shown["audit_log"]["write_queue_nums"] == 4 and shown["audit_log"]["placed"] == "yes"  # as auto-created
     assert shown["unused"]["placed"] == "no" and shown["*"]["write_queue_nums"] == 4
     # a --topics that disagrees on placed topics: exit 2 naming each, nothing written
-    before = _tree(store)
+    before = tree_digest(store)
     changed = _topics_json(tmp_path / "changed.json", dict(CONFIGURED, orders=4, refund=2, unused=9))
     code, out, err = rl("ingest", "--store", store, "--input", tmp_path / "b2.jsonl", "--topics", changed)
     line = one_line_error(err)
     assert code == 2 and "topic 'orders' writeQueueNums store=5 given=4" in line, err
     assert "topic 'refund' writeQueueNums store=7 given=2" in line and "'unused'" not in line and "--update-topics" in line
-    assert _tree(store) == before
+    assert tree_digest(store) == before
     code, _, err = rl("ingest", "--store", store, "--input", tmp_path / "b2.jsonl", "--update-topics")
     assert code == 2 and "--update-topics needs --topics" in err
     # an explicit change is recorded with its batch and used by the next
