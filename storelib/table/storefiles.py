@@ -31,8 +31,11 @@ later expiry deleted, ``table.expired``), so every reader of them says the same,
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, TYPE_CHECKING, cast
+from typing import Any, Callable, Mapping, NamedTuple, TYPE_CHECKING, cast
+
+import numpy as np
 
 from ..errors import CorruptStore, NoSuchBatch, StoreNotFound, UnsupportedStore
 from ..format import commitlog, consumequeue, indexfile, records
@@ -58,6 +61,11 @@ __all__ = ["CommitLogSegment", "ConsumeQueueFile", "IndexFileRef", "StoreFiles",
            "recovered_end", "refuse_unsupported", "queues_not_derived"]
 
 _WALK_CHUNK = 1 << 20
+_PROBE_UNITS = 1 << 12       # object stores: units read around each probe of a queue's last file (80 KiB)
+_SCAN_READERS = 16           # object stores: queues listed and their last file searched at once
+# (path, unit) -> (commitlog offset, size, tags code): the last unit in use of each queue's last
+# file, as its search read it (the recovery walk's hints and the truncation start there)
+_Tails = dict[tuple[str, int], tuple[int, int, int]]
 
 # ----------------------------------------------------------------------------- the model
 class CommitLogSegment(NamedTuple):
@@ -124,15 +132,15 @@ class StoreFiles:
         store = as_store(store)
         refuse_unsupported(store)
         # consume queues first (the commitlog walk may start from their newest unit)
-        cqs = _scan_consume_queues(store, config.cq_file_size)
+        cqs, tails = _scan_consume_queues(store, config.cq_file_size)
         index = [IndexFileRef(r) for r in sorted(store.list_files(indexfile.DIR, recursive=False),
                                                   key=lambda r: r.rsplit("/", 1)[-1])]
-        segs = _recover_commitlog(store, config.mappedFileSizeCommitLog, cqs, index)
+        segs = _recover_commitlog(store, config.mappedFileSizeCommitLog, cqs, index, tails)
         if segs:
             cl_max = segs[-1].base + segs[-1].valid
             # truncateDirtyLogicFiles: drop units whose commitlog offset >= the commitlog end
             for key, files in list(cqs.items()):
-                cqs[key] = _truncate_cq(store, files, cl_max)
+                cqs[key] = _truncate_cq(store, files, cl_max, tails)
                 if not cqs[key]:
                     del cqs[key]
         return cls(config=config, commitlog=segs, consume_queues=cqs, index=index)
@@ -170,23 +178,43 @@ def _numbered(store: Store, rel_dir: str) -> list[str]:
     return sorted(rels, key=lambda r: int(r.rsplit("/", 1)[-1]))
 
 
-def _scan_consume_queues(store: Store, cq_fsize: int) -> dict[tuple[str, int], list[ConsumeQueueFile]]:
+def _scan_consume_queues(store: Store, cq_fsize: int) -> tuple[dict[tuple[str, int], list[ConsumeQueueFile]], _Tails]:
+    """The queues' files, each last one's units in use; and what the search read of each last
+    file's last unit in use (``_Tails``)."""
     per_file = cq_fsize // consumequeue.UNIT_SIZE
+    topics = store.list_dirs(consumequeue.DIR)
+    qdirs = [(t, q) for t, qs in zip(topics, _each(store, lambda t: store.list_dirs(f"{consumequeue.DIR}/{t}"), topics))
+             for q in qs if q.lstrip("-").isdigit()]
+
+    def queue(tq: tuple[str, str]) -> tuple[list[ConsumeQueueFile], tuple[int, int, int] | None]:
+        rels = _numbered(store, f"{consumequeue.DIR}/{tq[0]}/{tq[1]}")
+        files = [ConsumeQueueFile(r, int(r.rsplit("/", 1)[-1]), per_file) for r in rels]
+        if not files:
+            return files, None
+        n, tail = _cq_valid_units(store, files[-1].rel, per_file)
+        files[-1] = files[-1]._replace(units=n)
+        return files, tail
+
     cqs: dict[tuple[str, int], list[ConsumeQueueFile]] = {}
-    for topic in store.list_dirs(consumequeue.DIR):
-        for qdir in store.list_dirs(f"{consumequeue.DIR}/{topic}"):
-            if not qdir.lstrip("-").isdigit():
-                continue
-            rels = _numbered(store, f"{consumequeue.DIR}/{topic}/{qdir}")
-            if not rels:
-                continue
-            files = [ConsumeQueueFile(r, int(r.rsplit("/", 1)[-1]), per_file) for r in rels]
-            files[-1] = files[-1]._replace(units=_cq_valid_units(store, files[-1].rel, per_file))
+    tails: _Tails = {}
+    for (topic, qdir), (files, tail) in zip(qdirs, _each(store, queue, qdirs)):
+        if files:
             cqs[(topic, int(qdir))] = files
-    return cqs
+            if tail is not None:
+                tails[(files[-1].rel, files[-1].units - 1)] = tail
+    return cqs, tails
 
 
-def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: list[IndexFileRef]) -> list[CommitLogSegment]:
+def _each(store: Store, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``; on an object store, where each is a few round trips, at once."""
+    if store.os_paths or len(items) < 2:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(_SCAN_READERS, len(items))) as readers:
+        return list(readers.map(fn, items))
+
+
+def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: list[IndexFileRef],
+                       tails: _Tails) -> list[CommitLogSegment]:
     """Commitlog segments, the last one's valid length found by a walk from the newest record
     start the consume queues / the newest index file name that checks out (else from 0)."""
     segs = [CommitLogSegment(r, int(r.rsplit("/", 1)[-1]), fsize) for r in _numbered(store, commitlog.DIR)]
@@ -197,7 +225,7 @@ def _recover_commitlog(store: Store, fsize: int, cqs: dict[Any, Any], index: lis
     for files in cqs.values():
         f = files[-1]
         if f.units > 0:
-            hints.append(_read_unit(store, f.rel, f.units - 1)[0])
+            hints.append(_read_unit(store, f.rel, f.units - 1, tails)[0])
     for ref in index[-1:]:
         try:
             raw = store.read(ref.rel, 0, indexfile.HEADER_SIZE)
@@ -235,28 +263,46 @@ def _recovered_from_hints(store: Store, seg: CommitLogSegment, hints: list[int],
     return recovered_end(store, seg.rel, start, fsize)
 
 
-def _read_unit(store: Store, rel: str, unit: int) -> tuple[int, int, int]:
-    """(commitlog offset, size, tags code) of consume-queue unit ``unit`` of ``rel``."""
+def _read_unit(store: Store, rel: str, unit: int, tails: _Tails) -> tuple[int, int, int]:
+    """(commitlog offset, size, tags code) of consume-queue unit ``unit`` of ``rel`` (from
+    ``tails`` when the search of its last file read it)."""
+    known = tails.get((rel, unit))
+    if known is not None:
+        return known
     return consumequeue.parse_unit(read_stored(store, rel, unit * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE))
 
 
-def _cq_valid_units(store: Store, rel: str, per_file: int) -> int:
+def _cq_valid_units(store: Store, rel: str, per_file: int) -> tuple[int, tuple[int, int, int] | None]:
     """Units before the first one not in use (``consumequeue.valid_units``, the one end-of-data
-    rule), found by a binary search over single-unit range reads: units are written in order."""
-    def unit(i: int) -> tuple[int, int, int] | None:
-        raw = store.read(rel, i * consumequeue.UNIT_SIZE, consumequeue.UNIT_SIZE)
-        return consumequeue.parse_unit(raw) if len(raw) == consumequeue.UNIT_SIZE else None
-
+    rule), found by a binary search: units are written in order. Locally each probe reads its
+    unit; on an object store, where a read is a round trip, it reads the ``_PROBE_UNITS`` units
+    around it (a small file: all of it), so the next probes are mostly answered already.
+    Returns (units in use, the last of them or None)."""
     size = store.size(rel) or 0
-    return consumequeue.valid_units(unit, min(per_file, size // consumequeue.UNIT_SIZE), exact=False)
+    n = min(per_file, size // consumequeue.UNIT_SIZE)
+    step = 1 if store.os_paths else _PROBE_UNITS
+    chunks: dict[int, np.ndarray] = {}
+
+    def unit(i: int) -> tuple[int, int, int] | None:
+        c = i // step
+        u = chunks.get(c)
+        if u is None:
+            at = c * step
+            raw = store.read(rel, at * consumequeue.UNIT_SIZE, min(step, n - at) * consumequeue.UNIT_SIZE)
+            u = chunks[c] = consumequeue.decode_units(raw)
+        k = i - c * step
+        return (int(u["phys"][k]), int(u["size"][k]), int(u["tags"][k])) if k < len(u) else None
+
+    good = consumequeue.valid_units(unit, n, exact=False)
+    return good, (unit(good - 1) if good else None)      # probed: its chunk is read
 
 
-def _truncate_cq(store: Store, files: list[ConsumeQueueFile], cl_max: int) -> list[ConsumeQueueFile]:
+def _truncate_cq(store: Store, files: list[ConsumeQueueFile], cl_max: int, tails: _Tails) -> list[ConsumeQueueFile]:
     files = list(files)
     while files:
         f = files[-1]
         units = f.units
-        while units > 0 and _read_unit(store, f.rel, units - 1)[0] >= cl_max:
+        while units > 0 and _read_unit(store, f.rel, units - 1, tails)[0] >= cl_max:
             units -= 1
         if units == 0 and len(files) > 1:
             files.pop()

@@ -254,14 +254,25 @@ class TargetFiles:
             self._bytes = 0
 
 
+_AT_0 = np.zeros(1, np.int64)          # a record read on its own starts its buffer
+
+
 class SegmentLookup:
-    """Record reads by commitlog offset for the cross-file checks (one mapping per segment)."""
+    """Record reads by commitlog offset for the cross-file checks (one mapping per segment).
+
+    On an object store a segment not read yet whose records asked for are a few
+    (``RANGED_RECORDS``: an index header's begin/end records) is not downloaded whole: each
+    record is read by ranged reads (``RECORD_PEEK`` bytes, then the rest of a longer one)."""
+
+    RANGED_RECORDS = 4
+    RECORD_PEEK = 4096
 
     def __init__(self, store: storage.Store, segments: list, file_size: int):
         self.store = store
         self.by_base = {int(b): (rel, int(v)) for rel, b, v in segments}
         self.F = file_size
         self.cache: dict = {}
+        self.sizes: dict[str, int] = {}
 
     def records(self, phys: np.ndarray):
         """Decode the records at ``phys``: (ok mask, reason per entry, decoded table of the ok ones)."""
@@ -269,7 +280,8 @@ class SegmentLookup:
         n = len(phys)
         ok = np.zeros(n, dtype=bool)
         reason = np.array([""] * n, dtype=object)
-        tables, order = [], []
+        tables: list[pa.Table] = []
+        order: list[np.ndarray] = []
         bases = phys // self.F * self.F
         for base in np.unique(bases):
             sel = np.flatnonzero(bases == base)
@@ -278,29 +290,18 @@ class SegmentLookup:
                 reason[sel] = f"no commitlog segment holds offset (segment {int(base):020d} missing)"
                 continue
             rel, valid = seg
-            if rel not in self.cache:
-                self.cache[rel] = FileData(self.store, rel)
-            fd = self.cache[rel]
             pos = phys[sel] - base
-            good = pos + cl.BLANK_SIZE <= min(valid, fd.size)
-            size = np.zeros(len(sel), np.int64)
-            magic = np.zeros(len(sel), np.int64)
-            gp = pos[good]
-            if len(gp):
-                size[good] = codec.gather_int(fd.buf, gp + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE)
-                magic[good] = codec.gather_int(fd.buf, gp + cl.POS_MAGIC, cl.SIZE_MAGIC)
-            rec_ok = good & ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (size >= cl.MIN_RECORD_SIZE) \
-                & (pos + size <= valid)
-            reason[sel[~good]] = "offset beyond the segment's data"
-            reason[sel[good & ~rec_ok]] = "no record starts there"
-            idx = sel[rec_ok]
-            if len(idx):
-                t, fits = codec.decode_valid_records(fd.buf, int(base), pos[rec_ok], body=False)
-                reason[idx[~fits]] = "damaged record there (its fields do not fit its TOTALSIZE)"
-                idx = idx[fits]
-                tables.append(t)
-                order.append(idx)
-                ok[idx] = True
+            if rel not in self.cache and not self.store.os_paths and len(sel) <= self.RANGED_RECORDS:
+                size = self._size(rel)
+                parts = [(self._record_bytes(rel, int(p), valid, size), sel[k:k + 1], pos[k:k + 1], _AT_0, size)
+                         for k, p in enumerate(pos)]
+            else:
+                if rel not in self.cache:
+                    self.cache[rel] = FileData(self.store, rel)
+                fd = self.cache[rel]
+                parts = [(fd.buf, sel, pos, pos, fd.size)]
+            for buf, psel, ppos, at, size in parts:
+                self._decode(buf, at, psel, ppos, valid, size, ok, reason, tables, order)
         if tables:
             table = pa.concat_tables(tables)
             idx = np.concatenate(order)
@@ -309,6 +310,52 @@ class SegmentLookup:
         else:
             table, inv = None, None
         return ok, reason, table, inv
+
+    @staticmethod
+    def _decode(buf, at, sel, pos, valid, size, ok, reason, tables, order) -> None:
+        """The records at file positions ``pos`` of a segment of ``size`` bytes (``valid`` of
+        them data), read at ``at`` of ``buf`` (the whole file, or one record's bytes from its
+        start to its end or the file's)."""
+        good = (pos + cl.BLANK_SIZE <= min(valid, size)) & (at + cl.BLANK_SIZE <= len(buf))
+        n = len(sel)
+        rsize = np.zeros(n, np.int64)
+        magic = np.zeros(n, np.int64)
+        gp = at[good]
+        if len(gp):
+            rsize[good] = codec.gather_int(buf, gp + cl.POS_TOTALSIZE, cl.SIZE_TOTALSIZE)
+            magic[good] = codec.gather_int(buf, gp + cl.POS_MAGIC, cl.SIZE_MAGIC)
+        rec_ok = good & ((magic == cl.MAGIC_V1) | (magic == cl.MAGIC_V2)) & (rsize >= cl.MIN_RECORD_SIZE) \
+            & (pos + rsize <= valid)
+        reason[sel[~good]] = "offset beyond the segment's data"
+        reason[sel[good & ~rec_ok]] = "no record starts there"
+        idx = sel[rec_ok]
+        if len(idx):
+            t, fits = codec.decode_valid_records(buf, 0, at[rec_ok], body=False)
+            reason[idx[~fits]] = "damaged record there (its fields do not fit its TOTALSIZE)"
+            idx = idx[fits]
+            tables.append(t)
+            order.append(idx)
+            ok[idx] = True
+
+    def _size(self, rel: str) -> int:
+        if rel not in self.sizes:
+            self.sizes[rel] = self.store.size(rel) or 0          # missing: no data, as FileData
+        return self.sizes[rel]
+
+    def _record_bytes(self, rel: str, pos: int, valid: int, size: int) -> np.ndarray:
+        """The bytes of the record at ``pos`` (to its TOTALSIZE or the file's end) by ranged
+        reads; fewer when no record can start there (``_decode`` then reads none of them)."""
+        if pos + cl.BLANK_SIZE > min(valid, size):
+            return np.zeros(0, np.uint8)
+        head = np.frombuffer(self.store.read(rel, pos, min(size - pos, self.RECORD_PEEK)), np.uint8)
+        if len(head) < cl.BLANK_SIZE:
+            return head
+        total = int(codec.gather_int(head, np.array([cl.POS_TOTALSIZE]), cl.SIZE_TOTALSIZE)[0])
+        end = min(size, pos + total, valid)
+        if end <= pos + len(head):
+            return head
+        rest = np.frombuffer(self.store.read(rel, pos + len(head), end - pos - len(head)), np.uint8)
+        return np.concatenate([head, rest])
 
 
 def expected_tags_code(table: pa.Table, config: StoreConfig) -> np.ndarray:

@@ -143,3 +143,82 @@ def test_on_an_object_store_each_file_is_downloaded_once(small, monkeypatch):
     allowed = {rel: (sizes[rel] if met[rel] else 0) + (sizes[rel] if rel in last_files else 64) for rel in met}
     assert not [(rel, n, allowed[rel]) for rel, n in cross.items() if n > allowed[rel]]
     assert sum(cross.values()) <= sum(allowed.values()) < sum(sizes.values()) * 3
+
+
+def _damaged_copy(small: str, dest: str) -> tuple[str, str]:
+    """A copy of ``small`` with one index header's beginTimestamp off by one (a deep verify's
+    header check names it) and a unit in the middle of a queue's last file not in use (the
+    broker's search of that file trusts units are written in order): (index, queue file) damaged."""
+    import shutil
+    shutil.copytree(small, dest)
+    idx = os.path.join(dest, "index", sorted(os.listdir(os.path.join(dest, "index")))[0])
+    with open(idx, "r+b") as fh:
+        ts = int.from_bytes(fh.read(8), "big")
+        fh.seek(indexfile.HEADER_BEGIN_TIMESTAMP)
+        fh.write((ts + 1).to_bytes(8, "big"))
+    for dp, _, names in sorted(os.walk(os.path.join(dest, "consumequeue"))):
+        if names:
+            last = os.path.join(dp, sorted(names)[-1])
+            u = consumequeue.decode_units(np.fromfile(last, np.uint8))
+            n = consumequeue.valid_units(u)
+            if n >= 4:
+                with open(last, "r+b") as fh:
+                    fh.seek((n // 2) * consumequeue.UNIT_SIZE + consumequeue.UNIT_TOTALSIZE)
+                    fh.write(b"\0\0\0\0")
+                return os.path.relpath(idx, dest), os.path.relpath(last, dest)
+    raise AssertionError("no queue with four units in its last file")
+
+
+def test_an_object_store_plan_reads_each_queue_once_and_index_tasks_read_records_only(small, tmp_path, monkeypatch):
+    """A deep verify of a store without a manifest on moto: the plan (``StoreFiles.scan``) reads
+    each queue's last file by one request, at once for all queues (not a request per step of a
+    binary search); an index task's header checks read the records at its begin/end offsets, not
+    their segments. The answers are those of the local copy, on a damaged copy too."""
+    from concurrent.futures import ThreadPoolExecutor
+    from storelib.io import storage
+    from storelib.table.storefiles import StoreFiles
+    from storelib.verify.commitlog import ScanBuffers
+    cfg = load_config(None, SMALL)
+    bad_idx, bad_cq = _damaged_copy(small, str(tmp_path / "damaged"))
+    queues = {os.path.dirname(rel) for rel in _segments_met(small, cfg) if rel.startswith("consumequeue/")}
+    with s3server.moto(BUCKET) as (env, client), ThreadPoolExecutor(8) as pool:
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        for root, prefix in ((small, "s"), (str(tmp_path / "damaged"), "d")):
+            files = [os.path.relpath(os.path.join(dp, n), root) for dp, _, ns in os.walk(root) for n in ns]
+            list(pool.map(lambda rel, root=root, prefix=prefix:
+                          client.upload_file(os.path.join(root, rel), BUCKET, f"{prefix}/{rel}"), files))
+        seen, lock, real = Counter(), threading.Lock(), storage.Store.read
+
+        def read(self, rel, *a, **kw):
+            out = real(self, rel, *a, **kw)
+            if not self.os_paths:
+                with lock:
+                    seen[rel.split("/")[0], "requests"] += 1
+                    seen[rel.split("/")[0], "bytes"] += len(out)
+            return out
+        monkeypatch.setattr(storage.Store, "read", read)
+        for prefix, local in (("s", small), ("d", str(tmp_path / "damaged"))):
+            s3 = storage.Store(f"s3://{BUCKET}/{prefix}")
+            seen.clear()
+            ctx, tasks, problems = driver.plan(s3, cfg, None, deep=True)
+            assert not problems
+            assert seen["consumequeue", "requests"] <= len(queues), seen      # base: 609 for 69 queues
+            assert StoreFiles.scan(s3, cfg) == StoreFiles.scan(storage.Store(local), cfg)
+            on_s3 = dataclasses.replace(ctx, store=s3.uri, local_store=s3, threads=1, scan_buffers=ScanBuffers())
+            lctx, ltasks, _ = driver.plan(storage.Store(local), cfg, None, deep=True)
+            index = [t for t in tasks if t["kind"] == "index"]
+            assert len(index) == 25 and index == [t for t in ltasks if t["kind"] == "index"]
+            seen.clear()
+            found = sorted(p for t in index for p in driver.run_task(on_s3, t)["problems"])
+            # two records per file, each a read of a few KiB (one longer record a second read);
+            # base: 50 segments of 64 KiB downloaded whole
+            assert seen["commitlog", "requests"] <= 2 * len(index) + 4, seen
+            assert seen["commitlog", "bytes"] <= 2 * len(index) * 8192, seen
+            assert found == sorted(p for t in index for p in driver.run_task(lctx, t)["problems"])
+            if prefix == "d":
+                assert [p.path for p in found] == [bad_idx] and "begin_timestamp" in found[0].what, found
+                assert next(f for q in StoreFiles.scan(s3, cfg).consume_queues.values() for f in q
+                            if f.rel == bad_cq).units > 0
+            else:
+                assert found == []
