@@ -56,8 +56,19 @@ def install(handler: object) -> None:
         os.close(r)
         os.close(w)
         raise
+    if not _installed:
+        os.register_at_fork(after_in_child=_forked)
     _installed.append(os.getpid())
     threading.Thread(target=_watch, args=(r,), name="rocketlake-signals", daemon=True).start()
+
+
+def _forked() -> None:
+    """A forked child has no watching thread: its signals must not land in the parent's pipe (the
+    parent would count them as its own, not taken)."""
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass
 
 
 def _watch(fd: int) -> None:
