@@ -1,6 +1,6 @@
 """docs/CLUSTERS.md: ``gs://`` is an input only; a store there is refused (exit 2). Every command and
 API that writes a store refuses a ``gs://`` target at once, with ingest's line, before it reads
-anything there or of its source (an unreachable GCS would hang it first); the commands that only
+anything there or of its source, before GCS is even asked; the commands that only
 read (verify, inspect, query, export from gs://, expire --dry-run, repair's dry run, ingest of a
 gs:// input) go to GCS, and end with an error when it does not answer within
 ``ROCKETLAKE_GCS_TIMEOUT`` seconds (storelib.io.gcsreach). A command blocked in GCS's client (a GCS
