@@ -116,12 +116,13 @@ def on_signals() -> None:
     import logging
     import signal
     from ..errors import Interrupted
-    from ..runtime import interrupts
+    from ..runtime import interrupts, stuck
 
     # The handler imports nothing: a signal that lands while a module is half imported would
     # otherwise fail the handler's own import (logging needs ``string``) and end the job with
     # that ImportError instead of its one line.
     def _raise(signum, _frame):
+        stuck.taken(signum)
         if interrupts.deferring() and interrupts.pending() is None:
             interrupts.record(signum)       # the batch is committed: finish it, then say so (exit 0)
             return                          # (a second signal ends the job now; the next run finishes it)
@@ -131,6 +132,7 @@ def on_signals() -> None:
     try:
         signal.signal(signal.SIGTERM, _raise)
         signal.signal(signal.SIGINT, _raise)
+        stuck.install(_raise)       # a main thread blocked in native code never runs _raise
     except ValueError:              # not the main thread (a test calling main() from a thread)
         pass
 

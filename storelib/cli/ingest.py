@@ -83,6 +83,8 @@ def main(argv=None) -> int:
 def _ingest(args) -> int:
     from ..runtime.milestones import mark
     mark("preflight")
+    from ..io.condput import refuse_gs_store
+    refuse_gs_store(args.store)             # a store on gs://: refused before GCS is even asked (io.gcsreach)
     cli.check_outputs(args.store, {"--json-summary": args.json_summary})    # before Spark starts
     from .preflight import check_ingest, ingest_state, small_local_input
     early = None
@@ -109,6 +111,8 @@ def _ingest(args) -> int:
 def _import(args) -> int:
     """--from-store: the sizes come from --config, else the source's own files (said on stderr)."""
     from .preflight import check_import
+    from ..io.condput import refuse_gs_store
+    refuse_gs_store(args.store)             # a store on gs://: refused before GCS is even asked (io.gcsreach)
     cli.check_outputs(args.store, {"--json-summary": args.json_summary})
     cfg = check_import(args)                # one line, exit 2, before any JVM starts
     session = None

@@ -1,6 +1,6 @@
 """Which file system serves a store or input URI: local paths, ``s3://`` (pyarrow's S3 client with
 ``storelib.io.objstore``'s settings), ``gs://`` (a GCS emulator when ``STORAGE_EMULATOR_HOST`` is
-set), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anything else
+set; GCS must answer first, ``storelib.io.gcsreach``), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anything else
 ``pyarrow.fs.FileSystem.from_uri`` opens. One client per process and settings."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from . import objstore
+from . import gcsreach, objstore
 from ..errors import BadInput
 from ..format.paths import is_local, local_path
 
@@ -35,9 +35,13 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith("s3://"):
         u = urlparse(uri)
         return _s3(), (u.netloc + u.path).rstrip("/")
-    if uri.startswith("gs://") and objstore.gcs_settings().get("STORAGE_EMULATOR_HOST"):
-        u = urlparse(uri)
-        return _gcs(), (u.netloc + u.path).rstrip("/")
+    if uri.startswith("gs://"):
+        # pyarrow's GCS client has no timeouts: one that never answers would block for ever
+        emulator = objstore.gcs_settings().get("STORAGE_EMULATOR_HOST")
+        gcsreach.require_reachable(uri, emulator)
+        if emulator:
+            u = urlparse(uri)
+            return _gcs(), (u.netloc + u.path).rstrip("/")
     if uri.startswith("hdfs://"):
         u = urlparse(uri)
         return _hdfs(u.hostname, u.port), u.path.rstrip("/") or "/"

@@ -10,7 +10,8 @@ every Spark task. The settings come from the driver's environment:
   ``AWS_SHARED_CREDENTIALS_FILE`` / ``AWS_CONFIG_FILE``) for what the environment leaves unset.
 * GCS: ``STORAGE_EMULATOR_HOST`` (an emulator's ``http://host:port``, anonymous access),
   ``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_APPLICATION_CREDENTIALS`` (a key file path: it must exist at
-  that path on every host; only the emulator is tested).
+  that path on every host; only the emulator is tested), ``ROCKETLAKE_GCS_TIMEOUT`` (seconds GCS
+  has to answer first, ``storelib.io.gcsreach``).
 
 ``ship(sc)`` puts the resolved settings into ``sc.environment``: PySpark sends that map with every
 Python function it runs (RDD functions, ``mapInArrow``, Python data sources), and each Python
@@ -40,7 +41,7 @@ __all__ = ["MARK", "S3_VARS", "GCS_VARS", "SHIPPED", "s3_settings", "gcs_setting
 
 S3_VARS = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
            "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP")
-GCS_VARS = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS")
+GCS_VARS = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS", "ROCKETLAKE_GCS_TIMEOUT")
 # Variables that would make an executor pick other settings than the driver's; shipped empty.
 _OVERRIDDEN = ("AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE")
 # Set on executors by ``ship``: their settings are the shipped ones, never their host's profile files.

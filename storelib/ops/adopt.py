@@ -131,8 +131,9 @@ def adopt(spark, store: str | storage.Store, source_uri: str, config: StoreConfi
     say = Progress(quiet).say
     if batch_id is not None:
         check_batch_id(batch_id)
+    # before anything there (or of the source) is read, and before GCS is asked (io.gcsreach)
+    refuse_gs_store(store if isinstance(store, str) else store.uri)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
-    refuse_gs_store(store.uri)              # before anything there (or of the source) is read
     _check_apart(storage.Store(source_uri), store)
     fresh = store.os_paths and not os.path.exists(store.root)
     broker_lock = hold_broker_lock(store, create=True) if in_place(storage.Store(source_uri), store) else None

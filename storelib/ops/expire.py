@@ -135,9 +135,9 @@ def expire(store: str | storage.Store, reserved_hours: float | None, now_ms: int
     read before it took the lease (from the Delta tables), used when no table moved since."""
     t0 = time.time()
     say = Progress(quiet).say
+    if not dry_run:                         # before anything there is read (a dry run only reads), and
+        refuse_gs_store(store if isinstance(store, str) else store.uri)     # before GCS is asked (gcsreach)
     store = storage.Store(store) if isinstance(store, str) else store     # a path or URI, or an open Store
-    if not dry_run:
-        refuse_gs_store(store.uri)          # before anything there is read (a dry run only reads)
     if reserved_hours is None and not topic_rules:
         raise ExpireError("give --reserved-hours, or a topic's rule (--topic T --reserved-hours N, topicRetention)")
     if batch_id is not None:

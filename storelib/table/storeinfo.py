@@ -65,7 +65,7 @@ def store_kind(uri: str) -> str:
 
 def check_store(uri: str, writing: bool = False, allow_nonempty: bool = False) -> str:
     """The kind of store at ``uri``; ``StoreNotFound`` (one line, exit 2) if it is not one. A writer's
-    store on ``gs://`` is refused before anything there is read (an unreachable GCS would hang it)."""
+    store on ``gs://`` is refused before anything there is read, before GCS is even asked."""
     if writing:
         from ..io.condput import refuse_gs_store
         refuse_gs_store(uri)

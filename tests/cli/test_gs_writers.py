@@ -1,7 +1,10 @@
 """docs/CLUSTERS.md: ``gs://`` is an input only; a store there is refused (exit 2). Every command and
 API that writes a store refuses a ``gs://`` target at once, with ingest's line, before it reads
-anything there or of its source (an unreachable GCS would hang it first); the commands that only
-read (verify, expire --dry-run, repair's dry run) still go to GCS.
+anything there or of its source, before GCS is even asked; the commands that only
+read (verify, inspect, query, export from gs://, expire --dry-run, repair's dry run, ingest of a
+gs:// input) go to GCS, and end with an error when it does not answer within
+``ROCKETLAKE_GCS_TIMEOUT`` seconds (storelib.io.gcsreach). A command blocked in GCS's client (a GCS
+that answered once, then stopped) ends promptly on SIGTERM (storelib.runtime.stuck).
 
 GCS is played by a socket that accepts and never answers (``STORAGE_EMULATOR_HOST``): a command
 that reaches it hangs there, and the socket counts it. Each command runs as its own process under a
@@ -10,6 +13,7 @@ timeout, so a hang fails the test instead of hanging it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,12 +42,16 @@ def _refusal(uri: str) -> str:
 
 
 class SilentGcs:
-    """A listening socket that accepts connections and answers none; ``reached`` counts them."""
+    """A listening socket that accepts connections and answers none; ``reached`` counts them.
+    ``answer_probe``: it answers the one request of storelib.io.gcsreach (the bucket's metadata) and
+    no other (``held`` counts those): GCS reachable, then silent."""
 
-    def __init__(self):
+    def __init__(self, answer_probe: bool = False):
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.conns: list = []
+        self.held: list = []
+        self.answer_probe = answer_probe
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -53,6 +61,26 @@ class SilentGcs:
             except OSError:
                 return
             self.conns.append(conn)
+            if self.answer_probe:
+                threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn) -> None:
+        head = b""
+        try:
+            while b"\r\n\r\n" not in head:
+                got = conn.recv(4096)
+                if not got:
+                    return
+                head += got
+        except OSError:
+            return
+        if b"?fields=name " in head.split(b"\r\n", 1)[0]:
+            body = b'{"name": "b"}'
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                         b"Connection: close\r\n\r\n%s" % (len(body), body))
+            conn.close()
+        else:
+            self.held.append(conn)
 
     @property
     def reached(self) -> int:
@@ -82,18 +110,18 @@ def dirs(tmp_path_factory):
     return store, broker
 
 
-def _start(gcs: SilentGcs, *argv) -> subprocess.Popen:
-    """``rocketlake ARGV`` as a process, with GCS at ``gcs``."""
+def _start(gcs: SilentGcs, *argv, **env_vars) -> subprocess.Popen:
+    """``rocketlake ARGV`` as a process, with GCS at ``gcs`` (and ``env_vars`` set)."""
     env = dict(os.environ, STORAGE_EMULATOR_HOST=gcs.url, GOOGLE_CLOUD_PROJECT="none",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), **env_vars)
     return subprocess.Popen([sys.executable, "-m", "storelib.cli.main", *map(str, argv)], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _run(gcs: SilentGcs, *argv) -> tuple[int | None, str, str]:
+def _run(gcs: SilentGcs, *argv, **env_vars) -> tuple[int | None, str, str]:
     """(exit status, stdout, stderr) of ``rocketlake ARGV``; status None when it was still running
     after TIMEOUT seconds (then killed: SIGKILL, as one blocked on the network ignores SIGTERM)."""
-    p = _start(gcs, *argv)
+    p = _start(gcs, *argv, **env_vars)
     try:
         out, err = p.communicate(timeout=TIMEOUT)
         return p.returncode, out, err
@@ -132,21 +160,97 @@ def test_a_writer_refuses_a_gs_target_at_once(gcs, dirs, tmp_path, name):
     assert time.monotonic() - t0 < TIMEOUT
 
 
-@pytest.mark.parametrize("argv", [("verify", "--store", GS),
-                                  ("expire", "--store", GS, "--reserved-hours", "1", "--dry-run"),
-                                  ("repair", "--store", GS)])
-def test_a_command_that_only_reads_still_goes_to_gcs(gcs, argv):
-    """Not refused: it reads the store on gs:// (here it reaches the silent GCS and waits there)."""
+GS_TIMEOUT = "2"          # ROCKETLAKE_GCS_TIMEOUT of these runs (seconds to connect, as many to answer)
+BOUND = 25                # what a reader may take then: its start and imports, and those 2 + 2 seconds
+PROMPT = 15               # what a SIGTERM'd command may take to end: storelib.runtime.stuck.GRACE (5 s) and some
+# The commands that only read a gs:// store or input: (argv, exit status). The status is the one an
+# S3 endpoint that never answers ends them with (its client's OSError, in the command's voice).
+READERS = {
+    "verify": (("verify", "--store", GS), 1),
+    "inspect stats": (("inspect", "--store", GS, "stats"), 1),
+    "inspect verify": (("inspect", "--store", GS, "verify"), 1),
+    "query": (("query", "--store", GS, "key", "--topic", "t", "--key", "k"), 1),
+    "export from gs": (("export", "--store", GS, "--to", "{target}"), 1),
+    "expire --dry-run": (("expire", "--store", GS, "--reserved-hours", "1", "--dry-run"), 1),
+    "repair (dry run)": (("repair", "--store", GS), 2),
+    "ingest --input gs://": (("ingest", "--store", "{target}", "--input", "gs://b/in/messages.jsonl"), 1),
+}
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_a_reader_of_an_unreachable_gcs_ends_with_its_error(gcs, tmp_path, name):
+    """It goes to GCS, which does not answer: the error names GCS's endpoint and the timeout, within
+    the bound, and nothing was written (the local target of export and ingest is not even made)."""
+    argv, status = READERS[name]
+    target = tmp_path / "target"
     before = gcs.reached
-    p = _start(gcs, *argv)
+    t0 = time.monotonic()
+    code, out, err = _run(gcs, *[a.format(target=target) for a in argv], ROCKETLAKE_GCS_TIMEOUT=GS_TIMEOUT)
+    took = time.monotonic() - t0
+    assert code is not None, f"{name}: still running after {TIMEOUT}s (blocked on GCS): {err[-2000:]}"
+    assert gcs.reached > before, (name, err[-2000:])
+    last = err.strip().splitlines()[-1]
+    assert (code, out) == (status, ""), (name, code, out, err[-2000:])
+    assert last.startswith("error: ") and "gs://b/" in last and gcs.url in last, last
+    assert f"did not answer within {GS_TIMEOUT} s" in last and "ROCKETLAKE_GCS_TIMEOUT" in last, last
+    if name != "query":           # its voice prints an OSError's traceback first (as for S3)
+        one_line_error(err)
+    assert took < BOUND, (name, took)
+    assert not target.exists(), name
+
+
+def _sigterm_when_blocked(p: subprocess.Popen, blocked) -> tuple[int | None, str, float]:
+    """SIGTERM ``p`` once ``blocked()`` (it waits on a server): (exit status or None if it did not
+    end within PROMPT seconds, stderr, seconds it took to end)."""
     try:
         deadline = time.monotonic() + TIMEOUT
-        while gcs.reached == before and p.poll() is None and time.monotonic() < deadline:
+        while not blocked() and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert gcs.reached > before, (argv, p.poll(), p.poll() is not None and p.communicate()[1][-2000:])
+        assert blocked() and p.poll() is None, (p.poll(), p.poll() is not None and p.communicate()[1][-2000:])
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        try:
+            _out, err = p.communicate(timeout=PROMPT)
+            return p.returncode, err, time.monotonic() - t0
+        except subprocess.TimeoutExpired:
+            return None, "", time.monotonic() - t0
     finally:
-        p.kill()
+        if p.poll() is None:
+            p.kill()
         p.communicate()
+
+
+@pytest.mark.parametrize("name", list(READERS))
+def test_sigterm_ends_a_reader_blocked_in_gcs_promptly(tmp_path, name):
+    """GCS answers the reachability request, then nothing: the command blocks inside pyarrow's GCS
+    client (native code, where its SIGTERM handler cannot run). SIGTERM ends it within PROMPT
+    seconds: exit 143, the interrupted line last."""
+    argv, _status = READERS[name]
+    g = SilentGcs(answer_probe=True)
+    try:
+        p = _start(g, *[a.format(target=tmp_path / "target") for a in argv], ROCKETLAKE_GCS_TIMEOUT=GS_TIMEOUT)
+        code, err, took = _sigterm_when_blocked(p, lambda: len(g.held) > 0)
+    finally:
+        g.close()
+    assert code == 143, (name, code, took, err[-2000:])
+    assert err.strip().splitlines()[-1].startswith("interrupted (SIGTERM): "), err[-2000:]
+
+
+def test_sigterm_ends_a_reader_blocked_on_s3_promptly(tmp_path):
+    """The same for an S3 endpoint that accepts and never answers (pyarrow's S3 client waits its
+    request timeout, three times, before the handler could run)."""
+    g = SilentGcs()
+    try:
+        env = dict(os.environ, AWS_ENDPOINT_URL=g.url, AWS_ACCESS_KEY_ID="k", AWS_SECRET_ACCESS_KEY="s",
+                   AWS_REGION="us-east-1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.Popen([sys.executable, "-m", "storelib.cli.main", "verify", "--store", "s3://b/s"], env=env,
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        code, err, took = _sigterm_when_blocked(p, lambda: g.reached > 0)
+    finally:
+        g.close()
+    assert code == 143, (code, took, err[-2000:])
+    assert err.strip().splitlines()[-1].startswith("interrupted (SIGTERM): "), err[-2000:]
 
 
 def _api_calls(store: str, broker: str, tmp) -> dict:
