@@ -255,14 +255,17 @@ long: install rocketmq kafka s3proxy hdfs s3a
 # of a batch continuing a store on S3 (make test: 1 of 13), of a per-topic expire on S3 (make test:
 # 1 of 8), and of repair (make test: 4 of 16); the
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race);
-# the manifest table's merge racing an ingest and an expiry (make faults only).
+# the manifest table's merge racing an ingest and an expiry (make faults only); an object-store
+# sweep killed at each of its points (make test: one), racing a mirror cycle, holding its lease
+# against another writer, and over each kind of damaged sweep state (make test: one kind).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
 		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_merge_race.py tests/e2e/test_s3_extent_list_kills.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \
-		tests/e2e/test_commit_outcome_unknown.py tests/e2e/test_s3_topic_expire.py
+		tests/e2e/test_commit_outcome_unknown.py tests/e2e/test_s3_topic_expire.py \
+		tests/ops/test_object_sweep.py tests/ops/test_sweep_state.py
 
 # The crash simulator at every distinct point of every operation (make test: 35 chosen points and 8 torn states),
 # repair's on three stores too (make test: a few points on two).
