@@ -193,8 +193,7 @@ def test_a_reader_of_an_unreachable_gcs_ends_with_its_error(gcs, tmp_path, name)
     assert (code, out) == (status, ""), (name, code, out, err[-2000:])
     assert last.startswith("error: ") and "gs://b/" in last and gcs.url in last, last
     assert f"did not answer within {GS_TIMEOUT} s" in last and "ROCKETLAKE_GCS_TIMEOUT" in last, last
-    if name != "query":           # its voice prints an OSError's traceback first (as for S3)
-        one_line_error(err)
+    one_line_error(err)
     assert took < BOUND, (name, took)
     assert not target.exists(), name
 
