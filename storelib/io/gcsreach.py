@@ -12,9 +12,10 @@ No answer in time, a refused connection or no route raises ``GcsUnreachable`` (a
 an ``OSError``: each command words and ends with it as with an unreachable S3 endpoint,
 ``storelib.io.s3reach``). Asked once per process and endpoint.
 
-Not covered: a GCS that answers this request and then stops answering mid-command; that wait ends
-only with SIGTERM / SIGINT (``storelib.runtime.stuck`` ends a process its signal handler cannot
-reach).
+Not covered: a GCS that answers this request and then stops answering mid-command. pyarrow's client
+then gives each request 2 minutes without a byte and retries it up to its retry limit (15 minutes
+by default; ``retry_time_limit`` bounds the retries, not the 2 minutes); SIGTERM / SIGINT end it
+sooner (``storelib.runtime.stuck`` ends a process its signal handler cannot reach).
 """
 from __future__ import annotations
 
