@@ -66,16 +66,21 @@ WRITER = Voice(by_class=_frozen({
 # A job's --config file that cannot be read or holds a bad value (before Spark starts).
 CONFIG = Voice(by_class=_frozen({"ConfigError": "configuration: {e}"}),
                other=_frozen({"OSError": ("configuration: {e}", int(ExitCode.BAD_INPUT))}))
+# An OSError where a store is read is a store that cannot be read (a file system or an object store
+# that refuses or does not answer in time), not a bug: its line, no traceback, exit 1, in the checks
+# before every command (CHECK) and in the readers' own voices (QUERY, INSPECT).
+_READ_OSERROR = (_oserror, int(ExitCode.FAILED))
 # The checks before a command starts its work (is it a store, its configuration, the arguments).
-CHECK = dataclasses.replace(WRITER, other=_frozen({"OSError": (_oserror, int(ExitCode.FAILED))}),
+CHECK = dataclasses.replace(WRITER, other=_frozen({"OSError": _READ_OSERROR}),
                             unexpected="{e}", traceback=False)
 VERIFY = dataclasses.replace(CHECK, unexpected="{name}: {e}", traceback=True)
 QUERY = Voice(by_status=_frozen({int(ExitCode.FAILED): "query failed: {e}",
                                  int(ExitCode.CONCURRENT): "query failed: {e}"}),
-              other=_frozen({"FileNotFoundError": ("query failed: {e}", int(ExitCode.FAILED))}),
+              other=_frozen({"FileNotFoundError": ("query failed: {e}", int(ExitCode.FAILED)),
+                             "OSError": (lambda e: "query failed: " + _oserror(e), int(ExitCode.FAILED))}),
               unexpected="query failed: {name}: {e}")
 INSPECT = Voice(by_class=_frozen({"ConfigError": "configuration: {e}", "UnreachablePath": "{e}"}),
-                other=_frozen({"FileNotFoundError": ("{e}", int(ExitCode.FAILED))}))
+                other=_frozen({"FileNotFoundError": ("{e}", int(ExitCode.FAILED)), "OSError": _READ_OSERROR}))
 EXPIRE = Voice(by_class=_frozen({"ConfigError": "configuration: {e}", "UnreachablePath": "{e}",
                                  "ConcurrentWriteError": "concurrent writer: {e}; nothing was removed, rerun"}))
 REPAIR = Voice(other=_frozen({"OSError": ("{e}", int(ExitCode.BAD_INPUT))}))

@@ -1,5 +1,5 @@
 """Which file system serves a store or input URI: local paths, ``s3://`` (pyarrow's S3 client with
-``storelib.io.objstore``'s settings), ``gs://`` (a GCS emulator when ``STORAGE_EMULATOR_HOST`` is
+``storelib.io.objstore``'s settings; S3 must answer first, ``storelib.io.s3reach``), ``gs://`` (a GCS emulator when ``STORAGE_EMULATOR_HOST`` is
 set; GCS must answer first, ``storelib.io.gcsreach``), ``hdfs://`` (``hdfs-native`` behind pyarrow's file system interface), anything else
 ``pyarrow.fs.FileSystem.from_uri`` opens. One client per process and settings."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from . import gcsreach, objstore
+from . import gcsreach, objstore, s3reach
 from ..errors import BadInput
 from ..format.paths import is_local, local_path
 
@@ -33,6 +33,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
     _check_remote_path(uri)
     if uri.startswith("s3://"):
+        # pyarrow's S3 client waits minutes on an endpoint that never answers (s3reach)
+        s3reach.require_reachable(uri, objstore.s3_settings())
         u = urlparse(uri)
         return _s3(), (u.netloc + u.path).rstrip("/")
     if uri.startswith("gs://"):

@@ -6,32 +6,28 @@ connection and never answers, or a route that drops every packet, blocks every r
 store or input for ever, in native code, where no Python signal handler runs either. So before a
 process first opens GCS at an endpoint, ``require_reachable`` asks it one plain HTTP request (the
 bucket's metadata, ``GET /storage/v1/b/<bucket>``) with a connect and a read timeout of
-``ROCKETLAKE_GCS_TIMEOUT`` seconds each (default ``DEFAULT_TIMEOUT``). Any HTTP answer (200, 401,
-404, ...) is a reachable GCS: pyarrow's client then says what it says. No answer in time, a refused
-connection or no route raises ``GcsUnreachable`` (a ``TimeoutError``, an ``OSError``: each command
-words and ends with it as with an unreachable S3 endpoint, whose client fails with an ``OSError``
-after its own timeouts). Asked once per process and endpoint.
+``ROCKETLAKE_GCS_TIMEOUT`` seconds each (default ``DEFAULT_TIMEOUT``; ``storelib.io.objreach``).
+Any HTTP answer (200, 401, 404, ...) is a reachable GCS: pyarrow's client then says what it says.
+No answer in time, a refused connection or no route raises ``GcsUnreachable`` (a ``TimeoutError``,
+an ``OSError``: each command words and ends with it as with an unreachable S3 endpoint,
+``storelib.io.s3reach``). Asked once per process and endpoint.
 
-Not covered: a GCS that answers this request and then stops answering mid-command; that wait ends
-only with SIGTERM / SIGINT (``storelib.runtime.stuck`` ends a process its signal handler cannot
-reach).
+Not covered: a GCS that answers this request and then stops answering mid-command. pyarrow's client
+then gives each request 2 minutes without a byte and retries it up to its retry limit (15 minutes
+by default; ``retry_time_limit`` bounds the retries, not the 2 minutes); SIGTERM / SIGINT end it
+sooner (``storelib.runtime.stuck`` ends a process its signal handler cannot reach).
 """
 from __future__ import annotations
 
-import http.client
-import os
-import socket
 from urllib.parse import quote, urlparse
 
-from ..errors import ConfigError
+from . import objreach
+from .objreach import DEFAULT_TIMEOUT
 
 __all__ = ["TIMEOUT_ENV", "DEFAULT_TIMEOUT", "GcsUnreachable", "timeout", "endpoint", "require_reachable"]
 
 TIMEOUT_ENV = "ROCKETLAKE_GCS_TIMEOUT"
-DEFAULT_TIMEOUT = 30.0
 REAL_GCS = "https://storage.googleapis.com"
-# endpoints this process found answering
-_answered: set[tuple[int, str]] = set()
 
 
 class GcsUnreachable(TimeoutError):
@@ -40,16 +36,7 @@ class GcsUnreachable(TimeoutError):
 
 def timeout(env: dict[str, str] | None = None) -> float:
     """The connect and read timeout of the reachability request, in seconds (``ROCKETLAKE_GCS_TIMEOUT``)."""
-    raw = (os.environ if env is None else env).get(TIMEOUT_ENV, "")
-    if not raw:
-        return DEFAULT_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value != value or value == float("inf"):
-        raise ConfigError(f"{TIMEOUT_ENV}={raw!r}: give a positive number of seconds")
-    return value
+    return objreach.timeout(TIMEOUT_ENV, env)
 
 
 def endpoint(emulator: str | None) -> str:
@@ -63,26 +50,6 @@ def endpoint(emulator: str | None) -> str:
 def require_reachable(uri: str, emulator: str | None) -> None:
     """``GcsUnreachable`` unless GCS (the emulator at ``emulator``, else GCS itself) answers an HTTP
     request about ``uri``'s bucket within ``timeout()`` seconds to connect and as many to answer."""
-    ep = endpoint(emulator)
-    key = (os.getpid(), ep)
-    if key in _answered:
-        return
-    limit = timeout()
-    u = urlparse(ep)
-    conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(u.netloc, timeout=limit)
     bucket = urlparse(uri).netloc
-    why = ""
-    try:
-        conn.request("GET", f"/storage/v1/b/{quote(bucket, safe='')}?fields=name")
-        conn.getresponse().read(1 << 16)
-    except (socket.timeout, TimeoutError):
-        why = f"it did not answer within {limit:g} s"
-    except (OSError, http.client.HTTPException) as e:
-        why = f"it cannot be reached ({e})"
-    finally:
-        conn.close()
-    if why:
-        raise GcsUnreachable(f"{uri}: GCS at {ep}: {why} (connect and read timeout {limit:g} s each, "
-                             f"{TIMEOUT_ENV}); nothing was read or changed")
-    _answered.add(key)
+    objreach.require(uri, "GCS", endpoint(emulator), ("GET", f"/storage/v1/b/{quote(bucket, safe='')}?fields=name"),
+                     TIMEOUT_ENV, GcsUnreachable)

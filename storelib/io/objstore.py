@@ -8,6 +8,7 @@ every Spark task. The settings come from the driver's environment:
   and a named profile (``AWS_PROFILE``) whose static keys, ``region`` and ``endpoint_url`` are
   read from the shared files (``~/.aws/credentials``, ``~/.aws/config``, or
   ``AWS_SHARED_CREDENTIALS_FILE`` / ``AWS_CONFIG_FILE``) for what the environment leaves unset.
+  ``ROCKETLAKE_S3_TIMEOUT``: seconds S3 has to answer first (``storelib.io.s3reach``).
 * GCS: ``STORAGE_EMULATOR_HOST`` (an emulator's ``http://host:port``, anonymous access),
   ``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_APPLICATION_CREDENTIALS`` (a key file path: it must exist at
   that path on every host; only the emulator is tested), ``ROCKETLAKE_GCS_TIMEOUT`` (seconds GCS
@@ -40,7 +41,7 @@ __all__ = ["MARK", "S3_VARS", "GCS_VARS", "SHIPPED", "s3_settings", "gcs_setting
            "unset_empty"]
 
 S3_VARS = ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
-           "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP")
+           "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP", "ROCKETLAKE_S3_TIMEOUT")
 GCS_VARS = ("STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "GOOGLE_APPLICATION_CREDENTIALS", "ROCKETLAKE_GCS_TIMEOUT")
 # Variables that would make an executor pick other settings than the driver's; shipped empty.
 _OVERRIDDEN = ("AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE")
@@ -108,7 +109,8 @@ def s3_settings(env: Env | None = None) -> dict[str, str]:
            "AWS_ACCESS_KEY_ID": _get(env, "AWS_ACCESS_KEY_ID"),
            "AWS_SECRET_ACCESS_KEY": _get(env, "AWS_SECRET_ACCESS_KEY"),
            "AWS_SESSION_TOKEN": _get(env, "AWS_SESSION_TOKEN"),
-           "AWS_ALLOW_HTTP": _get(env, "AWS_ALLOW_HTTP")}
+           "AWS_ALLOW_HTTP": _get(env, "AWS_ALLOW_HTTP"),
+           "ROCKETLAKE_S3_TIMEOUT": _get(env, "ROCKETLAKE_S3_TIMEOUT")}
     prof = {} if env.get(MARK) else _profile(env)
     if out["AWS_ACCESS_KEY_ID"] and out["AWS_SECRET_ACCESS_KEY"]:
         for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):

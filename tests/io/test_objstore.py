@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from storelib.compute import kernelcache
 from storelib.runtime import multihost
-from storelib.io import objstore, storage
+from storelib.io import objstore, s3reach, storage
 
 
 def _profile_files(tmp_path):
@@ -80,9 +80,12 @@ def test_the_s3_file_system_uses_the_resolved_settings(tmp_path, monkeypatch):
         monkeypatch.delenv(k)
     for k, v in {**_profile_files(tmp_path), "AWS_PROFILE": "dev"}.items():
         monkeypatch.setenv(k, v)
+    asked: list = []       # the profile's endpoint is asked first (no server there: taken as answering)
+    monkeypatch.setattr(s3reach, "require_reachable", lambda uri, st: asked.append((uri, st["AWS_ENDPOINT_URL"])))
     fs, path = storage.filesystem("s3://bucket/a/store/")
     assert path == "bucket/a/store" and fs.region == "eu-west-3"
     assert storage.filesystem("s3://bucket/x")[0] is fs          # one client per process and settings
+    assert asked == [("s3://bucket/a/store/", "http://10.1.2.3:9000"), ("s3://bucket/x", "http://10.1.2.3:9000")]
     opts = storage.delta_storage_options("s3://bucket/a")
     assert opts["AWS_ENDPOINT_URL"] == "http://10.1.2.3:9000" and opts["AWS_ACCESS_KEY_ID"] == "AKDEV"
 
