@@ -188,7 +188,8 @@ bench-objread: install s3a s3proxy
 
 # Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
 # (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
-# all three race rounds and every kill point (make test: one of each), beside moto's.
+# all three race rounds, every kill point and the two-batch golden ingest (make test: the ordered
+# race round and one kill point; the golden ingest on moto), beside moto's.
 backends: install s3proxy hdfs
 	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py tests/e2e/test_backends_bench.py
 
@@ -255,10 +256,11 @@ long: install rocketmq kafka s3proxy hdfs s3a
 # of a batch continuing a store on S3 (make test: 1 of 13), of a per-topic expire on S3 (make test:
 # 1 of 8), and of repair (make test: 4 of 16); the
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race);
-# the manifest table's merge racing an ingest and an expiry (make faults only).
+# the manifest table's merge racing an ingest and an expiry (make faults only); racing ingests on
+# S3 (moto), all three rounds (make test: on local disk, and the ordered round on S3Proxy).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_ingest_faults.py tests/e2e/test_ingest_race.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_merge_race.py tests/e2e/test_s3_extent_list_kills.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \
