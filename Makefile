@@ -193,7 +193,8 @@ bench-objread: install s3a s3proxy
 backends: install s3proxy hdfs
 	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py tests/e2e/test_backends_bench.py
 
-# The streaming tests with their long cases too (more kill points, the tailing reader under load).
+# The streaming tests with their long cases too (the Kafka query killed twice, make test: once;
+# the tailing reader under load).
 streaming: install kafka
 	ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_streaming.py tests/read/test_stream_source.py
 
