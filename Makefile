@@ -248,7 +248,8 @@ ops-sequences: install
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
 # cases, the default-VACUUM maintenance case, the parametrizations `make test` runs one of
 # (tests/support/longrun.py), twice the fuzzed readers' examples, 300 differential cases against
-# RocketMQ 5.3.3 and 60 against each other line (make test: 120 and 24), beside the rest of the suite.
+# RocketMQ 5.3.3 and 60 against each other line (make test: 120 and 24), the 4.9 line's broker
+# (make test: 5.3.3's), beside the rest of the suite.
 long: install rocketmq kafka s3proxy hdfs s3a
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
