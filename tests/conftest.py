@@ -105,7 +105,7 @@ HEAVY = {
     # and one process writing the cases with rocketlake, mostly without Spark
     "test_rocketmq_differential.py::test_differential_5_3_3": 115,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 45,
-    "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 40,
+    "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 40,     # make long
     "test_rocketmq_differential.py::test_differential_4_9_8": 25,
     "test_rocketmq_differential.py::test_differential_newest_5x": 30,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
