@@ -188,11 +188,13 @@ bench-objread: install s3a s3proxy
 
 # Every storage backend at length (~12 min): hdfs:// stores and inputs on the HDFS mini cluster
 # (tests/e2e/test_hdfs.py; make test: its file operations and Delta commits only), and on S3Proxy
-# all three race rounds and every kill point (make test: one of each), beside moto's.
+# all three race rounds, every kill point and the two-batch golden ingest (make test: the ordered
+# race round and one kill point; the golden ingest on moto), beside moto's.
 backends: install s3proxy hdfs
 	ROCKETLAKE_BACKENDS=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_s3proxy.py tests/e2e/test_hdfs.py tests/e2e/test_backends_bench.py
 
-# The streaming tests with their long cases too (more kill points, the tailing reader under load).
+# The streaming tests with their long cases too (the Kafka query killed twice, make test: once;
+# the tailing reader under load).
 streaming: install kafka
 	ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q -n 0 $(PYTEST_ARGS) tests/e2e/test_streaming.py tests/read/test_stream_source.py
 
@@ -246,7 +248,8 @@ ops-sequences: install
 # Every long variant at once: every fault point and every power-cut point, the streaming tests' long
 # cases, the default-VACUUM maintenance case, the parametrizations `make test` runs one of
 # (tests/support/longrun.py), twice the fuzzed readers' examples, 300 differential cases against
-# RocketMQ 5.3.3 and 60 against each other line (make test: 120 and 24), beside the rest of the suite.
+# RocketMQ 5.3.3 and 60 against each other line (make test: 120 and 24), the 4.9 line's broker
+# (make test: 5.3.3's), beside the rest of the suite.
 long: install rocketmq kafka s3proxy hdfs s3a
 	ROCKETLAKE_LONG=1 ROCKETLAKE_FAULTS=all CRASH_POINTS=0 ROCKETLAKE_STREAMING_FULL=1 $(SPARK_ENV) $(PY) -m pytest -q \
 		-n $(TEST_WORKERS) $(PYTEST_ARGS) tests
@@ -255,12 +258,13 @@ long: install rocketmq kafka s3proxy hdfs s3a
 # of a batch continuing a store on S3 (make test: 1 of 13), of a per-topic expire on S3 (make test:
 # 1 of 8), and of repair (make test: 4 of 16); the
 # mirror stalled past its lease and racing every other writer (make test: the stall and one race);
-# the manifest table's merge racing an ingest and an expiry (make faults only); an object-store
-# sweep killed at each of its points (make test: one), racing a mirror cycle, holding its lease
-# against another writer, and over each kind of damaged sweep state (make test: one kind).
+# the manifest table's merge racing an ingest and an expiry (make faults only); racing ingests on
+# S3 (moto), all three rounds (make test: on local disk, and the ordered round on S3Proxy); an
+# object-store sweep killed at each of its points (make test: one), racing a mirror cycle, holding
+# its lease against another writer, and over each kind of damaged sweep state (make test: one kind).
 faults: install
 	ROCKETLAKE_FAULTS=all $(SPARK_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS) \
-		tests/e2e/test_ingest_faults.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
+		tests/e2e/test_ingest_faults.py tests/e2e/test_ingest_race.py tests/e2e/test_s3_kills.py tests/e2e/test_s3_merge_kills.py tests/e2e/test_crash_repair.py \
 		tests/e2e/test_merge_race.py tests/e2e/test_s3_extent_list_kills.py \
 		tests/e2e/test_mirror_crash.py tests/e2e/test_mirror_race.py tests/e2e/test_crash_ops.py \
 		tests/e2e/test_crash_compaction.py tests/e2e/test_housekeeping_stall.py tests/e2e/test_expiry_deletes.py \

@@ -93,7 +93,7 @@ TOGETHER = {
     "test_delta_spark.py": 220,         # one store (three ingests, a killed attempt, an expiry) for all
     "test_store_browser.py": 60,        # one store, one `rocketlake ui` and one Chromium for all (tests/ui)
     "test_hdfs.py": 25,                 # one HDFS mini cluster for all (make backends: its store too, ~300)
-    "test_s3proxy.py": 170,             # one S3Proxy for all: golden ingest, a race round, a kill, a refusal
+    "test_s3proxy.py": 95,              # one S3Proxy for all: a race round, a kill, a refusal (make backends: more)
     "test_object_sweep.py": 200,        # one seeded store of small batches on moto for all (objstores.seed_copies)
     "test_staged_deletes_objects.py": 55,   # the same: one seeded store for its documents
     "test_sweep_state.py": 150,          # the same: one seeded store for the sweep's skip
@@ -105,13 +105,15 @@ HEAVY = {
     # and one process writing the cases with rocketlake, mostly without Spark
     "test_rocketmq_differential.py::test_differential_5_3_3": 115,
     "test_rocketmq_broker.py::test_broker_serves_a_rocketlake_store": 45,
-    "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 40,
+    "test_rocketmq_broker.py::test_broker_4_9_serves_a_rocketmq_version_4_9_store": 40,     # make long
     "test_rocketmq_differential.py::test_differential_4_9_8": 25,
     "test_rocketmq_differential.py::test_differential_newest_5x": 30,
     "test_rocketmq_differential.py::test_reference_writer_rebuilds_the_golden_stores": 25,
     "test_query_differential.py::test_lookups_answer_as_rocketmq": 40,
-    "test_ingest_race.py::test_racing_ingests_on_s3": 95,
-    # a Kafka broker and three spark-submits of one streaming query (two SIGKILLed)
+    "test_ingest_race.py::test_racing_ingests_on_s3": 95,        # make faults
+    # a Kafka broker and two spark-submits of one streaming query (one SIGKILLed); make streaming:
+    # three (two SIGKILLed)
+    "test_streaming.py::test_kafka_stream_killed_once_is_exactly_once": 85,
     "test_streaming.py::test_kafka_stream_killed_twice_is_exactly_once": 120,
     "test_stream_source.py": 40,        # readStream in the session: a restart, an expiry
     "test_crash_sim.py::test_power_cuts_during_expire": 40,

@@ -66,7 +66,11 @@ being published read staged copies that the publish then moved away ("missing fi
 ``Store.moved`` sends such reads to the final name).
 
 Runtime: ~55 s local, ~150 s on S3 (moto is slow: ~100 objects staged and published per batch)
-on the shared 2-core test machine.
+on the shared 2-core test machine. ``make test`` runs the local store's three rounds, and on S3
+the ``ordered`` round on S3Proxy (tests/e2e/test_s3proxy.py: the Delta commit decides on a real
+server's conditional put, the loser removes its objects while the winner's batch is committed and
+not yet published, the reader reads it meanwhile); the three S3 rounds here, on moto, run in
+``make faults`` (and on S3Proxy in ``make backends``).
 """
 from __future__ import annotations
 
@@ -87,6 +91,7 @@ import pytest
 # the PYTHONPATH tests/conftest.py gives every child process
 from support import goldenlib
 from support import s3server
+from support.longrun import faults_test
 from conftest import ROOT, golden_set
 
 PY = sys.executable
@@ -564,6 +569,7 @@ def s3_env():
 
 
 @pytest.mark.slow
+@faults_test("the three race rounds on S3 (moto, ~90 s; make test: the ordered round on S3Proxy)")
 def test_racing_ingests_on_s3(s3_env, tmp_path):
     env, s3 = s3_env
     prefix = "stores/race/"

@@ -10,6 +10,11 @@ After the broker stops, rocketlake verifies the store and appends the last 500 m
 result is the golden store byte for byte, and a broker started again serves all 3,000, and
 answers queryMessage by key and viewMessage by id as RocketMQ did on its own store (the set's
 recorded answers).
+
+The 4.9 line's broker on a rocketmqVersion=4.9 store runs in `make long` (two broker starts, as
+test_broker_features runs its other lines there): `make test` holds a 4.9 store to 4.9.8's own
+store code byte for byte (test_rocketmq_differential.py::test_differential_4_9_8) and serves a
+rocketlake store, appends after a broker and serves it again with 5.3.3's broker here.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import pytest
 from support import goldenlib
 from support import rmqcompare
 from support import rmqjars
+from support.longrun import long_test
 from support.rmqbroker import Broker
 
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
@@ -215,6 +221,8 @@ def test_broker_serves_a_rocketlake_store(tmp_path):
     print(f"broker test: {time.time() - t0:.0f}s (first broker pass {t1 - t0:.0f}s)")
 
 
+@long_test("the 4.9 line's broker, two starts (~30-35 s; make test: 4.9.8's store code byte for byte, "
+           "5.3.3's broker)")
 def test_broker_4_9_serves_a_rocketmq_version_4_9_store(tmp_path):
     """The 4.9 line's broker (4.9.7: Maven Central has no 4.9.8 broker) on a rocketmqVersion=4.9
     store: small-roll's messages without its topics over 127 characters (4.9 has no V2 records),

@@ -3,19 +3,23 @@
 One Kafka broker (KRaft, 127.0.0.1, ephemeral ports; jars from Maven Central through
 tests/support/kafkajars.py) holds N messages in one partition. A streaming query (Spark's Kafka
 source -> ``format("rocketlake")``, ``maxOffsetsPerTrigger`` so that it takes several
-micro-batches, ``availableNow``) is SIGKILLed with its whole process group at two points of a
+micro-batches, ``availableNow``) is SIGKILLed with its whole process group at points of a
 micro-batch's commit and restarted from its checkpoint:
 
 1. after the Delta switch, before the files are published (the commit is in the store, not in
    Spark's checkpoint: Spark runs the micro-batch again, which must be "already committed" and
    finish the publish, never a second batch);
-2. with every file of the next micro-batch staged, before its Delta commit (nothing committed:
-   the rerun writes it).
+2. (``make streaming``) with every file of the next micro-batch staged, before its Delta commit
+   (nothing committed: the rerun writes it; ``make test`` kills ingests there,
+   tests/e2e/test_ingest_faults.py).
 
-The third run goes to the end; the store is then byte for byte (every store file) the store a
+The last run goes to the end; the store is then byte for byte (every store file) the store a
 one-shot ``ingest_dataframe`` of the whole topic makes, and its batches are exactly the query's
-micro-batches. In the same Spark application a file-source query (one file per trigger) and a
-one-shot ingest of the same messages make the same bytes too.
+micro-batches. ``make test`` runs the first kill (two micro-batches, two spark-submits); ``make
+streaming`` both (four micro-batches, three spark-submits), and in the last one's Spark
+application a file-source query (one file per trigger) and a one-shot ingest of the same messages
+make the same bytes too (a second source of the same property; the file source's replays and
+resets: tests/ingest/test_sink.py).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from conftest import ROOT
 
 from support import filedigest
 from support import kafkajars
+from support.longrun import streaming_test
 from storelib.format.paths import META_DIR
 from storelib.io import storage
 from storelib.table import manifest
@@ -136,40 +141,59 @@ def write_files(base) -> tuple:
     return str(src), str(whole)
 
 
-def test_kafka_stream_killed_twice_is_exactly_once(broker, tmp_path):
+def _killed_at_publish(broker, tmp_path, per_trigger: int) -> tuple:
+    """The stream killed after micro-batch 0's Delta switch, before its files are published:
+    (its arguments, the store's batches then)."""
     store, ck = str(tmp_path / "store"), str(tmp_path / "checkpoint")
-    once = str(tmp_path / "once")
-    stream = ["kafka-stream", broker.bootstrap, TOPIC, store, ck, PER_TRIGGER]
-
-    # 1. killed after micro-batch 0's Delta switch, before its files are published
+    stream = ["kafka-stream", broker.bootstrap, TOPIC, store, ck, per_trigger]
     gate = str(tmp_path / "gate-publish")
     kill_when_held(submit(stream, {"ROCKETLAKE_HOLD": f"after-commit-before-publish:{gate}"}), gate)
     first = batches(store)
-    assert len(first) == 1 and first[0][1] == PER_TRIGGER, first
-    qid_batch = first[0][0]
-    assert qid_batch.startswith("stream-") and qid_batch.endswith("-0"), qid_batch
+    assert len(first) == 1 and first[0][1] == per_trigger, first
+    assert first[0][0].startswith("stream-") and first[0][0].endswith("-0"), first[0][0]
+    return stream, first
 
-    # 2. the rerun finds micro-batch 0 committed; killed with micro-batch 1 staged, not committed
-    gate = str(tmp_path / "gate-commit")
-    kill_when_held(submit(stream, {"ROCKETLAKE_HOLD": f"before-delta-commit:{gate}"}), gate)
-    assert batches(store) == first
 
-    # 3. to the end; then a one-shot ingest of the whole topic, and the file-source pair
-    src, whole = write_files(tmp_path)
-    out = finish(submit(stream + ["--", "kafka-once", broker.bootstrap, TOPIC, once,
-                                  "--", "files-stream", src, str(tmp_path / "fstore"), str(tmp_path / "fck"),
-                                  "--", "files-once", whole, str(tmp_path / "fonce")]))
-    assert out.count("step done") == 4, out[-4000:]
+def _to_the_end(stream: list, first: list, tmp_path, per_trigger: int, files: bool) -> None:
+    """The last run: the stream to the end, then a one-shot ingest of the whole topic (and with
+    ``files`` the file-source pair); every micro-batch once, and the same bytes as the one-shot
+    ingests."""
+    store, once = stream[3], str(tmp_path / "once")
+    steps = stream + ["--", "kafka-once", stream[1], TOPIC, once]
+    if files:
+        src, whole = write_files(tmp_path)
+        steps += ["--", "files-stream", src, str(tmp_path / "fstore"), str(tmp_path / "fck"),
+                  "--", "files-once", whole, str(tmp_path / "fonce")]
+    out = finish(submit(steps))
+    assert out.count("step done") == (4 if files else 2), out[-4000:]
 
     got = batches(store)
-    prefix = qid_batch[:-1]
-    assert [b for b, _ in got] == [f"{prefix}{k}" for k in range(N // PER_TRIGGER)], got
-    assert all(m == PER_TRIGGER for _, m in got), got
+    prefix = first[0][0][:-1]
+    assert [b for b, _ in got] == [f"{prefix}{k}" for k in range(N // per_trigger)], got
+    assert all(m == per_trigger for _, m in got), got
     a, b = store_files(store), store_files(once)
     assert a and a == b, sorted(set(a.items()) ^ set(b.items()))[:10]
     assert not os.path.exists(os.path.join(store, META_DIR, "incoming")) or \
         not any(files for _, _, files in os.walk(os.path.join(store, META_DIR, "incoming")))
 
+    if not files:
+        return
     fs, fo = store_files(str(tmp_path / "fstore")), store_files(str(tmp_path / "fonce"))
     assert fs and fs == fo, sorted(set(fs.items()) ^ set(fo.items()))[:10]
     assert [m for _, m in batches(str(tmp_path / "fstore"))] == [50, 50, 50]
+
+
+def test_kafka_stream_killed_once_is_exactly_once(broker, tmp_path):
+    stream, first = _killed_at_publish(broker, tmp_path, N // 2)
+    _to_the_end(stream, first, tmp_path, N // 2, files=False)
+
+
+@streaming_test("a second kill, with a micro-batch staged before its Delta commit (a third spark-submit, ~40 s), "
+                "and the file-source pair")
+def test_kafka_stream_killed_twice_is_exactly_once(broker, tmp_path):
+    stream, first = _killed_at_publish(broker, tmp_path, PER_TRIGGER)
+    # the rerun finds micro-batch 0 committed; killed with micro-batch 1 staged, not committed
+    gate = str(tmp_path / "gate-commit")
+    kill_when_held(submit(stream, {"ROCKETLAKE_HOLD": f"before-delta-commit:{gate}"}), gate)
+    assert batches(stream[3]) == first
+    _to_the_end(stream, first, tmp_path, PER_TRIGGER, files=True)
