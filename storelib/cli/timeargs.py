@@ -43,11 +43,17 @@ def _checked(text: str, problem_of) -> int:
     return ms
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# The last epoch-ms time with an ISO-8601 form of a four-digit year (9999-12-31T23:59:59.999Z).
+ISO_LATEST_MS = 253_402_300_799_999
+
+
 def iso(ms) -> str:
-    """An epoch-ms time as ISO-8601 UTC with milliseconds ('' for None or a negative time)."""
-    if ms is None or int(ms) < 0:
+    """An epoch-ms time as ISO-8601 UTC with milliseconds ('' for None, a negative time, or one
+    past the year 9999: store and born times a broker wrote may be any Java long)."""
+    if ms is None or not 0 <= int(ms) <= ISO_LATEST_MS:
         return ""
-    t = dt.datetime.fromtimestamp(int(ms) / 1000, dt.timezone.utc)
+    t = _EPOCH + dt.timedelta(milliseconds=int(ms))        # exact: ms / 1000 as a float rounds late times
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -21,7 +21,7 @@ putKey (IndexFile.putKey), replayed by ``storelib.ingest.indexfile.IndexFileBuil
   (beginTimestamp is the inherited one for a file's first entry, then the first entry's time);
   the first entry sets begin*, every entry sets end*; hashSlotCount counts entries with prevPos 0.
 A new file inherits begin = end = the previous file's end values (when > 0).
-Names are creation times ``yyyyMMddHHmmssSSS``; see ``file_name``.
+Names are creation times ``yyyyMMddHHmmssSSS``; see ``file_name`` and ``name_time``.
 
 Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE``, the
 ``HEADER_*`` field offsets, ``HEADER_DTYPE``, ``SLOT_SIZE``, ``SLOT_DTYPE``, ``ENTRY_SIZE``, the
@@ -29,7 +29,7 @@ Names defined here: ``DIR``, ``INT_MAX``, ``HEADER_SIZE``, the
 ``IndexHeader`` (NamedTuple: ``parse``/``from_bytes``, ``to_bytes``, ``to_dict``, ``inherited``),
 ``slot_offset``, ``entries_offset``, ``entry_offset``, ``file_size``, ``pack_entry`` /
 ``parse_entry``, ``parse_slot``, ``encode_slots`` / ``decode_slots``, ``decode_entries``,
-``file_name``, ``name_millis``.
+``file_name``, ``name_millis``, ``NAME_LATEST``, ``name_time``.
 
 This module is a leaf (numpy only at import time, no function-local imports either): ``config``
 takes the sizes from here, and the ``kernels.index_put`` kernel takes the ``ENTRY_*`` offsets, so
@@ -54,7 +54,7 @@ __all__ = ["DIR", "INT_MAX", "HEADER_SIZE", "HEADER_BEGIN_TIMESTAMP", "HEADER_EN
            "HEADER_DTYPE", "SLOT_SIZE", "SLOT_DTYPE", "ENTRY_SIZE", "ENTRY_KEY_HASH", "ENTRY_PHY_OFFSET",
            "ENTRY_TIME_DIFF", "ENTRY_PREV_POS", "ENTRY_DTYPE", "IndexHeader", "slot_offset", "entries_offset",
            "entry_offset", "file_size", "pack_entry", "parse_entry", "parse_slot", "encode_slots", "decode_slots",
-           "decode_entries", "file_name", "name_millis"]
+           "decode_entries", "file_name", "name_millis", "NAME_LATEST", "name_time"]
 
 DIR = INDEX_DIR
 INT_MAX = 2**31 - 1
@@ -192,8 +192,21 @@ def decode_entries(buf: Buffer, count: int | None = None, offset: int = 0) -> np
 
 def file_name(millis: int) -> str:
     """UtilAll.timeMillisToHumanString (UTC here; RocketMQ uses the JVM's zone)."""
-    t = _dt.datetime.fromtimestamp(millis / 1000.0, tz=_dt.timezone.utc)
+    t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(seconds=millis // 1000)
     return t.strftime("%Y%m%d%H%M%S") + f"{millis % 1000:03d}"
+
+
+# The latest time ``name_time`` names a file by (9999-01-01T00:00:00Z): a name spells a four-digit
+# year, and the year after it leaves room for 3*10^10 names 1 ms apart.
+NAME_LATEST = 253_370_764_800_000
+
+
+def name_time(prev_ms: int, t: int) -> int:
+    """The time (ms) to name a new index file by, after one named at ``prev_ms``: ``t`` (its begin
+    time) when later and at most NAME_LATEST, else ``prev_ms + 1``. Names then increase strictly
+    (RocketMQ loads the files sorted by name), whatever store times a broker wrote: RocketMQ takes
+    any, a year 10000 too, and names its own files by the wall clock instead."""
+    return t if prev_ms < t <= NAME_LATEST else prev_ms + 1
 
 
 def name_millis(name: str) -> int | None:

@@ -183,7 +183,7 @@ def _name_index_files(snap: Snap, summaries: list, idxs: list[StagedFile], now: 
     for r in idxs:
         if r.path is None:
             begin = _header(r).begin_timestamp
-            ms = max(prev_ms + 1, begin if begin > 0 else first_ts)
+            ms = indexfile.name_time(prev_ms, begin if begin > 0 else first_ts)
             r = r.named(f"{indexfile.DIR}/{indexfile.file_name(ms)}")
             prev_ms = ms
         named.append(r)

@@ -302,7 +302,7 @@ def _positional(names: list, files: list, extra: list | None = None) -> tuple[li
     out = known[:]
     for b in files[len(out):]:
         t = b.header.begin_timestamp if b.header.begin_timestamp > 0 else int(time.time() * 1000)
-        ms = max((prev or 0) + 1, t)
+        ms = indexfile.name_time(prev or 0, t)
         out.append(f"{indexfile.DIR}/{indexfile.file_name(ms)}")
         prev = ms
     return out, extra

@@ -214,3 +214,19 @@ def test_snapshot_readers_skip_entries_appended_after_it(tmp_path):
                             local_store=s_bad)
         rep = verify_index(ctx, {"path": rel, "manifest": row})
         assert any(p.path == rel and what in p.what for p in rep["problems"]), rep["problems"]
+
+
+def test_name_time_keeps_names_spellable_and_increasing():
+    """A file is named by its begin time while that is later than the previous name and a
+    four-digit year; else 1 ms after the previous name (store times RocketMQ wrote in the year
+    10000, or going back)."""
+    assert ix.name_time(0, 1_700_000_000_000) == 1_700_000_000_000
+    assert ix.name_time(1_700_000_000_000, 1_600_000_000_000) == 1_700_000_000_001
+    assert ix.name_time(5, -1000) == 6
+    assert ix.name_time(0, ix.NAME_LATEST) == ix.NAME_LATEST
+    prev, names = 0, []
+    for t in (1_700_000_000_000, 253_402_300_799_000, 253_402_300_800_000, 2**53, 2**63 - 1, 1):
+        prev = ix.name_time(prev, t)
+        names.append(ix.file_name(prev))
+    assert names == sorted(set(names)) and all(len(n) == 17 for n in names)
+    assert [ix.name_millis(n) for n in names] == [1_700_000_000_000 + i for i in range(6)]

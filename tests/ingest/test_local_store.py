@@ -45,3 +45,33 @@ def test_two_batches_in_process_give_rocketmq_bytes(tmp_path):
     answers = open(os.path.join(g, "answers.jsonl"), encoding="utf-8").read().splitlines()
     for q, a in list(zip(queries, answers))[:200]:
         assert json.dumps(r.answer(q), ensure_ascii=False, separators=(",", ":")) == a, q
+
+
+def test_store_times_past_year_9999_name_index_files_in_order(tmp_path):
+    """RocketMQ stores a message at any store time (year 10000, 2^53 ms) and indexes it; index
+    files begun there are named 1 ms after the previous one (a name spells a four-digit year), so
+    batches commit and a reader finds every key."""
+    import base64
+    cfg = load_config(None, {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 40,
+                             "maxHashSlotNum": 2, "maxIndexNum": 3})
+    store = str(tmp_path / "store")
+    times = [1_700_000_000_000, 253_402_300_800_000, 253_402_300_800_001, 2**53, 5, 2**53 + 7]
+    names = []
+    for k in range(3):
+        part = tmp_path / f"p{k}.jsonl"
+        part.write_text("".join(json.dumps({
+            "topic": "t", "queue_id": 0, "flag": 0, "sys_flag": 0, "born_timestamp": 0, "store_timestamp": ts,
+            "born_host": "10.0.0.1:1", "store_host": "10.0.0.2:2", "body_b64": base64.b64encode(b"x").decode(),
+            "properties": [["KEYS", f"k{i}"]]}) + "\n" for i, ts in enumerate(times[2 * k:2 * k + 2], 2 * k)))
+        out = run_ingest(LocalSession(), store, str(part), "jsonl", cfg, batch_id=f"p{k}", quiet=True)
+        assert out["status"] == "committed"
+    names = sorted(os.listdir(os.path.join(store, "index")))
+    assert len(names) == 3 and all(len(n) == 17 for n in names)
+    assert names[0] == "20231114221320000"
+    from storelib.format import indexfile
+    assert [indexfile.name_millis(n) for n in names[1:]] == [1_700_000_000_001, 1_700_000_000_002]
+    from storelib.read.query import open_store
+    r = open_store(store)
+    for i in range(len(times)):
+        assert [m["store_timestamp"] for m in r.find_by_key("t", f"k{i}").messages] == [times[i]]
+    assert verify.verify_store(store, cfg, deep=True, threads=1).problems == []

@@ -53,7 +53,7 @@ def make_queries(messages: list[dict], per_queue: int = 3) -> list[dict]:
             qs.append(dict(base, type="getMessage", group="g", offset=off, max_msg_nums=k))
     keys = []
     for m in messages:
-        p = dict(m["properties"])
+        p = {k: v for k, v in m["properties"] if v}         # as the store parses them: empty values dropped
         keys += [(m["topic"], x) for x in (p.get("UNIQ_KEY"), *(p.get("KEYS") or "").split(" ")) if x]
         if p.get("TAGS"):
             keys.append((m["topic"], "T#" + p["TAGS"]))         # the newest 5.x line's tag index key

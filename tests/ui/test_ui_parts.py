@@ -113,3 +113,12 @@ def test_a_page_shows_at_most_page_rows():
     assert not q.cap() and q.limit == 20
     q = lookup.Query.from_params({"mode": "offset", "topic": "t", "queue": "0", "offset": "0", "count": "5000"})
     assert q.cap() and q.count == lookup.PAGE_ROWS
+
+
+def test_times_past_the_year_9999_show_no_iso_form():
+    """A store or born time may be any Java long (RocketMQ stores it as given): the pages show no
+    ISO form past 9999-12-31, as before 1970, instead of failing."""
+    from storelib.cli.timeargs import iso
+    assert iso(253_402_300_799_999) == "9999-12-31T23:59:59.999Z"
+    assert iso(0) == "1970-01-01T00:00:00.000Z"
+    assert [iso(t) for t in (253_402_300_800_000, 2**53, 2**63 - 1, -1, None)] == [""] * 5
