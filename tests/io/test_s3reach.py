@@ -3,16 +3,11 @@ waits its request timeout on each of three attempts of each request) is used; an
 do, none in time is ``S3Unreachable`` (an OSError). Its setting travels to the executors."""
 from __future__ import annotations
 
-import http.server
-import socket
-import threading
-import time
-
 import pytest
 
-from storelib.errors import ConfigError
 from storelib.io import objstore, s3reach
 from storelib.io.filesystems import filesystem
+from test_objreach import answering
 
 NO_PROFILE = {"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent"}
 
@@ -26,14 +21,6 @@ def s3_at(monkeypatch):
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     return point
-
-
-def test_the_timeout_is_the_setting_or_30_seconds():
-    assert s3reach.timeout({}) == s3reach.DEFAULT_TIMEOUT == 30.0
-    assert s3reach.timeout({s3reach.TIMEOUT_ENV: "2.5"}) == 2.5
-    for bad in ("0", "-1", "x", "nan", "inf"):
-        with pytest.raises(ConfigError, match=s3reach.TIMEOUT_ENV):
-            s3reach.timeout({s3reach.TIMEOUT_ENV: bad})
 
 
 def test_the_endpoint_is_the_one_pyarrow_is_given_else_aws_s_regional_one():
@@ -53,50 +40,9 @@ def test_the_setting_is_shipped_to_the_executors():
     assert s3reach.timeout(objstore.s3_settings({**objstore.executor_env(NO_PROFILE), s3reach.TIMEOUT_ENV: ""})) == 30
 
 
-def test_an_s3_that_does_not_answer_is_an_error_within_the_timeout(s3_at):
-    silent = socket.create_server(("127.0.0.1", 0))      # accepts (backlog), never answers
-    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    s3_at(url, **{s3reach.TIMEOUT_ENV: "1"})
-    t0 = time.monotonic()
-    try:
-        with pytest.raises(s3reach.S3Unreachable, match="did not answer within 1 s") as e:
-            filesystem("s3://b/s")
-    finally:
-        silent.close()
-    assert time.monotonic() - t0 < 5 and isinstance(e.value, OSError)
-    assert url in str(e.value) and "s3://b/s" in str(e.value) and s3reach.TIMEOUT_ENV in str(e.value)
-
-
-def test_a_refused_connection_is_an_error_at_once(s3_at):
-    s = socket.create_server(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    s.close()                                             # nothing listens there now
-    s3_at(url)
-    t0 = time.monotonic()
-    with pytest.raises(s3reach.S3Unreachable, match="cannot be reached"):
-        filesystem("s3://b/s")
-    assert time.monotonic() - t0 < 5
-
-
 def test_any_answer_is_a_reachable_s3_asked_once_unsigned(s3_at):
-    asked: list = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_HEAD(self):
-            asked.append((self.command, self.path, self.headers.get("Authorization")))
-            self.send_response(403)                       # no credentials: still an answer
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        s3_at(f"http://127.0.0.1:{srv.server_address[1]}")
+    with answering("HEAD", 403) as (url, asked):          # no credentials: still an answer
+        s3_at(url)
         filesystem("s3://b/s")
         filesystem("s3://other/x")
-    finally:
-        srv.shutdown()
-        srv.server_close()
     assert asked == [("HEAD", "/b", None)]
