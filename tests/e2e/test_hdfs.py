@@ -291,7 +291,7 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
     replayed, block reports, the dead writer's open files under lease). Then: a batch committed
     before is intact file for file and verifies, B is visible only if its commit was durable, and
     B's rerun leaves a store byte-identical to RocketMQ's."""
-    import hdfscluster
+    from support import hdfscluster
     from storelib.runtime import faults
     assert point in faults.POINTS
     g = golden_set("small-roll")
@@ -299,7 +299,7 @@ def test_power_cut_of_the_cluster_and_the_writer(point, tmp_path):
     ingest = [os.path.join(ROOT, "tests", "support", "local_ingest.py"), "ingest"]
     work = tmp_path / "cluster"
     work.mkdir()
-    from mavenfetch import Unavailable
+    from support.mavenfetch import Unavailable
     try:
         hdfscluster.jars()
     except Unavailable as e:

@@ -60,6 +60,20 @@ def test_every_gated_test_file_is_named_by_a_target_that_opens_its_gate():
     assert not missing, "\n".join(missing)
 
 
+def test_test_files_import_the_helpers_as_the_support_package():
+    """pytest puts the checkout and tests/ on the path (pyproject.toml), not tests/support/: a helper
+    imported by its bare name fails only when its test runs, which for a gated test is in its target
+    alone (the HDFS power cut's ``import hdfscluster`` did, in make backends)."""
+    helpers = sorted(n[:-3] for n in os.listdir(os.path.join(ROOT, "tests", "support"))
+                     if n.endswith(".py") and n != "__init__.py")
+    bare = re.compile(rf"^\s*(?:import|from)\s+({'|'.join(helpers)})\b", re.M)
+    found = []
+    for path in _test_files() + ["tests/conftest.py"]:
+        text = open(os.path.join(ROOT, path), encoding="utf-8").read()
+        found += [f"{path}: {m.group(0).strip()}" for m in bare.finditer(text)]
+    assert not found, "\n".join(found)
+
+
 def test_every_file_a_target_names_exists():
     for target, recipe in _recipes().items():
         for path in _runs(recipe):
